@@ -1,0 +1,175 @@
+#include "eval/evaluator.h"
+
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
+#include "ir/error.h"
+#include "ops/op.h"
+
+namespace isomer {
+
+namespace {
+
+// Counts how many times each node's outputs are read, so that intermediate values
+// can be released as soon as their last reader has run.
+std::unordered_map<const Node*, size_t> reader_counts(const Graph& g, const std::vector<NodePtr>& order) {
+  std::unordered_map<const Node*, size_t> readers;
+  for (const NodePtr& n : order)
+    for (const Value& v : n->inputs())
+      if (v.present()) ++readers[v.node.get()];
+  for (const Value& v : g.outputs()) ++readers[v.node.get()];
+  return readers;
+}
+
+void check_input(const Node& in, const std::vector<int64_t>& dims, DType dtype) {
+  const TensorType& t = in.output_types()[0];
+  require(dtype == t.dtype, "input '" + in.name() + "' has type " + std::string(dtype_name(dtype)) + ", expected " +
+                                std::string(dtype_name(t.dtype)));
+  bool ok = dims.size() == t.shape.size();
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = !t.shape[i].is_static() || t.shape[i].value == dims[i];
+  require(ok, "input '" + in.name() + "' has shape " + to_string(dims) + ", expected " + to_string(t.shape));
+}
+
+// Generic walk shared by both evaluators. `leaf` gives values of inputs/constants,
+// `apply` runs an operator node.
+template <class V, class Leaf, class Apply>
+std::vector<V> walk(const Graph& g, Leaf leaf, Apply apply) {
+  std::vector<NodePtr> order = g.topo_order();
+  auto readers = reader_counts(g, order);
+  std::unordered_map<const Node*, std::vector<V>> values;
+  for (const NodePtr& n : order) {
+    if (n->kind() == NodeKind::Input || n->kind() == NodeKind::Constant) {
+      values[n.get()] = {leaf(*n)};
+      continue;
+    }
+    std::vector<V> args;
+    for (const Value& v : n->inputs()) {
+      if (!v.present()) {
+        args.emplace_back();
+        continue;
+      }
+      args.push_back(values.at(v.node.get()).at(v.index));
+      if (--readers[v.node.get()] == 0) values.erase(v.node.get());
+    }
+    try {
+      values[n.get()] = apply(*n, args);
+    } catch (const Error& e) {
+      throw Error("evaluating " + describe(*n) + ": " + e.what());
+    }
+  }
+  std::vector<V> out;
+  for (const Value& v : g.outputs()) out.push_back(values.at(v.node.get()).at(v.index));
+  return out;
+}
+
+}  // namespace
+
+bool is_evaluable(const Graph& g, std::string* why) {
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() == NodeKind::Opaque) {
+      if (why) *why = describe(*n) + " is an operator isomer does not evaluate";
+      return false;
+    }
+    if (n->kind() == NodeKind::Constant && !is_numeric(n->value()->dtype())) {
+      if (why) *why = "constant '" + n->name() + "' has non-numeric type";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::string why;
+  require(is_evaluable(g, &why), why);
+  require(inputs.size() == g.inputs().size(), "graph has " + std::to_string(g.inputs().size()) + " inputs, " +
+                                                  std::to_string(inputs.size()) + " given");
+  std::unordered_map<const Node*, const Tensor*> given;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_input(*g.inputs()[i], inputs[i].dims(), inputs[i].dtype());
+    given[g.inputs()[i].get()] = &inputs[i];
+  }
+  auto leaf = [&](const Node& n) -> Tensor { return n.kind() == NodeKind::Constant ? *n.value() : *given.at(&n); };
+  auto apply = [](const Node& n, const std::vector<Tensor>& args) {
+    EvalContext ctx{n.attrs(), args, n.num_outputs()};
+    std::vector<Tensor> out = n.op()->eval(ctx);
+    require(out.size() == n.num_outputs(), "operator returned " + std::to_string(out.size()) + " outputs, expected " +
+                                               std::to_string(n.num_outputs()));
+    for (size_t i = 0; i < out.size(); ++i)
+      require(out[i].dtype() == n.output_types()[i].dtype, "operator returned type " +
+                                                              std::string(dtype_name(out[i].dtype())) + " for output " +
+                                                              std::to_string(i));
+    return out;
+  };
+  return walk<Tensor>(g, leaf, apply);
+}
+
+std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldArray>& inputs) {
+  require(inputs.size() == g.inputs().size(), "graph has " + std::to_string(g.inputs().size()) + " inputs, " +
+                                                  std::to_string(inputs.size()) + " given");
+  std::unordered_map<const Node*, const FieldArray*> given;
+  for (size_t i = 0; i < inputs.size(); ++i) given[g.inputs()[i].get()] = &inputs[i];
+  auto leaf = [&](const Node& n) -> FieldArray {
+    if (n.kind() == NodeKind::Input) return *given.at(&n);
+    const Tensor& t = *n.value();
+    FieldArray a;
+    a.dims = t.dims();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v = t.f64_at(i);
+      require(v == std::floor(v) && std::fabs(v) < 9.0e15,
+              "constant '" + n.name() + "' is not integer-valued; it has no field value");
+      a.data.push_back(Fp::from_signed(static_cast<int64_t>(v)));
+    }
+    return a;
+  };
+  auto apply = [](const Node& n, const std::vector<FieldArray>& args) {
+    require(n.kind() == NodeKind::Op && n.op()->eval_field != nullptr,
+            "operator " + n.op_type() + " has no finite-field semantics");
+    return n.op()->eval_field(n.attrs(), args);
+  };
+  return walk<FieldArray>(g, leaf, apply);
+}
+
+std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g, const std::map<std::string, int64_t>& bindings) {
+  std::vector<std::vector<int64_t>> out;
+  for (const NodePtr& in : g.inputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : in->output_types()[0].shape) {
+      if (d.is_static()) {
+        dims.push_back(d.value);
+      } else {
+        auto it = bindings.find(d.symbol);
+        dims.push_back(it != bindings.end() ? it->second : 1);
+      }
+    }
+    out.push_back(std::move(dims));
+  }
+  return out;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    DType t = g.inputs()[i]->output_types()[0].dtype;
+    int64_t n = num_elements(dims[i]);
+    if (is_float(t)) {
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      std::vector<double> v(n);
+      for (double& x : v) x = u(rng);
+      out.push_back(Tensor::from_f64(t, dims[i], v));
+    } else if (is_integer(t)) {
+      std::uniform_int_distribution<int64_t> u(0, t == DType::Bool ? 1 : 3);
+      std::vector<int64_t> v(n);
+      for (int64_t& x : v) x = u(rng);
+      out.push_back(Tensor::from_i64(t, dims[i], v));
+    } else {
+      throw Error("input '" + g.inputs()[i]->name() + "' has type " + std::string(dtype_name(t)) +
+                  " for which isomer cannot make random data");
+    }
+  }
+  return out;
+}
+
+}  // namespace isomer

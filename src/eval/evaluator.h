@@ -1,0 +1,38 @@
+#pragma once
+// Reference evaluators. Both walk the graph in topological order and call the
+// operator table's hooks: `eval` for float semantics (double precision inside each
+// operator, results rounded to each value's type), `eval_field` for semantics over
+// F_p. Neither has operator-specific code: semantics live in the table.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "eval/field.h"
+#include "ir/graph.h"
+
+namespace isomer {
+
+// Evaluates `g` on `inputs` (one per graph input, in order). Throws Error if the
+// graph contains an opaque node (it is not evaluable here) or an input does not
+// match its declared type.
+std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs);
+
+// True if every node can be evaluated by `evaluate`; otherwise `why` names the
+// first node that cannot.
+bool is_evaluable(const Graph& g, std::string* why = nullptr);
+
+// Evaluates `g` over F_p. Every operator needs field semantics; constants must be
+// integer-valued. Throws Error naming the first node that has none.
+std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldArray>& inputs);
+
+// Concrete shapes for the graph inputs: static dims as declared, dynamic dims from
+// `bindings` (symbol -> extent), else 1.
+std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g,
+                                                      const std::map<std::string, int64_t>& bindings = {});
+
+// Random inputs for `g` from `seed`: floats uniform in [-1, 1), integers in [0, 4),
+// bools fair. Deterministic for a given seed.
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings = {});
+
+}  // namespace isomer

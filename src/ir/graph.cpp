@@ -1,0 +1,215 @@
+#include "ir/graph.h"
+
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "ops/op.h"
+
+namespace isomer {
+
+int64_t ModelInfo::opset() const {
+  for (const auto& [domain, version] : opset_imports)
+    if (domain.empty() || domain == "ai.onnx") return version;
+  return 0;
+}
+
+Graph::Graph(std::vector<NodePtr> inputs, std::vector<Value> outputs, std::vector<std::string> output_names,
+             ModelInfo info)
+    : inputs_(std::move(inputs)),
+      outputs_(std::move(outputs)),
+      output_names_(std::move(output_names)),
+      info_(std::move(info)) {
+  require(outputs_.size() == output_names_.size(), "graph has " + std::to_string(outputs_.size()) +
+                                                       " outputs but " + std::to_string(output_names_.size()) +
+                                                       " output names");
+  for (const Value& v : outputs_) require(v.present(), "graph output is missing");
+}
+
+std::vector<NodePtr> Graph::topo_order() const {
+  std::vector<NodePtr> order;
+  std::unordered_set<const Node*> done;
+  for (const NodePtr& in : inputs_)
+    if (done.insert(in.get()).second) order.push_back(in);
+  // Iterative post-order DFS (graphs can be deep: thousands of nodes in a chain).
+  std::vector<std::pair<const Node*, size_t>> stack;
+  for (const Value& out : outputs_) {
+    if (done.count(out.node.get())) continue;
+    stack.push_back({out.node.get(), 0});
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->inputs().size()) {
+        const Value& v = node->inputs()[next++];
+        if (v.present() && !done.count(v.node.get())) stack.push_back({v.node.get(), 0});
+        continue;
+      }
+      if (done.insert(node).second) order.push_back(node->shared_from_this());
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+size_t Graph::num_ops() const {
+  size_t n = 0;
+  for (const NodePtr& node : topo_order())
+    if (node->kind() == NodeKind::Op || node->kind() == NodeKind::Opaque) ++n;
+  return n;
+}
+
+std::map<std::string, size_t> Graph::op_histogram() const {
+  std::map<std::string, size_t> h;
+  for (const NodePtr& node : topo_order())
+    if (node->kind() == NodeKind::Op || node->kind() == NodeKind::Opaque) ++h[node->op_type()];
+  return h;
+}
+
+size_t Graph::constant_bytes() const {
+  size_t n = 0;
+  for (const NodePtr& node : topo_order())
+    if (node->kind() == NodeKind::Constant) n += node->value()->byte_size();
+  return n;
+}
+
+Graph Graph::with_outputs(std::vector<Value> outputs) const {
+  return Graph(inputs_, std::move(outputs), output_names_, info_);
+}
+
+Value GraphBuilder::input(std::string name, TensorType type) {
+  for (const NodePtr& in : inputs_) require(in->name() != name, "duplicate graph input '" + name + "'");
+  NodePtr n = Node::make_input(std::move(name), std::move(type));
+  inputs_.push_back(n);
+  return n->output(0);
+}
+
+Value GraphBuilder::constant(Tensor value, std::string name) {
+  return intern(Node::make_constant(std::move(value), std::move(name)))->output(0);
+}
+
+std::vector<Value> GraphBuilder::op(std::string_view op_name, std::vector<Value> inputs, Attributes attrs,
+                                    size_t num_outputs, std::string name) {
+  NodePtr n = intern(Node::make_op(get_op(op_name), std::move(inputs), std::move(attrs), num_outputs, std::move(name)));
+  std::vector<Value> outs;
+  for (uint32_t i = 0; i < n->num_outputs(); ++i) outs.push_back(n->output(i));
+  return outs;
+}
+
+Value GraphBuilder::op1(std::string_view op_name, std::vector<Value> inputs, Attributes attrs, std::string name) {
+  std::vector<Value> outs = op(op_name, std::move(inputs), std::move(attrs), 1, std::move(name));
+  return outs[0];
+}
+
+std::vector<Value> GraphBuilder::opaque(OpaqueInfo info, std::vector<Value> inputs,
+                                        std::vector<TensorType> output_types, std::string name,
+                                        std::vector<std::string> output_names) {
+  NodePtr n = intern(Node::make_opaque(std::move(info), std::move(inputs), std::move(output_types), std::move(name),
+                                       std::move(output_names)));
+  std::vector<Value> outs;
+  for (uint32_t i = 0; i < n->num_outputs(); ++i) outs.push_back(n->output(i));
+  return outs;
+}
+
+NodePtr GraphBuilder::intern(NodePtr node) {
+  if (node->kind() == NodeKind::Input) {
+    bool known = false;
+    for (const NodePtr& in : inputs_) known = known || in == node;
+    if (!known) inputs_.push_back(node);
+    return node;
+  }
+  if (!dedupe_) return node;
+  auto [lo, hi] = table_.equal_range(node->hash());
+  for (auto it = lo; it != hi; ++it)
+    if (it->second->same_structure(*node)) return it->second;
+  table_.emplace(node->hash(), node);
+  return node;
+}
+
+Graph GraphBuilder::finish(std::vector<Value> outputs, std::vector<std::string> output_names, ModelInfo info) const {
+  return Graph(inputs_, std::move(outputs), std::move(output_names), std::move(info));
+}
+
+Graph rebuild(const Graph& g, const RewriteFn& fn) {
+  GraphBuilder b;
+  for (const NodePtr& in : g.inputs()) b.intern(in);
+  std::unordered_map<const Node*, std::vector<Value>> map;
+  auto mapped = [&](const Value& v) -> Value {
+    if (!v.present()) return v;
+    return map.at(v.node.get()).at(v.index);
+  };
+  bool changed = false;
+  for (const NodePtr& node : g.topo_order()) {
+    std::vector<Value> outs;
+    if (node->kind() == NodeKind::Op || node->kind() == NodeKind::Opaque) {
+      std::vector<Value> new_inputs;
+      for (const Value& v : node->inputs()) new_inputs.push_back(mapped(v));
+      outs = fn(*node, new_inputs, b);
+      if (outs.empty()) {
+        NodePtr kept = new_inputs == node->inputs() ? node : node->with_inputs(new_inputs);
+        kept = b.intern(kept);
+        for (uint32_t i = 0; i < kept->num_outputs(); ++i) outs.push_back(kept->output(i));
+      } else {
+        require(outs.size() == node->num_outputs(), "rewrite of " + describe(*node) + " gave " +
+                                                        std::to_string(outs.size()) + " values for " +
+                                                        std::to_string(node->num_outputs()) + " outputs");
+        for (uint32_t i = 0; i < outs.size(); ++i)
+          require(outs[i].type().dtype == node->output_types()[i].dtype,
+                  "rewrite of " + describe(*node) + " changed the element type of output " + std::to_string(i));
+      }
+    } else {
+      NodePtr kept = b.intern(node);
+      outs.push_back(kept->output(0));
+    }
+    for (uint32_t i = 0; i < outs.size(); ++i) changed = changed || outs[i] != node->output(i);
+    map[node.get()] = std::move(outs);
+  }
+  if (!changed) return g;
+  std::vector<Value> outputs;
+  for (const Value& v : g.outputs()) outputs.push_back(mapped(v));
+  return Graph(g.inputs(), std::move(outputs), g.output_names(), g.info());
+}
+
+namespace {
+bool same_node(const Node* a, const Node* b, std::unordered_map<const Node*, const Node*>& memo) {
+  if (auto it = memo.find(a); it != memo.end()) return it->second == b;
+  if (a->kind() != b->kind() || a->op_type() != b->op_type() || a->output_types() != b->output_types() ||
+      a->inputs().size() != b->inputs().size())
+    return false;
+  switch (a->kind()) {
+    case NodeKind::Input:
+      if (a->name() != b->name()) return false;
+      break;
+    case NodeKind::Constant:
+      if (!a->value()->same_as(*b->value())) return false;
+      break;
+    case NodeKind::Opaque:
+      if (a->opaque()->node_proto != b->opaque()->node_proto) return false;
+      break;
+    case NodeKind::Op:
+      if (!(a->attrs() == b->attrs())) return false;
+      break;
+  }
+  for (size_t i = 0; i < a->inputs().size(); ++i) {
+    const Value& va = a->inputs()[i];
+    const Value& vb = b->inputs()[i];
+    if (va.present() != vb.present()) return false;
+    if (!va.present()) continue;
+    if (va.index != vb.index || !same_node(va.node.get(), vb.node.get(), memo)) return false;
+  }
+  memo[a] = b;
+  return true;
+}
+}  // namespace
+
+bool same_graph(const Graph& a, const Graph& b) {
+  if (a.inputs().size() != b.inputs().size() || a.outputs().size() != b.outputs().size()) return false;
+  if (a.output_names() != b.output_names()) return false;
+  std::unordered_map<const Node*, const Node*> memo;
+  for (size_t i = 0; i < a.inputs().size(); ++i)
+    if (!same_node(a.inputs()[i].get(), b.inputs()[i].get(), memo)) return false;
+  for (size_t i = 0; i < a.outputs().size(); ++i) {
+    if (a.outputs()[i].index != b.outputs()[i].index) return false;
+    if (!same_node(a.outputs()[i].node.get(), b.outputs()[i].node.get(), memo)) return false;
+  }
+  return true;
+}
+
+}  // namespace isomer

@@ -1,0 +1,65 @@
+#pragma once
+// Constant tensor data (initializers, Constant nodes, evaluator values).
+// Data is kept in its native little-endian layout (ONNX raw_data), immutable and
+// shared, so weights round-trip bit-exactly and copies of a Tensor are cheap.
+// String tensors keep their serialized ONNX TensorProto in `bytes`.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace isomer {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // `bytes` must hold exactly numel * dtype_size(dtype) bytes (String: a TensorProto).
+  Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes);
+
+  static Tensor from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values);
+  static Tensor from_i64(DType dtype, std::vector<int64_t> dims, std::span<const int64_t> values);
+  static Tensor scalar_f32(float v) { return from_f64(DType::Float32, {}, std::vector<double>{v}); }
+  static Tensor vector_i64(const std::vector<int64_t>& v) {
+    return from_i64(DType::Int64, {static_cast<int64_t>(v.size())}, v);
+  }
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
+  int64_t numel() const { return numel_; }
+  TensorType type() const { return {dtype_, make_shape(dims_)}; }
+  const std::string& bytes() const { return *bytes_; }
+  size_t byte_size() const { return bytes_ ? bytes_->size() : 0; }
+
+  // Element values widened to double / int64 (bool and ints exactly; floats exactly).
+  std::vector<double> to_f64() const;
+  std::vector<int64_t> to_i64() const;
+  double f64_at(int64_t i) const;
+  int64_t i64_at(int64_t i) const;
+
+  // Same data, new dims (numel must match).
+  Tensor reshaped(std::vector<int64_t> dims) const;
+
+  // Hash of dtype, dims and every byte; computed once.
+  size_t hash() const { return hash_; }
+  bool same_as(const Tensor& o) const;  // bitwise equal (dtype, dims, bytes)
+
+ private:
+  DType dtype_ = DType::Undefined;
+  std::vector<int64_t> dims_;
+  int64_t numel_ = 0;
+  std::shared_ptr<const std::string> bytes_;
+  size_t hash_ = 0;
+};
+
+// IEEE half / bfloat16 conversions (round to nearest even).
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bfloat16_to_float(uint16_t b);
+uint16_t float_to_bfloat16(float f);
+
+}  // namespace isomer

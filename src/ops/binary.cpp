@@ -1,0 +1,206 @@
+// Elementwise operators of several tensors, with numpy-style broadcasting.
+// Float tensors compute in double and round to their type; integer tensors compute
+// exactly in int64 (they carry shapes and indices). Add, Sub and Mul have field
+// semantics from the same templated kernel.
+#include <cmath>
+
+#include "ops/kernels.h"
+
+namespace isomer {
+using namespace ops;
+
+namespace {
+
+// F::apply works on double and int64_t (and on Fp where the op is polynomial).
+template <class F>
+std::vector<Tensor> eval_binary(const EvalContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  if (is_float(a.dtype()))
+    return {tensor(a.dtype(), broadcast_map(f64(a), f64(b), [](double x, double y) { return F::apply(x, y); }))};
+  return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [](int64_t x, int64_t y) { return F::apply(x, y); }))};
+}
+
+template <class F>
+std::vector<FieldArray> field_binary(const Attributes&, std::span<const FieldArray> in) {
+  return {broadcast_map(in[0], in[1], [](Fp x, Fp y) { return F::apply(x, y); })};
+}
+
+template <class F>
+OpDef binary(std::string_view name) {
+  OpDef d;
+  d.name = name;
+  d.min_inputs = d.max_inputs = 2;
+  d.min_opset = 7;  // multidirectional broadcasting
+  d.props.elementwise = true;
+  d.infer = broadcast_inputs;
+  d.eval = eval_binary<F>;
+  return d;
+}
+
+struct AddFn { template <class T> static T apply(T x, T y) { return x + y; } };
+struct SubFn { template <class T> static T apply(T x, T y) { return x - y; } };
+struct MulFn { template <class T> static T apply(T x, T y) { return x * y; } };
+struct DivFn {
+  static double apply(double x, double y) { return x / y; }
+  static int64_t apply(int64_t x, int64_t y) {
+    require(y != 0, "integer division by zero");
+    return x / y;
+  }
+};
+struct PowFn {
+  static double apply(double x, double y) { return std::pow(x, y); }
+  static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
+};
+struct MaxFn { template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::max(x, y); } };
+struct MinFn { template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::min(x, y); } };
+
+// Pow's exponent may have another type than its base (opset 12+).
+std::vector<TensorType> infer_pow(const InferContext& ctx) {
+  require(is_numeric(ctx.in(1).dtype), "Pow exponent must be numeric");
+  return {{ctx.in(0).dtype, broadcast_shapes(ctx.in(0).shape, ctx.in(1).shape)}};
+}
+
+std::vector<Tensor> eval_pow(const EvalContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  Array<double> r = broadcast_map(f64(a), f64(ctx.in(1)), [](double x, double y) { return std::pow(x, y); });
+  return {tensor(a.dtype(), r)};
+}
+
+// Max and Min are variadic: fold the binary function over all inputs.
+template <class F>
+std::vector<Tensor> eval_variadic(const EvalContext& ctx) {
+  const DType t = ctx.in(0).dtype();
+  if (is_float(t)) {
+    Array<double> acc = f64(ctx.in(0));
+    for (size_t i = 1; i < ctx.inputs.size(); ++i)
+      acc = broadcast_map(acc, f64(ctx.in(i)), [](double x, double y) { return F::apply(x, y); });
+    return {tensor(t, acc)};
+  }
+  Array<int64_t> acc = i64(ctx.in(0));
+  for (size_t i = 1; i < ctx.inputs.size(); ++i)
+    acc = broadcast_map(acc, i64(ctx.in(i)), [](int64_t x, int64_t y) { return F::apply(x, y); });
+  return {tensor(t, acc)};
+}
+
+std::vector<TensorType> infer_equal(const InferContext& ctx) {
+  std::vector<TensorType> out = broadcast_inputs(ctx);
+  out[0].dtype = DType::Bool;
+  return out;
+}
+
+std::vector<Tensor> eval_equal(const EvalContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  if (is_float(a.dtype()))
+    return {tensor(DType::Bool, broadcast_map(f64(a), f64(ctx.in(1)),
+                                              [](double x, double y) -> int64_t { return x == y; }))};
+  return {tensor(DType::Bool, broadcast_map(i64(a), i64(ctx.in(1)),
+                                            [](int64_t x, int64_t y) -> int64_t { return x == y; }))};
+}
+
+// Where(cond, x, y)
+std::vector<TensorType> infer_where(const InferContext& ctx) {
+  require(ctx.in(0).dtype == DType::Bool, "Where condition must be bool");
+  require(ctx.in(1).dtype == ctx.in(2).dtype, "Where branches must have the same type");
+  Shape s = broadcast_shapes(broadcast_shapes(ctx.in(0).shape, ctx.in(1).shape), ctx.in(2).shape);
+  return {{ctx.in(1).dtype, s}};
+}
+
+std::vector<Tensor> eval_where(const EvalContext& ctx) {
+  const Tensor &c = ctx.in(0), &x = ctx.in(1), &y = ctx.in(2);
+  std::vector<int64_t> dims = broadcast_dims(broadcast_dims(c.dims(), x.dims()), y.dims());
+  std::array<std::vector<int64_t>, 3> st{broadcast_strides(c.dims(), dims), broadcast_strides(x.dims(), dims),
+                                         broadcast_strides(y.dims(), dims)};
+  std::vector<int64_t> cond = c.to_i64();
+  if (is_float(x.dtype())) {
+    Array<double> out(dims);
+    std::vector<double> xv = x.to_f64(), yv = y.to_f64();
+    for_each_broadcast<3>(dims, st, [&](int64_t n, const std::array<int64_t, 3>& o) {
+      out.data[n] = cond[o[0]] ? xv[o[1]] : yv[o[2]];
+    });
+    return {tensor(x.dtype(), out)};
+  }
+  Array<int64_t> out(dims);
+  std::vector<int64_t> xv = x.to_i64(), yv = y.to_i64();
+  for_each_broadcast<3>(dims, st, [&](int64_t n, const std::array<int64_t, 3>& o) {
+    out.data[n] = cond[o[0]] ? xv[o[1]] : yv[o[2]];
+  });
+  return {tensor(x.dtype(), out)};
+}
+
+}  // namespace
+
+OpDef def_Add() {
+  OpDef d = binary<AddFn>("Add");
+  d.props.commutative = d.props.associative = true;
+  d.eval_field = field_binary<AddFn>;
+  return d;
+}
+
+OpDef def_Sub() {
+  OpDef d = binary<SubFn>("Sub");
+  d.eval_field = field_binary<SubFn>;
+  return d;
+}
+
+OpDef def_Mul() {
+  OpDef d = binary<MulFn>("Mul");
+  d.props.commutative = d.props.associative = true;
+  d.props.linear_in = {0, 1};
+  d.eval_field = field_binary<MulFn>;
+  return d;
+}
+
+OpDef def_Div() {
+  OpDef d = binary<DivFn>("Div");
+  d.props.linear_in = {0};
+  return d;
+}
+
+OpDef def_Pow() {
+  OpDef d = binary<PowFn>("Pow");
+  d.infer = infer_pow;
+  d.eval = eval_pow;
+  return d;
+}
+
+OpDef def_Max() {
+  OpDef d = binary<MaxFn>("Max");
+  d.min_inputs = 1;
+  d.max_inputs = -1;
+  d.min_opset = 8;
+  d.props.commutative = d.props.associative = d.props.idempotent = true;
+  d.eval = eval_variadic<MaxFn>;
+  return d;
+}
+
+OpDef def_Min() {
+  OpDef d = binary<MinFn>("Min");
+  d.min_inputs = 1;
+  d.max_inputs = -1;
+  d.min_opset = 8;
+  d.props.commutative = d.props.associative = d.props.idempotent = true;
+  d.eval = eval_variadic<MinFn>;
+  return d;
+}
+
+OpDef def_Equal() {
+  OpDef d = binary<AddFn>("Equal");
+  d.props.commutative = true;
+  d.infer = infer_equal;
+  d.eval = eval_equal;
+  return d;
+}
+
+OpDef def_Where() {
+  OpDef d;
+  d.name = "Where";
+  d.min_inputs = d.max_inputs = 3;
+  d.min_opset = 9;
+  d.props.elementwise = true;
+  d.infer = infer_where;
+  d.eval = eval_where;
+  return d;
+}
+
+}  // namespace isomer

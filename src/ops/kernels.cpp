@@ -1,0 +1,34 @@
+#include "ops/kernels.h"
+
+namespace isomer::ops {
+
+std::vector<TensorType> same_as_input0(const InferContext& ctx) { return {ctx.in(0)}; }
+
+std::vector<TensorType> broadcast_inputs(const InferContext& ctx) {
+  TensorType out = ctx.in(0);
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    require(ctx.in(i).dtype == out.dtype, "input " + std::to_string(i) + " has type " +
+                                              std::string(dtype_name(ctx.in(i).dtype)) + ", expected " +
+                                              std::string(dtype_name(out.dtype)));
+    out.shape = broadcast_shapes(out.shape, ctx.in(i).shape);
+  }
+  return {out};
+}
+
+void require_float(const TensorType& t, const std::string& what) {
+  require(is_float(t.dtype), what + " must be a float tensor, got " + std::string(dtype_name(t.dtype)));
+}
+
+std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_t i) {
+  const Tensor* t = ctx.constant(i);
+  if (!t) return std::nullopt;
+  require(is_integer(t->dtype()), "input " + std::to_string(i) + " must be an integer tensor");
+  return t->to_i64();
+}
+
+std::vector<int64_t> ints_of(const Tensor& t) {
+  require(is_integer(t.dtype()), "expected an integer tensor, got " + std::string(dtype_name(t.dtype())));
+  return t.to_i64();
+}
+
+}  // namespace isomer::ops

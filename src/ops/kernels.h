@@ -1,0 +1,99 @@
+#pragma once
+// Helpers shared by the operator entries: conversions between Tensor and Array,
+// broadcasting maps, and the common shape rules. Kernels are templates over the
+// element type (double, int64_t, Fp); see eval/array.h.
+#include <array>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/array.h"
+#include "eval/field.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ops/op.h"
+
+namespace isomer::ops {
+
+inline Array<double> f64(const Tensor& t) { return {t.dims(), t.to_f64()}; }
+inline Array<int64_t> i64(const Tensor& t) { return {t.dims(), t.to_i64()}; }
+inline Tensor tensor(DType dtype, const Array<double>& a) { return Tensor::from_f64(dtype, a.dims, a.data); }
+inline Tensor tensor(DType dtype, const Array<int64_t>& a) { return Tensor::from_i64(dtype, a.dims, a.data); }
+
+// Strides of `dims` as seen from a broadcast output of rank `rank`: 0 where the
+// dim is broadcast (size 1 or missing).
+inline std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims,
+                                              const std::vector<int64_t>& out_dims) {
+  std::vector<int64_t> own = strides_of(dims);
+  std::vector<int64_t> s(out_dims.size(), 0);
+  size_t off = out_dims.size() - dims.size();
+  for (size_t i = 0; i < dims.size(); ++i) s[off + i] = dims[i] == 1 ? 0 : own[i];
+  return s;
+}
+
+// Calls f(out_index, offsets...) for every element of out_dims, where offsets are
+// the element offsets in each broadcast input.
+template <size_t N, class F>
+void for_each_broadcast(const std::vector<int64_t>& out_dims, const std::array<std::vector<int64_t>, N>& strides,
+                        F f) {
+  const int64_t rank = static_cast<int64_t>(out_dims.size());
+  int64_t total = 1;
+  for (int64_t d : out_dims) total *= d;
+  if (total == 0) return;
+  std::vector<int64_t> idx(rank, 0);
+  std::array<int64_t, N> off{};
+  for (int64_t n = 0; n < total; ++n) {
+    f(n, off);
+    for (int64_t ax = rank - 1; ax >= 0; --ax) {
+      if (++idx[ax] < out_dims[ax]) {
+        for (size_t k = 0; k < N; ++k) off[k] += strides[k][ax];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][ax] * (out_dims[ax] - 1);
+      idx[ax] = 0;
+    }
+  }
+}
+
+template <class T, class F>
+auto map(const Array<T>& a, F f) {
+  using R = decltype(f(a.data[0]));
+  Array<R> out;
+  out.dims = a.dims;
+  out.data.resize(a.data.size());
+  for (size_t i = 0; i < a.data.size(); ++i) out.data[i] = f(a.data[i]);
+  return out;
+}
+
+template <class T, class F>
+auto broadcast_map(const Array<T>& a, const Array<T>& b, F f) {
+  using R = decltype(f(T(), T()));
+  Array<R> out;
+  if (a.dims == b.dims) {
+    out.dims = a.dims;
+    out.data.resize(a.data.size());
+    for (size_t i = 0; i < a.data.size(); ++i) out.data[i] = f(a.data[i], b.data[i]);
+    return out;
+  }
+  out.dims = broadcast_dims(a.dims, b.dims);
+  out.data.resize(static_cast<size_t>(num_elements(out.dims)));
+  std::array<std::vector<int64_t>, 2> st{broadcast_strides(a.dims, out.dims), broadcast_strides(b.dims, out.dims)};
+  for_each_broadcast<2>(out.dims, st, [&](int64_t n, const std::array<int64_t, 2>& o) {
+    out.data[n] = f(a.data[o[0]], b.data[o[1]]);
+  });
+  return out;
+}
+
+// Shape rule: one output with input 0's type.
+std::vector<TensorType> same_as_input0(const InferContext& ctx);
+// Shape rule: inputs broadcast together; dtype of input 0; all inputs must share it.
+std::vector<TensorType> broadcast_inputs(const InferContext& ctx);
+// Errors unless `t` is a floating-point type.
+void require_float(const TensorType& t, const std::string& what);
+// The values of input i if it is a constant integer tensor, else nullopt.
+std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_t i);
+// Reads an integer input as a vector (evaluation time).
+std::vector<int64_t> ints_of(const Tensor& t);
+
+}  // namespace isomer::ops

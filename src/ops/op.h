@@ -1,0 +1,111 @@
+#pragma once
+// The operator table. One OpDef per operator holds everything isomer knows about
+// it: arity, attributes, shape rule, float semantics, finite-field semantics,
+// algebraic properties, the ONNX mapping, and the hooks the verifier and cost
+// model use. Everything else (importer, evaluators, passes, generator) reads this
+// table; adding an operator means adding one entry (see ops/op_list.h).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eval/field.h"
+#include "ir/attributes.h"
+#include "ir/node.h"
+#include "ir/shape.h"
+#include "ir/tensor.h"
+
+namespace isomer {
+
+class GraphBuilder;
+
+// What a shape rule sees: attributes, input types (dtype Undefined for an omitted
+// optional input), the data of inputs that are constants (nullptr otherwise) and
+// how many outputs the node was asked for (0 = the operator's default).
+struct InferContext {
+  const Attributes& attrs;
+  std::span<const TensorType> inputs;
+  std::span<const Tensor* const> constants;
+  size_t num_outputs = 0;
+
+  const TensorType& in(size_t i) const { return inputs[i]; }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i].dtype != DType::Undefined; }
+  const Tensor* constant(size_t i) const { return i < constants.size() ? constants[i] : nullptr; }
+};
+
+// What the float evaluator passes: attributes, input data (an omitted optional
+// input is a default-constructed Tensor with dtype Undefined), output types the
+// shape rule inferred (with dynamic dims where inputs were dynamic).
+struct EvalContext {
+  const Attributes& attrs;
+  std::span<const Tensor> inputs;
+  size_t num_outputs = 1;
+
+  const Tensor& in(size_t i) const { return inputs[i]; }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i].dtype() != DType::Undefined; }
+};
+
+// The ONNX form of a node: attributes and inputs as the ONNX operator at some opset
+// has them. Import hooks turn it into isomer's canonical form (the latest opset's
+// form); export hooks turn the canonical form back into the model's opset.
+struct OnnxForm {
+  Attributes attrs;
+  std::vector<Value> inputs;
+  size_t num_outputs = 1;
+};
+
+using InferFn = std::vector<TensorType> (*)(const InferContext&);
+using EvalFn = std::vector<Tensor> (*)(const EvalContext&);
+using FieldEvalFn = std::vector<FieldArray> (*)(const Attributes&, std::span<const FieldArray>);
+// Canonicalizes an ONNX node of `opset`; returns an empty string on success or the
+// reason the node must stay opaque (e.g. "shape input is not constant").
+using OnnxImportFn = std::string (*)(OnnxForm& form, int64_t opset, GraphBuilder& builder);
+// Rewrites the canonical form for `opset` (e.g. constant inputs back to attributes).
+// Throws Error if the canonical node cannot be expressed at that opset.
+using OnnxExportFn = void (*)(OnnxForm& form, int64_t opset);
+
+// Hooks filled in by later components (verifier, cost model); declared here so the
+// entry is the one place an operator's facts live.
+struct Z3Encoding;
+struct CostEstimate;
+
+struct OpProperties {
+  bool elementwise = false;          // output[i] depends only on input[i] (after broadcasting)
+  bool commutative = false;          // f(a, b) == f(b, a)
+  bool associative = false;          // f(f(a, b), c) == f(a, f(b, c))
+  std::vector<int> linear_in;        // f is linear in each of these inputs
+  bool shape_only = false;           // moves or views data; computes nothing (Reshape, Transpose, ...)
+  bool deterministic = true;         // false for ops that must never be merged or folded
+  bool idempotent = false;           // f(f(x)) == f(x)
+};
+
+struct AttrSpec {
+  std::string_view name;
+  std::string_view kind;  // "int", "float", "string", "ints", "floats", "tensor"
+};
+
+struct OpDef {
+  std::string_view name;           // isomer's name, also the ONNX op_type
+  std::string_view onnx_domain;    // "" = ai.onnx
+  int min_inputs = 1;
+  int max_inputs = 1;              // -1 = variadic
+  int min_opset = 1;               // first ONNX opset whose semantics the canonical form follows
+  std::vector<AttrSpec> attributes;
+  OpProperties props;
+
+  InferFn infer = nullptr;          // required
+  EvalFn eval = nullptr;            // required: float reference semantics
+  FieldEvalFn eval_field = nullptr; // polynomial operators only; nullptr = no field semantics
+  OnnxImportFn onnx_import = nullptr;  // nullptr = ONNX attributes and inputs taken as they are
+  OnnxExportFn onnx_export = nullptr;  // nullptr = written as it is
+  const Z3Encoding* z3 = nullptr;      // set by the verifier component
+  const CostEstimate* cost = nullptr;  // set by the cost component
+};
+
+// The table. find_op returns nullptr for an unknown name.
+const OpDef* find_op(std::string_view name);
+const OpDef& get_op(std::string_view name);  // throws Error if unknown
+std::span<const OpDef* const> all_ops();
+
+}  // namespace isomer

@@ -1,0 +1,281 @@
+// Elementwise operators of one tensor. Each entry states its float semantics as a
+// one-line function; polynomial ones (Identity, Neg) also have field semantics.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/kernels.h"
+
+namespace isomer {
+using namespace ops;
+
+namespace {
+
+// Evaluates an elementwise float function F::apply(x, attrs) in double precision and
+// rounds to the input's type. Integer inputs go through the same function.
+template <class F>
+std::vector<Tensor> eval_unary(const EvalContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Array<double> a = f64(x);
+  for (double& v : a.data) v = F::apply(v, ctx.attrs);
+  return {tensor(x.dtype(), a)};
+}
+
+std::vector<TensorType> infer_float_unary(const InferContext& ctx) {
+  require_float(ctx.in(0), "input");
+  return {ctx.in(0)};
+}
+
+template <class F>
+OpDef unary(std::string_view name, bool float_only = true) {
+  OpDef d;
+  d.name = name;
+  d.props.elementwise = true;
+  d.infer = float_only ? infer_float_unary : same_as_input0;
+  d.eval = eval_unary<F>;
+  return d;
+}
+
+struct ReluFn { static double apply(double x, const Attributes&) { return x > 0 ? x : 0.0; } };
+struct LeakyReluFn {
+  static double apply(double x, const Attributes& a) { return x >= 0 ? x : x * a.get_float("alpha", 0.01); }
+};
+struct SigmoidFn { static double apply(double x, const Attributes&) { return 1.0 / (1.0 + std::exp(-x)); } };
+struct HardSigmoidFn {
+  static double apply(double x, const Attributes& a) {
+    return std::clamp(a.get_float("alpha", 0.2) * x + a.get_float("beta", 0.5), 0.0, 1.0);
+  }
+};
+struct HardSwishFn {
+  static double apply(double x, const Attributes&) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+};
+struct TanhFn { static double apply(double x, const Attributes&) { return std::tanh(x); } };
+struct ErfFn { static double apply(double x, const Attributes&) { return std::erf(x); } };
+struct GeluFn {
+  static double apply(double x, const Attributes& a) {
+    if (a.get_string("approximate", "none") == "tanh")
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  }
+};
+struct ExpFn { static double apply(double x, const Attributes&) { return std::exp(x); } };
+struct LogFn { static double apply(double x, const Attributes&) { return std::log(x); } };
+struct SqrtFn { static double apply(double x, const Attributes&) { return std::sqrt(x); } };
+struct ReciprocalFn { static double apply(double x, const Attributes&) { return 1.0 / x; } };
+struct NegFn { static double apply(double x, const Attributes&) { return -x; } };
+struct AbsFn { static double apply(double x, const Attributes&) { return std::fabs(x); } };
+struct IdentityFn { static double apply(double x, const Attributes&) { return x; } };
+
+std::vector<FieldArray> field_identity(const Attributes&, std::span<const FieldArray> in) { return {in[0]}; }
+std::vector<FieldArray> field_neg(const Attributes&, std::span<const FieldArray> in) {
+  return {map(in[0], [](Fp x) { return -x; })};
+}
+
+// Identity-like operators pass any tensor through unchanged (bits included).
+std::vector<Tensor> eval_pass_through(const EvalContext& ctx) { return {ctx.in(0)}; }
+
+}  // namespace
+
+OpDef def_Relu() {
+  OpDef d = unary<ReluFn>("Relu");
+  d.props.idempotent = true;
+  return d;
+}
+
+OpDef def_LeakyRelu() {
+  OpDef d = unary<LeakyReluFn>("LeakyRelu");
+  d.attributes = {{"alpha", "float"}};
+  return d;
+}
+
+OpDef def_Sigmoid() { return unary<SigmoidFn>("Sigmoid"); }
+
+OpDef def_HardSigmoid() {
+  OpDef d = unary<HardSigmoidFn>("HardSigmoid");
+  d.attributes = {{"alpha", "float"}, {"beta", "float"}};
+  return d;
+}
+
+OpDef def_HardSwish() { return unary<HardSwishFn>("HardSwish"); }
+OpDef def_Tanh() { return unary<TanhFn>("Tanh"); }
+OpDef def_Erf() { return unary<ErfFn>("Erf"); }
+
+OpDef def_Gelu() {
+  OpDef d = unary<GeluFn>("Gelu");
+  d.min_opset = 20;
+  d.attributes = {{"approximate", "string"}};
+  return d;
+}
+
+OpDef def_Exp() { return unary<ExpFn>("Exp"); }
+OpDef def_Log() { return unary<LogFn>("Log"); }
+OpDef def_Sqrt() { return unary<SqrtFn>("Sqrt"); }
+OpDef def_Reciprocal() { return unary<ReciprocalFn>("Reciprocal"); }
+
+OpDef def_Neg() {
+  OpDef d = unary<NegFn>("Neg", /*float_only=*/false);
+  d.props.linear_in = {0};
+  d.eval_field = field_neg;
+  return d;
+}
+
+OpDef def_Abs() {
+  OpDef d = unary<AbsFn>("Abs", /*float_only=*/false);
+  d.props.idempotent = true;
+  return d;
+}
+
+OpDef def_Identity() {
+  OpDef d = unary<IdentityFn>("Identity", /*float_only=*/false);
+  d.eval = eval_pass_through;
+  d.eval_field = field_identity;
+  d.props.linear_in = {0};
+  d.props.shape_only = true;
+  d.props.idempotent = true;
+  return d;
+}
+
+// Clip(x, min?, max?): canonical form has min and max as optional scalar inputs
+// (opset 11); older opsets carried them as attributes.
+namespace {
+std::vector<TensorType> infer_clip(const InferContext& ctx) {
+  for (size_t i = 1; i < ctx.inputs.size(); ++i)
+    if (ctx.has_input(i))
+      require(ctx.in(i).shape.empty() || num_elements(ctx.in(i).shape) == std::optional<int64_t>(1),
+              "Clip bound must be a scalar");
+  return {ctx.in(0)};
+}
+
+std::vector<Tensor> eval_clip(const EvalContext& ctx) {
+  Array<double> a = f64(ctx.in(0));
+  double lo = ctx.has_input(1) ? ctx.in(1).f64_at(0) : -INFINITY;
+  double hi = ctx.has_input(2) ? ctx.in(2).f64_at(0) : INFINITY;
+  for (double& v : a.data) v = std::isnan(v) ? v : std::min(std::max(v, lo), hi);
+  return {tensor(ctx.in(0).dtype(), a)};
+}
+
+std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b);
+void export_clip(OnnxForm& form, int64_t opset);
+}  // namespace
+
+OpDef def_Clip() {
+  OpDef d;
+  d.name = "Clip";
+  d.min_inputs = 1;
+  d.max_inputs = 3;
+  d.min_opset = 11;
+  d.props.elementwise = true;
+  d.props.idempotent = true;
+  d.infer = infer_clip;
+  d.eval = eval_clip;
+  d.onnx_import = import_clip;
+  d.onnx_export = export_clip;
+  return d;
+}
+
+// Dropout in inference: the identity; the optional mask output is all true.
+namespace {
+std::vector<TensorType> infer_dropout(const InferContext& ctx) {
+  std::vector<TensorType> out{ctx.in(0)};
+  if (ctx.num_outputs == 2) out.push_back({DType::Bool, ctx.in(0).shape});
+  return out;
+}
+
+std::vector<Tensor> eval_dropout(const EvalContext& ctx) {
+  std::vector<Tensor> out{ctx.in(0)};
+  if (ctx.num_outputs == 2) {
+    std::vector<int64_t> ones(ctx.in(0).numel(), 1);
+    out.push_back(Tensor::from_i64(DType::Bool, ctx.in(0).dims(), ones));
+  }
+  return out;
+}
+
+std::string import_dropout(OnnxForm& form, int64_t opset, GraphBuilder&);
+}  // namespace
+
+OpDef def_Dropout() {
+  OpDef d;
+  d.name = "Dropout";
+  d.min_inputs = 1;
+  d.max_inputs = 3;
+  d.min_opset = 12;
+  d.props.shape_only = true;
+  d.infer = infer_dropout;
+  d.eval = eval_dropout;
+  d.onnx_import = import_dropout;
+  return d;
+}
+
+// Cast(x) to the element type in attribute `to`.
+namespace {
+std::vector<TensorType> infer_cast(const InferContext& ctx) {
+  DType to = static_cast<DType>(ctx.attrs.get_int("to"));
+  require(is_numeric(to), "Cast to unsupported type " + std::to_string(static_cast<int>(to)));
+  require(is_numeric(ctx.in(0).dtype), "Cast from unsupported type");
+  return {{to, ctx.in(0).shape}};
+}
+
+std::vector<Tensor> eval_cast(const EvalContext& ctx) {
+  DType to = static_cast<DType>(ctx.attrs.get_int("to"));
+  const Tensor& x = ctx.in(0);
+  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64())};
+  return {Tensor::from_i64(to, x.dims(), x.to_i64())};
+}
+}  // namespace
+
+OpDef def_Cast() {
+  OpDef d;
+  d.name = "Cast";
+  d.attributes = {{"to", "int"}};
+  d.props.elementwise = true;
+  d.infer = infer_cast;
+  d.eval = eval_cast;
+  return d;
+}
+
+// ---- ONNX version adapters -------------------------------------------------------
+
+namespace {
+
+std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b) {
+  if (opset >= 11) return "";
+  // Opset 6: min/max attributes -> scalar inputs of the input's type.
+  DType t = form.inputs[0].type().dtype;
+  double lo = form.attrs.get_float("min", -3.4028234663852886e38);
+  double hi = form.attrs.get_float("max", 3.4028234663852886e38);
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo})));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi})));
+  form.attrs.erase("min");
+  form.attrs.erase("max");
+  return "";
+}
+
+void export_clip(OnnxForm& form, int64_t opset) {
+  if (opset >= 11) return;
+  const char* names[] = {"", "min", "max"};
+  for (size_t i = 1; i < form.inputs.size(); ++i) {
+    if (!form.inputs[i].present()) continue;
+    const Tensor* c = form.inputs[i].constant();
+    require(c != nullptr, "Clip with a non-constant bound cannot be written at opset " + std::to_string(opset));
+    form.attrs.set(names[i], c->f64_at(0));
+  }
+  form.inputs.resize(1);
+}
+
+std::string import_dropout(OnnxForm& form, int64_t opset, GraphBuilder&) {
+  // Opset < 12 carried ratio/is_test as attributes; in inference all are the identity.
+  if (opset < 12) {
+    if (form.attrs.get_int("is_test", 1) == 0 && opset < 7) return "Dropout in training mode";
+    form.attrs = {};
+  }
+  if (form.inputs.size() >= 3 && form.inputs[2].present()) {
+    const Tensor* training = form.inputs[2].constant();
+    if (!training) return "Dropout training_mode is not a constant";
+    if (training->i64_at(0) != 0) return "Dropout in training mode";
+  }
+  form.attrs.erase("seed");
+  return "";
+}
+
+}  // namespace
+
+}  // namespace isomer
