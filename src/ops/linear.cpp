@@ -1,0 +1,480 @@
+// Contractions: MatMul, Gemm and Conv. All three reduce to one templated GEMM
+// kernel (C += A·B), instantiated for double (float semantics, accumulating in
+// double), int64_t (integer tensors) and Fp (field semantics). Conv lowers to it
+// through im2col, one [C/group · kernel, output positions] matrix per image and
+// group.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/kernels.h"
+#include "ops/nn_common.h"
+
+namespace isomer {
+using namespace ops;
+
+namespace {
+
+// C[M×N] += A[M×K] · B[K×N], row-major with leading dimensions. Blocked as in
+// GotoBLAS: a [kKC × kNC] block of B is packed into column panels kNR wide, a
+// [kMR × kKC] sliver of A into rows kMR tall, and a micro-kernel keeps a
+// kMR × kNR tile of C in registers while it walks the shared depth. The kernel is
+// one template; for double it is also compiled for AVX2+FMA and picked at run time.
+constexpr int64_t kMR = 4, kNR = 8, kKC = 256, kNC = 512;
+
+template <class T>
+[[gnu::always_inline]] inline void gemm_micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
+                                                     int64_t ldc, int64_t mr, int64_t nr) {
+  T acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* ak = a + k * kMR;
+    const T* bk = b + k * kNR;
+    for (int64_t i = 0; i < kMR; ++i)
+      for (int64_t j = 0; j < kNR; ++j) acc[i][j] += ak[i] * bk[j];
+  }
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] += acc[i][j];
+}
+
+template <class T>
+[[gnu::always_inline]] inline void gemm_blocked(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                                                int64_t ldb, T* C, int64_t ldc) {
+  const int64_t kc_max = std::min(K, kKC), nc_max = (std::min(N, kNC) + kNR - 1) / kNR * kNR;
+  std::vector<T> b_pack(static_cast<size_t>(kc_max * nc_max)), a_pack(static_cast<size_t>(kc_max * kMR));
+  for (int64_t j0 = 0; j0 < N; j0 += kNC) {
+    const int64_t nc = std::min(kNC, N - j0);
+    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+      const int64_t kc = std::min(kKC, K - k0);
+      for (int64_t jp = 0; jp < nc; jp += kNR) {
+        const int64_t nr = std::min(kNR, nc - jp);
+        T* dst = b_pack.data() + jp * kc;
+        for (int64_t k = 0; k < kc; ++k) {
+          const T* src = B + (k0 + k) * ldb + j0 + jp;
+          for (int64_t j = 0; j < kNR; ++j) dst[k * kNR + j] = j < nr ? src[j] : T();
+        }
+      }
+      for (int64_t i0 = 0; i0 < M; i0 += kMR) {
+        const int64_t mr = std::min(kMR, M - i0);
+        for (int64_t k = 0; k < kc; ++k)
+          for (int64_t i = 0; i < kMR; ++i) a_pack[k * kMR + i] = i < mr ? A[(i0 + i) * lda + k0 + k] : T();
+        for (int64_t jp = 0; jp < nc; jp += kNR)
+          gemm_micro_kernel(kc, a_pack.data(), b_pack.data() + jp * kc, C + i0 * ldc + j0 + jp, ldc, mr,
+                            std::min(kNR, nc - jp));
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm_accumulate(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
+                     int64_t ldc) {
+  gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+[[gnu::target("avx2,fma")]] void gemm_accumulate_avx2(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                                                      const double* B, int64_t ldb, double* C, int64_t ldc) {
+  gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+template <>
+void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+                             int64_t ldb, double* C, int64_t ldc) {
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has_avx2)
+    gemm_accumulate_avx2(M, N, K, A, lda, B, ldb, C, ldc);
+  else
+    gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
+}
+#endif
+
+// ---- MatMul ------------------------------------------------------------------------
+
+// numpy matmul: a 1-D operand is a row (left) or column (right) vector whose unit
+// dimension is dropped from the result; batch dimensions broadcast.
+template <class T>
+Array<T> matmul(const Array<T>& a, const Array<T>& b) {
+  require(a.rank() >= 1 && b.rank() >= 1, "MatMul operands must have rank 1 or more");
+  std::vector<int64_t> da = a.dims, db = b.dims;
+  if (a.rank() == 1) da.insert(da.begin(), 1);
+  if (b.rank() == 1) db.push_back(1);
+  const int64_t M = da[da.size() - 2], K = da.back(), N = db.back();
+  require(db[db.size() - 2] == K, "MatMul inner dimensions differ: " + to_string(a.dims) + " x " + to_string(b.dims));
+  std::vector<int64_t> batch_a(da.begin(), da.end() - 2), batch_b(db.begin(), db.end() - 2);
+  std::vector<int64_t> batch = broadcast_dims(batch_a, batch_b);
+  std::vector<int64_t> out_dims = batch;
+  out_dims.push_back(M);
+  out_dims.push_back(N);
+  Array<T> out(out_dims);
+  const int64_t batches = num_elements(batch);
+  if (num_elements(batch_b) == 1 && num_elements(batch_a) == batches) {
+    // The right operand is one matrix: the batched left operand is one tall matrix.
+    gemm_accumulate(batches * M, N, K, a.data.data(), K, b.data.data(), N, out.data.data(), N);
+  } else {
+    std::array<std::vector<int64_t>, 2> st{broadcast_strides(batch_a, batch), broadcast_strides(batch_b, batch)};
+    for_each_broadcast<2>(batch, st, [&](int64_t n, const std::array<int64_t, 2>& o) {
+      gemm_accumulate(M, N, K, a.data.data() + o[0] * M * K, K, b.data.data() + o[1] * K * N, N,
+                      out.data.data() + n * M * N, N);
+    });
+  }
+  if (b.rank() == 1) out.dims.pop_back();
+  if (a.rank() == 1) out.dims.erase(out.dims.end() - (b.rank() == 1 ? 1 : 2));
+  return out;
+}
+
+std::vector<TensorType> infer_matmul(const InferContext& ctx) {
+  const TensorType &a = ctx.in(0), &b = ctx.in(1);
+  require(is_numeric(a.dtype) && a.dtype != DType::Bool, "MatMul operands must be numeric");
+  require(a.dtype == b.dtype, "MatMul operands have types " + std::string(dtype_name(a.dtype)) + " and " +
+                                  std::string(dtype_name(b.dtype)));
+  require(a.rank() >= 1 && b.rank() >= 1, "MatMul operands must have rank 1 or more");
+  Shape sa = a.shape, sb = b.shape;
+  if (a.rank() == 1) sa.insert(sa.begin(), Dim(1));
+  if (b.rank() == 1) sb.push_back(Dim(1));
+  const Dim &ka = sa.back(), &kb = sb[sb.size() - 2];
+  require(!ka.is_static() || !kb.is_static() || ka.value == kb.value,
+          "MatMul inner dimensions differ: " + to_string(a.shape) + " x " + to_string(b.shape));
+  Shape out = broadcast_shapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2));
+  if (a.rank() > 1) out.push_back(sa[sa.size() - 2]);
+  if (b.rank() > 1) out.push_back(sb.back());
+  return {{a.dtype, out}};
+}
+
+std::vector<Tensor> eval_matmul(const EvalContext& ctx) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  if (is_float(a.dtype())) return {tensor(a.dtype(), matmul(f64(a), f64(b)))};
+  return {tensor(a.dtype(), matmul(i64(a), i64(b)))};
+}
+
+std::vector<FieldArray> field_matmul(const Attributes&, std::span<const FieldArray> in) {
+  return {matmul(in[0], in[1])};
+}
+
+// ---- Gemm --------------------------------------------------------------------------
+
+template <class T>
+Array<T> transposed_2d(const Array<T>& a) {
+  const int64_t r = a.dims[0], c = a.dims[1];
+  Array<T> t({c, r});
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) t.data[j * r + i] = a.data[i * c + j];
+  return t;
+}
+
+bool present(const FieldArray& a) { return !a.dims.empty() || !a.data.empty(); }
+
+// Y = alpha · op(A) · op(B) + beta · C, with C broadcast to [M, N] (nullptr = absent).
+template <class T>
+Array<T> gemm(const Array<T>& a_in, const Array<T>& b_in, const Array<T>* c, bool trans_a, bool trans_b, T alpha,
+              T beta) {
+  require(a_in.rank() == 2 && b_in.rank() == 2, "Gemm operands must be matrices");
+  Array<T> a_t = trans_a ? transposed_2d(a_in) : Array<T>(), b_t = trans_b ? transposed_2d(b_in) : Array<T>();
+  const Array<T>& a = trans_a ? a_t : a_in;
+  const Array<T>& b = trans_b ? b_t : b_in;
+  const int64_t M = a.dims[0], K = a.dims[1], N = b.dims[1];
+  require(b.dims[0] == K, "Gemm inner dimensions differ: " + to_string(a.dims) + " x " + to_string(b.dims));
+  Array<T> y({M, N});
+  gemm_accumulate(M, N, K, a.data.data(), K, b.data.data(), N, y.data.data(), N);
+  for (T& v : y.data) v = alpha * v;
+  if (c) {
+    require(c->rank() <= 2, "Gemm C must have rank 2 or less");
+    std::array<std::vector<int64_t>, 1> st{broadcast_strides(c->dims, y.dims)};
+    require(broadcast_dims(c->dims, y.dims) == y.dims,
+            "Gemm C " + to_string(c->dims) + " does not broadcast to " + to_string(y.dims));
+    for_each_broadcast<1>(
+        y.dims, st, [&](int64_t n, const std::array<int64_t, 1>& o) { y.data[n] = y.data[n] + beta * c->data[o[0]]; });
+  }
+  return y;
+}
+
+std::vector<TensorType> infer_gemm(const InferContext& ctx) {
+  const TensorType &a = ctx.in(0), &b = ctx.in(1);
+  require(is_numeric(a.dtype) && a.dtype != DType::Bool, "Gemm operands must be numeric");
+  require(a.dtype == b.dtype, "Gemm operands have different types");
+  require(a.rank() == 2 && b.rank() == 2,
+          "Gemm operands must be matrices, got " + to_string(a.shape) + " and " + to_string(b.shape));
+  const bool ta = ctx.attrs.get_int("transA", 0) != 0, tb = ctx.attrs.get_int("transB", 0) != 0;
+  const Dim &m = a.shape[ta ? 1 : 0], &ka = a.shape[ta ? 0 : 1];
+  const Dim &kb = b.shape[tb ? 1 : 0], &n = b.shape[tb ? 0 : 1];
+  require(!ka.is_static() || !kb.is_static() || ka.value == kb.value,
+          "Gemm inner dimensions differ: " + to_string(a.shape) + (ta ? "^T" : "") + " x " + to_string(b.shape) +
+              (tb ? "^T" : ""));
+  const Shape out{m, n};
+  if (ctx.has_input(2)) {
+    const TensorType& c = ctx.in(2);
+    require(c.dtype == a.dtype, "Gemm C has a different type than A");
+    require(c.rank() <= 2, "Gemm C must have rank 2 or less, got " + to_string(c.shape));
+    // Unidirectional broadcast: each dim of C is 1 or the output's.
+    for (size_t i = 0; i < c.shape.size(); ++i) {
+      const Dim& cd = c.shape[i];
+      const Dim& od = out[i + 2 - c.shape.size()];
+      require(cd == Dim(1) || !cd.is_static() || !od.is_static() || cd.value == od.value,
+              "Gemm C " + to_string(c.shape) + " does not broadcast to " + to_string(out));
+    }
+  }
+  return {{a.dtype, out}};
+}
+
+std::vector<Tensor> eval_gemm(const EvalContext& ctx) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  const bool ta = ctx.attrs.get_int("transA", 0) != 0, tb = ctx.attrs.get_int("transB", 0) != 0;
+  const double alpha = ctx.attrs.get_float("alpha", 1.0), beta = ctx.attrs.get_float("beta", 1.0);
+  const bool integral = alpha == std::floor(alpha) && beta == std::floor(beta);
+  if (!is_float(a.dtype()) && integral) {
+    Array<int64_t> c = ctx.has_input(2) ? i64(ctx.in(2)) : Array<int64_t>();
+    return {tensor(a.dtype(), gemm(i64(a), i64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, static_cast<int64_t>(alpha),
+                                   static_cast<int64_t>(beta)))};
+  }
+  Array<double> c = ctx.has_input(2) ? f64(ctx.in(2)) : Array<double>();
+  return {tensor(a.dtype(), gemm(f64(a), f64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, alpha, beta))};
+}
+
+Fp integral_field_scalar(const Attributes& attrs, const std::string& name) {
+  const double v = attrs.get_float(name, 1.0);
+  require(v == std::floor(v) && std::fabs(v) < 9.0e15,
+          "Gemm " + name + " " + std::to_string(v) + " is not an integer; it has no field value");
+  return Fp::from_signed(static_cast<int64_t>(v));
+}
+
+std::vector<FieldArray> field_gemm(const Attributes& attrs, std::span<const FieldArray> in) {
+  const bool ta = attrs.get_int("transA", 0) != 0, tb = attrs.get_int("transB", 0) != 0;
+  const FieldArray* c = in.size() > 2 && present(in[2]) ? &in[2] : nullptr;
+  return {gemm(in[0], in[1], c, ta, tb, integral_field_scalar(attrs, "alpha"), integral_field_scalar(attrs, "beta"))};
+}
+
+std::string import_gemm(OnnxForm& form, int64_t opset, GraphBuilder&) {
+  // Opset < 7 said with `broadcast` whether C broadcasts; a C that does not need
+  // it means the same with or without.
+  form.attrs.erase("broadcast");
+  return "";
+}
+
+// ---- Conv --------------------------------------------------------------------------
+
+// Copies the windows of one group of `channels` input planes into rows of `col`:
+// row (c, kernel cell) holds that cell's input value for every output position,
+// zero where the window reaches into padding.
+template <class T>
+void im2col(const T* x, int64_t channels, const std::vector<WindowAxis>& axes, T* col) {
+  const size_t r = axes.size();
+  int64_t plane_in = 1, positions = 1, cells = 1;
+  for (const WindowAxis& a : axes) {
+    plane_in *= a.in;
+    positions *= a.out;
+    cells *= a.kernel;
+  }
+  const WindowAxis& last = axes[r - 1];
+  const int64_t rows_out = positions / last.out;
+  std::vector<int64_t> cell(r), pos(r);
+  for (int64_t c = 0; c < channels; ++c) {
+    std::fill(cell.begin(), cell.end(), 0);
+    for (int64_t k = 0; k < cells; ++k) {
+      T* row = col + (c * cells + k) * positions;
+      // Output positions whose last-axis input index falls inside the input.
+      const int64_t shift = cell[r - 1] * last.dilation - last.pad_begin;
+      int64_t lo = 0, hi = last.out;
+      while (lo < hi && lo * last.stride + shift < 0) ++lo;
+      while (hi > lo && (hi - 1) * last.stride + shift >= last.in) --hi;
+      std::fill(pos.begin(), pos.end(), 0);
+      for (int64_t q = 0; q < rows_out; ++q) {
+        T* dst = row + q * last.out;
+        int64_t offset = 0;
+        bool inside = true;
+        for (size_t d = 0; d + 1 < r; ++d) {
+          const int64_t i = pos[d] * axes[d].stride + cell[d] * axes[d].dilation - axes[d].pad_begin;
+          inside = inside && i >= 0 && i < axes[d].in;
+          offset = offset * axes[d].in + i;
+        }
+        if (!inside || lo >= hi) {
+          std::fill(dst, dst + last.out, T());
+        } else {
+          const T* src = x + c * plane_in + offset * last.in + shift;
+          std::fill(dst, dst + lo, T());
+          for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * last.stride];
+          std::fill(dst + hi, dst + last.out, T());
+        }
+        for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+          if (++pos[d] < axes[d].out) break;
+          pos[d] = 0;
+        }
+      }
+      for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+        if (++cell[d] < axes[d].kernel) break;
+        cell[d] = 0;
+      }
+    }
+  }
+}
+
+struct ConvParams {
+  Window window;
+  int64_t group = 1;
+};
+
+ConvParams conv_params(const Attributes& attrs, const std::vector<int64_t>& w_dims) {
+  ConvParams p;
+  p.group = attrs.get_int("group", 1);
+  require(p.group >= 1, "Conv group must be positive");
+  std::vector<int64_t> kernel(w_dims.begin() + 2, w_dims.end());
+  require(attrs.get_ints("kernel_shape", kernel) == kernel, "Conv kernel_shape differs from the weight's shape");
+  p.window = read_window(attrs, kernel);
+  return p;
+}
+
+template <class T>
+Array<T> conv(const Array<T>& x, const Array<T>& w, const Array<T>* bias, const ConvParams& p) {
+  require(x.rank() >= 3 && w.rank() == x.rank(), "Conv needs [N, C, spatial...] input and weight of equal rank");
+  const int64_t N = x.dims[0], C = x.dims[1], M = w.dims[0], Cg = w.dims[1], G = p.group;
+  require(C == Cg * G && M % G == 0, "Conv channels do not match the weight and group");
+  std::vector<int64_t> in(x.dims.begin() + 2, x.dims.end());
+  std::vector<WindowAxis> axes = plan_window(p.window, in);
+  std::vector<int64_t> out_dims{N, M};
+  int64_t positions = 1, plane_in = num_elements(in), cells = 1;
+  bool pointwise = true;  // 1×1 kernel, stride 1, no padding: the input is its own im2col
+  for (const WindowAxis& a : axes) {
+    out_dims.push_back(a.out);
+    positions *= a.out;
+    cells *= a.kernel;
+    pointwise = pointwise && a.kernel == 1 && a.stride == 1 && a.pad_begin == 0 && a.out == a.in;
+  }
+  const int64_t Mg = M / G, rows = Cg * cells;
+  Array<T> y(out_dims);
+  std::vector<T> col(pointwise ? 0 : static_cast<size_t>(rows * positions));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const T* xg = x.data.data() + (n * C + g * Cg) * plane_in;
+      if (!pointwise) im2col(xg, Cg, axes, col.data());
+      T* yg = y.data.data() + (n * M + g * Mg) * positions;
+      if (bias)
+        for (int64_t m = 0; m < Mg; ++m)
+          std::fill(yg + m * positions, yg + (m + 1) * positions, bias->data[g * Mg + m]);
+      gemm_accumulate(Mg, positions, rows, w.data.data() + g * Mg * rows, rows, pointwise ? xg : col.data(), positions,
+                      yg, positions);
+    }
+  }
+  return y;
+}
+
+// The kernel's spatial extents if known: from the weight's static dims or from
+// the kernel_shape attribute (which must agree).
+std::optional<std::vector<int64_t>> conv_kernel(const Attributes& attrs, const TensorType& w) {
+  const size_t r = w.shape.size() - 2;
+  std::optional<std::vector<int64_t>> attr;
+  if (attrs.has("kernel_shape")) {
+    attr = attrs.get_ints("kernel_shape");
+    require(attr->size() == r,
+            "Conv kernel_shape has " + std::to_string(attr->size()) + " values, expected " + std::to_string(r));
+  }
+  std::vector<int64_t> kernel;
+  for (size_t i = 0; i < r; ++i) {
+    const Dim& d = w.shape[i + 2];
+    if (!d.is_static()) return attr;
+    if (attr && (*attr)[i] != d.value)
+      throw Error("Conv kernel_shape " + to_string(*attr) + " differs from the weight's shape " + to_string(w.shape));
+    kernel.push_back(d.value);
+  }
+  return kernel;
+}
+
+std::vector<TensorType> infer_conv(const InferContext& ctx) {
+  const TensorType &x = ctx.in(0), &w = ctx.in(1);
+  require_float(x, "Conv input");
+  require(w.dtype == x.dtype, "Conv weight has a different type than the input");
+  require(x.rank() >= 3, "Conv input must be [N, C, spatial...], got " + to_string(x.shape));
+  require(w.rank() == x.rank(), "Conv weight " + to_string(w.shape) + " does not match input " + to_string(x.shape));
+  const int64_t group = ctx.attrs.get_int("group", 1);
+  require(group >= 1, "Conv group must be positive, got " + std::to_string(group));
+  const Dim &C = x.shape[1], &M = w.shape[0], &Cg = w.shape[1];
+  if (C.is_static() && Cg.is_static())
+    require(C.value == Cg.value * group, "Conv input has " + std::to_string(C.value) + " channels, weight " +
+                                             to_string(w.shape) + " with group " + std::to_string(group) + " expects " +
+                                             std::to_string(Cg.value * group));
+  if (C.is_static())
+    require(C.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
+                                      std::to_string(C.value) + " input channels");
+  if (M.is_static())
+    require(M.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
+                                      std::to_string(M.value) + " output channels");
+  if (ctx.has_input(2)) {
+    const TensorType& b = ctx.in(2);
+    require(b.dtype == x.dtype, "Conv bias has a different type than the input");
+    require(b.rank() == 1 && (!b.shape[0].is_static() || !M.is_static() || b.shape[0].value == M.value),
+            "Conv bias " + to_string(b.shape) + " does not match weight " + to_string(w.shape));
+  }
+  Shape out{x.shape[0], M};
+  std::optional<std::vector<int64_t>> kernel = conv_kernel(ctx.attrs, w);
+  if (!kernel) {
+    out.resize(x.shape.size(), Dim::unknown());
+    return {{x.dtype, out}};
+  }
+  Window win = read_window(ctx.attrs, *kernel);
+  for (size_t i = 0; i < win.rank(); ++i) out.push_back(window_output_dim(win, i, x.shape[i + 2]));
+  return {{x.dtype, out}};
+}
+
+std::vector<Tensor> eval_conv(const EvalContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  ConvParams p = conv_params(ctx.attrs, ctx.in(1).dims());
+  Array<double> bias = ctx.has_input(2) ? f64(ctx.in(2)) : Array<double>();
+  return {tensor(x.dtype(), conv(f64(x), f64(ctx.in(1)), ctx.has_input(2) ? &bias : nullptr, p))};
+}
+
+std::vector<FieldArray> field_conv(const Attributes& attrs, std::span<const FieldArray> in) {
+  ConvParams p = conv_params(attrs, in[1].dims);
+  return {conv(in[0], in[1], in.size() > 2 && present(in[2]) ? &in[2] : nullptr, p)};
+}
+
+std::string import_conv(OnnxForm& form, int64_t opset, GraphBuilder&) {
+  if (!form.attrs.has("auto_pad") || form.inputs.size() < 2) return "";
+  const TensorType &x = form.inputs[0].type(), &w = form.inputs[1].type();
+  if (x.rank() < 3 || w.rank() != x.rank()) return "";  // the shape rule will say what is wrong
+  std::optional<std::vector<int64_t>> kernel = conv_kernel(form.attrs, w);
+  if (!kernel) return "";
+  resolve_auto_pad(form.attrs, read_window(form.attrs, *kernel), Shape(x.shape.begin() + 2, x.shape.end()));
+  return "";
+}
+
+}  // namespace
+
+OpDef def_MatMul() {
+  OpDef d;
+  d.name = "MatMul";
+  d.min_inputs = d.max_inputs = 2;
+  d.min_opset = 9;
+  d.props.linear_in = {0, 1};
+  d.infer = infer_matmul;
+  d.eval = eval_matmul;
+  d.eval_field = field_matmul;
+  return d;
+}
+
+OpDef def_Gemm() {
+  OpDef d;
+  d.name = "Gemm";
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.min_opset = 13;
+  d.attributes = {{"alpha", "float"}, {"beta", "float"}, {"transA", "int"}, {"transB", "int"}};
+  d.infer = infer_gemm;
+  d.eval = eval_gemm;
+  d.eval_field = field_gemm;
+  d.onnx_import = import_gemm;
+  return d;
+}
+
+OpDef def_Conv() {
+  OpDef d;
+  d.name = "Conv";
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.min_opset = 11;
+  d.attributes = {{"auto_pad", "string"},   {"dilations", "ints"}, {"group", "int"},
+                  {"kernel_shape", "ints"}, {"pads", "ints"},      {"strides", "ints"}};
+  d.props.linear_in = {0, 1};  // without the bias B; with it, affine
+  d.infer = infer_conv;
+  d.eval = eval_conv;
+  d.eval_field = field_conv;
+  d.onnx_import = import_conv;
+  return d;
+}
+
+}  // namespace isomer

@@ -1,0 +1,237 @@
+// Reductions: ReduceSum (opset 13 form: axes is an optional input) and ReduceMean
+// (opset 17 form: axes is an attribute). One templated sum kernel gives float,
+// integer and field semantics; the mean divides through CountDivider.
+#include <algorithm>
+
+#include "ops/kernels.h"
+#include "ops/nn_common.h"
+
+namespace isomer {
+using namespace ops;
+
+namespace {
+
+// Sorted, non-negative axes; an empty list means every axis.
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t a : axes) out.push_back(normalize_axis(a, rank, "reduction axis"));
+  std::sort(out.begin(), out.end());
+  require(std::adjacent_find(out.begin(), out.end()) == out.end(),
+          "reduction axes " + to_string(axes) + " repeat an axis");
+  if (out.empty())
+    for (int64_t a = 0; a < rank; ++a) out.push_back(a);
+  return out;
+}
+
+bool contains(const std::vector<int64_t>& sorted, int64_t v) {
+  return std::binary_search(sorted.begin(), sorted.end(), v);
+}
+
+Shape reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keepdims) {
+  Shape out;
+  for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+    if (!contains(axes, i))
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(Dim(1));
+  }
+  return out;
+}
+
+// Sums x over `axes` (normalized); the result keeps reduced dims as 1 or drops them.
+template <class T>
+Array<T> reduce_sum(const Array<T>& x, const std::vector<int64_t>& axes, bool keepdims) {
+  std::vector<int64_t> kept = x.dims;
+  for (int64_t a : axes) kept[a] = 1;
+  Array<T> out(kept);
+  std::vector<int64_t> st = strides_of(kept);
+  for (int64_t a : axes) st[a] = 0;
+  for_each_broadcast<1>(x.dims, std::array<std::vector<int64_t>, 1>{st},
+                        [&](int64_t n, const std::array<int64_t, 1>& o) { out.data[o[0]] += x.data[n]; });
+  if (!keepdims) {
+    out.dims.clear();
+    for (int64_t i = 0; i < x.rank(); ++i)
+      if (!contains(axes, i)) out.dims.push_back(x.dims[i]);
+  }
+  return out;
+}
+
+template <class T>
+Array<T> reduce_mean(const Array<T>& x, const std::vector<int64_t>& axes, bool keepdims) {
+  Array<T> out = reduce_sum(x, axes, keepdims);
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.dims[a];
+  CountDivider<T> divide;
+  for (T& v : out.data) v = divide(v, count);
+  return out;
+}
+
+void require_reducible(const TensorType& x, const std::string& op) {
+  require(is_numeric(x.dtype) && x.dtype != DType::Bool, op + " input must be numeric");
+}
+
+// Axes of a field-evaluated axes input: small signed integers mapped back from F_p.
+std::vector<int64_t> field_ints(const FieldArray& a) {
+  std::vector<int64_t> out;
+  for (Fp v : a.data)
+    out.push_back(v.value() > Fp::kP / 2 ? -static_cast<int64_t>(Fp::kP - v.value()) : static_cast<int64_t>(v.value()));
+  return out;
+}
+
+// ---- ReduceSum ---------------------------------------------------------------------
+
+std::vector<TensorType> infer_reduce_sum(const InferContext& ctx) {
+  const TensorType& x = ctx.in(0);
+  require_reducible(x, "ReduceSum");
+  const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
+  const bool noop = ctx.attrs.get_int("noop_with_empty_axes", 0) != 0;
+  std::vector<int64_t> axes;
+  if (ctx.has_input(1)) {
+    const TensorType& a = ctx.in(1);
+    require(a.dtype == DType::Int64 && a.rank() == 1, "ReduceSum axes must be a 1-D int64 tensor");
+    std::optional<std::vector<int64_t>> values = constant_ints(ctx, 1);
+    if (values) {
+      axes = *values;
+    } else if (a.shape[0] != Dim(0)) {
+      // Axes known only when evaluated: the rank is known if keepdims or the count is.
+      if (keepdims) return {{x.dtype, Shape(x.shape.size(), Dim::unknown())}};
+      require(a.shape[0].is_static(), "ReduceSum with keepdims=0 and axes of unknown length has an unknown rank");
+      require(a.shape[0].value <= x.rank(), "ReduceSum has more axes than its input has dims");
+      return {{x.dtype, Shape(static_cast<size_t>(x.rank() - a.shape[0].value), Dim::unknown())}};
+    }
+  }
+  if (axes.empty() && noop) return {x};
+  return {{x.dtype, reduced_shape(x.shape, normalize_axes(axes, x.rank()), keepdims)}};
+}
+
+std::vector<int64_t> reduce_sum_axes(const Attributes& attrs, const std::vector<int64_t>& given, int64_t rank,
+                                     bool* identity) {
+  *identity = given.empty() && attrs.get_int("noop_with_empty_axes", 0) != 0;
+  return normalize_axes(given, rank);
+}
+
+std::vector<Tensor> eval_reduce_sum(const EvalContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  bool identity = false;
+  std::vector<int64_t> axes =
+      reduce_sum_axes(ctx.attrs, ctx.has_input(1) ? ints_of(ctx.in(1)) : std::vector<int64_t>{}, x.rank(), &identity);
+  if (identity) return {x};
+  const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
+  if (is_float(x.dtype())) return {tensor(x.dtype(), reduce_sum(f64(x), axes, keepdims))};
+  return {tensor(x.dtype(), reduce_sum(i64(x), axes, keepdims))};
+}
+
+std::vector<FieldArray> field_reduce_sum(const Attributes& attrs, std::span<const FieldArray> in) {
+  const bool has_axes = in.size() > 1 && (!in[1].dims.empty() || !in[1].data.empty());
+  bool identity = false;
+  std::vector<int64_t> axes =
+      reduce_sum_axes(attrs, has_axes ? field_ints(in[1]) : std::vector<int64_t>{}, in[0].rank(), &identity);
+  if (identity) return {in[0]};
+  return {reduce_sum(in[0], axes, attrs.get_int("keepdims", 1) != 0)};
+}
+
+// Opset < 13 carried axes as an attribute.
+std::string import_reduce_sum(OnnxForm& form, int64_t opset, GraphBuilder& b) {
+  if (opset >= 13 || !form.attrs.has("axes")) return "";
+  form.inputs.resize(1);
+  form.inputs.push_back(b.constant(Tensor::vector_i64(form.attrs.get_ints("axes"))));
+  form.attrs.erase("axes");
+  return "";
+}
+
+void export_reduce_sum(OnnxForm& form, int64_t opset) {
+  if (opset >= 13) return;
+  std::vector<int64_t> axes;
+  if (form.inputs.size() > 1 && form.inputs[1].present()) {
+    const Tensor* c = form.inputs[1].constant();
+    require(c != nullptr, "ReduceSum with non-constant axes cannot be written at opset " + std::to_string(opset));
+    axes = ints_of(*c);
+  }
+  require(!axes.empty() || form.attrs.get_int("noop_with_empty_axes", 0) == 0,
+          "ReduceSum with noop_with_empty_axes cannot be written at opset " + std::to_string(opset));
+  if (!axes.empty()) form.attrs.set("axes", axes);
+  form.attrs.erase("noop_with_empty_axes");
+  form.inputs.resize(1);
+}
+
+// ---- ReduceMean --------------------------------------------------------------------
+
+std::vector<TensorType> infer_reduce_mean(const InferContext& ctx) {
+  const TensorType& x = ctx.in(0);
+  require_reducible(x, "ReduceMean");
+  const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
+  std::vector<int64_t> axes = normalize_axes(ctx.attrs.get_ints("axes", {}), x.rank());
+  return {{x.dtype, reduced_shape(x.shape, axes, keepdims)}};
+}
+
+std::vector<Tensor> eval_reduce_mean(const EvalContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  std::vector<int64_t> axes = normalize_axes(ctx.attrs.get_ints("axes", {}), x.rank());
+  const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
+  if (is_float(x.dtype())) return {tensor(x.dtype(), reduce_mean(f64(x), axes, keepdims))};
+  return {tensor(x.dtype(), reduce_mean(i64(x), axes, keepdims))};
+}
+
+std::vector<FieldArray> field_reduce_mean(const Attributes& attrs, std::span<const FieldArray> in) {
+  std::vector<int64_t> axes = normalize_axes(attrs.get_ints("axes", {}), in[0].rank());
+  return {reduce_mean(in[0], axes, attrs.get_int("keepdims", 1) != 0)};
+}
+
+// Opset 18 moved axes to an optional input and added noop_with_empty_axes.
+std::string import_reduce_mean(OnnxForm& form, int64_t opset, GraphBuilder&) {
+  if (opset < 18) return "";
+  std::vector<int64_t> axes;
+  if (form.inputs.size() > 1 && form.inputs[1].present()) {
+    const Tensor* c = form.inputs[1].constant();
+    if (!c) return "ReduceMean axes input is not a constant";
+    if (!is_integer(c->dtype())) return "ReduceMean axes input is not an integer tensor";
+    axes = c->to_i64();
+  }
+  if (axes.empty() && form.attrs.get_int("noop_with_empty_axes", 0) != 0)
+    return "ReduceMean with no axes and noop_with_empty_axes=1 (an identity)";
+  form.attrs.erase("noop_with_empty_axes");
+  if (!axes.empty()) form.attrs.set("axes", axes);
+  form.inputs.resize(1);
+  return "";
+}
+
+void export_reduce_mean(OnnxForm& form, int64_t opset) {
+  if (opset < 18 || !form.attrs.has("axes")) return;
+  form.inputs.resize(1);
+  form.inputs.push_back(Value{Node::make_constant(Tensor::vector_i64(form.attrs.get_ints("axes"))), 0});
+  form.attrs.erase("axes");
+}
+
+}  // namespace
+
+OpDef def_ReduceSum() {
+  OpDef d;
+  d.name = "ReduceSum";
+  d.min_inputs = 1;
+  d.max_inputs = 2;
+  d.min_opset = 13;
+  d.attributes = {{"keepdims", "int"}, {"noop_with_empty_axes", "int"}};
+  d.props.linear_in = {0};
+  d.infer = infer_reduce_sum;
+  d.eval = eval_reduce_sum;
+  d.eval_field = field_reduce_sum;
+  d.onnx_import = import_reduce_sum;
+  d.onnx_export = export_reduce_sum;
+  return d;
+}
+
+OpDef def_ReduceMean() {
+  OpDef d;
+  d.name = "ReduceMean";
+  d.min_opset = 13;
+  d.attributes = {{"axes", "ints"}, {"keepdims", "int"}};
+  d.props.linear_in = {0};
+  d.infer = infer_reduce_mean;
+  d.eval = eval_reduce_mean;
+  d.eval_field = field_reduce_mean;
+  d.onnx_import = import_reduce_mean;
+  d.onnx_export = export_reduce_mean;
+  return d;
+}
+
+}  // namespace isomer
