@@ -54,6 +54,15 @@ struct OpaqueInfo {
   std::string op_type;
   std::string node_proto;  // serialized onnx::NodeProto
   uint64_t uid = 0;        // unique per imported node: opaque nodes never merge
+  // Per output: the ONNX TypeProto (serialized, possibly empty) of an output whose
+  // type a TensorType cannot state (shape or element type not inferred, or not a
+  // tensor: sequence, optional, map); nullopt where output_types() is exact. Native
+  // operators that read such a value stay opaque too; export writes this type back.
+  std::vector<std::optional<std::string>> onnx_output_types;
+
+  bool output_type_unknown(size_t i) const {
+    return i < onnx_output_types.size() && onnx_output_types[i].has_value();
+  }
 };
 
 class Node : public std::enable_shared_from_this<Node> {

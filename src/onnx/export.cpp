@@ -1,0 +1,478 @@
+// Graph -> ONNX ModelProto.
+//
+// Values get unique SSA names: graph inputs keep theirs, graph outputs and names
+// subgraphs of opaque nodes read from outside get theirs (an Identity where one
+// value needs two names), every other value its preferred (source) name where
+// free, "isomer_<n>" otherwise. Constants become initializers. Native nodes pass
+// through their operator's onnx_export hook; opaque nodes are written back
+// verbatim with their input and output names remapped. The output is a function of
+// the graph alone, so exporting equal graphs gives equal bytes.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/checker.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+#include "onnx/proto_util.h"
+#include "ops/op.h"
+
+namespace isomer {
+namespace {
+
+using namespace onnx_detail;
+
+// Above this much constant data a single protobuf (2 GB limit) is at risk.
+constexpr size_t kAutoExternalBytes = 1800ull * 1000 * 1000;
+constexpr uint64_t kExternalAlignment = 64;
+
+// Writes large initializers' data to the external data file.
+struct ExternalWriter {
+  std::ofstream out;
+  std::string location;  // relative to the model's directory
+  size_t threshold = 1024;
+  uint64_t offset = 0;
+
+  // Returns false if `t` stays inline.
+  bool place(const Tensor& t, onnx::TensorProto* p) {
+    if (t.dtype() == DType::String || t.byte_size() < threshold) return false;
+    const uint64_t pad = (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
+    const std::string zeros(pad, '\0');
+    out.write(zeros.data(), static_cast<std::streamsize>(pad));
+    offset += pad;
+    out.write(t.bytes().data(), static_cast<std::streamsize>(t.byte_size()));
+    require(out.good(), "writing the external data file failed");
+    p->set_data_type(static_cast<int32_t>(t.dtype()));
+    for (int64_t d : t.dims()) p->add_dims(d);
+    p->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* key, const std::string& value) {
+      auto* e = p->add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(t.byte_size()));
+    offset += t.byte_size();
+    return true;
+  }
+};
+
+bool is_empty_list(const AttrValue& v) {
+  return std::visit(
+      [](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>> ||
+                      std::is_same_v<T, std::vector<std::string>>)
+          return x.empty();
+        else
+          return false;
+      },
+      v);
+}
+
+void set_attribute(const std::string& name, const AttrValue& value, onnx::AttributeProto* a) {
+  using A = onnx::AttributeProto;
+  a->set_name(name);
+  struct Visitor {
+    A* a;
+    void operator()(int64_t v) const { a->set_type(A::INT), a->set_i(v); }
+    void operator()(double v) const { a->set_type(A::FLOAT), a->set_f(static_cast<float>(v)); }
+    void operator()(const std::string& v) const { a->set_type(A::STRING), a->set_s(v); }
+    void operator()(const std::vector<int64_t>& v) const {
+      a->set_type(A::INTS);
+      for (int64_t x : v) a->add_ints(x);
+    }
+    void operator()(const std::vector<double>& v) const {
+      a->set_type(A::FLOATS);
+      for (double x : v) a->add_floats(static_cast<float>(x));
+    }
+    void operator()(const std::vector<std::string>& v) const {
+      a->set_type(A::STRINGS);
+      for (const auto& x : v) a->add_strings(x);
+    }
+    void operator()(const Tensor& v) const {
+      a->set_type(A::TENSOR);
+      tensor_to_proto(v, a->mutable_t());
+    }
+  };
+  std::visit(Visitor{a}, value);
+}
+
+class Exporter {
+ public:
+  Exporter(const Graph& g, ExternalWriter* external) : g_(g), external_(external) {}
+
+  onnx::ModelProto run() {
+    const ModelInfo& info = g_.info();
+    opset_ = info.opset() > 0 ? info.opset() : 1;
+    order_ = g_.topo_order();
+    prepare_forms();
+    name_values();
+    onnx::ModelProto m;
+    m.set_ir_version(info.ir_version);
+    for (const auto& [domain, version] : info.opset_imports) {
+      auto* o = m.add_opset_import();
+      o->set_domain(domain);
+      o->set_version(version);
+    }
+    if (!info.producer_name.empty()) m.set_producer_name(info.producer_name);
+    if (!info.producer_version.empty()) m.set_producer_version(info.producer_version);
+    if (!info.domain.empty()) m.set_domain(info.domain);
+    if (info.model_version != 0) m.set_model_version(info.model_version);
+    if (!info.doc_string.empty()) m.set_doc_string(info.doc_string);
+    for (const auto& [key, value] : info.metadata_props) {
+      auto* p = m.add_metadata_props();
+      p->set_key(key);
+      p->set_value(value);
+    }
+    for (const auto& f : info.functions)
+      require(m.add_functions()->ParseFromString(f), "a model-local function does not parse");
+    write_graph(m.mutable_graph());
+    return m;
+  }
+
+ private:
+  // Native nodes in their ONNX form for the model's opset; opaque nodes' protos.
+  void prepare_forms() {
+    std::unordered_set<const Node*> in_order;
+    for (const NodePtr& n : order_) in_order.insert(n.get());
+    auto read = [&](const Value& v) {
+      if (!v.present()) return;
+      referenced_.insert(v);
+      if (in_order.count(v.node.get())) return;
+      require(v.node->kind() == NodeKind::Constant,
+              "an onnx_export hook produced a non-constant input (" + describe(*v.node) + ")");
+      in_order.insert(v.node.get());
+      extra_constants_.push_back(v.node);
+    };
+    for (const NodePtr& n : order_) {
+      if (n->kind() == NodeKind::Op) {
+        OnnxForm form{n->attrs(), n->inputs(), n->num_outputs()};
+        // An operator newer than the model's opset, with no adapter between its form
+        // and older ones, would make the file invalid: refuse rather than write it.
+        const OpDef& op = *n->op();
+        require(op.onnx_export || op.onnx_import || opset_ >= op.min_opset,
+                "cannot export " + describe(*n) + ": the model's opset " + std::to_string(opset_) +
+                    " predates the operator (opset " + std::to_string(n->op()->min_opset) + ")");
+        if (n->op()->onnx_export) {
+          try {
+            n->op()->onnx_export(form, opset_);
+          } catch (const Error& e) {
+            throw Error("exporting " + describe(*n) + " at opset " + std::to_string(opset_) + ": " + e.what());
+          }
+        }
+        for (const Value& v : form.inputs) read(v);
+        forms_.emplace(n.get(), std::move(form));
+      } else if (n->kind() == NodeKind::Opaque) {
+        onnx::NodeProto proto;
+        require(proto.ParseFromString(n->opaque()->node_proto), describe(*n) + ": stored NodeProto does not parse");
+        std::vector<std::string> refs = outer_scope_names(proto);
+        require(n->inputs().size() == static_cast<size_t>(proto.input_size()) + refs.size(),
+                describe(*n) + " has " + std::to_string(n->inputs().size()) + " inputs, its NodeProto " +
+                    std::to_string(proto.input_size()) + " and " + std::to_string(refs.size()) + " outer-scope names");
+        for (const Value& v : n->inputs()) read(v);
+        for (size_t k = 0; k < refs.size(); ++k) outer_refs_.push_back({refs[k], n->inputs()[proto.input_size() + k]});
+        protos_.emplace(n.get(), std::move(proto));
+      }
+    }
+    for (const Value& v : g_.outputs()) referenced_.insert(v);
+  }
+
+  void take(const Value& v, const std::string& name) {
+    names_[v] = name;
+    owner_.emplace(name, v);
+  }
+
+  // `v` must be known as `want` (a graph output's or an outer-scope reference's
+  // name); a value that already has another name gets an Identity to `want`.
+  void claim(const Value& v, const std::string& want, const std::string& who) {
+    auto owner = owner_.find(want);
+    if (owner != owner_.end()) {
+      require(owner->second == v, "cannot export: " + who + " '" + want + "' names another value too");
+      return;
+    }
+    if (names_.count(v)) {
+      owner_.emplace(want, v);
+      aliases_[v.node.get()].push_back({v, want});
+    } else {
+      take(v, want);
+    }
+  }
+
+  std::string fresh_name() {
+    std::string n;
+    do n = "isomer_" + std::to_string(counter_++);
+    while (owner_.count(n) || preferred_.count(n));
+    return n;
+  }
+
+  void name_values() {
+    for (const NodePtr& in : g_.inputs()) {
+      require(!owner_.count(in->name()), "duplicate graph input '" + in->name() + "'");
+      take(in->output(0), in->name());
+    }
+    for (size_t i = 0; i < g_.outputs().size(); ++i) claim(g_.outputs()[i], g_.output_names()[i], "graph output");
+    for (const auto& [name, v] : outer_refs_) claim(v, name, "the outer-scope value");
+    for (const NodePtr& n : order_) {
+      if (n->kind() == NodeKind::Constant && !n->name().empty()) preferred_.insert(n->name());
+      for (const auto& o : n->output_names())
+        if (!o.empty()) preferred_.insert(o);
+    }
+    auto pick = [&](const Value& v, const std::string& preferred) {
+      if (names_.count(v)) return;
+      take(v, !preferred.empty() && !owner_.count(preferred) ? preferred : fresh_name());
+    };
+    for (const NodePtr& n : order_) {
+      if (n->kind() == NodeKind::Constant) {
+        if (referenced_.count(n->output(0))) pick(n->output(0), n->name());
+        continue;
+      }
+      if (n->kind() == NodeKind::Input) continue;
+      const auto& preferred = n->output_names();
+      auto proto = protos_.find(n.get());
+      for (uint32_t i = 0; i < n->num_outputs(); ++i) {
+        Value v = n->output(i);
+        // An optional output the source left out stays out unless something reads it.
+        bool omitted_in_source = proto != protos_.end() ? proto->second.output(i).empty()
+                                                        : i < preferred.size() && preferred[i].empty();
+        if (omitted_in_source && !referenced_.count(v) && !names_.count(v)) {
+          names_[v] = "";
+          continue;
+        }
+        pick(v, i < preferred.size() ? preferred[i] : "");
+      }
+    }
+    for (const NodePtr& c : extra_constants_) pick(c->output(0), c->name());
+    // Node names: kept where unique; opaque nodes keep theirs verbatim.
+    for (const NodePtr& n : order_)
+      if (!n->name().empty()) preferred_node_names_.insert(n->name());
+    for (const auto& [node, proto] : protos_) node_names_.insert(proto.name());
+  }
+
+  std::string node_name(const std::string& preferred, const std::string& op_type) {
+    if (!preferred.empty() && node_names_.insert(preferred).second) return preferred;
+    std::string n;
+    do n = op_type + "_" + std::to_string(node_counter_++);
+    while (node_names_.count(n) || preferred_node_names_.count(n));
+    node_names_.insert(n);
+    return n;
+  }
+
+  const std::string& name_of(const Value& v) const {
+    static const std::string kAbsent;
+    return v.present() ? names_.at(v) : kAbsent;
+  }
+
+  void add_value_info(const std::string& name, const Value& v, google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* out) {
+    onnx::ValueInfoProto* vi = out->Add();
+    vi->set_name(name);
+    const OpaqueInfo* opaque = v.node->opaque();
+    if (opaque && opaque->output_type_unknown(v.index)) {
+      if (!opaque->onnx_output_types[v.index]->empty())
+        vi->mutable_type()->ParseFromString(*opaque->onnx_output_types[v.index]);
+    } else {
+      tensor_type_to_proto(v.type(), vi->mutable_type());
+    }
+  }
+
+  void add_initializer(const NodePtr& c, onnx::GraphProto* graph) {
+    onnx::TensorProto* t = graph->add_initializer();
+    t->set_name(names_.at(c->output(0)));
+    if (!external_ || !external_->place(*c->value(), t)) tensor_to_proto(*c->value(), t);
+  }
+
+  void add_aliases(const Node* n, onnx::GraphProto* graph) {
+    auto it = aliases_.find(n);
+    if (it == aliases_.end()) return;
+    for (const auto& [v, name] : it->second) {
+      onnx::NodeProto* p = graph->add_node();
+      p->set_name(node_name("", "Identity"));
+      p->set_op_type("Identity");
+      p->add_input(names_.at(v));
+      p->add_output(name);
+    }
+  }
+
+  void add_op(const Node& n, onnx::GraphProto* graph) {
+    const OnnxForm& form = forms_.at(&n);
+    onnx::NodeProto* p = graph->add_node();
+    p->set_name(node_name(n.name(), n.op_type()));
+    p->set_op_type(std::string(n.op()->name));
+    if (!n.op()->onnx_domain.empty()) p->set_domain(std::string(n.op()->onnx_domain));
+    for (const Value& v : form.inputs) p->add_input(name_of(v));
+    while (p->input_size() > 0 && p->input(p->input_size() - 1).empty()) p->mutable_input()->RemoveLast();
+    for (uint32_t i = 0; i < n.num_outputs(); ++i) p->add_output(names_.at(n.output(i)));
+    while (p->output_size() > 1 && p->output(p->output_size() - 1).empty()) p->mutable_output()->RemoveLast();
+    for (const auto& [name, value] : form.attrs.items()) {
+      // ONNX cannot tell an empty list from an absent attribute (the checker rejects
+      // it); absent means the default, which an empty list is where one is allowed.
+      if (is_empty_list(value)) continue;
+      set_attribute(name, value, p->add_attribute());
+    }
+  }
+
+  void add_opaque(const Node& n, onnx::GraphProto* graph) {
+    onnx::NodeProto* p = graph->add_node();
+    *p = protos_.at(&n);
+    for (int i = 0; i < p->input_size(); ++i) p->set_input(i, name_of(n.inputs()[i]));
+    for (int i = 0; i < p->output_size(); ++i) p->set_output(i, names_.at(n.output(i)));
+  }
+
+  void write_graph(onnx::GraphProto* graph) {
+    const ModelInfo& info = g_.info();
+    graph->set_name(info.graph_name);
+    if (!info.graph_doc_string.empty()) graph->set_doc_string(info.graph_doc_string);
+    for (const NodePtr& in : g_.inputs()) add_value_info(in->name(), in->output(0), graph->mutable_input());
+    std::vector<NodePtr> constants;
+    for (const NodePtr& n : order_)
+      if (n->kind() == NodeKind::Constant && referenced_.count(n->output(0))) constants.push_back(n);
+    constants.insert(constants.end(), extra_constants_.begin(), extra_constants_.end());
+    for (const NodePtr& c : constants) {
+      add_initializer(c, graph);
+      // IR version 3 and older: every initializer is also a graph input.
+      if (info.ir_version < 4) add_value_info(names_.at(c->output(0)), c->output(0), graph->mutable_input());
+    }
+    for (const NodePtr& n : order_)
+      if (n->kind() == NodeKind::Input || n->kind() == NodeKind::Constant) add_aliases(n.get(), graph);
+    for (const NodePtr& n : order_) {
+      if (n->kind() == NodeKind::Op) add_op(*n, graph);
+      else if (n->kind() == NodeKind::Opaque) add_opaque(*n, graph);
+      else continue;
+      add_aliases(n.get(), graph);
+    }
+    std::unordered_set<std::string> output_names;
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      add_value_info(g_.output_names()[i], g_.outputs()[i], graph->mutable_output());
+      output_names.insert(g_.output_names()[i]);
+    }
+    // Types of opaque outputs: ONNX inference may not recover them on re-import.
+    for (const NodePtr& n : order_) {
+      if (n->kind() != NodeKind::Opaque) continue;
+      for (uint32_t i = 0; i < n->num_outputs(); ++i) {
+        const std::string& name = names_.at(n->output(i));
+        if (name.empty() || output_names.count(name)) continue;
+        if (n->opaque()->output_type_unknown(i) && n->opaque()->onnx_output_types[i]->empty()) continue;
+        add_value_info(name, n->output(i), graph->mutable_value_info());
+      }
+    }
+  }
+
+  const Graph& g_;
+  ExternalWriter* external_;
+  int64_t opset_ = 1;
+  std::vector<NodePtr> order_;
+  std::unordered_map<const Node*, OnnxForm> forms_;
+  std::unordered_map<const Node*, onnx::NodeProto> protos_;
+  std::vector<std::pair<std::string, Value>> outer_refs_;
+  std::vector<NodePtr> extra_constants_;  // constants made by onnx_export hooks
+  std::unordered_set<Value, ValueHash> referenced_;
+  std::unordered_map<Value, std::string, ValueHash> names_;
+  std::unordered_map<std::string, Value> owner_;  // value names in use
+  std::unordered_set<std::string> preferred_;
+  std::unordered_map<const Node*, std::vector<std::pair<Value, std::string>>> aliases_;
+  size_t counter_ = 0;
+  std::unordered_set<std::string> node_names_;
+  std::unordered_set<std::string> preferred_node_names_;
+  size_t node_counter_ = 0;
+};
+
+// Deterministic serialization (same graph, same bytes) to any output stream.
+void serialize_to(const onnx::ModelProto& m, google::protobuf::io::ZeroCopyOutputStream* stream) {
+  const size_t size = m.ByteSizeLong();
+  require(size <= static_cast<size_t>(INT_MAX), "the model is " + std::to_string(size) +
+                                                    " bytes, over protobuf's 2 GB limit (use external data)");
+  google::protobuf::io::CodedOutputStream coded(stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  require(!coded.HadError(), "serializing the model failed");
+}
+
+std::string serialize(const onnx::ModelProto& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    serialize_to(m, &stream);
+  }
+  return out;
+}
+
+std::string temp_name(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+}
+
+}  // namespace
+
+std::string export_onnx_bytes(const Graph& g) { return serialize(Exporter(g, nullptr).run()); }
+
+void export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts) {
+  namespace fs = std::filesystem;
+  const bool external = opts.external_data || g.constant_bytes() > kAutoExternalBytes;
+  const std::string data_path = path + ".data";
+  const std::string tmp_model = temp_name(path);
+  const std::string tmp_data = temp_name(data_path);
+  try {
+    std::unique_ptr<ExternalWriter> writer;
+    if (external) {
+      writer = std::make_unique<ExternalWriter>();
+      writer->out.open(tmp_data, std::ios::binary | std::ios::trunc);
+      require(writer->out.good(), "cannot write '" + tmp_data + "'");
+      writer->location = fs::path(data_path).filename().string();
+      writer->threshold = opts.external_threshold_bytes;
+    }
+    const onnx::ModelProto model = Exporter(g, writer.get()).run();
+    if (writer) {
+      writer->out.close();
+      require(!writer->out.fail(), "writing '" + tmp_data + "' failed");
+    }
+    std::ofstream out(tmp_model, std::ios::binary | std::ios::trunc);
+    require(out.good(), "cannot write '" + tmp_model + "'");
+    {
+      google::protobuf::io::OstreamOutputStream stream(&out);
+      serialize_to(model, &stream);
+    }
+    out.close();
+    require(!out.fail(), "writing '" + tmp_model + "' failed");
+    std::error_code ec;
+    if (writer) {
+      fs::rename(tmp_data, data_path, ec);
+      require(!ec, "cannot rename '" + tmp_data + "' to '" + data_path + "': " + ec.message());
+    }
+    fs::rename(tmp_model, path, ec);
+    require(!ec, "cannot rename '" + tmp_model + "' to '" + path + "': " + ec.message());
+  } catch (const Error& e) {
+    std::error_code ignored;
+    fs::remove(tmp_model, ignored);
+    fs::remove(tmp_data, ignored);
+    throw Error(path + ": " + e.what());
+  }
+}
+
+void check_onnx_model(const std::string& bytes) {
+  onnx::ModelProto model;
+  require(model.ParseFromString(bytes), "not an ONNX model: the protobuf does not parse");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error("ONNX checker: " + one_line(e.what()));
+  }
+}
+
+void check_onnx_file(const std::string& path) {
+  try {
+    onnx::checker::check_model(path);
+  } catch (const std::exception& e) {
+    throw Error(path + ": ONNX checker: " + one_line(e.what()));
+  }
+}
+
+}  // namespace isomer

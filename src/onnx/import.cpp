@@ -1,0 +1,580 @@
+// ONNX ModelProto -> Graph.
+//
+// The model is taken as written: nodes are visited in ONNX order (stably sorted if
+// the file is not), each becomes one IR node through a non-deduplicating builder.
+// A node isomer cannot represent natively becomes an opaque node that keeps its
+// NodeProto; the reason is recorded in ImportStats. Types of opaque outputs come
+// from ONNX shape inference run on a copy of the model.
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <atomic>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+#include "onnx/proto_util.h"
+#include "ops/op.h"
+
+namespace isomer {
+namespace {
+
+using namespace onnx_detail;
+
+std::atomic<uint64_t> g_next_opaque_uid{1};
+
+// Initializers larger than this are copied without data for shape inference:
+// inference reads data only of small shape-like tensors.
+constexpr size_t kInferenceDataLimit = 1 << 16;
+
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+std::string attr_type_name(onnx::AttributeProto::AttributeType t) {
+  return onnx::AttributeProto::AttributeType_Name(t);
+}
+
+// Old models may leave AttributeProto.type unset; the filled field says the kind.
+onnx::AttributeProto::AttributeType attr_type(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  if (a.type() != A::UNDEFINED) return a.type();
+  if (a.has_f()) return A::FLOAT;
+  if (a.has_i()) return A::INT;
+  if (a.has_s()) return A::STRING;
+  if (a.has_t()) return A::TENSOR;
+  if (a.has_g()) return A::GRAPH;
+  if (a.has_sparse_tensor()) return A::SPARSE_TENSOR;
+  if (a.has_tp()) return A::TYPE_PROTO;
+  if (a.floats_size()) return A::FLOATS;
+  if (a.ints_size()) return A::INTS;
+  if (a.strings_size()) return A::STRINGS;
+  if (a.tensors_size()) return A::TENSORS;
+  if (a.graphs_size()) return A::GRAPHS;
+  return A::UNDEFINED;
+}
+
+// Converts ONNX attributes; returns the reason when one has a kind the IR cannot hold.
+std::string convert_attributes(const onnx::NodeProto& node, const std::string& base_dir, Attributes* out) {
+  using A = onnx::AttributeProto;
+  for (const auto& a : node.attribute()) {
+    switch (attr_type(a)) {
+      case A::INT: out->set(a.name(), static_cast<int64_t>(a.i())); break;
+      case A::FLOAT: out->set(a.name(), static_cast<double>(a.f())); break;
+      case A::STRING: out->set(a.name(), a.s()); break;
+      case A::INTS: out->set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end())); break;
+      case A::FLOATS: out->set(a.name(), std::vector<double>(a.floats().begin(), a.floats().end())); break;
+      case A::STRINGS: out->set(a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end())); break;
+      case A::TENSOR: out->set(a.name(), tensor_from_proto(a.t(), base_dir)); break;
+      default: return "attribute '" + a.name() + "' has type " + attr_type_name(attr_type(a));
+    }
+  }
+  return "";
+}
+
+std::string type_kind(const onnx::TypeProto& t) {
+  if (t.has_sequence_type()) return "a sequence";
+  if (t.has_optional_type()) return "an optional";
+  if (t.has_map_type()) return "a map";
+  if (t.has_sparse_tensor_type()) return "a sparse tensor";
+  if (t.has_tensor_type() && !t.tensor_type().has_shape()) return "a tensor of unknown rank";
+  if (t.has_tensor_type()) return "a tensor of unknown element type";
+  return "an unknown type";
+}
+
+class Importer {
+ public:
+  // Takes the initializers' data out of `model` (no copy of the weights).
+  Importer(onnx::ModelProto& model, std::string base_dir, const ImportOptions& opts, ImportStats* stats)
+      : model_(model), graph_(*model.mutable_graph()), base_dir_(std::move(base_dir)), opts_(opts), stats_(stats) {}
+
+  Graph run() {
+    ModelInfo info = model_info();
+    opset_ = info.opset() > 0 ? info.opset() : 1;
+    if (stats_) {
+      stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
+      for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
+    }
+    check_names();
+    infer_types();
+    add_initializers();
+    add_inputs();
+    for (int index : node_order()) add_node(index);
+    std::vector<Value> outputs;
+    std::vector<std::string> names;
+    for (const auto& out : graph_.output()) {
+      auto it = values_.find(out.name());
+      require(it != values_.end(), "graph output '" + out.name() + "' is produced by no node");
+      outputs.push_back(it->second);
+      names.push_back(out.name());
+    }
+    return builder_.finish(std::move(outputs), std::move(names), std::move(info));
+  }
+
+ private:
+  static constexpr int64_t kMaxIrVersion = 10;
+  static constexpr int64_t kMaxOpset = 22;  // ONNX 1.17
+
+  ModelInfo model_info() const {
+    const int64_t ir = model_.ir_version();
+    // IR versions 9 and 10 (ONNX 1.13-1.17) only add element types (float8, int4),
+    // which isomer keeps inside opaque nodes, so their models are read too.
+    require(ir >= 1 && ir <= kMaxIrVersion, "unsupported IR version " + std::to_string(ir) +
+                                                " (this build reads 1 to " + std::to_string(kMaxIrVersion) + ")");
+    require(model_.training_info_size() == 0, "models with training_info are not supported");
+    ModelInfo info;
+    info.ir_version = ir;
+    for (const auto& o : model_.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx")
+        require(o.version() >= 1 && o.version() <= kMaxOpset, "unsupported opset " + std::to_string(o.version()) +
+                                                                  " (this build reads 1 to " +
+                                                                  std::to_string(kMaxOpset) + ")");
+    info.opset_imports.clear();
+    for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
+    info.producer_name = model_.producer_name();
+    info.producer_version = model_.producer_version();
+    info.domain = model_.domain();
+    info.model_version = model_.model_version();
+    info.doc_string = model_.doc_string();
+    info.graph_name = graph_.name();
+    info.graph_doc_string = graph_.doc_string();
+    for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
+    for (const auto& f : model_.functions()) info.functions.push_back(f.SerializeAsString());
+    return info;
+  }
+
+  // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
+  // large weights without data) and keeps every value's type by name.
+  void infer_types() {
+    // libonnx crashes propagating data through operators it has no schema for
+    // (newer opsets, other domains), so data propagation runs only when it knows all.
+    bool all_known = true;
+    for (const auto& n : graph_.node())
+      all_known = all_known && onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), n.domain());
+    for (bool data_propagation : {true, false}) {
+      if (data_propagation && !all_known) continue;
+      onnx::ModelProto copy;
+      copy.set_ir_version(model_.ir_version());
+      *copy.mutable_opset_import() = model_.opset_import();
+      *copy.mutable_functions() = model_.functions();
+      onnx::GraphProto* g = copy.mutable_graph();
+      *g->mutable_node() = graph_.node();
+      *g->mutable_input() = graph_.input();
+      *g->mutable_output() = graph_.output();
+      *g->mutable_value_info() = graph_.value_info();
+      for (const auto& t : graph_.initializer()) {
+        onnx::TensorProto* c = g->add_initializer();
+        if (t.ByteSizeLong() <= kInferenceDataLimit) {
+          *c = t;
+          continue;
+        }
+        c->set_name(t.name());
+        c->set_data_type(t.data_type());
+        *c->mutable_dims() = t.dims();
+      }
+      for (auto& in : *g->mutable_input()) {
+        auto it = opts_.input_shapes.find(in.name());
+        if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
+        auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+        shape->clear_dim();
+        for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
+      }
+      try {
+        onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
+        onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
+      } catch (const std::exception&) {
+        if (data_propagation) continue;  // retry without; else keep the declared types only
+      }
+      types_.clear();
+      for (const auto& v : g->value_info()) types_[v.name()] = v.type();
+      for (const auto& v : g->output()) types_[v.name()] = v.type();
+      for (const auto& v : g->input()) types_[v.name()] = v.type();
+      return;
+    }
+  }
+
+  // Every name must be defined once and every name a node reads defined somewhere
+  // (order is handled later), before anything (ONNX shape inference included)
+  // walks the graph: libonnx crashes on dangling names.
+  void check_names() const {
+    std::unordered_set<std::string> outer;  // graph inputs and initializers
+    std::unordered_set<std::string> inputs;
+    for (const auto& in : graph_.input()) {
+      require(inputs.insert(in.name()).second, "graph input '" + in.name() + "' is declared twice");
+      outer.insert(in.name());
+      if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+      int64_t elements = 1;
+      for (const auto& d : in.type().tensor_type().shape().dim()) {
+        require(!d.has_dim_value() || d.dim_value() >= 0,
+                "graph input '" + in.name() + "' has a negative dimension " + std::to_string(d.dim_value()));
+        require(!d.has_dim_value() || !__builtin_mul_overflow(elements, d.dim_value(), &elements),
+                "graph input '" + in.name() + "' declares more elements than fit in 64 bits");
+      }
+    }
+    for (const auto& t : graph_.initializer()) outer.insert(t.name());
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < graph_.node_size(); ++i) {
+      const auto& node = graph_.node(i);
+      for (const auto& o : node.output()) {
+        if (o.empty()) continue;
+        require(!outer.count(o),
+                describe_proto(node) + ": output '" + o + "' has the name of a graph input or initializer");
+        auto [it, fresh] = producer.emplace(o, i);
+        require(fresh, describe_proto(node) + ": output '" + o + "' is also produced by " +
+                           describe_proto(graph_.node(it->second)));
+      }
+    }
+    for (const auto& node : graph_.node())
+      for (const auto& i : node.input())
+        require(i.empty() || outer.count(i) || producer.count(i),
+                describe_proto(node) + " reads '" + i + "', which nothing defines");
+  }
+
+  void define(const std::string& name, Value v) { values_[name] = std::move(v); }
+
+  void add_initializers() {
+    for (auto& t : *graph_.mutable_initializer()) {
+      require(!t.name().empty(), "an initializer has no name");
+      require(!values_.count(t.name()), "duplicate initializer '" + t.name() + "'");
+      Tensor value;
+      try {
+        value = take_tensor_from_proto(&t, base_dir_);
+      } catch (const Error& e) {
+        throw Error("initializer '" + t.name() + "': " + e.what());
+      }
+      define(t.name(), builder_.constant(std::move(value), t.name()));
+    }
+    for (const auto& t : graph_.sparse_initializer())
+      throw Error("sparse initializer '" + t.values().name() + "' is not supported");
+  }
+
+  void add_inputs() {
+    std::unordered_set<std::string> input_names;
+    for (const auto& in : graph_.input()) input_names.insert(in.name());
+    for (const auto& [name, dims] : opts_.input_shapes) {
+      require(input_names.count(name) && !values_.count(name),
+              "input shape given for '" + name + "', which is not a graph input");
+    }
+    for (const auto& in : graph_.input()) {
+      if (values_.count(in.name())) continue;  // an initializer listed as input (IR < 4 style): a constant
+      require(!in.name().empty(), "a graph input has no name");
+      TensorType type;
+      auto fixed = opts_.input_shapes.find(in.name());
+      if (fixed != opts_.input_shapes.end()) {
+        const auto& tt = in.type().tensor_type();
+        require(in.type().has_tensor_type() && tt.elem_type() > 0,
+                "graph input '" + in.name() + "' is " + type_kind(in.type()) + "; its shape cannot be fixed");
+        require(!tt.has_shape() || tt.shape().dim_size() == static_cast<int>(fixed->second.size()),
+                "input shape for '" + in.name() + "' has rank " + std::to_string(fixed->second.size()) +
+                    ", the model declares rank " + std::to_string(tt.shape().dim_size()));
+        for (int64_t d : fixed->second) require(d >= 0, "input shape for '" + in.name() + "' has a negative dim");
+        type.dtype = static_cast<DType>(tt.elem_type());
+        type.shape = make_shape(fixed->second);
+      } else if (!tensor_type_from_proto(in.type(), &type)) {
+        throw Error("graph input '" + in.name() + "' is " + type_kind(in.type()) +
+                    "; isomer reads tensor inputs of known rank" +
+                    (in.type().has_tensor_type() ? " (fix its shape with --input-shape)" : ""));
+      }
+      define(in.name(), builder_.input(in.name(), std::move(type)));
+    }
+  }
+
+  // Node indices in a topological order that keeps the file's order where it is one.
+  // Rejects duplicate output names, dangling inputs and cycles.
+  std::vector<int> node_order() {
+    const int n = graph_.node_size();
+    std::unordered_map<std::string, int> producer;
+    implicit_.assign(n, {});
+    for (int i = 0; i < n; ++i) {
+      const auto& node = graph_.node(i);
+      for (const auto& o : node.output()) {
+        if (o.empty()) continue;
+        require(!values_.count(o), describe_proto(node) + ": output '" + o + "' has the name of a graph " +
+                                       "input or initializer");
+        auto [it, fresh] = producer.emplace(o, i);
+        require(fresh, describe_proto(node) + ": output '" + o + "' is also produced by " +
+                           describe_proto(graph_.node(it->second)));
+      }
+      implicit_[i] = outer_scope_names(node);
+    }
+    std::vector<std::vector<int>> users(n);
+    std::vector<int> pending(n, 0);
+    for (int i = 0; i < n; ++i) {
+      const auto& node = graph_.node(i);
+      std::vector<std::string> reads(node.input().begin(), node.input().end());
+      reads.insert(reads.end(), implicit_[i].begin(), implicit_[i].end());
+      for (const auto& name : reads) {
+        if (name.empty() || values_.count(name)) continue;
+        auto it = producer.find(name);
+        require(it != producer.end(), describe_proto(node) + ": input '" + name +
+                                          "' is not a graph input, an initializer or any node's output");
+        users[it->second].push_back(i);
+        ++pending[i];
+      }
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < n; ++i)
+      if (pending[i] == 0) ready.push(i);
+    std::vector<int> order;
+    while (!ready.empty()) {
+      int i = ready.top();
+      ready.pop();
+      order.push_back(i);
+      for (int u : users[i])
+        if (--pending[u] == 0) ready.push(u);
+    }
+    if (static_cast<int>(order.size()) < n) {
+      for (int i = 0; i < n; ++i)
+        if (pending[i] > 0) throw Error("the graph has a cycle through " + describe_proto(graph_.node(i)));
+    }
+    return order;
+  }
+
+  void add_node(int index) {
+    const onnx::NodeProto& node = graph_.node(index);
+    std::vector<Value> inputs;
+    for (const auto& name : node.input()) inputs.push_back(name.empty() ? Value{} : values_.at(name));
+    std::vector<Value> implicit;
+    for (const auto& name : implicit_[index]) implicit.push_back(values_.at(name));
+
+    if (node.op_type() == "Constant" && is_default_domain(node.domain()) && node.output_size() == 1) {
+      std::optional<Tensor> value = constant_node_value(node);
+      if (value) define(node.output(0), builder_.constant(std::move(*value), node.output(0)));
+      else add_opaque(node, inputs, implicit, "a sparse constant");
+      return;
+    }
+    std::string reason;
+    if (implicit.empty()) {
+      NodePtr native = make_native(node, inputs, &reason);
+      if (native) {
+        for (uint32_t i = 0; i < native->num_outputs() && i < static_cast<uint32_t>(node.output_size()); ++i)
+          if (!node.output(i).empty()) define(node.output(i), native->output(i));
+        return;
+      }
+    } else {
+      reason = "it has a subgraph";
+    }
+    add_opaque(node, inputs, implicit, reason);
+  }
+
+  // The value of an ONNX Constant node, or nullopt for a form kept opaque (sparse).
+  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node) {
+    require(node.attribute_size() == 1, describe_proto(node) + " needs exactly one value attribute");
+    const auto& a = node.attribute(0);
+    try {
+      const std::string& kind = a.name();
+      if (kind == "value") return tensor_from_proto(a.t(), base_dir_);
+      if (kind == "value_float") return Tensor::scalar_f32(a.f());
+      if (kind == "value_floats") {
+        std::vector<double> v(a.floats().begin(), a.floats().end());
+        return Tensor::from_f64(DType::Float32, {static_cast<int64_t>(v.size())}, v);
+      }
+      if (kind == "value_int") return Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{a.i()});
+      if (kind == "value_ints") return Tensor::vector_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+      if (kind == "value_string" || kind == "value_strings") {
+        onnx::TensorProto t;
+        t.set_data_type(onnx::TensorProto::STRING);
+        if (kind == "value_string") {
+          t.add_string_data(a.s());
+        } else {
+          t.add_dims(a.strings_size());
+          *t.mutable_string_data() = a.strings();
+        }
+        return tensor_from_proto(t, base_dir_);
+      }
+    } catch (const Error& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
+    }
+    return std::nullopt;
+  }
+
+  // True if `v` is an output of an opaque node whose type shape inference could not state.
+  static bool unknown_type(const Value& v) {
+    return v.present() && v.node->kind() == NodeKind::Opaque && v.node->opaque()->output_type_unknown(v.index);
+  }
+
+  // Whether ONNX's own checks (schema verification and the operator's shape
+  // inference) accept `node` with isomer's input types: when they do, a failing
+  // shape rule is isomer's limitation rather than a bad model.
+  bool onnx_accepts(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+    if (!schema) return true;
+    onnx::NodeProto copy = node;
+    std::vector<onnx::TypeProto> type_storage(inputs.size());
+    std::vector<onnx::TensorProto> data_storage(inputs.size());
+    std::unordered_map<std::string, onnx::TypeProto*> types;
+    std::unordered_map<std::string, const onnx::TensorProto*> data;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].present()) continue;
+      const std::string& name = node.input(static_cast<int>(i));
+      tensor_type_to_proto(inputs[i].type(), &type_storage[i]);
+      types[name] = &type_storage[i];
+      const Tensor* c = inputs[i].constant();
+      if (c && c->byte_size() <= kInferenceDataLimit) {
+        tensor_to_proto(*c, &data_storage[i]);
+        data[name] = &data_storage[i];
+      }
+    }
+    try {
+      schema->Verify(copy);
+      if (schema->has_type_and_shape_inference_function()) {
+        onnx::shape_inference::InferenceContextImpl ctx(copy, types, data, {});
+        schema->GetTypeAndShapeInferenceFunction()(ctx);
+      }
+    } catch (const std::exception&) {
+      return false;
+    }
+    return true;
+  }
+
+  // Builds the node as a native operator; returns nullptr with `reason` set when it
+  // must stay opaque. Throws Error for a node that is wrong on fully known inputs.
+  NodePtr make_native(const onnx::NodeProto& node, const std::vector<Value>& inputs, std::string* reason) {
+    if (!is_default_domain(node.domain())) {
+      *reason = "operator of domain '" + node.domain() + "'";
+      return nullptr;
+    }
+    const OpDef* op = find_op(node.op_type());
+    if (!op) {
+      *reason = "operator not implemented in isomer";
+      return nullptr;
+    }
+    OnnxForm form;
+    try {
+      *reason = convert_attributes(node, base_dir_, &form.attrs);
+    } catch (const Error& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
+    }
+    if (!reason->empty()) return nullptr;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (unknown_type(inputs[i])) {
+        *reason = "input '" + node.input(static_cast<int>(i)) + "' has an unknown type or shape";
+        return nullptr;
+      }
+    }
+    if (opset_ < op->min_opset && !op->onnx_import) {
+      *reason = "opset " + std::to_string(opset_) + " is older than the form isomer implements (opset " +
+                std::to_string(op->min_opset) + ")";
+      return nullptr;
+    }
+    std::vector<std::string> output_names(node.output().begin(), node.output().end());
+    while (!output_names.empty() && output_names.back().empty()) output_names.pop_back();
+    form.inputs = inputs;
+    form.num_outputs = std::max<size_t>(output_names.size(), 1);
+    bool inputs_static = true;
+    for (const Value& v : inputs) inputs_static = inputs_static && (!v.present() || is_static(v.type().shape));
+    try {
+      if (op->onnx_import) {
+        *reason = op->onnx_import(form, opset_, builder_);
+        if (!reason->empty()) return nullptr;
+      }
+      NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
+      return builder_.intern(n);
+    } catch (const Error& e) {
+      // Node::make_op names the node itself; the message here names it once.
+      std::string why = e.what();
+      const std::string who = node.name().empty() ? node.op_type() : "'" + node.name() + "' (" + node.op_type() + ")";
+      if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
+      // On fully known inputs, a shape rule that fails where ONNX's own inference also
+      // fails is a bad model; anything else is a form isomer does not handle yet.
+      if (inputs_static && !onnx_accepts(node, inputs)) throw Error(describe_proto(node) + ": " + why);
+      *reason = why;
+      return nullptr;
+    }
+  }
+
+  void add_opaque(const onnx::NodeProto& node, std::vector<Value> inputs, const std::vector<Value>& implicit,
+                  const std::string& reason) {
+    if (stats_) {
+      ++stats_->opaque_nodes;
+      stats_->opaque_reasons.push_back(describe_proto(node) + ": " + reason);
+    }
+    OpaqueInfo info;
+    info.domain = node.domain();
+    info.op_type = node.op_type();
+    info.node_proto = node.SerializeAsString();
+    info.uid = g_next_opaque_uid++;
+    std::vector<TensorType> types;
+    for (const auto& o : node.output()) {
+      TensorType t;
+      auto it = o.empty() ? types_.end() : types_.find(o);
+      if (it != types_.end() && tensor_type_from_proto(it->second, &t)) {
+        info.onnx_output_types.push_back(std::nullopt);
+      } else {
+        info.onnx_output_types.push_back(it != types_.end() ? it->second.SerializeAsString() : std::string());
+        if (it != types_.end() && it->second.has_tensor_type() && it->second.tensor_type().elem_type() > 0 &&
+            it->second.tensor_type().elem_type() <= static_cast<int>(DType::BFloat16))
+          t.dtype = static_cast<DType>(it->second.tensor_type().elem_type());
+      }
+      types.push_back(std::move(t));
+    }
+    inputs.insert(inputs.end(), implicit.begin(), implicit.end());
+    std::vector<std::string> output_names(node.output().begin(), node.output().end());
+    std::vector<Value> outs = builder_.opaque(std::move(info), std::move(inputs), std::move(types), node.name(),
+                                              output_names);
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!output_names[i].empty()) define(output_names[i], outs[i]);
+  }
+
+  const onnx::ModelProto& model_;
+  onnx::GraphProto& graph_;
+  std::string base_dir_;
+  const ImportOptions& opts_;
+  ImportStats* stats_;
+  int64_t opset_ = 1;
+  GraphBuilder builder_{/*dedupe=*/false};
+  std::unordered_map<std::string, Value> values_;
+  std::unordered_map<std::string, onnx::TypeProto> types_;
+  std::vector<std::vector<std::string>> implicit_;  // per node: outer-scope names its subgraphs read
+};
+
+}  // namespace
+
+namespace {
+
+onnx::ModelProto parse_model(const std::string& bytes) {
+  require(!bytes.empty(), "empty file, not an ONNX model");
+  require(bytes.size() <= static_cast<size_t>(INT_MAX),
+          "model file over 2 GB: protobuf cannot read it (weights belong in external data)");
+  onnx::ModelProto model;
+  require(model.ParseFromString(bytes), "not an ONNX model: the protobuf does not parse (truncated or corrupt?)");
+  require(model.has_graph(), "the model has no graph");
+  return model;
+}
+
+Graph import_model(onnx::ModelProto& model, const std::string& base_dir, const ImportOptions& opts,
+                   ImportStats* stats) {
+  if (stats) *stats = ImportStats{};
+  return Importer(model, base_dir, opts, stats).run();
+}
+
+}  // namespace
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts,
+                        ImportStats* stats) {
+  onnx::ModelProto model = parse_model(bytes);
+  return import_model(model, base_dir, opts, stats);
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& opts, ImportStats* stats) {
+  std::ifstream in(path, std::ios::binary);
+  require(in.good() && !std::filesystem::is_directory(path), path + ": cannot open file");
+  in.seekg(0, std::ios::end);
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  require(!in.fail(), path + ": reading the file failed");
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  try {
+    onnx::ModelProto model = parse_model(bytes);
+    std::string().swap(bytes);  // the weights live in `model` now; keep one copy at a time
+    return import_model(model, base_dir, opts, stats);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+}  // namespace isomer

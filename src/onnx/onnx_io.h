@@ -1,0 +1,63 @@
+#pragma once
+// ONNX import and export (through Debian's libonnx protobuf classes).
+//
+// Import takes the model as written: one IR node per ONNX node (no merging; CSE is
+// a separate pass), ONNX Constant nodes and initializers as constants, and every
+// node isomer does not understand (other domains, unknown operators, subgraphs,
+// forms the operator table cannot express) as an opaque node that round-trips
+// verbatim. Export writes a model that passes onnx::checker, deterministic byte for
+// byte, with the model-level facts (ModelInfo) of the source.
+#include <onnx/onnx_pb.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace isomer {
+
+struct ImportOptions {
+  // Fixes the dims of graph inputs (dynamic or not): name -> full shape.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+struct ImportStats {
+  size_t onnx_nodes = 0;                             // nodes of the main graph
+  std::map<std::string, size_t> onnx_histogram;      // op_type -> count in the main graph
+  size_t opaque_nodes = 0;                           // nodes kept opaque
+  std::vector<std::string> opaque_reasons;           // "node 'x' (Foo): why"
+};
+
+// Throws Error with one line naming the file, node and reason on bad input.
+Graph import_onnx_file(const std::string& path, const ImportOptions& opts = {}, ImportStats* stats = nullptr);
+// `base_dir`: the directory external data locations are relative to.
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts = {},
+                        ImportStats* stats = nullptr);
+
+struct ExportOptions {
+  bool external_data = false;               // force external data
+  size_t external_threshold_bytes = 1024;   // tensors at least this large go to the data file
+};
+
+// Writes `path` (and `path`.data when external data is used: forced, or when the
+// constants would not fit in one protobuf). Writes temporary files and renames
+// them, so a failed export leaves no partial file and keeps an existing one.
+void export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts = {});
+// The serialized model, all data inline.
+std::string export_onnx_bytes(const Graph& g);
+
+// TensorProto -> Tensor: raw_data, typed fields, external data relative to base_dir.
+Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir);
+// Tensor -> TensorProto (raw_data; strings as string_data). Does not set the name.
+void tensor_to_proto(const Tensor& t, onnx::TensorProto* out);
+
+// Runs onnx::checker::check_model; throws Error with the checker's message.
+void check_onnx_model(const std::string& bytes);
+// Same for a model file (also checks that its external data files exist).
+void check_onnx_file(const std::string& path);
+
+}  // namespace isomer

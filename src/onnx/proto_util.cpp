@@ -1,0 +1,75 @@
+// Subgraph scoping and message helpers shared by import and export.
+#include "onnx/proto_util.h"
+
+#include <unordered_set>
+
+namespace isomer::onnx_detail {
+namespace {
+
+void append_subgraph_free_names(const onnx::GraphProto& g, std::vector<std::string>& out,
+                                std::unordered_set<std::string>& seen);
+
+// Appends the names `node`'s subgraphs read from outside themselves.
+void append_node_free_names(const onnx::NodeProto& node, std::vector<std::string>& out,
+                            std::unordered_set<std::string>& seen) {
+  for (const auto& attr : node.attribute()) {
+    if (attr.has_g()) append_subgraph_free_names(attr.g(), out, seen);
+    for (const auto& g : attr.graphs()) append_subgraph_free_names(g, out, seen);
+  }
+}
+
+// A subgraph's free names: what its nodes (and nested subgraphs) read that it does
+// not define itself (as an input, initializer or node output).
+void append_subgraph_free_names(const onnx::GraphProto& g, std::vector<std::string>& out,
+                                std::unordered_set<std::string>& seen) {
+  std::unordered_set<std::string> defined;
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& t : g.sparse_initializer()) defined.insert(t.values().name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  auto use = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && seen.insert(name).second) out.push_back(name);
+  };
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input()) use(in);
+    std::vector<std::string> nested;
+    std::unordered_set<std::string> nested_seen;
+    append_node_free_names(n, nested, nested_seen);
+    for (const auto& name : nested) use(name);
+  }
+  for (const auto& o : g.output()) use(o.name());
+}
+
+}  // namespace
+
+std::vector<std::string> outer_scope_names(const onnx::NodeProto& node) {
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  append_node_free_names(node, out, seen);
+  return out;
+}
+
+std::string describe_proto(const onnx::NodeProto& node) {
+  if (!node.name().empty()) return "node '" + node.name() + "' (" + node.op_type() + ")";
+  for (const auto& o : node.output())
+    if (!o.empty()) return "node (" + node.op_type() + ") -> '" + o + "'";
+  return "node (" + node.op_type() + ")";
+}
+
+std::string one_line(std::string message) {
+  std::string out;
+  bool space = false;
+  for (char c : message) {
+    if (c == '\n' || c == '\r' || c == '\t') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace isomer::onnx_detail
