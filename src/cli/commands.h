@@ -1,0 +1,26 @@
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace isomer::cli {
+
+// Registers every subcommand on `app`.
+void add_commands(CLI::App& app);
+// Runs the subcommand the user chose; returns the exit code.
+int run_selected(CLI::App& app);
+// A subcommand's callback calls this with what to run once parsing has succeeded.
+void set_action(std::function<int()> action);
+
+// The --input-shape flags ("name:1,3,224,224", repeatable) as ImportOptions::input_shapes.
+std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
+
+// Subcommands defined in their own files (cli/<name>_cmd.cpp).
+void add_run_command(CLI::App& app);   // run_cmd.cpp
+void add_cost_command(CLI::App& app);  // cost_cmd.cpp
+void add_rules_command(CLI::App& app); // rules_cmd.cpp
+
+}  // namespace isomer::cli
