@@ -1,0 +1,136 @@
+// `isomer run MODEL.onnx`: runs a model on isomer's CPU runtime (oneDNN), with
+// inputs from an .npz file or random ones (seed printed), optionally writes the
+// outputs and benchmarks end-to-end latency.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+#include "runtime/npz.h"
+#include "runtime/runtime.h"
+
+namespace isomer::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model, inputs, outputs, report_json;
+  std::vector<std::string> input_shapes;
+  bool bench = false;
+  int repeat = 20, warmup = 5, threads = 0;
+  uint64_t seed = 0;
+  bool no_fuse = false, plain = false, print_steps = false;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    o += ch;
+  }
+  return o;
+}
+
+int run_model(const RunArgs& a) {
+  ImportOptions io;
+  io.input_shapes = input_shapes_from_flags(a.input_shapes);
+  Graph g = import_onnx_file(a.model, io);
+  std::string why;
+  require(runtime::is_runnable(g, &why), "'" + a.model + "' is not runnable on the isomer runtime: " + why);
+
+  std::vector<Tensor> inputs;
+  if (!a.inputs.empty()) {
+    runtime::NamedTensors given = runtime::read_npz(a.inputs);
+    for (const NodePtr& in : g.inputs()) {
+      const Tensor* found = nullptr;
+      for (const auto& [name, t] : given)
+        if (name == in->name()) found = &t;
+      require(found != nullptr, "'" + a.inputs + "' has no array for input '" + in->name() + "'");
+      inputs.push_back(*found);
+    }
+  }
+  runtime::RuntimeOptions ro;
+  ro.threads = a.threads;
+  ro.fuse = !a.no_fuse;
+  ro.blocked_layouts = !a.plain;
+  if (!inputs.empty())
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Shape& s = g.inputs()[i]->output_types()[0].shape;
+      for (size_t d = 0; d < s.size() && d < inputs[i].dims().size(); ++d)
+        if (!s[d].is_static() && !s[d].symbol.empty()) ro.bindings[s[d].symbol] = inputs[i].dims()[d];
+    }
+  std::unique_ptr<runtime::Executable> exe = runtime::compile(g, ro);
+  if (inputs.empty()) {
+    inputs = random_inputs(g, a.seed, ro.bindings);
+    std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
+  }
+  std::vector<Tensor> outputs = exe->run(inputs);
+  std::printf("%s: %zu steps, %d threads, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
+              exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
+              static_cast<double>(exe->value_bytes()) / 1e6);
+  size_t reference = 0;
+  for (const runtime::StepInfo& s : exe->steps()) reference += s.kind == "reference";
+  if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
+  if (a.print_steps)
+    for (const runtime::StepInfo& s : exe->steps()) {
+      std::string ops;
+      for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
+      std::printf("  %-10s %-28s %s\n", s.kind.c_str(), ops.c_str(), s.label.c_str());
+    }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
+  if (!a.outputs.empty()) {
+    runtime::NamedTensors named;
+    for (size_t i = 0; i < outputs.size(); ++i) named.emplace_back(g.output_names()[i], outputs[i]);
+    runtime::write_npz(a.outputs, named);
+    std::printf("wrote %s\n", a.outputs.c_str());
+  }
+  if (a.bench) {
+    runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
+    std::printf("latency: median %.3f ms, min %.3f ms, max %.3f ms over %d repeats (%d warm-up, %d threads)\n", r.median,
+                r.min, r.max, static_cast<int>(r.ms.size()), r.warmup, r.threads);
+    if (!a.report_json.empty()) {
+      std::ofstream f(a.report_json);
+      require(f.good(), "cannot write '" + a.report_json + "'");
+      f << "{\n  \"model\": \"" << json_escape(a.model) << "\",\n  \"latency_ms_median\": " << r.median
+        << ",\n  \"latency_ms_min\": " << r.min << ",\n  \"latency_ms_max\": " << r.max
+        << ",\n  \"latency_ms_mean\": " << r.mean << ",\n  \"repeats\": " << r.ms.size()
+        << ",\n  \"warmup\": " << r.warmup << ",\n  \"threads\": " << r.threads << ",\n  \"steps\": "
+        << exe->steps().size() << ",\n  \"reference_steps\": " << reference << ",\n  \"cpu\": \""
+        << json_escape(runtime::cpu_model()) << "\",\n  \"onednn\": \"" << runtime::dnnl_version() << "\"\n}\n";
+      require(f.good(), "cannot write '" + a.report_json + "'");
+      std::printf("wrote %s\n", a.report_json.c_str());
+    }
+  } else {
+    require(a.report_json.empty(), "--report-json needs --bench");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* r = app.add_subcommand("run", "run a model on isomer's CPU runtime (oneDNN); optionally benchmark it");
+  r->add_option("model", args->model, "model (.onnx)")->required();
+  r->add_option("--inputs", args->inputs, "inputs as .npz keyed by input name (default: random, seed printed)");
+  r->add_option("--outputs", args->outputs, "write the outputs here (.npz keyed by output name)");
+  r->add_option("--seed", args->seed, "seed of the random inputs");
+  r->add_option("--input-shape", args->input_shapes, "fix an input's dims, e.g. input:1,3,224,224 (repeatable)");
+  r->add_flag("--bench", args->bench, "time end-to-end latency");
+  r->add_option("--repeat", args->repeat, "timed runs for --bench (default 20)");
+  r->add_option("--warmup", args->warmup, "untimed runs before timing (default 5)");
+  r->add_option("--threads", args->threads, "threads (default: every core)");
+  r->add_option("--report-json", args->report_json, "write the --bench results as JSON here");
+  r->add_flag("--no-fuse", args->no_fuse, "do not fuse post-ops or fold BatchNormalization");
+  r->add_flag("--plain-layouts", args->plain, "keep every tensor in plain row-major layout");
+  r->add_flag("--print-steps", args->print_steps, "list the compiled steps");
+  r->callback([args] { set_action([args] { return run_model(*args); }); });
+}
+
+}  // namespace isomer::cli

@@ -1,0 +1,188 @@
+#include "cost/cost.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cost/cost_db.h"
+#include "ir/error.h"
+
+namespace isomer::cost {
+
+namespace {
+
+// Bumped when the runtime's lowering changes what a signature means.
+constexpr const char* kRuntimeVersion = "isomer-rt-2";
+
+double io_bytes(const Graph& g, const runtime::Executable& exe) {
+  double bytes = 0;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    bytes += static_cast<double>(num_elements(exe.input_dims()[i]) *
+                                 static_cast<int64_t>(dtype_size(g.inputs()[i]->output_types()[0].dtype)));
+  return bytes;
+}
+
+}  // namespace
+
+GraphCost CostModel::graph_cost(const Graph& g) {
+  auto exe = runtime::compile(g, ropts_);
+  GraphCost gc;
+  gc.threads = exe->threads();
+  size_t measured0 = measured_new_, cached0 = cached_;
+  prepare(*exe);
+  for (size_t i = 0; i < exe->steps().size(); ++i) {
+    StepCost sc;
+    sc.step = exe->steps()[i];
+    sc.ms = step_ms(*exe, i, sc.source);
+    gc.total_ms += sc.ms;
+    gc.steps.push_back(std::move(sc));
+  }
+  // Inputs are copied in and outputs out on every run (outputs: twice, into a
+  // Tensor); priced at the roofline's memory rate.
+  PeakRates rates;
+  if (auto* a = dynamic_cast<AnalyticCostModel*>(this)) rates = a->rates();
+  double out_bytes = 0;
+  for (const Value& v : g.outputs())
+    if (auto n = num_elements(v.type().shape)) out_bytes += static_cast<double>(*n * static_cast<int64_t>(dtype_size(v.type().dtype)));
+  gc.io_ms = (io_bytes(g, *exe) + 2 * out_bytes) / (rates.gbytes_per_s * 1e6);
+  gc.total_ms += gc.io_ms;
+  gc.measured_new = measured_new_ - measured0;
+  gc.cached = cached_ - cached0;
+  return gc;
+}
+
+double CostModel::op_ms(const Node& n) {
+  require(n.kind() == NodeKind::Op, "only operator nodes have a cost");
+  GraphBuilder b;
+  std::vector<Value> ins;
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    const Value& v = n.inputs()[i];
+    if (!v.present()) {
+      ins.emplace_back();
+    } else if (const Tensor* t = v.constant()) {
+      ins.push_back(b.constant(*t));
+    } else {
+      require(is_static(v.type().shape), "the cost of " + describe(n) + " needs static input shapes");
+      ins.push_back(b.input("in" + std::to_string(i), v.type()));
+    }
+  }
+  std::vector<Value> outs = b.op(n.op_type(), ins, n.attrs(), n.num_outputs());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < outs.size(); ++i) names.push_back("out" + std::to_string(i));
+  Graph g = b.finish(outs, names);
+  auto exe = runtime::compile(g, ropts_);
+  double total = 0;
+  std::string source;
+  prepare(*exe);
+  for (size_t i = 0; i < exe->steps().size(); ++i)
+    if (!exe->steps()[i].boundary) total += step_ms(*exe, i, source);
+  return total;
+}
+
+double AnalyticCostModel::estimate(const runtime::StepInfo& s) const {
+  if (s.kind == "reference")
+    return s.bytes / 4 * rates_.reference_ns_per_element * 1e-6 + rates_.step_overhead_us * 1e-3;
+  double compute = s.flops / (rates_.gflops * 1e6);
+  double memory = s.bytes / (rates_.gbytes_per_s * 1e6);
+  return std::max(compute, memory) + rates_.step_overhead_us * 1e-3;
+}
+
+double AnalyticCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {
+  source = "analytic";
+  return estimate(exe.steps()[i]);
+}
+
+MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, int warmup, int repeats)
+    : db_(std::make_unique<CostDb>(db_path.empty() ? default_db_path() : db_path)),
+      warmup_(warmup),
+      repeats_(repeats) {
+  ropts_.threads = threads > 0 ? threads : runtime::hardware_threads();
+  fingerprint_ = machine_fingerprint(ropts_.threads);
+}
+
+MeasuredCostModel::~MeasuredCostModel() = default;
+
+void MeasuredCostModel::prepare(runtime::Executable& exe) {
+  profiled_.clear();
+  for (const runtime::StepInfo& s : exe.steps())
+    if (!db_->lookup(fingerprint_, s.signature)) {
+      profiled_ = exe.profile_steps(warmup_, repeats_);
+      return;
+    }
+}
+
+double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {
+  const std::string& sig = exe.steps()[i].signature;
+  if (auto ms = db_->lookup(fingerprint_, sig)) {
+    source = "cached";
+    ++cached_;
+    return *ms;
+  }
+  double ms = i < profiled_.size() ? profiled_[i] : exe.time_step(i, warmup_, repeats_);
+  db_->store(fingerprint_, sig, ms, repeats_);
+  source = "measured";
+  ++measured_new_;
+  return ms;
+}
+
+std::string default_db_path() {
+  if (const char* p = std::getenv("ISOMER_COST_DB")) return p;
+  std::string base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
+  else base = "/tmp";
+  return base + "/isomer/costs.sqlite";
+}
+
+std::string machine_fingerprint(int threads) {
+  return runtime::cpu_model() + "|threads=" + std::to_string(threads) + "|onednn=" + runtime::dnnl_version() + "|" +
+         kRuntimeVersion;
+}
+
+PeakRates peak_rates(const std::string& db_path, int threads) {
+  threads = threads > 0 ? threads : runtime::hardware_threads();
+  CostDb db(db_path.empty() ? default_db_path() : db_path);
+  std::string fp = machine_fingerprint(threads);
+  PeakRates r;
+  auto f = db.lookup_fact(fp, "gflops");
+  auto b = db.lookup_fact(fp, "gbytes_per_s");
+  if (f && b) {
+    r.gflops = *f;
+    r.gbytes_per_s = *b;
+    return r;
+  }
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  // Compute: a 1024^3 matmul. Memory: an elementwise pass over 64 MB.
+  {
+    GraphBuilder gb;
+    Value x = gb.input("x", {DType::Float32, make_shape({1024, 1024})});
+    Value w = gb.constant(Tensor(DType::Float32, {1024, 1024}, std::string(1024 * 1024 * 4, '\0')));
+    Graph g = gb.finish({gb.op1("MatMul", {x, w})}, {"y"});
+    auto exe = runtime::compile(g, o);
+    for (size_t i = 0; i < exe->steps().size(); ++i)
+      if (exe->steps()[i].kind == "matmul") r.gflops = exe->steps()[i].flops / (exe->time_step(i, 2, 7) * 1e6);
+  }
+  {
+    GraphBuilder gb;
+    Value x = gb.input("x", {DType::Float32, make_shape({16, 1024, 1024})});
+    Graph g = gb.finish({gb.op1("Relu", {x})}, {"y"});
+    auto exe = runtime::compile(g, o);
+    for (size_t i = 0; i < exe->steps().size(); ++i)
+      if (exe->steps()[i].kind == "eltwise") r.gbytes_per_s = exe->steps()[i].bytes / (exe->time_step(i, 2, 7) * 1e6);
+  }
+  db.store_fact(fp, "gflops", r.gflops);
+  db.store_fact(fp, "gbytes_per_s", r.gbytes_per_s);
+  return r;
+}
+
+std::unique_ptr<CostModel> make_cost_model(const std::string& kind, const std::string& db_path, int threads) {
+  threads = threads > 0 ? threads : runtime::hardware_threads();
+  std::unique_ptr<CostModel> m;
+  if (kind == "measured") m = std::make_unique<MeasuredCostModel>(db_path, threads);
+  else if (kind == "analytic") m = std::make_unique<AnalyticCostModel>(peak_rates(db_path, threads));
+  else throw Error("unknown cost model '" + kind + "' (measured or analytic)");
+  m->runtime_options().threads = threads;
+  return m;
+}
+
+}  // namespace isomer::cost

@@ -1,0 +1,110 @@
+#pragma once
+// The cost model: what a graph costs on isomer's CPU runtime. A graph is costed
+// as the runtime will run it — compiled into steps, so layout reorders, concat
+// copies and fused post-ops (cheaper than separate operators) are all counted —
+// and each step is priced either by timing it (MeasuredCostModel, cached in
+// SQLite per machine) or by a roofline estimate against measured peak rates
+// (AnalyticCostModel, deterministic given the rates).
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/runtime.h"
+
+namespace isomer::cost {
+
+struct StepCost {
+  runtime::StepInfo step;
+  double ms = 0;
+  std::string source;  // "measured" (new), "cached" or "analytic"
+};
+
+struct GraphCost {
+  double total_ms = 0;
+  double io_ms = 0;  // copying inputs in and outputs out, once per run
+  std::vector<StepCost> steps;
+  size_t measured_new = 0;  // steps timed in this call
+  size_t cached = 0;        // steps found in the database
+  int threads = 0;
+};
+
+// Peak rates of this machine for the roofline.
+struct PeakRates {
+  double gflops = 100;         // dense float32 arithmetic (GFLOP/s)
+  double gbytes_per_s = 20;    // memory traffic (GB/s)
+  double step_overhead_us = 2; // fixed cost of launching one primitive
+  double reference_ns_per_element = 20;  // reference kernels (double-precision eval)
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string name() const = 0;
+  // Called once per compiled graph before its steps are priced.
+  virtual void prepare(runtime::Executable& exe) {}
+  // Cost of step i of a compiled graph, in milliseconds; `source` says where it came from.
+  virtual double step_ms(runtime::Executable& exe, size_t i, std::string& source) = 0;
+
+  // The whole graph as the runtime runs it.
+  GraphCost graph_cost(const Graph& g);
+  double graph_ms(const Graph& g) { return graph_cost(g).total_ms; }
+  // One operator instance: node `n` with its inputs' (static) types, constant
+  // inputs kept as constants (weights get their layouts at compile time); the
+  // conversions of its graph inputs and outputs are not counted.
+  double op_ms(const Node& n);
+
+  runtime::RuntimeOptions& runtime_options() { return ropts_; }
+
+ protected:
+  runtime::RuntimeOptions ropts_;
+  size_t measured_new_ = 0, cached_ = 0;
+};
+
+class AnalyticCostModel : public CostModel {
+ public:
+  explicit AnalyticCostModel(PeakRates rates) : rates_(rates) {}
+  std::string name() const override { return "analytic"; }
+  double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
+  double estimate(const runtime::StepInfo& s) const;
+  const PeakRates& rates() const { return rates_; }
+
+ private:
+  PeakRates rates_;
+};
+
+class CostDb;
+
+class MeasuredCostModel : public CostModel {
+ public:
+  // `db_path` empty: default_db_path().
+  MeasuredCostModel(const std::string& db_path, int threads, int warmup = 3, int repeats = 15);
+  ~MeasuredCostModel() override;
+  std::string name() const override { return "measured"; }
+  // Steps not in the database are timed inside whole runs of their graph (a
+  // step alone, with its data hot in cache, would look cheaper than it is).
+  void prepare(runtime::Executable& exe) override;
+  double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  std::vector<double> profiled_;  // this graph's steps, when some were new
+  std::unique_ptr<CostDb> db_;
+  std::string fingerprint_;
+  int warmup_, repeats_;
+};
+
+// ~/.cache/isomer/costs.sqlite ($XDG_CACHE_HOME respected).
+std::string default_db_path();
+// CPU model, thread count, oneDNN version (and the runtime's version): the
+// machine part of every cache key.
+std::string machine_fingerprint(int threads);
+// Peak rates for the roofline: from the database when present, else measured on
+// this machine (a large matmul and a large copy) and stored.
+PeakRates peak_rates(const std::string& db_path, int threads);
+
+// "measured" or "analytic".
+std::unique_ptr<CostModel> make_cost_model(const std::string& kind, const std::string& db_path, int threads);
+
+}  // namespace isomer::cost

@@ -1,0 +1,109 @@
+#include "cost/cost_db.h"
+
+#include <sqlite3.h>
+
+#include <ctime>
+#include <filesystem>
+
+#include "ir/error.h"
+
+namespace isomer::cost {
+
+namespace {
+
+// A prepared statement that finalizes itself.
+struct Stmt {
+  sqlite3_stmt* s = nullptr;
+  Stmt(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK)
+      throw Error(std::string("cost database: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s); }
+  void text(int i, const std::string& v) { sqlite3_bind_text(s, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+};
+
+}  // namespace
+
+CostDb::CostDb(const std::string& path) : path_(path) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error("cannot open cost database '" + path + "': " + why);
+  }
+  // Other processes may hold the lock briefly: wait rather than fail.
+  sqlite3_busy_timeout(db_, 30000);
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec("CREATE TABLE IF NOT EXISTS step_costs (fingerprint TEXT NOT NULL, signature TEXT NOT NULL, ms REAL NOT NULL,"
+         " repeats INTEGER NOT NULL, measured_at INTEGER NOT NULL, PRIMARY KEY (fingerprint, signature))");
+    exec("CREATE TABLE IF NOT EXISTS machine_facts (fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
+         " PRIMARY KEY (fingerprint, key))");
+  } catch (const Error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error("cost database '" + path + "': " + e.what());
+  }
+}
+
+CostDb::~CostDb() { sqlite3_close(db_); }
+
+void CostDb::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string why = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw Error(why);
+  }
+}
+
+std::optional<double> CostDb::lookup(const std::string& fingerprint, const std::string& signature) {
+  Stmt st(db_, "SELECT ms FROM step_costs WHERE fingerprint = ?1 AND signature = ?2");
+  st.text(1, fingerprint);
+  st.text(2, signature);
+  int rc = sqlite3_step(st.s);
+  if (rc == SQLITE_ROW) return sqlite3_column_double(st.s, 0);
+  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return std::nullopt;
+}
+
+void CostDb::store(const std::string& fingerprint, const std::string& signature, double ms, int repeats) {
+  Stmt st(db_,
+          "INSERT OR REPLACE INTO step_costs (fingerprint, signature, ms, repeats, measured_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+  st.text(1, fingerprint);
+  st.text(2, signature);
+  sqlite3_bind_double(st.s, 3, ms);
+  sqlite3_bind_int(st.s, 4, repeats);
+  sqlite3_bind_int64(st.s, 5, static_cast<sqlite3_int64>(std::time(nullptr)));
+  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+}
+
+std::optional<double> CostDb::lookup_fact(const std::string& fingerprint, const std::string& key) {
+  Stmt st(db_, "SELECT value FROM machine_facts WHERE fingerprint = ?1 AND key = ?2");
+  st.text(1, fingerprint);
+  st.text(2, key);
+  int rc = sqlite3_step(st.s);
+  if (rc == SQLITE_ROW) return sqlite3_column_double(st.s, 0);
+  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return std::nullopt;
+}
+
+void CostDb::store_fact(const std::string& fingerprint, const std::string& key, double value) {
+  Stmt st(db_, "INSERT OR REPLACE INTO machine_facts (fingerprint, key, value) VALUES (?1, ?2, ?3)");
+  st.text(1, fingerprint);
+  st.text(2, key);
+  sqlite3_bind_double(st.s, 3, value);
+  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+}
+
+size_t CostDb::size() {
+  Stmt st(db_, "SELECT COUNT(*) FROM step_costs");
+  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
+}
+
+}  // namespace isomer::cost

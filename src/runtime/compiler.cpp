@@ -1,0 +1,448 @@
+// Compiling a graph for the CPU runtime: concrete shapes, compile-time folding,
+// views, layouts and the dispatch to the operator lowerings. Operators without a
+// oneDNN lowering run through the operator table's reference `eval` hook.
+#include "runtime/compiler.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "eval/evaluator.h"
+
+namespace isomer::runtime {
+
+std::optional<dt> dnnl_type(DType t) {
+  switch (t) {
+    case DType::Float32: return dt::f32;
+    default: return std::nullopt;  // everything else runs on the reference kernels
+  }
+}
+
+dims_t to_dims(const std::vector<int64_t>& v) { return dims_t(v.begin(), v.end()); }
+
+md_t plain_md(const std::vector<int64_t>& dims, dt type) {
+  if (dims.empty()) return md_t(dims_t{1}, type, dims_t{1});  // scalars as [1]
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
+  return md_t(to_dims(dims), type, to_dims(strides));
+}
+
+bool is_plain(const md_t& md, const std::vector<int64_t>& dims) {
+  if (md.data.ndims == 0) return true;
+  return md == plain_md(dims, md.data_type());
+}
+
+std::string describe_md(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::ostringstream s;
+  for (int i = 0; i < d.ndims; ++i) s << (i ? "x" : "") << d.dims[i];
+  if (d.format_kind == dnnl_blocked) {
+    const auto& b = d.format_desc.blocking;
+    s << ":s";
+    for (int i = 0; i < d.ndims; ++i) s << (i ? "," : "") << b.strides[i];
+    for (int i = 0; i < b.inner_nblks; ++i) s << ":b" << b.inner_idxs[i] << "/" << b.inner_blks[i];
+    if (d.offset0) s << ":o" << d.offset0;
+  } else {
+    s << ":fmt" << static_cast<int>(d.format_kind);
+  }
+  if (d.extra.flags) s << ":x" << d.extra.flags;
+  return s.str();
+}
+
+Compiler::Compiler(const Graph& g, const RuntimeOptions& opts, dnnl::engine eng)
+    : g_(g), opts_(opts), eng_(std::move(eng)) {
+  for (const NodePtr& n : g.topo_order())
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (n->inputs()[i].present()) consumers_[n->inputs()[i]].emplace_back(n.get(), i);
+  for (const Value& v : g.outputs()) outputs_.insert(v);
+}
+
+const std::vector<std::pair<const Node*, size_t>>& Compiler::consumers(const Value& v) {
+  auto it = consumers_.find(v);
+  return it == consumers_.end() ? no_consumers_ : it->second;
+}
+
+bool Compiler::is_output(const Value& v) const { return outputs_.count(v) > 0; }
+
+const Node* Compiler::sole_consumer(const Value& v) {
+  if (is_output(v)) return nullptr;
+  const auto& c = consumers(v);
+  if (c.size() != 1) return nullptr;
+  // A node reading v twice (x * x) is one consumer, but not a fusable one.
+  const Node* n = c[0].first;
+  return n->kind() == NodeKind::Op ? n : nullptr;
+}
+
+int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, const std::string& name) {
+  RtValue v;
+  v.dtype = dtype;
+  v.dims = std::move(dims);
+  v.md = md;
+  int64_t numel = num_elements(v.dims);
+  v.bytes = md.data.ndims ? md.get_size() : static_cast<size_t>(numel) * dtype_size(dtype);
+  v.name = name;
+  values_.push_back(std::move(v));
+  return static_cast<int>(values_.size()) - 1;
+}
+
+void Compiler::bind(const Value& v, int id) { ids_[v] = id; }
+
+int Compiler::constant_value(const Tensor& t, const std::string& name) {
+  auto type = dnnl_type(t.dtype());
+  int id = new_value(t.dtype(), t.dims(), type ? plain_md(t.dims(), *type) : md_t(), name);
+  values_[id].known = t;
+  return id;
+}
+
+const Tensor* Compiler::known(const Value& v) {
+  const RtValue& r = val(id(v));
+  return r.known ? &*r.known : nullptr;
+}
+
+const Tensor* Compiler::peek_known(const Value& v) {
+  auto it = ids_.find(v);
+  if (it != ids_.end()) return values_[it->second].known ? &*values_[it->second].known : nullptr;
+  const Node& n = *v.node;
+  if (n.kind() == NodeKind::Constant) return n.value();
+  // An operator of constants (Identity of an initializer, as exporters write them)
+  // folds now: it depends on nothing pending.
+  if (n.kind() != NodeKind::Op || done_.count(&n) || in_progress_.count(&n) || !n.op()->props.deterministic)
+    return nullptr;
+  for (const Value& in : n.inputs())
+    if (in.present() && !peek_known(in)) return nullptr;
+  lower_node(n);
+  it = ids_.find(v);
+  return it != ids_.end() && values_[it->second].known ? &*values_[it->second].known : nullptr;
+}
+
+bool Compiler::depends_on_pending(const Value& v) {
+  std::vector<const Node*> stack{v.node.get()};
+  std::unordered_set<const Node*> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || done_.count(n) || n->kind() == NodeKind::Input || n->kind() == NodeKind::Constant)
+      continue;
+    if (in_progress_.count(n)) return true;
+    for (const Value& in : n->inputs())
+      if (in.present() && !ids_.count(in)) stack.push_back(in.node.get());
+  }
+  return false;
+}
+
+int Compiler::id(const Value& v) {
+  auto it = ids_.find(v);
+  if (it != ids_.end()) return it->second;
+  const Node& n = *v.node;
+  if (n.kind() == NodeKind::Constant) {
+    int c = constant_value(*n.value(), n.name());
+    bind(v, c);
+    return c;
+  }
+  require(n.kind() != NodeKind::Input, "graph input '" + n.name() + "' is not among the graph's inputs");
+  require(!in_progress_.count(&n), describe(n) + " depends on itself");
+  lower_node(n);
+  it = ids_.find(v);
+  require(it != ids_.end(), describe(n) + " did not produce output " + std::to_string(v.index));
+  return it->second;
+}
+
+int Compiler::alias(int src, std::vector<int64_t> dims, const md_t& md, const std::string& name) {
+  int root = values_[src].alias_of >= 0 ? values_[src].alias_of : src;
+  int id = new_value(values_[src].dtype, std::move(dims), md, name);
+  values_[id].alias_of = root;
+  return id;
+}
+
+int Compiler::as_layout(int src, const md_t& md, bool boundary) {
+  if (values_[src].md == md) return src;
+  auto key = std::make_pair(src, describe_md(md));
+  auto it = layout_cache_.find(key);
+  if (it != layout_cache_.end()) return it->second;
+  RtValue& s = values_[src];
+  int out;
+  if (s.known) {
+    // Constants (weights) are reordered once, here.
+    out = new_value(s.dtype, s.dims, md, s.name);
+    RtValue& o = values_[out];
+    const RtValue& si = values_[src];
+    o.storage = std::make_shared<std::vector<char>>(o.bytes);
+    dnnl::memory from(si.md, eng_, const_cast<char*>(si.known->bytes().data()));
+    dnnl::memory to(md, eng_, o.storage->data());
+    dnnl::stream st(eng_);
+    dnnl::reorder(from, to).execute(st, from, to);
+    st.wait();
+  } else {
+    std::string name = s.name;
+    md_t from = s.md;
+    out = new_value(s.dtype, s.dims, md, name + ".reorder");
+    StepInfo info;
+    info.kind = "reorder";
+    info.label = name;
+    info.ops = {"Reorder"};
+    info.signature = "reorder " + describe_md(from) + " -> " + describe_md(md);
+    info.bytes = static_cast<double>(values_[src].bytes + values_[out].bytes);
+    info.boundary = boundary;
+    dnnl::reorder::primitive_desc pd(eng_, from, eng_, md);
+    add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
+  }
+  layout_cache_[key] = out;
+  return out;
+}
+
+int Compiler::copy_of(int src) {
+  const RtValue& s = values_[src];
+  int out = new_value(s.dtype, s.dims, s.md, s.name + ".copy");
+  StepInfo info;
+  info.kind = "copy";
+  info.label = s.name;
+  info.ops = {"Copy"};
+  info.signature = "copy " + describe_md(s.md);
+  info.bytes = 2.0 * static_cast<double>(s.bytes);
+  dnnl::reorder::primitive_desc pd(eng_, s.md, eng_, s.md);
+  add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
+  return out;
+}
+
+int Compiler::as_plain(int src, bool boundary) {
+  const RtValue& v = values_[src];
+  if (!v.md.data.ndims || is_plain(v.md, v.dims)) return src;
+  return as_layout(src, plain_md(v.dims, v.md.data_type()), boundary);
+}
+
+void Compiler::add_primitive(dnnl::primitive prim, std::vector<std::pair<int, int>> args, StepInfo info) {
+  RtStep s;
+  s.prim = std::move(prim);
+  for (const auto& [arg, id] : args) {
+    if (arg == DNNL_ARG_DST) s.writes.push_back(id);
+    else s.reads.push_back(id);
+  }
+  s.args = std::move(args);
+  s.info = std::move(info);
+  if (s.info.bytes == 0)
+    for (const auto& [arg, id] : s.args) s.info.bytes += static_cast<double>(values_[id].bytes);
+  s.info.signature += " t" + std::to_string(opts_.threads);
+  steps_.push_back(std::move(s));
+}
+
+std::vector<TensorType> Compiler::concrete_types(const Node& n) {
+  std::vector<TensorType> in;
+  std::vector<const Tensor*> consts;
+  for (const Value& v : n.inputs()) {
+    if (!v.present()) {
+      in.push_back({});
+      consts.push_back(nullptr);
+      continue;
+    }
+    const RtValue& r = val(id(v));
+    in.push_back({r.dtype, make_shape(r.dims)});
+    consts.push_back(r.known ? &*r.known : nullptr);
+  }
+  InferContext ctx{n.attrs(), in, consts, n.num_outputs()};
+  std::vector<TensorType> out = n.op()->infer(ctx);
+  for (const TensorType& t : out)
+    require(is_static(t.shape), describe(n) + ": output shape " + to_string(t.shape) +
+                                    " is not known at compile time, which the runtime needs");
+  return out;
+}
+
+bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
+  if (!n.op()->props.deterministic) return false;
+  std::vector<Tensor> args;
+  bool shape_of_runtime = n.op_type() == "Shape";
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    const Value& v = n.inputs()[i];
+    if (!v.present()) {
+      args.emplace_back();
+      continue;
+    }
+    const RtValue& r = val(id(v));
+    if (r.known) {
+      args.push_back(*r.known);
+    } else if (shape_of_runtime && i == 0 && dtype_size(r.dtype) > 0) {
+      // Shape reads only the dims: a zero tensor of those dims stands in for the data.
+      args.emplace_back(r.dtype, r.dims, std::string(static_cast<size_t>(num_elements(r.dims)) * dtype_size(r.dtype), '\0'));
+    } else {
+      return false;
+    }
+  }
+  EvalContext ctx{n.attrs(), args, n.num_outputs()};
+  std::vector<Tensor> out = n.op()->eval(ctx);
+  for (size_t i = 0; i < out.size(); ++i) bind(n.output(static_cast<uint32_t>(i)), constant_value(out[i], n.name()));
+  return true;
+}
+
+bool Compiler::lower_view(const Node& n, const std::vector<TensorType>& types) {
+  static const std::unordered_set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+                                                        "Dropout"};
+  if (!views.count(n.op_type()) || n.num_outputs() != 1) return false;
+  int x = id(n.inputs()[0]);
+  std::vector<int64_t> dims = static_dims(types[0].shape);
+  if (n.op_type() == "Identity" || n.op_type() == "Dropout") {
+    bind(n.output(0), alias(x, dims, val(x).md, n.name()));
+    return true;
+  }
+  x = as_plain(x);
+  auto type = dnnl_type(val(x).dtype);
+  bind(n.output(0), alias(x, dims, type ? plain_md(dims, *type) : md_t(), n.name()));
+  return true;
+}
+
+void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& types) {
+  std::vector<int> ins;
+  std::vector<std::optional<Tensor>> fixed;
+  std::ostringstream sig;
+  sig << "ref " << n.op_type() << " a" << n.attrs().hash();
+  for (const Value& v : n.inputs()) {
+    if (!v.present()) {
+      ins.push_back(-1);
+      fixed.emplace_back(Tensor());
+      sig << " -";
+      continue;
+    }
+    int i = id(v);
+    const RtValue& r = val(i);
+    sig << " " << dtype_name(r.dtype) << to_string(r.dims) << (r.known ? "c" : "");
+    if (r.known) {
+      ins.push_back(-1);
+      fixed.emplace_back(*r.known);
+    } else {
+      ins.push_back(as_plain(i));
+      fixed.emplace_back();
+    }
+  }
+  std::vector<int> outs;
+  for (size_t k = 0; k < types.size(); ++k) {
+    std::vector<int64_t> dims = static_dims(types[k].shape);
+    auto type = dnnl_type(types[k].dtype);
+    int o = new_value(types[k].dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
+    bind(n.output(static_cast<uint32_t>(k)), o);
+    outs.push_back(o);
+  }
+  RtStep s;
+  s.info.kind = "reference";
+  s.info.label = n.name();
+  s.info.ops = {n.op_type()};
+  s.info.signature = sig.str();
+  for (int i : ins)
+    if (i >= 0) {
+      s.reads.push_back(i);
+      s.info.bytes += static_cast<double>(values_[i].bytes);
+    }
+  for (int o : outs) s.info.bytes += static_cast<double>(values_[o].bytes);
+  s.info.flops = s.info.bytes / 4;
+  s.writes = outs;
+  NodePtr keep = n.shared_from_this();
+  std::vector<RtValue> in_types, out_types;
+  for (int i : ins) in_types.push_back(i >= 0 ? values_[i] : RtValue());
+  for (int o : outs) out_types.push_back(values_[o]);
+  for (RtValue& r : in_types) r.md = md_t(), r.known.reset();
+  for (RtValue& r : out_types) r.md = md_t(), r.known.reset();
+  s.make_fn = [keep, ins, fixed, outs, in_types, out_types](const std::function<char*(int)>& data) {
+    std::vector<char*> in_ptr, out_ptr;
+    for (int i : ins) in_ptr.push_back(i >= 0 ? data(i) : nullptr);
+    for (int o : outs) out_ptr.push_back(data(o));
+    return std::function<void()>([keep, fixed, in_ptr, out_ptr, in_types, out_types] {
+      std::vector<Tensor> args;
+      for (size_t k = 0; k < fixed.size(); ++k) {
+        if (fixed[k]) {
+          args.push_back(*fixed[k]);
+        } else {
+          const RtValue& r = in_types[k];
+          args.emplace_back(r.dtype, r.dims, std::string(in_ptr[k], r.bytes));
+        }
+      }
+      EvalContext ctx{keep->attrs(), args, keep->num_outputs()};
+      std::vector<Tensor> res = keep->op()->eval(ctx);
+      for (size_t k = 0; k < res.size() && k < out_ptr.size(); ++k) {
+        require(res[k].byte_size() == out_types[k].bytes,
+                describe(*keep) + ": reference kernel returned " + to_string(res[k].type()));
+        std::memcpy(out_ptr[k], res[k].bytes().data(), res[k].byte_size());
+      }
+    });
+  };
+  add_step(std::move(s));
+}
+
+void Compiler::lower_node(const Node& n) {
+  if (done_.count(&n)) return;
+  require(n.kind() == NodeKind::Op,
+          describe(n) + " is an operator isomer does not understand (opaque); the isomer runtime cannot run it");
+  in_progress_.insert(&n);
+  // Producers first: one of them may fuse this node into itself.
+  for (const Value& v : n.inputs())
+    if (v.present() && !ids_.count(v) && v.node->kind() == NodeKind::Op && !done_.count(v.node.get()))
+      lower_node(*v.node);
+  if (done_.count(&n)) {
+    in_progress_.erase(&n);
+    return;
+  }
+  std::vector<TensorType> types = concrete_types(n);
+  bool ok = try_fold(n, types);
+  if (!ok) ok = lower_view(n, types);
+  if (!ok) {
+    // Every oneDNN lowering wants float32 data; other types use the reference kernel.
+    bool f32 = true;
+    for (const TensorType& t : types) f32 = f32 && t.dtype == DType::Float32;
+    const std::string& op = n.op_type();
+    if (f32) {
+      try {
+        if (op == "Conv") ok = lower_conv(*this, n);
+        else if (op == "MatMul") ok = lower_matmul(*this, n);
+        else if (op == "Gemm") ok = lower_gemm(*this, n);
+        else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
+          ok = lower_pool(*this, n);
+        else if (op == "Softmax") ok = lower_softmax(*this, n);
+        else if (op == "BatchNormalization") ok = lower_batchnorm(*this, n);
+        else if (op == "LayerNormalization") ok = lower_layernorm(*this, n);
+        else if (op == "Concat") ok = lower_concat(*this, n);
+        else if (op == "Pad") ok = lower_pad(*this, n);
+        else if (op == "Transpose") ok = lower_transpose(*this, n);
+        else if (op == "ReduceMean" || op == "ReduceSum") ok = lower_reduce(*this, n);
+        else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" ||
+                 op == "Pow")
+          ok = lower_binary(*this, n);
+        else ok = lower_eltwise(*this, n);
+      } catch (const dnnl::error&) {
+        // oneDNN has no implementation for this instance: fall back (steps added
+        // for a failed attempt only convert layouts and stay harmless).
+        ok = false;
+      }
+    }
+    if (!ok) lower_fallback(n, types);
+  }
+  mark_done(n);
+  in_progress_.erase(&n);
+}
+
+void Compiler::run() {
+  input_dims_ = concrete_input_dims(g_, opts_.bindings);
+  for (size_t i = 0; i < g_.inputs().size(); ++i) {
+    const NodePtr& in = g_.inputs()[i];
+    DType t = in->output_types()[0].dtype;
+    auto type = dnnl_type(t);
+    require(dtype_size(t) > 0, "graph input '" + in->name() + "' has type " + std::string(dtype_name(t)) +
+                                   ", which the runtime does not support");
+    int id = new_value(t, input_dims_[i], type ? plain_md(input_dims_[i], *type) : md_t(), in->name());
+    bind(in->output(0), id);
+    input_ids_.push_back(id);
+  }
+  for (const NodePtr& n : g_.topo_order())
+    if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque) lower_node(*n);
+  for (const Value& v : g_.outputs()) output_ids_.push_back(as_plain(id(v), /*boundary=*/true));
+}
+
+bool is_runnable(const Graph& g, std::string* why) {
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() == NodeKind::Opaque) {
+      if (why) *why = describe(*n) + " is an operator isomer does not understand (opaque)";
+      return false;
+    }
+    if (n->kind() == NodeKind::Constant && dtype_size(n->value()->dtype()) == 0) {
+      if (why) *why = "constant '" + n->name() + "' has type " + std::string(dtype_name(n->value()->dtype()));
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace isomer::runtime

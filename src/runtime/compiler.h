@@ -1,0 +1,169 @@
+#pragma once
+// Internals of the runtime shared by the compiler (compiler.cpp), the operator
+// lowerings (lower_*.cpp) and the executable (executable.cpp).
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ops/op.h"
+#include "runtime/runtime.h"
+
+namespace isomer::runtime {
+
+using md_t = dnnl::memory::desc;
+using dims_t = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// A tensor of the compiled graph.
+struct RtValue {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  md_t md;                      // its layout; empty for types oneDNN lacks (always plain then)
+  size_t bytes = 0;
+  std::optional<Tensor> known;  // value known at compile time (constant or folded)
+  std::shared_ptr<std::vector<char>> storage;  // bytes of a constant in `md` layout
+  int alias_of = -1;            // a view of another value's buffer (Reshape, Transpose, ...)
+  bool accumulated = false;     // a view written in place by a residual-add (sum) post-op
+  std::string name;
+};
+
+// A step of the compiled graph: a oneDNN primitive or a function.
+struct RtStep {
+  StepInfo info;
+  std::optional<dnnl::primitive> prim;
+  std::vector<std::pair<int, int>> args;  // oneDNN argument -> value id
+  // Set instead of prim: makes the step's function once buffers are placed; it
+  // receives the address of a value's data.
+  std::function<std::function<void()>(const std::function<char*(int)>& data)> make_fn;
+  std::vector<int> reads, writes;         // value ids
+};
+
+// Maps a dtype to oneDNN's, or nullopt where oneDNN has no such type.
+std::optional<dt> dnnl_type(DType t);
+md_t plain_md(const std::vector<int64_t>& dims, dt type);
+bool is_plain(const md_t& md, const std::vector<int64_t>& dims);
+// Dims, strides and blocking of a layout, for signatures: "1x64x56x56:nChw16c".
+std::string describe_md(const md_t& md);
+dims_t to_dims(const std::vector<int64_t>& v);
+
+class Compiler;
+
+// Lowering entry points (lower_compute.cpp, lower_misc.cpp). Each returns false
+// when the node (in its concrete shapes) is not something oneDNN runs, in which
+// case the compiler falls back to the reference kernel.
+bool lower_conv(Compiler& c, const Node& n);
+bool lower_matmul(Compiler& c, const Node& n);
+bool lower_gemm(Compiler& c, const Node& n);
+bool lower_eltwise(Compiler& c, const Node& n);
+bool lower_binary(Compiler& c, const Node& n);
+bool lower_pool(Compiler& c, const Node& n);
+bool lower_softmax(Compiler& c, const Node& n);
+bool lower_batchnorm(Compiler& c, const Node& n);
+bool lower_layernorm(Compiler& c, const Node& n);
+bool lower_concat(Compiler& c, const Node& n);
+bool lower_transpose(Compiler& c, const Node& n);
+bool lower_reduce(Compiler& c, const Node& n);
+bool lower_pad(Compiler& c, const Node& n);
+
+// An activation oneDNN can apply as an eltwise primitive or post-op.
+struct EltwiseSpec {
+  dnnl::algorithm alg;
+  float alpha = 0, beta = 0;
+  std::string text() const;
+};
+
+class Compiler {
+ public:
+  Compiler(const Graph& g, const RuntimeOptions& opts, dnnl::engine eng);
+
+  void run();  // lowers the whole graph
+
+  // --- used by the lowerings ---
+  const RuntimeOptions& opts() const { return opts_; }
+  dnnl::engine& engine() { return eng_; }
+  // The value id of an isomer value (lowering its producer first if needed).
+  int id(const Value& v);
+  RtValue& val(int id) { return values_[id]; }
+  const Tensor* known(const Value& v);  // compile-time data, or nullptr
+  // Like known(), but never lowers anything: nullptr unless v is a constant or
+  // an already lowered compile-time value.
+  const Tensor* peek_known(const Value& v);
+  // True if computing v needs a node whose lowering is under way (so lowering
+  // v now would be circular).
+  bool depends_on_pending(const Value& v);
+  const std::vector<int64_t>& dims(const Value& v) { return val(id(v)).dims; }
+  DType dtype(const Value& v) { return val(id(v)).dtype; }
+  // The node's consumers: (node, input index); and whether v is a graph output.
+  const std::vector<std::pair<const Node*, size_t>>& consumers(const Value& v);
+  bool is_output(const Value& v) const;
+  // The single consumer of v if v has exactly one and is no graph output.
+  const Node* sole_consumer(const Value& v);
+  bool lowered(const Node& n) const { return done_.count(&n) > 0; }
+
+  // New intermediate value of the given layout; returns its id.
+  int new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, const std::string& name);
+  // Binds an isomer value to a value id (the node computing it is done).
+  void bind(const Value& v, int id);
+  void mark_done(const Node& n) { done_.insert(&n); }
+  // Value `id` in layout `md`: itself, or a reorder of it (a compile-time one for
+  // constants). Reorders are shared between consumers.
+  int as_layout(int id, const md_t& md, bool boundary = false);
+  int as_plain(int id, bool boundary = false);
+  // Drops the shared reorder of `id` into `md` (its buffer is about to be overwritten).
+  void forget_layout(int id, const md_t& md) { layout_cache_.erase({id, describe_md(md)}); }
+  // A fresh copy of value `id` (same layout), made by a step.
+  int copy_of(int id);
+  bool is_input(int id) const { return std::find(input_ids_.begin(), input_ids_.end(), id) != input_ids_.end(); }
+  // True if some value views `root`'s buffer other than through in-place accumulation.
+  bool has_views(int root) const {
+    for (const RtValue& v : values_)
+      if (v.alias_of == root && !v.accumulated) return true;
+    return false;
+  }
+  // A value with the same buffer and a different view (dims and md).
+  int alias(int id, std::vector<int64_t> dims, const md_t& md, const std::string& name);
+  // A constant as a value (plain layout, owned storage).
+  int constant_value(const Tensor& t, const std::string& name);
+  // Adds a primitive step; `reads`/`writes` are taken from `args`.
+  void add_primitive(const dnnl::primitive_desc& pd, std::vector<std::pair<int, int>> args, StepInfo info) {
+    add_primitive(dnnl::primitive(pd), std::move(args), std::move(info));
+  }
+  void add_primitive(dnnl::primitive prim, std::vector<std::pair<int, int>> args, StepInfo info);
+  void add_step(RtStep step) { steps_.push_back(std::move(step)); }
+
+  // Results for the executable.
+  std::deque<RtValue> values_;  // a deque: references stay valid as values are added
+  std::vector<RtStep> steps_;
+  std::vector<int> input_ids_, output_ids_;
+  std::vector<std::vector<int64_t>> input_dims_;
+
+ private:
+  void lower_node(const Node& n);
+  void lower_fallback(const Node& n, const std::vector<TensorType>& types);
+  bool try_fold(const Node& n, const std::vector<TensorType>& types);
+  bool lower_view(const Node& n, const std::vector<TensorType>& types);
+  std::vector<TensorType> concrete_types(const Node& n);
+
+  const Graph& g_;
+  RuntimeOptions opts_;
+  dnnl::engine eng_;
+  std::unordered_map<Value, int, ValueHash> ids_;
+  std::unordered_map<Value, std::vector<std::pair<const Node*, size_t>>, ValueHash> consumers_;
+  std::unordered_set<Value, ValueHash> outputs_;
+  std::unordered_set<const Node*> done_;
+  std::unordered_set<const Node*> in_progress_;
+  std::map<std::pair<int, std::string>, int> layout_cache_;
+  std::vector<std::pair<const Node*, size_t>> no_consumers_;
+};
+
+}  // namespace isomer::runtime

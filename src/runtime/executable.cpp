@@ -1,0 +1,275 @@
+// The compiled graph: buffers planned by liveness, primitives bound to them once,
+// then run as often as asked.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "runtime/compiler.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+struct AlignedBuffer {
+  char* ptr = nullptr;
+  size_t size = 0;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t n) : size(n) {
+    ptr = static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64)));
+    require(ptr != nullptr, "out of memory allocating " + std::to_string(n) + " bytes");
+    std::memset(ptr, 0, n);
+  }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : ptr(o.ptr), size(o.size) { o.ptr = nullptr; }
+  AlignedBuffer& operator=(AlignedBuffer&&) = delete;
+  ~AlignedBuffer() { std::free(ptr); }
+};
+
+}  // namespace
+
+struct Executable::Impl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{eng};
+  int threads = 1;
+  std::deque<RtValue> values;
+  std::vector<RtStep> steps;
+  std::vector<StepInfo> infos;
+  std::vector<int> input_ids, output_ids;
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<int> buffer_of;  // value id -> buffer index (-1: constant storage)
+  std::vector<AlignedBuffer> buffers;
+  size_t value_bytes = 0;
+  // Per step: bound arguments or function.
+  std::vector<std::unordered_map<int, dnnl::memory>> bound;
+  std::vector<std::function<void()>> fns;
+
+  int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
+
+  char* data(int id) {
+    int r = root(id);
+    RtValue& v = values[r];
+    if (v.storage) return v.storage->data();
+    if (v.known) {
+      // A constant read directly by a step: materialize its bytes once.
+      v.storage = std::make_shared<std::vector<char>>(v.known->bytes().begin(), v.known->bytes().end());
+      return v.storage->data();
+    }
+    return buffers[buffer_of[r]].ptr;
+  }
+
+  // Assigns buffers to values by liveness: a buffer is reused once every reader of
+  // its previous value has run.
+  void plan() {
+    const int n = static_cast<int>(values.size());
+    const int nsteps = static_cast<int>(steps.size());
+    std::vector<int> def(n, -2), last(n, -2);
+    auto is_buffered = [&](int r) { return !values[r].known && !values[r].storage; };
+    for (int id : input_ids) def[root(id)] = -1;
+    for (int s = 0; s < nsteps; ++s) {
+      for (int w : steps[s].writes)
+        if (def[root(w)] == -2) def[root(w)] = s;
+      for (int r : steps[s].reads) last[root(r)] = std::max(last[root(r)], s);
+      for (int w : steps[s].writes) last[root(w)] = std::max(last[root(w)], s);
+    }
+    for (int id : output_ids) last[root(id)] = nsteps;
+    for (int id : input_ids) last[root(id)] = std::max(last[root(id)], 0);
+    buffer_of.assign(n, -1);
+    std::vector<size_t> sizes;
+    std::vector<int> free_list;
+    auto allocate = [&](int r) {
+      size_t need = values[r].bytes;
+      value_bytes += need;
+      // Smallest free buffer that fits, else the largest free one (grown).
+      int best = -1;
+      for (int b : free_list)
+        if (sizes[b] >= need && (best < 0 || sizes[b] < sizes[best])) best = b;
+      if (best < 0)
+        for (int b : free_list)
+          if (best < 0 || sizes[b] > sizes[best]) best = b;
+      if (best < 0) {
+        sizes.push_back(need);
+        best = static_cast<int>(sizes.size()) - 1;
+      } else {
+        free_list.erase(std::find(free_list.begin(), free_list.end(), best));
+        sizes[best] = std::max(sizes[best], need);
+      }
+      buffer_of[r] = best;
+    };
+    std::vector<std::vector<int>> dies(nsteps + 1);
+    for (int r = 0; r < n; ++r)
+      if (root(r) == r && is_buffered(r) && def[r] != -2) dies[std::max(last[r], std::max(def[r], 0))].push_back(r);
+    for (int id : input_ids)
+      if (buffer_of[root(id)] < 0) allocate(root(id));
+    for (int s = 0; s < nsteps; ++s) {
+      for (int w : steps[s].writes) {
+        int r = root(w);
+        if (buffer_of[r] < 0 && is_buffered(r)) allocate(r);
+      }
+      for (int r : dies[s]) free_list.push_back(buffer_of[r]);
+    }
+    for (size_t b = 0; b < sizes.size(); ++b) buffers.emplace_back(sizes[b]);
+  }
+
+  void bind() {
+    bound.resize(steps.size());
+    fns.resize(steps.size());
+    auto data_fn = [this](int id) { return data(id); };
+    for (size_t s = 0; s < steps.size(); ++s) {
+      RtStep& st = steps[s];
+      if (st.prim) {
+        for (const auto& [arg, id] : st.args) bound[s].emplace(arg, dnnl::memory(values[id].md, eng, data(id)));
+      } else {
+        fns[s] = st.make_fn(data_fn);
+      }
+    }
+  }
+
+  void run_step(size_t s) {
+    if (steps[s].prim) steps[s].prim->execute(stream, bound[s]);
+    else fns[s]();
+  }
+};
+
+Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::~Executable() = default;
+
+const std::vector<StepInfo>& Executable::steps() const { return impl_->infos; }
+const std::vector<std::vector<int64_t>>& Executable::input_dims() const { return impl_->input_dims; }
+int Executable::threads() const { return impl_->threads; }
+size_t Executable::value_bytes() const { return impl_->value_bytes; }
+size_t Executable::arena_bytes() const {
+  size_t total = 0;
+  for (const auto& b : impl_->buffers) total += b.size;
+  return total;
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
+  Impl& m = *impl_;
+  require(inputs.size() == m.input_ids.size(), "the model has " + std::to_string(m.input_ids.size()) + " inputs, " +
+                                                   std::to_string(inputs.size()) + " given");
+  set_threads(m.threads);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const RtValue& v = m.values[m.input_ids[i]];
+    require(inputs[i].dtype() == v.dtype && inputs[i].dims() == v.dims,
+            "input '" + v.name + "' is " + to_string(inputs[i].type()) + ", the model was compiled for " +
+                to_string(TensorType{v.dtype, make_shape(v.dims)}));
+    std::memcpy(m.data(m.input_ids[i]), inputs[i].bytes().data(), inputs[i].byte_size());
+  }
+  for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+  m.stream.wait();
+  std::vector<Tensor> out;
+  for (int id : m.output_ids) {
+    const RtValue& v = m.values[id];
+    size_t bytes = static_cast<size_t>(num_elements(v.dims)) * dtype_size(v.dtype);
+    out.emplace_back(v.dtype, v.dims, std::string(m.data(id), bytes));
+  }
+  return out;
+}
+
+double Executable::time_step(size_t i, int warmup, int repeats) {
+  Impl& m = *impl_;
+  require(i < m.steps.size(), "no step " + std::to_string(i));
+  set_threads(m.threads);
+  using clock = std::chrono::steady_clock;
+  for (int k = 0; k < warmup; ++k) m.run_step(i);
+  m.stream.wait();
+  std::vector<double> ms;
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    auto t0 = clock::now();
+    m.run_step(i);
+    m.stream.wait();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  return median(ms);
+}
+
+std::vector<double> Executable::profile_steps(int warmup, int repeats) {
+  Impl& m = *impl_;
+  set_threads(m.threads);
+  using clock = std::chrono::steady_clock;
+  for (int k = 0; k < warmup; ++k)
+    for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+  std::vector<std::vector<double>> ms(m.steps.size());
+  for (int k = 0; k < std::max(repeats, 1); ++k)
+    for (size_t s = 0; s < m.steps.size(); ++s) {
+      auto t0 = clock::now();
+      m.run_step(s);
+      ms[s].push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    }
+  std::vector<double> out;
+  for (auto& v : ms) out.push_back(median(v));
+  return out;
+}
+
+std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) {
+  std::string why;
+  require(is_runnable(g, &why), "the model is not runnable on the isomer runtime: " + why);
+  auto impl = std::make_unique<Executable::Impl>();
+  impl->threads = opts.threads > 0 ? opts.threads : hardware_threads();
+  set_threads(impl->threads);
+  RuntimeOptions o = opts;
+  o.threads = impl->threads;
+  Compiler c(g, o, impl->eng);
+  c.run();
+  impl->values = std::move(c.values_);
+  impl->steps = std::move(c.steps_);
+  impl->input_ids = std::move(c.input_ids_);
+  impl->output_ids = std::move(c.output_ids_);
+  impl->input_dims = std::move(c.input_dims_);
+  for (const RtStep& s : impl->steps) impl->infos.push_back(s.info);
+  impl->plan();
+  impl->bind();
+  return std::make_unique<Executable>(std::move(impl));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats) {
+  BenchResult r;
+  r.warmup = warmup;
+  r.threads = exe.threads();
+  for (int k = 0; k < warmup; ++k) exe.run(inputs);
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    auto t0 = std::chrono::steady_clock::now();
+    exe.run(inputs);
+    r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.median = median(r.ms);
+  r.min = *std::min_element(r.ms.begin(), r.ms.end());
+  r.max = *std::max_element(r.ms.begin(), r.ms.end());
+  double sum = 0;
+  for (double x : r.ms) sum += x;
+  r.mean = sum / static_cast<double>(r.ms.size());
+  return r;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown cpu";
+}
+
+std::string dnnl_version() {
+  const dnnl_version_t* v = ::dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+void set_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : hardware_threads()); }
+
+}  // namespace isomer::runtime

@@ -1,0 +1,218 @@
+#include "runtime/fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace isomer::runtime {
+
+std::string EltwiseSpec::text() const {
+  std::ostringstream s;
+  s << "elt" << static_cast<int>(alg) << "(" << alpha << "," << beta << ")";
+  return s.str();
+}
+
+namespace {
+
+using alg = dnnl::algorithm;
+
+std::optional<double> scalar_of(Compiler& c, const Value& v) {
+  if (!v.present()) return std::nullopt;
+  const Tensor* t = c.peek_known(v);
+  if (!t || t->numel() != 1 || !is_numeric(t->dtype())) return std::nullopt;
+  return t->f64_at(0);
+}
+
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::fabs(b); }
+
+}  // namespace
+
+std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x, size_t x_rank) {
+  if (n.kind() != NodeKind::Op || n.num_outputs() != 1 || n.output_types()[0].dtype != DType::Float32)
+    return std::nullopt;
+  const std::string& op = n.op_type();
+  const auto& in = n.inputs();
+  if (in.empty() || !(in[0] == x || (in.size() > 1 && in[1] == x))) return std::nullopt;
+  const Attributes& a = n.attrs();
+  if (in.size() == 1) {
+    if (op == "Relu") return EltwiseSpec{alg::eltwise_relu, 0, 0};
+    if (op == "LeakyRelu") return EltwiseSpec{alg::eltwise_relu, static_cast<float>(a.get_float("alpha", 0.01)), 0};
+    if (op == "Sigmoid") return EltwiseSpec{alg::eltwise_logistic, 0, 0};
+    if (op == "Tanh") return EltwiseSpec{alg::eltwise_tanh, 0, 0};
+    if (op == "Gelu")
+      return EltwiseSpec{a.get_string("approximate", "none") == "tanh" ? alg::eltwise_gelu_tanh : alg::eltwise_gelu_erf,
+                         0, 0};
+    if (op == "Exp") return EltwiseSpec{alg::eltwise_exp, 0, 0};
+    if (op == "Log") return EltwiseSpec{alg::eltwise_log, 0, 0};
+    if (op == "Sqrt") return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
+    if (op == "Abs") return EltwiseSpec{alg::eltwise_abs, 0, 0};
+    if (op == "Neg") return EltwiseSpec{alg::eltwise_linear, -1, 0};
+    if (op == "Reciprocal") return EltwiseSpec{alg::eltwise_pow, 1, -1};
+    if (op == "HardSwish") return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
+  }
+  if (op == "Clip" && in[0] == x) {
+    float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
+    if (in.size() > 1 && in[1].present()) {
+      auto v = scalar_of(c, in[1]);
+      if (!v) return std::nullopt;
+      lo = static_cast<float>(*v);
+    }
+    if (in.size() > 2 && in[2].present()) {
+      auto v = scalar_of(c, in[2]);
+      if (!v) return std::nullopt;
+      hi = static_cast<float>(*v);
+    }
+    return EltwiseSpec{alg::eltwise_clip_v2, lo, hi};
+  }
+  if (in.size() != 2) return std::nullopt;
+  if (in[0] == x && in[1] == x) {
+    if (op == "Mul") return EltwiseSpec{alg::eltwise_square, 0, 0};
+    return std::nullopt;
+  }
+  bool x_first = in[0] == x;
+  const Value& other = x_first ? in[1] : in[0];
+  if (op != "Add" && op != "Mul" && op != "Sub" && op != "Div" && op != "Pow") return std::nullopt;
+  const Tensor* t = c.peek_known(other);
+  if (!t || t->numel() != 1 || static_cast<size_t>(t->rank()) > x_rank) return std::nullopt;
+  auto k = static_cast<float>(t->f64_at(0));
+  if (op == "Add") return EltwiseSpec{alg::eltwise_linear, 1, k};
+  if (op == "Mul") return EltwiseSpec{alg::eltwise_linear, k, 0};
+  if (op == "Sub") return x_first ? EltwiseSpec{alg::eltwise_linear, 1, -k} : EltwiseSpec{alg::eltwise_linear, -1, k};
+  if (op == "Div" && x_first && k != 0) return EltwiseSpec{alg::eltwise_linear, 1 / k, 0};
+  if (op == "Pow" && x_first) return EltwiseSpec{alg::eltwise_pow, 1, k};
+  return std::nullopt;
+}
+
+std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
+  if (c.is_output(x)) return std::nullopt;
+  const auto& cons = c.consumers(x);
+  if (cons.size() != 2) return std::nullopt;
+  auto binary_with = [&](const Node* n, const std::string& op, const Value& v) -> std::optional<double> {
+    if (!n || n->op_type() != op || n->inputs().size() != 2) return std::nullopt;
+    if (n->inputs()[0] == v) return scalar_of(c, n->inputs()[1]);
+    if (n->inputs()[1] == v && op != "Div") return scalar_of(c, n->inputs()[0]);
+    return std::nullopt;
+  };
+  for (int first = 0; first < 2; ++first) {
+    const Node* d = cons[first].first;
+    const Node* m = cons[1 - first].first;
+    auto dk = binary_with(d, "Div", x);
+    auto mk = binary_with(d, "Mul", x);
+    if (!((dk && near(*dk, std::sqrt(2.0))) || (mk && near(*mk, std::sqrt(0.5))))) continue;
+    const Node* e = c.sole_consumer(d->output(0));
+    if (!e || e->op_type() != "Erf") continue;
+    const Node* a = c.sole_consumer(e->output(0));
+    auto one = binary_with(a, "Add", e->output(0));
+    if (!one || *one != 1.0) continue;
+    // m = x * (1 + erf(..)), then * 0.5.
+    if (c.sole_consumer(a->output(0)) != m || m->op_type() != "Mul") continue;
+    const auto& mi = m->inputs();
+    if (!((mi[0] == x && mi[1] == a->output(0)) || (mi[1] == x && mi[0] == a->output(0)))) continue;
+    const Node* h = c.sole_consumer(m->output(0));
+    auto half = binary_with(h, "Mul", m->output(0));
+    if (!half || *half != 0.5) continue;
+    return GeluMatch{{d, e, a, m, h}, h->output(0)};
+  }
+  return std::nullopt;
+}
+
+Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims, bool allow_add) {
+  Fusion f;
+  f.last = v;
+  if (!c.opts().fuse) return f;
+  bool added = false;
+  for (;;) {
+    Value cur = f.last;
+    if (auto g = match_gelu(c, cur)) {
+      f.ops.push_back({EltwiseSpec{alg::eltwise_gelu_erf, 0, 0}, Value()});
+      f.nodes.insert(f.nodes.end(), g->nodes.begin(), g->nodes.end());
+      f.last = g->out;
+      continue;
+    }
+    const Node* n = c.sole_consumer(cur);
+    if (!n || c.lowered(*n) || n->num_outputs() != 1 || n->output_types()[0].dtype != DType::Float32) break;
+    if (auto e = eltwise_of(c, *n, cur, dims.size())) {
+      f.ops.push_back({*e, Value()});
+      f.nodes.push_back(n);
+      f.last = n->output(0);
+      continue;
+    }
+    if (allow_add && !added && n->op_type() == "Add" && n->inputs().size() == 2 &&
+        n->inputs()[0] != n->inputs()[1]) {
+      const Value& other = n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0];
+      if (!c.depends_on_pending(other) && c.dims(other) == dims && c.dtype(other) == DType::Float32) {
+        f.ops.push_back({std::nullopt, other});
+        f.nodes.push_back(n);
+        f.last = n->output(0);
+        added = true;
+        continue;
+      }
+    }
+    break;
+  }
+  return f;
+}
+
+dnnl::primitive_attr eltwise_attr(const Fusion& f) {
+  dnnl::post_ops po;
+  for (const PostOp& p : f.ops)
+    if (p.eltwise) po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  return attr;
+}
+
+namespace {
+
+// A buffer holding `addend` in layout `md` that the fused primitive may overwrite.
+int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& md) {
+  int id = c.id(addend);
+  int a = c.as_layout(id, md);
+  const RtValue& v = c.val(a);
+  bool others_done = !c.is_output(addend);
+  for (const auto& [n, k] : c.consumers(addend))
+    others_done = others_done && (c.lowered(*n) || std::find(f.nodes.begin(), f.nodes.end(), n) != f.nodes.end());
+  int root = v.alias_of >= 0 ? v.alias_of : a;
+  const RtValue& r = c.val(root);
+  if (others_done && (v.alias_of < 0 || v.accumulated) && !r.known && !r.storage && !c.is_input(root) &&
+      !c.has_views(root)) {
+    if (a != id) c.forget_layout(id, md);  // later consumers get their own reorder
+    return a;
+  }
+  return c.copy_of(a);
+}
+
+}  // namespace
+
+dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, int& accumulate, std::string& sig) {
+  dnnl::post_ops po;
+  accumulate = -1;
+  for (const PostOp& p : f.ops) {
+    if (p.eltwise) {
+      po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+      sig += " +" + p.eltwise->text();
+    } else {
+      accumulate = accumulator(c, f, p.addend, dst);
+      po.append_sum(1.f);
+      sig += " +sum";
+    }
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  return attr;
+}
+
+void finish_fusion(Compiler& c, const Fusion& f, int dst) {
+  c.bind(f.last, dst);
+  for (const Node* n : f.nodes) c.mark_done(*n);
+}
+
+std::vector<std::string> fusion_ops(const std::string& head, const std::vector<const Node*>& extra, const Fusion& f) {
+  std::vector<std::string> ops{head};
+  for (const Node* n : extra) ops.push_back(n->op_type());
+  for (const Node* n : f.nodes) ops.push_back(n->op_type());
+  return ops;
+}
+
+}  // namespace isomer::runtime

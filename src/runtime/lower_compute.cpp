@@ -1,0 +1,335 @@
+// Lowering of the contractions (Conv, MatMul, Gemm) to oneDNN primitives, with
+// what follows them fused in: BatchNormalization folded into the convolution's
+// weights, a constant bias, activations and a residual Add as post-ops.
+#include <cmath>
+#include <sstream>
+
+#include "ops/nn_common.h"
+#include "runtime/compiler.h"
+#include "runtime/fusion.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+// Conv weights and bias with a following inference BatchNormalization folded in:
+// w' = w * s / sqrt(var + eps) per output channel, b' = (b - mean) * s / sqrt(var + eps) + beta.
+bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::vector<double>& b, int64_t oc) {
+  if (bn.op_type() != "BatchNormalization" || bn.num_outputs() != 1 || bn.attrs().get_int("training_mode", 0) != 0)
+    return false;
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = c.peek_known(bn.inputs()[i + 1]);
+    if (!p[i] || p[i]->numel() != oc) return false;
+  }
+  double eps = bn.attrs().get_float("epsilon", 1e-5);
+  std::vector<double> scale = p[0]->to_f64(), shift = p[1]->to_f64(), mean = p[2]->to_f64(), var = p[3]->to_f64();
+  size_t per = w.size() / static_cast<size_t>(oc);
+  for (int64_t o = 0; o < oc; ++o) {
+    double f = scale[o] / std::sqrt(var[o] + eps);
+    for (size_t k = 0; k < per; ++k) w[o * per + k] *= f;
+    b[o] = (b[o] - mean[o]) * f + shift[o];
+  }
+  return true;
+}
+
+dims_t tail(const std::vector<int64_t>& v, size_t from) { return dims_t(v.begin() + from, v.end()); }
+
+// An md for value `id` that matmul can read without a copy: its own when it is a
+// plain or strided (unblocked) layout, else a plain reorder of it.
+int matmul_operand(Compiler& c, int id) {
+  if (c.val(id).md.data.format_desc.blocking.inner_nblks == 0) return id;
+  return c.as_plain(id);
+}
+
+// `md` (unblocked) seen with `rank` dims: leading 1s added.
+md_t with_leading_ones(const md_t& md, size_t rank) {
+  const dnnl_memory_desc_t& d = md.data;
+  size_t add = rank - static_cast<size_t>(d.ndims);
+  if (add == 0) return md;
+  dims_t dims(add, 1), strides(add, 1);
+  int64_t span = 1;
+  for (int i = 0; i < d.ndims; ++i) span = std::max<int64_t>(span, d.dims[i] * d.format_desc.blocking.strides[i]);
+  for (size_t i = 0; i < add; ++i) strides[i] = span;
+  for (int i = 0; i < d.ndims; ++i) {
+    dims.push_back(d.dims[i]);
+    strides.push_back(d.format_desc.blocking.strides[i]);
+  }
+  return md_t(dims, md.data_type(), strides);
+}
+
+// The bias an Add contributes after a contraction with output dims `out`: a
+// constant with one value per output column (last dim), or nothing.
+std::optional<Tensor> column_bias(Compiler& c, const Node& add, const Value& from, size_t rank, int64_t n) {
+  if (add.op_type() != "Add" || add.inputs().size() != 2) return std::nullopt;
+  const Value& other = add.inputs()[0] == from ? add.inputs()[1] : add.inputs()[0];
+  if (other == from) return std::nullopt;
+  const Tensor* t = c.peek_known(other);
+  if (!t || t->dtype() != DType::Float32 || t->numel() != n || (t->rank() > 0 && t->dims().back() != n))
+    return std::nullopt;
+  if (static_cast<size_t>(t->rank()) > rank) return std::nullopt;
+  return *t;
+}
+
+}  // namespace
+
+bool lower_conv(Compiler& c, const Node& n) {
+  const Tensor* wt = c.known(n.inputs()[1]);
+  if (!wt) return false;  // weights computed at run time: the reference kernel handles it
+  const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
+  const std::vector<int64_t>& wd = wt->dims();
+  size_t sp = xd.size() - 2;
+  if (sp < 1 || sp > 3) return false;
+  int64_t groups = n.attrs().get_int("group", 1);
+  int64_t oc = wd[0];
+  ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
+
+  std::vector<double> w = wt->to_f64();
+  std::vector<double> bias(static_cast<size_t>(oc), 0.0);
+  bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+  if (has_bias) {
+    const Tensor* bt = c.known(n.inputs()[2]);
+    if (!bt) return false;
+    bias = bt->to_f64();
+  }
+  // BatchNormalization right after the convolution folds into it.
+  Value cur = n.output(0);
+  std::vector<const Node*> folded;
+  if (c.opts().fuse)
+    if (const Node* bn = c.sole_consumer(cur); bn && bn->inputs()[0] == cur && fold_batchnorm(c, *bn, w, bias, oc)) {
+      folded.push_back(bn);
+      cur = bn->output(0);
+      has_bias = true;
+    }
+
+  std::vector<int64_t> od = {xd[0], oc};
+  dims_t strides, dil, pl, pr;
+  for (const ops::WindowAxis& a : axes) {
+    od.push_back(a.out);
+    strides.push_back(a.stride);
+    dil.push_back(a.dilation - 1);
+    pl.push_back(a.pad_begin);
+    pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
+  }
+  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/true);
+  fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
+
+  int x = c.id(n.inputs()[0]);
+  dims_t wdims = to_dims(wd);
+  if (groups > 1) {
+    wdims = {groups, oc / groups};
+    for (size_t i = 1; i < wd.size(); ++i) wdims.push_back(wd[i]);
+  }
+  bool blocked = c.opts().blocked_layouts;
+  md_t src_any(to_dims(xd), dt::f32, blocked ? tag::any : (sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw));
+  md_t dst_any(to_dims(od), dt::f32, blocked ? tag::any : (sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw));
+  md_t wei_any(wdims, dt::f32, tag::any);
+  md_t bias_md(dims_t{oc}, dt::f32, tag::a);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
+    return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
+  };
+  // First without a residual add, to learn the layout the convolution wants for its output.
+  auto pd = make_pd(dst_any, eltwise_attr(fusion));
+  md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
+  if (fusion.has_add()) pd = make_pd(dst_md, attr);
+
+  Tensor wfold = Tensor::from_f64(DType::Float32, std::vector<int64_t>(wdims.begin(), wdims.end()), w);
+  int wid = c.as_layout(c.constant_value(wfold, n.name() + ".weight"), pd.weights_desc());
+  int src = c.as_layout(x, pd.src_desc());
+  int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  if (has_bias) {
+    Tensor bt = Tensor::from_f64(DType::Float32, {oc}, bias);
+    args.push_back({DNNL_ARG_BIAS, c.constant_value(bt, n.name() + ".bias")});
+  }
+  StepInfo info;
+  info.kind = "conv";
+  info.label = n.name();
+  info.ops = fusion_ops("Conv", {}, fusion);
+  std::ostringstream sig;
+  sig << "conv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
+      << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
+      << " d" << to_string(std::vector<int64_t>(dil.begin(), dil.end())) << " pl"
+      << to_string(std::vector<int64_t>(pl.begin(), pl.end())) << " pr"
+      << to_string(std::vector<int64_t>(pr.begin(), pr.end())) << " g" << groups << (has_bias ? " bias" : "")
+      << post << " impl " << pd.impl_info_str();
+  info.signature = sig.str();
+  double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
+  info.flops = 2 * macs;
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+// MatMul and Gemm share this: dst = A x B (+ bias) with post-ops. A and B are
+// value ids whose mds are unblocked views; B may be a constant (weights).
+namespace {
+
+struct Contraction {
+  const Node* node = nullptr;
+  int a = -1;                      // value id of A (runtime or constant)
+  md_t a_md;                       // A's view, rank-equalized
+  std::optional<Tensor> b_const;   // B when known (plain [.., K, N])
+  int b = -1;                      // B's value id when not known
+  md_t b_md;                       // B's view when runtime
+  std::optional<Tensor> bias;      // one per output column, or [M, N]
+  std::vector<int64_t> out;        // dst dims
+  Value from;                      // the isomer value dst stands for before fusion
+  double flops = 0;
+  std::string kind;
+};
+
+bool emit_contraction(Compiler& c, Contraction& k) {
+  const Node& n = *k.node;
+  size_t rank = k.out.size();
+  Value cur = k.from;
+  std::vector<const Node*> absorbed;
+  if (c.opts().fuse && !k.bias)
+    if (const Node* add = c.sole_consumer(cur))
+      if (auto b = column_bias(c, *add, cur, rank, k.out.back())) {
+        k.bias = b;
+        absorbed.push_back(add);
+        cur = add->output(0);
+      }
+  Fusion fusion = plan_fusion(c, cur, k.out, /*allow_add=*/true);
+  fusion.nodes.insert(fusion.nodes.begin(), absorbed.begin(), absorbed.end());
+  md_t dst_md = plain_md(k.out, dt::f32);
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
+  md_t wmd;
+  if (k.b_const) {
+    std::vector<int64_t> bd = k.b_const->dims();
+    while (bd.size() < rank) bd.insert(bd.begin(), 1);
+    wmd = md_t(to_dims(bd), dt::f32, tag::any);
+  } else {
+    wmd = k.b_md;
+  }
+  md_t bias_md;
+  if (k.bias) {
+    std::vector<int64_t> bd(rank, 1);
+    if (k.bias->numel() == k.out.back()) {
+      bd.back() = k.out.back();
+    } else {
+      bd[rank - 2] = k.out[rank - 2];
+      bd.back() = k.out.back();
+    }
+    bias_md = plain_md(bd, dt::f32);
+  }
+  dnnl::matmul::desc d(k.a_md, wmd, bias_md, dst_md);
+  dnnl::matmul::primitive_desc pd(d, attr, c.engine());
+  int wid = k.b;
+  if (k.b_const) {
+    std::vector<int64_t> bd = k.b_const->dims();
+    while (bd.size() < rank) bd.insert(bd.begin(), 1);
+    wid = c.as_layout(c.constant_value(k.b_const->reshaped(bd), n.name() + ".weight"), pd.weights_desc());
+  } else if (!(c.val(wid).md == k.b_md)) {
+    wid = c.alias(wid, c.val(wid).dims, k.b_md, n.name() + ".b");
+  }
+  int aid = c.val(k.a).md == k.a_md ? k.a : c.alias(k.a, c.val(k.a).dims, k.a_md, n.name() + ".a");
+  int dst = acc >= 0 ? c.alias(acc, k.out, dst_md, n.name()) : c.new_value(DType::Float32, k.out, dst_md, n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, aid}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  if (k.bias) {
+    dims_t bd = bias_md.dims();
+    Tensor bt = k.bias->reshaped(std::vector<int64_t>(bd.begin(), bd.end()));
+    args.push_back({DNNL_ARG_BIAS, c.constant_value(bt, n.name() + ".bias")});
+  }
+  StepInfo info;
+  info.kind = "matmul";
+  info.label = n.name();
+  info.ops = fusion_ops(k.kind, {}, fusion);
+  info.signature = "matmul src " + describe_md(k.a_md) + " wei " + describe_md(pd.weights_desc()) +
+                   (k.b_const ? "c" : "") + " dst " + describe_md(dst_md) + (k.bias ? " bias " + describe_md(bias_md) : "") +
+                   post + " impl " + pd.impl_info_str();
+  info.flops = k.flops;
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+}  // namespace
+
+bool lower_matmul(Compiler& c, const Node& n) {
+  std::vector<int64_t> ad = c.dims(n.inputs()[0]), bd = c.dims(n.inputs()[1]);
+  if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
+  Contraction k;
+  k.node = &n;
+  k.kind = "MatMul";
+  k.from = n.output(0);
+  size_t rank = std::max(ad.size(), bd.size());
+  // Output dims: broadcast batch dims, then M and N.
+  std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  k.out = broadcast_dims(ab, bb);
+  k.out.push_back(ad[ad.size() - 2]);
+  k.out.push_back(bd.back());
+  k.a = matmul_operand(c, c.id(n.inputs()[0]));
+  k.a_md = with_leading_ones(c.val(k.a).md, rank);
+  if (const Tensor* b = c.known(n.inputs()[1])) {
+    k.b_const = *b;
+  } else {
+    k.b = matmul_operand(c, c.id(n.inputs()[1]));
+    k.b_md = with_leading_ones(c.val(k.b).md, rank);
+  }
+  k.flops = 2.0 * static_cast<double>(num_elements(k.out)) * static_cast<double>(ad.back());
+  return emit_contraction(c, k);
+}
+
+bool lower_gemm(Compiler& c, const Node& n) {
+  const Attributes& at = n.attrs();
+  double alpha = at.get_float("alpha", 1.0), beta = at.get_float("beta", 1.0);
+  bool ta = at.get_int("transA", 0) != 0, tb = at.get_int("transB", 0) != 0;
+  std::vector<int64_t> ad = c.dims(n.inputs()[0]), bd = c.dims(n.inputs()[1]);
+  if (ad.size() != 2 || bd.size() != 2) return false;
+  int64_t m = ta ? ad[1] : ad[0], kk = ta ? ad[0] : ad[1], nn = tb ? bd[0] : bd[1];
+  Contraction k;
+  k.node = &n;
+  k.kind = "Gemm";
+  k.from = n.output(0);
+  k.out = {m, nn};
+  k.a = c.as_plain(c.id(n.inputs()[0]));
+  k.a_md = ta ? md_t(dims_t{m, kk}, dt::f32, dims_t{1, m}) : plain_md({m, kk}, dt::f32);
+  const Tensor* b = c.known(n.inputs()[1]);
+  if (b) {
+    // alpha and the transpose go into the weights, once.
+    std::vector<double> v = b->to_f64(), t(v.size());
+    for (int64_t i = 0; i < kk; ++i)
+      for (int64_t j = 0; j < nn; ++j) t[i * nn + j] = alpha * (tb ? v[j * kk + i] : v[i * nn + j]);
+    k.b_const = Tensor::from_f64(DType::Float32, {kk, nn}, t);
+  } else {
+    if (alpha != 1.0) return false;
+    k.b = c.as_plain(c.id(n.inputs()[1]));
+    k.b_md = tb ? md_t(dims_t{kk, nn}, dt::f32, dims_t{1, kk}) : plain_md({kk, nn}, dt::f32);
+  }
+  if (n.inputs().size() > 2 && n.inputs()[2].present() && beta != 0.0) {
+    const Tensor* ct = c.known(n.inputs()[2]);
+    if (!ct) return false;
+    std::vector<double> cv = ct->to_f64();
+    for (double& x : cv) x *= beta;
+    if (ct->numel() == 1) cv.assign(static_cast<size_t>(nn), cv[0]);
+    else if (ct->numel() == m && (ct->rank() == 2 && ct->dims()[1] == 1)) {
+      std::vector<double> full(static_cast<size_t>(m * nn));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < nn; ++j) full[i * nn + j] = cv[i];
+      cv = full;
+    } else if (ct->numel() != nn && ct->numel() != m * nn) {
+      return false;
+    }
+    std::vector<int64_t> bdims = static_cast<int64_t>(cv.size()) == nn ? std::vector<int64_t>{nn}
+                                                                      : std::vector<int64_t>{m, nn};
+    k.bias = Tensor::from_f64(DType::Float32, bdims, cv);
+  }
+  k.flops = 2.0 * static_cast<double>(m * nn * kk);
+  return emit_contraction(c, k);
+}
+
+}  // namespace isomer::runtime

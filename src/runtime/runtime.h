@@ -1,0 +1,93 @@
+#pragma once
+// isomer's CPU runtime. A graph is compiled once into an Executable: shapes made
+// concrete, compile-time computable values folded, operators lowered to oneDNN
+// primitives (created once, with fused bias / activation / residual post-ops and
+// BatchNormalization folded into a preceding convolution), memory formats chosen
+// by the primitives (blocked layouts for convolutions, reorders only where a
+// consumer needs another layout), and intermediate buffers shared by liveness.
+// Operators oneDNN has no primitive for run through the operator table's `eval`
+// hook (the reference semantics), on plain row-major data.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace isomer::runtime {
+
+struct RuntimeOptions {
+  int threads = 0;                          // 0 = every core
+  std::map<std::string, int64_t> bindings;  // extents of symbolic input dims (default 1)
+  bool fuse = true;                         // post-op fusion and BatchNormalization folding
+  bool blocked_layouts = true;              // let convolutions pick blocked memory formats
+};
+
+// One step of a compiled graph, as the cost model sees it.
+struct StepInfo {
+  std::string kind;       // "conv", "matmul", "reorder", "eltwise", "fallback", ...
+  std::string label;      // the node(s) it computes
+  std::string signature;  // everything its running time depends on (shapes, layouts, post-ops)
+  std::vector<std::string> ops;  // op types it covers (several when fused)
+  double flops = 0;       // arithmetic operations
+  double bytes = 0;       // bytes read and written
+  bool boundary = false;  // converts a graph input or output between plain and internal layout
+};
+
+class Executable {
+ public:
+  struct Impl;
+  explicit Executable(std::unique_ptr<Impl> impl);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs the graph; inputs one per graph input, in order, with concrete dims equal
+  // to those the graph was compiled for.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  const std::vector<StepInfo>& steps() const;
+  // Times step i alone on the planned buffers: median milliseconds of `repeats`
+  // runs after `warmup` runs.
+  double time_step(size_t i, int warmup, int repeats);
+  // Times every step inside whole runs of the graph (so each sees the caches as
+  // it does in a real run): per step, the median milliseconds over `repeats`
+  // runs after `warmup` runs. Runs on whatever the buffers hold.
+  std::vector<double> profile_steps(int warmup, int repeats);
+  // The concrete input dims compiled for.
+  const std::vector<std::vector<int64_t>>& input_dims() const;
+  int threads() const;
+  size_t arena_bytes() const;   // intermediate buffers after liveness sharing
+  size_t value_bytes() const;   // the same without sharing
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles `g`. Throws Error if a node cannot run (an opaque node, an operator
+// whose shapes stay unknown) with a message that says which and why.
+std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts = {});
+
+// True if compile() can handle every node of `g`; otherwise `why` names the first
+// node that cannot run on the isomer runtime.
+bool is_runnable(const Graph& g, std::string* why = nullptr);
+
+struct BenchResult {
+  std::vector<double> ms;  // one per repeat
+  double median = 0, min = 0, max = 0, mean = 0;
+  int warmup = 0, threads = 0;
+};
+
+// End-to-end latency of `exe` on `inputs`.
+BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats);
+
+// Facts about this machine and library, for reports and the cost cache key.
+std::string cpu_model();
+std::string dnnl_version();
+int hardware_threads();
+// Sets the thread count oneDNN (OpenMP) uses from now on; 0 = every core.
+void set_threads(int threads);
+
+double median(std::vector<double> v);
+
+}  // namespace isomer::runtime

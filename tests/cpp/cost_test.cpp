@@ -1,0 +1,123 @@
+// The cost model: analytic estimates are deterministic and see fusion; measured
+// costs persist in the database and are reused; concurrent writers are safe.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+#include "cost/cost.h"
+#include "cost/cost_db.h"
+#include "ir/graph.h"
+
+namespace isomer {
+namespace {
+
+std::string temp_db(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("isomer_cost_" + name + "_" + std::to_string(::getpid()) + ".sqlite");
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+Tensor ones(std::vector<int64_t> dims) {
+  std::vector<double> v(static_cast<size_t>(num_elements(dims)), 0.01);
+  return Tensor::from_f64(DType::Float32, std::move(dims), v);
+}
+
+// conv -> relu, and the same with the relu on a separate tensor (a graph output).
+Graph conv_relu(bool keep_conv_output) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 28, 28})});
+  Value c = b.op1("Conv", {x, b.constant(ones({32, 16, 3, 3}))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value r = b.op1("Relu", {c});
+  return keep_conv_output ? b.finish({r, c}, {"r", "c"}) : b.finish({r}, {"r"});
+}
+
+cost::PeakRates fixed_rates() {
+  cost::PeakRates r;
+  r.gflops = 50;
+  r.gbytes_per_s = 10;
+  return r;
+}
+
+TEST(Cost, AnalyticIsDeterministicAndSeesFusion) {
+  cost::AnalyticCostModel m(fixed_rates());
+  m.runtime_options().threads = 1;
+  double fused = m.graph_ms(conv_relu(false));
+  EXPECT_DOUBLE_EQ(fused, m.graph_ms(conv_relu(false)));
+  double unfused = m.graph_ms(conv_relu(true));
+  EXPECT_GT(fused, 0);
+  EXPECT_LT(fused, unfused);  // the separate relu pass is not free
+  cost::GraphCost gc = m.graph_cost(conv_relu(false));
+  EXPECT_EQ(gc.measured_new, 0u);
+  ASSERT_FALSE(gc.steps.empty());
+  for (const cost::StepCost& s : gc.steps) EXPECT_EQ(s.source, "analytic");
+}
+
+TEST(Cost, ConcatCopiesAreNotFree) {
+  cost::AnalyticCostModel m(fixed_rates());
+  m.runtime_options().threads = 1;
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 64, 32, 32})});
+  Value y = b.input("y", {DType::Float32, make_shape({1, 64, 32, 32})});
+  Graph g = b.finish({b.op1("Concat", {x, y}, {{"axis", int64_t{1}}})}, {"z"});
+  cost::GraphCost gc = m.graph_cost(g);
+  bool has_concat = false;
+  for (const cost::StepCost& s : gc.steps)
+    if (s.step.kind == "concat") has_concat = s.ms > 0;
+  EXPECT_TRUE(has_concat);
+}
+
+TEST(Cost, OperatorInstanceCost) {
+  cost::AnalyticCostModel m(fixed_rates());
+  m.runtime_options().threads = 1;
+  Graph g = conv_relu(true);
+  const Node& conv = *g.outputs()[1].node;
+  double small = m.op_ms(conv);
+  EXPECT_GT(small, 0);
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 56, 56})});
+  Value c = b.op1("Conv", {x, b.constant(ones({32, 16, 3, 3}))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  EXPECT_GT(m.op_ms(*c.node), 3 * small);
+}
+
+TEST(Cost, MeasuredCostsPersistAcrossModels) {
+  std::string db = temp_db("persist");
+  {
+    cost::MeasuredCostModel m(db, 1, 1, 3);
+    cost::GraphCost first = m.graph_cost(conv_relu(false));
+    EXPECT_GT(first.measured_new, 0u);
+    EXPECT_EQ(first.cached, 0u);
+    EXPECT_GT(first.total_ms, 0);
+  }
+  cost::MeasuredCostModel again(db, 1, 1, 3);  // a new process would see the same
+  cost::GraphCost second = again.graph_cost(conv_relu(false));
+  EXPECT_EQ(second.measured_new, 0u);
+  EXPECT_EQ(second.cached, second.steps.size());
+  // Another thread count is another machine configuration.
+  cost::MeasuredCostModel two(db, 2, 1, 3);
+  EXPECT_GT(two.graph_cost(conv_relu(false)).measured_new, 0u);
+  std::filesystem::remove(db);
+}
+
+TEST(Cost, ConcurrentWritersKeepTheDatabaseConsistent) {
+  std::string db = temp_db("concurrent");
+  { cost::CostDb create(db); }
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t)
+    writers.emplace_back([&db, t] {
+      cost::CostDb d(db);  // one connection each, as separate processes would have
+      for (int i = 0; i < 50; ++i) d.store("fp", "sig" + std::to_string(t) + "_" + std::to_string(i), i, 1);
+    });
+  for (auto& w : writers) w.join();
+  cost::CostDb d(db);
+  EXPECT_EQ(d.size(), 200u);
+  EXPECT_EQ(d.lookup("fp", "sig3_7").value_or(-1), 7);
+  EXPECT_FALSE(d.lookup("other", "sig3_7").has_value());
+  std::filesystem::remove(db);
+}
+
+}  // namespace
+}  // namespace isomer

@@ -1,0 +1,219 @@
+// The CPU runtime against the reference evaluator: every lowering (and every
+// fusion) must compute what the operator table says.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "check/compare.h"
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "runtime/npz.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+namespace {
+
+Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(static_cast<size_t>(num_elements(dims)));
+  for (double& x : v) x = u(rng);
+  return Tensor::from_f64(DType::Float32, std::move(dims), v);
+}
+
+// Runs `g` on the runtime (fused and unfused) and on the reference evaluator.
+// Returns the fused executable's step kinds.
+std::vector<std::string> expect_matches_reference(const Graph& g, double tol = 1e-4) {
+  std::vector<Tensor> inputs = random_inputs(g, 7);
+  std::vector<Tensor> want = evaluate(g, inputs);
+  std::vector<std::string> kinds;
+  for (bool fuse : {true, false}) {
+    runtime::RuntimeOptions o;
+    o.threads = 1;
+    o.fuse = fuse;
+    auto exe = runtime::compile(g, o);
+    std::vector<Tensor> got = exe->run(inputs);
+    CheckResult r = compare_outputs(want, got, g.output_names(), tol);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
+    // Running twice gives the same (buffers are reused, not stale).
+    std::vector<Tensor> again = exe->run(inputs);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i].same_as(again[i]));
+    if (fuse)
+      for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
+  }
+  return kinds;
+}
+
+size_t count(const std::vector<std::string>& v, const std::string& k) { return std::count(v.begin(), v.end(), k); }
+
+TEST(Runtime, ConvBatchNormReluFoldsIntoOneConvolution) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 10, 10})});
+  Value w = b.constant(random_tensor({16, 8, 3, 3}, 1));
+  Value bias = b.constant(random_tensor({16}, 2));
+  Value c = b.op1("Conv", {x, w, bias}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value bn = b.op1("BatchNormalization",
+                   {c, b.constant(random_tensor({16}, 3)), b.constant(random_tensor({16}, 4)),
+                    b.constant(random_tensor({16}, 5)), b.constant(random_tensor({16}, 6, 0.5, 2))});
+  Graph g = b.finish({b.op1("Relu", {bn})}, {"y"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "conv"), 1u);
+  EXPECT_EQ(count(kinds, "batchnorm") + count(kinds, "eltwise"), 0u);
+}
+
+TEST(Runtime, GroupedStridedDilatedConvolutions) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 8, 13, 11})});
+  Value dw = b.op1("Conv", {x, b.constant(random_tensor({8, 1, 3, 3}, 1))},
+                   {{"group", int64_t{8}}, {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{1, 0, 1, 2}}});
+  Value dil = b.op1("Conv", {x, b.constant(random_tensor({6, 4, 3, 2}, 2)), b.constant(random_tensor({6}, 3))},
+                    {{"group", int64_t{2}}, {"dilations", std::vector<int64_t>{2, 3}}});
+  Value clip = b.op1("Clip", {dw, b.constant(Tensor::scalar_f32(0)), b.constant(Tensor::scalar_f32(0.5))});
+  Graph g = b.finish({clip, dil}, {"a", "b"});
+  expect_matches_reference(g);
+}
+
+TEST(Runtime, ResidualAddAndReluArePostOps) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 8, 8})});
+  Value c1 = b.op1("Conv", {x, b.constant(random_tensor({16, 16, 1, 1}, 1))});
+  Value c2 = b.op1("Conv", {c1, b.constant(random_tensor({16, 16, 3, 3}, 2))},
+                   {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value y = b.op1("Relu", {b.op1("Add", {c2, x})});
+  Graph g = b.finish({y}, {"y"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "binary"), 0u);
+}
+
+TEST(Runtime, ResidualAccumulatesInPlaceOnlyWhenNothingElseReadsTheAddend) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 8, 8})});
+  Value r1 = b.op1("Relu", {b.op1("Conv", {x, b.constant(random_tensor({16, 16, 1, 1}, 1))})});
+  Value side = b.op1("Conv", {x, b.constant(random_tensor({16, 16, 1, 1}, 3))});  // read only by the Add
+  Value y = b.op1("Add", {b.op1("Conv", {r1, b.constant(random_tensor({16, 16, 1, 1}, 2))}), side});
+  Value y2 = b.op1("Add", {b.op1("Conv", {y, b.constant(random_tensor({16, 16, 1, 1}, 4))}), r1});
+  Value z = b.op1("Mul", {y2, r1});  // r1 is read after the second residual add
+  Graph g = b.finish({z}, {"z"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "copy"), 1u);  // for r1 only
+}
+
+TEST(Runtime, PoolsAndConcat) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 4, 10, 10})});
+  Value mp = b.op1("MaxPool", {x}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                    {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}}});
+  Value ap = b.op1("AveragePool", {x}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                        {"strides", std::vector<int64_t>{2, 2}},
+                                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value cat = b.op1("Concat", {mp, ap}, {{"axis", int64_t{1}}});
+  Value gap = b.op1("GlobalAveragePool", {cat});
+  Graph g = b.finish({cat, gap}, {"cat", "gap"});
+  expect_matches_reference(g);
+}
+
+TEST(Runtime, AttentionBlock) {
+  // q k^T / sqrt(d) -> softmax -> v, with a transposed view feeding MatMul.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 5, 8})});
+  Value wq = b.constant(random_tensor({8, 8}, 1)), bq = b.constant(random_tensor({8}, 2));
+  Value q = b.op1("Add", {b.op1("MatMul", {x, wq}), bq});
+  Value k = b.op1("MatMul", {x, b.constant(random_tensor({8, 8}, 3))});
+  Value kt = b.op1("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  Value s = b.op1("Div", {b.op1("MatMul", {q, kt}), b.constant(Tensor::scalar_f32(2.8284271f))});
+  Value p = b.op1("Softmax", {s}, {{"axis", int64_t{-1}}});
+  Value o = b.op1("MatMul", {p, x});
+  Value ln = b.op1("LayerNormalization",
+                   {b.op1("Add", {o, x}), b.constant(random_tensor({8}, 4)), b.constant(random_tensor({8}, 5))},
+                   {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  Graph g = b.finish({ln}, {"y"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "reference"), 0u);
+}
+
+TEST(Runtime, ErfGeluSubgraphBecomesOneEltwise) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({3, 8})});
+  Value h = b.op1("Add", {b.op1("MatMul", {x, b.constant(random_tensor({8, 16}, 1))}), b.constant(random_tensor({16}, 2))});
+  Value e = b.op1("Erf", {b.op1("Div", {h, b.constant(Tensor::scalar_f32(1.4142135f))})});
+  Value m = b.op1("Mul", {h, b.op1("Add", {e, b.constant(Tensor::scalar_f32(1))})});
+  Value y = b.op1("Mul", {m, b.constant(Tensor::scalar_f32(0.5))});
+  Graph g = b.finish({y}, {"y"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(kinds.size(), 1u);  // MatMul + bias + GELU in one primitive
+}
+
+TEST(Runtime, GemmTransposesAndBroadcastBinary) {
+  GraphBuilder b;
+  Value a = b.input("a", {DType::Float32, make_shape({6, 4})});
+  Value g1 = b.op1("Gemm", {a, b.constant(random_tensor({5, 6}, 1)), b.constant(random_tensor({5}, 2))},
+                   {{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 0.5}, {"beta", 2.0}});
+  Value d = b.op1("Sub", {g1, b.constant(random_tensor({1, 5}, 3))});
+  Value r = b.op1("ReduceMean", {d}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+  Graph g = b.finish({d, r}, {"d", "r"});
+  expect_matches_reference(g);
+}
+
+TEST(Runtime, ReferenceKernelsForTheRest) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({4, 6})});
+  Value idx = b.constant(Tensor::from_i64(DType::Int64, {2}, std::vector<int64_t>{3, 1}));
+  Value gth = b.op1("Gather", {x, idx}, {{"axis", int64_t{0}}});
+  Value e = b.op1("Erf", {gth});
+  Value sh = b.op1("Shape", {x});
+  Value r = b.op1("Reshape", {b.op1("Relu", {x}), b.op1("Concat", {sh, b.constant(Tensor::vector_i64({}))},
+                                                        {{"axis", int64_t{0}}})});
+  Graph g = b.finish({e, r}, {"e", "r"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_GE(count(kinds, "reference"), 2u);  // Gather, Erf
+}
+
+TEST(Runtime, BuffersAreSharedByLiveness) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 64, 32, 32})});
+  Value v = x;
+  for (int i = 0; i < 6; ++i) v = b.op1("Sigmoid", {b.op1("Tanh", {v})});
+  Graph g = b.finish({v}, {"y"});
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  auto exe = runtime::compile(g, o);
+  EXPECT_LT(exe->arena_bytes() * 3, exe->value_bytes());
+  expect_matches_reference(g);
+}
+
+TEST(Runtime, OpaqueNodesAreReportedNotRun) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2})});
+  OpaqueInfo info;
+  info.op_type = "FancyOp";
+  info.domain = "com.example";
+  Value y = b.opaque(info, {x}, {{DType::Float32, make_shape({2})}}, "fancy")[0];
+  Graph g = b.finish({y}, {"y"});
+  std::string why;
+  EXPECT_FALSE(runtime::is_runnable(g, &why));
+  EXPECT_NE(why.find("fancy"), std::string::npos) << why;
+  EXPECT_THROW(runtime::compile(g), Error);
+}
+
+TEST(Runtime, NpzRoundTrip) {
+  std::string path = (std::filesystem::temp_directory_path() / "isomer_rt_test.npz").string();
+  runtime::NamedTensors in = {{"a", random_tensor({2, 3}, 1)},
+                              {"b", Tensor::from_i64(DType::Int64, {4}, std::vector<int64_t>{1, -2, 3, 4})},
+                              {"s", Tensor::scalar_f32(2.5f)}};
+  runtime::write_npz(path, in);
+  runtime::NamedTensors out = runtime::read_npz(path);
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].first, in[i].first);
+    EXPECT_TRUE(out[i].second.same_as(in[i].second));
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(runtime::read_npz(path), Error);
+}
+
+}  // namespace
+}  // namespace isomer

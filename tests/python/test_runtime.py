@@ -1,0 +1,164 @@
+"""isomer's CPU runtime (`isomer run`) against ONNX Runtime, and `isomer cost`.
+
+Node tests from Debian's libonnx-testdata for the operators the runtime lowers to
+oneDNN, a small CNN block built here, the npz interface, --bench's JSON, and the
+cost database being reused across runs.
+"""
+import glob
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper, TensorProto
+
+ort = pytest.importorskip("onnxruntime")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+TESTDATA = "/usr/share/libonnx-testdata/data/node"
+PREFIXES = ("conv", "matmul", "gemm", "maxpool", "averagepool", "globalaveragepool", "relu", "sigmoid", "softmax",
+            "batchnorm", "layer_normalization", "concat", "transpose", "add", "mul", "sub", "div", "reduce_mean",
+            "clip", "leakyrelu", "tanh", "gelu", "hardswish", "reshape", "flatten")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+
+
+def isomer(*args, check=True):
+    p = subprocess.run([ISOMER, *args], capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"isomer {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def node_cases():
+    cases = []
+    for d in sorted(glob.glob(os.path.join(TESTDATA, "test_*"))):
+        name = os.path.basename(d)[5:]
+        if name.startswith(PREFIXES) and "expanded" not in name and os.path.exists(os.path.join(d, "test_data_set_0")):
+            cases.append(d)
+    return cases
+
+
+def load_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+@pytest.mark.parametrize("case", node_cases(), ids=lambda d: os.path.basename(d))
+def test_node_matches_onnxruntime(case, tmp_path):
+    model = onnx.load(os.path.join(case, "model.onnx"))
+    data = os.path.join(case, "test_data_set_0")
+    names = [i.name for i in model.graph.input if i.name not in {x.name for x in model.graph.initializer}]
+    inputs = {n: load_pb(os.path.join(data, f"input_{k}.pb")) for k, n in enumerate(names)}
+    np.savez(tmp_path / "in.npz", **inputs)
+    p = isomer("run", os.path.join(case, "model.onnx"), "--inputs", str(tmp_path / "in.npz"), "--outputs",
+               str(tmp_path / "out.npz"), "--threads", "1", check=False)
+    if p.returncode != 0:
+        # Forms the importer keeps opaque, or types the model cannot express, are
+        # reported clearly; that is the contract, not a mismatch.
+        assert "isomer: error:" in p.stderr, p.stderr
+        pytest.skip(p.stderr.strip()[:200])
+    got = np.load(tmp_path / "out.npz")
+    outs = [o.name for o in model.graph.output]
+    # The test data's expected outputs, and ONNX Runtime's where it has the kernel.
+    wants = [[load_pb(os.path.join(data, f"output_{k}.pb")) for k in range(len(outs))]]
+    try:
+        sess = ort.InferenceSession(os.path.join(case, "model.onnx"), providers=["CPUExecutionProvider"])
+        wants.append(sess.run(None, inputs))
+    except Exception:  # ONNX Runtime lacks this type or form
+        pass
+    for want in wants:
+        check_outputs(outs, got, want)
+
+
+def check_outputs(outs, got, want):
+    for name, w in zip(outs, want):
+        g = got[name]
+        assert g.shape == w.shape, name
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.max(np.abs(w), initial=0))))
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def small_cnn(path):
+    rng = np.random.default_rng(1)
+    def init(name, shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1, name)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "s", "t", "m", "v"], ["n1"]),
+        helper.make_node("Relu", ["n1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=2),
+        helper.make_node("Add", ["c2", "r1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+        helper.make_node("Softmax", ["y"], ["prob"], axis=1),
+    ]
+    inits = [init("w1", (8, 3, 3, 3)), init("b1", (8,)), init("s", (8,)), init("t", (8,)), init("m", (8,)),
+             numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "v"), init("w2", (8, 4, 3, 3)),
+             init("wf", (10, 8)), init("bf", (10,))]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 16])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [2, 10])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(m, path)
+
+
+def test_small_cnn_matches_onnxruntime_and_benches(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 3, 16, 16)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"), "--bench",
+               "--repeat", "5", "--threads", "2", "--report-json", str(tmp_path / "r.json"))
+    assert "latency: median" in p.stdout
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["prob"], want, rtol=1e-4, atol=1e-6)
+    r = json.load(open(tmp_path / "r.json"))
+    for key in ("latency_ms_median", "latency_ms_min", "latency_ms_max", "repeats", "threads"):
+        assert key in r
+    assert r["repeats"] == 5 and r["threads"] == 2
+    assert r["latency_ms_min"] <= r["latency_ms_median"] <= r["latency_ms_max"]
+
+
+def test_random_inputs_print_their_seed(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    a = isomer("run", path, "--seed", "5", "--outputs", str(tmp_path / "a.npz"))
+    isomer("run", path, "--seed", "5", "--outputs", str(tmp_path / "b.npz"))
+    assert "seed 5" in a.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npz")["prob"], np.load(tmp_path / "b.npz")["prob"])
+
+
+def test_cost_database_is_reused(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    db = str(tmp_path / "costs.sqlite")
+    runs = []
+    for k in range(2):
+        isomer("cost", path, "--cost-db", db, "--threads", "1", "--report-json", str(tmp_path / f"c{k}.json"))
+        runs.append(json.load(open(tmp_path / f"c{k}.json")))
+    assert runs[0]["measured_new"] > 0 and runs[0]["cached"] == 0
+    assert runs[1]["measured_new"] == 0 and runs[1]["cached"] == len(runs[1]["steps"])
+    assert runs[1]["total_ms"] > 0
+    a = isomer("cost", path, "--cost", "analytic", "--cost-db", db, "--threads", "1", "-q")
+    assert "total" in a.stdout
+
+
+def test_opaque_models_are_reported_not_run(tmp_path):
+    node = helper.make_node("FancyOp", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)], ir_version=8)
+    path = str(tmp_path / "opaque.onnx")
+    onnx.save(m, path)
+    p = isomer("run", path, check=False)
+    assert p.returncode != 0
+    assert "not runnable on the isomer runtime" in p.stderr
