@@ -1,0 +1,47 @@
+"""isomer: a superoptimizer for ONNX tensor graphs, from Python.
+
+    import onnx, isomer
+    model_opt, report = isomer.optimize(onnx.load("model.onnx"))
+    print(report)                      # the table `isomer optimize` prints
+    report.nodes_before, report.nodes_after, report.rules_applied, report.check
+
+    outputs = isomer.run(model_opt, {"input": x})   # reference evaluator, numpy in/out
+
+    g = isomer.Graph()                 # write graphs (and later rules) in Python
+    x = g.input("x", [1, 3, 32, 32])
+    g.output(g.relu(x), "y")
+    model = g.to_onnx()
+
+Failures raise isomer.Error (a ValueError) with the CLI's message; a failed check
+raises isomer.CheckFailedError carrying the report.
+"""
+
+from ._api import (
+    SEARCH_MODES,
+    CheckFailedError,
+    Error,
+    operator_schema,
+    operators,
+    optimize,
+    run,
+    template_rules,
+)
+from ._core import __version__
+from ._report import Report
+from .graph import Graph, Value, dtype_name
+
+__all__ = [
+    "CheckFailedError",
+    "Error",
+    "Graph",
+    "Report",
+    "SEARCH_MODES",
+    "Value",
+    "__version__",
+    "dtype_name",
+    "operator_schema",
+    "operators",
+    "optimize",
+    "run",
+    "template_rules",
+]

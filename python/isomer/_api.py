@@ -1,0 +1,196 @@
+"""isomer.optimize and isomer.run: the CLI's pipeline, called on in-memory models.
+
+Models cross into C++ as serialized ONNX bytes (or as a path, so that external data
+next to the file is found) and come back as onnx.ModelProto.
+"""
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from . import _core
+from ._report import Report
+
+Error = _core.Error
+Error.__module__ = "isomer"  # tracebacks say isomer.Error, the name users catch
+Error.__doc__ = "Bad input or an unsupported construct; the message is the CLI's. A ValueError."
+
+
+class CheckFailedError(Error):
+    """The optimized model's outputs differ from the original's. Nothing is
+    returned; `.report` says where (check_reason, and culprit_rule when one rule
+    alone is responsible)."""
+
+    def __init__(self, message, report):
+        super().__init__(message)
+        self.report = report
+
+
+SEARCH_MODES = ("templates", "none")
+
+# The check hands graphs with operators isomer cannot evaluate to ONNX Runtime in a
+# Python subprocess ($ISOMER_PYTHON); prefer this interpreter when it has onnxruntime.
+if "ISOMER_PYTHON" not in os.environ and importlib.util.find_spec("onnxruntime") is not None:
+    os.environ["ISOMER_PYTHON"] = sys.executable
+
+
+def _onnx():
+    import onnx  # imported lazily: the builder and run() on bytes need no onnx package
+
+    return onnx
+
+
+def _model_source(model):
+    """(source for _core: bytes or path str, base_dir, name for messages)."""
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)  # a missing file is the importer's error, worded as in the CLI
+        return path, os.path.dirname(os.path.abspath(path)), path
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model), "", "<bytes>"
+    from .graph import Graph
+
+    if isinstance(model, Graph):
+        return model.build().to_onnx_bytes(), "", f"<isomer.Graph '{model.name}'>"
+    if hasattr(model, "SerializeToString"):
+        # onnx.ModelProto (duck-typed, so that onnx need not be importable here)
+        try:
+            data = model.SerializeToString()
+        except ValueError as e:  # protobuf refuses messages over 2 GB
+            raise Error(f"the model cannot be serialized in memory ({e}); save it with external data "
+                        "and pass its path instead") from e
+        return data, "", "<ModelProto>"
+    raise TypeError(f"expected an onnx.ModelProto, a path, bytes or an isomer.Graph, not {type(model).__name__}")
+
+
+def _input_shapes(input_shapes):
+    if input_shapes is None:
+        return {}
+    if not isinstance(input_shapes, dict):
+        raise TypeError(f"input_shapes must be a dict name -> list of ints, not {type(input_shapes).__name__}")
+    out = {}
+    for name, dims in input_shapes.items():
+        if not isinstance(name, str):
+            raise TypeError(f"input_shapes: input names must be str, not {type(name).__name__}")
+        try:
+            dims = [int(d) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else None
+                    for d in dims]
+        except TypeError:
+            raise TypeError(f"input_shapes['{name}'] must be a list of ints") from None
+        if any(d is None for d in dims):
+            raise TypeError(f"input_shapes['{name}'] must be a list of ints")
+        out[name] = dims
+    return out
+
+
+def _to_model_proto(data):
+    model = _onnx().ModelProto()
+    model.ParseFromString(data)
+    return model
+
+
+def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0, tolerance=1e-3,
+             disable=None):
+    """Optimizes a model the way `isomer optimize` does.
+
+    model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
+        isomer.Graph. Pass a path for models with external data.
+    search: "templates" (the template passes: folding, CSE, DCE, fusions) or "none"
+        (no rewrites; import, check and export only).
+    check: run the original and the optimized model on random inputs (seed) and
+        compare them; on a mismatch raise CheckFailedError (nothing is returned).
+    input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
+    tolerance: relative tolerance of the check; disable: rule names to leave out.
+
+    Returns (onnx.ModelProto, Report). The report's fields are those of
+    --report-json.
+    """
+    if search not in SEARCH_MODES:
+        raise ValueError(f"search={search!r} is not available; choose one of: "
+                         + ", ".join(repr(m) for m in SEARCH_MODES))
+    disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
+    source, base_dir, name = _model_source(model)
+    input_name = name if isinstance(source, str) else ""
+    data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
+                                                search != "none", disabled, bool(check), int(seed),
+                                                float(tolerance))
+    report = Report.from_json(document, text)
+    if data is None:
+        message = f"{name}: the optimized model does not match the original ({report.check_reason})"
+        if report.culprit_rule:
+            message += f"; rule '{report.culprit_rule}' is responsible"
+        raise CheckFailedError(message + "; no model was returned", report)
+    return _to_model_proto(data), report
+
+
+def _numpy_name(isomer_dtype):
+    return _ISOMER_TO_NUMPY.get(isomer_dtype, isomer_dtype)
+
+
+_ISOMER_TO_NUMPY = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
+                    "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
+                    "u64": "uint64", "bool": "bool"}
+
+
+def _as_array(value, declared_dtype, what):
+    """A C-contiguous, native-endian numpy array. Arrays keep their dtype (a wrong one is
+    reported by the evaluator); Python scalars and lists take the declared dtype."""
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        a = np.asarray(value)
+        if not a.dtype.isnative:
+            a = a.astype(a.dtype.newbyteorder("="))
+        return np.ascontiguousarray(a)
+    try:
+        return np.ascontiguousarray(np.asarray(value, dtype=_numpy_name(declared_dtype)))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: cannot make a {_numpy_name(declared_dtype)} array of "
+                        f"{type(value).__name__} ({e})") from None
+
+
+def evaluate_graph(graph, inputs):
+    """Runs a _core.Graph on inputs given as a list (graph input order) or a dict by name."""
+    declared = graph.inputs  # [(name, dtype, shape)]
+    names = [n for n, _, _ in declared]
+    if isinstance(inputs, dict):
+        unknown = [k for k in inputs if k not in names]
+        if unknown:
+            raise Error(f"no graph input named '{unknown[0]}' (inputs: {', '.join(names)})")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise Error(f"no value given for graph input '{missing[0]}'")
+        ordered = [inputs[n] for n in names]
+    else:
+        ordered = list(inputs)
+        if len(ordered) != len(names):
+            raise Error(f"the graph has {len(names)} inputs ({', '.join(names)}), {len(ordered)} given")
+    arrays = [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
+    return graph.evaluate(arrays)
+
+
+def run(model, inputs, *, input_shapes=None):
+    """Runs a model with isomer's reference evaluator (float64 inside each operator,
+    results rounded to each value's type).
+
+    model: an onnx.ModelProto, a path, bytes or an isomer.Graph.
+    inputs: a dict {input name: array} or a list in the model's input order.
+    Returns the outputs as a list of numpy arrays, in the model's output order.
+    """
+    source, base_dir, _ = _model_source(model)
+    graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
+    return evaluate_graph(graph, inputs)
+
+
+def template_rules():
+    """Names of the template rules (what `disable=` accepts and reports count)."""
+    return list(_core.template_rule_names())
+
+
+def operators():
+    """Names of the operators isomer understands natively (the operator table)."""
+    return list(_core.op_names())
+
+
+def operator_schema(name):
+    """{"name", "min_inputs", "max_inputs" (-1: variadic), "attributes": {name: kind}}."""
+    return dict(_core.op_schema(name))

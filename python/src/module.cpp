@@ -1,0 +1,441 @@
+// isomer._core: the pybind11 bindings the Python package (python/isomer) is built
+// on. They stay thin: models cross the boundary as serialized ONNX bytes, tensors as
+// numpy arrays, reports as the CLI's JSON text, and every isomer::Error becomes the
+// Python exception isomer.Error with the same message the CLI prints. Convenience
+// (ModelProto handling, dtype names, named builder methods) lives in Python.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "onnx/onnx_io.h"
+#include "ops/op.h"
+#include "passes/passes.h"
+#include "pipeline/optimize.h"
+
+namespace py = pybind11;
+
+namespace isomer {
+namespace {
+
+// ---- tensors <-> numpy ----------------------------------------------------------
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::Float16: return py::dtype("float16");
+    case DType::Float32: return py::dtype("float32");
+    case DType::Float64: return py::dtype("float64");
+    case DType::Int8: return py::dtype("int8");
+    case DType::Int16: return py::dtype("int16");
+    case DType::Int32: return py::dtype("int32");
+    case DType::Int64: return py::dtype("int64");
+    case DType::UInt8: return py::dtype("uint8");
+    case DType::UInt16: return py::dtype("uint16");
+    case DType::UInt32: return py::dtype("uint32");
+    case DType::UInt64: return py::dtype("uint64");
+    case DType::Bool: return py::dtype("bool");
+    default: throw Error("tensors of type " + std::string(dtype_name(t)) + " have no numpy equivalent");
+  }
+}
+
+// numpy kind + item size -> DType; Undefined when isomer has no such type. Read
+// through Python attributes, not pybind11's struct accessors: numpy 2 moved the
+// descriptor's item size, and pybind11 2.10 (Debian 12) reads the numpy 1 layout.
+DType dtype_of(const py::dtype& d) {
+  char kind = py::str(d.attr("kind")).cast<std::string>()[0];
+  int size = d.attr("itemsize").cast<int>();
+  switch (kind) {
+    case 'f': return size == 2 ? DType::Float16 : size == 4 ? DType::Float32 : size == 8 ? DType::Float64 : DType::Undefined;
+    case 'i':
+      return size == 1 ? DType::Int8 : size == 2 ? DType::Int16 : size == 4 ? DType::Int32 : size == 8 ? DType::Int64
+                                                                                                       : DType::Undefined;
+    case 'u':
+      return size == 1 ? DType::UInt8 : size == 2 ? DType::UInt16 : size == 4 ? DType::UInt32 : size == 8 ? DType::UInt64
+                                                                                                          : DType::Undefined;
+    case 'b': return DType::Bool;
+    default: return DType::Undefined;
+  }
+}
+
+// The Python side passes arrays in native byte order (x86 and ARM Linux are
+// little-endian, which is the layout Tensor keeps); non-contiguous ones are copied.
+Tensor tensor_from_array(const py::array& a, const std::string& what) {
+  DType t = dtype_of(a.dtype());
+  require(t != DType::Undefined, what + ": numpy dtype " + std::string(py::str(a.dtype())) + " is not supported");
+  py::array c = py::array::ensure(a, py::array::c_style);
+  std::vector<int64_t> dims(c.shape(), c.shape() + c.ndim());
+  size_t nbytes = static_cast<size_t>(num_elements(dims)) * dtype_size(t);
+  std::string bytes(static_cast<const char*>(c.data()), nbytes);
+  return Tensor(t, std::move(dims), std::move(bytes));
+}
+
+py::array array_from_tensor(const Tensor& t) {
+  // Explicit C-order strides, for the same numpy 2 reason as in dtype_of.
+  std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end()), strides(shape.size());
+  py::ssize_t stride = static_cast<py::ssize_t>(dtype_size(t.dtype()));
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  py::array a(numpy_dtype(t.dtype()), shape, strides);
+  if (t.byte_size() > 0) std::memcpy(a.mutable_data(), t.bytes().data(), t.byte_size());
+  return a;
+}
+
+std::vector<Tensor> tensors_from_arrays(const std::vector<py::array>& arrays, const Graph& g) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::string what = i < g.inputs().size() ? "input '" + g.inputs()[i]->name() + "'" : "input " + std::to_string(i);
+    out.push_back(tensor_from_array(arrays[i], what));
+  }
+  return out;
+}
+
+// ---- shapes and values ----------------------------------------------------------
+
+// A shape as Python sees it: ints for static dims, str for named symbols, None for
+// anonymous unknown dims.
+py::list shape_to_python(const Shape& s) {
+  py::list out;
+  for (const Dim& d : s) {
+    if (d.is_static())
+      out.append(py::int_(d.value));
+    else if (!d.symbol.empty())
+      out.append(py::str(d.symbol));
+    else
+      out.append(py::none());
+  }
+  return out;
+}
+
+Shape shape_from_python(const py::sequence& dims, const std::string& what) {
+  Shape s;
+  for (py::handle h : dims) {
+    if (h.is_none()) {
+      s.push_back(Dim::unknown());
+    } else if (py::isinstance<py::str>(h)) {
+      s.push_back(Dim::sym(h.cast<std::string>()));
+    } else if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
+      int64_t v = h.cast<int64_t>();
+      require(v >= 0, what + ": dimension " + std::to_string(v) + " is negative");
+      s.push_back(Dim(v));
+    } else {
+      throw Error(what + ": a dimension must be an int, a str (symbolic) or None, not " +
+                  std::string(py::str(py::type::of(h).attr("__name__"))));
+    }
+  }
+  return s;
+}
+
+py::tuple type_to_python(const std::string& name, const TensorType& t) {
+  return py::make_tuple(name, std::string(dtype_name(t.dtype)), shape_to_python(t.shape));
+}
+
+// ---- attributes -----------------------------------------------------------------
+
+std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__name__")); }
+
+bool is_int(py::handle h) { return py::isinstance<py::int_>(h) || py::hasattr(h, "__index__"); }
+bool is_number(py::handle h) { return is_int(h) || py::isinstance<py::float_>(h); }
+
+// Converts a Python value to the attribute kind the operator table declares, so a
+// user may write pads=(1, 1, 1, 1) or alpha=1 and still get ints / a float.
+AttrValue attr_from_python(const OpDef& op, const std::string& name, py::handle value) {
+  const AttrSpec* spec = nullptr;
+  for (const AttrSpec& s : op.attributes)
+    if (s.name == name) spec = &s;
+  if (!spec) {
+    std::string known;
+    for (const AttrSpec& s : op.attributes) known += (known.empty() ? "" : ", ") + std::string(s.name);
+    throw Error("operator " + std::string(op.name) + " has no attribute '" + name + "'" +
+                (known.empty() ? " (it takes none)" : " (it has: " + known + ")"));
+  }
+  std::string kind(spec->kind);
+  std::string what = "attribute '" + name + "' of " + std::string(op.name);
+  auto items = [&]() {
+    require(py::isinstance<py::sequence>(value) && !py::isinstance<py::str>(value),
+            what + " must be a list of " + kind.substr(0, kind.size() - 1) + "s, not " + type_name(value));
+    return value.cast<py::sequence>();
+  };
+  if (kind == "int") {
+    require(is_int(value), what + " must be an int, not " + type_name(value));
+    return py::int_(py::reinterpret_borrow<py::object>(value)).cast<int64_t>();
+  }
+  if (kind == "float") {
+    require(is_number(value), what + " must be a float, not " + type_name(value));
+    return value.cast<double>();
+  }
+  if (kind == "string") {
+    require(py::isinstance<py::str>(value), what + " must be a str, not " + type_name(value));
+    return value.cast<std::string>();
+  }
+  if (kind == "ints") {
+    std::vector<int64_t> out;
+    for (py::handle h : items()) {
+      require(is_int(h), what + " must be a list of ints; it holds a " + type_name(h));
+      out.push_back(py::int_(py::reinterpret_borrow<py::object>(h)).cast<int64_t>());
+    }
+    return out;
+  }
+  if (kind == "floats") {
+    std::vector<double> out;
+    for (py::handle h : items()) {
+      require(is_number(h), what + " must be a list of floats; it holds a " + type_name(h));
+      out.push_back(h.cast<double>());
+    }
+    return out;
+  }
+  if (kind == "strings") {
+    std::vector<std::string> out;
+    for (py::handle h : items()) {
+      require(py::isinstance<py::str>(h), what + " must be a list of strs; it holds a " + type_name(h));
+      out.push_back(h.cast<std::string>());
+    }
+    return out;
+  }
+  if (kind == "tensor") {
+    require(py::isinstance<py::array>(value), what + " must be a numpy array, not " + type_name(value));
+    return tensor_from_array(value.cast<py::array>(), what);
+  }
+  throw Error(what + " has kind '" + kind + "', which the Python builder cannot fill");
+}
+
+// ---- models ---------------------------------------------------------------------
+
+// A model given as a path (str) or as serialized bytes.
+Graph import_model(const py::object& source, const std::string& base_dir,
+                   const std::map<std::string, std::vector<int64_t>>& input_shapes, ImportStats* stats) {
+  ImportOptions opts;
+  opts.input_shapes = input_shapes;
+  if (py::isinstance<py::bytes>(source)) {
+    std::string bytes = source.cast<std::string>();
+    py::gil_scoped_release release;
+    return import_onnx_bytes(bytes, base_dir, opts, stats);
+  }
+  std::string path = source.cast<std::string>();
+  py::gil_scoped_release release;
+  return import_onnx_file(path, opts, stats);
+}
+
+// Runs the same pipeline as `isomer optimize` (optimize_graph) on an in-memory
+// model. Returns (optimized model bytes or None when the check failed, report JSON,
+// report text). A failed check is not an exception here: Python raises it with the
+// report attached.
+py::tuple optimize_model(const py::object& source, const std::string& base_dir, const std::string& input_name,
+                         const std::map<std::string, std::vector<int64_t>>& input_shapes, bool run_passes,
+                         const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance) {
+  ImportStats stats;
+  Graph g = import_model(source, base_dir, input_shapes, &stats);
+  OptimizeOptions opts;
+  opts.import.input_shapes = input_shapes;
+  opts.passes.disabled = disabled;
+  if (!run_passes) {
+    // "dce" cannot be disabled; with every rewrite off it has nothing to remove.
+    for (const std::string& rule : template_rule_names())
+      if (rule != "dce") opts.passes.disabled.push_back(rule);
+  }
+  opts.check = check;
+  opts.check_options.seed = seed;
+  opts.check_options.tolerance = tolerance;
+  std::string model, json, text;
+  bool failed = false;
+  {
+    py::gil_scoped_release release;
+    OptimizeResult r = optimize_graph(g, stats, opts);
+    r.report.input_path = input_name;
+    failed = r.report.check.status == CheckResult::Status::Failed;
+    if (!failed) model = export_onnx_bytes(r.graph);
+    json = r.report.to_json();
+    text = r.report.to_text();
+  }
+  py::object out = failed ? py::object(py::none()) : py::object(py::bytes(model));
+  return py::make_tuple(out, json, text);
+}
+
+std::vector<py::array> evaluate_graph(const Graph& g, const std::vector<py::array>& inputs) {
+  std::vector<Tensor> in = tensors_from_arrays(inputs, g);
+  std::vector<Tensor> out;
+  {
+    py::gil_scoped_release release;
+    out = evaluate(g, in);
+  }
+  std::vector<py::array> result;
+  for (const Tensor& t : out) result.push_back(array_from_tensor(t));
+  return result;
+}
+
+py::bytes graph_to_onnx(const Graph& g) {
+  std::string bytes;
+  {
+    py::gil_scoped_release release;
+    bytes = export_onnx_bytes(g);
+  }
+  return py::bytes(bytes);
+}
+
+// ---- the builder ----------------------------------------------------------------
+
+// GraphBuilder plus what Python needs on top: input names are unique, and values
+// from another builder are refused (their inputs would not be this graph's inputs).
+class PyBuilder {
+ public:
+  Value input(const std::string& name, const std::string& dtype, const py::sequence& shape) {
+    require(!name.empty(), "a graph input needs a name");
+    for (const NodePtr& n : builder_.inputs())
+      require(n->name() != name, "the graph already has an input named '" + name + "'");
+    DType t = dtype_from_name(dtype);
+    require(t != DType::Undefined, "input '" + name + "': unknown element type '" + dtype + "'");
+    return own(builder_.input(name, TensorType{t, shape_from_python(shape, "input '" + name + "'")}));
+  }
+
+  Value constant(const py::array& value, const std::string& name) {
+    return own(builder_.constant(tensor_from_array(value, name.empty() ? "constant" : "constant '" + name + "'"), name));
+  }
+
+  std::vector<Value> op(const std::string& op_type, const std::vector<std::optional<Value>>& inputs,
+                        const py::dict& attrs, size_t num_outputs, const std::string& name) {
+    const OpDef& def = get_op(op_type);
+    Attributes a;
+    for (auto [key, value] : attrs) {
+      std::string k = key.cast<std::string>();
+      a.set(k, attr_from_python(def, k, value));
+    }
+    std::vector<Value> in;
+    for (const std::optional<Value>& v : inputs) {
+      if (v) check_mine(*v, op_type);
+      in.push_back(v.value_or(Value{}));
+    }
+    std::vector<Value> out = builder_.op(op_type, std::move(in), std::move(a), num_outputs, name);
+    for (const Value& v : out) own(v);
+    return out;
+  }
+
+  Graph finish(const std::vector<Value>& outputs, const std::vector<std::string>& names, int64_t opset,
+               const std::string& graph_name) {
+    require(!outputs.empty(), "the graph has no outputs: mark at least one value with output()");
+    for (const Value& v : outputs) check_mine(v, "output()");
+    ModelInfo info;
+    info.opset_imports = {{"", opset}};
+    info.producer_name = "isomer";
+    info.producer_version = ISOMER_VERSION;
+    info.graph_name = graph_name;
+    return builder_.finish(outputs, names, std::move(info));
+  }
+
+ private:
+  // The builder's table and input list keep these nodes alive, so the addresses stay unique.
+  Value own(Value v) {
+    mine_.insert(v.node.get());
+    return v;
+  }
+  void check_mine(const Value& v, const std::string& where) const {
+    require(!v.present() || mine_.count(v.node.get()),
+            where + ": " + to_string(v.type()) + " value from " + v.node->op_type() +
+                " belongs to another isomer.Graph");
+  }
+
+  GraphBuilder builder_;
+  std::unordered_set<const Node*> mine_;
+};
+
+std::string describe_value(const Value& v) {
+  if (!v.present()) return "Value(omitted)";
+  std::string from = v.node->kind() == NodeKind::Input ? "input '" + v.node->name() + "'" : v.node->op_type();
+  std::string out = "Value(" + to_string(v.type()) + ", from " + from;
+  if (v.node->num_outputs() > 1) out += " output " + std::to_string(v.index);
+  return out + ")";
+}
+
+}  // namespace
+}  // namespace isomer
+
+PYBIND11_MODULE(_core, m) {
+  using namespace isomer;
+  m.doc() = "isomer's C++ core; use the isomer package, not this module";
+  m.attr("__version__") = ISOMER_VERSION;
+
+  // Every user-facing failure in the C++ core is an isomer::Error; it surfaces as
+  // isomer.Error (a ValueError: bad input, not a bug) with the CLI's message.
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+
+  py::class_<Value>(m, "Value", "one output of a node in a graph being built")
+      .def_property_readonly("dtype", [](const Value& v) { return std::string(dtype_name(v.type().dtype)); })
+      .def_property_readonly("shape", [](const Value& v) { return shape_to_python(v.type().shape); })
+      .def_property_readonly("op_type", [](const Value& v) { return v.node->op_type(); })
+      .def_property_readonly("index", [](const Value& v) { return v.index; })
+      .def_property_readonly("name", [](const Value& v) { return v.node->name(); })
+      .def("__eq__", [](const Value& a, const Value& b) { return a == b; })
+      .def("__hash__", [](const Value& v) { return ValueHash{}(v); })
+      .def("__repr__", &describe_value);
+
+  py::class_<Graph>(m, "Graph", "an immutable isomer graph")
+      .def_property_readonly("inputs",
+                             [](const Graph& g) {
+                               py::list out;
+                               for (const NodePtr& n : g.inputs()) out.append(type_to_python(n->name(), n->output_types()[0]));
+                               return out;
+                             })
+      .def_property_readonly("outputs",
+                             [](const Graph& g) {
+                               py::list out;
+                               for (size_t i = 0; i < g.outputs().size(); ++i)
+                                 out.append(type_to_python(g.output_names()[i], g.outputs()[i].type()));
+                               return out;
+                             })
+      .def_property_readonly("opset", [](const Graph& g) { return g.info().opset(); })
+      .def("num_ops", &Graph::num_ops)
+      .def("op_histogram", &Graph::op_histogram)
+      .def("evaluate", &evaluate_graph, py::arg("inputs"))
+      .def("to_onnx_bytes", &graph_to_onnx)
+      .def("is_evaluable", [](const Graph& g) {
+        std::string why;
+        bool ok = is_evaluable(g, &why);
+        return py::make_tuple(ok, why);
+      });
+
+  py::class_<PyBuilder>(m, "Builder", "builds a graph node by node through the operator table")
+      .def(py::init<>())
+      .def("input", &PyBuilder::input, py::arg("name"), py::arg("dtype"), py::arg("shape"))
+      .def("constant", &PyBuilder::constant, py::arg("value"), py::arg("name") = "")
+      .def("op", &PyBuilder::op, py::arg("op_type"), py::arg("inputs"), py::arg("attrs"), py::arg("num_outputs") = 0,
+           py::arg("name") = "")
+      .def("finish", &PyBuilder::finish, py::arg("outputs"), py::arg("names"), py::arg("opset"),
+           py::arg("graph_name"));
+
+  m.def(
+      "load_model",
+      [](const py::object& source, const std::string& base_dir,
+         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
+        return import_model(source, base_dir, input_shapes, nullptr);
+      },
+      py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"));
+  m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
+        py::arg("input_shapes"), py::arg("run_passes"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
+        py::arg("tolerance"));
+  m.def("template_rule_names", &template_rule_names);
+  m.def("op_names", [] {
+    std::vector<std::string> out;
+    for (const OpDef* op : all_ops()) out.emplace_back(op->name);
+    return out;
+  });
+  m.def("op_schema", [](const std::string& name) {
+    const OpDef& op = get_op(name);
+    py::dict attrs;
+    for (const AttrSpec& s : op.attributes) attrs[py::str(std::string(s.name))] = std::string(s.kind);
+    py::dict d;
+    d["name"] = std::string(op.name);
+    d["min_inputs"] = op.min_inputs;
+    d["max_inputs"] = op.max_inputs;
+    d["attributes"] = attrs;
+    return d;
+  });
+}

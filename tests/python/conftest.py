@@ -1,0 +1,27 @@
+"""Makes `import isomer` find the module built by CMake, without pip install.
+
+The build puts isomer/_core*.so next to links to python/isomer/*.py in
+<build>/python/. The build directory is $ISOMER_BUILD_DIR, else the directory of
+$ISOMER_BIN (the Makefile sets it to build/isomer), else <repo>/build. Without such
+a build, an installed isomer package (pip install .) is used.
+"""
+import glob
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _build_dir():
+    if os.environ.get("ISOMER_BUILD_DIR"):
+        return os.environ["ISOMER_BUILD_DIR"]
+    if os.environ.get("ISOMER_BIN"):
+        return os.path.dirname(os.path.abspath(os.environ["ISOMER_BIN"]))
+    return os.path.join(REPO, "build")
+
+
+_package_parent = os.path.join(_build_dir(), "python")
+if glob.glob(os.path.join(_package_parent, "isomer", "_core*.so")):
+    sys.path.insert(0, _package_parent)
+# The CLI of the same build, for tests that compare the module with it.
+os.environ.setdefault("ISOMER_BIN", os.path.join(_build_dir(), "isomer"))
