@@ -1,9 +1,19 @@
-# isomer front door: make deps | build | test | demo | models | clean
+# isomer front door: make deps | build | test | fuzz | demo | models | clean
 PY     := $(CURDIR)/.venv/bin/python
-BIN    := $(CURDIR)/build/isomer
 JOBS   ?= $(shell nproc)
 
-.PHONY: all deps build test demo models clean
+# SANITIZE=1: build and test with AddressSanitizer + UndefinedBehaviorSanitizer in
+# build/sanitize (no Python module: an ASan library cannot load into python).
+ifeq ($(SANITIZE),1)
+BUILD       := build/sanitize
+CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISOMER_SANITIZE=ON -DISOMER_BUILD_PYTHON=OFF
+else
+BUILD       := build
+CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release
+endif
+BIN    := $(CURDIR)/$(BUILD)/isomer
+
+.PHONY: all deps build test fuzz demo models bench clean
 
 all: build
 
@@ -11,18 +21,26 @@ all: build
 deps:
 	bash scripts/install-deps.sh
 
-# Configure and build in build/ (Release); produces build/isomer.
+# Configure and build in $(BUILD) (build/: Release); produces $(BUILD)/isomer.
 build: deps
-	cmake -S . -B build --no-warn-unused-cli -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
-	cmake --build build -j$(JOBS)
+	cmake -S . -B $(BUILD) --no-warn-unused-cli $(CMAKE_FLAGS) -DPython3_EXECUTABLE=$(PY)
+	cmake --build $(BUILD) -j$(JOBS)
 
-# Run the C++ tests (ctest), then the Python tests (pytest exit 5 = none collected is ok).
+# Run the C++ tests (ctest), then the Python tests (pytest exit 5 = none collected is ok),
+# then the libFuzzer harnesses for a few seconds each over their seed corpus.
 test: build
-	ctest --test-dir build --output-on-failure -j2
+	ctest --test-dir $(BUILD) --output-on-failure -j2
 	@if [ -d tests/python ]; then \
-	  ISOMER_BIN=$(BIN) $(PY) -m pytest -q tests/python; rc=$$?; \
+	  ISOMER_BIN=$(BIN) ISOMER_BUILD_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q tests/python; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; exit $$rc; \
 	else echo "pytest: no tests/python directory"; fi
+	bash scripts/fuzz.sh --quick
+
+# Every fuzzer (optimizer differential, ONNX importer, graph text parser) side by side for
+# about FUZZ_SECONDS; non-zero exit and the reproducer's path on any finding.
+FUZZ_SECONDS ?= 60
+fuzz: build
+	bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS) --tests $(CURDIR)/$(BUILD)/tests/isomer_tests
 
 # Optimize the shipped demo model and print the report.
 demo: build
@@ -32,6 +50,14 @@ demo: build
 # Export torchvision models (random weights) to build/models/*.onnx.
 models: deps
 	$(PY) scripts/export_torchvision.py --out build/models
+
+# isomer's runtime vs ONNX Runtime on the benchmark models (exported if missing),
+# with the cost model's predictions; prints a table, writes build/bench.json.
+BENCH_MODELS := resnet50 inception_v3 mobilenet_v2 squeezenet1_0
+bench: build
+	@for m in $(BENCH_MODELS); do [ -f build/models/$$m.onnx ] || { $(MAKE) models; break; }; done
+	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
+	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
 
 # Remove all build outputs.
 clean:
