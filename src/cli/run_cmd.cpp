@@ -41,7 +41,8 @@ int run_model(const RunArgs& a) {
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);
   std::string why;
-  require(runtime::is_runnable(g, &why), "'" + a.model + "' is not runnable on the isomer runtime: " + why);
+  const bool runnable = runtime::is_runnable(g, &why);  // fills `why` before the message is built
+  require(runnable, "'" + a.model + "' is not runnable on the isomer runtime: " + why);
 
   std::vector<Tensor> inputs;
   if (!a.inputs.empty()) {

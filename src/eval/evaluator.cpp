@@ -65,7 +65,19 @@ std::vector<V> walk(const Graph& g, Leaf leaf, Apply apply) {
 
 }  // namespace
 
+// Inputs whose ONNX type a TensorType cannot state (sequence, optional, map, tensor
+// of unknown rank or element type) have no tensor value isomer could feed.
+static std::string untyped_input_reason(const Node& in) {
+  return "graph input '" + in.name() + "' has an ONNX type isomer cannot state as a tensor type";
+}
+
 bool is_evaluable(const Graph& g, std::string* why) {
+  for (const NodePtr& in : g.inputs()) {
+    if (in->onnx_type()) {
+      if (why) *why = untyped_input_reason(*in);
+      return false;
+    }
+  }
   for (const NodePtr& n : g.topo_order()) {
     if (n->kind() == NodeKind::Opaque) {
       if (why) *why = describe(*n) + " is an operator isomer does not evaluate";
@@ -81,7 +93,8 @@ bool is_evaluable(const Graph& g, std::string* why) {
 
 std::vector<Tensor> evaluate(const Graph& g, const std::vector<Tensor>& inputs) {
   std::string why;
-  require(is_evaluable(g, &why), why);
+  const bool evaluable = is_evaluable(g, &why);  // fills `why` before it is read
+  require(evaluable, why);
   require(inputs.size() == g.inputs().size(), "graph has " + std::to_string(g.inputs().size()) + " inputs, " +
                                                   std::to_string(inputs.size()) + " given");
   std::unordered_map<const Node*, const Tensor*> given;
@@ -148,6 +161,8 @@ std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g, const std:
 }
 
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {
+  for (const NodePtr& in : g.inputs())
+    require(!in->onnx_type(), untyped_input_reason(*in) + ": no random data can be made for it");
   std::mt19937_64 rng(seed);
   std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
   std::vector<Tensor> out;

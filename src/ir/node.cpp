@@ -48,13 +48,14 @@ bool Node::same_structure(const Node& o) const {
   return false;
 }
 
-NodePtr Node::make_input(std::string name, TensorType type) {
+NodePtr Node::make_input(std::string name, TensorType type, std::optional<std::string> onnx_type) {
   require(!name.empty(), "a graph input needs a name");
   std::shared_ptr<Node> n(new Node());
   n->kind_ = NodeKind::Input;
   n->op_type_ = "Input";
   n->name_ = std::move(name);
   n->output_types_ = {std::move(type)};
+  n->onnx_type_ = std::move(onnx_type);
   n->finalize();
   return n;
 }
@@ -141,6 +142,14 @@ NodePtr Node::with_inputs(std::vector<Value> inputs) const {
     }
     default: return shared_from_this();
   }
+}
+
+const std::string* onnx_type_of(const Value& v) {
+  if (!v.present()) return nullptr;
+  if (v.node->kind() == NodeKind::Input) return v.node->onnx_type();
+  const OpaqueInfo* opaque = v.node->opaque();
+  if (opaque && opaque->output_type_unknown(v.index)) return &*opaque->onnx_output_types[v.index];
+  return nullptr;
 }
 
 std::string describe(const Node& n) {

@@ -84,6 +84,11 @@ class Node : public std::enable_shared_from_this<Node> {
   const std::vector<std::string>& output_names() const { return output_names_; }
   const Tensor* value() const { return value_ ? &*value_ : nullptr; }
   const OpaqueInfo* opaque() const { return opaque_.get(); }
+  // Input only: the serialized ONNX TypeProto of a graph input whose type a
+  // TensorType cannot state (sequence, optional, map, tensor of unknown rank or
+  // element type); nullptr where output_types() is exact. Consumers of such an
+  // input stay opaque; export writes this type back verbatim. Not part of identity.
+  const std::string* onnx_type() const { return onnx_type_ ? &*onnx_type_ : nullptr; }
 
   size_t hash() const { return hash_; }
   // Structural identity (what hash-consing merges on).
@@ -91,7 +96,7 @@ class Node : public std::enable_shared_from_this<Node> {
 
   // Validating constructors. They check arity, infer output types through the
   // operator's shape rule and throw Error with a clear message on bad input.
-  static NodePtr make_input(std::string name, TensorType type);
+  static NodePtr make_input(std::string name, TensorType type, std::optional<std::string> onnx_type = std::nullopt);
   static NodePtr make_constant(Tensor value, std::string name = "");
   static NodePtr make_op(const OpDef& op, std::vector<Value> inputs, Attributes attrs,
                          size_t num_outputs = 0, std::string name = "",
@@ -118,8 +123,15 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::string> output_names_;
   std::optional<Tensor> value_;
   std::shared_ptr<const OpaqueInfo> opaque_;
+  std::optional<std::string> onnx_type_;  // Input only, see onnx_type()
   size_t hash_ = 0;
 };
+
+// The serialized ONNX TypeProto of a value whose type its TensorType cannot state
+// (an opaque node's output of unknown type, or a graph input with onnx_type());
+// nullptr where value.type() is exact. The string may be empty (type not known at all).
+const std::string* onnx_type_of(const Value& v);
+inline bool type_unknown(const Value& v) { return onnx_type_of(v) != nullptr; }
 
 // "node 'conv1' (Conv)" for error messages.
 std::string describe(const Node& n);

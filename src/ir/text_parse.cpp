@@ -323,9 +323,20 @@ class Parser {
         if (ref.kind != Token::Ref) fail(ref, "expected a graph input like %x, found " + describe(ref));
         expect(":");
         TensorType type = parse_type();
+        std::optional<std::string> onnx_type;
+        if (accept_word("onnx_type")) {
+          expect("=");
+          onnx_type = expect_blob("a serialized TypeProto").text;
+        }
         Value v;
         try {
-          v = builder_.input(ref.text, type);
+          if (!onnx_type) {
+            v = builder_.input(ref.text, type);
+          } else {
+            for (const NodePtr& in : builder_.inputs())
+              require(in->name() != ref.text, "duplicate graph input '" + ref.text + "'");
+            v = builder_.intern(Node::make_input(ref.text, type, std::move(onnx_type)))->output(0);
+          }
         } catch (const Error& e) {
           fail(ref, e.what());
         }

@@ -206,6 +206,8 @@ class Printer {
       std::string ref = named_ref(in.name());
       refs_[&in] = {ref};
       out_ += (i ? ", " : "") + ref + ": " + print_type(in.output_types()[0]);
+      // The ONNX type of an input a TensorType cannot state (sequence, map, ...).
+      if (in.onnx_type()) out_ += " onnx_type=b64\"" + to_base64(*in.onnx_type()) + "\"";
     }
     out_ += ") {\n";
     for (const NodePtr& node : g_.topo_order()) print_node(*node);

@@ -275,10 +275,9 @@ class Exporter {
   void add_value_info(const std::string& name, const Value& v, google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* out) {
     onnx::ValueInfoProto* vi = out->Add();
     vi->set_name(name);
-    const OpaqueInfo* opaque = v.node->opaque();
-    if (opaque && opaque->output_type_unknown(v.index)) {
-      if (!opaque->onnx_output_types[v.index]->empty())
-        vi->mutable_type()->ParseFromString(*opaque->onnx_output_types[v.index]);
+    // Types a TensorType cannot state (opaque outputs, untyped graph inputs) go back verbatim.
+    if (const std::string* onnx_type = onnx_type_of(v)) {
+      if (!onnx_type->empty()) vi->mutable_type()->ParseFromString(*onnx_type);
     } else {
       tensor_type_to_proto(v.type(), vi->mutable_type());
     }

@@ -274,9 +274,14 @@ class Importer {
         type.dtype = static_cast<DType>(tt.elem_type());
         type.shape = make_shape(fixed->second);
       } else if (!tensor_type_from_proto(in.type(), &type)) {
-        throw Error("graph input '" + in.name() + "' is " + type_kind(in.type()) +
-                    "; isomer reads tensor inputs of known rank" +
-                    (in.type().has_tensor_type() ? " (fix its shape with --input-shape)" : ""));
+        // A type a TensorType cannot state is kept verbatim; its readers stay opaque.
+        type = TensorType{};
+        const auto& tt = in.type().tensor_type();
+        if (in.type().has_tensor_type() && tt.elem_type() > 0 && tt.elem_type() <= static_cast<int>(DType::BFloat16))
+          type.dtype = static_cast<DType>(tt.elem_type());
+        NodePtr node = builder_.intern(Node::make_input(in.name(), std::move(type), in.type().SerializeAsString()));
+        define(in.name(), node->output(0));
+        continue;
       }
       define(in.name(), builder_.input(in.name(), std::move(type)));
     }
@@ -391,10 +396,8 @@ class Importer {
     return std::nullopt;
   }
 
-  // True if `v` is an output of an opaque node whose type shape inference could not state.
-  static bool unknown_type(const Value& v) {
-    return v.present() && v.node->kind() == NodeKind::Opaque && v.node->opaque()->output_type_unknown(v.index);
-  }
+  // True if `v` is an opaque output or graph input whose type a TensorType cannot state.
+  static bool unknown_type(const Value& v) { return type_unknown(v); }
 
   // Whether ONNX's own checks (schema verification and the operator's shape
   // inference) accept `node` with isomer's input types: when they do, a failing

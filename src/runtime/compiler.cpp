@@ -432,6 +432,12 @@ void Compiler::run() {
 }
 
 bool is_runnable(const Graph& g, std::string* why) {
+  for (const NodePtr& in : g.inputs()) {
+    if (in->onnx_type()) {
+      if (why) *why = "graph input '" + in->name() + "' is not a tensor of known rank";
+      return false;
+    }
+  }
   for (const NodePtr& n : g.topo_order()) {
     if (n->kind() == NodeKind::Opaque) {
       if (why) *why = describe(*n) + " is an operator isomer does not understand (opaque)";

@@ -9,6 +9,7 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/text.h"
 #include "onnx/onnx_io.h"
 
 namespace isomer {
@@ -439,6 +440,60 @@ TEST(OnnxOpaque, UnknownShapesMakeConsumersOpaque) {
   EXPECT_TRUE(same_graph(graph, back));
 }
 
+// A sequence graph input is kept with its ONNX type: SequenceAt (and Identity, a
+// native operator, on the sequence) stay opaque, Relu after SequenceAt is native.
+TEST(OnnxOpaque, SequenceInputRoundTrips) {
+  onnx::ModelProto m = base_model();
+  auto* g = m.mutable_graph();
+  auto* seq = g->add_input();
+  seq->set_name("seq");
+  auto* elem = seq->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  elem->set_elem_type(1);
+  elem->mutable_shape()->add_dim()->set_dim_value(2);
+  elem->mutable_shape()->add_dim()->set_dim_value(3);
+  onnx::TensorProto pos;
+  pos.set_name("pos");
+  pos.set_data_type(onnx::TensorProto::INT64);
+  pos.add_int64_data(0);
+  *g->add_initializer() = pos;
+  add_node(g, "SequenceAt", {"seq", "pos"}, {"t"}, "at");
+  add_node(g, "Relu", {"t"}, {"y"}, "relu");
+  add_node(g, "Identity", {"seq"}, {"copy"}, "copy");
+  set_tensor_type(g->add_output(), "y", 1, {"2", "3"});
+  *g->add_output() = *seq;
+  g->mutable_output(1)->set_name("copy");
+  *g->add_output() = *seq;  // the input itself as an output
+
+  Graph graph = import_onnx_bytes(bytes_of(m), "");
+  ASSERT_EQ(graph.inputs().size(), 1u);
+  ASSERT_NE(graph.inputs()[0]->onnx_type(), nullptr);
+  EXPECT_EQ(*graph.inputs()[0]->onnx_type(), seq->type().SerializeAsString());
+  const Value& y = graph.outputs()[0];
+  EXPECT_EQ(y.node->op_type(), "Relu");
+  EXPECT_EQ(y.node->kind(), NodeKind::Op);
+  EXPECT_EQ(y.node->inputs()[0].node->kind(), NodeKind::Opaque);
+  EXPECT_EQ(graph.outputs()[1].node->kind(), NodeKind::Opaque);
+
+  Graph back = round_trip(graph);
+  onnx::ModelProto out = parse(export_onnx_bytes(back));
+  ASSERT_EQ(out.graph().input_size(), 1);
+  EXPECT_TRUE(out.graph().input(0).type().has_sequence_type());
+  for (int i = 1; i < out.graph().output_size(); ++i)
+    EXPECT_TRUE(out.graph().output(i).type().has_sequence_type()) << out.graph().output(i).name();
+
+  std::string why;
+  EXPECT_FALSE(is_evaluable(graph, &why));
+  EXPECT_NE(why.find("'seq'"), std::string::npos) << why;
+  expect_error([&] { random_inputs(graph, 1); }, {"'seq'"});
+
+  const std::string text = print_graph(graph);
+  EXPECT_NE(text.find("onnx_type=b64"), std::string::npos) << text;
+  Graph parsed = parse_graph(text);
+  EXPECT_EQ(print_graph(parsed), text);
+  ASSERT_NE(parsed.inputs()[0]->onnx_type(), nullptr);
+  EXPECT_EQ(*parsed.inputs()[0]->onnx_type(), *graph.inputs()[0]->onnx_type());
+}
+
 // If node whose branches read outer values: those become implicit inputs.
 onnx::ModelProto if_model() {
   onnx::ModelProto m = base_model();
@@ -658,7 +713,9 @@ TEST(OnnxBadInput, ShapeMismatchIsAnErrorNamingTheNode) {
   expect_error([&] { import_onnx_bytes(bytes_of(m), ""); }, {"'bad_add'", "broadcast"});
 }
 
-TEST(OnnxBadInput, NonTensorInputsAreRefusedClearly) {
+// Non-tensor inputs are read (see OnnxOpaque.SequenceInputRoundTrips), but a shape
+// cannot be fixed on them.
+TEST(OnnxBadInput, NonTensorInputsRefuseFixedShapes) {
   onnx::ModelProto m = base_model();
   auto* g = m.mutable_graph();
   auto* in = g->add_input();
@@ -666,7 +723,10 @@ TEST(OnnxBadInput, NonTensorInputsAreRefusedClearly) {
   in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
   add_node(g, "SequenceLength", {"seq"}, {"n"});
   set_tensor_type(g->add_output(), "n", 7, {});
-  expect_error([&] { import_onnx_bytes(bytes_of(m), ""); }, {"graph input 'seq'", "sequence"});
+  EXPECT_NO_THROW(import_onnx_bytes(bytes_of(m), ""));
+  ImportOptions opts;
+  opts.input_shapes["seq"] = {2};
+  expect_error([&] { import_onnx_bytes(bytes_of(m), "", opts); }, {"graph input 'seq'", "sequence"});
 }
 
 TEST(OnnxBadInput, FailedExportLeavesExistingFileAlone) {
