@@ -91,7 +91,7 @@ def _to_model_proto(data):
 
 
 def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0, tolerance=1e-3,
-             disable=None):
+             disable=None, allow_nonfinite=False):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
@@ -102,6 +102,7 @@ def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0
         compare them; on a mismatch raise CheckFailedError (nothing is returned).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
+    allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
 
     Returns (onnx.ModelProto, Report). The report's fields are those of
     --report-json.
@@ -114,7 +115,7 @@ def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
                                                 search != "none", disabled, bool(check), int(seed),
-                                                float(tolerance))
+                                                float(tolerance), bool(allow_nonfinite))
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"

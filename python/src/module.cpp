@@ -232,7 +232,8 @@ Graph import_model(const py::object& source, const std::string& base_dir,
 // report attached.
 py::tuple optimize_model(const py::object& source, const std::string& base_dir, const std::string& input_name,
                          const std::map<std::string, std::vector<int64_t>>& input_shapes, bool run_passes,
-                         const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance) {
+                         const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance,
+                         bool allow_nonfinite) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
@@ -244,6 +245,7 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
       if (rule != "dce") opts.passes.disabled.push_back(rule);
   }
   opts.check = check;
+  opts.allow_nonfinite = allow_nonfinite;
   opts.check_options.seed = seed;
   opts.check_options.tolerance = tolerance;
   std::string model, json, text;
@@ -420,7 +422,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"));
   m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
         py::arg("input_shapes"), py::arg("run_passes"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
-        py::arg("tolerance"));
+        py::arg("tolerance"), py::arg("allow_nonfinite"));
   m.def("template_rule_names", &template_rule_names);
   m.def("op_names", [] {
     std::vector<std::string> out;

@@ -48,6 +48,7 @@ struct OptimizeArgs {
   std::vector<std::string> input_shapes, disabled;
   uint64_t seed = 0;
   bool no_check = false;
+  bool allow_nonfinite = false;
   double tolerance = 1e-3;
   std::string cost = "measured", cost_db;
 };
@@ -57,6 +58,7 @@ int run_optimize(const OptimizeArgs& a) {
   opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
   opts.passes.disabled = a.disabled;
   opts.check = !a.no_check;
+  opts.allow_nonfinite = a.allow_nonfinite;
   opts.check_options.seed = a.seed;
   opts.check_options.tolerance = a.tolerance;
   opts.cost_model = a.cost;
@@ -131,6 +133,7 @@ void add_commands(CLI::App& app) {
   o->add_option("--tolerance", opt->tolerance, "relative tolerance of the check (default 1e-3)");
   o->add_option("--disable", opt->disabled, "rule to leave out (repeatable)");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
+  o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
   o->add_option("--cost", opt->cost, "cost model for the before/after time: measured (default), analytic, none")
       ->check(CLI::IsMember({"measured", "analytic", "none"}));
   o->add_option("--cost-db", opt->cost_db, "cache of measured operator costs (default ~/.cache/isomer/costs.sqlite)");

@@ -1,6 +1,7 @@
 #include "pipeline/optimize.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -42,6 +43,32 @@ std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std:
 
 }  // namespace
 
+// NaN weights make a model compute NaN, so there is nothing to optimize or check;
+// Inf in a weight tensor is as suspicious. A single-element Inf constant is the
+// fill value of an attention mask (Where(mask, x, -inf)) and is legitimate.
+void require_finite_weights(const Graph& g) {
+  std::vector<NodePtr> order = g.topo_order();
+  for (const NodePtr& n : order) {
+    if (n->kind() != NodeKind::Constant || !is_float(n->value()->dtype())) continue;
+    std::vector<double> v = n->value()->to_f64();
+    for (size_t i = 0; i < v.size(); ++i) {
+      bool nan = std::isnan(v[i]);
+      if (!nan && (!std::isinf(v[i]) || v.size() == 1)) continue;
+      std::string what = n->name().empty() ? "a constant" : "initializer '" + n->name() + "'";
+      for (const NodePtr& user : order) {
+        bool uses = false;
+        for (const Value& in : user->inputs()) uses = uses || in.node == n;
+        if (uses) {
+          what += " (input of node '" + (user->name().empty() ? user->op_type() : user->name()) + "')";
+          break;
+        }
+      }
+      throw Error(what + " holds " + (nan ? "NaN" : "Inf") + " at element " + std::to_string(i) +
+                  ": refusing to optimize a model with non-finite weights (--allow-nonfinite accepts it)");
+    }
+  }
+}
+
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   s.histogram = g.op_histogram();
@@ -51,6 +78,7 @@ GraphSummary summarize(const Graph& g) {
 }
 
 OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& opts) {
+  if (!opts.allow_nonfinite) require_finite_weights(g);
   OptimizeReport rep;
   rep.before.nodes = import_stats.onnx_nodes;
   rep.before.histogram = import_stats.onnx_histogram;
@@ -106,6 +134,13 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
 OptimizeReport optimize_file(const std::string& in_path, const std::string& out_path, const OptimizeOptions& opts) {
   ImportStats stats;
   Graph g = import_onnx_file(in_path, opts.import, &stats);
+  if (!opts.allow_nonfinite) {
+    try {
+      require_finite_weights(g);
+    } catch (const Error& e) {
+      throw Error(in_path + ": " + e.what());
+    }
+  }
   OptimizeResult r = optimize_graph(g, stats, opts);
   r.report.input_path = in_path;
   r.report.output_path = out_path;

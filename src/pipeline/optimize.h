@@ -25,6 +25,8 @@ struct OptimizeOptions {
   std::string cost_model = "measured";
   std::string cost_db;
   int cost_threads = 0;  // 0 = every core
+  // Accept NaN or Inf in weight tensors (refused by default: see require_finite_weights).
+  bool allow_nonfinite = false;
 };
 
 struct GraphSummary {
@@ -60,6 +62,10 @@ struct OptimizeResult {
 };
 
 GraphSummary summarize(const Graph& g);
+
+// Throws Error naming the constant and its consumer if a float constant holds NaN, or
+// Inf anywhere but in a single-element constant (a mask's fill value).
+void require_finite_weights(const Graph& g);
 
 // Optimizes an imported graph. `import_stats` describes the source model (its node
 // counts as written). Never throws on a failed check: the report says so.

@@ -204,12 +204,9 @@ def external_beyond_end(d):
     return _external("weights.bin", offset=8, length=12)
 
 
-# Cases isomer does not refuse yet (found by this file; each is a bug for the importer
-# unless the lead decides otherwise). xfail, not skip: a fix shows up as XPASS.
-KNOWN_ACCEPTED = {
-    "nan_weights": "NaN initializers are accepted (issue 5 lists them as bad input; decide: refuse or warn)",
-    "inf_weights": "Inf initializers are accepted (note: -inf masks are legitimate in attention models)",
-}
+# Cases isomer does not refuse yet (each is a bug for the importer). xfail, not skip:
+# a fix shows up as XPASS.
+KNOWN_ACCEPTED = {}
 
 CASES = [truncated, corrupt, garbage, empty, future_ir_version, future_opset, cycle, dangling_input,
          undeclared_input_no_io, dangling_output, duplicate_value_names, duplicate_input_names, duplicate_initializer_names,
@@ -273,5 +270,31 @@ def test_good_model_passes(tmp_path, isomer_bin):
     (tmp_path / "good.onnx").write_bytes(_bytes(_good_model()))
     proc = subprocess.run([isomer_bin, "optimize", str(tmp_path / "good.onnx"), "-o", str(tmp_path / "o.onnx")],
                           capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o.onnx").exists()
+
+
+def test_good_model_passes_with_single_inf_constant(tmp_path, isomer_bin):
+    """-inf as a single-element constant is a mask's fill value (Where(mask, x, -inf)): accepted."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["m"]), helper.make_node("Where", ["m", "x", "ninf"], ["y"])]
+    inits = [numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+             numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])], inits)
+    (tmp_path / "mask.onnx").write_bytes(_bytes(model))
+    proc = subprocess.run([isomer_bin, "optimize", str(tmp_path / "mask.onnx"), "-o", str(tmp_path / "o.onnx")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("make", [nan_weights, inf_weights], ids=["nan", "inf"])
+def test_nonfinite_weights_named_and_overridable(tmp_path, isomer_bin, make):
+    (tmp_path / "w.onnx").write_bytes(make(str(tmp_path)))
+    args = [isomer_bin, "optimize", str(tmp_path / "w.onnx"), "-o", str(tmp_path / "o.onnx")]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "initializer 'w'" in proc.stderr and "element 1" in proc.stderr, proc.stderr
+    assert str(tmp_path / "w.onnx") in proc.stderr
+    proc = subprocess.run(args + ["--allow-nonfinite"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o.onnx").exists()
