@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -45,7 +46,9 @@ void write_file(const std::string& path, const std::string& text) {
 
 struct OptimizeArgs {
   std::string input, output, report_json;
-  std::vector<std::string> input_shapes, disabled;
+  std::vector<std::string> input_shapes, disabled, rules;
+  std::string search = "templates";
+  double budget = 10;
   uint64_t seed = 0;
   bool no_check = false;
   bool allow_nonfinite = false;
@@ -56,7 +59,14 @@ struct OptimizeArgs {
 int run_optimize(const OptimizeArgs& a) {
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
-  opts.passes.disabled = a.disabled;
+  std::vector<std::string> templates = template_rule_names();
+  for (const std::string& name : a.disabled) {
+    bool is_template = std::find(templates.begin(), templates.end(), name) != templates.end();
+    (is_template ? opts.passes.disabled : opts.search_options.disabled).push_back(name);
+  }
+  opts.search = a.search;
+  opts.rule_paths = a.rules;
+  opts.search_options.budget_s = a.budget;
   opts.check = !a.no_check;
   opts.allow_nonfinite = a.allow_nonfinite;
   opts.check_options.seed = a.seed;
@@ -132,6 +142,13 @@ void add_commands(CLI::App& app) {
   o->add_option("--seed", opt->seed, "seed of the random inputs used by the check");
   o->add_option("--tolerance", opt->tolerance, "relative tolerance of the check (default 1e-3)");
   o->add_option("--disable", opt->disabled, "rule to leave out (repeatable)");
+  o->add_option("--search", opt->search,
+                "none, templates (default: the template passes) or backtrack (then a cost-based search over "
+                "the verified rules)")
+      ->check(CLI::IsMember({"none", "templates", "backtrack"}));
+  o->add_option("--rules", opt->rules, "rule file or directory for --search backtrack (repeatable; default: "
+                                       "isomer's shipped rules/)");
+  o->add_option("--budget", opt->budget, "seconds the search may take (default 10)");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
   o->add_option("--cost", opt->cost, "cost model for the before/after time: measured (default), analytic, none")

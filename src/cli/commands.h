@@ -22,5 +22,7 @@ std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::v
 void add_run_command(CLI::App& app);   // run_cmd.cpp
 void add_cost_command(CLI::App& app);  // cost_cmd.cpp
 void add_rules_command(CLI::App& app); // rules_cmd.cpp
+// `rules generate`, added to the `rules` subcommand (generate_cmd.cpp).
+void add_rules_generate_command(CLI::App& rules);
 
 }  // namespace isomer::cli

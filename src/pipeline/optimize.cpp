@@ -1,5 +1,6 @@
 #include "pipeline/optimize.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,11 +32,15 @@ std::string human_bytes(size_t n) {
 
 // On a failed check, finds a rule whose removal makes the check pass.
 std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std::map<std::string, size_t>& fired) {
+  std::vector<std::string> templates = template_rule_names();
   for (const auto& [rule, count] : fired) {
-    if (count == 0 || rule == "dce") continue;  // dce cannot be switched off
+    if (count == 0 || rule == "dce" || rule == "constant-to-initializer") continue;  // not switchable
     OptimizeOptions without = opts;
-    without.passes.disabled.push_back(rule);
-    Graph h = simplify(g, without.passes);
+    if (std::find(templates.begin(), templates.end(), rule) != templates.end())
+      without.passes.disabled.push_back(rule);
+    else
+      without.search_options.disabled.push_back(rule);
+    Graph h = rewrite_graph(g, without, nullptr);
     if (compare_graphs(g, h, opts.check_options).status == CheckResult::Status::Passed) return rule;
   }
   return "";
@@ -69,6 +74,36 @@ void require_finite_weights(const Graph& g) {
   }
 }
 
+Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
+                    OptimizeReport* report) {
+  require(opts.search == "none" || opts.search == "templates" || opts.search == "backtrack",
+          "unknown search '" + opts.search + "' (choose none, templates or backtrack)");
+  if (opts.search == "none") return g;
+  PassStats stats;
+  Graph out = simplify(g, opts.passes, &stats);
+  if (applied) *applied = stats.applied;
+  if (opts.search != "backtrack") return out;
+
+  std::vector<std::string> paths = opts.rule_paths;
+  if (paths.empty()) paths.push_back(default_rules_path());
+  RuleSet set = load_rule_files(paths);
+  std::vector<Rule> rules = search_rules(set, opts.search_options.disabled);
+  // The search prices operators alone; the report's cost model prices whole graphs.
+  std::string kind = opts.cost_model == "none" ? "analytic" : opts.cost_model;
+  std::unique_ptr<cost::CostModel> model = cost::make_cost_model(kind, opts.cost_db, opts.cost_threads);
+  SearchOptions so = opts.search_options;
+  so.passes = opts.passes;
+  SearchStats sst;
+  out = backtracking_search(out, rules, [&](const Node& n) { return model->op_ms(n); }, so, &sst);
+  if (applied)
+    for (const auto& [name, n] : sst.rules_applied) (*applied)[name] += n;
+  if (report) {
+    report->search_stats = sst;
+    report->rules_loaded = set.rules.size();
+  }
+  return out;
+}
+
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   s.histogram = g.op_histogram();
@@ -90,10 +125,9 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   rep.check_requested = opts.check;
 
   auto t0 = std::chrono::steady_clock::now();
-  PassStats stats;
-  Graph out = simplify(g, opts.passes, &stats);
+  rep.search = opts.search;
+  Graph out = rewrite_graph(g, opts, &rep.rules_applied, &rep);
   rep.optimize_seconds = seconds_since(t0);
-  rep.rules_applied = stats.applied;
   // What the import already did: ONNX Constant nodes became constants (exported as
   // initializers), and nodes no output depends on were never part of the graph.
   auto constants = import_stats.onnx_histogram.find("Constant");
@@ -122,7 +156,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   if (opts.check) {
     auto t1 = std::chrono::steady_clock::now();
     rep.check = compare_graphs(g, out, opts.check_options);
-    if (rep.check.status == CheckResult::Status::Failed) rep.culprit = find_culprit(g, opts, stats.applied);
+    if (rep.check.status == CheckResult::Status::Failed) rep.culprit = find_culprit(g, opts, rep.rules_applied);
     rep.check_seconds = seconds_since(t1);
   } else {
     rep.check.status = CheckResult::Status::Skipped;
@@ -178,6 +212,17 @@ std::string OptimizeReport::to_json() const {
   j["max_rel_error"] = check.max_rel_error;
   if (!culprit.empty()) j["culprit_rule"] = culprit;
   j["rules_applied"] = rules_applied;
+  j["search"] = search;
+  if (search == "backtrack") {
+    j["search_rules_loaded"] = rules_loaded;
+    j["search_rules_used"] = search_stats.rules_used;
+    j["search_expanded"] = search_stats.expanded;
+    j["search_generated"] = search_stats.generated;
+    j["search_seconds"] = search_stats.seconds;
+    j["search_budget_exhausted"] = search_stats.budget_exhausted;
+    j["search_cost_before_ms"] = search_stats.cost_before;
+    j["search_cost_after_ms"] = search_stats.cost_after;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -208,6 +253,14 @@ std::string OptimizeReport::to_text() const {
   }
   std::snprintf(line, sizeof line, "\noptimized in %.3f s\n", optimize_seconds);
   out << line;
+  if (search == "backtrack") {
+    std::snprintf(line, sizeof line,
+                  "search: %zu rules loaded, %zu usable (reversals included), %zu graphs expanded, "
+                  "%zu rewrites, %.2f s%s\n",
+                  rules_loaded, search_stats.rules_used, search_stats.expanded, search_stats.generated,
+                  search_stats.seconds, search_stats.budget_exhausted ? " (budget spent)" : "");
+    out << line;
+  }
   if (cost_before_ms >= 0 && cost_after_ms >= 0) {
     std::snprintf(line, sizeof line, "time on isomer's runtime (%s cost): %.3f ms -> %.3f ms (%.2fx)\n",
                   cost_model.c_str(), cost_before_ms, cost_after_ms,

@@ -12,12 +12,19 @@
 #include "ir/graph.h"
 #include "onnx/onnx_io.h"
 #include "passes/passes.h"
+#include "search/search.h"
 
 namespace isomer {
 
 struct OptimizeOptions {
   ImportOptions import;
   PassOptions passes;
+  // "none": no rewrites; "templates": the template passes; "backtrack": the template
+  // passes, then the cost-based backtracking search over the verified rules of
+  // rule_paths (default: isomer's shipped rule set, see default_rules_path()).
+  std::string search = "templates";
+  std::vector<std::string> rule_paths;
+  SearchOptions search_options;
   bool check = true;
   CheckOptions check_options;
   // Cost of the graph before and after on isomer's runtime: "measured" (cached in
@@ -41,6 +48,9 @@ struct OptimizeReport {
   size_t opaque_nodes = 0;
   std::vector<std::string> opaque_reasons;
   std::map<std::string, size_t> rules_applied;
+  std::string search;            // the search mode that ran
+  SearchStats search_stats;      // backtrack only
+  size_t rules_loaded = 0;       // backtrack only: rules read from the rule files
   double optimize_seconds = 0;
   double check_seconds = 0;
   bool check_requested = true;
@@ -66,6 +76,12 @@ GraphSummary summarize(const Graph& g);
 // Throws Error naming the constant and its consumer if a float constant holds NaN, or
 // Inf anywhere but in a single-element constant (a mask's fill value).
 void require_finite_weights(const Graph& g);
+
+// The rewriting part of the pipeline (simplify, then the search opts.search names);
+// what fired goes to `applied`. Rule names in opts.passes.disabled or
+// opts.search_options.disabled are left out.
+Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
+                    OptimizeReport* report = nullptr);
 
 // Optimizes an imported graph. `import_stats` describes the source model (its node
 // counts as written). Never throws on a failed check: the report says so.

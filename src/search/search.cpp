@@ -1,0 +1,207 @@
+#include "search/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "rules/match.h"
+
+namespace isomer {
+
+namespace {
+
+// Identity of a graph for the "seen" set: the structural hashes of its outputs.
+// Node hashes are structural (operator, attributes, inputs' hashes, constant data),
+// so equal graphs built through different builders hash alike. A collision can
+// only make the search skip a graph, never apply a wrong rewrite.
+size_t graph_hash(const Graph& g) {
+  size_t h = 0x9e3779b97f4a7c15ull;
+  for (const Value& v : g.outputs()) {
+    size_t x = v.node ? v.node->hash() : 0;
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= v.index + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+// Sum of operator costs, memoized by node hash across all graphs of one search.
+class GraphCoster {
+ public:
+  explicit GraphCoster(const OpCostFn& op_cost) : op_cost_(op_cost) {}
+  double operator()(const Graph& g) {
+    double total = 0;
+    for (const NodePtr& n : g.topo_order()) {
+      if (n->kind() != NodeKind::Op && n->kind() != NodeKind::Opaque) continue;
+      auto it = memo_.find(n->hash());
+      if (it == memo_.end()) it = memo_.emplace(n->hash(), op_cost_(*n)).first;
+      total += it->second;
+    }
+    return total;
+  }
+
+ private:
+  const OpCostFn& op_cost_;
+  std::unordered_map<size_t, double> memo_;
+};
+
+struct Candidate {
+  double cost;
+  size_t order;  // insertion order: ties go to the earlier graph (deterministic)
+  Graph graph;
+  std::map<std::string, size_t> path;  // rules applied from the input to here
+};
+
+struct CheaperFirst {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.cost != b.cost ? a.cost > b.cost : a.order > b.order;
+  }
+};
+
+bool has_computed_constant(const std::vector<std::string>& lines) {
+  for (const std::string& l : lines)
+    if (l.find("$(") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<Rule> reversed_rule(const Rule& rule) {
+  if (has_computed_constant(rule.target_lines)) return std::nullopt;
+  Rule r = rule;
+  std::swap(r.source_lines, r.target_lines);
+  r.name += "-rev";
+  r.comment.clear();
+  try {
+    RuleSet set = parse_rules(print_rule(r), rule.name + " (reversed)");
+    if (set.rules.size() != 1) return std::nullopt;
+    return std::move(set.rules[0]);
+  } catch (const Error&) {
+    return std::nullopt;  // e.g. the target does not use every variable
+  }
+}
+
+std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled) {
+  auto is_disabled = [&](const std::string& name) {
+    return std::find(disabled.begin(), disabled.end(), name) != disabled.end();
+  };
+  std::vector<Rule> out;
+  for (const Rule& r : set.rules) {
+    if (!r.usable()) continue;
+    if (!is_disabled(r.name)) out.push_back(r);
+    if (std::optional<Rule> rev = reversed_rule(r); rev && !is_disabled(rev->name)) out.push_back(std::move(*rev));
+  }
+  return out;
+}
+
+Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const OpCostFn& op_cost,
+                          const SearchOptions& options, SearchStats* stats) {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  SearchStats st;
+  st.rules_used = rules.size();
+  GraphCoster cost(op_cost);
+
+  std::priority_queue<Candidate, std::vector<Candidate>, CheaperFirst> queue;
+  std::unordered_set<size_t> seen{graph_hash(g)};
+  size_t order = 0;
+  Candidate best{cost(g), order++, g, {}};
+  st.cost_before = best.cost;
+  queue.push(best);
+
+  while (!queue.empty()) {
+    if (elapsed() >= options.budget_s || st.expanded >= options.max_expansions) {
+      st.budget_exhausted = true;
+      break;
+    }
+    Candidate cur = queue.top();
+    queue.pop();
+    ++st.expanded;
+    for (const Rule& rule : rules) {
+      if (elapsed() >= options.budget_s) break;
+      for (const Match& m : find_matches(cur.graph, rule, nullptr, options.max_matches_per_rule)) {
+        bool applied = false;
+        Graph next = apply_rule(cur.graph, rule, m, nullptr, &applied);
+        if (!applied) continue;
+        PassStats cleanup;
+        next = simplify(next, options.passes, &cleanup);
+        ++st.generated;
+        if (!seen.insert(graph_hash(next)).second) {
+          ++st.duplicates;
+          continue;
+        }
+        double c = cost(next);
+        if (!(c < options.alpha * best.cost)) {
+          ++st.pruned;
+          continue;
+        }
+        Candidate cand{c, order++, std::move(next), cur.path};
+        ++cand.path[rule.name];
+        for (const auto& [name, n] : cleanup.applied) cand.path[name] += n;
+        if (c < best.cost) best = cand;
+        queue.push(std::move(cand));
+      }
+    }
+    // Bound memory: keep the cheapest candidates only.
+    if (queue.size() > options.max_queue) {
+      std::vector<Candidate> keep;
+      while (!queue.empty() && keep.size() < options.max_queue / 2) {
+        keep.push_back(queue.top());
+        queue.pop();
+      }
+      queue = {};
+      for (Candidate& c : keep) queue.push(std::move(c));
+    }
+  }
+  st.cost_after = best.cost;
+  st.rules_applied = best.path;
+  st.seconds = elapsed();
+  if (stats) *stats = st;
+  return best.graph;
+}
+
+RuleSet load_rule_files(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.is_regular_file() && e.path().extension() == ".rules") found.push_back(e.path().string());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      require(fs::exists(p, ec), "rule file '" + p + "' does not exist");
+      files.push_back(p);
+    }
+  }
+  RuleSet all;
+  std::unordered_set<std::string> names;
+  for (const std::string& f : files) {
+    RuleSet s = load_rules(f);
+    for (Rule& r : s.rules) {
+      require(names.insert(r.name).second, f + ": rule '" + r.name + "' is defined twice");
+      all.rules.push_back(std::move(r));
+    }
+  }
+  return all;
+}
+
+std::string default_rules_path() {
+  if (const char* env = std::getenv("ISOMER_RULES"); env && *env) return env;
+#ifdef ISOMER_SOURCE_DIR
+  return std::string(ISOMER_SOURCE_DIR) + "/rules";
+#else
+  return "rules";
+#endif
+}
+
+}  // namespace isomer
