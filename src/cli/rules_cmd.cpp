@@ -1,7 +1,7 @@
 // `isomer rules verify FILE`: checks every rule of a rule file and records the
-// verdicts. Today the verifier is the random finite-field tester (Z3 proofs come
-// with the verifier issue); rules it cannot test are reported as unknown with the
-// reason, never accepted.
+// verdicts (verify/verify.h): Z3 proves or refutes (with a counterexample); where it
+// cannot decide, the random finite-field tester tests polynomial rules; rules
+// neither can settle are reported as unknown with both reasons, never accepted.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "ir/error.h"
 #include "rules/rule.h"
-#include "verify/field_verifier.h"
+#include "verify/verify.h"
 
 namespace isomer::cli {
 
@@ -20,6 +20,9 @@ namespace {
 struct VerifyArgs {
   std::string input, output, report_json;
   uint64_t seed = 0x150e7;
+  double timeout_s = 10;
+  int jobs = 1;
+  bool no_z3 = false;
   bool in_place = false;
 };
 
@@ -47,10 +50,12 @@ void write_text(const std::string& path, const std::string& text) {
 
 int run_verify(const VerifyArgs& a) {
   RuleSet set = load_rules(a.input);
-  FieldVerifyOptions opts;
-  opts.seed = a.seed;
+  VerifyOptions opts;
+  opts.field.seed = a.seed;
+  opts.timeout_s = a.timeout_s;
+  opts.use_z3 = !a.no_z3;
   auto t0 = std::chrono::steady_clock::now();
-  field_verify_all(set, opts);
+  verify_all(set, opts, a.jobs);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::map<std::string, size_t> counts{{"proved", 0}, {"tested", 0}, {"refuted", 0}, {"unknown", 0}};
@@ -94,6 +99,9 @@ void add_rules_command(CLI::App& app) {
   verify->add_flag("--in-place", v->in_place, "record the verdicts in FILE itself");
   verify->add_option("--report-json", v->report_json, "write a JSON report here");
   verify->add_option("--seed", v->seed, "seed of the random field inputs");
+  verify->add_option("--timeout", v->timeout_s, "Z3 time limit per rule, in seconds (default 10)");
+  verify->add_option("--jobs", v->jobs, "rules verified in parallel (default 1)")->check(CLI::PositiveNumber);
+  verify->add_flag("--no-z3", v->no_z3, "only the random field tester (no proofs)");
   verify->callback([v] { set_action([v] { return run_verify(*v); }); });
 }
 

@@ -143,6 +143,29 @@ std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldAr
   return walk<FieldArray>(g, leaf, apply);
 }
 
+std::vector<SymArray> evaluate_sym(const Graph& g, const std::vector<SymArray>& inputs) {
+  require(inputs.size() == g.inputs().size(), "graph has " + std::to_string(g.inputs().size()) + " inputs, " +
+                                                  std::to_string(inputs.size()) + " given");
+  std::unordered_map<const Node*, const SymArray*> given;
+  for (size_t i = 0; i < inputs.size(); ++i) given[g.inputs()[i].get()] = &inputs[i];
+  auto leaf = [&](const Node& n) -> SymArray {
+    if (n.kind() == NodeKind::Input) return *given.at(&n);
+    const Tensor& t = *n.value();
+    SymArray a;
+    a.dims = t.dims();
+    const bool exact_int = is_integer(t.dtype());  // int64 sentinels do not fit a double
+    for (int64_t i = 0; i < t.numel(); ++i)
+      a.data.push_back(exact_int ? Sym::rational(t.i64_at(i)) : Sym(t.f64_at(i)));
+    return a;
+  };
+  auto apply = [](const Node& n, const std::vector<SymArray>& args) {
+    require(n.kind() == NodeKind::Op && n.op()->eval_sym != nullptr,
+            "operator " + n.op_type() + " has no symbolic semantics");
+    return n.op()->eval_sym(n.attrs(), args);
+  };
+  return walk<SymArray>(g, leaf, apply);
+}
+
 std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g, const std::map<std::string, int64_t>& bindings) {
   std::vector<std::vector<int64_t>> out;
   for (const NodePtr& in : g.inputs()) {

@@ -1,14 +1,16 @@
 #pragma once
-// Reference evaluators. Both walk the graph in topological order and call the
+// Reference evaluators. All walk the graph in topological order and call the
 // operator table's hooks: `eval` for float semantics (double precision inside each
 // operator, results rounded to each value's type), `eval_field` for semantics over
-// F_p. Neither has operator-specific code: semantics live in the table.
+// F_p, `eval_sym` for symbolic semantics over the reals (eval/sym.h). None has
+// operator-specific code: semantics live in the table.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "eval/field.h"
+#include "eval/sym.h"
 #include "ir/graph.h"
 
 namespace isomer {
@@ -25,6 +27,12 @@ bool is_evaluable(const Graph& g, std::string* why = nullptr);
 // Evaluates `g` over F_p. Every operator needs field semantics; constants must be
 // integer-valued. Throws Error naming the first node that has none.
 std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldArray>& inputs);
+
+// Evaluates `g` symbolically: each output element becomes an expression over the
+// input elements (the caller makes them, typically Sym::var). Constants become exact
+// rationals. Throws Error naming the first node without symbolic semantics. The
+// Syms live in the calling thread's arena.
+std::vector<SymArray> evaluate_sym(const Graph& g, const std::vector<SymArray>& inputs);
 
 // Concrete shapes for the graph inputs: static dims as declared, dynamic dims from
 // `bindings` (symbol -> extent), else 1.

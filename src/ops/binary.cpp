@@ -1,9 +1,11 @@
 // Elementwise operators of several tensors, with numpy-style broadcasting.
 // Float tensors compute in double and round to their type; integer tensors compute
 // exactly in int64 (they carry shapes and indices). Add, Sub and Mul have field
-// semantics from the same templated kernel.
+// semantics from the same templated kernel; with Div, Max and Min they also have
+// symbolic real semantics (eval/sym.h) from it.
 #include <cmath>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -21,9 +23,10 @@ std::vector<Tensor> eval_binary(const EvalContext& ctx) {
   return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [](int64_t x, int64_t y) { return F::apply(x, y); }))};
 }
 
-template <class F>
-std::vector<FieldArray> field_binary(const Attributes&, std::span<const FieldArray> in) {
-  return {broadcast_map(in[0], in[1], [](Fp x, Fp y) { return F::apply(x, y); })};
+// Field (T = Fp) and symbolic (T = Sym) semantics.
+template <class F, class T>
+std::vector<Array<T>> exact_binary(const Attributes&, std::span<const Array<T>> in) {
+  return {broadcast_map(in[0], in[1], [](T x, T y) { return F::apply(x, y); })};
 }
 
 template <class F>
@@ -43,6 +46,7 @@ struct SubFn { template <class T> static T apply(T x, T y) { return x - y; } };
 struct MulFn { template <class T> static T apply(T x, T y) { return x * y; } };
 struct DivFn {
   static double apply(double x, double y) { return x / y; }
+  static Sym apply(Sym x, Sym y) { return x / y; }  // real division
   static int64_t apply(int64_t x, int64_t y) {
     require(y != 0, "integer division by zero");
     return x / y;
@@ -52,8 +56,15 @@ struct PowFn {
   static double apply(double x, double y) { return std::pow(x, y); }
   static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
 };
-struct MaxFn { template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::max(x, y); } };
-struct MinFn { template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::min(x, y); } };
+// std::max(x, y) is (x < y ? y : x); reals have no NaN.
+struct MaxFn {
+  template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::max(x, y); }
+  static Sym apply(Sym x, Sym y) { return select_gt(y, x, y, x); }
+};
+struct MinFn {
+  template <class T> static T apply(T x, T y) { return std::isnan(static_cast<double>(x)) ? x : std::min(x, y); }
+  static Sym apply(Sym x, Sym y) { return select_gt(x, y, y, x); }
+};
 
 // Pow's exponent may have another type than its base (opset 12+).
 std::vector<TensorType> infer_pow(const InferContext& ctx) {
@@ -81,6 +92,13 @@ std::vector<Tensor> eval_variadic(const EvalContext& ctx) {
   for (size_t i = 1; i < ctx.inputs.size(); ++i)
     acc = broadcast_map(acc, i64(ctx.in(i)), [](int64_t x, int64_t y) { return F::apply(x, y); });
   return {tensor(t, acc)};
+}
+
+template <class F>
+std::vector<SymArray> sym_variadic(const Attributes&, std::span<const SymArray> in) {
+  SymArray acc = in[0];
+  for (size_t i = 1; i < in.size(); ++i) acc = broadcast_map(acc, in[i], [](Sym x, Sym y) { return F::apply(x, y); });
+  return {acc};
 }
 
 std::vector<TensorType> infer_equal(const InferContext& ctx) {
@@ -133,13 +151,15 @@ std::vector<Tensor> eval_where(const EvalContext& ctx) {
 OpDef def_Add() {
   OpDef d = binary<AddFn>("Add");
   d.props.commutative = d.props.associative = true;
-  d.eval_field = field_binary<AddFn>;
+  d.eval_field = exact_binary<AddFn, Fp>;
+  d.eval_sym = exact_binary<AddFn, Sym>;
   return d;
 }
 
 OpDef def_Sub() {
   OpDef d = binary<SubFn>("Sub");
-  d.eval_field = field_binary<SubFn>;
+  d.eval_field = exact_binary<SubFn, Fp>;
+  d.eval_sym = exact_binary<SubFn, Sym>;
   return d;
 }
 
@@ -147,13 +167,15 @@ OpDef def_Mul() {
   OpDef d = binary<MulFn>("Mul");
   d.props.commutative = d.props.associative = true;
   d.props.linear_in = {0, 1};
-  d.eval_field = field_binary<MulFn>;
+  d.eval_field = exact_binary<MulFn, Fp>;
+  d.eval_sym = exact_binary<MulFn, Sym>;
   return d;
 }
 
 OpDef def_Div() {
   OpDef d = binary<DivFn>("Div");
   d.props.linear_in = {0};
+  d.eval_sym = exact_binary<DivFn, Sym>;
   return d;
 }
 
@@ -171,6 +193,7 @@ OpDef def_Max() {
   d.min_opset = 8;
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MaxFn>;
+  d.eval_sym = sym_variadic<MaxFn>;
   return d;
 }
 
@@ -181,6 +204,7 @@ OpDef def_Min() {
   d.min_opset = 8;
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MinFn>;
+  d.eval_sym = sym_variadic<MinFn>;
   return d;
 }
 

@@ -688,13 +688,15 @@ OpDef layout_op(std::string_view name, int min_inputs, int max_inputs, int min_o
 template <class Op>
 void set_semantics(OpDef& d) {
   d.eval = eval_layout<Op>;
-  d.eval_field = field_layout<Op>;
+  d.eval_field = exact_layout<Op, Fp>;
+  d.eval_sym = exact_layout<Op, Sym>;
 }
 
 template <class Op>
 void set_view_semantics(OpDef& d) {
   d.eval = eval_view<Op>;
-  d.eval_field = field_view<Op>;
+  d.eval_field = exact_view<Op, Fp>;
+  d.eval_sym = exact_view<Op, Sym>;
 }
 
 }  // namespace

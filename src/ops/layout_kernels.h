@@ -5,7 +5,7 @@
 //  - float semantics run it on the tensor's raw element bits (T = an unsigned
 //    integer of the element's size), which keeps every dtype bit-exact (NaN
 //    payloads, -0.0, float16, bool, uint64 ...);
-//  - field semantics run it on Fp.
+//  - field semantics run it on Fp, symbolic semantics (eval/sym.h) on Sym.
 // An operator states its semantics once as `template <class T> run(const
 // LayoutArgs<T>&)`; eval_layout / field_layout adapt it to the two hooks. Operators
 // that only relabel dims state `view_dims` instead (eval_view / field_view).
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 
 namespace isomer::ops {
@@ -143,6 +144,10 @@ inline std::vector<int64_t> field_ints(const FieldArray& a) {
   return out;
 }
 
+// Integer operands of either exact semantics.
+inline std::vector<int64_t> exact_ints(const FieldArray& a) { return field_ints(a); }
+inline std::vector<int64_t> exact_ints(const SymArray& a) { return sym_ints(a); }
+
 // ---- adapters ----------------------------------------------------------------------
 
 // What a layout kernel sees, for either semantics. Data inputs (those of the
@@ -181,17 +186,17 @@ std::vector<Tensor> eval_layout(const EvalContext& ctx) {
   });
 }
 
-// Field semantics from the same Op::run. An omitted optional input reaches the
-// field evaluator as a default FieldArray (no dims, no data).
-template <class Op>
-std::vector<FieldArray> field_layout(const Attributes& attrs, std::span<const FieldArray> in) {
-  LayoutArgs<Fp> args{attrs, {}, {}, {}, {}, 0};
+// Field (T = Fp) and symbolic (T = Sym) semantics from the same Op::run. An
+// omitted optional input reaches those evaluators as a default Array (no dims, no data).
+template <class Op, class T>
+std::vector<Array<T>> exact_layout(const Attributes& attrs, std::span<const Array<T>> in) {
+  LayoutArgs<T> args{attrs, {}, {}, {}, {}, 0};
   for (size_t i = 0; i < in.size(); ++i) {
     const bool present = !(in[i].dims.empty() && in[i].data.empty());
     args.present.push_back(present);
     args.dims.push_back(in[i].dims);
-    args.data.push_back(Op::is_data(i) ? in[i] : FieldArray{});
-    args.ints.push_back(present && !Op::is_data(i) ? field_ints(in[i]) : std::vector<int64_t>{});
+    args.data.push_back(Op::is_data(i) ? in[i] : Array<T>{});
+    args.ints.push_back(present && !Op::is_data(i) ? exact_ints(in[i]) : std::vector<int64_t>{});
   }
   return Op::run(args);
 }
@@ -206,11 +211,11 @@ std::vector<Tensor> eval_view(const EvalContext& ctx) {
   return {ctx.in(0).reshaped(Op::view_dims(ctx.attrs, ctx.in(0).dims(), has ? &operand : nullptr))};
 }
 
-template <class Op>
-std::vector<FieldArray> field_view(const Attributes& attrs, std::span<const FieldArray> in) {
+template <class Op, class T>
+std::vector<Array<T>> exact_view(const Attributes& attrs, std::span<const Array<T>> in) {
   const bool has = in.size() > 1 && !(in[1].dims.empty() && in[1].data.empty());
-  const std::vector<int64_t> operand = has ? field_ints(in[1]) : std::vector<int64_t>{};
-  FieldArray out = in[0];
+  const std::vector<int64_t> operand = has ? exact_ints(in[1]) : std::vector<int64_t>{};
+  Array<T> out = in[0];
   out.dims = Op::view_dims(attrs, in[0].dims, has ? &operand : nullptr);
   require(num_elements(out.dims) == out.numel(), "view changes the number of elements");
   return {out};

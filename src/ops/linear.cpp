@@ -2,10 +2,11 @@
 // kernel (C += A·B), instantiated for double (float semantics, accumulating in
 // double), int64_t (integer tensors) and Fp (field semantics). Conv lowers to it
 // through im2col, one [C/group · kernel, output positions] matrix per image and
-// group.
+// group. The same kernels at T = Sym give the symbolic semantics (eval/sym.h).
 #include <algorithm>
 #include <cmath>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 
@@ -145,7 +146,8 @@ std::vector<Tensor> eval_matmul(const EvalContext& ctx) {
   return {tensor(a.dtype(), matmul(i64(a), i64(b)))};
 }
 
-std::vector<FieldArray> field_matmul(const Attributes&, std::span<const FieldArray> in) {
+template <class T>
+std::vector<Array<T>> exact_matmul(const Attributes&, std::span<const Array<T>> in) {
   return {matmul(in[0], in[1])};
 }
 
@@ -160,7 +162,8 @@ Array<T> transposed_2d(const Array<T>& a) {
   return t;
 }
 
-bool present(const FieldArray& a) { return !a.dims.empty() || !a.data.empty(); }
+template <class T>
+bool present(const Array<T>& a) { return !a.dims.empty() || !a.data.empty(); }
 
 // Y = alpha · op(A) · op(B) + beta · C, with C broadcast to [M, N] (nullptr = absent).
 template <class T>
@@ -239,6 +242,13 @@ std::vector<FieldArray> field_gemm(const Attributes& attrs, std::span<const Fiel
   const bool ta = attrs.get_int("transA", 0) != 0, tb = attrs.get_int("transB", 0) != 0;
   const FieldArray* c = in.size() > 2 && present(in[2]) ? &in[2] : nullptr;
   return {gemm(in[0], in[1], c, ta, tb, integral_field_scalar(attrs, "alpha"), integral_field_scalar(attrs, "beta"))};
+}
+
+// Over the reals alpha and beta are exact rationals.
+std::vector<SymArray> sym_gemm(const Attributes& attrs, std::span<const SymArray> in) {
+  const bool ta = attrs.get_int("transA", 0) != 0, tb = attrs.get_int("transB", 0) != 0;
+  const SymArray* c = in.size() > 2 && present(in[2]) ? &in[2] : nullptr;
+  return {gemm(in[0], in[1], c, ta, tb, Sym(attrs.get_float("alpha", 1.0)), Sym(attrs.get_float("beta", 1.0)))};
 }
 
 std::string import_gemm(OnnxForm& form, int64_t opset, GraphBuilder&) {
@@ -418,7 +428,8 @@ std::vector<Tensor> eval_conv(const EvalContext& ctx) {
   return {tensor(x.dtype(), conv(f64(x), f64(ctx.in(1)), ctx.has_input(2) ? &bias : nullptr, p))};
 }
 
-std::vector<FieldArray> field_conv(const Attributes& attrs, std::span<const FieldArray> in) {
+template <class T>
+std::vector<Array<T>> exact_conv(const Attributes& attrs, std::span<const Array<T>> in) {
   ConvParams p = conv_params(attrs, in[1].dims);
   return {conv(in[0], in[1], in.size() > 2 && present(in[2]) ? &in[2] : nullptr, p)};
 }
@@ -443,7 +454,8 @@ OpDef def_MatMul() {
   d.props.linear_in = {0, 1};
   d.infer = infer_matmul;
   d.eval = eval_matmul;
-  d.eval_field = field_matmul;
+  d.eval_field = exact_matmul<Fp>;
+  d.eval_sym = exact_matmul<Sym>;
   return d;
 }
 
@@ -457,6 +469,7 @@ OpDef def_Gemm() {
   d.infer = infer_gemm;
   d.eval = eval_gemm;
   d.eval_field = field_gemm;
+  d.eval_sym = sym_gemm;
   d.onnx_import = import_gemm;
   return d;
 }
@@ -472,7 +485,8 @@ OpDef def_Conv() {
   d.props.linear_in = {0, 1};  // without the bias B; with it, affine
   d.infer = infer_conv;
   d.eval = eval_conv;
-  d.eval_field = field_conv;
+  d.eval_field = exact_conv<Fp>;
+  d.eval_sym = exact_conv<Sym>;
   d.onnx_import = import_conv;
   return d;
 }

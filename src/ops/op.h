@@ -58,6 +58,14 @@ struct OnnxForm {
 using InferFn = std::vector<TensorType> (*)(const InferContext&);
 using EvalFn = std::vector<Tensor> (*)(const EvalContext&);
 using FieldEvalFn = std::vector<FieldArray> (*)(const Attributes&, std::span<const FieldArray>);
+// Symbolic semantics over real numbers (eval/sym.h), for the Z3 verifier: the same
+// templated kernel as eval/eval_field instantiated at T = Sym. Integer operands
+// (shapes, axes) arrive as constant Syms. Operators that are not polynomial use
+// select_gt/select_ge (Relu, Max, Clip, MaxPool, ...) or uninterpreted functions
+// (Exp, Tanh, ...: sound for proofs, but a refutation that depends on one is no
+// counterexample).
+class Sym;
+using SymEvalFn = std::vector<Array<Sym>> (*)(const Attributes&, std::span<const Array<Sym>>);
 // Canonicalizes an ONNX node of `opset`; returns an empty string on success or the
 // reason the node must stay opaque (e.g. "shape input is not constant").
 using OnnxImportFn = std::string (*)(OnnxForm& form, int64_t opset, GraphBuilder& builder);
@@ -65,9 +73,8 @@ using OnnxImportFn = std::string (*)(OnnxForm& form, int64_t opset, GraphBuilder
 // Throws Error if the canonical node cannot be expressed at that opset.
 using OnnxExportFn = void (*)(OnnxForm& form, int64_t opset);
 
-// Hooks filled in by later components (verifier, cost model); declared here so the
-// entry is the one place an operator's facts live.
-struct Z3Encoding;
+// Hooks filled in by later components (cost model); declared here so the entry is
+// the one place an operator's facts live.
 struct CostEstimate;
 
 struct OpProperties {
@@ -99,7 +106,7 @@ struct OpDef {
   FieldEvalFn eval_field = nullptr; // polynomial operators only; nullptr = no field semantics
   OnnxImportFn onnx_import = nullptr;  // nullptr = ONNX attributes and inputs taken as they are
   OnnxExportFn onnx_export = nullptr;  // nullptr = written as it is
-  const Z3Encoding* z3 = nullptr;      // set by the verifier component
+  SymEvalFn eval_sym = nullptr;     // symbolic real semantics (Z3 verifier); nullptr = none
   const CostEstimate* cost = nullptr;  // set by the cost component
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 
@@ -104,6 +105,16 @@ std::vector<WindowAxis> pool_window(const Attributes& attrs, const std::vector<i
   return plan_window(read_window(attrs, attrs.get_ints("kernel_shape")), spatial_dims(x_dims));
 }
 
+// Over the reals: the largest cell of each window, as selects (no NaN, no empty window).
+std::vector<SymArray> sym_max_pool(const Attributes& attrs, std::span<const SymArray> in) {
+  return {pool(in[0], pool_window(attrs, in[0].dims), [](const Sym* plane, const std::vector<int64_t>& cells) {
+    require(!cells.empty(), "MaxPool window covers only padding");
+    Sym best = plane[cells[0]];
+    for (int64_t c : cells) best = select_gt(plane[c], best, plane[c], best);
+    return best;
+  })};
+}
+
 std::vector<TensorType> infer_pool(const InferContext& ctx, bool is_max) {
   const TensorType& x = ctx.in(0);
   if (is_max)
@@ -140,7 +151,8 @@ std::vector<Tensor> eval_average_pool(const EvalContext& ctx) {
   return {tensor(x.dtype(), average_pool(f64(x), pool_window(ctx.attrs, x.dims()), include_pad))};
 }
 
-std::vector<FieldArray> field_average_pool(const Attributes& attrs, std::span<const FieldArray> in) {
+template <class T>
+std::vector<Array<T>> exact_average_pool(const Attributes& attrs, std::span<const Array<T>> in) {
   const bool include_pad = attrs.get_int("count_include_pad", 0) != 0;
   return {average_pool(in[0], pool_window(attrs, in[0].dims), include_pad)};
 }
@@ -221,7 +233,8 @@ std::vector<Tensor> eval_global_average_pool(const EvalContext& ctx) {
   return {tensor(ctx.in(0).dtype(), global_average_pool(f64(ctx.in(0))))};
 }
 
-std::vector<FieldArray> field_global_average_pool(const Attributes&, std::span<const FieldArray> in) {
+template <class T>
+std::vector<Array<T>> exact_global_average_pool(const Attributes&, std::span<const Array<T>> in) {
   return {global_average_pool(in[0])};
 }
 
@@ -235,6 +248,7 @@ OpDef def_MaxPool() {
                   {"pads", "ints"},       {"storage_order", "int"}, {"strides", "ints"}};
   d.infer = infer_max_pool;
   d.eval = eval_max_pool;
+  d.eval_sym = sym_max_pool;
   d.onnx_import = import_pool;
   d.onnx_export = export_max_pool;
   return d;
@@ -249,7 +263,8 @@ OpDef def_AveragePool() {
   d.props.linear_in = {0};
   d.infer = infer_average_pool;
   d.eval = eval_average_pool;
-  d.eval_field = field_average_pool;
+  d.eval_field = exact_average_pool<Fp>;
+  d.eval_sym = exact_average_pool<Sym>;
   d.onnx_import = import_pool;
   d.onnx_export = export_average_pool;
   return d;
@@ -262,7 +277,8 @@ OpDef def_GlobalAveragePool() {
   d.props.idempotent = true;
   d.infer = infer_global_average_pool;
   d.eval = eval_global_average_pool;
-  d.eval_field = field_global_average_pool;
+  d.eval_field = exact_global_average_pool<Fp>;
+  d.eval_sym = exact_global_average_pool<Sym>;
   return d;
 }
 

@@ -3,6 +3,7 @@
 // integer and field semantics; the mean divides through CountDivider.
 #include <algorithm>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 
@@ -121,11 +122,15 @@ std::vector<Tensor> eval_reduce_sum(const EvalContext& ctx) {
   return {tensor(x.dtype(), reduce_sum(i64(x), axes, keepdims))};
 }
 
-std::vector<FieldArray> field_reduce_sum(const Attributes& attrs, std::span<const FieldArray> in) {
+std::vector<int64_t> exact_ints(const FieldArray& a) { return field_ints(a); }
+std::vector<int64_t> exact_ints(const SymArray& a) { return sym_ints(a); }
+
+template <class T>
+std::vector<Array<T>> exact_reduce_sum(const Attributes& attrs, std::span<const Array<T>> in) {
   const bool has_axes = in.size() > 1 && (!in[1].dims.empty() || !in[1].data.empty());
   bool identity = false;
   std::vector<int64_t> axes =
-      reduce_sum_axes(attrs, has_axes ? field_ints(in[1]) : std::vector<int64_t>{}, in[0].rank(), &identity);
+      reduce_sum_axes(attrs, has_axes ? exact_ints(in[1]) : std::vector<int64_t>{}, in[0].rank(), &identity);
   if (identity) return {in[0]};
   return {reduce_sum(in[0], axes, attrs.get_int("keepdims", 1) != 0)};
 }
@@ -172,7 +177,8 @@ std::vector<Tensor> eval_reduce_mean(const EvalContext& ctx) {
   return {tensor(x.dtype(), reduce_mean(i64(x), axes, keepdims))};
 }
 
-std::vector<FieldArray> field_reduce_mean(const Attributes& attrs, std::span<const FieldArray> in) {
+template <class T>
+std::vector<Array<T>> exact_reduce_mean(const Attributes& attrs, std::span<const Array<T>> in) {
   std::vector<int64_t> axes = normalize_axes(attrs.get_ints("axes", {}), in[0].rank());
   return {reduce_mean(in[0], axes, attrs.get_int("keepdims", 1) != 0)};
 }
@@ -214,7 +220,8 @@ OpDef def_ReduceSum() {
   d.props.linear_in = {0};
   d.infer = infer_reduce_sum;
   d.eval = eval_reduce_sum;
-  d.eval_field = field_reduce_sum;
+  d.eval_field = exact_reduce_sum<Fp>;
+  d.eval_sym = exact_reduce_sum<Sym>;
   d.onnx_import = import_reduce_sum;
   d.onnx_export = export_reduce_sum;
   return d;
@@ -228,7 +235,8 @@ OpDef def_ReduceMean() {
   d.props.linear_in = {0};
   d.infer = infer_reduce_mean;
   d.eval = eval_reduce_mean;
-  d.eval_field = field_reduce_mean;
+  d.eval_field = exact_reduce_mean<Fp>;
+  d.eval_sym = exact_reduce_mean<Sym>;
   d.onnx_import = import_reduce_mean;
   d.onnx_export = export_reduce_mean;
   return d;

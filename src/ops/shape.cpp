@@ -44,6 +44,14 @@ std::vector<FieldArray> field_shape(const Attributes& attrs, std::span<const Fie
   return {out};
 }
 
+std::vector<SymArray> sym_shape(const Attributes& attrs, std::span<const SymArray> in) {
+  std::vector<int64_t> v = shape_values(attrs, in[0].dims);
+  SymArray out;
+  out.dims = {static_cast<int64_t>(v.size())};
+  for (int64_t d : v) out.data.push_back(Sym::rational(d));
+  return {out};
+}
+
 void export_shape(OnnxForm& f, int64_t opset) {
   if (opset >= 15) return;
   const int64_t rank = f.inputs[0].type().rank();
@@ -101,6 +109,10 @@ std::vector<FieldArray> field_constant_of_shape(const Attributes& attrs, std::sp
   return {constant_of_shape(field_ints(in[0]), Fp::from_signed(static_cast<int64_t>(v)))};
 }
 
+std::vector<SymArray> sym_constant_of_shape(const Attributes& attrs, std::span<const SymArray> in) {
+  return {constant_of_shape(sym_ints(in[0]), Sym(fill_value(attrs).f64_at(0)))};
+}
+
 }  // namespace
 
 OpDef def_Shape() {
@@ -111,6 +123,7 @@ OpDef def_Shape() {
   d.infer = infer_shape;
   d.eval = eval_shape;
   d.eval_field = field_shape;
+  d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
   return d;
 }
@@ -123,6 +136,7 @@ OpDef def_ConstantOfShape() {
   d.infer = infer_constant_of_shape;
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
+  d.eval_sym = sym_constant_of_shape;
   return d;
 }
 

@@ -1,8 +1,14 @@
 // Elementwise operators of one tensor. Each entry states its float semantics as a
 // one-line function; polynomial ones (Identity, Neg) also have field semantics.
+// Piecewise ones (Relu, LeakyRelu, HardSigmoid, HardSwish) are written once as
+// templates over double and Sym with select_gt/select_ge (eval/sym.h), which gives
+// their symbolic real semantics; transcendental ones are uninterpreted functions
+// there (sym_uninterpreted).
 #include <algorithm>
 #include <cmath>
+#include <variant>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -35,18 +41,51 @@ OpDef unary(std::string_view name, bool float_only = true) {
   return d;
 }
 
-struct ReluFn { static double apply(double x, const Attributes&) { return x > 0 ? x : 0.0; } };
+// Symbolic semantics of an elementwise F::apply(x, attrs) templated over double and Sym.
+template <class F>
+std::vector<SymArray> sym_unary(const Attributes& attrs, std::span<const SymArray> in) {
+  return {map(in[0], [&](Sym x) { return F::apply(x, attrs); })};
+}
+
+// A string usable as a template argument: the uninterpreted function's name.
+template <size_t N>
+struct FunctionName {
+  char text[N];
+  constexpr FunctionName(const char (&s)[N]) { std::copy_n(s, N, text); }  // NOLINT
+};
+
+// `fn` as an uninterpreted function of one real; attributes that change the function
+// (Gelu's approximate) become part of its name, e.g. "Gelu[approximate=tanh]".
+template <FunctionName fn>
+std::vector<SymArray> sym_uninterpreted(const Attributes& attrs, std::span<const SymArray> in) {
+  std::string name = fn.text, sep = "[";
+  for (const auto& [key, value] : attrs.items()) {
+    name += sep + key + "=";
+    sep = ",";
+    if (const auto* v = std::get_if<std::string>(&value)) name += *v;
+    else if (const auto* i = std::get_if<int64_t>(&value)) name += std::to_string(*i);
+    else if (const auto* f = std::get_if<double>(&value)) name += std::to_string(*f);
+    else name += "#" + std::to_string(attr_hash(value));
+  }
+  if (!attrs.empty()) name += "]";
+  return {map(in[0], [&](Sym x) { return Sym::apply(name, std::span<const Sym>(&x, 1)); })};
+}
+
+struct ReluFn { template <class T> static T apply(T x, const Attributes&) { return select_gt(x, T(0), x, T(0)); } };
 struct LeakyReluFn {
-  static double apply(double x, const Attributes& a) { return x >= 0 ? x : x * a.get_float("alpha", 0.01); }
+  template <class T>
+  static T apply(T x, const Attributes& a) { return select_ge(x, T(0), x, x * T(a.get_float("alpha", 0.01))); }
 };
 struct SigmoidFn { static double apply(double x, const Attributes&) { return 1.0 / (1.0 + std::exp(-x)); } };
 struct HardSigmoidFn {
-  static double apply(double x, const Attributes& a) {
-    return std::clamp(a.get_float("alpha", 0.2) * x + a.get_float("beta", 0.5), 0.0, 1.0);
+  template <class T>
+  static T apply(T x, const Attributes& a) {
+    return clamp_select(T(a.get_float("alpha", 0.2)) * x + T(a.get_float("beta", 0.5)), T(0), T(1));
   }
 };
 struct HardSwishFn {
-  static double apply(double x, const Attributes&) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+  template <class T>
+  static T apply(T x, const Attributes&) { return x * clamp_select(x / T(6) + T(0.5), T(0), T(1)); }
 };
 struct TanhFn { static double apply(double x, const Attributes&) { return std::tanh(x); } };
 struct ErfFn { static double apply(double x, const Attributes&) { return std::erf(x); } };
@@ -62,12 +101,18 @@ struct LogFn { static double apply(double x, const Attributes&) { return std::lo
 struct SqrtFn { static double apply(double x, const Attributes&) { return std::sqrt(x); } };
 struct ReciprocalFn { static double apply(double x, const Attributes&) { return 1.0 / x; } };
 struct NegFn { static double apply(double x, const Attributes&) { return -x; } };
-struct AbsFn { static double apply(double x, const Attributes&) { return std::fabs(x); } };
+struct AbsFn {
+  static double apply(double x, const Attributes&) { return std::fabs(x); }
+  static Sym apply(Sym x, const Attributes&) { return select_gt(x, Sym(), x, -x); }  // reals have no -0
+};
 struct IdentityFn { static double apply(double x, const Attributes&) { return x; } };
 
-std::vector<FieldArray> field_identity(const Attributes&, std::span<const FieldArray> in) { return {in[0]}; }
-std::vector<FieldArray> field_neg(const Attributes&, std::span<const FieldArray> in) {
-  return {map(in[0], [](Fp x) { return -x; })};
+// Field (T = Fp) and symbolic (T = Sym) semantics of Identity and Neg.
+template <class T>
+std::vector<Array<T>> exact_identity(const Attributes&, std::span<const Array<T>> in) { return {in[0]}; }
+template <class T>
+std::vector<Array<T>> exact_neg(const Attributes&, std::span<const Array<T>> in) {
+  return {map(in[0], [](T x) { return -x; })};
 }
 
 // Identity-like operators pass any tensor through unchanged (bits included).
@@ -78,56 +123,75 @@ std::vector<Tensor> eval_pass_through(const EvalContext& ctx) { return {ctx.in(0
 OpDef def_Relu() {
   OpDef d = unary<ReluFn>("Relu");
   d.props.idempotent = true;
+  d.eval_sym = sym_unary<ReluFn>;
   return d;
 }
 
 OpDef def_LeakyRelu() {
   OpDef d = unary<LeakyReluFn>("LeakyRelu");
   d.attributes = {{"alpha", "float"}};
+  d.eval_sym = sym_unary<LeakyReluFn>;
   return d;
 }
 
-OpDef def_Sigmoid() { return unary<SigmoidFn>("Sigmoid"); }
+// Uninterpreted for the verifier: a function of its input, nothing more.
+template <class F, FunctionName fn>
+OpDef transcendental(std::string_view name) {
+  OpDef d = unary<F>(name);
+  d.eval_sym = sym_uninterpreted<fn>;
+  return d;
+}
+
+OpDef def_Sigmoid() { return transcendental<SigmoidFn, "Sigmoid">("Sigmoid"); }
 
 OpDef def_HardSigmoid() {
   OpDef d = unary<HardSigmoidFn>("HardSigmoid");
   d.attributes = {{"alpha", "float"}, {"beta", "float"}};
+  d.eval_sym = sym_unary<HardSigmoidFn>;
   return d;
 }
 
-OpDef def_HardSwish() { return unary<HardSwishFn>("HardSwish"); }
-OpDef def_Tanh() { return unary<TanhFn>("Tanh"); }
-OpDef def_Erf() { return unary<ErfFn>("Erf"); }
+OpDef def_HardSwish() {
+  OpDef d = unary<HardSwishFn>("HardSwish");
+  d.eval_sym = sym_unary<HardSwishFn>;
+  return d;
+}
+
+OpDef def_Tanh() { return transcendental<TanhFn, "Tanh">("Tanh"); }
+OpDef def_Erf() { return transcendental<ErfFn, "Erf">("Erf"); }
 
 OpDef def_Gelu() {
-  OpDef d = unary<GeluFn>("Gelu");
+  OpDef d = transcendental<GeluFn, "Gelu">("Gelu");
   d.min_opset = 20;
   d.attributes = {{"approximate", "string"}};
   return d;
 }
 
-OpDef def_Exp() { return unary<ExpFn>("Exp"); }
-OpDef def_Log() { return unary<LogFn>("Log"); }
-OpDef def_Sqrt() { return unary<SqrtFn>("Sqrt"); }
-OpDef def_Reciprocal() { return unary<ReciprocalFn>("Reciprocal"); }
+OpDef def_Exp() { return transcendental<ExpFn, "Exp">("Exp"); }
+OpDef def_Log() { return transcendental<LogFn, "Log">("Log"); }
+OpDef def_Sqrt() { return transcendental<SqrtFn, "Sqrt">("Sqrt"); }
+OpDef def_Reciprocal() { return transcendental<ReciprocalFn, "Reciprocal">("Reciprocal"); }
 
 OpDef def_Neg() {
   OpDef d = unary<NegFn>("Neg", /*float_only=*/false);
   d.props.linear_in = {0};
-  d.eval_field = field_neg;
+  d.eval_field = exact_neg<Fp>;
+  d.eval_sym = exact_neg<Sym>;
   return d;
 }
 
 OpDef def_Abs() {
   OpDef d = unary<AbsFn>("Abs", /*float_only=*/false);
   d.props.idempotent = true;
+  d.eval_sym = sym_unary<AbsFn>;
   return d;
 }
 
 OpDef def_Identity() {
   OpDef d = unary<IdentityFn>("Identity", /*float_only=*/false);
   d.eval = eval_pass_through;
-  d.eval_field = field_identity;
+  d.eval_field = exact_identity<Fp>;
+  d.eval_sym = exact_identity<Sym>;
   d.props.linear_in = {0};
   d.props.shape_only = true;
   d.props.idempotent = true;
@@ -153,6 +217,17 @@ std::vector<Tensor> eval_clip(const EvalContext& ctx) {
   return {tensor(ctx.in(0).dtype(), a)};
 }
 
+// An absent bound (an omitted input reaches here as an empty array) does not clamp.
+std::vector<SymArray> sym_clip(const Attributes&, std::span<const SymArray> in) {
+  auto bound = [&](size_t i) { return i < in.size() && !in[i].data.empty() ? &in[i].data[0] : nullptr; };
+  const Sym *lo = bound(1), *hi = bound(2);
+  return {map(in[0], [&](Sym v) {
+    if (lo) v = select_gt(*lo, v, *lo, v);  // std::max(v, lo)
+    if (hi) v = select_gt(v, *hi, *hi, v);  // std::min(v, hi)
+    return v;
+  })};
+}
+
 std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b);
 void export_clip(OnnxForm& form, int64_t opset);
 }  // namespace
@@ -167,6 +242,7 @@ OpDef def_Clip() {
   d.props.idempotent = true;
   d.infer = infer_clip;
   d.eval = eval_clip;
+  d.eval_sym = sym_clip;
   d.onnx_import = import_clip;
   d.onnx_export = export_clip;
   return d;

@@ -22,7 +22,8 @@
 //
 // A rule whose sides use an operator without field semantics (Relu, Exp, Softmax,
 // ...) gets verdict unknown ("needs Z3 (no field semantics for Relu)"): fingerprints
-// alone never accept it.
+// alone never accept it. verify/verify.h runs the Z3 verifier (verify/z3_verifier.h)
+// first and this tester where Z3 cannot decide.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

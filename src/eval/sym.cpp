@@ -1,0 +1,285 @@
+#include "eval/sym.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <unordered_map>
+
+#include "ir/error.h"
+
+namespace isomer {
+
+namespace {
+
+size_t mix(size_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+
+size_t node_hash(const SymNode& n) {
+  size_t h = static_cast<size_t>(n.kind);
+  h = mix(h, n.var);
+  h = mix(h, static_cast<uint64_t>(n.num));
+  h = mix(h, static_cast<uint64_t>(n.den));
+  h = mix(h, std::hash<std::string>()(n.text));
+  for (Sym a : n.args) h = mix(h, a.id());
+  return h;
+}
+
+bool same_node(const SymNode& a, const SymNode& b) {
+  if (a.kind != b.kind || a.var != b.var || a.num != b.num || a.den != b.den || a.text != b.text ||
+      a.args.size() != b.args.size())
+    return false;
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (!a.args[i].identical(b.args[i])) return false;
+  return true;
+}
+
+// Small rationals: num/den in lowest terms if it fits int64 (den > 0).
+std::optional<std::pair<int64_t, int64_t>> normalized(__int128 num, __int128 den) {
+  if (den == 0) return std::nullopt;
+  if (den < 0) num = -num, den = -den;
+  __int128 a = num < 0 ? -num : num, b = den;
+  while (b != 0) {
+    __int128 t = a % b;
+    a = b;
+    b = t;
+  }
+  if (a > 1) num /= a, den /= a;
+  constexpr __int128 kMax = INT64_MAX;
+  if (num > kMax || num < -kMax || den > kMax) return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(num), static_cast<int64_t>(den));
+}
+
+}  // namespace
+
+struct SymArena {
+  std::vector<SymNode> nodes;
+  std::unordered_multimap<size_t, uint32_t> by_hash;
+
+  SymArena() { reset(); }
+
+  void reset() {
+    nodes.clear();
+    by_hash.clear();
+    constant(0, 1);  // id 0
+    constant(1, 1);  // id 1
+  }
+
+  Sym intern(SymNode n) {
+    const size_t h = node_hash(n);
+    auto [lo, hi] = by_hash.equal_range(h);
+    for (auto it = lo; it != hi; ++it)
+      if (same_node(nodes[it->second], n)) return Sym(it->second, 0);
+    require(nodes.size() < UINT32_MAX, "symbolic expression arena is full");
+    const auto id = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(std::move(n));
+    by_hash.emplace(h, id);
+    return Sym(id, 0);
+  }
+
+  Sym constant(int64_t num, int64_t den) {
+    SymNode n;
+    n.num = num;
+    n.den = den;
+    return intern(std::move(n));
+  }
+
+  Sym make(SymKind kind, std::vector<Sym> args, std::string text = {}) {
+    SymNode n;
+    n.kind = kind;
+    n.args = std::move(args);
+    n.text = std::move(text);
+    return intern(std::move(n));
+  }
+
+  const SymNode& at(Sym s) const { return nodes.at(s.id()); }
+  // A constant that fits num/den (big decimal constants are not folded).
+  const SymNode* small_const(Sym s) const {
+    const SymNode& n = at(s);
+    return n.kind == SymKind::Const && n.text.empty() ? &n : nullptr;
+  }
+};
+
+namespace {
+SymArena& arena() {
+  thread_local SymArena a;
+  return a;
+}
+
+bool is_const(Sym s, int64_t v) {
+  const SymNode* n = arena().small_const(s);
+  return n && n->num == v && n->den == 1;
+}
+}  // namespace
+
+const SymNode& sym_node(Sym s) { return arena().at(s); }
+size_t sym_arena_size() { return arena().nodes.size(); }
+void sym_arena_reset() { arena().reset(); }
+
+Sym::Sym(double v) {
+  require(std::isfinite(v), "the value " + std::to_string(v) + " is not a real number");
+  if (v == 0) return;
+  // v = m * 2^shift with m an odd integer (|m| < 2^53).
+  int e = 0;
+  const double f = std::frexp(v, &e);
+  auto m = static_cast<int64_t>(std::ldexp(f, 53));
+  int shift = e - 53;
+  while (m % 2 == 0) m /= 2, ++shift;
+  if (shift >= 0 && shift < 62) {
+    if (auto r = normalized(static_cast<__int128>(m) << shift, 1)) {
+      *this = arena().constant(r->first, r->second);
+      return;
+    }
+  } else if (shift < 0 && shift > -63) {
+    *this = arena().constant(m, int64_t{1} << -shift);
+    return;
+  }
+  // Outside int64 num/den: glibc prints a double's exact decimal expansion.
+  std::vector<char> buf(1600);
+  std::snprintf(buf.data(), buf.size(), "%.1100f", v);
+  std::string s(buf.data());
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  SymNode n;
+  n.text = s;
+  *this = arena().intern(std::move(n));
+}
+
+Sym Sym::rational(int64_t num, int64_t den) {
+  auto r = normalized(num, den);
+  require(r.has_value(), "invalid rational " + std::to_string(num) + "/" + std::to_string(den));
+  return arena().constant(r->first, r->second);
+}
+
+Sym Sym::var(uint32_t index) {
+  SymNode n;
+  n.kind = SymKind::Var;
+  n.var = index;
+  return arena().intern(std::move(n));
+}
+
+Sym Sym::apply(std::string_view fn, std::span<const Sym> args) {
+  return arena().make(SymKind::Apply, std::vector<Sym>(args.begin(), args.end()), std::string(fn));
+}
+
+Sym operator+(Sym a, Sym b) {
+  SymArena& ar = arena();
+  if (a.id() == 0) return b;
+  if (b.id() == 0) return a;
+  const SymNode *ca = ar.small_const(a), *cb = ar.small_const(b);
+  if (ca && cb)
+    if (auto r = normalized(static_cast<__int128>(ca->num) * cb->den + static_cast<__int128>(cb->num) * ca->den,
+                            static_cast<__int128>(ca->den) * cb->den))
+      return ar.constant(r->first, r->second);
+  // x + (-x) = 0
+  const SymNode &na = ar.at(a), &nb = ar.at(b);
+  if ((na.kind == SymKind::Neg && na.args[0].identical(b)) || (nb.kind == SymKind::Neg && nb.args[0].identical(a)))
+    return Sym();
+  if (b.id() < a.id()) std::swap(a, b);
+  return ar.make(SymKind::Add, {a, b});
+}
+
+Sym operator*(Sym a, Sym b) {
+  SymArena& ar = arena();
+  if (a.id() == 0 || b.id() == 0) return Sym();
+  if (a.id() == 1) return b;
+  if (b.id() == 1) return a;
+  if (is_const(a, -1)) return -b;
+  if (is_const(b, -1)) return -a;
+  const SymNode *ca = ar.small_const(a), *cb = ar.small_const(b);
+  if (ca && cb)
+    if (auto r = normalized(static_cast<__int128>(ca->num) * cb->num, static_cast<__int128>(ca->den) * cb->den))
+      return ar.constant(r->first, r->second);
+  if (b.id() < a.id()) std::swap(a, b);
+  return ar.make(SymKind::Mul, {a, b});
+}
+
+Sym operator-(Sym a) {
+  SymArena& ar = arena();
+  if (a.id() == 0) return a;
+  if (const SymNode* c = ar.small_const(a)) return ar.constant(-c->num, c->den);
+  const SymNode& n = ar.at(a);
+  if (n.kind == SymKind::Neg) return n.args[0];
+  return ar.make(SymKind::Neg, {a});
+}
+
+Sym operator/(Sym a, Sym b) {
+  SymArena& ar = arena();
+  if (const SymNode* cb = ar.small_const(b); cb && cb->num != 0) return a * ar.constant(cb->den, 1) *
+                                                                         Sym::rational(1, cb->num);
+  if (b.id() == 1) return a;
+  return ar.make(SymKind::Div, {a, b});
+}
+
+namespace {
+Sym select(SymKind kind, Sym a, Sym b, Sym t, Sym e) {
+  SymArena& ar = arena();
+  if (t.identical(e)) return t;
+  const SymNode *ca = ar.small_const(a), *cb = ar.small_const(b);
+  if (ca && cb) {
+    const __int128 l = static_cast<__int128>(ca->num) * cb->den, r = static_cast<__int128>(cb->num) * ca->den;
+    return (kind == SymKind::IteGt ? l > r : l >= r) ? t : e;
+  }
+  if (kind == SymKind::IteGe && a.identical(b)) return t;
+  if (kind == SymKind::IteGt && a.identical(b)) return e;
+  return ar.make(kind, {a, b, t, e});
+}
+}  // namespace
+
+Sym select_gt(Sym a, Sym b, Sym t, Sym e) { return select(SymKind::IteGt, a, b, t, e); }
+Sym select_ge(Sym a, Sym b, Sym t, Sym e) { return select(SymKind::IteGe, a, b, t, e); }
+
+std::optional<int64_t> sym_int(Sym s) {
+  const SymNode* c = arena().small_const(s);
+  if (c && c->den == 1) return c->num;
+  return std::nullopt;
+}
+
+std::vector<int64_t> sym_ints(const SymArray& a) {
+  std::vector<int64_t> out;
+  out.reserve(a.data.size());
+  for (Sym s : a.data) {
+    std::optional<int64_t> v = sym_int(s);
+    require(v.has_value(), "an integer operand (shape, axes or indices) is not a constant: " + to_string(s));
+    out.push_back(*v);
+  }
+  return out;
+}
+
+namespace {
+void print(Sym s, std::string& out, size_t max_chars) {
+  if (out.size() > max_chars) return;
+  const SymNode& n = sym_node(s);
+  auto args = [&](const char* sep) {
+    for (size_t i = 0; i < n.args.size(); ++i) {
+      if (i) out += sep;
+      print(n.args[i], out, max_chars);
+    }
+  };
+  switch (n.kind) {
+    case SymKind::Const:
+      out += n.text.empty() ? std::to_string(n.num) + (n.den != 1 ? "/" + std::to_string(n.den) : "") : n.text;
+      return;
+    case SymKind::Var: out += "v" + std::to_string(n.var); return;
+    case SymKind::Add: out += "("; args(" + "); out += ")"; return;
+    case SymKind::Mul: out += "("; args(" * "); out += ")"; return;
+    case SymKind::Div: out += "("; args(" / "); out += ")"; return;
+    case SymKind::Neg: out += "-"; args(""); return;
+    case SymKind::IteGt:
+    case SymKind::IteGe:
+      out += n.kind == SymKind::IteGt ? "gt(" : "ge(";
+      args(", ");
+      out += ")";
+      return;
+    case SymKind::Apply: out += n.text + "("; args(", "); out += ")"; return;
+  }
+}
+}  // namespace
+
+std::string to_string(Sym s, size_t max_chars) {
+  std::string out;
+  print(s, out, max_chars);
+  if (out.size() > max_chars) out = out.substr(0, max_chars) + "...";
+  return out;
+}
+
+}  // namespace isomer
