@@ -7,7 +7,10 @@
 
     outputs = isomer.run(model_opt, {"input": x})   # reference evaluator, numpy in/out
 
-    g = isomer.Graph()                 # write graphs (and later rules) in Python
+    rules = isomer.load_rules()        # the shipped, verified rule set
+    model_opt, report = isomer.optimize(model, search="backtrack", budget=30)
+
+    g = isomer.Graph()                 # write graphs in Python
     x = g.input("x", [1, 3, 32, 32])
     g.output(g.relu(x), "y")
     model = g.to_onnx()
@@ -20,12 +23,15 @@ from ._api import (
     SEARCH_MODES,
     CheckFailedError,
     Error,
+    load_rules,
     operator_schema,
     operators,
     optimize,
+    parse_rules,
     run,
     template_rules,
 )
+from ._core import Rule, RuleSet
 from ._core import __version__
 from ._report import Report
 from .graph import Graph, Value, dtype_name
@@ -35,13 +41,17 @@ __all__ = [
     "Error",
     "Graph",
     "Report",
+    "Rule",
+    "RuleSet",
     "SEARCH_MODES",
     "Value",
     "__version__",
     "dtype_name",
+    "load_rules",
     "operator_schema",
     "operators",
     "optimize",
+    "parse_rules",
     "run",
     "template_rules",
 ]

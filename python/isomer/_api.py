@@ -28,7 +28,7 @@ class CheckFailedError(Error):
         self.report = report
 
 
-SEARCH_MODES = ("templates", "none")
+SEARCH_MODES = ("templates", "backtrack", "none")
 
 # The check hands graphs with operators isomer cannot evaluate to ONNX Runtime in a
 # Python subprocess ($ISOMER_PYTHON); prefer this interpreter when it has onnxruntime.
@@ -90,19 +90,25 @@ def _to_model_proto(data):
     return model
 
 
-def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0, tolerance=1e-3,
-             disable=None, allow_nonfinite=False):
+def optimize(model, search="templates", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
+             tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured"):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
         isomer.Graph. Pass a path for models with external data.
-    search: "templates" (the template passes: folding, CSE, DCE, fusions) or "none"
-        (no rewrites; import, check and export only).
+    search: "templates" (the template passes: folding, CSE, DCE, fusions),
+        "backtrack" (the template passes, then the cost-based backtracking search
+        over verified rules) or "none" (no rewrites; import, check and export only).
+    budget: seconds the backtracking search may take.
+    rules: rule files or directories for the search (default: isomer's shipped
+        rules/, see load_rules).
     check: run the original and the optimized model on random inputs (seed) and
         compare them; on a mismatch raise CheckFailedError (nothing is returned).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
     allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
+    cost: cost model for the report's before/after time and the search:
+        "measured" (cached on disk), "analytic" or "none".
 
     Returns (onnx.ModelProto, Report). The report's fields are those of
     --report-json.
@@ -110,12 +116,16 @@ def optimize(model, search="templates", check=True, input_shapes=None, *, seed=0
     if search not in SEARCH_MODES:
         raise ValueError(f"search={search!r} is not available; choose one of: "
                          + ", ".join(repr(m) for m in SEARCH_MODES))
+    if cost not in ("measured", "analytic", "none"):
+        raise ValueError(f"cost={cost!r}: choose 'measured', 'analytic' or 'none'")
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
+    rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
+                                           else [os.fspath(r) for r in rules])
     source, base_dir, name = _model_source(model)
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
-                                                search != "none", disabled, bool(check), int(seed),
-                                                float(tolerance), bool(allow_nonfinite))
+                                                search, disabled, bool(check), int(seed), float(tolerance),
+                                                bool(allow_nonfinite), float(budget), rule_paths, cost)
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"
@@ -195,3 +205,18 @@ def operators():
 def operator_schema(name):
     """{"name", "min_inputs", "max_inputs" (-1: variadic), "attributes": {name: kind}}."""
     return dict(_core.op_schema(name))
+
+
+def load_rules(path=None):
+    """Reads a rule file (or every *.rules file of a directory) into an isomer.RuleSet.
+
+    Without a path: isomer's shipped rule set (the rules/ directory, or $ISOMER_RULES).
+    A RuleSet is a sequence of isomer.Rule (name, verdict, usable, reason, text, ...);
+    str() gives the file text, .save(path) writes it.
+    """
+    return _core.load_rules(os.fspath(path) if path is not None else _core.default_rules_path())
+
+
+def parse_rules(text, file="<rules>"):
+    """Parses rule-file text into an isomer.RuleSet (errors name file:line)."""
+    return _core.parse_rules(text, file)

@@ -7,7 +7,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <unordered_set>
@@ -21,11 +24,26 @@
 #include "ops/op.h"
 #include "passes/passes.h"
 #include "pipeline/optimize.h"
+#include "rules/rule.h"
+#include "search/search.h"
 
 namespace py = pybind11;
 
 namespace isomer {
 namespace {
+
+// ---- rules ----------------------------------------------------------------------
+
+std::string verdict_kind_name(Verdict::Kind k) {
+  switch (k) {
+    case Verdict::Kind::Proved: return "proved";
+    case Verdict::Kind::Tested: return "tested";
+    case Verdict::Kind::Refuted: return "refuted";
+    case Verdict::Kind::Unknown: return "unknown";
+    case Verdict::Kind::None: break;
+  }
+  return "none";
+}
 
 // ---- tensors <-> numpy ----------------------------------------------------------
 
@@ -231,19 +249,23 @@ Graph import_model(const py::object& source, const std::string& base_dir,
 // report text). A failed check is not an exception here: Python raises it with the
 // report attached.
 py::tuple optimize_model(const py::object& source, const std::string& base_dir, const std::string& input_name,
-                         const std::map<std::string, std::vector<int64_t>>& input_shapes, bool run_passes,
+                         const std::map<std::string, std::vector<int64_t>>& input_shapes, const std::string& search,
                          const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance,
-                         bool allow_nonfinite) {
+                         bool allow_nonfinite, double budget, const std::vector<std::string>& rule_paths,
+                         const std::string& cost_model) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes;
-  opts.passes.disabled = disabled;
-  if (!run_passes) {
-    // "dce" cannot be disabled; with every rewrite off it has nothing to remove.
-    for (const std::string& rule : template_rule_names())
-      if (rule != "dce") opts.passes.disabled.push_back(rule);
+  std::vector<std::string> templates = template_rule_names();
+  for (const std::string& name : disabled) {
+    bool is_template = std::find(templates.begin(), templates.end(), name) != templates.end();
+    (is_template ? opts.passes.disabled : opts.search_options.disabled).push_back(name);
   }
+  opts.search = search;
+  opts.search_options.budget_s = budget;
+  opts.rule_paths = rule_paths;
+  opts.cost_model = cost_model;
   opts.check = check;
   opts.allow_nonfinite = allow_nonfinite;
   opts.check_options.seed = seed;
@@ -413,6 +435,76 @@ PYBIND11_MODULE(_core, m) {
       .def("finish", &PyBuilder::finish, py::arg("outputs"), py::arg("names"), py::arg("opset"),
            py::arg("graph_name"));
 
+  // Rules: the DSL's RuleSet and Rule, read-only views plus the file text.
+  py::class_<Rule>(m, "Rule", "one rewrite rule (read-only)")
+      .def_readonly("name", &Rule::name)
+      .def_property_readonly("verdict", [](const Rule& r) { return verdict_kind_name(r.verdict.kind); })
+      .def_property_readonly("verdict_line", [](const Rule& r) { return print_verdict(r.verdict); })
+      .def_property_readonly("reason", [](const Rule& r) { return r.verdict.reason; })
+      .def_property_readonly("error_bits", [](const Rule& r) { return r.verdict.error_bits; })
+      .def_property_readonly("usable", &Rule::usable)
+      .def_property_readonly("vars",
+                             [](const Rule& r) {
+                               std::vector<std::string> names;
+                               for (const RuleVar& v : r.vars) names.push_back(v.name);
+                               return names;
+                             })
+      .def_property_readonly("num_outputs", &Rule::num_outputs)
+      .def_property_readonly("text", [](const Rule& r) { return print_rule(r); })
+      .def("__str__", [](const Rule& r) { return print_rule(r); })
+      .def("__repr__", [](const Rule& r) {
+        return "<isomer.Rule " + r.name + ": " + verdict_kind_name(r.verdict.kind) + ">";
+      });
+  py::class_<RuleSet>(m, "RuleSet", "rules as read from a rule file; str() gives the file text")
+      .def(py::init<>())
+      .def("__len__", [](const RuleSet& s) { return s.rules.size(); })
+      .def(
+          "__getitem__",
+          [](const RuleSet& s, py::object key) -> const Rule& {
+            if (py::isinstance<py::str>(key)) {
+              const Rule* r = s.find(key.cast<std::string>());
+              if (!r) throw py::key_error("no rule named '" + key.cast<std::string>() + "'");
+              return *r;
+            }
+            long i = key.cast<long>();
+            long n = static_cast<long>(s.rules.size());
+            if (i < 0) i += n;
+            if (i < 0 || i >= n) throw py::index_error("rule index out of range");
+            return s.rules[static_cast<size_t>(i)];
+          },
+          py::return_value_policy::reference_internal)
+      .def("__contains__", [](const RuleSet& s, const std::string& name) { return s.find(name) != nullptr; })
+      .def_property_readonly("names",
+                             [](const RuleSet& s) {
+                               std::vector<std::string> names;
+                               for (const Rule& r : s.rules) names.push_back(r.name);
+                               return names;
+                             })
+      .def("counts",
+           [](const RuleSet& s) {
+             std::map<std::string, size_t> c{{"proved", 0}, {"tested", 0}, {"refuted", 0}, {"unknown", 0}, {"none", 0}};
+             for (const Rule& r : s.rules) ++c[verdict_kind_name(r.verdict.kind)];
+             return c;
+           })
+      .def_property_readonly("text", [](const RuleSet& s) { return print_rules(s); })
+      .def("__str__", [](const RuleSet& s) { return print_rules(s); })
+      .def("save",
+           [](const RuleSet& s, const std::string& path) {
+             std::string text = print_rules(s), tmp = path + ".tmp";
+             {
+               std::ofstream f(tmp);
+               f << text;
+               require(f.good(), "cannot write '" + path + "'");
+             }
+             require(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write '" + path + "'");
+           },
+           py::arg("path"))
+      .def("__repr__", [](const RuleSet& s) { return "<isomer.RuleSet of " + std::to_string(s.rules.size()) + " rules>"; });
+  m.def("load_rules", [](const std::string& path) { return load_rule_files({path}); }, py::arg("path"));
+  m.def("parse_rules", [](const std::string& text, const std::string& file) { return parse_rules(text, file); },
+        py::arg("text"), py::arg("file") = "<rules>");
+  m.def("default_rules_path", &default_rules_path);
+
   m.def(
       "load_model",
       [](const py::object& source, const std::string& base_dir,
@@ -421,8 +513,9 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"));
   m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
-        py::arg("input_shapes"), py::arg("run_passes"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
-        py::arg("tolerance"), py::arg("allow_nonfinite"));
+        py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
+        py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
+        py::arg("cost_model"));
   m.def("template_rule_names", &template_rule_names);
   m.def("op_names", [] {
     std::vector<std::string> out;

@@ -78,6 +78,9 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::s
                     OptimizeReport* report) {
   require(opts.search == "none" || opts.search == "templates" || opts.search == "backtrack",
           "unknown search '" + opts.search + "' (choose none, templates or backtrack)");
+  if (opts.search != "backtrack" && !opts.search_options.disabled.empty())
+    throw Error("cannot disable rule '" + opts.search_options.disabled[0] +
+                "': no template rule has that name (verified rules only run with --search backtrack)");
   if (opts.search == "none") return g;
   PassStats stats;
   Graph out = simplify(g, opts.passes, &stats);
@@ -87,6 +90,11 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::s
   std::vector<std::string> paths = opts.rule_paths;
   if (paths.empty()) paths.push_back(default_rules_path());
   RuleSet set = load_rule_files(paths);
+  for (const std::string& name : opts.search_options.disabled) {
+    bool reversed = name.size() > 4 && name.ends_with("-rev");
+    require(set.find(name) || (reversed && set.find(name.substr(0, name.size() - 4))),
+            "cannot disable rule '" + name + "': neither a template rule nor in the rule files");
+  }
   std::vector<Rule> rules = search_rules(set, opts.search_options.disabled);
   // The search prices operators alone; the report's cost model prices whole graphs.
   std::string kind = opts.cost_model == "none" ? "analytic" : opts.cost_model;
