@@ -71,10 +71,6 @@ CheckResult compare_outputs(const std::vector<Tensor>& want, const std::vector<T
   return r;
 }
 
-namespace {
-
-// Finds a Python interpreter with onnxruntime: $ISOMER_PYTHON, else the project's
-// virtual environment next to the source tree, else python3 on PATH.
 std::string find_python() {
   if (const char* p = std::getenv("ISOMER_PYTHON")) return p;
 #ifdef ISOMER_SOURCE_DIR
@@ -83,6 +79,8 @@ std::string find_python() {
 #endif
   return "python3";
 }
+
+namespace {
 
 // Runs both models with ONNX Runtime on the same random inputs and compares there.
 const char* kOrtScript = R"PY(

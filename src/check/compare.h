@@ -34,6 +34,10 @@ struct CheckResult {
   std::string status_name() const;
 };
 
+// A Python interpreter that should have onnxruntime: $ISOMER_PYTHON, else the
+// project's virtual environment next to the source tree, else python3 on PATH.
+std::string find_python();
+
 // Compares two graphs with the same interface (inputs and outputs by position).
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts = {});
 

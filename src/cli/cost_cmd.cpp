@@ -31,6 +31,7 @@ std::string esc(const std::string& s) {
 }
 
 int run_cost(const CostArgs& a) {
+  runtime::use_passive_openmp_waits();  // restarts the process if needed (see runtime.h)
   Graph g = import_onnx_file(a.model);
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(a.kind, a.db, a.threads);
   cost::GraphCost gc = model->graph_cost(g);
@@ -46,6 +47,11 @@ int run_cost(const CostArgs& a) {
   }
   std::printf("total %.3f ms (%s, %d threads; %zu steps: %zu measured now, %zu cached; inputs/outputs %.3f ms)\n",
               gc.total_ms, model->name().c_str(), gc.threads, gc.steps.size(), gc.measured_new, gc.cached, gc.io_ms);
+  const double load = cost::load_average();
+  if (gc.noisy)
+    std::printf("note: %zu steps are priced by measurements taken on an overloaded machine (load average above %d"
+                " cores; now %.2f); they are measured again once the load is lower\n",
+                gc.noisy, runtime::hardware_threads(), load);
   if (a.kind == "measured") std::printf("cost database: %s\n", db.c_str());
   if (!a.report_json.empty()) {
     std::ofstream f(a.report_json);
@@ -53,6 +59,7 @@ int run_cost(const CostArgs& a) {
     f << "{\n  \"model\": \"" << esc(a.model) << "\",\n  \"cost_model\": \"" << model->name()
       << "\",\n  \"total_ms\": " << gc.total_ms << ",\n  \"io_ms\": " << gc.io_ms
       << ",\n  \"measured_new\": " << gc.measured_new << ",\n  \"cached\": " << gc.cached
+      << ",\n  \"noisy\": " << gc.noisy << ",\n  \"load_average\": " << load
       << ",\n  \"threads\": " << gc.threads << ",\n  \"cost_db\": \"" << esc(db) << "\",\n  \"steps\": [";
     for (size_t i = 0; i < gc.steps.size(); ++i) {
       const cost::StepCost& s = gc.steps[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 
 #include "cost/cost_db.h"
 #include "ir/error.h"
@@ -10,8 +11,9 @@ namespace isomer::cost {
 
 namespace {
 
-// Bumped when the runtime's lowering changes what a signature means.
-constexpr const char* kRuntimeVersion = "isomer-rt-2";
+// Bumped when the runtime's lowering changes what a signature means (3: rows
+// carry the load they were measured under; older rows were never marked noisy).
+constexpr const char* kRuntimeVersion = "isomer-rt-3";
 
 double io_bytes(const Graph& g, const runtime::Executable& exe) {
   double bytes = 0;
@@ -27,7 +29,7 @@ GraphCost CostModel::graph_cost(const Graph& g) {
   auto exe = runtime::compile(g, ropts_);
   GraphCost gc;
   gc.threads = exe->threads();
-  size_t measured0 = measured_new_, cached0 = cached_;
+  size_t measured0 = measured_new_, cached0 = cached_, noisy0 = noisy_;
   prepare(*exe);
   for (size_t i = 0; i < exe->steps().size(); ++i) {
     StepCost sc;
@@ -47,6 +49,7 @@ GraphCost CostModel::graph_cost(const Graph& g) {
   gc.total_ms += gc.io_ms;
   gc.measured_new = measured_new_ - measured0;
   gc.cached = cached_ - cached0;
+  gc.noisy = noisy_ - noisy0;
   return gc;
 }
 
@@ -93,6 +96,7 @@ double AnalyticCostModel::step_ms(runtime::Executable& exe, size_t i, std::strin
 
 MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, int warmup, int repeats)
     : db_(std::make_unique<CostDb>(db_path.empty() ? default_db_path() : db_path)),
+      load_probe_(load_average),
       warmup_(warmup),
       repeats_(repeats) {
   ropts_.threads = threads > 0 ? threads : runtime::hardware_threads();
@@ -101,10 +105,21 @@ MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, in
 
 MeasuredCostModel::~MeasuredCostModel() = default;
 
+bool MeasuredCostModel::overloaded(double load) const {
+  return load > static_cast<double>(runtime::hardware_threads());
+}
+
+bool MeasuredCostModel::usable(const std::string& signature) {
+  auto e = db_->find(fingerprint_, signature);
+  return e && (!e->noisy || overloaded_now_);
+}
+
 void MeasuredCostModel::prepare(runtime::Executable& exe) {
   profiled_.clear();
+  load_before_ = load_probe_();
+  overloaded_now_ = overloaded(load_before_);
   for (const runtime::StepInfo& s : exe.steps())
-    if (!db_->lookup(fingerprint_, s.signature)) {
+    if (!usable(s.signature)) {
       profiled_ = exe.profile_steps(warmup_, repeats_);
       return;
     }
@@ -112,16 +127,32 @@ void MeasuredCostModel::prepare(runtime::Executable& exe) {
 
 double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {
   const std::string& sig = exe.steps()[i].signature;
-  if (auto ms = db_->lookup(fingerprint_, sig)) {
-    source = "cached";
+  if (usable(sig)) {
+    auto e = db_->find(fingerprint_, sig);
+    source = e->noisy ? "cached-noisy" : "cached";
     ++cached_;
-    return *ms;
+    noisy_ += e->noisy;
+    return e->ms;
   }
   double ms = i < profiled_.size() ? profiled_[i] : exe.time_step(i, warmup_, repeats_);
-  db_->store(fingerprint_, sig, ms, repeats_);
-  source = "measured";
+  // The load at either end of the measurement: a 1-minute average lags, so a
+  // burst that began during it shows at the end.
+  double load = std::max(load_before_, load_probe_());
+  bool noisy = overloaded(load);
+  db_->store(fingerprint_, sig, ms, repeats_, noisy, load);
+  source = noisy ? "measured-noisy" : "measured";
   ++measured_new_;
+  noisy_ += noisy;
   return ms;
+}
+
+double load_average() {
+  // $ISOMER_LOAD_AVERAGE stands in for the machine's (tests; forcing a policy).
+  if (const char* o = std::getenv("ISOMER_LOAD_AVERAGE"); o && *o) return std::strtod(o, nullptr);
+  std::ifstream f("/proc/loadavg");
+  double load = 0;
+  if (!(f >> load)) return 0;
+  return load;
 }
 
 std::string default_db_path() {

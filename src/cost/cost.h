@@ -6,6 +6,7 @@
 // SQLite per machine) or by a roofline estimate against measured peak rates
 // (AnalyticCostModel, deterministic given the rates).
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ struct GraphCost {
   std::vector<StepCost> steps;
   size_t measured_new = 0;  // steps timed in this call
   size_t cached = 0;        // steps found in the database
+  size_t noisy = 0;         // steps priced by a measurement taken on an overloaded machine
   int threads = 0;
 };
 
@@ -59,7 +61,7 @@ class CostModel {
 
  protected:
   runtime::RuntimeOptions ropts_;
-  size_t measured_new_ = 0, cached_ = 0;
+  size_t measured_new_ = 0, cached_ = 0, noisy_ = 0;
 };
 
 class AnalyticCostModel : public CostModel {
@@ -76,6 +78,13 @@ class AnalyticCostModel : public CostModel {
 
 class CostDb;
 
+// Measurements taken while the machine is overloaded (1-minute load average
+// above the number of cores: other processes compete for the cores, so the times
+// are inflated by preemption) are stored marked "noisy" with the load seen. A
+// noisy entry is reused only while the machine is still overloaded (measuring
+// again then would be no better); once the load is back at or below the core
+// count it is measured again and replaced by a clean one. Clean entries are
+// always reused.
 class MeasuredCostModel : public CostModel {
  public:
   // `db_path` empty: default_db_path().
@@ -87,13 +96,24 @@ class MeasuredCostModel : public CostModel {
   void prepare(runtime::Executable& exe) override;
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
+  // Where the load average comes from (tests substitute their own).
+  void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
  private:
+  bool overloaded(double load) const;
+  bool usable(const std::string& signature);
+  std::function<double()> load_probe_;
+  double load_before_ = 0;  // load when this graph's measurements began
+  bool overloaded_now_ = false;
   std::vector<double> profiled_;  // this graph's steps, when some were new
   std::unique_ptr<CostDb> db_;
   std::string fingerprint_;
   int warmup_, repeats_;
 };
+
+// The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);
+// 0 where unknown.
+double load_average();
 
 // ~/.cache/isomer/costs.sqlite ($XDG_CACHE_HOME respected).
 std::string default_db_path();

@@ -41,6 +41,21 @@ CostDb::CostDb(const std::string& path) : path_(path) {
     exec("PRAGMA journal_mode=WAL");
     exec("CREATE TABLE IF NOT EXISTS step_costs (fingerprint TEXT NOT NULL, signature TEXT NOT NULL, ms REAL NOT NULL,"
          " repeats INTEGER NOT NULL, measured_at INTEGER NOT NULL, PRIMARY KEY (fingerprint, signature))");
+    // Databases written before noisy measurements were marked lack the columns.
+    bool has_noisy = false;
+    {
+      Stmt st(db_, "PRAGMA table_info(step_costs)");
+      while (sqlite3_step(st.s) == SQLITE_ROW)
+        has_noisy = has_noisy || std::string(reinterpret_cast<const char*>(sqlite3_column_text(st.s, 1))) == "noisy";
+    }
+    if (!has_noisy) {
+      try {
+        exec("ALTER TABLE step_costs ADD COLUMN noisy INTEGER NOT NULL DEFAULT 0");
+        exec("ALTER TABLE step_costs ADD COLUMN load REAL NOT NULL DEFAULT 0");
+      } catch (const Error&) {
+        // Another process added them first.
+      }
+    }
     exec("CREATE TABLE IF NOT EXISTS machine_facts (fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
          " PRIMARY KEY (fingerprint, key))");
   } catch (const Error& e) {
@@ -61,25 +76,52 @@ void CostDb::exec(const std::string& sql) {
   }
 }
 
-std::optional<double> CostDb::lookup(const std::string& fingerprint, const std::string& signature) {
-  Stmt st(db_, "SELECT ms FROM step_costs WHERE fingerprint = ?1 AND signature = ?2");
+std::optional<CostDb::Entry> CostDb::find(const std::string& fingerprint, const std::string& signature) {
+  Stmt st(db_, "SELECT ms, noisy, load FROM step_costs WHERE fingerprint = ?1 AND signature = ?2");
   st.text(1, fingerprint);
   st.text(2, signature);
   int rc = sqlite3_step(st.s);
-  if (rc == SQLITE_ROW) return sqlite3_column_double(st.s, 0);
+  if (rc == SQLITE_ROW) return Entry{sqlite3_column_double(st.s, 0), sqlite3_column_int(st.s, 1) != 0,
+                                     sqlite3_column_double(st.s, 2)};
   require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
   return std::nullopt;
 }
 
-void CostDb::store(const std::string& fingerprint, const std::string& signature, double ms, int repeats) {
+std::optional<double> CostDb::lookup(const std::string& fingerprint, const std::string& signature) {
+  auto e = find(fingerprint, signature);
+  return e ? std::optional<double>(e->ms) : std::nullopt;
+}
+
+void CostDb::store(const std::string& fingerprint, const std::string& signature, double ms, int repeats, bool noisy,
+                   double load) {
   Stmt st(db_,
-          "INSERT OR REPLACE INTO step_costs (fingerprint, signature, ms, repeats, measured_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+          "INSERT OR REPLACE INTO step_costs (fingerprint, signature, ms, repeats, measured_at, noisy, load)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   st.text(1, fingerprint);
   st.text(2, signature);
   sqlite3_bind_double(st.s, 3, ms);
   sqlite3_bind_int(st.s, 4, repeats);
   sqlite3_bind_int64(st.s, 5, static_cast<sqlite3_int64>(std::time(nullptr)));
+  sqlite3_bind_int(st.s, 6, noisy ? 1 : 0);
+  sqlite3_bind_double(st.s, 7, load);
   require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+}
+
+size_t CostDb::noisy_count() {
+  Stmt st(db_, "SELECT COUNT(*) FROM step_costs WHERE noisy != 0");
+  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
+}
+
+bool CostDb::integrity_ok(std::string* why) {
+  Stmt st(db_, "PRAGMA integrity_check");
+  std::string all;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st.s, 0);
+    all += (all.empty() ? "" : "; ") + std::string(t ? reinterpret_cast<const char*>(t) : "");
+  }
+  if (why) *why = all;
+  return all == "ok";
 }
 
 std::optional<double> CostDb::lookup_fact(const std::string& fingerprint, const std::string& key) {

@@ -17,8 +17,24 @@ class CostDb {
   CostDb(const CostDb&) = delete;
   CostDb& operator=(const CostDb&) = delete;
 
+  // A cached step cost. `noisy`: measured while the machine was overloaded (load
+  // average above its core count), so probably too high; see MeasuredCostModel.
+  struct Entry {
+    double ms = 0;
+    bool noisy = false;
+    double load = 0;  // 1-minute load average when it was measured
+  };
+  std::optional<Entry> find(const std::string& fingerprint, const std::string& signature);
+  // The cost, clean or noisy.
   std::optional<double> lookup(const std::string& fingerprint, const std::string& signature);
-  void store(const std::string& fingerprint, const std::string& signature, double ms, int repeats);
+  // One short transaction (atomic: a writer killed at any point leaves either the
+  // old row or the new one).
+  void store(const std::string& fingerprint, const std::string& signature, double ms, int repeats,
+             bool noisy = false, double load = 0);
+  // Rows measured on an overloaded machine.
+  size_t noisy_count();
+  // SQLite's own integrity check; `why` gets its complaint.
+  bool integrity_ok(std::string* why = nullptr);
   // Free-form numbers per machine (peak rates).
   std::optional<double> lookup_fact(const std::string& fingerprint, const std::string& key);
   void store_fact(const std::string& fingerprint, const std::string& key, double value);

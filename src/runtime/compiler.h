@@ -34,6 +34,10 @@ struct RtValue {
   std::shared_ptr<std::vector<char>> storage;  // bytes of a constant in `md` layout
   int alias_of = -1;            // a view of another value's buffer (Reshape, Transpose, ...)
   bool accumulated = false;     // a view written in place by a residual-add (sum) post-op
+  // A view made only to present an operand to the one step created with it (a
+  // 2-D reading of an N-D tensor): nothing reads it later, so it never blocks
+  // accumulating into its buffer afterwards.
+  bool step_local = false;
   std::string name;
 };
 
@@ -127,7 +131,7 @@ class Compiler {
   // True if some value views `root`'s buffer other than through in-place accumulation.
   bool has_views(int root) const {
     for (const RtValue& v : values_)
-      if (v.alias_of == root && !v.accumulated) return true;
+      if (v.alias_of == root && !v.accumulated && !v.step_local) return true;
     return false;
   }
   // A value with the same buffer and a different view (dims and md).

@@ -187,6 +187,27 @@ struct Contraction {
   std::string kind;
 };
 
+// Rows of A when the contraction can run as one 2-D matmul [rows, K] x [K, N]:
+// B is a constant weight without batch (batch dims all 1), A is plain row-major
+// (so [.., M, K] is a [rows, K] view, no copy) and the bias, if any, is per
+// column. oneDNN (2.6) keeps the weights of a 3-D f32 matmul plain, but packs
+// them for the 2-D form; 0 when the form does not apply.
+int64_t flat_rows(Compiler& c, const Contraction& k) {
+  size_t rank = k.out.size();
+  if (rank <= 2 || !k.b_const) return 0;
+  const std::vector<int64_t>& bd = k.b_const->dims();
+  for (size_t i = 0; i + 2 < bd.size(); ++i)
+    if (bd[i] != 1) return 0;
+  if (k.bias && k.bias->numel() != k.out.back()) return 0;
+  dims_t ad = k.a_md.dims();
+  if (!(k.a_md == plain_md(std::vector<int64_t>(ad.begin(), ad.end()), dt::f32))) return 0;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < rank; ++i) rows *= k.out[i];
+  int64_t a_rows = 1;
+  for (size_t i = 0; i + 1 < ad.size(); ++i) a_rows *= ad[i];
+  return a_rows == rows ? rows : 0;
+}
+
 bool emit_contraction(Compiler& c, Contraction& k) {
   const Node& n = *k.node;
   size_t rank = k.out.size();
@@ -206,39 +227,60 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   std::string post;
   int acc = -1;
   dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
+  // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
+  const int64_t rows = flat_rows(c, k);
+  const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
+  std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : k.out;
+  const size_t prank = pout.size();
+  md_t a_md = rows ? plain_md({rows, kdim}, dt::f32) : k.a_md;
+  md_t pdst_md = plain_md(pout, dt::f32);
+  std::vector<int64_t> wdims;
   md_t wmd;
   if (k.b_const) {
-    std::vector<int64_t> bd = k.b_const->dims();
-    while (bd.size() < rank) bd.insert(bd.begin(), 1);
-    wmd = md_t(to_dims(bd), dt::f32, tag::any);
+    wdims = k.b_const->dims();
+    if (rows) wdims = {wdims[wdims.size() - 2], wdims.back()};
+    while (wdims.size() < prank) wdims.insert(wdims.begin(), 1);
+    // format_tag::any: the primitive picks the weights' layout (packed), and the
+    // constant is reordered into it once, here.
+    wmd = md_t(to_dims(wdims), dt::f32, tag::any);
   } else {
     wmd = k.b_md;
   }
   md_t bias_md;
   if (k.bias) {
-    std::vector<int64_t> bd(rank, 1);
-    if (k.bias->numel() == k.out.back()) {
-      bd.back() = k.out.back();
+    std::vector<int64_t> bd(prank, 1);
+    if (k.bias->numel() == ncols) {
+      bd.back() = ncols;
     } else {
-      bd[rank - 2] = k.out[rank - 2];
-      bd.back() = k.out.back();
+      bd[prank - 2] = pout[prank - 2];
+      bd.back() = ncols;
     }
     bias_md = plain_md(bd, dt::f32);
   }
-  dnnl::matmul::desc d(k.a_md, wmd, bias_md, dst_md);
+  dnnl::matmul::desc d(a_md, wmd, bias_md, pdst_md);
   dnnl::matmul::primitive_desc pd(d, attr, c.engine());
   int wid = k.b;
   if (k.b_const) {
-    std::vector<int64_t> bd = k.b_const->dims();
-    while (bd.size() < rank) bd.insert(bd.begin(), 1);
-    wid = c.as_layout(c.constant_value(k.b_const->reshaped(bd), n.name() + ".weight"), pd.weights_desc());
+    wid = c.as_layout(c.constant_value(k.b_const->reshaped(wdims), n.name() + ".weight"), pd.weights_desc());
   } else if (!(c.val(wid).md == k.b_md)) {
     wid = c.alias(wid, c.val(wid).dims, k.b_md, n.name() + ".b");
+    c.val(wid).step_local = true;
   }
-  int aid = c.val(k.a).md == k.a_md ? k.a : c.alias(k.a, c.val(k.a).dims, k.a_md, n.name() + ".a");
+  int aid = k.a;
+  if (!(c.val(k.a).md == a_md)) {
+    aid = c.alias(k.a, rows ? std::vector<int64_t>{rows, kdim} : c.val(k.a).dims, a_md, n.name() + ".a");
+    c.val(aid).step_local = true;
+  }
+  // `dst` holds the result with the graph's dims; `pdst` is the primitive's view of it.
   int dst = acc >= 0 ? c.alias(acc, k.out, dst_md, n.name()) : c.new_value(DType::Float32, k.out, dst_md, n.name());
   c.val(dst).accumulated = acc >= 0;
-  args.insert(args.begin(), {{DNNL_ARG_SRC, aid}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  int pdst = dst;
+  if (rows) {
+    pdst = c.alias(dst, pout, pdst_md, n.name() + ".2d");
+    c.val(pdst).accumulated = acc >= 0;
+    c.val(pdst).step_local = true;
+  }
+  args.insert(args.begin(), {{DNNL_ARG_SRC, aid}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, pdst}});
   if (k.bias) {
     dims_t bd = bias_md.dims();
     Tensor bt = k.bias->reshaped(std::vector<int64_t>(bd.begin(), bd.end()));
@@ -248,8 +290,8 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   info.kind = "matmul";
   info.label = n.name();
   info.ops = fusion_ops(k.kind, {}, fusion);
-  info.signature = "matmul src " + describe_md(k.a_md) + " wei " + describe_md(pd.weights_desc()) +
-                   (k.b_const ? "c" : "") + " dst " + describe_md(dst_md) + (k.bias ? " bias " + describe_md(bias_md) : "") +
+  info.signature = "matmul src " + describe_md(a_md) + " wei " + describe_md(pd.weights_desc()) +
+                   (k.b_const ? "c" : "") + " dst " + describe_md(pdst_md) + (k.bias ? " bias " + describe_md(bias_md) : "") +
                    post + " impl " + pd.impl_info_str();
   info.flops = k.flops;
   c.add_primitive(pd, args, info);

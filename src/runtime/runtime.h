@@ -51,8 +51,10 @@ class Executable {
   // runs after `warmup` runs.
   double time_step(size_t i, int warmup, int repeats);
   // Times every step inside whole runs of the graph (so each sees the caches as
-  // it does in a real run): per step, the median milliseconds over `repeats`
-  // runs after `warmup` runs. Runs on whatever the buffers hold.
+  // it does in a real run): per step, the mean milliseconds over the typical
+  // runs (those whose total is in the middle half) of `repeats` runs after
+  // `warmup` runs, so that the steps add up to a typical run. Runs on whatever
+  // the buffers hold.
   std::vector<double> profile_steps(int warmup, int repeats);
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
@@ -84,7 +86,17 @@ BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int wa
 // Facts about this machine and library, for reports and the cost cache key.
 std::string cpu_model();
 std::string dnnl_version();
-int hardware_threads();
+int hardware_threads();  // the CPUs this process may run on
+// OpenMP threads that wait at a barrier spin (libgomp: up to ~300k pause loops,
+// ~10 ms) before they sleep. On a machine where other processes compete for the
+// cores, the spinning steals the time slices of the very threads they wait for:
+// measured on this project's 2-core machine under load ~10, MobileNetV2 at 2
+// threads took 632 ms per run spinning and 13.6 ms waiting passively. libgomp
+// reads its policy once, when it loads, so this restarts the process (same
+// arguments) with OMP_WAIT_POLICY=PASSIVE unless the user set OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT. Call it first thing in a command, before any output; returns
+// only when it did not restart (false).
+bool use_passive_openmp_waits();
 // Sets the thread count oneDNN (OpenMP) uses from now on; 0 = every core.
 void set_threads(int threads);
 

@@ -25,8 +25,10 @@ PREFIXES = ("conv", "matmul", "gemm", "maxpool", "averagepool", "globalaveragepo
 pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
 
 
-def isomer(*args, check=True):
-    p = subprocess.run([ISOMER, *args], capture_output=True, text=True, timeout=120)
+def isomer(*args, check=True, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([ISOMER, *args], capture_output=True, text=True, timeout=120, env=e)
     if check and p.returncode != 0:
         raise AssertionError(f"isomer {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
     return p
@@ -143,7 +145,9 @@ def test_cost_database_is_reused(tmp_path):
     db = str(tmp_path / "costs.sqlite")
     runs = []
     for k in range(2):
-        isomer("cost", path, "--cost-db", db, "--threads", "1", "--report-json", str(tmp_path / f"c{k}.json"))
+        # A fixed load average: whether the machine is overloaded must not change between the runs.
+        isomer("cost", path, "--cost-db", db, "--threads", "1", "--report-json", str(tmp_path / f"c{k}.json"),
+               env={"ISOMER_LOAD_AVERAGE": "0"})
         runs.append(json.load(open(tmp_path / f"c{k}.json")))
     assert runs[0]["measured_new"] > 0 and runs[0]["cached"] == 0
     assert runs[1]["measured_new"] == 0 and runs[1]["cached"] == len(runs[1]["steps"])
@@ -162,3 +166,25 @@ def test_opaque_models_are_reported_not_run(tmp_path):
     p = isomer("run", path, check=False)
     assert p.returncode != 0
     assert "not runnable on the isomer runtime" in p.stderr
+
+
+def test_cost_measured_on_an_overloaded_machine_is_marked_and_measured_again(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    db = str(tmp_path / "costs.sqlite")
+
+    def cost(load, k):
+        p = isomer("cost", path, "--cost-db", db, "--threads", "1", "--report-json", str(tmp_path / f"n{k}.json"),
+                   env={"ISOMER_LOAD_AVERAGE": str(load)})
+        return p, json.load(open(tmp_path / f"n{k}.json"))
+
+    busy = os.cpu_count() + 3
+    p, a = cost(busy, 0)
+    assert a["measured_new"] > 0 and a["noisy"] == len(a["steps"]) and a["load_average"] == busy
+    assert "overloaded" in p.stdout
+    _, b = cost(busy, 1)  # still overloaded: reused, still marked
+    assert b["measured_new"] == 0 and b["noisy"] == len(b["steps"])
+    _, c = cost(0, 2)  # quiet again: measured again, clean
+    assert c["measured_new"] == len(c["steps"]) and c["noisy"] == 0
+    _, d = cost(busy, 3)  # clean entries are kept whatever the load
+    assert d["measured_new"] == 0 and d["noisy"] == 0

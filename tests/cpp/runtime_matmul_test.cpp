@@ -1,0 +1,115 @@
+// MatMul with a constant weight and batch dims runs as one 2-D matmul over a
+// [rows, K] view of its input (oneDNN packs the weights only for that form);
+// results must not change, residual accumulation must still work in place.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "check/compare.h"
+#include "eval/evaluator.h"
+#include "ir/graph.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+namespace {
+
+Tensor random_weights(std::vector<int64_t> dims, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  std::vector<double> v(static_cast<size_t>(num_elements(dims)));
+  for (double& x : v) x = u(rng);
+  return Tensor::from_f64(DType::Float32, std::move(dims), v);
+}
+
+std::vector<runtime::StepInfo> check(const Graph& g) {
+  std::vector<Tensor> inputs = random_inputs(g, 11);
+  std::vector<Tensor> want = evaluate(g, inputs);
+  std::vector<runtime::StepInfo> steps;
+  for (bool fuse : {true, false}) {
+    runtime::RuntimeOptions o;
+    o.threads = 1;
+    o.fuse = fuse;
+    auto exe = runtime::compile(g, o);
+    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
+    CheckResult again = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+    EXPECT_EQ(again.status, CheckResult::Status::Passed) << again.reason;
+    if (fuse) steps = exe->steps();
+  }
+  return steps;
+}
+
+std::vector<const runtime::StepInfo*> matmuls(const std::vector<runtime::StepInfo>& steps) {
+  std::vector<const runtime::StepInfo*> out;
+  for (const runtime::StepInfo& s : steps)
+    if (s.kind == "matmul") out.push_back(&s);
+  return out;
+}
+
+TEST(RuntimeMatmul, BatchedInputWithConstantWeightsRunsAsOne2DMatmul) {
+  // A transformer FFN: x [2, 16, 32] -> MatMul W1 [32, 64] + b1 -> Gelu -> MatMul W2 [64, 32] + b2 -> + x.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 16, 32})});
+  Value h = b.op1("MatMul", {x, b.constant(random_weights({32, 64}, 1))});
+  h = b.op1("Add", {h, b.constant(random_weights({64}, 2))});
+  h = b.op1("Relu", {h});
+  Value y = b.op1("MatMul", {h, b.constant(random_weights({1, 64, 32}, 3))});  // batch dim of 1: still 2-D
+  y = b.op1("Add", {b.constant(random_weights({32}, 4)), y});
+  y = b.op1("Add", {y, x});
+  Graph g = b.finish({y}, {"y"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  // The primitive sees [32, K] x [K, N]: src and dst are 2-D views.
+  EXPECT_NE(mm[0]->signature.find("src 32x32:"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[0]->signature.find("dst 32x64:"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[1]->signature.find("src 32x64:"), std::string::npos) << mm[1]->signature;
+  // Bias, activation and the residual add stay fused; no reorders. (The residual
+  // is a graph input, which is never overwritten: one copy of it to accumulate into.)
+  size_t reorders = 0, copies = 0;
+  for (const runtime::StepInfo& s : steps) {
+    reorders += s.kind == "reorder";
+    copies += s.kind == "copy";
+  }
+  EXPECT_EQ(reorders, 0u);
+  EXPECT_EQ(copies, 1u);
+  EXPECT_EQ(steps.size(), 3u);
+  EXPECT_NE(mm[1]->signature.find("+sum"), std::string::npos) << mm[1]->signature;
+}
+
+TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 8, 16})});
+  Value w = b.input("w", {DType::Float32, make_shape({2, 16, 4})});
+  Value batched_w = b.op1("MatMul", {x, b.constant(random_weights({2, 16, 4}, 5))});  // weights with a batch
+  Value runtime_w = b.op1("MatMul", {x, w});                                          // weights at run time
+  Value xt = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});     // A not row-major
+  Value strided = b.op1("MatMul", {xt, b.constant(random_weights({16, 4}, 6))});
+  Graph g = b.finish({batched_w, runtime_w, strided}, {"a", "b", "c"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 3u);
+  EXPECT_NE(mm[0]->signature.find("src 2x8x16:"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[1]->signature.find("src 2x8x16:"), std::string::npos) << mm[1]->signature;
+}
+
+TEST(RuntimeMatmul, TwoDViewOfAnAccumulatorIsNotAReader) {
+  // y1 = x W1 (written through a 2-D view); z = Sigmoid(y1) W2 + y1: the residual
+  // add accumulates into y1's buffer in place (Sigmoid, its other reader, has run),
+  // the 2-D view notwithstanding.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 16})});
+  Value y1 = b.op1("MatMul", {x, b.constant(random_weights({16, 16}, 7))});
+  Value t = b.op1("Sigmoid", {y1});
+  Value y2 = b.op1("MatMul", {t, b.constant(random_weights({16, 16}, 8))});
+  Value z = b.op1("Add", {y2, y1});
+  Graph g = b.finish({z}, {"z"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  size_t copies = 0;
+  for (const runtime::StepInfo& s : steps) copies += s.kind == "copy";
+  EXPECT_EQ(copies, 0u);
+  EXPECT_EQ(steps.size(), 3u);
+}
+
+}  // namespace
+}  // namespace isomer
