@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
 #include "pipeline/optimize.h"
+#include "runtime/runtime.h"
 
 namespace isomer::cli {
 
@@ -57,6 +58,8 @@ struct OptimizeArgs {
 };
 
 int run_optimize(const OptimizeArgs& a) {
+  // Measured costs run oneDNN: make OpenMP threads wait passively (see runtime.h).
+  if (a.cost == "measured" || a.search == "backtrack") runtime::use_passive_openmp_waits();
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
   std::vector<std::string> templates = template_rule_names();

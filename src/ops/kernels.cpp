@@ -32,3 +32,22 @@ std::vector<int64_t> ints_of(const Tensor& t) {
 }
 
 }  // namespace isomer::ops
+
+namespace isomer::ops {
+
+void set_default(Attributes& attrs, const std::string& name, AttrValue value) {
+  if (!attrs.has(name)) attrs.set(name, std::move(value));
+}
+
+void canonical_axis(Attributes& attrs, const std::string& name, int64_t dflt, int64_t rank) {
+  int64_t axis = attrs.get_int(name, dflt);
+  if (rank >= 0 && axis < 0 && axis >= -rank) axis += rank;
+  attrs.set(name, axis);
+}
+
+int64_t input_rank(std::span<const TensorType> inputs, size_t i) {
+  if (i >= inputs.size() || inputs[i].dtype == DType::Undefined) return -1;
+  return static_cast<int64_t>(inputs[i].rank());
+}
+
+}  // namespace isomer::ops

@@ -96,4 +96,19 @@ std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_
 // Reads an integer input as a vector (evaluation time).
 std::vector<int64_t> ints_of(const Tensor& t);
 
+// Pieces of canonical_attrs hooks: write out a default; make an axis attribute
+// non-negative for an input of `rank` (left alone when out of range: the shape rule
+// reports that).
+void set_default(Attributes& attrs, const std::string& name, AttrValue value);
+void canonical_axis(Attributes& attrs, const std::string& name, int64_t dflt, int64_t rank);
+// Rank of input i when known, else -1.
+int64_t input_rank(std::span<const TensorType> inputs, size_t i);
+// canonical_attrs of operators whose only defaulted attribute is an axis of input 0.
+template <int64_t Default>
+Attributes canonical_axis_of_input0(const Attributes& attrs, std::span<const TensorType> inputs) {
+  Attributes a = attrs;
+  canonical_axis(a, "axis", Default, input_rank(inputs, 0));
+  return a;
+}
+
 }  // namespace isomer::ops

@@ -707,6 +707,7 @@ OpDef def_Concat() {
   d.infer = infer_concat;
   set_semantics<ConcatOp>(d);
   d.onnx_import = import_concat;
+  d.canonical_attrs = canonical_axis_of_input0<0>;
   return d;
 }
 
@@ -717,6 +718,7 @@ OpDef def_Split() {
   set_semantics<SplitOp>(d);
   d.onnx_import = import_split;
   d.onnx_export = export_split;
+  d.canonical_attrs = canonical_axis_of_input0<0>;
   return d;
 }
 
@@ -725,6 +727,13 @@ OpDef def_Transpose() {
   d.attributes = {{"perm", "ints"}};
   d.infer = infer_transpose;
   set_semantics<TransposeOp>(d);
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> in) {
+    Attributes a = attrs;  // the default perm reverses the axes
+    std::vector<int64_t> reversed(static_cast<size_t>(std::max<int64_t>(input_rank(in, 0), 0)));
+    for (size_t i = 0; i < reversed.size(); ++i) reversed[i] = static_cast<int64_t>(reversed.size() - 1 - i);
+    if (input_rank(in, 0) >= 0) set_default(a, "perm", reversed);
+    return a;
+  };
   return d;
 }
 
@@ -743,6 +752,7 @@ OpDef def_Flatten() {
   d.attributes = {{"axis", "int"}};
   d.infer = infer_flatten;
   set_view_semantics<FlattenOp>(d);
+  d.canonical_attrs = canonical_axis_of_input0<1>;
   return d;
 }
 
@@ -778,6 +788,7 @@ OpDef def_Gather() {
   d.attributes = {{"axis", "int"}};
   d.infer = infer_gather;
   set_semantics<GatherOp>(d);
+  d.canonical_attrs = canonical_axis_of_input0<0>;
   return d;
 }
 

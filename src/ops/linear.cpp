@@ -471,6 +471,14 @@ OpDef def_Gemm() {
   d.eval_field = field_gemm;
   d.eval_sym = sym_gemm;
   d.onnx_import = import_gemm;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "alpha", 1.0);
+    set_default(a, "beta", 1.0);
+    set_default(a, "transA", int64_t{0});
+    set_default(a, "transB", int64_t{0});
+    return a;
+  };
   return d;
 }
 
@@ -488,6 +496,9 @@ OpDef def_Conv() {
   d.eval_field = exact_conv<Fp>;
   d.eval_sym = exact_conv<Sym>;
   d.onnx_import = import_conv;
+  d.canonical_attrs = [](const Attributes& a, std::span<const TensorType> in) {
+    return canonical_window_attrs(a, in, true);
+  };
   return d;
 }
 

@@ -107,4 +107,23 @@ void resolve_auto_pad(Attributes& attrs, const Window& w, const Shape& spatial) 
   attrs.erase("ceil_mode");
 }
 
+Attributes canonical_window_attrs(const Attributes& attrs, std::span<const TensorType> inputs, bool conv) {
+  if (inputs.empty() || inputs[0].dtype == DType::Undefined || inputs[0].rank() < 3) return attrs;
+  const size_t r = static_cast<size_t>(inputs[0].rank() - 2);
+  Attributes a = attrs;
+  if (a.get_string("auto_pad", "NOTSET") == "NOTSET") {
+    a.erase("auto_pad");
+    if (!a.has("pads")) a.set("pads", std::vector<int64_t>(2 * r, 0));
+  }
+  if (!a.has("strides")) a.set("strides", std::vector<int64_t>(r, 1));
+  if (!a.has("dilations")) a.set("dilations", std::vector<int64_t>(r, 1));
+  if (conv) {
+    if (!a.has("group")) a.set("group", int64_t{1});
+    a.erase("kernel_shape");
+  } else if (!a.has("ceil_mode")) {
+    a.set("ceil_mode", int64_t{0});
+  }
+  return a;
+}
+
 }  // namespace isomer::ops

@@ -4,6 +4,7 @@
 // element count, written once per element type so that averages have field
 // semantics (multiplication by the inverse of the count in F_p).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,10 @@ std::pair<int64_t, int64_t> resolved_pads(const Window& w, size_t i, int64_t in)
 // ONNX import: replaces auto_pad by explicit pads when every spatial extent is
 // static (ceil_mode is dropped with it: auto_pad output extents ignore it).
 void resolve_auto_pad(Attributes& attrs, const Window& w, const Shape& spatial);
+// canonical_attrs for Conv and the pools (see OpDef): strides, dilations, ceil_mode
+// and (without auto_pad) pads written out; for Conv, group written out and
+// kernel_shape dropped, since the weight's shape determines it.
+Attributes canonical_window_attrs(const Attributes& attrs, std::span<const TensorType> inputs, bool conv);
 
 // sum / count in the element type's arithmetic: true division for double,
 // truncating for int64_t, multiplication by the inverse of count in F_p. Caches

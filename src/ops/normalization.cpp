@@ -239,6 +239,7 @@ OpDef def_Softmax() {
   d.eval = eval_softmax;
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
+  d.canonical_attrs = canonical_axis_of_input0<-1>;
   return d;
 }
 

@@ -66,6 +66,13 @@ using FieldEvalFn = std::vector<FieldArray> (*)(const Attributes&, std::span<con
 // counterexample).
 class Sym;
 using SymEvalFn = std::vector<Array<Sym>> (*)(const Attributes&, std::span<const Array<Sym>>);
+// The attributes in canonical form for the node's input types: every attribute the
+// operator defaults written out, axes normalized to be non-negative, and attributes
+// the inputs determine (Conv's kernel_shape) dropped, so that two nodes of the
+// operator on the same inputs compute the same function iff their canonical
+// attributes are equal. The rule matcher compares attributes this way. Returns the
+// attributes unchanged where the input ranks are unknown.
+using CanonicalAttrsFn = Attributes (*)(const Attributes&, std::span<const TensorType> inputs);
 // Canonicalizes an ONNX node of `opset`; returns an empty string on success or the
 // reason the node must stay opaque (e.g. "shape input is not constant").
 using OnnxImportFn = std::string (*)(OnnxForm& form, int64_t opset, GraphBuilder& builder);
@@ -107,6 +114,7 @@ struct OpDef {
   OnnxImportFn onnx_import = nullptr;  // nullptr = ONNX attributes and inputs taken as they are
   OnnxExportFn onnx_export = nullptr;  // nullptr = written as it is
   SymEvalFn eval_sym = nullptr;     // symbolic real semantics (Z3 verifier); nullptr = none
+  CanonicalAttrsFn canonical_attrs = nullptr;  // nullptr: attributes as written are canonical
   const CostEstimate* cost = nullptr;  // set by the cost component
 };
 
@@ -114,5 +122,9 @@ struct OpDef {
 const OpDef* find_op(std::string_view name);
 const OpDef& get_op(std::string_view name);  // throws Error if unknown
 std::span<const OpDef* const> all_ops();
+
+// A node's attributes in canonical form (OpDef::canonical_attrs), for comparing nodes
+// up to defaulted attributes; other nodes' attributes as they are.
+Attributes canonical_attributes(const Node& n);
 
 }  // namespace isomer

@@ -251,6 +251,11 @@ OpDef def_MaxPool() {
   d.eval_sym = sym_max_pool;
   d.onnx_import = import_pool;
   d.onnx_export = export_max_pool;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> in) {
+    Attributes a = canonical_window_attrs(attrs, in, false);
+    set_default(a, "storage_order", int64_t{0});
+    return a;
+  };
   return d;
 }
 
@@ -267,6 +272,11 @@ OpDef def_AveragePool() {
   d.eval_sym = exact_average_pool<Sym>;
   d.onnx_import = import_pool;
   d.onnx_export = export_average_pool;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> in) {
+    Attributes a = canonical_window_attrs(attrs, in, false);
+    set_default(a, "count_include_pad", int64_t{0});
+    return a;
+  };
   return d;
 }
 

@@ -224,6 +224,12 @@ OpDef def_ReduceSum() {
   d.eval_sym = exact_reduce_sum<Sym>;
   d.onnx_import = import_reduce_sum;
   d.onnx_export = export_reduce_sum;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "keepdims", int64_t{1});
+    set_default(a, "noop_with_empty_axes", int64_t{0});
+    return a;
+  };
   return d;
 }
 

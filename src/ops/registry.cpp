@@ -55,4 +55,11 @@ const OpDef& get_op(std::string_view name) {
 
 std::span<const OpDef* const> all_ops() { return table().ptrs; }
 
+Attributes canonical_attributes(const Node& n) {
+  if (!n.op() || !n.op()->canonical_attrs) return n.attrs();
+  std::vector<TensorType> types;
+  for (const Value& v : n.inputs()) types.push_back(v.present() ? v.type() : TensorType{});
+  return n.op()->canonical_attrs(n.attrs(), types);
+}
+
 }  // namespace isomer

@@ -131,6 +131,11 @@ OpDef def_LeakyRelu() {
   OpDef d = unary<LeakyReluFn>("LeakyRelu");
   d.attributes = {{"alpha", "float"}};
   d.eval_sym = sym_unary<LeakyReluFn>;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "alpha", 0.01);
+    return a;
+  };
   return d;
 }
 

@@ -7,12 +7,19 @@
 
 #include "ir/error.h"
 #include "ir/text.h"
+#include "ops/op.h"
 
 namespace isomer {
 namespace {
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.dims() == b.dims() && a.bytes() == b.bytes();
+}
+
+// Attributes equal up to what the operator defaults: a pattern Conv written without
+// strides matches a model's Conv with strides=[1,1] (see OpDef::canonical_attrs).
+bool same_attributes(const Node& pattern, const Node& node) {
+  return pattern.attrs() == node.attrs() || canonical_attributes(pattern) == canonical_attributes(node);
 }
 
 // Matching state for one candidate assignment of roots (distinct roots bind distinct
@@ -102,11 +109,25 @@ class Matcher {
         break;
     }
     if (h.kind() != NodeKind::Op || pv.index != hv.index || p.op_type() != h.op_type() ||
-        p.num_outputs() != h.num_outputs() || p.inputs().size() != h.inputs().size() || !(p.attrs() == h.attrs()))
+        p.num_outputs() != h.num_outputs() || p.inputs().size() != h.inputs().size() || !same_attributes(p, h))
       return false;
     if (auto it = s.nodes.find(&p); it != s.nodes.end()) return it->second == &h;
+    // A commutative binary operator also matches with its operands swapped (Add(b, m)
+    // as exporters write a bias add, against a rule's Add(m, b)); the first order
+    // that matches this far is kept.
+    bool commutes = p.op()->props.commutative && p.inputs().size() == 2;
+    MatchState before = commutes ? s : MatchState{};
     s.nodes[&p] = &h;
-    for (size_t i = 0; i < p.inputs().size(); ++i)
+    if (match_value(p.inputs()[0], h.inputs()[0], s) && (p.inputs().size() < 2 || match_inputs_from(1, p, h, s)))
+      return true;
+    if (!commutes) return false;
+    s = std::move(before);
+    s.nodes[&p] = &h;
+    return match_value(p.inputs()[0], h.inputs()[1], s) && match_value(p.inputs()[1], h.inputs()[0], s);
+  }
+
+  bool match_inputs_from(size_t first, const Node& p, const Node& h, MatchState& s) const {
+    for (size_t i = first; i < p.inputs().size(); ++i)
       if (!match_value(p.inputs()[i], h.inputs()[i], s)) return false;
     return true;
   }

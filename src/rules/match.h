@@ -5,8 +5,9 @@
 // all roots matched consistently, a variable shared by two roots bound to one value),
 // every variable to a value (`: const` variables only to constants), and passes the
 // rule's guards at the bound values' types. Operators match on type, attributes
-// (exactly) and input wiring; commutative operands are not reordered (write the
-// rule for each order you want). Applying a match builds the target through the
+// (up to defaults, see OpDef::canonical_attrs) and input wiring; the operands of a
+// commutative binary operator match in either order (the first order that matches
+// the operator's inputs is kept). Applying a match builds the target through the
 // graph's builder at the bound types; if the target does not build there (a shape
 // rule rejects it) or its output types differ from the replaced values, the graph
 // is returned unchanged and `why` says what failed: never an invalid graph.

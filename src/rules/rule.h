@@ -33,7 +33,7 @@
 // at every instantiation, so unbound variables, unknown operators and sides whose
 // output types differ are rejected when the rule is read. Guard and $(...) expressions:
 // integers, rank(%v), dim(%v, i) (i < 0 counts from the end), + - *, parentheses;
-// guards compare with == != < <= > >=. Source attributes are matched exactly (they
+// guards compare with == != < <= > >=. Source attributes are matched up to defaults (they
 // are the attribute constraints); a guard on a symbolic dim fails (never guessed).
 // Text inside a rule is kept verbatim, so print(parse(text)) == text for canonical
 // files (rules separated by one blank line; `#` lines before a rule are its comment).

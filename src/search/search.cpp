@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ops/op.h"
 #include "rules/match.h"
 
 namespace isomer {
@@ -31,7 +32,27 @@ size_t graph_hash(const Graph& g) {
   return h;
 }
 
-// Sum of operator costs, memoized by node hash across all graphs of one search.
+// What an operator's cost depends on: operator, attributes, input types and which
+// inputs are constants, not where the inputs come from (a rewrite gives every node
+// downstream a new structural hash, but not a new cost).
+size_t cost_signature(const Node& n) {
+  auto mix = [](size_t& h, size_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  size_t h = std::hash<std::string>{}(n.op_type());
+  mix(h, n.attrs().hash());
+  for (const Value& v : n.inputs()) {
+    mix(h, v.present() ? 1 : 0);
+    if (!v.present()) continue;
+    const TensorType& t = v.type();
+    mix(h, static_cast<size_t>(t.dtype));
+    for (const Dim& d : t.shape) mix(h, d.is_static() ? static_cast<size_t>(d.value) : std::hash<std::string>{}(d.symbol));
+    mix(h, v.node->kind() == NodeKind::Constant ? 7 : 3);
+  }
+  return h;
+}
+
+// Sum of operator costs, memoized by cost signature across all graphs of one search.
+// Operators whose inputs are all constants cost nothing: the cleanup folds them
+// (a rule that concatenates two weights leaves such a Concat).
 class GraphCoster {
  public:
   explicit GraphCoster(const OpCostFn& op_cost) : op_cost_(op_cost) {}
@@ -39,14 +60,21 @@ class GraphCoster {
     double total = 0;
     for (const NodePtr& n : g.topo_order()) {
       if (n->kind() != NodeKind::Op && n->kind() != NodeKind::Opaque) continue;
-      auto it = memo_.find(n->hash());
-      if (it == memo_.end()) it = memo_.emplace(n->hash(), op_cost_(*n)).first;
+      if (n->kind() == NodeKind::Op && folds(*n)) continue;
+      size_t key = cost_signature(*n);
+      auto it = memo_.find(key);
+      if (it == memo_.end()) it = memo_.emplace(key, op_cost_(*n)).first;
       total += it->second;
     }
     return total;
   }
 
  private:
+  static bool folds(const Node& n) {
+    for (const Value& v : n.inputs())
+      if (v.present() && v.node->kind() != NodeKind::Constant) return false;
+    return n.op()->props.deterministic;
+  }
   const OpCostFn& op_cost_;
   std::unordered_map<size_t, double> memo_;
 };
@@ -63,6 +91,13 @@ struct CheaperFirst {
     return a.cost != b.cost ? a.cost > b.cost : a.order > b.order;
   }
 };
+
+Graph clean_up(const Graph& g, const PassOptions& passes, std::map<std::string, size_t>& path) {
+  PassStats stats;
+  Graph out = simplify(g, passes, &stats);
+  for (const auto& [name, n] : stats.applied) path[name] += n;
+  return out;
+}
 
 bool has_computed_constant(const std::vector<std::string>& lines) {
   for (const std::string& l : lines)
@@ -124,14 +159,15 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
     Candidate cur = queue.top();
     queue.pop();
     ++st.expanded;
+    // Candidates are queued as the rewrite left them and cleaned up (folding,
+    // CSE, DCE) only when expanded: most are never expanded.
+    cur.graph = clean_up(cur.graph, options.passes, cur.path);
     for (const Rule& rule : rules) {
       if (elapsed() >= options.budget_s) break;
       for (const Match& m : find_matches(cur.graph, rule, nullptr, options.max_matches_per_rule)) {
         bool applied = false;
         Graph next = apply_rule(cur.graph, rule, m, nullptr, &applied);
         if (!applied) continue;
-        PassStats cleanup;
-        next = simplify(next, options.passes, &cleanup);
         ++st.generated;
         if (!seen.insert(graph_hash(next)).second) {
           ++st.duplicates;
@@ -144,7 +180,6 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
         }
         Candidate cand{c, order++, std::move(next), cur.path};
         ++cand.path[rule.name];
-        for (const auto& [name, n] : cleanup.applied) cand.path[name] += n;
         if (c < best.cost) best = cand;
         queue.push(std::move(cand));
       }
@@ -160,7 +195,8 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
       for (Candidate& c : keep) queue.push(std::move(c));
     }
   }
-  st.cost_after = best.cost;
+  best.graph = clean_up(best.graph, options.passes, best.path);
+  st.cost_after = cost(best.graph);
   st.rules_applied = best.path;
   st.seconds = elapsed();
   if (stats) *stats = st;

@@ -260,6 +260,57 @@ TEST(RuleMatch, AttributesMustMatchExactly) {
   expect_same_outputs(g, h);
 }
 
+// Exporters write defaults out (strides=[1,1], dilations, kernel_shape, negative
+// axes); rules are written without them. Matching compares canonical attributes.
+TEST(RuleMatch, AttributesMatchUpToDefaults) {
+  RuleSet set = parse_rules(R"(
+rule conv_add_weights {
+  vars %x, %w1, %w2
+  where rank(%x) == 4
+  verify-shapes %x: f32[1,2,5,5], %w1: f32[3,2,3,3], %w2: f32[3,2,3,3]
+  source {
+    %0 = Conv(%x, %w1) {pads=[1,1,1,1]}
+    %1 = Conv(%x, %w2) {pads=[1,1,1,1]}
+    %2 = Add(%0, %1)
+    return %2
+  }
+  target {
+    %0 = Add(%w1, %w2)
+    %1 = Conv(%x, %0) {pads=[1,1,1,1]}
+    return %1
+  }
+}
+)");
+  const Rule& rule = set.rules[0];
+  // The first Conv as written by hand, the second with what `exported` says.
+  auto graph_with = [](Attributes second, bool first_like_second = false) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, 4, 6, 6}));
+    Value w1 = b.input("w1", f32({2, 4, 3, 3})), w2 = b.input("w2", f32({2, 4, 3, 3}));
+    Attributes first = first_like_second ? second : Attributes{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    Value c1 = b.op1("Conv", {x, w1}, first), c2 = b.op1("Conv", {x, w2}, second);
+    return b.finish({b.op1("Add", {c1, c2})}, {"o"});
+  };
+  Attributes exported{{"dilations", std::vector<int64_t>{1, 1}}, {"group", int64_t{1}},
+                      {"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                      {"strides", std::vector<int64_t>{1, 1}}};
+  Graph g = graph_with(exported);
+  std::vector<Match> ms = find_matches(g, rule);
+  ASSERT_EQ(ms.size(), 1u);
+  bool applied = false;
+  Graph h = apply_rule(g, rule, ms[0], nullptr, &applied);
+  ASSERT_TRUE(applied);
+  expect_same_outputs(g, h);
+  // A different stride or padding is a different function: no match.
+  Attributes strided = exported;
+  strided.set("strides", std::vector<int64_t>{2, 2});
+  EXPECT_TRUE(find_matches(graph_with(strided, true), rule).empty());
+  Attributes unpadded = exported;
+  unpadded.erase("pads");
+  EXPECT_TRUE(find_matches(graph_with(unpadded, true), rule).empty());
+  EXPECT_EQ(find_matches(graph_with(exported, true), rule).size(), 1u);
+}
+
 TEST(RuleMatch, TargetThatDoesNotBuildLeavesGraphUnchanged) {
   // No guard on the rank: the target's Transpose only builds for rank-2 inputs.
   RuleSet set = parse_rules(
