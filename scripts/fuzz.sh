@@ -5,8 +5,8 @@
 #     ONNX round trips): FuzzOptimizer.DISABLED_TimedRun in the C++ test binary;
 #     reproducers are minimized graph-text files;
 #   - libFuzzer harnesses (fuzz/*_fuzzer.cpp, built with clang in build/fuzz/) for the
-#     ONNX importer and the graph text parser; crashes are minimized by libFuzzer.
-# (There is no rule parser yet, so no harness for it.)
+#     ONNX importer, the graph text parser and the rule parser; crashes are minimized
+#     by libFuzzer.
 #
 #   scripts/fuzz.sh [--seconds N] [--tests path/to/isomer_tests] [--quick]
 # --quick: the libFuzzer harnesses only, a few seconds each: the seed corpus, then a
@@ -35,7 +35,7 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz.sh: clang++ not found; libFuzzer harnesses skipped" >&2
   HARNESSES=()
 else
-  HARNESSES=(onnx_import text_parse)
+  HARNESSES=(onnx_import text_parse rule_parse)
   mkdir -p "$FUZZ_BUILD"
   if ! { cmake -S "$ROOT/fuzz" -B "$FUZZ_BUILD" -DCMAKE_CXX_COMPILER=clang++ &&
          cmake --build "$FUZZ_BUILD" -j"$(nproc)"; } >"$FUZZ_BUILD/build.log" 2>&1; then
@@ -54,6 +54,17 @@ seed_corpus() {  # harness, directory
     text_parse)
       cp -n "$ROOT"/fuzz/corpus/text/*.graph "$dir"/ 2>/dev/null
       for f in "$ROOT"/tests/golden/text/*.txt; do [ -f "$f" ] && cp -n "$f" "$dir/golden_$(basename "$f")"; done ;;
+    rule_parse)
+      # Small rule files whole, and the first 100 rules of each file on their own
+      # (small seeds mutate further; the generated file has thousands).
+      for f in "$ROOT"/rules/*.rules "$ROOT"/rules/fixtures/*.rules; do
+        [ -f "$f" ] || continue
+        awk -v dir="$dir" -v base="$(basename "$f" .rules)" '
+          /^rule / { n++; out = n <= 100 ? sprintf("%s/%s_%03d.rules", dir, base, n) : "" }
+          out != "" { print > out }
+          /^}/ { close(out); out = "" }' "$f"
+        [ "$(stat -c %s "$f")" -le 65536 ] && cp -n "$f" "$dir/$(basename "$f")"
+      done ;;
     onnx_import)
       local n=0
       for f in /usr/share/libonnx-testdata/data/{simple,node,pytorch-operator}/*/model.onnx; do
