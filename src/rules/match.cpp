@@ -33,11 +33,9 @@ struct MatchState {
 
 class Matcher {
  public:
-  Matcher(const Graph& g, const Rule& rule) : rule_(rule) {
+  Matcher(const GraphIndex& index, const Rule& rule) : rule_(rule), by_type_(index.by_type) {
     const Graph& p = rule.source_pattern;
     for (size_t i = 0; i < p.inputs().size(); ++i) var_index_[p.inputs()[i].get()] = i;
-    for (const NodePtr& n : g.topo_order())
-      if (n->kind() == NodeKind::Op) by_type_[n->op_type()].push_back(n);
   }
 
   void run(size_t limit, std::vector<Match>& out) {
@@ -134,15 +132,24 @@ class Matcher {
 
   const Rule& rule_;
   std::unordered_map<const Node*, size_t> var_index_;
-  std::map<std::string, std::vector<NodePtr>> by_type_;
+  const std::map<std::string, std::vector<NodePtr>>& by_type_;
   size_t limit_ = SIZE_MAX;
 };
 
 }  // namespace
 
+GraphIndex::GraphIndex(const Graph& g) {
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op) by_type[n->op_type()].push_back(n);
+}
+
 std::vector<Match> find_matches(const Graph& g, const Rule& rule, RuleCounts* counts, size_t limit) {
+  return find_matches(GraphIndex(g), rule, counts, limit);
+}
+
+std::vector<Match> find_matches(const GraphIndex& index, const Rule& rule, RuleCounts* counts, size_t limit) {
   std::vector<Match> out;
-  Matcher(g, rule).run(limit, out);
+  Matcher(index, rule).run(limit, out);
   if (counts) (*counts)[rule.name].matches += out.size();
   return out;
 }

@@ -40,6 +40,15 @@ using RuleCounts = std::map<std::string, RuleStats>;
 std::vector<Match> find_matches(const Graph& g, const Rule& rule, RuleCounts* counts = nullptr,
                                 size_t limit = SIZE_MAX);
 
+// A graph's operator nodes by type (topological order), built once when many rules
+// are matched against one graph (the search tries thousands).
+struct GraphIndex {
+  explicit GraphIndex(const Graph& g);
+  std::map<std::string, std::vector<NodePtr>> by_type;
+};
+std::vector<Match> find_matches(const GraphIndex& index, const Rule& rule, RuleCounts* counts = nullptr,
+                                size_t limit = SIZE_MAX);
+
 // The target built through `b` with `var_values` (values already in `b`'s graph) for
 // the variables: one value per source output, or nullopt with the reason in `why`.
 std::optional<std::vector<Value>> build_target_at(const Rule& rule, const std::vector<Value>& var_values,

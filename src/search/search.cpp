@@ -162,9 +162,10 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
     // Candidates are queued as the rewrite left them and cleaned up (folding,
     // CSE, DCE) only when expanded: most are never expanded.
     cur.graph = clean_up(cur.graph, options.passes, cur.path);
+    GraphIndex index(cur.graph);
     for (const Rule& rule : rules) {
       if (elapsed() >= options.budget_s) break;
-      for (const Match& m : find_matches(cur.graph, rule, nullptr, options.max_matches_per_rule)) {
+      for (const Match& m : find_matches(index, rule, nullptr, options.max_matches_per_rule)) {
         bool applied = false;
         Graph next = apply_rule(cur.graph, rule, m, nullptr, &applied);
         if (!applied) continue;
