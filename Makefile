@@ -1,4 +1,4 @@
-# isomer front door: make deps | build | test | fuzz | demo | models | clean
+# isomer front door: make deps | build | test | fuzz | demo | models | rules | clean
 PY     := $(CURDIR)/.venv/bin/python
 JOBS   ?= $(shell nproc)
 
@@ -13,7 +13,7 @@ CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release
 endif
 BIN    := $(CURDIR)/$(BUILD)/isomer
 
-.PHONY: all deps build test fuzz demo models bench clean
+.PHONY: all deps build test fuzz demo models bench rules clean
 
 all: build
 
@@ -58,6 +58,11 @@ bench: build
 	@for m in $(BENCH_MODELS); do [ -f build/models/$$m.onnx ] || { $(MAKE) models; break; }; done
 	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
 	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
+
+# Regenerate the shipped rule set: every identity of up to 3 operators the generator
+# finds and the verifier accepts (verdicts recorded), in rules/generated.rules.
+rules: build
+	$(BIN) rules generate --max-ops 3 -o rules/generated.rules --report-json $(BUILD)/generated.report.json
 
 # Remove all build outputs.
 clean:

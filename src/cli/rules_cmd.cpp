@@ -103,6 +103,7 @@ void add_rules_command(CLI::App& app) {
   verify->add_option("--jobs", v->jobs, "rules verified in parallel (default 1)")->check(CLI::PositiveNumber);
   verify->add_flag("--no-z3", v->no_z3, "only the random field tester (no proofs)");
   verify->callback([v] { set_action([v] { return run_verify(*v); }); });
+  add_rules_generate_command(*rules);
 }
 
 }  // namespace isomer::cli

@@ -24,6 +24,7 @@ Verdict verify_rule(const Rule& rule, const VerifyOptions& options) {
   if (options.use_z3) {
     Z3VerifyOptions z3_options;
     z3_options.timeout_s = options.timeout_s;
+    z3_options.rlimit = options.rlimit;
     Verdict z3 = z3_verify(rule, z3_options).verdict;
     if (z3.kind == Verdict::Kind::Proved || z3.kind == Verdict::Kind::Refuted) return timed(std::move(z3));
     z3_reason = z3.reason;

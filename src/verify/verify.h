@@ -15,6 +15,7 @@ namespace isomer {
 
 struct VerifyOptions {
   double timeout_s = 10;   // Z3 time limit per rule
+  unsigned rlimit = 0;     // Z3 deterministic resource limit per solver call (0 = none)
   bool use_z3 = true;      // false: the field tester alone
   FieldVerifyOptions field;
 };

@@ -304,6 +304,7 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
       z3::solver solver(ctx);
       z3::params p(ctx);
       p.set("timeout", static_cast<unsigned>(std::max(1.0, std::ceil(left_s * 1000))));
+      if (options.rlimit) p.set("rlimit", options.rlimit);
       solver.set(p);
       solver.add(z3::mk_or(differs));
       z3::check_result r = z3::unknown;
@@ -313,7 +314,11 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
         return finish(Verdict::Kind::Unknown, at + "z3 error: " + e.msg());
       }
       if (r == z3::unsat) continue;
-      if (r == z3::unknown) return finish(Verdict::Kind::Unknown, at + "z3 gave up: " + solver.reason_unknown());
+      if (r == z3::unknown) {
+        std::string why = solver.reason_unknown();
+        if (options.rlimit && why == "canceled") why = "resource limit " + std::to_string(options.rlimit) + " reached";
+        return finish(Verdict::Kind::Unknown, at + "z3 gave up: " + why);
+      }
       model = solver.get_model();
       eval_at = [&model](const z3::expr& e) { return model->eval(e, true); };
     }

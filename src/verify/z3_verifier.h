@@ -51,6 +51,10 @@ namespace isomer {
 
 struct Z3VerifyOptions {
   double timeout_s = 10;  // for the whole rule (all instantiations)
+  // Z3's deterministic resource limit per solver call (0 = none). Unlike the wall
+  // clock, it gives the same verdicts on a busy machine and a quiet one, so a
+  // generated rule file is reproducible byte for byte.
+  unsigned rlimit = 0;
 };
 
 struct Z3VerifyResult {
