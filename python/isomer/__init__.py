@@ -8,6 +8,8 @@
     outputs = isomer.run(model_opt, {"input": x})   # reference evaluator, numpy in/out
 
     rules = isomer.load_rules()        # the shipped, verified rule set
+    found = isomer.generate_rules(max_ops=2)   # discover rules; found.rules.save(path)
+    checked = isomer.verify_rules("my.rules")  # Z3 + finite-field verdicts
     model_opt, report = isomer.optimize(model, search="backtrack", budget=30)
 
     g = isomer.Graph()                 # write graphs in Python
@@ -23,6 +25,8 @@ from ._api import (
     SEARCH_MODES,
     CheckFailedError,
     Error,
+    GeneratedRules,
+    generate_rules,
     load_rules,
     operator_schema,
     operators,
@@ -30,6 +34,7 @@ from ._api import (
     parse_rules,
     run,
     template_rules,
+    verify_rules,
 )
 from ._core import Rule, RuleSet
 from ._core import __version__
@@ -39,6 +44,7 @@ from .graph import Graph, Value, dtype_name
 __all__ = [
     "CheckFailedError",
     "Error",
+    "GeneratedRules",
     "Graph",
     "Report",
     "Rule",
@@ -47,6 +53,7 @@ __all__ = [
     "Value",
     "__version__",
     "dtype_name",
+    "generate_rules",
     "load_rules",
     "operator_schema",
     "operators",
@@ -54,4 +61,5 @@ __all__ = [
     "parse_rules",
     "run",
     "template_rules",
+    "verify_rules",
 ]

@@ -220,3 +220,46 @@ def load_rules(path=None):
 def parse_rules(text, file="<rules>"):
     """Parses rule-file text into an isomer.RuleSet (errors name file:line)."""
     return _core.parse_rules(text, file)
+
+
+def verify_rules(rules, *, timeout=10.0, jobs=1, z3=True, seed=0x150E7):
+    """Verifies rules like `isomer rules verify`: Z3 proof first, else the random
+    finite-field test for polynomial rules, else unknown with the reason.
+
+    rules: an isomer.RuleSet, or a path to a rule file.
+    Returns a new RuleSet with each rule's verdict recorded (rule.verdict is
+    "proved", "tested", "refuted" or "unknown"; rule.usable says whether the
+    optimizer may apply it). str() of it is the rule file with verdict lines.
+    """
+    if not isinstance(rules, _core.RuleSet):
+        rules = load_rules(rules)
+    return _core.verify_rules(rules, float(timeout), int(jobs), bool(z3), int(seed))
+
+
+class GeneratedRules:
+    """What isomer.generate_rules found: `.rules` (an isomer.RuleSet of the usable,
+    verified rules), `.counts` (stage -> how many were left), `.seconds` (stage ->
+    time) and `.rejected` ([(name, verdict, reason)] for rules that were not
+    written)."""
+
+    __slots__ = ("rules", "counts", "seconds", "rejected")
+
+    def __init__(self, rules, counts, seconds, rejected):
+        self.rules, self.counts, self.seconds, self.rejected = rules, dict(counts), dict(seconds), list(rejected)
+
+    def __repr__(self):
+        return (f"GeneratedRules({len(self.rules)} rules, {len(self.rejected)} rejected, "
+                f"{sum(self.seconds.values()):.1f} s)")
+
+
+def generate_rules(max_ops=3, ops=None, *, jobs=0, seed=0x15033E7, timeout=10.0, rlimit=300000):
+    """Enumerates every graph of up to `max_ops` operators (ops: an operator subset,
+    default the whole palette), pairs the equivalent ones and verifies each pair,
+    like `isomer rules generate`. Deterministic for given arguments.
+
+    Returns a GeneratedRules; `.rules.save(path)` writes the rule file.
+    """
+    ops = [] if ops is None else ([ops] if isinstance(ops, str) else list(ops))
+    rules, counts, seconds, rejected = _core.generate_rules(int(max_ops), ops, int(jobs), int(seed),
+                                                           float(timeout), int(rlimit))
+    return GeneratedRules(rules, counts, seconds, rejected)

@@ -25,7 +25,9 @@
 #include "passes/passes.h"
 #include "pipeline/optimize.h"
 #include "rules/rule.h"
+#include "generate/generate.h"
 #include "search/search.h"
+#include "verify/verify.h"
 
 namespace py = pybind11;
 
@@ -504,6 +506,45 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_rules", [](const std::string& text, const std::string& file) { return parse_rules(text, file); },
         py::arg("text"), py::arg("file") = "<rules>");
   m.def("default_rules_path", &default_rules_path);
+  m.def(
+      "verify_rules",
+      [](const RuleSet& rules, double timeout, int jobs, bool use_z3, uint64_t seed) {
+        RuleSet out = rules;
+        VerifyOptions o;
+        o.timeout_s = timeout;
+        o.use_z3 = use_z3;
+        o.field.seed = seed;
+        py::gil_scoped_release release;
+        verify_all(out, o, jobs);
+        return out;
+      },
+      py::arg("rules"), py::arg("timeout"), py::arg("jobs"), py::arg("use_z3"), py::arg("seed"));
+  m.def(
+      "generate_rules",
+      [](int max_ops, const std::vector<std::string>& ops, int jobs, uint64_t seed, double timeout,
+         unsigned rlimit) {
+        gen::GenerateOptions o;
+        o.max_ops = max_ops;
+        o.ops = ops;
+        o.jobs = jobs;
+        o.seed = seed;
+        o.timeout_s = timeout;
+        o.rlimit = rlimit;
+        gen::GenerateResult r;
+        {
+          py::gil_scoped_release release;
+          r = gen::generate_rules(o);
+        }
+        py::dict counts, seconds;
+        for (const auto& [stage, n] : r.counts) counts[py::str(stage)] = n;
+        for (const auto& [stage, s] : r.seconds) seconds[py::str(stage)] = s;
+        py::list rejected;
+        for (const gen::RuleReport& rep : r.reports)
+          if (rep.verdict.kind != Verdict::Kind::Proved && rep.verdict.kind != Verdict::Kind::Tested)
+            rejected.append(py::make_tuple(rep.name, verdict_kind_name(rep.verdict.kind), rep.verdict.reason));
+        return py::make_tuple(r.rules, counts, seconds, rejected);
+      },
+      py::arg("max_ops"), py::arg("ops"), py::arg("jobs"), py::arg("seed"), py::arg("timeout"), py::arg("rlimit"));
 
   m.def(
       "load_model",

@@ -113,3 +113,28 @@ def test_search_modes_and_missing_rules():
         isomer.optimize(chain_model(), search="backtrack", rules="/nonexistent/dir", cost="analytic")
     with pytest.raises(ValueError, match="cost="):
         isomer.optimize(chain_model(), cost="guess")
+
+
+def test_verify_rules_proves_good_and_refutes_bad_fixtures():
+    good = isomer.verify_rules(os.path.join(FIXTURES, "good.rules"))
+    assert len(good) >= 8 and all(r.verdict == "proved" and r.usable for r in good)
+    assert all(r.verdict == "none" for r in isomer.load_rules(os.path.join(FIXTURES, "good.rules")))  # a copy
+    bad = isomer.verify_rules(isomer.load_rules(os.path.join(FIXTURES, "bad.rules")), jobs=2)
+    assert all(r.verdict == "refuted" and not r.usable and r.reason for r in bad)
+    field_only = isomer.verify_rules(os.path.join(FIXTURES, "good.rules"), z3=False)
+    assert {r.verdict for r in field_only} <= {"tested", "unknown"}
+    relu = [r for r in field_only if "relu" in r.name.lower()]
+    assert relu and all(r.verdict == "unknown" and "Z3" in r.reason for r in relu)
+
+
+def test_generate_rules_finds_verified_identities_deterministically(tmp_path):
+    found = isomer.generate_rules(max_ops=2, ops=["MatMul", "Add", "Transpose"], jobs=2)
+    again = isomer.generate_rules(max_ops=2, ops=["MatMul", "Add", "Transpose"], jobs=1)
+    assert str(found.rules) == str(again.rules)
+    assert len(found.rules) > 0 and all(r.usable for r in found.rules)
+    assert found.counts["enumerated"] >= found.counts["distinct"] >= found.counts["written"]
+    texts = [r.text for r in found.rules]
+    assert any("Transpose" in t and "return %x" in t for t in texts)  # T(T(x)) = x
+    path = tmp_path / "found.rules"
+    found.rules.save(str(path))
+    assert str(isomer.load_rules(str(path))) == str(found.rules)
