@@ -36,16 +36,6 @@ namespace {
 
 // ---- rules ----------------------------------------------------------------------
 
-std::string verdict_kind_name(Verdict::Kind k) {
-  switch (k) {
-    case Verdict::Kind::Proved: return "proved";
-    case Verdict::Kind::Tested: return "tested";
-    case Verdict::Kind::Refuted: return "refuted";
-    case Verdict::Kind::Unknown: return "unknown";
-    case Verdict::Kind::None: break;
-  }
-  return "none";
-}
 
 // ---- tensors <-> numpy ----------------------------------------------------------
 

@@ -22,17 +22,6 @@ struct GenerateArgs {
   std::string ops, output, report_json;
 };
 
-const char* kind_name(Verdict::Kind k) {
-  switch (k) {
-    case Verdict::Kind::Proved: return "proved";
-    case Verdict::Kind::Tested: return "tested";
-    case Verdict::Kind::Refuted: return "refuted";
-    case Verdict::Kind::Unknown: return "unknown";
-    case Verdict::Kind::None: break;
-  }
-  return "none";
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
@@ -85,7 +74,7 @@ int run_generate(GenerateArgs& a) {
       rules.push_back({{"name", rep.name},
                        {"family", rep.family},
                        {"needs_proof", rep.needs_proof},
-                       {"verdict", kind_name(rep.verdict.kind)},
+                       {"verdict", verdict_kind_name(rep.verdict.kind)},
                        {"reason", rep.verdict.reason},
                        {"written", rep.verdict.kind == Verdict::Kind::Proved ||
                                        (rep.verdict.kind == Verdict::Kind::Tested && rep.verdict.error_bits >= 60)}});

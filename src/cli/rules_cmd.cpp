@@ -26,17 +26,6 @@ struct VerifyArgs {
   bool in_place = false;
 };
 
-const char* kind_name(Verdict::Kind k) {
-  switch (k) {
-    case Verdict::Kind::Proved: return "proved";
-    case Verdict::Kind::Tested: return "tested";
-    case Verdict::Kind::Refuted: return "refuted";
-    case Verdict::Kind::Unknown: return "unknown";
-    case Verdict::Kind::None: break;
-  }
-  return "none";
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
@@ -61,7 +50,7 @@ int run_verify(const VerifyArgs& a) {
   std::map<std::string, size_t> counts{{"proved", 0}, {"tested", 0}, {"refuted", 0}, {"unknown", 0}};
   nlohmann::ordered_json rules = nlohmann::ordered_json::array();
   for (const Rule& r : set.rules) {
-    const char* kind = kind_name(r.verdict.kind);
+    const char* kind = verdict_kind_name(r.verdict.kind);
     ++counts[kind];
     std::printf("  %-40s %s\n", r.name.c_str(), print_verdict(r.verdict).c_str());
     rules.push_back({{"name", r.name},

@@ -600,6 +600,17 @@ std::optional<int64_t> eval_shape_expr(const ShapeExpr& e, const VarTypeFn& type
   }
 }
 
+const char* verdict_kind_name(Verdict::Kind k) {
+  switch (k) {
+    case Verdict::Kind::Proved: return "proved";
+    case Verdict::Kind::Tested: return "tested";
+    case Verdict::Kind::Refuted: return "refuted";
+    case Verdict::Kind::Unknown: return "unknown";
+    case Verdict::Kind::None: break;
+  }
+  return "none";
+}
+
 std::string print_verdict(const Verdict& v) {
   std::string s;
   switch (v.kind) {

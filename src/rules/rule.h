@@ -81,7 +81,9 @@ struct Verdict {
   double time_s = -1;       // < 0: not recorded
   std::string reason;       // Refuted: the counterexample; Unknown: why
 };
-std::string print_verdict(const Verdict& v);  // "tested p<2^-174 trials=3 degree=2 time=0.001s"
+std::string print_verdict(const Verdict& v);
+// "proved", "tested", "refuted", "unknown" or "none": the names reports use.
+const char* verdict_kind_name(Verdict::Kind k);  // "tested p<2^-174 trials=3 degree=2 time=0.001s"
 
 struct Rule {
   std::string name;
