@@ -20,6 +20,7 @@ namespace {
 struct GenerateArgs {
   gen::GenerateOptions options;
   std::string ops, output, report_json;
+  bool quiet = false;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -44,6 +45,11 @@ int run_generate(GenerateArgs& a) {
   for (std::string op; std::getline(ss, op, ',');)
     if (!op.empty()) a.options.ops.push_back(op);
   auto t0 = std::chrono::steady_clock::now();
+  if (!a.quiet)
+    a.options.progress = [t0](const std::string& line) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "[%7.1fs] %s\n", s, line.c_str());
+    };
   gen::GenerateResult r = gen::generate_rules(a.options);
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -102,6 +108,9 @@ void add_rules_generate_command(CLI::App& rules) {
       ->capture_default_str();
   g->add_flag("--prove", a->options.prove, "run Z3 on polynomial rules too (default: field tester, Z3 only for "
              "rules without field semantics)");
+  g->add_flag("!--keep-implied", a->options.prune_implied,
+              "verify and write rules that smaller accepted rules already imply (default: drop them)");
+  g->add_flag("--quiet,-q", a->quiet, "no progress lines on stderr");
   g->add_option("--report-json", a->report_json, "write stage counts, timings and verdicts here");
   g->add_option("-o,--output", a->output, "rule file to write")->required();
   g->callback([a] { set_action([a] { return run_generate(*a); }); });

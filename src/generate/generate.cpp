@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "generate/enumerate.h"
+#include "generate/implied.h"
 #include "ir/error.h"
 #include "ir/text.h"
 #include "ops/op.h"
@@ -280,6 +281,15 @@ Verdict run_verifier(const Rule& rule, bool polynomial, const GenerateOptions& o
   return verify_rule(rule, vo);
 }
 
+// One progress line: the stage's time and the count it left.
+void say_stage(const GenerateResult& r, const GenerateOptions& o, const char* stage, const char* count) {
+  if (!o.progress) return;
+  char line[160];
+  std::snprintf(line, sizeof line, "%s: %.1fs, %s %llu", stage, r.seconds.back().second, count,
+                static_cast<unsigned long long>(r.count(count)));
+  o.progress(line);
+}
+
 struct Candidate {
   size_t family;
   GraphCode src, tgt;
@@ -308,6 +318,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   result.counts.emplace_back("fingerprinted", stats.enumerated - stats.no_fingerprint);
   result.counts.emplace_back("canonical_names", records.size());
   result.seconds.emplace_back("enumerate", seconds_since(t));
+  say_stage(result, o, "enumerate", "canonical_names");
 
   // 2-3. Buckets (records with equal keys), duplicates removed, members sorted so that
   // the representative (fewest operators, then canonical text) comes first.
@@ -343,6 +354,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   result.counts.emplace_back("distinct", distinct);
   result.counts.emplace_back("candidate_pairs", candidates);
   result.seconds.emplace_back("pair", seconds_since(t));
+  say_stage(result, o, "pair", "candidate_pairs");
 
   // 4. Exact re-check on fresh inputs under every shape set. A member that does not
   // equal the representative (a fingerprint coincidence, e.g. a scalar input that
@@ -378,6 +390,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   std::vector<GraphRecord>().swap(records);
   result.counts.emplace_back("rechecked", pairs.size());
   result.seconds.emplace_back("recheck", seconds_since(t));
+  say_stage(result, o, "recheck", "rechecked");
 
   // 5. Pruning.
   t = Clock::now();
@@ -457,23 +470,55 @@ GenerateResult generate_rules(const GenerateOptions& o) {
     try {
       RuleSet one = parse_rules(text, name);
       result.all.push_back(std::move(one.rules.at(0)));
-      reports.push_back({name, f.name, needs_proof, {}});
+      reports.push_back({name, f.name, needs_proof, c.src.num_ops + c.tgt.num_ops, false, {}});
     } catch (const Error& e) {
       std::fprintf(stderr, "isomer rules generate: internal: rule %s does not load: %s\n", name.c_str(), e.what());
     }
   }
   result.counts.emplace_back("loaded", result.all.size());
   result.seconds.emplace_back("prune", seconds_since(t));
+  say_stage(result, o, "prune", "loaded");
 
-  // 6. Verification.
+  // 6. Verification, level by level: the usable rules of the lower levels decide which
+  // rules of this one are implied (generate/implied.h); the others are verified.
   t = Clock::now();
+  uint64_t implied_count = 0;
   if (o.verify) {
-    parallel_for(result.all.size(), jobs, [&](size_t i) { 
-      result.all[i].verdict = run_verifier(result.all[i], !reports[i].needs_proof, o);
-    });
+    ImpliedChecker accepted;
+    for (size_t i = 0; i < result.all.size();) {
+      size_t j = i;
+      while (j < result.all.size() && reports[j].level == reports[i].level) ++j;
+      auto tl = Clock::now();
+      if (o.prune_implied && accepted.size() > 0)
+        parallel_for(j - i, jobs, [&](size_t k) { reports[i + k].implied = accepted.implied(result.all[i + k]); });
+      size_t level_implied = 0;
+      for (size_t k = i; k < j; ++k) level_implied += reports[k].implied;
+      double implied_s = seconds_since(tl);
+      tl = Clock::now();
+      parallel_for(j - i, jobs, [&](size_t k) {
+        if (!reports[i + k].implied)
+          result.all[i + k].verdict = run_verifier(result.all[i + k], !reports[i + k].needs_proof, o);
+      });
+      size_t level_usable = 0;
+      for (size_t k = i; k < j; ++k)
+        if (!reports[k].implied && result.all[k].usable()) {
+          accepted.add(result.all[k]);
+          ++level_usable;
+        }
+      implied_count += level_implied;
+      char line[200];
+      std::snprintf(line, sizeof line, "verify level %d: %zu rules, %zu implied (%.1fs), %zu usable of %zu verified (%.1fs)",
+                    reports[i].level, j - i, level_implied, implied_s, level_usable, j - i - level_implied,
+                    seconds_since(tl));
+      if (o.progress) o.progress(line);
+      i = j;
+    }
   }
   uint64_t proved = 0, tested = 0, refuted = 0, unknown = 0;
+  std::vector<Rule> verified;
+  std::vector<RuleReport> verified_reports;
   for (size_t i = 0; i < result.all.size(); ++i) {
+    if (reports[i].implied) continue;
     Rule& r = result.all[i];
     reports[i].verdict = r.verdict;
     switch (r.verdict.kind) {
@@ -487,7 +532,12 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       w.verdict.time_s = -1;  // timings would make the file differ between runs
       result.rules.rules.push_back(std::move(w));
     }
+    verified.push_back(std::move(r));
+    verified_reports.push_back(std::move(reports[i]));
   }
+  result.all = std::move(verified);
+  reports = std::move(verified_reports);
+  result.counts.emplace_back("after_implied", result.all.size());
   result.reports = std::move(reports);
   result.counts.emplace_back("proved", proved);
   result.counts.emplace_back("tested", tested);

@@ -24,7 +24,11 @@
 //                  target needs a variable the source does not bind, or where both
 //                  sides contain a Split (a source cannot compute Split sizes); pairs
 //                  whose rule text equals a kept one after renaming the variables
-//   6. verified    every remaining rule goes through verify_rule (verify/verify.h):
+//   6. verified    level by level (a rule's level: operators on both sides together),
+//                  smallest first: a rule the usable rules of lower levels already
+//                  join in at most two rewrites is dropped as implied
+//                  (generate/implied.h; `prune_implied`), every other one goes
+//                  through verify_rule (verify/verify.h):
 //                  polynomial rules with the field tester alone unless `prove` (fast,
 //                  and the verdict does not depend on a solver's time limit), rules
 //                  with a non-polynomial side with Z3 (`timeout_s` each). Only usable
@@ -43,6 +47,7 @@
 // only the other side binds every variable; the optimizer may use rules either way.
 // Output is deterministic: the same options give the same file for any `jobs`.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,18 +67,23 @@ struct GenerateOptions {
   unsigned rlimit = 300000;
   bool verify = true;            // false: stop before verification (verdicts stay None)
   bool prove = false;            // also run Z3 on polynomial rules (default: field tester only)
+  bool prune_implied = true;     // drop rules the accepted smaller rules join (generate/implied.h)
+  // Called with one line per finished stage and verification level (may be empty).
+  std::function<void(const std::string&)> progress;
 };
 
 struct RuleReport {
   std::string name;
   std::string family;
   bool needs_proof = false;  // a side has no field semantics
+  int level = 0;             // operators on both sides together
+  bool implied = false;      // dropped: the accepted smaller rules join its sides (not verified)
   Verdict verdict;
 };
 
 struct GenerateResult {
   RuleSet rules;                                       // the usable rules, with verdicts, in file order
-  std::vector<Rule> all;                               // every rule that reached verification
+  std::vector<Rule> all;                               // every rule that reached stage 6
   std::vector<RuleReport> reports;                     // one per rule in `all`
   std::vector<std::pair<std::string, uint64_t>> counts;  // stage -> count, in stage order
   std::vector<std::pair<std::string, double>> seconds;   // stage -> seconds

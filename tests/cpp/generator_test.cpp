@@ -11,6 +11,7 @@
 
 #include "generate/enumerate.h"
 #include "generate/generate.h"
+#include "generate/implied.h"
 #include "generate/palette.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -144,9 +145,11 @@ TEST(GeneratorRules, EveryRuleLoadsAndIsConsistent) {
   for (size_t i = 1; i < std::size(chain); ++i) EXPECT_LE(r.count(chain[i]), r.count(chain[i - 1])) << chain[i];
   const char* pairs[] = {"candidate_pairs", "rechecked",     "after_trivial",        "after_common_subgraph",
                          "after_ac_normal", "after_congruence", "after_binding", "after_duplicate_text",
-                         "loaded"};
+                         "loaded",          "after_implied"};
   for (size_t i = 1; i < std::size(pairs); ++i) EXPECT_LE(r.count(pairs[i]), r.count(pairs[i - 1])) << pairs[i];
-  EXPECT_EQ(r.count("proved") + r.count("tested") + r.count("refuted") + r.count("unknown"), r.count("loaded"));
+  EXPECT_LT(r.count("after_implied"), r.count("loaded"));  // some 3-operator rules follow from smaller ones
+  EXPECT_EQ(r.count("proved") + r.count("tested") + r.count("refuted") + r.count("unknown"), r.count("after_implied"));
+  EXPECT_EQ(r.all.size(), r.count("after_implied"));
   EXPECT_EQ(r.count("written"), r.rules.rules.size());
   EXPECT_EQ(r.count("refuted"), 0u);
   EXPECT_GT(r.count("written"), 5u);
@@ -235,6 +238,46 @@ TEST(GeneratorRules, ReluCommutesWithConcatAndSplitCandidates) {
                                "  %2, %3 = Split(%1, %s) {axis=0}\n  return %2, %3\n}\n"),
             "");
   for (const Rule& rule : r.all) EXPECT_EQ(rule.verdict.kind, Verdict::Kind::None);
+}
+
+// Implied-by-smaller pruning: the structural hash ignores names and build order, and
+// a rule is implied only when accepted rules join its sides in at most two rewrites.
+TEST(GeneratorImplied, StructuralHashIgnoresNamesAndOrder) {
+  const std::string xy = header("%x: f32[2,3], %y: f32[2,3]");
+  Graph a = parse_graph(xy + "  %a = Mul(%x, %y)\n  %b = Add(%x, %y)\n  %c = Sub(%a, %b)\n  return %c\n}\n");
+  Graph b = parse_graph(xy + "  %p = Add(%x, %y)\n  %q = Mul(%x, %y)\n  %r = Sub(%q, %p)\n  return %r\n}\n");
+  Graph c = parse_graph(xy + "  %p = Add(%x, %y)\n  %q = Mul(%x, %y)\n  %r = Sub(%p, %q)\n  return %r\n}\n");
+  Graph d = parse_graph(xy + "  %p = Add(%y, %x)\n  %q = Mul(%x, %y)\n  %r = Sub(%q, %p)\n  return %r\n}\n");
+  EXPECT_EQ(gen::structural_hash(a), gen::structural_hash(b));
+  EXPECT_NE(gen::structural_hash(a), gen::structural_hash(c));  // operand order matters
+  EXPECT_NE(gen::structural_hash(a), gen::structural_hash(d));
+}
+
+TEST(GeneratorImplied, RulesJoinedByAcceptedRulesAreImplied) {
+  auto rule = [&](const std::string& name, const std::string& src, const std::string& tgt) {
+    const bool z = src.find("%z") != std::string::npos;
+    std::string vars = z ? "  vars %x, %y, %z\n  verify-shapes %x: f32[2,3], %y: f32[2,3], %z: f32[2,3]\n"
+                         : "  vars %x, %y\n  verify-shapes %x: f32[2,3], %y: f32[2,3]\n";
+    return parse_rules("rule " + name + " {\n" + vars + "  source {\n" + src + "  }\n  target {\n" + tgt + "  }\n}\n")
+        .rules.at(0);
+  };
+  Rule comm = rule("comm", "    %0 = Add(%x, %y)\n    return %0\n", "    %0 = Add(%y, %x)\n    return %0\n");
+  // (x + y) + z = z + (y + x): both sides reach z + (x + y) in one commutation.
+  Rule two_steps = rule("two_steps", "    %0 = Add(%x, %y)\n    %1 = Add(%0, %z)\n    return %1\n",
+                        "    %0 = Add(%y, %x)\n    %1 = Add(%z, %0)\n    return %1\n");
+  // (x + y) + z = x + (y + z) needs associativity, which is not accepted.
+  Rule assoc = rule("assoc", "    %0 = Add(%x, %y)\n    %1 = Add(%0, %z)\n    return %1\n",
+                    "    %0 = Add(%y, %z)\n    %1 = Add(%x, %0)\n    return %1\n");
+  gen::ImpliedChecker none;
+  EXPECT_FALSE(none.implied(two_steps));
+  gen::ImpliedChecker accepted;
+  accepted.add(comm);
+  EXPECT_GE(accepted.size(), 1u);
+  EXPECT_TRUE(accepted.implied(two_steps));
+  EXPECT_FALSE(accepted.implied(assoc));
+  // Once associativity is accepted, the rule is implied by itself in one step.
+  accepted.add(assoc);
+  EXPECT_TRUE(accepted.implied(assoc));
 }
 
 // The shipped rule set (`make rules`) loads, and holds only usable generated rules.

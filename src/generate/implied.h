@@ -1,0 +1,56 @@
+#pragma once
+// "Implied by smaller rules": the generator's last pruning stage (generate/generate.h).
+//
+// The generator accepts rules level by level, smallest first (a rule's level is the
+// number of operators on its two sides together). A candidate is implied when the
+// rules accepted at lower levels already join its two sides: both sides are built at
+// the rule's first verify-shapes instantiation, each side is rewritten once by every
+// accepted rule (left to right and, where the target is a pattern, right to left) at
+// every match, and the candidate is dropped if a side rewrites into the other, or
+// both rewrite into a common graph. That is a derivation of at most two steps by
+// verified rules, so dropping the candidate loses nothing the optimizer could not
+// reach through the rules it has (its search chains rewrites); a longer derivation
+// is not looked for, and such a candidate is kept.
+//
+// Graphs are compared by a structural hash (operator, canonical attributes, operand
+// hashes in order, constant data, input names): equal graphs built by different
+// rewrites hash alike. A collision can only drop a rule, never accept one.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+#include "rules/rule.h"
+
+namespace isomer::gen {
+
+// Structural hash of a graph's outputs (invariant to node names and build order).
+uint64_t structural_hash(const Graph& g);
+
+class ImpliedChecker {
+ public:
+  // Makes `rule` (usable) available to later checks, with its reversal if it has one.
+  void add(const Rule& rule);
+  size_t size() const { return rules_.size(); }
+
+  // True if the accepted rules join the two sides of `rule` (see above). Thread-safe
+  // with other const calls; add() must not run concurrently.
+  bool implied(const Rule& rule) const;
+
+ private:
+  struct Entry {
+    Rule rule;
+    uint64_t needs = 0;  // bit per operator type its source contains
+  };
+  uint64_t op_bits(const Graph& g, bool add_missing);
+  uint64_t op_bits_of(const Graph& g) const;
+  // Hashes of every graph one rewrite of `g` gives.
+  std::unordered_set<uint64_t> neighbours(const Graph& g) const;
+
+  std::vector<Entry> rules_;
+  std::unordered_map<std::string, int> bit_;  // operator type -> bit (the first 63 seen)
+};
+
+}  // namespace isomer::gen
