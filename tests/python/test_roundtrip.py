@@ -1,8 +1,10 @@
-"""Round trip of every libonnx-testdata model through `isomer convert`.
+"""Every libonnx-testdata model through `isomer convert` and `isomer optimize`.
 
-For each model: `$ISOMER_BIN convert model.onnx -o out.onnx` (import and export, no
-optimization), onnx.checker on the result, and onnxruntime on test_data_set_0 of the
-converted model, compared with the expected outputs. A model onnxruntime cannot run
+For each model and each mode: `$ISOMER_BIN convert model.onnx -o out.onnx` (import and
+export, no optimization) or `$ISOMER_BIN optimize model.onnx -o out.onnx` (import, the
+default optimization, export; the test compares with the stored expected outputs
+itself, so optimize's own check is switched off), onnx.checker on the result, and
+onnxruntime on test_data_set_0 of the written model, compared with the expected outputs. A model onnxruntime cannot run
 (or gets wrong) in its original form is skipped with the reason; a model isomer
 cannot import is expected to fail only if tests/conformance/known_failures.txt says
 why.
@@ -40,6 +42,11 @@ def _cases():
 
 
 CASES = _cases()
+MODES = {
+    "convert": ["convert"],
+    # Conformance data holds NaN/Inf weights on purpose (IsNaN, IsInf, ...).
+    "optimize": ["optimize", "--no-check", "--cost", "none", "--allow-nonfinite"],
+}
 
 
 def _known_failures():
@@ -141,7 +148,7 @@ def _compare_all(got, expected):
     return None
 
 
-def _check_case(case, out_dir, known):
+def _check_case(case, mode, out_dir, known):
     """Returns (status, message); status is pass, skip, xfail or fail."""
     case_dir = os.path.join(TESTDATA, case)
     src = os.path.join(case_dir, "model.onnx")
@@ -158,25 +165,25 @@ def _check_case(case, out_dir, known):
     if m:
         return "skip", "onnxruntime disagrees with the expected outputs on the original: " + m
 
-    dst = os.path.join(out_dir, case.replace("/", "__") + ".onnx")
-    proc = subprocess.run([ISOMER_BIN, "convert", src, "-o", dst], capture_output=True, text=True, timeout=120)
+    dst = os.path.join(out_dir, mode + "__" + case.replace("/", "__") + ".onnx")
+    proc = subprocess.run([ISOMER_BIN, *MODES[mode], src, "-o", dst], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         msg = msg[-1] if msg else f"exit code {proc.returncode}"
         if case in known:
-            return "xfail", f"isomer convert fails (listed: {known[case]}): {msg}"
-        return "fail", f"isomer convert failed: {msg}"
+            return "xfail", f"isomer {mode} fails (listed: {known[case]}): {msg}"
+        return "fail", f"isomer {mode} failed: {msg}"
     try:
         onnx.checker.check_model(dst)
     except Exception as e:  # noqa: BLE001
-        return "fail", "onnx.checker rejects the converted model: " + str(e).splitlines()[0]
+        return "fail", f"onnx.checker rejects the model isomer {mode} wrote: " + str(e).splitlines()[0]
     try:
-        converted = _run(dst, feeds)
+        written = _run(dst, feeds)
     except Exception as e:  # noqa: BLE001
-        return "fail", "onnxruntime cannot run the converted model: " + str(e).splitlines()[0][:300]
-    m = _compare_all(converted, expected)
+        return "fail", f"onnxruntime cannot run the model isomer {mode} wrote: " + str(e).splitlines()[0][:300]
+    m = _compare_all(written, expected)
     if m:
-        return "fail", "converted model's outputs differ: " + m
+        return "fail", f"the outputs of the model isomer {mode} wrote differ: " + m
     return "pass", ""
 
 
@@ -188,24 +195,28 @@ def results(tmp_path_factory):
     known = _known_failures()
     # Subprocesses and onnxruntime release the GIL: threads use all cores.
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        futures = {case: pool.submit(_check_case, case, out_dir, known) for case in CASES}
+        futures = {(mode, case): pool.submit(_check_case, case, mode, out_dir, known)
+                   for mode in MODES for case in CASES}
         out = {}
-        for case, f in futures.items():
+        for key, f in futures.items():
             try:
-                out[case] = f.result()
+                out[key] = f.result()
             except Exception as e:  # noqa: BLE001 - a harness problem for this case only
-                out[case] = ("fail", f"harness error: {type(e).__name__}: {e}")
-    counts = {}
-    for status, _ in out.values():
-        counts[status] = counts.get(status, 0) + 1
-    print(f"\n[roundtrip] {len(CASES)} models: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+                out[key] = ("fail", f"harness error: {type(e).__name__}: {e}")
+    for mode in MODES:
+        counts = {}
+        for (m, _), (status, _) in out.items():
+            if m == mode:
+                counts[status] = counts.get(status, 0) + 1
+        print(f"\n[{mode}] {len(CASES)} models: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return out
 
 
 @pytest.mark.skipif(not CASES, reason=f"no test data in {TESTDATA}")
 @pytest.mark.parametrize("case", CASES)
-def test_roundtrip(case, results):
-    status, message = results[case]
+@pytest.mark.parametrize("mode", list(MODES))
+def test_roundtrip(mode, case, results):
+    status, message = results[(mode, case)]
     if status == "skip":
         pytest.skip(message)
     if status == "xfail":
