@@ -10,37 +10,9 @@
 namespace isomer::gen {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t x) { return h ^ (x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
-
 constexpr size_t kMatchesPerRule = 16;
 
 }  // namespace
-
-uint64_t structural_hash(const Graph& g) {
-  std::unordered_map<const Node*, uint64_t> memo;
-  for (const NodePtr& n : g.topo_order()) {
-    uint64_t h = mix(static_cast<uint64_t>(n->kind()), std::hash<std::string>{}(n->op_type()));
-    switch (n->kind()) {
-      case NodeKind::Input: h = mix(h, std::hash<std::string>{}(n->name())); break;
-      case NodeKind::Constant: h = mix(h, n->value()->hash()); break;
-      case NodeKind::Op: h = mix(h, canonical_attributes(*n).hash()); break;
-      case NodeKind::Opaque: h = mix(h, n->opaque()->uid); break;
-    }
-    for (const Value& v : n->inputs()) {
-      if (!v.present()) {
-        h = mix(h, 0x5eed);
-        continue;
-      }
-      auto it = memo.find(v.node.get());
-      require(it != memo.end(), "structural_hash: operand before its producer");
-      h = mix(mix(h, it->second), v.index);
-    }
-    memo[n.get()] = h;
-  }
-  uint64_t h = 0x15033e7;
-  for (const Value& v : g.outputs()) h = mix(mix(h, v.node ? memo.at(v.node.get()) : 0), v.index);
-  return h;
-}
 
 uint64_t ImpliedChecker::op_bits(const Graph& g, bool add_missing) {
   uint64_t bits = 0;

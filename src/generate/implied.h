@@ -12,9 +12,8 @@
 // reach through the rules it has (its search chains rewrites); a longer derivation
 // is not looked for, and such a candidate is kept.
 //
-// Graphs are compared by a structural hash (operator, canonical attributes, operand
-// hashes in order, constant data, input names): equal graphs built by different
-// rewrites hash alike. A collision can only drop a rule, never accept one.
+// Graphs are compared by structural_hash (ir/graph.h): equal graphs built by
+// different rewrites hash alike. A collision can only drop a rule, never accept one.
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -25,9 +24,6 @@
 #include "rules/rule.h"
 
 namespace isomer::gen {
-
-// Structural hash of a graph's outputs (invariant to node names and build order).
-uint64_t structural_hash(const Graph& g);
 
 class ImpliedChecker {
  public:

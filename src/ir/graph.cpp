@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/error.h"
@@ -210,6 +211,25 @@ bool same_graph(const Graph& a, const Graph& b) {
     if (!same_node(a.outputs()[i].node.get(), b.outputs()[i].node.get(), memo)) return false;
   }
   return true;
+}
+
+uint64_t structural_hash(const Graph& g) {
+  auto mix = [](uint64_t h, uint64_t x) { return h ^ (x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); };
+  std::unordered_map<const Node*, uint64_t> memo;
+  for (const NodePtr& n : g.topo_order()) {
+    uint64_t h = mix(static_cast<uint64_t>(n->kind()), std::hash<std::string>{}(n->op_type()));
+    switch (n->kind()) {
+      case NodeKind::Input: h = mix(h, std::hash<std::string>{}(n->name())); break;
+      case NodeKind::Constant: h = mix(h, n->value()->hash()); break;
+      case NodeKind::Op: h = mix(h, canonical_attributes(*n).hash()); break;
+      case NodeKind::Opaque: h = mix(mix(h, n->opaque()->uid), n->attrs().hash()); break;
+    }
+    for (const Value& v : n->inputs()) h = v.present() ? mix(mix(h, memo.at(v.node.get())), v.index) : mix(h, 0x5eed);
+    memo[n.get()] = h;
+  }
+  uint64_t h = 0x15033e7;
+  for (const Value& v : g.outputs()) h = mix(mix(h, v.node ? memo.at(v.node.get()) : 0), v.index);
+  return h;
 }
 
 }  // namespace isomer

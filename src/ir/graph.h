@@ -105,4 +105,11 @@ Graph rebuild(const Graph& g, const RewriteFn& fn);
 // Structural equality of two graphs (same interface, same DAG); names ignored.
 bool same_graph(const Graph& a, const Graph& b);
 
+// A hash of the DAG behind the outputs: operator, canonical attributes, operands in
+// order, constant data, graph input names. Unlike Node::hash (which mixes operand
+// node addresses, exact only inside one builder), equal graphs built by different
+// rewrites hash alike, whatever their node names and build order. For "seen" sets:
+// a collision may make a caller skip a graph, so never use it to prove equality.
+uint64_t structural_hash(const Graph& g);
+
 }  // namespace isomer

@@ -18,19 +18,11 @@ namespace isomer {
 
 namespace {
 
-// Identity of a graph for the "seen" set: the structural hashes of its outputs.
-// Node hashes are structural (operator, attributes, inputs' hashes, constant data),
-// so equal graphs built through different builders hash alike. A collision can
-// only make the search skip a graph, never apply a wrong rewrite.
-size_t graph_hash(const Graph& g) {
-  size_t h = 0x9e3779b97f4a7c15ull;
-  for (const Value& v : g.outputs()) {
-    size_t x = v.node ? v.node->hash() : 0;
-    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h ^= v.index + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  }
-  return h;
-}
+// Identity of a graph for the "seen" set: structural, so that the same graph
+// reached through two orders of rewrites is expanded once (Node::hash mixes operand
+// addresses, which differ between rebuilds). A collision can only make the search
+// skip a graph, never apply a wrong rewrite.
+size_t graph_hash(const Graph& g) { return structural_hash(g); }
 
 // What an operator's cost depends on: operator, attributes, input types and which
 // inputs are constants, not where the inputs come from (a rewrite gives every node

@@ -248,9 +248,9 @@ TEST(GeneratorImplied, StructuralHashIgnoresNamesAndOrder) {
   Graph b = parse_graph(xy + "  %p = Add(%x, %y)\n  %q = Mul(%x, %y)\n  %r = Sub(%q, %p)\n  return %r\n}\n");
   Graph c = parse_graph(xy + "  %p = Add(%x, %y)\n  %q = Mul(%x, %y)\n  %r = Sub(%p, %q)\n  return %r\n}\n");
   Graph d = parse_graph(xy + "  %p = Add(%y, %x)\n  %q = Mul(%x, %y)\n  %r = Sub(%q, %p)\n  return %r\n}\n");
-  EXPECT_EQ(gen::structural_hash(a), gen::structural_hash(b));
-  EXPECT_NE(gen::structural_hash(a), gen::structural_hash(c));  // operand order matters
-  EXPECT_NE(gen::structural_hash(a), gen::structural_hash(d));
+  EXPECT_EQ(structural_hash(a), structural_hash(b));
+  EXPECT_NE(structural_hash(a), structural_hash(c));  // operand order matters
+  EXPECT_NE(structural_hash(a), structural_hash(d));
 }
 
 TEST(GeneratorImplied, RulesJoinedByAcceptedRulesAreImplied) {

@@ -144,6 +144,36 @@ rule matmul_shared_lhs_merge {
   EXPECT_EQ(search_rules(split).size(), 1u);
 }
 
+// Commuting two independent Adds reaches the same graph in either order, and a
+// second commutation gives the input back: the search must recognise those graphs
+// (built by different rewrites) as seen, so it expands the 4 distinct graphs once.
+TEST(Search, ExpandsEachDistinctGraphOnce) {
+  RuleSet comm = parse_rules(R"(
+rule add_commute {
+  vars %x, %y
+  verify-shapes %x: f32[2,3], %y: f32[2,3]
+  source {
+    %0 = Add(%x, %y)
+    return %0
+  }
+  target {
+    %0 = Add(%y, %x)
+    return %0
+  }
+  verdict proved
+}
+)");
+  GraphBuilder b;
+  const TensorType t{DType::Float32, make_shape({2, 3})};
+  Value x = b.input("x", t), y = b.input("y", t), z = b.input("z", t), w = b.input("w", t);
+  Graph g = b.finish({b.op1("Add", {x, y}), b.op1("Add", {z, w})}, {"p", "q"});
+  SearchStats st;
+  backtracking_search(g, search_rules(comm), [](const Node&) { return 1.0; }, {}, &st);
+  EXPECT_EQ(st.expanded, 4u);
+  EXPECT_FALSE(st.budget_exhausted);
+  EXPECT_GT(st.duplicates, 0u);
+}
+
 TEST(Search, IsDeterministic) {
   RuleSet set = associate_rule("proved");
   Graph a = backtracking_search(chain(), search_rules(set), matmul_flops);
