@@ -470,7 +470,8 @@ GenerateResult generate_rules(const GenerateOptions& o) {
     try {
       RuleSet one = parse_rules(text, name);
       result.all.push_back(std::move(one.rules.at(0)));
-      reports.push_back({name, f.name, needs_proof, c.src.num_ops + c.tgt.num_ops, false, {}});
+      reports.push_back({name, f.name, needs_proof, c.src.num_ops + c.tgt.num_ops,
+                         std::max<int>(c.src.num_ops, c.tgt.num_ops), false, {}});
     } catch (const Error& e) {
       std::fprintf(stderr, "isomer rules generate: internal: rule %s does not load: %s\n", name.c_str(), e.what());
     }
@@ -502,7 +503,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       size_t level_usable = 0;
       for (size_t k = i; k < j; ++k)
         if (!reports[k].implied && result.all[k].usable()) {
-          accepted.add(result.all[k]);
+          if (reports[k].largest_side <= kImpliedMaxSide) accepted.add(result.all[k]);
           ++level_usable;
         }
       implied_count += level_implied;

@@ -25,10 +25,11 @@
 //                  sides contain a Split (a source cannot compute Split sizes); pairs
 //                  whose rule text equals a kept one after renaming the variables
 //   6. verified    level by level (a rule's level: operators on both sides together),
-//                  smallest first: a rule the usable rules of lower levels already
-//                  join in at most two rewrites is dropped as implied
-//                  (generate/implied.h; `prune_implied`), every other one goes
-//                  through verify_rule (verify/verify.h):
+//                  smallest first: a rule the usable rules of lower levels with at
+//                  most kImpliedMaxSide operators a side already join in at most two
+//                  rewrites is dropped as implied (generate/implied.h;
+//                  `prune_implied`), every other one goes through verify_rule
+//                  (verify/verify.h):
 //                  polynomial rules with the field tester alone unless `prove` (fast,
 //                  and the verdict does not depend on a solver's time limit), rules
 //                  with a non-polynomial side with Z3 (`timeout_s` each). Only usable
@@ -72,11 +73,17 @@ struct GenerateOptions {
   std::function<void(const std::string&)> progress;
 };
 
+// Rules with larger sides are not used to find implied rules: with 4-operator graphs
+// they are too many to try as rewrites (11,440 usable rules of 4 + 2 operators alone),
+// and the rules of up to 3 operators a side already imply most of what is implied.
+constexpr int kImpliedMaxSide = 3;
+
 struct RuleReport {
   std::string name;
   std::string family;
   bool needs_proof = false;  // a side has no field semantics
   int level = 0;             // operators on both sides together
+  int largest_side = 0;      // operators on the larger side
   bool implied = false;      // dropped: the accepted smaller rules join its sides (not verified)
   Verdict verdict;
 };

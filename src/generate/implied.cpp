@@ -1,6 +1,7 @@
 #include "generate/implied.h"
 
 #include <functional>
+#include <utility>
 
 #include "ir/error.h"
 #include "ops/op.h"
@@ -14,29 +15,23 @@ constexpr size_t kMatchesPerRule = 16;
 
 }  // namespace
 
-uint64_t ImpliedChecker::op_bits(const Graph& g, bool add_missing) {
-  uint64_t bits = 0;
-  for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() != NodeKind::Op) continue;
-    auto it = bit_.find(n->op_type());
-    if (it == bit_.end() && add_missing && bit_.size() < 64) it = bit_.emplace(n->op_type(), bit_.size()).first;
-    if (it != bit_.end()) bits |= uint64_t{1} << it->second;
-  }
-  return bits;
-}
-
-uint64_t ImpliedChecker::op_bits_of(const Graph& g) const {
-  uint64_t bits = 0;
+ImpliedChecker::OpCounts ImpliedChecker::op_counts(const Graph& g) const {
+  OpCounts counts(types_.size(), 0);
   for (const NodePtr& n : g.topo_order())
     if (n->kind() == NodeKind::Op)
-      if (auto it = bit_.find(n->op_type()); it != bit_.end()) bits |= uint64_t{1} << it->second;
-  return bits;
+      if (auto it = types_.find(n->op_type()); it != types_.end() && counts[it->second] < 255) ++counts[it->second];
+  return counts;
 }
 
 void ImpliedChecker::add(const Rule& rule) {
   auto push = [&](const Rule& r) {
     if (r.source_pattern.num_ops() == 0) return;  // a bare variable matches nothing
-    rules_.push_back({r, op_bits(r.source_pattern, true)});
+    Entry e{r, {}};
+    std::unordered_map<size_t, uint8_t> needs;
+    for (const NodePtr& n : r.source_pattern.topo_order())
+      if (n->kind() == NodeKind::Op) ++needs[types_.emplace(n->op_type(), types_.size()).first->second];
+    e.needs.assign(needs.begin(), needs.end());
+    rules_.push_back(std::move(e));
   };
   push(rule);
   if (std::optional<Rule> rev = reversed_rule(rule)) push(*rev);
@@ -44,11 +39,15 @@ void ImpliedChecker::add(const Rule& rule) {
 
 std::unordered_set<uint64_t> ImpliedChecker::neighbours(const Graph& g) const {
   std::unordered_set<uint64_t> out;
-  const uint64_t present = op_bits_of(g);
+  const OpCounts present = op_counts(g);
   GraphIndex index(g);
   for (const Entry& e : rules_) {
-    // An operator type unknown to the bit table has no bit: the matcher decides.
-    if ((e.needs & present) != e.needs) continue;
+    // Skip a source with more operators of some type than the graph has (so a match
+    // that would map two source operators onto one graph operator is not tried:
+    // fewer rules found implied, never a wrong one).
+    bool possible = true;
+    for (const auto& [type, count] : e.needs) possible = possible && present[type] >= count;
+    if (!possible) continue;
     for (const Match& m : find_matches(index, e.rule, nullptr, kMatchesPerRule)) {
       bool applied = false;
       Graph next = apply_rule(g, e.rule, m, nullptr, &applied);

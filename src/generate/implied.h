@@ -36,17 +36,18 @@ class ImpliedChecker {
   bool implied(const Rule& rule) const;
 
  private:
+  // Operators per type (index in types_), for a quick "cannot match" test.
+  using OpCounts = std::vector<uint8_t>;
   struct Entry {
     Rule rule;
-    uint64_t needs = 0;  // bit per operator type its source contains
+    std::vector<std::pair<size_t, uint8_t>> needs;  // (type, count) its source contains
   };
-  uint64_t op_bits(const Graph& g, bool add_missing);
-  uint64_t op_bits_of(const Graph& g) const;
+  OpCounts op_counts(const Graph& g) const;
   // Hashes of every graph one rewrite of `g` gives.
   std::unordered_set<uint64_t> neighbours(const Graph& g) const;
 
   std::vector<Entry> rules_;
-  std::unordered_map<std::string, int> bit_;  // operator type -> bit (the first 63 seen)
+  std::unordered_map<std::string, size_t> types_;  // operator type -> index
 };
 
 }  // namespace isomer::gen
