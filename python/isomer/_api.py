@@ -252,14 +252,16 @@ class GeneratedRules:
                 f"{sum(self.seconds.values()):.1f} s)")
 
 
-def generate_rules(max_ops=3, ops=None, *, jobs=0, seed=0x15033E7, timeout=10.0, rlimit=300000):
+def generate_rules(max_ops=3, ops=None, *, jobs=0, seed=0x15033E7, timeout=10.0, rlimit=300000,
+                   keep_implied=False):
     """Enumerates every graph of up to `max_ops` operators (ops: an operator subset,
     default the whole palette), pairs the equivalent ones and verifies each pair,
-    like `isomer rules generate`. Deterministic for given arguments.
+    like `isomer rules generate`. Deterministic for given arguments. Pairs that the
+    smaller accepted rules already join are dropped unless keep_implied=True.
 
     Returns a GeneratedRules; `.rules.save(path)` writes the rule file.
     """
     ops = [] if ops is None else ([ops] if isinstance(ops, str) else list(ops))
     rules, counts, seconds, rejected = _core.generate_rules(int(max_ops), ops, int(jobs), int(seed),
-                                                           float(timeout), int(rlimit))
+                                                           float(timeout), int(rlimit), bool(keep_implied))
     return GeneratedRules(rules, counts, seconds, rejected)

@@ -512,8 +512,9 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "generate_rules",
       [](int max_ops, const std::vector<std::string>& ops, int jobs, uint64_t seed, double timeout,
-         unsigned rlimit) {
+         unsigned rlimit, bool keep_implied) {
         gen::GenerateOptions o;
+        o.prune_implied = !keep_implied;
         o.max_ops = max_ops;
         o.ops = ops;
         o.jobs = jobs;
@@ -534,7 +535,8 @@ PYBIND11_MODULE(_core, m) {
             rejected.append(py::make_tuple(rep.name, verdict_kind_name(rep.verdict.kind), rep.verdict.reason));
         return py::make_tuple(r.rules, counts, seconds, rejected);
       },
-      py::arg("max_ops"), py::arg("ops"), py::arg("jobs"), py::arg("seed"), py::arg("timeout"), py::arg("rlimit"));
+      py::arg("max_ops"), py::arg("ops"), py::arg("jobs"), py::arg("seed"), py::arg("timeout"), py::arg("rlimit"),
+      py::arg("keep_implied"));
 
   m.def(
       "load_model",

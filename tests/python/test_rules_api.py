@@ -138,3 +138,13 @@ def test_generate_rules_finds_verified_identities_deterministically(tmp_path):
     path = tmp_path / "found.rules"
     found.rules.save(str(path))
     assert str(isomer.load_rules(str(path))) == str(found.rules)
+
+
+def test_generate_rules_drops_implied_rules_unless_asked_to_keep_them():
+    pruned = isomer.generate_rules(max_ops=3, ops=["Add", "Mul"], jobs=2)
+    kept = isomer.generate_rules(max_ops=3, ops=["Add", "Mul"], jobs=2, keep_implied=True)
+    assert pruned.counts["after_implied"] < pruned.counts["loaded"]
+    assert kept.counts["after_implied"] == kept.counts["loaded"]
+    assert len(pruned.rules) < len(kept.rules)
+    # Every rule that survives pruning is also among those kept.
+    assert {r.text for r in pruned.rules} <= {r.text for r in kept.rules}
