@@ -623,30 +623,53 @@ std::vector<Tensor> eval_real_outputs(const Family& f, const GraphCode& code, si
   return out;
 }
 
+RecheckInputs recheck_inputs(const Family& f, uint64_t seed) {
+  RecheckInputs in;
+  for (size_t s = 0; s < f.num_sets(); ++s) {
+    in.field.push_back(random_field_vars(f, s, mix(seed, 0xc4ec)));
+    in.integer.emplace_back();
+    for (uint64_t trial = 0; trial < 2; ++trial) in.integer.back().push_back(random_integer_vars(f, s, mix(seed, 0xc4ec + trial)));
+  }
+  return in;
+}
+
+RecheckValues recheck_values(const Family& f, const GraphCode& code, const RecheckInputs& in) {
+  RecheckValues v;
+  try {
+    for (size_t s = 0; s < f.num_sets(); ++s) {
+      if (code.poly) {
+        for (FieldArray& out : eval_field_outputs(f, code, s, in.field[s])) v.field.push_back(std::move(out));
+        continue;
+      }
+      for (const std::vector<Tensor>& vars : in.integer[s]) {
+        bool exact = true;
+        std::vector<Tensor> outs = eval_real_outputs(f, code, s, vars, exact);
+        if (!exact) return {};
+        for (const Tensor& t : outs) v.real.emplace_back(t.dims(), t.to_f64());
+      }
+    }
+  } catch (const Error&) {
+    return {};
+  }
+  v.valid = true;
+  return v;
+}
+
+bool same_recheck_values(const RecheckValues& a, const RecheckValues& b) {
+  if (!a.valid || !b.valid || a.field.size() != b.field.size() || a.real != b.real) return false;
+  for (size_t k = 0; k < a.field.size(); ++k)
+    if (a.field[k].dims != b.field[k].dims || a.field[k].data != b.field[k].data) return false;
+  return true;
+}
+
+// Graphs of a bucket share the polynomial kind (fingerprints of the two kinds are
+// tagged apart); a mixed pair is compared exactly in double like the rest.
 bool recheck_pair(const Family& f, const GraphCode& a, const GraphCode& b, uint64_t seed) {
   if (a.num_outputs != b.num_outputs) return false;
-  for (size_t s = 0; s < f.num_sets(); ++s) {
-    try {
-      if (a.poly && b.poly) {
-        auto vars = random_field_vars(f, s, mix(seed, 0xc4ec));
-        auto ra = eval_field_outputs(f, a, s, vars), rb = eval_field_outputs(f, b, s, vars);
-        for (size_t k = 0; k < ra.size(); ++k)
-          if (ra[k].dims != rb[k].dims || ra[k].data != rb[k].data) return false;
-      } else {
-        for (uint64_t trial = 0; trial < 2; ++trial) {
-          auto vars = random_integer_vars(f, s, mix(seed, 0xc4ec + trial));
-          bool exact_a = true, exact_b = true;
-          auto ra = eval_real_outputs(f, a, s, vars, exact_a), rb = eval_real_outputs(f, b, s, vars, exact_b);
-          if (!exact_a || !exact_b) return false;
-          for (size_t k = 0; k < ra.size(); ++k)
-            if (ra[k].dims() != rb[k].dims() || ra[k].to_f64() != rb[k].to_f64()) return false;
-        }
-      }
-    } catch (const Error&) {
-      return false;
-    }
-  }
-  return true;
+  RecheckInputs in = recheck_inputs(f, seed);
+  GraphCode ra = a, rb = b;
+  ra.poly = rb.poly = a.poly && b.poly;
+  return same_recheck_values(recheck_values(f, ra, in), recheck_values(f, rb, in));
 }
 
 std::vector<std::vector<int64_t>> value_dims(const Family& f, const GraphCode& code, size_t set) {

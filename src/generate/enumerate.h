@@ -110,6 +110,21 @@ std::vector<Tensor> random_integer_vars(const Family& f, size_t set, uint64_t se
 // both are polynomial; exact integer-valued doubles otherwise).
 bool recheck_pair(const Family& f, const GraphCode& a, const GraphCode& b, uint64_t seed);
 
+// recheck_pair in parts, for comparing one graph with many: the fresh inputs, made
+// once per family, and what a graph computes on them under every shape set.
+struct RecheckInputs {
+  std::vector<std::vector<FieldArray>> field;            // set -> variables
+  std::vector<std::vector<std::vector<Tensor>>> integer;  // set -> trial -> variables
+};
+RecheckInputs recheck_inputs(const Family& f, uint64_t seed);
+struct RecheckValues {
+  bool valid = false;  // false: did not evaluate (exactly); equal to nothing
+  std::vector<FieldArray> field;                              // per set and output, polynomial graphs
+  std::vector<std::pair<std::vector<int64_t>, std::vector<double>>> real;  // per set, trial and output, others
+};
+RecheckValues recheck_values(const Family& f, const GraphCode& code, const RecheckInputs& in);
+bool same_recheck_values(const RecheckValues& a, const RecheckValues& b);
+
 // Concrete dims of every value (value index -> dims) in shape set `set`.
 std::vector<std::vector<int64_t>> value_dims(const Family& f, const GraphCode& code, size_t set);
 

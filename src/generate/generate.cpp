@@ -290,6 +290,31 @@ void say_stage(const GenerateResult& r, const GenerateOptions& o, const char* st
   o.progress(line);
 }
 
+// Progress inside a long stage: a line at every 10% of `total` items (only for
+// stages of 2,000 items or more), from whichever worker finishes the item.
+class Ticker {
+ public:
+  Ticker(const GenerateOptions& o, std::string what, size_t total)
+      : o_(o), what_(std::move(what)), total_(total), start_(Clock::now()) {}
+  void operator()() {
+    if (!o_.progress || total_ < 2000) return;
+    size_t n = ++done_;
+    if (n * 10 / total_ == (n - 1) * 10 / total_ || n == total_) return;
+    char line[160];
+    std::snprintf(line, sizeof line, "  %s: %zu of %zu (%.0fs)", what_.c_str(), n, total_, seconds_since(start_));
+    std::lock_guard<std::mutex> lock(mutex_);
+    o_.progress(line);
+  }
+
+ private:
+  const GenerateOptions& o_;
+  std::string what_;
+  size_t total_;
+  Clock::time_point start_;
+  std::atomic<size_t> done_{0};
+  std::mutex mutex_;
+};
+
 struct Candidate {
   size_t family;
   GraphCode src, tgt;
@@ -363,25 +388,36 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   t = Clock::now();
   const bool debug = std::getenv("ISOMER_GENERATE_DEBUG") != nullptr;
   std::vector<std::vector<Pair>> found(buckets.size());
+  // The fresh inputs are made once per family, and each class representative is
+  // evaluated once per bucket (not once per member it is compared with).
+  std::vector<RecheckInputs> fresh;
+  for (const Family& f : families) fresh.push_back(recheck_inputs(f, o.seed ^ 0x9ec4ec));
   parallel_for(buckets.size(), jobs, [&](size_t b) {
     const auto& members = buckets[b];
     size_t fi = records[members[0]].code.family;
     const Family& f = families[fi];
     std::vector<size_t> reps{members[0]};
+    std::vector<RecheckValues> rep_values{recheck_values(f, records[members[0]].code, fresh[fi])};
     for (size_t k = 1; k < members.size(); ++k) {
       const GraphCode& m = records[members[k]].code;
+      const RecheckValues mv = recheck_values(f, m, fresh[fi]);
       bool joined = false;
-      for (size_t r : reps)
-        if (recheck_pair(f, records[r].code, m, o.seed ^ 0x9ec4ec)) {
-          found[b].push_back({fi, records[r].code, m});
+      for (size_t i = 0; i < reps.size(); ++i) {
+        const GraphCode& rc = records[reps[i]].code;
+        bool same = rc.poly == m.poly ? rc.num_outputs == m.num_outputs && same_recheck_values(rep_values[i], mv)
+                                      : recheck_pair(f, rc, m, o.seed ^ 0x9ec4ec);
+        if (same) {
+          found[b].push_back({fi, rc, m});
           joined = true;
           break;
         }
+      }
       if (!joined) {
         if (debug)
           std::fprintf(stderr, "recheck failed: %s  vs  %s\n", canonical_text(f, records[reps[0]].code, false).c_str(),
                        canonical_text(f, m, false).c_str());
         reps.push_back(members[k]);
+        rep_values.push_back(mv);
       }
     }
   });
@@ -490,15 +526,23 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       size_t j = i;
       while (j < result.all.size() && reports[j].level == reports[i].level) ++j;
       auto tl = Clock::now();
-      if (o.prune_implied && accepted.size() > 0)
-        parallel_for(j - i, jobs, [&](size_t k) { reports[i + k].implied = accepted.implied(result.all[i + k]); });
+      const int level = reports[i].level;
+      if (o.prune_implied && accepted.size() > 0) {
+        Ticker tick(o, "level " + std::to_string(level) + " implied check", j - i);
+        parallel_for(j - i, jobs, [&](size_t k) {
+          reports[i + k].implied = accepted.implied(result.all[i + k]);
+          tick();
+        });
+      }
       size_t level_implied = 0;
       for (size_t k = i; k < j; ++k) level_implied += reports[k].implied;
       double implied_s = seconds_since(tl);
       tl = Clock::now();
+      Ticker tick(o, "level " + std::to_string(level) + " verification", j - i);
       parallel_for(j - i, jobs, [&](size_t k) {
         if (!reports[i + k].implied)
           result.all[i + k].verdict = run_verifier(result.all[i + k], !reports[i + k].needs_proof, o);
+        tick();
       });
       size_t level_usable = 0;
       for (size_t k = i; k < j; ++k)
@@ -509,7 +553,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       implied_count += level_implied;
       char line[200];
       std::snprintf(line, sizeof line, "verify level %d: %zu rules, %zu implied (%.1fs), %zu usable of %zu verified (%.1fs)",
-                    reports[i].level, j - i, level_implied, implied_s, level_usable, j - i - level_implied,
+                    level, j - i, level_implied, implied_s, level_usable, j - i - level_implied,
                     seconds_since(tl));
       if (o.progress) o.progress(line);
       i = j;
