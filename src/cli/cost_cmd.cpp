@@ -31,7 +31,7 @@ std::string esc(const std::string& s) {
 }
 
 int run_cost(const CostArgs& a) {
-  runtime::use_passive_openmp_waits();  // restarts the process if needed (see runtime.h)
+  runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   Graph g = import_onnx_file(a.model);
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(a.kind, a.db, a.threads);
   cost::GraphCost gc = model->graph_cost(g);
@@ -60,7 +60,8 @@ int run_cost(const CostArgs& a) {
       << "\",\n  \"total_ms\": " << gc.total_ms << ",\n  \"io_ms\": " << gc.io_ms
       << ",\n  \"measured_new\": " << gc.measured_new << ",\n  \"cached\": " << gc.cached
       << ",\n  \"noisy\": " << gc.noisy << ",\n  \"load_average\": " << load
-      << ",\n  \"threads\": " << gc.threads << ",\n  \"cost_db\": \"" << esc(db) << "\",\n  \"steps\": [";
+      << ",\n  \"threads\": " << gc.threads << ",\n  \"openmp_waits\": \"" << esc(runtime::openmp_waits())
+      << "\",\n  \"cost_db\": \"" << esc(db) << "\",\n  \"steps\": [";
     for (size_t i = 0; i < gc.steps.size(); ++i) {
       const cost::StepCost& s = gc.steps[i];
       std::string ops;

@@ -148,7 +148,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::map<std::str
 }
 
 int run_model(const RunArgs& a) {
-  runtime::use_passive_openmp_waits();  // restarts the process if needed (see runtime.h)
+  runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   ImportOptions io;
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);
@@ -203,13 +203,15 @@ int run_model(const RunArgs& a) {
     runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
     std::printf("latency: median %.3f ms, min %.3f ms, max %.3f ms over %d repeats (%d warm-up, %d threads)\n", r.median,
                 r.min, r.max, static_cast<int>(r.ms.size()), r.warmup, r.threads);
+    std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
     if (!a.report_json.empty()) {
       std::ofstream f(a.report_json);
       require(f.good(), "cannot write '" + a.report_json + "'");
       f << "{\n  \"model\": \"" << json_escape(a.model) << "\",\n  \"engine\": \"isomer\",\n  \"latency_ms_median\": " << r.median
         << ",\n  \"latency_ms_min\": " << r.min << ",\n  \"latency_ms_max\": " << r.max
         << ",\n  \"latency_ms_mean\": " << r.mean << ",\n  \"repeats\": " << r.ms.size()
-        << ",\n  \"warmup\": " << r.warmup << ",\n  \"threads\": " << r.threads << ",\n  \"steps\": "
+        << ",\n  \"warmup\": " << r.warmup << ",\n  \"threads\": " << r.threads << ",\n  \"openmp_waits\": \""
+        << json_escape(runtime::openmp_waits()) << "\",\n  \"steps\": "
         << exe->steps().size() << ",\n  \"reference_steps\": " << reference << ",\n  \"cpu\": \""
         << json_escape(runtime::cpu_model()) << "\",\n  \"onednn\": \"" << runtime::dnnl_version() << "\"\n}\n";
       require(f.good(), "cannot write '" + a.report_json + "'");

@@ -294,8 +294,79 @@ int hardware_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-bool use_passive_openmp_waits() {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") || std::getenv("ISOMER_OMP_REEXEC")) return false;
+namespace {
+
+// GOMP_SPINCOUNT when every thread has a core of its own (see choose_openmp_waits).
+constexpr const char* kFreeMachineSpinCount = "1000";
+
+// What this process's OpenMP threads do at a barrier, and why (openmp_waits()).
+std::string& openmp_waits_note() {
+  static std::string note;
+  return note;
+}
+
+// The number field of an environment variable, or -1.
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return end && *end == '\0' && x >= 0 ? static_cast<int>(x) : -1;
+}
+
+}  // namespace
+
+int other_runnable_tasks() {
+  if (int o = env_int("ISOMER_RUNNABLE_TASKS"); o >= 0) return o;
+  // /proc/loadavg's fourth field counts the runnable tasks now ("5/97"), this
+  // one included. A task that runs for a moment (a shell, a kernel worker) shows
+  // in one sample, one that competes for the cores shows in all: take the fewest.
+  int fewest = -1;
+  for (int k = 0; k < 5; ++k) {
+    if (k) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::ifstream f("/proc/loadavg");
+    double l1, l5, l15;
+    int running = 0;
+    char slash;
+    if (!(f >> l1 >> l5 >> l15 >> running >> slash)) return 0;
+    fewest = fewest < 0 ? running : std::min(fewest, running);
+  }
+  return std::max(0, fewest - 1);
+}
+
+std::string openmp_waits() {
+  if (!openmp_waits_note().empty()) return openmp_waits_note();
+  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return std::string("OMP_WAIT_POLICY=") + p + " (set by the user)";
+  if (const char* c = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + c + " (set by the user)";
+  return "libgomp default";
+}
+
+bool choose_openmp_waits(int threads) {
+  if (const char* why = std::getenv("ISOMER_OMP_REEXEC")) {
+    // The restarted process: report what its parent chose.
+    openmp_waits_note() = why;
+    return false;
+  }
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;  // the user's choice
+  const int cpus = hardware_threads();
+  const int team = threads > 0 ? threads : cpus;
+  if (team <= 1) {
+    openmp_waits_note() = "libgomp default (1 thread: no barriers)";
+    return false;
+  }
+  const int others = other_runnable_tasks();
+  const std::string where = std::to_string(others) + " other runnable tasks at start, " + std::to_string(team) +
+                            " threads on " + std::to_string(cpus) + " CPUs";
+  // A core for every thread: spin, but briefly. libgomp's default spin (~300k
+  // pause loops, ~10 ms) is as fast as waiting passively while the machine stays
+  // free, and 3-30x slower as soon as anything else runs, even at nice 19; ~1000
+  // loops (tens of microseconds) bridge the gaps between consecutive primitives
+  // without a wake-up and cost little if other work starts later (measurements:
+  // issue-4 notes, session 3). Otherwise sleep at once: OMP_WAIT_POLICY=PASSIVE.
+  const bool free_cores = others + team <= cpus;
+  const char* var = free_cores ? "GOMP_SPINCOUNT" : "OMP_WAIT_POLICY";
+  const char* value = free_cores ? kFreeMachineSpinCount : "PASSIVE";
+  const std::string why = (free_cores ? std::string("spin ") + kFreeMachineSpinCount + " (" : "passive (") + where + ")";
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::vector<std::string> args;
@@ -309,15 +380,19 @@ bool use_passive_openmp_waits() {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::setenv("ISOMER_OMP_REEXEC", "1", 1);  // never loop, whatever happens
+  ::setenv(var, value, 1);
+  ::setenv("ISOMER_OMP_REEXEC", why.c_str(), 1);  // never loop, whatever happens
   std::fflush(stdout);
   std::fflush(stderr);
   ::execv("/proc/self/exe", argv.data());
   // exec failed: carry on with libgomp's default policy.
-  ::unsetenv("OMP_WAIT_POLICY");
+  ::unsetenv(var);
+  ::unsetenv("ISOMER_OMP_REEXEC");
+  openmp_waits_note() = "libgomp default (restarting with " + why + " failed)";
   return false;
 }
+
+bool use_passive_openmp_waits() { return choose_openmp_waits(0); }
 
 void set_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : hardware_threads()); }
 

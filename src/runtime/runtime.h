@@ -4,7 +4,9 @@
 // primitives (created once, with fused bias / activation / residual post-ops and
 // BatchNormalization folded into a preceding convolution), memory formats chosen
 // by the primitives (blocked layouts for convolutions, reorders only where a
-// consumer needs another layout), and intermediate buffers shared by liveness.
+// consumer needs another layout), a channel Concat read only by 1x1 convolutions
+// never made (each convolution sums over the parts), and intermediate buffers
+// shared by liveness.
 // Operators oneDNN has no primitive for run through the operator table's `eval`
 // hook (the reference semantics), on plain row-major data.
 #include <cstdint>
@@ -87,16 +89,30 @@ BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int wa
 std::string cpu_model();
 std::string dnnl_version();
 int hardware_threads();  // the CPUs this process may run on
-// OpenMP threads that wait at a barrier spin (libgomp: up to ~300k pause loops,
-// ~10 ms) before they sleep. On a machine where other processes compete for the
-// cores, the spinning steals the time slices of the very threads they wait for:
-// measured on this project's 2-core machine under load ~10, MobileNetV2 at 2
-// threads took 632 ms per run spinning and 13.6 ms waiting passively. libgomp
-// reads its policy once, when it loads, so this restarts the process (same
-// arguments) with OMP_WAIT_POLICY=PASSIVE unless the user set OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT. Call it first thing in a command, before any output; returns
-// only when it did not restart (false).
+// OpenMP's wait policy, chosen per process from how busy the machine is when it
+// starts (libgomp reads its policy once, when it loads, so the process restarts
+// itself, same arguments, with the policy in its environment):
+//  - other runnable tasks (the fewest of a few samples of /proc/loadavg's count;
+//    $ISOMER_RUNNABLE_TASKS for tests) plus `threads` (0 = every CPU) exceed the
+//    CPUs: OMP_WAIT_POLICY=PASSIVE. A spinning thread steals the time slices of
+//    the threads it waits for: on this project's 2-core VM beside nice-19 jobs,
+//    MobileNetV2 at 2 threads took 428 ms per run with libgomp's default spin
+//    (~300k pause loops, ~10 ms) and 14.5 ms passive (632 vs 13.6 under load ~10).
+//  - else GOMP_SPINCOUNT=1000 (tens of microseconds): enough to bridge the gap
+//    between consecutive primitives without a wake-up while the cores are free,
+//    and within ~15% of passive if other work starts later (libgomp's default
+//    was 3-30x slower then).
+// A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is always kept, and one thread needs
+// no policy. Call it first thing in a command, before any output; returns only
+// when it did not restart (false). The library alone (Python bindings, tests)
+// cannot restart and keeps libgomp's default unless the environment sets one.
+bool choose_openmp_waits(int threads = 0);
+// The same for every CPU (kept for existing callers).
 bool use_passive_openmp_waits();
+// Runnable tasks on the machine other than this process (see above).
+int other_runnable_tasks();
+// What the OpenMP threads of this process do at a barrier and why, for reports.
+std::string openmp_waits();
 // Sets the thread count oneDNN (OpenMP) uses from now on; 0 = every core.
 void set_threads(int threads);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -116,6 +117,33 @@ TEST(Runtime, PoolsAndConcat) {
   expect_matches_reference(g);
 }
 
+TEST(Runtime, ConcatReadOnlyByPointwiseConvolutionsIsNeverMade) {
+  // A SqueezeNet fire module feeding the next one: the 1x1 convolutions after the
+  // Concat read its parts (the second one with BatchNormalization and Relu), and
+  // three parts of odd channel counts; a Concat also read by a 3x3 convolution
+  // stays a copy.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 6, 9, 7})});
+  Value e1 = b.op1(
+      "Relu", {b.op1("Conv", {x, b.constant(random_tensor({5, 6, 1, 1}, 1)), b.constant(random_tensor({5}, 2))})});
+  Value e3 = b.op1("Relu", {b.op1("Conv", {x, b.constant(random_tensor({7, 6, 3, 3}, 3))},
+                                  {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})});
+  Value cat = b.op1("Concat", {e1, e3, x}, {{"axis", int64_t{1}}});
+  Value s1 = b.op1(
+      "Relu", {b.op1("Conv", {cat, b.constant(random_tensor({4, 18, 1, 1}, 4)), b.constant(random_tensor({4}, 5))})});
+  Value s2 = b.op1("Conv", {cat, b.constant(random_tensor({3, 18, 1, 1}, 6))});
+  Value bn = b.op1("BatchNormalization",
+                   {s2, b.constant(random_tensor({3}, 7)), b.constant(random_tensor({3}, 8)),
+                    b.constant(random_tensor({3}, 9)), b.constant(random_tensor({3}, 10, 0.5, 2))});
+  Value cat2 = b.op1("Concat", {s1, e1}, {{"axis", int64_t{1}}});
+  Value t = b.op1("Conv", {cat2, b.constant(random_tensor({2, 9, 3, 3}, 11))});
+  Value u = b.op1("Conv", {cat2, b.constant(random_tensor({2, 9, 1, 1}, 12))});
+  Graph g = b.finish({b.op1("Relu", {bn}), t, u}, {"a", "t", "u"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "concat"), 1u);  // only cat2, which a 3x3 convolution reads
+  EXPECT_EQ(count(kinds, "conv"), 2u + 3u + 3u + 1u + 1u);  // s1 and s2 in three parts each
+}
+
 TEST(Runtime, AttentionBlock) {
   // q k^T / sqrt(d) -> softmax -> v, with a transposed view feeding MatMul.
   GraphBuilder b;
@@ -213,6 +241,28 @@ TEST(Runtime, NpzRoundTrip) {
   }
   std::remove(path.c_str());
   EXPECT_THROW(runtime::read_npz(path), Error);
+}
+
+TEST(Runtime, OtherRunnableTasksAndTheOpenMpPolicyReport) {
+  const char* saved = std::getenv("ISOMER_RUNNABLE_TASKS");
+  std::string keep = saved ? saved : "";
+  ::unsetenv("ISOMER_RUNNABLE_TASKS");
+  EXPECT_GE(runtime::other_runnable_tasks(), 0);  // read from /proc/loadavg
+  ::setenv("ISOMER_RUNNABLE_TASKS", "3", 1);
+  EXPECT_EQ(runtime::other_runnable_tasks(), 3);
+  ::setenv("ISOMER_RUNNABLE_TASKS", "x", 1);  // not a count: the machine's own
+  EXPECT_GE(runtime::other_runnable_tasks(), 0);
+  if (saved) ::setenv("ISOMER_RUNNABLE_TASKS", keep.c_str(), 1);
+  else ::unsetenv("ISOMER_RUNNABLE_TASKS");
+  // The test binary never restarts itself: it reports the environment's policy.
+  std::string w = runtime::openmp_waits();
+  if (std::getenv("ISOMER_OMP_REEXEC") == nullptr) {
+    if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) {
+      EXPECT_NE(w.find("set by the user"), std::string::npos) << w;
+    } else {
+      EXPECT_EQ(w, "libgomp default");
+    }
+  }
 }
 
 }  // namespace

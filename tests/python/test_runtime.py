@@ -188,3 +188,30 @@ def test_cost_measured_on_an_overloaded_machine_is_marked_and_measured_again(tmp
     assert c["measured_new"] == len(c["steps"]) and c["noisy"] == 0
     _, d = cost(busy, 3)  # clean entries are kept whatever the load
     assert d["measured_new"] == 0 and d["noisy"] == 0
+
+
+def test_openmp_wait_policy_follows_the_machine_and_the_user(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ISOMER_OMP_REEXEC")}
+
+    def waits(threads, env):
+        report = str(tmp_path / "w.json")
+        p = subprocess.run([ISOMER, "run", path, "--bench", "--repeat", "2", "--warmup", "1", "--threads", str(threads),
+                            "--report-json", report], capture_output=True, text=True, timeout=120, env={**base, **env})
+        assert p.returncode == 0, p.stderr
+        r = json.load(open(report))
+        assert "OpenMP waits: " + r["openmp_waits"] in p.stdout
+        return r["openmp_waits"]
+
+    cpus = len(os.sched_getaffinity(0))
+    # More runnable tasks than free cores: the threads sleep at once.
+    assert waits(2, {"ISOMER_RUNNABLE_TASKS": str(cpus)}).startswith(f"passive ({cpus} other runnable tasks")
+    # A core for every thread: a short spin (passive on a one-core machine).
+    w = waits(2, {"ISOMER_RUNNABLE_TASKS": "0"})
+    assert w.startswith("spin 1000 (0 other" if cpus >= 2 else "passive (0 other"), w
+    assert waits(1, {"ISOMER_RUNNABLE_TASKS": "9"}).startswith("libgomp default (1 thread")
+    # The user's choice is kept, whatever the load.
+    assert waits(2, {"OMP_WAIT_POLICY": "active", "ISOMER_RUNNABLE_TASKS": "9"}) == \
+        "OMP_WAIT_POLICY=active (set by the user)"
+    assert waits(2, {"GOMP_SPINCOUNT": "5", "ISOMER_RUNNABLE_TASKS": "0"}) == "GOMP_SPINCOUNT=5 (set by the user)"
