@@ -5,7 +5,8 @@ For each benchmark model and thread count, in one run and alternating:
   - ONNX Runtime (CPU, all graph optimizations on): end-to-end latency;
   - `isomer run --bench`: end-to-end latency on isomer's oneDNN runtime, and its
     outputs compared with ONNX Runtime's on the same inputs;
-  - `isomer cost` (measured, cached in the cost database): the predicted graph
+  - `isomer cost` (measured, in a cost database of this bench's own unless
+    --cost-db is given), halfway through the isomer rounds: the predicted graph
     cost, compared with isomer's measured end-to-end latency.
 Prints a table and writes build/bench.json, with the 1-minute load average at
 the start and end of every model (numbers taken on a loaded machine are noisy).
@@ -84,12 +85,19 @@ def bench_model(name, path, args, threads, tmp):
     # Inception-v3's outputs by ~11%. Timings use the optimized session.
     want = ort_session(path, threads, optimize=False).run(None, feeds)
 
-    # Cost first (it times steps on an idle machine), then latencies side by side.
-    run([args.isomer, "cost", path, "--cost", "measured", "--threads", str(threads), "--report-json", cost, "-q"]
-        + (["--cost-db", args.cost_db] if args.cost_db else []))
+    # Latencies side by side, ORT and isomer alternating; the cost model's
+    # prediction is measured halfway through the isomer rounds it is compared
+    # with: this VM's speed drifts by more than the 15% target over minutes, so
+    # a prediction taken before every run would be judged against another machine
+    # state. The cost database is this bench's own unless --cost-db names one
+    # (rows from other days would price steps timed in another state).
+    cost_db = args.cost_db or os.path.join(tmp, "costs.sqlite")
     rounds = max(1, args.rounds)
     ort_ms, iso_ms = [], []
-    for _ in range(rounds):
+    for k in range(rounds):
+        if k == rounds // 2:
+            run([args.isomer, "cost", path, "--cost", "measured", "--threads", str(threads), "--report-json", cost,
+                 "-q", "--cost-db", cost_db])
         ort_ms += time_ort(sess, feeds, args.warmup, args.repeat // rounds or 1)
         run([args.isomer, "run", path, "--inputs", inputs, "--outputs", outputs, "--bench", "--repeat",
              str(args.repeat // rounds or 1), "--warmup", str(args.warmup), "--threads", str(threads),
@@ -127,6 +135,8 @@ def bench_model(name, path, args, threads, tmp):
         "cost_measured_new": c["measured_new"],
         "cost_cached": c["cached"],
         "cost_noisy": c.get("noisy", 0),
+        "openmp_waits": iso.get("openmp_waits", ""),
+        "cost_openmp_waits": c.get("openmp_waits", ""),
     }
 
 
@@ -139,7 +149,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2, help="alternate ORT and isomer this many times")
-    ap.add_argument("--cost-db", default="")
+    ap.add_argument("--cost-db", default="", help="cost database to use and keep (default: a fresh one per bench)")
     ap.add_argument("--json", default="build/bench.json")
     args = ap.parse_args()
     rows = []
@@ -160,9 +170,10 @@ def main():
                 print(f"{name:14s} t={threads} ort {row['ort_ms_median']:9.2f} ms  isomer {row['isomer_ms_median']:9.2f} ms"
                       f"  ratio {row['ratio_isomer_over_ort']:5.2f}  predicted {row['predicted_ms']:9.2f} ms"
                       f" ({100 * row['prediction_error']:+.0f}%)  match {row['outputs_match']}"
-                      f"  load {row['load_average_start']:.1f}-{row['load_average_end']:.1f}", flush=True)
+                      f"  load {row['load_average_start']:.1f}-{row['load_average_end']:.1f}"
+                      f"  waits {row['openmp_waits']}", flush=True)
     print()
-    hdr = f"{'model':14s} {'thr':>3s} {'ORT ms':>9s} {'isomer ms':>10s} {'ratio':>6s} {'predicted':>10s} {'pred err':>8s} {'max rel err':>11s} {'new/cached':>10s} {'load':>9s}"
+    hdr = f"{'model':14s} {'thr':>3s} {'ORT ms':>9s} {'isomer ms':>10s} {'ratio':>6s} {'predicted':>10s} {'pred err':>8s} {'max rel err':>11s} {'new/cached':>10s} {'load':>9s} waits"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -172,7 +183,7 @@ def main():
         print(f"{r['model']:14s} {r['threads']:3d} {r['ort_ms_median']:9.2f} {r['isomer_ms_median']:10.2f}"
               f" {r['ratio_isomer_over_ort']:6.2f} {r['predicted_ms']:10.2f} {100 * r['prediction_error']:+7.1f}%"
               f" {r['outputs_max_rel_error']:11.2e} {r['cost_measured_new']:>4d}/{r['cost_cached']:<5d}"
-              f" {r['load_average_start']:4.1f}-{r['load_average_end']:<4.1f}")
+              f" {r['load_average_start']:4.1f}-{r['load_average_end']:<4.1f} {r['openmp_waits'].split(' (')[0]}")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
         json.dump({"ort_version": ort.__version__, "cpus": len(os.sched_getaffinity(0)), "rows": rows}, f, indent=2)

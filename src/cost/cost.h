@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,7 +93,10 @@ class MeasuredCostModel : public CostModel {
   ~MeasuredCostModel() override;
   std::string name() const override { return "measured"; }
   // Steps not in the database are timed inside whole runs of their graph (a
-  // step alone, with its data hot in cache, would look cheaper than it is).
+  // step alone, with its data hot in cache, would look cheaper than it is);
+  // once a graph is timed, each of its steps is priced by its own time, also
+  // where an earlier step of the same signature was stored (ResNet-50 repeats
+  // its blocks' convolutions): the first one's time is what the database keeps.
   void prepare(runtime::Executable& exe) override;
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
@@ -106,6 +110,7 @@ class MeasuredCostModel : public CostModel {
   double load_before_ = 0;  // load when this graph's measurements began
   bool overloaded_now_ = false;
   std::vector<double> profiled_;  // this graph's steps, when some were new
+  std::set<std::string> measured_here_;  // signatures stored from profiled_
   std::unique_ptr<CostDb> db_;
   std::string fingerprint_;
   int warmup_, repeats_;

@@ -288,6 +288,10 @@ bool Compiler::lower_view(const Node& n, const std::vector<TensorType>& types) {
 }
 
 void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& types) {
+  // lower_concat defers a Concat only for consumers lower_conv always handles.
+  for (const Value& v : n.inputs())
+    require(!v.present() || !deferred_concat(v),
+            describe(n) + " reads a Concat that was lowered into its consumers, and cannot run without it");
   std::vector<int> ins;
   std::vector<std::optional<Tensor>> fixed;
   std::ostringstream sig;

@@ -144,6 +144,13 @@ class Compiler {
   }
   void add_primitive(dnnl::primitive prim, std::vector<std::pair<int, int>> args, StepInfo info);
   void add_step(RtStep step) { steps_.push_back(std::move(step)); }
+  // A Concat whose every consumer takes it apart again (1x1 convolutions, each
+  // computed as a sum over the parts): its output is never materialized.
+  void defer_concat(const Value& out, std::vector<Value> parts) { deferred_concats_[out] = std::move(parts); }
+  const std::vector<Value>* deferred_concat(const Value& v) const {
+    auto it = deferred_concats_.find(v);
+    return it == deferred_concats_.end() ? nullptr : &it->second;
+  }
 
   // Results for the executable.
   std::deque<RtValue> values_;  // a deque: references stay valid as values are added
@@ -168,6 +175,7 @@ class Compiler {
   std::unordered_set<const Node*> in_progress_;
   std::map<std::pair<int, std::string>, int> layout_cache_;
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
+  std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;
 };
 
 }  // namespace isomer::runtime

@@ -33,8 +33,6 @@ bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::ve
   return true;
 }
 
-dims_t tail(const std::vector<int64_t>& v, size_t from) { return dims_t(v.begin() + from, v.end()); }
-
 // An md for value `id` that matmul can read without a copy: its own when it is a
 // plain or strided (unblocked) layout, else a plain reorder of it.
 int matmul_operand(Compiler& c, int id) {
@@ -71,12 +69,92 @@ std::optional<Tensor> column_bias(Compiler& c, const Node& add, const Value& fro
   return *t;
 }
 
+// A 1x1 convolution of a channel concatenation that was never made (see
+// lower_concat): one convolution per part with that part's input channels of
+// the weights, the first with the bias, the others adding into its output (sum
+// post-op), the last with the fused activations.
+bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& parts, const std::vector<double>& w,
+                         bool has_bias, const std::vector<double>& bias, const std::vector<int64_t>& od,
+                         const Fusion& fusion) {
+  const int64_t oc = od[1];
+  int64_t total = 0;
+  for (const Value& p : parts) total += c.dims(p)[1];
+  int dst = -1;
+  md_t dst_md;
+  int64_t from = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const bool first = k == 0, last = k + 1 == parts.size();
+    const std::vector<int64_t>& pd_dims = c.dims(parts[k]);
+    const int64_t ck = pd_dims[1];
+    std::vector<double> wk(static_cast<size_t>(oc * ck));
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t i = 0; i < ck; ++i) wk[o * ck + i] = w[o * total + from + i];
+    from += ck;
+    dnnl::post_ops po;
+    std::string post;
+    if (!first) {
+      po.append_sum(1.f);
+      post += " +sum";
+    }
+    if (last)
+      for (const PostOp& p : fusion.ops) {
+        po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+        post += " +" + p.eltwise->text();
+      }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    md_t src_any(to_dims(pd_dims), dt::f32, tag::any);
+    md_t wei_any(dims_t{oc, ck, 1, 1}, dt::f32, tag::any);
+    md_t bias_md(dims_t{oc}, dt::f32, tag::a);
+    md_t dst_want = first ? md_t(to_dims(od), dt::f32, tag::any) : dst_md;
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      src_any, wei_any, first && has_bias ? bias_md : md_t(), dst_want,
+                                      dims_t{1, 1}, dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
+    dnnl::convolution_forward::primitive_desc pd(d, attr, c.engine());
+    if (first) {
+      dst_md = pd.dst_desc();
+      dst = c.new_value(DType::Float32, od, dst_md, n.name());
+    }
+    int out = first ? dst : c.alias(dst, od, dst_md, n.name() + ".part" + std::to_string(k));
+    c.val(out).accumulated = !first;
+    Tensor wkt = Tensor::from_f64(DType::Float32, {oc, ck, 1, 1}, wk);
+    int wid = c.as_layout(c.constant_value(wkt, n.name() + ".weight" + std::to_string(k)), pd.weights_desc());
+    std::vector<std::pair<int, int>> args = {
+        {DNNL_ARG_SRC, c.as_layout(c.id(parts[k]), pd.src_desc())}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, out}};
+    if (first && has_bias) {
+      Tensor bt = Tensor::from_f64(DType::Float32, {oc}, bias);
+      args.push_back({DNNL_ARG_BIAS, c.constant_value(bt, n.name() + ".bias")});
+    }
+    StepInfo info;
+    info.kind = "conv";
+    info.label = n.name() + " (part " + std::to_string(k + 1) + "/" + std::to_string(parts.size()) + ")";
+    info.ops = last ? fusion_ops("Conv", {}, fusion) : std::vector<std::string>{"Conv"};
+    if (first) info.ops.insert(info.ops.begin(), "Concat");
+    info.signature = "conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) + " dst " +
+                     describe_md(pd.dst_desc()) + " s[1,1] d[0,0] pl[0,0] pr[0,0] g1" +
+                     (first && has_bias ? " bias" : "") + post + " impl " + pd.impl_info_str();
+    info.flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(ck);
+    c.add_primitive(pd, args, info);
+    dst = out;
+  }
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
 }  // namespace
 
 bool lower_conv(Compiler& c, const Node& n) {
   const Tensor* wt = c.known(n.inputs()[1]);
   if (!wt) return false;  // weights computed at run time: the reference kernel handles it
-  const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
+  const std::vector<Value>* parts = c.deferred_concat(n.inputs()[0]);
+  std::vector<int64_t> xd;
+  if (parts) {
+    xd = c.dims((*parts)[0]);
+    xd[1] = 0;
+    for (const Value& p : *parts) xd[1] += c.dims(p)[1];
+  } else {
+    xd = c.dims(n.inputs()[0]);
+  }
   const std::vector<int64_t>& wd = wt->dims();
   size_t sp = xd.size() - 2;
   if (sp < 1 || sp > 3) return false;
@@ -112,8 +190,9 @@ bool lower_conv(Compiler& c, const Node& n) {
     pl.push_back(a.pad_begin);
     pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
   }
-  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/true);
+  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
+  if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
 
   int x = c.id(n.inputs()[0]);
   dims_t wdims = to_dims(wd);

@@ -297,10 +297,55 @@ bool lower_layernorm(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// True if `n` is a 1x1 convolution (stride 1, no padding, one group) of input
+// `x` with constant weights: it can read a channel concatenation part by part.
+bool is_pointwise_conv_of(Compiler& c, const Node& n, size_t input, const std::vector<int64_t>& xd) {
+  if (n.op_type() != "Conv" || input != 0 || n.attrs().get_int("group", 1) != 1) return false;
+  const Tensor* w = c.peek_known(n.inputs()[1]);
+  if (!w || w->rank() != 4 || w->dims()[2] != 1 || w->dims()[3] != 1 || w->dims()[1] != xd[1]) return false;
+  if (n.inputs().size() > 2 && n.inputs()[2].present() && !c.peek_known(n.inputs()[2])) return false;
+  try {
+    ops::Window win = ops::read_window(n.attrs(), {1, 1});
+    for (const ops::WindowAxis& a : ops::plan_window(win, {xd[2], xd[3]}))
+      if (a.stride != 1 || a.pad_begin != 0 || a.dilation != 1 || a.out != a.in) return false;
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool lower_concat(Compiler& c, const Node& n) {
   std::vector<int64_t> d0 = c.dims(n.inputs()[0]);
   if (d0.empty()) return false;
   int axis = static_cast<int>(normalize_axis(n.attrs().get_int("axis"), static_cast<int64_t>(d0.size())));
+  // Channels of a 4-D tensor read only by 1x1 convolutions (SqueezeNet's fire
+  // modules): each convolution sums its products with the parts (a sum
+  // post-op), and the concatenation's copy is never made.
+  if (c.opts().fuse && c.opts().blocked_layouts && axis == 1 && d0.size() == 4 && n.inputs().size() >= 2 &&
+      !c.is_output(n.output(0)) && !c.consumers(n.output(0)).empty()) {
+    std::vector<int64_t> od = d0;
+    od[1] = 0;
+    bool parts_ok = true;
+    for (const Value& v : n.inputs()) {
+      const std::vector<int64_t>& d = c.dims(v);
+      parts_ok = parts_ok && d.size() == 4 && d[1] > 0 && c.dtype(v) == DType::Float32 && !c.peek_known(v);
+      if (parts_ok) od[1] += d[1];
+    }
+    bool all_pointwise = parts_ok;
+    for (const auto& [consumer, index] : c.consumers(n.output(0)))
+      all_pointwise = all_pointwise && is_pointwise_conv_of(c, *consumer, index, od);
+    if (all_pointwise) {
+      c.defer_concat(n.output(0), n.inputs());
+      // Its type for the consumers' shape inference; no step writes or reads it,
+      // so it gets no buffer.
+      c.bind(n.output(0), c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name()));
+      return true;
+    }
+  }
   std::vector<int> ids;
   std::vector<md_t> mds;
   std::vector<int64_t> od = d0;
