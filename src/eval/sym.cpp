@@ -204,8 +204,11 @@ Sym operator-(Sym a) {
 
 Sym operator/(Sym a, Sym b) {
   SymArena& ar = arena();
-  if (const SymNode* cb = ar.small_const(b); cb && cb->num != 0) return a * ar.constant(cb->den, 1) *
-                                                                         Sym::rational(1, cb->num);
+  // By value: interning a constant may grow the arena and move the node.
+  if (const SymNode* cb = ar.small_const(b); cb && cb->num != 0) {
+    const int64_t num = cb->num, den = cb->den;
+    return a * ar.constant(den, 1) * Sym::rational(1, num);
+  }
   if (b.id() == 1) return a;
   return ar.make(SymKind::Div, {a, b});
 }
