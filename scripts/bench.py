@@ -3,11 +3,13 @@
 
 For each benchmark model and thread count, in one run and alternating:
   - ONNX Runtime (CPU, all graph optimizations on): end-to-end latency;
+    the ratio is the median of per-round ratios (isomer's round after ORT's),
+    so that the machine's drift over minutes cancels; the table shows its range;
   - `isomer run --bench`: end-to-end latency on isomer's oneDNN runtime, and its
     outputs compared with ONNX Runtime's on the same inputs;
   - `isomer cost` (measured, in a cost database of this bench's own unless
     --cost-db is given), halfway through the isomer rounds: the predicted graph
-    cost, compared with isomer's measured end-to-end latency.
+    cost, compared with isomer's end-to-end latency in the round right after it.
 Prints a table and writes build/bench.json, with the 1-minute load average at
 the start and end of every model (numbers taken on a loaded machine are noisy).
 Nothing here is asserted: it reports.
@@ -66,6 +68,21 @@ def load_average():
         return float("nan")
 
 
+def settle(timeout_s=2.0):
+    """Waits until no other task is runnable (ONNX Runtime's pool threads spin for a
+    while after each run; `isomer run` started while they spin sees a busy machine,
+    chooses passive OpenMP waits and shares its cores with them)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            with open("/proc/loadavg") as f:
+                if int(f.read().split()[3].split("/")[0]) <= 1:  # this process only
+                    return
+        except (OSError, ValueError, IndexError):
+            return
+        time.sleep(0.01)
+
+
 def bench_model(name, path, args, threads, tmp):
     load_start = load_average()
     rng = np.random.default_rng(0)
@@ -93,16 +110,24 @@ def bench_model(name, path, args, threads, tmp):
     # (rows from other days would price steps timed in another state).
     cost_db = args.cost_db or os.path.join(tmp, "costs.sqlite")
     rounds = max(1, args.rounds)
-    ort_ms, iso_ms = [], []
+    # The ratio is the median over rounds of (isomer's median / ORT's median in the
+    # same round): pairing neighbours in time cancels the drift that a ratio of two
+    # overall medians would carry.
+    ort_ms, iso_ms, ort_round, paired, iso_after_cost = [], [], [], [], None
     for k in range(rounds):
         if k == rounds // 2:
             run([args.isomer, "cost", path, "--cost", "measured", "--threads", str(threads), "--report-json", cost,
                  "-q", "--cost-db", cost_db])
-        ort_ms += time_ort(sess, feeds, args.warmup, args.repeat // rounds or 1)
+        ms = time_ort(sess, feeds, args.warmup, args.repeat // rounds or 1)
+        ort_ms += ms
+        settle()
         run([args.isomer, "run", path, "--inputs", inputs, "--outputs", outputs, "--bench", "--repeat",
              str(args.repeat // rounds or 1), "--warmup", str(args.warmup), "--threads", str(threads),
              "--report-json", report])
         iso_ms.append(json.load(open(report))["latency_ms_median"])
+        paired.append(iso_ms[-1] / statistics.median(ms))
+        if k == rounds // 2:
+            iso_after_cost = iso_ms[-1]
     iso = json.load(open(report))
     got = np.load(outputs)
     max_rel = 0.0
@@ -126,12 +151,16 @@ def bench_model(name, path, args, threads, tmp):
         "isomer_ms_median": iso_median,
         "isomer_ms_min": min(iso_ms + [iso["latency_ms_min"]]),
         "isomer_ms_max": max(iso_ms + [iso["latency_ms_max"]]),
-        "ratio_isomer_over_ort": iso_median / ort_median,
+        "ratio_isomer_over_ort": statistics.median(paired),
+        "ratio_of_medians": iso_median / ort_median,
+        "ratio_per_round": paired,
         "outputs_max_rel_error": max_rel,
         "outputs_match": max_rel <= 1e-3,
         "reference_steps": iso.get("reference_steps", 0),
         "predicted_ms": c["total_ms"],
-        "prediction_error": (c["total_ms"] - iso_median) / iso_median,
+        # Against the isomer round measured right after the prediction.
+        "prediction_error": (c["total_ms"] - iso_after_cost) / iso_after_cost,
+        "isomer_ms_after_prediction": iso_after_cost,
         "cost_measured_new": c["measured_new"],
         "cost_cached": c["cached"],
         "cost_noisy": c.get("noisy", 0),
@@ -146,9 +175,9 @@ def main():
     ap.add_argument("--models", default="build/models")
     ap.add_argument("--only", default=",".join(MODELS), help="comma-separated model names")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=2, help="alternate ORT and isomer this many times")
+    ap.add_argument("--rounds", type=int, default=4, help="alternate ORT and isomer this many times")
     ap.add_argument("--cost-db", default="", help="cost database to use and keep (default: a fresh one per bench)")
     ap.add_argument("--json", default="build/bench.json")
     args = ap.parse_args()
@@ -173,7 +202,7 @@ def main():
                       f"  load {row['load_average_start']:.1f}-{row['load_average_end']:.1f}"
                       f"  waits {row['openmp_waits']}", flush=True)
     print()
-    hdr = f"{'model':14s} {'thr':>3s} {'ORT ms':>9s} {'isomer ms':>10s} {'ratio':>6s} {'predicted':>10s} {'pred err':>8s} {'max rel err':>11s} {'new/cached':>10s} {'load':>9s} waits"
+    hdr = f"{'model':14s} {'thr':>3s} {'ORT ms':>9s} {'isomer ms':>10s} {'ratio':>6s} {'per round':>9s} {'predicted':>10s} {'pred err':>8s} {'max rel err':>11s} {'new/cached':>10s} {'load':>9s} waits"
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -181,7 +210,8 @@ def main():
             print(f"{r['model']:14s} {r['threads']:3d} error: {r['error'][:80]}")
             continue
         print(f"{r['model']:14s} {r['threads']:3d} {r['ort_ms_median']:9.2f} {r['isomer_ms_median']:10.2f}"
-              f" {r['ratio_isomer_over_ort']:6.2f} {r['predicted_ms']:10.2f} {100 * r['prediction_error']:+7.1f}%"
+              f" {r['ratio_isomer_over_ort']:6.2f} {min(r['ratio_per_round']):4.2f}-{max(r['ratio_per_round']):<4.2f}"
+              f" {r['predicted_ms']:10.2f} {100 * r['prediction_error']:+7.1f}%"
               f" {r['outputs_max_rel_error']:11.2e} {r['cost_measured_new']:>4d}/{r['cost_cached']:<5d}"
               f" {r['load_average_start']:4.1f}-{r['load_average_end']:<4.1f} {r['openmp_waits'].split(' (')[0]}")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
