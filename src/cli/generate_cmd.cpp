@@ -80,7 +80,9 @@ int run_generate(GenerateArgs& a) {
       rules.push_back({{"name", rep.name},
                        {"family", rep.family},
                        {"needs_proof", rep.needs_proof},
+                       {"level", rep.level},
                        {"verdict", verdict_kind_name(rep.verdict.kind)},
+                       {"seconds", rep.verdict.time_s},
                        {"reason", rep.verdict.reason},
                        {"written", rep.verdict.kind == Verdict::Kind::Proved ||
                                        (rep.verdict.kind == Verdict::Kind::Tested && rep.verdict.error_bits >= 60)}});

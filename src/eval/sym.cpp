@@ -214,6 +214,43 @@ Sym operator/(Sym a, Sym b) {
 }
 
 namespace {
+// max(a, b) or min(a, b) as one n-ary node: operands of the same kind are flattened
+// in, constants folded to the one extreme constant, and the operands sorted and
+// made unique, so every order and grouping of maxima over the same operands (Relu
+// after MaxPool, MaxPool of a concatenation, ...) is the same node.
+Sym extremum(SymKind kind, Sym a, Sym b) {
+  SymArena& ar = arena();
+  std::vector<Sym> args;
+  for (Sym s : {a, b}) {
+    const SymNode& n = ar.at(s);
+    if (n.kind == kind)
+      args.insert(args.end(), n.args.begin(), n.args.end());
+    else
+      args.push_back(s);
+  }
+  // Small constants: keep the largest (Max) or smallest (Min).
+  std::optional<Sym> extreme;
+  std::vector<Sym> rest;
+  for (Sym s : args) {
+    const SymNode* c = ar.small_const(s);
+    if (!c) {
+      rest.push_back(s);
+      continue;
+    }
+    if (extreme) {
+      const SymNode* x = ar.small_const(*extreme);
+      const __int128 l = static_cast<__int128>(c->num) * x->den, r = static_cast<__int128>(x->num) * c->den;
+      if (kind == SymKind::Max ? l <= r : l >= r) continue;
+    }
+    extreme = s;
+  }
+  if (extreme) rest.push_back(*extreme);
+  std::sort(rest.begin(), rest.end(), [](Sym x, Sym y) { return x.id() < y.id(); });
+  rest.erase(std::unique(rest.begin(), rest.end(), [](Sym x, Sym y) { return x.identical(y); }), rest.end());
+  if (rest.size() == 1) return rest[0];
+  return ar.make(kind, std::move(rest));
+}
+
 Sym select(SymKind kind, Sym a, Sym b, Sym t, Sym e) {
   SymArena& ar = arena();
   if (t.identical(e)) return t;
@@ -224,6 +261,9 @@ Sym select(SymKind kind, Sym a, Sym b, Sym t, Sym e) {
   }
   if (kind == SymKind::IteGe && a.identical(b)) return t;
   if (kind == SymKind::IteGt && a.identical(b)) return e;
+  // (a > b ? a : b) and (a >= b ? a : b) are max(a, b); with the branches swapped, min.
+  if (t.identical(a) && e.identical(b)) return extremum(SymKind::Max, a, b);
+  if (t.identical(b) && e.identical(a)) return extremum(SymKind::Min, a, b);
   return ar.make(kind, {a, b, t, e});
 }
 }  // namespace
@@ -270,6 +310,12 @@ void print(Sym s, std::string& out, size_t max_chars) {
     case SymKind::IteGt:
     case SymKind::IteGe:
       out += n.kind == SymKind::IteGt ? "gt(" : "ge(";
+      args(", ");
+      out += ")";
+      return;
+    case SymKind::Max:
+    case SymKind::Min:
+      out += n.kind == SymKind::Max ? "max(" : "min(";
       args(", ");
       out += ")";
       return;

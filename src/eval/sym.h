@@ -18,6 +18,11 @@
 //            is left to the solver, which treats x/0 as an unspecified value)
 //   IteGt, IteGe   args {a, b, then, else}: (a > b or a >= b) ? then : else; Relu,
 //            Max, Clip, MaxPool, HardSigmoid, ... are built from these
+//   Max, Min the largest / smallest of 2+ args: an ite whose branches are its own
+//            comparands becomes one (a > b ? a : b is max(a, b)); nested ones are
+//            flattened, constants folded, args sorted and unique, so any order and
+//            grouping of maxima over the same elements is one node (Relu and
+//            MaxPool commute with each other and with data movement without a solver)
 //   Apply    an uninterpreted function `text` of its args (Exp, Tanh, Gelu[...]):
 //            a proof for every function f holds for the real one (sound), but
 //            identities that need the function's properties are not found.
@@ -38,7 +43,7 @@
 
 namespace isomer {
 
-enum class SymKind : uint8_t { Const, Var, Add, Mul, Neg, Div, IteGt, IteGe, Apply };
+enum class SymKind : uint8_t { Const, Var, Add, Mul, Neg, Div, IteGt, IteGe, Max, Min, Apply };
 
 class Sym {
  public:

@@ -70,6 +70,15 @@ class Z3Translator {
         z3::expr a = (*this)(n.args[0]), b = (*this)(n.args[1]);
         return z3::ite(n.kind == SymKind::IteGt ? a > b : a >= b, (*this)(n.args[2]), (*this)(n.args[3]));
       }
+      case SymKind::Max:
+      case SymKind::Min: {
+        z3::expr m = (*this)(n.args[0]);
+        for (size_t i = 1; i < n.args.size(); ++i) {
+          z3::expr x = (*this)(n.args[i]);
+          m = z3::ite(n.kind == SymKind::Max ? x > m : x < m, x, m);
+        }
+        return m;
+      }
       case SymKind::Apply: {
         functions_.insert(n.text);
         z3::sort_vector domain(ctx_);

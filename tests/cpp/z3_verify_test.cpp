@@ -38,6 +38,12 @@ double value_of(Sym s, const std::vector<double>& vars) {
     case SymKind::Div: return arg(0) / arg(1);
     case SymKind::IteGt: return arg(0) > arg(1) ? arg(2) : arg(3);
     case SymKind::IteGe: return arg(0) >= arg(1) ? arg(2) : arg(3);
+    case SymKind::Max:
+    case SymKind::Min: {
+      double m = arg(0);
+      for (size_t i = 1; i < n.args.size(); ++i) m = n.kind == SymKind::Max ? std::max(m, arg(i)) : std::min(m, arg(i));
+      return m;
+    }
     case SymKind::Apply: break;
   }
   throw Error("uninterpreted function " + n.text);
@@ -76,6 +82,31 @@ TEST(SymEval, LocalSimplificationAndSharing) {
   EXPECT_EQ(sym_arena_size(), before);  // hash-consed
   sym_arena_reset();
   EXPECT_EQ(sym_arena_size(), 2u);  // the constants 0 and 1
+}
+
+TEST(SymEval, MaximaOverTheSameElementsAreOneNode) {
+  SymArenaScope scope;
+  Sym a = Sym::var(0), b = Sym::var(1), c = Sym::var(2);
+  auto relu = [](Sym x) { return select_gt(x, Sym(), x, Sym()); };
+  auto max = [](Sym x, Sym y) { return select_gt(x, y, x, y); };  // as MaxPool builds it
+  auto min = [](Sym x, Sym y) { return select_gt(x, y, y, x); };
+  EXPECT_TRUE(relu(max(a, b)).identical(max(relu(a), relu(b))));
+  EXPECT_TRUE(max(max(a, b), c).identical(max(c, max(b, a))));
+  EXPECT_TRUE(relu(relu(a)).identical(relu(a)));
+  EXPECT_TRUE(select_ge(a, b, a, b).identical(max(b, a)));
+  EXPECT_TRUE(min(min(a, b), c).identical(min(a, min(c, b))));
+  EXPECT_FALSE(min(a, b).identical(max(a, b)));
+  EXPECT_FALSE(max(min(a, b), c).identical(min(max(a, c), max(b, c))));  // lattice laws beyond flattening: the solver's
+  // Constants fold to the extreme one: max(a, 0, 3) = max(a, 3), min(a, 0, 3) = min(a, 0).
+  EXPECT_TRUE(max(relu(a), Sym(3)).identical(max(a, Sym(3))));
+  EXPECT_TRUE(min(min(a, Sym()), Sym(3)).identical(min(a, Sym())));
+  EXPECT_TRUE(max(Sym(2), Sym(5)).identical(Sym(5)));
+  // Values agree with the ite they stand for, at points on both sides of every comparison.
+  Sym m = max(relu(a - b), min(c, Sym(0.5)));
+  for (std::vector<double> p : {std::vector<double>{1, 2, 3}, {3, 1, -2}, {-1, -1, 0.25}, {2, -5, 9}}) {
+    const double want = std::max(std::max(p[0] - p[1], 0.0), std::min(p[2], 0.5));
+    EXPECT_DOUBLE_EQ(value_of(m, p), want);
+  }
 }
 
 TEST(SymEval, EveryOperatorWithFieldSemanticsHasSymbolicSemantics) {
