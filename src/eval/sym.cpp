@@ -165,17 +165,55 @@ Sym operator+(Sym a, Sym b) {
   SymArena& ar = arena();
   if (a.id() == 0) return b;
   if (b.id() == 0) return a;
-  const SymNode *ca = ar.small_const(a), *cb = ar.small_const(b);
-  if (ca && cb)
-    if (auto r = normalized(static_cast<__int128>(ca->num) * cb->den + static_cast<__int128>(cb->num) * ca->den,
-                            static_cast<__int128>(ca->den) * cb->den))
-      return ar.constant(r->first, r->second);
-  // x + (-x) = 0
-  const SymNode &na = ar.at(a), &nb = ar.at(b);
-  if ((na.kind == SymKind::Neg && na.args[0].identical(b)) || (nb.kind == SymKind::Neg && nb.args[0].identical(a)))
-    return Sym();
-  if (b.id() < a.id()) std::swap(a, b);
-  return ar.make(SymKind::Add, {a, b});
+  // One n-ary sum: nested sums flattened in, small constants folded into one term,
+  // x and -x cancelled, terms sorted, so sums of the same terms in any order and
+  // grouping (a convolution over permuted channels, a + (b + c)) are one node.
+  std::vector<Sym> terms;
+  for (Sym s : {a, b}) {
+    const SymNode& n = ar.at(s);
+    if (n.kind == SymKind::Add)
+      terms.insert(terms.end(), n.args.begin(), n.args.end());
+    else
+      terms.push_back(s);
+  }
+  __int128 num = 0, den = 1;
+  bool folded = false;
+  std::vector<Sym> rest;
+  for (Sym s : terms) {
+    const SymNode* c = ar.small_const(s);
+    std::optional<std::pair<int64_t, int64_t>> sum;
+    if (c) sum = normalized(num * c->den + static_cast<__int128>(c->num) * den, den * c->den);
+    if (!sum) {
+      rest.push_back(s);
+      continue;
+    }
+    num = sum->first, den = sum->second;
+    folded = true;
+  }
+  // x + (-x): drop one of each (terms may repeat: x + x stays two terms).
+  std::sort(rest.begin(), rest.end(), [](Sym x, Sym y) { return x.id() < y.id(); });
+  std::vector<char> gone(rest.size(), 0);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const SymNode& n = ar.at(rest[i]);
+    if (n.kind != SymKind::Neg) continue;
+    const uint32_t want = n.args[0].id();
+    auto it = std::lower_bound(rest.begin(), rest.end(), want, [](Sym x, uint32_t id) { return x.id() < id; });
+    for (; it != rest.end() && it->id() == want; ++it)
+      if (size_t k = static_cast<size_t>(it - rest.begin()); !gone[k]) {
+        gone[k] = gone[i] = 1;
+        break;
+      }
+  }
+  std::vector<Sym> kept;
+  for (size_t i = 0; i < rest.size(); ++i)
+    if (!gone[i]) kept.push_back(rest[i]);
+  if (folded && num != 0) {
+    Sym c = ar.constant(static_cast<int64_t>(num), static_cast<int64_t>(den));
+    kept.insert(std::lower_bound(kept.begin(), kept.end(), c, [](Sym x, Sym y) { return x.id() < y.id(); }), c);
+  }
+  if (kept.empty()) return Sym();
+  if (kept.size() == 1) return kept[0];
+  return ar.make(SymKind::Add, std::move(kept));
 }
 
 Sym operator*(Sym a, Sym b) {

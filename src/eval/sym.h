@@ -14,8 +14,9 @@
 // Node kinds:
 //   Const    exact rational: num/den when it fits int64, else an exact decimal string
 //   Var      input element #var (one per input element of a rule instantiation)
-//   Add, Mul, Neg, Div   real arithmetic (Div is real division; a divisor that is 0
-//            is left to the solver, which treats x/0 as an unspecified value)
+//   Add, Mul, Neg, Div   real arithmetic, Add with 2+ terms (Div is real
+//            division; a divisor that is 0 is left to the solver, which treats
+//            x/0 as an unspecified value)
 //   IteGt, IteGe   args {a, b, then, else}: (a > b or a >= b) ? then : else; Relu,
 //            Max, Clip, MaxPool, HardSigmoid, ... are built from these
 //   Max, Min the largest / smallest of 2+ args: an ite whose branches are its own
@@ -27,7 +28,9 @@
 //            a proof for every function f holds for the real one (sound), but
 //            identities that need the function's properties are not found.
 // Construction folds constants and drops x+0, x*1, x*0, -(-x), x-x, ite(c, t, t),
-// and orders the operands of + and * so that commuted forms are shared.
+// and orders the operands of * so that commuted forms are shared. Add is n-ary:
+// nested sums flattened, constants folded into one term, x and -x cancelled, terms
+// sorted, so a sum of the same terms in any order or grouping is one node.
 //
 // Handles are valid until the arena is reset (sym_arena_reset / SymArenaScope);
 // the verifier resets it between rules to keep memory bounded. Sym has no

@@ -427,6 +427,37 @@ std::pair<int, int> value_origin(const Family& f, const GraphCode& code, size_t 
   throw Error("generator: value index out of range");
 }
 
+namespace {
+
+// "Label(arg,arg)" ("Label/part(...)" for a Split) as the text of the operator's
+// value; a Split's two values get "#0" and "#1" after it.
+void set_op_text(const OpVariant& v, const OpInst& op, const std::vector<std::string>& args, size_t value,
+                 std::vector<std::string>& text) {
+  std::string s = v.label;
+  if (v.split) s += "/" + std::to_string(op.part);
+  s += "(";
+  for (size_t k = 0; k < args.size(); ++k) s += (k ? "," : "") + args[k];
+  s += ")";
+  if (v.split) {
+    text[value] = s + "#0";
+    text[value + 1] = s + "#1";
+  } else {
+    text[value] = s;
+  }
+}
+
+// A graph's text: its outputs' texts, sorted (output order does not matter).
+std::string outputs_text(const GraphCode& code, const std::vector<std::string>& text) {
+  std::vector<std::string> outs;
+  for (size_t k = 0; k < code.num_outputs; ++k) outs.push_back(text[code.outputs[k]]);
+  std::sort(outs.begin(), outs.end());
+  std::string s;
+  for (const std::string& o : outs) s += o + ";";
+  return s;
+}
+
+}  // namespace
+
 std::string canonical_text(const Family& f, const GraphCode& code, bool sort_commutative,
                            const std::vector<size_t>& rename) {
   auto first = first_values(f, code);
@@ -439,24 +470,9 @@ std::string canonical_text(const Family& f, const GraphCode& code, bool sort_com
     for (uint8_t a : op.in)
       if (a != kNone) args.push_back(text[a]);
     if (sort_commutative && v.commutative) std::sort(args.begin(), args.end());
-    std::string s = v.label;
-    if (v.split) s += "/" + std::to_string(op.part);
-    s += "(";
-    for (size_t k = 0; k < args.size(); ++k) s += (k ? "," : "") + args[k];
-    s += ")";
-    if (v.split) {
-      text[first[i]] = s + "#0";
-      text[first[i] + 1] = s + "#1";
-    } else {
-      text[first[i]] = s;
-    }
+    set_op_text(v, op, args, first[i], text);
   }
-  std::vector<std::string> outs;
-  for (size_t k = 0; k < code.num_outputs; ++k) outs.push_back(text[code.outputs[k]]);
-  std::sort(outs.begin(), outs.end());
-  std::string s;
-  for (const std::string& o : outs) s += o + ";";
-  return s;
+  return outputs_text(code, text);
 }
 
 std::string ac_normal_text(const Family& f, const GraphCode& code) {
@@ -523,29 +539,12 @@ std::string ac_normal_text(const Family& f, const GraphCode& code) {
       text[first[i]] = s;
       continue;
     }
-    s = v.label;
-    if (v.split) s += "/" + std::to_string(op.part);
-    s += "(";
-    bool sep = false;
+    std::vector<std::string> args;
     for (uint8_t a : op.in)
-      if (a != kNone) {
-        s += (sep ? "," : "") + text[a];
-        sep = true;
-      }
-    s += ")";
-    if (v.split) {
-      text[first[i]] = s + "#0";
-      text[first[i] + 1] = s + "#1";
-    } else {
-      text[first[i]] = s;
-    }
+      if (a != kNone) args.push_back(text[a]);
+    set_op_text(v, op, args, first[i], text);
   }
-  std::vector<std::string> outs;
-  for (size_t k = 0; k < code.num_outputs; ++k) outs.push_back(text[code.outputs[k]]);
-  std::sort(outs.begin(), outs.end());
-  std::string s;
-  for (const std::string& o : outs) s += o + ";";
-  return s;
+  return outputs_text(code, text);
 }
 
 std::string dedupe_text(const Family& f, const GraphCode& code) { return canonical_text(f, code, code.num_ops > 1); }

@@ -3,8 +3,6 @@
 #include <functional>
 #include <utility>
 
-#include "ir/error.h"
-#include "ops/op.h"
 #include "rules/match.h"
 #include "search/search.h"
 

@@ -57,7 +57,11 @@ class Z3Translator {
         return ctx_.real_val(text.c_str());
       }
       case SymKind::Var: return var(n.var);
-      case SymKind::Add: return (*this)(n.args[0]) + (*this)(n.args[1]);
+      case SymKind::Add: {
+        z3::expr_vector terms(ctx_);
+        for (Sym a : n.args) terms.push_back((*this)(a));
+        return z3::sum(terms);
+      }
       case SymKind::Mul: return (*this)(n.args[0]) * (*this)(n.args[1]);
       case SymKind::Neg: return -(*this)(n.args[0]);
       case SymKind::Div:

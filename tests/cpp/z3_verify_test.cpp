@@ -32,7 +32,11 @@ double value_of(Sym s, const std::vector<double>& vars) {
   switch (n.kind) {
     case SymKind::Const: return n.text.empty() ? static_cast<double>(n.num) / static_cast<double>(n.den) : std::stod(n.text);
     case SymKind::Var: return vars.at(n.var);
-    case SymKind::Add: return arg(0) + arg(1);
+    case SymKind::Add: {
+      double sum = 0;
+      for (size_t i = 0; i < n.args.size(); ++i) sum += arg(i);
+      return sum;
+    }
     case SymKind::Mul: return arg(0) * arg(1);
     case SymKind::Neg: return -arg(0);
     case SymKind::Div: return arg(0) / arg(1);
@@ -82,6 +86,19 @@ TEST(SymEval, LocalSimplificationAndSharing) {
   EXPECT_EQ(sym_arena_size(), before);  // hash-consed
   sym_arena_reset();
   EXPECT_EQ(sym_arena_size(), 2u);  // the constants 0 and 1
+}
+
+TEST(SymEval, SumsOfTheSameTermsAreOneNode) {
+  SymArenaScope scope;
+  Sym a = Sym::var(0), b = Sym::var(1), c = Sym::var(2);
+  EXPECT_TRUE((a + (b + c)).identical((c + a) + b));
+  EXPECT_TRUE((a * b + c * a).identical(a * c + b * a));
+  EXPECT_TRUE(((a + b) - a).identical(b));               // x and -x cancel
+  EXPECT_FALSE((a + a).identical(a));                    // a repeated term stays
+  EXPECT_TRUE(((a + Sym(2)) + (b + Sym(3))).identical((b + a) + Sym(5)));  // constants fold
+  EXPECT_TRUE(((a + Sym(2)) + Sym(-2)).identical(a));
+  Sym s = (a + Sym(0.5)) + (b - c) + (a - b);
+  EXPECT_DOUBLE_EQ(value_of(s, {1, 2, 3}), 1 + 0.5 + (2 - 3) + (1 - 2));
 }
 
 TEST(SymEval, MaximaOverTheSameElementsAreOneNode) {
