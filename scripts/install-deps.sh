@@ -7,11 +7,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+# ocl-icd-opencl-dev is only a Recommends of libdnnl-dev, but Debian's dnnl CMake
+# package (built with the OpenCL GPU runtime) calls find_package(OpenCL REQUIRED).
 APT_PACKAGES=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
-  libdnnl-dev libz3-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev pybind11-dev
+  libdnnl-dev ocl-icd-opencl-dev libz3-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev pybind11-dev
   python3-venv python3-pip python3-dev
   python3-torchvision python3-torch
 )
