@@ -123,7 +123,7 @@ def bench_model(name, path, args, threads, tmp):
         settle()
         run([args.isomer, "run", path, "--inputs", inputs, "--outputs", outputs, "--bench", "--repeat",
              str(args.repeat // rounds or 1), "--warmup", str(args.warmup), "--threads", str(threads),
-             "--report-json", report])
+             "--report-json", report, "--no-onnxruntime"])
         iso_ms.append(json.load(open(report))["latency_ms_median"])
         paired.append(iso_ms[-1] / statistics.median(ms))
         if k == rounds // 2:

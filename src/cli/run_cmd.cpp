@@ -1,17 +1,15 @@
 // `isomer run MODEL.onnx`: runs a model on isomer's CPU runtime (oneDNN), with
 // inputs from an .npz file or random ones (seed printed), optionally writes the
-// outputs and benchmarks end-to-end latency.
-#include <unistd.h>
-
+// outputs and benchmarks end-to-end latency next to ONNX Runtime's.
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "check/compare.h"
 #include "cli/commands.h"
+#include "cli/onnxruntime.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
@@ -29,17 +27,8 @@ struct RunArgs {
   int repeat = 20, warmup = 5, threads = 0;
   uint64_t seed = 0;
   bool no_fuse = false, plain = false, print_steps = false, no_onnxruntime = false;
+  double tolerance = 1e-3;  // outputs against ONNX Runtime's, relative to each output's scale
 };
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) continue;
-    o += ch;
-  }
-  return o;
-}
 
 std::vector<Tensor> read_inputs(const Graph& g, const std::string& path) {
   std::vector<Tensor> inputs;
@@ -54,97 +43,148 @@ std::vector<Tensor> read_inputs(const Graph& g, const std::string& path) {
   return inputs;
 }
 
-// Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
-// the isomer runtime cannot run (opaque operators). Inputs come from the .npz
-// file this process writes, so --inputs / --seed mean the same as on isomer.
-const char* kOrtRunScript = R"PY(
-import json, sys, time
-import numpy as np
-import onnxruntime as ort
-model, inputs, outputs, bench, repeat, warmup, threads, report, header = sys.argv[1:10]
-so = ort.SessionOptions()
-if int(threads) > 0:
-    so.intra_op_num_threads = int(threads)
-    so.inter_op_num_threads = 1
-sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-print(header.replace("@ORT@", ort.__version__), flush=True)
-given = np.load(inputs)
-feeds = {i.name: given[i.name] for i in sess.get_inputs()}
-res = sess.run(None, feeds)
-for o, v in zip(sess.get_outputs(), res):
-    print("  output %-20s %s%s" % (o.name, v.dtype, list(v.shape)))
-if outputs:
-    np.savez(outputs, **{o.name: v for o, v in zip(sess.get_outputs(), res)})
-    print("wrote %s" % outputs)
-if int(bench):
-    for _ in range(int(warmup)):
-        sess.run(None, feeds)
-    ms = []
-    for _ in range(max(int(repeat), 1)):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        ms.append((time.perf_counter() - t0) * 1e3)
-    med = float(np.median(ms))
-    print("latency: median %.3f ms, min %.3f ms, max %.3f ms over %d repeats (%s warm-up, %s threads, ONNX Runtime)"
-          % (med, min(ms), max(ms), len(ms), warmup, threads if int(threads) > 0 else "default"))
-    if report:
-        json.dump({"model": model, "engine": "onnxruntime", "latency_ms_median": med, "latency_ms_min": min(ms),
-                   "latency_ms_max": max(ms), "latency_ms_mean": float(np.mean(ms)), "repeats": len(ms),
-                   "warmup": int(warmup), "threads": int(threads), "onnxruntime": ort.__version__},
-                  open(report, "w"), indent=2)
-        print("wrote %s" % report)
-)PY";
-
-std::string shell_quoted(const std::string& s) {
-  std::string o = "'";
-  for (char ch : s) o += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return o + "'";
+runtime::NamedTensors named(const std::vector<std::string>& names, const std::vector<Tensor>& tensors) {
+  runtime::NamedTensors out;
+  for (size_t i = 0; i < tensors.size(); ++i) out.emplace_back(names[i], tensors[i]);
+  return out;
 }
 
-int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::map<std::string, int64_t>& bindings,
-                       const std::string& why) {
-  namespace fs = std::filesystem;
+std::vector<std::string> input_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (const NodePtr& in : g.inputs()) names.push_back(in->name());
+  return names;
+}
+
+std::string latency_line(const runtime::BenchResult& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "median %.3f ms, min %.3f ms, max %.3f ms over %d repeats", r.median, r.min, r.max,
+                static_cast<int>(r.ms.size()));
+  return buf;
+}
+
+runtime::BenchResult bench_result(std::vector<double> ms, int warmup, int threads) {
+  runtime::BenchResult r;
+  r.ms = std::move(ms);
+  r.warmup = warmup;
+  r.threads = threads;
+  if (r.ms.empty()) return r;
+  r.median = runtime::median(r.ms);
+  r.min = *std::min_element(r.ms.begin(), r.ms.end());
+  r.max = *std::max_element(r.ms.begin(), r.ms.end());
+  for (double v : r.ms) r.mean += v / static_cast<double>(r.ms.size());
+  return r;
+}
+
+nlohmann::json latency_json(const runtime::BenchResult& r) {
+  return {{"latency_ms_median", r.median}, {"latency_ms_min", r.min}, {"latency_ms_max", r.max},
+          {"latency_ms_mean", r.mean},     {"repeats", r.ms.size()},  {"warmup", r.warmup}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  require(f.good(), "cannot write '" + path + "'");
+  f << j.dump(2) << "\n";
+  require(f.good(), "cannot write '" + path + "'");
+  std::printf("wrote %s\n", path.c_str());
+}
+
+// Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
+// the isomer runtime cannot run (opaque operators). The inputs are the ones
+// isomer would use, so --inputs / --seed mean the same on both engines.
+int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tensor>& given,
+                       const std::map<std::string, int64_t>& bindings, const std::string& why) {
   const std::string not_runnable = "'" + a.model + "' is not runnable on the isomer runtime: " + why;
   require(!a.no_onnxruntime, not_runnable + " (--no-onnxruntime: not delegated to ONNX Runtime)");
   require(a.input_shapes.empty(), not_runnable + "; --input-shape is not supported when delegating to ONNX Runtime");
-  fs::path dir = fs::temp_directory_path() / ("isomer-run-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
-  std::vector<Tensor> inputs;
-  if (!a.inputs.empty()) {
-    inputs = read_inputs(g, a.inputs);
-  } else {
-    inputs = random_inputs(g, a.seed, bindings);
+  OrtRequest req;
+  req.model = a.model;
+  req.inputs = named(input_names(g), a.inputs.empty() ? random_inputs(g, a.seed, bindings) : given);
+  req.bench = a.bench;
+  req.warmup = a.warmup;
+  req.repeat = a.repeat;
+  req.threads = a.threads;
+  OrtResult res;
+  try {
+    res = run_onnxruntime(req);
+  } catch (const Error& e) {
+    throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")");
   }
-  runtime::NamedTensors named;
-  for (size_t i = 0; i < inputs.size(); ++i) named.emplace_back(g.inputs()[i]->name(), inputs[i]);
-  runtime::write_npz((dir / "in.npz").string(), named);
-  std::ofstream(dir / "run.py") << kOrtRunScript;
-  // The script prints the header once ONNX Runtime has accepted the model.
-  std::string header = not_runnable + "\nrunning it on ONNX Runtime @ORT@ instead";
-  if (a.inputs.empty()) header += "\ninputs: random, seed " + std::to_string(a.seed);
-  std::vector<std::string> argv = {find_python(), (dir / "run.py").string(), a.model, (dir / "in.npz").string(),
-                                   a.outputs, a.bench ? "1" : "0", std::to_string(a.repeat), std::to_string(a.warmup),
-                                   std::to_string(a.threads), a.report_json, header};
-  std::string cmd;
-  for (const std::string& arg : argv) cmd += shell_quoted(arg) + " ";
-  cmd += "2> " + shell_quoted((dir / "log.txt").string());
-  int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream log(dir / "log.txt");
-    std::string line, last;
-    while (std::getline(log, line))
-      if (!line.empty()) last = line;
-    throw Error(not_runnable + "; ONNX Runtime could not run it either (" +
-                (last.empty() ? "python exited with status " + std::to_string(rc) : last) + ")");
+  std::printf("%s\nrunning it on ONNX Runtime %s instead\n", not_runnable.c_str(), res.version.c_str());
+  if (a.inputs.empty()) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
+  for (const auto& [name, t] : res.outputs) std::printf("  output %-20s %s\n", name.c_str(), to_string(t.type()).c_str());
+  if (!a.outputs.empty()) {
+    runtime::write_npz(a.outputs, res.outputs);
+    std::printf("wrote %s\n", a.outputs.c_str());
+  }
+  if (a.bench) {
+    runtime::BenchResult r = bench_result(res.ms, a.warmup, a.threads);
+    std::printf("latency: %s (%d warm-up, %s threads, ONNX Runtime)\n", latency_line(r).c_str(), a.warmup,
+                a.threads > 0 ? std::to_string(a.threads).c_str() : "default");
+    if (!a.report_json.empty()) {
+      nlohmann::json j = latency_json(r);
+      j["model"] = a.model;
+      j["engine"] = "onnxruntime";
+      j["threads"] = a.threads;
+      j["onnxruntime"] = res.version;
+      write_json(a.report_json, j);
+    }
   }
   return 0;
+}
+
+// `run --bench`'s comparison: the same model and inputs on ONNX Runtime (all graph
+// optimizations on, the same thread count), its latency next to isomer's, and
+// isomer's outputs against ONNX Runtime's with its graph optimizations off (the
+// model as written: ORT 1.19's Pad+AveragePool fusion drops the padding from the
+// average, microsoft/onnxruntime#22177). Returns the JSON for the report; an
+// unavailable ONNX Runtime is reported, not an error.
+nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tensor>& inputs,
+                                        const std::vector<Tensor>& outputs, const runtime::BenchResult& iso,
+                                        bool* mismatch) {
+  OrtRequest req;
+  req.model = a.model;
+  req.inputs = named(input_names(g), inputs);
+  req.reference_outputs = true;
+  req.bench = true;
+  req.warmup = a.warmup;
+  req.repeat = a.repeat;
+  req.threads = iso.threads;
+  OrtResult res;
+  try {
+    res = run_onnxruntime(req);
+  } catch (const Error& e) {
+    std::printf("ONNX Runtime: not compared (%s)\n", e.what());
+    return {{"error", e.what()}};
+  }
+  runtime::BenchResult r = bench_result(res.ms, a.warmup, iso.threads);
+  std::printf("ONNX Runtime %s: %s (all graph optimizations, %d threads)\n", res.version.c_str(),
+              latency_line(r).c_str(), r.threads);
+  const double ratio = iso.median / r.median;
+  std::printf("isomer / ONNX Runtime: %.2fx (median latencies; below 1 is faster)\n", ratio);
+  std::vector<Tensor> want;
+  for (const auto& [name, t] : res.outputs) want.push_back(t);
+  CheckResult c = want.size() == outputs.size() ? compare_outputs(want, outputs, g.output_names(), a.tolerance)
+                                                : CheckResult{};
+  if (want.size() != outputs.size()) {
+    c.status = CheckResult::Status::Failed;
+    c.reason = "ONNX Runtime gave " + std::to_string(want.size()) + " outputs, isomer " + std::to_string(outputs.size());
+  }
+  *mismatch = c.status != CheckResult::Status::Passed;
+  if (*mismatch)
+    std::printf("outputs DIFFER from ONNX Runtime's (graph optimizations off): %s\n", c.reason.c_str());
+  else
+    std::printf("outputs match ONNX Runtime's (graph optimizations off): max abs error %.3g, max rel error %.3g\n",
+                c.max_abs_error, c.max_rel_error);
+  nlohmann::json j = latency_json(r);
+  j["version"] = res.version;
+  j["threads"] = r.threads;
+  j["ratio"] = ratio;
+  j["outputs"] = {{"status", c.status_name()},
+                  {"reason", c.reason},
+                  {"max_abs_error", c.max_abs_error},
+                  {"max_rel_error", c.max_rel_error},
+                  {"tolerance", a.tolerance}};
+  return j;
 }
 
 int run_model(const RunArgs& a) {
@@ -154,20 +194,19 @@ int run_model(const RunArgs& a) {
   Graph g = import_onnx_file(a.model, io);
   require(a.bench || a.report_json.empty(), "--report-json needs --bench");
   std::map<std::string, int64_t> bindings;
+  std::vector<Tensor> inputs;
   if (!a.inputs.empty()) {
-    std::vector<Tensor> given = read_inputs(g, a.inputs);
+    inputs = read_inputs(g, a.inputs);
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       const Shape& s = g.inputs()[i]->output_types()[0].shape;
-      for (size_t d = 0; d < s.size() && d < given[i].dims().size(); ++d)
-        if (!s[d].is_static() && !s[d].symbol.empty()) bindings[s[d].symbol] = given[i].dims()[d];
+      for (size_t d = 0; d < s.size() && d < inputs[i].dims().size(); ++d)
+        if (!s[d].is_static() && !s[d].symbol.empty()) bindings[s[d].symbol] = inputs[i].dims()[d];
     }
   }
   std::string why;
   const bool runnable = runtime::is_runnable(g, &why);  // fills `why` before the message is built
-  if (!runnable) return run_on_onnxruntime(a, g, bindings, why);
+  if (!runnable) return run_on_onnxruntime(a, g, inputs, bindings, why);
 
-  std::vector<Tensor> inputs;
-  if (!a.inputs.empty()) inputs = read_inputs(g, a.inputs);
   runtime::RuntimeOptions ro;
   ro.threads = a.threads;
   ro.fuse = !a.no_fuse;
@@ -194,32 +233,30 @@ int run_model(const RunArgs& a) {
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
   if (!a.outputs.empty()) {
-    runtime::NamedTensors named;
-    for (size_t i = 0; i < outputs.size(); ++i) named.emplace_back(g.output_names()[i], outputs[i]);
-    runtime::write_npz(a.outputs, named);
+    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
     std::printf("wrote %s\n", a.outputs.c_str());
   }
-  if (a.bench) {
-    runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
-    std::printf("latency: median %.3f ms, min %.3f ms, max %.3f ms over %d repeats (%d warm-up, %d threads)\n", r.median,
-                r.min, r.max, static_cast<int>(r.ms.size()), r.warmup, r.threads);
-    std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
-    if (!a.report_json.empty()) {
-      std::ofstream f(a.report_json);
-      require(f.good(), "cannot write '" + a.report_json + "'");
-      f << "{\n  \"model\": \"" << json_escape(a.model) << "\",\n  \"engine\": \"isomer\",\n  \"latency_ms_median\": " << r.median
-        << ",\n  \"latency_ms_min\": " << r.min << ",\n  \"latency_ms_max\": " << r.max
-        << ",\n  \"latency_ms_mean\": " << r.mean << ",\n  \"repeats\": " << r.ms.size()
-        << ",\n  \"warmup\": " << r.warmup << ",\n  \"threads\": " << r.threads << ",\n  \"openmp_waits\": \""
-        << json_escape(runtime::openmp_waits()) << "\",\n  \"steps\": "
-        << exe->steps().size() << ",\n  \"reference_steps\": " << reference << ",\n  \"cpu\": \""
-        << json_escape(runtime::cpu_model()) << "\",\n  \"onednn\": \"" << runtime::dnnl_version() << "\"\n}\n";
-      require(f.good(), "cannot write '" + a.report_json + "'");
-      std::printf("wrote %s\n", a.report_json.c_str());
-    }
-  } else {
-    require(a.report_json.empty(), "--report-json needs --bench");
+  if (!a.bench) return 0;
+  runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
+  std::printf("latency: %s (%d warm-up, %d threads)\n", latency_line(r).c_str(), r.warmup, r.threads);
+  std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
+  bool mismatch = false;
+  nlohmann::json ort;
+  if (!a.no_onnxruntime) ort = compare_with_onnxruntime(a, g, inputs, outputs, r, &mismatch);
+  if (!a.report_json.empty()) {
+    nlohmann::json j = latency_json(r);
+    j["model"] = a.model;
+    j["engine"] = "isomer";
+    j["threads"] = r.threads;
+    j["openmp_waits"] = runtime::openmp_waits();
+    j["steps"] = exe->steps().size();
+    j["reference_steps"] = reference;
+    j["cpu"] = runtime::cpu_model();
+    j["onednn"] = runtime::dnnl_version();
+    if (!ort.is_null()) j["onnxruntime"] = ort;
+    write_json(a.report_json, j);
   }
+  require(!mismatch, "isomer's outputs differ from ONNX Runtime's on '" + a.model + "' (see above)");
   return 0;
 }
 
@@ -242,7 +279,11 @@ void add_run_command(CLI::App& app) {
   r->add_flag("--plain-layouts", args->plain, "keep every tensor in plain row-major layout");
   r->add_flag("--print-steps", args->print_steps, "list the compiled steps");
   r->add_flag("--no-onnxruntime", args->no_onnxruntime,
-              "fail on models the isomer runtime cannot run instead of running them on ONNX Runtime");
+              "never use ONNX Runtime: fail on models the isomer runtime cannot run, and --bench does not "
+              "compare with it");
+  r->add_option("--tolerance", args->tolerance,
+                "--bench: largest error against ONNX Runtime's outputs, relative to each output's scale "
+                "(default 1e-3)");
   r->callback([args] { set_action([args] { return run_model(*args); }); });
 }
 

@@ -128,6 +128,39 @@ def test_small_cnn_matches_onnxruntime_and_benches(tmp_path):
         assert key in r
     assert r["repeats"] == 5 and r["threads"] == 2
     assert r["latency_ms_min"] <= r["latency_ms_median"] <= r["latency_ms_max"]
+    # Side by side with ONNX Runtime: its latency at the same thread count, the
+    # ratio of the medians, and isomer's outputs compared with its own.
+    o = r["onnxruntime"]
+    assert o["version"] == ort.__version__ and o["repeats"] == 5 and o["threads"] == 2
+    assert o["latency_ms_min"] <= o["latency_ms_median"] <= o["latency_ms_max"]
+    assert o["ratio"] == pytest.approx(r["latency_ms_median"] / o["latency_ms_median"])
+    assert o["outputs"]["status"] == "passed" and o["outputs"]["max_rel_error"] < 1e-4
+    assert f"ONNX Runtime {ort.__version__}: median" in p.stdout and "isomer / ONNX Runtime: " in p.stdout
+    assert "outputs match ONNX Runtime's" in p.stdout
+
+
+def test_bench_reports_outputs_that_differ_from_onnxruntime(tmp_path):
+    # The runtime and ONNX Runtime disagree only when something is wrong; a tolerance
+    # of 0 makes float rounding differences count, so the report must say so and fail.
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    p = isomer("run", path, "--bench", "--repeat", "2", "--warmup", "1", "--threads", "1", "--tolerance", "0",
+               "--report-json", str(tmp_path / "r.json"), check=False)
+    assert p.returncode != 0
+    assert "outputs DIFFER from ONNX Runtime's" in p.stdout, p.stdout
+    assert "differ from ONNX Runtime's" in p.stderr, p.stderr
+    r = json.load(open(tmp_path / "r.json"))
+    assert r["onnxruntime"]["outputs"]["status"] == "failed" and r["onnxruntime"]["outputs"]["max_rel_error"] > 0
+
+
+def test_bench_without_onnxruntime_says_why(tmp_path):
+    path = str(tmp_path / "cnn.onnx")
+    small_cnn(path)
+    p = isomer("run", path, "--bench", "--repeat", "2", "--warmup", "1", "--threads", "1",
+               "--report-json", str(tmp_path / "r.json"), env={"ISOMER_PYTHON": "/nonexistent/python"})
+    assert p.returncode == 0, p.stderr
+    assert "ONNX Runtime: not compared" in p.stdout, p.stdout
+    assert "error" in json.load(open(tmp_path / "r.json"))["onnxruntime"]
 
 
 def test_random_inputs_print_their_seed(tmp_path):
@@ -198,7 +231,7 @@ def test_openmp_wait_policy_follows_the_machine_and_the_user(tmp_path):
     def waits(threads, env):
         report = str(tmp_path / "w.json")
         p = subprocess.run([ISOMER, "run", path, "--bench", "--repeat", "2", "--warmup", "1", "--threads", str(threads),
-                            "--report-json", report], capture_output=True, text=True, timeout=120, env={**base, **env})
+                            "--report-json", report, "--no-onnxruntime"], capture_output=True, text=True, timeout=120, env={**base, **env})
         assert p.returncode == 0, p.stderr
         r = json.load(open(report))
         assert "OpenMP waits: " + r["openmp_waits"] in p.stdout

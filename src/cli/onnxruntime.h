@@ -1,0 +1,35 @@
+#pragma once
+// ONNX Runtime as a second engine for `isomer run`: it runs models the isomer
+// runtime cannot (opaque operators), and it is what `run --bench` measures
+// isomer against. It is reached through the project's Python environment
+// (find_python()), in a child process, with inputs and outputs as .npz files.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/npz.h"
+
+namespace isomer::cli {
+
+struct OrtRequest {
+  std::string model;             // .onnx path
+  runtime::NamedTensors inputs;  // by input name
+  // Outputs from a session with ONNX Runtime's graph optimizations off (the model
+  // as written; used as the reference when comparing), else from the timed one.
+  bool reference_outputs = false;
+  bool bench = false;
+  int warmup = 5, repeat = 20;
+  int threads = 0;  // 0 = ONNX Runtime's default
+};
+
+struct OrtResult {
+  std::string version;            // onnxruntime.__version__
+  runtime::NamedTensors outputs;  // in the model's output order
+  std::vector<double> ms;         // one per timed run (bench only)
+};
+
+// Runs the request; throws Error with ONNX Runtime's (or Python's) last message
+// line when the model or the interpreter cannot be run.
+OrtResult run_onnxruntime(const OrtRequest& request);
+
+}  // namespace isomer::cli
