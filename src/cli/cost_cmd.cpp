@@ -37,11 +37,11 @@ int run_cost(const CostArgs& a) {
   cost::GraphCost gc = model->graph_cost(g);
   std::string db = a.db.empty() ? cost::default_db_path() : a.db;
   if (!a.quiet) {
-    std::printf("%-10s %-36s %10s  %-8s %s\n", "step", "operators", "ms", "source", "node");
+    std::printf("%-11s %-35s %10s  %-8s %s\n", "step", "operators", "ms", "source", "node");
     for (const cost::StepCost& s : gc.steps) {
       std::string ops;
       for (const std::string& o : s.step.ops) ops += (ops.empty() ? "" : "+") + o;
-      std::printf("%-10s %-36s %10.4f  %-8s %s\n", s.step.kind.c_str(), ops.c_str(), s.ms, s.source.c_str(),
+      std::printf("%-11s %-35s %10.4f  %-8s %s\n", s.step.kind.c_str(), ops.c_str(), s.ms, s.source.c_str(),
                   s.step.label.c_str());
     }
   }

@@ -13,6 +13,7 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
+#include "runtime/delegate.h"
 #include "runtime/npz.h"
 #include "runtime/runtime.h"
 
@@ -47,6 +48,12 @@ runtime::NamedTensors named(const std::vector<std::string>& names, const std::ve
   runtime::NamedTensors out;
   for (size_t i = 0; i < tensors.size(); ++i) out.emplace_back(names[i], tensors[i]);
   return out;
+}
+
+bool has_opaque(const Graph& g) {
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Opaque) return true;
+  return false;
 }
 
 std::vector<std::string> input_names(const Graph& g) {
@@ -203,16 +210,25 @@ int run_model(const RunArgs& a) {
         if (!s[d].is_static() && !s[d].symbol.empty()) bindings[s[d].symbol] = inputs[i].dims()[d];
     }
   }
-  std::string why;
-  const bool runnable = runtime::is_runnable(g, &why);  // fills `why` before the message is built
-  if (!runnable) return run_on_onnxruntime(a, g, inputs, bindings, why);
-
   runtime::RuntimeOptions ro;
   ro.threads = a.threads;
   ro.fuse = !a.no_fuse;
   ro.blocked_layouts = !a.plain;
   ro.bindings = bindings;
-  std::unique_ptr<runtime::Executable> exe = runtime::compile(g, ro);
+  ro.delegate_opaque = !a.no_onnxruntime;
+  // Operators isomer does not know run on ONNX Runtime node by node; a model where
+  // that is not possible (see runtime/delegate.h) runs on ONNX Runtime whole.
+  std::string why;
+  std::unique_ptr<runtime::Executable> exe;
+  if (runtime::is_runnable(g, &why, ro)) {
+    try {
+      exe = runtime::compile(g, ro);
+    } catch (const Error& e) {
+      if (!has_opaque(g)) throw;
+      why = e.what();
+    }
+  }
+  if (!exe) return run_on_onnxruntime(a, g, inputs, bindings, why);
   if (inputs.empty()) {
     inputs = random_inputs(g, a.seed, ro.bindings);
     std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
@@ -221,14 +237,22 @@ int run_model(const RunArgs& a) {
   std::printf("%s: %zu steps, %d threads, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
               exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
-  size_t reference = 0;
-  for (const runtime::StepInfo& s : exe->steps()) reference += s.kind == "reference";
+  size_t reference = 0, delegated = 0;
+  std::string delegated_ops;
+  for (const runtime::StepInfo& s : exe->steps()) {
+    reference += s.kind == "reference";
+    if (s.kind != "onnxruntime") continue;
+    delegated_ops += (delegated++ ? ", " : "") + s.ops[0];
+  }
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
+  if (delegated)
+    std::printf("  %zu steps run on ONNX Runtime %s (operators isomer does not know: %s)\n", delegated,
+                runtime::OrtWorker::get()->version().c_str(), delegated_ops.c_str());
   if (a.print_steps)
     for (const runtime::StepInfo& s : exe->steps()) {
       std::string ops;
       for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
-      std::printf("  %-10s %-28s %s\n", s.kind.c_str(), ops.c_str(), s.label.c_str());
+      std::printf("  %-11s %-28s %s\n", s.kind.c_str(), ops.c_str(), s.label.c_str());
     }
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
@@ -251,6 +275,7 @@ int run_model(const RunArgs& a) {
     j["openmp_waits"] = runtime::openmp_waits();
     j["steps"] = exe->steps().size();
     j["reference_steps"] = reference;
+    j["onnxruntime_steps"] = delegated;
     j["cpu"] = runtime::cpu_model();
     j["onednn"] = runtime::dnnl_version();
     if (!ort.is_null()) j["onnxruntime"] = ort;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "eval/evaluator.h"
+#include "runtime/delegate.h"
 
 namespace isomer::runtime {
 
@@ -369,8 +370,15 @@ void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& type
 
 void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
-  require(n.kind() == NodeKind::Op,
-          describe(n) + " is an operator isomer does not understand (opaque); the isomer runtime cannot run it");
+  if (n.kind() == NodeKind::Opaque) {
+    require(opts_.delegate_opaque,
+            describe(n) + " is an operator isomer does not understand (opaque); the isomer runtime cannot run it");
+    in_progress_.insert(&n);
+    lower_delegated(*this, n);
+    mark_done(n);
+    in_progress_.erase(&n);
+    return;
+  }
   in_progress_.insert(&n);
   // Producers first: one of them may fuse this node into itself.
   for (const Value& v : n.inputs())
@@ -435,7 +443,7 @@ void Compiler::run() {
   for (const Value& v : g_.outputs()) output_ids_.push_back(as_plain(id(v), /*boundary=*/true));
 }
 
-bool is_runnable(const Graph& g, std::string* why) {
+bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
   for (const NodePtr& in : g.inputs()) {
     if (in->onnx_type()) {
       if (why) *why = "graph input '" + in->name() + "' is not a tensor of known rank";
@@ -443,7 +451,7 @@ bool is_runnable(const Graph& g, std::string* why) {
     }
   }
   for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() == NodeKind::Opaque) {
+    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque) {
       if (why) *why = describe(*n) + " is an operator isomer does not understand (opaque)";
       return false;
     }

@@ -94,6 +94,7 @@ class Compiler {
 
   // --- used by the lowerings ---
   const RuntimeOptions& opts() const { return opts_; }
+  const Graph& graph() const { return g_; }
   dnnl::engine& engine() { return eng_; }
   // The value id of an isomer value (lowering its producer first if needed).
   int id(const Value& v);

@@ -225,7 +225,7 @@ std::vector<double> Executable::profile_steps(int warmup, int repeats) {
 
 std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) {
   std::string why;
-  const bool runnable = is_runnable(g, &why);  // fills `why` before the message is built
+  const bool runnable = is_runnable(g, &why, opts);  // fills `why` before the message is built
   require(runnable, "the model is not runnable on the isomer runtime: " + why);
   auto impl = std::make_unique<Executable::Impl>();
   impl->threads = opts.threads > 0 ? opts.threads : hardware_threads();

@@ -8,7 +8,8 @@
 // never made (each convolution sums over the parts), and intermediate buffers
 // shared by liveness.
 // Operators oneDNN has no primitive for run through the operator table's `eval`
-// hook (the reference semantics), on plain row-major data.
+// hook (the reference semantics), on plain row-major data; operators isomer does
+// not understand run on ONNX Runtime (runtime/delegate.h).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,6 +25,10 @@ struct RuntimeOptions {
   std::map<std::string, int64_t> bindings;  // extents of symbolic input dims (default 1)
   bool fuse = true;                         // post-op fusion and BatchNormalization folding
   bool blocked_layouts = true;              // let convolutions pick blocked memory formats
+  // Operators isomer does not understand (opaque nodes) run on ONNX Runtime, node
+  // by node, in a helper process (runtime/delegate.h); false: they make the graph
+  // not runnable.
+  bool delegate_opaque = true;
 };
 
 // One step of a compiled graph, as the cost model sees it.
@@ -72,9 +77,11 @@ class Executable {
 // whose shapes stay unknown) with a message that says which and why.
 std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts = {});
 
-// True if compile() can handle every node of `g`; otherwise `why` names the first
-// node that cannot run on the isomer runtime.
-bool is_runnable(const Graph& g, std::string* why = nullptr);
+// True if compile() can handle every node of `g` as far as the graph shows;
+// otherwise `why` names the first node that cannot run on the isomer runtime.
+// With delegation, compile() can still refuse an opaque node (ONNX Runtime
+// unavailable, or output shapes that depend on data), saying why.
+bool is_runnable(const Graph& g, std::string* why = nullptr, const RuntimeOptions& opts = {});
 
 struct BenchResult {
   std::vector<double> ms;  // one per repeat

@@ -1,0 +1,123 @@
+// Opaque nodes on the runtime: run on ONNX Runtime node by node (runtime/delegate.h),
+// with isomer's own steps around them. Needs the project's Python with onnxruntime
+// (make deps); skipped where it is missing.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "check/compare.h"
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+#include "runtime/delegate.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+namespace {
+
+void set_type(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::string>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (const std::string& d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else
+      dim->set_dim_param(d);
+  }
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  for (const std::string& i : in) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+
+// x -> Relu -> CumSum(axis 1, a constant) -> Neg -> y, batch dim `batch`.
+Graph relu_cumsum_neg(const std::string& batch, const ImportOptions& io = {}) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("delegate");
+  set_type(g->add_input(), "x", {batch, "3"});
+  onnx::TensorProto* axis = g->add_initializer();
+  axis->set_name("axis");
+  axis->set_data_type(onnx::TensorProto::INT64);
+  axis->add_int64_data(1);
+  add_node(g, "Relu", {"x"}, "r");
+  add_node(g, "CumSum", {"r", "axis"}, "c")->set_name("cumsum");
+  add_node(g, "Neg", {"c"}, "y");
+  set_type(g->add_output(), "y", {batch, "3"});
+  return import_onnx_bytes(m.SerializeAsString(), "", io);
+}
+
+// Starts the helper, or skips the test with the reason.
+#define REQUIRE_ONNXRUNTIME()                                 \
+  try {                                                       \
+    runtime::OrtWorker::get();                                \
+  } catch (const Error& e) {                                  \
+    GTEST_SKIP() << e.what();                                 \
+  }
+
+TEST(RuntimeDelegate, OpaqueNodeRunsOnOnnxRuntimeBetweenIsomerSteps) {
+  REQUIRE_ONNXRUNTIME();
+  Graph g = relu_cumsum_neg("N");
+  for (int64_t batch : {1, 4}) {
+    runtime::RuntimeOptions o;
+    o.threads = 1;
+    o.bindings = {{"N", batch}};
+    auto exe = runtime::compile(g, o);
+    std::vector<std::string> kinds;
+    for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
+    EXPECT_EQ(kinds, (std::vector<std::string>{"eltwise", "onnxruntime", "eltwise"}));
+    EXPECT_EQ(exe->steps()[1].ops, std::vector<std::string>{"CumSum"});
+    std::vector<double> x;
+    for (int64_t i = 0; i < batch * 3; ++i) x.push_back(i % 2 ? -1.0 * i : 0.5 * i);
+    std::vector<Tensor> out = exe->run({Tensor::from_f64(DType::Float32, {batch, 3}, x)});
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].dims(), (std::vector<int64_t>{batch, 3}));
+    std::vector<double> y = out[0].to_f64();
+    for (int64_t r = 0; r < batch; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < 3; ++c) {
+        sum += std::max(0.0, x[r * 3 + c]);
+        EXPECT_FLOAT_EQ(y[r * 3 + c], -sum) << "row " << r << " column " << c;
+      }
+    }
+  }
+}
+
+TEST(RuntimeDelegate, ProfilingAndSignaturesCoverDelegatedSteps) {
+  REQUIRE_ONNXRUNTIME();
+  ImportOptions io;
+  io.input_shapes = {{"x", {2, 3}}};
+  auto exe = runtime::compile(relu_cumsum_neg("N", io), {});
+  const runtime::StepInfo& s = exe->steps()[1];
+  EXPECT_EQ(s.signature.rfind("ort CumSum p", 0), 0u) << s.signature;
+  EXPECT_NE(s.signature.find("f32[2,3]"), std::string::npos) << s.signature;
+  std::vector<double> ms = exe->profile_steps(1, 4);
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_GT(ms[1], 0.0);
+}
+
+TEST(RuntimeDelegate, WithoutDelegationOpaqueNodesAreNotRunnable) {
+  Graph g = relu_cumsum_neg("2");
+  runtime::RuntimeOptions o;
+  o.delegate_opaque = false;
+  std::string why;
+  EXPECT_FALSE(runtime::is_runnable(g, &why, o));
+  EXPECT_NE(why.find("node 'cumsum' (CumSum)"), std::string::npos) << why;
+  try {
+    runtime::compile(g, o);
+    FAIL() << "compiled a graph with an opaque node without delegation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cumsum"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(runtime::is_runnable(g, &why));  // delegation is the default
+}
+
+}  // namespace
+}  // namespace isomer
