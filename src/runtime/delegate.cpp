@@ -156,6 +156,8 @@ std::shared_ptr<OrtWorker> OrtWorker::start() {
   w->fd_ = sv[0];
   w->pid_ = pid;
   w->version_ = nlohmann::json::parse(w->receive_header()).value("version", "");
+  std::error_code ec;
+  fs::remove(script, ec);  // read by now; the log stays for error messages
   return w;
 }
 
@@ -273,6 +275,7 @@ void lower_delegated(Compiler& c, const Node& n) {
   std::vector<int> ids;
   std::vector<RtValue> in_types;
   std::set<std::string> names;
+  uint64_t constants_hash = 0;  // the constant inputs are part of what is timed
   for (size_t k = 0; k < n.inputs().size(); ++k) {
     const Value& v = n.inputs()[k];
     if (!v.present() || seen.count(v)) {
@@ -289,6 +292,7 @@ void lower_delegated(Compiler& c, const Node& n) {
     Value s;
     if (r.known) {
       s = b.constant(*r.known, name);
+      constants_hash = constants_hash * 31 + stable_hash(r.known->bytes());
     } else {
       require(dtype_size(r.dtype) > 0, who + ": input " + std::to_string(k) + " has type " + std::string(dtype_name(r.dtype)) +
                                            ", which cannot be sent to ONNX Runtime");
@@ -353,7 +357,7 @@ void lower_delegated(Compiler& c, const Node& n) {
   s.info.ops = {n.op_type()};
   std::ostringstream sig;
   sig << "ort " << (n.opaque()->domain.empty() ? "" : n.opaque()->domain + ".") << n.op_type() << " p" << std::hex
-      << stable_hash(n.opaque()->node_proto) << std::dec;
+      << stable_hash(n.opaque()->node_proto) << " c" << constants_hash << std::dec;
   for (const RtValue& r : in_types) sig << " " << dtype_name(r.dtype) << to_string(r.dims);
   s.info.signature = sig.str();
   for (const RtValue& r : in_types) s.info.bytes += static_cast<double>(r.bytes);
