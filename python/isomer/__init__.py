@@ -6,6 +6,8 @@
     report.nodes_before, report.nodes_after, report.rules_applied, report.check
 
     outputs = isomer.run(model_opt, {"input": x})   # reference evaluator, numpy in/out
+    outputs = isomer.run(model_opt, {"input": x}, engine="runtime")   # oneDNN CPU runtime
+    isomer.benchmark(model_opt)["latency_ms_median"]                  # on the runtime
 
     rules = isomer.load_rules()        # the shipped, verified rule set
     found = isomer.generate_rules(max_ops=2)   # discover rules; found.rules.save(path)
@@ -26,6 +28,7 @@ from ._api import (
     CheckFailedError,
     Error,
     GeneratedRules,
+    benchmark,
     generate_rules,
     load_rules,
     operator_schema,
@@ -45,6 +48,7 @@ __all__ = [
     "CheckFailedError",
     "Error",
     "GeneratedRules",
+    "benchmark",
     "Graph",
     "Report",
     "Rule",

@@ -161,6 +161,14 @@ def _as_array(value, declared_dtype, what):
 
 def evaluate_graph(graph, inputs):
     """Runs a _core.Graph on inputs given as a list (graph input order) or a dict by name."""
+    return graph.evaluate(_ordered_arrays(graph, inputs))
+
+
+ENGINES = ("reference", "runtime")
+
+
+def _ordered_arrays(graph, inputs):
+    """Inputs given as a dict by name or a list in order -> arrays in input order."""
     declared = graph.inputs  # [(name, dtype, shape)]
     names = [n for n, _, _ in declared]
     if isinstance(inputs, dict):
@@ -175,21 +183,43 @@ def evaluate_graph(graph, inputs):
         ordered = list(inputs)
         if len(ordered) != len(names):
             raise Error(f"the graph has {len(names)} inputs ({', '.join(names)}), {len(ordered)} given")
-    arrays = [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
-    return graph.evaluate(arrays)
+    return [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
 
 
-def run(model, inputs, *, input_shapes=None):
-    """Runs a model with isomer's reference evaluator (float64 inside each operator,
-    results rounded to each value's type).
+def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
+    """Runs a model and returns its outputs as a list of numpy arrays, in the model's
+    output order.
 
     model: an onnx.ModelProto, a path, bytes or an isomer.Graph.
     inputs: a dict {input name: array} or a list in the model's input order.
-    Returns the outputs as a list of numpy arrays, in the model's output order.
+    engine: "reference", isomer's reference evaluator (float64 inside each
+      operator, results rounded to each value's type: slow, exact), or "runtime",
+      isomer's oneDNN CPU runtime (what `isomer run` uses; operators isomer does not
+      know run on ONNX Runtime), with `threads` threads (0: every core).
     """
+    if engine not in ENGINES:
+        raise Error(f"unknown engine '{engine}' (choose {' or '.join(ENGINES)})")
     source, base_dir, _ = _model_source(model)
     graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
-    return evaluate_graph(graph, inputs)
+    if engine == "reference":
+        return evaluate_graph(graph, inputs)
+    return graph.run_on_runtime(_ordered_arrays(graph, inputs), int(threads))
+
+
+def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, warmup=5, seed=0):
+    """End-to-end latency of a model on isomer's CPU runtime (what `isomer run --bench`
+    measures), as a dict: latency_ms_median / _min / _max / _mean, latency_ms (every
+    timed run), repeats, warmup, threads, steps and step_kinds (how many steps of
+    each kind: conv, matmul, eltwise, ..., reference, onnxruntime).
+
+    inputs: as for run(); None draws random ones from `seed` (symbolic dims 1).
+    """
+    if repeat < 1 or warmup < 0:
+        raise Error("benchmark needs repeat >= 1 and warmup >= 0")
+    source, base_dir, _ = _model_source(model)
+    graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
+    arrays = [] if inputs is None else _ordered_arrays(graph, inputs)
+    return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
 
 
 def template_rules():

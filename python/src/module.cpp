@@ -25,6 +25,7 @@
 #include "passes/passes.h"
 #include "pipeline/optimize.h"
 #include "rules/rule.h"
+#include "runtime/runtime.h"
 #include "generate/generate.h"
 #include "search/search.h"
 #include "verify/verify.h"
@@ -289,6 +290,66 @@ std::vector<py::array> evaluate_graph(const Graph& g, const std::vector<py::arra
   return result;
 }
 
+// ---- the CPU runtime ---------------------------------------------------------------
+
+// Extents of the graph's symbolic input dims, read off the given inputs.
+std::map<std::string, int64_t> bindings_of(const Graph& g, const std::vector<Tensor>& in) {
+  std::map<std::string, int64_t> b;
+  for (size_t i = 0; i < g.inputs().size() && i < in.size(); ++i) {
+    const Shape& s = g.inputs()[i]->output_types()[0].shape;
+    for (size_t d = 0; d < s.size() && d < in[i].dims().size(); ++d)
+      if (!s[d].is_static() && !s[d].symbol.empty()) b[s[d].symbol] = in[i].dims()[d];
+  }
+  return b;
+}
+
+std::unique_ptr<runtime::Executable> compile_for(const Graph& g, const std::vector<Tensor>& in, int threads) {
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  o.bindings = bindings_of(g, in);
+  return runtime::compile(g, o);
+}
+
+std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>& inputs, int threads) {
+  std::vector<Tensor> in = tensors_from_arrays(inputs, g);
+  std::vector<Tensor> out;
+  {
+    py::gil_scoped_release release;
+    out = compile_for(g, in, threads)->run(in);
+  }
+  std::vector<py::array> result;
+  for (const Tensor& t : out) result.push_back(array_from_tensor(t));
+  return result;
+}
+
+// inputs empty: random ones from `seed` (symbolic dims 1).
+py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs, int threads, int warmup, int repeat,
+                           uint64_t seed) {
+  std::vector<Tensor> in = inputs.empty() ? random_inputs(g, seed) : tensors_from_arrays(inputs, g);
+  runtime::BenchResult r;
+  std::map<std::string, size_t> kinds;
+  size_t steps = 0;
+  {
+    py::gil_scoped_release release;
+    auto exe = compile_for(g, in, threads);
+    for (const runtime::StepInfo& s : exe->steps()) ++kinds[s.kind];
+    steps = exe->steps().size();
+    r = runtime::benchmark(*exe, in, warmup, repeat);
+  }
+  py::dict d;
+  d["latency_ms_median"] = r.median;
+  d["latency_ms_min"] = r.min;
+  d["latency_ms_max"] = r.max;
+  d["latency_ms_mean"] = r.mean;
+  d["latency_ms"] = r.ms;
+  d["repeats"] = r.ms.size();
+  d["warmup"] = r.warmup;
+  d["threads"] = r.threads;
+  d["steps"] = steps;
+  d["step_kinds"] = kinds;
+  return d;
+}
+
 py::bytes graph_to_onnx(const Graph& g) {
   std::string bytes;
   {
@@ -411,6 +472,9 @@ PYBIND11_MODULE(_core, m) {
       .def("num_ops", &Graph::num_ops)
       .def("op_histogram", &Graph::op_histogram)
       .def("evaluate", &evaluate_graph, py::arg("inputs"))
+      .def("run_on_runtime", &runtime_run, py::arg("inputs"), py::arg("threads"))
+      .def("benchmark", &runtime_benchmark, py::arg("inputs"), py::arg("threads"), py::arg("warmup"),
+           py::arg("repeat"), py::arg("seed"))
       .def("to_onnx_bytes", &graph_to_onnx)
       .def("is_evaluable", [](const Graph& g) {
         std::string why;

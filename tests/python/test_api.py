@@ -237,6 +237,48 @@ def test_run_bool_and_where():
     np.testing.assert_array_equal(y, np.where(c, a, b))
 
 
+@pytest.mark.parametrize("batch", [1, 5])
+def test_run_on_the_runtime_matches_the_reference_and_onnxruntime(batch):
+    model = small_model()  # symbolic batch N: the runtime is compiled for the shapes given
+    x = np.random.default_rng(8).standard_normal((batch, 4)).astype(np.float32)
+    got = isomer.run(model, {"x": x}, engine="runtime", threads=1)
+    assert got[0].shape == (batch, 3)
+    assert_close(got, isomer.run(model, {"x": x}))
+    assert_close(got, ort_run(model, {"x": x}))
+    x = np.random.default_rng(9).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    assert_close(isomer.run(DEMO, [x], engine="runtime"), ort_run(DEMO, {"input": x}))
+
+
+def test_run_on_the_runtime_delegates_operators_isomer_does_not_know():
+    # CumSum is not in isomer's operator table: the runtime hands it to ONNX Runtime.
+    axis = numpy_helper.from_array(np.array(1, dtype=np.int64), "axis")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("CumSum", ["r", "axis"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])], [axis])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = np.random.default_rng(10).standard_normal((2, 5)).astype(np.float32)
+    (y,) = isomer.run(model, {"x": x}, engine="runtime")
+    np.testing.assert_allclose(y, np.cumsum(np.maximum(x, 0), axis=1), rtol=1e-6)
+    with pytest.raises(isomer.Error, match="CumSum"):
+        isomer.run(model, {"x": x})  # the reference evaluator knows only isomer's operators
+    assert isomer.benchmark(model, repeat=2)["step_kinds"] == {"eltwise": 1, "onnxruntime": 1}
+
+
+def test_benchmark_reports_latencies():
+    r = isomer.benchmark(DEMO, threads=1, repeat=4, warmup=1)
+    assert r["repeats"] == 4 and r["warmup"] == 1 and r["threads"] == 1 and len(r["latency_ms"]) == 4
+    assert 0 < r["latency_ms_min"] <= r["latency_ms_median"] <= r["latency_ms_max"]
+    assert r["steps"] == sum(r["step_kinds"].values()) and r["step_kinds"]["conv"] == 3
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    assert isomer.benchmark(DEMO, {"input": x}, repeat=1)["repeats"] == 1
+    with pytest.raises(isomer.Error, match="repeat"):
+        isomer.benchmark(DEMO, repeat=0)
+    with pytest.raises(isomer.Error, match="unknown engine 'fast'"):
+        isomer.run(DEMO, [x], engine="fast")
+
+
 def test_run_non_contiguous_input():
     model = small_model()
     x = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32).T[:, :4]  # a strided view
