@@ -95,6 +95,17 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   std::printf("wrote %s\n", path.c_str());
 }
 
+OrtRequest ort_request(const RunArgs& a, const Graph& g, const std::vector<Tensor>& inputs, bool bench, int threads) {
+  OrtRequest req;
+  req.model = a.model;
+  req.inputs = named(input_names(g), inputs);
+  req.bench = bench;
+  req.warmup = a.warmup;
+  req.repeat = a.repeat;
+  req.threads = threads;
+  return req;
+}
+
 // Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
 // the isomer runtime cannot run (opaque operators). The inputs are the ones
 // isomer would use, so --inputs / --seed mean the same on both engines.
@@ -103,16 +114,10 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
   const std::string not_runnable = "'" + a.model + "' is not runnable on the isomer runtime: " + why;
   require(!a.no_onnxruntime, not_runnable + " (--no-onnxruntime: not delegated to ONNX Runtime)");
   require(a.input_shapes.empty(), not_runnable + "; --input-shape is not supported when delegating to ONNX Runtime");
-  OrtRequest req;
-  req.model = a.model;
-  req.inputs = named(input_names(g), a.inputs.empty() ? random_inputs(g, a.seed, bindings) : given);
-  req.bench = a.bench;
-  req.warmup = a.warmup;
-  req.repeat = a.repeat;
-  req.threads = a.threads;
   OrtResult res;
   try {
-    res = run_onnxruntime(req);
+    res = run_onnxruntime(
+        ort_request(a, g, a.inputs.empty() ? random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
     throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")");
   }
@@ -148,14 +153,8 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
 nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tensor>& inputs,
                                         const std::vector<Tensor>& outputs, const runtime::BenchResult& iso,
                                         bool* mismatch) {
-  OrtRequest req;
-  req.model = a.model;
-  req.inputs = named(input_names(g), inputs);
+  OrtRequest req = ort_request(a, g, inputs, /*bench=*/true, iso.threads);
   req.reference_outputs = true;
-  req.bench = true;
-  req.warmup = a.warmup;
-  req.repeat = a.repeat;
-  req.threads = iso.threads;
   OrtResult res;
   try {
     res = run_onnxruntime(req);
