@@ -15,9 +15,14 @@
 namespace isomer {
 namespace {
 
+// A database file with its write-ahead log and shared-memory index (SQLite's WAL mode).
+void remove_db(const std::string& p) {
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(p + ext);
+}
+
 std::string temp_db(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() / ("isomer_cost_" + name + "_" + std::to_string(::getpid()) + ".sqlite");
-  std::filesystem::remove(p);
+  remove_db(p.string());
   return p.string();
 }
 
@@ -103,7 +108,7 @@ TEST(Cost, MeasuredCostsPersistAcrossModels) {
   cost::MeasuredCostModel two(db, 2, 1, 3);
   two.set_load_probe(quiet);
   EXPECT_GT(two.graph_cost(conv_relu(false)).measured_new, 0u);
-  std::filesystem::remove(db);
+  remove_db(db);
 }
 
 TEST(Cost, ConcurrentWritersKeepTheDatabaseConsistent) {
@@ -120,7 +125,7 @@ TEST(Cost, ConcurrentWritersKeepTheDatabaseConsistent) {
   EXPECT_EQ(d.size(), 200u);
   EXPECT_EQ(d.lookup("fp", "sig3_7").value_or(-1), 7);
   EXPECT_FALSE(d.lookup("other", "sig3_7").has_value());
-  std::filesystem::remove(db);
+  remove_db(db);
 }
 
 }  // namespace
