@@ -52,12 +52,16 @@ models: deps
 	$(PY) scripts/export_torchvision.py --out build/models
 
 # isomer's runtime vs ONNX Runtime on the benchmark models (exported if missing),
-# with the cost model's predictions; prints a table, writes build/bench.json.
+# with the cost model's predictions (build/bench.json); then the rule generator's
+# stages, time and memory for each N in BENCH_MAX_OPS (build/bench_rules.json;
+# BENCH_MAX_OPS=3,4 adds the 4-operator run, about 8 minutes on 2 cores).
 BENCH_MODELS := resnet50 inception_v3 mobilenet_v2 squeezenet1_0
+BENCH_MAX_OPS ?= 3
 bench: build
 	@for m in $(BENCH_MODELS); do [ -f build/models/$$m.onnx ] || { $(MAKE) models; break; }; done
 	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
 	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
+	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
 
 # Regenerate the shipped rule set: every identity of up to 3 operators the generator
 # finds and the verifier accepts (verdicts recorded), in rules/generated.rules.
