@@ -215,24 +215,25 @@ int run_model(const RunArgs& a) {
   ro.blocked_layouts = !a.plain;
   ro.bindings = bindings;
   ro.delegate_opaque = !a.no_onnxruntime;
-  // Operators isomer does not know run on ONNX Runtime node by node; a model where
-  // that is not possible (see runtime/delegate.h) runs on ONNX Runtime whole.
+  // Operators isomer does not know run on ONNX Runtime node by node; a model the
+  // isomer runtime cannot run after all (a shape it cannot know before running, a
+  // delegated node whose output shape depends on data) runs on ONNX Runtime whole.
+  const bool random = inputs.empty();
   std::string why;
   std::unique_ptr<runtime::Executable> exe;
+  std::vector<Tensor> outputs;
   if (runtime::is_runnable(g, &why, ro)) {
     try {
       exe = runtime::compile(g, ro);
+      if (random) inputs = random_inputs(g, a.seed, ro.bindings);
+      outputs = exe->run(inputs);
     } catch (const Error& e) {
-      if (!has_opaque(g)) throw;
       why = e.what();
+      exe.reset();
     }
   }
-  if (!exe) return run_on_onnxruntime(a, g, inputs, bindings, why);
-  if (inputs.empty()) {
-    inputs = random_inputs(g, a.seed, ro.bindings);
-    std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
-  }
-  std::vector<Tensor> outputs = exe->run(inputs);
+  if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why);
+  if (random) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
   std::printf("%s: %zu steps, %d threads, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
               exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);

@@ -70,13 +70,20 @@ while True:
             # isomer's threads run right after: ONNX Runtime's must not spin.
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             s = ort.InferenceSession(blobs[0], so, providers=["CPUExecutionProvider"])
-            # Output types from runs on all-zero and all-one inputs of the planned
-            # shapes; a second run that fails (ones as indices, say) is left out.
+            # Output types from runs on inputs of the planned shapes: all zeros, all
+            # ones, and distinct values in [0, 1) (integers: 0, 1, 2, 0, ...); a later
+            # run that fails (ones as indices, say) is left out.
             probes = []
-            for fill in (0, 1):
-                feeds = {i.name: np.full(d, fill, dtype=TYPES[t]) for i, t, d in zip(s.get_inputs(), h["dtypes"], h["dims"])}
+            for fill in ("zeros", "ones", "distinct"):
+                feeds = {}
+                for i, t, d in zip(s.get_inputs(), h["dtypes"], h["dims"]):
+                    n = int(np.prod(d))
+                    v = {"zeros": np.zeros(n), "ones": np.ones(n),
+                         "distinct": (np.arange(n) % 3 if np.dtype(TYPES[t]).kind in "iub" else
+                                      np.random.default_rng(n).permutation(n) / max(n, 1))}[fill]
+                    feeds[i.name] = v.astype(TYPES[t]).reshape(d)
                 try:
-                    probes.append([[CODES.get(r.dtype, 0), list(r.shape)] for r in s.run(None, feeds)])
+                    probes.append([[CODES.get(r.dtype, 0), list(np.shape(r))] for r in s.run(None, feeds)])
                 except Exception:
                     if not probes:
                         raise
@@ -86,7 +93,7 @@ while True:
             s = sessions[h["id"]]
             feeds = {i.name: np.frombuffer(b, dtype=TYPES[t]).reshape(d)
                      for i, b, t, d in zip(s.get_inputs(), blobs, h["dtypes"], h["dims"])}
-            res = [np.ascontiguousarray(r) for r in s.run(None, feeds)]
+            res = [np.asarray(r, order="C") for r in s.run(None, feeds)]  # 0-d stays 0-d
             reply({"ok": True, "dtypes": [CODES.get(r.dtype, 0) for r in res], "dims": [list(r.shape) for r in res],
                    "lens": [r.nbytes for r in res]}, [r.tobytes() for r in res])
     except Exception as e:
@@ -262,7 +269,7 @@ void OrtWorker::run(int id, const std::vector<Buffer>& inputs, const std::vector
   }
   if (mismatch.empty() && lens.size() != outputs.size())
     mismatch = std::to_string(lens.size()) + " outputs came back, " + std::to_string(outputs.size()) + " planned";
-  require(mismatch.empty(), who + " on ONNX Runtime: " + mismatch);
+  if (!mismatch.empty()) throw DelegatedShapeError(who + " on ONNX Runtime: " + mismatch);
 }
 
 void lower_delegated(Compiler& c, const Node& n) {
@@ -334,9 +341,12 @@ void lower_delegated(Compiler& c, const Node& n) {
   // The buffers are planned from the probes' output types: they must not depend on
   // the data (NonZero's do), and every run checks that they did not.
   const std::vector<TensorType>& types = probes.front();
-  if (probes.size() > 1 && probes[1] != types)
-    throw Error(who + ": its output shapes depend on the data (" + to_string(types[0]) + " on zeros, " +
-                to_string(probes[1][0]) + " on ones), so the runtime cannot plan them");
+  for (size_t p = 1; p < probes.size(); ++p)
+    for (size_t k = 0; k < types.size() && k < probes[p].size(); ++k)
+      if (probes[p][k] != types[k])
+        throw Error(who + ": its output shapes depend on the data (output " + std::to_string(k) + ": " +
+                    to_string(types[k]) + " on zeros, " + to_string(probes[p][k]) + " on " +
+                    (p == 1 ? "ones" : "distinct values") + "), so the runtime cannot plan them");
   require(types.size() == n.num_outputs(), who + ": ONNX Runtime gives " + std::to_string(types.size()) +
                                                " outputs, the model names " + std::to_string(n.num_outputs()));
   std::vector<int> out_ids;

@@ -8,11 +8,12 @@
 //
 // The runtime plans buffers at compile time, so a delegated node's output types
 // must follow from its input types (and constant inputs). ONNX Runtime tells
-// them, by running the node on all-zero and on all-one inputs of the planned
-// shapes (Debian's ONNX shape inference knows only the rank for some operators,
-// Einsum among them); a node whose two answers differ (NonZero, Unique) is not
-// delegated, and every run checks the planned types again, so a shape that
-// depends on data in a way the probes missed is an error, never a wrong result.
+// them, by running the node on all-zero, all-one and distinct-valued inputs of
+// the planned shapes (Debian's ONNX shape inference knows only the rank for some
+// operators, Einsum among them); a node whose answers differ (NonZero, Unique,
+// NonMaxSuppression) is not delegated, and every run checks the planned types
+// again (DelegatedShapeError), so a shape that depends on data in a way the
+// probes missed is an error, never a wrong result.
 // Whatever cannot be delegated leaves the model to run on ONNX Runtime whole
 // (`isomer run`) or unpriced (`isomer optimize`).
 #include <cstddef>
@@ -21,11 +22,18 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/graph.h"
 
 namespace isomer::runtime {
 
 class Compiler;
+
+// A delegated node's outputs came back in other shapes than planned (they depend
+// on the data in a way the probes did not show): the graph cannot run here.
+struct DelegatedShapeError : Error {
+  using Error::Error;
+};
 
 // The helper process. One per isomer process, started on first use, shared by
 // every executable of the process; requests are serialized.

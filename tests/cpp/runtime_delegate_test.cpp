@@ -103,6 +103,26 @@ TEST(RuntimeDelegate, ProfilingAndSignaturesCoverDelegatedSteps) {
   EXPECT_GT(ms[1], 0.0);
 }
 
+TEST(RuntimeDelegate, OutputsOfAnotherShapeThanPlannedAreAnErrorAndTheHelperStaysInStep) {
+  REQUIRE_ONNXRUNTIME();
+  auto worker = runtime::OrtWorker::get();
+  const std::string model = export_onnx_bytes(relu_cumsum_neg("2"));
+  const TensorType f23{DType::Float32, make_shape({2, 3})};
+  std::vector<std::vector<TensorType>> probes;
+  int id = worker->load(model, 1, {f23}, &probes);
+  ASSERT_EQ(probes.size(), 3u);  // zeros, ones, distinct values: all [2,3]
+  for (const auto& p : probes) EXPECT_EQ(p, std::vector<TensorType>{f23});
+  std::vector<float> x = {1, -2, 3, -4, 5, 6}, y(6, 0.f), wrong(6, 0.f);
+  auto buffer = [](std::vector<float>& v, std::vector<int64_t> dims) {
+    return runtime::OrtWorker::Buffer{DType::Float32, std::move(dims), reinterpret_cast<char*>(v.data()),
+                                      v.size() * sizeof(float)};
+  };
+  EXPECT_THROW(worker->run(id, {buffer(x, {2, 3})}, {buffer(wrong, {3, 2})}, "test"), runtime::DelegatedShapeError);
+  EXPECT_EQ(wrong, std::vector<float>(6, 0.f));  // nothing written where the plan was wrong
+  worker->run(id, {buffer(x, {2, 3})}, {buffer(y, {2, 3})}, "test");
+  EXPECT_EQ(y, (std::vector<float>{-1, -1, -4, 0, -5, -11}));  // -cumsum(relu(x)) along each row
+}
+
 TEST(RuntimeDelegate, WithoutDelegationOpaqueNodesAreNotRunnable) {
   Graph g = relu_cumsum_neg("2");
   runtime::RuntimeOptions o;
