@@ -21,16 +21,10 @@ import sys
 import tempfile
 import time
 
+from bench import load_average  # scripts/bench.py
+
 STAGES = ["enumerated", "distinct", "candidate_pairs", "rechecked", "loaded", "after_implied", "proved", "tested",
           "refuted", "unknown", "written"]
-
-
-def load_average():
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except OSError:
-        return float("nan")
 
 
 def generate(isomer, n, jobs, out, report):
