@@ -73,8 +73,9 @@ class Executable {
   std::unique_ptr<Impl> impl_;
 };
 
-// Compiles `g`. Throws Error if a node cannot run (an opaque node, an operator
-// whose shapes stay unknown) with a message that says which and why.
+// Compiles `g`. Throws Error if a node cannot run (an opaque node ONNX Runtime
+// cannot take, or without delegation; an operator whose shapes stay unknown) with
+// a message that says which and why.
 std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts = {});
 
 // True if compile() can handle every node of `g` as far as the graph shows;
