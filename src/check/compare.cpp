@@ -80,6 +80,14 @@ std::string find_python() {
   return "python3";
 }
 
+std::string last_log_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
 namespace {
 
 // Runs both models with ONNX Runtime on the same random inputs and compares there.
@@ -152,10 +160,7 @@ CheckResult compare_with_onnxruntime(const Graph& original, const Graph& optimiz
                     (dir / "result.json").string() + "\" > \"" + (dir / "log.txt").string() + "\" 2>&1";
   int rc = std::system(cmd.c_str());
   if (rc != 0) {
-    std::ifstream log(dir / "log.txt");
-    std::string line, last;
-    while (std::getline(log, line))
-      if (!line.empty()) last = line;
+    std::string last = last_log_line((dir / "log.txt").string());
     r.status = CheckResult::Status::Skipped;
     r.reason = "the graph has operators isomer does not evaluate, and ONNX Runtime could not run it (" +
                (last.empty() ? "python exited with " + std::to_string(rc) : last) + ")";

@@ -37,6 +37,8 @@ struct CheckResult {
 // A Python interpreter that should have onnxruntime: $ISOMER_PYTHON, else the
 // project's virtual environment next to the source tree, else python3 on PATH.
 std::string find_python();
+// The last non-empty line of a Python child's log (its error, as a rule), or "".
+std::string last_log_line(const std::string& path);
 
 // Compares two graphs with the same interface (inputs and outputs by position).
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts = {});

@@ -93,10 +93,7 @@ OrtResult run_onnxruntime(const OrtRequest& r) {
                     " >" + shell_quoted(log) + " 2>&1";
   int rc = std::system(cmd.c_str());
   if (rc != 0) {
-    std::ifstream in(log);
-    std::string line, last;
-    while (std::getline(in, line))
-      if (!line.empty()) last = line;
+    std::string last = last_log_line(log);
     throw Error(last.empty() ? "python exited with status " + std::to_string(rc) : last);
   }
   nlohmann::json res;

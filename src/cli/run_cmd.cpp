@@ -50,12 +50,6 @@ runtime::NamedTensors named(const std::vector<std::string>& names, const std::ve
   return out;
 }
 
-bool has_opaque(const Graph& g) {
-  for (const NodePtr& n : g.topo_order())
-    if (n->kind() == NodeKind::Opaque) return true;
-  return false;
-}
-
 std::vector<std::string> input_names(const Graph& g) {
   std::vector<std::string> names;
   for (const NodePtr& in : g.inputs()) names.push_back(in->name());

@@ -108,14 +108,6 @@ uint64_t stable_hash(const std::string& s) {
   return h;
 }
 
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
 }  // namespace
 
 std::shared_ptr<OrtWorker> OrtWorker::get() {
@@ -176,7 +168,7 @@ OrtWorker::~OrtWorker() {
 }
 
 void OrtWorker::died(const std::string& doing) {
-  std::string last = last_line(log_path_);
+  std::string last = last_log_line(log_path_);
   throw Error(find_python() + " stopped while " + doing + (last.empty() ? "" : ": " + last));
 }
 
