@@ -3,8 +3,8 @@
 #include <functional>
 #include <utility>
 
+#include "ops/op.h"
 #include "rules/match.h"
-#include "search/search.h"
 
 namespace isomer::gen {
 namespace {
@@ -23,11 +23,11 @@ ImpliedChecker::OpCounts ImpliedChecker::op_counts(const Graph& g) const {
 
 void ImpliedChecker::add(const Rule& rule) {
   auto push = [&](const Rule& r) {
-    if (r.source_pattern.num_ops() == 0) return;  // a bare variable matches nothing
+    if (r.source.num_ops() == 0) return;  // a bare variable matches nothing
     Entry e{r, {}};
     std::unordered_map<size_t, uint8_t> needs;
-    for (const NodePtr& n : r.source_pattern.topo_order())
-      if (n->kind() == NodeKind::Op) ++needs[types_.emplace(n->op_type(), types_.size()).first->second];
+    for (const PatternNode& n : r.source.nodes)
+      if (n.kind == PatternNode::Kind::Op) ++needs[types_.emplace(std::string(n.op->name), types_.size()).first->second];
     e.needs.assign(needs.begin(), needs.end());
     rules_.push_back(std::move(e));
   };
@@ -56,9 +56,10 @@ std::unordered_set<uint64_t> ImpliedChecker::neighbours(const Graph& g) const {
 }
 
 bool ImpliedChecker::implied(const Rule& rule) const {
-  if (rules_.empty() || rule.verify_shapes.empty()) return false;
-  Graph a = rule.build_source(rule.verify_shapes[0]);
-  Graph b = rule.build_target(rule.verify_shapes[0]);
+  if (rules_.empty() || rule.verify.empty()) return false;
+  RuleInstance inst = instantiate(rule, 0);
+  const Graph& a = inst.source;
+  const Graph& b = inst.target;
   const uint64_t ha = structural_hash(a), hb = structural_hash(b);
   if (ha == hb) return true;
   std::unordered_set<uint64_t> na = neighbours(a);

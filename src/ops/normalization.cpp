@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eval/sym.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -61,6 +62,28 @@ std::vector<Tensor> eval_batch_norm(const EvalContext& ctx) {
     }
   }
   return {tensor(x.dtype(), y)};
+}
+
+// The same at T = Sym for the Z3 verifier: the square root is the Sqrt operator's
+// uninterpreted function, so rules that fold the per-channel factor
+// scale / sqrt(var + epsilon) into other weights are proved for every parameter value.
+std::vector<SymArray> sym_batch_norm(const Attributes& attrs, std::span<const SymArray> in) {
+  const SymArray& x = in[0];
+  const Sym epsilon(attrs.get_float("epsilon", 1e-5));
+  const AxisSplit s = split_at(x.dims, 1);
+  require(in[1].numel() == s.n && in[2].numel() == s.n && in[3].numel() == s.n && in[4].numel() == s.n,
+          "BatchNormalization parameters do not match the channels");
+  SymArray y = x;
+  for (int64_t c = 0; c < s.n; ++c) {
+    Sym shifted = in[4].data[c] + epsilon;
+    const Sym factor = in[1].data[c] / Sym::apply("Sqrt", std::span<const Sym>(&shifted, 1));
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        Sym& e = y.data[(o * s.n + c) * s.inner + i];
+        e = (e - in[3].data[c]) * factor + in[2].data[c];
+      }
+  }
+  return {y};
 }
 
 std::string import_batch_norm(OnnxForm& form, int64_t opset, GraphBuilder&) {
@@ -212,8 +235,16 @@ OpDef def_BatchNormalization() {
   d.attributes = {{"epsilon", "float"}, {"momentum", "float"}, {"training_mode", "int"}};
   d.infer = infer_batch_norm;
   d.eval = eval_batch_norm;
+  d.eval_sym = sym_batch_norm;
   d.onnx_import = import_batch_norm;
   d.onnx_export = export_batch_norm;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "epsilon", 1e-5);
+    set_default(a, "momentum", 0.9);
+    set_default(a, "training_mode", int64_t{0});
+    return a;
+  };
   return d;
 }
 

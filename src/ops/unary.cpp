@@ -282,6 +282,10 @@ OpDef def_Dropout() {
   d.props.shape_only = true;
   d.infer = infer_dropout;
   d.eval = eval_dropout;
+  // Field and symbolic: output 0 only (the identity); the mask has no such semantics,
+  // so a rule may drop a Dropout but not read its mask.
+  d.eval_field = exact_identity<Fp>;
+  d.eval_sym = exact_identity<Sym>;
   d.onnx_import = import_dropout;
   return d;
 }
@@ -310,6 +314,12 @@ OpDef def_Cast() {
   d.props.elementwise = true;
   d.infer = infer_cast;
   d.eval = eval_cast;
+  // Over the reals a cast to a floating-point type is the identity (the verifier does
+  // not model rounding); a cast to an integer type rounds, which it does not state.
+  d.eval_sym = [](const Attributes& attrs, std::span<const SymArray> in) -> std::vector<SymArray> {
+    require(is_float(static_cast<DType>(attrs.get_int("to"))), "Cast to an integer type has no symbolic semantics");
+    return {in[0]};
+  };
   return d;
 }
 

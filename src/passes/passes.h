@@ -1,17 +1,17 @@
 #pragma once
-// The template passes: the hand-written baseline of classic graph optimizations
-// (constant folding, CSE, DCE, no-op elimination, Conv/Gemm fusions), run to a
-// fixed point. Each rewrite has a stable name that appears in reports and JSON;
-// `simplify` counts how often each one was applied.
-//
-// Every rewrite is "match a small pattern at one node, return replacement values",
-// applied through isomer::rebuild(); see passes/rewrite.h for the rule interface.
+// The template passes: the classic graph simplifications (no-op elimination,
+// Conv/Gemm fusions, shape folding) as the rule file rules/templates.rules, run to a
+// fixed point by a greedy engine over the same compiled patterns the search and the
+// e-graph match; plus what is not a rewrite of a pattern, in C++: constant folding
+// (one generic rule over the operator table), CSE and DCE. Each rewrite has a stable
+// name that appears in reports and JSON; `simplify` counts how often each fired.
 #include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "rules/rule.h"
 
 namespace isomer {
 
@@ -32,15 +32,32 @@ struct PassOptions {
 // dims may become static when folding makes them known. Throws Error for an
 // unknown rule name in opts.disabled, or for "dce", which cannot be disabled.
 //
+// One round: fold constants and merge equal nodes (one rebuild), then match every
+// template rule at every node (topological order, rules in file order, the first
+// match at a node wins, a node is rewritten by one match per round) and apply all
+// chosen matches in one rebuild. A match is chosen only where it recomputes nothing
+// (see rules/templates.rules).
+//
 // What the counts mean:
+//   "fold-constants" - operators whose inputs were all constants, evaluated.
 //   "cse" - operator nodes merged into a structurally equal node.
 //   "dce" - operator nodes left without readers by a rewrite elsewhere (the node a
 //           rule replaced is counted under that rule, not here). Nodes that were
 //           already unreachable when `g` was built are not part of `g` at all, so
 //           they cannot be counted here.
+//   a template rule's family name (eliminate-dropout for eliminate-dropout/mask).
 Graph simplify(const Graph& g, const PassOptions& opts = {}, PassStats* stats = nullptr);
 
-// The stable names of all template rules, in the order they are documented.
+// The stable names of all template rules, in the order they are documented: the C++
+// ones (fold-constants, cse, dce), then the families of rules/templates.rules.
 std::vector<std::string> template_rule_names();
+
+// The template rules (rules/templates.rules, compiled into isomer), parsed once.
+const RuleSet& template_rules();
+
+// One round's worth of the generic C++ folding: operators whose inputs are all
+// constants evaluated (up to `fold_limit_bytes` per result), equal nodes merged unless
+// `merge_equal` is false. Counts go to `applied` ("fold-constants", "cse").
+Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied);
 
 }  // namespace isomer

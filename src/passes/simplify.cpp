@@ -1,88 +1,103 @@
-// The driver of the template passes: rounds of rebuilds until nothing fires.
-//
-// One round is two rebuilds of the graph:
-//   1. eliminate + fold rules (values replaced by simpler or constant values), with
-//      structurally equal nodes merged as they are rebuilt (CSE);
-//   2. fuse rules (a single-user producer absorbed into its consumer). They run in
-//      their own rebuild because "single user" must be counted on the graph being
-//      rewritten: a rebuild that also replaced values by other values (Identity(x)
-//      -> x) would add readers the use counts cannot see.
-// Nodes left without readers disappear by themselves (the graph holds only what is
-// reachable from its outputs); the driver counts them as "dce".
+// The greedy template engine (passes/passes.h): rounds of constant folding + CSE and
+// of template-rule rewrites until nothing changes.
 #include <algorithm>
+#include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/error.h"
 #include "ops/op.h"
 #include "passes/passes.h"
-#include "passes/rewrite.h"
+#include "rules/match.h"
 
 namespace isomer {
 
+extern const char* const kTemplateRulesText;  // templates_rules.cpp, generated from rules/templates.rules
+
 namespace {
 
-using passes::MatchContext;
-using passes::Rule;
-
+constexpr std::string_view kFold = "fold-constants";
 constexpr std::string_view kCse = "cse";
 constexpr std::string_view kDce = "dce";
 
-// Replacement values must have the replaced outputs' types wherever the outputs
-// are read (an unread output may be stood in for by any value of its dtype).
-bool keeps_types(const MatchContext& ctx, const std::vector<Value>& replacement) {
-  if (replacement.size() != ctx.node.num_outputs()) return false;
-  for (size_t i = 0; i < replacement.size(); ++i) {
-    const TensorType& want = ctx.output_types()[i];
-    if (!replacement[i].present() || replacement[i].type().dtype != want.dtype) return false;
-    if (ctx.output_used(i) && replacement[i].type() != want) return false;
+// Reads of each value: once per reader input, plus once per graph output it is.
+using UseCounts = std::unordered_map<Value, size_t, ValueHash>;
+UseCounts count_uses(const Graph& g) {
+  UseCounts uses;
+  for (const NodePtr& n : g.topo_order())
+    for (const Value& v : n->inputs())
+      if (v.present()) ++uses[v];
+  for (const Value& v : g.outputs()) ++uses[v];
+  return uses;
+}
+
+// op(c0, c1, ...) => constant(op.eval(c0, c1, ...))   [deterministic op, result <= limit bytes]
+std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, GraphBuilder& b, size_t limit) {
+  if (!node.op()->props.deterministic) return {};
+  std::vector<Tensor> args;
+  for (const Value& v : in) {
+    if (!v.present()) {
+      args.emplace_back();  // an omitted optional input, as the evaluator passes it
+      continue;
+    }
+    const Tensor* t = v.constant();
+    if (!t || !is_numeric(t->dtype())) return {};
+    args.push_back(*t);
   }
-  return true;
+  // Size the result from the shape rule before computing it: a large Expand or
+  // ConstantOfShape must not be materialized at all.
+  NodePtr now = in == node.inputs() ? node.shared_from_this() : node.with_inputs(in);
+  const std::vector<TensorType>& types = now->output_types();
+  size_t bytes = 0;
+  for (const TensorType& t : types) {
+    std::optional<int64_t> numel = num_elements(t.shape);
+    if (!numel || !is_numeric(t.dtype)) return {};
+    bytes += static_cast<size_t>(*numel) * dtype_size(t.dtype);
+  }
+  if (bytes > limit) return {};
+  EvalContext ctx{node.attrs(), args, node.num_outputs()};
+  std::vector<Tensor> results = node.op()->eval(ctx);
+  if (results.size() != node.num_outputs()) return {};
+  std::vector<Value> out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    std::string name = i < node.output_names().size() ? node.output_names()[i] : "";
+    out.push_back(b.constant(std::move(results[i]), std::move(name)));
+  }
+  return out;
 }
 
-std::unordered_set<const Node*> reachable(const Graph& g) {
-  std::unordered_set<const Node*> live;
-  for (const NodePtr& n : g.topo_order()) live.insert(n.get());
-  return live;
-}
-
-// One rebuild of `g` with `rules`; adds what fired to `applied`.
-Graph run_rules(const Graph& g, const std::vector<const Rule*>& rules, bool merge_equal, const PassOptions& opts,
-                std::map<std::string, size_t>& applied) {
-  const passes::UseCounts uses = passes::count_uses(g);
-  // Operator nodes no rule replaced -> the node they became in the new graph.
-  std::unordered_map<const Node*, NodePtr> kept;
-  Graph out = rebuild(g, [&](const Node& node, const std::vector<Value>& in, GraphBuilder& b) {
-    if (node.kind() == NodeKind::Op) {
-      MatchContext ctx{node, in, b, uses, opts};
-      for (const Rule* rule : rules) {
-        std::vector<Value> replacement;
-        try {
-          replacement = rule->fn(ctx);
-        } catch (const Error&) {
-          // A pattern whose replacement the shape rules reject is simply not applied.
-          replacement.clear();
-        }
-        if (replacement.empty() || !keeps_types(ctx, replacement)) continue;
-        ++applied[std::string(rule->name)];
-        return replacement;
+// True if applying `m` removes what it matched and recomputes nothing: every used
+// output of a root node is one the match replaces (else the node stays), and every
+// operator matched below the roots is read only by the match (else it stays and the
+// target computes it again) unless the target computes nothing (a variable or a
+// constant).
+bool recomputes_nothing(const Rule& rule, const Match& m, const UseCounts& uses) {
+  const bool target_computes = rule.target.num_ops() > 0;
+  std::unordered_set<const Node*> matched;
+  for (const NodePtr& n : m.nodes) matched.insert(n.get());
+  std::unordered_set<const Node*> roots;
+  for (const Value& r : m.roots) roots.insert(r.node.get());
+  // Reads of each matched node's outputs from inside the match.
+  std::unordered_map<Value, size_t, ValueHash> inside;
+  for (const NodePtr& n : m.nodes)
+    for (const Value& v : n->inputs())
+      if (v.present() && matched.count(v.node.get())) ++inside[v];
+  for (const NodePtr& n : m.nodes) {
+    const bool root = roots.count(n.get()) > 0;
+    if (!root && !target_computes) continue;
+    for (uint32_t i = 0; i < n->num_outputs(); ++i) {
+      Value v = n->output(i);
+      auto u = uses.find(v);
+      size_t total = u == uses.end() ? 0 : u->second;
+      if (total == 0) continue;
+      if (root) {
+        if (std::find(m.roots.begin(), m.roots.end(), v) == m.roots.end() && total > inside[v]) return false;
+      } else if (total != inside[v]) {
+        return false;
       }
     }
-    NodePtr node_now = in == node.inputs() ? node.shared_from_this() : node.with_inputs(in);
-    if (merge_equal) {
-      NodePtr merged = b.intern(node_now);
-      if (merged != node_now) ++applied[std::string(kCse)];
-      node_now = merged;
-    }
-    kept[&node] = node_now;
-    std::vector<Value> outs;
-    for (uint32_t i = 0; i < node_now->num_outputs(); ++i) outs.push_back(node_now->output(i));
-    return outs;
-  });
-  if (out.outputs() == g.outputs()) return out;  // same outputs: the same DAG, nothing died
-  const auto live = reachable(out);
-  for (const auto& [before, after] : kept)
-    if (!live.count(after.get())) ++applied[std::string(kDce)];
-  return out;
+  }
+  return true;
 }
 
 // Folding may make an output's symbolic dims static; anything else would change the
@@ -98,24 +113,44 @@ void check_interface(const Graph& before, const Graph& after) {
   }
 }
 
-std::vector<const Rule*> enabled(const std::vector<const std::vector<Rule>*>& sets, const PassOptions& opts) {
-  std::vector<const Rule*> rules;
-  for (const auto* set : sets)
-    for (const Rule& r : *set)
-      if (std::find(opts.disabled.begin(), opts.disabled.end(), r.name) == opts.disabled.end()) rules.push_back(&r);
-  return rules;
-}
-
 }  // namespace
 
+const RuleSet& template_rules() {
+  static const RuleSet set = parse_rules(kTemplateRulesText, "rules/templates.rules");
+  return set;
+}
+
 std::vector<std::string> template_rule_names() {
-  std::vector<std::string> names;
-  for (const Rule& r : passes::fold_rules()) names.emplace_back(r.name);
-  names.emplace_back(kCse);
-  names.emplace_back(kDce);
-  for (const auto* set : {&passes::eliminate_rules(), &passes::fuse_rules()})
-    for (const Rule& r : *set) names.emplace_back(r.name);
+  std::vector<std::string> names{std::string(kFold), std::string(kCse), std::string(kDce)};
+  for (const Rule& r : template_rules().rules)
+    if (std::find(names.begin(), names.end(), r.family()) == names.end()) names.push_back(r.family());
   return names;
+}
+
+Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied) {
+  return rebuild(g, [&](const Node& node, const std::vector<Value>& in, GraphBuilder& b) -> std::vector<Value> {
+    if (node.kind() == NodeKind::Op) {
+      std::vector<Value> folded;
+      try {
+        folded = fold_node(node, in, b, fold_limit_bytes);
+      } catch (const Error&) {
+        folded.clear();  // an operator the evaluator rejects at these values stays
+      }
+      if (!folded.empty()) {
+        ++applied[std::string(kFold)];
+        return folded;
+      }
+    }
+    NodePtr now = in == node.inputs() ? node.shared_from_this() : node.with_inputs(in);
+    if (merge_equal) {
+      NodePtr merged = b.intern(now);
+      if (merged != now) ++applied[std::string(kCse)];
+      now = merged;
+    }
+    std::vector<Value> outs;
+    for (uint32_t i = 0; i < now->num_outputs(); ++i) outs.push_back(now->output(i));
+    return outs;
+  });
 }
 
 Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
@@ -124,17 +159,81 @@ Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
     require(std::find(known.begin(), known.end(), name) != known.end(), "unknown template rule '" + name + "'");
     require(name != kDce, "rule 'dce' cannot be disabled: a graph holds only nodes reachable from its outputs");
   }
-  const bool merge_equal = std::find(opts.disabled.begin(), opts.disabled.end(), kCse) == opts.disabled.end();
-  const auto replace_rules = enabled({&passes::eliminate_rules(), &passes::fold_rules()}, opts);
-  const auto fuse_rules = enabled({&passes::fuse_rules()}, opts);
+  auto disabled = [&](std::string_view name) {
+    return std::find(opts.disabled.begin(), opts.disabled.end(), name) != opts.disabled.end();
+  };
+  const bool merge_equal = !disabled(kCse);
+  const bool fold = !disabled(kFold);
+  // Rules by the operator at their root, in file order.
+  std::unordered_map<std::string, std::vector<const Rule*>> by_root;
+  for (const Rule& r : template_rules().rules) {
+    if (disabled(r.family()) || r.num_outputs() != 1) continue;
+    const PatternNode& root = r.source.nodes[static_cast<size_t>(r.source.outputs[0].node)];
+    by_root[std::string(root.op->name)].push_back(&r);
+  }
 
   PassStats local;
   Graph current = g;
+  std::set<std::pair<const Rule*, const Node*>> failed;
+  std::vector<NodePtr> keep_alive;  // the nodes `failed` names stay valid
   while (local.iterations < opts.max_iterations) {
     ++local.iterations;
     std::map<std::string, size_t> round;
-    current = run_rules(current, replace_rules, merge_equal, opts, round);
-    current = run_rules(current, fuse_rules, merge_equal, opts, round);
+    current = fold ? fold_constants(current, opts.fold_limit_bytes, merge_equal, round)
+                   : (merge_equal ? fold_constants(current, 0, true, round) : current);
+    const UseCounts uses = count_uses(current);
+    std::vector<Match> chosen_matches;
+    std::vector<const Rule*> chosen_rules;
+    std::unordered_set<const Node*> claimed;
+    const std::vector<NodePtr> order = current.topo_order();
+    for (const NodePtr& n : order) {
+      if (n->kind() != NodeKind::Op || claimed.count(n.get())) continue;
+      auto it = by_root.find(n->op_type());
+      if (it == by_root.end()) continue;
+      for (const Rule* rule : it->second) {
+        if (failed.count({rule, n.get()})) continue;
+        std::optional<Match> m = match_at(*rule, n->output(rule->source.outputs[0].output));
+        if (!m) continue;
+        // A match that rewrites only its roots (its target computes nothing) leaves
+        // the rest for other matches.
+        std::vector<const Node*> claims;
+        if (rule->target.num_ops() > 0)
+          for (const NodePtr& x : m->nodes) claims.push_back(x.get());
+        else
+          for (const Value& r : m->roots) claims.push_back(r.node.get());
+        bool overlaps = std::any_of(claims.begin(), claims.end(), [&](const Node* x) { return claimed.count(x) > 0; });
+        if (overlaps || !recomputes_nothing(*rule, *m, uses)) continue;
+        claimed.insert(claims.begin(), claims.end());
+        chosen_rules.push_back(rule);
+        chosen_matches.push_back(std::move(*m));
+        break;
+      }
+    }
+    if (!chosen_matches.empty()) {
+      std::vector<std::pair<const Rule*, const Match*>> pairs;
+      for (size_t i = 0; i < chosen_matches.size(); ++i) pairs.emplace_back(chosen_rules[i], &chosen_matches[i]);
+      ApplyInfo info;
+      Graph next = apply_rules(current, pairs, &info, merge_equal);
+      std::unordered_set<const Node*> replaced;
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        if (!info.applied[i]) {
+          // Its target does not build here (a fold not applicable at these values):
+          // not chosen again while the node lives.
+          const NodePtr& root = chosen_matches[i].roots[0].node;
+          failed.insert({chosen_rules[i], root.get()});
+          keep_alive.push_back(root);
+          continue;
+        }
+        ++round[chosen_rules[i]->family()];
+        for (const Value& r : chosen_matches[i].roots) replaced.insert(r.node.get());
+      }
+      if (info.merged) round[std::string(kCse)] += info.merged;
+      std::unordered_set<const Node*> live;
+      for (const NodePtr& n : next.topo_order()) live.insert(n.get());
+      for (const auto& [before, after] : info.kept)
+        if (before->kind() == NodeKind::Op && !replaced.count(before) && !live.count(after.get())) ++round[std::string(kDce)];
+      current = std::move(next);
+    }
     for (const auto& [name, n] : round) local.applied[name] += n;
     if (round.empty()) break;
   }

@@ -16,124 +16,225 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.dims() == b.dims() && a.bytes() == b.bytes();
 }
 
-// Attributes equal up to what the operator defaults: a pattern Conv written without
-// strides matches a model's Conv with strides=[1,1] (see OpDef::canonical_attrs).
-bool same_attributes(const Node& pattern, const Node& node) {
-  return pattern.attrs() == node.attrs() || canonical_attributes(pattern) == canonical_attributes(node);
+// Numbers compare by value (an int attribute 1 equals a computed 1.0); the rest exactly.
+bool same_attr(const AttrValue& a, const AttrValue& b) {
+  if (const auto* i = std::get_if<int64_t>(&a))
+    if (const auto* d = std::get_if<double>(&b)) return static_cast<double>(*i) == *d;
+  if (const auto* d = std::get_if<double>(&a))
+    if (const auto* i = std::get_if<int64_t>(&b)) return static_cast<double>(*i) == *d;
+  return attr_equal(a, b);
 }
 
-// Matching state for one candidate assignment of roots (distinct roots bind distinct
-// values; other pattern nodes may share a graph node, as hash-consing merges them).
-// Within one root the pattern
-// determines the graph nodes uniquely, so only the choice of root values backtracks.
+// Matching state for one candidate assignment of roots. Within one root the pattern
+// determines the graph nodes uniquely, so only the choice of root values (and the
+// order of commutative operands) backtracks.
 struct MatchState {
-  std::unordered_map<const Node*, const Node*> nodes;  // pattern node -> graph node
-  std::vector<Value> vars;
+  std::vector<const Node*> nodes;  // pattern node -> graph node (nullptr: not matched yet)
+  Binding binding;
+  struct DeferredAttr {
+    const AttrPattern* attr;
+    AttrValue host;
+  };
+  std::vector<DeferredAttr> attrs;
+  std::vector<std::pair<int, Value>> consts;  // computed constants / folds to compare
 };
 
 class Matcher {
  public:
-  Matcher(const GraphIndex& index, const Rule& rule) : rule_(rule), by_type_(index.by_type) {
-    const Graph& p = rule.source_pattern;
-    for (size_t i = 0; i < p.inputs().size(); ++i) var_index_[p.inputs()[i].get()] = i;
-  }
+  Matcher(const Rule& rule, const std::map<std::string, std::vector<NodePtr>>* by_type)
+      : rule_(rule), p_(rule.source), by_type_(by_type) {}
 
-  void run(size_t limit, std::vector<Match>& out) {
+  void run(size_t limit, std::vector<Match>& out, const Node* only_root = nullptr) {
     MatchState s;
-    s.vars.resize(rule_.vars.size());
+    s.nodes.assign(p_.nodes.size(), nullptr);
+    s.binding = Binding(rule_.vars.size());
+    s.binding.source_values.resize(p_.nodes.size());
     limit_ = limit;
+    only_root_ = only_root;
     match_root(0, s, out);
   }
 
  private:
   void match_root(size_t k, const MatchState& s, std::vector<Match>& out) {
     if (out.size() >= limit_) return;
-    const auto& outputs = rule_.source_pattern.outputs();
-    if (k == outputs.size()) {
+    if (k == p_.outputs.size()) {
       finish(s, out);
       return;
     }
-    const Value& pv = outputs[k];
-    if (pv.node->kind() != NodeKind::Op) return;  // a source output must be computed by an operator
-    auto it = by_type_.find(pv.node->op_type());
-    if (it == by_type_.end()) return;
-    for (const NodePtr& n : it->second) {
-      if (pv.index >= n->num_outputs()) continue;
+    const PatternRef& pr = p_.outputs[k];
+    const PatternNode& pn = p_.nodes[static_cast<size_t>(pr.node)];
+    auto try_node = [&](const Node& n) {
+      if (pr.output >= n.num_outputs()) return;
       // Distinct source outputs replace distinct values (a value merged with itself
       // would be a pointless rewrite).
-      bool taken = false;
-      for (size_t j = 0; j < k; ++j)
-        taken = taken || (s.nodes.at(outputs[j].node.get()) == n.get() && outputs[j].index == pv.index);
-      if (taken) continue;
+      for (size_t j = 0; j < k; ++j) {
+        const PatternRef& prev = p_.outputs[j];
+        if (s.nodes[static_cast<size_t>(prev.node)] == &n && prev.output == pr.output) return;
+      }
       MatchState next = s;
-      if (match_value(pv, n->output(pv.index), next)) match_root(k + 1, next, out);
+      if (match_value(pr, n.output(pr.output), next)) match_root(k + 1, next, out);
+    };
+    if (only_root_ && k == 0) {
+      try_node(*only_root_);
+      return;
+    }
+    auto it = by_type_->find(std::string(pn.op->name));
+    if (it == by_type_->end()) return;
+    for (const NodePtr& n : it->second) {
+      try_node(*n);
       if (out.size() >= limit_) return;
     }
   }
 
   void finish(const MatchState& s, std::vector<Match>& out) {
-    std::vector<TensorType> types;
-    for (const Value& v : s.vars) types.push_back(v.type());
-    if (!rule_.guards_hold(types)) return;
-    Match m;
-    m.vars = s.vars;
-    for (const Value& pv : rule_.source_pattern.outputs()) {
-      const Node* host = s.nodes.at(pv.node.get());
-      m.roots.push_back(host->output(pv.index));
+    BindingEnv env(s.binding);
+    try {
+      for (const auto& d : s.attrs)
+        if (!same_attr(eval_expr(d.attr->expr, env), d.host)) return;
+      for (const auto& [node, host] : s.consts) {
+        const PatternNode& pn = p_.nodes[static_cast<size_t>(node)];
+        AttrValue v;
+        if (pn.kind == PatternNode::Kind::Fold) {
+          v = eval_expr(pn.fold, env);
+        } else {
+          std::vector<double> values;
+          for (const Expr& e : pn.elements) {
+            AttrValue x = eval_expr(e, env);
+            if (const auto* i = std::get_if<int64_t>(&x)) values.push_back(static_cast<double>(*i));
+            else if (const auto* d = std::get_if<double>(&x)) values.push_back(*d);
+            else return;
+          }
+          std::vector<int64_t> dims = static_dims(pn.const_type.shape, "constant");
+          v = Tensor::from_f64(pn.const_type.dtype, dims, values);
+        }
+        const auto* t = std::get_if<Tensor>(&v);
+        if (!t || !same_tensor(*t, *host.constant())) return;
+      }
+    } catch (const NotApplicable&) {
+      return;
+    } catch (const Error&) {
+      return;
     }
-    for (const auto& [pat, host] : s.nodes) m.nodes.push_back(host->shared_from_this());
+    if (!guards_hold(rule_, s.binding)) return;
+    Match m;
+    m.binding = s.binding;
+    for (const PatternRef& pr : p_.outputs) m.roots.push_back(s.nodes[static_cast<size_t>(pr.node)]->output(pr.output));
+    for (size_t i = 0; i < p_.nodes.size(); ++i)
+      if (p_.nodes[i].kind == PatternNode::Kind::Op && s.nodes[i]) m.nodes.push_back(s.nodes[i]->shared_from_this());
     std::sort(m.nodes.begin(), m.nodes.end());
     m.nodes.erase(std::unique(m.nodes.begin(), m.nodes.end()), m.nodes.end());
     out.push_back(std::move(m));
   }
 
-  bool match_value(const Value& pv, const Value& hv, MatchState& s) const {
-    if (!pv.present() || !hv.present()) return pv.present() == hv.present();
-    const Node& p = *pv.node;
-    const Node& h = *hv.node;
-    switch (p.kind()) {
-      case NodeKind::Input: {
-        size_t k = var_index_.at(&p);
-        if (rule_.vars[k].const_only && h.kind() != NodeKind::Constant) return false;
-        if (s.vars[k].present()) return s.vars[k] == hv;
-        s.vars[k] = hv;
-        return true;
+  // Attributes of `p` against the graph node `h` (see match.h).
+  bool match_attrs(const PatternNode& p, const Node& h, MatchState& s) const {
+    if (p.attrs.empty() && p.spread < 0) return h.attrs().empty() || canonical_attributes(h) == canonical_defaults(p, h);
+    Attributes host = canonical_attributes(h);
+    Attributes pat;
+    std::vector<std::string> computed;
+    for (const AttrPattern& a : p.attrs) {
+      switch (a.kind) {
+        case AttrPattern::Kind::Literal: pat.set(a.name, a.literal); break;
+        case AttrPattern::Kind::Var: {
+          const AttrValue* v = host.find(a.name);
+          if (!v) return false;
+          auto& slot = s.binding.attrs[static_cast<size_t>(a.var)];
+          if (slot && !same_attr(*slot, *v)) return false;
+          slot = *v;
+          pat.set(a.name, *v);
+          break;
+        }
+        case AttrPattern::Kind::Computed: {
+          const AttrValue* v = host.find(a.name);
+          if (!v) return false;
+          s.attrs.push_back({&a, *v});
+          computed.push_back(a.name);
+          break;
+        }
       }
-      case NodeKind::Constant:
-        return h.kind() == NodeKind::Constant && same_tensor(*p.value(), *h.value());
-      case NodeKind::Opaque:
-        return false;
-      case NodeKind::Op:
-        break;
     }
-    if (h.kind() != NodeKind::Op || pv.index != hv.index || p.op_type() != h.op_type() ||
-        p.num_outputs() != h.num_outputs() || p.inputs().size() != h.inputs().size() || !same_attributes(p, h))
-      return false;
-    if (auto it = s.nodes.find(&p); it != s.nodes.end()) return it->second == &h;
-    // A commutative binary operator also matches with its operands swapped (Add(b, m)
-    // as exporters write a bias add, against a rule's Add(m, b)); the first order
-    // that matches this far is kept.
-    bool commutes = p.op()->props.commutative && p.inputs().size() == 2;
-    MatchState before = commutes ? s : MatchState{};
-    s.nodes[&p] = &h;
-    if (match_value(p.inputs()[0], h.inputs()[0], s) && (p.inputs().size() < 2 || match_inputs_from(1, p, h, s)))
-      return true;
-    if (!commutes) return false;
-    s = std::move(before);
-    s.nodes[&p] = &h;
-    return match_value(p.inputs()[0], h.inputs()[1], s) && match_value(p.inputs()[1], h.inputs()[0], s);
-  }
-
-  bool match_inputs_from(size_t first, const Node& p, const Node& h, MatchState& s) const {
-    for (size_t i = first; i < p.inputs().size(); ++i)
-      if (!match_value(p.inputs()[i], h.inputs()[i], s)) return false;
+    Attributes canon = canonical_of(p, pat, h);
+    if (p.spread < 0) {
+      for (const std::string& name : computed) {
+        canon.erase(name);
+        host.erase(name);
+      }
+      return canon == host;
+    }
+    Attributes rest = host;
+    for (const AttrPattern& a : p.attrs) {
+      if (a.kind != AttrPattern::Kind::Computed) {
+        const AttrValue* x = canon.find(a.name);
+        const AttrValue* y = host.find(a.name);
+        if ((x == nullptr) != (y == nullptr) || (x && !attr_equal(*x, *y))) return false;
+      }
+      rest.erase(a.name);
+    }
+    auto& slot = s.binding.attr_sets[static_cast<size_t>(p.spread)];
+    if (slot && !(*slot == rest)) return false;
+    slot = std::move(rest);
     return true;
   }
 
+  static Attributes canonical_of(const PatternNode& p, const Attributes& attrs, const Node& h) {
+    if (!p.op->canonical_attrs) return attrs;
+    std::vector<TensorType> types;
+    for (const Value& v : h.inputs()) types.push_back(v.present() ? v.type() : TensorType{});
+    return p.op->canonical_attrs(attrs, types);
+  }
+  static Attributes canonical_defaults(const PatternNode& p, const Node& h) { return canonical_of(p, {}, h); }
+
+  bool match_value(const PatternRef& pr, const Value& hv, MatchState& s) const {
+    if (!pr.present() || !hv.present()) return pr.present() == hv.present();
+    const size_t pi = static_cast<size_t>(pr.node);
+    const PatternNode& p = p_.nodes[pi];
+    const Node& h = *hv.node;
+    switch (p.kind) {
+      case PatternNode::Kind::Var: {
+        const RuleVar& var = rule_.vars[static_cast<size_t>(p.var)];
+        if (var.const_only && h.kind() != NodeKind::Constant) return false;
+        Value& slot = s.binding.operands[static_cast<size_t>(p.var)];
+        if (slot.present()) return slot == hv;
+        slot = hv;
+        s.binding.source_values[pi] = {hv};
+        return true;
+      }
+      case PatternNode::Kind::Const:
+      case PatternNode::Kind::Fold:
+        if (h.kind() != NodeKind::Constant) return false;
+        s.binding.source_values[pi] = {hv};
+        if (p.literal) return same_tensor(*p.literal, *h.value());
+        s.consts.emplace_back(pr.node, hv);
+        return true;
+      case PatternNode::Kind::Op: break;
+    }
+    if (h.kind() != NodeKind::Op || pr.output != hv.index || p.op != h.op() || p.num_outputs != h.num_outputs() ||
+        p.inputs.size() != h.inputs().size())
+      return false;
+    if (s.nodes[pi]) return s.nodes[pi] == &h;
+    if (!match_attrs(p, h, s)) return false;
+    // A commutative binary operator also matches with its operands swapped (Add(b, m)
+    // as exporters write a bias add, against a rule's Add(m, b)); the first order
+    // that matches this far is kept.
+    const bool commutes = p.op->props.commutative && p.inputs.size() == 2;
+    MatchState before = commutes ? s : MatchState{};
+    s.nodes[pi] = &h;
+    s.binding.source_values[pi].clear();
+    for (uint32_t o = 0; o < h.num_outputs(); ++o) s.binding.source_values[pi].push_back(h.output(o));
+    bool ok = true;
+    for (size_t i = 0; ok && i < p.inputs.size(); ++i) ok = match_value(p.inputs[i], h.inputs()[i], s);
+    if (ok || !commutes) return ok;
+    s = std::move(before);
+    s.nodes[pi] = &h;
+    for (uint32_t o = 0; o < h.num_outputs(); ++o) s.binding.source_values[pi].push_back(h.output(o));
+    return match_value(p.inputs[0], h.inputs()[1], s) && match_value(p.inputs[1], h.inputs()[0], s);
+  }
+
   const Rule& rule_;
-  std::unordered_map<const Node*, size_t> var_index_;
-  const std::map<std::string, std::vector<NodePtr>>& by_type_;
+  const Pattern& p_;
+  const std::map<std::string, std::vector<NodePtr>>* by_type_;
   size_t limit_ = SIZE_MAX;
+  const Node* only_root_ = nullptr;
 };
 
 }  // namespace
@@ -149,119 +250,129 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule, RuleCounts* co
 
 std::vector<Match> find_matches(const GraphIndex& index, const Rule& rule, RuleCounts* counts, size_t limit) {
   std::vector<Match> out;
-  Matcher(index, rule).run(limit, out);
+  Matcher(rule, &index.by_type).run(limit, out);
   if (counts) (*counts)[rule.name].matches += out.size();
   return out;
 }
 
-std::optional<std::vector<Value>> build_target_at(const Rule& rule, const std::vector<Value>& var_values,
-                                                  GraphBuilder& b, std::string* why) {
-  auto fail = [&](const std::string& reason) -> std::optional<std::vector<Value>> {
-    if (why) *why = "rule '" + rule.name + "': " + reason;
-    return std::nullopt;
-  };
-  if (var_values.size() != rule.vars.size()) return fail("wrong number of variable values");
-  std::vector<TensorType> types;
-  for (const Value& v : var_values) types.push_back(v.type());
-  std::string failed;
-  if (!rule.guards_hold(types, &failed)) return fail("guard '" + failed + "' does not hold");
+std::optional<Match> match_at(const Rule& rule, const Value& root) {
+  if (rule.source.outputs.size() != 1 || !root.present() || root.node->kind() != NodeKind::Op) return std::nullopt;
+  std::vector<Match> out;
+  Matcher(rule, nullptr).run(1, out, root.node.get());
+  if (out.empty() || out[0].roots[0] != root) return std::nullopt;
+  return std::move(out[0]);
+}
+
+std::optional<std::vector<Value>> build_target_at(const Rule& rule, const Binding& bind, GraphBuilder& b,
+                                                  std::string* why) {
   try {
-    Graph t = rule.build_target(types);
-    std::unordered_map<const Node*, std::vector<Value>> map;
-    for (size_t i = 0; i < t.inputs().size(); ++i) map[t.inputs()[i].get()] = {var_values[i]};
-    auto mapped = [&](const Value& v) { return v.present() ? map.at(v.node.get()).at(v.index) : v; };
-    for (const NodePtr& n : t.topo_order()) {
-      if (n->kind() == NodeKind::Input) continue;
-      NodePtr built;
-      if (n->kind() == NodeKind::Constant) {
-        built = b.intern(n);
-      } else {
-        std::vector<Value> ins;
-        for (const Value& v : n->inputs()) ins.push_back(mapped(v));
-        built = b.intern(n->with_inputs(std::move(ins)));
-      }
-      for (uint32_t i = 0; i < built->num_outputs(); ++i) map[n.get()].push_back(built->output(i));
-    }
-    std::vector<Value> outs;
-    for (const Value& v : t.outputs()) outs.push_back(mapped(v));
-    return outs;
-  } catch (const Error& e) {
-    return fail(std::string("target does not build: ") + e.what());
+    return build_side(rule, rule.target, bind, b);
+  } catch (const std::exception& e) {
+    if (why) *why = "rule '" + rule.name + "': target does not build: " + e.what();
+    return std::nullopt;
   }
+}
+
+Graph apply_rules(const Graph& g, const std::vector<std::pair<const Rule*, const Match*>>& matches,
+                  ApplyInfo* info, bool merge_equal) {
+  ApplyInfo local;
+  ApplyInfo& out_info = info ? *info : local;
+  out_info = ApplyInfo{};
+  std::vector<bool> applied(matches.size(), false);
+  std::unordered_map<const Node*, std::vector<size_t>> roots_at;  // graph node -> matches rooted there
+  for (size_t i = 0; i < matches.size(); ++i)
+    for (const Value& r : matches[i].second->roots) {
+      auto& list = roots_at[r.node.get()];
+      if (std::find(list.begin(), list.end(), i) == list.end()) list.push_back(i);
+    }
+  std::unordered_map<const Node*, std::vector<Value>> memo;  // graph node -> its outputs in the new graph
+  std::unordered_set<const Node*> in_progress;
+  std::vector<std::optional<std::vector<Value>>> replacement(matches.size());
+  std::vector<bool> tried(matches.size(), false);
+  GraphBuilder* builder = nullptr;
+  std::string last_error;
+
+  std::function<std::vector<Value>(const Node&)> outputs_of = [&](const Node& node) -> std::vector<Value> {
+    if (auto it = memo.find(&node); it != memo.end()) return it->second;
+    if (!in_progress.insert(&node).second) throw Error("a variable depends on a value the rewrite replaces");
+    GraphBuilder& b = *builder;
+    std::vector<Value> outs;
+    if (node.kind() == NodeKind::Input || node.kind() == NodeKind::Constant) {
+      outs = {b.intern(node.shared_from_this())->output(0)};
+    } else {
+      std::vector<Value> ins;
+      for (const Value& in : node.inputs()) ins.push_back(in.present() ? outputs_of(*in.node).at(in.index) : in);
+      NodePtr kept = ins == node.inputs() ? node.shared_from_this() : node.with_inputs(std::move(ins));
+      if (merge_equal) {
+        NodePtr merged = b.intern(kept);
+        if (merged != kept) ++out_info.merged;
+        kept = merged;
+      }
+      out_info.kept[&node] = kept;
+      for (uint32_t i = 0; i < kept->num_outputs(); ++i) outs.push_back(kept->output(i));
+    }
+    if (auto it = roots_at.find(&node); it != roots_at.end()) {
+      for (size_t mi : it->second) {
+        const Rule& rule = *matches[mi].first;
+        const Match& m = *matches[mi].second;
+        if (!tried[mi]) {
+          tried[mi] = true;
+          try {
+            Binding bind = m.binding;
+            for (Value& v : bind.operands)
+              if (v.present()) v = outputs_of(*v.node).at(v.index);
+            std::vector<Value> r = build_side(rule, rule.target, bind, b);
+            bool types_ok = r.size() == m.roots.size();
+            for (size_t k = 0; types_ok && k < r.size(); ++k) types_ok = r[k].type() == m.roots[k].type();
+            if (types_ok) replacement[mi] = std::move(r);
+          } catch (const std::exception& e) {
+            // The target does not build at these values (or would depend on itself): skip.
+            std::string msg = e.what();
+            last_error = msg.find("depends on a value") != std::string::npos ? msg : "target does not build: " + msg;
+          }
+        }
+        if (!replacement[mi]) continue;
+        applied[mi] = true;
+        for (size_t k = 0; k < m.roots.size(); ++k)
+          if (m.roots[k].node.get() == &node) outs[m.roots[k].index] = (*replacement[mi])[k];
+      }
+    }
+    in_progress.erase(&node);
+    memo[&node] = outs;
+    return outs;
+  };
+
+  Graph out = rebuild(g, [&](const Node& node, const std::vector<Value>&, GraphBuilder& b) {
+    builder = &b;
+    return outputs_of(node);
+  });
+  out_info.applied = std::move(applied);
+  out_info.error = last_error;
+  return out;
 }
 
 Graph apply_rule(const Graph& g, const Rule& rule, const Match& m, RuleCounts* counts, bool* applied,
                  std::string* why) {
   if (applied) *applied = false;
-  std::unordered_set<const Node*> root_nodes;
-  for (const Value& r : m.roots) root_nodes.insert(r.node.get());
-  std::unordered_map<const Node*, std::vector<Value>> memo;  // graph node -> its outputs in the new graph
-  std::optional<std::vector<Value>> replacement;
-  std::string reason;
-
-  auto keep = [&](const Node& node, std::vector<Value> new_inputs, GraphBuilder& b) {
-    NodePtr kept = new_inputs == node.inputs() ? node.shared_from_this() : node.with_inputs(std::move(new_inputs));
-    kept = b.intern(kept);
-    std::vector<Value> outs;
-    for (uint32_t i = 0; i < kept->num_outputs(); ++i) outs.push_back(kept->output(i));
-    return outs;
-  };
-  // A variable's value in the new graph. Variables are ancestors of the roots but
-  // rebuild may not have reached them yet (multi-output sources), so this maps
-  // ancestors on demand, memoized so rebuild later gets the very same nodes.
-  std::function<Value(const Value&, GraphBuilder&)> map_value = [&](const Value& v, GraphBuilder& b) -> Value {
-    if (!v.present()) return v;
-    const Node* n = v.node.get();
-    if (auto it = memo.find(n); it != memo.end()) return it->second.at(v.index);
-    if (root_nodes.count(n)) throw Error("a variable depends on a value the rewrite replaces");
-    std::vector<Value> outs;
-    if (n->kind() == NodeKind::Input || n->kind() == NodeKind::Constant) {
-      outs = {b.intern(v.node)->output(0)};
-    } else {
-      std::vector<Value> ins;
-      for (const Value& in : n->inputs()) ins.push_back(map_value(in, b));
-      outs = keep(*n, std::move(ins), b);
-    }
-    memo[n] = outs;
-    return outs.at(v.index);
-  };
-
-  RewriteFn fn = [&](const Node& node, const std::vector<Value>& new_inputs, GraphBuilder& b) -> std::vector<Value> {
-    if (auto it = memo.find(&node); it != memo.end()) return it->second;
-    std::vector<Value> outs = keep(node, new_inputs, b);
-    if (root_nodes.count(&node)) {
-      if (!replacement) {
-        std::vector<Value> vars;
-        for (const Value& v : m.vars) vars.push_back(map_value(v, b));
-        replacement = build_target_at(rule, vars, b, &reason);
-        if (!replacement) throw Error(reason);
-      }
-      for (size_t k = 0; k < m.roots.size(); ++k) {
-        if (m.roots[k].node.get() != &node) continue;
-        const Value& r = (*replacement)[k];
-        if (r.type() != m.roots[k].type())
-          throw Error("rule '" + rule.name + "': target output " + std::to_string(k) + " is " + print_type(r.type()) +
-                      " but the value it replaces is " + print_type(m.roots[k].type()));
-        outs[m.roots[k].index] = r;
-      }
-    }
-    memo[&node] = outs;
-    return outs;
-  };
-
+  ApplyInfo info;
+  Graph out;
   try {
-    Graph out = rebuild(g, fn);
-    if (!replacement) {
-      if (why) *why = "rule '" + rule.name + "': the match's roots are not in the graph";
-      return g;
-    }
-    if (applied) *applied = true;
-    if (counts) ++(*counts)[rule.name].applications;
-    return out;
+    out = apply_rules(g, {{&rule, &m}}, &info);
   } catch (const Error& e) {
     if (why) *why = e.what();
     return g;
   }
+  const std::string& error = info.error;
+  if (info.applied.empty() || !info.applied[0]) {
+    if (why)
+      *why = !error.empty() ? "rule '" + rule.name + "': " + error
+                            : "rule '" + rule.name + "': the target's types differ from the values it replaces, or "
+                              "its roots are not in the graph";
+    return g;
+  }
+  if (applied) *applied = true;
+  if (counts) ++(*counts)[rule.name].applications;
+  return out;
 }
 
 }  // namespace isomer

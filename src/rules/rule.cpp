@@ -1,14 +1,18 @@
+// The rule file: parsing, load-time checks, printing and reversal (rules/rule.h).
 #include "rules/rule.h"
 
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "ir/error.h"
 #include "ir/text.h"
+#include "ir/text_internal.h"
+#include "rules/binding.h"
 
 namespace isomer {
 namespace {
@@ -16,7 +20,7 @@ namespace {
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
 }
-bool is_rule_name_char(char c) { return is_name_char(c) || c == '-'; }
+bool is_rule_name_char(char c) { return is_name_char(c) || c == '-' || c == '/'; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
@@ -28,195 +32,25 @@ bool starts_with_word(std::string_view s, std::string_view word) {
   return s.substr(0, word.size()) == word && (s.size() == word.size() || s[word.size()] == ' ');
 }
 
-// ---- Shape expressions ---------------------------------------------------------------
-
-class ExprParser {
- public:
-  explicit ExprParser(std::string_view s) : s_(s) {}
-
-  ShapeExpr parse_full() {
-    ShapeExpr e = expr();
-    skip();
-    if (pos_ != s_.size()) fail("unexpected '" + std::string(s_.substr(pos_)) + "'");
-    return e;
-  }
-  ShapeExpr expr() {
-    ShapeExpr e = term();
-    for (;;) {
-      if (accept('+')) e = binary(ShapeExpr::Kind::Add, std::move(e), term());
-      else if (accept('-')) e = binary(ShapeExpr::Kind::Sub, std::move(e), term());
-      else return e;
-    }
-  }
-  // Reads a comparison operator; empty if none.
-  std::string comparison() {
-    skip();
-    for (std::string_view op : {"==", "!=", "<=", ">=", "<", ">"})
-      if (s_.substr(pos_, op.size()) == op) {
-        pos_ += op.size();
-        return std::string(op);
-      }
-    return "";
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) const {
-    throw Error("in expression '" + std::string(s_) + "': " + why);
-  }
-  void skip() {
-    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
-  }
-  bool accept(char c) {
-    skip();
-    if (pos_ < s_.size() && s_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  void expect(char c) {
-    if (!accept(c)) fail(std::string("expected '") + c + "'");
-  }
-  static ShapeExpr binary(ShapeExpr::Kind k, ShapeExpr a, ShapeExpr b) {
-    ShapeExpr e;
-    e.kind = k;
-    e.args = {std::move(a), std::move(b)};
-    return e;
-  }
-  ShapeExpr term() {
-    ShapeExpr e = atom();
-    while (accept('*')) e = binary(ShapeExpr::Kind::Mul, std::move(e), atom());
-    return e;
-  }
-  int64_t integer() {
-    skip();
-    bool neg = accept('-');
-    skip();
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), v);
-    if (ec != std::errc()) fail("expected an integer");
-    pos_ = static_cast<size_t>(p - s_.data());
-    return neg ? -v : v;
-  }
-  std::string var() {
-    skip();
-    if (!accept('%')) fail("expected a variable like %x");
-    size_t start = pos_;
-    while (pos_ < s_.size() && is_name_char(s_[pos_])) ++pos_;
-    if (pos_ == start) fail("expected a variable name after %");
-    return std::string(s_.substr(start, pos_ - start));
-  }
-  ShapeExpr atom() {
-    skip();
-    ShapeExpr e;
-    if (accept('(')) {
-      e = expr();
-      expect(')');
-      return e;
-    }
-    if (accept('-')) {
-      e.kind = ShapeExpr::Kind::Neg;
-      e.args = {atom()};
-      return e;
-    }
-    if (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      e.value = integer();
-      return e;
-    }
-    size_t start = pos_;
-    while (pos_ < s_.size() && is_name_char(s_[pos_])) ++pos_;
-    std::string fn(s_.substr(start, pos_ - start));
-    if (fn == "rank") {
-      expect('(');
-      e.kind = ShapeExpr::Kind::Rank;
-      e.var = var();
-      expect(')');
-    } else if (fn == "dim") {
-      expect('(');
-      e.kind = ShapeExpr::Kind::Dim;
-      e.var = var();
-      expect(',');
-      e.value = integer();
-      expect(')');
-    } else {
-      fail(fn.empty() ? "expected an integer, rank(%v) or dim(%v, i)" : "unknown function '" + fn + "'");
-    }
-    return e;
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
-};
-
-void collect_vars(const ShapeExpr& e, std::set<std::string>& out) {
-  if (!e.var.empty()) out.insert(e.var);
-  for (const ShapeExpr& a : e.args) collect_vars(a, out);
-}
-
-Guard parse_guard(std::string_view text) {
-  Guard g;
-  g.text = std::string(text);
-  ExprParser p(text);
-  g.lhs = p.expr();
-  g.op = p.comparison();
-  if (g.op.empty()) throw Error("guard '" + g.text + "' needs a comparison (== != < <= > >=)");
-  g.rhs = p.parse_full();
-  return g;
-}
-
-bool compare(int64_t a, const std::string& op, int64_t b) {
-  if (op == "==") return a == b;
-  if (op == "!=") return a != b;
-  if (op == "<") return a < b;
-  if (op == "<=") return a <= b;
-  if (op == ">") return a > b;
-  return a >= b;
-}
-
-// Finds each `$(...)` in `line`; calls fn(begin, end, inner) for it.
-template <typename Fn>
-void for_each_template(std::string_view line, Fn fn) {
-  size_t pos = 0;
-  while ((pos = line.find("$(", pos)) != std::string_view::npos) {
-    int depth = 0;
-    size_t end = pos + 1;
-    for (; end < line.size(); ++end) {
-      if (line[end] == '(') ++depth;
-      if (line[end] == ')' && --depth == 0) break;
-    }
-    if (end >= line.size()) throw Error("unclosed $( in '" + std::string(line) + "'");
-    fn(pos, end + 1, line.substr(pos + 2, end - pos - 2));
-    pos = end + 1;
-  }
-}
-
-// `%name` tokens of a block line (comment cut off, templates replaced): the ones it
-// defines (left of the first '=') and the ones it uses.
-void scan_line(std::string_view line, std::vector<std::string>& defs, std::vector<std::string>& uses) {
-  std::string text;
+// Splits at commas outside brackets, braces, parentheses and strings.
+std::vector<std::string_view> split_top(std::string_view text) {
+  std::vector<std::string_view> out;
+  int depth = 0;
   bool in_string = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (c == '"' && (i == 0 || line[i - 1] != '\\')) in_string = !in_string;
-    if (c == '#' && !in_string) break;
-    text += c;
-  }
-  size_t eq = starts_with_word(trim(text), "return") ? std::string::npos : text.find('=');
+  size_t start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') continue;
-    size_t j = i + 1;
-    while (j < text.size() && is_name_char(text[j])) ++j;
-    if (j == i + 1) continue;
-    std::string name = text.substr(i + 1, j - i - 1);
-    (eq != std::string::npos && i < eq ? defs : uses).push_back(name);
-    i = j - 1;
+    char c = text[i];
+    if (c == '"') in_string = !in_string;
+    if (in_string) continue;
+    if (c == '[' || c == '{' || c == '(') ++depth;
+    if (c == ']' || c == '}' || c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(text.substr(start, i - start)));
+      start = i + 1;
+    }
   }
-}
-
-std::string join_types(const std::vector<RuleVar>& vars, const std::vector<TensorType>& types) {
-  std::string s;
-  for (size_t i = 0; i < vars.size(); ++i) s += (i ? ", %" : "%") + vars[i].name + ": " + print_type(types[i]);
-  return s;
+  if (start < text.size() || !out.empty()) out.push_back(trim(text.substr(start)));
+  return out;
 }
 
 std::string shortest_double(double v) {
@@ -236,7 +70,35 @@ std::string quote_reason(const std::string& s) {
   return out + "\"";
 }
 
-// ---- The rule file parser ------------------------------------------------------------
+// A value written in a verify-shapes line: an expression without variables.
+AttrValue constant_value(std::string_view text) {
+  RefResolver none = [](const std::string& n) -> ExprRef { throw Error("%" + n + " cannot appear here"); };
+  struct NoEnv : ExprEnv {
+    const TensorType* type_of(const ExprRef&) const override { return nullptr; }
+    const Tensor* constant_of(const ExprRef&) const override { return nullptr; }
+    const AttrValue* attr_of(const ExprRef&) const override { return nullptr; }
+    const Attributes* attrs_of(const ExprRef&) const override { return nullptr; }
+  } env;
+  return eval_expr(parse_expr(text, none), env);
+}
+
+// `const TYPE {v, ...}` in a verify-shapes line.
+Tensor constant_tensor(std::string_view text) {
+  size_t brace = text.find('{');
+  if (brace == std::string_view::npos || text.back() != '}') throw Error("expected const TYPE {values}");
+  TensorType type = parse_type(trim(text.substr(0, brace)));
+  std::vector<int64_t> dims = static_dims(type.shape, "constant");
+  std::string bytes;
+  size_t count = 0;
+  for (std::string_view item : split_top(text.substr(brace + 1, text.size() - brace - 2))) {
+    if (item.empty()) continue;
+    if (!text_detail::append_element(type.dtype, item, bytes))
+      throw Error("'" + std::string(item) + "' is not a valid " + std::string(dtype_name(type.dtype)) + " value");
+    ++count;
+  }
+  if (static_cast<int64_t>(count) != num_elements(dims)) throw Error(print_type(type) + ": wrong number of values");
+  return Tensor(type.dtype, dims, std::move(bytes));
+}
 
 class RuleParser {
  public:
@@ -283,6 +145,17 @@ class RuleParser {
     throw Error(std::string(file_) + ":" + std::to_string(line) + ": " + why);
   }
 
+  // "line L: why" from the block parser -> "file:L: why".
+  [[noreturn]] void fail_at(const Error& e, size_t fallback) const {
+    std::string msg = e.what();
+    int line = 0;
+    if (msg.rfind("line ", 0) == 0 && std::from_chars(msg.data() + 5, msg.data() + msg.size(), line).ec == std::errc()) {
+      size_t colon = msg.find(": ");
+      if (colon != std::string::npos) fail(static_cast<size_t>(line), msg.substr(colon + 2));
+    }
+    fail(fallback, msg);
+  }
+
   Rule parse_rule(std::string_view header) {
     Rule rule;
     rule.line = static_cast<int>(at_);
@@ -291,7 +164,7 @@ class RuleParser {
     while (n < rest.size() && is_rule_name_char(rest[n])) ++n;
     rule.name = std::string(rest.substr(0, n));
     if (rule.name.empty() || trim(rest.substr(n)) != "{") fail(at_, "expected 'rule NAME {'");
-    std::vector<std::pair<size_t, std::string_view>> verify_lines;
+    std::vector<std::pair<size_t, std::string_view>> verify_lines, guard_lines;
     bool have_source = false, have_target = false, closed = false;
     while (at_ < lines_.size() && !closed) {
       std::string_view line = trim(lines_[at_]);
@@ -303,7 +176,13 @@ class RuleParser {
           if (!rule.vars.empty()) throw Error("a second 'vars' line");
           parse_vars(rule, trim(line.substr(4)));
         } else if (starts_with_word(line, "where")) {
-          rule.guards.push_back(parse_guard(trim(line.substr(5))));
+          // Syntax now; names once the source is known.
+          try {
+            parse_expr(trim(line.substr(5)), [](const std::string& n) { return ExprRef{ExprRef::Kind::Operand, 0, 0, n}; });
+          } catch (const Error& e) {
+            throw Error(std::string(e.what()) + " (a guard is a comparison with == != < <= > >=, or a predicate)");
+          }
+          guard_lines.emplace_back(line_no, trim(line.substr(5)));
         } else if (starts_with_word(line, "verify-shapes")) {
           verify_lines.emplace_back(line_no, trim(line.substr(13)));
         } else if (line == "source {" || line == "target {") {
@@ -325,15 +204,29 @@ class RuleParser {
     if (!closed) fail(rule.line, "rule '" + rule.name + "' is not closed with '}'");
     if (!have_source || !have_target) fail(rule.line, "rule '" + rule.name + "' needs a source and a target");
     if (verify_lines.empty()) fail(rule.line, "rule '" + rule.name + "' needs at least one verify-shapes line");
-    for (auto& [line_no, text] : verify_lines) {
+    try {
+      rule.source = parse_pattern(rule, rule.source_lines, rule.source_first_line, true, nullptr);
+      rule.target = parse_pattern(rule, rule.target_lines, rule.target_first_line, false, &rule.source);
+    } catch (const Error& e) {
+      fail_at(e, static_cast<size_t>(rule.line));
+    }
+    RefResolver resolve = source_resolver(rule);
+    for (auto& [line_no, text] : guard_lines) {
       try {
-        rule.verify_text.emplace_back(text);
-        rule.verify_shapes.push_back(parse_verify(rule, text));
+        rule.guards.push_back(Guard{std::string(text), parse_expr(text, resolve)});
       } catch (const Error& e) {
         fail(line_no, e.what());
       }
     }
-    check_variables(rule);
+    for (auto& [line_no, text] : verify_lines) {
+      try {
+        rule.verify.push_back(parse_verify(rule, text));
+      } catch (const Error& e) {
+        fail(line_no, e.what());
+      }
+    }
+    std::string why;
+    if (!source_binds_all(rule, rule.source, &why)) fail(static_cast<size_t>(rule.line), why);
     check_sides(rule);
     return rule;
   }
@@ -347,18 +240,63 @@ class RuleParser {
     }
   }
 
+ public:
+  // Guards see the variables and the source's named values.
+  static RefResolver source_resolver(const Rule& rule) {
+    return [&rule](const std::string& name) {
+      ExprRef r;
+      r.name = name;
+      if (int v = rule.var_index(name); v >= 0) {
+        const RuleVar& var = rule.vars[static_cast<size_t>(v)];
+        r.kind = var.kind == RuleVar::Kind::Attr    ? ExprRef::Kind::Attr
+                 : var.kind == RuleVar::Kind::Attrs ? ExprRef::Kind::Attrs
+                                                    : ExprRef::Kind::Operand;
+        r.index = v;
+        return r;
+      }
+      auto it = rule.source.names.find(name);
+      if (it == rule.source.names.end()) throw Error("unbound variable %" + name + " (not in vars, not a source value)");
+      r.kind = ExprRef::Kind::SourceValue;
+      r.index = it->second.node;
+      r.output = it->second.output;
+      return r;
+    };
+  }
+
+  // Every variable is bound by a position of `side` that matching fills.
+  static bool source_binds_all(const Rule& rule, const Pattern& side, std::string* why) {
+    std::vector<bool> bound(rule.vars.size(), false);
+    for (const PatternNode& n : side.nodes) {
+      if (n.kind == PatternNode::Kind::Var) bound[static_cast<size_t>(n.var)] = true;
+      if (n.kind != PatternNode::Kind::Op) continue;
+      if (n.spread >= 0) bound[static_cast<size_t>(n.spread)] = true;
+      for (const AttrPattern& a : n.attrs)
+        if (a.kind == AttrPattern::Kind::Var) bound[static_cast<size_t>(a.var)] = true;
+    }
+    for (size_t v = 0; v < rule.vars.size(); ++v)
+      if (!bound[v]) {
+        if (why) *why = "variable %" + rule.vars[v].name + " is not used by the source, so no match can bind it";
+        return false;
+      }
+    for (const PatternRef& r : side.outputs)
+      if (side.nodes[static_cast<size_t>(r.node)].kind != PatternNode::Kind::Op) {
+        if (why) *why = "source output %" + side.nodes[static_cast<size_t>(r.node)].label + " is not computed by an operator";
+        return false;
+      }
+    return true;
+  }
+
+ private:
   static void parse_vars(Rule& rule, std::string_view text) {
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t comma = text.find(',', pos);
-      if (comma == std::string_view::npos) comma = text.size();
-      std::string_view item = trim(text.substr(pos, comma - pos));
-      pos = comma + 1;
+    for (std::string_view item : split_top(text)) {
       RuleVar v;
       size_t colon = item.find(':');
       if (colon != std::string_view::npos) {
-        if (trim(item.substr(colon + 1)) != "const") throw Error("variable kind must be 'const'");
-        v.const_only = true;
+        std::string_view kind = trim(item.substr(colon + 1));
+        if (kind == "const") v.const_only = true;
+        else if (kind == "attr") v.kind = RuleVar::Kind::Attr;
+        else if (kind == "attrs") v.kind = RuleVar::Kind::Attrs;
+        else throw Error("variable kind must be const, attr or attrs, got '" + std::string(kind) + "'");
         item = trim(item.substr(0, colon));
       }
       if (item.size() < 2 || item[0] != '%') throw Error("expected a variable like %x, got '" + std::string(item) + "'");
@@ -371,37 +309,56 @@ class RuleParser {
     if (rule.vars.empty()) throw Error("'vars' lists no variables");
   }
 
-  static std::vector<TensorType> parse_verify(const Rule& rule, std::string_view text) {
-    std::vector<std::optional<TensorType>> types(rule.vars.size());
-    size_t pos = 0;
-    while (pos < text.size()) {
-      int depth = 0;
-      size_t end = pos;
-      for (; end < text.size(); ++end) {
-        if (text[end] == '[') ++depth;
-        if (text[end] == ']') --depth;
-        if (text[end] == ',' && depth == 0) break;
+  static VerifyBinding parse_verify(const Rule& rule, std::string_view text) {
+    VerifyBinding b;
+    b.text = std::string(text);
+    const size_t n = rule.vars.size();
+    b.types.resize(n);
+    b.constants.resize(n);
+    b.attrs.resize(n);
+    b.attr_sets.resize(n);
+    std::vector<bool> given(n, false);
+    for (std::string_view item : split_top(text)) {
+      size_t sep = item.find_first_of(":=");
+      if (item.empty() || item[0] != '%' || sep == std::string_view::npos)
+        throw Error("expected '%var: type' or '%var = value' in verify-shapes, got '" + std::string(item) + "'");
+      std::string name(trim(item.substr(1, sep - 1)));
+      int v = rule.var_index(name);
+      if (v < 0) throw Error("verify-shapes names %" + name + ", which is not a variable");
+      if (given[static_cast<size_t>(v)]) throw Error("verify-shapes gives %" + name + " twice");
+      given[static_cast<size_t>(v)] = true;
+      const RuleVar& var = rule.vars[static_cast<size_t>(v)];
+      std::string_view value = trim(item.substr(sep + 1));
+      const size_t i = static_cast<size_t>(v);
+      if (item[sep] == ':') {
+        if (!var.operand()) throw Error("%" + name + " is an attribute variable: give its value with '='");
+        b.types[i] = parse_type(value);
+        for (const Dim& d : b.types[i].shape)
+          if (!d.is_static()) throw Error("verify-shapes needs concrete dims, %" + name + " has " + print_type(b.types[i]));
+      } else if (var.operand()) {
+        if (!starts_with_word(value, "const")) throw Error("an operand is given as '%x: type' or '%x = const type {...}'");
+        b.constants[i] = constant_tensor(trim(value.substr(5)));
+        b.types[i] = b.constants[i]->type();
+      } else if (var.kind == RuleVar::Kind::Attr) {
+        b.attrs[i] = constant_value(value);
+      } else {
+        if (value.size() < 2 || value.front() != '{' || value.back() != '}')
+          throw Error("an attribute set is given as %a = {name=value, ...}");
+        Attributes a;
+        for (std::string_view kv : split_top(value.substr(1, value.size() - 2))) {
+          if (kv.empty()) continue;
+          size_t eq = kv.find('=');
+          if (eq == std::string_view::npos) throw Error("expected name=value in an attribute set");
+          a.set(std::string(trim(kv.substr(0, eq))), constant_value(trim(kv.substr(eq + 1))));
+        }
+        b.attr_sets[i] = std::move(a);
       }
-      std::string_view item = trim(text.substr(pos, end - pos));
-      pos = end + 1;
-      size_t colon = item.find(':');
-      if (item.empty() || item[0] != '%' || colon == std::string_view::npos)
-        throw Error("expected '%var: type' in verify-shapes, got '" + std::string(item) + "'");
-      std::string name(trim(item.substr(1, colon - 1)));
-      auto it = std::find_if(rule.vars.begin(), rule.vars.end(), [&](const RuleVar& v) { return v.name == name; });
-      if (it == rule.vars.end()) throw Error("verify-shapes names %" + name + ", which is not a variable");
-      auto& slot = types[static_cast<size_t>(it - rule.vars.begin())];
-      if (slot) throw Error("verify-shapes gives %" + name + " twice");
-      slot = parse_type(trim(item.substr(colon + 1)));
-      for (const Dim& d : slot->shape)
-        if (!d.is_static()) throw Error("verify-shapes needs concrete dims, %" + name + " has " + print_type(*slot));
     }
-    std::vector<TensorType> out;
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (!types[i]) throw Error("verify-shapes gives no type for %" + rule.vars[i].name);
-      out.push_back(*types[i]);
-    }
-    return out;
+    for (size_t i = 0; i < n; ++i)
+      if (!given[i])
+        throw Error("verify-shapes gives no " + std::string(rule.vars[i].operand() ? "type" : "value") + " for %" +
+                    rule.vars[i].name);
+    return b;
   }
 
   static Verdict parse_verdict(std::string_view text) {
@@ -443,103 +400,29 @@ class RuleParser {
     return v;
   }
 
-  // Unbound variables and names: every use in a block is a variable or defined above
-  // it; every variable is bound by the source; $(...) only in the target, over variables.
-  void check_variables(const Rule& rule) const {
-    std::set<std::string> used_by_source;
-    for (int side = 0; side < 2; ++side) {
-      const auto& lines = side == 0 ? rule.source_lines : rule.target_lines;
-      int first = side == 0 ? rule.source_first_line : rule.target_first_line;
-      const char* which = side == 0 ? "source" : "target";
-      std::set<std::string> defined;
-      for (size_t i = 0; i < lines.size(); ++i) {
-        size_t line_no = static_cast<size_t>(first) + i;
-        std::string plain = lines[i];
-        std::string replaced;
-        size_t last = 0;
-        try {
-          for_each_template(lines[i], [&](size_t b, size_t e, std::string_view inner) {
-            if (side == 0) throw Error("the source cannot compute values with $(...); use a 'where' guard");
-            std::set<std::string> refs;
-            collect_vars(ExprParser(inner).parse_full(), refs);
-            for (const std::string& r : refs)
-              if (!rule.find_var(r)) throw Error("unbound variable %" + r + " in $(...) (not in vars)");
-            replaced += lines[i].substr(last, b - last) + "0";
-            last = e;
-          });
-        } catch (const Error& e) {
-          fail(line_no, e.what());
-        }
-        plain = replaced + lines[i].substr(last);
-        std::vector<std::string> defs, uses;
-        scan_line(plain, defs, uses);
-        for (const std::string& u : uses) {
-          if (defined.count(u)) continue;
-          if (!rule.find_var(u))
-            fail(line_no, "unbound variable %" + u + " in " + which +
-                              (side == 0 ? " (declare it in vars)" : " (not a source variable)"));
-          if (side == 0) used_by_source.insert(u);
-        }
-        for (const std::string& d : defs) {
-          if (rule.find_var(d)) fail(line_no, std::string(which) + " redefines variable %" + d);
-          defined.insert(d);
-        }
-      }
-    }
-    for (const RuleVar& v : rule.vars)
-      if (!used_by_source.count(v.name))
-        fail(rule.line, "variable %" + v.name + " is not used by the source, so no match can bind it");
-    std::set<std::string> guard_vars;
-    for (const Guard& g : rule.guards) {
-      collect_vars(g.lhs, guard_vars);
-      collect_vars(g.rhs, guard_vars);
-    }
-    for (const std::string& g : guard_vars)
-      if (!rule.find_var(g)) fail(rule.line, "unbound variable %" + g + " in a guard");
-  }
-
-  // "line L, column C: why" from parse_graph -> this file's line.
-  [[noreturn]] void fail_in_block(const Rule& rule, bool source, const Error& e) const {
-    std::string msg = e.what();
-    int first = source ? rule.source_first_line : rule.target_first_line;
-    int line = 0;
-    if (msg.rfind("line ", 0) == 0 && std::from_chars(msg.data() + 5, msg.data() + msg.size(), line).ec == std::errc()) {
-      size_t colon = msg.find(": ");
-      if (line >= 2 && colon != std::string::npos)
-        fail(static_cast<size_t>(first + line - 2), std::string(source ? "source: " : "target: ") + msg.substr(colon + 2));
-    }
-    fail(static_cast<size_t>(first), std::string(source ? "source: " : "target: ") + msg);
-  }
-
-  // Both sides build at every instantiation and agree on their output types.
-  void check_sides(Rule& rule) const {
-    for (size_t k = 0; k < rule.verify_shapes.size(); ++k) {
-      const auto& types = rule.verify_shapes[k];
-      std::string failed;
-      if (!rule.guards_hold(types, &failed))
-        fail(rule.line, "rule '" + rule.name + "': guard '" + failed + "' does not hold at verify-shapes " +
-                            std::to_string(k + 1));
-      Graph src, tgt;
+  // Both sides build at every instantiation, the guards hold there, and the sides
+  // agree on their output types.
+  void check_sides(const Rule& rule) const {
+    for (size_t k = 0; k < rule.verify.size(); ++k) {
+      RuleInstance inst;
       try {
-        src = rule.build_source(types);
-      } catch (const Error& e) {
-        fail_in_block(rule, true, e);
+        inst = instantiate(rule, k);
+      } catch (const std::exception& e) {
+        std::string msg = e.what();
+        if (msg.starts_with("line ")) fail_at(Error(msg), static_cast<size_t>(rule.line));
+        fail(static_cast<size_t>(rule.line),
+             "rule '" + rule.name + "': " + msg + " at verify-shapes " + std::to_string(k + 1));
       }
-      try {
-        tgt = rule.build_target(types);
-      } catch (const Error& e) {
-        fail_in_block(rule, false, e);
-      }
-      if (src.outputs().size() != tgt.outputs().size())
-        fail(rule.line, "rule '" + rule.name + "': source has " + std::to_string(src.outputs().size()) +
-                            " outputs, target " + std::to_string(tgt.outputs().size()));
-      for (size_t i = 0; i < src.outputs().size(); ++i)
-        if (!(src.outputs()[i].type() == tgt.outputs()[i].type()))
-          fail(rule.line, "rule '" + rule.name + "': shape-inconsistent sides at verify-shapes " +
-                              std::to_string(k + 1) + ": source output " + std::to_string(i) + " is " +
-                              print_type(src.outputs()[i].type()) + " but target output " + std::to_string(i) +
-                              " is " + print_type(tgt.outputs()[i].type()));
-      if (k == 0) rule.source_pattern = std::move(src);
+      const auto& src = inst.source.outputs();
+      const auto& tgt = inst.target.outputs();
+      if (src.size() != tgt.size())
+        fail(rule.line, "rule '" + rule.name + "': source has " + std::to_string(src.size()) + " outputs, target " +
+                            std::to_string(tgt.size()));
+      for (size_t i = 0; i < src.size(); ++i)
+        if (src[i].type() != tgt[i].type())
+          fail(rule.line, "rule '" + rule.name + "': shape-inconsistent sides at verify-shapes " + std::to_string(k + 1) +
+                              ": source output " + std::to_string(i) + " is " + print_type(src[i].type()) +
+                              " but target output " + std::to_string(i) + " is " + print_type(tgt[i].type()));
     }
   }
 
@@ -548,57 +431,7 @@ class RuleParser {
   size_t at_ = 0;  // index of the next line; after reading, the 1-based number of the read one
 };
 
-Graph build_side(const Rule& rule, const std::vector<std::string>& lines, const std::vector<TensorType>& types,
-                 const char* name) {
-  require(types.size() == rule.vars.size(), "rule '" + rule.name + "': wrong number of variable types");
-  auto type_of = [&](const std::string& v) -> const TensorType* {
-    for (size_t i = 0; i < rule.vars.size(); ++i)
-      if (rule.vars[i].name == v) return &types[i];
-    return nullptr;
-  };
-  std::string text = "graph " + std::string(name) + "(" + join_types(rule.vars, types) + ") {\n";
-  for (const std::string& line : lines) {
-    size_t last = 0;
-    for_each_template(line, [&](size_t b, size_t e, std::string_view inner) {
-      std::optional<int64_t> v = eval_shape_expr(ExprParser(inner).parse_full(), type_of);
-      if (!v) throw Error("$(" + std::string(inner) + ") cannot be computed at these shapes");
-      text += line.substr(last, b - last) + std::to_string(*v);
-      last = e;
-    });
-    text += line.substr(last) + "\n";
-  }
-  return parse_graph(text + "}\n");
-}
-
 }  // namespace
-
-std::optional<int64_t> eval_shape_expr(const ShapeExpr& e, const VarTypeFn& type_of) {
-  using K = ShapeExpr::Kind;
-  switch (e.kind) {
-    case K::Int: return e.value;
-    case K::Rank:
-    case K::Dim: {
-      const TensorType* t = type_of(e.var);
-      if (!t) return std::nullopt;
-      int64_t rank = static_cast<int64_t>(t->shape.size());
-      if (e.kind == K::Rank) return rank;
-      int64_t axis = e.value < 0 ? e.value + rank : e.value;
-      if (axis < 0 || axis >= rank) return std::nullopt;
-      const Dim& d = t->shape[static_cast<size_t>(axis)];
-      if (!d.is_static()) return std::nullopt;
-      return d.value;
-    }
-    case K::Neg: {
-      auto a = eval_shape_expr(e.args[0], type_of);
-      return a ? std::optional<int64_t>(-*a) : std::nullopt;
-    }
-    default: {
-      auto a = eval_shape_expr(e.args[0], type_of), b = eval_shape_expr(e.args[1], type_of);
-      if (!a || !b) return std::nullopt;
-      return e.kind == K::Add ? *a + *b : e.kind == K::Sub ? *a - *b : *a * *b;
-    }
-  }
-}
 
 const char* verdict_kind_name(Verdict::Kind k) {
   switch (k) {
@@ -628,36 +461,63 @@ std::string print_verdict(const Verdict& v) {
 }
 
 const RuleVar* Rule::find_var(std::string_view n) const {
-  for (const RuleVar& v : vars)
-    if (v.name == n) return &v;
-  return nullptr;
+  int i = var_index(n);
+  return i < 0 ? nullptr : &vars[static_cast<size_t>(i)];
 }
 
-Graph Rule::build_source(const std::vector<TensorType>& var_types) const {
-  return build_side(*this, source_lines, var_types, "source");
-}
-Graph Rule::build_target(const std::vector<TensorType>& var_types) const {
-  return build_side(*this, target_lines, var_types, "target");
+int Rule::var_index(std::string_view n) const {
+  for (size_t i = 0; i < vars.size(); ++i)
+    if (vars[i].name == n) return static_cast<int>(i);
+  return -1;
 }
 
-bool Rule::guards_hold(const std::vector<TensorType>& var_types, std::string* failed) const {
-  auto type_of = [&](const std::string& v) -> const TensorType* {
-    for (size_t i = 0; i < vars.size() && i < var_types.size(); ++i)
-      if (vars[i].name == v) return &var_types[i];
-    return nullptr;
-  };
-  for (const Guard& g : guards) {
-    auto a = eval_shape_expr(g.lhs, type_of), b = eval_shape_expr(g.rhs, type_of);
-    if (!a || !b || !compare(*a, g.op, *b)) {
-      if (failed) *failed = g.text;
-      return false;
-    }
-  }
-  return true;
+std::string Rule::family() const {
+  size_t slash = name.find('/');
+  return slash == std::string::npos ? name : name.substr(0, slash);
 }
 
 bool Rule::usable() const {
   return verdict.kind == Verdict::Kind::Proved || (verdict.kind == Verdict::Kind::Tested && verdict.error_bits >= 60);
+}
+
+std::optional<Rule> reversed_rule(const Rule& rule, std::string* why) {
+  Rule r = rule;
+  std::swap(r.source, r.target);
+  std::swap(r.source_lines, r.target_lines);
+  std::swap(r.source_first_line, r.target_first_line);
+  r.name += "-rev";
+  r.comment.clear();
+  std::string reason;
+  if (!RuleParser::source_binds_all(r, r.source, &reason)) {
+    if (why) *why = reason;
+    return std::nullopt;
+  }
+  // Guards that name source values would now name target values: such a rule is not
+  // reversed (its guard reads what only the old source computed).
+  for (const Guard& g : r.guards) {
+    std::vector<const ExprRef*> refs;
+    g.expr.collect_refs(refs);
+    for (const ExprRef* ref : refs)
+      if (ref->kind == ExprRef::Kind::SourceValue) {
+        if (why) *why = "a guard reads source value %" + ref->name;
+        return std::nullopt;
+      }
+  }
+  // Expressions inside the sides name their own side's values: swap the kinds.
+  std::function<void(Expr&)> retag = [&](Expr& e) {
+    if (e.kind == Expr::Kind::Ref) {
+      if (e.ref.kind == ExprRef::Kind::SourceValue) e.ref.kind = ExprRef::Kind::TargetValue;
+      else if (e.ref.kind == ExprRef::Kind::TargetValue) e.ref.kind = ExprRef::Kind::SourceValue;
+    }
+    for (Expr& a : e.args) retag(a);
+  };
+  for (Pattern* p : {&r.source, &r.target})
+    for (PatternNode& n : p->nodes) {
+      retag(n.fold);
+      for (Expr& e : n.elements) retag(e);
+      for (AttrPattern& a : n.attrs) retag(a.expr);
+    }
+  return r;
 }
 
 const Rule* RuleSet::find(std::string_view name) const {
@@ -678,11 +538,16 @@ RuleSet load_rules(const std::string& path) {
 
 std::string print_rule(const Rule& r) {
   std::string s = r.comment + "rule " + r.name + " {\n  vars ";
-  for (size_t i = 0; i < r.vars.size(); ++i)
-    s += (i ? ", %" : "%") + r.vars[i].name + (r.vars[i].const_only ? ": const" : "");
+  for (size_t i = 0; i < r.vars.size(); ++i) {
+    const RuleVar& v = r.vars[i];
+    s += (i ? ", %" : "%") + v.name;
+    if (v.const_only) s += ": const";
+    if (v.kind == RuleVar::Kind::Attr) s += ": attr";
+    if (v.kind == RuleVar::Kind::Attrs) s += ": attrs";
+  }
   s += "\n";
   for (const Guard& g : r.guards) s += "  where " + g.text + "\n";
-  for (const std::string& v : r.verify_text) s += "  verify-shapes " + v + "\n";
+  for (const VerifyBinding& v : r.verify) s += "  verify-shapes " + v.text + "\n";
   s += "  source {\n";
   for (const std::string& l : r.source_lines) s += "    " + l + "\n";
   s += "  }\n  target {\n";

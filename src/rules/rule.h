@@ -1,13 +1,12 @@
 #pragma once
 // Rewrite rules and their text DSL. One rule per entry, a stable name per rule; the
-// two sides are written in the graph text format (ir/text.h) over shared pattern
-// variables, so a rule reads like the graphs it rewrites:
+// two sides are written like the graph text format (ir/text.h) over shared variables,
+// and parsed once into pattern trees (rules/pattern.h):
 //
 //   # Two products with a shared left operand become one product and a split.
 //   rule matmul_shared_lhs_merge {
 //     vars %x, %w1: const, %w2: const
-//     where rank(%w1) == 2
-//     where dim(%w1, 0) == dim(%w2, 0)
+//     where rank(%w1) == 2 && dim(%w1, 0) == dim(%w2, 0)
 //     verify-shapes %x: f32[2,3], %w1: f32[3,4], %w2: f32[3,5]
 //     source {
 //       %0 = MatMul(%x, %w1)
@@ -24,53 +23,48 @@
 //     verdict tested p<2^-174 trials=3 degree=2 time=0.0012s
 //   }
 //
-// `: const` restricts a variable to constants (weights a later fold can combine);
-// source output i is replaced by target output i; $(expr) is computed from the match.
-// Header lines (vars, where, verify-shapes, verdict) are re-printed from their parsed
-// form; block lines are graph text and may carry `#` comments.
-// Variables carry no shapes: a rule applies at any shapes its guards allow. Each
-// `verify-shapes` line is one concrete instantiation; loading a rule builds both sides
-// at every instantiation, so unbound variables, unknown operators and sides whose
-// output types differ are rejected when the rule is read. Guard and $(...) expressions:
-// integers, rank(%v), dim(%v, i) (i < 0 counts from the end), + - *, parentheses;
-// guards compare with == != < <= > >=. Source attributes are matched up to defaults (they
-// are the attribute constraints); a guard on a symbolic dim fails (never guessed).
-// Text inside a rule is kept verbatim, so print(parse(text)) == text for canonical
-// files (rules separated by one blank line; `#` lines before a rule are its comment).
+// Variables: `%x` an operand (any tensor), `%w: const` an operand that matches only
+// constants (weights a rewrite may combine), `%p: attr` an attribute value
+// (`{perm=%p}`), `%a: attrs` every other attribute of a node (`{...%a}`). Source
+// output i is replaced by target output i.
+// Guards (`where`) and `$(...)` are expressions (rules/expr.h): integers, lists,
+// rank/dim/shape of operands, fold functions (rules/fold.h), arithmetic and
+// comparisons, && || !. A guard may also name a source value (`same_type(%1, %x)`).
+// `%k = fold f(...)` computes a constant tensor (targets). Source attributes are
+// matched up to defaults (OpDef::canonical_attrs); the operands of a commutative binary
+// operator match in either order.
+// Each `verify-shapes` line is one concrete instantiation: a type per operand
+// (`%x: f32[2,3]`), a value per attribute variable (`%p = [1, 0]`, `%a = {pads=[1,1,1,1]}`),
+// or a fixed constant (`%t = const i64[] {0}`) where a guard needs the data. Loading a
+// rule checks it: unbound variables, unknown operators or functions, and sides whose
+// output types differ at an instantiation are rejected with the file and line.
+// Text inside a rule is kept verbatim, so print(parse(text)) == text for canonical files
+// (rules separated by one blank line; `#` lines before a rule are its comment).
+// A rule name may carry a family: `eliminate-dropout/ratio` belongs to
+// `eliminate-dropout`, which is the name reports count and `--disable` takes.
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
+#include "rules/expr.h"
+#include "rules/pattern.h"
 
 namespace isomer {
 
-// A small integer expression over the shapes of matched variables.
-struct ShapeExpr {
-  enum class Kind { Int, Rank, Dim, Add, Sub, Mul, Neg } kind = Kind::Int;
-  int64_t value = 0;        // Int: the value; Dim: the axis
-  std::string var;          // Rank, Dim: the variable's name (without %)
-  std::vector<ShapeExpr> args;
-};
-
-// Evaluates `e` given each variable's type; nullopt where a needed dim is symbolic
-// or an axis is out of range.
-using VarTypeFn = std::function<const TensorType*(const std::string& var)>;
-std::optional<int64_t> eval_shape_expr(const ShapeExpr& e, const VarTypeFn& type_of);
-
 struct Guard {
   std::string text;  // verbatim, for printing
-  ShapeExpr lhs, rhs;
-  std::string op;    // == != < <= > >=
+  Expr expr;
 };
 
 struct RuleVar {
-  std::string name;           // without the %
-  bool const_only = false;    // matches only Constant nodes (weights that may be folded)
+  enum class Kind { Operand, Attr, Attrs } kind = Kind::Operand;
+  std::string name;         // without the %
+  bool const_only = false;  // Operand: matches only constants (weights that may be folded)
+
+  bool operand() const { return kind == Kind::Operand; }
 };
 
 struct Verdict {
@@ -81,38 +75,45 @@ struct Verdict {
   double time_s = -1;       // < 0: not recorded
   std::string reason;       // Refuted: the counterexample; Unknown: why
 };
-std::string print_verdict(const Verdict& v);
+std::string print_verdict(const Verdict& v);  // "tested p<2^-174 trials=3 degree=2 time=0.001s"
 // "proved", "tested", "refuted", "unknown" or "none": the names reports use.
-const char* verdict_kind_name(Verdict::Kind k);  // "tested p<2^-174 trials=3 degree=2 time=0.001s"
+const char* verdict_kind_name(Verdict::Kind k);
+
+// One verify-shapes instantiation: per variable (vars order) its type (operands), its
+// fixed data (operands given as constants), or its value (attribute variables).
+struct VerifyBinding {
+  std::string text;  // verbatim
+  std::vector<TensorType> types;
+  std::vector<std::optional<Tensor>> constants;
+  std::vector<std::optional<AttrValue>> attrs;
+  std::vector<std::optional<Attributes>> attr_sets;
+};
 
 struct Rule {
   std::string name;
   std::string comment;                 // `#` lines before the rule, verbatim (with newlines)
   std::vector<RuleVar> vars;
   std::vector<Guard> guards;
-  // Per instantiation: the text after `verify-shapes`, and one type per var (vars order).
-  std::vector<std::string> verify_text;
-  std::vector<std::vector<TensorType>> verify_shapes;
+  std::vector<VerifyBinding> verify;
   std::vector<std::string> source_lines, target_lines;  // block bodies, trimmed, verbatim
   Verdict verdict;
   int line = 0;                        // where `rule` was, for messages
   int source_first_line = 0, target_first_line = 0;  // file lines of the block bodies
-
-  // The source side built at verify instantiation 0: the pattern the matcher walks
-  // (its Input nodes are the variables, in vars order; types are ignored by matching).
-  Graph source_pattern;
+  Pattern source, target;
 
   const RuleVar* find_var(std::string_view name) const;
-  size_t num_outputs() const { return source_pattern.outputs().size(); }
-  // Both sides as graphs with the given variable types (vars order), $(...) evaluated
-  // against those types. Throws Error if a side does not build (shape rule rejects it).
-  Graph build_source(const std::vector<TensorType>& var_types) const;
-  Graph build_target(const std::vector<TensorType>& var_types) const;
-  // True if every guard holds for these variable types (false where undecidable).
-  bool guards_hold(const std::vector<TensorType>& var_types, std::string* failed = nullptr) const;
+  int var_index(std::string_view name) const;  // -1 if none
+  size_t num_outputs() const { return source.outputs.size(); }
+  // The family name (before a '/'): what reports count and --disable takes.
+  std::string family() const;
   // Usable by the optimizer: proved, or field-tested with error < 2^-60.
   bool usable() const;
 };
+
+// `rule` read right to left (named NAME~rev), or nullopt with the reason in `why` when
+// its target cannot serve as a pattern (a variable it does not bind, a fold whose value
+// cannot be matched). Built on the trees; nothing is re-parsed.
+std::optional<Rule> reversed_rule(const Rule& rule, std::string* why = nullptr);
 
 struct RuleSet {
   std::vector<Rule> rules;
@@ -126,5 +127,10 @@ RuleSet parse_rules(std::string_view text, std::string_view file = "<rules>");
 RuleSet load_rules(const std::string& path);
 std::string print_rules(const RuleSet& set);
 std::string print_rule(const Rule& rule);
+
+// Internal to rules/: parses a side's block lines into a pattern (pattern_parse.cpp).
+// `source` selects what the side may contain; errors read "line L: why".
+Pattern parse_pattern(const Rule& rule, const std::vector<std::string>& lines, int first_line, bool source,
+                      const Pattern* source_side);
 
 }  // namespace isomer

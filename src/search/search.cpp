@@ -91,28 +91,7 @@ Graph clean_up(const Graph& g, const PassOptions& passes, std::map<std::string, 
   return out;
 }
 
-bool has_computed_constant(const std::vector<std::string>& lines) {
-  for (const std::string& l : lines)
-    if (l.find("$(") != std::string::npos) return true;
-  return false;
-}
-
 }  // namespace
-
-std::optional<Rule> reversed_rule(const Rule& rule) {
-  if (has_computed_constant(rule.target_lines)) return std::nullopt;
-  Rule r = rule;
-  std::swap(r.source_lines, r.target_lines);
-  r.name += "-rev";
-  r.comment.clear();
-  try {
-    RuleSet set = parse_rules(print_rule(r), rule.name + " (reversed)");
-    if (set.rules.size() != 1) return std::nullopt;
-    return std::move(set.rules[0]);
-  } catch (const Error&) {
-    return std::nullopt;  // e.g. the target does not use every variable
-  }
-}
 
 std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled) {
   auto is_disabled = [&](const std::string& name) {

@@ -61,11 +61,6 @@ using OpCostFn = std::function<double(const Node&)>;
 // pattern, and the reversal of each rule whose target is one too, minus `disabled`.
 std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled = {});
 
-// `rule` read right to left (name suffixed "~rev"), or nullopt when its target
-// cannot serve as a pattern (it computes constants with $(...), or does not bind
-// every variable).
-std::optional<Rule> reversed_rule(const Rule& rule);
-
 // The best graph found; `g` itself when nothing cheaper was found.
 Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const OpCostFn& op_cost,
                           const SearchOptions& options = {}, SearchStats* stats = nullptr);

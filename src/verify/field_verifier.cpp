@@ -11,6 +11,8 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ops/op.h"
+#include "rules/binding.h"
+#include "rules/fold.h"
 
 namespace isomer {
 namespace {
@@ -42,12 +44,12 @@ std::optional<std::string> missing_field_semantics(const Graph& g) {
   return std::nullopt;
 }
 
-std::string short_inputs(const Rule& rule, const std::vector<FieldArray>& inputs) {
+std::string short_inputs(const Rule& rule, const RuleInstance& inst, const std::vector<FieldArray>& inputs) {
   std::string s;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size() && i < inst.input_vars.size(); ++i) {
     if (inputs[i].numel() > 8) continue;
     s += " %";
-    s += rule.vars[i].name;
+    s += rule.vars[static_cast<size_t>(inst.input_vars[i])].name;
     s += "=[";
     for (size_t k = 0; k < inputs[i].data.size(); ++k) {
       if (k) s += ",";
@@ -58,15 +60,40 @@ std::string short_inputs(const Rule& rule, const std::vector<FieldArray>& inputs
   return s;
 }
 
+// Every tensor fold in `e` has field semantics.
+bool fold_has_field(const Expr& e) {
+  if (e.kind == Expr::Kind::Call && e.fold && e.fold->tensor_fold() && !e.fold->eval_field) return false;
+  for (const Expr& a : e.args)
+    if (!fold_has_field(a)) return false;
+  return true;
+}
+
+// A fold's degree in the inputs: at most the sum of its tensor operands' degrees (a
+// product of them); the operands are inputs (degree 1), constants (0) or earlier folds.
+int64_t fold_degree(const Expr& e, const Rule& rule, const RuleInstance& inst, const std::vector<int64_t>& node_degree) {
+  int64_t d = 0;
+  if (e.kind == Expr::Kind::Ref) {
+    if (e.ref.kind == ExprRef::Kind::Operand)
+      return std::find(inst.input_vars.begin(), inst.input_vars.end(), e.ref.index) != inst.input_vars.end() ? 1 : 0;
+    if (e.ref.kind == ExprRef::Kind::TargetValue) return node_degree[static_cast<size_t>(e.ref.index)];
+    return 0;
+  }
+  for (const Expr& a : e.args) d += fold_degree(a, rule, inst, node_degree);
+  return d;
+}
+
 }  // namespace
 
-int64_t degree_bound(const Graph& g) {
+int64_t degree_bound(const Graph& g) { return degree_bound(g, std::vector<int64_t>(g.inputs().size(), 1)); }
+
+int64_t degree_bound(const Graph& g, const std::vector<int64_t>& input_degrees) {
   std::unordered_map<const Node*, int64_t> degree;
+  for (size_t i = 0; i < g.inputs().size() && i < input_degrees.size(); ++i) degree[g.inputs()[i].get()] = input_degrees[i];
   auto deg = [&](const Value& v) -> int64_t { return v.present() ? degree.at(v.node.get()) : 0; };
   for (const NodePtr& n : g.topo_order()) {
     int64_t d = 0;
     if (n->kind() == NodeKind::Input) {
-      d = 1;
+      d = degree.count(n.get()) ? degree.at(n.get()) : 1;
     } else if (n->kind() == NodeKind::Op) {
       require(n->op()->eval_field != nullptr, "no field semantics for " + n->op_type());
       bool max_like = n->op_type() == "Add" || n->op_type() == "Sub" || n->op_type() == "Concat";
@@ -92,33 +119,47 @@ FieldVerifyResult field_verify(const Rule& rule, const FieldVerifyOptions& optio
   const double log2_p = std::log2(static_cast<double>(Fp::kP)) - 1e-9;  // p < 2^61: stay conservative
   int worst_bits = INT32_MAX, trials_used = 0;
   int64_t worst_degree = 0;
-  for (size_t k = 0; k < rule.verify_shapes.size(); ++k) {
-    const auto& types = rule.verify_shapes[k];
-    Graph src, tgt;
+  for (size_t k = 0; k < rule.verify.size(); ++k) {
+    RuleInstance inst;
     try {
-      src = rule.build_source(types);
-      tgt = rule.build_target(types);
+      inst = instantiate(rule, k);
     } catch (const Error& e) {
       return finish({Verdict::Kind::Unknown, 0, 0, 0, -1, std::string("sides do not build: ") + e.what()});
     }
+    const Graph& src = inst.source;
+    const Graph& tgt = inst.target;
     for (const Graph* side : {&src, &tgt})
       if (auto op = missing_field_semantics(*side))
         return finish({Verdict::Kind::Unknown, 0, 0, 0, -1, "needs Z3 (no field semantics for " + *op + ")"});
-    int64_t d = std::max<int64_t>({degree_bound(src), degree_bound(tgt), 1});
+    for (int node : inst.fold_nodes)
+      if (!fold_has_field(rule.target.nodes[static_cast<size_t>(node)].fold))
+        return finish({Verdict::Kind::Unknown, 0, 0, 0, -1,
+                       "needs Z3 (no field semantics for fold " + rule.target.nodes[static_cast<size_t>(node)].fold.text + ")"});
+    std::vector<int64_t> node_degree(rule.target.nodes.size(), 0);
+    std::vector<int64_t> target_degrees(inst.input_vars.size(), 1);
+    for (int node : inst.fold_nodes) {
+      node_degree[static_cast<size_t>(node)] = fold_degree(rule.target.nodes[static_cast<size_t>(node)].fold, rule, inst, node_degree);
+      target_degrees.push_back(node_degree[static_cast<size_t>(node)]);
+    }
+    int64_t d = std::max<int64_t>({degree_bound(src), degree_bound(tgt, target_degrees), 1});
     double bits_per_trial = log2_p - std::log2(static_cast<double>(d));
     int trials = std::max(options.min_trials, static_cast<int>(std::ceil(options.target_bits / bits_per_trial)));
     Rng rng{options.seed + 0x9e37 * k};
     for (int t = 0; t < trials; ++t) {
       std::vector<FieldArray> inputs;
-      for (const TensorType& type : types) {
-        FieldArray a(static_dims(type.shape, "verify shape"));
+      for (const NodePtr& in : src.inputs()) {
+        FieldArray a(static_dims(in->output_types()[0].shape, "verify shape"));
         for (Fp& x : a.data) x = rng.field();
         inputs.push_back(std::move(a));
       }
       std::vector<FieldArray> a, b;
       try {
         a = evaluate_field(src, inputs);
-        b = evaluate_field(tgt, inputs);
+        std::vector<FieldArray> target_inputs = inputs;
+        for (FieldArray& f : fold_inputs<Fp>(rule, inst, inputs)) target_inputs.push_back(std::move(f));
+        b = evaluate_field(tgt, target_inputs);
+      } catch (const NotApplicable& e) {
+        return finish({Verdict::Kind::Unknown, 0, 0, 0, -1, std::string("field evaluation failed: ") + e.what()});
       } catch (const Error& e) {
         return finish({Verdict::Kind::Unknown, 0, 0, 0, -1, std::string("field evaluation failed: ") + e.what()});
       }
@@ -137,7 +178,7 @@ FieldVerifyResult field_verify(const Rule& rule, const FieldVerifyOptions& optio
           result.counterexample = inputs;
           return finish({Verdict::Kind::Refuted, 0, 0, 0, -1,
                          "at verify-shapes " + std::to_string(k + 1) + ", trial " + std::to_string(t) + ", seed " +
-                             std::to_string(options.seed) + ": " + where + short_inputs(rule, inputs)});
+                             std::to_string(options.seed) + ": " + where + short_inputs(rule, inst, inputs)});
         }
       }
     }

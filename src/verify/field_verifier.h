@@ -49,6 +49,9 @@ struct FieldVerifyResult {
 // Upper bound on the polynomial degree of any output element of `g` in its inputs.
 // Throws Error if an operator has no field semantics.
 int64_t degree_bound(const Graph& g);
+// The same with a degree per graph input (a fold input is a polynomial of some degree
+// in the rule's variables).
+int64_t degree_bound(const Graph& g, const std::vector<int64_t>& input_degrees);
 
 FieldVerifyResult field_verify(const Rule& rule, const FieldVerifyOptions& options = {});
 

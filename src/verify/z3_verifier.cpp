@@ -1,5 +1,7 @@
 #include "verify/z3_verifier.h"
 
+#include "rules/binding.h"
+
 #include <z3++.h>
 
 #include <algorithm>
@@ -133,16 +135,24 @@ std::string element_list(const std::vector<std::string>& values) {
 
 // Float evaluation of both sides at the model point: the first output element that
 // differs beyond float rounding, or "" if none does (or the sides do not evaluate).
-std::string float_difference(const Graph& src, const Graph& tgt, const std::vector<TensorType>& types,
-                             const std::vector<std::vector<double>>& values) {
+std::string float_difference(const Rule& rule, const RuleInstance& inst, const std::vector<std::vector<double>>& values) {
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < types.size(); ++i)
-    inputs.push_back(Tensor::from_f64(types[i].dtype, static_dims(types[i].shape, "verify shape"), values[i]));
+  std::vector<Array<double>> arrays;
+  for (size_t i = 0; i < inst.source.inputs().size(); ++i) {
+    const TensorType& t = inst.source.inputs()[i]->output_types()[0];
+    inputs.push_back(Tensor::from_f64(t.dtype, static_dims(t.shape, "verify shape"), values[i]));
+    arrays.emplace_back(inputs.back().dims(), inputs.back().to_f64());
+  }
   std::vector<Tensor> a, b;
   try {
-    a = evaluate(src, inputs);
-    b = evaluate(tgt, inputs);
-  } catch (const Error&) {
+    a = evaluate(inst.source, inputs);
+    std::vector<Tensor> target_inputs = inputs;
+    for (const Array<double>& f : fold_inputs<double>(rule, inst, arrays)) {
+      const TensorType& t = inst.target.inputs()[target_inputs.size()]->output_types()[0];
+      target_inputs.push_back(Tensor::from_f64(t.dtype, f.dims, f.data));
+    }
+    b = evaluate(inst.target, target_inputs);
+  } catch (const std::exception&) {
     return "";
   }
   for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
@@ -212,26 +222,27 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
     result.verdict = std::move(v);
     return result;
   };
-  for (size_t k = 0; k < rule.verify_shapes.size(); ++k) {
-    const std::vector<TensorType>& types = rule.verify_shapes[k];
+  for (size_t k = 0; k < rule.verify.size(); ++k) {
     const std::string at = "at verify-shapes " + std::to_string(k + 1) + ": ";
-    Graph src, tgt;
+    RuleInstance inst;
     try {
-      src = rule.build_source(types);
-      tgt = rule.build_target(types);
+      inst = instantiate(rule, k);
     } catch (const Error& e) {
       return finish(Verdict::Kind::Unknown, std::string("sides do not build: ") + e.what());
     }
+    const Graph& src = inst.source;
+    const Graph& tgt = inst.target;
     SymArenaScope arena;
     // One real variable per input element, named %var[i] in models.
     std::vector<SymArray> inputs;
     std::vector<std::string> var_names;
-    std::vector<std::pair<size_t, size_t>> var_of;  // Sym var index -> (rule var, element)
-    for (size_t i = 0; i < types.size(); ++i) {
-      SymArray a(static_dims(types[i].shape, "verify shape"));
+    std::vector<std::pair<size_t, size_t>> var_of;  // Sym var index -> (input, element)
+    for (size_t i = 0; i < src.inputs().size(); ++i) {
+      SymArray a(static_dims(src.inputs()[i]->output_types()[0].shape, "verify shape"));
+      const std::string& name = rule.vars[static_cast<size_t>(inst.input_vars[i])].name;
       for (size_t e = 0; e < a.data.size(); ++e) {
         a.data[e] = Sym::var(static_cast<uint32_t>(var_names.size()));
-        var_names.push_back("%" + rule.vars[i].name + "[" + std::to_string(e) + "]");
+        var_names.push_back("%" + name + "[" + std::to_string(e) + "]");
         var_of.emplace_back(i, e);
       }
       inputs.push_back(std::move(a));
@@ -239,7 +250,11 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
     std::vector<SymArray> a, b;
     try {
       a = evaluate_sym(src, inputs);
-      b = evaluate_sym(tgt, inputs);
+      std::vector<SymArray> target_inputs = inputs;
+      for (SymArray& f : fold_inputs<Sym>(rule, inst, inputs)) target_inputs.push_back(std::move(f));
+      b = evaluate_sym(tgt, target_inputs);
+    } catch (const NotApplicable& e) {
+      return finish(Verdict::Kind::Unknown, std::string("no symbolic semantics: ") + e.what());
     } catch (const Error& e) {
       return finish(Verdict::Kind::Unknown, std::string("no symbolic semantics: ") + e.what());
     }
@@ -337,8 +352,8 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
     }
 
     // A counterexample: the input values and the first element that differs there.
-    std::vector<std::vector<double>> values(types.size());
-    std::vector<std::vector<std::string>> texts(types.size());
+    std::vector<std::vector<double>> values(inputs.size());
+    std::vector<std::vector<std::string>> texts(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       values[i].resize(inputs[i].data.size());
       texts[i].resize(inputs[i].data.size());
@@ -357,8 +372,9 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
               model_text(eval_at(z3_of(a[o].data[e]))) + " != target " + model_text(eval_at(z3_of(b[o].data[e])));
     }
     std::string point;
-    for (size_t i = 0; i < texts.size(); ++i) point += " %" + rule.vars[i].name + "=" + element_list(texts[i]);
-    const std::string float_diff = float_difference(src, tgt, types, values);
+    for (size_t i = 0; i < texts.size(); ++i)
+      point += " %" + rule.vars[static_cast<size_t>(inst.input_vars[i])].name + "=" + element_list(texts[i]);
+    const std::string float_diff = float_difference(rule, inst, values);
     result.float_confirmed = !float_diff.empty();
     // A random point's difference is an exact number (no function or x/0 left in
     // it); a solver model may rely on how it chose those.

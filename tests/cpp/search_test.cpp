@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "pipeline/optimize.h"
 #include "rules/rule.h"
+#include "rules/match.h"
 #include "search/search.h"
 
 namespace isomer {
@@ -118,7 +119,8 @@ TEST(Search, RulesAreAlsoUsedRightToLeftWhereTheTargetIsAPattern) {
   EXPECT_EQ(rev->name, "matmul_associate-rev");
   EXPECT_EQ(rev->source_lines, set.rules[0].target_lines);
   EXPECT_TRUE(rev->usable());
-  // A target that computes a constant with $(...) is no pattern.
+  // A target that computes a constant with $(...) is a pattern too: the constant is
+  // checked against the computed value once the variables are bound.
   RuleSet split = parse_rules(R"(
 rule matmul_shared_lhs_merge {
   vars %x, %w1, %w2
@@ -140,8 +142,20 @@ rule matmul_shared_lhs_merge {
   verdict proved
 }
 )");
-  EXPECT_FALSE(reversed_rule(split.rules[0]));
-  EXPECT_EQ(search_rules(split).size(), 1u);
+  std::optional<Rule> unsplit = reversed_rule(split.rules[0]);
+  ASSERT_TRUE(unsplit);
+  EXPECT_EQ(search_rules(split).size(), 2u);
+  // It matches a merged product split at the right sizes, and only there.
+  for (int64_t first : {4, 3}) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({2, 3})});
+    Value w1 = b.input("w1", {DType::Float32, make_shape({3, first})});
+    Value w2 = b.input("w2", {DType::Float32, make_shape({3, 9 - first})});
+    Value m = b.op1("MatMul", {x, b.op1("Concat", {w1, w2}, {{"axis", int64_t{1}}})});
+    std::vector<Value> parts = b.op("Split", {m, b.constant(Tensor::vector_i64({4, 5}))}, {{"axis", int64_t{-1}}}, 2);
+    Graph g = b.finish(parts, {"a", "b"});
+    EXPECT_EQ(find_matches(g, *unsplit).size(), first == 4 ? 1u : 0u) << first;
+  }
 }
 
 // Commuting two independent Adds reaches the same graph in either order, and a

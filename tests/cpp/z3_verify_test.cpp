@@ -14,6 +14,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ops/op.h"
+#include "rules/binding.h"
 #include "rules/rule.h"
 #include "verify/verify.h"
 #include "verify/z3_verifier.h"
@@ -221,11 +222,13 @@ TEST(Z3Verify, BadFixturesAreRefutedWithConfirmedCounterexamples) {
     EXPECT_NE(r.verdict.reason.find("%" + rule.vars[0].name + "=["), std::string::npos) << r.verdict.reason;
     EXPECT_NE(r.verdict.reason.find("float evaluator confirms"), std::string::npos) << r.verdict.reason;
     // The counterexample really separates the sides under the float semantics.
-    const std::vector<TensorType>& types = rule.verify_shapes[r.instantiation];
+    RuleInstance inst = instantiate(rule, r.instantiation);
     std::vector<Tensor> inputs;
-    for (size_t i = 0; i < types.size(); ++i)
-      inputs.push_back(Tensor::from_f64(types[i].dtype, static_dims(types[i].shape), r.counterexample[i]));
-    std::vector<Tensor> a = evaluate(rule.build_source(types), inputs), b = evaluate(rule.build_target(types), inputs);
+    for (size_t i = 0; i < inst.source.inputs().size(); ++i) {
+      const TensorType& t = inst.source.inputs()[i]->output_types()[0];
+      inputs.push_back(Tensor::from_f64(t.dtype, static_dims(t.shape), r.counterexample[i]));
+    }
+    std::vector<Tensor> a = evaluate(inst.source, inputs), b = evaluate(inst.target, inputs);
     bool differs = false;
     for (size_t o = 0; o < a.size(); ++o) {
       std::vector<double> x = a[o].to_f64(), y = b[o].to_f64();
