@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "generate/enumerate.h"
+#include "generate/collapse.h"
 #include "generate/implied.h"
 #include "ir/error.h"
 #include "ir/text.h"
@@ -588,6 +589,11 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   result.counts.emplace_back("tested", tested);
   result.counts.emplace_back("refuted", refuted);
   result.counts.emplace_back("unknown", unknown);
+  CollapseStats collapsed;
+  result.rules = collapse_rules(result.rules, &collapsed);
+  result.counts.emplace_back("commutations_dropped", collapsed.commutations_dropped);
+  result.counts.emplace_back("copies_merged", collapsed.copies_merged);
+  result.counts.emplace_back("implied_after_merge", collapsed.implied_dropped);
   result.counts.emplace_back("written", result.rules.rules.size());
   result.seconds.emplace_back("verify", seconds_since(t));
   return result;

@@ -40,6 +40,9 @@
 //                  reported, not written. Their verdicts depend on Z3 finishing within
 //                  the time limit, so on a loaded machine a run may write fewer of them.
 //
+//   7. collapsed   rules that only commute operands dropped, copies of one identity for
+//                  several shape families merged into one rule (generate/collapse.h)
+//
 // Written rules: variables %x, %y, ... in order of first appearance in the source;
 // `where` guards pin the rank of every variable, equal dims for equal letters and
 // literal dims, so a rule never applies where broadcasting would change its meaning;
