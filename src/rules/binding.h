@@ -4,6 +4,7 @@
 // builds both sides the same way at verify-shapes).
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "eval/array.h"
@@ -19,7 +20,8 @@ struct Binding {
   // Per source pattern node: the graph values it matched (guards may read them).
   std::vector<std::vector<Value>> source_values;
 
-  explicit Binding(size_t num_vars = 0) : operands(num_vars), attrs(num_vars), attr_sets(num_vars) {}
+  Binding() = default;
+  explicit Binding(size_t num_vars) : operands(num_vars), attrs(num_vars), attr_sets(num_vars) {}
 };
 
 // ExprEnv over a binding, and over the values built so far for the side being built.
@@ -72,5 +74,23 @@ RuleInstance instantiate(const Rule& rule, size_t k);
 // source inputs, at element type T (Fp for the field tester, Sym for Z3, double).
 template <class T>
 std::vector<Array<T>> fold_inputs(const Rule& rule, const RuleInstance& inst, const std::vector<Array<T>>& inputs);
+
+}  // namespace isomer
+
+namespace isomer {
+
+// Matches the attributes of pattern operator `p` against a host operator's canonical
+// attributes (`host`; `input_types` canonicalize the pattern's literals, e.g. a
+// default written out): without `...%a` the attributes must be equal up to defaults,
+// with it the named ones must be and the rest bind the set. Attribute variables bind
+// (or must equal their binding); computed attributes are appended to `deferred` with
+// the host's value, to check once every variable is bound. Shared by the graph
+// matcher and the e-graph's.
+bool match_attributes(const PatternNode& p, const Attributes& host, std::span<const TensorType> input_types,
+                      std::vector<std::optional<AttrValue>>& attrs, std::vector<std::optional<Attributes>>& sets,
+                      std::vector<std::pair<const AttrPattern*, AttrValue>>& deferred);
+
+// Numbers compare by value (an int attribute 1 equals a computed 1.0); the rest exactly.
+bool same_attr_value(const AttrValue& a, const AttrValue& b);
 
 }  // namespace isomer

@@ -45,6 +45,66 @@ const Attributes* BindingEnv::attrs_of(const ExprRef& r) const {
   return a ? &*a : nullptr;
 }
 
+bool same_attr_value(const AttrValue& a, const AttrValue& b) {
+  if (const auto* i = std::get_if<int64_t>(&a))
+    if (const auto* d = std::get_if<double>(&b)) return static_cast<double>(*i) == *d;
+  if (const auto* d = std::get_if<double>(&a))
+    if (const auto* i = std::get_if<int64_t>(&b)) return static_cast<double>(*i) == *d;
+  return attr_equal(a, b);
+}
+
+bool match_attributes(const PatternNode& p, const Attributes& host_attrs, std::span<const TensorType> input_types,
+                      std::vector<std::optional<AttrValue>>& attrs, std::vector<std::optional<Attributes>>& sets,
+                      std::vector<std::pair<const AttrPattern*, AttrValue>>& deferred) {
+  auto canonical = [&](const Attributes& a) { return p.op->canonical_attrs ? p.op->canonical_attrs(a, input_types) : a; };
+  if (p.attrs.empty() && p.spread < 0) return host_attrs == canonical({});
+  Attributes host = host_attrs;
+  Attributes pat;
+  std::vector<std::string> computed;
+  for (const AttrPattern& a : p.attrs) {
+    switch (a.kind) {
+      case AttrPattern::Kind::Literal: pat.set(a.name, a.literal); break;
+      case AttrPattern::Kind::Var: {
+        const AttrValue* v = host.find(a.name);
+        if (!v) return false;
+        auto& slot = attrs[static_cast<size_t>(a.var)];
+        if (slot && !same_attr_value(*slot, *v)) return false;
+        slot = *v;
+        pat.set(a.name, *v);
+        break;
+      }
+      case AttrPattern::Kind::Computed: {
+        const AttrValue* v = host.find(a.name);
+        if (!v) return false;
+        deferred.emplace_back(&a, *v);
+        computed.push_back(a.name);
+        break;
+      }
+    }
+  }
+  Attributes canon = canonical(pat);
+  if (p.spread < 0) {
+    for (const std::string& name : computed) {
+      canon.erase(name);
+      host.erase(name);
+    }
+    return canon == host;
+  }
+  Attributes rest = host;
+  for (const AttrPattern& a : p.attrs) {
+    if (a.kind != AttrPattern::Kind::Computed) {
+      const AttrValue* x = canon.find(a.name);
+      const AttrValue* y = host.find(a.name);
+      if ((x == nullptr) != (y == nullptr) || (x && !attr_equal(*x, *y))) return false;
+    }
+    rest.erase(a.name);
+  }
+  auto& slot = sets[static_cast<size_t>(p.spread)];
+  if (slot && !(*slot == rest)) return false;
+  slot = std::move(rest);
+  return true;
+}
+
 bool guards_hold(const Rule& rule, const Binding& b, std::string* failed) {
   BindingEnv env(b);
   for (const Guard& g : rule.guards) {

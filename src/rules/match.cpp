@@ -16,26 +16,13 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.dims() == b.dims() && a.bytes() == b.bytes();
 }
 
-// Numbers compare by value (an int attribute 1 equals a computed 1.0); the rest exactly.
-bool same_attr(const AttrValue& a, const AttrValue& b) {
-  if (const auto* i = std::get_if<int64_t>(&a))
-    if (const auto* d = std::get_if<double>(&b)) return static_cast<double>(*i) == *d;
-  if (const auto* d = std::get_if<double>(&a))
-    if (const auto* i = std::get_if<int64_t>(&b)) return static_cast<double>(*i) == *d;
-  return attr_equal(a, b);
-}
-
 // Matching state for one candidate assignment of roots. Within one root the pattern
 // determines the graph nodes uniquely, so only the choice of root values (and the
 // order of commutative operands) backtracks.
 struct MatchState {
   std::vector<const Node*> nodes;  // pattern node -> graph node (nullptr: not matched yet)
   Binding binding;
-  struct DeferredAttr {
-    const AttrPattern* attr;
-    AttrValue host;
-  };
-  std::vector<DeferredAttr> attrs;
+  std::vector<std::pair<const AttrPattern*, AttrValue>> attrs;  // computed attributes to check
   std::vector<std::pair<int, Value>> consts;  // computed constants / folds to compare
 };
 
@@ -89,8 +76,8 @@ class Matcher {
   void finish(const MatchState& s, std::vector<Match>& out) {
     BindingEnv env(s.binding);
     try {
-      for (const auto& d : s.attrs)
-        if (!same_attr(eval_expr(d.attr->expr, env), d.host)) return;
+      for (const auto& [attr, host] : s.attrs)
+        if (!same_attr_value(eval_expr(attr->expr, env), host)) return;
       for (const auto& [node, host] : s.consts) {
         const PatternNode& pn = p_.nodes[static_cast<size_t>(node)];
         AttrValue v;
@@ -127,62 +114,12 @@ class Matcher {
   }
 
   // Attributes of `p` against the graph node `h` (see match.h).
-  bool match_attrs(const PatternNode& p, const Node& h, MatchState& s) const {
-    if (p.attrs.empty() && p.spread < 0) return h.attrs().empty() || canonical_attributes(h) == canonical_defaults(p, h);
-    Attributes host = canonical_attributes(h);
-    Attributes pat;
-    std::vector<std::string> computed;
-    for (const AttrPattern& a : p.attrs) {
-      switch (a.kind) {
-        case AttrPattern::Kind::Literal: pat.set(a.name, a.literal); break;
-        case AttrPattern::Kind::Var: {
-          const AttrValue* v = host.find(a.name);
-          if (!v) return false;
-          auto& slot = s.binding.attrs[static_cast<size_t>(a.var)];
-          if (slot && !same_attr(*slot, *v)) return false;
-          slot = *v;
-          pat.set(a.name, *v);
-          break;
-        }
-        case AttrPattern::Kind::Computed: {
-          const AttrValue* v = host.find(a.name);
-          if (!v) return false;
-          s.attrs.push_back({&a, *v});
-          computed.push_back(a.name);
-          break;
-        }
-      }
-    }
-    Attributes canon = canonical_of(p, pat, h);
-    if (p.spread < 0) {
-      for (const std::string& name : computed) {
-        canon.erase(name);
-        host.erase(name);
-      }
-      return canon == host;
-    }
-    Attributes rest = host;
-    for (const AttrPattern& a : p.attrs) {
-      if (a.kind != AttrPattern::Kind::Computed) {
-        const AttrValue* x = canon.find(a.name);
-        const AttrValue* y = host.find(a.name);
-        if ((x == nullptr) != (y == nullptr) || (x && !attr_equal(*x, *y))) return false;
-      }
-      rest.erase(a.name);
-    }
-    auto& slot = s.binding.attr_sets[static_cast<size_t>(p.spread)];
-    if (slot && !(*slot == rest)) return false;
-    slot = std::move(rest);
-    return true;
-  }
-
-  static Attributes canonical_of(const PatternNode& p, const Attributes& attrs, const Node& h) {
-    if (!p.op->canonical_attrs) return attrs;
+  static bool match_attrs(const PatternNode& p, const Node& h, MatchState& s) {
     std::vector<TensorType> types;
     for (const Value& v : h.inputs()) types.push_back(v.present() ? v.type() : TensorType{});
-    return p.op->canonical_attrs(attrs, types);
+    if (p.attrs.empty() && p.spread < 0 && h.attrs().empty()) return true;
+    return match_attributes(p, canonical_attributes(h), types, s.binding.attrs, s.binding.attr_sets, s.attrs);
   }
-  static Attributes canonical_defaults(const PatternNode& p, const Node& h) { return canonical_of(p, {}, h); }
 
   bool match_value(const PatternRef& pr, const Value& hv, MatchState& s) const {
     if (!pr.present() || !hv.present()) return pr.present() == hv.present();

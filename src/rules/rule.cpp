@@ -102,7 +102,8 @@ Tensor constant_tensor(std::string_view text) {
 
 class RuleParser {
  public:
-  RuleParser(std::string_view text, std::string_view file) : file_(file) {
+  RuleParser(std::string_view text, std::string_view file, bool allow_no_verify = false)
+      : file_(file), allow_no_verify_(allow_no_verify) {
     size_t start = 0;
     while (start <= text.size()) {
       size_t nl = text.find('\n', start);
@@ -129,7 +130,7 @@ class RuleParser {
         continue;
       }
       if (!starts_with_word(line, "rule")) fail(at_, "expected 'rule NAME {', got '" + std::string(line) + "'");
-      Rule rule = parse_rule(line);
+      Rule rule = is_variadic() ? parse_variadic() : parse_rule(line);
       rule.comment = std::move(comment);
       comment.clear();
       if (auto [it, fresh] = first_line.emplace(rule.name, rule.line); !fresh)
@@ -143,6 +144,57 @@ class RuleParser {
  private:
   [[noreturn]] void fail(size_t line, const std::string& why) const {
     throw Error(std::string(file_) + ":" + std::to_string(line) + ": " + why);
+  }
+
+  // The lines of the rule whose header was just read (header to closing brace).
+  std::vector<std::string> rule_lines() const {
+    std::vector<std::string> out{std::string(lines_[at_ - 1])};
+    int depth = 1;
+    for (size_t i = at_; i < lines_.size() && depth > 0; ++i) {
+      std::string_view l = trim(lines_[i]);
+      out.emplace_back(lines_[i]);
+      if (l == "}") --depth;
+      else if (!l.empty() && l.back() == '{') ++depth;
+    }
+    return out;
+  }
+
+  bool is_variadic() const {
+    for (const std::string& l : rule_lines())
+      if (starts_with_word(trim(l), "vars")) return declares_list(trim(l));
+    return false;
+  }
+
+  // A variadic rule: its template, and its expansions at the verified sizes checked
+  // like any rule; the smallest of them stands for it.
+  Rule parse_variadic() {
+    const size_t header = at_;
+    std::vector<std::string> lines = rule_lines();
+    at_ += lines.size() - 1;
+    VariadicTemplate t;
+    try {
+      t = make_template(lines, std::string(file_), static_cast<int>(header));
+    } catch (const Error& e) {
+      fail(header, e.what());
+    }
+    std::vector<size_t> arities = verify_arities(t);
+    if (arities.empty() || arities[0] == 0) fail(header, "a variadic rule needs verify-shapes lines naming its elements (%w1, %w2, ...)");
+    Rule base;
+    for (size_t n : arities) {
+      Rule r;
+      try {
+        RuleSet one = RuleParser(expand_template(t, n), std::string(file_) + ":" + std::to_string(header) + " (expanded for " +
+                                                        std::to_string(n) + " elements)").run();
+        if (one.rules.size() != 1) throw Error("does not expand to one rule");
+        r = std::move(one.rules[0]);
+      } catch (const Error& e) {
+        fail(header, "variadic rule expanded for " + std::to_string(n) + " elements: " + e.what());
+      }
+      if (n == arities[0] || (n == 2 && base.name.empty())) base = std::move(r);
+    }
+    base.line = static_cast<int>(header);
+    base.variadic = std::make_shared<const VariadicTemplate>(std::move(t));
+    return base;
   }
 
   // "line L: why" from the block parser -> "file:L: why".
@@ -203,7 +255,8 @@ class RuleParser {
     }
     if (!closed) fail(rule.line, "rule '" + rule.name + "' is not closed with '}'");
     if (!have_source || !have_target) fail(rule.line, "rule '" + rule.name + "' needs a source and a target");
-    if (verify_lines.empty()) fail(rule.line, "rule '" + rule.name + "' needs at least one verify-shapes line");
+    if (verify_lines.empty() && !allow_no_verify_)
+      fail(rule.line, "rule '" + rule.name + "' needs at least one verify-shapes line");
     try {
       rule.source = parse_pattern(rule, rule.source_lines, rule.source_first_line, true, nullptr);
       rule.target = parse_pattern(rule, rule.target_lines, rule.target_first_line, false, &rule.source);
@@ -427,11 +480,16 @@ class RuleParser {
   }
 
   std::string_view file_;
+  bool allow_no_verify_ = false;
   std::vector<std::string_view> lines_;
   size_t at_ = 0;  // index of the next line; after reading, the 1-based number of the read one
 };
 
 }  // namespace
+
+RuleSet parse_rules_unverified(std::string_view text, std::string_view file) {
+  return RuleParser(text, file, /*allow_no_verify=*/true).run();
+}
 
 const char* verdict_kind_name(Verdict::Kind k) {
   switch (k) {
@@ -537,6 +595,22 @@ RuleSet load_rules(const std::string& path) {
 }
 
 std::string print_rule(const Rule& r) {
+  if (r.variadic) {
+    // The template as written, with the current verdict.
+    std::string s = r.comment;
+    bool wrote_verdict = false;
+    const std::vector<std::string>& lines = r.variadic->lines;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::string_view l = trim(lines[i]);
+      if (starts_with_word(l, "verdict")) continue;
+      if (i + 1 == lines.size() && r.verdict.kind != Verdict::Kind::None && !wrote_verdict) {
+        s += "  verdict " + print_verdict(r.verdict) + "\n";
+        wrote_verdict = true;
+      }
+      s += lines[i] + "\n";
+    }
+    return s;
+  }
   std::string s = r.comment + "rule " + r.name + " {\n  vars ";
   for (size_t i = 0; i < r.vars.size(); ++i) {
     const RuleVar& v = r.vars[i];

@@ -51,6 +51,7 @@
 #include "ir/graph.h"
 #include "rules/expr.h"
 #include "rules/pattern.h"
+#include "rules/variadic.h"
 
 namespace isomer {
 
@@ -100,6 +101,9 @@ struct Rule {
   int line = 0;                        // where `rule` was, for messages
   int source_first_line = 0, target_first_line = 0;  // file lines of the block bodies
   Pattern source, target;
+  // A variadic rule (rules/variadic.h): its template; the fields above are then its
+  // expansion for two elements (or the fewest its verify-shapes lines give).
+  std::shared_ptr<const VariadicTemplate> variadic;
 
   const RuleVar* find_var(std::string_view name) const;
   int var_index(std::string_view name) const;  // -1 if none
@@ -125,6 +129,9 @@ struct RuleSet {
 // Parses and checks a rule file; errors read "file:line: reason".
 RuleSet parse_rules(std::string_view text, std::string_view file = "<rules>");
 RuleSet load_rules(const std::string& path);
+// The same, but a rule with no verify-shapes line is accepted (the expansion of a
+// verified variadic rule for a size it was not verified at).
+RuleSet parse_rules_unverified(std::string_view text, std::string_view file);
 std::string print_rules(const RuleSet& set);
 std::string print_rule(const Rule& rule);
 

@@ -13,7 +13,53 @@
 
 namespace isomer {
 
+namespace {
+
+Verdict verify_one(const Rule& rule, const VerifyOptions& options);
+
+// The weaker of two verdicts (a refutation or an unknown wins; tested beats proved).
+Verdict weaker(const Verdict& a, const Verdict& b) {
+  auto rank = [](Verdict::Kind k) {
+    switch (k) {
+      case Verdict::Kind::Refuted: return 0;
+      case Verdict::Kind::Unknown: return 1;
+      case Verdict::Kind::None: return 2;
+      case Verdict::Kind::Tested: return 3;
+      case Verdict::Kind::Proved: return 4;
+    }
+    return 2;
+  };
+  if (rank(a.kind) != rank(b.kind)) return rank(a.kind) < rank(b.kind) ? a : b;
+  Verdict v = a;
+  if (a.kind == Verdict::Kind::Tested) {
+    v.error_bits = std::min(a.error_bits, b.error_bits);
+    v.trials = std::max(a.trials, b.trials);
+    v.degree = std::max(a.degree, b.degree);
+  }
+  return v;
+}
+
+}  // namespace
+
 Verdict verify_rule(const Rule& rule, const VerifyOptions& options) {
+  if (!rule.variadic) return verify_one(rule, options);
+  // A variadic rule: its expansion at each size its verify-shapes lines give.
+  const auto start = std::chrono::steady_clock::now();
+  Verdict v;
+  bool first = true;
+  for (size_t n : verify_arities(*rule.variadic)) {
+    Verdict at = verify_one(expand_variadic(rule, n), options);
+    if (!at.reason.empty()) at.reason = "expanded for " + std::to_string(n) + " elements: " + at.reason;
+    v = first ? at : weaker(v, at);
+    first = false;
+  }
+  v.time_s = std::round(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e4) / 1e4;
+  return v;
+}
+
+namespace {
+
+Verdict verify_one(const Rule& rule, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto timed = [&](Verdict v) {
     v.time_s =
@@ -37,6 +83,8 @@ Verdict verify_rule(const Rule& rule, const VerifyOptions& options) {
   unknown.reason = "z3: " + z3_reason + "; field: " + field.reason;
   return timed(std::move(unknown));
 }
+
+}  // namespace
 
 void verify_all(RuleSet& set, const VerifyOptions& options, int jobs) {
   const size_t n = set.rules.size();
