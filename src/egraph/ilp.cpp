@@ -1,0 +1,168 @@
+// Exact extraction as an integer program, solved by CBC (see egraph/extract.h).
+#include <CbcModel.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <CoinPackedVector.hpp>
+#include <OsiClpSolverInterface.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "egraph/extract.h"
+
+namespace isomer::eg {
+namespace {
+
+std::vector<ClassId> child_classes(const EGraph& g, const ENode& n) {
+  std::vector<ClassId> out;
+  for (ClassId c : n.children)
+    if (c != kNoClass) out.push_back(g.find(c));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+struct Column {
+  ClassId cls;
+  uint32_t index;
+  double cost;
+};
+
+}  // namespace
+
+std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId>& roots, const CostTable& costs,
+                                      const Extraction& warm, double time_limit_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto left = [&] {
+    return time_limit_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Columns: the selectable e-nodes of every class the roots can reach.
+  std::vector<Column> cols;
+  std::map<ClassId, std::vector<int>> of_class;
+  {
+    std::unordered_set<ClassId> seen;
+    std::vector<ClassId> stack;
+    for (ClassId r : roots) stack.push_back(g.find(r));
+    while (!stack.empty()) {
+      ClassId c = stack.back();
+      stack.pop_back();
+      if (!seen.insert(c).second) continue;
+      auto cost_it = costs.find(c);
+      const EClass& k = g.cls(c);
+      for (uint32_t i = 0; i < k.nodes.size(); ++i) {
+        double cost = cost_it == costs.end() || i >= cost_it->second.size() ? kInfiniteCost : cost_it->second[i];
+        if (cost == kInfiniteCost) continue;
+        of_class[c].push_back(static_cast<int>(cols.size()));
+        cols.push_back({c, i, cost});
+        for (ClassId ch : child_classes(g, k.nodes[i])) stack.push_back(ch);
+      }
+    }
+  }
+  const int n = static_cast<int>(cols.size());
+  if (n == 0) return std::nullopt;
+  CoinPackedMatrix matrix(false, 0, 0);
+  matrix.setDimensions(0, n);
+  std::vector<double> row_lb, row_ub;
+  auto add_row = [&](const CoinPackedVector& v, double lb, double ub) {
+    matrix.appendRow(v);
+    row_lb.push_back(lb);
+    row_ub.push_back(ub);
+  };
+  for (ClassId r : roots) {
+    CoinPackedVector v;
+    for (int j : of_class[g.find(r)]) v.insert(j, 1.0);
+    if (v.getNumElements() == 0) return std::nullopt;
+    add_row(v, 1.0, COIN_DBL_MAX);
+  }
+  // A chosen e-node needs a chosen e-node in each child class: sum(child) - x >= 0.
+  for (int j = 0; j < n; ++j) {
+    for (ClassId ch : child_classes(g, g.cls(cols[j].cls).nodes[cols[j].index])) {
+      CoinPackedVector v;
+      for (int k : of_class[ch])
+        if (k != j) v.insert(k, 1.0);
+      v.insert(j, -1.0);
+      add_row(v, 0.0, COIN_DBL_MAX);
+    }
+  }
+  std::vector<double> col_lb(n, 0.0), col_ub(n, 1.0), obj(n);
+  for (int j = 0; j < n; ++j) obj[j] = cols[j].cost;
+  // The warm start: the greedy choice as a 0/1 vector.
+  std::vector<double> start(n, 0.0);
+  for (int j = 0; j < n; ++j) {
+    auto it = warm.choice.find(cols[j].cls);
+    if (it != warm.choice.end() && it->second == cols[j].index) start[j] = 1.0;
+  }
+
+  Extraction best;
+  best.method = "ilp";
+  for (int round = 0; round < 20; ++round) {
+    if (left() <= 0.05) {
+      best.note = "time limit before a solution";
+      break;
+    }
+    OsiClpSolverInterface solver;
+    solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(), row_ub.data());
+    for (int j = 0; j < n; ++j) solver.setInteger(j);
+    solver.messageHandler()->setLogLevel(0);
+    CbcModel model(solver);
+    model.setLogLevel(0);
+    model.messageHandler()->setLogLevel(0);
+    model.setMaximumSeconds(std::max(0.1, left()));
+    if (warm.cost < kInfiniteCost) model.setBestSolution(start.data(), n, warm.cost, true);
+    model.branchAndBound();
+    const double* sol = model.bestSolution();
+    if (!sol) {
+      best.note = "no solution within the time limit";
+      break;
+    }
+    // One chosen e-node per class: the cheapest of those the solution selects.
+    std::unordered_map<ClassId, uint32_t> choice;
+    std::unordered_map<ClassId, double> chosen_cost;
+    for (int j = 0; j < n; ++j) {
+      if (sol[j] < 0.5) continue;
+      auto it = chosen_cost.find(cols[j].cls);
+      if (it == chosen_cost.end() || cols[j].cost < it->second) {
+        choice[cols[j].cls] = cols[j].index;
+        chosen_cost[cols[j].cls] = cols[j].cost;
+      }
+    }
+    std::vector<ClassId> cycle = find_cycle(g, choice, roots);
+    if (!cycle.empty()) {
+      // Not all the e-nodes on this cycle may be chosen together.
+      CoinPackedVector v;
+      for (ClassId c : cycle)
+        for (int j : of_class[c])
+          if (cols[j].index == choice[c]) v.insert(j, 1.0);
+      add_row(v, -COIN_DBL_MAX, static_cast<double>(cycle.size()) - 1.0);
+      ++best.cycles_cut;
+      continue;
+    }
+    best.choice = std::move(choice);
+    best.cost = dag_cost(g, best.choice, roots, costs);
+    best.lower_bound = model.getBestPossibleObjValue();
+    best.optimal = model.isProvenOptimal();
+    best.gap = best.optimal ? 0.0
+                            : std::max(0.0, (best.cost - best.lower_bound) / std::max(std::abs(best.cost), 1e-12));
+    break;
+  }
+  best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (best.choice.empty()) return std::nullopt;
+  if (best.cost > warm.cost) {
+    // The solver's own incumbent lost to the warm start (it was cut off): keep greedy's
+    // choice and report the bound.
+    Extraction out = warm;
+    out.method = "ilp";
+    out.lower_bound = best.lower_bound;
+    out.optimal = false;
+    out.gap = std::max(0.0, (warm.cost - best.lower_bound) / std::max(std::abs(warm.cost), 1e-12));
+    out.seconds = best.seconds;
+    out.cycles_cut = best.cycles_cut;
+    return out;
+  }
+  return best;
+}
+
+}  // namespace isomer::eg
