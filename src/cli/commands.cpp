@@ -50,6 +50,10 @@ struct OptimizeArgs {
   std::vector<std::string> input_shapes, disabled, rules;
   std::string search = "templates";
   double budget = 10;
+  // --search eqsat
+  size_t iter_limit = 30, node_limit = 20000, region_ops = 200;
+  std::string extractor = "ilp";
+  double ilp_time = 10;
   uint64_t seed = 0;
   bool no_check = false;
   bool allow_nonfinite = false;
@@ -59,7 +63,7 @@ struct OptimizeArgs {
 
 int run_optimize(const OptimizeArgs& a) {
   // Measured costs run oneDNN: make OpenMP threads wait passively (see runtime.h).
-  if (a.cost == "measured" || a.search == "backtrack") runtime::use_passive_openmp_waits();
+  if (a.cost == "measured" || a.search == "backtrack" || a.search == "eqsat") runtime::use_passive_openmp_waits();
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
   std::vector<std::string> templates = template_rule_names();
@@ -70,6 +74,11 @@ int run_optimize(const OptimizeArgs& a) {
   opts.search = a.search;
   opts.rule_paths = a.rules;
   opts.search_options.budget_s = a.budget;
+  opts.search_options.iteration_limit = a.iter_limit;
+  opts.search_options.node_limit = a.node_limit;
+  opts.search_options.region_ops = a.region_ops;
+  opts.search_options.extractor = a.extractor;
+  opts.search_options.ilp_time_s = a.ilp_time;
   opts.check = !a.no_check;
   opts.allow_nonfinite = a.allow_nonfinite;
   opts.check_options.seed = a.seed;
@@ -146,12 +155,18 @@ void add_commands(CLI::App& app) {
   o->add_option("--tolerance", opt->tolerance, "relative tolerance of the check (default 1e-3)");
   o->add_option("--disable", opt->disabled, "rule to leave out (repeatable)");
   o->add_option("--search", opt->search,
-                "none, templates (default: the template passes) or backtrack (then a cost-based search over "
-                "the verified rules)")
-      ->check(CLI::IsMember({"none", "templates", "backtrack"}));
-  o->add_option("--rules", opt->rules, "rule file or directory for --search backtrack (repeatable; default: "
+                "none, templates (default: the template passes), eqsat (then equality saturation over the verified "
+                "rules with exact extraction) or backtrack (TASO's cost-based search)")
+      ->check(CLI::IsMember({"none", "templates", "backtrack", "eqsat"}));
+  o->add_option("--rules", opt->rules, "rule file or directory for --search (repeatable; default: "
                                        "isomer's shipped rules/)");
   o->add_option("--budget", opt->budget, "seconds the search may take (default 10)");
+  o->add_option("--iter-limit", opt->iter_limit, "eqsat: saturation iterations per region (default 30)");
+  o->add_option("--node-limit", opt->node_limit, "eqsat: e-nodes per region (default 20000)");
+  o->add_option("--region-ops", opt->region_ops, "eqsat: operators per region of a large model (default 200)");
+  o->add_option("--extractor", opt->extractor, "eqsat: greedy, or ilp (exact, CBC; default)")
+      ->check(CLI::IsMember({"greedy", "ilp"}));
+  o->add_option("--ilp-time", opt->ilp_time, "eqsat: seconds the ILP may take per region (default 10)");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
   o->add_option("--cost", opt->cost, "cost model for the before/after time: measured (default), analytic, none")

@@ -10,6 +10,7 @@
 #include "cost/cost.h"
 #include "ir/error.h"
 #include "runtime/runtime.h"
+#include "search/eqsat.h"
 
 namespace isomer {
 
@@ -76,23 +77,25 @@ void require_finite_weights(const Graph& g) {
 
 Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
                     OptimizeReport* report) {
-  require(opts.search == "none" || opts.search == "templates" || opts.search == "backtrack",
-          "unknown search '" + opts.search + "' (choose none, templates or backtrack)");
-  if (opts.search != "backtrack" && !opts.search_options.disabled.empty())
+  const bool search = opts.search == "backtrack" || opts.search == "eqsat";
+  require(opts.search == "none" || opts.search == "templates" || search,
+          "unknown search '" + opts.search + "' (choose none, templates, backtrack or eqsat)");
+  if (!search && !opts.search_options.disabled.empty())
     throw Error("cannot disable rule '" + opts.search_options.disabled[0] +
-                "': no template rule has that name (verified rules only run with --search backtrack)");
+                "': no template rule has that name (verified rules only run with --search backtrack or eqsat)");
   if (opts.search == "none") return g;
   PassStats stats;
   Graph out = simplify(g, opts.passes, &stats);
   if (applied) *applied = stats.applied;
-  if (opts.search != "backtrack") return out;
+  if (!search) return out;
 
   std::vector<std::string> paths = opts.rule_paths;
   if (paths.empty()) paths.push_back(default_rules_path());
   RuleSet set = load_rule_files(paths);
   for (const std::string& name : opts.search_options.disabled) {
     bool reversed = name.size() > 4 && name.ends_with("-rev");
-    require(set.find(name) || (reversed && set.find(name.substr(0, name.size() - 4))),
+    bool family = std::any_of(set.rules.begin(), set.rules.end(), [&](const Rule& r) { return r.family() == name; });
+    require(set.find(name) || family || (reversed && set.find(name.substr(0, name.size() - 4))),
             "cannot disable rule '" + name + "': neither a template rule nor in the rule files");
   }
   std::vector<Rule> rules = search_rules(set, opts.search_options.disabled);
@@ -102,7 +105,10 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::s
   SearchOptions so = opts.search_options;
   so.passes = opts.passes;
   SearchStats sst;
-  out = backtracking_search(out, rules, [&](const Node& n) { return model->op_ms(n); }, so, &sst);
+  if (opts.search == "eqsat")
+    out = eqsat_search(out, rules, *model, so, &sst);
+  else
+    out = backtracking_search(out, rules, [&](const Node& n) { return model->op_ms(n); }, so, &sst);
   if (applied)
     for (const auto& [name, n] : sst.rules_applied) (*applied)[name] += n;
   if (report) {
@@ -221,15 +227,9 @@ std::string OptimizeReport::to_json() const {
   if (!culprit.empty()) j["culprit_rule"] = culprit;
   j["rules_applied"] = rules_applied;
   j["search"] = search;
-  if (search == "backtrack") {
+  if (search == "backtrack" || search == "eqsat") {
     j["search_rules_loaded"] = rules_loaded;
-    j["search_rules_used"] = search_stats.rules_used;
-    j["search_expanded"] = search_stats.expanded;
-    j["search_generated"] = search_stats.generated;
-    j["search_seconds"] = search_stats.seconds;
-    j["search_budget_exhausted"] = search_stats.budget_exhausted;
-    j["search_cost_before_ms"] = search_stats.cost_before;
-    j["search_cost_after_ms"] = search_stats.cost_after;
+    search_stats.to_json(j);
   }
   return j.dump(2) + "\n";
 }
@@ -261,14 +261,7 @@ std::string OptimizeReport::to_text() const {
   }
   std::snprintf(line, sizeof line, "\noptimized in %.3f s\n", optimize_seconds);
   out << line;
-  if (search == "backtrack") {
-    std::snprintf(line, sizeof line,
-                  "search: %zu rules loaded, %zu usable (reversals included), %zu graphs expanded, "
-                  "%zu rewrites, %.2f s%s\n",
-                  rules_loaded, search_stats.rules_used, search_stats.expanded, search_stats.generated,
-                  search_stats.seconds, search_stats.budget_exhausted ? " (budget spent)" : "");
-    out << line;
-  }
+  if (search == "backtrack" || search == "eqsat") out << search_stats.to_text(rules_loaded);
   if (cost_before_ms >= 0 && cost_after_ms >= 0) {
     std::snprintf(line, sizeof line, "time on isomer's runtime (%s cost): %.3f ms -> %.3f ms (%.2fx)\n",
                   cost_model.c_str(), cost_before_ms, cost_after_ms,

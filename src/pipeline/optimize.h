@@ -19,9 +19,10 @@ namespace isomer {
 struct OptimizeOptions {
   ImportOptions import;
   PassOptions passes;
-  // "none": no rewrites; "templates": the template passes; "backtrack": the template
-  // passes, then the cost-based backtracking search over the verified rules of
-  // rule_paths (default: isomer's shipped rule set, see default_rules_path()).
+  // "none": no rewrites; "templates": the template passes; "backtrack" / "eqsat": the
+  // template passes, then the cost-based backtracking search or equality saturation
+  // (search/eqsat.h) over the verified rules of rule_paths (default: isomer's shipped
+  // rule set, see default_rules_path()).
   std::string search = "templates";
   std::vector<std::string> rule_paths;
   SearchOptions search_options;
@@ -49,8 +50,8 @@ struct OptimizeReport {
   std::vector<std::string> opaque_reasons;
   std::map<std::string, size_t> rules_applied;
   std::string search;            // the search mode that ran
-  SearchStats search_stats;      // backtrack only
-  size_t rules_loaded = 0;       // backtrack only: rules read from the rule files
+  SearchStats search_stats;      // backtrack and eqsat
+  size_t rules_loaded = 0;       // backtrack and eqsat: rules read from the rule files
   double optimize_seconds = 0;
   double check_seconds = 0;
   bool check_requested = true;

@@ -95,7 +95,9 @@ Graph clean_up(const Graph& g, const PassOptions& passes, std::map<std::string, 
 
 std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled) {
   auto is_disabled = [&](const std::string& name) {
-    return std::find(disabled.begin(), disabled.end(), name) != disabled.end();
+    std::string family = name.substr(0, name.find('/'));
+    return std::find(disabled.begin(), disabled.end(), name) != disabled.end() ||
+           std::find(disabled.begin(), disabled.end(), family) != disabled.end();
   };
   std::vector<Rule> out;
   for (const Rule& r : set.rules) {
@@ -112,6 +114,7 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
   auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   SearchStats st;
+  st.strategy = "backtrack";
   st.rules_used = rules.size();
   GraphCoster cost(op_cost);
 
@@ -125,6 +128,7 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
   while (!queue.empty()) {
     if (elapsed() >= options.budget_s || st.expanded >= options.max_expansions) {
       st.budget_exhausted = true;
+      st.stop = elapsed() >= options.budget_s ? StopReason::TimeLimit : StopReason::IterationLimit;
       break;
     }
     Candidate cur = queue.top();
@@ -136,9 +140,9 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
     GraphIndex index(cur.graph);
     for (const Rule& rule : rules) {
       if (elapsed() >= options.budget_s) break;
-      for (const Match& m : find_matches(index, rule, nullptr, options.max_matches_per_rule)) {
+      for (const Match& m : find_matches(index, rule, &st.rules, options.max_matches_per_rule)) {
         bool applied = false;
-        Graph next = apply_rule(cur.graph, rule, m, nullptr, &applied);
+        Graph next = apply_rule(cur.graph, rule, m, &st.rules, &applied);
         if (!applied) continue;
         ++st.generated;
         if (!seen.insert(graph_hash(next)).second) {
@@ -173,6 +177,58 @@ Graph backtracking_search(const Graph& g, const std::vector<Rule>& rules, const 
   st.seconds = elapsed();
   if (stats) *stats = st;
   return best.graph;
+}
+
+void SearchStats::to_json(nlohmann::ordered_json& j) const {
+  j["search_strategy"] = strategy;
+  j["search_stop_reason"] = eg::stop_reason_name(stop);
+  j["search_rules_used"] = rules_used;
+  j["search_seconds"] = seconds;
+  j["search_budget_exhausted"] = budget_exhausted;
+  j["search_cost_before_ms"] = cost_before;
+  j["search_cost_after_ms"] = cost_after;
+  nlohmann::ordered_json per_rule = nlohmann::ordered_json::object();
+  for (const auto& [name, c] : rules)
+    if (c.matches || c.applications) per_rule[name] = {{"matches", c.matches}, {"applications", c.applications}};
+  j["search_rule_counts"] = per_rule;
+  if (strategy == "backtrack") {
+    j["search_expanded"] = expanded;
+    j["search_generated"] = generated;
+  } else {
+    j["search_regions"] = regions;
+    j["search_iterations"] = iterations;
+    j["search_egraph_nodes"] = egraph_nodes;
+    j["search_egraph_classes"] = egraph_classes;
+    j["search_saturation_seconds"] = saturation_seconds;
+    j["search_extraction_seconds"] = extraction_seconds;
+    j["search_extractor"] = extractor;
+    j["search_extraction_gap"] = extraction_gap;
+    j["search_extraction_optimal"] = extraction_optimal;
+    j["search_greedy_cost_ms"] = greedy_cost;
+    j["search_ilp_cost_ms"] = ilp_cost;
+    j["search_kept_input"] = kept_input;
+  }
+}
+
+std::string SearchStats::to_text(size_t rules_loaded) const {
+  char line[400];
+  if (strategy == "backtrack") {
+    std::snprintf(line, sizeof line,
+                  "search: %zu rules loaded, %zu usable (reversals included), %zu graphs expanded, "
+                  "%zu rewrites, %.2f s, stopped: %s\n",
+                  rules_loaded, rules_used, expanded, generated, seconds, eg::stop_reason_name(stop));
+    return line;
+  }
+  std::snprintf(line, sizeof line,
+                "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "
+                "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s), %.3f ms -> %.3f ms%s\n",
+                rules_used, rules_loaded, regions, iterations, egraph_nodes, egraph_classes, eg::stop_reason_name(stop),
+                saturation_seconds, extraction_seconds, extractor.c_str(),
+                extractor == "ilp" ? (extraction_optimal ? ", optimal"
+                                                         : (", gap " + std::to_string(extraction_gap * 100).substr(0, 5) + "%").c_str())
+                                   : "",
+                cost_before, cost_after, kept_input ? " (not cheaper: input kept)" : "");
+  return line;
 }
 
 RuleSet load_rule_files(const std::vector<std::string>& paths) {

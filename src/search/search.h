@@ -1,6 +1,11 @@
 #pragma once
-// Cost-based backtracking search over verified rewrite rules (TASO, Jia et al.,
-// SOSP 2019, section 5).
+// The search strategies over the verified rules, behind one small interface (egg's
+// shape): typed options in (SearchOptions), a graph and a report out (SearchStats:
+// why it stopped, per-rule match and application counts, what the result used).
+// `backtrack` is below; `eqsat` (equality saturation with DAG extraction) is in
+// search/eqsat.h. Both match the same compiled patterns as the template passes.
+//
+// Backtracking: the cost-based search of TASO (Jia et al., SOSP 2019, section 5).
 //
 // A priority queue holds candidate graphs ordered by cost, starting with the input.
 // Each step pops the cheapest, applies every usable rule at every match (up to a
@@ -24,41 +29,84 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "egraph/runner.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
+#include "rules/match.h"
 #include "rules/rule.h"
 
 namespace isomer {
 
+// Why a search stopped (egg's StopReason): it ran out of things to try, or a limit.
+using StopReason = eg::StopReason;
+
+// The options of both strategies (typed, builder-friendly: set what you need).
 struct SearchOptions {
-  double budget_s = 10;             // wall-clock limit
+  double budget_s = 10;             // wall-clock limit (both)
+  PassOptions passes;               // cleanup after rewriting (template passes)
+  std::vector<std::string> disabled;  // rule names (or families) not to use (culprit search, users)
+  // backtrack
   size_t max_expansions = 100000;   // graphs popped from the queue
   double alpha = 1.05;              // keep candidates costing < alpha * best
   size_t max_matches_per_rule = 32; // per graph and rule
   size_t max_queue = 2000;          // the cheapest are kept when the queue grows past this
-  PassOptions passes;               // cleanup after each rewrite (template passes)
-  std::vector<std::string> disabled;  // rule names not to use (culprit search, users)
+  // eqsat
+  size_t iteration_limit = 30;      // saturation iterations per region
+  size_t node_limit = 20000;        // e-nodes per region
+  size_t match_limit = 1000;        // backoff scheduler: matches per rule and iteration before a ban
+  size_t ban_length = 5;            // backoff scheduler: iterations a first ban lasts
+  size_t region_ops = 200;          // operators per region of a large model
+  std::string extractor = "ilp";    // "greedy", or "ilp" (exact, warm-started from greedy)
+  // Reversed rules whose target has more operators than their source (x + x into
+  // x - (-x): the reversals of simplifications) only grow the e-graph with forms that
+  // are never cheaper; they are left out unless this is set.
+  bool expanding_reversals = false;
+  double ilp_time_s = 10;           // the ILP's limit per region
 };
 
+// What a search did. Both strategies fill the common part; each its own.
 struct SearchStats {
+  std::string strategy;         // "backtrack" or "eqsat"
+  StopReason stop = StopReason::Saturated;
+  double seconds = 0;           // the whole search
   size_t rules_used = 0;        // usable rules, reversed ones included
+  RuleCounts rules;             // per rule: matches found, applications
+  double cost_before = 0, cost_after = 0;  // the strategy's own cost of input and result (ms)
+  // The rules the result was rewritten with: backtrack, along the path from the input
+  // to the best graph (and the cleanups' template rules); eqsat, the rules that made
+  // e-nodes the extraction chose.
+  std::map<std::string, size_t> rules_applied;
+  bool budget_exhausted = false;  // stopped by a limit, not because nothing was left
+  // backtrack
   size_t expanded = 0;          // graphs popped and rewritten
   size_t generated = 0;         // rewrites that built a new graph
   size_t duplicates = 0;        // ... of which had been seen before
   size_t pruned = 0;            // ... of which cost >= alpha * best
-  double cost_before = 0, cost_after = 0;
-  double seconds = 0;
-  bool budget_exhausted = false;  // stopped by the budget, not by an empty queue
-  // The rules along the path from the input to the best graph (with counts), and
-  // the template rules the cleanups applied on that path.
-  std::map<std::string, size_t> rules_applied;
+  // eqsat
+  size_t regions = 0;           // parts of the model saturated separately
+  size_t iterations = 0;        // saturation iterations, all regions
+  size_t egraph_nodes = 0, egraph_classes = 0;  // e-graph sizes, all regions
+  double saturation_seconds = 0, extraction_seconds = 0;
+  std::string extractor;        // "greedy" or "ilp"
+  double extraction_gap = -1;   // ILP: relative optimality gap (0 = optimal, -1 = not run)
+  bool extraction_optimal = false;  // ILP proved optimal in every region
+  double greedy_cost = 0, ilp_cost = 0;  // DAG costs of the two extractions (ms, sum of regions)
+  size_t cycles_cut = 0;        // extraction: cycles broken
+  bool kept_input = false;      // the result priced whole was not cheaper: the input came back
+
+  // The fields as the report JSON has them (search_*), and a line for the text report.
+  void to_json(nlohmann::ordered_json& j) const;
+  std::string to_text(size_t rules_loaded) const;
 };
 
 // Cost of one operator node in milliseconds (its inputs' types are known).
 using OpCostFn = std::function<double(const Node&)>;
 
 // The usable rules of `set` the search applies: each rule whose source is a
-// pattern, and the reversal of each rule whose target is one too, minus `disabled`.
+// pattern, and the reversal of each rule whose target is one too, minus `disabled`
+// (rule names, `-rev` names, or family names).
 std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled = {});
 
 // The best graph found; `g` itself when nothing cheaper was found.
