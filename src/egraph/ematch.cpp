@@ -518,7 +518,8 @@ const Rule& VariadicExpansions::of_size(const Rule& rule, size_t n) {
 }
 
 std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rule& rule, const OpIndex& index,
-                                                            size_t limit, VariadicExpansions& expansions) {
+                                                            size_t limit, VariadicExpansions& expansions,
+                                                            const std::vector<bool>& merge_origins) {
   const Rule& one = expansions.of_size(rule, 1);
   std::vector<EMatch> elements = ematch(g, one, index, limit == SIZE_MAX ? SIZE_MAX : limit * kMaxElements);
   // A variable of the one-element rule is shared (no list) or the first of a list (`w1`).
@@ -530,8 +531,19 @@ std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rul
   std::vector<int> shared;
   for (size_t v = 0; v < one.vars.size(); ++v)
     if (list_of(one.vars[v].name).empty()) shared.push_back(static_cast<int>(v));
+  // An element that is a merge already (its value is read by a multi-output operator,
+  // the Split, that a merge rule made) is left out: grouping it again would merge
+  // merges, doubling the operator's size every iteration.
+  auto is_merge = [&](const EMatch& m) {
+    for (const auto& [parent, cls] : g.cls(m.roots[0]).parents)
+      if (parent.kind == ENodeKind::Op && parent.num_outputs > 1 && parent.origin < merge_origins.size() &&
+          merge_origins[parent.origin])
+        return true;
+    return false;
+  };
   std::map<std::vector<std::string>, std::vector<size_t>> groups;  // ordered: deterministic
   for (size_t i = 0; i < elements.size(); ++i) {
+    if (is_merge(elements[i])) continue;
     std::vector<std::string> key;
     for (int v : shared) {
       const EMatch& m = elements[i];

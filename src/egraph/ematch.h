@@ -72,9 +72,13 @@ constexpr size_t kMaxElements = 16;
 
 // Matches of variadic `rule`: its one-element expansion matched everywhere, grouped by
 // the bindings the elements share (a hash table again); each group of 2 to
-// kMaxElements elements is one match of the rule expanded for that many.
+// kMaxElements elements is one match of the rule expanded for that many. Elements whose
+// value a merge made (read by a multi-output e-node whose origin o has
+// merge_origins[o] set: the Split after a merged operator) are left out, so merges are
+// not merged again.
 std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rule& rule, const OpIndex& index,
-                                                            size_t limit, VariadicExpansions& expansions);
+                                                            size_t limit, VariadicExpansions& expansions,
+                                                            const std::vector<bool>& merge_origins = {});
 
 enum class ApplyResult { Applied, Unchanged, NotApplicable };
 

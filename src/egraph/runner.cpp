@@ -29,6 +29,9 @@ RunnerReport Runner::run() {
     size_t banned_until = 0;
   };
   std::vector<Backoff> backoff(rules_.size());
+  // Origins (rule position + 1) of the variadic rules: what they make are merges.
+  std::vector<bool> merge_origins(rules_.size() + 1, false);
+  for (size_t r = 0; r < rules_.size(); ++r) merge_origins[r + 1] = rules_[r]->variadic != nullptr;
   RunnerReport rep;
   g_.rebuild();
   auto done = [&](StopReason why) {
@@ -60,7 +63,7 @@ RunnerReport Runner::run() {
       const size_t limit = scheduler_.match_limit << b.times_banned;
       std::vector<std::pair<const Rule*, EMatch>> ms;
       if (rules_[r]->variadic) {
-        ms = ematch_variadic(g_, *rules_[r], index, limit, expansions_);
+        ms = ematch_variadic(g_, *rules_[r], index, limit, expansions_, merge_origins);
       } else {
         for (EMatch& m : ematch(g_, *rules_[r], index, limit)) ms.emplace_back(rules_[r], std::move(m));
       }

@@ -343,12 +343,17 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     }
     auto te = Clock::now();
     eg::CostTable costs = NodeCoster(egraph, model).table();
+    if (std::getenv("ISOMER_DEBUG_COST")) std::fprintf(stderr, "priced in %.2f s\n", seconds_since(te));
     eg::Extraction ex = eg::extract_greedy(egraph, roots, costs);
     greedy_total += ex.cost;
     st.cycles_cut += ex.cycles_cut;
     if (options.extractor == "ilp") {
       const double ilp_left = std::max(0.5, std::min(options.ilp_time_s, options.budget_s - seconds_since(t0)));
-      if (std::optional<eg::Extraction> exact = eg::extract_ilp(egraph, roots, costs, ex, ilp_left)) {
+      std::optional<eg::Extraction> exact = eg::extract_ilp(egraph, roots, costs, ex, ilp_left);
+      if (exact && std::getenv("ISOMER_DEBUG_COST"))
+        std::fprintf(stderr, "ilp %.2f s, %zu cycles cut, optimal %d, cost %.3f greedy %.3f note %s\n", exact->seconds,
+                     exact->cycles_cut, exact->optimal, exact->cost, ex.cost, exact->note.c_str());
+      if (exact) {
         worst_gap = std::max(worst_gap, exact->gap);
         st.extraction_optimal = st.extraction_optimal && exact->optimal;
         st.cycles_cut += exact->cycles_cut;
