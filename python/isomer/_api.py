@@ -28,7 +28,7 @@ class CheckFailedError(Error):
         self.report = report
 
 
-SEARCH_MODES = ("templates", "backtrack", "none")
+SEARCH_MODES = ("templates", "backtrack", "eqsat", "none")
 
 # The check hands graphs with operators isomer cannot evaluate to ONNX Runtime in a
 # Python subprocess ($ISOMER_PYTHON); prefer this interpreter when it has onnxruntime.
@@ -91,15 +91,19 @@ def _to_model_proto(data):
 
 
 def optimize(model, search="templates", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
-             tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured"):
+             tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", extractor="ilp"):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
         isomer.Graph. Pass a path for models with external data.
     search: "templates" (the template passes: folding, CSE, DCE, fusions),
         "backtrack" (the template passes, then the cost-based backtracking search
-        over verified rules) or "none" (no rewrites; import, check and export only).
-    budget: seconds the backtracking search may take.
+        over verified rules), "eqsat" (the template passes, then equality saturation
+        over the verified rules with extraction that sees merges) or "none" (no
+        rewrites; import, check and export only).
+    budget: seconds the search may take.
+    extractor: for search="eqsat", "ilp" (exact, CBC, warm-started from greedy) or
+        "greedy".
     rules: rule files or directories for the search (default: isomer's shipped
         rules/, see load_rules).
     check: run the original and the optimized model on random inputs (seed) and
@@ -118,6 +122,8 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
                          + ", ".join(repr(m) for m in SEARCH_MODES))
     if cost not in ("measured", "analytic", "none"):
         raise ValueError(f"cost={cost!r}: choose 'measured', 'analytic' or 'none'")
+    if extractor not in ("ilp", "greedy"):
+        raise ValueError(f"extractor={extractor!r}: choose 'ilp' or 'greedy'")
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
     rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
                                            else [os.fspath(r) for r in rules])
@@ -125,7 +131,8 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
                                                 search, disabled, bool(check), int(seed), float(tolerance),
-                                                bool(allow_nonfinite), float(budget), rule_paths, cost)
+                                                bool(allow_nonfinite), float(budget), rule_paths, cost,
+                                                extractor)
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"

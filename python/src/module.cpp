@@ -245,7 +245,7 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
                          const std::map<std::string, std::vector<int64_t>>& input_shapes, const std::string& search,
                          const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance,
                          bool allow_nonfinite, double budget, const std::vector<std::string>& rule_paths,
-                         const std::string& cost_model) {
+                         const std::string& cost_model, const std::string& extractor) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
@@ -257,6 +257,7 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
   }
   opts.search = search;
   opts.search_options.budget_s = budget;
+  opts.search_options.extractor = extractor;
   opts.rule_paths = rule_paths;
   opts.cost_model = cost_model;
   opts.check = check;
@@ -612,7 +613,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
-        py::arg("cost_model"));
+        py::arg("cost_model"), py::arg("extractor"));
   m.def("template_rule_names", &template_rule_names);
   m.def("op_names", [] {
     std::vector<std::string> out;

@@ -364,10 +364,23 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
       ilp_total += ex.cost;
     }
     st.extraction_seconds += seconds_since(te);
-    // The rules whose e-nodes the extraction chose.
+    // The rules whose e-nodes the extraction chose, once per application: a chosen
+    // operator e-node a rule made counts unless a chosen e-node the same rule made reads
+    // it (the inner product of a reassociation, the weights and product of a merge).
+    std::unordered_set<ClassId> read_by_same_rule;
     for (const auto& [c, i] : ex.choice) {
-      uint32_t origin = egraph.cls(c).nodes[i].origin;
-      if (origin > 0 && egraph.cls(c).nodes[i].kind == ENodeKind::Op) ++st.rules_applied[rule_ptrs[origin - 1]->name];
+      const ENode& n = egraph.cls(c).nodes[i];
+      for (ClassId ch : n.children) {
+        if (ch == eg::kNoClass || n.origin == 0) continue;
+        auto it = ex.choice.find(egraph.find(ch));
+        if (it != ex.choice.end() && egraph.cls(ch).nodes[it->second].origin == n.origin)
+          read_by_same_rule.insert(egraph.find(ch));
+      }
+    }
+    for (const auto& [c, i] : ex.choice) {
+      const ENode& n = egraph.cls(c).nodes[i];
+      if (n.origin > 0 && n.kind == ENodeKind::Op && !read_by_same_rule.count(egraph.find(c)))
+        ++st.rules_applied[rule_ptrs[n.origin - 1]->name];
     }
     GraphBuilder b;
     std::vector<Value> values = eg::build_values(egraph, ex, roots, b, [&](uint32_t leaf) {

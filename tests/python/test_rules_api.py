@@ -107,8 +107,22 @@ def test_backtracking_search_ignores_unverified_rules(tmp_path, verdict):
     assert report.nodes_after == 2
 
 
+@pytest.mark.parametrize("extractor", ["ilp", "greedy"])
+def test_eqsat_search_uses_a_verified_rule(tmp_path, extractor):
+    model = chain_model()
+    opt, report = isomer.optimize(model, search="eqsat", budget=5, rules=write_rule(tmp_path, "proved"),
+                                  cost="analytic", extractor=extractor)
+    assert report.rules_applied.get("matmul_associate") == 1
+    assert report.nodes_after == 1
+    assert report.check == "passed"
+    x = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
+    np.testing.assert_allclose(isomer.run(opt, {"x": x})[0], isomer.run(model, {"x": x})[0], rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="extractor="):
+        isomer.optimize(model, search="eqsat", extractor="best")
+
+
 def test_search_modes_and_missing_rules():
-    assert "backtrack" in isomer.SEARCH_MODES
+    assert "backtrack" in isomer.SEARCH_MODES and "eqsat" in isomer.SEARCH_MODES
     with pytest.raises(isomer.Error, match="/nonexistent/dir"):
         isomer.optimize(chain_model(), search="backtrack", rules="/nonexistent/dir", cost="analytic")
     with pytest.raises(ValueError, match="cost="):
