@@ -127,12 +127,20 @@ class Compiler {
   const std::vector<int64_t>& dims(const Value& v) { return val(id(v)).dims; }
   // The node's output types with every dim concrete (lowers its inputs).
   std::vector<TensorType> concrete_types(const Node& n);
-  // Marks nodes whose lowering is under way (a fused kernel being planned), so
-  // that depends_on_pending sees them.
+  // Claims a node for a fused kernel being planned (or releases it): no other
+  // kernel may take it meanwhile, and depends_on_pending sees it as under way.
   void set_pending(const Node& n, bool pending) {
-    if (pending) in_progress_.insert(&n);
-    else in_progress_.erase(&n);
+    if (pending) {
+      claimed_.emplace(&n, in_progress_.count(&n) > 0);
+      in_progress_.insert(&n);
+      return;
+    }
+    auto it = claimed_.find(&n);
+    if (it == claimed_.end()) return;
+    if (!it->second) in_progress_.erase(&n);  // keep a lowering further up the stack under way
+    claimed_.erase(it);
   }
+  bool is_pending(const Node& n) const { return claimed_.count(&n) > 0; }
   // The id bound to v if its producer is lowered, else -1 (lowers nothing).
   int bound_id(const Value& v) const {
     auto it = ids_.find(v);
@@ -223,6 +231,7 @@ class Compiler {
   std::unordered_set<Value, ValueHash> outputs_;
   std::unordered_set<const Node*> done_;
   std::unordered_set<const Node*> in_progress_;
+  std::unordered_map<const Node*, bool> claimed_;  // planned into a kernel -> was already under way
   std::map<std::pair<int, std::string>, int> layout_cache_;
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
   std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;

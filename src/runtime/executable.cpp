@@ -81,7 +81,9 @@ struct Executable::Impl {
       for (int w : steps[s].writes) last[root(w)] = std::max(last[root(w)], s);
     }
     for (int id : output_ids) last[root(id)] = nsteps;
-    for (int id : input_ids) last[root(id)] = std::max(last[root(id)], 0);
+    // Inputs stay untouched for the whole run: steps timed alone or again
+    // (profile_steps, time_step) read them as the run left them.
+    for (int id : input_ids) last[root(id)] = nsteps;
     buffer_of.assign(n, -1);
     std::vector<size_t> sizes;
     std::vector<int> free_list;

@@ -95,10 +95,25 @@ struct Planner {
     return m.op()->emit_pointwise(p, m.attrs(), in, consts) >= 0;
   }
 
-  // Adds `m` (after the producers of its inputs that can join) if it fits.
+  // Adds `m` (after the producers of its inputs that can join) if it fits. m is
+  // pending while its inputs are looked at: lowering one of them starts another
+  // group, which must not take m.
   bool try_add(const Node* m, int depth) {
-    if (members.count(m) || c.lowered(*m) || !pointwise(*m) || nodes.size() >= kMaxNodes) return false;
+    if (members.count(m) || c.lowered(*m) || c.is_pending(*m) || !pointwise(*m) || nodes.size() >= kMaxNodes)
+      return false;
     if (domain_of(c, *m) != domain || !emits(*m)) return false;
+    c.set_pending(*m, true);
+    if (!fits(m, depth) || c.lowered(*m)) {
+      c.set_pending(*m, false);
+      return false;
+    }
+    members.insert(m);
+    nodes.push_back(m);
+    if (!internal(domain, m->output_types()[0].dtype)) sink_only.insert(m->output(0));
+    return true;
+  }
+
+  bool fits(const Node* m, int depth) {
     // Unlowered elementwise producers of the same dims join first.
     if (depth > 0)
       for (const Value& v : m->inputs())
@@ -112,12 +127,7 @@ struct Planner {
       if (!d) return false;
       out = out.empty() ? *d : broadcast_dims(out, *d);
     }
-    if (out != dims) return false;
-    members.insert(m);
-    nodes.push_back(m);
-    c.set_pending(*m, true);
-    if (!internal(domain, m->output_types()[0].dtype)) sink_only.insert(m->output(0));
-    return true;
+    return out == dims;
   }
 
   void grow() {
