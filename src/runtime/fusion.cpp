@@ -145,47 +145,120 @@ std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
   return std::nullopt;
 }
 
-Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims, bool allow_add) {
+namespace {
+
+// The oneDNN binary algorithm node `n` applies to x and one other operand that
+// broadcasts to dims, and that operand: from the entry's pointwise form.
+std::optional<std::pair<alg, Value>> binary_of(Compiler& c, const Node& n, const Value& x, const std::vector<int64_t>& dims,
+                                               bool full) {
+  if (n.kind() != NodeKind::Op || !n.op()->emit_pointwise || n.num_outputs() != 1 || n.inputs().size() != 2 ||
+      n.output_types()[0].dtype != DType::Float32)
+    return std::nullopt;
+  const Value& a = n.inputs()[0];
+  const Value& b = n.inputs()[1];
+  if (a == b || (a != x && b != x)) return std::nullopt;
+  const Value& other = a == x ? b : a;
+  if (!other.present() || c.depends_on_pending(other) || c.dtype(other) != DType::Float32) return std::nullopt;
+  const std::vector<int64_t>& od = c.dims(other);
+  if (od.size() > dims.size()) return std::nullopt;
+  for (size_t i = 0; i < od.size(); ++i)
+    if (od[i] != 1 && od[i] != dims[dims.size() - od.size() + i]) return std::nullopt;
+  if (!full && num_elements(od) == num_elements(dims)) return std::nullopt;
+  kernels::PwProgram p;
+  p.num_inputs = p.num_regs = 2;
+  std::vector<int> regs = {0, 1};
+  std::vector<const Tensor*> consts = {nullptr, nullptr};
+  if (n.op()->emit_pointwise(p, n.attrs(), regs, consts) < 0 || p.code.size() != 1) return std::nullopt;
+  const kernels::PwInstr& ins = p.code[0];
+  const bool x_first = a == x;
+  if (ins.a != 0 || ins.b != 1) return std::nullopt;
+  using kernels::PwOp;
+  switch (ins.op) {
+    case PwOp::Add: return std::pair{alg::binary_add, other};
+    case PwOp::Mul: return std::pair{alg::binary_mul, other};
+    case PwOp::Max: return std::pair{alg::binary_max, other};
+    case PwOp::Min: return std::pair{alg::binary_min, other};
+    case PwOp::Sub: return x_first ? std::optional(std::pair{alg::binary_sub, other}) : std::nullopt;
+    case PwOp::Div: return x_first ? std::optional(std::pair{alg::binary_div, other}) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims, bool allow_add, bool full_binary) {
   Fusion f;
-  f.last = v;
+  f.first = f.last = v;
   if (!c.opts().fuse) return f;
   bool added = false;
   for (;;) {
     Value cur = f.last;
     if (auto g = match_gelu(c, cur)) {
-      f.ops.push_back({EltwiseSpec{alg::eltwise_gelu_erf, 0, 0}, Value()});
+      PostOp p;
+      p.eltwise = EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+      p.nodes = g->nodes;
+      p.out = g->out;
+      f.ops.push_back(p);
       f.nodes.insert(f.nodes.end(), g->nodes.begin(), g->nodes.end());
       f.last = g->out;
       continue;
     }
     const Node* n = c.sole_consumer(cur);
     if (!n || c.lowered(*n) || n->num_outputs() != 1 || n->output_types()[0].dtype != DType::Float32) break;
+    PostOp p;
+    p.nodes = {n};
+    p.out = n->output(0);
     if (auto e = eltwise_of(c, *n, cur, dims.size())) {
-      f.ops.push_back({*e, Value()});
-      f.nodes.push_back(n);
-      f.last = n->output(0);
-      continue;
+      p.eltwise = e;
+    } else if (allow_add && !added && !f.has_binary() && n->op_type() == "Add" && n->inputs().size() == 2 &&
+               n->inputs()[0] != n->inputs()[1] && !c.depends_on_pending(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) &&
+               c.dims(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) == dims &&
+               c.dtype(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) == DType::Float32 &&
+               !c.peek_known(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0])) {
+      p.addend = n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0];
+      added = true;
+    } else if (auto b = allow_add ? binary_of(c, *n, cur, dims, full_binary) : std::nullopt) {
+      p.binary = b->first;
+      p.other = b->second;
+    } else {
+      break;
     }
-    if (allow_add && !added && n->op_type() == "Add" && n->inputs().size() == 2 &&
-        n->inputs()[0] != n->inputs()[1]) {
-      const Value& other = n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0];
-      if (!c.depends_on_pending(other) && c.dims(other) == dims && c.dtype(other) == DType::Float32) {
-        f.ops.push_back({std::nullopt, other});
-        f.nodes.push_back(n);
-        f.last = n->output(0);
-        added = true;
-        continue;
-      }
-    }
-    break;
+    f.ops.push_back(p);
+    f.nodes.push_back(n);
+    f.last = n->output(0);
   }
   return f;
 }
 
-dnnl::primitive_attr eltwise_attr(const Fusion& f) {
+bool Fusion::drop_binary() {
+  size_t k = 0;
+  while (k < ops.size() && !ops[k].binary) ++k;
+  if (k == ops.size()) return false;
+  for (size_t j = k; j < ops.size(); ++j)
+    for (const Node* n : ops[j].nodes) nodes.erase(std::find(nodes.begin(), nodes.end(), n));
+  ops.resize(k);
+  last = k ? ops[k - 1].out : first;
+  return true;
+}
+
+dnnl::primitive_attr probe_attr(Compiler& c, const Fusion& f, size_t rank, size_t prim_rank, bool with_sum) {
+  if (!prim_rank) prim_rank = rank;
   dnnl::post_ops po;
-  for (const PostOp& p : f.ops)
-    if (p.eltwise) po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+  for (const PostOp& p : f.ops) {
+    if (p.eltwise) {
+      po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+    } else if (p.binary) {
+      std::vector<int64_t> d = p.other_const ? p.other_const->dims() : c.dims(p.other);
+      while (d.size() < rank) d.insert(d.begin(), 1);
+      while (d.size() > prim_rank) {
+        d[1] *= d[0];
+        d.erase(d.begin());
+      }
+      po.append_binary(*p.binary, plain_md(d, dt::f32));
+    } else if (with_sum) {
+      po.append_sum(1.f);  // oneDNN's jit kernels take a sum only as the first post-op
+    }
+  }
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   return attr;
@@ -199,6 +272,8 @@ int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& m
   int a = c.as_layout(id, md);
   const RtValue& v = c.val(a);
   bool others_done = !c.is_output(addend);
+  // A binary post-op of the same primitive that reads the addend must see it as it was.
+  for (const PostOp& p : f.ops) others_done = others_done && !(p.binary && p.other == addend);
   for (const auto& [n, k] : c.consumers(addend))
     others_done = others_done && (c.lowered(*n) || std::find(f.nodes.begin(), f.nodes.end(), n) != f.nodes.end());
   int root = v.alias_of >= 0 ? v.alias_of : a;
@@ -213,13 +288,32 @@ int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& m
 
 }  // namespace
 
-dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, int& accumulate, std::string& sig) {
+dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, int& accumulate, std::string& sig,
+                                 std::vector<std::pair<int, int>>& args, const std::vector<int64_t>& prim_dims) {
   dnnl::post_ops po;
   accumulate = -1;
+  const auto rank = static_cast<size_t>(dst.data.ndims);
+  const size_t prim_rank = prim_dims.empty() ? rank : prim_dims.size();
   for (const PostOp& p : f.ops) {
     if (p.eltwise) {
       po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
       sig += " +" + p.eltwise->text();
+    } else if (p.binary) {
+      // The operand as a plain tensor of dst's rank (leading 1s).
+      int id = p.other_const ? c.constant_value(*p.other_const, "post-op") : c.as_plain(c.id(p.other));
+      std::vector<int64_t> d = c.val(id).dims;
+      while (d.size() < rank) d.insert(d.begin(), 1);
+      while (d.size() > prim_rank) {
+        d[1] *= d[0];
+        d.erase(d.begin());
+      }
+      if (d != c.val(id).dims) {
+        id = c.alias(id, d, plain_md(d, dt::f32), c.val(id).name);
+        c.val(id).step_local = true;
+      }
+      args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, id});
+      po.append_binary(*p.binary, plain_md(d, dt::f32));
+      sig += " +bin" + std::to_string(static_cast<int>(*p.binary)) + to_string(d);
     } else {
       accumulate = accumulator(c, f, p.addend, dst);
       po.append_sum(1.f);

@@ -192,7 +192,7 @@ bool lower_conv(Compiler& c, const Node& n) {
     pl.push_back(a.pad_begin);
     pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
   }
-  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr);
+  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
 
@@ -212,14 +212,17 @@ bool lower_conv(Compiler& c, const Node& n) {
                                       src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
     return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
   };
-  // First without a residual add, to learn the layout the convolution wants for its output.
-  auto pd = make_pd(dst_any, eltwise_attr(fusion));
+  // First without a residual add, to learn the layout the convolution wants for
+  // its output; binary post-ops oneDNN has only its reference kernel for are left
+  // to their own steps.
+  auto pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
   md_t dst_md = pd.dst_desc();
   std::vector<std::pair<int, int>> args;
   std::string post;
   int acc = -1;
-  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
-  if (fusion.has_add()) pd = make_pd(dst_md, attr);
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  if (fusion.has_add() || fusion.has_binary()) pd = make_pd(dst_md, attr);
 
   Tensor wfold = Tensor::from_f64(DType::Float32, std::vector<int64_t>(wdims.begin(), wdims.end()), w);
   int wid = c.as_layout(c.constant_value(wfold, n.name() + ".weight"), pd.weights_desc());
@@ -304,15 +307,32 @@ bool emit_contraction(Compiler& c, Contraction& k) {
       }
   Fusion fusion = plan_fusion(c, cur, k.out, /*allow_add=*/true);
   fusion.nodes.insert(fusion.nodes.begin(), absorbed.begin(), absorbed.end());
-  md_t dst_md = plain_md(k.out, dt::f32);
-  std::vector<std::pair<int, int>> args;
-  std::string post;
-  int acc = -1;
-  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
+  // A bias that is not one value per column (a Gemm's C of the output's full
+  // shape) is added by a binary post-op: oneDNN's matmul has only its reference
+  // kernel for such a bias.
+  if (k.bias && k.bias->numel() != k.out.back()) {
+    PostOp p;
+    p.binary = dnnl::algorithm::binary_add;
+    p.other_const = k.bias;
+    p.out = fusion.first;
+    fusion.ops.insert(fusion.ops.begin(), p);
+    k.bias.reset();
+  }
   // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
   const int64_t rows = flat_rows(c, k);
   const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
   std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : k.out;
+  // In the 2-D form a binary operand must be per column or of the full shape.
+  if (rows)
+    for (const PostOp& p : fusion.ops)
+      if (p.binary) {
+        std::vector<int64_t> d = p.other_const ? p.other_const->dims() : c.dims(p.other);
+        const int64_t m = num_elements(d);
+        if (m != 1 && m != ncols && d != k.out) {
+          fusion.drop_binary();
+          break;
+        }
+      }
   const size_t prank = pout.size();
   md_t a_md = rows ? plain_md({rows, kdim}, dt::f32) : k.a_md;
   md_t pdst_md = plain_md(pout, dt::f32);
@@ -331,15 +351,23 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   md_t bias_md;
   if (k.bias) {
     std::vector<int64_t> bd(prank, 1);
-    if (k.bias->numel() == ncols) {
-      bd.back() = ncols;
-    } else {
-      bd[prank - 2] = pout[prank - 2];
-      bd.back() = ncols;
-    }
+    bd.back() = ncols;
     bias_md = plain_md(bd, dt::f32);
   }
   dnnl::matmul::desc d(a_md, wmd, bias_md, pdst_md);
+  // Binary post-ops oneDNN has only its reference kernel for are left to their
+  // own steps (a bias of the full shape cannot be: then the reference kernel runs
+  // the node, and says so).
+  if (fusion.has_binary() &&
+      is_reference(dnnl::matmul::primitive_desc(d, probe_attr(c, fusion, k.out.size(), prank), c.engine()))) {
+    if (!fusion.ops.front().nodes.empty() || !fusion.ops.front().binary) fusion.drop_binary();
+    else return false;
+  }
+  md_t dst_md = plain_md(k.out, dt::f32);
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args, pout);
   dnnl::matmul::primitive_desc pd(d, attr, c.engine());
   int wid = k.b;
   if (k.b_const) {

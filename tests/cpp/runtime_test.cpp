@@ -103,6 +103,35 @@ TEST(Runtime, ResidualAccumulatesInPlaceOnlyWhenNothingElseReadsTheAddend) {
   EXPECT_EQ(count(kinds, "copy"), 1u);  // for r1 only
 }
 
+TEST(Runtime, BroadcastOperandsAreBinaryPostOps) {
+  // A per-channel Add and a squeeze-and-excitation Mul ([N, C, 1, 1] computed at
+  // run time) after a convolution, and a Gemm whose C has the output's full shape
+  // (NasRNN's first step after constant folding, once 700x slower on oneDNN's
+  // reference matmul) followed by a Mul of a same-shaped value: each is one step.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 6, 6})});
+  Value cv = b.op1("Conv", {x, b.constant(random_tensor({32, 16, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value biased = b.op1("Add", {cv, b.constant(random_tensor({1, 32, 1, 1}, 2))});
+  Value se = b.op1("Sigmoid", {b.op1("GlobalAveragePool", {x})});
+  Value se32 = b.op1("Concat", {se, se}, {{"axis", int64_t{1}}});
+  Value scaled = b.op1("Mul", {b.op1("Relu", {biased}), se32});
+  Value h = b.input("h", {DType::Float32, make_shape({16, 24})});
+  Value gemm = b.op1("Gemm", {h, b.constant(random_tensor({24, 8}, 3)), b.constant(random_tensor({16, 8}, 4))});
+  Value gate = b.input("gate", {DType::Float32, make_shape({16, 8})});
+  Value gated = b.op1("Mul", {b.op1("Tanh", {gemm}), b.op1("Sigmoid", {gate})});
+  Graph g = b.finish({scaled, gated}, {"s", "u"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "reference"), 0u);
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  auto exe = runtime::compile(g, o);
+  for (const runtime::StepInfo& st : exe->steps()) {
+    EXPECT_EQ(st.signature.find("impl ref"), std::string::npos) << st.signature;
+    if (st.kind == "conv") EXPECT_EQ(st.ops, (std::vector<std::string>{"Conv", "Add", "Relu", "Mul"}));
+    if (st.kind == "matmul") EXPECT_EQ(st.ops, (std::vector<std::string>{"Gemm", "Tanh", "Mul"}));
+  }
+}
+
 TEST(Runtime, PoolsAndConcat) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 4, 10, 10})});
