@@ -21,12 +21,14 @@ ISOMER_VINLINE float pow2i(float n) {
 }
 
 // e^x. Range reduction x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for
-// e^r, 2^n by building the exponent. Saturates to 0 below -87.3 and to +inf above 88.7.
+// e^r, 2^n by building the exponent (in two factors when n is 128, the top of the
+// range). Saturates to 0 below -87.3 and to +inf above 88.72. The clamps are
+// written as (a < b ? a : b), which is exactly minps/maxps.
 ISOMER_VINLINE float exp(float x) {
-  const float hi = 88.7228f, lo = -87.3365f;
-  float xc = x > hi ? hi : x;
-  xc = xc < lo ? lo : xc;
-  float n = std::nearbyint(xc * 1.44269504088896341f);
+  const float hi = 88.7228393554688f, lo = -87.3365478515625f;
+  float xc = x < hi ? x : hi;
+  xc = xc > lo ? xc : lo;
+  const float n = std::nearbyint(xc * 1.44269504088896341f);
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -36,9 +38,8 @@ ISOMER_VINLINE float exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // n may be 128 at the top of the range: scale in two steps.
-  float half = std::nearbyint(n * 0.5f);
-  float y = p * pow2i(half) * pow2i(n - half);
+  const float top = n > 127.5f ? 1.0f : 0.0f;
+  float y = p * pow2i(n - top) * (1.0f + top);
   y = x > hi ? INFINITY : y;
   y = x < lo ? 0.0f : y;
   return x != x ? x : y;
