@@ -20,6 +20,7 @@ namespace {
 // baseline one): the compiler does not vectorize a float reduction by itself, since
 // that reorders the additions.
 using v8 = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
 
 inline v8 load8(const float* p) {
   v8 v;
@@ -74,16 +75,18 @@ ISOMER_CLONES float row_sum_sq(const float* x, int64_t n, float shift) {
 // The largest element (NaN if there is one, as ONNX Runtime's Max and Softmax).
 ISOMER_CLONES float row_max(const float* x, int64_t n) {
   const float inf = std::numeric_limits<float>::infinity();
-  v8 a = v8{} - inf, b = v8{} - inf, z = {};
+  v8 a = v8{} - inf, b = v8{} - inf;
+  v8i seen = {};  // lanes that met a NaN
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     v8 u = load8(x + j), w = load8(x + j + 8);
     a = a > u ? a : u;
     b = b > w ? b : w;
-    z += (u - u) + (w - w);  // stays 0 unless an element is NaN or infinite
+    seen |= (u != u) | (w != w);
   }
   float m = hmax(a > b ? a : b);
-  bool nan = hsum(z) != 0;
+  bool nan = false;
+  for (int l = 0; l < 8; ++l) nan = nan || seen[l] != 0;
   for (; j < n; ++j) {
     m = m > x[j] ? m : x[j];
     nan = nan || x[j] != x[j];
@@ -94,10 +97,20 @@ ISOMER_CLONES float row_max(const float* x, int64_t n) {
   return m;
 }
 
-// y = exp(x - m), returns the sum of y.
+// y = exp(x - m), returns the sum of y (one pass).
 ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
-  for (int64_t j = 0; j < n; ++j) y[j] = vm::exp(x[j] - m);
-  return row_sum(y, n);
+  const vm8::v8 mm = vm8::splat(m);
+  vm8::v8 acc = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const vm8::v8 e = vm8::exp(vm8::load(x + j) - mm);
+    vm8::store(y + j, e);
+    acc += e;
+  }
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += acc[l];
+  for (; j < n; ++j) s += (y[j] = vm::exp(x[j] - m));
+  return s;
 }
 
 ISOMER_CLONES void row_scale(float* y, int64_t n, float s) {
