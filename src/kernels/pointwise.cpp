@@ -296,6 +296,35 @@ void store_element(char* p, DType t, T v) {
   }
 }
 
+// n elements of a run starting at `src` (stride st elements of type t) as T: one
+// loop per type, not a switch per element.
+template <class T>
+void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
+  switch (t) {
+    case DType::Float32:
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t j = 0; j < n; ++j) dst[j] = reinterpret_cast<const float*>(src)[j * st];
+      } else {  // to integers: saturated, never undefined
+        for (int64_t j = 0; j < n; ++j) dst[j] = saturate<T>(reinterpret_cast<const float*>(src)[j * st]);
+      }
+      break;
+    case DType::Bool:
+    case DType::UInt8:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
+      break;
+    case DType::Int64:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
+      break;
+    case DType::Int32:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
+      break;
+    default: {
+      const int64_t es = static_cast<int64_t>(dtype_size(t));
+      for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
+    }
+  }
+}
+
 // The iteration space after dropping extent-1 dims and merging dims that every
 // operand walks contiguously (stride[i] == stride[i+1] * dims[i+1]).
 struct Space {
@@ -384,26 +413,6 @@ struct Runner {
     }
   }
 
-  // n elements of a run starting at `src` (stride st elements of type t) as T.
-  static void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
-    switch (t) {
-      case DType::Bool:
-      case DType::UInt8:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
-        break;
-      case DType::Int64:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
-        break;
-      case DType::Int32:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
-        break;
-      default: {
-        const int64_t es = static_cast<int64_t>(dtype_size(t));
-        for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
-      }
-    }
-  }
-
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg) const {
     const size_t ni = in.size();
     for (size_t k = 0; k < ni; ++k) {
@@ -423,7 +432,7 @@ struct Runner {
           for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
           break;
         }
-        case Read::Convert: convert(src, st, in[k].dtype, n, dst); break;
+        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
       }
     }
     auto out_ptr = [&](size_t k) {
@@ -582,7 +591,8 @@ std::string PwProgram::text() const {
 }
 
 void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
-                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out) {
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift) {
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(kMaxRegs) * kBlock);
   float* reg[kMaxRegs];
@@ -592,18 +602,19 @@ void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first
     for (size_t k = 0; k < rest.size(); ++k) {
       const StridedRef& o = rest[k];
       float* dst = scratch.data() + static_cast<int64_t>(k + 1) * kBlock;
-      const int64_t base = o.offset + (r0 + i) * o.strides[0] + c0 * o.strides[1], st = o.strides[1];
+      const int64_t base = o.offset + (shift ? shift[k] : 0) + (r0 + i) * o.strides[0] + c0 * o.strides[1],
+                    st = o.strides[1];
       if (o.dtype == DType::Float32 && st == 1) {
         reg[k + 1] = const_cast<float*>(static_cast<const float*>(o.data) + base);
         continue;
       }
-      const size_t es = dtype_size(o.dtype);
-      const char* src = static_cast<const char*>(o.data);
+      const int64_t es = static_cast<int64_t>(dtype_size(o.dtype));
+      const char* src = static_cast<const char*>(o.data) + base * es;
       if (st == 0) {
-        const float v = element_as<float>(src + base * static_cast<int64_t>(es), o.dtype);
+        const float v = element_as<float>(src, o.dtype);
         for (int64_t j = 0; j < cols; ++j) dst[j] = v;
       } else {
-        for (int64_t j = 0; j < cols; ++j) dst[j] = element_as<float>(src + (base + j * st) * static_cast<int64_t>(es), o.dtype);
+        convert<float>(src, st, o.dtype, cols, dst);
       }
       reg[k + 1] = dst;
     }
