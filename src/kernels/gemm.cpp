@@ -111,11 +111,12 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
         case 2: tile<2>(ar, g.a_row, panel, g.K, acc); break;
         default: tile<1>(ar, g.a_row, panel, g.K, acc); break;
       }
-      float* out = c + r0 * g.N + c0;
+      const int64_t ldc = g.c_row ? g.c_row : g.N;
+      float* out = c + r0 * ldc + c0;
       if (epi) {
-        run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, g.N, shift);
+        run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc, shift);
       } else {
-        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * g.N, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
       }
     }
 }
@@ -132,8 +133,8 @@ void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& g
   parallel_teams(team, [&](int t, int nt) {
     std::vector<float> buf(panel_floats);
     for (int64_t bi = g.batch * t / nt; bi < g.batch * (t + 1) / nt; ++bi)
-      run_batch(a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)], c + bi * g.M * g.N, g, bi,
-                epilogue, buf.data());
+      run_batch(a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)],
+                c + (g.c_off.empty() ? bi * g.M * g.N : g.c_off[static_cast<size_t>(bi)]), g, bi, epilogue, buf.data());
   });
 }
 

@@ -7,7 +7,6 @@
 
 #include "eval/sym.h"
 #include "ops/emit.h"
-#include "runtime/lowering.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -174,7 +173,7 @@ OpDef def_Add() {
   d.eval_field = exact_binary<AddFn, Fp>;
   d.eval_sym = exact_binary<AddFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Add>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -183,7 +182,7 @@ OpDef def_Sub() {
   d.eval_field = exact_binary<SubFn, Fp>;
   d.eval_sym = exact_binary<SubFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Sub>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -194,7 +193,7 @@ OpDef def_Mul() {
   d.eval_field = exact_binary<MulFn, Fp>;
   d.eval_sym = exact_binary<MulFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Mul>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -203,7 +202,7 @@ OpDef def_Div() {
   d.props.linear_in = {0};
   d.eval_sym = exact_binary<DivFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Div>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -212,7 +211,7 @@ OpDef def_Pow() {
   d.infer = infer_pow;
   d.eval = eval_pow;
   d.emit_pointwise = emit_pow;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -225,7 +224,7 @@ OpDef def_Max() {
   d.eval = eval_variadic<MaxFn>;
   d.eval_sym = sym_variadic<MaxFn>;
   d.emit_pointwise = emit_fold<PwOp::Max>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -238,7 +237,7 @@ OpDef def_Min() {
   d.eval = eval_variadic<MinFn>;
   d.eval_sym = sym_variadic<MinFn>;
   d.emit_pointwise = emit_fold<PwOp::Min>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -248,7 +247,7 @@ OpDef def_Equal() {
   d.infer = infer_equal;
   d.eval = eval_equal;
   d.emit_pointwise = emit_binary<PwOp::Equal>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -261,7 +260,7 @@ OpDef def_Where() {
   d.infer = infer_where;
   d.eval = eval_where;
   d.emit_pointwise = emit_where;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

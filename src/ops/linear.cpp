@@ -9,7 +9,6 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -457,7 +456,7 @@ OpDef def_MatMul() {
   d.eval = eval_matmul;
   d.eval_field = exact_matmul<Fp>;
   d.eval_sym = exact_matmul<Sym>;
-  d.lower = runtime::lower_matmul;
+  d.lower = Lowering::MatMul;
   return d;
 }
 
@@ -481,7 +480,7 @@ OpDef def_Gemm() {
     set_default(a, "transB", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_gemm;
+  d.lower = Lowering::Gemm;
   return d;
 }
 
@@ -502,7 +501,7 @@ OpDef def_Conv() {
   d.canonical_attrs = [](const Attributes& a, std::span<const TensorType> in) {
     return canonical_window_attrs(a, in, true);
   };
-  d.lower = runtime::lower_conv;
+  d.lower = Lowering::Conv;
   return d;
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "ops/layout_kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -126,7 +125,7 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
-  d.lower = runtime::lower_shape_of;
+  d.lower = Lowering::ShapeOf;
   return d;
 }
 
@@ -139,7 +138,7 @@ OpDef def_ConstantOfShape() {
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
-  d.lower = runtime::lower_constant_of_shape;
+  d.lower = Lowering::ConstantOfShape;
   return d;
 }
 

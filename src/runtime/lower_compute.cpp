@@ -540,7 +540,26 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   g.op_off.resize(static_cast<size_t>(g.batch) * nops);
   for (int64_t b = 0; b < g.batch; ++b)
     for (size_t i = 0; i < nops; ++i) g.op_off[static_cast<size_t>(b) * nops + i] = offs[i][static_cast<size_t>(b)];
-  int dst = c.new_value(DType::Float32, k.out, plain_md(k.out, dt::f32), k.node->name());
+  // Written in the layout a following Transpose makes dense (attention's output
+  // going back from [batch, heads, seq, d] to [batch, seq, heads, d] before its
+  // Reshape): the Transpose and the Reshape are then views, no copy.
+  const Value last = nodes.empty() ? k.from : nodes.back()->output(0);
+  const Node* tr = c.opts().fuse ? c.sole_consumer(last) : nullptr;
+  std::vector<int64_t> perm = tr && tr->op_type() == "Transpose" ? tr->attrs().get_ints("perm", {}) : std::vector<int64_t>{};
+  int dst = -1;
+  if (perm.size() == r && perm.back() == static_cast<int64_t>(r) - 1) {
+    std::vector<int64_t> td;
+    for (int64_t p : perm) td.push_back(k.out[static_cast<size_t>(p)]);
+    const std::vector<int64_t> ts = row_major(td);
+    std::vector<int64_t> os(r);
+    for (size_t i = 0; i < r; ++i) os[static_cast<size_t>(perm[i])] = ts[i];
+    int buffer = c.new_value(DType::Float32, td, plain_md(td, dt::f32), k.node->name());
+    dst = c.view(buffer, k.out, os, 0, k.node->name());
+    g.c_row = os[r - 2];
+    g.c_off = batch_offsets(batch, k.out, os, 2);
+  } else {
+    dst = c.new_value(DType::Float32, k.out, plain_md(k.out, dt::f32), k.node->name());
+  }
   std::vector<int> reads = {k.a, k.b};
   reads.insert(reads.end(), operand_ids.begin(), operand_ids.end());
   StepInfo info;
@@ -557,6 +576,7 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
                    std::to_string(g.b_n) + (has_epilogue ? " epi " + epi.program.text() : "");
   for (const auto& o : epi.operands) info.signature += " o" + to_string(o.strides);
   info.flops = k.flops;
+  if (g.c_row) info.signature += " c" + std::to_string(g.c_row);
   auto shape = std::make_shared<kernels::BatchedGemm>(std::move(g));
   auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));
   add_native_step(c, info, reads, {dst}, [shape, e, nops, has_epilogue](const std::vector<char*>& p) {
