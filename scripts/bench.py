@@ -158,23 +158,33 @@ def measure(entry, prep, threads, args):
         else:
             row["errors"]["isomer_opt"] = _engine_error(prep, "isomer_opt")
 
-    # Repeats per round from the baseline's latency: about --round-seconds per engine.
-    estimate = E.median(inproc["ort"].time(1, 3))
-    repeat = max(args.min_repeat, min(args.repeat, int(args.round_seconds * 1e3 / max(estimate, 1e-3))))
-    row["repeat_per_round"] = repeat
+    # Timed runs per round: about --round-seconds per engine, from each engine's own
+    # latency (an engine 50x slower than ORT must not take 50x the time): its warm-up runs
+    # in the first round for an in-process engine, and for `isomer run` its previous
+    # round (the fewest runs in the first).
+    def repeats(ms):
+        return max(args.min_repeat, min(args.repeat, int(args.round_seconds * 1e3 / max(ms, 1e-3))))
+
     row["rounds"] = args.rounds
     rounds_ms = {k: [None] * args.rounds for k in list(inproc) + list(subproc)}
     isomer_info = {}
     predict_round = args.rounds // 2
     keys = list(inproc) + list(subproc)
+    reps = {k: args.min_repeat for k in keys}
+    row["repeats"] = {k: [] for k in keys}
     for r in range(args.rounds):
         order = keys[r % len(keys):] + keys[:r % len(keys)]
         for key in order:
             if key in inproc:
                 E.settle()
-                # In-process sessions stay warm between rounds: one untimed run after the first round
-                # (the other engines ran in between), --warmup before it.
-                rounds_ms[key][r] = E.median(inproc[key].time(args.warmup if r == 0 else 1, repeat))
+                # In-process sessions stay warm between rounds: --warmup untimed runs in the first
+                # round, one in later rounds (the other engines ran in between).
+                warm = inproc[key].time(0, max(1, args.warmup if r == 0 else 1))
+                if r == 0:
+                    reps[key] = repeats(E.median(warm))
+                rounds_ms[key][r] = E.median(inproc[key].time(0, reps[key]))
+                row["repeats"][key].append(reps[key])
+                reps[key] = repeats(rounds_ms[key][r])
                 continue
             if key not in subproc:
                 continue  # failed in an earlier round
@@ -189,13 +199,15 @@ def measure(entry, prep, threads, args):
             E.settle()
             out_npz = os.path.join(d, f"{key}.t{threads}.out.npz") if r == 0 else None
             try:
-                rep, wall = E.isomer_run(args.isomer, subproc[key], prep["inputs"], threads, args.warmup, repeat,
+                rep, wall = E.isomer_run(args.isomer, subproc[key], prep["inputs"], threads, args.warmup, reps[key],
                                          os.path.join(d, f"{key}.t{threads}.run.json"), out_npz, args.timeout)
             except E.CommandFailed as e:
                 row["errors"][key] = str(e)
                 del subproc[key]
                 continue
             rounds_ms[key][r] = rep["latency_ms_median"]
+            row["repeats"][key].append(reps[key])
+            reps[key] = repeats(rounds_ms[key][r])
             info = isomer_info.setdefault(key, {"wall_seconds": []})
             info["wall_seconds"].append(round(wall, 2))
             for k in ("reference_steps", "openmp_waits", "steps", "onnxruntime_steps"):

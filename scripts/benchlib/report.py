@@ -89,6 +89,12 @@ def table(result):
              "opt gain = isomer runtime original/output; pred err = isomer cost vs measured.",
              f"machine: {result['machine']['cpu']}, {result['machine']['cpus']} cpus; load average "
              f"{result['load_average_start'][0]:.1f} at start, {result['load_average_end'][0]:.1f} at end"]
+    cpus = result["machine"]["cpus"]
+    busiest = max([result["load_average_start"][0], result["load_average_end"][0]]
+                  + [r["load_average_end"][0] for r in result["rows"] if "load_average_end" in r])
+    if busiest > cpus:
+        lines.append(f"WARNING: the machine was busy (load average up to {busiest:.1f} on {cpus} cpus): the ratios are "
+                     "noisy, those at more than one thread most (spinning pool threads lose their cores)")
     heads = "".join(f"{h:>9s}" for _, h, _ in COLUMNS)
     header = f"{'model':16s} {'family':11s} {'ORT ms':>8s}{heads} {'pred err':>8s} {'load':>9s} {'max rel err':>11s}"
     note = "max rel err: the worst engine's outputs against ONNX Runtime's on the original (named above 1e-3)"
