@@ -1,4 +1,4 @@
-# isomer front door: make deps | build | test | fuzz | demo | models | corpus | bench | rules | clean
+# isomer front door: make deps | build | test | fuzz | demo | models | corpus | bench | rules | profile | clean
 PY     := $(CURDIR)/.venv/bin/python
 JOBS   ?= $(shell nproc)
 
@@ -13,7 +13,7 @@ CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release
 endif
 BIN    := $(CURDIR)/$(BUILD)/isomer
 
-.PHONY: all deps build test fuzz demo models corpus bench rules clean
+.PHONY: all deps build test fuzz demo models corpus bench rules profile clean
 
 all: build
 
@@ -74,6 +74,13 @@ bench: build
 	$(PY) scripts/corpus/build.py --out build/corpus
 	$(PY) scripts/bench.py --isomer $(BIN) --corpus build/corpus --json build/bench.json --png build/bench.png $(BENCH_ARGS)
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
+
+# isomer's runtime step by step next to ONNX Runtime on the same nodes:
+# make profile MODEL=path/to/model.onnx [THREADS=1] [INPUTS=in.npz]
+THREADS ?= 1
+profile: build
+	@[ -n "$(MODEL)" ] || { echo "make profile MODEL=path/to/model.onnx [THREADS=1] [INPUTS=in.npz]"; exit 2; }
+	$(PY) scripts/profile.py $(MODEL) --isomer $(BIN) --threads $(THREADS) $(if $(INPUTS),--inputs $(INPUTS)) --json $(BUILD)/profile.json
 
 # Regenerate the shipped rule set: every identity of up to 3 operators the generator
 # finds and the verifier accepts (verdicts recorded), in rules/generated.rules.
