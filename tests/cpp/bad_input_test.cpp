@@ -53,6 +53,39 @@ TEST(BadInput, ConvWithoutKernelShape) {
   EXPECT_EQ(g.num_ops(), 1u);
 }
 
+// Found by fuzz_onnx_import (UBSan: "-3.40282e+38 is outside the range of
+// representable values of type 'long'" at ir/tensor.cpp:119). Fixed. Was: a Clip of
+// opset 6 on an int8 input with its default bounds; the opset-6 adapter
+// (ops/unary.cpp, import_clip) made the bounds -3.4e38 and 3.4e38 int8 constants
+// through Tensor::from_f64, which cast them to int64: undefined. Every float-to-integer
+// conversion of untrusted data now goes through ir/float_to_int.h; Clip's bounds
+// saturate to the type's range (a bound beyond it bounds nothing), and the node
+// imports as a native Clip(x, -128, 127).
+TEST(BadInput, ClipOpset6OnInt8WithDefaultBounds) {
+  onnx::ModelProto model;
+  model.set_ir_version(3);
+  model.add_opset_import()->set_version(6);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT8);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  };
+  declare(g->add_input(), "x");
+  declare(g->add_output(), "y");
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Clip");
+  node->add_input("x");
+  node->add_output("y");
+  Graph imported = import_onnx_bytes(model.SerializeAsString(), ".");
+  const Node& clip = *imported.outputs()[0].node;
+  ASSERT_EQ(clip.op_type(), "Clip");
+  ASSERT_EQ(clip.inputs().size(), 3u);
+  EXPECT_EQ(clip.inputs()[1].constant()->to_i64(), std::vector<int64_t>{-128});
+  EXPECT_EQ(clip.inputs()[2].constant()->to_i64(), std::vector<int64_t>{127});
+  (void)export_onnx_bytes(imported);
+}
+
 // Corrupt bytes give an Error, whatever they are (a few fixed shapes of corruption;
 // the fuzzer tries the rest).
 TEST(BadInput, CorruptBytesGiveError) {
