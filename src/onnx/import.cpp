@@ -17,7 +17,9 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "onnx/extras.h"
 #include "onnx/onnx_io.h"
+#include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 #include "ops/op.h"
 
@@ -68,7 +70,12 @@ std::string convert_attributes(const onnx::NodeProto& node, const std::string& b
       case A::INTS: out->set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end())); break;
       case A::FLOATS: out->set(a.name(), std::vector<double>(a.floats().begin(), a.floats().end())); break;
       case A::STRINGS: out->set(a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end())); break;
-      case A::TENSOR: out->set(a.name(), tensor_from_proto(a.t(), base_dir)); break;
+      case A::TENSOR:
+        if (!known_element_type(a.t().data_type()))
+          return "attribute '" + a.name() + "' has element type " + std::to_string(a.t().data_type()) +
+                 ", which isomer does not compute with";
+        out->set(a.name(), tensor_from_proto(a.t(), base_dir));
+        break;
       default: return "attribute '" + a.name() + "' has type " + attr_type_name(attr_type(a));
     }
   }
@@ -83,6 +90,45 @@ std::string type_kind(const onnx::TypeProto& t) {
   if (t.has_tensor_type() && !t.tensor_type().has_shape()) return "a tensor of unknown rank";
   if (t.has_tensor_type()) return "a tensor of unknown element type";
   return "an unknown type";
+}
+
+// The version of `domain` a model (or function) with these imports uses; 0 if none.
+int64_t opset_of(const std::string& domain,
+                 const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports) {
+  for (const auto& o : imports)
+    if (o.domain() == domain || (is_default_domain(o.domain()) && is_default_domain(domain))) return o.version();
+  return 0;
+}
+
+// A domain libonnx has no schemas for: nodes moved into it are skipped by inference.
+constexpr const char* kHiddenDomain = "isomer.hidden";
+
+// Moves every node of `g` (subgraphs included) of an ONNX domain whose operator version
+// libonnx does not have into kHiddenDomain, so that its inference does not apply an
+// older version's rules to it: such nodes' outputs keep only their declared types.
+void hide_unknown_versions(onnx::GraphProto* g,
+                           const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports) {
+  for (auto& n : *g->mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) hide_unknown_versions(a.mutable_g(), imports);
+      for (auto& sub : *a.mutable_graphs()) hide_unknown_versions(&sub, imports);
+    }
+    if (newest_opset(n.domain()) == 0) continue;  // a vendor domain or a model-local function
+    if (!libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports))) n.set_domain(kHiddenDomain);
+  }
+}
+
+void hide_unknown_versions(onnx::ModelProto* m) {
+  hide_unknown_versions(m->mutable_graph(), m->opset_import());
+  for (auto& f : *m->mutable_functions()) {
+    onnx::GraphProto body;  // the same walk over the function's nodes, with its own imports
+    *body.mutable_node() = f.node();
+    hide_unknown_versions(&body, f.opset_import().empty() ? m->opset_import() : f.opset_import());
+    *f.mutable_node() = body.node();
+  }
+  auto* hidden = m->add_opset_import();
+  hidden->set_domain(kHiddenDomain);
+  hidden->set_version(1);
 }
 
 class Importer {
@@ -115,23 +161,27 @@ class Importer {
   }
 
  private:
-  static constexpr int64_t kMaxIrVersion = 10;
-  static constexpr int64_t kMaxOpset = 22;  // ONNX 1.17
-
   ModelInfo model_info() const {
     const int64_t ir = model_.ir_version();
-    // IR versions 9 and 10 (ONNX 1.13-1.17) only add element types (float8, int4),
-    // which isomer keeps inside opaque nodes, so their models are read too.
-    require(ir >= 1 && ir <= kMaxIrVersion, "unsupported IR version " + std::to_string(ir) +
-                                                " (this build reads 1 to " + std::to_string(kMaxIrVersion) + ")");
+    // IR versions 9 to 14 add element types (float8, int4, float4e2m1, float8e8m0, int2,
+    // float6), which isomer keeps inside opaque nodes, and fields this libonnx parses as
+    // unknown fields, which onnx_extras keeps (onnx_versions.h).
+    require(ir >= 1 && ir <= newest_ir_version(), "unsupported IR version " + std::to_string(ir) +
+                                                      " (this build reads 1 to " +
+                                                      std::to_string(newest_ir_version()) + ")");
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
-    for (const auto& o : model_.opset_import())
-      if (o.domain().empty() || o.domain() == "ai.onnx")
-        require(o.version() >= 1 && o.version() <= kMaxOpset, "unsupported opset " + std::to_string(o.version()) +
-                                                                  " (this build reads 1 to " +
-                                                                  std::to_string(kMaxOpset) + ")");
+    for (const auto& o : model_.opset_import()) {
+      const int64_t newest = newest_opset(o.domain());
+      const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
+      if (is_default_domain(o.domain()))
+        require(o.version() >= 1, "unsupported opset " + std::to_string(o.version()) + " of ai.onnx");
+      // A newer opset may change any operator; which ones, this build cannot know.
+      require(newest == 0 || o.version() <= newest, "unsupported opset " + std::to_string(o.version()) + " of " +
+                                                        domain + " (this build reads up to " +
+                                                        std::to_string(newest) + ")");
+    }
     info.opset_imports.clear();
     for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
     info.producer_name = model_.producer_name();
@@ -143,6 +193,7 @@ class Importer {
     info.graph_doc_string = graph_.doc_string();
     for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
     for (const auto& f : model_.functions()) info.functions.push_back(f.SerializeAsString());
+    info.onnx_extras = collect_extras(model_);
     return info;
   }
 
@@ -150,10 +201,11 @@ class Importer {
   // large weights without data) and keeps every value's type by name.
   void infer_types() {
     // libonnx crashes propagating data through operators it has no schema for
-    // (newer opsets, other domains), so data propagation runs only when it knows all.
+    // (vendor domains, versions newer than it), so data propagation runs only when it
+    // has every node's own version.
     bool all_known = true;
     for (const auto& n : graph_.node())
-      all_known = all_known && onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), n.domain());
+      all_known = all_known && libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), model_.opset_import()));
     for (bool data_propagation : {true, false}) {
       if (data_propagation && !all_known) continue;
       onnx::ModelProto copy;
@@ -165,6 +217,7 @@ class Importer {
       *g->mutable_input() = graph_.input();
       *g->mutable_output() = graph_.output();
       *g->mutable_value_info() = graph_.value_info();
+      hide_unknown_versions(&copy);
       for (const auto& t : graph_.initializer()) {
         onnx::TensorProto* c = g->add_initializer();
         if (t.ByteSizeLong() <= kInferenceDataLimit) {
@@ -239,6 +292,10 @@ class Importer {
     for (auto& t : *graph_.mutable_initializer()) {
       require(!t.name().empty(), "an initializer has no name");
       require(!values_.count(t.name()), "duplicate initializer '" + t.name() + "'");
+      if (!known_element_type(t.data_type())) {
+        add_kept_constant(t);
+        continue;
+      }
       Tensor value;
       try {
         value = take_tensor_from_proto(&t, base_dir_);
@@ -249,6 +306,24 @@ class Importer {
     }
     for (const auto& t : graph_.sparse_initializer())
       throw Error("sparse initializer '" + t.values().name() + "' is not supported");
+  }
+
+  // An initializer of an element type isomer does not compute with (float8, int4, ...
+  // and any later one) is kept verbatim, data inline: an opaque Constant node holding
+  // it, which export writes back as an initializer.
+  void add_kept_constant(const onnx::TensorProto& t) {
+    onnx::NodeProto node;
+    node.set_op_type("Constant");
+    node.add_output(t.name());
+    onnx::AttributeProto* value = node.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    try {
+      *value->mutable_t() = inline_tensor_proto(t, base_dir_);
+    } catch (const Error& e) {
+      throw Error("initializer '" + t.name() + "': " + e.what());
+    }
+    add_opaque(node, {}, {}, "", /*count=*/false);
   }
 
   void add_inputs() {
@@ -346,9 +421,10 @@ class Importer {
     for (const auto& name : implicit_[index]) implicit.push_back(values_.at(name));
 
     if (node.op_type() == "Constant" && is_default_domain(node.domain()) && node.output_size() == 1) {
-      std::optional<Tensor> value = constant_node_value(node);
+      std::string reason;
+      std::optional<Tensor> value = constant_node_value(node, &reason);
       if (value) define(node.output(0), builder_.constant(std::move(*value), node.output(0)));
-      else add_opaque(node, inputs, implicit, "a sparse constant");
+      else add_opaque(node, inputs, implicit, reason);
       return;
     }
     std::string reason;
@@ -365,12 +441,17 @@ class Importer {
     add_opaque(node, inputs, implicit, reason);
   }
 
-  // The value of an ONNX Constant node, or nullopt for a form kept opaque (sparse).
-  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node) {
+  // The value of an ONNX Constant node, or nullopt (with the reason) for a form kept
+  // opaque: sparse, or of an element type isomer does not compute with.
+  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node, std::string* reason) {
     require(node.attribute_size() == 1, describe_proto(node) + " needs exactly one value attribute");
     const auto& a = node.attribute(0);
     try {
       const std::string& kind = a.name();
+      if (kind == "value" && !known_element_type(a.t().data_type())) {
+        *reason = "element type " + std::to_string(a.t().data_type()) + " is not one isomer computes with";
+        return std::nullopt;
+      }
       if (kind == "value") return tensor_from_proto(a.t(), base_dir_);
       if (kind == "value_float") return Tensor::scalar_f32(a.f());
       if (kind == "value_floats") {
@@ -393,6 +474,7 @@ class Importer {
     } catch (const Error& e) {
       throw Error(describe_proto(node) + ": " + e.what());
     }
+    *reason = "a sparse constant";
     return std::nullopt;
   }
 
@@ -403,7 +485,8 @@ class Importer {
   // inference) accept `node` with isomer's input types: when they do, a failing
   // shape rule is isomer's limitation rather than a bad model.
   bool onnx_accepts(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+    // Without libonnx's schema of this very version, ONNX cannot be asked.
+    const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset_);
     if (!schema) return true;
     onnx::NodeProto copy = node;
     std::vector<onnx::TypeProto> type_storage(inputs.size());
@@ -458,6 +541,15 @@ class Importer {
         return nullptr;
       }
     }
+    // isomer's form follows the operator's ONNX versions up to kReviewedOpset; a newer
+    // one may mean something else.
+    const int version = op_version(node.domain(), node.op_type(), opset_);
+    const int reviewed = op_version(node.domain(), node.op_type(), kReviewedOpset);
+    if (version > reviewed) {
+      *reason = node.op_type() + "-" + std::to_string(version) + " is newer than the versions isomer's " +
+                node.op_type() + " follows (up to " + std::to_string(reviewed) + ")";
+      return nullptr;
+    }
     if (opset_ < op->min_opset && !op->onnx_import) {
       *reason = "opset " + std::to_string(opset_) + " is older than the form isomer implements (opset " +
                 std::to_string(op->min_opset) + ")";
@@ -489,17 +581,32 @@ class Importer {
     }
   }
 
+  // `count`: an ONNX node (stats count it), not an initializer kept as one.
   void add_opaque(const onnx::NodeProto& node, std::vector<Value> inputs, const std::vector<Value>& implicit,
-                  const std::string& reason) {
-    if (stats_) {
+                  const std::string& reason, bool count = true) {
+    if (stats_ && count) {
       ++stats_->opaque_nodes;
       stats_->opaque_reasons.push_back(describe_proto(node) + ": " + reason);
     }
     OpaqueInfo info;
     info.domain = node.domain();
     info.op_type = node.op_type();
-    info.node_proto = node.SerializeAsString();
+    // Tensors inside the node keep their data with them, wherever the model is written.
+    onnx::NodeProto kept = node;
+    try {
+      inline_external_data(&kept, base_dir_);
+    } catch (const Error& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
+    }
+    info.node_proto = kept.SerializeAsString();
     info.uid = g_next_opaque_uid++;
+    // A constant's type is its tensor's, inferred or not.
+    if (kept.op_type() == "Constant" && kept.output_size() == 1 && kept.attribute_size() == 1 &&
+        kept.attribute(0).has_t() && !types_.count(kept.output(0))) {
+      auto* tt = types_[kept.output(0)].mutable_tensor_type();
+      tt->set_elem_type(kept.attribute(0).t().data_type());
+      for (int64_t d : kept.attribute(0).t().dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
     std::vector<TensorType> types;
     for (const auto& o : node.output()) {
       TensorType t;
@@ -570,7 +677,9 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& opts, Impor
   in.seekg(0);
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   require(!in.fail(), path + ": reading the file failed");
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  // External data locations are relative to the model's directory ("." for a bare name).
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
   try {
     onnx::ModelProto model = parse_model(bytes);
     std::string().swap(bytes);  // the weights live in `model` now; keep one copy at a time

@@ -34,7 +34,8 @@ struct ImportStats {
 
 // Throws Error with one line naming the file, node and reason on bad input.
 Graph import_onnx_file(const std::string& path, const ImportOptions& opts = {}, ImportStats* stats = nullptr);
-// `base_dir`: the directory external data locations are relative to.
+// `base_dir`: the directory external data locations are relative to; "" for a model
+// without one (bytes from memory), whose external data is refused with a message.
 Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts = {},
                         ImportStats* stats = nullptr);
 
