@@ -12,6 +12,8 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -103,32 +105,117 @@ int64_t opset_of(const std::string& domain,
 // A domain libonnx has no schemas for: nodes moved into it are skipped by inference.
 constexpr const char* kHiddenDomain = "isomer.hidden";
 
-// Moves every node of `g` (subgraphs included) of an ONNX domain whose operator version
-// libonnx does not have into kHiddenDomain, so that its inference does not apply an
-// older version's rules to it: such nodes' outputs keep only their declared types.
-void hide_unknown_versions(onnx::GraphProto* g,
-                           const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports) {
+// Static dims of a value by name, where known (nullopt otherwise).
+using DimsLookup = std::function<std::optional<std::vector<int64_t>>(const std::string&)>;
+
+// libonnx 1.12's convolution shape inference (convPoolShapeInference,
+// convTransposeShapeInference) takes the kernel's spatial dims from the weight when
+// kernel_shape is absent and indexes the input's per-axis attributes with them, and
+// reads the weight's dim 1 unchecked: a weight of another rank than the input, or of
+// rank under 2, reads past the end (crashes the fuzzer found). With kernel_shape
+// written out from the weight's dims, libonnx checks it against the input's rank.
+// Returns false where the weight's dims are not known or its rank is under 2: libonnx
+// must not see the node.
+bool spell_out_kernel_shape(onnx::NodeProto* n, const DimsLookup& dims_of) {
+  if (!is_default_domain(n->domain())) return true;
+  const std::string& op = n->op_type();
+  const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;
+  if (weight < 0) return true;
+  if (n->input_size() <= weight) return true;  // too few inputs: libonnx's own check says so
+  std::optional<std::vector<int64_t>> dims = dims_of(n->input(weight));
+  if (!dims || dims->size() < 2) return false;
+  for (const auto& a : n->attribute())
+    if (a.name() == "kernel_shape") return true;
+  onnx::AttributeProto* k = n->add_attribute();
+  k->set_name("kernel_shape");
+  k->set_type(onnx::AttributeProto::INTS);
+  for (size_t i = 2; i < dims->size(); ++i) k->add_ints((*dims)[i]);
+  return true;
+}
+
+// What prepare_for_inference did.
+struct InferencePlan {
+  int hidden = 0;          // nodes hidden from libonnx (any graph)
+  int want_weight = 0;     // of those, convolutions whose weight's dims are not known yet
+  bool all_known = true;   // every node of the main graph has libonnx's schema of its version
+};
+
+// Prepares `g` (subgraphs included) for libonnx's shape inference: nodes of an ONNX
+// domain whose operator version libonnx does not have move into kHiddenDomain, so that
+// it does not apply an older version's rules to them (their outputs keep only their
+// declared types); so do nodes its inference would crash on (spell_out_kernel_shape).
+void prepare_for_inference(onnx::GraphProto* g, const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
+                           const DimsLookup& dims_of, bool main_graph, InferencePlan* plan) {
   for (auto& n : *g->mutable_node()) {
     for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) hide_unknown_versions(a.mutable_g(), imports);
-      for (auto& sub : *a.mutable_graphs()) hide_unknown_versions(&sub, imports);
+      // Inside a subgraph, only its own initializers are looked at.
+      auto prepare_subgraph = [&](onnx::GraphProto* sub) {
+        std::unordered_map<std::string, std::vector<int64_t>> local;
+        for (const auto& t : sub->initializer()) local[t.name()] = {t.dims().begin(), t.dims().end()};
+        prepare_for_inference(
+            sub, imports,
+            [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+              auto it = local.find(name);
+              if (it == local.end()) return std::nullopt;
+              return it->second;
+            },
+            false, plan);
+      };
+      if (a.has_g()) prepare_subgraph(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) prepare_subgraph(&sub);
     }
-    if (newest_opset(n.domain()) == 0) continue;  // a vendor domain or a model-local function
-    if (!libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports))) n.set_domain(kHiddenDomain);
+    if (newest_opset(n.domain()) == 0) {  // a vendor domain or a model-local function
+      plan->all_known = plan->all_known && !main_graph;
+      continue;
+    }
+    const bool current = libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports)) != nullptr;
+    const bool safe = current && spell_out_kernel_shape(&n, dims_of);
+    if (safe) continue;
+    n.set_domain(kHiddenDomain);
+    ++plan->hidden;
+    plan->want_weight += current;
+    plan->all_known = false;
   }
 }
 
-void hide_unknown_versions(onnx::ModelProto* m) {
-  hide_unknown_versions(m->mutable_graph(), m->opset_import());
+using DimsMap = std::unordered_map<std::string, std::vector<int64_t>>;
+
+InferencePlan prepare_for_inference(onnx::ModelProto* m, const DimsMap& known) {
+  InferencePlan plan;
+  prepare_for_inference(
+      m->mutable_graph(), m->opset_import(),
+      [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+        auto it = known.find(name);
+        if (it == known.end()) return std::nullopt;
+        return it->second;
+      },
+      true, &plan);
   for (auto& f : *m->mutable_functions()) {
     onnx::GraphProto body;  // the same walk over the function's nodes, with its own imports
     *body.mutable_node() = f.node();
-    hide_unknown_versions(&body, f.opset_import().empty() ? m->opset_import() : f.opset_import());
+    prepare_for_inference(
+        &body, f.opset_import().empty() ? m->opset_import() : f.opset_import(),
+        [](const std::string&) { return std::optional<std::vector<int64_t>>(); }, false, &plan);
     *f.mutable_node() = body.node();
   }
   auto* hidden = m->add_opset_import();
   hidden->set_domain(kHiddenDomain);
   hidden->set_version(1);
+  return plan;
+}
+
+// Adds the static dims of every tensor value `values` types to `known`.
+void add_static_dims(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, DimsMap* known) {
+  for (const auto& v : values) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> dims;
+    bool all = true;
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      all = all && d.has_dim_value();
+      dims.push_back(d.dim_value());
+    }
+    if (all) (*known)[v.name()] = std::move(dims);
+  }
 }
 
 class Importer {
@@ -198,55 +285,77 @@ class Importer {
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
-  // large weights without data) and keeps every value's type by name.
+  // large weights without data) and keeps every value's type by name. Convolutions
+  // whose weight's dims are not known up front (a weight computed by another node)
+  // wait for a later pass, which knows the dims the earlier one inferred.
   void infer_types() {
-    // libonnx crashes propagating data through operators it has no schema for
-    // (vendor domains, versions newer than it), so data propagation runs only when it
-    // has every node's own version.
-    bool all_known = true;
-    for (const auto& n : graph_.node())
-      all_known = all_known && libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), model_.opset_import()));
-    for (bool data_propagation : {true, false}) {
-      if (data_propagation && !all_known) continue;
-      onnx::ModelProto copy;
-      copy.set_ir_version(model_.ir_version());
-      *copy.mutable_opset_import() = model_.opset_import();
-      *copy.mutable_functions() = model_.functions();
-      onnx::GraphProto* g = copy.mutable_graph();
-      *g->mutable_node() = graph_.node();
-      *g->mutable_input() = graph_.input();
-      *g->mutable_output() = graph_.output();
-      *g->mutable_value_info() = graph_.value_info();
-      hide_unknown_versions(&copy);
-      for (const auto& t : graph_.initializer()) {
-        onnx::TensorProto* c = g->add_initializer();
-        if (t.ByteSizeLong() <= kInferenceDataLimit) {
-          *c = t;
-          continue;
-        }
-        c->set_name(t.name());
-        c->set_data_type(t.data_type());
-        *c->mutable_dims() = t.dims();
-      }
-      for (auto& in : *g->mutable_input()) {
-        auto it = opts_.input_shapes.find(in.name());
-        if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
-        auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-        shape->clear_dim();
-        for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
-      }
-      try {
-        onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
-        onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
-      } catch (const std::exception&) {
-        if (data_propagation) continue;  // retry without; else keep the declared types only
-      }
+    DimsMap known;
+    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
+    int waiting = INT_MAX;
+    for (int pass = 0; pass < 4; ++pass) {
+      onnx::ModelProto copy = inference_copy();
+      add_static_dims(copy.graph().input(), &known);
+      add_static_dims(copy.graph().value_info(), &known);
+      const InferencePlan plan = prepare_for_inference(&copy, known);
+      // libonnx crashes propagating data through operators it has no schema for
+      // (vendor domains, versions newer than it, hidden nodes), so data propagation
+      // runs only when it has every node's own version.
+      if (!(plan.all_known && run_inference(copy, /*data_propagation=*/true))) run_inference(copy, false);
       types_.clear();
-      for (const auto& v : g->value_info()) types_[v.name()] = v.type();
-      for (const auto& v : g->output()) types_[v.name()] = v.type();
-      for (const auto& v : g->input()) types_[v.name()] = v.type();
-      return;
+      for (const auto& v : copy.graph().value_info()) types_[v.name()] = v.type();
+      for (const auto& v : copy.graph().output()) types_[v.name()] = v.type();
+      for (const auto& v : copy.graph().input()) types_[v.name()] = v.type();
+      if (plan.want_weight == 0 || plan.want_weight >= waiting) return;
+      waiting = plan.want_weight;
+      add_static_dims(copy.graph().value_info(), &known);
     }
+  }
+
+  // The model as shape inference sees it: graph inputs fixed as requested, initializers
+  // over kInferenceDataLimit without their data (inference reads only small,
+  // shape-like tensors).
+  onnx::ModelProto inference_copy() const {
+    onnx::ModelProto copy;
+    copy.set_ir_version(model_.ir_version());
+    *copy.mutable_opset_import() = model_.opset_import();
+    *copy.mutable_functions() = model_.functions();
+    onnx::GraphProto* g = copy.mutable_graph();
+    *g->mutable_node() = graph_.node();
+    *g->mutable_input() = graph_.input();
+    *g->mutable_output() = graph_.output();
+    *g->mutable_value_info() = graph_.value_info();
+    for (const auto& t : graph_.initializer()) {
+      onnx::TensorProto* c = g->add_initializer();
+      if (t.ByteSizeLong() <= kInferenceDataLimit) {
+        *c = t;
+        continue;
+      }
+      c->set_name(t.name());
+      c->set_data_type(t.data_type());
+      *c->mutable_dims() = t.dims();
+    }
+    for (auto& in : *g->mutable_input()) {
+      auto it = opts_.input_shapes.find(in.name());
+      if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
+      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->clear_dim();
+      for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
+    }
+    return copy;
+  }
+
+  // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
+  // which case `copy` keeps the declared types only.
+  static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
+    onnx::ModelProto attempt = copy;
+    try {
+      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
+      onnx::shape_inference::InferShapes(attempt, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (const std::exception&) {
+      return false;
+    }
+    copy = std::move(attempt);
+    return true;
   }
 
   // Every name must be defined once and every name a node reads defined somewhere
@@ -489,6 +598,17 @@ class Importer {
     const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset_);
     if (!schema) return true;
     onnx::NodeProto copy = node;
+    auto dims_of = [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!inputs[i].present() || node.input(static_cast<int>(i)) != name) continue;
+        if (!is_static(inputs[i].type().shape)) return std::nullopt;
+        std::vector<int64_t> dims;
+        for (const Dim& d : inputs[i].type().shape) dims.push_back(d.value);
+        return dims;
+      }
+      return std::nullopt;
+    };
+    if (!spell_out_kernel_shape(&copy, dims_of)) return true;
     std::vector<onnx::TypeProto> type_storage(inputs.size());
     std::vector<onnx::TensorProto> data_storage(inputs.size());
     std::unordered_map<std::string, onnx::TypeProto*> types;

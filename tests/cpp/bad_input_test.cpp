@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/error.h"
 #include "ir/text.h"
@@ -84,6 +85,39 @@ TEST(BadInput, ClipOpset6OnInt8WithDefaultBounds) {
   EXPECT_EQ(clip.inputs()[1].constant()->to_i64(), std::vector<int64_t>{-128});
   EXPECT_EQ(clip.inputs()[2].constant()->to_i64(), std::vector<int64_t>{127});
   (void)export_onnx_bytes(imported);
+}
+
+// Found by fuzz_onnx_import (ASan: SEGV in onnx::convPoolShapeInference, libonnx 1.12),
+// from test_basic_conv_with_padding with the input's rank cut to 3. Fixed. Was: a Conv
+// without kernel_shape whose weight has rank 4 and input rank 3; libonnx takes the
+// kernel's dims from the weight and indexes the input's per-axis attributes with them,
+// past their end, in the importer's shape inference and again when it asks whether
+// ONNX accepts the node. The importer now writes kernel_shape out from the weight's
+// dims first (import.cpp, spell_out_kernel_shape), which libonnx checks.
+TEST(BadInput, ConvWeightOfAnotherRankThanItsInput) {
+  onnx::ModelProto model;
+  model.set_ir_version(6);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  declare(g->add_input(), "x", {1, 5, 5});
+  declare(g->add_input(), "W", {1, 1, 3, 3});
+  declare(g->add_output(), "y", {1, 1, 5, 5});
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Conv");
+  node->add_input("x");
+  node->add_input("W");
+  node->add_output("y");
+  try {
+    import_onnx_bytes(model.SerializeAsString(), ".");
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match input"), std::string::npos) << e.what();
+  }
 }
 
 // Corrupt bytes give an Error, whatever they are (a few fixed shapes of corruption;

@@ -186,6 +186,32 @@ TEST(OnnxCurrent, StaleSchemasAreNotUsedForInference) {
   EXPECT_EQ(stats.opaque_nodes, 1u) << ::testing::PrintToString(stats.opaque_reasons);
 }
 
+// A convolution whose weight another node computes (a quantized model's
+// DequantizeLinear) is shown to libonnx only once its weight's dims are known (a
+// second inference pass), so the types after it still reach the opaque nodes.
+TEST(OnnxCurrent, ConvolutionsWithComputedWeightsAreInferredInALaterPass) {
+  onnx::ModelProto m = base_model(13, 7);
+  auto* g = m.mutable_graph();
+  set_tensor_type(g->add_input(), "x", 1, {"1", "1", "4", "4"});
+  onnx::TensorProto wq;
+  wq.set_name("wq"), wq.set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {1, 1, 3, 3}) wq.add_dims(d);
+  wq.set_raw_data(std::string(9, '\x02'));
+  *g->add_initializer() = wq;
+  *g->add_initializer() = f32_tensor("scale", {}, {0.5f});
+  add_node(g, "DequantizeLinear", {"wq", "scale"}, {"w"}, "dq_w");
+  add_node(g, "Conv", {"x", "w"}, {"c"}, "conv");
+  add_node(g, "QuantizeLinear", {"c", "scale"}, {"cq"}, "q_c");
+  add_node(g, "DequantizeLinear", {"cq", "scale"}, {"cd"}, "dq_c");
+  add_node(g, "Relu", {"cd"}, {"y"}, "relu");
+  set_tensor_type(g->add_output(), "y", 1, {"1", "1", "2", "2"});
+  ImportStats stats;
+  Graph graph = import_onnx_bytes(bytes_of(m), "", {}, &stats);
+  EXPECT_EQ(stats.opaque_nodes, 3u) << ::testing::PrintToString(stats.opaque_reasons);  // the (De)QuantizeLinears
+  EXPECT_EQ(graph.outputs()[0].node->op_type(), "Relu");
+  EXPECT_EQ(graph.outputs()[0].type(), (TensorType{DType::Float32, make_shape({1, 1, 2, 2})}));
+}
+
 // ---- Element types isomer does not compute with ---------------------------------------
 
 // float8e4m3fn (typed field), int4 (packed raw_data) and float4e2m1 (a Constant node)
