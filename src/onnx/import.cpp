@@ -108,42 +108,60 @@ constexpr const char* kHiddenDomain = "isomer.hidden";
 // Static dims of a value by name, where known (nullopt otherwise).
 using DimsLookup = std::function<std::optional<std::vector<int64_t>>(const std::string&)>;
 
-// libonnx 1.12's convolution shape inference (convPoolShapeInference,
-// convTransposeShapeInference) takes the kernel's spatial dims from the weight when
-// kernel_shape is absent and indexes the input's per-axis attributes with them, and
-// reads the weight's dim 1 unchecked: a weight of another rank than the input, or of
-// rank under 2, reads past the end (crashes the fuzzer found). With kernel_shape
-// written out from the weight's dims, libonnx checks it against the input's rank.
-// Returns false where the weight's dims are not known or its rank is under 2: libonnx
-// must not see the node.
-bool spell_out_kernel_shape(onnx::NodeProto* n, const DimsLookup& dims_of) {
-  if (!is_default_domain(n->domain())) return true;
+// Whether libonnx 1.12's shape inference can be shown `n` without reading out of
+// bounds or dividing by zero, fixing the node up where that is enough. Its
+// convolution and pooling inference (convPoolShapeInference,
+// convTransposeShapeInference), found crashing by the fuzzer:
+//  - takes the kernel's dims from the weight when kernel_shape is absent and indexes
+//    the input's per-axis attributes with them, and reads the weight's dim 1
+//    unchecked: a weight of another rank than the input, or of rank under 2, reads
+//    past the end. With kernel_shape written out from the weight's dims, libonnx
+//    checks it against the input's rank; without known dims the node is refused.
+//  - divides by strides and multiplies by dilations it never checks: non-positive
+//    ones are refused (ONNX requires them positive).
+// Invalid: the node breaks ONNX's rules; Unknown: whether it does is not known yet.
+enum class LibonnxSafety { Safe, Invalid, Unknown };
+
+LibonnxSafety make_safe_for_libonnx(onnx::NodeProto* n, const DimsLookup& dims_of) {
+  using enum LibonnxSafety;
+  if (!is_default_domain(n->domain())) return Safe;
   const std::string& op = n->op_type();
+  const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
   const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;
-  if (weight < 0) return true;
-  if (n->input_size() <= weight) return true;  // too few inputs: libonnx's own check says so
+  if (weight < 0 && !pool) return Safe;
+  bool has_kernel_shape = false;
+  for (const auto& a : n->attribute()) {
+    if (a.name() != "strides" && a.name() != "dilations" && a.name() != "kernel_shape") continue;
+    has_kernel_shape = has_kernel_shape || a.name() == "kernel_shape";
+    for (int64_t v : a.ints())
+      if (v <= 0) return Invalid;
+  }
+  if (weight < 0 || has_kernel_shape) return Safe;
+  if (n->input_size() <= weight) return Safe;  // too few inputs: libonnx's own check says so
   std::optional<std::vector<int64_t>> dims = dims_of(n->input(weight));
-  if (!dims || dims->size() < 2) return false;
-  for (const auto& a : n->attribute())
-    if (a.name() == "kernel_shape") return true;
+  if (!dims) return Unknown;
+  if (dims->size() < 2) return Invalid;
   onnx::AttributeProto* k = n->add_attribute();
   k->set_name("kernel_shape");
   k->set_type(onnx::AttributeProto::INTS);
-  for (size_t i = 2; i < dims->size(); ++i) k->add_ints((*dims)[i]);
-  return true;
+  for (size_t i = 2; i < dims->size(); ++i) {
+    if ((*dims)[i] <= 0) return Invalid;
+    k->add_ints((*dims)[i]);
+  }
+  return Safe;
 }
 
 // What prepare_for_inference did.
 struct InferencePlan {
   int hidden = 0;          // nodes hidden from libonnx (any graph)
-  int want_weight = 0;     // of those, convolutions whose weight's dims are not known yet
+  int want_weight = 0;     // of those, current versions refused (a weight's dims may be known later)
   bool all_known = true;   // every node of the main graph has libonnx's schema of its version
 };
 
 // Prepares `g` (subgraphs included) for libonnx's shape inference: nodes of an ONNX
 // domain whose operator version libonnx does not have move into kHiddenDomain, so that
 // it does not apply an older version's rules to them (their outputs keep only their
-// declared types); so do nodes its inference would crash on (spell_out_kernel_shape).
+// declared types); so do nodes its inference would crash on (make_safe_for_libonnx).
 void prepare_for_inference(onnx::GraphProto* g, const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
                            const DimsLookup& dims_of, bool main_graph, InferencePlan* plan) {
   for (auto& n : *g->mutable_node()) {
@@ -169,7 +187,7 @@ void prepare_for_inference(onnx::GraphProto* g, const google::protobuf::Repeated
       continue;
     }
     const bool current = libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports)) != nullptr;
-    const bool safe = current && spell_out_kernel_shape(&n, dims_of);
+    const bool safe = current && make_safe_for_libonnx(&n, dims_of) == LibonnxSafety::Safe;
     if (safe) continue;
     n.set_domain(kHiddenDomain);
     ++plan->hidden;
@@ -608,7 +626,11 @@ class Importer {
       }
       return std::nullopt;
     };
-    if (!spell_out_kernel_shape(&copy, dims_of)) return true;
+    switch (make_safe_for_libonnx(&copy, dims_of)) {
+      case LibonnxSafety::Invalid: return false;
+      case LibonnxSafety::Unknown: return true;
+      case LibonnxSafety::Safe: break;
+    }
     std::vector<onnx::TypeProto> type_storage(inputs.size());
     std::vector<onnx::TensorProto> data_storage(inputs.size());
     std::unordered_map<std::string, onnx::TypeProto*> types;

@@ -93,7 +93,7 @@ TEST(BadInput, ClipOpset6OnInt8WithDefaultBounds) {
 // kernel's dims from the weight and indexes the input's per-axis attributes with them,
 // past their end, in the importer's shape inference and again when it asks whether
 // ONNX accepts the node. The importer now writes kernel_shape out from the weight's
-// dims first (import.cpp, spell_out_kernel_shape), which libonnx checks.
+// dims first (import.cpp, make_safe_for_libonnx), which libonnx checks.
 TEST(BadInput, ConvWeightOfAnotherRankThanItsInput) {
   onnx::ModelProto model;
   model.set_ir_version(6);
@@ -118,6 +118,36 @@ TEST(BadInput, ConvWeightOfAnotherRankThanItsInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not match input"), std::string::npos) << e.what();
   }
+}
+
+// Found by fuzz_onnx_import (ASan: FPE in onnx::convPoolShapeInference, libonnx 1.12).
+// Fixed. Was: a Conv with strides [0, 2]; libonnx divides by the stride without
+// checking it. Non-positive strides, dilations and kernel dims now keep the node from
+// libonnx's shape inference; isomer's own shape rule refuses it.
+TEST(BadInput, ConvWithZeroStride) {
+  onnx::ModelProto model;
+  model.set_ir_version(6);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  declare(g->add_input(), "x", {1, 1, 5, 5});
+  declare(g->add_input(), "W", {1, 1, 3, 3});
+  declare(g->add_output(), "y", {1, 1, 3, 2});
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Conv");
+  node->add_input("x");
+  node->add_input("W");
+  node->add_output("y");
+  onnx::AttributeProto* strides = node->add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(0);
+  strides->add_ints(2);
+  EXPECT_THROW(import_onnx_bytes(model.SerializeAsString(), "."), Error);
 }
 
 // Corrupt bytes give an Error, whatever they are (a few fixed shapes of corruption;
