@@ -482,7 +482,7 @@ class Parser {
       } else if (k == "function") {
         info.functions.push_back(expect_blob("a serialized FunctionProto").text);
       } else if (k == "onnx_extras") {
-        info.onnx_extras = expect_blob("a serialized ModelProto").text;
+        info.onnx_extras = std::make_shared<const std::string>(expect_blob("a serialized ModelProto").text);
       } else {
         fail(key, "unknown header line '" + k + "' (expected ir_version, model_version, opset, producer_name, "
                   "producer_version, domain, doc_string, graph_doc_string, metadata_props, function, onnx_extras or "

@@ -140,7 +140,7 @@ bool is_kept_constant(const onnx::NodeProto& p) {
 
 class Exporter {
  public:
-  Exporter(const Graph& g, ExternalWriter* external) : g_(g), external_(external), extras_(g.info().onnx_extras) {}
+  Exporter(const Graph& g, ExternalWriter* external) : g_(g), external_(external), extras_(g.info().onnx_extras ? *g.info().onnx_extras : std::string()) {}
 
   onnx::ModelProto run() {
     const ModelInfo& info = g_.info();

@@ -298,7 +298,8 @@ class Importer {
     info.graph_doc_string = graph_.doc_string();
     for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
     for (const auto& f : model_.functions()) info.functions.push_back(f.SerializeAsString());
-    info.onnx_extras = collect_extras(model_);
+    if (std::string extras = collect_extras(model_); !extras.empty())
+      info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
   }
 
