@@ -6,6 +6,7 @@
 
 #include "ir/float_to_int.h"
 #include "ops/layout_kernels.h"
+#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -126,6 +127,7 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
+  d.lower = runtime::lower_shape_of;
   return d;
 }
 
@@ -138,6 +140,7 @@ OpDef def_ConstantOfShape() {
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
+  d.lower = runtime::lower_constant_of_shape;
   return d;
 }
 
