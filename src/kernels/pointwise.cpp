@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
 #include "kernels/vmath.h"
@@ -115,12 +117,9 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
 // NaN -> 0 (never undefined behaviour on hostile data).
 template <class I>
 I saturate(double v) {
+  if (std::optional<I> exact = float_to_int<I>(v)) return *exact;  // ir/float_to_int.h
   if (!(v == v)) return 0;
-  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
-  if (v <= lo) return std::numeric_limits<I>::min();
-  if (v >= hi) return std::numeric_limits<I>::max();
-  return static_cast<I>(v);
+  return v < 0 ? std::numeric_limits<I>::min() : std::numeric_limits<I>::max();
 }
 
 

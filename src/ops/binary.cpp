@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
 
@@ -55,7 +56,7 @@ struct DivFn {
 };
 struct PowFn {
   static double apply(double x, double y) { return std::pow(x, y); }
-  static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
+  static int64_t apply(int64_t x, int64_t y) { return checked_float_to_int<int64_t>(std::pow(x, y), "integer Pow"); }
 };
 // std::max(x, y) is (x < y ? y : x); reals have no NaN.
 struct MaxFn {

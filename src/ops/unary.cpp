@@ -384,7 +384,9 @@ int emit_cast(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   DType to = static_cast<DType>(ctx.attrs.get_int("to"));
   const Tensor& x = ctx.in(0);
-  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64())};
+  // ONNX leaves a float out of the target's range undefined; isomer saturates, as its
+  // runtime (oneDNN) does.
+  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }
 }  // namespace
@@ -407,12 +409,13 @@ namespace {
 
 std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b) {
   if (opset >= 11) return "";
-  // Opset 6: min/max attributes -> scalar inputs of the input's type.
+  // Opset 6: min/max attributes -> scalar inputs of the input's type. A bound beyond the
+  // type's range bounds nothing: saturated (the float defaults on an integer input).
   DType t = form.inputs[0].type().dtype;
   double lo = form.attrs.get_float("min", -3.4028234663852886e38);
   double hi = form.attrs.get_float("max", 3.4028234663852886e38);
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo})));
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi})));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo}, FloatToInt::Saturate)));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi}, FloatToInt::Saturate)));
   form.attrs.erase("min");
   form.attrs.erase("max");
   return "";
