@@ -1,0 +1,341 @@
+#include "pipeline/guard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ir/error.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string ms_text(double ms) { return fmt(ms < 1 ? "%.3f ms" : ms < 100 ? "%.2f ms" : "%.1f ms", ms); }
+
+std::string rules_text(const std::vector<std::string>& rules) {
+  std::string s;
+  for (const std::string& r : rules) s += (s.empty() ? "" : ", ") + r;
+  return s;
+}
+
+bool smaller(const Graph& g, const Graph& than) {
+  return g.num_ops() < than.num_ops() || g.constant_bytes() < than.constant_bytes();
+}
+
+std::string size_text(const Graph& g, const Graph& original) {
+  return std::to_string(original.num_ops()) + " -> " + std::to_string(g.num_ops()) + " nodes";
+}
+
+struct Candidate {
+  std::string kind;  // "optimized", "reverted", "templates"
+  Graph graph;
+  SpeedComparison cmp;
+  std::vector<std::string> disabled;
+};
+
+// A candidate's run failed on the target; the original's did not.
+struct CandidateFailed : Error {
+  using Error::Error;
+};
+
+class Guard {
+ public:
+  Guard(const Graph& original, const GuardContext& ctx, const GuardOptions& opts, GuardResult& r)
+      : original_(original), ctx_(ctx), opts_(opts), r_(r) {}
+
+  // Measures `g` against the original; nullopt (logged) when it cannot run on the target.
+  std::optional<SpeedComparison> measure(const Graph& g, const std::string& label) {
+    for (const auto& [seen, cmp] : measured_)
+      if (same_graph(seen, g)) return cmp;
+    if (same_graph(g, original_)) {  // no need to time the original against itself
+      SpeedComparison same;
+      same.ratio = 1;
+      same.noise = opts_.min_noise;
+      same.before_ms = same.after_ms = first_before_ms_;
+      return same;
+    }
+    std::string why;
+    Prepared* p = ctx_.engines->get(g, opts_.target, &why);
+    if (!p) {
+      r_.log.push_back(label + ": does not run on " + engine_name(opts_.target) + " (" + why + ")");
+      return std::nullopt;
+    }
+    SpeedComparison cmp;
+    try {
+      cmp = timed(*p);
+    } catch (const CandidateFailed& e) {
+      r_.log.push_back(label + ": " + e.what());
+      return std::nullopt;
+    }
+    ++r_.comparisons;
+    measured_.emplace_back(g, cmp);
+    r_.log.push_back(label + ": " + cmp.text());
+    return cmp;
+  }
+
+  // `g` rewritten without `disabled`, measured.
+  std::optional<Candidate> without(const std::vector<std::string>& disabled) {
+    const std::string label = "without " + rules_text(disabled);
+    Graph g;
+    try {
+      g = ctx_.rewrite(disabled);
+    } catch (const Error& e) {
+      r_.log.push_back(label + ": cannot rewrite (" + e.what() + ")");
+      return std::nullopt;
+    }
+    std::optional<SpeedComparison> cmp = measure(g, label);
+    if (!cmp) return std::nullopt;
+    return Candidate{"reverted", g, *cmp, disabled};
+  }
+
+  // The rule among `suspects` (beyond `disabled`) whose removal takes away the
+  // slowdown, or the larger part of it; see guard.h.
+  std::optional<std::pair<std::string, Candidate>> bisect(std::vector<std::string> suspects,
+                                                          const std::vector<std::string>& disabled,
+                                                          double ratio_now) {
+    auto plus = [&](const std::vector<std::string>& more) {
+      std::vector<std::string> d = disabled;
+      d.insert(d.end(), more.begin(), more.end());
+      return d;
+    };
+    while (suspects.size() > 1) {
+      const auto mid = suspects.begin() + static_cast<std::ptrdiff_t>(suspects.size() / 2);
+      std::vector<std::string> lo(suspects.begin(), mid), hi(mid, suspects.end());
+      std::optional<Candidate> a = without(plus(lo));
+      if (a && a->cmp.verdict != SpeedComparison::Verdict::Slower) {
+        suspects = lo;
+        continue;
+      }
+      std::optional<Candidate> b = without(plus(hi));
+      if (b && b->cmp.verdict != SpeedComparison::Verdict::Slower) {
+        suspects = hi;
+        continue;
+      }
+      if (!a && !b) return std::nullopt;
+      suspects = !b || (a && a->cmp.ratio <= b->cmp.ratio) ? lo : hi;  // the half whose removal helps more
+    }
+    std::optional<Candidate> c = without(plus(suspects));
+    if (!c) return std::nullopt;
+    const bool helps = c->cmp.verdict != SpeedComparison::Verdict::Slower || c->cmp.ratio < ratio_now * (1 - c->cmp.noise);
+    if (!helps) return std::nullopt;
+    return std::make_pair(suspects[0], *c);
+  }
+
+  double first_before_ms_ = 0;
+  Prepared* original_prepared_ = nullptr;
+
+ private:
+  SpeedComparison timed(Prepared& candidate) {
+    SpeedComparison cmp;
+    try {
+      cmp = compare_speed(*original_prepared_, candidate, ctx_.inputs->tensors, opts_);
+    } catch (const CandidateFailed&) {
+      throw;
+    } catch (const Error& e) {
+      // Which one failed? The original ran before (the first comparison); a
+      // candidate that fails where it runs is one not to write.
+      throw CandidateFailed(std::string("fails on ") + engine_name(opts_.target) + " (" + e.what() + ")");
+    }
+    return cmp;
+  }
+
+  const Graph& original_;
+  const GuardContext& ctx_;
+  const GuardOptions& opts_;
+  GuardResult& r_;
+  std::vector<std::pair<Graph, SpeedComparison>> measured_;
+};
+
+}  // namespace
+
+std::string SpeedComparison::verdict_text() const {
+  switch (verdict) {
+    case Verdict::Faster: return fmt("%.2fx faster", 1 / ratio);
+    case Verdict::Slower: return fmt("%.2fx slower", ratio);
+    case Verdict::Same: return fmt("the same within noise (%.2fx)", 1 / ratio);
+  }
+  return "";
+}
+
+std::string SpeedComparison::text() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s -> %s, %s (%d rounds of %d run%s, noise ±%.1f%%)", ms_text(before_ms).c_str(),
+                ms_text(after_ms).c_str(), verdict_text().c_str(), rounds, runs_per_round,
+                runs_per_round == 1 ? "" : "s", noise * 100);
+  return buf;
+}
+
+SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std::vector<Tensor>& inputs,
+                              const GuardOptions& opts) {
+  // A warm-up run for a graph that has not run yet (first-touch costs), then one
+  // timed run each, A then B, which sizes the rounds: a model faster than
+  // min_round_ms runs several times per round (their median is the round's time).
+  // For slower models that first pair is the first round.
+  SpeedComparison c;
+  c.rounds = std::max(opts.rounds, 1);
+  std::vector<double> before, after, ratios;
+  auto sample = [&](Prepared& p, int runs) {
+    double ms = runtime::median(p.time(inputs, p.warm ? 0 : 1, runs));
+    p.warm = true;
+    return ms;
+  };
+  const double ta = sample(original, 1), tb = sample(candidate, 1);
+  c.runs_per_round =
+      static_cast<int>(std::clamp(std::ceil(opts.min_round_ms / std::max(std::min(ta, tb), 1e-4)), 1.0, 1000.0));
+  int first = 0;
+  if (c.runs_per_round == 1) {
+    before.push_back(ta);
+    after.push_back(tb);
+    ratios.push_back(tb / std::max(ta, 1e-9));
+    first = 1;
+  }
+  for (int i = first; i < c.rounds; ++i) {
+    double a = 0, b = 0;
+    if (i % 2 == 0) {  // A B, then B A: neither always runs first
+      a = sample(original, c.runs_per_round);
+      b = sample(candidate, c.runs_per_round);
+    } else {
+      b = sample(candidate, c.runs_per_round);
+      a = sample(original, c.runs_per_round);
+    }
+    before.push_back(a);
+    after.push_back(b);
+    ratios.push_back(b / std::max(a, 1e-9));
+  }
+  c.before_ms = runtime::median(before);
+  c.after_ms = runtime::median(after);
+  c.ratio = runtime::median(ratios);
+  std::vector<double> dev;
+  for (double r : ratios) dev.push_back(std::fabs(r - c.ratio));
+  const double mad = runtime::median(dev);
+  c.noise = std::max(opts.min_noise, 3.7 * mad / std::sqrt(static_cast<double>(c.rounds)));
+  c.verdict = c.ratio > 1 + c.noise   ? SpeedComparison::Verdict::Slower
+              : c.ratio < 1 - c.noise ? SpeedComparison::Verdict::Faster
+                                      : SpeedComparison::Verdict::Same;
+  return c;
+}
+
+GuardResult run_guard(const Graph& original, const Graph& optimized, const GuardContext& ctx,
+                      const GuardOptions& opts) {
+  GuardResult r;
+  r.graph = optimized;
+  if (!opts.enabled) {
+    r.status = "off";
+    r.reason = "switched off";
+    return r;
+  }
+  if (same_graph(original, optimized)) {
+    r.status = "unchanged";
+    r.kept = "original";
+    r.graph = original;
+    r.reason = "the rewrites changed nothing";
+    return r;
+  }
+  r.status = "skipped";
+  if (!ctx.inputs->ok()) {
+    r.reason = "no valid inputs: " + ctx.inputs->impossible;
+    return r;
+  }
+  std::string why;
+  Prepared* o = ctx.engines->get(original, opts.target, &why);
+  if (!o) {
+    r.reason = "the original does not run on " + engine_name(opts.target) + " (" + why + ")";
+    return r;
+  }
+  try {
+    o->time(ctx.inputs->tensors, 0, 1);
+  } catch (const Error& e) {
+    r.reason = "the original does not run on " + engine_name(opts.target) + " on the " + ctx.inputs->source +
+               " inputs (" + e.what() + ")";
+    return r;
+  }
+  r.status = "measured";
+  Guard guard(original, ctx, opts, r);
+  guard.original_prepared_ = o;
+
+  std::optional<SpeedComparison> first = guard.measure(optimized, "optimized");
+  auto keep_original = [&](const std::string& why_original) {
+    r.kept = "original";
+    r.graph = original;
+    r.comparison.reset();
+    if (first) r.before_ms = r.after_ms = first->before_ms;
+    r.log.push_back("kept the original: " + why_original);
+    return r;
+  };
+  if (!first) return keep_original("the optimized model does not run on " + engine_name(opts.target));
+  guard.first_before_ms_ = first->before_ms;
+  r.before_ms = first->before_ms;
+  auto accept = [&](const Candidate& c) {
+    r.kept = c.kind;
+    r.graph = c.graph;
+    r.comparison = c.cmp;
+    r.before_ms = c.cmp.before_ms;
+    r.after_ms = c.cmp.after_ms;
+    std::string what = c.kind == "reverted" ? "the rewrite without " + rules_text(c.disabled) : c.kind;
+    r.log.push_back("kept " + what + ": " + c.cmp.verdict_text() +
+                    (c.cmp.verdict == SpeedComparison::Verdict::Same
+                         ? ", and smaller (" + size_text(c.graph, original) + ")"
+                         : ""));
+  };
+  Candidate full{"optimized", optimized, *first, {}};
+  if (first->verdict != SpeedComparison::Verdict::Slower) {
+    if (first->verdict == SpeedComparison::Verdict::Same && !smaller(optimized, original))
+      return keep_original("the optimized model is the same within noise and no smaller (" +
+                           size_text(optimized, original) + ")");
+    accept(full);
+    return r;
+  }
+
+  // Slower: find the rules responsible, take them out.
+  std::vector<Candidate> candidates;
+  std::vector<std::string> suspects = ctx.rules, disabled;
+  Candidate current = full;
+  while (current.cmp.verdict == SpeedComparison::Verdict::Slower && r.reverted.size() < opts.max_reverts &&
+         !suspects.empty()) {
+    r.log.push_back("looking for the rule that makes it slower among " + std::to_string(suspects.size()) +
+                    " (bisection)");
+    auto found = guard.bisect(suspects, disabled, current.cmp.ratio);
+    if (!found) {
+      r.log.push_back("no single rule is responsible for the slowdown");
+      break;
+    }
+    const double slowdown = current.cmp.ratio / found->second.cmp.ratio;
+    r.reverted.push_back({found->first, slowdown});
+    r.log.push_back("reverted " + found->first + ": it made the model " + fmt("%.2fx", slowdown) + " slower");
+    disabled.push_back(found->first);
+    std::erase(suspects, found->first);
+    current = found->second;
+    candidates.push_back(current);
+  }
+  if (ctx.templates_only && !same_graph(*ctx.templates_only, optimized))
+    if (auto cmp = guard.measure(*ctx.templates_only, "template passes alone"))
+      candidates.push_back({"templates", *ctx.templates_only, *cmp, {}});
+
+  // The fastest candidate that is not slower (and, at equal speed, smaller), checked.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.cmp.ratio < b.cmp.ratio; });
+  for (const Candidate& c : candidates) {
+    if (c.cmp.verdict == SpeedComparison::Verdict::Slower) continue;
+    if (same_graph(c.graph, original)) continue;
+    if (c.cmp.verdict == SpeedComparison::Verdict::Same && !smaller(c.graph, original)) continue;
+    if (ctx.check) {
+      CheckResult check = ctx.check(c.graph);
+      if (check.status == CheckResult::Status::Failed) {
+        r.log.push_back(c.kind + " candidate fails the check (" + check.reason + "): not written");
+        continue;
+      }
+    }
+    accept(c);
+    return r;
+  }
+  return keep_original("no rewrite that is not slower (and, at equal speed, smaller) was found");
+}
+
+}  // namespace isomer
