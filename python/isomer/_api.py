@@ -172,6 +172,17 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
     return _to_model_proto(data), report
 
 
+def valid_inputs(model, *, seed=0, input_shapes=None):
+    """Random inputs the model can run on, as {input name: numpy array}: what
+    optimize's check and guard use without `inputs=`. Integer inputs are drawn by
+    what their consumers need (indices within the indexed axis, shapes and axes
+    that fit the data, non-zero divisors); see src/check/inputs.h. Raises
+    isomer.Error saying why when no such inputs exist."""
+    source, base_dir, _ = _model_source(model)
+    arrays, _notes = _core.valid_inputs(source, base_dir, _input_shapes(input_shapes), int(seed))
+    return dict(arrays)
+
+
 def _numpy_name(isomer_dtype):
     return _ISOMER_TO_NUMPY.get(isomer_dtype, isomer_dtype)
 

@@ -610,6 +610,19 @@ PYBIND11_MODULE(_core, m) {
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
         py::arg("cost_model"), py::arg("target"), py::arg("threads"), py::arg("guard"), py::arg("inputs"));
+  m.def(
+      "valid_inputs",
+      [](const py::object& source, const std::string& base_dir,
+         const std::map<std::string, std::vector<int64_t>>& input_shapes, uint64_t seed) {
+        Graph g = import_model(source, base_dir, input_shapes, nullptr);
+        ModelInputs in = valid_random_inputs(g, seed);
+        require(in.ok(), in.impossible);
+        py::dict arrays;
+        for (size_t i = 0; i < in.tensors.size(); ++i)
+          arrays[py::str(g.inputs()[i]->name())] = array_from_tensor(in.tensors[i]);
+        return py::make_tuple(arrays, in.notes);
+      },
+      py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"), py::arg("seed"));
   m.def("template_rule_names", &template_rule_names);
   m.def("op_names", [] {
     std::vector<std::string> out;

@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <random>
@@ -22,6 +23,7 @@ constexpr size_t kNone = static_cast<size_t>(-1);
 // consumers cannot both be satisfied.
 struct Need {
   std::optional<std::pair<int64_t, int64_t>> range;  // [lo, hi)
+  std::optional<std::pair<double, double>> real;     // floats uniform in [lo, hi)
   std::optional<std::vector<int64_t>> fixed;         // exactly these, row-major
   std::vector<std::string> why;
   std::string conflict;
@@ -29,6 +31,12 @@ struct Need {
 
 std::string range_text(int64_t lo, int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
+}
+
+std::string real_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
 }
 
 std::string values_text(const std::vector<int64_t>& v) {
@@ -46,6 +54,16 @@ void need_range(Need& n, int64_t lo, int64_t hi, const std::string& why) {
     return;
   }
   n.range = {a, b};
+  n.why.push_back(why);
+}
+
+void need_real(Need& n, double lo, double hi, const std::string& why) {
+  if (!n.conflict.empty()) return;
+  if (n.real && (n.real->first != lo || n.real->second != hi)) {
+    n.conflict = why + " and " + n.why.back() + " need different ranges";
+    return;
+  }
+  n.real = {lo, hi};
   n.why.push_back(why);
 }
 
@@ -72,6 +90,14 @@ int64_t int_attr(const Node& n, const std::string& name, int64_t dflt) {
   onnx::NodeProto p;
   const onnx::AttributeProto* a = opaque_attr(n, name, p);
   return a && a->type() == onnx::AttributeProto::INT ? a->i() : dflt;
+}
+
+std::vector<int64_t> ints_attr(const Node& n, const std::string& name) {
+  if (n.kind() == NodeKind::Op) return n.attrs().get_ints(name, {});
+  onnx::NodeProto p;
+  const onnx::AttributeProto* a = opaque_attr(n, name, p);
+  if (!a || a->type() != onnx::AttributeProto::INTS) return {};
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
 std::string string_attr(const Node& n, const std::string& name, const std::string& dflt) {
@@ -197,6 +223,7 @@ std::vector<int64_t> iota(size_t k) {
 // fixed(values, why), or impossible(why) when the graph does not say enough.
 struct Emit {
   std::function<void(int64_t, int64_t, const std::string&)> range;
+  std::function<void(double, double, const std::string&)> real;
   std::function<void(std::vector<int64_t>, const std::string&)> fixed;
   std::function<void(const std::string&)> impossible;
 };
@@ -222,7 +249,7 @@ void needs_of(const Node& n, size_t k, const ConcreteTypes& types, const Emit& e
   };
   const bool int_result = n.num_outputs() > 0 && !is_float(n.output_types()[0].dtype);
 
-  if (k == 1 && (op == "Gather" || op == "GatherElements" || op == "ScatterElements")) {
+  if (k == 1 && (op == "Gather" || op == "GatherElements" || op == "ScatterElements" || op == "Scatter")) {
     axis_extent(0, int_attr(n, "axis", 0), "indices");
   } else if (k == 1 && (op == "GatherND" || op == "ScatterND")) {
     const int64_t b = int_attr(n, "batch_dims", 0);
@@ -232,8 +259,41 @@ void needs_of(const Node& n, size_t k, const ConcreteTypes& types, const Emit& e
     for (int64_t a = b; a < b + q && a < static_cast<int64_t>(d->size()); ++a) extent = std::min(extent, (*d)[a]);
     emit.range(0, extent == INT64_MAX ? 1 : extent, "indices of " + who);
   } else if (k == 0 && op == "OneHot") {
-    if (auto depth = n.inputs().size() > 1 ? integer_scalar(n.inputs()[1]) : std::nullopt)
-      emit.range(0, *depth, "indices of " + who + " (depth " + std::to_string(*depth) + ")");
+    auto depth = n.inputs().size() > 1 ? integer_scalar(n.inputs()[1]) : std::nullopt;
+    emit.range(0, depth ? *depth : 4, "indices of " + who + " (depth " + std::to_string(depth ? *depth : 4) + ")");
+  } else if (k == 1 && op == "OneHot") {
+    emit.fixed({4}, "depth of " + who);
+  } else if (k == 4 && (op == "LSTM" || op == "GRU" || op == "RNN")) {
+    auto d = in_dims(0);
+    int64_t steps = d && d->size() == 3 ? (*d)[int_attr(n, "layout", 0) == 0 ? 0 : 1] : 1;
+    emit.range(1, steps + 1, "sequence lengths of " + who + " (at most " + std::to_string(steps) + " steps)");
+  } else if (k == 2 && op == "RoiAlign") {
+    auto d = in_dims(0);
+    emit.range(0, d && !d->empty() ? (*d)[0] : 1, "batch indices of " + who);
+  } else if ((k == 3 || k == 4) && op == "NonMaxSuppression") {
+    emit.real(0, 1, std::string(k == 3 ? "IoU" : "score") + " threshold of " + who);
+  } else if ((k == 2 && op == "Resize") || (k == 1 && op == "Upsample")) {
+    emit.fixed(std::vector<int64_t>(count, 1), "scales of " + who + " (ones)");
+  } else if (k == 3 && op == "Resize") {
+    auto d = in_dims(0);
+    if (!d || d->size() != count) return emit.impossible("the sizes of " + who + " (the data's dims are not known)");
+    emit.fixed(*d, "sizes of " + who + " (the data's own dims)");
+  } else if (k == 2 && op == "MaxUnpool") {
+    auto d = in_dims(0);
+    std::vector<int64_t> kernel = ints_attr(n, "kernel_shape");
+    if (!d || d->size() != count || kernel.size() + 2 != count)
+      return emit.impossible("the output shape of " + who + " (the data's dims are not known)");
+    std::vector<int64_t> strides = ints_attr(n, "strides"), pads = ints_attr(n, "pads"), out = *d;
+    for (size_t a = 0; a < kernel.size(); ++a) {
+      int64_t s = a < strides.size() ? strides[a] : 1;
+      int64_t p = a + kernel.size() < pads.size() ? pads[a] + pads[a + kernel.size()] : 0;
+      out[a + 2] = ((*d)[a + 2] - 1) * s - p + kernel[a];
+    }
+    emit.fixed(out, "output shape of " + who + " (the default unpooled shape)");
+  } else if (op == "MelWeightMatrix" && k < 5) {
+    // num_mel_bins, dft_length, sample_rate, lower and upper edge (Hz): a valid filter bank.
+    static const int64_t kMel[] = {8, 16, 16, 0, 8};
+    emit.fixed({kMel[k]}, "argument " + std::to_string(k) + " of " + who + " (a valid filter bank)");
   } else if (k == 1 && (op == "Div" || op == "Mod") && int_result) {
     emit.range(1, 4, "integer divisor of " + who + " (non-zero)");
   } else if (k == 1 && op == "Pow" && int_result) {
@@ -308,7 +368,7 @@ Tensor draw(DType t, const std::vector<int64_t>& dims, const Need& need, std::mt
     return Tensor::from_i64(t, dims, *need.fixed);
   }
   if (is_float(t) && !need.range) {
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::uniform_real_distribution<double> u(need.real ? need.real->first : -1.0, need.real ? need.real->second : 1.0);
     std::vector<double> v(static_cast<size_t>(n));
     for (double& x : v) x = u(rng);
     return Tensor::from_f64(t, dims, v);
@@ -367,6 +427,9 @@ ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<st
       emit.range = [&](int64_t lo, int64_t hi, const std::string& why) {
         need_range(need, lo - src->offset, hi - src->offset, why);
       };
+      emit.real = [&](double lo, double hi, const std::string& why) {
+        if (src->offset == 0) need_real(need, lo, hi, why);
+      };
       emit.fixed = [&](std::vector<int64_t> values, const std::string& why) {
         if (!src->same_order || static_cast<int64_t>(values.size()) != num_elements(dims[src->input])) {
           need.conflict = "the " + why + " cannot be made from input '" + name + "'";
@@ -400,7 +463,10 @@ ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<st
         }
     out.tensors.push_back(draw(g.inputs()[i]->output_types()[0].dtype, dims[i], need, rng));
     if (!need.why.empty()) {
-      std::string how = need.fixed ? values_text(*need.fixed) : "integers in " + range_text(need.range->first, need.range->second);
+      std::string how = need.fixed   ? values_text(*need.fixed)
+                        : need.range ? "integers in " + range_text(need.range->first, need.range->second)
+                                     : "floats in [" + real_text(need.real->first) + ", " +
+                                           real_text(need.real->second) + ")";
       std::string why;
       for (const std::string& w : need.why) why += (why.empty() ? "" : "; ") + w;
       out.notes.push_back("'" + name + "' = " + how + ": " + why);

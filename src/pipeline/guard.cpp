@@ -40,6 +40,22 @@ struct Candidate {
   std::vector<std::string> disabled;
 };
 
+// Which of two rewrites (each without some rules) to follow in a bisection: the
+// one that is not slower; of two such, the faster unless they are the same within
+// noise, then the smaller graph (taking out a folding pass can also remove a
+// slowdown that a later fusion made, but it gives up more).
+bool better(const Candidate& a, const Candidate& b) {
+  using V = SpeedComparison::Verdict;
+  const bool a_ok = a.cmp.verdict != V::Slower, b_ok = b.cmp.verdict != V::Slower;
+  if (a_ok != b_ok) return a_ok;
+  const double noise = std::max(a.cmp.noise, b.cmp.noise);
+  if (a_ok && std::fabs(a.cmp.ratio - b.cmp.ratio) <= noise) {
+    if (a.graph.num_ops() != b.graph.num_ops()) return a.graph.num_ops() < b.graph.num_ops();
+    return a.graph.constant_bytes() <= b.graph.constant_bytes();
+  }
+  return a.cmp.ratio <= b.cmp.ratio;
+}
+
 // A candidate's run failed on the target; the original's did not.
 struct CandidateFailed : Error {
   using Error::Error;
@@ -55,6 +71,7 @@ class Guard {
     for (const auto& [seen, cmp] : measured_)
       if (same_graph(seen, g)) return cmp;
     if (same_graph(g, original_)) {  // no need to time the original against itself
+      r_.log.push_back(label + ": the original graph");
       SpeedComparison same;
       same.ratio = 1;
       same.noise = opts_.min_noise;
@@ -108,18 +125,9 @@ class Guard {
     while (suspects.size() > 1) {
       const auto mid = suspects.begin() + static_cast<std::ptrdiff_t>(suspects.size() / 2);
       std::vector<std::string> lo(suspects.begin(), mid), hi(mid, suspects.end());
-      std::optional<Candidate> a = without(plus(lo));
-      if (a && a->cmp.verdict != SpeedComparison::Verdict::Slower) {
-        suspects = lo;
-        continue;
-      }
-      std::optional<Candidate> b = without(plus(hi));
-      if (b && b->cmp.verdict != SpeedComparison::Verdict::Slower) {
-        suspects = hi;
-        continue;
-      }
+      std::optional<Candidate> a = without(plus(lo)), b = without(plus(hi));
       if (!a && !b) return std::nullopt;
-      suspects = !b || (a && a->cmp.ratio <= b->cmp.ratio) ? lo : hi;  // the half whose removal helps more
+      suspects = !b || (a && better(*a, *b)) ? lo : hi;
     }
     std::optional<Candidate> c = without(plus(suspects));
     if (!c) return std::nullopt;
@@ -166,9 +174,11 @@ std::string SpeedComparison::verdict_text() const {
 
 std::string SpeedComparison::text() const {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s -> %s, %s (%d rounds of %d run%s, noise ±%.1f%%)", ms_text(before_ms).c_str(),
-                ms_text(after_ms).c_str(), verdict_text().c_str(), rounds, runs_per_round,
-                runs_per_round == 1 ? "" : "s", noise * 100);
+  std::string runs = runs_per_round == candidate_runs_per_round
+                         ? std::to_string(runs_per_round) + (runs_per_round == 1 ? " run" : " runs")
+                         : std::to_string(runs_per_round) + " and " + std::to_string(candidate_runs_per_round) + " runs";
+  std::snprintf(buf, sizeof buf, "%s -> %s, %s (%d rounds of %s, noise ±%.1f%%)", ms_text(before_ms).c_str(),
+                ms_text(after_ms).c_str(), verdict_text().c_str(), rounds, runs.c_str(), noise * 100);
   return buf;
 }
 
@@ -180,45 +190,50 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
   // For slower models that first pair is the first round.
   SpeedComparison c;
   c.rounds = std::max(opts.rounds, 1);
-  std::vector<double> before, after, ratios;
+  std::vector<double> before, after, log_ratios;
   auto sample = [&](Prepared& p, int runs) {
     double ms = runtime::median(p.time(inputs, p.warm ? 0 : 1, runs));
     p.warm = true;
     return ms;
   };
+  auto add_round = [&](double a, double b) {
+    before.push_back(a);
+    after.push_back(b);
+    log_ratios.push_back(std::log(std::max(b, 1e-9) / std::max(a, 1e-9)));
+  };
   const double ta = sample(original, 1), tb = sample(candidate, 1);
-  c.runs_per_round =
-      static_cast<int>(std::clamp(std::ceil(opts.min_round_ms / std::max(std::min(ta, tb), 1e-4)), 1.0, 1000.0));
+  auto runs_for = [&](double ms) {
+    return static_cast<int>(std::clamp(std::ceil(opts.min_round_ms / std::max(ms, 1e-4)), 1.0, 1000.0));
+  };
+  c.runs_per_round = runs_for(ta);
+  c.candidate_runs_per_round = runs_for(tb);
   int first = 0;
-  if (c.runs_per_round == 1) {
-    before.push_back(ta);
-    after.push_back(tb);
-    ratios.push_back(tb / std::max(ta, 1e-9));
+  if (c.runs_per_round == 1 && c.candidate_runs_per_round == 1) {
+    add_round(ta, tb);
     first = 1;
   }
   for (int i = first; i < c.rounds; ++i) {
-    double a = 0, b = 0;
     if (i % 2 == 0) {  // A B, then B A: neither always runs first
-      a = sample(original, c.runs_per_round);
-      b = sample(candidate, c.runs_per_round);
+      double a = sample(original, c.runs_per_round);
+      add_round(a, sample(candidate, c.candidate_runs_per_round));
     } else {
-      b = sample(candidate, c.runs_per_round);
-      a = sample(original, c.runs_per_round);
+      double b = sample(candidate, c.candidate_runs_per_round);
+      add_round(sample(original, c.runs_per_round), b);
     }
-    before.push_back(a);
-    after.push_back(b);
-    ratios.push_back(b / std::max(a, 1e-9));
   }
   c.before_ms = runtime::median(before);
   c.after_ms = runtime::median(after);
-  c.ratio = runtime::median(ratios);
+  // Ratios are compared on a log scale, where 2x slower and 2x faster are as far
+  // from 1 and the spread does not grow with the ratio.
+  const double log_ratio = runtime::median(log_ratios);
+  c.ratio = std::exp(log_ratio);
   std::vector<double> dev;
-  for (double r : ratios) dev.push_back(std::fabs(r - c.ratio));
+  for (double r : log_ratios) dev.push_back(std::fabs(r - log_ratio));
   const double mad = runtime::median(dev);
   c.noise = std::max(opts.min_noise, 3.7 * mad / std::sqrt(static_cast<double>(c.rounds)));
-  c.verdict = c.ratio > 1 + c.noise   ? SpeedComparison::Verdict::Slower
-              : c.ratio < 1 - c.noise ? SpeedComparison::Verdict::Faster
-                                      : SpeedComparison::Verdict::Same;
+  c.verdict = log_ratio > c.noise    ? SpeedComparison::Verdict::Slower
+              : log_ratio < -c.noise ? SpeedComparison::Verdict::Faster
+                                     : SpeedComparison::Verdict::Same;
   return c;
 }
 

@@ -3,18 +3,19 @@
 // the target engine (isomer's runtime, or ONNX Runtime with all optimizations).
 //
 // Measuring. The original and a candidate run in interleaved rounds on the same
-// inputs (ABBA order: A B, then B A, ...), each round long enough to be timed
-// (several runs of a model faster than min_round_ms, their median). Round i gives
+// inputs (A B, then B A, ...), each graph long enough per round to be timed
+// (several runs of a graph faster than min_round_ms, their median). Round i gives
 // the paired ratio r_i = candidate / original; pairing cancels the drift of a
-// shared machine, which moves both alike within a round. The candidate's ratio is
-// the median of the r_i, and its noise band is
-//     noise = max(min_noise, 3.7 * MAD(r) / sqrt(rounds))
+// shared machine, which moves both alike within a round. On a log scale, where
+// 2x slower and 2x faster are equally far from 1, the candidate's ratio is
+// r = exp(median ln r_i), and its noise band is
+//     noise = max(min_noise, 3.7 * MAD(ln r_i) / sqrt(rounds))
 // (MAD: median absolute deviation; 1.4826 MAD estimates the spread of one ratio
 // and 1.2533 of that over sqrt(rounds) the standard error of their median, so the
 // band is two standard errors). Then:
-//     ratio > 1 + noise   slower
-//     ratio < 1 - noise   faster
-//     otherwise           the same, within noise
+//     ln r >  noise   slower (r > ~1 + noise)
+//     ln r < -noise   faster
+//     otherwise       the same, within noise
 //
 // Deciding. A candidate that is faster is kept. One that is the same within noise
 // is kept only if it is also smaller (fewer nodes or fewer weight bytes): a
@@ -22,8 +23,10 @@
 // neither speed nor size is not worth a changed model, and the original is
 // written. One that is slower is never written: the guard looks for the rule
 // responsible by bisection over the rules that fired (rewriting without one half
-// of them, then the other, and following the half whose removal removes the
-// slowdown, or the larger part of it), takes it out, rewrites without it and
+// of them and without the other, and following the half whose removal removes
+// the slowdown, or the larger part of it; of two halves that both do, the one
+// that leaves the smaller graph: without constant folding a later fusion may not
+// fire either, but that gives up more), takes it out, rewrites without it and
 // measures again, up to max_reverts rules. The written model is then the fastest
 // candidate that is not slower: the rewrite without the culprits, the template
 // passes alone (after a search), or the original.
@@ -54,8 +57,9 @@ struct SpeedComparison {
   enum class Verdict { Faster, Same, Slower };
   double before_ms = 0, after_ms = 0;  // medians over the rounds
   double ratio = 1;                    // median paired ratio, candidate / original
-  double noise = 0;                    // relative half-width of the band around 1
-  int rounds = 0, runs_per_round = 0;
+  double noise = 0;                    // half-width of the band around 1, on a log scale (~relative)
+  int rounds = 0;
+  int runs_per_round = 0, candidate_runs_per_round = 0;  // runs of each graph in one round
   Verdict verdict = Verdict::Same;
 
   // "1.32x faster", "2.10x slower", "the same within noise (1.01x)"

@@ -44,6 +44,9 @@ struct Executable::Impl {
   std::vector<StepInfo> infos;
   std::vector<int> input_ids, output_ids;
   std::vector<std::vector<int64_t>> input_dims;
+  // The inputs of the last run(): profile_steps copies them in before each run,
+  // since input buffers are reused by later steps once read.
+  std::vector<Tensor> last_inputs;
   std::vector<int> buffer_of;  // value id -> buffer index (-1: constant storage)
   std::vector<AlignedBuffer> buffers;
   size_t value_bytes = 0;
@@ -163,6 +166,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
                 to_string(TensorType{v.dtype, make_shape(v.dims)}));
     std::memcpy(m.data(m.input_ids[i]), inputs[i].bytes().data(), inputs[i].byte_size());
   }
+  m.last_inputs = inputs;  // tensors share their bytes: no copy
   for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
   m.stream.wait();
   std::vector<Tensor> out;
@@ -195,18 +199,26 @@ std::vector<double> Executable::profile_steps(int warmup, int repeats) {
   Impl& m = *impl_;
   set_threads(m.threads);
   using clock = std::chrono::steady_clock;
-  for (int k = 0; k < warmup; ++k)
+  auto restore_inputs = [&] {
+    for (size_t i = 0; i < m.last_inputs.size(); ++i)
+      std::memcpy(m.data(m.input_ids[i]), m.last_inputs[i].bytes().data(), m.last_inputs[i].byte_size());
+  };
+  for (int k = 0; k < warmup; ++k) {
+    restore_inputs();
     for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+  }
   const size_t runs = static_cast<size_t>(std::max(repeats, 1));
   std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size()));
   std::vector<double> totals(runs, 0.0);
-  for (size_t k = 0; k < runs; ++k)
+  for (size_t k = 0; k < runs; ++k) {
+    restore_inputs();
     for (size_t s = 0; s < m.steps.size(); ++s) {
       auto t0 = clock::now();
       m.run_step(s);
       ms[k][s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       totals[k] += ms[k][s];
     }
+  }
   // The steps of typical runs: the runs whose total is in the middle half, each
   // step averaged over them. Then the steps' costs add up to a typical run's
   // latency (what end-to-end medians measure); a per-step median would not (each

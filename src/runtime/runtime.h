@@ -60,8 +60,9 @@ class Executable {
   // Times every step inside whole runs of the graph (so each sees the caches as
   // it does in a real run): per step, the mean milliseconds over the typical
   // runs (those whose total is in the middle half) of `repeats` runs after
-  // `warmup` runs, so that the steps add up to a typical run. Runs on whatever
-  // the buffers hold.
+  // `warmup` runs, so that the steps add up to a typical run. Runs on the inputs
+  // of the last run() (copied in before each run, untimed), else on whatever the
+  // buffers hold.
   std::vector<double> profile_steps(int warmup, int repeats);
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
