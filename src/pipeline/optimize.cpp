@@ -342,12 +342,10 @@ std::string OptimizeReport::to_json() const {
   for (const RevertedRule& r : guard.reverted) j["reverted"].push_back({{"rule", r.rule}, {"slowdown", r.slowdown}});
   j["guard"] = guard.status;
   j["guard_reason"] = guard.reason;
-  if (guard.comparison) {
-    j["guard_ratio"] = guard.comparison->ratio;
-    j["guard_noise"] = guard.comparison->noise;
-    j["guard_rounds"] = guard.comparison->rounds;
-    j["guard_runs_per_round"] = guard.comparison->runs_per_round;
-  }
+  const auto& cmp = guard.comparison;
+  j["guard_ratio"] = cmp ? nlohmann::ordered_json(cmp->ratio) : nlohmann::ordered_json();
+  j["guard_noise"] = cmp ? nlohmann::ordered_json(cmp->noise) : nlohmann::ordered_json();
+  j["guard_rounds"] = cmp ? nlohmann::ordered_json(cmp->rounds) : nlohmann::ordered_json();
   j["guard_comparisons"] = guard.comparisons;
   j["guard_log"] = guard.log;
   j["phase_seconds"] = phase_seconds;
