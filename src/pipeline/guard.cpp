@@ -167,7 +167,9 @@ std::string SpeedComparison::verdict_text() const {
   switch (verdict) {
     case Verdict::Faster: return fmt("%.2fx faster", 1 / ratio);
     case Verdict::Slower: return fmt("%.2fx slower", ratio);
-    case Verdict::Same: return fmt("the same within noise (%.2fx)", 1 / ratio);
+    case Verdict::Same:
+      return ratio > 1 ? fmt("the same within noise (%.2fx slower)", ratio)
+                       : fmt("the same within noise (%.2fx faster)", 1 / ratio);
   }
   return "";
 }
@@ -202,17 +204,42 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
     log_ratios.push_back(std::log(std::max(b, 1e-9) / std::max(a, 1e-9)));
   };
   const double ta = sample(original, 1), tb = sample(candidate, 1);
-  auto runs_for = [&](double ms) {
+  // A run's length sizes the rounds: the fastest of three for a graph under
+  // 50 ms (one slow first run on a busy machine would make too few runs a round).
+  auto runs_for = [&](Prepared& p, double first) {
+    double ms = first;
+    if (ms < 50) ms = std::min(ms, runtime::median(p.time(inputs, 0, 1)));
+    if (ms < 50) ms = std::min(ms, runtime::median(p.time(inputs, 0, 1)));
     return static_cast<int>(std::clamp(std::ceil(opts.min_round_ms / std::max(ms, 1e-4)), 1.0, 1000.0));
   };
-  c.runs_per_round = runs_for(ta);
-  c.candidate_runs_per_round = runs_for(tb);
+  c.runs_per_round = runs_for(original, ta);
+  c.candidate_runs_per_round = runs_for(candidate, tb);
   int first = 0;
   if (c.runs_per_round == 1 && c.candidate_runs_per_round == 1) {
     add_round(ta, tb);
     first = 1;
   }
-  for (int i = first; i < c.rounds; ++i) {
+  // A verdict from the rounds so far; a candidate that looks slower by more than
+  // the noise floor but not beyond the band gets more rounds (up to 3x) to
+  // settle it, since "the same" would let it be written.
+  double log_ratio = 0;
+  auto settle = [&] {
+    c.before_ms = runtime::median(before);
+    c.after_ms = runtime::median(after);
+    log_ratio = runtime::median(log_ratios);
+    c.ratio = std::exp(log_ratio);
+    std::vector<double> dev;
+    for (double r : log_ratios) dev.push_back(std::fabs(r - log_ratio));
+    const double mad = runtime::median(dev);
+    c.noise = std::max(opts.min_noise, 3.7 * mad / std::sqrt(static_cast<double>(log_ratios.size())));
+  };
+  const int max_rounds = 3 * c.rounds;
+  for (int i = first; i < max_rounds; ++i) {
+    if (i >= c.rounds && i % c.rounds == 0) {
+      settle();
+      const bool unsettled = log_ratio > opts.min_noise && log_ratio <= c.noise;
+      if (!unsettled) break;
+    }
     if (i % 2 == 0) {  // A B, then B A: neither always runs first
       double a = sample(original, c.runs_per_round);
       add_round(a, sample(candidate, c.candidate_runs_per_round));
@@ -221,16 +248,10 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
       add_round(sample(original, c.runs_per_round), b);
     }
   }
-  c.before_ms = runtime::median(before);
-  c.after_ms = runtime::median(after);
+  c.rounds = static_cast<int>(log_ratios.size());
   // Ratios are compared on a log scale, where 2x slower and 2x faster are as far
   // from 1 and the spread does not grow with the ratio.
-  const double log_ratio = runtime::median(log_ratios);
-  c.ratio = std::exp(log_ratio);
-  std::vector<double> dev;
-  for (double r : log_ratios) dev.push_back(std::fabs(r - log_ratio));
-  const double mad = runtime::median(dev);
-  c.noise = std::max(opts.min_noise, 3.7 * mad / std::sqrt(static_cast<double>(c.rounds)));
+  settle();
   c.verdict = log_ratio > c.noise    ? SpeedComparison::Verdict::Slower
               : log_ratio < -c.noise ? SpeedComparison::Verdict::Faster
                                      : SpeedComparison::Verdict::Same;

@@ -16,6 +16,9 @@
 //     ln r >  noise   slower (r > ~1 + noise)
 //     ln r < -noise   faster
 //     otherwise       the same, within noise
+// A candidate that looks slower by more than the floor but not beyond the band
+// gets more rounds, up to three times as many, before it may be called the same:
+// on a busy machine the band is wide, and "the same" lets a candidate be written.
 //
 // Deciding. A candidate that is faster is kept. One that is the same within noise
 // is kept only if it is also smaller (fewer nodes or fewer weight bytes): a
