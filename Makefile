@@ -13,7 +13,7 @@ CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release
 endif
 BIN    := $(CURDIR)/$(BUILD)/isomer
 
-.PHONY: all deps build test fuzz demo models bench rules clean
+.PHONY: all deps build test fuzz demo models bench rules profile clean
 
 all: build
 
@@ -62,6 +62,13 @@ bench: build
 	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
 	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
+
+# isomer's runtime step by step next to ONNX Runtime on the same nodes:
+# make profile MODEL=path/to/model.onnx [THREADS=1] [INPUTS=in.npz]
+THREADS ?= 1
+profile: build
+	@[ -n "$(MODEL)" ] || { echo "make profile MODEL=path/to/model.onnx [THREADS=1] [INPUTS=in.npz]"; exit 2; }
+	$(PY) scripts/profile.py $(MODEL) --isomer $(BIN) --threads $(THREADS) $(if $(INPUTS),--inputs $(INPUTS)) --json $(BUILD)/profile.json
 
 # Regenerate the shipped rule set: every identity of up to 3 operators the generator
 # finds and the verifier accepts (verdicts recorded), in rules/generated.rules.

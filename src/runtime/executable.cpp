@@ -44,9 +44,6 @@ struct Executable::Impl {
   std::vector<StepInfo> infos;
   std::vector<int> input_ids, output_ids;
   std::vector<std::vector<int64_t>> input_dims;
-  // The inputs of the last run(): profile_steps copies them in before each run,
-  // since input buffers are reused by later steps once read.
-  std::vector<Tensor> last_inputs;
   std::vector<int> buffer_of;  // value id -> buffer index (-1: constant storage)
   std::vector<AlignedBuffer> buffers;
   size_t value_bytes = 0;
@@ -56,8 +53,9 @@ struct Executable::Impl {
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
-  char* data(int id) {
-    int r = root(id);
+  char* data(int id) { return root_data(root(id)) + values[id].byte_offset; }
+
+  char* root_data(int r) {
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {
@@ -83,7 +81,9 @@ struct Executable::Impl {
       for (int w : steps[s].writes) last[root(w)] = std::max(last[root(w)], s);
     }
     for (int id : output_ids) last[root(id)] = nsteps;
-    for (int id : input_ids) last[root(id)] = std::max(last[root(id)], 0);
+    // Inputs stay untouched for the whole run: steps timed alone or again
+    // (profile_steps, time_step) read them as the run left them.
+    for (int id : input_ids) last[root(id)] = nsteps;
     buffer_of.assign(n, -1);
     std::vector<size_t> sizes;
     std::vector<int> free_list;
@@ -166,7 +166,6 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
                 to_string(TensorType{v.dtype, make_shape(v.dims)}));
     std::memcpy(m.data(m.input_ids[i]), inputs[i].bytes().data(), inputs[i].byte_size());
   }
-  m.last_inputs = inputs;  // tensors share their bytes: no copy
   for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
   m.stream.wait();
   std::vector<Tensor> out;
@@ -199,26 +198,18 @@ std::vector<double> Executable::profile_steps(int warmup, int repeats) {
   Impl& m = *impl_;
   set_threads(m.threads);
   using clock = std::chrono::steady_clock;
-  auto restore_inputs = [&] {
-    for (size_t i = 0; i < m.last_inputs.size(); ++i)
-      std::memcpy(m.data(m.input_ids[i]), m.last_inputs[i].bytes().data(), m.last_inputs[i].byte_size());
-  };
-  for (int k = 0; k < warmup; ++k) {
-    restore_inputs();
+  for (int k = 0; k < warmup; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
-  }
   const size_t runs = static_cast<size_t>(std::max(repeats, 1));
   std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size()));
   std::vector<double> totals(runs, 0.0);
-  for (size_t k = 0; k < runs; ++k) {
-    restore_inputs();
+  for (size_t k = 0; k < runs; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) {
       auto t0 = clock::now();
       m.run_step(s);
       ms[k][s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       totals[k] += ms[k][s];
     }
-  }
   // The steps of typical runs: the runs whose total is in the middle half, each
   // step averaged over them. Then the steps' costs add up to a typical run's
   // latency (what end-to-end medians measure); a per-step median would not (each

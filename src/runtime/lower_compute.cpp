@@ -130,6 +130,7 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
     info.label = n.name() + " (part " + std::to_string(k + 1) + "/" + std::to_string(parts.size()) + ")";
     info.ops = last ? fusion_ops("Conv", {}, fusion) : std::vector<std::string>{"Conv"};
     if (first) info.ops.insert(info.ops.begin(), "Concat");
+    if (last) info.nodes = fusion_nodes(n, fusion);
     info.signature = "conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) + " dst " +
                      describe_md(pd.dst_desc()) + " s[1,1] d[0,0] pl[0,0] pr[0,0] g1" +
                      (first && has_bias ? " bias" : "") + post + " impl " + pd.impl_info_str();
@@ -144,6 +145,7 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
 }  // namespace
 
 bool lower_conv(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   const Tensor* wt = c.known(n.inputs()[1]);
   if (!wt) return false;  // weights computed at run time: the reference kernel handles it
   const std::vector<Value>* parts = c.deferred_concat(n.inputs()[0]);
@@ -190,7 +192,7 @@ bool lower_conv(Compiler& c, const Node& n) {
     pl.push_back(a.pad_begin);
     pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
   }
-  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr);
+  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
 
@@ -210,14 +212,17 @@ bool lower_conv(Compiler& c, const Node& n) {
                                       src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
     return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
   };
-  // First without a residual add, to learn the layout the convolution wants for its output.
-  auto pd = make_pd(dst_any, eltwise_attr(fusion));
+  // First without a residual add, to learn the layout the convolution wants for
+  // its output; binary post-ops oneDNN has only its reference kernel for are left
+  // to their own steps.
+  auto pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
   md_t dst_md = pd.dst_desc();
   std::vector<std::pair<int, int>> args;
   std::string post;
   int acc = -1;
-  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
-  if (fusion.has_add()) pd = make_pd(dst_md, attr);
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  if (fusion.has_add() || fusion.has_binary()) pd = make_pd(dst_md, attr);
 
   Tensor wfold = Tensor::from_f64(DType::Float32, std::vector<int64_t>(wdims.begin(), wdims.end()), w);
   int wid = c.as_layout(c.constant_value(wfold, n.name() + ".weight"), pd.weights_desc());
@@ -233,6 +238,7 @@ bool lower_conv(Compiler& c, const Node& n) {
   info.kind = "conv";
   info.label = n.name();
   info.ops = fusion_ops("Conv", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
   std::ostringstream sig;
   sig << "conv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
       << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
@@ -301,15 +307,32 @@ bool emit_contraction(Compiler& c, Contraction& k) {
       }
   Fusion fusion = plan_fusion(c, cur, k.out, /*allow_add=*/true);
   fusion.nodes.insert(fusion.nodes.begin(), absorbed.begin(), absorbed.end());
-  md_t dst_md = plain_md(k.out, dt::f32);
-  std::vector<std::pair<int, int>> args;
-  std::string post;
-  int acc = -1;
-  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post);
+  // A bias that is not one value per column (a Gemm's C of the output's full
+  // shape) is added by a binary post-op: oneDNN's matmul has only its reference
+  // kernel for such a bias.
+  if (k.bias && k.bias->numel() != k.out.back()) {
+    PostOp p;
+    p.binary = dnnl::algorithm::binary_add;
+    p.other_const = k.bias;
+    p.out = fusion.first;
+    fusion.ops.insert(fusion.ops.begin(), p);
+    k.bias.reset();
+  }
   // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
   const int64_t rows = flat_rows(c, k);
   const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
   std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : k.out;
+  // In the 2-D form a binary operand must be per column or of the full shape.
+  if (rows)
+    for (const PostOp& p : fusion.ops)
+      if (p.binary) {
+        std::vector<int64_t> d = p.other_const ? p.other_const->dims() : c.dims(p.other);
+        const int64_t m = num_elements(d);
+        if (m != 1 && m != ncols && d != k.out) {
+          fusion.drop_binary();
+          break;
+        }
+      }
   const size_t prank = pout.size();
   md_t a_md = rows ? plain_md({rows, kdim}, dt::f32) : k.a_md;
   md_t pdst_md = plain_md(pout, dt::f32);
@@ -328,15 +351,23 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   md_t bias_md;
   if (k.bias) {
     std::vector<int64_t> bd(prank, 1);
-    if (k.bias->numel() == ncols) {
-      bd.back() = ncols;
-    } else {
-      bd[prank - 2] = pout[prank - 2];
-      bd.back() = ncols;
-    }
+    bd.back() = ncols;
     bias_md = plain_md(bd, dt::f32);
   }
   dnnl::matmul::desc d(a_md, wmd, bias_md, pdst_md);
+  // Binary post-ops oneDNN has only its reference kernel for are left to their
+  // own steps (a bias of the full shape cannot be: then the reference kernel runs
+  // the node, and says so).
+  if (fusion.has_binary() &&
+      is_reference(dnnl::matmul::primitive_desc(d, probe_attr(c, fusion, k.out.size(), prank), c.engine()))) {
+    if (!fusion.ops.front().nodes.empty() || !fusion.ops.front().binary) fusion.drop_binary();
+    else return false;
+  }
+  md_t dst_md = plain_md(k.out, dt::f32);
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args, pout);
   dnnl::matmul::primitive_desc pd(d, attr, c.engine());
   int wid = k.b;
   if (k.b_const) {
@@ -369,6 +400,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   info.kind = "matmul";
   info.label = n.name();
   info.ops = fusion_ops(k.kind, {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
   info.signature = "matmul src " + describe_md(a_md) + " wei " + describe_md(pd.weights_desc()) +
                    (k.b_const ? "c" : "") + " dst " + describe_md(pdst_md) + (k.bias ? " bias " + describe_md(bias_md) : "") +
                    post + " impl " + pd.impl_info_str();
@@ -380,7 +412,17 @@ bool emit_contraction(Compiler& c, Contraction& k) {
 
 }  // namespace
 
+namespace {
+
+bool jit_matmul(Compiler& c, const md_t& a, const md_t& b, const std::vector<int64_t>& out) {
+  dnnl::matmul::desc d(a, b, md_t(), plain_md(out, dt::f32));
+  return std::string(dnnl::matmul::primitive_desc(d, c.engine()).impl_info_str()).rfind("ref", 0) != 0;
+}
+
+}  // namespace
+
 bool lower_matmul(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   std::vector<int64_t> ad = c.dims(n.inputs()[0]), bd = c.dims(n.inputs()[1]);
   if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
   Contraction k;
@@ -401,11 +443,20 @@ bool lower_matmul(Compiler& c, const Node& n) {
     k.b = matmul_operand(c, c.id(n.inputs()[1]));
     k.b_md = with_leading_ones(c.val(k.b).md, rank);
   }
+  // Views oneDNN only has its reference matmul for (a broadcast's zero strides,
+  // some transposed batch layouts) are made dense first.
+  if (!k.b_const && !jit_matmul(c, k.a_md, k.b_md, k.out)) {
+    k.a = c.as_plain(k.a);
+    k.a_md = with_leading_ones(c.val(k.a).md, rank);
+    k.b = c.as_plain(k.b);
+    k.b_md = with_leading_ones(c.val(k.b).md, rank);
+  }
   k.flops = 2.0 * static_cast<double>(num_elements(k.out)) * static_cast<double>(ad.back());
   return emit_contraction(c, k);
 }
 
 bool lower_gemm(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   const Attributes& at = n.attrs();
   double alpha = at.get_float("alpha", 1.0), beta = at.get_float("beta", 1.0);
   bool ta = at.get_int("transA", 0) != 0, tb = at.get_int("transB", 0) != 0;

@@ -37,6 +37,10 @@ struct StepInfo {
   std::string label;      // the node(s) it computes
   std::string signature;  // everything its running time depends on (shapes, layouts, post-ops)
   std::vector<std::string> ops;  // op types it covers (several when fused)
+  // The graph nodes it computes, each by its first output's name (what the
+  // model calls the tensor), for comparing the step with another engine's run of
+  // the same nodes; empty for layout conversions and copies no node asked for.
+  std::vector<std::string> nodes;
   double flops = 0;       // arithmetic operations
   double bytes = 0;       // bytes read and written
   bool boundary = false;  // converts a graph input or output between plain and internal layout
@@ -60,9 +64,8 @@ class Executable {
   // Times every step inside whole runs of the graph (so each sees the caches as
   // it does in a real run): per step, the mean milliseconds over the typical
   // runs (those whose total is in the middle half) of `repeats` runs after
-  // `warmup` runs, so that the steps add up to a typical run. Runs on the inputs
-  // of the last run() (copied in before each run, untimed), else on whatever the
-  // buffers hold.
+  // `warmup` runs, so that the steps add up to a typical run. Runs on whatever
+  // the buffers hold.
   std::vector<double> profile_steps(int warmup, int repeats);
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
