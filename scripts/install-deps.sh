@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev libz3-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev pybind11-dev
+  libopenmpi-dev openmpi-bin iproute2
   python3-venv python3-pip python3-dev
   python3-torchvision python3-torch
 )
