@@ -24,13 +24,12 @@ double numel(const std::vector<int64_t>& d) {
 
 // Bytes one block reads and writes: its inputs' and outputs' blocks.
 double block_bytes(const ParallelGraph& pg, int i, const OpConfig& c) {
-  const Mesh& mesh = pg.mesh();
   double bytes = 0;
   for (int j = 0; j < static_cast<int>(pg.operands(i).size()); ++j)
     if (pg.operands(i)[static_cast<size_t>(j)].kind != Operand::Kind::Absent)
-      bytes += numel(local_dims(pg.in_dims(i, j), pg.input_layout(i, c, j), mesh)) * static_cast<double>(pg.in_elem_size(i, j));
+      bytes += pg.in_block_numel(i, c, j) * static_cast<double>(pg.in_elem_size(i, j));
   for (int o = 0; o < static_cast<int>(pg.node(i).num_outputs()); ++o)
-    bytes += numel(local_dims(pg.out_dims(i, o), pg.output_layout(i, c, o), mesh)) * static_cast<double>(pg.elem_size(i, o));
+    bytes += pg.out_block_numel(i, c, o) * static_cast<double>(pg.elem_size(i, o));
   return bytes;
 }
 

@@ -225,7 +225,13 @@ std::pair<double, double> ring_terms(Collective kind, int64_t g) {
   return {0, 0};
 }
 
-double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const std::vector<int>& axes, double bytes) {
+double gradient_sync_ms(const Cluster& c, const Mesh& mesh, const std::vector<int>& axes, double bytes) {
+  const double share = std::min(1.0, bytes / kGradientBucketBytes);
+  return collective_ms(c, mesh, Collective::AllReduce, axes, bytes, share);
+}
+
+double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const std::vector<int>& axes, double bytes,
+                     double latency_share) {
   if (axes.empty() || bytes <= 0) return 0;
   int64_t m = 1, k = 1;  // group devices within one node, nodes spanned
   for (int a : axes) (mesh.axis(a).inter_node ? k : m) *= mesh.axis(a).size;
@@ -234,7 +240,7 @@ double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const 
     if (g <= 1) return 0.0;
     auto [steps, factor] = ring_terms(kind, g);
     const LinkModel::Fit f = link.for_collective(kind);
-    return steps * f.latency_us * 1e-3 + share * factor * b * 8.0 / (f.gbps * 1e9) * 1e3;
+    return latency_share * steps * f.latency_us * 1e-3 + share * factor * b * 8.0 / (f.gbps * 1e9) * 1e3;
   };
   const double nic_share = static_cast<double>(mesh.devices_per_node()) / c.inter.links_per_node;
   switch (kind) {

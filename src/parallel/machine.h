@@ -113,7 +113,14 @@ class Mesh {
 // algorithms, hierarchical where the group spans nodes: a phase within each node
 // over the intra-node link, a phase between nodes over the node's network link,
 // which the groups of a node share.
-double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const std::vector<int>& axes, double bytes);
+double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const std::vector<int>& axes, double bytes,
+                     double latency_share = 1);
+
+// Gradient summation of a weight: an all-reduce, its latency paid in proportion to
+// the weight's share of a 25 MB bucket (data-parallel frameworks sum gradients in
+// buckets: PyTorch DDP, Horovod), its bandwidth term in full.
+constexpr double kGradientBucketBytes = 25e6;
+double gradient_sync_ms(const Cluster& c, const Mesh& mesh, const std::vector<int>& axes, double bytes);
 
 // The ring model's (steps, bytes factor) for `kind` over a group of g devices of one
 // link class: time = steps * latency + factor * bytes / bandwidth. Calibration fits

@@ -115,26 +115,47 @@ PlanResult evaluate(std::shared_ptr<ParallelGraph> pg, Simulator& sim, Strategy 
 }
 
 // The better of the search's starting points for one graph: data parallelism, the
-// series DP's plan, Megatron's (where it applies).
+// series DP's plan and Megatron's (where it applies), each on the whole mesh and
+// (Unity's hierarchical step) on the devices of one node, the nodes holding copies:
+// where the links between nodes are slow, no traffic between them can be best.
 PlanResult best_start(const std::shared_ptr<ParallelGraph>& pg, Simulator& sim) {
+  const Mesh& mesh = pg->mesh();
+  uint64_t intra = 0;
+  for (int a = 0; a < mesh.num_axes(); ++a)
+    if (!mesh.axis(a).inter_node) intra |= uint64_t{1} << a;
+  std::vector<uint64_t> masks{~uint64_t{0}};
+  if (intra != (uint64_t{1} << mesh.num_axes()) - 1 && intra != 0) masks.push_back(intra);
   PlanResult best = evaluate(pg, sim, pg->data_parallel());
-  PlanResult dp = evaluate(pg, sim, series_dp(*pg, sim));
-  if (cost_of(dp.sim) < cost_of(best.sim)) best = dp;
-  if (std::optional<Strategy> m = megatron_strategy(*pg, sim)) {
-    PlanResult mp = evaluate(pg, sim, *m);
-    if (cost_of(mp.sim) < cost_of(best.sim)) best = mp;
+  for (uint64_t mask : masks) {
+    sim.set_allowed_axes(mask);
+    for (Strategy s : {pg->data_parallel(mask), series_dp(*pg, sim)}) {
+      PlanResult r = evaluate(pg, sim, std::move(s));
+      if (cost_of(r.sim) < cost_of(best.sim)) best = r;
+    }
+    if (std::optional<Strategy> m = megatron_strategy(*pg, sim, mask)) {
+      PlanResult r = evaluate(pg, sim, *m);
+      if (cost_of(r.sim) < cost_of(best.sim)) best = r;
+    }
   }
+  sim.set_allowed_axes(~uint64_t{0});
   return best;
 }
 
 }  // namespace
 
-std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& sim) {
+namespace {
+
+// Megatron's assignment with tensor parallelism over the mesh axes `tp` and the batch
+// over `dp`; nullopt if no product with a weight takes it.
+std::optional<Strategy> megatron_with(const ParallelGraph& pg, Simulator& sim, const std::vector<int>& tp,
+                                      const std::vector<int>& dp) {
   const Mesh& mesh = pg.mesh();
-  std::vector<int> tp, dp;
-  for (int a = 0; a < mesh.num_axes(); ++a) (mesh.axis(a).inter_node ? dp : tp).push_back(a);
-  if (tp.empty()) return std::nullopt;
-  Strategy s = pg.data_parallel();
+  uint64_t allowed = 0;
+  for (int a : tp) allowed |= uint64_t{1} << a;
+  for (int a : dp) allowed |= uint64_t{1} << a;
+  Strategy s = pg.data_parallel(allowed);
+  const uint64_t saved = sim.allowed_axes();
+  sim.set_allowed_axes(allowed);
   bool any = false;
   for (int i = 0; i < pg.size(); ++i) {
     std::optional<std::pair<int, int>> wp = weight_product(pg, i);
@@ -142,10 +163,10 @@ std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& si
     if (wp) {
       const OpSpec& spec = pg.spec(i);
       const Operand& act = pg.operands(i)[static_cast<size_t>(wp->first)];
-      bool split_features = false;  // the activation arrives cut along its last dim over the node
+      bool split_features = false;  // the activation arrives cut along its last dim over `tp`
       if (act.kind == Operand::Kind::Op) {
         const Layout l = pg.output_layout(act.index, pg.config(act.index, s[static_cast<size_t>(act.index)]), act.output);
-        for (int a : l.dims.back()) split_features = split_features || !mesh.axis(a).inter_node;
+        for (int a : l.dims.back()) split_features = split_features || std::find(tp.begin(), tp.end(), a) != tp.end();
       }
       OpConfig c{std::vector<std::vector<int>>(spec.dims.size())};
       const int tp_dim = find_dim(spec, split_features ? 'R' : 'P'), b = batch_dim(spec);
@@ -160,8 +181,39 @@ std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& si
     if (chosen < 0) chosen = sim.best_config(s, i, false);
     s[static_cast<size_t>(i)] = chosen;
   }
+  sim.set_allowed_axes(saved);
   if (!any) return std::nullopt;
   return s;
+}
+
+}  // namespace
+
+std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& sim, uint64_t allowed) {
+  const Mesh& mesh = pg.mesh();
+  for (int i = 0; i < pg.size(); ++i)
+    if (pg.node(i).op_type() == "Conv") return std::nullopt;  // Megatron is a plan for transformers and MLPs
+  std::vector<int> inter, intra;
+  for (int a = 0; a < mesh.num_axes(); ++a)
+    if (allowed >> a & 1) (mesh.axis(a).inter_node ? inter : intra).push_back(a);
+  // The tensor-parallel degree as practitioners pick it: the fastest of the node's
+  // divisors (attention heads must divide it), the node's other devices and the nodes
+  // cutting the batch.
+  std::optional<Strategy> best;
+  double best_ms = 0;
+  for (size_t k = intra.size(); k >= 1; --k) {
+    std::vector<int> tp(intra.end() - static_cast<long>(k), intra.end());
+    std::vector<int> dp = inter;
+    dp.insert(dp.end(), intra.begin(), intra.end() - static_cast<long>(k));
+    std::optional<Strategy> s = megatron_with(pg, sim, tp, dp);
+    if (!s) continue;
+    const SimResult r = sim.simulate(*s);
+    const double ms = r.fits ? r.step_ms : 1e9 + r.step_ms;
+    if (!best || ms < best_ms) {
+      best = s;
+      best_ms = ms;
+    }
+  }
+  return best;
 }
 
 Strategy series_dp(const ParallelGraph& pg, Simulator& sim, int top_k) {
@@ -186,20 +238,18 @@ Strategy series_dp(const ParallelGraph& pg, Simulator& sim, int top_k) {
   cuts.push_back(n - 1);
   // Candidate states of a cut operator: the cheapest by its own work, data
   // parallelism, and "whole".
-  const double mult = sim.mode() == Mode::Training ? 3 : 1;
   auto states_of = [&](int i) {
-    std::vector<std::pair<double, int>> keyed;
-    for (int c = 0; c < static_cast<int>(pg.candidates(i).size()); ++c)
-      keyed.emplace_back(mult * sim.op_ms(i, c) + sim.weight_sync_ms(i, c), c);
-    std::stable_sort(keyed.begin(), keyed.end());
+    const std::vector<int>& order = sim.by_compute(i);
     std::vector<int> out;
-    for (const auto& k : keyed)
-      if (static_cast<int>(out.size()) < top_k) out.push_back(k.second);
-    for (int extra : {pg.data_parallel_config(i), 0})
+    for (int c : order) {
+      if (static_cast<int>(out.size()) == top_k) break;
+      if (pg.uses_only(i, c, sim.allowed_axes())) out.push_back(c);
+    }
+    for (int extra : {pg.data_parallel_config(i, sim.allowed_axes()), 0})
       if (std::find(out.begin(), out.end(), extra) == out.end()) out.push_back(extra);
     return out;
   };
-  Strategy work = pg.data_parallel();
+  Strategy work = pg.data_parallel(sim.allowed_axes());
   struct Choice {
     double cost = 0;
     int prev_state = -1;
@@ -233,11 +283,7 @@ Strategy series_dp(const ParallelGraph& pg, Simulator& sim, int top_k) {
         double cost = base + seg + sim.local_ms(work, end, here[b], false);
         if (sim.mode() == Mode::Inference)
           for (const auto& [q, qo] : pg.graph_outputs())
-            if (q == end) {
-              const auto& d = pg.out_dims(q, qo);
-              cost += sim.move_ms(pg.output_layout(q, pg.config(q, here[b]), qo), Layout::replicated(d.size()), d,
-                                  pg.elem_size(q, qo));
-            }
+            if (q == end) cost += sim.output_gather_ms(q, here[b], qo);
         if (cost < best[b].cost) best[b] = {cost, static_cast<int>(a), interior};
       }
     }

@@ -77,12 +77,15 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
 
 // Baselines. Data parallelism: ParallelGraph::data_parallel(). Megatron-style tensor
 // parallelism for transformer blocks: the products with a weight column-parallel
-// (output features cut over the devices of a node) when their input is whole, and
-// row-parallel (the summed dimension cut, an all-reduce or reduce-scatter after) when
-// their input arrives cut along its features; everything else follows its input's
-// layout (or the cheapest layout for it); the batch cut over the nodes. nullopt when
-// the graph has no product with a weight, or one node has one device.
-std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& sim);
+// (output features cut over tensor-parallel devices of a node) when their input is
+// whole, and row-parallel (the summed dimension cut, an all-reduce or reduce-scatter
+// after) when their input arrives cut along its features; everything else takes the
+// cheapest layout given its inputs'; the batch cut over the nodes and the node's other
+// devices. The tensor-parallel degree is the fastest of the node's divisors (as one
+// would pick it: attention heads must divide it). nullopt when the graph has no
+// product with a weight, has convolutions, or one node has one device. `allowed`: the mesh axes it may
+// use (bit a = axis a).
+std::optional<Strategy> megatron_strategy(const ParallelGraph& pg, Simulator& sim, uint64_t allowed = ~uint64_t{0});
 
 // The dynamic program over series cuts (Unity's parallelization step) for one graph.
 Strategy series_dp(const ParallelGraph& pg, Simulator& sim, int top_k = 8);

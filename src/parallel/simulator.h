@@ -66,20 +66,27 @@ class Simulator {
   // ops only: rebuilds and reschedules what they touch. Same answer as simulate(s).
   SimResult update(const Strategy& s, const std::vector<int>& changed);
 
-  // The forward block cost of op i under candidate c (compute only), and the cost of
-  // moving a tensor between layouts (for the search's additive estimates).
+  // The forward cost of op i's block under candidate c (compute only).
   double op_ms(int i, int c);
-  double move_ms(const Layout& from, const Layout& to, const std::vector<int64_t>& dims, size_t elem);
   // Gradient summation of op i's weights under candidate c (training; 0 otherwise).
   double weight_sync_ms(int i, int c);
+  // Gathering output o of op p (candidate pc) whole on every device (inference outputs).
+  double output_gather_ms(int p, int pc, int o);
   // The additive cost of op i under candidate c with the other operators as in `s`:
   // its compute (3x in training: forward and backward), weight gradient sums, and the
   // moves into it (and back, for gradients); with `with_users`, also the moves out of
   // it to its consumers (and the outputs' gathering). Used to rank configurations.
   double local_ms(const Strategy& s, int i, int c, bool with_users = true);
-  // The candidate of op i with the least local_ms given `s` (candidates visited by
-  // increasing compute cost, stopping where compute alone exceeds the best).
+  // The candidate of op i with the least local_ms given `s`, among a shortlist: the
+  // current one, the kShortlist cheapest by their own work, and those that take a
+  // neighbour's layout as it is.
   int best_config(const Strategy& s, int i, bool with_users = true);
+  static constexpr size_t kShortlist = 12;
+  // Mesh axes best_config may use (bit a = axis a); all by default.
+  void set_allowed_axes(uint64_t mask) { allowed_ = mask; }
+  uint64_t allowed_axes() const { return allowed_; }
+  // Op i's candidates by forward + backward compute and weight gradient sums.
+  const std::vector<int>& by_compute(int i);
   Mode mode() const { return mode_; }
   const SimStats& stats() const { return stats_; }
   const ParallelGraph& graph() const { return pg_; }
@@ -99,22 +106,35 @@ class Simulator {
     std::vector<Task> tasks;
     std::vector<int> chain_end;      // backward blocks: per input slot, the last task of its gradient's moves
     double state_in[3] = {0, 0, 0};  // resource free times when the block starts
+    double compute_ms = 0, comm_ms = 0, last_finish = 0;  // of the last schedule
     bool dirty = true;               // tasks changed since last scheduled
-    bool times_changed = false;      // a finish time moved in the last schedule
   };
+  // A redistribution priced: its tasks (resource, ms) in order and their sum.
+  struct Move {
+    std::vector<std::pair<int, double>> tasks;
+    double ms = 0;
+  };
+  // Per operator, filled per candidate on first use: hashes of its layouts (inputs,
+  // input gradients, outputs, outputs without partial sums) and its memory.
+  struct OpCache {
+    int nin = 0, nout = 0;
+    std::vector<char> have;
+    std::vector<uint64_t> keys;        // per candidate: nin + nin + nout + nout
+    std::vector<double> out_bytes;     // per candidate: nout
+    std::vector<double> weight_bytes;  // per candidate: nin (constant inputs; 0 others)
+  };
+  const uint64_t* keys(int i, int c);
+  const Move& fwd_move(int p, int pc, int po, int i, int c, int j);
+  const Move& bwd_move(int i, int c, int j, int p, int pc, int po);
+  const Move& out_move(int p, int pc, int po);
+  const Move& priced(uint64_t key, const Layout& from, const Layout& to, const std::vector<int64_t>& dims, size_t elem);
   void build_block(int b, const Strategy& s);
-  // Appends the steps moving a value from layout `from` to `to`; returns the last task
-  // (or `after` when nothing moves).
-  const std::vector<std::pair<int, double>>& move_tasks(const Layout& from, const Layout& to,
-                                                        const std::vector<int64_t>& dims, size_t elem);
-  std::pair<int, int> add_moves(int b, std::pair<int, int> after, const Layout& from, const Layout& to,
-                                const std::vector<int64_t>& dims, size_t elem);
+  // Appends a move's tasks after `after`; returns the last task (or `after`).
+  std::pair<int, int> add_moves(int b, std::pair<int, int> after, const Move& m);
   SimResult schedule(int first_block, const Strategy& s);
   int fwd_block(int i) const { return i; }
   int bwd_block(int i) const { return 2 * n_ - 1 - i; }
   int out_block() const { return mode_ == Mode::Training ? 2 * n_ : n_; }
-  std::pair<int, int> last_task(int b) const;
-  std::pair<int, int> compute_task(int b) const;
 
   const ParallelGraph& pg_;
   const Cluster& cluster_;
@@ -126,8 +146,11 @@ class Simulator {
   Strategy last_;
   std::vector<std::vector<double>> op_ms_, sync_ms_;  // [op][candidate], < 0 not known
   std::vector<std::vector<int>> by_compute_;  // [op]: candidates by forward + backward compute and weight sums
-  std::unordered_map<uint64_t, std::vector<std::pair<int, double>>> move_memo_;
+  std::vector<OpCache> cache_;
+  std::vector<std::vector<int>> last_use_;    // [op][output]: last consumer (n = graph output)
+  std::unordered_map<uint64_t, Move> moves_;
   SimStats stats_;
+  uint64_t allowed_ = ~uint64_t{0};
 };
 
 }  // namespace isomer::parallel

@@ -36,6 +36,15 @@ void enumerate(const OpSpec& spec, const Mesh& mesh, int axis, int lower, std::v
   }
 }
 
+std::string config_key(const OpConfig& c) {
+  std::string k;
+  for (const auto& axes : c.axes) {
+    for (int a : axes) k += static_cast<char>('a' + a);
+    k += ',';
+  }
+  return k;
+}
+
 std::string spec_key(const OpSpec& spec) {
   std::string k;
   for (const ParallelDim& d : spec.dims) k += d.kind + std::to_string(d.extent) + ",";
@@ -62,6 +71,7 @@ ParallelGraph::ParallelGraph(const Graph& g, const Mesh& mesh) : graph_(g), mesh
   std::unordered_map<const Node*, int> input_pos;
   for (size_t k = 0; k < g.inputs().size(); ++k) input_pos[g.inputs()[k].get()] = static_cast<int>(k);
   std::map<std::string, std::shared_ptr<const std::vector<OpConfig>>> cache;
+  std::map<std::string, std::shared_ptr<const std::unordered_map<std::string, int>>> index_cache;
   users_.resize(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Node& n = *ops_[i];
@@ -81,6 +91,20 @@ ParallelGraph::ParallelGraph(const Graph& g, const Mesh& mesh) : graph_(g), mesh
       it = cache.emplace(key, std::make_shared<const std::vector<OpConfig>>(enumerate_configs(specs_.back(), mesh_)))
                .first;
     candidates_.push_back(it->second);
+    auto ix = index_cache.find(key);
+    if (ix == index_cache.end()) {
+      auto map = std::make_shared<std::unordered_map<std::string, int>>();
+      for (size_t k = 0; k < it->second->size(); ++k) (*map)[config_key((*it->second)[k])] = static_cast<int>(k);
+      ix = index_cache.emplace(key, std::move(map)).first;
+    }
+    index_.push_back(ix->second);
+    in_numel_.emplace_back();
+    for (const Value& v : n.inputs()) {
+      std::optional<int64_t> e = v.present() ? num_elements(v.type().shape) : std::optional<int64_t>(0);
+      in_numel_.back().push_back(e ? static_cast<double>(*e) : 0);
+    }
+    out_numel_.emplace_back();
+    for (const TensorType& t : n.output_types()) out_numel_.back().push_back(static_cast<double>(*num_elements(t.shape)));
     std::vector<Operand> ops;
     for (const Value& v : n.inputs()) {
       Operand o;
@@ -181,20 +205,88 @@ bool ParallelGraph::is_weight(int i, int j) const {
 }
 
 int ParallelGraph::find_config(int i, const OpConfig& c) const {
-  const auto& cands = candidates(i);
-  for (size_t k = 0; k < cands.size(); ++k)
-    if (cands[k] == c) return static_cast<int>(k);
-  return -1;
+  const auto& index = *index_[static_cast<size_t>(i)];
+  auto it = index.find(config_key(c));
+  return it == index.end() ? -1 : it->second;
 }
 
-int ParallelGraph::data_parallel_config(int i) const {
+double ParallelGraph::in_block_numel(int i, const OpConfig& c, int j) const {
+  double n = in_numel(i, j);
+  const OpSpec& s = spec(i);
+  for (size_t p = 0; p < s.dims.size(); ++p)
+    if (s.dims[p].in[static_cast<size_t>(j)] >= 0) n /= static_cast<double>(mesh_.group_size(c.axes[p]));
+  return n;
+}
+
+double ParallelGraph::out_block_numel(int i, const OpConfig& c, int o) const {
+  double n = out_numel(i, o);
+  const OpSpec& s = spec(i);
+  for (size_t p = 0; p < s.dims.size(); ++p)
+    if (s.dims[p].kind != 'R' && s.dims[p].out[static_cast<size_t>(o)] >= 0)
+      n /= static_cast<double>(mesh_.group_size(c.axes[p]));
+  return n;
+}
+
+std::vector<int> ParallelGraph::aligned(int i, const std::vector<int>& dim_of_pdim, const Layout& l) const {
+  const OpSpec& s = spec(i);
+  OpConfig c{std::vector<std::vector<int>>(s.dims.size())};
+  std::vector<char> used(static_cast<size_t>(mesh_.num_axes()), 0);
+  for (size_t p = 0; p < s.dims.size(); ++p) {
+    const int d = dim_of_pdim[p];
+    if (d < 0 || s.dims[p].kind == 'R') continue;
+    c.axes[p] = l.dims[static_cast<size_t>(d)];
+    for (int a : c.axes[p]) used[static_cast<size_t>(a)] = 1;
+  }
+  std::vector<int> out;
+  const int exact = find_config(i, c);
+  if (exact >= 0) out.push_back(exact);
+  // The same with the batch also cut over the unused axes (as far as they divide it).
+  for (size_t p = 0; p < s.dims.size(); ++p) {
+    if (s.dims[p].out.empty() || s.dims[p].out[0] != 0 || s.dims[p].kind == 'R') continue;
+    int64_t degree = mesh_.group_size(c.axes[p]);
+    std::vector<int> axes = c.axes[p];
+    for (int a = 0; a < mesh_.num_axes(); ++a)
+      if (!used[static_cast<size_t>(a)] && s.dims[p].extent % (degree * mesh_.axis(a).size) == 0) {
+        axes.push_back(a);
+        degree *= mesh_.axis(a).size;
+      }
+    std::sort(axes.begin(), axes.end());
+    if (axes == c.axes[p]) break;
+    c.axes[p] = axes;
+    const int k = find_config(i, c);
+    if (k >= 0 && k != exact) out.push_back(k);
+    break;
+  }
+  return out;
+}
+
+std::vector<int> ParallelGraph::aligned_to_input(int i, int j, const Layout& l) const {
+  std::vector<int> dims;
+  for (const ParallelDim& d : spec(i).dims) dims.push_back(d.in[static_cast<size_t>(j)]);
+  return aligned(i, dims, l);
+}
+
+std::vector<int> ParallelGraph::aligned_to_output(int i, int o, const Layout& l) const {
+  std::vector<int> dims;
+  for (const ParallelDim& d : spec(i).dims) dims.push_back(d.out[static_cast<size_t>(o)]);
+  return aligned(i, dims, l);
+}
+
+bool ParallelGraph::uses_only(int i, int c, uint64_t allowed) const {
+  for (const auto& axes : config(i, c).axes)
+    for (int a : axes)
+      if (!(allowed >> a & 1)) return false;
+  return true;
+}
+
+int ParallelGraph::data_parallel_config(int i, uint64_t allowed) const {
   const OpSpec& s = spec(i);
   for (size_t p = 0; p < s.dims.size(); ++p) {
     if (s.dims[p].kind != 'S' || s.dims[p].out.empty() || s.dims[p].out[0] != 0) continue;
     OpConfig c{std::vector<std::vector<int>>(s.dims.size())};
     int64_t degree = 1;
     for (int a = 0; a < mesh_.num_axes(); ++a)
-      if (s.dims[p].extent % (degree * mesh_.axis(a).size) == 0) {
+      if ((allowed >> a & 1) && s.dims[p].extent % (degree * mesh_.axis(a).size) == 0) {
         c.axes[p].push_back(a);
         degree *= mesh_.axis(a).size;
       }
@@ -204,9 +296,9 @@ int ParallelGraph::data_parallel_config(int i) const {
   return 0;
 }
 
-Strategy ParallelGraph::data_parallel() const {
+Strategy ParallelGraph::data_parallel(uint64_t allowed) const {
   Strategy s(static_cast<size_t>(size()));
-  for (int i = 0; i < size(); ++i) s[static_cast<size_t>(i)] = data_parallel_config(i);
+  for (int i = 0; i < size(); ++i) s[static_cast<size_t>(i)] = data_parallel_config(i, allowed);
   return s;
 }
 

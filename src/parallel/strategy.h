@@ -77,10 +77,24 @@ class ParallelGraph {
 
   // The candidate that splits the batch (the sample dimension cutting output dim 0)
   // over as many mesh axes as divide it, the others left whole: data parallelism.
-  int data_parallel_config(int i) const;
-  Strategy data_parallel() const;
+  // `allowed`: bit a set = mesh axis a may be used (hierarchical search: the nodes
+  // may also just hold copies).
+  int data_parallel_config(int i, uint64_t allowed = ~uint64_t{0}) const;
+  Strategy data_parallel(uint64_t allowed = ~uint64_t{0}) const;
+  // True if candidate c of op i uses only mesh axes in `allowed`.
+  bool uses_only(int i, int c, uint64_t allowed) const;
   // Index of `c` among op i's candidates, or -1.
   int find_config(int i, const OpConfig& c) const;
+  // Elements of input j / output o of op i, and of one device's block of them under `c`.
+  double in_numel(int i, int j) const { return in_numel_[static_cast<size_t>(i)][static_cast<size_t>(j)]; }
+  double out_numel(int i, int o) const { return out_numel_[static_cast<size_t>(i)][static_cast<size_t>(o)]; }
+  double in_block_numel(int i, const OpConfig& c, int j) const;
+  double out_block_numel(int i, const OpConfig& c, int o) const;
+  // Candidates whose input j (or output o) has the dims of `l` (partial sums ignored):
+  // the configurations that take a neighbour's layout as it is. Up to two: the exact
+  // one, and the one that also cuts the batch over the axes `l` leaves unused.
+  std::vector<int> aligned_to_input(int i, int j, const Layout& l) const;
+  std::vector<int> aligned_to_output(int i, int o, const Layout& l) const;
   std::string config_text(int i, const OpConfig& c) const;  // "S[n0]P[d0 d1]"
 
  private:
@@ -93,6 +107,10 @@ class ParallelGraph {
   std::vector<std::vector<std::vector<std::pair<int, int>>>> users_;
   std::vector<std::pair<int, int>> outputs_;
   std::vector<std::vector<std::vector<int64_t>>> out_dims_;
+  std::vector<std::vector<double>> in_numel_, out_numel_;
+  // Per candidate list (shared by operators of one spec): configuration -> index.
+  std::vector<std::shared_ptr<const std::unordered_map<std::string, int>>> index_;
+  std::vector<int> aligned(int i, const std::vector<int>& dim_of_pdim, const Layout& l) const;
 };
 
 // Every candidate configuration of `spec` on `mesh` (index 0: no axes).
