@@ -6,11 +6,12 @@
   gpt2_block{L} GPT-2-like decoder: L pre-norm blocks, hidden 768, 12 heads, causal
                 mask, tanh GELU, sequence 256
   mlp{L}        L linear layers of width 4096 with ReLU (input [batch, 4096])
-  tiny_*        the same shapes scaled down, for tests and the 2-rank validation
+  small_*       hidden 256 (4 heads, sequences 64), MLP width 1024: the 2-rank validation
+  tiny_*        hidden 64 (4 heads, sequences 16), MLP width 128: tests
 
 The batch dimension is dynamic: `isomer parallelize --batch N` fixes it. Opset 17.
 
-    .venv/bin/python scripts/export_parallel_models.py --out build/models/parallel
+    .venv/bin/python scripts/export_parallel_models.py --out build/models/parallel [--sizes tiny,small,full]
 """
 import argparse
 import math
@@ -77,14 +78,21 @@ def mlp(width, layers):
     return nn.Sequential(*mods)
 
 
-def models(tiny):
-    h, nh, seq_e, seq_d, w = (64, 4, 16, 16, 128) if tiny else (768, 12, 128, 256, 4096)
-    p = "tiny_" if tiny else ""
+SIZES = {  # hidden, heads, encoder sequence, decoder sequence, MLP width
+    "tiny": (64, 4, 16, 16, 128),
+    "small": (256, 4, 64, 64, 1024),
+    "": (768, 12, 128, 256, 4096),
+}
+
+
+def models(size):
+    h, nh, seq_e, seq_d, w = SIZES[size]
+    p = size + "_" if size else ""
     return {
         f"{p}bert_enc2": (Stack([EncoderLayer(h, nh, 4 * h) for _ in range(2)]), (seq_e, h)),
         f"{p}gpt2_block2": (Stack([DecoderBlock(h, nh, seq_d) for _ in range(2)]), (seq_d, h)),
         f"{p}mlp4": (mlp(w, 4), (w,)),
-    } | ({} if tiny else {
+    } | ({} if size else {
         "gpt2_block12": (Stack([DecoderBlock(h, nh, seq_d) for _ in range(12)]), (seq_d, h)),
     })
 
@@ -107,14 +115,12 @@ def export(name, model, shape, out_dir, force):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true", help="only the scaled-down models")
+    ap.add_argument("--sizes", default="tiny,small,full", help="comma-separated subset of tiny, small, full")
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for name, (model, shape) in models(True).items():
-        export(name, model, shape, a.out, a.force)
-    if not a.tiny:
-        for name, (model, shape) in models(False).items():
+    for size in a.sizes.split(","):
+        for name, (model, shape) in models("" if size == "full" else size).items():
             export(name, model, shape, a.out, a.force)
 
 

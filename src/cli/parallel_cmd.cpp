@@ -29,7 +29,7 @@ std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) { g_interrupt = true; }
 
 struct ParallelizeArgs {
-  std::string model, cluster, output, mode = "train", search = "unity";
+  std::string model, cluster, output, mode = "train", search = "unity", plan = "search";
   std::vector<std::string> input_shapes, rules;
   int64_t batch = 0;
   double budget = 60;
@@ -63,6 +63,8 @@ int run_parallelize(const ParallelizeArgs& a) {
   if (o.algorithm == ParallelSearchOptions::Algorithm::Unity && !a.no_rules)
     o.rules = search_rules(load_rule_files(a.rules.empty() ? std::vector<std::string>{default_rules_path()} : a.rules));
   o.interrupt = &g_interrupt;
+  if (a.plan == "data") o.baseline = ParallelSearchOptions::Baseline::DataParallel;
+  if (a.plan == "megatron") o.baseline = ParallelSearchOptions::Baseline::Megatron;
   const auto t0 = std::chrono::steady_clock::now();
   if (!a.quiet)
     o.progress = [t0](const std::string& line) {
@@ -85,7 +87,9 @@ int run_parallelize(const ParallelizeArgs& a) {
   const double dp = rep.data_parallel.sim.step_ms;
   std::printf("%s", row("data parallelism", rep.data_parallel.sim, dp).c_str());
   if (rep.megatron) std::printf("%s", row("Megatron-style", rep.megatron->sim, dp).c_str());
-  std::printf("%s", row(("isomer (" + a.search + ")").c_str(), rep.best.sim, dp).c_str());
+  if (a.plan == "search") std::printf("%s", row(("isomer (" + a.search + ")").c_str(), rep.best.sim, dp).c_str());
+  else std::printf("\nwriting the %s plan (--plan %s): no search\n", a.plan == "data" ? "data-parallel" : "Megatron-style",
+                   a.plan.c_str());
   std::printf("\nsearch: %zu steps (%zu accepted), %zu rewritten graphs, stopped by %s after %.1f s; simulation "
               "%.0f us incremental vs %.0f us full\n",
               rep.steps, rep.accepted, rep.graphs, rep.stop_reason.c_str(), rep.seconds, rep.incremental_us, rep.full_us);
@@ -93,7 +97,7 @@ int run_parallelize(const ParallelizeArgs& a) {
     std::printf("rules applied:\n");
     for (const auto& [name, n] : rep.best.rules_applied) std::printf("  %-40s %zu\n", name.c_str(), n);
   }
-  PlanMeta meta{a.model, o.mode, a.batch, a.search, a.seed};
+  PlanMeta meta{a.model, o.mode, a.batch, a.plan == "search" ? a.search : a.plan, a.seed};
   write_plan(a.output, rep, cluster, meta, !a.skip_rank_graphs);
   std::printf("wrote %s/plan.json%s\n", a.output.c_str(),
               a.skip_rank_graphs ? "" : (", graph.onnx and " + std::to_string(mesh.devices()) + " rank graphs").c_str());
@@ -266,6 +270,8 @@ void add_parallel_commands(CLI::App& app) {
       ->check(CLI::IsMember({"unity", "flexflow"}));
   c->add_option("--rules", p->rules, "unity: rule file or directory (repeatable; default: isomer's rules/)");
   c->add_flag("--no-rules", p->no_rules, "unity without algebraic rewrites (parallelization only)");
+  c->add_option("--plan", p->plan, "search (default), or write a baseline: data (data parallelism) or megatron")
+      ->check(CLI::IsMember({"search", "data", "megatron"}));
   c->add_flag("--skip-rank-graphs", p->skip_rank_graphs, "write plan.json and graph.onnx only (simulated clusters)");
   c->add_flag("--quiet,-q", p->quiet, "no progress lines on stderr");
   c->callback([p] { set_action([p] { return run_parallelize(*p); }); });

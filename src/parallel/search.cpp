@@ -320,6 +320,18 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
   if (std::optional<Strategy> m = megatron_strategy(*pg0, *sim0)) rep.megatron = evaluate(pg0, *sim0, *m);
   say("data parallelism: " + std::to_string(rep.data_parallel.sim.step_ms) + " ms");
   const size_t max_steps = o.max_steps ? o.max_steps : std::max<size_t>(2000, 40 * static_cast<size_t>(pg0->size()));
+  if (o.baseline != ParallelSearchOptions::Baseline::None) {
+    if (o.baseline == ParallelSearchOptions::Baseline::Megatron) {
+      require(rep.megatron.has_value(), "no Megatron-style plan for this graph (it needs products with weights, no "
+                                        "convolutions, and several devices per node)");
+      rep.best = *rep.megatron;
+    } else {
+      rep.best = rep.data_parallel;
+    }
+    rep.stop_reason = "baseline";
+    rep.seconds = seconds_since(start);
+    return rep;
+  }
 
   PlanResult chosen;
   std::unique_ptr<Simulator> chosen_sim;

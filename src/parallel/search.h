@@ -45,6 +45,8 @@ struct ParallelSearchOptions {
   double alpha = 25;           // acceptance: exp(-alpha * (new - current) / current)
   std::vector<Rule> rules;     // Unity: the algebraic rules (usable ones only are applied)
   const std::atomic<bool>* interrupt = nullptr;
+  // A baseline instead of a search (to run and time it like a searched plan).
+  enum class Baseline { None, DataParallel, Megatron } baseline = Baseline::None;
   std::function<void(const std::string&)> progress;
 };
 
