@@ -9,6 +9,7 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
+#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -456,6 +457,7 @@ OpDef def_MatMul() {
   d.eval = eval_matmul;
   d.eval_field = exact_matmul<Fp>;
   d.eval_sym = exact_matmul<Sym>;
+  d.lower = runtime::lower_matmul;
   return d;
 }
 
@@ -479,6 +481,7 @@ OpDef def_Gemm() {
     set_default(a, "transB", int64_t{0});
     return a;
   };
+  d.lower = runtime::lower_gemm;
   return d;
 }
 
@@ -499,6 +502,7 @@ OpDef def_Conv() {
   d.canonical_attrs = [](const Attributes& a, std::span<const TensorType> in) {
     return canonical_window_attrs(a, in, true);
   };
+  d.lower = runtime::lower_conv;
   return d;
 }
 

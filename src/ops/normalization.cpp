@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/kernels.h"
+#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -214,6 +215,7 @@ OpDef def_BatchNormalization() {
   d.eval = eval_batch_norm;
   d.onnx_import = import_batch_norm;
   d.onnx_export = export_batch_norm;
+  d.lower = runtime::lower_batchnorm;
   return d;
 }
 
@@ -227,6 +229,7 @@ OpDef def_LayerNormalization() {
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm;
   d.onnx_import = import_layer_norm;
+  d.lower = runtime::lower_layernorm;
   return d;
 }
 
@@ -240,6 +243,7 @@ OpDef def_Softmax() {
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
+  d.lower = runtime::lower_softmax;
   return d;
 }
 

@@ -84,6 +84,28 @@ using OnnxExportFn = void (*)(OnnxForm& form, int64_t opset);
 // the one place an operator's facts live.
 struct CostEstimate;
 
+namespace kernels {
+struct PwProgram;
+}
+namespace runtime {
+class Compiler;
+}
+// Pointwise operators: appends the instructions that compute one element of the
+// output to a fused kernel's program (kernels/pointwise.h). `in` holds the
+// registers of the node's inputs (-1 for an omitted optional input), `constants`
+// the data of its constant inputs (nullptr otherwise). Returns the register of
+// the result, or -1 when this instance is not pointwise (say, a bound that is not
+// a constant). The runtime fuses chains of such operators into one pass over
+// memory and maps single instructions to oneDNN post-ops: this hook is the
+// operator's fusion class.
+using EmitPointwiseFn = int (*)(kernels::PwProgram& p, const Attributes& attrs, std::span<const int> in,
+                                std::span<const Tensor* const> constants);
+// How isomer's CPU runtime runs the operator (runtime/lowering.h): adds the steps
+// for node `n` to the compiled graph and returns true, or returns false for an
+// instance it has no fast path for (the reference kernel then runs it, and
+// `isomer run --print-steps` says so).
+using LowerFn = bool (*)(runtime::Compiler& c, const Node& n);
+
 struct OpProperties {
   bool elementwise = false;          // output[i] depends only on input[i] (after broadcasting)
   bool commutative = false;          // f(a, b) == f(b, a)
@@ -116,6 +138,8 @@ struct OpDef {
   SymEvalFn eval_sym = nullptr;     // symbolic real semantics (Z3 verifier); nullptr = none
   CanonicalAttrsFn canonical_attrs = nullptr;  // nullptr: attributes as written are canonical
   const CostEstimate* cost = nullptr;  // set by the cost component
+  EmitPointwiseFn emit_pointwise = nullptr;  // elementwise operators: their fused form
+  LowerFn lower = nullptr;                    // the runtime's lowering (required)
 };
 
 // The table. find_op returns nullptr for an unknown name.

@@ -9,6 +9,7 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
+#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -256,6 +257,7 @@ OpDef def_MaxPool() {
     set_default(a, "storage_order", int64_t{0});
     return a;
   };
+  d.lower = runtime::lower_pool;
   return d;
 }
 
@@ -277,6 +279,7 @@ OpDef def_AveragePool() {
     set_default(a, "count_include_pad", int64_t{0});
     return a;
   };
+  d.lower = runtime::lower_pool;
   return d;
 }
 
@@ -289,6 +292,7 @@ OpDef def_GlobalAveragePool() {
   d.eval = eval_global_average_pool;
   d.eval_field = exact_global_average_pool<Fp>;
   d.eval_sym = exact_global_average_pool<Sym>;
+  d.lower = runtime::lower_pool;
   return d;
 }
 

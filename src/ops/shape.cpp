@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ops/layout_kernels.h"
+#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -125,6 +126,7 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
+  d.lower = runtime::lower_shape_of;
   return d;
 }
 
@@ -137,6 +139,7 @@ OpDef def_ConstantOfShape() {
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
+  d.lower = runtime::lower_constant_of_shape;
   return d;
 }
 

@@ -53,8 +53,9 @@ struct Executable::Impl {
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
-  char* data(int id) {
-    int r = root(id);
+  char* data(int id) { return root_data(root(id)) + values[id].byte_offset; }
+
+  char* root_data(int r) {
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {

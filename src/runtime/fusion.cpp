@@ -1,5 +1,7 @@
 #include "runtime/fusion.h"
 
+#include "kernels/pointwise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,59 +31,85 @@ bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::fabs(b); 
 }  // namespace
 
 std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x, size_t x_rank) {
-  if (n.kind() != NodeKind::Op || n.num_outputs() != 1 || n.output_types()[0].dtype != DType::Float32)
+  if (n.kind() != NodeKind::Op || !n.op()->emit_pointwise || n.num_outputs() != 1 ||
+      n.output_types()[0].dtype != DType::Float32)
     return std::nullopt;
-  const std::string& op = n.op_type();
+  // The node's pointwise form with x in register 0 and every other input a
+  // scalar constant; one instruction of it maps to a oneDNN eltwise algorithm.
   const auto& in = n.inputs();
-  if (in.empty() || !(in[0] == x || (in.size() > 1 && in[1] == x))) return std::nullopt;
-  const Attributes& a = n.attrs();
-  if (in.size() == 1) {
-    if (op == "Relu") return EltwiseSpec{alg::eltwise_relu, 0, 0};
-    if (op == "LeakyRelu") return EltwiseSpec{alg::eltwise_relu, static_cast<float>(a.get_float("alpha", 0.01)), 0};
-    if (op == "Sigmoid") return EltwiseSpec{alg::eltwise_logistic, 0, 0};
-    if (op == "Tanh") return EltwiseSpec{alg::eltwise_tanh, 0, 0};
-    if (op == "Gelu")
-      return EltwiseSpec{a.get_string("approximate", "none") == "tanh" ? alg::eltwise_gelu_tanh : alg::eltwise_gelu_erf,
-                         0, 0};
-    if (op == "Exp") return EltwiseSpec{alg::eltwise_exp, 0, 0};
-    if (op == "Log") return EltwiseSpec{alg::eltwise_log, 0, 0};
-    if (op == "Sqrt") return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
-    if (op == "Abs") return EltwiseSpec{alg::eltwise_abs, 0, 0};
-    if (op == "Neg") return EltwiseSpec{alg::eltwise_linear, -1, 0};
-    if (op == "Reciprocal") return EltwiseSpec{alg::eltwise_pow, 1, -1};
-    if (op == "HardSwish") return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
-  }
-  if (op == "Clip" && in[0] == x) {
-    float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
-    if (in.size() > 1 && in[1].present()) {
-      auto v = scalar_of(c, in[1]);
-      if (!v) return std::nullopt;
-      lo = static_cast<float>(*v);
+  kernels::PwProgram p;
+  p.num_inputs = p.num_regs = static_cast<int>(in.size());
+  std::vector<int> regs;
+  std::vector<const Tensor*> consts;
+  std::vector<std::optional<float>> scalar(in.size());
+  bool reads_x = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    regs.push_back(in[i].present() ? static_cast<int>(i) : -1);
+    consts.push_back(nullptr);
+    if (!in[i].present()) continue;
+    if (in[i] == x) {
+      reads_x = true;
+      continue;
     }
-    if (in.size() > 2 && in[2].present()) {
-      auto v = scalar_of(c, in[2]);
-      if (!v) return std::nullopt;
-      hi = static_cast<float>(*v);
-    }
-    return EltwiseSpec{alg::eltwise_clip_v2, lo, hi};
+    const Tensor* t = c.peek_known(in[i]);
+    if (!t || t->numel() != 1 || !is_numeric(t->dtype()) || static_cast<size_t>(t->rank()) > x_rank) return std::nullopt;
+    consts.back() = t;
+    scalar[i] = static_cast<float>(t->f64_at(0));
   }
-  if (in.size() != 2) return std::nullopt;
-  if (in[0] == x && in[1] == x) {
-    if (op == "Mul") return EltwiseSpec{alg::eltwise_square, 0, 0};
+  if (!reads_x || n.op()->emit_pointwise(p, n.attrs(), regs, consts) < 0 || p.code.size() != 1) return std::nullopt;
+  const kernels::PwInstr& ins = p.code[0];
+  auto is_x = [&](int r) { return r < static_cast<int>(in.size()) && in[static_cast<size_t>(r)] == x; };
+  auto konst = [&](int r) -> std::optional<float> {
+    return r < static_cast<int>(in.size()) ? scalar[static_cast<size_t>(r)] : std::nullopt;
+  };
+  using kernels::PwOp;
+  const float al = ins.alpha, be = ins.beta;
+  if (kernels::pw_arity(ins.op) == 1) {
+    if (!is_x(ins.a)) return std::nullopt;
+    switch (ins.op) {
+      case PwOp::Relu: return EltwiseSpec{alg::eltwise_relu, 0, 0};
+      case PwOp::LeakyRelu: return EltwiseSpec{alg::eltwise_relu, al, 0};
+      case PwOp::Sigmoid: return EltwiseSpec{alg::eltwise_logistic, 0, 0};
+      case PwOp::Tanh: return EltwiseSpec{alg::eltwise_tanh, 0, 0};
+      case PwOp::GeluErf: return EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+      case PwOp::GeluTanh: return EltwiseSpec{alg::eltwise_gelu_tanh, 0, 0};
+      case PwOp::Exp: return EltwiseSpec{alg::eltwise_exp, 0, 0};
+      case PwOp::Log: return EltwiseSpec{alg::eltwise_log, 0, 0};
+      case PwOp::Sqrt: return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
+      case PwOp::Abs: return EltwiseSpec{alg::eltwise_abs, 0, 0};
+      case PwOp::Neg: return EltwiseSpec{alg::eltwise_linear, -1, 0};
+      case PwOp::Reciprocal: return EltwiseSpec{alg::eltwise_pow, 1, -1};
+      case PwOp::Rsqrt: return EltwiseSpec{alg::eltwise_pow, 1, -0.5f};
+      case PwOp::Square: return EltwiseSpec{alg::eltwise_square, 0, 0};
+      case PwOp::PowConst: return EltwiseSpec{alg::eltwise_pow, 1, al};
+      case PwOp::HardSwish: return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
+      case PwOp::Clip: return EltwiseSpec{alg::eltwise_clip_v2, al, be};
+      case PwOp::Affine: return EltwiseSpec{alg::eltwise_linear, al, be};
+      case PwOp::Silu: return EltwiseSpec{alg::eltwise_swish, 1, 0};
+      case PwOp::Elu: return EltwiseSpec{alg::eltwise_elu, al, 0};
+      default: return std::nullopt;
+    }
+  }
+  if (kernels::pw_arity(ins.op) != 2) return std::nullopt;
+  if (is_x(ins.a) && is_x(ins.b)) {
+    if (ins.op == PwOp::Mul) return EltwiseSpec{alg::eltwise_square, 0, 0};
     return std::nullopt;
   }
-  bool x_first = in[0] == x;
-  const Value& other = x_first ? in[1] : in[0];
-  if (op != "Add" && op != "Mul" && op != "Sub" && op != "Div" && op != "Pow") return std::nullopt;
-  const Tensor* t = c.peek_known(other);
-  if (!t || t->numel() != 1 || static_cast<size_t>(t->rank()) > x_rank) return std::nullopt;
-  auto k = static_cast<float>(t->f64_at(0));
-  if (op == "Add") return EltwiseSpec{alg::eltwise_linear, 1, k};
-  if (op == "Mul") return EltwiseSpec{alg::eltwise_linear, k, 0};
-  if (op == "Sub") return x_first ? EltwiseSpec{alg::eltwise_linear, 1, -k} : EltwiseSpec{alg::eltwise_linear, -1, k};
-  if (op == "Div" && x_first && k != 0) return EltwiseSpec{alg::eltwise_linear, 1 / k, 0};
-  if (op == "Pow" && x_first) return EltwiseSpec{alg::eltwise_pow, 1, k};
-  return std::nullopt;
+  const bool x_first = is_x(ins.a);
+  auto k = konst(x_first ? ins.b : ins.a);
+  if (!k || !(x_first || is_x(ins.b))) return std::nullopt;
+  switch (ins.op) {
+    case PwOp::Add: return EltwiseSpec{alg::eltwise_linear, 1, *k};
+    case PwOp::Mul: return EltwiseSpec{alg::eltwise_linear, *k, 0};
+    case PwOp::Sub: return x_first ? EltwiseSpec{alg::eltwise_linear, 1, -*k} : EltwiseSpec{alg::eltwise_linear, -1, *k};
+    case PwOp::Div:
+      if (x_first && *k != 0) return EltwiseSpec{alg::eltwise_linear, 1 / *k, 0};
+      return std::nullopt;
+    case PwOp::Pow:
+      if (x_first) return EltwiseSpec{alg::eltwise_pow, 1, *k};
+      return std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
@@ -213,6 +241,12 @@ std::vector<std::string> fusion_ops(const std::string& head, const std::vector<c
   for (const Node* n : extra) ops.push_back(n->op_type());
   for (const Node* n : f.nodes) ops.push_back(n->op_type());
   return ops;
+}
+
+std::vector<std::string> fusion_nodes(const Node& head, const Fusion& f) {
+  std::vector<std::string> keys{node_key(head)};
+  for (const Node* n : f.nodes) keys.push_back(node_key(*n));
+  return keys;
 }
 
 }  // namespace isomer::runtime

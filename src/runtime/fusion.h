@@ -53,5 +53,7 @@ dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, 
 // Binds the fused value to `dst` and marks the fused nodes done.
 void finish_fusion(Compiler& c, const Fusion& f, int dst);
 std::vector<std::string> fusion_ops(const std::string& head, const std::vector<const Node*>& extra, const Fusion& f);
+// StepInfo::nodes of a primitive for `head` with the fused nodes.
+std::vector<std::string> fusion_nodes(const Node& head, const Fusion& f);
 
 }  // namespace isomer::runtime

@@ -130,6 +130,7 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
     info.label = n.name() + " (part " + std::to_string(k + 1) + "/" + std::to_string(parts.size()) + ")";
     info.ops = last ? fusion_ops("Conv", {}, fusion) : std::vector<std::string>{"Conv"};
     if (first) info.ops.insert(info.ops.begin(), "Concat");
+    if (last) info.nodes = fusion_nodes(n, fusion);
     info.signature = "conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) + " dst " +
                      describe_md(pd.dst_desc()) + " s[1,1] d[0,0] pl[0,0] pr[0,0] g1" +
                      (first && has_bias ? " bias" : "") + post + " impl " + pd.impl_info_str();
@@ -144,6 +145,7 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
 }  // namespace
 
 bool lower_conv(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   const Tensor* wt = c.known(n.inputs()[1]);
   if (!wt) return false;  // weights computed at run time: the reference kernel handles it
   const std::vector<Value>* parts = c.deferred_concat(n.inputs()[0]);
@@ -233,6 +235,7 @@ bool lower_conv(Compiler& c, const Node& n) {
   info.kind = "conv";
   info.label = n.name();
   info.ops = fusion_ops("Conv", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
   std::ostringstream sig;
   sig << "conv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
       << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
@@ -369,6 +372,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   info.kind = "matmul";
   info.label = n.name();
   info.ops = fusion_ops(k.kind, {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
   info.signature = "matmul src " + describe_md(a_md) + " wei " + describe_md(pd.weights_desc()) +
                    (k.b_const ? "c" : "") + " dst " + describe_md(pdst_md) + (k.bias ? " bias " + describe_md(bias_md) : "") +
                    post + " impl " + pd.impl_info_str();
@@ -380,7 +384,17 @@ bool emit_contraction(Compiler& c, Contraction& k) {
 
 }  // namespace
 
+namespace {
+
+bool jit_matmul(Compiler& c, const md_t& a, const md_t& b, const std::vector<int64_t>& out) {
+  dnnl::matmul::desc d(a, b, md_t(), plain_md(out, dt::f32));
+  return std::string(dnnl::matmul::primitive_desc(d, c.engine()).impl_info_str()).rfind("ref", 0) != 0;
+}
+
+}  // namespace
+
 bool lower_matmul(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   std::vector<int64_t> ad = c.dims(n.inputs()[0]), bd = c.dims(n.inputs()[1]);
   if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
   Contraction k;
@@ -401,11 +415,20 @@ bool lower_matmul(Compiler& c, const Node& n) {
     k.b = matmul_operand(c, c.id(n.inputs()[1]));
     k.b_md = with_leading_ones(c.val(k.b).md, rank);
   }
+  // Views oneDNN only has its reference matmul for (a broadcast's zero strides,
+  // some transposed batch layouts) are made dense first.
+  if (!k.b_const && !jit_matmul(c, k.a_md, k.b_md, k.out)) {
+    k.a = c.as_plain(k.a);
+    k.a_md = with_leading_ones(c.val(k.a).md, rank);
+    k.b = c.as_plain(k.b);
+    k.b_md = with_leading_ones(c.val(k.b).md, rank);
+  }
   k.flops = 2.0 * static_cast<double>(num_elements(k.out)) * static_cast<double>(ad.back());
   return emit_contraction(c, k);
 }
 
 bool lower_gemm(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   const Attributes& at = n.attrs();
   double alpha = at.get_float("alpha", 1.0), beta = at.get_float("beta", 1.0);
   bool ta = at.get_int("transA", 0) != 0, tb = at.get_int("transB", 0) != 0;

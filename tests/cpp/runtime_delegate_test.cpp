@@ -72,7 +72,7 @@ TEST(RuntimeDelegate, OpaqueNodeRunsOnOnnxRuntimeBetweenIsomerSteps) {
     auto exe = runtime::compile(g, o);
     std::vector<std::string> kinds;
     for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
-    EXPECT_EQ(kinds, (std::vector<std::string>{"eltwise", "onnxruntime", "eltwise"}));
+    EXPECT_EQ(kinds, (std::vector<std::string>{"pointwise", "onnxruntime", "pointwise"}));
     EXPECT_EQ(exe->steps()[1].ops, std::vector<std::string>{"CumSum"});
     std::vector<double> x;
     for (int64_t i = 0; i < batch * 3; ++i) x.push_back(i % 2 ? -1.0 * i : 0.5 * i);
