@@ -62,6 +62,7 @@ bench: build
 	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
 	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
+	$(PY) scripts/export_parallel_models.py --out build/models/parallel && $(PY) scripts/bench_parallel.py --isomer $(BIN) --json build/bench_parallel.json
 
 # Regenerate the shipped rule set: every identity of up to 3 operators the generator
 # finds and the verifier accepts (verdicts recorded), in rules/generated.rules.

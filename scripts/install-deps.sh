@@ -57,7 +57,7 @@ have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
   echo "install-deps: pip install -r requirements-dev.txt"
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q --no-input -r "$REQ"
-  "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, torch, torchvision" \
+  "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, torch, torchvision, matplotlib" \
     || { echo "install-deps: venv import check failed" >&2; exit 1; }
   echo "$want" > "$STAMP"
 else

@@ -59,9 +59,10 @@ inline Graph transformer_graph(int64_t batch = 2, int64_t seq = 4, int64_t hidde
     ctx = b.op1("Reshape", {ctx, b.constant(Tensor::vector_i64({batch, seq, hidden}))});
     x = layer_norm(b.op1("Add", {x, linear(b, ctx, hidden, hidden, s + 7)}), s + 9);
     Value h = linear(b, x, hidden, 4 * hidden, s + 11);
-    Value g = b.op1("Mul", {b.op1("Mul", {h, b.constant(Tensor::scalar_f32(0.5f))}),
-                            b.op1("Add", {b.op1("Erf", {b.op1("Div", {h, b.constant(Tensor::scalar_f32(1.4142135f))})}),
-                                          b.constant(Tensor::scalar_f32(1.0f))})});
+    // erf GELU in PyTorch's export order: h * (erf(h / sqrt 2) + 1) * 0.5
+    Value e = b.op1("Add", {b.op1("Erf", {b.op1("Div", {h, b.constant(Tensor::scalar_f32(1.4142135f))})}),
+                            b.constant(Tensor::scalar_f32(1.0f))});
+    Value g = b.op1("Mul", {b.op1("Mul", {h, e}), b.constant(Tensor::scalar_f32(0.5f))});
     x = layer_norm(b.op1("Add", {x, linear(b, g, 4 * hidden, hidden, s + 13)}), s + 15);
   }
   return b.finish({x}, {"y"});
