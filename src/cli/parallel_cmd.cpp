@@ -35,7 +35,7 @@ struct ParallelizeArgs {
   double budget = 60;
   size_t steps = 0, graphs = 16;
   uint64_t seed = 0;
-  bool no_rules = false, skip_rank_graphs = false, quiet = false;
+  bool no_rules = false, skip_rank_graphs = false, quiet = false, full_simulation = false;
 };
 
 std::string row(const char* name, const SimResult& r, double dp_ms) {
@@ -60,6 +60,7 @@ int run_parallelize(const ParallelizeArgs& a) {
   o.max_steps = a.steps;
   o.max_graphs = a.graphs;
   o.seed = a.seed;
+  o.incremental = !a.full_simulation;
   if (o.algorithm == ParallelSearchOptions::Algorithm::Unity && !a.no_rules)
     o.rules = search_rules(load_rule_files(a.rules.empty() ? std::vector<std::string>{default_rules_path()} : a.rules));
   o.interrupt = &g_interrupt;
@@ -274,6 +275,8 @@ void add_parallel_commands(CLI::App& app) {
       ->check(CLI::IsMember({"search", "data", "megatron"}));
   c->add_flag("--skip-rank-graphs", p->skip_rank_graphs, "write plan.json and graph.onnx only (simulated clusters)");
   c->add_flag("--quiet,-q", p->quiet, "no progress lines on stderr");
+  c->add_flag("--full-simulation", p->full_simulation,
+              "simulate every MCMC proposal from scratch (to measure what incremental simulation saves)");
   c->callback([p] { set_action([p] { return run_parallelize(*p); }); });
 
   auto r = std::make_shared<RunPlanArgs>();

@@ -129,7 +129,9 @@ std::string write_plan(const std::string& dir, const ParallelSearchReport& rep, 
   }
   j["search"] = {{"algorithm", meta.algorithm},     {"seed", meta.seed},          {"steps", rep.steps},
                  {"accepted", rep.accepted},        {"graphs_rewritten", rep.graphs}, {"stop_reason", rep.stop_reason},
-                 {"seconds", rep.seconds},          {"incremental_simulation_us", rep.incremental_us},
+                 {"seconds", rep.seconds},          {"mcmc_seconds", rep.mcmc_seconds},
+                 {"mcmc_start_step_ms", rep.start_ms},
+                 {"incremental_simulation_us", rep.incremental_us},
                  {"full_simulation_us", rep.full_us}};
   json rules = json::object();
   for (const auto& [name, count] : rep.best.rules_applied) rules[name] = count;

@@ -63,7 +63,15 @@ struct Mcmc {
 
   // Refines `s` in place; returns its result. Every other proposal is the best
   // configuration for the operator given its neighbours (when `informed`).
+  double seconds = 0;
+
   SimResult run(Strategy& s, size_t max_steps, uint64_t seed, bool informed) {
+    const auto t0 = Clock::now();
+    struct Timer {
+      Clock::time_point t0;
+      double& out;
+      ~Timer() { out = seconds_since(t0); }
+    } timer{t0, seconds};
     std::mt19937_64 rng(seed);
     Strategy cur = s;
     SimResult cur_r = sim.simulate(cur), best_r = cur_r;
@@ -86,7 +94,7 @@ struct Mcmc {
       if (c == cur[static_cast<size_t>(i)]) continue;
       const int old = cur[static_cast<size_t>(i)];
       cur[static_cast<size_t>(i)] = c;
-      const SimResult r = sim.update(cur, {i});
+      const SimResult r = o.incremental ? sim.update(cur, {i}) : sim.simulate(cur);
       const double cost = cost_of(r);
       if (cost < cur_cost || u < std::exp(-o.alpha * (cost - cur_cost) / cur_cost)) {
         ++accepted;
@@ -99,7 +107,7 @@ struct Mcmc {
         }
       } else {
         cur[static_cast<size_t>(i)] = old;
-        sim.update(cur, {i});
+        if (o.incremental) sim.update(cur, {i});
       }
     }
     return best_r;
@@ -386,6 +394,7 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
     }
   }
   // MCMC refinement of the chosen graph's plan.
+  rep.start_ms = chosen.sim.step_ms;
   Mcmc mcmc{*chosen.graph, *chosen_sim, o, deadline};
   Strategy s = chosen.strategy;
   SimResult r = mcmc.run(s, max_steps, o.seed, o.algorithm == ParallelSearchOptions::Algorithm::Unity);
@@ -394,6 +403,7 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
     chosen.sim = chosen_sim->simulate(s);
   }
   rep.steps = mcmc.steps;
+  rep.mcmc_seconds = mcmc.seconds;
   rep.accepted = mcmc.accepted;
   rep.stop_reason = mcmc.stop;
   if (interrupted(o)) rep.stop_reason = "interrupted";

@@ -45,6 +45,9 @@ struct ParallelSearchOptions {
   double alpha = 25;           // acceptance: exp(-alpha * (new - current) / current)
   std::vector<Rule> rules;     // Unity: the algebraic rules (usable ones only are applied)
   const std::atomic<bool>* interrupt = nullptr;
+  // MCMC re-simulates only what a proposal touches; false: every proposal from scratch
+  // (to measure what incremental simulation saves).
+  bool incremental = true;
   // A baseline instead of a search (to run and time it like a searched plan).
   enum class Baseline { None, DataParallel, Megatron } baseline = Baseline::None;
   std::function<void(const std::string&)> progress;
@@ -63,7 +66,8 @@ struct ParallelSearchReport {
   std::optional<PlanResult> megatron;   // transformer blocks only
   std::string stop_reason;              // "steps", "time", "interrupted"
   size_t steps = 0, accepted = 0, graphs = 0;
-  double seconds = 0;
+  double seconds = 0, mcmc_seconds = 0;
+  double start_ms = 0;  // the plan MCMC started from (data parallelism; Unity: its best starting point)
   SimStats sim_stats;
   // Incremental against full re-simulation, timed on this graph's proposals.
   double incremental_us = 0, full_us = 0;
