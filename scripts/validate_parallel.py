@@ -169,11 +169,12 @@ def main():
     for gbps in [float(g) if "." in g else int(g) for g in a.gbps.split(",")]:
         shape(gbps)
         calib = os.path.join(a.out, f"calibration_{gbps}gbit.json")
-        mpirun(wrapper, [isomer, "calibrate", "-o", calib, "--link", "intra_node", "--repeat", "8",
+        mpirun(wrapper, [isomer, "calibrate", "-o", calib, "--link", "intra_node", "--repeat", "15",
                          "--sizes", "16384,131072,1048576,4194304"], timeout=300)
         cluster = os.path.join(a.out, f"cluster_{gbps}gbit.json")
         with open(cluster, "w") as f:
             json.dump({"nodes": 1, "devices_per_node": 2, "cost_model": "measured", "threads_per_device": 1,
+                       "cost_db": os.path.abspath(os.path.join(a.out, "costs.sqlite")),
                        "intra_node": {"bandwidth_gbps": gbps, "latency_us": 50,
                                       "calibration": os.path.basename(calib)}}, f, indent=2)
         for model, batch in MODELS.items():
