@@ -13,7 +13,7 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
-#include "runtime/delegate.h"
+#include "bridge/bridge.h"
 #include "runtime/npz.h"
 #include "runtime/runtime.h"
 
@@ -27,7 +27,7 @@ struct RunArgs {
   bool bench = false;
   int repeat = 20, warmup = 5, threads = 0;
   uint64_t seed = 0;
-  bool no_fuse = false, plain = false, print_steps = false, no_onnxruntime = false;
+  bool no_fuse = false, plain = false, print_steps = false, no_onnxruntime = false, profile = false;
   double tolerance = 1e-3;  // outputs against ONNX Runtime's, relative to each output's scale
 };
 
@@ -187,12 +187,47 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
   return j;
 }
 
+// --profile: every step timed inside whole runs (runtime::Executable::profile_steps),
+// the most expensive printed first with what it computes; the JSON lists every
+// step with the graph nodes it covers, which scripts/profile.py times on ONNX
+// Runtime node for node.
+nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
+  std::vector<double> ms = exe.profile_steps(a.warmup, std::max(a.repeat, 5));
+  const auto& steps = exe.steps();
+  double total = 0;
+  for (double m : ms) total += m;
+  std::vector<size_t> order(steps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ms[x] > ms[y]; });
+  std::printf("profile: %.3f ms over %zu steps (typical runs of %d)\n", total, steps.size(), std::max(a.repeat, 5));
+  std::printf("  %9s %6s  %-11s %-32s %s\n", "ms", "share", "kind", "operators", "nodes");
+  for (size_t k = 0; k < order.size() && k < 25; ++k) {
+    const runtime::StepInfo& s = steps[order[k]];
+    std::string ops;
+    for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
+    std::printf("  %9.4f %5.1f%%  %-11s %-32s %s%s\n", ms[order[k]], 100 * ms[order[k]] / std::max(total, 1e-12),
+                s.kind.c_str(), ops.substr(0, 32).c_str(), s.label.substr(0, 60).c_str(),
+                s.kind == "reference" ? "  (no fast path)" : "");
+  }
+  nlohmann::json j = nlohmann::json::array();
+  for (size_t i = 0; i < steps.size(); ++i)
+    j.push_back({{"ms", ms[i]},
+                 {"kind", steps[i].kind},
+                 {"ops", steps[i].ops},
+                 {"nodes", steps[i].nodes},
+                 {"label", steps[i].label},
+                 {"signature", steps[i].signature},
+                 {"flops", steps[i].flops},
+                 {"bytes", steps[i].bytes}});
+  return j;
+}
+
 int run_model(const RunArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   ImportOptions io;
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);
-  require(a.bench || a.report_json.empty(), "--report-json needs --bench");
+  require(a.bench || a.profile || a.report_json.empty(), "--report-json needs --bench or --profile");
   std::map<std::string, int64_t> bindings;
   std::vector<Tensor> inputs;
   if (!a.inputs.empty()) {
@@ -241,12 +276,13 @@ int run_model(const RunArgs& a) {
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
   if (delegated)
     std::printf("  %zu steps run on ONNX Runtime %s (operators isomer does not know: %s)\n", delegated,
-                runtime::OrtWorker::get()->version().c_str(), delegated_ops.c_str());
+                bridge::OrtBridge::shared()->version().c_str(), delegated_ops.c_str());
   if (a.print_steps)
     for (const runtime::StepInfo& s : exe->steps()) {
       std::string ops;
       for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
-      std::printf("  %-11s %-28s %s\n", s.kind.c_str(), ops.c_str(), s.label.c_str());
+      std::printf("  %-11s %-28s %s%s\n", s.kind.c_str(), ops.c_str(), s.label.c_str(),
+                  s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
     }
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
@@ -254,7 +290,18 @@ int run_model(const RunArgs& a) {
     runtime::write_npz(a.outputs, named(g.output_names(), outputs));
     std::printf("wrote %s\n", a.outputs.c_str());
   }
-  if (!a.bench) return 0;
+  nlohmann::json profile;
+  if (a.profile) profile = profile_steps(*exe, a);
+  if (!a.bench) {
+    if (!a.report_json.empty()) {
+      nlohmann::json j;
+      j["model"] = a.model;
+      j["threads"] = exe->threads();
+      j["profile"] = profile;
+      write_json(a.report_json, j);
+    }
+    return 0;
+  }
   runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
   std::printf("latency: %s (%d warm-up, %d threads)\n", latency_line(r).c_str(), r.warmup, r.threads);
   std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
@@ -273,6 +320,7 @@ int run_model(const RunArgs& a) {
     j["cpu"] = runtime::cpu_model();
     j["onednn"] = runtime::dnnl_version();
     if (!ort.is_null()) j["onnxruntime"] = ort;
+    if (!profile.is_null()) j["profile"] = profile;
     write_json(a.report_json, j);
   }
   require(!mismatch, "isomer's outputs differ from ONNX Runtime's on '" + a.model + "' (see above)");
@@ -297,6 +345,9 @@ void add_run_command(CLI::App& app) {
   r->add_flag("--no-fuse", args->no_fuse, "do not fuse post-ops or fold BatchNormalization");
   r->add_flag("--plain-layouts", args->plain, "keep every tensor in plain row-major layout");
   r->add_flag("--print-steps", args->print_steps, "list the compiled steps");
+  r->add_flag("--profile", args->profile,
+              "time every step inside whole runs and list the most expensive (with --report-json: every step, with "
+              "the graph nodes it computes)");
   r->add_flag("--no-onnxruntime", args->no_onnxruntime,
               "never use ONNX Runtime: fail on models the isomer runtime cannot run, and --bench does not "
               "compare with it");

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
+#include "ops/emit.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -54,7 +56,7 @@ struct DivFn {
 };
 struct PowFn {
   static double apply(double x, double y) { return std::pow(x, y); }
-  static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
+  static int64_t apply(int64_t x, int64_t y) { return checked_float_to_int<int64_t>(std::pow(x, y), "integer Pow"); }
 };
 // std::max(x, y) is (x < y ? y : x); reals have no NaN.
 struct MaxFn {
@@ -146,6 +148,24 @@ std::vector<Tensor> eval_where(const EvalContext& ctx) {
   return {tensor(x.dtype(), out)};
 }
 
+// A constant exponent picks a cheaper instruction (x^2 is x*x, x^0.5 a square root).
+int emit_pow(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const> c) {
+  if (auto e = scalar_constant(c, 1)) {
+    if (*e == 1) return p.emit(PwOp::Copy, in[0]);
+    if (*e == 2) return p.emit(PwOp::Square, in[0]);
+    if (*e == 3) return p.emit(PwOp::Mul, p.emit(PwOp::Square, in[0]), in[0]);
+    if (*e == 0.5) return p.emit(PwOp::Sqrt, in[0]);
+    if (*e == -1) return p.emit(PwOp::Reciprocal, in[0]);
+    if (*e == -0.5) return p.emit(PwOp::Rsqrt, in[0]);
+    return p.emit(PwOp::PowConst, in[0], 0, 0, static_cast<float>(*e));
+  }
+  return p.emit(PwOp::Pow, in[0], in[1]);
+}
+
+int emit_where(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const>) {
+  return p.emit(PwOp::Where, in[0], in[1], in[2]);
+}
+
 }  // namespace
 
 OpDef def_Add() {
@@ -153,6 +173,8 @@ OpDef def_Add() {
   d.props.commutative = d.props.associative = true;
   d.eval_field = exact_binary<AddFn, Fp>;
   d.eval_sym = exact_binary<AddFn, Sym>;
+  d.emit_pointwise = emit_binary<PwOp::Add>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -160,6 +182,8 @@ OpDef def_Sub() {
   OpDef d = binary<SubFn>("Sub");
   d.eval_field = exact_binary<SubFn, Fp>;
   d.eval_sym = exact_binary<SubFn, Sym>;
+  d.emit_pointwise = emit_binary<PwOp::Sub>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -169,6 +193,8 @@ OpDef def_Mul() {
   d.props.linear_in = {0, 1};
   d.eval_field = exact_binary<MulFn, Fp>;
   d.eval_sym = exact_binary<MulFn, Sym>;
+  d.emit_pointwise = emit_binary<PwOp::Mul>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -176,6 +202,8 @@ OpDef def_Div() {
   OpDef d = binary<DivFn>("Div");
   d.props.linear_in = {0};
   d.eval_sym = exact_binary<DivFn, Sym>;
+  d.emit_pointwise = emit_binary<PwOp::Div>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -183,6 +211,8 @@ OpDef def_Pow() {
   OpDef d = binary<PowFn>("Pow");
   d.infer = infer_pow;
   d.eval = eval_pow;
+  d.emit_pointwise = emit_pow;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -194,6 +224,8 @@ OpDef def_Max() {
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MaxFn>;
   d.eval_sym = sym_variadic<MaxFn>;
+  d.emit_pointwise = emit_fold<PwOp::Max>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -205,6 +237,8 @@ OpDef def_Min() {
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MinFn>;
   d.eval_sym = sym_variadic<MinFn>;
+  d.emit_pointwise = emit_fold<PwOp::Min>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -213,6 +247,8 @@ OpDef def_Equal() {
   d.props.commutative = true;
   d.infer = infer_equal;
   d.eval = eval_equal;
+  d.emit_pointwise = emit_binary<PwOp::Equal>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -224,6 +260,8 @@ OpDef def_Where() {
   d.props.elementwise = true;
   d.infer = infer_where;
   d.eval = eval_where;
+  d.emit_pointwise = emit_where;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

@@ -88,4 +88,11 @@ inline void set_view_semantics(OpDef& d) {
   d.eval_sym = exact_view<Op, Sym>;
 }
 
+// One axis of an ONNX Slice: the first element, the step and how many elements
+// (also what the runtime's zero-copy view of a slice is made from).
+struct AxisSlice {
+  int64_t start = 0, step = 1, count = 0;
+};
+AxisSlice slice_axis(int64_t start, int64_t end, int64_t step, int64_t extent);
+
 }  // namespace isomer::ops

@@ -145,32 +145,6 @@ struct SplitOp {
 
 // ---- Slice -------------------------------------------------------------------------
 
-struct AxisSlice {
-  int64_t start = 0, step = 1, count = 0;
-};
-
-// ONNX Slice on one axis: negative starts/ends count from the end, then both are
-// clamped ([0, d] for positive steps, [0, d-1] / [-1, d-1] for negative ones), so
-// INT64_MAX / INT64_MIN sentinels mean "to the end" / "to the beginning".
-AxisSlice slice_axis(int64_t start, int64_t end, int64_t step, int64_t extent) {
-  require(step != 0, "Slice step must not be 0");
-  if (start < 0) start += extent;  // no overflow: extent >= 0
-  if (end < 0) end += extent;
-  AxisSlice s;
-  s.step = step;
-  if (step > 0) {
-    s.start = std::clamp<int64_t>(start, 0, extent);
-    end = std::clamp<int64_t>(end, 0, extent);
-    s.count = end > s.start ? 1 + (end - s.start - 1) / step : 0;
-  } else if (extent > 0) {
-    s.start = std::clamp<int64_t>(start, 0, extent - 1);
-    end = std::clamp<int64_t>(end, -1, extent - 1);
-    const int64_t stride = step == INT64_MIN ? INT64_MAX : -step;
-    s.count = s.start > end ? 1 + (s.start - end - 1) / stride : 0;
-  }
-  return s;
-}
-
 // Slicing a symbolic axis is known only when it takes the whole axis (forwards,
 // or backwards with step -1) through sentinels no real extent can reach.
 bool takes_whole_axis(int64_t start, int64_t end, int64_t step) {
@@ -414,6 +388,7 @@ OpDef def_Concat() {
   set_semantics<ConcatOp>(d);
   d.onnx_import = import_concat;
   d.canonical_attrs = canonical_axis_of_input0<0>;
+  d.lower = Lowering::Concat;
   return d;
 }
 
@@ -425,6 +400,7 @@ OpDef def_Split() {
   d.onnx_import = import_split;
   d.onnx_export = export_split;
   d.canonical_attrs = canonical_axis_of_input0<0>;
+  d.lower = Lowering::Split;
   return d;
 }
 
@@ -434,6 +410,7 @@ OpDef def_Slice() {
   set_semantics<SliceOp>(d);
   d.onnx_import = import_slice;
   d.onnx_export = export_slice;
+  d.lower = Lowering::Slice;
   return d;
 }
 
@@ -443,6 +420,7 @@ OpDef def_Gather() {
   d.infer = infer_gather;
   set_semantics<GatherOp>(d);
   d.canonical_attrs = canonical_axis_of_input0<0>;
+  d.lower = Lowering::Gather;
   return d;
 }
 
@@ -453,6 +431,7 @@ OpDef def_Pad() {
   set_semantics<PadOp>(d);
   d.onnx_import = import_pad;
   d.onnx_export = export_pad;
+  d.lower = Lowering::Pad;
   return d;
 }
 
@@ -460,7 +439,33 @@ OpDef def_Expand() {
   OpDef d = layout_op("Expand", 2, 2, 8);
   d.infer = infer_expand;
   set_semantics<ExpandOp>(d);
+  d.lower = Lowering::Expand;
   return d;
 }
 
+namespace ops {
+
+// ONNX Slice on one axis: negative starts/ends count from the end, then both are
+// clamped ([0, d] for positive steps, [0, d-1] / [-1, d-1] for negative ones), so
+// INT64_MAX / INT64_MIN sentinels mean "to the end" / "to the beginning".
+AxisSlice slice_axis(int64_t start, int64_t end, int64_t step, int64_t extent) {
+  require(step != 0, "Slice step must not be 0");
+  if (start < 0) start += extent;  // no overflow: extent >= 0
+  if (end < 0) end += extent;
+  AxisSlice s;
+  s.step = step;
+  if (step > 0) {
+    s.start = std::clamp<int64_t>(start, 0, extent);
+    end = std::clamp<int64_t>(end, 0, extent);
+    s.count = end > s.start ? 1 + (end - s.start - 1) / step : 0;
+  } else if (extent > 0) {
+    s.start = std::clamp<int64_t>(start, 0, extent - 1);
+    end = std::clamp<int64_t>(end, -1, extent - 1);
+    const int64_t stride = step == INT64_MIN ? INT64_MAX : -step;
+    s.count = s.start > end ? 1 + (s.start - end - 1) / stride : 0;
+  }
+  return s;
+}
+
+}  // namespace ops
 }  // namespace isomer

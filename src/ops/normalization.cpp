@@ -245,6 +245,7 @@ OpDef def_BatchNormalization() {
     set_default(a, "training_mode", int64_t{0});
     return a;
   };
+  d.lower = Lowering::BatchNorm;
   return d;
 }
 
@@ -258,6 +259,7 @@ OpDef def_LayerNormalization() {
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm;
   d.onnx_import = import_layer_norm;
+  d.lower = Lowering::LayerNorm;
   return d;
 }
 
@@ -271,6 +273,7 @@ OpDef def_Softmax() {
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
+  d.lower = Lowering::Softmax;
   return d;
 }
 

@@ -84,6 +84,49 @@ using OnnxExportFn = void (*)(OnnxForm& form, int64_t opset);
 // the one place an operator's facts live.
 struct CostEstimate;
 
+namespace kernels {
+struct PwProgram;
+}
+// Pointwise operators: appends the instructions that compute one element of the
+// output to a fused kernel's program (kernels/pointwise.h). `in` holds the
+// registers of the node's inputs (-1 for an omitted optional input), `constants`
+// the data of its constant inputs (nullptr otherwise). Returns the register of
+// the result, or -1 when this instance is not pointwise (say, a bound that is not
+// a constant). The runtime fuses chains of such operators into one pass over
+// memory and maps single instructions to oneDNN post-ops: this hook is the
+// operator's fusion class.
+using EmitPointwiseFn = int (*)(kernels::PwProgram& p, const Attributes& attrs, std::span<const int> in,
+                                std::span<const Tensor* const> constants);
+// How isomer's CPU runtime runs the operator: which of its lowerings
+// (runtime/lowering.h, which maps each to its function) adds the node's steps.
+// Named here, so the entry is the one place an operator's facts live, without the
+// table depending on the runtime; a lowering returns false for an instance it has
+// no fast path for (the reference kernel then runs it, and `isomer run
+// --print-steps` says so). A test fails if an entry has none.
+enum class Lowering : uint8_t {
+  None,
+  Pointwise,  // fused elementwise kernels, from emit_pointwise
+  Conv,
+  MatMul,
+  Gemm,
+  Pool,
+  Pad,
+  BatchNorm,
+  LayerNorm,
+  Softmax,
+  Reduce,
+  Concat,
+  Identity,
+  Reshape,
+  Transpose,
+  Slice,
+  Split,
+  Expand,
+  Gather,
+  ShapeOf,
+  ConstantOfShape,
+};
+
 struct OpProperties {
   bool elementwise = false;          // output[i] depends only on input[i] (after broadcasting)
   bool commutative = false;          // f(a, b) == f(b, a)
@@ -116,6 +159,8 @@ struct OpDef {
   SymEvalFn eval_sym = nullptr;     // symbolic real semantics (Z3 verifier); nullptr = none
   CanonicalAttrsFn canonical_attrs = nullptr;  // nullptr: attributes as written are canonical
   const CostEstimate* cost = nullptr;  // set by the cost component
+  EmitPointwiseFn emit_pointwise = nullptr;  // elementwise operators: their fused form
+  Lowering lower = Lowering::None;            // the runtime's lowering (required)
 };
 
 // The table. find_op returns nullptr for an unknown name.

@@ -256,6 +256,7 @@ OpDef def_MaxPool() {
     set_default(a, "storage_order", int64_t{0});
     return a;
   };
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -277,6 +278,7 @@ OpDef def_AveragePool() {
     set_default(a, "count_include_pad", int64_t{0});
     return a;
   };
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -289,6 +291,7 @@ OpDef def_GlobalAveragePool() {
   d.eval = eval_global_average_pool;
   d.eval_field = exact_global_average_pool<Fp>;
   d.eval_sym = exact_global_average_pool<Sym>;
+  d.lower = Lowering::Pool;
   return d;
 }
 

@@ -230,6 +230,7 @@ OpDef def_ReduceSum() {
     set_default(a, "noop_with_empty_axes", int64_t{0});
     return a;
   };
+  d.lower = Lowering::Reduce;
   return d;
 }
 
@@ -245,6 +246,7 @@ OpDef def_ReduceMean() {
   d.eval_sym = exact_reduce_mean<Sym>;
   d.onnx_import = import_reduce_mean;
   d.onnx_export = export_reduce_mean;
+  d.lower = Lowering::Reduce;
   return d;
 }
 

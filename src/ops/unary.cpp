@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "eval/sym.h"
+#include "ops/emit.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -118,12 +119,26 @@ std::vector<Array<T>> exact_neg(const Attributes&, std::span<const Array<T>> in)
 // Identity-like operators pass any tensor through unchanged (bits included).
 std::vector<Tensor> eval_pass_through(const EvalContext& ctx) { return {ctx.in(0)}; }
 
+int emit_leaky_relu(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
+  return p.emit(PwOp::LeakyRelu, in[0], 0, 0, static_cast<float>(a.get_float("alpha", 0.01)));
+}
+int emit_hard_sigmoid(kernels::PwProgram& p, const Attributes& a, std::span<const int> in,
+                      std::span<const Tensor* const>) {
+  return p.emit(PwOp::HardSigmoid, in[0], 0, 0, static_cast<float>(a.get_float("alpha", 0.2)),
+                static_cast<float>(a.get_float("beta", 0.5)));
+}
+int emit_gelu(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
+  return p.emit(a.get_string("approximate", "none") == "tanh" ? PwOp::GeluTanh : PwOp::GeluErf, in[0]);
+}
+
 }  // namespace
 
 OpDef def_Relu() {
   OpDef d = unary<ReluFn>("Relu");
   d.props.idempotent = true;
   d.eval_sym = sym_unary<ReluFn>;
+  d.emit_pointwise = emit_unary<PwOp::Relu>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -136,6 +151,8 @@ OpDef def_LeakyRelu() {
     set_default(a, "alpha", 0.01);
     return a;
   };
+  d.emit_pointwise = emit_leaky_relu;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -147,41 +164,84 @@ OpDef transcendental(std::string_view name) {
   return d;
 }
 
-OpDef def_Sigmoid() { return transcendental<SigmoidFn, "Sigmoid">("Sigmoid"); }
+OpDef def_Sigmoid() {
+  OpDef d = transcendental<SigmoidFn, "Sigmoid">("Sigmoid");
+  d.emit_pointwise = emit_unary<PwOp::Sigmoid>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
 
 OpDef def_HardSigmoid() {
   OpDef d = unary<HardSigmoidFn>("HardSigmoid");
   d.attributes = {{"alpha", "float"}, {"beta", "float"}};
   d.eval_sym = sym_unary<HardSigmoidFn>;
+  d.emit_pointwise = emit_hard_sigmoid;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
 OpDef def_HardSwish() {
   OpDef d = unary<HardSwishFn>("HardSwish");
   d.eval_sym = sym_unary<HardSwishFn>;
+  d.emit_pointwise = emit_unary<PwOp::HardSwish>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
-OpDef def_Tanh() { return transcendental<TanhFn, "Tanh">("Tanh"); }
-OpDef def_Erf() { return transcendental<ErfFn, "Erf">("Erf"); }
+OpDef def_Tanh() {
+  OpDef d = transcendental<TanhFn, "Tanh">("Tanh");
+  d.emit_pointwise = emit_unary<PwOp::Tanh>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Erf() {
+  OpDef d = transcendental<ErfFn, "Erf">("Erf");
+  d.emit_pointwise = emit_unary<PwOp::Erf>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
 
 OpDef def_Gelu() {
   OpDef d = transcendental<GeluFn, "Gelu">("Gelu");
   d.min_opset = 20;
   d.attributes = {{"approximate", "string"}};
+  d.emit_pointwise = emit_gelu;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
-OpDef def_Exp() { return transcendental<ExpFn, "Exp">("Exp"); }
-OpDef def_Log() { return transcendental<LogFn, "Log">("Log"); }
-OpDef def_Sqrt() { return transcendental<SqrtFn, "Sqrt">("Sqrt"); }
-OpDef def_Reciprocal() { return transcendental<ReciprocalFn, "Reciprocal">("Reciprocal"); }
+OpDef def_Exp() {
+  OpDef d = transcendental<ExpFn, "Exp">("Exp");
+  d.emit_pointwise = emit_unary<PwOp::Exp>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Log() {
+  OpDef d = transcendental<LogFn, "Log">("Log");
+  d.emit_pointwise = emit_unary<PwOp::Log>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Sqrt() {
+  OpDef d = transcendental<SqrtFn, "Sqrt">("Sqrt");
+  d.emit_pointwise = emit_unary<PwOp::Sqrt>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Reciprocal() {
+  OpDef d = transcendental<ReciprocalFn, "Reciprocal">("Reciprocal");
+  d.emit_pointwise = emit_unary<PwOp::Reciprocal>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
 
 OpDef def_Neg() {
   OpDef d = unary<NegFn>("Neg", /*float_only=*/false);
   d.props.linear_in = {0};
   d.eval_field = exact_neg<Fp>;
   d.eval_sym = exact_neg<Sym>;
+  d.emit_pointwise = emit_unary<PwOp::Neg>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -189,6 +249,8 @@ OpDef def_Abs() {
   OpDef d = unary<AbsFn>("Abs", /*float_only=*/false);
   d.props.idempotent = true;
   d.eval_sym = sym_unary<AbsFn>;
+  d.emit_pointwise = emit_unary<PwOp::Abs>;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -200,6 +262,7 @@ OpDef def_Identity() {
   d.props.linear_in = {0};
   d.props.shape_only = true;
   d.props.idempotent = true;
+  d.lower = Lowering::Identity;
   return d;
 }
 
@@ -233,6 +296,19 @@ std::vector<SymArray> sym_clip(const Attributes&, std::span<const SymArray> in) 
   })};
 }
 
+// Constant bounds become the instruction's immediates; others are operands.
+int emit_clip(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const> c) {
+  auto lo = scalar_constant(c, 1), hi = scalar_constant(c, 2);
+  const bool has_lo = in.size() > 1 && in[1] >= 0, has_hi = in.size() > 2 && in[2] >= 0;
+  if ((!has_lo || lo) && (!has_hi || hi))
+    return p.emit(PwOp::Clip, in[0], 0, 0, has_lo ? static_cast<float>(*lo) : -INFINITY,
+                  has_hi ? static_cast<float>(*hi) : INFINITY);
+  int r = in[0];
+  if (has_lo) r = p.emit(PwOp::Max, r, in[1]);
+  if (has_hi) r = p.emit(PwOp::Min, r, in[2]);
+  return r == in[0] ? p.emit(PwOp::Copy, r) : r;
+}
+
 std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b);
 void export_clip(OnnxForm& form, int64_t opset);
 }  // namespace
@@ -250,6 +326,8 @@ OpDef def_Clip() {
   d.eval_sym = sym_clip;
   d.onnx_import = import_clip;
   d.onnx_export = export_clip;
+  d.emit_pointwise = emit_clip;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -287,6 +365,7 @@ OpDef def_Dropout() {
   d.eval_field = exact_identity<Fp>;
   d.eval_sym = exact_identity<Sym>;
   d.onnx_import = import_dropout;
+  d.lower = Lowering::Identity;
   return d;
 }
 
@@ -299,10 +378,19 @@ std::vector<TensorType> infer_cast(const InferContext& ctx) {
   return {{to, ctx.in(0).shape}};
 }
 
+// Conversions happen where a fused kernel loads and stores; inside it, a cast to
+// bool must still make every non-zero value 1.
+int emit_cast(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
+  if (static_cast<DType>(a.get_int("to")) == DType::Bool) return p.emit(PwOp::Not, p.emit(PwOp::Not, in[0]));
+  return p.emit(PwOp::Copy, in[0]);
+}
+
 std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   DType to = static_cast<DType>(ctx.attrs.get_int("to"));
   const Tensor& x = ctx.in(0);
-  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64())};
+  // ONNX leaves a float out of the target's range undefined; isomer saturates, as its
+  // runtime (oneDNN) does.
+  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }
 }  // namespace
@@ -320,6 +408,8 @@ OpDef def_Cast() {
     require(is_float(static_cast<DType>(attrs.get_int("to"))), "Cast to an integer type has no symbolic semantics");
     return {in[0]};
   };
+  d.emit_pointwise = emit_cast;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -329,12 +419,13 @@ namespace {
 
 std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b) {
   if (opset >= 11) return "";
-  // Opset 6: min/max attributes -> scalar inputs of the input's type.
+  // Opset 6: min/max attributes -> scalar inputs of the input's type. A bound beyond the
+  // type's range bounds nothing: saturated (the float defaults on an integer input).
   DType t = form.inputs[0].type().dtype;
   double lo = form.attrs.get_float("min", -3.4028234663852886e38);
   double hi = form.attrs.get_float("max", 3.4028234663852886e38);
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo})));
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi})));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo}, FloatToInt::Saturate)));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi}, FloatToInt::Saturate)));
   form.attrs.erase("min");
   form.attrs.erase("max");
   return "";

@@ -151,7 +151,57 @@ int Compiler::alias(int src, std::vector<int64_t> dims, const md_t& md, const st
   int root = values_[src].alias_of >= 0 ? values_[src].alias_of : src;
   int id = new_value(values_[src].dtype, std::move(dims), md, name);
   values_[id].alias_of = root;
+  values_[id].byte_offset = values_[src].byte_offset;
+  if (!md.data.ndims && !values_[src].strides.empty() && values_[id].dims == values_[src].dims)
+    values_[id].strides = values_[src].strides;
   return id;
+}
+
+int Compiler::view(int src, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t extra_bytes,
+                   const std::string& name) {
+  const RtValue& s = values_[src];
+  // A dim of extent 1 gets the stride a dense layout would give it (never 0):
+  // oneDNN's matmul takes a zero stride for broadcasting and picks its reference
+  // implementation.
+  for (size_t i = dims.size(); i-- > 0;)
+    if (dims[i] == 1) strides[i] = i + 1 < dims.size() ? std::max<int64_t>(strides[i + 1] * dims[i + 1], 1) : 1;
+  auto type = dnnl_type(s.dtype);
+  md_t md = type ? md_t(to_dims(dims), *type, to_dims(strides)) : md_t();
+  int id = alias(src, dims, md, name);
+  RtValue& v = values_[id];
+  v.byte_offset += extra_bytes;
+  if (!type) v.strides = std::move(strides);
+  // A view's size is its span, not what a dense tensor of its dims would take.
+  v.bytes = static_cast<size_t>(num_elements(v.dims)) * dtype_size(v.dtype);
+  return id;
+}
+
+std::optional<std::vector<int64_t>> Compiler::strides_of(int id) const {
+  const RtValue& v = values_[id];
+  if (v.md.data.ndims) {
+    const auto& b = v.md.data.format_desc.blocking;
+    if (v.md.data.format_kind != dnnl_blocked || b.inner_nblks != 0) return std::nullopt;
+    if (v.dims.empty()) return std::vector<int64_t>{};
+    return std::vector<int64_t>(b.strides, b.strides + v.md.data.ndims);
+  }
+  if (!v.strides.empty() || v.dims.empty()) return v.strides;
+  std::vector<int64_t> s(v.dims.size(), 1);
+  for (size_t i = v.dims.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(v.dims[i], 1);
+  return s;
+}
+
+bool Compiler::is_dense(int id) const {
+  auto s = strides_of(id);
+  if (!s) return false;
+  const std::vector<int64_t>& d = values_[id].dims;
+  if (s->size() != d.size()) return d.empty() || num_elements(d) == 1;
+  int64_t expect = 1;
+  for (size_t i = d.size(); i-- > 0;) {
+    if (d[i] == 1) continue;
+    if ((*s)[i] != expect) return false;
+    expect *= d[i];
+  }
+  return true;
 }
 
 int Compiler::as_layout(int src, const md_t& md, bool boundary) {
@@ -190,6 +240,37 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
   return out;
 }
 
+bool Compiler::has_writer(int id) const {
+  for (const RtStep& s : steps_)
+    for (int w : s.writes)
+      if (w == id || values_[w].alias_of == id) return true;
+  return false;
+}
+
+bool Compiler::retarget(int id, int root, int64_t byte_offset) { return retarget_all({id}, root, {byte_offset}); }
+
+bool Compiler::retarget_all(const std::vector<int>& ids, int root, const std::vector<int64_t>& byte_offsets) {
+  std::unordered_set<int> seen;
+  for (int id : ids) {
+    const RtValue& v = values_[id];
+    if (id == root || !seen.insert(id).second || v.alias_of >= 0 || v.known || v.storage || is_input(id) ||
+        values_[root].alias_of >= 0)
+      return false;
+    if (!has_writer(id)) return false;
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int id = ids[k];
+    for (RtValue& v : values_)
+      if (v.alias_of == id) {
+        v.alias_of = root;
+        v.byte_offset += byte_offsets[k];
+      }
+    values_[id].alias_of = root;
+    values_[id].byte_offset = byte_offsets[k];
+  }
+  return true;
+}
+
 int Compiler::copy_of(int src) {
   const RtValue& s = values_[src];
   int out = new_value(s.dtype, s.dims, s.md, s.name + ".copy");
@@ -206,8 +287,14 @@ int Compiler::copy_of(int src) {
 
 int Compiler::as_plain(int src, bool boundary) {
   const RtValue& v = values_[src];
-  if (!v.md.data.ndims || is_plain(v.md, v.dims)) return src;
-  return as_layout(src, plain_md(v.dims, v.md.data_type()), boundary);
+  if (v.known || is_dense(src)) return src;
+  if (v.md.data.ndims) return as_layout(src, plain_md(v.dims, v.md.data_type()), boundary);
+  auto key = std::make_pair(src, std::string("dense"));
+  if (auto it = layout_cache_.find(key); it != layout_cache_.end()) return it->second;
+  int out = copy_strided(src, v.name + ".dense");
+  steps_.back().info.boundary = boundary;
+  layout_cache_[key] = out;
+  return out;
 }
 
 void Compiler::add_primitive(dnnl::primitive prim, std::vector<std::pair<int, int>> args, StepInfo info) {
@@ -272,22 +359,6 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   return true;
 }
 
-bool Compiler::lower_view(const Node& n, const std::vector<TensorType>& types) {
-  static const std::unordered_set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
-                                                        "Dropout"};
-  if (!views.count(n.op_type()) || n.num_outputs() != 1) return false;
-  int x = id(n.inputs()[0]);
-  std::vector<int64_t> dims = static_dims(types[0].shape);
-  if (n.op_type() == "Identity" || n.op_type() == "Dropout") {
-    bind(n.output(0), alias(x, dims, val(x).md, n.name()));
-    return true;
-  }
-  x = as_plain(x);
-  auto type = dnnl_type(val(x).dtype);
-  bind(n.output(0), alias(x, dims, type ? plain_md(dims, *type) : md_t(), n.name()));
-  return true;
-}
-
 void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& types) {
   // lower_concat defers a Concat only for consumers lower_conv always handles.
   for (const Value& v : n.inputs())
@@ -327,6 +398,7 @@ void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& type
   s.info.kind = "reference";
   s.info.label = n.name();
   s.info.ops = {n.op_type()};
+  s.info.nodes = {node_key(n)};
   s.info.signature = sig.str();
   for (int i : ins)
     if (i >= 0) {
@@ -390,38 +462,16 @@ void Compiler::lower_node(const Node& n) {
   }
   std::vector<TensorType> types = concrete_types(n);
   bool ok = try_fold(n, types);
-  if (!ok) ok = lower_view(n, types);
-  if (!ok) {
-    // Every oneDNN lowering wants float32 data; other types use the reference kernel.
-    bool f32 = true;
-    for (const TensorType& t : types) f32 = f32 && t.dtype == DType::Float32;
-    const std::string& op = n.op_type();
-    if (f32) {
-      try {
-        if (op == "Conv") ok = lower_conv(*this, n);
-        else if (op == "MatMul") ok = lower_matmul(*this, n);
-        else if (op == "Gemm") ok = lower_gemm(*this, n);
-        else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
-          ok = lower_pool(*this, n);
-        else if (op == "Softmax") ok = lower_softmax(*this, n);
-        else if (op == "BatchNormalization") ok = lower_batchnorm(*this, n);
-        else if (op == "LayerNormalization") ok = lower_layernorm(*this, n);
-        else if (op == "Concat") ok = lower_concat(*this, n);
-        else if (op == "Pad") ok = lower_pad(*this, n);
-        else if (op == "Transpose") ok = lower_transpose(*this, n);
-        else if (op == "ReduceMean" || op == "ReduceSum") ok = lower_reduce(*this, n);
-        else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" ||
-                 op == "Pow")
-          ok = lower_binary(*this, n);
-        else ok = lower_eltwise(*this, n);
-      } catch (const dnnl::error&) {
-        // oneDNN has no implementation for this instance: fall back (steps added
-        // for a failed attempt only convert layouts and stay harmless).
-        ok = false;
-      }
+  if (LowerFn lower = ok ? nullptr : lowering_of(n.op()->lower)) {
+    try {
+      ok = lower(*this, n);
+    } catch (const dnnl::error&) {
+      // oneDNN has no implementation for this instance: fall back (steps added
+      // for a failed attempt only convert layouts and stay harmless).
+      ok = false;
     }
-    if (!ok) lower_fallback(n, types);
   }
+  if (!ok) lower_fallback(n, types);
   mark_done(n);
   in_progress_.erase(&n);
 }

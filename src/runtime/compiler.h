@@ -15,6 +15,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ops/op.h"
+#include "runtime/lowering.h"
 #include "runtime/runtime.h"
 
 namespace isomer::runtime {
@@ -38,6 +39,11 @@ struct RtValue {
   // 2-D reading of an N-D tensor): nothing reads it later, so it never blocks
   // accumulating into its buffer afterwards.
   bool step_local = false;
+  // A view starts this many bytes into its root's buffer (Slice, Split parts).
+  int64_t byte_offset = 0;
+  // Element strides of a value without a oneDNN md (types oneDNN lacks); empty
+  // means row-major. Values with an md keep their strides in it.
+  std::vector<int64_t> strides;
   std::string name;
 };
 
@@ -62,22 +68,34 @@ dims_t to_dims(const std::vector<int64_t>& v);
 
 class Compiler;
 
-// Lowering entry points (lower_compute.cpp, lower_misc.cpp). Each returns false
-// when the node (in its concrete shapes) is not something oneDNN runs, in which
-// case the compiler falls back to the reference kernel.
-bool lower_conv(Compiler& c, const Node& n);
-bool lower_matmul(Compiler& c, const Node& n);
-bool lower_gemm(Compiler& c, const Node& n);
-bool lower_eltwise(Compiler& c, const Node& n);
-bool lower_binary(Compiler& c, const Node& n);
-bool lower_pool(Compiler& c, const Node& n);
-bool lower_softmax(Compiler& c, const Node& n);
-bool lower_batchnorm(Compiler& c, const Node& n);
-bool lower_layernorm(Compiler& c, const Node& n);
-bool lower_concat(Compiler& c, const Node& n);
-bool lower_transpose(Compiler& c, const Node& n);
-bool lower_reduce(Compiler& c, const Node& n);
-bool lower_pad(Compiler& c, const Node& n);
+
+// The name a step uses for node `n` (StepInfo::nodes): its first output's name.
+inline std::string node_key(const Node& n) {
+  for (const std::string& o : n.output_names())
+    if (!o.empty()) return o;
+  return n.name();
+}
+
+// A step computing node `n` alone.
+inline StepInfo step_info(const Node& n, const std::string& kind, std::string signature, double flops = 0) {
+  StepInfo i;
+  i.kind = kind;
+  i.label = n.name();
+  i.ops = {n.op_type()};
+  i.nodes = {node_key(n)};
+  i.signature = std::move(signature);
+  i.flops = flops;
+  return i;
+}
+
+// True if every input and output of `n` is float32: what oneDNN's primitives take.
+inline bool all_float32(const Node& n) {
+  for (const Value& v : n.inputs())
+    if (v.present() && v.type().dtype != DType::Float32) return false;
+  for (const TensorType& t : n.output_types())
+    if (t.dtype != DType::Float32) return false;
+  return true;
+}
 
 // An activation oneDNN can apply as an eltwise primitive or post-op.
 struct EltwiseSpec {
@@ -107,6 +125,27 @@ class Compiler {
   // v now would be circular).
   bool depends_on_pending(const Value& v);
   const std::vector<int64_t>& dims(const Value& v) { return val(id(v)).dims; }
+  // The node's output types with every dim concrete (lowers its inputs).
+  std::vector<TensorType> concrete_types(const Node& n);
+  // Claims a node for a fused kernel being planned (or releases it): no other
+  // kernel may take it meanwhile, and depends_on_pending sees it as under way.
+  void set_pending(const Node& n, bool pending) {
+    if (pending) {
+      claimed_.emplace(&n, in_progress_.count(&n) > 0);
+      in_progress_.insert(&n);
+      return;
+    }
+    auto it = claimed_.find(&n);
+    if (it == claimed_.end()) return;
+    if (!it->second) in_progress_.erase(&n);  // keep a lowering further up the stack under way
+    claimed_.erase(it);
+  }
+  bool is_pending(const Node& n) const { return claimed_.count(&n) > 0; }
+  // The id bound to v if its producer is lowered, else -1 (lowers nothing).
+  int bound_id(const Value& v) const {
+    auto it = ids_.find(v);
+    return it == ids_.end() ? -1 : it->second;
+  }
   DType dtype(const Value& v) { return val(id(v)).dtype; }
   // The node's consumers: (node, input index); and whether v is a graph output.
   const std::vector<std::pair<const Node*, size_t>>& consumers(const Value& v);
@@ -123,11 +162,25 @@ class Compiler {
   // Value `id` in layout `md`: itself, or a reorder of it (a compile-time one for
   // constants). Reorders are shared between consumers.
   int as_layout(int id, const md_t& md, bool boundary = false);
+  // Value `id` as a dense row-major buffer: itself, or a copy made by a step
+  // (a oneDNN reorder for float32, the native strided copy for other types).
   int as_plain(int id, bool boundary = false);
   // Drops the shared reorder of `id` into `md` (its buffer is about to be overwritten).
   void forget_layout(int id, const md_t& md) { layout_cache_.erase({id, describe_md(md)}); }
+  // Makes value `id` (a buffer of its own, written by steps already made) a view
+  // starting `byte_offset` bytes into `root`'s buffer, so that its producer writes
+  // it in place (a part of a concatenation); its own views follow. False, and
+  // nothing changes, when `id` is not such a value.
+  bool retarget(int id, int root, int64_t byte_offset);
+  // True if a step writes value `id` or a view of it (it has contents).
+  bool has_writer(int id) const;
+  // All of `ids` or none (a part can appear twice).
+  bool retarget_all(const std::vector<int>& ids, int root, const std::vector<int64_t>& byte_offsets);
   // A fresh copy of value `id` (same layout), made by a step.
   int copy_of(int id);
+  // A dense row-major copy of value `id` (any dtype, any strides), made by a
+  // native step.
+  int copy_strided(int id, const std::string& name);
   bool is_input(int id) const { return std::find(input_ids_.begin(), input_ids_.end(), id) != input_ids_.end(); }
   // True if some value views `root`'s buffer other than through in-place accumulation.
   bool has_views(int root) const {
@@ -137,6 +190,14 @@ class Compiler {
   }
   // A value with the same buffer and a different view (dims and md).
   int alias(int id, std::vector<int64_t> dims, const md_t& md, const std::string& name);
+  // A strided view of value `id`'s buffer (any dtype): element (i0, i1, ...) at
+  // byte_offset + extra_bytes + sum(i_k strides[k]) elements; strides may be 0.
+  int view(int id, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t extra_bytes, const std::string& name);
+  // Element strides of value `id` when it is not blocked (plain, strided or a
+  // view); nullopt for a blocked oneDNN layout.
+  std::optional<std::vector<int64_t>> strides_of(int id) const;
+  // True if value `id` is row-major and dense (ignoring extent-1 dims).
+  bool is_dense(int id) const;
   // A constant as a value (plain layout, owned storage).
   int constant_value(const Tensor& t, const std::string& name);
   // Adds a primitive step; `reads`/`writes` are taken from `args`.
@@ -163,8 +224,6 @@ class Compiler {
   void lower_node(const Node& n);
   void lower_fallback(const Node& n, const std::vector<TensorType>& types);
   bool try_fold(const Node& n, const std::vector<TensorType>& types);
-  bool lower_view(const Node& n, const std::vector<TensorType>& types);
-  std::vector<TensorType> concrete_types(const Node& n);
 
   const Graph& g_;
   RuntimeOptions opts_;
@@ -174,6 +233,7 @@ class Compiler {
   std::unordered_set<Value, ValueHash> outputs_;
   std::unordered_set<const Node*> done_;
   std::unordered_set<const Node*> in_progress_;
+  std::unordered_map<const Node*, bool> claimed_;  // planned into a kernel -> was already under way
   std::map<std::pair<int, std::string>, int> layout_cache_;
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
   std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;

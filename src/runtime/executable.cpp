@@ -53,8 +53,9 @@ struct Executable::Impl {
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
-  char* data(int id) {
-    int r = root(id);
+  char* data(int id) { return root_data(root(id)) + values[id].byte_offset; }
+
+  char* root_data(int r) {
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {
@@ -80,7 +81,9 @@ struct Executable::Impl {
       for (int w : steps[s].writes) last[root(w)] = std::max(last[root(w)], s);
     }
     for (int id : output_ids) last[root(id)] = nsteps;
-    for (int id : input_ids) last[root(id)] = std::max(last[root(id)], 0);
+    // Inputs stay untouched for the whole run: steps timed alone or again
+    // (profile_steps, time_step) read them as the run left them.
+    for (int id : input_ids) last[root(id)] = nsteps;
     buffer_of.assign(n, -1);
     std::vector<size_t> sizes;
     std::vector<int> free_list;

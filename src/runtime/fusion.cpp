@@ -1,5 +1,7 @@
 #include "runtime/fusion.h"
 
+#include "kernels/pointwise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,59 +31,85 @@ bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::fabs(b); 
 }  // namespace
 
 std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x, size_t x_rank) {
-  if (n.kind() != NodeKind::Op || n.num_outputs() != 1 || n.output_types()[0].dtype != DType::Float32)
+  if (n.kind() != NodeKind::Op || !n.op()->emit_pointwise || n.num_outputs() != 1 ||
+      n.output_types()[0].dtype != DType::Float32)
     return std::nullopt;
-  const std::string& op = n.op_type();
+  // The node's pointwise form with x in register 0 and every other input a
+  // scalar constant; one instruction of it maps to a oneDNN eltwise algorithm.
   const auto& in = n.inputs();
-  if (in.empty() || !(in[0] == x || (in.size() > 1 && in[1] == x))) return std::nullopt;
-  const Attributes& a = n.attrs();
-  if (in.size() == 1) {
-    if (op == "Relu") return EltwiseSpec{alg::eltwise_relu, 0, 0};
-    if (op == "LeakyRelu") return EltwiseSpec{alg::eltwise_relu, static_cast<float>(a.get_float("alpha", 0.01)), 0};
-    if (op == "Sigmoid") return EltwiseSpec{alg::eltwise_logistic, 0, 0};
-    if (op == "Tanh") return EltwiseSpec{alg::eltwise_tanh, 0, 0};
-    if (op == "Gelu")
-      return EltwiseSpec{a.get_string("approximate", "none") == "tanh" ? alg::eltwise_gelu_tanh : alg::eltwise_gelu_erf,
-                         0, 0};
-    if (op == "Exp") return EltwiseSpec{alg::eltwise_exp, 0, 0};
-    if (op == "Log") return EltwiseSpec{alg::eltwise_log, 0, 0};
-    if (op == "Sqrt") return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
-    if (op == "Abs") return EltwiseSpec{alg::eltwise_abs, 0, 0};
-    if (op == "Neg") return EltwiseSpec{alg::eltwise_linear, -1, 0};
-    if (op == "Reciprocal") return EltwiseSpec{alg::eltwise_pow, 1, -1};
-    if (op == "HardSwish") return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
-  }
-  if (op == "Clip" && in[0] == x) {
-    float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
-    if (in.size() > 1 && in[1].present()) {
-      auto v = scalar_of(c, in[1]);
-      if (!v) return std::nullopt;
-      lo = static_cast<float>(*v);
+  kernels::PwProgram p;
+  p.num_inputs = p.num_regs = static_cast<int>(in.size());
+  std::vector<int> regs;
+  std::vector<const Tensor*> consts;
+  std::vector<std::optional<float>> scalar(in.size());
+  bool reads_x = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    regs.push_back(in[i].present() ? static_cast<int>(i) : -1);
+    consts.push_back(nullptr);
+    if (!in[i].present()) continue;
+    if (in[i] == x) {
+      reads_x = true;
+      continue;
     }
-    if (in.size() > 2 && in[2].present()) {
-      auto v = scalar_of(c, in[2]);
-      if (!v) return std::nullopt;
-      hi = static_cast<float>(*v);
-    }
-    return EltwiseSpec{alg::eltwise_clip_v2, lo, hi};
+    const Tensor* t = c.peek_known(in[i]);
+    if (!t || t->numel() != 1 || !is_numeric(t->dtype()) || static_cast<size_t>(t->rank()) > x_rank) return std::nullopt;
+    consts.back() = t;
+    scalar[i] = static_cast<float>(t->f64_at(0));
   }
-  if (in.size() != 2) return std::nullopt;
-  if (in[0] == x && in[1] == x) {
-    if (op == "Mul") return EltwiseSpec{alg::eltwise_square, 0, 0};
+  if (!reads_x || n.op()->emit_pointwise(p, n.attrs(), regs, consts) < 0 || p.code.size() != 1) return std::nullopt;
+  const kernels::PwInstr& ins = p.code[0];
+  auto is_x = [&](int r) { return r < static_cast<int>(in.size()) && in[static_cast<size_t>(r)] == x; };
+  auto konst = [&](int r) -> std::optional<float> {
+    return r < static_cast<int>(in.size()) ? scalar[static_cast<size_t>(r)] : std::nullopt;
+  };
+  using kernels::PwOp;
+  const float al = ins.alpha, be = ins.beta;
+  if (kernels::pw_arity(ins.op) == 1) {
+    if (!is_x(ins.a)) return std::nullopt;
+    switch (ins.op) {
+      case PwOp::Relu: return EltwiseSpec{alg::eltwise_relu, 0, 0};
+      case PwOp::LeakyRelu: return EltwiseSpec{alg::eltwise_relu, al, 0};
+      case PwOp::Sigmoid: return EltwiseSpec{alg::eltwise_logistic, 0, 0};
+      case PwOp::Tanh: return EltwiseSpec{alg::eltwise_tanh, 0, 0};
+      case PwOp::GeluErf: return EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+      case PwOp::GeluTanh: return EltwiseSpec{alg::eltwise_gelu_tanh, 0, 0};
+      case PwOp::Exp: return EltwiseSpec{alg::eltwise_exp, 0, 0};
+      case PwOp::Log: return EltwiseSpec{alg::eltwise_log, 0, 0};
+      case PwOp::Sqrt: return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
+      case PwOp::Abs: return EltwiseSpec{alg::eltwise_abs, 0, 0};
+      case PwOp::Neg: return EltwiseSpec{alg::eltwise_linear, -1, 0};
+      case PwOp::Reciprocal: return EltwiseSpec{alg::eltwise_pow, 1, -1};
+      case PwOp::Rsqrt: return EltwiseSpec{alg::eltwise_pow, 1, -0.5f};
+      case PwOp::Square: return EltwiseSpec{alg::eltwise_square, 0, 0};
+      case PwOp::PowConst: return EltwiseSpec{alg::eltwise_pow, 1, al};
+      case PwOp::HardSwish: return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
+      case PwOp::Clip: return EltwiseSpec{alg::eltwise_clip_v2, al, be};
+      case PwOp::Affine: return EltwiseSpec{alg::eltwise_linear, al, be};
+      case PwOp::Silu: return EltwiseSpec{alg::eltwise_swish, 1, 0};
+      case PwOp::Elu: return EltwiseSpec{alg::eltwise_elu, al, 0};
+      default: return std::nullopt;
+    }
+  }
+  if (kernels::pw_arity(ins.op) != 2) return std::nullopt;
+  if (is_x(ins.a) && is_x(ins.b)) {
+    if (ins.op == PwOp::Mul) return EltwiseSpec{alg::eltwise_square, 0, 0};
     return std::nullopt;
   }
-  bool x_first = in[0] == x;
-  const Value& other = x_first ? in[1] : in[0];
-  if (op != "Add" && op != "Mul" && op != "Sub" && op != "Div" && op != "Pow") return std::nullopt;
-  const Tensor* t = c.peek_known(other);
-  if (!t || t->numel() != 1 || static_cast<size_t>(t->rank()) > x_rank) return std::nullopt;
-  auto k = static_cast<float>(t->f64_at(0));
-  if (op == "Add") return EltwiseSpec{alg::eltwise_linear, 1, k};
-  if (op == "Mul") return EltwiseSpec{alg::eltwise_linear, k, 0};
-  if (op == "Sub") return x_first ? EltwiseSpec{alg::eltwise_linear, 1, -k} : EltwiseSpec{alg::eltwise_linear, -1, k};
-  if (op == "Div" && x_first && k != 0) return EltwiseSpec{alg::eltwise_linear, 1 / k, 0};
-  if (op == "Pow" && x_first) return EltwiseSpec{alg::eltwise_pow, 1, k};
-  return std::nullopt;
+  const bool x_first = is_x(ins.a);
+  auto k = konst(x_first ? ins.b : ins.a);
+  if (!k || !(x_first || is_x(ins.b))) return std::nullopt;
+  switch (ins.op) {
+    case PwOp::Add: return EltwiseSpec{alg::eltwise_linear, 1, *k};
+    case PwOp::Mul: return EltwiseSpec{alg::eltwise_linear, *k, 0};
+    case PwOp::Sub: return x_first ? EltwiseSpec{alg::eltwise_linear, 1, -*k} : EltwiseSpec{alg::eltwise_linear, -1, *k};
+    case PwOp::Div:
+      if (x_first && *k != 0) return EltwiseSpec{alg::eltwise_linear, 1 / *k, 0};
+      return std::nullopt;
+    case PwOp::Pow:
+      if (x_first) return EltwiseSpec{alg::eltwise_pow, 1, *k};
+      return std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
@@ -117,47 +145,120 @@ std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
   return std::nullopt;
 }
 
-Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims, bool allow_add) {
+namespace {
+
+// The oneDNN binary algorithm node `n` applies to x and one other operand that
+// broadcasts to dims, and that operand: from the entry's pointwise form.
+std::optional<std::pair<alg, Value>> binary_of(Compiler& c, const Node& n, const Value& x, const std::vector<int64_t>& dims,
+                                               bool full) {
+  if (n.kind() != NodeKind::Op || !n.op()->emit_pointwise || n.num_outputs() != 1 || n.inputs().size() != 2 ||
+      n.output_types()[0].dtype != DType::Float32)
+    return std::nullopt;
+  const Value& a = n.inputs()[0];
+  const Value& b = n.inputs()[1];
+  if (a == b || (a != x && b != x)) return std::nullopt;
+  const Value& other = a == x ? b : a;
+  if (!other.present() || c.depends_on_pending(other) || c.dtype(other) != DType::Float32) return std::nullopt;
+  const std::vector<int64_t>& od = c.dims(other);
+  if (od.size() > dims.size()) return std::nullopt;
+  for (size_t i = 0; i < od.size(); ++i)
+    if (od[i] != 1 && od[i] != dims[dims.size() - od.size() + i]) return std::nullopt;
+  if (!full && num_elements(od) == num_elements(dims)) return std::nullopt;
+  kernels::PwProgram p;
+  p.num_inputs = p.num_regs = 2;
+  std::vector<int> regs = {0, 1};
+  std::vector<const Tensor*> consts = {nullptr, nullptr};
+  if (n.op()->emit_pointwise(p, n.attrs(), regs, consts) < 0 || p.code.size() != 1) return std::nullopt;
+  const kernels::PwInstr& ins = p.code[0];
+  const bool x_first = a == x;
+  if (ins.a != 0 || ins.b != 1) return std::nullopt;
+  using kernels::PwOp;
+  switch (ins.op) {
+    case PwOp::Add: return std::pair{alg::binary_add, other};
+    case PwOp::Mul: return std::pair{alg::binary_mul, other};
+    case PwOp::Max: return std::pair{alg::binary_max, other};
+    case PwOp::Min: return std::pair{alg::binary_min, other};
+    case PwOp::Sub: return x_first ? std::optional(std::pair{alg::binary_sub, other}) : std::nullopt;
+    case PwOp::Div: return x_first ? std::optional(std::pair{alg::binary_div, other}) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims, bool allow_add, bool full_binary) {
   Fusion f;
-  f.last = v;
+  f.first = f.last = v;
   if (!c.opts().fuse) return f;
   bool added = false;
   for (;;) {
     Value cur = f.last;
     if (auto g = match_gelu(c, cur)) {
-      f.ops.push_back({EltwiseSpec{alg::eltwise_gelu_erf, 0, 0}, Value()});
+      PostOp p;
+      p.eltwise = EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+      p.nodes = g->nodes;
+      p.out = g->out;
+      f.ops.push_back(p);
       f.nodes.insert(f.nodes.end(), g->nodes.begin(), g->nodes.end());
       f.last = g->out;
       continue;
     }
     const Node* n = c.sole_consumer(cur);
     if (!n || c.lowered(*n) || n->num_outputs() != 1 || n->output_types()[0].dtype != DType::Float32) break;
+    PostOp p;
+    p.nodes = {n};
+    p.out = n->output(0);
     if (auto e = eltwise_of(c, *n, cur, dims.size())) {
-      f.ops.push_back({*e, Value()});
-      f.nodes.push_back(n);
-      f.last = n->output(0);
-      continue;
+      p.eltwise = e;
+    } else if (allow_add && !added && !f.has_binary() && n->op_type() == "Add" && n->inputs().size() == 2 &&
+               n->inputs()[0] != n->inputs()[1] && !c.depends_on_pending(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) &&
+               c.dims(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) == dims &&
+               c.dtype(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0]) == DType::Float32 &&
+               !c.peek_known(n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0])) {
+      p.addend = n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0];
+      added = true;
+    } else if (auto b = allow_add ? binary_of(c, *n, cur, dims, full_binary) : std::nullopt) {
+      p.binary = b->first;
+      p.other = b->second;
+    } else {
+      break;
     }
-    if (allow_add && !added && n->op_type() == "Add" && n->inputs().size() == 2 &&
-        n->inputs()[0] != n->inputs()[1]) {
-      const Value& other = n->inputs()[0] == cur ? n->inputs()[1] : n->inputs()[0];
-      if (!c.depends_on_pending(other) && c.dims(other) == dims && c.dtype(other) == DType::Float32) {
-        f.ops.push_back({std::nullopt, other});
-        f.nodes.push_back(n);
-        f.last = n->output(0);
-        added = true;
-        continue;
-      }
-    }
-    break;
+    f.ops.push_back(p);
+    f.nodes.push_back(n);
+    f.last = n->output(0);
   }
   return f;
 }
 
-dnnl::primitive_attr eltwise_attr(const Fusion& f) {
+bool Fusion::drop_binary() {
+  size_t k = 0;
+  while (k < ops.size() && !ops[k].binary) ++k;
+  if (k == ops.size()) return false;
+  for (size_t j = k; j < ops.size(); ++j)
+    for (const Node* n : ops[j].nodes) nodes.erase(std::find(nodes.begin(), nodes.end(), n));
+  ops.resize(k);
+  last = k ? ops[k - 1].out : first;
+  return true;
+}
+
+dnnl::primitive_attr probe_attr(Compiler& c, const Fusion& f, size_t rank, size_t prim_rank, bool with_sum) {
+  if (!prim_rank) prim_rank = rank;
   dnnl::post_ops po;
-  for (const PostOp& p : f.ops)
-    if (p.eltwise) po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+  for (const PostOp& p : f.ops) {
+    if (p.eltwise) {
+      po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+    } else if (p.binary) {
+      std::vector<int64_t> d = p.other_const ? p.other_const->dims() : c.dims(p.other);
+      while (d.size() < rank) d.insert(d.begin(), 1);
+      while (d.size() > prim_rank) {
+        d[1] *= d[0];
+        d.erase(d.begin());
+      }
+      po.append_binary(*p.binary, plain_md(d, dt::f32));
+    } else if (with_sum) {
+      po.append_sum(1.f);  // oneDNN's jit kernels take a sum only as the first post-op
+    }
+  }
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   return attr;
@@ -171,6 +272,8 @@ int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& m
   int a = c.as_layout(id, md);
   const RtValue& v = c.val(a);
   bool others_done = !c.is_output(addend);
+  // A binary post-op of the same primitive that reads the addend must see it as it was.
+  for (const PostOp& p : f.ops) others_done = others_done && !(p.binary && p.other == addend);
   for (const auto& [n, k] : c.consumers(addend))
     others_done = others_done && (c.lowered(*n) || std::find(f.nodes.begin(), f.nodes.end(), n) != f.nodes.end());
   int root = v.alias_of >= 0 ? v.alias_of : a;
@@ -185,13 +288,32 @@ int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& m
 
 }  // namespace
 
-dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, int& accumulate, std::string& sig) {
+dnnl::primitive_attr fusion_attr(Compiler& c, const Fusion& f, const md_t& dst, int& accumulate, std::string& sig,
+                                 std::vector<std::pair<int, int>>& args, const std::vector<int64_t>& prim_dims) {
   dnnl::post_ops po;
   accumulate = -1;
+  const auto rank = static_cast<size_t>(dst.data.ndims);
+  const size_t prim_rank = prim_dims.empty() ? rank : prim_dims.size();
   for (const PostOp& p : f.ops) {
     if (p.eltwise) {
       po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
       sig += " +" + p.eltwise->text();
+    } else if (p.binary) {
+      // The operand as a plain tensor of dst's rank (leading 1s).
+      int id = p.other_const ? c.constant_value(*p.other_const, "post-op") : c.as_plain(c.id(p.other));
+      std::vector<int64_t> d = c.val(id).dims;
+      while (d.size() < rank) d.insert(d.begin(), 1);
+      while (d.size() > prim_rank) {
+        d[1] *= d[0];
+        d.erase(d.begin());
+      }
+      if (d != c.val(id).dims) {
+        id = c.alias(id, d, plain_md(d, dt::f32), c.val(id).name);
+        c.val(id).step_local = true;
+      }
+      args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len()) | DNNL_ARG_SRC_1, id});
+      po.append_binary(*p.binary, plain_md(d, dt::f32));
+      sig += " +bin" + std::to_string(static_cast<int>(*p.binary)) + to_string(d);
     } else {
       accumulate = accumulator(c, f, p.addend, dst);
       po.append_sum(1.f);
@@ -213,6 +335,12 @@ std::vector<std::string> fusion_ops(const std::string& head, const std::vector<c
   for (const Node* n : extra) ops.push_back(n->op_type());
   for (const Node* n : f.nodes) ops.push_back(n->op_type());
   return ops;
+}
+
+std::vector<std::string> fusion_nodes(const Node& head, const Fusion& f) {
+  std::vector<std::string> keys{node_key(head)};
+  for (const Node* n : f.nodes) keys.push_back(node_key(*n));
+  return keys;
 }
 
 }  // namespace isomer::runtime

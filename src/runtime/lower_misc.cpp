@@ -1,6 +1,7 @@
-// Lowering of the elementwise, pooling, normalization and data-movement operators
-// to oneDNN primitives.
+// Lowering of pooling, batch normalization, padding (into a pool) and
+// concatenation to oneDNN primitives.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -8,7 +9,9 @@
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
+#include "kernels/copy.h"
 #include "runtime/fusion.h"
+#include "runtime/native.h"
 
 namespace isomer::runtime {
 
@@ -16,108 +19,8 @@ namespace {
 
 std::string dims_text(const dims_t& d) { return to_string(std::vector<int64_t>(d.begin(), d.end())); }
 
-StepInfo info_of(const Node& n, const std::string& kind, std::string signature, double flops = 0) {
-  StepInfo i;
-  i.kind = kind;
-  i.label = n.name();
-  i.ops = {n.op_type()};
-  i.signature = std::move(signature);
-  i.flops = flops;
-  return i;
-}
-
-void emit_eltwise(Compiler& c, const Node& head, int x, const EltwiseSpec& e, const Value& out,
-                  const std::vector<const Node*>& nodes) {
-  const md_t& md = c.val(x).md;
-  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, e.alg, md, e.alpha, e.beta);
-  dnnl::eltwise_forward::primitive_desc pd(d, c.engine());
-  int dst = c.new_value(DType::Float32, c.val(x).dims, pd.dst_desc(), head.name());
-  StepInfo info = info_of(head, "eltwise", "eltwise " + e.text() + " " + describe_md(md),
-                          static_cast<double>(num_elements(c.val(x).dims)));
-  for (const Node* n : nodes)
-    if (n != &head) info.ops.push_back(n->op_type());
-  c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}}, info);
-  c.bind(out, dst);
-  for (const Node* n : nodes) c.mark_done(*n);
-}
 
 }  // namespace
-
-bool lower_eltwise(Compiler& c, const Node& n) {
-  if (n.inputs().empty() || !n.inputs()[0].present() || n.num_outputs() != 1) return false;
-  const Value& x = n.inputs()[0];
-  auto e = eltwise_of(c, n, x, c.dims(x).size());
-  if (!e) return false;
-  emit_eltwise(c, n, c.id(x), *e, n.output(0), {});
-  return true;
-}
-
-bool lower_binary(Compiler& c, const Node& n) {
-  if (n.inputs().size() != 2 || n.num_outputs() != 1) return false;
-  const std::string& op = n.op_type();
-  Value a = n.inputs()[0], b = n.inputs()[1];
-  // x / sqrt(2) opening an erf GELU: the whole subgraph is one eltwise.
-  if (c.opts().fuse && (op == "Div" || op == "Mul"))
-    if (auto g = match_gelu(c, a); g && g->nodes[0] == &n) {
-      emit_eltwise(c, n, c.id(a), EltwiseSpec{dnnl::algorithm::eltwise_gelu_erf, 0, 0}, g->out, g->nodes);
-      return true;
-    }
-  // One operand a constant scalar: an affine map (or power) of the other.
-  for (const Value& x : {a, b})
-    if (!c.known(x))
-      if (auto e = eltwise_of(c, n, x, c.dims(x).size())) {
-        emit_eltwise(c, n, c.id(x), *e, n.output(0), {});
-        return true;
-      }
-  static const std::map<std::string, dnnl::algorithm> algs = {
-      {"Add", dnnl::algorithm::binary_add}, {"Sub", dnnl::algorithm::binary_sub},
-      {"Mul", dnnl::algorithm::binary_mul}, {"Div", dnnl::algorithm::binary_div},
-      {"Max", dnnl::algorithm::binary_max}, {"Min", dnnl::algorithm::binary_min}};
-  auto it = algs.find(op);
-  if (it == algs.end()) return false;
-  std::vector<int64_t> da = c.dims(a), db = c.dims(b);
-  std::vector<int64_t> out = broadcast_dims(da, db);
-  if (da != out) {
-    if (op == "Sub" || op == "Div") return false;  // oneDNN broadcasts only the second source
-    std::swap(a, b);
-    std::swap(da, db);
-  }
-  if (c.known(a)) return false;  // both constant would have been folded; constant first source: reference
-  int src0 = c.id(a);
-  int src1 = c.id(b);
-  if (db == out) {
-    src1 = c.as_layout(src1, c.val(src0).md);
-  } else {
-    std::vector<int64_t> padded = db;
-    while (padded.size() < out.size()) padded.insert(padded.begin(), 1);
-    if (c.val(src1).known) src1 = c.constant_value(c.val(src1).known->reshaped(padded), c.val(src1).name);
-    else src1 = c.alias(c.as_plain(src1), padded, plain_md(padded, dt::f32), c.val(src1).name);
-  }
-  Fusion fusion = plan_fusion(c, n.output(0), out, /*allow_add=*/false);
-  auto attempt = [&](int s0) {
-    const md_t& md0 = c.val(s0).md;
-    dnnl::binary::desc d(it->second, md0, c.val(src1).md, md0);
-    dnnl::binary::primitive_desc pd(d, eltwise_attr(fusion), c.engine());
-    return std::make_pair(s0, pd);
-  };
-  std::pair<int, dnnl::binary::primitive_desc> made;
-  try {
-    made = attempt(src0);
-  } catch (const dnnl::error&) {
-    made = attempt(c.as_plain(src0));  // some broadcasts exist only for plain layouts
-  }
-  auto& [s0, pd] = made;
-  int dst = c.new_value(DType::Float32, out, pd.dst_desc(), n.name());
-  std::string post;
-  for (const PostOp& p : fusion.ops) post += " +" + p.eltwise->text();
-  StepInfo info = info_of(n, "binary",
-                          "binary " + op + " " + describe_md(c.val(s0).md) + " " + describe_md(c.val(src1).md) + post,
-                          static_cast<double>(num_elements(out)));
-  info.ops = fusion_ops(op, {}, fusion);
-  c.add_primitive(pd, {{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, src1}, {DNNL_ARG_DST, dst}}, info);
-  finish_fusion(c, fusion, dst);
-  return true;
-}
 
 namespace {
 
@@ -168,7 +71,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   int dst = c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
   double flops = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(std::vector<int64_t>(kernel.begin(), kernel.end())));
   c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}},
-                  info_of(n, "pool",
+                  step_info(n, "pool",
                           "pool " + std::to_string(static_cast<int>(alg)) + " " + describe_md(md) + " -> " +
                               describe_md(pd.dst_desc()) + " k" + dims_text(kernel) + " s" + dims_text(strides) +
                               " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil),
@@ -180,13 +83,17 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
 }  // namespace
 
 bool lower_pool(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   if (n.num_outputs() != 1) return false;  // MaxPool's Indices: the reference kernel
   return pool_with_padding(c, n, n.inputs()[0], {});
 }
 
+namespace {
+
 // Zero Pad feeding only an AveragePool (torch's export of count_include_pad):
 // the padding becomes the pool's, counted in the average as the zeros were.
-bool lower_pad(Compiler& c, const Node& pad) {
+bool pad_into_pool(Compiler& c, const Node& pad) {
+  if (pad.inputs()[0].type().dtype != DType::Float32) return false;
   const Node* pool = c.sole_consumer(pad.output(0));
   if (!c.opts().fuse || !pool || pool->op_type() != "AveragePool" || pool->num_outputs() != 1 ||
       pad.attrs().get_string("mode", "constant") != "constant")
@@ -218,23 +125,53 @@ bool lower_pad(Compiler& c, const Node& pad) {
   return true;
 }
 
-bool lower_softmax(Compiler& c, const Node& n) {
-  std::vector<int64_t> xd = c.dims(n.inputs()[0]);
-  if (xd.empty()) return false;
-  int axis = static_cast<int>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  const md_t& md = c.val(x).md;
-  dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
-  dnnl::softmax_forward::primitive_desc pd(d, c.engine());
-  int dst = c.new_value(DType::Float32, xd, md, n.name());
-  c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}},
-                  info_of(n, "softmax", "softmax " + describe_md(md) + " axis" + std::to_string(axis),
-                          5.0 * static_cast<double>(num_elements(xd))));
-  c.bind(n.output(0), dst);
+// Constant padding by non-negative amounts: the output filled with the value, the
+// input copied into its interior.
+bool pad_constant(Compiler& c, const Node& pad) {
+  const auto& in = pad.inputs();
+  if (pad.attrs().get_string("mode", "constant") != "constant" || (in.size() > 3 && in[3].present())) return false;
+  const Tensor* pt = c.known(in[1]);
+  if (!pt) return false;
+  std::vector<int64_t> pads = pt->to_i64();
+  int x = c.id(in[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const size_t r = xd.size();
+  if (pads.size() != 2 * r) return false;
+  for (int64_t p : pads)
+    if (p < 0) return false;
+  const DType t = c.val(x).dtype;
+  const size_t elem = dtype_size(t);
+  std::string fill(elem, '\0');
+  if (in.size() > 2 && in[2].present()) {
+    const Tensor* v = c.known(in[2]);
+    if (!v || v->dtype() != t || v->numel() != 1) return false;
+    fill = v->bytes();
+  }
+  std::vector<int64_t> od = xd;
+  for (size_t i = 0; i < r; ++i) od[i] += pads[i] + pads[r + i];
+  auto type = dnnl_type(t);
+  int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), pad.name());
+  const std::vector<int64_t> ost = row_major(od), from = *c.strides_of(x);
+  int64_t offset = 0;
+  for (size_t i = 0; i < r; ++i) offset += pads[i] * ost[i];
+  offset *= static_cast<int64_t>(elem);
+  const int64_t total = num_elements(od);
+  add_native_step(c, step_info(pad, "pad", "pad " + std::string(dtype_name(t)) + to_string(xd) + " -> " + to_string(od)),
+                  {x}, {y}, [elem, fill, total, xd, from, ost, offset](const std::vector<char*>& p) {
+                    kernels::fill(elem, p[1], total, fill.data());
+                    kernels::strided_copy(elem, p[0], from, p[1] + offset, ost, xd);
+                  });
+  c.bind(pad.output(0), y);
   return true;
 }
 
+}  // namespace
+
+bool lower_pad(Compiler& c, const Node& pad) { return pad_into_pool(c, pad) || pad_constant(c, pad); }
+
 bool lower_batchnorm(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
   if (n.num_outputs() != 1 || n.attrs().get_int("training_mode", 0) != 0) return false;
   std::vector<int64_t> xd = c.dims(n.inputs()[0]);
   if (xd.size() < 2 || xd.size() > 5) return false;
@@ -246,14 +183,27 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
     params[i] = c.constant_value(t->reshaped({ch}), n.name());
   }
   int x = c.id(n.inputs()[0]);
-  if (xd.size() == 2) x = c.as_plain(x);
+  if (xd.size() == 2 || (c.strides_of(x) && !c.is_dense(x))) x = c.as_plain(x);
   const md_t& md = c.val(x).md;
   float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
+  // A Relu right after it is applied in the same pass (DenseNet's BN-ReLU-Conv).
+  const Node* relu = c.opts().fuse ? c.sole_consumer(n.output(0)) : nullptr;
+  if (relu) {
+    auto e = eltwise_of(c, *relu, n.output(0), xd.size());
+    if (e && e->alg == dnnl::algorithm::eltwise_relu && e->alpha == 0) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+    else relu = nullptr;
+  }
   dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps, flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, c.engine());
   int dst = c.new_value(DType::Float32, xd, md, n.name());
+  StepInfo info = step_info(n, "batchnorm", "batchnorm " + describe_md(md) + (relu ? " relu" : ""),
+                            2.0 * static_cast<double>(num_elements(xd)));
+  if (relu) {
+    info.ops.push_back("Relu");
+    info.nodes.push_back(node_key(*relu));
+  }
   c.add_primitive(pd,
                   {{DNNL_ARG_SRC, x},
                    {DNNL_ARG_SCALE, params[0]},
@@ -261,39 +211,9 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
                    {DNNL_ARG_MEAN, params[2]},
                    {DNNL_ARG_VARIANCE, params[3]},
                    {DNNL_ARG_DST, dst}},
-                  info_of(n, "batchnorm", "batchnorm " + describe_md(md), 2.0 * static_cast<double>(num_elements(xd))));
-  c.bind(n.output(0), dst);
-  return true;
-}
-
-bool lower_layernorm(Compiler& c, const Node& n) {
-  if (n.num_outputs() != 1) return false;  // mean / inverse std outputs: the reference kernel
-  std::vector<int64_t> xd = c.dims(n.inputs()[0]);
-  if (xd.empty()) return false;
-  int64_t axis = normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size()));
-  int64_t rows = 1, cols = 1;
-  for (int64_t i = 0; i < static_cast<int64_t>(xd.size()); ++i) (i < axis ? rows : cols) *= xd[i];
-  const Tensor* scale = c.known(n.inputs()[1]);
-  const Tensor* bias = n.inputs().size() > 2 && n.inputs()[2].present() ? c.known(n.inputs()[2]) : nullptr;
-  bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
-  if (!scale || scale->numel() != cols || (has_bias && (!bias || bias->numel() != cols))) return false;
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  md_t md2 = plain_md({rows, cols}, dt::f32);
-  int x2 = c.alias(x, {rows, cols}, md2, n.name());
-  float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
-  auto flags = dnnl::normalization_flags::use_scale;
-  if (has_bias) flags = flags | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md2, eps, flags);
-  dnnl::layer_normalization_forward::primitive_desc pd(d, c.engine());
-  int out2 = c.new_value(DType::Float32, {rows, cols}, md2, n.name());
-  std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, x2},
-                                           {DNNL_ARG_SCALE, c.constant_value(scale->reshaped({cols}), n.name())},
-                                           {DNNL_ARG_DST, out2}};
-  if (has_bias) args.push_back({DNNL_ARG_SHIFT, c.constant_value(bias->reshaped({cols}), n.name())});
-  c.add_primitive(pd, args,
-                  info_of(n, "layernorm", "layernorm " + describe_md(md2) + (has_bias ? " shift" : ""),
-                          8.0 * static_cast<double>(rows * cols)));
-  c.bind(n.output(0), c.alias(out2, xd, plain_md(xd, dt::f32), n.name()));
+                  info);
+  c.bind((relu ? relu : &n)->output(0), dst);
+  if (relu) c.mark_done(*relu);
   return true;
 }
 
@@ -318,7 +238,45 @@ bool is_pointwise_conv_of(Compiler& c, const Node& n, size_t input, const std::v
 
 }  // namespace
 
+namespace {
+
+// Places the parts of a concatenation in its output buffer `dst` (part k starting
+// offsets[k] bytes in): each part's producer then writes it there. Leading parts
+// that already live, in order, in the buffer of an earlier concatenation that is
+// exactly them (DenseNet's blocks concatenate the same growing list of features
+// again and again) take that whole buffer along instead. `same_layout(r, k0, k1)`
+// says whether buffer r holds parts [k0, k1) in dst's layout for them. All or
+// nothing.
+bool place_parts(Compiler& c, const std::vector<int>& ids, const std::vector<int64_t>& offsets, int dst,
+                 const std::function<bool(int, size_t, size_t)>& same_layout) {
+  std::vector<int> targets;
+  std::vector<int64_t> at;
+  for (size_t i = 0; i < ids.size();) {
+    const RtValue& v = c.val(ids[i]);
+    if (v.alias_of < 0) {
+      targets.push_back(ids[i]);
+      at.push_back(offsets[i++]);
+      continue;
+    }
+    const int r = v.alias_of;
+    size_t j = i;
+    size_t bytes = 0;
+    while (j < ids.size() && c.val(ids[j]).alias_of == r &&
+           c.val(ids[j]).byte_offset - v.byte_offset == offsets[j] - offsets[i])
+      bytes += c.val(ids[j++]).bytes;
+    if (v.byte_offset != 0 || bytes != c.val(r).bytes || !same_layout(r, i, j)) return false;
+    targets.push_back(r);
+    at.push_back(offsets[i]);
+    i = j;
+  }
+  return c.retarget_all(targets, dst, at);
+}
+
+}  // namespace
+
 bool lower_concat(Compiler& c, const Node& n) {
+  for (const Value& v : n.inputs())
+    if (v.type().dtype == DType::Float64 || dtype_size(v.type().dtype) == 0) return false;
   std::vector<int64_t> d0 = c.dims(n.inputs()[0]);
   if (d0.empty()) return false;
   int axis = static_cast<int>(normalize_axis(n.attrs().get_int("axis"), static_cast<int64_t>(d0.size())));
@@ -351,6 +309,7 @@ bool lower_concat(Compiler& c, const Node& n) {
   std::vector<int64_t> od = d0;
   od[axis] = 0;
   std::string sig = "concat axis" + std::to_string(axis);
+  bool blocked = false;
   for (const Value& v : n.inputs()) {
     if (num_elements(c.dims(v)) == 0) continue;  // empty inputs add nothing
     int id = c.id(v);
@@ -358,78 +317,69 @@ bool lower_concat(Compiler& c, const Node& n) {
     mds.push_back(c.val(id).md);
     od[axis] += c.val(id).dims[axis];
     sig += " " + describe_md(c.val(id).md);
+    blocked = blocked || !c.strides_of(id);
   }
   if (ids.empty()) return false;
+  // Each part's region of the output is one contiguous run when the dims before
+  // the axis are all 1 (batch 1): its producer then writes it in place.
+  int64_t lead = 1;
+  for (int i = 0; i < axis; ++i) lead *= od[static_cast<size_t>(i)];
+  const DType t = c.val(ids[0]).dtype;
+  const auto elem = static_cast<int64_t>(dtype_size(t));
+  if (!blocked) {
+    auto type = dnnl_type(t);
+    int dst = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), n.name());
+    const std::vector<int64_t> ost = row_major(od);
+    int64_t at = 0;
+    for (int id : ids) {
+      const std::vector<int64_t> di = c.val(id).dims;
+      const int64_t offset = at * ost[static_cast<size_t>(axis)] * elem;
+      at += di[static_cast<size_t>(axis)];
+      if (lead == 1 && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
+      StepInfo info = step_info(n, "copy", "concat-part " + std::string(dtype_name(t)) + to_string(di) + " s" +
+                                             to_string(*c.strides_of(id)) + " -> " + to_string(ost));
+      const std::vector<int64_t> from = *c.strides_of(id);
+      add_native_step(c, info, {id}, {dst}, [elem, di, from, ost, offset](const std::vector<char*>& p) {
+        kernels::strided_copy(static_cast<size_t>(elem), p[0], from, p[1] + offset, ost, di);
+      });
+    }
+    c.bind(n.output(0), dst);
+    return true;
+  }
   dnnl::concat::primitive_desc pd(axis, mds, c.engine());
   int dst = c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  // In place when every part's region of the output has the part's own layout.
+  bool in_place = lead == 1;
+  std::vector<int64_t> offsets;
+  dims_t at(od.size(), 0);
+  for (int id : ids) {
+    md_t sub = pd.dst_desc().submemory_desc(to_dims(c.val(id).dims), at);
+    offsets.push_back(sub.data.offset0 * elem);
+    sub.data.offset0 = 0;
+    in_place = in_place && sub == c.val(id).md;
+    at[static_cast<size_t>(axis)] += c.val(id).dims[static_cast<size_t>(axis)];
+  }
+  auto same_layout = [&](int r, size_t k0, size_t k1) {
+    std::vector<int64_t> rd = c.val(ids[k0]).dims;
+    rd[static_cast<size_t>(axis)] = 0;
+    dims_t from(od.size(), 0);
+    for (size_t k = 0; k < k1; ++k) {
+      if (k < k0) from[static_cast<size_t>(axis)] += c.val(ids[k]).dims[static_cast<size_t>(axis)];
+      else rd[static_cast<size_t>(axis)] += c.val(ids[k]).dims[static_cast<size_t>(axis)];
+    }
+    md_t sub = pd.dst_desc().submemory_desc(to_dims(rd), from);
+    sub.data.offset0 = 0;
+    return rd == c.val(r).dims && sub == c.val(r).md;
+  };
+  if (in_place && place_parts(c, ids, offsets, dst, same_layout)) {
+    c.bind(n.output(0), dst);
+    return true;
+  }
   std::vector<std::pair<int, int>> args;
   for (size_t i = 0; i < ids.size(); ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), ids[i]});
   args.push_back({DNNL_ARG_DST, dst});
-  c.add_primitive(dnnl::concat(pd), args, info_of(n, "concat", sig + " -> " + describe_md(pd.dst_desc())));
+  c.add_primitive(dnnl::concat(pd), args, step_info(n, "concat", sig + " -> " + describe_md(pd.dst_desc())));
   c.bind(n.output(0), dst);
-  return true;
-}
-
-// A transpose is a view: the same buffer read with permuted strides. A consumer
-// that needs plain data gets one reorder (the copy), shared by all such consumers;
-// MatMul reads the strided view directly.
-bool lower_transpose(Compiler& c, const Node& n) {
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  const std::vector<int64_t>& xd = c.val(x).dims;
-  size_t r = xd.size();
-  if (r == 0) return false;
-  std::vector<int64_t> perm = n.attrs().get_ints("perm", {});
-  if (perm.empty())
-    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
-  if (perm.size() != r) return false;
-  const auto& strides = c.val(x).md.data.format_desc.blocking.strides;
-  std::vector<int64_t> od;
-  dims_t os;
-  for (int64_t p : perm) {
-    od.push_back(xd[static_cast<size_t>(p)]);
-    os.push_back(strides[p]);
-  }
-  c.bind(n.output(0), c.alias(x, od, md_t(to_dims(od), dt::f32, os), n.name()));
-  return true;
-}
-
-bool lower_reduce(Compiler& c, const Node& n) {
-  std::vector<int64_t> xd = c.dims(n.inputs()[0]);
-  int64_t rank = static_cast<int64_t>(xd.size());
-  if (rank == 0) return false;
-  std::vector<int64_t> axes;
-  bool mean = n.op_type() == "ReduceMean";
-  if (mean) {
-    axes = n.attrs().get_ints("axes", {});
-  } else if (n.inputs().size() > 1 && n.inputs()[1].present()) {
-    const Tensor* t = c.known(n.inputs()[1]);
-    if (!t) return false;
-    axes = t->to_i64();
-  }
-  if (axes.empty()) {
-    if (!mean && n.attrs().get_int("noop_with_empty_axes", 0)) return false;
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  std::vector<int64_t> kd = xd, od;
-  for (int64_t a : axes) kd[static_cast<size_t>(normalize_axis(a, rank))] = 1;
-  bool keep = n.attrs().get_int("keepdims", 1) != 0;
-  for (int64_t i = 0; i < rank; ++i)
-    if (keep || kd[i] != 1 || xd[i] == 1) {
-      bool reduced = std::find_if(axes.begin(), axes.end(), [&](int64_t a) { return normalize_axis(a, rank) == i; }) !=
-                     axes.end();
-      if (keep || !reduced) od.push_back(kd[i]);
-    }
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  md_t kmd = plain_md(kd, dt::f32);
-  dnnl::reduction::desc d(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, c.val(x).md, kmd,
-                          0.f, 0.f);
-  dnnl::reduction::primitive_desc pd(d, c.engine());
-  int dst = c.new_value(DType::Float32, kd, kmd, n.name());
-  c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}},
-                  info_of(n, "reduce", std::string(mean ? "reduce_mean " : "reduce_sum ") + describe_md(c.val(x).md) +
-                                           " -> " + describe_md(kmd),
-                          static_cast<double>(num_elements(xd))));
-  c.bind(n.output(0), od == kd ? dst : c.alias(dst, od, plain_md(od, dt::f32), n.name()));
   return true;
 }
 

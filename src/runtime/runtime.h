@@ -29,6 +29,9 @@ struct RuntimeOptions {
   // by node, in a helper process (runtime/delegate.h); false: they make the graph
   // not runnable.
   bool delegate_opaque = true;
+  // Matmuls with constant weights on isomer's packed-weights GEMM where it is the
+  // faster kernel (CPUs without AVX-512, see kernels/gemm.h); false: oneDNN's.
+  bool packed_gemm = true;
 };
 
 // One step of a compiled graph, as the cost model sees it.
@@ -37,6 +40,10 @@ struct StepInfo {
   std::string label;      // the node(s) it computes
   std::string signature;  // everything its running time depends on (shapes, layouts, post-ops)
   std::vector<std::string> ops;  // op types it covers (several when fused)
+  // The graph nodes it computes, each by its first output's name (what the
+  // model calls the tensor), for comparing the step with another engine's run of
+  // the same nodes; empty for layout conversions and copies no node asked for.
+  std::vector<std::string> nodes;
   double flops = 0;       // arithmetic operations
   double bytes = 0;       // bytes read and written
   bool boundary = false;  // converts a graph input or output between plain and internal layout

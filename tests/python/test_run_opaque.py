@@ -65,8 +65,8 @@ def test_opaque_nodes_run_on_onnxruntime_inside_the_isomer_runtime(tmp_path):
     assert "not runnable" not in p.stdout, p.stdout
     assert f"2 steps run on ONNX Runtime {ort.__version__} (operators isomer does not know: Einsum, CumSum)" in p.stdout
     kinds = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ") and len(line.split()) >= 2
-             and line.split()[0] in ("eltwise", "onnxruntime", "reference")]
-    assert kinds == ["eltwise", "onnxruntime", "onnxruntime", "eltwise"], p.stdout
+             and line.split()[0] in ("pointwise", "onnxruntime", "reference")]
+    assert kinds == ["pointwise", "onnxruntime", "onnxruntime", "pointwise"], p.stdout
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], want, rtol=1e-6, atol=1e-6)
     r = json.load(open(tmp_path / "r.json"))

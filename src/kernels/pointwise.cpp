@@ -1,0 +1,544 @@
+#include "kernels/pointwise.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "ir/error.h"
+#include "ir/float_to_int.h"
+#include "ir/tensor.h"
+#include "kernels/parallel.h"
+#include "kernels/vmath.h"
+
+namespace isomer::kernels {
+
+namespace {
+
+// --- the float32 instruction loop -------------------------------------------------
+
+// Runs the program's instructions over n elements. Compiled for AVX-512, AVX2 and
+// the baseline; the loader picks the best the CPU has.
+ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+  for (size_t k = 0; k < ncode; ++k) {
+    const PwInstr& in = code[k];
+    float* __restrict d = reg[in.dst];
+    const float* __restrict a = reg[in.a];
+    const float* __restrict b = reg[in.b];
+    const float* __restrict c = reg[in.c];
+    const float al = in.alpha, be = in.beta;
+    switch (in.op) {
+#define LOOP1(expr) \
+  for (int64_t j = 0; j < n; ++j) { const float x = a[j]; d[j] = (expr); } \
+  break
+#define LOOP2(expr) \
+  for (int64_t j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } \
+  break
+// Transcendental functions 8 at a time (vmath.h's vm8), the tail one by one.
+#define LOOP8(vexpr, expr) \
+  {                                                                       \
+    int64_t j = 0;                                                        \
+    for (; j + 8 <= n; j += 8) { const vm8::v8 x = vm8::load(a + j); vm8::store(d + j, (vexpr)); } \
+    for (; j < n; ++j) { const float x = a[j]; d[j] = (expr); }           \
+  }                                                                       \
+  break
+      case PwOp::Copy: LOOP1(x);
+      case PwOp::Neg: LOOP1(-x);
+      case PwOp::Abs: LOOP1(std::fabs(x));
+      case PwOp::Relu: LOOP1(x > 0.0f ? x : 0.0f);
+      case PwOp::LeakyRelu: LOOP1(x >= 0.0f ? x : al * x);
+      case PwOp::Sigmoid: LOOP8(vm8::sigmoid(x), vm::sigmoid(x));
+      case PwOp::Tanh: LOOP8(vm8::tanh(x), vm::tanh(x));
+      case PwOp::Exp: LOOP8(vm8::exp(x), vm::exp(x));
+      case PwOp::Log: LOOP1(vm::log(x));
+      case PwOp::Sqrt: LOOP1(std::sqrt(x));
+      case PwOp::Rsqrt: LOOP1(1.0f / std::sqrt(x));
+      case PwOp::Reciprocal: LOOP1(1.0f / x);
+      case PwOp::Erf: LOOP8(vm8::erf(x), vm::erf(x));
+      case PwOp::GeluErf: LOOP8(vm8::gelu_erf(x), vm::gelu_erf(x));
+      case PwOp::GeluTanh: LOOP8(vm8::gelu_tanh(x), vm::gelu_tanh(x));
+      case PwOp::Clip: LOOP1(x < al ? al : (x > be ? be : x));
+      case PwOp::HardSigmoid: LOOP1(std::fmax(0.0f, std::fmin(1.0f, al * x + be)));
+      case PwOp::HardSwish: LOOP1(x * std::fmax(0.0f, std::fmin(1.0f, x * (1.0f / 6.0f) + 0.5f)));
+      case PwOp::Softplus: LOOP1(x > 20.0f ? x : vm::log(1.0f + vm::exp(x)));
+      case PwOp::Square: LOOP1(x * x);
+      case PwOp::Floor: LOOP1(std::floor(x));
+      case PwOp::Ceil: LOOP1(std::ceil(x));
+      case PwOp::Round: LOOP1(std::nearbyint(x));
+      case PwOp::Sign: LOOP1(x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x));
+      case PwOp::Not: LOOP1(x == 0.0f ? 1.0f : 0.0f);
+      case PwOp::Affine: LOOP1(al * x + be);
+      case PwOp::PowConst: LOOP1(vm::pow(x, al));
+      case PwOp::IsNaN: LOOP1(x != x ? 1.0f : 0.0f);
+      case PwOp::Sin: LOOP1(std::sin(x));
+      case PwOp::Cos: LOOP1(std::cos(x));
+      case PwOp::Elu: LOOP1(x >= 0.0f ? x : al * (vm::exp(x) - 1.0f));
+      case PwOp::Selu: LOOP1(be * (x > 0.0f ? x : al * (vm::exp(x) - 1.0f)));
+      case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));
+      case PwOp::Silu: LOOP8(x * vm8::sigmoid(x), x * vm::sigmoid(x));
+      case PwOp::Trunc: LOOP1(std::trunc(x));
+      case PwOp::Add: LOOP2(x + y);
+      case PwOp::Sub: LOOP2(x - y);
+      case PwOp::Mul: LOOP2(x * y);
+      case PwOp::Div: LOOP2(x / y);
+      // ONNX Max/Min propagate NaN.
+      case PwOp::Max: LOOP2(x != x ? x : (x > y ? x : y));
+      case PwOp::Min: LOOP2(x != x ? x : (x < y ? x : y));
+      case PwOp::Pow: LOOP2(vm::pow(x, y));
+      case PwOp::Mod: LOOP2(std::fmod(x, y) != 0.0f && ((std::fmod(x, y) < 0.0f) != (y < 0.0f)) ? std::fmod(x, y) + y
+                                                                                                 : std::fmod(x, y));
+      case PwOp::FMod: LOOP2(std::fmod(x, y));
+      case PwOp::Equal: LOOP2(x == y ? 1.0f : 0.0f);
+      case PwOp::Less: LOOP2(x < y ? 1.0f : 0.0f);
+      case PwOp::LessEqual: LOOP2(x <= y ? 1.0f : 0.0f);
+      case PwOp::Greater: LOOP2(x > y ? 1.0f : 0.0f);
+      case PwOp::GreaterEqual: LOOP2(x >= y ? 1.0f : 0.0f);
+      case PwOp::And: LOOP2((x != 0.0f && y != 0.0f) ? 1.0f : 0.0f);
+      case PwOp::Or: LOOP2((x != 0.0f || y != 0.0f) ? 1.0f : 0.0f);
+      case PwOp::Xor: LOOP2(((x != 0.0f) != (y != 0.0f)) ? 1.0f : 0.0f);
+      case PwOp::PRelu: LOOP2(x < 0.0f ? x * y : x);
+      case PwOp::Where:
+        for (int64_t j = 0; j < n; ++j) d[j] = a[j] != 0.0f ? b[j] : c[j];
+        break;
+#undef LOOP1
+#undef LOOP2
+#undef LOOP8
+    }
+  }
+}
+
+// --- the int64 instruction loop ---------------------------------------------------
+
+// A float that becomes an integer of [lo, hi]: truncated toward zero, saturated,
+// NaN -> 0 (never undefined behaviour on hostile data).
+template <class I>
+I saturate(double v) {
+  if (std::optional<I> exact = float_to_int<I>(v)) return *exact;  // ir/float_to_int.h
+  if (!(v == v)) return 0;
+  return v < 0 ? std::numeric_limits<I>::min() : std::numeric_limits<I>::max();
+}
+
+
+int64_t wrap_neg(int64_t x) { return static_cast<int64_t>(0 - static_cast<uint64_t>(x)); }
+
+void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n) {
+  for (size_t k = 0; k < ncode; ++k) {
+    const PwInstr& in = code[k];
+    int64_t* __restrict d = reg[in.dst];
+    const int64_t* __restrict a = reg[in.a];
+    const int64_t* __restrict b = reg[in.b];
+    const int64_t* __restrict c = reg[in.c];
+    const int64_t lo = saturate<int64_t>(in.alpha), hi = saturate<int64_t>(in.beta);
+    switch (in.op) {
+#define LOOP1(expr) \
+  for (int64_t j = 0; j < n; ++j) { const int64_t x = a[j]; d[j] = (expr); } \
+  break
+#define LOOP2(expr) \
+  for (int64_t j = 0; j < n; ++j) { const int64_t x = a[j], y = b[j]; d[j] = (expr); } \
+  break
+      case PwOp::Copy: LOOP1(x);
+      case PwOp::Trunc: LOOP1(x);
+      case PwOp::Neg: LOOP1(wrap_neg(x));
+      case PwOp::Abs: LOOP1(x < 0 ? wrap_neg(x) : x);
+      case PwOp::Relu: LOOP1(x > 0 ? x : 0);
+      case PwOp::Clip: LOOP1(x < lo ? lo : (x > hi ? hi : x));
+      case PwOp::Square: LOOP1(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(x)));
+      case PwOp::Sign: LOOP1(x > 0 ? 1 : (x < 0 ? -1 : 0));
+      case PwOp::Not: LOOP1(x == 0 ? 1 : 0);
+      // Integer arithmetic wraps (two's complement), as ONNX Runtime's does; division
+      // by zero gives 0 rather than a trap.
+      case PwOp::Add: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)));
+      case PwOp::Sub: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)));
+      case PwOp::Mul: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)));
+      case PwOp::Div: LOOP2(y == 0 ? 0 : (y == -1 ? wrap_neg(x) : x / y));
+      case PwOp::Max: LOOP2(x > y ? x : y);
+      case PwOp::Min: LOOP2(x < y ? x : y);
+      case PwOp::Mod: LOOP2(y == 0 || y == -1 ? 0 : ((x % y != 0 && ((x % y < 0) != (y < 0))) ? x % y + y : x % y));
+      case PwOp::FMod: LOOP2(y == 0 || y == -1 ? 0 : x % y);
+      case PwOp::Equal: LOOP2(x == y ? 1 : 0);
+      case PwOp::Less: LOOP2(x < y ? 1 : 0);
+      case PwOp::LessEqual: LOOP2(x <= y ? 1 : 0);
+      case PwOp::Greater: LOOP2(x > y ? 1 : 0);
+      case PwOp::GreaterEqual: LOOP2(x >= y ? 1 : 0);
+      case PwOp::And: LOOP2((x != 0 && y != 0) ? 1 : 0);
+      case PwOp::Or: LOOP2((x != 0 || y != 0) ? 1 : 0);
+      case PwOp::Xor: LOOP2(((x != 0) != (y != 0)) ? 1 : 0);
+      case PwOp::Where:
+        for (int64_t j = 0; j < n; ++j) d[j] = a[j] != 0 ? b[j] : c[j];
+        break;
+      default:
+        throw Error(std::string("pointwise: ") + pw_name(in.op) + " is not defined on integers");
+#undef LOOP1
+#undef LOOP2
+    }
+  }
+}
+
+// --- conversions ------------------------------------------------------------------
+
+template <class T>
+T element_as(const char* p, DType t) {
+  switch (t) {
+    case DType::Float32: { float v; std::memcpy(&v, p, 4); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
+    case DType::Float64: { double v; std::memcpy(&v, p, 8); if constexpr (std::is_same_v<T, float>) return static_cast<float>(v); else return saturate<int64_t>(v); }
+    case DType::Float16: { uint16_t h; std::memcpy(&h, p, 2); float v = half_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
+    case DType::BFloat16: { uint16_t h; std::memcpy(&h, p, 2); float v = bfloat16_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
+    case DType::Int64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<T>(v); }
+    case DType::Int32: { int32_t v; std::memcpy(&v, p, 4); return static_cast<T>(v); }
+    case DType::Int16: { int16_t v; std::memcpy(&v, p, 2); return static_cast<T>(v); }
+    case DType::Int8: return static_cast<T>(*reinterpret_cast<const int8_t*>(p));
+    case DType::UInt8: return static_cast<T>(*reinterpret_cast<const uint8_t*>(p));
+    case DType::Bool: return static_cast<T>(*p != 0 ? 1 : 0);
+    case DType::UInt16: { uint16_t v; std::memcpy(&v, p, 2); return static_cast<T>(v); }
+    case DType::UInt32: { uint32_t v; std::memcpy(&v, p, 4); return static_cast<T>(v); }
+    case DType::UInt64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<T>(v); }
+    default: return T(0);
+  }
+}
+
+template <class T>
+void store_element(char* p, DType t, T v) {
+  switch (t) {
+    case DType::Float32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case DType::Float64: { double f = static_cast<double>(v); std::memcpy(p, &f, 8); break; }
+    case DType::Float16: { uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::BFloat16: { uint16_t h = float_to_bfloat16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case DType::Bool: *p = v != T(0) ? 1 : 0; break;
+#define STORE_INT(D, I)                                                                   \
+  case DType::D: {                                                                        \
+    I x;                                                                                  \
+    if constexpr (std::is_same_v<T, float>) x = saturate<I>(static_cast<double>(v));      \
+    else x = static_cast<I>(v);                                                           \
+    std::memcpy(p, &x, sizeof x);                                                         \
+    break;                                                                                \
+  }
+      STORE_INT(Int64, int64_t)
+      STORE_INT(Int32, int32_t)
+      STORE_INT(Int16, int16_t)
+      STORE_INT(Int8, int8_t)
+      STORE_INT(UInt8, uint8_t)
+      STORE_INT(UInt16, uint16_t)
+      STORE_INT(UInt32, uint32_t)
+      STORE_INT(UInt64, uint64_t)
+#undef STORE_INT
+    default: break;
+  }
+}
+
+// n elements of a run starting at `src` (stride st elements of type t) as T: one
+// loop per type, not a switch per element.
+template <class T>
+void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
+  switch (t) {
+    case DType::Float32:
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t j = 0; j < n; ++j) dst[j] = reinterpret_cast<const float*>(src)[j * st];
+      } else {  // to integers: saturated, never undefined
+        for (int64_t j = 0; j < n; ++j) dst[j] = saturate<T>(reinterpret_cast<const float*>(src)[j * st]);
+      }
+      break;
+    case DType::Bool:
+    case DType::UInt8:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
+      break;
+    case DType::Int64:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
+      break;
+    case DType::Int32:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
+      break;
+    default: {
+      const int64_t es = static_cast<int64_t>(dtype_size(t));
+      for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
+    }
+  }
+}
+
+// The iteration space after dropping extent-1 dims and merging dims that every
+// operand walks contiguously (stride[i] == stride[i+1] * dims[i+1]).
+struct Space {
+  std::vector<int64_t> dims;                   // outer ..., inner
+  std::vector<std::vector<int64_t>> strides;   // per operand (inputs, then outputs)
+};
+
+Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, std::span<const StridedRef> out) {
+  const size_t nops = in.size() + out.size();
+  auto ref = [&](size_t k) -> const StridedRef& { return k < in.size() ? in[k] : out[k - in.size()]; };
+  Space s;
+  s.strides.resize(nops);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 1) continue;
+    s.dims.push_back(dims[d]);
+    for (size_t k = 0; k < nops; ++k) s.strides[k].push_back(ref(k).strides[d]);
+  }
+  // Merge from the inside out.
+  for (size_t d = s.dims.size(); d-- > 1;) {
+    bool merge = true;
+    for (size_t k = 0; k < nops && merge; ++k) merge = s.strides[k][d - 1] == s.strides[k][d] * s.dims[d];
+    if (!merge) continue;
+    s.dims[d - 1] *= s.dims[d];
+    s.dims.erase(s.dims.begin() + static_cast<int64_t>(d));
+    for (auto& st : s.strides) {
+      st[d - 1] = st[d];
+      st.erase(st.begin() + static_cast<int64_t>(d));
+    }
+  }
+  if (s.dims.empty()) {
+    s.dims.push_back(1);
+    for (auto& st : s.strides) st.push_back(0);
+  }
+  return s;
+}
+
+template <class T>
+struct Runner {
+  const PwProgram& p;
+  std::span<const StridedRef> in, out;
+  Space s;
+  int64_t inner = 1, rows = 1;
+  bool gather = false;  // inner rows too short to run one at a time
+  std::vector<size_t> esize;
+
+  Runner(const PwProgram& prog, std::span<const StridedRef> i, std::span<const StridedRef> o,
+         std::span<const int64_t> dims)
+      : p(prog), in(i), out(o), s(normalize(dims, i, o)) {
+    inner = s.dims.back();
+    for (size_t d = 0; d + 1 < s.dims.size(); ++d) rows *= s.dims[d];
+    gather = inner < 32 && rows > 1;
+    for (const StridedRef& r : in) esize.push_back(dtype_size(r.dtype));
+    for (const StridedRef& r : out) esize.push_back(dtype_size(r.dtype));
+    plan_segments();
+  }
+
+  int64_t total() const { return rows * inner; }
+
+  void exec(T* const* reg, int64_t n) const {
+    if constexpr (std::is_same_v<T, float>) exec_f32(p.code.data(), p.code.size(), reg, n);
+    else exec_i64(p.code.data(), p.code.size(), reg, n);
+  }
+
+  // Row mode: elements [j0, j0 + n) of the row whose operand offsets are `base`.
+  // How each operand's run along the inner dim is read, and whether each result
+  // is computed straight into its output (dense, of the compute type, written by
+  // an instruction of its own).
+  enum class Read : uint8_t { InPlace, Broadcast, Strided, Convert };
+  std::vector<Read> reads;
+  std::vector<bool> direct;
+
+  void plan_segments() {
+    const size_t ni = in.size();
+    for (size_t k = 0; k < ni; ++k) {
+      const int64_t st = s.strides[k].back();
+      const bool native = (std::is_same_v<T, float> && in[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && in[k].dtype == DType::Int64);
+      reads.push_back(st == 1 && native ? Read::InPlace : st == 0 ? Read::Broadcast : native ? Read::Strided : Read::Convert);
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+      bool unique = true;
+      for (size_t o = 0; o < out.size(); ++o) unique = unique && (o == k || p.results[o] != p.results[k]);
+      direct.push_back(native && unique && s.strides[ni + k].back() == 1 && p.results[k] >= p.num_inputs);
+    }
+  }
+
+  void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg) const {
+    const size_t ni = in.size();
+    for (size_t k = 0; k < ni; ++k) {
+      const int64_t st = s.strides[k].back();
+      const char* src = static_cast<const char*>(in[k].data) + (base[k] + j0 * st) * static_cast<int64_t>(esize[k]);
+      T* dst = scratch + static_cast<int64_t>(k) * kBlock;
+      reg[k] = dst;
+      switch (reads[k]) {
+        case Read::InPlace: reg[k] = const_cast<T*>(reinterpret_cast<const T*>(src)); break;
+        case Read::Broadcast: {
+          const T v = element_as<T>(src, in[k].dtype);
+          for (int64_t j = 0; j < n; ++j) dst[j] = v;
+          break;
+        }
+        case Read::Strided: {
+          const T* f = reinterpret_cast<const T*>(src);
+          for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
+          break;
+        }
+        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
+      }
+    }
+    auto out_ptr = [&](size_t k) {
+      const int64_t st = s.strides[ni + k].back();
+      return static_cast<char*>(const_cast<void*>(out[k].data)) + (base[ni + k] + j0 * st) * static_cast<int64_t>(esize[ni + k]);
+    };
+    for (size_t k = 0; k < out.size(); ++k)
+      if (p.results[k] >= p.num_inputs)
+        reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
+    exec(reg, n);
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (direct[k]) continue;
+      const int64_t st = s.strides[ni + k].back();
+      char* dst = out_ptr(k);
+      const T* v = reg[p.results[k]];
+      if (st == 1 && ((std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                      (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64))) {
+        std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
+      } else {
+        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
+      }
+    }
+  }
+
+  // Row mode over rows [r0, r1).
+  void run_rows(int64_t r0, int64_t r1, T* scratch, T** reg) const {
+    const size_t nops = s.strides.size(), nd = s.dims.size();
+    std::vector<int64_t> idx(nd, 0), base(nops, 0);
+    int64_t rem = r0;
+    for (size_t d = nd - 1; d-- > 0;) {
+      idx[d] = rem % s.dims[d];
+      rem /= s.dims[d];
+    }
+    for (size_t k = 0; k < nops; ++k) {
+      base[k] = (k < in.size() ? in[k].offset : out[k - in.size()].offset);
+      for (size_t d = 0; d + 1 < nd; ++d) base[k] += idx[d] * s.strides[k][d];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j0 = 0; j0 < inner; j0 += kBlock) run_segment(base.data(), j0, std::min(kBlock, inner - j0), scratch, reg);
+      for (size_t d = nd - 1; d-- > 0;) {  // odometer over the outer dims
+        if (++idx[d] < s.dims[d]) {
+          for (size_t k = 0; k < nops; ++k) base[k] += s.strides[k][d];
+          break;
+        }
+        for (size_t k = 0; k < nops; ++k) base[k] -= s.strides[k][d] * (s.dims[d] - 1);
+        idx[d] = 0;
+      }
+    }
+  }
+
+  // Gather mode over flat elements [e0, e1): offsets element by element.
+  void run_flat(int64_t e0, int64_t e1, T* scratch, T** reg) const {
+    const size_t nops = s.strides.size(), nd = s.dims.size(), ni = in.size();
+    std::vector<int64_t> idx(nd, 0), off(nops, 0);
+    std::vector<int64_t> offs(nops * kBlock);
+    int64_t rem = e0;
+    for (size_t d = nd; d-- > 0;) {
+      idx[d] = rem % s.dims[d];
+      rem /= s.dims[d];
+    }
+    for (size_t k = 0; k < nops; ++k) {
+      off[k] = k < ni ? in[k].offset : out[k - ni].offset;
+      for (size_t d = 0; d < nd; ++d) off[k] += idx[d] * s.strides[k][d];
+    }
+    for (int64_t e = e0; e < e1; e += kBlock) {
+      const int64_t n = std::min(kBlock, e1 - e);
+      for (int64_t j = 0; j < n; ++j) {
+        for (size_t k = 0; k < nops; ++k) offs[k * kBlock + static_cast<size_t>(j)] = off[k];
+        for (size_t d = nd; d-- > 0;) {
+          if (++idx[d] < s.dims[d]) {
+            for (size_t k = 0; k < nops; ++k) off[k] += s.strides[k][d];
+            break;
+          }
+          for (size_t k = 0; k < nops; ++k) off[k] -= s.strides[k][d] * (s.dims[d] - 1);
+          idx[d] = 0;
+        }
+      }
+      for (size_t k = 0; k < ni; ++k) {
+        const char* src = static_cast<const char*>(in[k].data);
+        T* dst = scratch + static_cast<int64_t>(k) * kBlock;
+        const int64_t* o = &offs[k * kBlock];
+        if (in[k].dtype == DType::Float32 && std::is_same_v<T, float>) {
+          const float* f = reinterpret_cast<const float*>(src);
+          for (int64_t j = 0; j < n; ++j) dst[j] = f[o[j]];
+        } else {
+          for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + o[j] * static_cast<int64_t>(esize[k]), in[k].dtype);
+        }
+        reg[k] = dst;
+      }
+      exec(reg, n);
+      for (size_t k = 0; k < out.size(); ++k) {
+        char* dst = static_cast<char*>(const_cast<void*>(out[k].data));
+        const T* v = reg[p.results[k]];
+        const int64_t* o = &offs[(ni + k) * kBlock];
+        const size_t es = esize[ni + k];
+        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + o[j] * static_cast<int64_t>(es), out[k].dtype, v[j]);
+      }
+    }
+  }
+
+  void run(int threads) const {
+    const int64_t work = total();
+    if (work == 0) return;
+    // Enough work per thread to pay for waking it (~20 us of elementwise work).
+    const int64_t per_thread = 16384 / std::max<int64_t>(1, static_cast<int64_t>(p.code.size()));
+    int team = threads > 0 ? threads : omp_get_max_threads();
+    team = static_cast<int>(std::clamp<int64_t>(work / std::max<int64_t>(per_thread, 1), 1, team));
+    const int64_t units = gather ? (work + kBlock - 1) / kBlock : rows;
+    team = static_cast<int>(std::min<int64_t>(team, units));
+    auto body = [&](int t, int nt) {
+      std::vector<T> scratch(static_cast<size_t>(p.num_regs) * kBlock);
+      std::vector<T*> reg(static_cast<size_t>(p.num_regs));
+      for (int r = p.num_inputs; r < p.num_regs; ++r) reg[static_cast<size_t>(r)] = scratch.data() + static_cast<int64_t>(r) * kBlock;
+      const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+      if (gather) run_flat(u0 * kBlock, std::min(work, u1 * kBlock), scratch.data(), reg.data());
+      else run_rows(u0, u1, scratch.data(), reg.data());
+    };
+    parallel_teams(team, body);
+  }
+};
+
+}  // namespace
+
+void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(kMaxRegs) * kBlock);
+  float* reg[kMaxRegs];
+  for (int r = 0; r < p.num_regs; ++r) reg[r] = scratch.data() + static_cast<int64_t>(r) * kBlock;
+  for (int64_t i = 0; i < rows; ++i) {
+    reg[0] = const_cast<float*>(first + i * ld_first);
+    for (size_t k = 0; k < rest.size(); ++k) {
+      const StridedRef& o = rest[k];
+      float* dst = scratch.data() + static_cast<int64_t>(k + 1) * kBlock;
+      const int64_t base = o.offset + (shift ? shift[k] : 0) + (r0 + i) * o.strides[0] + c0 * o.strides[1],
+                    st = o.strides[1];
+      if (o.dtype == DType::Float32 && st == 1) {
+        reg[k + 1] = const_cast<float*>(static_cast<const float*>(o.data) + base);
+        continue;
+      }
+      const int64_t es = static_cast<int64_t>(dtype_size(o.dtype));
+      const char* src = static_cast<const char*>(o.data) + base * es;
+      if (st == 0) {
+        const float v = element_as<float>(src, o.dtype);
+        for (int64_t j = 0; j < cols; ++j) dst[j] = v;
+      } else {
+        convert<float>(src, st, o.dtype, cols, dst);
+      }
+      reg[k + 1] = dst;
+    }
+    exec_f32(p.code.data(), p.code.size(), reg, cols);
+    std::memcpy(out + i * ld_out, reg[p.results[0]], static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(dims[i], 1);
+  return s;
+}
+
+void run_pointwise(const PwProgram& p, std::span<const StridedRef> inputs, std::span<const StridedRef> outputs,
+                   std::span<const int64_t> dims, int threads) {
+  require(static_cast<int>(inputs.size()) == p.num_inputs, "pointwise: operand count does not match the program");
+  require(outputs.size() == p.results.size(), "pointwise: result count does not match the program");
+  require(dims.size() <= static_cast<size_t>(kMaxRank), "pointwise: rank above " + std::to_string(kMaxRank));
+  for (const StridedRef& r : inputs) require(r.strides.size() == dims.size(), "pointwise: operand rank mismatch");
+  for (const StridedRef& r : outputs) require(r.strides.size() == dims.size(), "pointwise: result rank mismatch");
+  for (int64_t d : dims)
+    if (d == 0) return;
+  if (p.compute == PwProgram::Compute::Float32) Runner<float>(p, inputs, outputs, dims).run(threads);
+  else Runner<int64_t>(p, inputs, outputs, dims).run(threads);
+}
+
+}  // namespace isomer::kernels

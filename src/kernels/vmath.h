@@ -1,0 +1,239 @@
+#pragma once
+// Float32 math written so that a loop over an array of them vectorizes: no
+// branches, no calls into libm, integer/float reinterpretation through
+// std::bit_cast. Accuracy is a few ulp on the ranges ML models use (checked
+// against libm in tests/cpp/kernels_test.cpp), which is what ONNX Runtime's and
+// oneDNN's own vector math give.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#define ISOMER_VINLINE inline __attribute__((always_inline))
+
+namespace isomer::kernels::vm {
+
+ISOMER_VINLINE float select(bool c, float a, float b) { return c ? a : b; }
+
+// 2^n for integer-valued float n in [-126, 127].
+ISOMER_VINLINE float pow2i(float n) {
+  int32_t i = static_cast<int32_t>(n) + 127;
+  return std::bit_cast<float>(i << 23);
+}
+
+// e^x. Range reduction x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for
+// e^r, 2^n by building the exponent (in two factors when n is 128, the top of the
+// range). Saturates to 0 below -87.3 and to +inf above 88.72. The clamps are
+// written as (a < b ? a : b), which is exactly minps/maxps.
+ISOMER_VINLINE float exp(float x) {
+  const float hi = 88.7228393554688f, lo = -87.3365478515625f;
+  float xc = x < hi ? x : hi;
+  xc = xc > lo ? xc : lo;
+  const float n = std::nearbyint(xc * 1.44269504088896341f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float top = n > 127.5f ? 1.0f : 0.0f;
+  float y = p * pow2i(n - top) * (1.0f + top);
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+// Natural logarithm. x = m 2^e with m in [sqrt(1/2), sqrt(2)); log(m) from a
+// polynomial in m - 1. log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+ISOMER_VINLINE float log(float x) {
+  int32_t bits = std::bit_cast<int32_t>(x);
+  int32_t e = ((bits >> 23) & 0xff) - 126;
+  float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f000000);  // [0.5, 1)
+  bool small = m < 0.707106781186547524f;
+  e = small ? e - 1 : e;
+  m = small ? m + m : m;
+  float f = m - 1.0f;
+  float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float ef = static_cast<float>(e);
+  float y = f * z * p;
+  y = y + ef * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  y = f + y + ef * 0.693359375f;
+  y = x == 0.0f ? -INFINITY : y;
+  y = x < 0.0f ? NAN : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x != x ? x : y;
+}
+
+ISOMER_VINLINE float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+// tanh: an odd polynomial near 0 (where 1 - 2/(e^2x + 1) would cancel), the
+// exponential form elsewhere.
+ISOMER_VINLINE float tanh(float x) {
+  float a = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float near0 = x + x * z * p;
+  float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  big = std::copysign(big, x);
+  return a < 0.625f ? near0 : big;
+}
+
+// erf: a Taylor polynomial below 0.5, Abramowitz & Stegun 7.1.26 above
+// (absolute error under 1.5e-7 in exact arithmetic, 3.2e-7 in float).
+ISOMER_VINLINE float erf(float x) {
+  float a = std::fabs(x);
+  float z = x * x;
+  // Taylor: 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320); the next
+  // term is below 2e-8 for |x| < 0.5.
+  float p = -8.5483270e-4f;
+  p = p * z + 5.2239776e-3f;
+  p = p * z - 2.6866171e-2f;
+  p = p * z + 1.1283792e-1f;
+  p = p * z - 3.7612639e-1f;
+  p = p * z + 1.1283791671e+0f;
+  float near0 = x * p;
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float q = 1.061405429f;
+  q = q * t - 1.453152027f;
+  q = q * t + 1.421413741f;
+  q = q * t - 0.284496736f;
+  q = q * t + 0.254829592f;
+  float far = 1.0f - q * t * exp(-z);
+  far = std::copysign(far, x);
+  return a < 0.5f ? near0 : far;
+}
+
+ISOMER_VINLINE float gelu_erf(float x) { return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f)); }
+ISOMER_VINLINE float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+// a^b for any a, b (ONNX Pow on floats): |a|^b = e^(b log|a|), negative a only
+// for integer b (odd b negates), NaN otherwise; 0^b, 1^b and b = 0 exactly.
+ISOMER_VINLINE float pow(float a, float b) {
+  float r = exp(b * log(std::fabs(a)));
+  float bi = std::nearbyint(b);
+  bool integer = bi == b;
+  float half = bi * 0.5f;
+  bool odd = integer && half != std::nearbyint(half);
+  float neg = odd ? -r : r;
+  neg = integer ? neg : NAN;
+  r = a < 0.0f ? neg : r;
+  float zero = b > 0.0f ? 0.0f : (b < 0.0f ? INFINITY : 1.0f);
+  zero = (b < 0.0f && odd && std::signbit(a)) ? -INFINITY : zero;
+  r = a == 0.0f ? zero : r;
+  r = b == 0.0f ? 1.0f : r;
+  r = a == 1.0f ? 1.0f : r;
+  return r;
+}
+
+}  // namespace isomer::kernels::vm
+
+// The same functions on 8 floats at a time, with GCC's vector extension: the
+// selects are written so that they become minps/maxps/blendvps, and rounding uses
+// the 1.5 * 2^23 trick, so an exp is about 23 instructions for 8 values (half of
+// what the compiler makes of the scalar form, whose NaN-exact clamps become
+// compare-and-blend chains). Loops over arrays use these and the scalar forms for
+// their tails; both give the same results to within an ulp.
+namespace isomer::kernels::vm8 {
+
+using v8 = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
+
+ISOMER_VINLINE v8 splat(float x) { return v8{x, x, x, x, x, x, x, x}; }
+ISOMER_VINLINE v8i bits(v8 v) { return __builtin_bit_cast(v8i, v); }
+ISOMER_VINLINE v8 floats(v8i v) { return __builtin_bit_cast(v8, v); }
+
+ISOMER_VINLINE v8 load(const float* p) {
+  v8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+ISOMER_VINLINE void store(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// e^x: 0 below -87.33 (and within a few ulp of it), +inf above 88.72, NaN for NaN.
+ISOMER_VINLINE v8 exp(v8 x) {
+  const v8 hi = splat(88.7228393554688f), lo = splat(-87.3365478515625f);
+  v8 xc = x < hi ? x : hi;  // minps: NaN becomes hi, restored below
+  xc = xc > lo ? xc : lo;   // maxps
+  const v8 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const v8 t = xc * splat(1.44269504088896341f) + magic;
+  const v8 n = t - magic;
+  v8 r = xc - n * splat(0.693359375f);
+  r = r - n * splat(-2.12194440e-4f);
+  v8 p = splat(1.9875691500e-4f);
+  p = p * r + splat(1.3981999507e-3f);
+  p = p * r + splat(8.3334519073e-3f);
+  p = p * r + splat(4.1665795894e-2f);
+  p = p * r + splat(1.6666665459e-1f);
+  p = p * r + splat(5.0000001201e-1f);
+  p = p * r * r + r + splat(1.0f);
+  // 2^(n - 1) from the integer in t's low mantissa bits, then times 2 (n is 128 at the top).
+  const v8i ni = bits(t) - bits(magic);
+  v8 y = p * floats((ni + 126) << 23) * splat(2.0f);
+  y = x < hi ? y : splat(INFINITY);  // x above the range, and NaN: next line
+  return x == x ? y : x;
+}
+
+ISOMER_VINLINE v8 sigmoid(v8 x) { return splat(1.0f) / (splat(1.0f) + exp(-x)); }
+
+ISOMER_VINLINE v8 tanh(v8 x) {
+  const v8i sign = bits(x) & int32_t(0x80000000);
+  const v8 a = floats(bits(x) & int32_t(0x7fffffff));
+  const v8 z = x * x;
+  v8 p = splat(-5.70498872745e-3f);
+  p = p * z + splat(2.06390887954e-2f);
+  p = p * z + splat(-5.37397155531e-2f);
+  p = p * z + splat(1.33314422036e-1f);
+  p = p * z + splat(-3.33332819422e-1f);
+  const v8 near0 = x + x * z * p;
+  v8 big = splat(1.0f) - splat(2.0f) / (exp(a + a) + splat(1.0f));
+  big = floats(bits(big) | sign);
+  return a < splat(0.625f) ? near0 : big;
+}
+
+ISOMER_VINLINE v8 erf(v8 x) {
+  const v8i sign = bits(x) & int32_t(0x80000000);
+  const v8 a = floats(bits(x) & int32_t(0x7fffffff));
+  const v8 z = x * x;
+  v8 p = splat(-8.5483270e-4f);
+  p = p * z + splat(5.2239776e-3f);
+  p = p * z + splat(-2.6866171e-2f);
+  p = p * z + splat(1.1283792e-1f);
+  p = p * z + splat(-3.7612639e-1f);
+  p = p * z + splat(1.1283791671e+0f);
+  const v8 near0 = x * p;
+  const v8 t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * a);
+  v8 q = splat(1.061405429f);
+  q = q * t + splat(-1.453152027f);
+  q = q * t + splat(1.421413741f);
+  q = q * t + splat(-0.284496736f);
+  q = q * t + splat(0.254829592f);
+  v8 far = splat(1.0f) - q * t * exp(-z);
+  far = floats(bits(far) | sign);
+  return a < splat(0.5f) ? near0 : far;
+}
+
+ISOMER_VINLINE v8 gelu_erf(v8 x) { return splat(0.5f) * x * (splat(1.0f) + erf(x * splat(0.70710678118654752f))); }
+ISOMER_VINLINE v8 gelu_tanh(v8 x) {
+  return splat(0.5f) * x * (splat(1.0f) + tanh(splat(0.79788456080286536f) * (x + splat(0.044715f) * x * x * x)));
+}
+
+}  // namespace isomer::kernels::vm8

@@ -1,0 +1,196 @@
+// Operators that run on isomer's own kernels along one axis (Softmax,
+// LayerNormalization, reductions) or that move data by index (Gather), plus
+// Shape, which is known when the graph is compiled.
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "kernels/copy.h"
+#include "kernels/rows.h"
+#include "runtime/compiler.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+
+// A dense float32 input (reordered or copied if it is blocked or a view).
+int dense_f32(Compiler& c, const Value& v) {
+  if (c.dtype(v) != DType::Float32) return -1;
+  return c.as_plain(c.id(v));
+}
+
+}  // namespace
+
+bool lower_softmax(Compiler& c, const Node& n) {
+  if (n.op_type() != "Softmax" && n.op_type() != "LogSoftmax") return false;
+  int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty()) return false;
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
+  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  const bool log = n.op_type() == "LogSoftmax";
+  int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
+  add_native_step(c,
+                  step_info(n, "softmax",
+                          std::string(log ? "logsoftmax " : "softmax ") + to_string(std::vector<int64_t>{outer, len, inner}),
+                          5.0 * static_cast<double>(num_elements(xd))),
+                  {x}, {y}, [outer, len, inner, log](const std::vector<char*>& p) {
+                    kernels::softmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer,
+                                          len, inner, log);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_layernorm(Compiler& c, const Node& n) {
+  if (n.num_outputs() != 1) return false;  // mean / inverse std outputs: the reference kernel
+  int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty()) return false;
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
+  const int64_t rows = product(xd, 0, axis), cols = product(xd, axis, xd.size());
+  // Scale and bias broadcast over the normalized dims; anything else is the reference kernel's.
+  auto param = [&](size_t i) -> std::optional<std::vector<float>> {
+    if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
+    const Tensor* t = c.known(n.inputs()[i]);
+    if (!t || t->dtype() != DType::Float32 || (t->numel() != cols && t->numel() != 1)) return std::nullopt;
+    std::vector<double> v = t->to_f64();
+    std::vector<float> f(static_cast<size_t>(cols));
+    for (int64_t k = 0; k < cols; ++k) f[static_cast<size_t>(k)] = static_cast<float>(v[t->numel() == 1 ? 0 : static_cast<size_t>(k)]);
+    return f;
+  };
+  auto scale = param(1), bias = param(2);
+  if (!scale || !bias || scale->empty()) return false;
+  const float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
+  int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
+  auto s = std::make_shared<std::vector<float>>(std::move(*scale));
+  auto b = std::make_shared<std::vector<float>>(std::move(*bias));
+  add_native_step(c,
+                  step_info(n, "layernorm",
+                          "layernorm " + std::to_string(rows) + "x" + std::to_string(cols) + (b->empty() ? "" : " bias"),
+                          8.0 * static_cast<double>(rows * cols)),
+                  {x}, {y}, [rows, cols, s, b, eps](const std::vector<char*>& p) {
+                    kernels::normalize_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), rows,
+                                            cols, s->data(), b->empty() ? nullptr : b->data(), eps, false);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_reduce(Compiler& c, const Node& n) {
+  static const std::map<std::string, kernels::ReduceKind> kinds = {
+      {"ReduceSum", kernels::ReduceKind::Sum}, {"ReduceMean", kernels::ReduceKind::Mean},
+      {"ReduceMax", kernels::ReduceKind::Max}, {"ReduceMin", kernels::ReduceKind::Min},
+      {"ReduceProd", kernels::ReduceKind::Prod}, {"ReduceSumSquare", kernels::ReduceKind::SumSquare},
+      {"ReduceL1", kernels::ReduceKind::L1}, {"ReduceL2", kernels::ReduceKind::L2},
+      {"ReduceLogSumExp", kernels::ReduceKind::LogSumExp}};
+  auto kind = kinds.find(n.op_type());
+  if (kind == kinds.end() || n.num_outputs() != 1) return false;
+  int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const auto rank = static_cast<int64_t>(xd.size());
+  std::vector<int64_t> axes = n.attrs().get_ints("axes", {});
+  if (n.inputs().size() > 1 && n.inputs()[1].present()) {
+    const Tensor* t = c.known(n.inputs()[1]);
+    if (!t) return false;
+    axes = t->to_i64();
+  }
+  if (axes.empty()) {
+    if (n.attrs().get_int("noop_with_empty_axes", 0)) return false;  // an identity: the reference kernel copies
+    axes.resize(static_cast<size_t>(rank));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t& a : axes) a = normalize_axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  // The reduced axes must be one run of adjacent axes (dims of extent 1 may sit between).
+  std::vector<int64_t> live;
+  for (int64_t a : axes)
+    if (xd[static_cast<size_t>(a)] != 1) live.push_back(a);
+  size_t first = live.empty() ? 0 : static_cast<size_t>(live.front()), last = live.empty() ? 0 : static_cast<size_t>(live.back()) + 1;
+  for (size_t i = first; i < last; ++i)
+    if (xd[i] != 1 && !std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i))) return false;
+  const int64_t outer = product(xd, 0, first), len = product(xd, first, last), inner = product(xd, last, xd.size());
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  const kernels::ReduceKind k = kind->second;
+  int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+  add_native_step(c,
+                  step_info(n, "reduce",
+                          "reduce " + n.op_type() + " " + to_string(std::vector<int64_t>{outer, len, inner}),
+                          static_cast<double>(num_elements(xd))),
+                  {x}, {y}, [k, outer, len, inner](const std::vector<char*>& p) {
+                    kernels::reduce_axis(k, reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer,
+                                         len, inner);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_gather(Compiler& c, const Node& n) {
+  if (n.op_type() != "Gather" || n.num_outputs() != 1) return false;
+  const DType index_type = c.dtype(n.inputs()[1]);
+  if (index_type != DType::Int64 && index_type != DType::Int32) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  int idx = c.as_plain(c.id(n.inputs()[1]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty()) return false;
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size())));
+  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  const int64_t m = num_elements(c.val(idx).dims);
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  const DType t = c.val(x).dtype;
+  auto type = dnnl_type(t);
+  int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), n.name());
+  const size_t elem = dtype_size(t), ielem = dtype_size(index_type);
+  const std::string who = describe(n);
+  add_native_step(c,
+                  step_info(n, "gather",
+                          "gather " + std::string(dtype_name(t)) + to_string(std::vector<int64_t>{outer, len, inner}) +
+                              " m" + std::to_string(m),
+                          0),
+                  {x, idx}, {y}, [elem, outer, len, inner, ielem, m, who](const std::vector<char*>& p) {
+                    int64_t bad = 0;
+                    if (!kernels::gather_axis(elem, p[0], outer, len, inner, p[1], ielem, m, p[2], &bad))
+                      throw Error(who + ": index " + std::to_string(bad) + " is out of range for an axis of extent " +
+                                  std::to_string(len));
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// Shape reads only the dims, which are known here.
+bool lower_shape_of(Compiler& c, const Node& n) {
+  if (n.op_type() != "Shape") return false;
+  std::vector<int64_t> d = c.dims(n.inputs()[0]);
+  const auto rank = static_cast<int64_t>(d.size());
+  int64_t start = n.attrs().get_int("start", 0), end = n.attrs().get_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  c.bind(n.output(0), c.constant_value(Tensor::vector_i64(std::vector<int64_t>(d.begin() + start, d.begin() + end)),
+                                       n.name()));
+  return true;
+}
+
+// ConstantOfShape has concrete dims here, so its value is known: a constant.
+bool lower_constant_of_shape(Compiler& c, const Node& n) {
+  if (n.op_type() != "ConstantOfShape") return false;
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  const Tensor shape = Tensor::vector_i64(od);
+  EvalContext ctx{n.attrs(), std::span<const Tensor>(&shape, 1), 1};
+  c.bind(n.output(0), c.constant_value(n.op()->eval(ctx)[0], n.name()));
+  return true;
+}
+
+}  // namespace isomer::runtime

@@ -1,0 +1,345 @@
+// Fused pointwise kernels. Starting from an elementwise node, the lowering grows a
+// group of elementwise nodes of the same output dims — its consumers, and the
+// producers those need that are not lowered yet — and runs the whole group as
+// one program of the pointwise engine (kernels/pointwise.h): one pass over
+// memory, intermediates kept in registers, operands read through any strides
+// (views, broadcasts). What an operator computes per element comes from its
+// entry's emit_pointwise hook.
+//
+// A group computes in float32 or in int64. Its values inside are of that domain
+// (float32 or bool, resp. integers or bool); a node whose output has another type
+// (float16, an integer in a float group) may only end a group, where the store
+// converts. Float64 never runs here.
+//
+// Layouts: operands in a blocked oneDNN layout (nChw16c from a convolution) are
+// read in place: the iteration runs over the blocked layout's physical
+// dimensions (channels split into blocks and lanes) and every other operand's
+// strides are mapped onto them; the results take the blocked layout.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/compiler.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+using kernels::PwProgram;
+
+constexpr size_t kMaxNodes = 32;
+constexpr size_t kMaxOperands = 16;
+
+bool pointwise(const Node& n) { return n.kind() == NodeKind::Op && n.op()->emit_pointwise && n.num_outputs() == 1; }
+
+enum class Domain { Float, Int, None };
+
+// The domain a node computes in, from its output type and its inputs' types.
+Domain domain_of(Compiler& c, const Node& n) {
+  const DType out = n.output_types()[0].dtype;
+  if (out == DType::Float64 || dtype_size(out) == 0) return Domain::None;
+  if (n.op_type() == "Cast") {
+    const DType in = n.inputs()[0].type().dtype;
+    if (in == DType::Float64) return Domain::None;
+    return is_float(out) || (out == DType::Bool && is_float(in)) ? Domain::Float : Domain::Int;
+  }
+  if (is_float(out)) return Domain::Float;
+  bool float_in = false;
+  for (const Value& v : n.inputs())
+    if (v.present()) float_in = float_in || is_float(v.type().dtype);
+  if (out == DType::Bool) return float_in ? Domain::Float : Domain::Int;
+  return float_in ? Domain::None : Domain::Int;
+}
+
+// True if a value of type t can stay inside a group of domain d (not only be stored).
+bool internal(Domain d, DType t) {
+  if (d == Domain::Float) return t == DType::Float32 || t == DType::Bool;
+  return is_integer(t);
+}
+
+struct Planner {
+  Compiler& c;
+  Domain domain;
+  std::vector<int64_t> dims;
+  std::vector<const Node*> nodes;
+  std::set<const Node*> members;
+  std::unordered_set<Value, ValueHash> sink_only;  // values of a type that cannot be read inside the group
+  Value seed;  // a value the group reads as its own (an epilogue's product), if any
+
+  bool in_group(const Value& v) const { return v.present() && (members.count(v.node.get()) || v == seed); }
+
+  // Dims of an input to a candidate: the group's for group values, else those of
+  // the lowered value; nullopt if it is not available without the group.
+  std::optional<std::vector<int64_t>> input_dims(const Value& v) {
+    if (in_group(v)) return sink_only.count(v) ? std::nullopt : std::optional(dims);
+    if (int id = c.bound_id(v); id >= 0) return c.val(id).dims;
+    if (c.peek_known(v) || !c.depends_on_pending(v)) return c.val(c.id(v)).dims;
+    return std::nullopt;
+  }
+
+  // True if m's entry gives a pointwise form for this instance (its bounds and
+  // exponents known as far as it needs them).
+  bool emits(const Node& m) {
+    PwProgram p;
+    p.num_inputs = p.num_regs = static_cast<int>(m.inputs().size());
+    std::vector<int> in;
+    std::vector<const Tensor*> consts;
+    for (size_t i = 0; i < m.inputs().size(); ++i) {
+      const Value& v = m.inputs()[i];
+      in.push_back(v.present() ? static_cast<int>(i) : -1);
+      consts.push_back(v.present() && !in_group(v) ? c.peek_known(v) : nullptr);
+    }
+    return m.op()->emit_pointwise(p, m.attrs(), in, consts) >= 0;
+  }
+
+  // Adds `m` (after the producers of its inputs that can join) if it fits. m is
+  // pending while its inputs are looked at: lowering one of them starts another
+  // group, which must not take m.
+  bool try_add(const Node* m, int depth) {
+    if (members.count(m) || c.lowered(*m) || c.is_pending(*m) || !pointwise(*m) || nodes.size() >= kMaxNodes)
+      return false;
+    if (domain_of(c, *m) != domain || !emits(*m)) return false;
+    c.set_pending(*m, true);
+    if (!fits(m, depth) || c.lowered(*m)) {
+      c.set_pending(*m, false);
+      return false;
+    }
+    members.insert(m);
+    nodes.push_back(m);
+    if (!internal(domain, m->output_types()[0].dtype)) sink_only.insert(m->output(0));
+    return true;
+  }
+
+  bool fits(const Node* m, int depth) {
+    // Unlowered elementwise producers of the same dims join first.
+    if (depth > 0)
+      for (const Value& v : m->inputs())
+        if (v.present() && !in_group(v) && c.bound_id(v) < 0 && v.node->kind() == NodeKind::Op && pointwise(*v.node) &&
+            !c.lowered(*v.node) && !c.peek_known(v) && is_static(v.type().shape) && static_dims(v.type().shape) == dims)
+          try_add(v.node.get(), depth - 1);
+    std::vector<int64_t> out;
+    for (const Value& v : m->inputs()) {
+      if (!v.present()) continue;
+      auto d = input_dims(v);
+      if (!d) return false;
+      out = out.empty() ? *d : broadcast_dims(out, *d);
+    }
+    return out == dims;
+  }
+
+  void grow() {
+    if (seed.present())
+      for (const auto& [m, k] : c.consumers(seed)) try_add(m, 2);
+    for (size_t i = 0; i < nodes.size() && nodes.size() < kMaxNodes; ++i) {
+      const Value out = nodes[i]->output(0);
+      if (sink_only.count(out)) continue;
+      for (const auto& [m, k] : c.consumers(out)) try_add(m, 2);
+    }
+  }
+};
+
+// The physical iteration space of a layout with one inner block (nChw16c: the
+// channel dim k split into k/16 blocks and a lane of 16).
+struct Blocked {
+  md_t md;
+  size_t dim = 0;
+  int64_t block = 1;
+  std::vector<int64_t> dims;  // physical: logical dims with dim/blocks, then the lane
+
+  // Physical strides of an operand with logical strides `t` (per logical dim).
+  std::vector<int64_t> map(const std::vector<int64_t>& t) const {
+    std::vector<int64_t> s = t;
+    s[dim] = t[dim] * block;
+    s.push_back(t[dim]);
+    return s;
+  }
+};
+
+std::optional<Blocked> blocked_space(const md_t& md, const std::vector<int64_t>& dims) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 1 ||
+      static_cast<size_t>(d.ndims) != dims.size() || md.data_type() != dt::f32)
+    return std::nullopt;
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.padded_dims[i] != d.dims[i] || d.dims[i] != dims[static_cast<size_t>(i)]) return std::nullopt;
+  Blocked b;
+  b.md = md;
+  b.dim = static_cast<size_t>(d.format_desc.blocking.inner_idxs[0]);
+  b.block = d.format_desc.blocking.inner_blks[0];
+  if (dims[b.dim] % b.block) return std::nullopt;
+  b.dims = dims;
+  b.dims[b.dim] /= b.block;
+  b.dims.push_back(b.block);
+  return b;
+}
+
+// Logical strides of value `id` (blocked layouts: its outer strides) right-aligned
+// against `dims`, broadcast dims 0.
+std::vector<int64_t> logical_strides(Compiler& c, int id, const std::vector<int64_t>& dims) {
+  const RtValue& v = c.val(id);
+  std::vector<int64_t> own;
+  if (auto s = c.strides_of(id)) own = *s;
+  else own.assign(v.md.data.format_desc.blocking.strides, v.md.data.format_desc.blocking.strides + v.md.data.ndims);
+  std::vector<int64_t> out(dims.size(), 0);
+  const size_t off = dims.size() - v.dims.size();
+  for (size_t i = 0; i < v.dims.size(); ++i)
+    if (v.dims[i] != 1) out[off + i] = own[i];
+  return out;
+}
+
+bool is_blocked(const RtValue& v) {
+  return v.md.data.ndims && (v.md.data.format_kind != dnnl_blocked || v.md.data.format_desc.blocking.inner_nblks != 0);
+}
+
+}  // namespace
+
+std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims) {
+  if (!c.opts().fuse || c.is_output(v)) return {};
+  Planner plan{c, Domain::Float, dims, {}, {}, {}, v};
+  plan.grow();
+  auto release = [&] {
+    for (const Node* m : plan.nodes) c.set_pending(*m, false);
+  };
+  // One result: the last node's value; v and every other value read only inside.
+  bool ok = !plan.nodes.empty() && plan.sink_only.empty();
+  for (const auto& [user, k] : c.consumers(v)) ok = ok && plan.members.count(user);
+  for (size_t i = 0; ok && i + 1 < plan.nodes.size(); ++i) {
+    const Value out = plan.nodes[i]->output(0);
+    ok = !c.is_output(out);
+    for (const auto& [user, k] : c.consumers(out)) ok = ok && plan.members.count(user);
+  }
+  ok = ok && plan.nodes.back()->output_types()[0].dtype == DType::Float32;
+  release();
+  return ok ? plan.nodes : std::vector<const Node*>{};
+}
+
+bool lower_pointwise(Compiler& c, const Node& n) {
+  if (!pointwise(n)) return false;
+  const Domain domain = domain_of(c, n);
+  if (domain == Domain::None) return false;
+  const std::vector<TensorType> types = c.concrete_types(n);  // lowers n's inputs
+  Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}, {}};
+  plan.nodes.push_back(&n);
+  plan.members.insert(&n);
+  if (!internal(domain, types[0].dtype)) plan.sink_only.insert(n.output(0));
+  if (c.opts().fuse) plan.grow();
+
+  // Operands: the values the group reads from outside, each once.
+  std::vector<Value> operands;
+  std::unordered_map<Value, int, ValueHash> reg;
+  for (const Node* m : plan.nodes)
+    for (const Value& v : m->inputs())
+      if (v.present() && !plan.in_group(v) && !reg.count(v)) {
+        reg[v] = static_cast<int>(operands.size());
+        operands.push_back(v);
+      }
+  for (const Node* m : plan.nodes) c.set_pending(*m, false);
+  if (operands.size() > kMaxOperands) {
+    // Too wide: run the first node alone.
+    plan.nodes.resize(1);
+    plan.members = {&n};
+    operands.clear();
+    reg.clear();
+    for (const Value& v : n.inputs())
+      if (v.present() && !reg.count(v)) {
+        reg[v] = static_cast<int>(operands.size());
+        operands.push_back(v);
+      }
+  }
+  PwProgram prog;
+  prog.compute = domain == Domain::Float ? PwProgram::Compute::Float32 : PwProgram::Compute::Int64;
+  prog.num_inputs = prog.num_regs = static_cast<int>(operands.size());
+  std::vector<int> op_ids;
+  for (const Value& v : operands) op_ids.push_back(c.id(v));
+  std::vector<std::string> ops, keys;
+  std::string label;
+  for (const Node* m : plan.nodes) {
+    std::vector<int> in;
+    std::vector<const Tensor*> consts;
+    for (const Value& v : m->inputs()) {
+      in.push_back(v.present() ? reg.at(v) : -1);
+      consts.push_back(v.present() && !plan.in_group(v) ? c.peek_known(v) : nullptr);
+    }
+    int r = m->op()->emit_pointwise(prog, m->attrs(), in, consts);
+    if (r < 0) {
+      if (m == &n) return false;
+      throw Error(describe(*m) + ": its pointwise form is missing after it joined a fused kernel");
+    }
+    reg[m->output(0)] = r;
+    ops.push_back(m->op_type());
+    keys.push_back(node_key(*m));
+    label += (label.empty() ? "" : "+") + m->name();
+  }
+  // Results: group values read outside the group (or graph outputs).
+  std::vector<Value> results;
+  for (const Node* m : plan.nodes) {
+    const Value out = m->output(0);
+    bool outside = c.is_output(out) || m == plan.nodes.back();
+    for (const auto& [user, k] : c.consumers(out)) outside = outside || !plan.members.count(user);
+    if (outside) results.push_back(out);
+  }
+  for (const Value& v : results) prog.results.push_back(reg.at(v));
+
+  // The iteration space: blocked if an operand of the full dims is, and every result is float32.
+  std::optional<Blocked> blk;
+  bool f32_results = true;
+  for (const Value& v : results) f32_results = f32_results && v.type().dtype == DType::Float32;
+  for (int id : op_ids)
+    if (!blk && f32_results && is_blocked(c.val(id)) && c.val(id).dims == plan.dims) blk = blocked_space(c.val(id).md, plan.dims);
+  for (int& id : op_ids)
+    if (is_blocked(c.val(id)) && !(blk && c.val(id).md == blk->md)) id = c.as_plain(id);
+  std::vector<int64_t> space = blk ? blk->dims : plan.dims;
+  std::vector<std::vector<int64_t>> in_strides;
+  // In a blocked space, a value of the blocked layout walks its lanes with stride 1
+  // (its logical strides are those of the blocks); any other is mapped.
+  auto physical = [&](int id) {
+    std::vector<int64_t> t = logical_strides(c, id, plan.dims);
+    if (!blk) return t;
+    if (!is_blocked(c.val(id))) return blk->map(t);
+    t.push_back(1);
+    return t;
+  };
+  for (int id : op_ids) in_strides.push_back(physical(id));
+  std::vector<int> out_ids;
+  std::vector<std::vector<int64_t>> out_strides;
+  for (const Value& v : results) {
+    const DType t = v.type().dtype;
+    auto type = dnnl_type(t);
+    md_t md = blk ? blk->md : (type ? plain_md(plan.dims, *type) : md_t());
+    int id = c.new_value(t, plan.dims, md, v.node->name());
+    out_ids.push_back(id);
+    out_strides.push_back(physical(id));
+  }
+
+  StepInfo info;
+  info.kind = "pointwise";
+  info.label = label;
+  info.ops = ops;
+  info.nodes = keys;
+  std::ostringstream sig;
+  sig << "pointwise " << prog.text() << " dims" << to_string(space);
+  for (size_t k = 0; k < op_ids.size(); ++k) sig << " i" << dtype_name(c.val(op_ids[k]).dtype) << to_string(in_strides[k]);
+  for (size_t k = 0; k < out_ids.size(); ++k) sig << " o" << dtype_name(c.val(out_ids[k]).dtype) << to_string(out_strides[k]);
+  info.signature = sig.str();
+  info.flops = static_cast<double>(num_elements(plan.dims)) * static_cast<double>(std::max<size_t>(prog.code.size(), 1));
+  std::vector<DType> in_types, out_types;
+  for (int id : op_ids) in_types.push_back(c.val(id).dtype);
+  for (int id : out_ids) out_types.push_back(c.val(id).dtype);
+  const size_t nin = op_ids.size();
+  add_native_step(c, info, op_ids, out_ids,
+                  [prog, space, in_strides, out_strides, in_types, out_types, nin](const std::vector<char*>& p) {
+                    std::vector<kernels::StridedRef> in(nin), out(out_types.size());
+                    for (size_t k = 0; k < nin; ++k) in[k] = {p[k], in_types[k], in_strides[k], 0};
+                    for (size_t k = 0; k < out.size(); ++k) out[k] = {p[nin + k], out_types[k], out_strides[k], 0};
+                    kernels::run_pointwise(prog, in, out, space);
+                  });
+  for (size_t k = 0; k < results.size(); ++k) c.bind(results[k], out_ids[k]);
+  for (const Node* m : plan.nodes) c.mark_done(*m);
+  return true;
+}
+
+}  // namespace isomer::runtime

@@ -1,0 +1,44 @@
+#pragma once
+// The runtime's lowerings: how each operator of the table runs on isomer's CPU
+// runtime. An operator's entry names its lowering (`OpDef::lower`, an
+// isomer::Lowering); lowering_of maps the name to the function. Each returns false
+// for an instance it has no fast path for (the reference kernel runs it then, and
+// `isomer run --print-steps` marks that step).
+#include "ops/op.h"
+
+namespace isomer::runtime {
+
+class Compiler;
+using LowerFn = bool (*)(Compiler& c, const Node& n);
+
+// The function of a lowering; nullptr for Lowering::None.
+LowerFn lowering_of(Lowering l);
+
+// oneDNN contractions and their fused epilogues (lower_compute.cpp).
+bool lower_conv(Compiler& c, const Node& n);
+bool lower_matmul(Compiler& c, const Node& n);
+bool lower_gemm(Compiler& c, const Node& n);
+// oneDNN pooling, batch normalization, concatenation (lower_misc.cpp).
+bool lower_pool(Compiler& c, const Node& n);
+bool lower_pad(Compiler& c, const Node& n);
+bool lower_batchnorm(Compiler& c, const Node& n);
+bool lower_concat(Compiler& c, const Node& n);
+// Views: no step at all (lower_views.cpp).
+bool lower_identity(Compiler& c, const Node& n);
+bool lower_reshape(Compiler& c, const Node& n);
+bool lower_transpose(Compiler& c, const Node& n);
+bool lower_slice(Compiler& c, const Node& n);
+bool lower_split(Compiler& c, const Node& n);
+bool lower_expand(Compiler& c, const Node& n);
+// Fused pointwise kernels for every operator with an emit_pointwise hook
+// (lower_pointwise.cpp).
+bool lower_pointwise(Compiler& c, const Node& n);
+// Native kernels along an axis and data movement (lower_native.cpp).
+bool lower_softmax(Compiler& c, const Node& n);
+bool lower_layernorm(Compiler& c, const Node& n);
+bool lower_reduce(Compiler& c, const Node& n);
+bool lower_gather(Compiler& c, const Node& n);
+bool lower_shape_of(Compiler& c, const Node& n);
+bool lower_constant_of_shape(Compiler& c, const Node& n);
+
+}  // namespace isomer::runtime

@@ -1,0 +1,63 @@
+#include "runtime/native.h"
+
+#include "kernels/copy.h"
+
+namespace isomer::runtime {
+
+std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
+  return kernels::contiguous_strides(dims);
+}
+
+void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
+                     std::function<void(const std::vector<char*>& ptrs)> fn) {
+  RtStep s;
+  info.signature += " t" + std::to_string(c.opts().threads);
+  if (info.bytes == 0) {
+    for (int r : reads) info.bytes += static_cast<double>(c.val(r).bytes);
+    for (int w : writes) info.bytes += static_cast<double>(c.val(w).bytes);
+  }
+  s.info = std::move(info);
+  s.reads = reads;
+  s.writes = writes;
+  s.make_fn = [reads, writes, fn](const std::function<char*(int)>& data) {
+    std::vector<char*> ptrs;
+    for (int r : reads) ptrs.push_back(data(r));
+    for (int w : writes) ptrs.push_back(data(w));
+    return std::function<void()>([ptrs, fn] { fn(ptrs); });
+  };
+  c.add_step(std::move(s));
+}
+
+kernels::StridedRef strided_ref(Compiler& c, int id, const std::vector<int64_t>& dims) {
+  const RtValue& v = c.val(id);
+  auto own = c.strides_of(id);
+  require(own.has_value(), "a native kernel cannot read the blocked layout of '" + v.name + "'");
+  kernels::StridedRef r;
+  r.dtype = v.dtype;
+  r.strides.assign(dims.size(), 0);
+  const size_t off = dims.size() - v.dims.size();
+  for (size_t i = 0; i < v.dims.size(); ++i)
+    if (v.dims[i] != 1) r.strides[off + i] = (*own)[i];
+  return r;
+}
+
+int Compiler::copy_strided(int src, const std::string& name) {
+  const RtValue& s = values_[src];
+  auto strides = strides_of(src);
+  require(strides.has_value(), "copy_strided: '" + s.name + "' is blocked");
+  auto type = dnnl_type(s.dtype);
+  int out = new_value(s.dtype, s.dims, type ? plain_md(s.dims, *type) : md_t(), name);
+  StepInfo info;
+  info.kind = "copy";
+  info.label = s.name;
+  info.ops = {"Copy"};
+  info.signature = "copy " + std::string(dtype_name(s.dtype)) + to_string(s.dims) + " s" + to_string(*strides);
+  const size_t elem = dtype_size(s.dtype);
+  std::vector<int64_t> dims = s.dims, from = *strides, to = row_major(s.dims);
+  add_native_step(*this, info, {src}, {out}, [elem, dims, from, to](const std::vector<char*>& p) {
+    kernels::strided_copy(elem, p[0], from, p[1], to, dims);
+  });
+  return out;
+}
+
+}  // namespace isomer::runtime

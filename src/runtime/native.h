@@ -1,0 +1,34 @@
+#pragma once
+// Steps that run isomer's own CPU kernels (src/kernels): the pointwise engine,
+// copies, gathers, reductions, softmax and normalization, for what oneDNN has no
+// primitive for, or only a reference implementation of.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/pointwise.h"
+#include "runtime/compiler.h"
+
+namespace isomer::runtime {
+
+// Adds a step that calls fn with the data pointers of `reads`, then of `writes`,
+// in order, on every run. The signature gets the thread count appended.
+void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
+                     std::function<void(const std::vector<char*>& ptrs)> fn);
+
+// A pointwise operand or result for value `id`: its element strides seen from the
+// iteration space `dims` (broadcast dims get stride 0). The value must not be
+// blocked.
+kernels::StridedRef strided_ref(Compiler& c, int id, const std::vector<int64_t>& dims);
+
+// The elementwise nodes after value `v` (float32, of `dims`: a contraction's
+// product being lowered) that can run as one epilogue on it: grown from v's
+// consumers as a fused pointwise kernel is (a DAG, not only a chain), in
+// topological order, ending in the one value the rest of the graph reads; v and
+// every other value in it are read only inside. Empty if there is none.
+std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims);
+
+// The row-major strides of `dims`.
+std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
+
+}  // namespace isomer::runtime

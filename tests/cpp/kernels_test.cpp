@@ -1,0 +1,241 @@
+// The native kernels: vector math against libm, the pointwise engine on strided,
+// broadcast and converted operands, reductions, softmax, normalization, copies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "kernels/copy.h"
+#include "kernels/gemm.h"
+#include "kernels/pointwise.h"
+#include "kernels/rows.h"
+#include "kernels/vmath.h"
+
+namespace isomer::kernels {
+namespace {
+
+float ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.f : 1e9f;
+  if (std::isinf(want)) return got == static_cast<float>(want) ? 0.f : 1e9f;
+  float w = static_cast<float>(want);
+  float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return static_cast<float>(std::fabs(got - want) / std::max(ulp, std::numeric_limits<float>::denorm_min()));
+}
+
+TEST(VectorMath, MatchesLibmWithinAFewUlp) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> wide(-90.f, 90.f), pos(1e-30f, 1e30f), mid(-8.f, 8.f);
+  float exp_err = 0, log_err = 0, tanh_abs = 0, erf_abs = 0, sig_abs = 0;
+  for (int i = 0; i < 200000; ++i) {
+    float x = wide(rng);
+    if (std::fabs(x) < 87) exp_err = std::max(exp_err, ulp_error(vm::exp(x), std::exp(static_cast<double>(x))));
+    float p = std::exp(mid(rng) * 8);
+    log_err = std::max(log_err, ulp_error(vm::log(p), std::log(static_cast<double>(p))));
+    float m = mid(rng);
+    tanh_abs = std::max(tanh_abs, static_cast<float>(std::fabs(vm::tanh(m) - std::tanh(static_cast<double>(m)))));
+    erf_abs = std::max(erf_abs, static_cast<float>(std::fabs(vm::erf(m) - std::erf(static_cast<double>(m)))));
+    sig_abs = std::max(sig_abs, static_cast<float>(std::fabs(vm::sigmoid(m) - 1 / (1 + std::exp(-static_cast<double>(m))))));
+  }
+  EXPECT_LE(exp_err, 2.f);
+  EXPECT_LE(log_err, 2.f);
+  EXPECT_LE(tanh_abs, 3e-7f);
+  EXPECT_LE(erf_abs, 4e-7f);
+  EXPECT_LE(sig_abs, 2e-7f);
+  // Special values.
+  EXPECT_EQ(vm::exp(-200.f), 0.f);
+  EXPECT_TRUE(std::isinf(vm::exp(200.f)));
+  EXPECT_TRUE(std::isnan(vm::exp(NAN)));
+  EXPECT_TRUE(std::isinf(vm::log(0.f)) && vm::log(0.f) < 0);
+  EXPECT_TRUE(std::isnan(vm::log(-1.f)));
+  EXPECT_EQ(vm::tanh(30.f), 1.f);
+  EXPECT_EQ(vm::tanh(-30.f), -1.f);
+  EXPECT_NEAR(vm::tanh(1e-6f), 1e-6f, 1e-12f);
+  EXPECT_NEAR(vm::erf(1e-6f), 1.1283791e-6f, 1e-12f);
+  EXPECT_FLOAT_EQ(vm::pow(-2.f, 3.f), -8.f);
+  EXPECT_FLOAT_EQ(vm::pow(2.f, 0.5f), std::sqrt(2.f));
+  EXPECT_TRUE(std::isnan(vm::pow(-2.f, 0.5f)));
+  EXPECT_EQ(vm::pow(0.f, 2.f), 0.f);
+  EXPECT_EQ(vm::pow(0.f, 0.f), 1.f);
+  EXPECT_TRUE(std::isinf(vm::pow(0.f, -1.f)));
+}
+
+StridedRef ref(const void* p, DType t, std::vector<int64_t> strides, int64_t offset = 0) {
+  StridedRef r;
+  r.data = p;
+  r.dtype = t;
+  r.strides = std::move(strides);
+  r.offset = offset;
+  return r;
+}
+
+// y[b, s, d] = x[b, d, s] (a transposed view) * table[s, d] + 1 (a scalar broadcast):
+// the rotary-embedding Mul on a transposed tensor, through every code path.
+TEST(Pointwise, TransposedAndBroadcastOperands) {
+  for (int64_t D : {64, 3}) {  // row mode, and short rows (gather mode)
+    const int64_t B = 3, S = 37;
+    std::vector<float> x(static_cast<size_t>(B * D * S)), table(static_cast<size_t>(S * D)), y(static_cast<size_t>(B * S * D));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) - 8;
+    for (size_t i = 0; i < table.size(); ++i) table[i] = 0.5f + static_cast<float>(i % 5);
+    float one = 1;
+    PwProgram p;
+    p.num_inputs = p.num_regs = 3;
+    int m = p.emit(PwOp::Mul, 0, 1);
+    p.results = {p.emit(PwOp::Add, m, 2)};
+    std::vector<int64_t> dims = {B, S, D};
+    StridedRef in[] = {ref(x.data(), DType::Float32, {D * S, 1, S}), ref(table.data(), DType::Float32, {0, D, 1}),
+                       ref(&one, DType::Float32, {0, 0, 0})};
+    StridedRef out[] = {ref(y.data(), DType::Float32, {S * D, D, 1})};
+    run_pointwise(p, in, out, dims, 2);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t d = 0; d < D; ++d)
+          ASSERT_EQ(y[static_cast<size_t>((b * S + s) * D + d)], x[static_cast<size_t>((b * D + d) * S + s)] * table[static_cast<size_t>(s * D + d)] + 1)
+              << b << " " << s << " " << d;
+  }
+}
+
+TEST(Pointwise, ConvertsOnLoadAndStore) {
+  // Where(int64 mask != 0, x, -inf) stored as float; Less of floats stored as bool;
+  // a float Cast to int8 saturates.
+  std::vector<int64_t> mask = {0, 1, 1, 0, 5, 0};
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  float neg = -INFINITY;
+  std::vector<float> y(6);
+  std::vector<uint8_t> lt(6);
+  std::vector<int8_t> i8(6);
+  PwProgram p;
+  p.num_inputs = p.num_regs = 3;
+  int w = p.emit(PwOp::Where, 0, 1, 2);
+  int scaled = p.emit(PwOp::Affine, 1, 0, 0, 100.f, -200.f);
+  p.results = {w, p.emit(PwOp::Less, 1, 2), p.emit(PwOp::Trunc, scaled)};
+  std::vector<int64_t> dims = {6};
+  StridedRef in[] = {ref(mask.data(), DType::Int64, {1}), ref(x.data(), DType::Float32, {1}), ref(&neg, DType::Float32, {0})};
+  StridedRef out[] = {ref(y.data(), DType::Float32, {1}), ref(lt.data(), DType::Bool, {1}), ref(i8.data(), DType::Int8, {1})};
+  run_pointwise(p, in, out, dims);
+  EXPECT_TRUE(std::isinf(y[0]) && y[0] < 0);
+  EXPECT_EQ(y[1], 2);
+  EXPECT_EQ(y[4], 5);
+  for (uint8_t b : lt) EXPECT_EQ(b, 0);
+  EXPECT_EQ(i8[0], -100);
+  EXPECT_EQ(i8[1], 0);
+  EXPECT_EQ(i8[2], 100);
+  EXPECT_EQ(i8[3], 127);  // 200 saturates
+}
+
+TEST(Pointwise, IntegerArithmeticNeverTraps) {
+  std::vector<int64_t> a = {7, -7, std::numeric_limits<int64_t>::min(), 5}, b = {2, 2, -1, 0};
+  std::vector<int64_t> q(4), r(4);
+  PwProgram p;
+  p.compute = PwProgram::Compute::Int64;
+  p.num_inputs = p.num_regs = 2;
+  p.results = {p.emit(PwOp::Div, 0, 1), p.emit(PwOp::Mod, 0, 1)};
+  std::vector<int64_t> dims = {4};
+  StridedRef in[] = {ref(a.data(), DType::Int64, {1}), ref(b.data(), DType::Int64, {1})};
+  StridedRef out[] = {ref(q.data(), DType::Int64, {1}), ref(r.data(), DType::Int64, {1})};
+  run_pointwise(p, in, out, dims);
+  EXPECT_EQ(q, (std::vector<int64_t>{3, -3, std::numeric_limits<int64_t>::min(), 0}));
+  EXPECT_EQ(r, (std::vector<int64_t>{1, 1, 0, 0}));  // Mod takes the divisor's sign
+}
+
+TEST(Rows, ReduceSoftmaxNormalize) {
+  const int64_t outer = 5, n = 67, inner = 3;
+  std::vector<float> x(static_cast<size_t>(outer * n * inner));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0, 3);
+  for (float& v : x) v = g(rng);
+  for (int64_t in : {int64_t{1}, inner}) {
+    const int64_t o = outer * (inner / in);  // the same data seen with inner = 1 or 3
+    std::vector<float> sum(static_cast<size_t>(o * in)), mx(sum.size()), sm(x.size());
+    reduce_axis(ReduceKind::Mean, x.data(), sum.data(), o, n, in);
+    reduce_axis(ReduceKind::Max, x.data(), mx.data(), o, n, in);
+    softmax_axis(x.data(), sm.data(), o, n, in, false);
+    for (int64_t a = 0; a < o; ++a)
+      for (int64_t i = 0; i < in; ++i) {
+        double s = 0, m = -INFINITY, z = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          double v = x[static_cast<size_t>((a * n + k) * in + i)];
+          s += v;
+          m = std::max(m, v);
+        }
+        for (int64_t k = 0; k < n; ++k) z += std::exp(x[static_cast<size_t>((a * n + k) * in + i)] - m);
+        EXPECT_NEAR(sum[static_cast<size_t>(a * in + i)], s / n, 1e-5);
+        EXPECT_EQ(mx[static_cast<size_t>(a * in + i)], static_cast<float>(m));
+        for (int64_t k = 0; k < n; ++k) {
+          size_t e = static_cast<size_t>((a * n + k) * in + i);
+          EXPECT_NEAR(sm[e], std::exp(x[e] - m) / z, 1e-6);
+        }
+      }
+  }
+  // Softmax of huge logits stays finite.
+  std::vector<float> big = {1e30f, 1e30f, -1e30f}, out(3);
+  softmax_axis(big.data(), out.data(), 1, 3, 1, false);
+  EXPECT_FLOAT_EQ(out[0], 0.5f);
+  EXPECT_EQ(out[2], 0.f);
+  // Layer normalization and RMS normalization.
+  std::vector<float> row = {1, 2, 3, 4}, scale = {1, 1, 2, 2}, bias = {0, 0, 1, 1}, y(4);
+  normalize_rows(row.data(), y.data(), 1, 4, scale.data(), bias.data(), 0.f, false);
+  EXPECT_NEAR(y[0], -1.5 / std::sqrt(1.25), 1e-6);
+  EXPECT_NEAR(y[3], 2 * 1.5 / std::sqrt(1.25) + 1, 1e-6);
+  normalize_rows(row.data(), y.data(), 1, 4, scale.data(), nullptr, 0.f, true);
+  EXPECT_NEAR(y[1], 2 / std::sqrt(7.5), 1e-6);
+}
+
+TEST(Copy, StridedTransposeBroadcastAndGather) {
+  const int64_t R = 45, C = 70;
+  std::vector<int32_t> a(static_cast<size_t>(R * C)), t(a.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int32_t>(i);
+  std::vector<int64_t> dims = {C, R}, ss = {1, C}, ds = {R, 1};
+  strided_copy(4, a.data(), ss, t.data(), ds, dims, 2);  // t = a^T
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) ASSERT_EQ(t[static_cast<size_t>(c * R + r)], a[static_cast<size_t>(r * C + c)]);
+  std::vector<int64_t> e(12);
+  int64_t v[3] = {7, 8, 9};
+  std::vector<int64_t> bd = {4, 3}, bs = {0, 1}, bo = {3, 1};
+  strided_copy(8, v, bs, e.data(), bo, bd);  // Expand [3] -> [4, 3]
+  EXPECT_EQ(e[9], 7);
+  EXPECT_EQ(e[11], 9);
+  // Gather rows 2, -1, 0 of a [4, 3] table.
+  std::vector<int64_t> idx = {2, -1, 0}, g(9);
+  int64_t bad = 0;
+  EXPECT_TRUE(gather_axis(8, e.data(), 1, 4, 3, idx.data(), 8, 3, g.data(), &bad));
+  EXPECT_EQ(g, (std::vector<int64_t>{7, 8, 9, 7, 8, 9, 7, 8, 9}));
+  idx[1] = 4;
+  EXPECT_FALSE(gather_axis(8, e.data(), 1, 4, 3, idx.data(), 8, 3, g.data(), &bad));
+  EXPECT_EQ(bad, 4);
+}
+
+TEST(Gemm, PackedWeightsWithAnEpilogue) {
+  // Shapes with row and column tails; the epilogue adds a per-column bias, applies
+  // Relu and adds a residual of C's shape: y = relu(a b + bias) + r.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto [M, K, N] : {std::tuple{13, 37, 41}, std::tuple{1, 64, 16}, std::tuple{6, 5, 100}}) {
+    std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)),
+        r(static_cast<size_t>(M * N)), c(static_cast<size_t>(M * N)), bt(b.size());
+    for (float* v : {a.data(), b.data(), bias.data(), r.data()})
+      for (size_t i = 0; i < (v == a.data() ? a.size() : v == b.data() ? b.size() : v == bias.data() ? bias.size() : r.size()); ++i)
+        v[i] = u(rng);
+    for (int k = 0; k < K; ++k)
+      for (int n = 0; n < N; ++n) bt[static_cast<size_t>(n * K + k)] = b[static_cast<size_t>(k * N + n)];
+    GemmEpilogue e;
+    e.program.num_inputs = e.program.num_regs = 3;
+    e.program.results = {e.program.emit(PwOp::Add, e.program.emit(PwOp::Relu, e.program.emit(PwOp::Add, 0, 1)), 2)};
+    e.operands = {ref(bias.data(), DType::Float32, {0, 1}), ref(r.data(), DType::Float32, {N, 1})};
+    for (bool transposed : {false, true}) {
+      PackedB p = transposed ? pack_b(bt.data(), K, N, K, true) : pack_b(b.data(), K, N, N);
+      gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double s = bias[static_cast<size_t>(n)];
+          for (int k = 0; k < K; ++k) s += double(a[static_cast<size_t>(m * K + k)]) * b[static_cast<size_t>(k * N + n)];
+          const double want = std::max(s, 0.0) + r[static_cast<size_t>(m * N + n)];
+          ASSERT_NEAR(c[static_cast<size_t>(m * N + n)], want, 1e-4) << M << "x" << K << "x" << N << " at " << m << "," << n;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace isomer::kernels
