@@ -201,8 +201,8 @@ std::vector<Array<T>> exact_parallel(const Attributes& attrs, std::span<const Ar
 
 // Plans never run these operators: run-plan runs MPI collectives in their place
 // (parallel/execute.h). Where a graph does hold one (a rule's side, a test), the
-// runtime has no fast path for it and runs the reference semantics above.
-bool lower_reference_only(runtime::Compiler&, const Node&) { return false; }
+// runtime has no fast path for it and runs the reference semantics above
+// (Lowering::ReferenceOnly).
 
 template <Kind K>
 OpDef parallel_op(std::string_view name, InferFn infer, std::vector<AttrSpec> attributes) {
@@ -216,7 +216,7 @@ OpDef parallel_op(std::string_view name, InferFn infer, std::vector<AttrSpec> at
   d.eval = eval_parallel<K>;
   d.eval_field = exact_parallel<K, Fp>;
   d.eval_sym = exact_parallel<K, Sym>;
-  d.lower = lower_reference_only;
+  d.lower = Lowering::ReferenceOnly;
   return d;
 }
 
