@@ -170,7 +170,7 @@ Verdict weakest(const Verdict& a, const Verdict& b) {
 
 }  // namespace
 
-RuleSet collapse_rules(const RuleSet& rules, CollapseStats* stats) {
+RuleSet collapse_rules(const RuleSet& rules, CollapseStats* stats, bool drop_implied) {
   CollapseStats st;
   struct Group {
     const Rule* first;
@@ -250,7 +250,7 @@ RuleSet collapse_rules(const RuleSet& rules, CollapseStats* stats) {
   out.trailer = merged_set.trailer;
   ImpliedChecker accepted;
   for (Rule& r : merged_set.rules) {
-    if (accepted.size() > 0 && accepted.implied(r)) {
+    if (drop_implied && accepted.size() > 0 && accepted.implied(r)) {
       ++st.implied_dropped;
       continue;
     }

@@ -33,6 +33,8 @@ struct CollapseStats {
   size_t implied_dropped = 0;       // rules the rules before them join (generate/implied.h)
 };
 
-RuleSet collapse_rules(const RuleSet& rules, CollapseStats* stats = nullptr);
+// `drop_implied`: also drop the rules the earlier merged ones join (off when the
+// generator is asked to keep implied rules).
+RuleSet collapse_rules(const RuleSet& rules, CollapseStats* stats = nullptr, bool drop_implied = true);
 
 }  // namespace isomer::gen

@@ -619,7 +619,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   result.counts.emplace_back("refuted", refuted);
   result.counts.emplace_back("unknown", unknown);
   CollapseStats collapsed;
-  result.rules = collapse_rules(result.rules, &collapsed);
+  result.rules = collapse_rules(result.rules, &collapsed, o.prune_implied);
   result.counts.emplace_back("commutations_dropped", collapsed.commutations_dropped);
   result.counts.emplace_back("copies_merged", collapsed.copies_merged);
   result.counts.emplace_back("implied_after_merge", collapsed.implied_dropped);

@@ -160,5 +160,7 @@ def test_generate_rules_drops_implied_rules_unless_asked_to_keep_them():
     assert pruned.counts["after_implied"] < pruned.counts["loaded"]
     assert kept.counts["after_implied"] == kept.counts["loaded"]
     assert len(pruned.rules) < len(kept.rules)
-    # Every rule that survives pruning is also among those kept.
-    assert {r.text for r in pruned.rules} <= {r.text for r in kept.rules}
+    # (No rule-by-rule subset check: the written rules are collapsed, and which copy of
+    # an identity represents it, with which guard, operand order and name, depends on
+    # the copies that reached the collapse.)
+    assert pruned.counts["implied_after_merge"] > 0 and kept.counts["implied_after_merge"] == 0
