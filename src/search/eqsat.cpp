@@ -420,7 +420,17 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   st.ilp_cost = ilp_total;
   st.extraction_gap = options.extractor == "ilp" ? std::max(worst_gap, 0.0) : -1;
   if (options.extractor != "ilp") st.extraction_optimal = false;
-  // The result priced whole, as the runtime runs it, against the input.
+  // The result priced whole, as the runtime runs it, against the input (not when the
+  // extraction chose the input back: measuring a large model whole takes long).
+  if (same_graph(result, g)) {
+    st.cost_before = st.cost_after = ilp_total > 0 ? ilp_total : greedy_total;
+    st.kept_input = true;
+    st.rules_applied.clear();
+    st.budget_exhausted = st.stop != eg::StopReason::Saturated;
+    st.seconds = seconds_since(t0);
+    if (stats) *stats = std::move(st);
+    return g;
+  }
   try {
     st.cost_before = model.graph_ms(g);
     st.cost_after = model.graph_ms(result);
