@@ -122,6 +122,7 @@ float finish(ReduceKind kind, float v, int64_t n) {
   switch (kind) {
     case ReduceKind::Mean: return v / static_cast<float>(n);
     case ReduceKind::L2: return std::sqrt(v);
+    case ReduceKind::LogSum: return std::log(v);
     default: return v;
   }
 }
@@ -129,7 +130,8 @@ float finish(ReduceKind kind, float v, int64_t n) {
 float reduce_row(ReduceKind kind, const float* x, int64_t n) {
   switch (kind) {
     case ReduceKind::Sum:
-    case ReduceKind::Mean: return row_sum(x, n);
+    case ReduceKind::Mean:
+    case ReduceKind::LogSum: return row_sum(x, n);
     case ReduceKind::SumSquare:
     case ReduceKind::L2: return row_sum_sq(x, n, 0.0f);
     case ReduceKind::Max: {
@@ -258,6 +260,184 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
       float var = row_sum_sq(xr, n, mean) / static_cast<float>(n);
       float inv = 1.0f / std::sqrt(var + eps);
       row_normalize(xr, y + r * n, n, mean, inv, scale, bias);
+    }
+  });
+}
+
+namespace {
+
+// a beats b as the extreme value: larger (Max) or smaller, and a NaN beats every
+// number (NumPy's and ONNX Runtime's arg-max and arg-min both find the first NaN).
+template <bool Max>
+inline bool beats(float a, float b) {
+  const bool a_nan = a != a, b_nan = b != b;
+  return a_nan ? !b_nan : (!b_nan && (Max ? a > b : a < b));
+}
+
+// Whether v replaces the best so far b, met at a later index: strictly better, or
+// (Last) at least as good.
+template <bool Max, bool Last>
+inline bool takes(float v, float b) {
+  return Last ? !beats<Max>(b, v) : beats<Max>(v, b);
+}
+
+// Index of the extreme value of a contiguous row. The vector part keeps a best
+// value and index per lane; merging the lanes resolves ties toward the lower
+// (Last: the higher) index.
+template <bool Max, bool Last>
+ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
+  float b = x[0];
+  int64_t best = 0, j = 1;
+  if (n >= 2 * kLanes) {
+    float bv[kLanes];
+    int64_t bi[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l) bv[l] = x[l], bi[l] = l;
+    for (j = kLanes; j + kLanes <= n; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const float v = x[j + l];
+        const bool take = takes<Max, Last>(v, bv[l]);
+        bv[l] = take ? v : bv[l];
+        bi[l] = take ? j + l : bi[l];
+      }
+    b = bv[0];
+    best = bi[0];
+    for (int64_t l = 1; l < kLanes; ++l)
+      if (beats<Max>(bv[l], b) || (!beats<Max>(b, bv[l]) && (Last ? bi[l] > best : bi[l] < best))) {
+        b = bv[l];
+        best = bi[l];
+      }
+  }
+  for (; j < n; ++j)
+    if (takes<Max, Last>(x[j], b)) {
+      b = x[j];
+      best = j;
+    }
+  return best;
+}
+
+// The same along a strided axis, all inner lanes side by side.
+template <bool Max, bool Last>
+ISOMER_CLONES void cols_arg(const float* x, int64_t* out, int64_t n, int64_t inner, float* best) {
+  std::copy(x, x + inner, best);
+  std::fill(out, out + inner, 0);
+  for (int64_t k = 1; k < n; ++k) {
+    const float* xk = x + k * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      const float v = xk[i];
+      const bool take = takes<Max, Last>(v, best[i]);
+      best[i] = take ? v : best[i];
+      out[i] = take ? k : out[i];
+    }
+  }
+}
+
+template <bool Max, bool Last>
+void arg_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, int threads) {
+  const int team = team_for(outer * n * inner, outer, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> best(static_cast<size_t>(inner));
+    for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
+      if (inner == 1) out[o] = row_arg<Max, Last>(x + o * n, n);
+      else cols_arg<Max, Last>(x + o * n * inner, out + o * inner, n, inner, best.data());
+    }
+  });
+}
+
+}  // namespace
+
+void argmax_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads) {
+  if (max) (last ? arg_axis<true, true> : arg_axis<true, false>)(x, out, outer, n, inner, threads);
+  else (last ? arg_axis<false, true> : arg_axis<false, false>)(x, out, outer, n, inner, threads);
+}
+
+namespace {
+
+// Sums in T, except that integers add as their unsigned counterparts (wrapping,
+// never undefined behaviour).
+template <class T>
+struct Accumulate {
+  using type = T;
+};
+template <>
+struct Accumulate<int64_t> {
+  using type = uint64_t;
+};
+template <>
+struct Accumulate<int32_t> {
+  using type = uint32_t;
+};
+
+template <class T>
+void cumsum_columns(const T* x, T* y, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                    typename Accumulate<T>::type* acc) {
+  using A = typename Accumulate<T>::type;
+  std::fill(acc, acc + inner, A(0));
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t k = reverse ? n - 1 - s : s;
+    const T* xk = x + k * inner;
+    T* yk = y + k * inner;
+    if (exclusive) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const A v = static_cast<A>(xk[i]);
+        yk[i] = static_cast<T>(acc[i]);
+        acc[i] += v;
+      }
+    } else {
+      for (int64_t i = 0; i < inner; ++i) yk[i] = static_cast<T>(acc[i] += static_cast<A>(xk[i]));
+    }
+  }
+}
+
+template <class T>
+void cumsum_any(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse, int threads) {
+  const int team = team_for(outer * n * inner, outer, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<typename Accumulate<T>::type> acc(static_cast<size_t>(inner));
+    for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o)
+      cumsum_columns(x + o * n * inner, y + o * n * inner, n, inner, exclusive, reverse, acc.data());
+  });
+}
+
+}  // namespace
+
+void cumsum_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const double* x, double* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const int64_t* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const int32_t* x, int32_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+
+ISOMER_CLONES void row_affine(const float* x, float* y, int64_t n, float a, float b) {
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] * a + b;
+}
+
+void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
+                      const float* scale, const float* bias, float eps, int threads) {
+  const int64_t per = channels / groups, len = per * spatial, rows = batch * groups;
+  const int team = team_for(rows * len * 4, rows, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) {
+      const float* xr = x + r * len;
+      float* yr = y + r * len;
+      const float mean = len ? row_sum(xr, len) / static_cast<float>(len) : 0.0f;
+      const float var = len ? row_sum_sq(xr, len, mean) / static_cast<float>(len) : 0.0f;
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (int64_t c = 0; c < per; ++c) {
+        const int64_t ch = (r % groups) * per + c;
+        const float a = inv * scale[ch];
+        row_affine(xr + c * spatial, yr + c * spatial, spatial, a, bias[ch] - mean * a);
+      }
     }
   });
 }
