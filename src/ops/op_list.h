@@ -66,6 +66,8 @@ ISOMER_OP(PRelu)
 ISOMER_OP(MatMul)
 ISOMER_OP(Gemm)
 ISOMER_OP(Conv)
+// einsum.cpp
+ISOMER_OP(Einsum)
 // pool.cpp
 ISOMER_OP(MaxPool)
 ISOMER_OP(AveragePool)
