@@ -119,7 +119,7 @@ std::vector<SymArray> sym_constant_of_shape(const Attributes& attrs, std::span<c
 // ---- Range -------------------------------------------------------------------------
 
 // The most elements a Range may have: a bound on what a hostile model can allocate.
-constexpr int64_t kMaxRange = int64_t{1} << 32;
+constexpr int64_t kMaxRange = int64_t{1} << 28;
 
 // max(ceil((limit - start) / delta), 0), exactly for integers.
 int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delta) {

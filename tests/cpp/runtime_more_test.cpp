@@ -121,6 +121,19 @@ TEST(RuntimeMore, NormalizationsPoolsAndIndexing) {
   EXPECT_EQ(count(kinds, "scatter"), 2u);
 }
 
+// Activations that map to oneDNN eltwise post-ops run inside the convolution.
+TEST(RuntimeMore, ConvolutionTakesMishSoftplusAndEluAsPostOps) {
+  for (const char* act : {"Mish", "Softplus", "Elu"}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, 8, 10, 10}));
+    Value c = b.op1("Conv", {x, b.constant(random_f32({16, 8, 3, 3}, 1)), b.constant(random_f32({16}, 2))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    Graph g = b.finish({b.op1(act, {c})}, {"y"});
+    auto kinds = expect_native_and_right(g);
+    EXPECT_EQ(count(kinds, "pointwise"), 0u) << act;
+  }
+}
+
 // Einsum operands whose labels do not merge into one dim are copied once; the
 // output may be any permutation of the matmul's result.
 TEST(RuntimeMore, EinsumWithUnmergeableLabelsAndPermutedOutput) {
