@@ -11,9 +11,10 @@ namespace isomer::cost {
 
 namespace {
 
-// Bumped when the runtime's lowering changes what a signature means (3: rows
-// carry the load they were measured under; older rows were never marked noisy).
-constexpr const char* kRuntimeVersion = "isomer-rt-3";
+// Bumped when the runtime's lowering changes what a signature means (4: native
+// kernels and binary post-ops; 3: rows carry the load they were measured under;
+// older rows were never marked noisy).
+constexpr const char* kRuntimeVersion = "isomer-rt-4";
 
 double io_bytes(const Graph& g, const runtime::Executable& exe) {
   double bytes = 0;

@@ -240,6 +240,13 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
   return out;
 }
 
+bool Compiler::has_writer(int id) const {
+  for (const RtStep& s : steps_)
+    for (int w : s.writes)
+      if (w == id || values_[w].alias_of == id) return true;
+  return false;
+}
+
 bool Compiler::retarget(int id, int root, int64_t byte_offset) { return retarget_all({id}, root, {byte_offset}); }
 
 bool Compiler::retarget_all(const std::vector<int>& ids, int root, const std::vector<int64_t>& byte_offsets) {
@@ -249,10 +256,7 @@ bool Compiler::retarget_all(const std::vector<int>& ids, int root, const std::ve
     if (id == root || !seen.insert(id).second || v.alias_of >= 0 || v.known || v.storage || is_input(id) ||
         values_[root].alias_of >= 0)
       return false;
-    bool written = false;
-    for (const RtStep& s : steps_)
-      written = written || std::find(s.writes.begin(), s.writes.end(), id) != s.writes.end();
-    if (!written) return false;
+    if (!has_writer(id)) return false;
   }
   for (size_t k = 0; k < ids.size(); ++k) {
     const int id = ids[k];

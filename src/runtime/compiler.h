@@ -167,11 +167,13 @@ class Compiler {
   int as_plain(int id, bool boundary = false);
   // Drops the shared reorder of `id` into `md` (its buffer is about to be overwritten).
   void forget_layout(int id, const md_t& md) { layout_cache_.erase({id, describe_md(md)}); }
-  // Makes value `id` (written by a step already made, a buffer of its own) a view
+  // Makes value `id` (a buffer of its own, written by steps already made) a view
   // starting `byte_offset` bytes into `root`'s buffer, so that its producer writes
   // it in place (a part of a concatenation); its own views follow. False, and
   // nothing changes, when `id` is not such a value.
   bool retarget(int id, int root, int64_t byte_offset);
+  // True if a step writes value `id` or a view of it (it has contents).
+  bool has_writer(int id) const;
   // All of `ids` or none (a part can appear twice).
   bool retarget_all(const std::vector<int>& ids, int root, const std::vector<int64_t>& byte_offsets);
   // A fresh copy of value `id` (same layout), made by a step.

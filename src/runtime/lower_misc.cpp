@@ -1,6 +1,7 @@
 // Lowering of pooling, batch normalization, padding (into a pool) and
 // concatenation to oneDNN primitives.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -182,14 +183,27 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
     params[i] = c.constant_value(t->reshaped({ch}), n.name());
   }
   int x = c.id(n.inputs()[0]);
-  if (xd.size() == 2) x = c.as_plain(x);
+  if (xd.size() == 2 || (c.strides_of(x) && !c.is_dense(x))) x = c.as_plain(x);
   const md_t& md = c.val(x).md;
   float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
+  // A Relu right after it is applied in the same pass (DenseNet's BN-ReLU-Conv).
+  const Node* relu = c.opts().fuse ? c.sole_consumer(n.output(0)) : nullptr;
+  if (relu) {
+    auto e = eltwise_of(c, *relu, n.output(0), xd.size());
+    if (e && e->alg == dnnl::algorithm::eltwise_relu && e->alpha == 0) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+    else relu = nullptr;
+  }
   dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps, flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, c.engine());
   int dst = c.new_value(DType::Float32, xd, md, n.name());
+  StepInfo info = step_info(n, "batchnorm", "batchnorm " + describe_md(md) + (relu ? " relu" : ""),
+                            2.0 * static_cast<double>(num_elements(xd)));
+  if (relu) {
+    info.ops.push_back("Relu");
+    info.nodes.push_back(node_key(*relu));
+  }
   c.add_primitive(pd,
                   {{DNNL_ARG_SRC, x},
                    {DNNL_ARG_SCALE, params[0]},
@@ -197,8 +211,9 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
                    {DNNL_ARG_MEAN, params[2]},
                    {DNNL_ARG_VARIANCE, params[3]},
                    {DNNL_ARG_DST, dst}},
-                  step_info(n, "batchnorm", "batchnorm " + describe_md(md), 2.0 * static_cast<double>(num_elements(xd))));
-  c.bind(n.output(0), dst);
+                  info);
+  c.bind((relu ? relu : &n)->output(0), dst);
+  if (relu) c.mark_done(*relu);
   return true;
 }
 
@@ -219,6 +234,42 @@ bool is_pointwise_conv_of(Compiler& c, const Node& n, size_t input, const std::v
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+// Places the parts of a concatenation in its output buffer `dst` (part k starting
+// offsets[k] bytes in): each part's producer then writes it there. Leading parts
+// that already live, in order, in the buffer of an earlier concatenation that is
+// exactly them (DenseNet's blocks concatenate the same growing list of features
+// again and again) take that whole buffer along instead. `same_layout(r, k0, k1)`
+// says whether buffer r holds parts [k0, k1) in dst's layout for them. All or
+// nothing.
+bool place_parts(Compiler& c, const std::vector<int>& ids, const std::vector<int64_t>& offsets, int dst,
+                 const std::function<bool(int, size_t, size_t)>& same_layout) {
+  std::vector<int> targets;
+  std::vector<int64_t> at;
+  for (size_t i = 0; i < ids.size();) {
+    const RtValue& v = c.val(ids[i]);
+    if (v.alias_of < 0) {
+      targets.push_back(ids[i]);
+      at.push_back(offsets[i++]);
+      continue;
+    }
+    const int r = v.alias_of;
+    size_t j = i;
+    size_t bytes = 0;
+    while (j < ids.size() && c.val(ids[j]).alias_of == r &&
+           c.val(ids[j]).byte_offset - v.byte_offset == offsets[j] - offsets[i])
+      bytes += c.val(ids[j++]).bytes;
+    if (v.byte_offset != 0 || bytes != c.val(r).bytes || !same_layout(r, i, j)) return false;
+    targets.push_back(r);
+    at.push_back(offsets[i]);
+    i = j;
+  }
+  return c.retarget_all(targets, dst, at);
 }
 
 }  // namespace
@@ -284,7 +335,7 @@ bool lower_concat(Compiler& c, const Node& n) {
       const std::vector<int64_t> di = c.val(id).dims;
       const int64_t offset = at * ost[static_cast<size_t>(axis)] * elem;
       at += di[static_cast<size_t>(axis)];
-      if (lead == 1 && c.is_dense(id) && c.retarget(id, dst, offset)) continue;
+      if (lead == 1 && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
       StepInfo info = step_info(n, "copy", "concat-part " + std::string(dtype_name(t)) + to_string(di) + " s" +
                                              to_string(*c.strides_of(id)) + " -> " + to_string(ost));
       const std::vector<int64_t> from = *c.strides_of(id);
@@ -308,7 +359,19 @@ bool lower_concat(Compiler& c, const Node& n) {
     in_place = in_place && sub == c.val(id).md;
     at[static_cast<size_t>(axis)] += c.val(id).dims[static_cast<size_t>(axis)];
   }
-  if (in_place && c.retarget_all(ids, dst, offsets)) {
+  auto same_layout = [&](int r, size_t k0, size_t k1) {
+    std::vector<int64_t> rd = c.val(ids[k0]).dims;
+    rd[static_cast<size_t>(axis)] = 0;
+    dims_t from(od.size(), 0);
+    for (size_t k = 0; k < k1; ++k) {
+      if (k < k0) from[static_cast<size_t>(axis)] += c.val(ids[k]).dims[static_cast<size_t>(axis)];
+      else rd[static_cast<size_t>(axis)] += c.val(ids[k]).dims[static_cast<size_t>(axis)];
+    }
+    md_t sub = pd.dst_desc().submemory_desc(to_dims(rd), from);
+    sub.data.offset0 = 0;
+    return rd == c.val(r).dims && sub == c.val(r).md;
+  };
+  if (in_place && place_parts(c, ids, offsets, dst, same_layout)) {
     c.bind(n.output(0), dst);
     return true;
   }

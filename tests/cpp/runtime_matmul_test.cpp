@@ -21,7 +21,9 @@ Tensor random_weights(std::vector<int64_t> dims, uint64_t seed) {
   return Tensor::from_f64(DType::Float32, std::move(dims), v);
 }
 
-std::vector<runtime::StepInfo> check(const Graph& g) {
+// Runs g fused and unfused against the reference; returns the fused steps.
+// packed_gemm false: oneDNN's matmul, which these tests are about on any CPU.
+std::vector<runtime::StepInfo> check(const Graph& g, bool packed_gemm = false) {
   std::vector<Tensor> inputs = random_inputs(g, 11);
   std::vector<Tensor> want = evaluate(g, inputs);
   std::vector<runtime::StepInfo> steps;
@@ -29,6 +31,7 @@ std::vector<runtime::StepInfo> check(const Graph& g) {
     runtime::RuntimeOptions o;
     o.threads = 1;
     o.fuse = fuse;
+    o.packed_gemm = packed_gemm;
     auto exe = runtime::compile(g, o);
     CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
     EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
@@ -75,6 +78,31 @@ TEST(RuntimeMatmul, BatchedInputWithConstantWeightsRunsAsOne2DMatmul) {
   EXPECT_EQ(copies, 1u);
   EXPECT_EQ(steps.size(), 3u);
   EXPECT_NE(mm[1]->signature.find("+sum"), std::string::npos) << mm[1]->signature;
+}
+
+TEST(RuntimeMatmul, PackedGemmRunsTheSameFusionsAsOneEpilogue) {
+  // On CPUs without AVX-512 the same FFN runs on isomer's packed-weights GEMM:
+  // bias, activation, the residual and a gate are one epilogue per matmul, the
+  // residual read where it is (no copy).
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 13, 32})});
+  Value h = b.op1("MatMul", {x, b.constant(random_weights({32, 70}, 1))});
+  h = b.op1("Relu", {b.op1("Add", {h, b.constant(random_weights({70}, 2))})});
+  Value y = b.op1("MatMul", {h, b.constant(random_weights({1, 70, 32}, 3))});
+  y = b.op1("Add", {b.op1("Add", {b.constant(random_weights({32}, 4)), y}), x});
+  Value gate = b.input("gate", {DType::Float32, make_shape({26, 5})});
+  Value z = b.op1("Mul", {b.op1("Sigmoid", {b.op1("Gemm", {gate, b.constant(random_weights({5, 5}, 5)),
+                                                            b.constant(random_weights({26, 5}, 6))})}),
+                          gate});
+  Graph g = b.finish({y, z}, {"y", "z"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 3u);
+  for (const runtime::StepInfo* s : mm) EXPECT_EQ(s->signature.rfind("gemm-packed", 0), 0u) << s->signature;
+  EXPECT_EQ(steps.size(), 3u);  // no copies, no separate elementwise steps
+  EXPECT_EQ(mm[2]->ops, (std::vector<std::string>{"Gemm", "Sigmoid", "Mul"}));
 }
 
 TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {

@@ -124,12 +124,36 @@ TEST(Runtime, BroadcastOperandsAreBinaryPostOps) {
   EXPECT_EQ(count(kinds, "reference"), 0u);
   runtime::RuntimeOptions o;
   o.threads = 1;
+  o.packed_gemm = false;  // oneDNN's post-ops, which this test is about, on any CPU
   auto exe = runtime::compile(g, o);
   for (const runtime::StepInfo& st : exe->steps()) {
     EXPECT_EQ(st.signature.find("impl ref"), std::string::npos) << st.signature;
     if (st.kind == "conv") EXPECT_EQ(st.ops, (std::vector<std::string>{"Conv", "Add", "Relu", "Mul"}));
     if (st.kind == "matmul") EXPECT_EQ(st.ops, (std::vector<std::string>{"Gemm", "Tanh", "Mul"}));
   }
+}
+
+TEST(Runtime, DenseBlockConcatenationsShareOneBufferAndBatchNormTakesTheRelu) {
+  // DenseNet: every layer reads the concatenation of all features so far through
+  // BatchNormalization and Relu. Each feature is written once, in place, into the
+  // buffer of the block's last concatenation; the earlier ones are its prefixes.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 5, 5})});
+  std::vector<Value> features = {b.op1("Relu", {b.op1("Conv", {x, b.constant(random_tensor({16, 16, 1, 1}, 1))})})};
+  for (int layer = 0; layer < 3; ++layer) {
+    Value cat = b.op1("Concat", features, {{"axis", int64_t{1}}});
+    const int64_t ch = 16 * static_cast<int64_t>(features.size());
+    Value bn = b.op1("BatchNormalization",
+                     {cat, b.constant(random_tensor({ch}, 10 + layer)), b.constant(random_tensor({ch}, 20 + layer)),
+                      b.constant(random_tensor({ch}, 30 + layer)), b.constant(random_tensor({ch}, 40 + layer, 0.5, 2))});
+    features.push_back(b.op1("Conv", {b.op1("Relu", {bn}), b.constant(random_tensor({16, ch, 3, 3}, 50 + layer))},
+                             {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  }
+  Graph g = b.finish({b.op1("Concat", features, {{"axis", int64_t{1}}})}, {"y"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "concat") + count(kinds, "copy"), 0u);
+  EXPECT_EQ(count(kinds, "batchnorm"), 3u);
+  EXPECT_EQ(count(kinds, "pointwise"), 0u);  // the Relus ride along
 }
 
 TEST(Runtime, PoolsAndConcat) {
