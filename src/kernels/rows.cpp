@@ -113,6 +113,11 @@ ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
   return s;
 }
 
+// acc[i] += exp(x[i] - m[i]) (an infinite m contributes nothing: its result is m).
+ISOMER_CLONES void cols_exp_accumulate(const float* x, const float* m, float* acc, int64_t inner) {
+  for (int64_t i = 0; i < inner; ++i) acc[i] += std::isinf(m[i]) ? 0.0f : vm::exp(x[i] - m[i]);
+}
+
 ISOMER_CLONES void row_scale(float* y, int64_t n, float s) {
   for (int64_t j = 0; j < n; ++j) y[j] *= s;
 }
@@ -201,19 +206,25 @@ float reduce_row(ReduceKind kind, const float* x, int64_t n) {
 
 void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int64_t n, int64_t inner, int threads) {
   if (kind == ReduceKind::LogSumExp) {
-    // log(sum(exp(x))) = m + log(sum(exp(x - m))).
-    std::vector<float> m(static_cast<size_t>(outer * inner));
-    reduce_axis(ReduceKind::Max, x, m.data(), outer, n, inner, threads);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        float mm = m[o * inner + i], s = 0;
-        if (std::isinf(mm)) {
-          out[o * inner + i] = mm;
+    // log(sum(exp(x))) = m + log(sum(exp(x - m))): the maxima first, then the sums
+    // of exponentials with the vector exp (rows: into a scratch row; columns: all
+    // lanes of a row of the axis at once).
+    reduce_axis(ReduceKind::Max, x, out, outer, n, inner, threads);
+    const int team = team_for(outer * n * inner * 8, outer, threads);
+    parallel_teams(team, [&](int t, int nt) {
+      std::vector<float> scratch(static_cast<size_t>(inner == 1 ? n : inner));
+      for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
+        float* m = out + o * inner;
+        if (inner == 1) {
+          if (!std::isinf(m[0]) && m[0] == m[0]) m[0] += std::log(row_exp_sum(x + o * n, scratch.data(), n, m[0]));
           continue;
         }
-        for (int64_t k = 0; k < n; ++k) s += std::exp(x[(o * n + k) * inner + i] - mm);
-        out[o * inner + i] = mm + std::log(s);
+        std::fill(scratch.begin(), scratch.end(), 0.0f);
+        for (int64_t k = 0; k < n; ++k) cols_exp_accumulate(x + (o * n + k) * inner, m, scratch.data(), inner);
+        for (int64_t i = 0; i < inner; ++i)
+          if (!std::isinf(m[i]) && m[i] == m[i]) m[i] += std::log(scratch[static_cast<size_t>(i)]);
       }
+    });
     return;
   }
   const int team = team_for(outer * n * inner, inner == 1 ? outer : outer * ((inner + 255) / 256), threads);
@@ -248,10 +259,9 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
         float m = row_max(xr, n);
         if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp gives 0s, sum 0 -> NaN as ONNX Runtime
         if (log) {
+          // The sum with the vector exp (its exponentials go to y, then x - m - log(sum)).
+          const float ls = std::log(row_exp_sum(xr, yr, n, m));
           row_shift(xr, yr, n, m);
-          float s = 0;
-          for (int64_t j = 0; j < n; ++j) s += vm::exp(yr[j]);
-          float ls = std::log(s);
           row_shift(yr, yr, n, ls);
         } else {
           float s = row_exp_sum(xr, yr, n, m);
@@ -326,16 +336,19 @@ inline bool takes(float v, float b) {
 // Index of the extreme value of a contiguous row. The vector part keeps a best
 // value and index per lane; merging the lanes resolves ties toward the lower
 // (Last: the higher) index.
+// Lanes of arg-max/min partial results (a best value and its index each).
+constexpr int64_t kArgLanes = 16;
+
 template <bool Max, bool Last>
 ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
   float b = x[0];
   int64_t best = 0, j = 1;
-  if (n >= 2 * kLanes) {
-    float bv[kLanes];
-    int64_t bi[kLanes];
-    for (int64_t l = 0; l < kLanes; ++l) bv[l] = x[l], bi[l] = l;
-    for (j = kLanes; j + kLanes <= n; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) {
+  if (n >= 2 * kArgLanes) {
+    float bv[kArgLanes];
+    int64_t bi[kArgLanes];
+    for (int64_t l = 0; l < kArgLanes; ++l) bv[l] = x[l], bi[l] = l;
+    for (j = kArgLanes; j + kArgLanes <= n; j += kArgLanes)
+      for (int64_t l = 0; l < kArgLanes; ++l) {
         const float v = x[j + l];
         const bool take = takes<Max, Last>(v, bv[l]);
         bv[l] = take ? v : bv[l];
@@ -343,7 +356,7 @@ ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
       }
     b = bv[0];
     best = bi[0];
-    for (int64_t l = 1; l < kLanes; ++l)
+    for (int64_t l = 1; l < kArgLanes; ++l)
       if (beats<Max>(bv[l], b) || (!beats<Max>(b, bv[l]) && (Last ? bi[l] > best : bi[l] < best))) {
         b = bv[l];
         best = bi[l];
