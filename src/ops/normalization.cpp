@@ -287,6 +287,12 @@ std::string import_group_norm(OnnxForm& form, int64_t opset, GraphBuilder& b) {
   return "";
 }
 
+Attributes canonical_epsilon(const Attributes& attrs, std::span<const TensorType>) {
+  Attributes a = attrs;
+  set_default(a, "epsilon", 1e-5);
+  return a;
+}
+
 void export_group_norm(OnnxForm& form, int64_t opset) {
   if (opset >= 21) return;
   require(opset >= 18, "GroupNormalization predates opset 18");
@@ -367,6 +373,11 @@ OpDef def_RMSNormalization() {
   d.attributes = {{"axis", "int"}, {"epsilon", "float"}, {"stash_type", "int"}};
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm<true>;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> inputs) {
+    Attributes a = canonical_axis_of_input0<-1>(attrs, inputs);
+    set_default(a, "epsilon", 1e-5);
+    return a;
+  };
   d.lower = runtime::lower_layernorm;
   return d;
 }
@@ -385,6 +396,7 @@ OpDef def_GroupNormalization() {
   d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.attrs.get_int("num_groups", 0)); };
   d.onnx_import = import_group_norm;
   d.onnx_export = export_group_norm;
+  d.canonical_attrs = canonical_epsilon;
   d.lower = runtime::lower_group_norm;
   return d;
 }
@@ -398,6 +410,7 @@ OpDef def_InstanceNormalization() {
   d.attributes = {{"epsilon", "float"}};
   d.infer = [](const InferContext& ctx) { return infer_group_norm(ctx, 0, "InstanceNormalization"); };
   d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.in(0).dims()[1]); };
+  d.canonical_attrs = canonical_epsilon;
   d.lower = runtime::lower_group_norm;
   return d;
 }
