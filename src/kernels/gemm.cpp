@@ -78,7 +78,65 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
   }
 }
 
+// One product of a batch: B[b] packed into `panel_buf`, then every tile.
+ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const BatchedGemm& g, int64_t bi,
+                             const GemmEpilogue* epi, float* panel_buf) {
+  const int64_t panels = (g.N + kPanel - 1) / kPanel;
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t k = 0; k < g.K; ++k) {
+      float* dst = panel_buf + (q * g.K + k) * kPanel;
+      const float* src = bsrc + k * g.b_k + q * kPanel * g.b_n;
+      const int64_t w = std::min<int64_t>(kPanel, g.N - q * kPanel);
+      if (g.b_n == 1) {
+        std::memcpy(dst, src, static_cast<size_t>(w) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < w; ++j) dst[j] = src[j * g.b_n];
+      }
+      for (int64_t j = w; j < kPanel; ++j) dst[j] = 0;
+    }
+  const int64_t row_blocks = (g.M + kRows - 1) / kRows;
+  const int64_t* shift = epi ? g.op_off.data() + bi * static_cast<int64_t>(epi->operands.size()) : nullptr;
+  alignas(64) float acc[kRows * kPanel];
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t rb = 0; rb < row_blocks; ++rb) {
+      const int64_t r0 = rb * kRows, mr = std::min<int64_t>(kRows, g.M - r0), c0 = q * kPanel;
+      const int64_t nc = std::min<int64_t>(kPanel, g.N - c0);
+      const float* panel = panel_buf + q * g.K * kPanel;
+      const float* ar = a + r0 * g.a_row;
+      switch (mr) {
+        case 6: tile<6>(ar, g.a_row, panel, g.K, acc); break;
+        case 5: tile<5>(ar, g.a_row, panel, g.K, acc); break;
+        case 4: tile<4>(ar, g.a_row, panel, g.K, acc); break;
+        case 3: tile<3>(ar, g.a_row, panel, g.K, acc); break;
+        case 2: tile<2>(ar, g.a_row, panel, g.K, acc); break;
+        default: tile<1>(ar, g.a_row, panel, g.K, acc); break;
+      }
+      const int64_t ldc = g.c_row ? g.c_row : g.N;
+      float* out = c + r0 * ldc + c0;
+      if (epi) {
+        run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc, shift);
+      } else {
+        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+      }
+    }
+}
+
 }  // namespace
+
+void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& g, const GemmEpilogue* epilogue,
+                  int threads) {
+  if (g.batch == 0 || g.M == 0 || g.N == 0) return;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  const double flops = 2.0 * static_cast<double>(g.batch * g.M) * static_cast<double>(g.N * g.K);
+  team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, g.batch)));
+  const size_t panel_floats = static_cast<size_t>(((g.N + kPanel - 1) / kPanel) * g.K * kPanel);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> buf(panel_floats);
+    for (int64_t bi = g.batch * t / nt; bi < g.batch * (t + 1) / nt; ++bi)
+      run_batch(a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)],
+                c + (g.c_off.empty() ? bi * g.M * g.N : g.c_off[static_cast<size_t>(bi)]), g, bi, epilogue, buf.data());
+  });
+}
 
 PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transposed) {
   PackedB p;

@@ -43,6 +43,21 @@ struct GemmEpilogue {
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
                  const GemmEpilogue* epilogue = nullptr, int threads = 0);
 
+// A batch of products with operands known only at run time (attention's Q K^T
+// and P V): C[b] = A[b] B[b] for b in [0, batch), each B[b] packed into a
+// thread's buffer first. Element (b, m, k) of A is at a + b_off_a[b] + m * a_row + k
+// (unit stride along K), element (b, k, n) of B at b + b_off_b[b] + k * b_k + n * b_n,
+// element (b, m, n) of C at c + c_off[b] + m * c_row + n (dense [M, N] per batch
+// when c_off is empty: c_off[b] = b M N, c_row = N). The epilogue's operands have
+// strides {row, column} within a batch and add op_off[b * n_ops + i] for batch b.
+struct BatchedGemm {
+  int64_t batch = 1, M = 0, K = 0, N = 0;
+  int64_t a_row = 0, b_k = 0, b_n = 0, c_row = 0;
+  std::vector<int64_t> a_off, b_off, c_off, op_off;  // per batch (op_off: per batch and operand)
+};
+void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& shape,
+                  const GemmEpilogue* epilogue = nullptr, int threads = 0);
+
 // True if this CPU is one where gemm_packed is the better choice (no AVX-512;
 // AVX2 with FMA). $ISOMER_GEMM=native or =onednn overrides.
 bool prefer_packed_gemm();

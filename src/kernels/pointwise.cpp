@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
 #include "kernels/vmath.h"
@@ -16,75 +18,6 @@
 namespace isomer::kernels {
 
 namespace {
-
-struct OpInfo {
-  const char* name;
-  int arity;
-  bool integer;
-};
-
-OpInfo info(PwOp op) {
-  switch (op) {
-    case PwOp::Copy: return {"Copy", 1, true};
-    case PwOp::Neg: return {"Neg", 1, true};
-    case PwOp::Abs: return {"Abs", 1, true};
-    case PwOp::Relu: return {"Relu", 1, true};
-    case PwOp::LeakyRelu: return {"LeakyRelu", 1, false};
-    case PwOp::Sigmoid: return {"Sigmoid", 1, false};
-    case PwOp::Tanh: return {"Tanh", 1, false};
-    case PwOp::Exp: return {"Exp", 1, false};
-    case PwOp::Log: return {"Log", 1, false};
-    case PwOp::Sqrt: return {"Sqrt", 1, false};
-    case PwOp::Rsqrt: return {"Rsqrt", 1, false};
-    case PwOp::Reciprocal: return {"Reciprocal", 1, false};
-    case PwOp::Erf: return {"Erf", 1, false};
-    case PwOp::GeluErf: return {"GeluErf", 1, false};
-    case PwOp::GeluTanh: return {"GeluTanh", 1, false};
-    case PwOp::Clip: return {"Clip", 1, true};
-    case PwOp::HardSigmoid: return {"HardSigmoid", 1, false};
-    case PwOp::HardSwish: return {"HardSwish", 1, false};
-    case PwOp::Softplus: return {"Softplus", 1, false};
-    case PwOp::Square: return {"Square", 1, true};
-    case PwOp::Floor: return {"Floor", 1, false};
-    case PwOp::Ceil: return {"Ceil", 1, false};
-    case PwOp::Round: return {"Round", 1, false};
-    case PwOp::Sign: return {"Sign", 1, true};
-    case PwOp::Not: return {"Not", 1, true};
-    case PwOp::Affine: return {"Affine", 1, false};
-    case PwOp::PowConst: return {"PowConst", 1, false};
-    case PwOp::IsNaN: return {"IsNaN", 1, false};
-    case PwOp::Sin: return {"Sin", 1, false};
-    case PwOp::Cos: return {"Cos", 1, false};
-    case PwOp::Elu: return {"Elu", 1, false};
-    case PwOp::Selu: return {"Selu", 1, false};
-    case PwOp::Mish: return {"Mish", 1, false};
-    case PwOp::Silu: return {"Silu", 1, false};
-    case PwOp::Trunc: return {"Trunc", 1, true};
-    case PwOp::Celu: return {"Celu", 1, false};
-    case PwOp::ThresholdedRelu: return {"ThresholdedRelu", 1, false};
-    case PwOp::IsInf: return {"IsInf", 1, false};
-    case PwOp::Add: return {"Add", 2, true};
-    case PwOp::Sub: return {"Sub", 2, true};
-    case PwOp::Mul: return {"Mul", 2, true};
-    case PwOp::Div: return {"Div", 2, true};
-    case PwOp::Max: return {"Max", 2, true};
-    case PwOp::Min: return {"Min", 2, true};
-    case PwOp::Pow: return {"Pow", 2, false};
-    case PwOp::Mod: return {"Mod", 2, true};
-    case PwOp::FMod: return {"FMod", 2, true};
-    case PwOp::Equal: return {"Equal", 2, true};
-    case PwOp::Less: return {"Less", 2, true};
-    case PwOp::LessEqual: return {"LessEqual", 2, true};
-    case PwOp::Greater: return {"Greater", 2, true};
-    case PwOp::GreaterEqual: return {"GreaterEqual", 2, true};
-    case PwOp::And: return {"And", 2, true};
-    case PwOp::Or: return {"Or", 2, true};
-    case PwOp::Xor: return {"Xor", 2, true};
-    case PwOp::PRelu: return {"PRelu", 2, false};
-    case PwOp::Where: return {"Where", 3, true};
-  }
-  return {"?", 1, false};
-}
 
 // --- the float32 instruction loop -------------------------------------------------
 
@@ -192,12 +125,9 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
 // NaN -> 0 (never undefined behaviour on hostile data).
 template <class I>
 I saturate(double v) {
+  if (std::optional<I> exact = float_to_int<I>(v)) return *exact;  // ir/float_to_int.h
   if (!(v == v)) return 0;
-  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
-  if (v <= lo) return std::numeric_limits<I>::min();
-  if (v >= hi) return std::numeric_limits<I>::max();
-  return static_cast<I>(v);
+  return v < 0 ? std::numeric_limits<I>::min() : std::numeric_limits<I>::max();
 }
 
 
@@ -249,7 +179,7 @@ void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n)
         for (int64_t j = 0; j < n; ++j) d[j] = a[j] != 0 ? b[j] : c[j];
         break;
       default:
-        throw Error(std::string("pointwise: ") + info(in.op).name + " is not defined on integers");
+        throw Error(std::string("pointwise: ") + pw_name(in.op) + " is not defined on integers");
 #undef LOOP1
 #undef LOOP2
     }
@@ -304,6 +234,35 @@ void store_element(char* p, DType t, T v) {
       STORE_INT(UInt64, uint64_t)
 #undef STORE_INT
     default: break;
+  }
+}
+
+// n elements of a run starting at `src` (stride st elements of type t) as T: one
+// loop per type, not a switch per element.
+template <class T>
+void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
+  switch (t) {
+    case DType::Float32:
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t j = 0; j < n; ++j) dst[j] = reinterpret_cast<const float*>(src)[j * st];
+      } else {  // to integers: saturated, never undefined
+        for (int64_t j = 0; j < n; ++j) dst[j] = saturate<T>(reinterpret_cast<const float*>(src)[j * st]);
+      }
+      break;
+    case DType::Bool:
+    case DType::UInt8:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
+      break;
+    case DType::Int64:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
+      break;
+    case DType::Int32:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
+      break;
+    default: {
+      const int64_t es = static_cast<int64_t>(dtype_size(t));
+      for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
+    }
   }
 }
 
@@ -395,26 +354,6 @@ struct Runner {
     }
   }
 
-  // n elements of a run starting at `src` (stride st elements of type t) as T.
-  static void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
-    switch (t) {
-      case DType::Bool:
-      case DType::UInt8:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
-        break;
-      case DType::Int64:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
-        break;
-      case DType::Int32:
-        for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
-        break;
-      default: {
-        const int64_t es = static_cast<int64_t>(dtype_size(t));
-        for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
-      }
-    }
-  }
-
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg) const {
     const size_t ni = in.size();
     for (size_t k = 0; k < ni; ++k) {
@@ -434,7 +373,7 @@ struct Runner {
           for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
           break;
         }
-        case Read::Convert: convert(src, st, in[k].dtype, n, dst); break;
+        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
       }
     }
     auto out_ptr = [&](size_t k) {
@@ -558,42 +497,9 @@ struct Runner {
 
 }  // namespace
 
-int pw_arity(PwOp op) { return info(op).arity; }
-const char* pw_name(PwOp op) { return info(op).name; }
-bool pw_integer_ok(PwOp op) { return info(op).integer; }
-
-int PwProgram::emit(PwOp op, int a, int b, int c, float alpha, float beta) {
-  require(num_regs < kMaxRegs, "pointwise program too long");
-  PwInstr in;
-  in.op = op;
-  in.dst = static_cast<uint8_t>(num_regs);
-  in.a = static_cast<uint8_t>(a);
-  in.b = static_cast<uint8_t>(b);
-  in.c = static_cast<uint8_t>(c);
-  in.alpha = alpha;
-  in.beta = beta;
-  code.push_back(in);
-  return num_regs++;
-}
-
-std::string PwProgram::text() const {
-  std::ostringstream s;
-  s << (compute == Compute::Float32 ? "f32" : "i64") << " in" << num_inputs << ":";
-  for (const PwInstr& in : code) {
-    s << " r" << int(in.dst) << "=" << pw_name(in.op) << "(r" << int(in.a);
-    int ar = pw_arity(in.op);
-    if (ar > 1) s << ",r" << int(in.b);
-    if (ar > 2) s << ",r" << int(in.c);
-    s << ")";
-    if (in.alpha != 0 || in.beta != 0) s << "[" << in.alpha << "," << in.beta << "]";
-  }
-  s << " ->";
-  for (int r : results) s << " r" << r;
-  return s.str();
-}
-
 void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
-                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out) {
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift) {
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(kMaxRegs) * kBlock);
   float* reg[kMaxRegs];
@@ -603,18 +509,19 @@ void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first
     for (size_t k = 0; k < rest.size(); ++k) {
       const StridedRef& o = rest[k];
       float* dst = scratch.data() + static_cast<int64_t>(k + 1) * kBlock;
-      const int64_t base = o.offset + (r0 + i) * o.strides[0] + c0 * o.strides[1], st = o.strides[1];
+      const int64_t base = o.offset + (shift ? shift[k] : 0) + (r0 + i) * o.strides[0] + c0 * o.strides[1],
+                    st = o.strides[1];
       if (o.dtype == DType::Float32 && st == 1) {
         reg[k + 1] = const_cast<float*>(static_cast<const float*>(o.data) + base);
         continue;
       }
-      const size_t es = dtype_size(o.dtype);
-      const char* src = static_cast<const char*>(o.data);
+      const int64_t es = static_cast<int64_t>(dtype_size(o.dtype));
+      const char* src = static_cast<const char*>(o.data) + base * es;
       if (st == 0) {
-        const float v = element_as<float>(src + base * static_cast<int64_t>(es), o.dtype);
+        const float v = element_as<float>(src, o.dtype);
         for (int64_t j = 0; j < cols; ++j) dst[j] = v;
       } else {
-        for (int64_t j = 0; j < cols; ++j) dst[j] = element_as<float>(src + (base + j * st) * static_cast<int64_t>(es), o.dtype);
+        convert<float>(src, st, o.dtype, cols, dst);
       }
       reg[k + 1] = dst;
     }

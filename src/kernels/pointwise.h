@@ -90,8 +90,10 @@ void run_pointwise(const PwProgram& p, std::span<const StridedRef> inputs, std::
 // through their {row, column} strides from the origin of the space; the first
 // result goes to `out` (row stride ld_out, the tile's first element). The
 // epilogue of a fused kernel, on a tile still in cache.
+// `shift`, if given, adds one more element offset per operand (a batch's start).
 void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
-                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out);
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift = nullptr);
 
 // Row-major strides of `dims`.
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims);

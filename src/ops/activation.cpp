@@ -7,7 +7,6 @@
 
 #include "ops/elementwise.h"
 #include "ops/emit.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -119,7 +118,7 @@ std::vector<SymArray> sym_prelu(const Attributes&, std::span<const SymArray> in)
 OpDef def_Softplus() {
   OpDef d = transcendental<SoftplusFn, "Softplus">("Softplus");
   d.emit_pointwise = emit_unary<PwOp::Softplus>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -127,7 +126,7 @@ OpDef def_Mish() {
   OpDef d = transcendental<MishFn, "Mish">("Mish");
   d.min_opset = 18;
   d.emit_pointwise = emit_unary<PwOp::Mish>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -139,7 +138,7 @@ OpDef def_Elu() {
   d.eval_sym = sym_unary<EluFn>;
   d.canonical_attrs = float_defaults<kAlpha, kOne, 1>;
   d.emit_pointwise = emit_elu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -150,7 +149,7 @@ OpDef def_Selu() {
   d.eval_sym = sym_unary<SeluFn>;
   d.canonical_attrs = float_defaults<kSeluNames, kSeluDefaults, 2>;
   d.emit_pointwise = emit_selu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -161,7 +160,7 @@ OpDef def_Celu() {
   d.eval_sym = sym_unary<CeluFn>;
   d.canonical_attrs = float_defaults<kAlpha, kOne, 1>;
   d.emit_pointwise = emit_celu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -172,7 +171,7 @@ OpDef def_ThresholdedRelu() {
   d.eval_sym = sym_unary<ThresholdedReluFn>;
   d.canonical_attrs = float_defaults<kAlpha, kOne, 1>;
   d.emit_pointwise = emit_thresholded_relu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -186,7 +185,7 @@ OpDef def_PRelu() {
   d.eval = eval_prelu;
   d.eval_sym = sym_prelu;
   d.emit_pointwise = emit_binary<PwOp::PRelu>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

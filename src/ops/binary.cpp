@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
 #include "ops/emit.h"
-#include "runtime/lowering.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 
@@ -57,7 +57,7 @@ struct DivFn {
 };
 struct PowFn {
   static double apply(double x, double y) { return std::pow(x, y); }
-  static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
+  static int64_t apply(int64_t x, int64_t y) { return checked_float_to_int<int64_t>(std::pow(x, y), "integer Pow"); }
 };
 // std::max(x, y) is (x < y ? y : x); reals have no NaN.
 struct MaxFn {
@@ -231,7 +231,7 @@ OpDef def_Add() {
   d.eval_field = exact_binary<AddFn, Fp>;
   d.eval_sym = exact_binary<AddFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Add>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -240,7 +240,7 @@ OpDef def_Sub() {
   d.eval_field = exact_binary<SubFn, Fp>;
   d.eval_sym = exact_binary<SubFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Sub>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -251,7 +251,7 @@ OpDef def_Mul() {
   d.eval_field = exact_binary<MulFn, Fp>;
   d.eval_sym = exact_binary<MulFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Mul>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -260,7 +260,7 @@ OpDef def_Div() {
   d.props.linear_in = {0};
   d.eval_sym = exact_binary<DivFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Div>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -269,7 +269,7 @@ OpDef def_Pow() {
   d.infer = infer_pow;
   d.eval = eval_pow;
   d.emit_pointwise = emit_pow;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -282,7 +282,7 @@ OpDef def_Max() {
   d.eval = eval_variadic<MaxFn>;
   d.eval_sym = sym_variadic<MaxFn>;
   d.emit_pointwise = emit_fold<PwOp::Max>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -295,7 +295,7 @@ OpDef def_Min() {
   d.eval = eval_variadic<MinFn>;
   d.eval_sym = sym_variadic<MinFn>;
   d.emit_pointwise = emit_fold<PwOp::Min>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -305,7 +305,7 @@ OpDef def_Equal() {
   d.infer = infer_equal;
   d.eval = eval_equal;
   d.emit_pointwise = emit_binary<PwOp::Equal>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -318,7 +318,7 @@ OpDef def_Where() {
   d.infer = infer_where;
   d.eval = eval_where;
   d.emit_pointwise = emit_where;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -333,7 +333,7 @@ OpDef def_Mod() {
     return a;
   };
   d.emit_pointwise = emit_mod;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -347,7 +347,7 @@ OpDef def_Sum() {
   d.eval_field = exact_sum<Fp>;
   d.eval_sym = exact_sum<Sym>;
   d.emit_pointwise = emit_fold<PwOp::Add>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -365,7 +365,7 @@ OpDef def_Mean() {
   d.eval_field = exact_mean<Fp>;
   d.eval_sym = exact_mean<Sym>;
   d.emit_pointwise = emit_mean;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

@@ -13,7 +13,6 @@
 #include "eval/sym.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -69,7 +68,7 @@ OpDef comparison(std::string_view name, int min_opset) {
   d.eval = eval_compare<F>;
   d.eval_sym = sym_compare<F>;
   d.emit_pointwise = emit_binary<Op>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -131,7 +130,7 @@ OpDef logic(std::string_view name, int arity) {
   d.eval_field = exact_logic<F, Fp>;
   d.eval_sym = exact_logic<F, Sym>;
   d.emit_pointwise = arity == 2 ? emit_binary<Op> : emit_unary<Op>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -191,7 +190,7 @@ OpDef def_IsNaN() {
   d.eval = eval_isnan;
   d.eval_sym = sym_never;
   d.emit_pointwise = emit_unary<PwOp::IsNaN>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -211,7 +210,7 @@ OpDef def_IsInf() {
     return a;
   };
   d.emit_pointwise = emit_isinf;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

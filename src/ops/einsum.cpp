@@ -12,7 +12,6 @@
 
 #include "eval/sym.h"
 #include "ops/kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 namespace ops {
@@ -265,7 +264,7 @@ OpDef def_Einsum() {
   d.eval = eval_einsum;
   d.eval_field = exact_einsum<Fp>;
   d.eval_sym = exact_einsum<Sym>;
-  d.lower = runtime::lower_einsum;
+  d.lower = Lowering::Einsum;
   return d;
 }
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "ops/layout_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -200,7 +199,7 @@ OpDef def_Tile() {
   OpDef d = layout_op("Tile", 2, 2, 6);
   d.infer = infer_tile;
   set_semantics<TileOp>(d);
-  d.lower = runtime::lower_tile;
+  d.lower = Lowering::Tile;
   return d;
 }
 
@@ -215,7 +214,7 @@ OpDef def_Trilu() {
     set_default(a, "upper", int64_t{1});
     return a;
   };
-  d.lower = runtime::lower_trilu;
+  d.lower = Lowering::Trilu;
   return d;
 }
 
@@ -225,7 +224,7 @@ OpDef def_GatherElements() {
   d.infer = infer_gather_elements;
   set_semantics<GatherElementsOp>(d);
   d.canonical_attrs = canonical_axis_of_input0<0>;
-  d.lower = runtime::lower_gather_elements;
+  d.lower = Lowering::GatherElements;
   return d;
 }
 
@@ -242,7 +241,7 @@ OpDef def_ScatterND() {
     set_default(a, "reduction", std::string("none"));
     return a;
   };
-  d.lower = runtime::lower_scatter_nd;
+  d.lower = Lowering::ScatterND;
   return d;
 }
 

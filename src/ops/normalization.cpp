@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "ops/kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -326,7 +325,7 @@ OpDef def_BatchNormalization() {
   d.eval = eval_batch_norm;
   d.onnx_import = import_batch_norm;
   d.onnx_export = export_batch_norm;
-  d.lower = runtime::lower_batchnorm;
+  d.lower = Lowering::BatchNorm;
   return d;
 }
 
@@ -340,7 +339,7 @@ OpDef def_LayerNormalization() {
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm<false>;
   d.onnx_import = import_layer_norm;
-  d.lower = runtime::lower_layernorm;
+  d.lower = Lowering::LayerNorm;
   return d;
 }
 
@@ -354,7 +353,7 @@ OpDef def_Softmax() {
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
-  d.lower = runtime::lower_softmax;
+  d.lower = Lowering::Softmax;
   return d;
 }
 
@@ -378,7 +377,7 @@ OpDef def_RMSNormalization() {
     set_default(a, "epsilon", 1e-5);
     return a;
   };
-  d.lower = runtime::lower_layernorm;
+  d.lower = Lowering::LayerNorm;
   return d;
 }
 
@@ -397,7 +396,7 @@ OpDef def_GroupNormalization() {
   d.onnx_import = import_group_norm;
   d.onnx_export = export_group_norm;
   d.canonical_attrs = canonical_epsilon;
-  d.lower = runtime::lower_group_norm;
+  d.lower = Lowering::GroupNorm;
   return d;
 }
 
@@ -411,7 +410,7 @@ OpDef def_InstanceNormalization() {
   d.infer = [](const InferContext& ctx) { return infer_group_norm(ctx, 0, "InstanceNormalization"); };
   d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.in(0).dims()[1]); };
   d.canonical_attrs = canonical_epsilon;
-  d.lower = runtime::lower_group_norm;
+  d.lower = Lowering::GroupNorm;
   return d;
 }
 

@@ -9,7 +9,6 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -279,7 +278,7 @@ OpDef def_MaxPool() {
     set_default(a, "storage_order", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -301,7 +300,7 @@ OpDef def_AveragePool() {
     set_default(a, "count_include_pad", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -314,7 +313,7 @@ OpDef def_GlobalAveragePool() {
   d.eval = eval_global_average_pool;
   d.eval_field = exact_global_average_pool<Fp>;
   d.eval_sym = exact_global_average_pool<Sym>;
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -325,7 +324,7 @@ OpDef def_GlobalMaxPool() {
   d.infer = infer_global_average_pool;  // the same shape rule
   d.eval = [](const EvalContext& ctx) { return std::vector<Tensor>{tensor(ctx.in(0).dtype(), global_max_pool(f64(ctx.in(0))))}; };
   d.eval_sym = [](const Attributes&, std::span<const SymArray> in) { return std::vector<SymArray>{global_max_pool(in[0])}; };
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 

@@ -16,7 +16,6 @@
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -397,7 +396,7 @@ OpDef fold_reduction(std::string_view name) {
   d.onnx_import = import_reduce_axes;
   d.onnx_export = export_reduce_axes;
   d.canonical_attrs = canonical_fold;
-  d.lower = runtime::lower_reduce;
+  d.lower = Lowering::Reduce;
   return d;
 }
 
@@ -423,7 +422,7 @@ OpDef def_ReduceSum() {
     set_default(a, "noop_with_empty_axes", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_reduce;
+  d.lower = Lowering::Reduce;
   return d;
 }
 
@@ -439,7 +438,7 @@ OpDef def_ReduceMean() {
   d.eval_sym = exact_reduce_mean<Sym>;
   d.onnx_import = import_reduce_mean;
   d.onnx_export = export_reduce_mean;
-  d.lower = runtime::lower_reduce;
+  d.lower = Lowering::Reduce;
   return d;
 }
 

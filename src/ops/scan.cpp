@@ -6,7 +6,6 @@
 
 #include "eval/sym.h"
 #include "ops/kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -94,7 +93,7 @@ OpDef arg_op(std::string_view name) {
   d.eval = eval_arg<Max>;
   d.onnx_export = export_arg;
   d.canonical_attrs = canonical_arg;
-  d.lower = runtime::lower_arg_extreme;
+  d.lower = Lowering::ArgExtreme;
   return d;
 }
 
@@ -183,7 +182,7 @@ OpDef def_CumSum() {
     set_default(a, "reverse", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_cumsum;
+  d.lower = Lowering::CumSum;
   return d;
 }
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ir/float_to_int.h"
 #include "ops/layout_kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -109,7 +109,7 @@ std::vector<Tensor> eval_constant_of_shape(const EvalContext& ctx) {
 std::vector<FieldArray> field_constant_of_shape(const Attributes& attrs, std::span<const FieldArray> in) {
   const double v = fill_value(attrs).f64_at(0);
   require(v == std::floor(v) && std::fabs(v) < 9.0e15, "ConstantOfShape value is not an integer; it has no field value");
-  return {constant_of_shape(field_ints(in[0]), Fp::from_signed(static_cast<int64_t>(v)))};
+  return {constant_of_shape(field_ints(in[0]), Fp::from_signed(checked_float_to_int<int64_t>(v, "ConstantOfShape value")))};
 }
 
 std::vector<SymArray> sym_constant_of_shape(const Attributes& attrs, std::span<const SymArray> in) {
@@ -149,6 +149,10 @@ std::vector<TensorType> infer_range(const InferContext& ctx) {
   require(t == DType::Float32 || t == DType::Float64 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 ||
               t == DType::Float16 || t == DType::BFloat16,
           "Range type must be a float or a signed integer of 16 to 64 bits, got " + std::string(dtype_name(t)));
+  // Range-27's stash_type: 16-bit floats are computed in float (1, the default) or in
+  // their own type (0). isomer computes in double and rounds once, which is the former.
+  require(!(t == DType::Float16 || t == DType::BFloat16) || ctx.attrs.get_int("stash_type", 1) != 0,
+          "Range on 16-bit floats with stash_type=0 (accumulating in the type itself) is not implemented");
   const char* names[] = {"start", "limit", "delta"};
   for (size_t i = 0; i < 3; ++i) {
     require(ctx.in(i).dtype == t, std::string("Range ") + names[i] + " has another type than start");
@@ -186,7 +190,7 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
-  d.lower = runtime::lower_shape_of;
+  d.lower = Lowering::ShapeOf;
   return d;
 }
 
@@ -199,7 +203,7 @@ OpDef def_ConstantOfShape() {
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
-  d.lower = runtime::lower_constant_of_shape;
+  d.lower = Lowering::ConstantOfShape;
   return d;
 }
 
@@ -211,7 +215,7 @@ OpDef def_Range() {
   d.attributes = {{"stash_type", "int"}};
   d.infer = infer_range;
   d.eval = eval_range;
-  d.lower = runtime::lower_range;
+  d.lower = Lowering::Range;
   return d;
 }
 

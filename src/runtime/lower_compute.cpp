@@ -444,8 +444,154 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   return true;
 }
 
+// Per-batch element offsets of a tensor of `dims` (right-aligned against the
+// batch dims `batch`, broadcast dims stride 0) with element strides `st`.
+std::vector<int64_t> batch_offsets(const std::vector<int64_t>& batch, const std::vector<int64_t>& dims,
+                                   const std::vector<int64_t>& st, size_t trailing) {
+  const int64_t count = num_elements(batch);
+  std::vector<int64_t> off(static_cast<size_t>(count), 0);
+  const size_t lead = dims.size() - trailing;  // the operand's own batch dims
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t rem = b, o = 0;
+    for (size_t i = batch.size(); i-- > 0;) {
+      const int64_t idx = rem % batch[i];
+      rem /= batch[i];
+      const size_t from_end = batch.size() - 1 - i;
+      if (from_end < lead) {
+        const size_t d = lead - 1 - from_end;
+        if (dims[d] != 1) o += idx * st[d];
+      }
+    }
+    off[static_cast<size_t>(b)] = o;
+  }
+  return off;
+}
+
+// A matmul of two tensors known only at run time (attention's Q K^T and P V) on
+// isomer's GEMM: each batch's B packed on the fly, A read in place, and the
+// elementwise nodes after it (scale, mask) as its epilogue. Returns false,
+// having done nothing, where it does not apply.
+bool emit_batched_gemm(Compiler& c, Contraction& k) {
+  if (!c.opts().packed_gemm || k.b_const || !kernels::prefer_packed_gemm()) return false;
+  auto as = c.strides_of(k.a);
+  if (!as || as->back() != 1) return false;
+  auto bs = c.strides_of(k.b);
+  if (!bs) return false;
+  const std::vector<int64_t>& ad = c.val(k.a).dims;
+  const std::vector<int64_t>& bd = c.val(k.b).dims;
+  const size_t r = k.out.size();
+  const std::vector<int64_t> batch(k.out.begin(), k.out.end() - 2);
+  kernels::BatchedGemm g;
+  g.batch = num_elements(batch);
+  g.M = k.out[r - 2];
+  g.N = k.out[r - 1];
+  g.K = ad.back();
+  g.a_row = (*as)[ad.size() - 2];
+  g.b_k = (*bs)[bd.size() - 2];
+  g.b_n = (*bs)[bd.size() - 1];
+  g.a_off = batch_offsets(batch, ad, *as, 2);
+  g.b_off = batch_offsets(batch, bd, *bs, 2);
+  const std::vector<const Node*> nodes = plan_epilogue(c, k.from, k.out);
+  kernels::GemmEpilogue epi;
+  epi.program.num_inputs = 1;
+  std::vector<int> operand_ids;
+  std::unordered_map<Value, int, ValueHash> reg = {{k.from, 0}};
+  std::vector<std::vector<int64_t>> offs;
+  auto operand = [&](int id) -> int {
+    if (!c.strides_of(id)) id = c.as_plain(id);
+    const std::vector<int64_t> own = *c.strides_of(id), d = c.val(id).dims;
+    kernels::StridedRef o;
+    o.dtype = c.val(id).dtype;
+    std::vector<int64_t> full(r, 0);
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] != 1) full[r - d.size() + i] = own[i];
+    o.strides = {full[r - 2], full[r - 1]};
+    std::vector<int64_t> fd(r, 1);
+    for (size_t i = 0; i < d.size(); ++i) fd[r - d.size() + i] = d[i];
+    offs.push_back(batch_offsets(batch, fd, full, 2));
+    operand_ids.push_back(id);
+    epi.operands.push_back(o);
+    return epi.program.num_inputs++;
+  };
+  std::vector<std::vector<int>> ins(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Value& v : nodes[i]->inputs()) {
+      bool chain = v == k.from;
+      for (size_t j = 0; j < i && !chain; ++j) chain = nodes[j]->output(0) == v;
+      ins[i].push_back(!v.present() ? -1 : chain ? -2 : operand(c.id(v)));
+    }
+  epi.program.num_regs = epi.program.num_inputs;
+  int result = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::vector<int> rg;
+    std::vector<const Tensor*> consts;
+    for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
+      const Value& v = nodes[i]->inputs()[j];
+      rg.push_back(ins[i][j] == -2 ? reg.at(v) : ins[i][j]);
+      consts.push_back(v.present() && ins[i][j] >= 0 ? c.peek_known(v) : nullptr);
+    }
+    int out = nodes[i]->op()->emit_pointwise(epi.program, nodes[i]->attrs(), rg, consts);
+    if (out < 0) return false;
+    reg[nodes[i]->output(0)] = result = out;
+  }
+  const bool has_epilogue = result != 0;
+  epi.program.results = {result};
+  const size_t nops = epi.operands.size();
+  g.op_off.resize(static_cast<size_t>(g.batch) * nops);
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (size_t i = 0; i < nops; ++i) g.op_off[static_cast<size_t>(b) * nops + i] = offs[i][static_cast<size_t>(b)];
+  // Written in the layout a following Transpose makes dense (attention's output
+  // going back from [batch, heads, seq, d] to [batch, seq, heads, d] before its
+  // Reshape): the Transpose and the Reshape are then views, no copy.
+  const Value last = nodes.empty() ? k.from : nodes.back()->output(0);
+  const Node* tr = c.opts().fuse ? c.sole_consumer(last) : nullptr;
+  std::vector<int64_t> perm = tr && tr->op_type() == "Transpose" ? tr->attrs().get_ints("perm", {}) : std::vector<int64_t>{};
+  int dst = -1;
+  if (perm.size() == r && perm.back() == static_cast<int64_t>(r) - 1) {
+    std::vector<int64_t> td;
+    for (int64_t p : perm) td.push_back(k.out[static_cast<size_t>(p)]);
+    const std::vector<int64_t> ts = row_major(td);
+    std::vector<int64_t> os(r);
+    for (size_t i = 0; i < r; ++i) os[static_cast<size_t>(perm[i])] = ts[i];
+    int buffer = c.new_value(DType::Float32, td, plain_md(td, dt::f32), k.node->name());
+    dst = c.view(buffer, k.out, os, 0, k.node->name());
+    g.c_row = os[r - 2];
+    g.c_off = batch_offsets(batch, k.out, os, 2);
+  } else {
+    dst = c.new_value(DType::Float32, k.out, plain_md(k.out, dt::f32), k.node->name());
+  }
+  std::vector<int> reads = {k.a, k.b};
+  reads.insert(reads.end(), operand_ids.begin(), operand_ids.end());
+  StepInfo info;
+  info.kind = "matmul";
+  info.label = k.node->name();
+  info.ops = {k.kind};
+  info.nodes = {node_key(*k.node)};
+  for (const Node* m : nodes) {
+    info.ops.push_back(m->op_type());
+    info.nodes.push_back(node_key(*m));
+  }
+  info.signature = "gemm-batched " + std::to_string(g.batch) + "x" + std::to_string(g.M) + "x" + std::to_string(g.K) +
+                   "x" + std::to_string(g.N) + " a" + std::to_string(g.a_row) + " b" + std::to_string(g.b_k) + "," +
+                   std::to_string(g.b_n) + (has_epilogue ? " epi " + epi.program.text() : "");
+  for (const auto& o : epi.operands) info.signature += " o" + to_string(o.strides);
+  info.flops = k.flops;
+  if (g.c_row) info.signature += " c" + std::to_string(g.c_row);
+  auto shape = std::make_shared<kernels::BatchedGemm>(std::move(g));
+  auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));
+  add_native_step(c, info, reads, {dst}, [shape, e, nops, has_epilogue](const std::vector<char*>& p) {
+    kernels::GemmEpilogue local = *e;
+    for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[2 + i];
+    kernels::gemm_batched(reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
+                          reinterpret_cast<float*>(p[2 + nops]), *shape, has_epilogue ? &local : nullptr);
+  });
+  c.bind(nodes.empty() ? k.from : nodes.back()->output(0), dst);
+  for (const Node* m : nodes) c.mark_done(*m);
+  return true;
+}
+
 bool emit_contraction(Compiler& c, Contraction& k) {
-  if (emit_packed_gemm(c, k)) return true;
+  if (emit_packed_gemm(c, k) || emit_batched_gemm(c, k)) return true;
   const Node& n = *k.node;
   size_t rank = k.out.size();
   Value cur = k.from;
@@ -597,7 +743,8 @@ bool lower_matmul(Compiler& c, const Node& n) {
   }
   // Views oneDNN only has its reference matmul for (a broadcast's zero strides,
   // some transposed batch layouts) are made dense first.
-  if (!k.b_const && !jit_matmul(c, k.a_md, k.b_md, k.out)) {
+  const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
+  if (!k.b_const && !native && !jit_matmul(c, k.a_md, k.b_md, k.out)) {
     k.a = c.as_plain(k.a);
     k.a_md = with_leading_ones(c.val(k.a).md, rank);
     k.b = c.as_plain(k.b);

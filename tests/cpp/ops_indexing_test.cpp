@@ -61,6 +61,10 @@ TEST(OpsIndexing, RangeLengthAndValues) {
   expect_near(run("Range", {i(0), i(-3), i(1)}), {0}, {});
   expect_error([&] { run("Range", {i(0), i(3), i(0)}); }, "delta");
   expect_error([&] { run("Range", {i(0), i(int64_t{1} << 30), i(1)}); }, "too large");
+  // Range-27: 16-bit floats computed wider (stash_type 1, the default) or in the type (0, not implemented).
+  auto h = [](double v) { return Tensor::from_f64(DType::Float16, {}, std::vector<double>{v}); };
+  expect_near(run("Range", {h(0), h(1.5), h(0.5)}), {3}, {0, 0.5, 1});
+  expect_error([&] { run("Range", {h(0), h(1), h(0.5)}, {{"stash_type", int64_t{0}}}); }, "stash_type=0");
 }
 
 TEST(OpsEinsum, ContractionsTransposesAndSums) {

@@ -105,6 +105,35 @@ TEST(RuntimeMatmul, PackedGemmRunsTheSameFusionsAsOneEpilogue) {
   EXPECT_EQ(mm[2]->ops, (std::vector<std::string>{"Gemm", "Sigmoid", "Mul"}));
 }
 
+TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
+  // Attention with grouped keys: q [2, 4, 5, 8] against k [2, 1, 8, 7] (one key
+  // head broadcast over 4 query heads, read through a transposed view), scaled and
+  // masked by a [5, 7] mask broadcast over batch and heads: one step, the scale
+  // and the mask in its epilogue; then P V with V a strided view.
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value q = b.input("q", {DType::Float32, make_shape({2, 4, 5, 8})});
+  Value kt = b.op1("Transpose", {b.input("k", {DType::Float32, make_shape({2, 1, 7, 8})})},
+                   {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Value s = b.op1("Mul", {b.op1("MatMul", {q, kt}), b.constant(Tensor::scalar_f32(0.35f))});
+  Value mask = b.input("mask", {DType::Float32, make_shape({5, 7})});
+  Value p = b.op1("Softmax", {b.op1("Add", {s, mask})}, {{"axis", int64_t{-1}}});
+  Value v = b.op1("Transpose", {b.input("v", {DType::Float32, make_shape({2, 7, 4, 6})})},
+                  {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  // The heads go back next to each other: P V is written in that layout, so the
+  // Transpose and the Reshape after it are views.
+  Value o = b.op1("Transpose", {b.op1("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value merged = b.op1("Reshape", {o, b.constant(Tensor::vector_i64({2, 5, 24}))});
+  Graph g = b.finish({b.op1("Relu", {merged})}, {"o"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  for (const runtime::StepInfo* st : mm) EXPECT_EQ(st->signature.rfind("gemm-batched", 0), 0u) << st->signature;
+  EXPECT_EQ(mm[0]->ops, (std::vector<std::string>{"MatMul", "Mul", "Add"}));
+  EXPECT_EQ(steps.size(), 4u);  // the two products, the softmax, the Relu: no copies of the views
+}
+
 TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({2, 8, 16})});

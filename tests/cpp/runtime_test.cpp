@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "runtime/npz.h"
+#include "runtime/lowering.h"
 #include "runtime/runtime.h"
 
 namespace isomer {
@@ -154,6 +155,10 @@ TEST(Runtime, DenseBlockConcatenationsShareOneBufferAndBatchNormTakesTheRelu) {
   EXPECT_EQ(count(kinds, "concat") + count(kinds, "copy"), 0u);
   EXPECT_EQ(count(kinds, "batchnorm"), 3u);
   EXPECT_EQ(count(kinds, "pointwise"), 0u);  // the Relus ride along
+}
+
+TEST(Runtime, EveryOperatorsLoweringHasAFunction) {
+  for (const OpDef* op : all_ops()) EXPECT_NE(runtime::lowering_of(op->lower), nullptr) << op->name;
 }
 
 TEST(Runtime, PoolsAndConcat) {
