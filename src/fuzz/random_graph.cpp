@@ -157,7 +157,7 @@ class Generator {
   }
   Value opaque(const Value& x) {
     OpaqueInfo info;
-    info.op_type = coin() ? "Sin" : "Cos";
+    info.op_type = coin() ? "Asinh" : "Atan";
     onnx::NodeProto proto;
     proto.set_op_type(info.op_type);
     proto.add_input("x");
@@ -186,7 +186,7 @@ class Generator {
     Value x = pick_float();
     Dims d = dims_of(x);
     int64_t r = static_cast<int64_t>(d.size());
-    switch (rnd(opts_.opaque ? 27 : 26)) {
+    switch (rnd(opts_.opaque ? 35 : 34)) {
       case 0: {
         static const char* const kPlain[] = {"Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Neg", "Abs", "Identity"};
         return {op1(kPlain[rnd(8)], {x})};
@@ -374,6 +374,14 @@ class Generator {
         }
         return {p};
       }
+      case 26: return {unary_more(x)};
+      case 27: return {binary_more(x)};
+      case 28: return {compare_and_select(x)};
+      case 29: return {reduce_more(x, d)};
+      case 30: return along_axis(x, d);
+      case 31: return {normalize_more(x, d)};
+      case 32: return {place_elements(x, d)};
+      case 33: return {einsum_or_range(x, d)};
       default:
         if (opts_.opaque && coin(60)) return {opaque(x)};
         // A common subexpression: the same operator on the same inputs again.
@@ -384,6 +392,136 @@ class Generator {
           return {op1("Add", {floats_[i], again[floats_[i].index]})};
         }
         return {op1("Add", {op1("Mul", {fconst({2}), fconst({2})}), scalar(1)})};  // constants to fold
+    }
+  }
+
+  // --- the operators current exporters add ---------------------------------------------
+  Value unary_more(const Value& x) {
+    static const char* const kPlain[] = {"Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus", "Mish", "Selu"};
+    switch (rnd(4)) {
+      case 0: return op1(kPlain[rnd(9)], {x});
+      case 1: return op1("Elu", {x}, {{"alpha", uniform(0.5, 2)}});
+      case 2: return op1("Celu", {x}, {{"alpha", uniform(0.5, 2)}});
+      default: return op1("ThresholdedRelu", {x}, {{"alpha", uniform(-0.5, 0.5)}});
+    }
+  }
+
+  Value binary_more(const Value& x) {
+    const Dims d = dims_of(x);
+    switch (rnd(4)) {
+      case 0: return op1("Mod", {x, positive(partner(x))}, {{"fmod", int64_t{1}}});
+      case 1: return op1("Sum", {x, partner(x), partner(x)});
+      case 2: return op1("Mean", {x, partner(x)});
+      default: return op1("PRelu", {x, d.empty() || coin() ? scalar(uniform(0, 0.5)) : fconst({d.back()}, 0, 0.5)});
+    }
+  }
+
+  // A bool mask from comparisons and logic, used by a Where (attention masks).
+  Value compare_and_select(const Value& x) {
+    static const char* const kCompare[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
+    static const char* const kLogic[] = {"And", "Or", "Xor"};
+    Value y = partner(x);
+    Value c = op1(kCompare[rnd(4)], {x, y});
+    switch (rnd(4)) {
+      case 0: c = op1("Not", {c}); break;
+      case 1: c = op1(kLogic[rnd(3)], {c, op1(kCompare[rnd(4)], {x, scalar(uniform(-0.5, 0.5))})}); break;
+      case 2: c = op1("Or", {c, op1(coin() ? "IsNaN" : "IsInf", {x})}); break;
+      default: break;
+    }
+    bools_.push_back(c);
+    return op1("Where", {c, x, y});
+  }
+
+  Value reduce_more(const Value& x, const Dims& d) {
+    const int64_t r = static_cast<int64_t>(d.size());
+    if (r == 0) throw Error("scalar");
+    static const char* const kReduce[] = {"ReduceMax", "ReduceMin",      "ReduceProd",     "ReduceSumSquare",
+                                          "ReduceL1",  "ReduceL2",       "ReduceLogSum",   "ReduceLogSumExp"};
+    const std::string op = kReduce[rnd(8)];
+    Dims axes{rnd(r)};
+    if (r > 1 && coin()) axes.push_back((axes[0] + 1) % r);
+    Attributes a{{"axes", axes}, {"keepdims", int64_t{rnd(2)}}};
+    return op1(op, {op == "ReduceLogSum" || op == "ReduceL2" ? positive(x) : x}, a);
+  }
+
+  std::vector<Value> along_axis(const Value& x, const Dims& d) {
+    const int64_t r = static_cast<int64_t>(d.size());
+    if (r == 0) throw Error("scalar");
+    const int64_t axis = rnd(r) - (coin() ? r : 0);
+    switch (rnd(3)) {
+      case 0: {
+        Attributes a{{"axis", axis}, {"keepdims", int64_t{rnd(2)}}, {"select_last_index", int64_t{rnd(2)}}};
+        return {op1(coin() ? "ArgMax" : "ArgMin", {x}, a)};
+      }
+      case 1:
+        return {op1("CumSum", {x, b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{axis}))},
+                    {{"exclusive", int64_t{rnd(2)}}, {"reverse", int64_t{rnd(2)}}})};
+      default: return {op1("LogSoftmax", {x}, {{"axis", axis}})};
+    }
+  }
+
+  Value normalize_more(const Value& x, const Dims& d) {
+    const int64_t r = static_cast<int64_t>(d.size());
+    if (r == 0) throw Error("scalar");
+    if (r < 3 || coin()) {
+      const int64_t axis = -1 - rnd(r);
+      return op1("RMSNormalization", {x, fconst(Dims(d.end() + axis, d.end()), 0.5, 1.5)}, {{"axis", axis}});
+    }
+    const int64_t c = d[1];
+    if (coin()) return op1("InstanceNormalization", {x, fconst({c}, 0.5, 1.5), fconst({c})});
+    const int64_t groups = c % 2 == 0 && coin() ? 2 : 1;
+    return op1("GroupNormalization", {x, fconst({c}, 0.5, 1.5), fconst({c})}, {{"num_groups", groups}});
+  }
+
+  Value place_elements(const Value& x, const Dims& d) {
+    const int64_t r = static_cast<int64_t>(d.size());
+    if (r == 0) throw Error("scalar");
+    switch (rnd(5)) {
+      case 0: {
+        Dims reps;
+        for (int64_t i = 0; i < r; ++i) reps.push_back(1 + rnd(2));
+        return op1("Tile", {x, iconst(reps)});
+      }
+      case 1: {
+        if (r < 2) throw Error("rank");
+        std::vector<Value> in{x};
+        if (coin()) in.push_back(b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{rnd(5) - 2})));
+        return op1("Trilu", in, {{"upper", int64_t{rnd(2)}}});
+      }
+      case 2: {
+        const int64_t axis = rnd(r);
+        Dims idx_dims = d;
+        idx_dims[axis] = 1 + rnd(3);
+        std::vector<int64_t> idx(static_cast<size_t>(numel(idx_dims)));
+        for (int64_t& i : idx) i = rnd(2 * d[axis]) - d[axis];
+        return op1("GatherElements", {x, b_.constant(Tensor::from_i64(DType::Int64, idx_dims, idx))}, {{"axis", axis}});
+      }
+      case 3: {
+        // Distinct rows of the first axis overwritten by constants.
+        const int64_t n = 1 + rnd(d[0]);
+        std::vector<int64_t> rows(static_cast<size_t>(d[0]));
+        std::iota(rows.begin(), rows.end(), 0);
+        std::shuffle(rows.begin(), rows.end(), rng_);
+        rows.resize(static_cast<size_t>(n));
+        Dims upd{n};
+        upd.insert(upd.end(), d.begin() + 1, d.end());
+        return op1("ScatterND", {x, b_.constant(Tensor::from_i64(DType::Int64, {n, 1}, rows)), fconst(upd)});
+      }
+      default: return op1("GlobalMaxPool", {pick_float_rank(4)});
+    }
+  }
+
+  Value einsum_or_range(const Value& x, const Dims& d) {
+    const int64_t r = static_cast<int64_t>(d.size());
+    if (coin(25)) {
+      Value n = b_.constant(Tensor::scalar_f32(static_cast<float>(1 + rnd(6))));
+      return op1("Range", {scalar(0), n, scalar(coin() ? 1 : 0.5)});
+    }
+    if (r < 2) throw Error("rank");
+    switch (rnd(3)) {
+      case 0: return op1("Einsum", {x, fconst({d.back(), 1 + rnd(4)})}, {{"equation", std::string("...j,jk->...k")}});
+      case 1: return op1("Einsum", {x}, {{"equation", std::string("...ij->...ji")}});
+      default: return op1("Einsum", {x}, {{"equation", std::string("...ij->...i")}});
     }
   }
 
@@ -485,9 +623,9 @@ std::vector<Tensor> evaluate_with_opaque(const Graph& g, const std::vector<Tenso
     for (const Value& v : n->inputs()) args.push_back(v.present() ? values.at(v.node.get()).at(v.index) : Tensor());
     if (n->kind() == NodeKind::Opaque) {
       const std::string& type = n->op_type();
-      require((type == "Sin" || type == "Cos") && args.size() == 1, describe(*n) + " is not a fuzz opaque node");
+      require((type == "Asinh" || type == "Atan") && args.size() == 1, describe(*n) + " is not a fuzz opaque node");
       std::vector<double> x = args[0].to_f64();
-      for (double& e : x) e = type == "Sin" ? std::sin(e) : std::cos(e);
+      for (double& e : x) e = type == "Asinh" ? std::asinh(e) : std::atan(e);
       values[n.get()] = {Tensor::from_f64(args[0].dtype(), args[0].dims(), x)};
       continue;
     }
@@ -589,7 +727,12 @@ std::vector<std::string> generated_op_types() {
           "MaxPool",   "AveragePool", "GlobalAveragePool", "BatchNormalization", "LayerNormalization", "Softmax",
           "ReduceMean", "ReduceSum", "Concat",   "Split",             "Transpose",         "Reshape",
           "Flatten",   "Squeeze",   "Unsqueeze", "Slice",             "Gather",            "Pad",
-          "Expand",    "Shape",     "ConstantOfShape"};
+          "Expand",    "Shape",     "ConstantOfShape", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus",
+          "Mish", "Selu", "Elu", "Celu", "ThresholdedRelu", "Mod", "Sum", "Mean", "PRelu", "Less", "LessOrEqual",
+          "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
+          "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
+          "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
+          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum"};
 }
 
 }  // namespace isomer::fuzz

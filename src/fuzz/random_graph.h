@@ -7,7 +7,7 @@
 // pairs, no-op reshapes, ...) and opaque nodes. Every node goes through the
 // validating constructors, so a node the shape rules reject is simply not made.
 //
-// Opaque nodes are ONNX `Sin`/`Cos` (operators isomer does not know): the fuzz
+// Opaque nodes are ONNX `Asinh`/`Atan` (operators isomer does not know): the fuzz
 // evaluator below computes them, so graphs with barriers can still be compared
 // in-process. Values that feed Log/Sqrt/Div/Pow are made positive first, and Exp's
 // input is clipped, so outputs stay finite and comparisons mean something.
@@ -24,7 +24,7 @@ namespace isomer::fuzz {
 struct RandomGraphOptions {
   size_t max_ops = 20;     // operator recipes to apply (each may add helper nodes)
   size_t max_outputs = 3;  // graph outputs besides the last value made
-  bool opaque = true;      // add opaque (Sin/Cos) nodes
+  bool opaque = true;      // add opaque (Asinh/Atan) nodes
   bool int_input = true;   // sometimes add an int64 input (Equal/Where/Gather paths)
   std::vector<std::string> avoid_ops;  // operators not to make (e.g. ones a consumer lacks)
 };
@@ -32,7 +32,7 @@ struct RandomGraphOptions {
 // Deterministic for a given seed and options.
 Graph random_graph(uint64_t seed, const RandomGraphOptions& opts = {});
 
-// Like isomer::evaluate, but also evaluates the opaque Sin/Cos nodes random_graph makes.
+// Like isomer::evaluate, but also evaluates the opaque Asinh/Atan nodes random_graph makes.
 std::vector<Tensor> evaluate_with_opaque(const Graph& g, const std::vector<Tensor>& inputs);
 
 // Outcome of running one graph through a transformation and comparing outputs.

@@ -198,4 +198,146 @@ bool gather_axis(size_t elem, const void* x, int64_t outer, int64_t n, int64_t i
   return true;
 }
 
+void trilu(size_t elem, const void* x, void* y, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper,
+           int threads) {
+  k = std::clamp<int64_t>(k, -rows - 1, cols + 1);  // the same triangle, and i + k cannot overflow
+  const int64_t units = mats * rows;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  team = static_cast<int>(std::clamp<int64_t>(units * cols * static_cast<int64_t>(elem) / 65536, 1, team));
+  const char* xs = static_cast<const char*>(x);
+  char* ys = static_cast<char*>(y);
+  parallel_teams(team, [&](int t, int nt) {
+    for (int64_t u = units * t / nt; u < units * (t + 1) / nt; ++u) {
+      const int64_t i = u % rows;
+      // Columns [keep_begin, keep_end) are kept, the rest zeroed.
+      const int64_t keep_begin = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+      const int64_t keep_end = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+      const size_t row = static_cast<size_t>(u * cols) * elem;
+      if (keep_begin > 0) std::memset(ys + row, 0, static_cast<size_t>(keep_begin) * elem);
+      if (keep_end > keep_begin && xs != ys)
+        std::memcpy(ys + row + static_cast<size_t>(keep_begin) * elem, xs + row + static_cast<size_t>(keep_begin) * elem,
+                    static_cast<size_t>(keep_end - keep_begin) * elem);
+      if (keep_end < cols)
+        std::memset(ys + row + static_cast<size_t>(keep_end) * elem, 0, static_cast<size_t>(cols - keep_end) * elem);
+    }
+  });
+}
+
+namespace {
+
+int64_t read_index(const void* index, size_t index_elem, int64_t j) {
+  if (index_elem == 8) {
+    int64_t v;
+    std::memcpy(&v, static_cast<const char*>(index) + j * 8, 8);
+    return v;
+  }
+  int32_t w;
+  std::memcpy(&w, static_cast<const char*>(index) + j * 4, 4);
+  return w;
+}
+
+template <class T>
+bool gather_elements_typed(const T* x, std::span<const int64_t> xd, const void* index, size_t index_elem,
+                           std::span<const int64_t> id, int64_t axis, T* out, int64_t* bad, int threads) {
+  const size_t rank = xd.size();
+  std::vector<int64_t> xs(rank, 1);
+  for (size_t d = rank; d-- > 1;) xs[d - 1] = xs[d] * xd[d];
+  // Rows of the index tensor's last dim; each row's base offset in x follows the
+  // row's coordinates.
+  const int64_t inner = rank ? id[rank - 1] : 1;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= id[d];
+  const int64_t n = xd[static_cast<size_t>(axis)], sa = xs[static_cast<size_t>(axis)];
+  const bool last_axis = static_cast<size_t>(axis) + 1 == rank;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  team = static_cast<int>(std::clamp<int64_t>(rows * inner / 32768, 1, team));
+  std::vector<int64_t> bad_at(static_cast<size_t>(team), 0);
+  std::vector<char> failed(static_cast<size_t>(team), 0);
+  parallel_teams(team, [&](int t, int nt) {
+    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt && !failed[static_cast<size_t>(t)]; ++r) {
+      int64_t rem = r, base = 0;
+      for (size_t d = rank - 1; d-- > 0;) {
+        const int64_t c = rem % id[d];
+        rem /= id[d];
+        if (static_cast<int64_t>(d) != axis) base += c * xs[d];
+      }
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t v = read_index(index, index_elem, r * inner + j);
+        if (v < -n || v >= n) {
+          failed[static_cast<size_t>(t)] = 1;
+          bad_at[static_cast<size_t>(t)] = v;
+          break;
+        }
+        if (v < 0) v += n;
+        out[r * inner + j] = x[base + v * sa + (last_axis ? 0 : j)];
+      }
+    }
+  });
+  for (int t = 0; t < team; ++t)
+    if (failed[static_cast<size_t>(t)]) {
+      if (bad) *bad = bad_at[static_cast<size_t>(t)];
+      return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+bool gather_elements(size_t elem, const void* x, std::span<const int64_t> x_dims, const void* index,
+                     size_t index_elem, std::span<const int64_t> index_dims, int64_t axis, void* out, int64_t* bad,
+                     int threads) {
+  switch (elem) {
+#define CASE(N, T)                                                                                              \
+  case N:                                                                                                       \
+    return gather_elements_typed(static_cast<const T*>(x), x_dims, index, index_elem, index_dims, axis,         \
+                                 static_cast<T*>(out), bad, threads);
+    CASE(1, uint8_t)
+    CASE(2, uint16_t)
+    CASE(4, uint32_t)
+    CASE(8, uint64_t)
+#undef CASE
+    default: throw Error("gather_elements: unsupported element size " + std::to_string(elem));
+  }
+}
+
+bool scatter_nd(size_t elem, void* y, std::span<const int64_t> y_dims, const int64_t* index, int64_t tuples,
+                int64_t k, const void* updates, int64_t* bad, ScatterReduce reduce) {
+  require(reduce == ScatterReduce::None || elem == 4, "scatter_nd: a reduction needs float32 elements");
+  const size_t rank = y_dims.size();
+  std::vector<int64_t> st(rank, 1);
+  for (size_t d = rank; d-- > 1;) st[d - 1] = st[d] * y_dims[d];
+  int64_t slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < rank; ++d) slice *= y_dims[d];
+  const size_t bytes = static_cast<size_t>(slice) * elem;
+  char* ys = static_cast<char*>(y);
+  const char* us = static_cast<const char*>(updates);
+  // In order, one tuple after the other: a later tuple naming the same slice wins.
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t v = index[t * k + d];
+      const int64_t n = y_dims[static_cast<size_t>(d)];
+      if (v < -n || v >= n) {
+        if (bad) *bad = v;
+        return false;
+      }
+      off += (v < 0 ? v + n : v) * st[static_cast<size_t>(d)];
+    }
+    if (reduce == ScatterReduce::None) {
+      std::memcpy(ys + static_cast<size_t>(off) * elem, us + static_cast<size_t>(t) * bytes, bytes);
+      continue;
+    }
+    float* d = reinterpret_cast<float*>(ys) + off;
+    const float* u = reinterpret_cast<const float*>(us) + t * slice;
+    switch (reduce) {
+      case ScatterReduce::Add: for (int64_t i = 0; i < slice; ++i) d[i] += u[i]; break;
+      case ScatterReduce::Mul: for (int64_t i = 0; i < slice; ++i) d[i] *= u[i]; break;
+      case ScatterReduce::Max: for (int64_t i = 0; i < slice; ++i) d[i] = u[i] > d[i] ? u[i] : d[i]; break;
+      case ScatterReduce::Min: for (int64_t i = 0; i < slice; ++i) d[i] = u[i] < d[i] ? u[i] : d[i]; break;
+      case ScatterReduce::None: break;
+    }
+  }
+  return true;
+}
+
 }  // namespace isomer::kernels

@@ -1,7 +1,8 @@
 #pragma once
 // Data movement of any element type: strided copies (materializing a transpose,
 // a slice, a broadcast, a part of a concatenation or a padding's interior),
-// fills, and gathers along an axis.
+// fills, gathers along an axis, triangles of matrices, and element-wise gathers
+// and scatters by index.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -23,5 +24,26 @@ void fill(size_t elem, void* dst, int64_t count, const void* value);
 // writes nothing more) if one is out of [-n, n), setting *bad to it.
 bool gather_axis(size_t elem, const void* x, int64_t outer, int64_t n, int64_t inner, const void* index,
                  size_t index_elem, int64_t m, void* out, int64_t* bad, int threads = 0);
+
+// Trilu on `mats` row-major matrices of rows x cols: y keeps element (i, j) where
+// j - i >= k (upper) or j - i <= k (lower) and is zero elsewhere. x == y is allowed.
+void trilu(size_t elem, const void* x, void* y, int64_t mats, int64_t rows, int64_t cols, int64_t k, bool upper,
+           int threads = 0);
+
+// GatherElements: out (of index_dims) at position p is x at p with the coordinate
+// along `axis` replaced by index[p] (negative counts from the end). x and the index
+// are row-major, of equal rank. Returns false on an index out of range (*bad = it).
+bool gather_elements(size_t elem, const void* x, std::span<const int64_t> x_dims, const void* index,
+                     size_t index_elem, std::span<const int64_t> index_dims, int64_t axis, void* out, int64_t* bad,
+                     int threads = 0);
+
+// ScatterND in place on y (a copy of the data, row-major of y_dims): for each of
+// the `tuples` int64 index tuples of length k, the slice of y it names (dims k..)
+// is overwritten by (or, with a reduction, combined with) the next slice of
+// `updates`, in order. Reductions other than None need float32 elements. Returns
+// false on an index out of range (*bad = it).
+enum class ScatterReduce { None, Add, Mul, Max, Min };
+bool scatter_nd(size_t elem, void* y, std::span<const int64_t> y_dims, const int64_t* index, int64_t tuples,
+                int64_t k, const void* updates, int64_t* bad, ScatterReduce reduce = ScatterReduce::None);
 
 }  // namespace isomer::kernels

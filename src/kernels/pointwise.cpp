@@ -81,6 +81,14 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
       case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));
       case PwOp::Silu: LOOP8(x * vm8::sigmoid(x), x * vm::sigmoid(x));
       case PwOp::Trunc: LOOP1(std::trunc(x));
+      // max(0, x) + min(0, alpha (exp(x / alpha) - 1)); alpha > 0 makes the second term <= 0.
+      case PwOp::Celu: LOOP1(x > 0.0f ? x : al * (vm::exp(x / al) - 1.0f));
+      case PwOp::ThresholdedRelu: LOOP1(x > al ? x : 0.0f);
+      case PwOp::IsInf:
+        LOOP1(((al != 0.0f && x == std::numeric_limits<float>::infinity()) ||
+               (be != 0.0f && x == -std::numeric_limits<float>::infinity()))
+                  ? 1.0f
+                  : 0.0f);
       case PwOp::Add: LOOP2(x + y);
       case PwOp::Sub: LOOP2(x - y);
       case PwOp::Mul: LOOP2(x * y);

@@ -27,7 +27,8 @@ enum class PwOp : uint8_t {
   Copy, Neg, Abs, Relu, LeakyRelu /*alpha*/, Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Reciprocal, Erf, GeluErf,
   GeluTanh, Clip /*[alpha, beta]*/, HardSigmoid /*alpha x + beta, clipped to [0, 1]*/, HardSwish, Softplus,
   Square, Floor, Ceil, Round, Sign, Not, Affine /*alpha a + beta*/, PowConst /*a^alpha*/, IsNaN, Sin, Cos, Elu,
-  Selu /*alpha, beta=gamma*/, Mish, Silu, Trunc /*toward zero: float->int casts*/,
+  Selu /*alpha, beta=gamma*/, Mish, Silu, Trunc /*toward zero: float->int casts*/, Celu /*alpha*/,
+  ThresholdedRelu /*a > alpha ? a : 0*/, IsInf /*alpha != 0: +inf counts, beta != 0: -inf counts*/,
   // binary: dst = f(a, b)
   Add, Sub, Mul, Div, Max, Min, Pow, Mod /*fmod for floats, sign of divisor for ints*/, FMod, Equal, Less,
   LessEqual, Greater, GreaterEqual, And, Or, Xor, PRelu /*a < 0 ? a b : a*/,

@@ -53,6 +53,9 @@ OpInfo info(PwOp op) {
     case PwOp::Mish: return {"Mish", 1, false};
     case PwOp::Silu: return {"Silu", 1, false};
     case PwOp::Trunc: return {"Trunc", 1, true};
+    case PwOp::Celu: return {"Celu", 1, false};
+    case PwOp::ThresholdedRelu: return {"ThresholdedRelu", 1, false};
+    case PwOp::IsInf: return {"IsInf", 1, false};
     case PwOp::Add: return {"Add", 2, true};
     case PwOp::Sub: return {"Sub", 2, true};
     case PwOp::Mul: return {"Mul", 2, true};

@@ -113,6 +113,11 @@ ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
   return s;
 }
 
+// acc[i] += exp(x[i] - m[i]) (an infinite m contributes nothing: its result is m).
+ISOMER_CLONES void cols_exp_accumulate(const float* x, const float* m, float* acc, int64_t inner) {
+  for (int64_t i = 0; i < inner; ++i) acc[i] += std::isinf(m[i]) ? 0.0f : vm::exp(x[i] - m[i]);
+}
+
 ISOMER_CLONES void row_scale(float* y, int64_t n, float s) {
   for (int64_t j = 0; j < n; ++j) y[j] *= s;
 }
@@ -168,6 +173,7 @@ float finish(ReduceKind kind, float v, int64_t n) {
   switch (kind) {
     case ReduceKind::Mean: return v / static_cast<float>(n);
     case ReduceKind::L2: return std::sqrt(v);
+    case ReduceKind::LogSum: return std::log(v);
     default: return v;
   }
 }
@@ -175,7 +181,8 @@ float finish(ReduceKind kind, float v, int64_t n) {
 float reduce_row(ReduceKind kind, const float* x, int64_t n) {
   switch (kind) {
     case ReduceKind::Sum:
-    case ReduceKind::Mean: return row_sum(x, n);
+    case ReduceKind::Mean:
+    case ReduceKind::LogSum: return row_sum(x, n);
     case ReduceKind::SumSquare:
     case ReduceKind::L2: return row_sum_sq(x, n, 0.0f);
     case ReduceKind::Max: return row_max(x, n);
@@ -199,19 +206,25 @@ float reduce_row(ReduceKind kind, const float* x, int64_t n) {
 
 void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int64_t n, int64_t inner, int threads) {
   if (kind == ReduceKind::LogSumExp) {
-    // log(sum(exp(x))) = m + log(sum(exp(x - m))).
-    std::vector<float> m(static_cast<size_t>(outer * inner));
-    reduce_axis(ReduceKind::Max, x, m.data(), outer, n, inner, threads);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        float mm = m[o * inner + i], s = 0;
-        if (std::isinf(mm)) {
-          out[o * inner + i] = mm;
+    // log(sum(exp(x))) = m + log(sum(exp(x - m))): the maxima first, then the sums
+    // of exponentials with the vector exp (rows: into a scratch row; columns: all
+    // lanes of a row of the axis at once).
+    reduce_axis(ReduceKind::Max, x, out, outer, n, inner, threads);
+    const int team = team_for(outer * n * inner * 8, outer, threads);
+    parallel_teams(team, [&](int t, int nt) {
+      std::vector<float> scratch(static_cast<size_t>(inner == 1 ? n : inner));
+      for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
+        float* m = out + o * inner;
+        if (inner == 1) {
+          if (!std::isinf(m[0]) && m[0] == m[0]) m[0] += std::log(row_exp_sum(x + o * n, scratch.data(), n, m[0]));
           continue;
         }
-        for (int64_t k = 0; k < n; ++k) s += std::exp(x[(o * n + k) * inner + i] - mm);
-        out[o * inner + i] = mm + std::log(s);
+        std::fill(scratch.begin(), scratch.end(), 0.0f);
+        for (int64_t k = 0; k < n; ++k) cols_exp_accumulate(x + (o * n + k) * inner, m, scratch.data(), inner);
+        for (int64_t i = 0; i < inner; ++i)
+          if (!std::isinf(m[i]) && m[i] == m[i]) m[i] += std::log(scratch[static_cast<size_t>(i)]);
       }
+    });
     return;
   }
   const int team = team_for(outer * n * inner, inner == 1 ? outer : outer * ((inner + 255) / 256), threads);
@@ -246,10 +259,9 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
         float m = row_max(xr, n);
         if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp gives 0s, sum 0 -> NaN as ONNX Runtime
         if (log) {
+          // The sum with the vector exp (its exponentials go to y, then x - m - log(sum)).
+          const float ls = std::log(row_exp_sum(xr, yr, n, m));
           row_shift(xr, yr, n, m);
-          float s = 0;
-          for (int64_t j = 0; j < n; ++j) s += vm::exp(yr[j]);
-          float ls = std::log(s);
           row_shift(yr, yr, n, ls);
         } else {
           float s = row_exp_sum(xr, yr, n, m);
@@ -300,6 +312,187 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
       float var = row_sum_sq(xr, n, mean) / static_cast<float>(n);
       float inv = 1.0f / std::sqrt(var + eps);
       row_normalize(xr, y + r * n, n, mean, inv, scale, bias);
+    }
+  });
+}
+
+namespace {
+
+// a beats b as the extreme value: larger (Max) or smaller, and a NaN beats every
+// number (NumPy's and ONNX Runtime's arg-max and arg-min both find the first NaN).
+template <bool Max>
+inline bool beats(float a, float b) {
+  const bool a_nan = a != a, b_nan = b != b;
+  return a_nan ? !b_nan : (!b_nan && (Max ? a > b : a < b));
+}
+
+// Whether v replaces the best so far b, met at a later index: strictly better, or
+// (Last) at least as good.
+template <bool Max, bool Last>
+inline bool takes(float v, float b) {
+  return Last ? !beats<Max>(b, v) : beats<Max>(v, b);
+}
+
+// Index of the extreme value of a contiguous row. The vector part keeps a best
+// value and index per lane; merging the lanes resolves ties toward the lower
+// (Last: the higher) index.
+// Lanes of arg-max/min partial results (a best value and its index each).
+constexpr int64_t kArgLanes = 16;
+
+template <bool Max, bool Last>
+ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
+  float b = x[0];
+  int64_t best = 0, j = 1;
+  if (n >= 2 * kArgLanes) {
+    float bv[kArgLanes];
+    int64_t bi[kArgLanes];
+    for (int64_t l = 0; l < kArgLanes; ++l) bv[l] = x[l], bi[l] = l;
+    for (j = kArgLanes; j + kArgLanes <= n; j += kArgLanes)
+      for (int64_t l = 0; l < kArgLanes; ++l) {
+        const float v = x[j + l];
+        const bool take = takes<Max, Last>(v, bv[l]);
+        bv[l] = take ? v : bv[l];
+        bi[l] = take ? j + l : bi[l];
+      }
+    b = bv[0];
+    best = bi[0];
+    for (int64_t l = 1; l < kArgLanes; ++l)
+      if (beats<Max>(bv[l], b) || (!beats<Max>(b, bv[l]) && (Last ? bi[l] > best : bi[l] < best))) {
+        b = bv[l];
+        best = bi[l];
+      }
+  }
+  for (; j < n; ++j)
+    if (takes<Max, Last>(x[j], b)) {
+      b = x[j];
+      best = j;
+    }
+  return best;
+}
+
+// The same along a strided axis, all inner lanes side by side.
+template <bool Max, bool Last>
+ISOMER_CLONES void cols_arg(const float* x, int64_t* out, int64_t n, int64_t inner, float* best) {
+  std::copy(x, x + inner, best);
+  std::fill(out, out + inner, 0);
+  for (int64_t k = 1; k < n; ++k) {
+    const float* xk = x + k * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      const float v = xk[i];
+      const bool take = takes<Max, Last>(v, best[i]);
+      best[i] = take ? v : best[i];
+      out[i] = take ? k : out[i];
+    }
+  }
+}
+
+template <bool Max, bool Last>
+void arg_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, int threads) {
+  const int team = team_for(outer * n * inner, outer, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> best(static_cast<size_t>(inner));
+    for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
+      if (inner == 1) out[o] = row_arg<Max, Last>(x + o * n, n);
+      else cols_arg<Max, Last>(x + o * n * inner, out + o * inner, n, inner, best.data());
+    }
+  });
+}
+
+}  // namespace
+
+void argmax_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads) {
+  if (max) (last ? arg_axis<true, true> : arg_axis<true, false>)(x, out, outer, n, inner, threads);
+  else (last ? arg_axis<false, true> : arg_axis<false, false>)(x, out, outer, n, inner, threads);
+}
+
+namespace {
+
+// Sums in T, except that integers add as their unsigned counterparts (wrapping,
+// never undefined behaviour).
+template <class T>
+struct Accumulate {
+  using type = T;
+};
+template <>
+struct Accumulate<int64_t> {
+  using type = uint64_t;
+};
+template <>
+struct Accumulate<int32_t> {
+  using type = uint32_t;
+};
+
+template <class T>
+void cumsum_columns(const T* x, T* y, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                    typename Accumulate<T>::type* acc) {
+  using A = typename Accumulate<T>::type;
+  std::fill(acc, acc + inner, A(0));
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t k = reverse ? n - 1 - s : s;
+    const T* xk = x + k * inner;
+    T* yk = y + k * inner;
+    if (exclusive) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const A v = static_cast<A>(xk[i]);
+        yk[i] = static_cast<T>(acc[i]);
+        acc[i] += v;
+      }
+    } else {
+      for (int64_t i = 0; i < inner; ++i) yk[i] = static_cast<T>(acc[i] += static_cast<A>(xk[i]));
+    }
+  }
+}
+
+template <class T>
+void cumsum_any(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse, int threads) {
+  const int team = team_for(outer * n * inner, outer, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<typename Accumulate<T>::type> acc(static_cast<size_t>(inner));
+    for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o)
+      cumsum_columns(x + o * n * inner, y + o * n * inner, n, inner, exclusive, reverse, acc.data());
+  });
+}
+
+}  // namespace
+
+void cumsum_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const double* x, double* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const int64_t* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+void cumsum_axis(const int32_t* x, int32_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads) {
+  cumsum_any(x, y, outer, n, inner, exclusive, reverse, threads);
+}
+
+ISOMER_CLONES void row_affine(const float* x, float* y, int64_t n, float a, float b) {
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] * a + b;
+}
+
+void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
+                      const float* scale, const float* bias, float eps, int threads) {
+  const int64_t per = channels / groups, len = per * spatial, rows = batch * groups;
+  const int team = team_for(rows * len * 4, rows, threads);
+  parallel_teams(team, [&](int t, int nt) {
+    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) {
+      const float* xr = x + r * len;
+      float* yr = y + r * len;
+      const float mean = len ? row_sum(xr, len) / static_cast<float>(len) : 0.0f;
+      const float var = len ? row_sum_sq(xr, len, mean) / static_cast<float>(len) : 0.0f;
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (int64_t c = 0; c < per; ++c) {
+        const int64_t ch = (r % groups) * per + c;
+        const float a = inv * scale[ch];
+        row_affine(xr + c * spatial, yr + c * spatial, spatial, a, bias[ch] - mean * a);
+      }
     }
   });
 }

@@ -1,13 +1,13 @@
 #pragma once
 // Kernels over one axis of a contiguous float32 tensor seen as [outer, n, inner]:
-// reductions, softmax and normalization. inner == 1 is the common case (the last
+// reductions, arg-max/min, running sums, softmax and normalization. inner == 1 is the common case (the last
 // axis: rows of n contiguous values); inner > 1 walks the axis with stride inner
 // and vectorizes across the inner lanes instead. Max and Min propagate NaN.
 #include <cstdint>
 
 namespace isomer::kernels {
 
-enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSumExp };
+enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp };
 
 // out[o, i] = reduce over k of x[o, k, i]; out is [outer, inner].
 void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int64_t n, int64_t inner, int threads = 0);
@@ -22,5 +22,30 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
 // the row while it is in cache.
 void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps, bool rms, int threads = 0);
+
+// out[o, i] = the index k of the largest (max) or smallest value x[o, k, i]; the
+// first such k, or the last with `last`. A NaN wins over every number in both
+// (the first NaN, as NumPy's argmax and argmin find it). n >= 1.
+void argmax_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads = 0);
+
+// Running sums along the middle axis of [outer, n, inner]: y[o, k, i] = sum of
+// x[o, j, i] for j <= k (exclusive: j < k; reverse: j >= k, resp. j > k).
+// Integer sums wrap around (two's complement), as ONNX Runtime's do.
+void cumsum_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads = 0);
+void cumsum_axis(const double* x, double* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads = 0);
+void cumsum_axis(const int64_t* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads = 0);
+void cumsum_axis(const int32_t* x, int32_t* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                 int threads = 0);
+
+// Group normalization of x, [batch, channels, spatial] with `groups` groups of
+// channels / groups consecutive channels: each group of each batch element is
+// normalized over its channels and spatial positions, then y = x̂ * scale[c] +
+// bias[c] per channel. InstanceNormalization is groups == channels.
+void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
+                      const float* scale, const float* bias, float eps, int threads = 0);
 
 }  // namespace isomer::kernels

@@ -9,6 +9,7 @@
 #include "ir/float_to_int.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
+#include "ops/nn_common.h"
 
 namespace isomer {
 using namespace ops;
@@ -148,6 +149,62 @@ std::vector<Tensor> eval_where(const EvalContext& ctx) {
   return {tensor(x.dtype(), out)};
 }
 
+// Mod: fmod=1 is C's fmod (the sign of the dividend); fmod=0 Python's % (the sign
+// of the divisor), for integers and, since opset 28, floats. An integer divisor of
+// 0 is an error here (ONNX leaves it undefined; the runtime's kernel gives 0).
+double mod_floor(double x, double y) {
+  const double r = std::fmod(x, y);
+  return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+int64_t mod_int(int64_t x, int64_t y, bool fmod) {
+  require(y != 0, "integer modulo by zero");
+  if (y == -1) return 0;  // x % -1 overflows for INT64_MIN
+  const int64_t r = x % y;
+  return !fmod && r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+
+std::vector<Tensor> eval_mod(const EvalContext& ctx) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  const bool fmod = ctx.attrs.get_int("fmod", 0) != 0;
+  if (is_float(a.dtype()))
+    return {tensor(a.dtype(), broadcast_map(f64(a), f64(b), [&](double x, double y) {
+                     return fmod ? std::fmod(x, y) : mod_floor(x, y);
+                   }))};
+  return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [&](int64_t x, int64_t y) { return mod_int(x, y, fmod); }))};
+}
+
+int emit_mod(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
+  return p.emit(a.get_int("fmod", 0) != 0 ? PwOp::FMod : PwOp::Mod, in[0], in[1]);
+}
+
+// Sum and Mean of any number of tensors, broadcast together.
+std::vector<Tensor> eval_mean(const EvalContext& ctx) {
+  std::vector<Tensor> sum = eval_variadic<AddFn>(ctx);
+  Array<double> s = f64(sum[0]);
+  for (double& v : s.data) v /= static_cast<double>(ctx.inputs.size());
+  return {tensor(sum[0].dtype(), s)};
+}
+
+template <class T>
+std::vector<Array<T>> exact_sum(const Attributes&, std::span<const Array<T>> in) {
+  Array<T> acc = in[0];
+  for (size_t i = 1; i < in.size(); ++i) acc = broadcast_map(acc, in[i], [](T x, T y) { return x + y; });
+  return {acc};
+}
+
+template <class T>
+std::vector<Array<T>> exact_mean(const Attributes& attrs, std::span<const Array<T>> in) {
+  Array<T> acc = exact_sum<T>(attrs, in)[0];
+  CountDivider<T> divide;
+  for (T& v : acc.data) v = divide(v, static_cast<int64_t>(in.size()));
+  return {acc};
+}
+
+int emit_mean(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const> c) {
+  const int sum = emit_fold<PwOp::Add>(p, a, in, c);
+  return p.emit(PwOp::Affine, sum, 0, 0, 1.0f / static_cast<float>(in.size()), 0.0f);
+}
+
 // A constant exponent picks a cheaper instruction (x^2 is x*x, x^0.5 a square root).
 int emit_pow(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const> c) {
   if (auto e = scalar_constant(c, 1)) {
@@ -261,6 +318,53 @@ OpDef def_Where() {
   d.infer = infer_where;
   d.eval = eval_where;
   d.emit_pointwise = emit_where;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+OpDef def_Mod() {
+  OpDef d = binary<AddFn>("Mod");
+  d.min_opset = 10;
+  d.attributes = {{"fmod", "int"}};
+  d.eval = eval_mod;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "fmod", int64_t{0});
+    return a;
+  };
+  d.emit_pointwise = emit_mod;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+OpDef def_Sum() {
+  OpDef d = binary<AddFn>("Sum");
+  d.min_inputs = 1;
+  d.max_inputs = -1;
+  d.min_opset = 8;
+  d.props.commutative = d.props.associative = true;
+  d.eval = eval_variadic<AddFn>;
+  d.eval_field = exact_sum<Fp>;
+  d.eval_sym = exact_sum<Sym>;
+  d.emit_pointwise = emit_fold<PwOp::Add>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+OpDef def_Mean() {
+  OpDef d = binary<AddFn>("Mean");
+  d.min_inputs = 1;
+  d.max_inputs = -1;
+  d.min_opset = 8;
+  d.props.commutative = true;
+  d.infer = [](const InferContext& ctx) {
+    require_float(ctx.in(0), "Mean input");
+    return broadcast_inputs(ctx);
+  };
+  d.eval = eval_mean;
+  d.eval_field = exact_mean<Fp>;
+  d.eval_sym = exact_mean<Sym>;
+  d.emit_pointwise = emit_mean;
   d.lower = Lowering::Pointwise;
   return d;
 }

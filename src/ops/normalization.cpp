@@ -1,6 +1,7 @@
-// Normalizations: BatchNormalization (inference), LayerNormalization and Softmax.
-// They divide by data-dependent values (square roots, sums of exponentials), so
-// they have float semantics only, computed in double.
+// Normalizations: BatchNormalization (inference), LayerNormalization,
+// RMSNormalization, GroupNormalization, InstanceNormalization, Softmax and
+// LogSoftmax. They divide by data-dependent values (square roots, sums of
+// exponentials), so they have float semantics only, computed in double.
 #include <algorithm>
 #include <cmath>
 
@@ -105,21 +106,21 @@ void export_batch_norm(OnnxForm& form, int64_t opset) {
 
 std::vector<TensorType> infer_layer_norm(const InferContext& ctx) {
   const TensorType& x = ctx.in(0);
-  require_float(x, "LayerNormalization input");
-  require(ctx.num_outputs <= 1, "LayerNormalization's Mean and InvStdDev outputs are not supported");
+  require_float(x, "input");
+  require(ctx.num_outputs <= 1, "the Mean and InvStdDev outputs are not supported");
   const int64_t axis = normalize_axis(ctx.attrs.get_int("axis", -1), x.rank());
   const Shape normalized(x.shape.begin() + axis, x.shape.end());
   for (size_t i = 1; i < 3; ++i) {
     if (!ctx.has_input(i)) continue;
     const TensorType& p = ctx.in(i);
     const char* what = i == 1 ? "Scale" : "B";
-    require(p.dtype == x.dtype, std::string("LayerNormalization ") + what + " has a different type than the input");
+    require(p.dtype == x.dtype, std::string(what) + " has a different type than the input");
     bool fits = p.shape.size() <= normalized.size();
     for (size_t k = 0; fits && k < p.shape.size(); ++k) {
       const Dim &got = p.shape[k], &want = normalized[k + normalized.size() - p.shape.size()];
       fits = got == Dim(1) || !got.is_static() || !want.is_static() || got == want;
     }
-    require(fits, std::string("LayerNormalization ") + what + " " + to_string(p.shape) +
+    require(fits, std::string(what) + " " + to_string(p.shape) +
                       " does not broadcast to the normalized shape " + to_string(normalized));
   }
   return {x};
@@ -135,7 +136,9 @@ std::vector<double> expand_to(const Tensor& p, const std::vector<int64_t>& block
   return out;
 }
 
-// y = (x - mean) / sqrt(variance + epsilon) * Scale + B over the axes from `axis` on.
+// y = (x - mean) / sqrt(variance + epsilon) * Scale + B over the axes from `axis` on;
+// RMSNormalization: y = x / sqrt(mean(x^2) + epsilon) * Scale (no mean, no B).
+template <bool Rms>
 std::vector<Tensor> eval_layer_norm(const EvalContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t axis = normalize_axis(ctx.attrs.get_int("axis", -1), x.rank());
@@ -143,13 +146,16 @@ std::vector<Tensor> eval_layer_norm(const EvalContext& ctx) {
   const std::vector<int64_t> block(x.dims().begin() + axis, x.dims().end());
   const int64_t inner = num_elements(block), outer = x.numel() / std::max<int64_t>(inner, 1);
   const std::vector<double> scale = expand_to(ctx.in(1), block);
-  const std::vector<double> bias = ctx.has_input(2) ? expand_to(ctx.in(2), block) : std::vector<double>(inner, 0.0);
+  const std::vector<double> bias =
+      !Rms && ctx.has_input(2) ? expand_to(ctx.in(2), block) : std::vector<double>(static_cast<size_t>(inner), 0.0);
   Array<double> y = f64(x);
   for (int64_t o = 0; o < outer; ++o) {
     double* row = y.data.data() + o * inner;
     double mean = 0, var = 0;
-    for (int64_t i = 0; i < inner; ++i) mean += row[i];
-    mean /= static_cast<double>(inner);
+    if (!Rms) {
+      for (int64_t i = 0; i < inner; ++i) mean += row[i];
+      mean /= static_cast<double>(inner);
+    }
     for (int64_t i = 0; i < inner; ++i) var += (row[i] - mean) * (row[i] - mean);
     var /= static_cast<double>(inner);
     const double inv_std = 1.0 / std::sqrt(var + epsilon);
@@ -173,6 +179,8 @@ std::vector<TensorType> infer_softmax(const InferContext& ctx) {
 
 // exp(x - max) / sum(exp(x - max)) along `axis` (opset 13): subtracting the max
 // keeps exp from overflowing and does not change the result.
+// LogSoftmax: x - max - log(sum(exp(x - max))), never the log of a rounded quotient.
+template <bool Log>
 std::vector<Tensor> eval_softmax(const EvalContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t axis = normalize_axis(ctx.attrs.get_int("axis", -1), x.rank(), "Softmax axis");
@@ -186,10 +194,17 @@ std::vector<Tensor> eval_softmax(const EvalContext& ctx) {
     for (int64_t k = 0; k < s.n; ++k)
       for (int64_t i = 0; i < s.inner; ++i) top[i] = std::max(top[i], block[k * s.inner + i]);
     for (int64_t k = 0; k < s.n; ++k)
-      for (int64_t i = 0; i < s.inner; ++i)
-        sum[i] += block[k * s.inner + i] = std::exp(block[k * s.inner + i] - top[i]);
+      for (int64_t i = 0; i < s.inner; ++i) {
+        double& v = block[k * s.inner + i];
+        const double shifted = v - top[i], e = std::exp(shifted);
+        sum[i] += e;
+        v = Log ? shifted : e;
+      }
     for (int64_t k = 0; k < s.n; ++k)
-      for (int64_t i = 0; i < s.inner; ++i) block[k * s.inner + i] /= sum[i];
+      for (int64_t i = 0; i < s.inner; ++i) {
+        double& v = block[k * s.inner + i];
+        v = Log ? v - std::log(sum[i]) : v / sum[i];
+      }
   }
   return {tensor(x.dtype(), y)};
 }
@@ -206,11 +221,11 @@ std::string import_softmax(OnnxForm& form, int64_t opset, GraphBuilder&) {
   const Shape& shape = form.inputs[0].type().shape;
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t raw = form.attrs.get_int("axis", 1);
-  if (raw < -rank || raw >= std::max<int64_t>(rank, 1)) return "Softmax axis is out of range";
+  if (raw < -rank || raw >= std::max<int64_t>(rank, 1)) return "axis is out of range";
   const int64_t axis = raw < 0 ? raw + rank : raw;
   if (!flattening_is_per_axis(shape, axis))
-    return "Softmax at opset " + std::to_string(opset) + " normalizes over all axes from " + std::to_string(axis) +
-           " on, which isomer does not express";
+    return "at opset " + std::to_string(opset) + " the operator normalizes over all axes from " +
+           std::to_string(axis) + " on, which isomer does not express";
   form.attrs.set("axis", axis);
   return "";
 }
@@ -223,6 +238,102 @@ void export_softmax(OnnxForm& form, int64_t opset) {
                                                    " cannot be written at opset " + std::to_string(opset) +
                                                    " (it would flatten the axes after it)");
   form.attrs.set("axis", axis);
+}
+
+// ---- GroupNormalization, InstanceNormalization ---------------------------------------
+
+// X is [N, C, spatial...]; each instance's channels form `groups` groups of C / groups
+// channels, normalized together; scale and bias have one value per channel.
+std::vector<TensorType> infer_group_norm(const InferContext& ctx, int64_t groups, const char* op) {
+  const TensorType& x = ctx.in(0);
+  require_float(x, std::string(op) + " input");
+  require(x.rank() >= 2, std::string(op) + " input must be [N, C, ...], got " + to_string(x.shape));
+  const Dim c = x.shape[1];
+  if (groups > 0)
+    require(!c.is_static() || (c.value % groups == 0),
+            std::string(op) + ": " + std::to_string(groups) + " groups do not divide " + std::to_string(c.value) + " channels");
+  const char* names[] = {"", "scale", "bias"};
+  for (size_t i = 1; i < 3; ++i) {
+    const TensorType& p = ctx.in(i);
+    require(p.dtype == x.dtype, std::string(op) + " " + names[i] + " has a different type than the input");
+    require(p.rank() == 1 && (!p.shape[0].is_static() || !c.is_static() || p.shape[0] == c),
+            std::string(op) + " " + names[i] + " " + to_string(p.shape) + " does not match the " +
+                to_string(Shape{c}) + " channels of input " + to_string(x.shape));
+  }
+  return {x};
+}
+
+std::vector<Tensor> eval_group_norm(const EvalContext& ctx, int64_t groups) {
+  const Tensor& x = ctx.in(0);
+  const int64_t n = x.dims()[0], c = x.dims()[1], spatial = x.numel() / std::max<int64_t>(n * c, 1);
+  require(groups > 0 && c % groups == 0, "groups must divide the channels");
+  const std::vector<double> scale = ctx.in(1).to_f64(), bias = ctx.in(2).to_f64();
+  const double epsilon = ctx.attrs.get_float("epsilon", 1e-5);
+  const int64_t per_group = c / groups * spatial;
+  Array<double> y = f64(x);
+  for (int64_t b = 0; b < n * groups; ++b) {
+    double* row = y.data.data() + b * per_group;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < per_group; ++i) mean += row[i];
+    mean /= static_cast<double>(std::max<int64_t>(per_group, 1));
+    for (int64_t i = 0; i < per_group; ++i) var += (row[i] - mean) * (row[i] - mean);
+    var /= static_cast<double>(std::max<int64_t>(per_group, 1));
+    const double inv_std = 1.0 / std::sqrt(var + epsilon);
+    for (int64_t i = 0; i < per_group; ++i) {
+      const int64_t ch = (b % groups) * (c / groups) + i / spatial;
+      row[i] = (row[i] - mean) * inv_std * scale[ch] + bias[ch];
+    }
+  }
+  return {tensor(x.dtype(), y)};
+}
+
+// Opsets 18 to 20 gave scale and bias one value per group; opset 21 one per
+// channel. Constant per-group values are repeated over each group's channels.
+std::string import_group_norm(OnnxForm& form, int64_t opset, GraphBuilder& b) {
+  if (opset >= 21) return "";
+  if (opset < 18) return "GroupNormalization predates opset 18";
+  if (form.inputs.size() != 3) return "GroupNormalization needs 3 inputs";
+  const int64_t groups = form.attrs.get_int("num_groups", 0);
+  const Shape& xs = form.inputs[0].type().shape;
+  if (groups <= 0 || xs.size() < 2 || !xs[1].is_static() || xs[1].value % groups != 0)
+    return "GroupNormalization's channels are unknown or not divisible into num_groups";
+  const int64_t per = xs[1].value / groups;
+  for (size_t i = 1; i < 3; ++i) {
+    const Tensor* t = form.inputs[i].constant();
+    if (!t || !is_float(t->dtype()) || t->numel() != groups)
+      return "GroupNormalization (opset " + std::to_string(opset) + ") scale or bias is not a constant of num_groups values";
+    std::vector<double> v = t->to_f64(), per_channel;
+    for (double g : v) per_channel.insert(per_channel.end(), static_cast<size_t>(per), g);
+    form.inputs[i] = b.constant(Tensor::from_f64(t->dtype(), {xs[1].value}, per_channel));
+  }
+  return "";
+}
+
+Attributes canonical_epsilon(const Attributes& attrs, std::span<const TensorType>) {
+  Attributes a = attrs;
+  set_default(a, "epsilon", 1e-5);
+  return a;
+}
+
+void export_group_norm(OnnxForm& form, int64_t opset) {
+  if (opset >= 21) return;
+  require(opset >= 18, "GroupNormalization predates opset 18");
+  const int64_t groups = form.attrs.get_int("num_groups", 0);
+  for (size_t i = 1; i < 3; ++i) {
+    const Tensor* t = form.inputs[i].constant();
+    require(t != nullptr && groups > 0 && t->numel() % groups == 0,
+            "GroupNormalization with per-channel parameters that are not constants cannot be written before opset 21");
+    const std::vector<double> v = t->to_f64();
+    const int64_t per = t->numel() / groups;
+    std::vector<double> per_group;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t k = 1; k < per; ++k)
+        require(v[g * per + k] == v[g * per], "GroupNormalization with per-channel scale or bias that differ within a group "
+                                              "cannot be written before opset 21");
+      per_group.push_back(v[g * per]);
+    }
+    form.inputs[i] = Value{Node::make_constant(Tensor::from_f64(t->dtype(), {groups}, per_group)), 0};
+  }
 }
 
 }  // namespace
@@ -257,7 +368,7 @@ OpDef def_LayerNormalization() {
   d.min_opset = 17;
   d.attributes = {{"axis", "int"}, {"epsilon", "float"}, {"stash_type", "int"}};
   d.infer = infer_layer_norm;
-  d.eval = eval_layer_norm;
+  d.eval = eval_layer_norm<false>;
   d.onnx_import = import_layer_norm;
   d.lower = Lowering::LayerNorm;
   return d;
@@ -269,11 +380,68 @@ OpDef def_Softmax() {
   d.min_opset = 13;
   d.attributes = {{"axis", "int"}};
   d.infer = infer_softmax;
-  d.eval = eval_softmax;
+  d.eval = eval_softmax<false>;
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
   d.lower = Lowering::Softmax;
+  return d;
+}
+
+OpDef def_LogSoftmax() {
+  OpDef d = def_Softmax();
+  d.name = "LogSoftmax";
+  d.eval = eval_softmax<true>;
+  return d;
+}
+
+OpDef def_RMSNormalization() {
+  OpDef d;
+  d.name = "RMSNormalization";
+  d.min_inputs = d.max_inputs = 2;
+  d.min_opset = 23;
+  d.attributes = {{"axis", "int"}, {"epsilon", "float"}, {"stash_type", "int"}};
+  d.infer = infer_layer_norm;
+  d.eval = eval_layer_norm<true>;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> inputs) {
+    Attributes a = canonical_axis_of_input0<-1>(attrs, inputs);
+    set_default(a, "epsilon", 1e-5);
+    return a;
+  };
+  d.lower = Lowering::LayerNorm;
+  return d;
+}
+
+OpDef def_GroupNormalization() {
+  OpDef d;
+  d.name = "GroupNormalization";
+  d.min_inputs = d.max_inputs = 3;
+  d.min_opset = 21;
+  d.attributes = {{"epsilon", "float"}, {"num_groups", "int"}, {"stash_type", "int"}};
+  d.infer = [](const InferContext& ctx) {
+    const int64_t groups = ctx.attrs.get_int("num_groups", 0);
+    require(groups > 0, "GroupNormalization needs num_groups > 0");
+    return infer_group_norm(ctx, groups, "GroupNormalization");
+  };
+  d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.attrs.get_int("num_groups", 0)); };
+  d.onnx_import = import_group_norm;
+  d.onnx_export = export_group_norm;
+  d.canonical_attrs = canonical_epsilon;
+  d.lower = Lowering::GroupNorm;
+  return d;
+}
+
+// GroupNormalization with a group per channel. Opsets before 6 had consumed_inputs.
+OpDef def_InstanceNormalization() {
+  OpDef d;
+  d.name = "InstanceNormalization";
+  d.min_inputs = d.max_inputs = 3;
+  d.min_opset = 6;
+  d.attributes = {{"epsilon", "float"}};
+  d.infer = [](const InferContext& ctx) { return infer_group_norm(ctx, 0, "InstanceNormalization"); };
+  d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.in(0).dims()[1]); };
+  d.canonical_attrs = canonical_epsilon;
+  d.lower = Lowering::GroupNorm;
   return d;
 }
 

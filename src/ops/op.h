@@ -126,6 +126,15 @@ enum class Lowering : uint8_t {
   Gather,
   ShapeOf,
   ConstantOfShape,
+  ArgExtreme,  // ArgMax, ArgMin
+  CumSum,
+  GroupNorm,  // GroupNormalization, InstanceNormalization
+  Range,
+  Tile,
+  Trilu,
+  GatherElements,
+  ScatterND,
+  Einsum,
 };
 
 struct OpProperties {

@@ -221,8 +221,8 @@ Array<T> global_average_pool(const Array<T>& x) {
 
 std::vector<TensorType> infer_global_average_pool(const InferContext& ctx) {
   const TensorType& x = ctx.in(0);
-  require_float(x, "GlobalAveragePool input");
-  require(x.rank() >= 3, "GlobalAveragePool input must be [N, C, spatial...], got " + to_string(x.shape));
+  require_float(x, "input");
+  require(x.rank() >= 3, "input must be [N, C, spatial...], got " + to_string(x.shape));
   Shape out(x.shape.size(), Dim(1));
   out[0] = x.shape[0];
   out[1] = x.shape[1];
@@ -236,6 +236,28 @@ std::vector<Tensor> eval_global_average_pool(const EvalContext& ctx) {
 template <class T>
 std::vector<Array<T>> exact_global_average_pool(const Attributes&, std::span<const Array<T>> in) {
   return {global_average_pool(in[0])};
+}
+
+// The largest value of each [N, C] plane; a NaN wins, as in MaxPool's kernels.
+template <class T>
+Array<T> global_max_pool(const Array<T>& x) {
+  require(x.rank() >= 3, "GlobalMaxPool input must be [N, C, spatial...]");
+  std::vector<int64_t> out_dims(x.dims.size(), 1);
+  out_dims[0] = x.dims[0];
+  out_dims[1] = x.dims[1];
+  const int64_t planes = x.dims[0] * x.dims[1], plane = num_elements(spatial_dims(x.dims));
+  require(plane > 0, "GlobalMaxPool over an empty plane");
+  Array<T> y(out_dims);
+  for (int64_t p = 0; p < planes; ++p) {
+    T best = x.data[p * plane];
+    for (int64_t i = 1; i < plane; ++i) {
+      const T v = x.data[p * plane + i];
+      if constexpr (std::is_same_v<T, double>) best = std::isnan(best) || v <= best ? best : v;
+      else best = select_gt(v, best, v, best);
+    }
+    y.data[p] = best;
+  }
+  return y;
 }
 
 }  // namespace
@@ -291,6 +313,17 @@ OpDef def_GlobalAveragePool() {
   d.eval = eval_global_average_pool;
   d.eval_field = exact_global_average_pool<Fp>;
   d.eval_sym = exact_global_average_pool<Sym>;
+  d.lower = Lowering::Pool;
+  return d;
+}
+
+OpDef def_GlobalMaxPool() {
+  OpDef d;
+  d.name = "GlobalMaxPool";
+  d.props.idempotent = true;
+  d.infer = infer_global_average_pool;  // the same shape rule
+  d.eval = [](const EvalContext& ctx) { return std::vector<Tensor>{tensor(ctx.in(0).dtype(), global_max_pool(f64(ctx.in(0))))}; };
+  d.eval_sym = [](const Attributes&, std::span<const SymArray> in) { return std::vector<SymArray>{global_max_pool(in[0])}; };
   d.lower = Lowering::Pool;
   return d;
 }

@@ -1,8 +1,10 @@
-// Operators on shapes: Shape (the extents of a tensor as an int64 vector) and
-// ConstantOfShape (a tensor of given extents filled with one value). Shape depends
+// Operators on shapes: Shape (the extents of a tensor as an int64 vector),
+// ConstantOfShape (a tensor of given extents filled with one value) and Range (an
+// arithmetic sequence, whose length is known when its inputs are). Shape depends
 // only on its input's extents, so the constant folding pass can evaluate it as soon
 // as those are static. Both have field semantics: extents are small integers.
 #include <algorithm>
+#include <cmath>
 
 #include "ir/float_to_int.h"
 #include "ops/layout_kernels.h"
@@ -114,6 +116,68 @@ std::vector<SymArray> sym_constant_of_shape(const Attributes& attrs, std::span<c
   return {constant_of_shape(sym_ints(in[0]), Sym(fill_value(attrs).f64_at(0)))};
 }
 
+// ---- Range -------------------------------------------------------------------------
+
+// The most elements a Range may have: a bound on what a hostile model can allocate.
+constexpr int64_t kMaxRange = int64_t{1} << 28;
+
+// max(ceil((limit - start) / delta), 0), exactly for integers.
+int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delta) {
+  int64_t n = 0;
+  if (is_float(start.dtype())) {
+    const double s = start.f64_at(0), l = limit.f64_at(0), d = delta.f64_at(0);
+    require(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), "Range delta is 0 or a bound is not finite");
+    const double c = std::ceil((l - s) / d);
+    require(c < static_cast<double>(kMaxRange), "Range of " + std::to_string(c) + " elements is too large");
+    n = c > 0 ? static_cast<int64_t>(c) : 0;
+  } else {
+    const int64_t s = start.i64_at(0), l = limit.i64_at(0), d = delta.i64_at(0);
+    require(d != 0, "Range delta is 0");
+    // Differences of int64 values may overflow: compute in double where they are large.
+    const double span = static_cast<double>(l) - static_cast<double>(s);
+    require(span / static_cast<double>(d) < static_cast<double>(kMaxRange), "Range is too large");
+    if ((l > s && d > 0) || (l < s && d < 0)) {
+      const int64_t diff = l - s;  // same sign as d and below kMaxRange * |d|
+      n = diff / d + (diff % d != 0 ? 1 : 0);
+    }
+  }
+  return n;
+}
+
+std::vector<TensorType> infer_range(const InferContext& ctx) {
+  const DType t = ctx.in(0).dtype;
+  require(t == DType::Float32 || t == DType::Float64 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 ||
+              t == DType::Float16 || t == DType::BFloat16,
+          "Range type must be a float or a signed integer of 16 to 64 bits, got " + std::string(dtype_name(t)));
+  // Range-27's stash_type: 16-bit floats are computed in float (1, the default) or in
+  // their own type (0). isomer computes in double and rounds once, which is the former.
+  require(!(t == DType::Float16 || t == DType::BFloat16) || ctx.attrs.get_int("stash_type", 1) != 0,
+          "Range on 16-bit floats with stash_type=0 (accumulating in the type itself) is not implemented");
+  const char* names[] = {"start", "limit", "delta"};
+  for (size_t i = 0; i < 3; ++i) {
+    require(ctx.in(i).dtype == t, std::string("Range ") + names[i] + " has another type than start");
+    require(ctx.in(i).rank() == 0 || num_elements(ctx.in(i).shape) == std::optional<int64_t>(1),
+            std::string("Range ") + names[i] + " must be a scalar, got " + to_string(ctx.in(i).shape));
+  }
+  if (ctx.constant(0) && ctx.constant(1) && ctx.constant(2))
+    return {{t, {range_count(*ctx.constant(0), *ctx.constant(1), *ctx.constant(2))}}};
+  return {{t, {Dim::unknown()}}};
+}
+
+// start + i delta: integers exactly, floats in double rounded to the type.
+std::vector<Tensor> eval_range(const EvalContext& ctx) {
+  const Tensor &start = ctx.in(0), &delta = ctx.in(2);
+  const int64_t n = range_count(start, ctx.in(1), delta);
+  if (is_float(start.dtype())) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = start.f64_at(0) + static_cast<double>(i) * delta.f64_at(0);
+    return {Tensor::from_f64(start.dtype(), {n}, v)};
+  }
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start.i64_at(0) + i * delta.i64_at(0);
+  return {Tensor::from_i64(start.dtype(), {n}, v)};
+}
+
 }  // namespace
 
 OpDef def_Shape() {
@@ -140,6 +204,18 @@ OpDef def_ConstantOfShape() {
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
   d.lower = Lowering::ConstantOfShape;
+  return d;
+}
+
+OpDef def_Range() {
+  OpDef d;
+  d.name = "Range";
+  d.min_inputs = d.max_inputs = 3;
+  d.min_opset = 11;
+  d.attributes = {{"stash_type", "int"}};
+  d.infer = infer_range;
+  d.eval = eval_range;
+  d.lower = Lowering::Range;
   return d;
 }
 

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "eval/sym.h"
+#include "ops/elementwise.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
 
@@ -16,61 +17,6 @@ namespace isomer {
 using namespace ops;
 
 namespace {
-
-// Evaluates an elementwise float function F::apply(x, attrs) in double precision and
-// rounds to the input's type. Integer inputs go through the same function.
-template <class F>
-std::vector<Tensor> eval_unary(const EvalContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  Array<double> a = f64(x);
-  for (double& v : a.data) v = F::apply(v, ctx.attrs);
-  return {tensor(x.dtype(), a)};
-}
-
-std::vector<TensorType> infer_float_unary(const InferContext& ctx) {
-  require_float(ctx.in(0), "input");
-  return {ctx.in(0)};
-}
-
-template <class F>
-OpDef unary(std::string_view name, bool float_only = true) {
-  OpDef d;
-  d.name = name;
-  d.props.elementwise = true;
-  d.infer = float_only ? infer_float_unary : same_as_input0;
-  d.eval = eval_unary<F>;
-  return d;
-}
-
-// Symbolic semantics of an elementwise F::apply(x, attrs) templated over double and Sym.
-template <class F>
-std::vector<SymArray> sym_unary(const Attributes& attrs, std::span<const SymArray> in) {
-  return {map(in[0], [&](Sym x) { return F::apply(x, attrs); })};
-}
-
-// A string usable as a template argument: the uninterpreted function's name.
-template <size_t N>
-struct FunctionName {
-  char text[N];
-  constexpr FunctionName(const char (&s)[N]) { std::copy_n(s, N, text); }  // NOLINT
-};
-
-// `fn` as an uninterpreted function of one real; attributes that change the function
-// (Gelu's approximate) become part of its name, e.g. "Gelu[approximate=tanh]".
-template <FunctionName fn>
-std::vector<SymArray> sym_uninterpreted(const Attributes& attrs, std::span<const SymArray> in) {
-  std::string name = fn.text, sep = "[";
-  for (const auto& [key, value] : attrs.items()) {
-    name += sep + key + "=";
-    sep = ",";
-    if (const auto* v = std::get_if<std::string>(&value)) name += *v;
-    else if (const auto* i = std::get_if<int64_t>(&value)) name += std::to_string(*i);
-    else if (const auto* f = std::get_if<double>(&value)) name += std::to_string(*f);
-    else name += "#" + std::to_string(attr_hash(value));
-  }
-  if (!attrs.empty()) name += "]";
-  return {map(in[0], [&](Sym x) { return Sym::apply(name, std::span<const Sym>(&x, 1)); })};
-}
 
 struct ReluFn { template <class T> static T apply(T x, const Attributes&) { return select_gt(x, T(0), x, T(0)); } };
 struct LeakyReluFn {
@@ -105,6 +51,17 @@ struct NegFn { static double apply(double x, const Attributes&) { return -x; } }
 struct AbsFn {
   static double apply(double x, const Attributes&) { return std::fabs(x); }
   static Sym apply(Sym x, const Attributes&) { return select_gt(x, Sym(), x, -x); }  // reals have no -0
+};
+struct SinFn { static double apply(double x, const Attributes&) { return std::sin(x); } };
+struct CosFn { static double apply(double x, const Attributes&) { return std::cos(x); } };
+struct FloorFn { static double apply(double x, const Attributes&) { return std::floor(x); } };
+struct CeilFn { static double apply(double x, const Attributes&) { return std::ceil(x); } };
+// Halves round to even (the default rounding mode), as ONNX's Round says.
+struct RoundFn { static double apply(double x, const Attributes&) { return std::nearbyint(x); } };
+struct SignFn {
+  template <class T>
+  static T apply(T x, const Attributes&) { return select_gt(x, T(0), T(1), select_gt(T(0), x, T(-1), T(0))); }
+  static double apply(double x, const Attributes&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }  // NaN stays NaN
 };
 struct IdentityFn { static double apply(double x, const Attributes&) { return x; } };
 
@@ -153,14 +110,6 @@ OpDef def_LeakyRelu() {
   };
   d.emit_pointwise = emit_leaky_relu;
   d.lower = Lowering::Pointwise;
-  return d;
-}
-
-// Uninterpreted for the verifier: a function of its input, nothing more.
-template <class F, FunctionName fn>
-OpDef transcendental(std::string_view name) {
-  OpDef d = unary<F>(name);
-  d.eval_sym = sym_uninterpreted<fn>;
   return d;
 }
 
@@ -231,6 +180,59 @@ OpDef def_Sqrt() {
 OpDef def_Reciprocal() {
   OpDef d = transcendental<ReciprocalFn, "Reciprocal">("Reciprocal");
   d.emit_pointwise = emit_unary<PwOp::Reciprocal>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+// Sin and Cos compute rotary embedding tables at run time.
+OpDef def_Sin() {
+  OpDef d = transcendental<SinFn, "Sin">("Sin");
+  d.min_opset = 7;
+  d.emit_pointwise = emit_unary<PwOp::Sin>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Cos() {
+  OpDef d = transcendental<CosFn, "Cos">("Cos");
+  d.min_opset = 7;
+  d.emit_pointwise = emit_unary<PwOp::Cos>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+// Floor, Ceil and Round are piecewise constant with infinitely many pieces: the
+// verifier sees uninterpreted functions. Opsets before 6 had consumed_inputs.
+OpDef def_Floor() {
+  OpDef d = transcendental<FloorFn, "Floor">("Floor");
+  d.min_opset = 6;
+  d.props.idempotent = true;
+  d.emit_pointwise = emit_unary<PwOp::Floor>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Ceil() {
+  OpDef d = transcendental<CeilFn, "Ceil">("Ceil");
+  d.min_opset = 6;
+  d.props.idempotent = true;
+  d.emit_pointwise = emit_unary<PwOp::Ceil>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+OpDef def_Round() {
+  OpDef d = transcendental<RoundFn, "Round">("Round");
+  d.min_opset = 11;
+  d.props.idempotent = true;
+  d.emit_pointwise = emit_unary<PwOp::Round>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+OpDef def_Sign() {
+  OpDef d = unary<SignFn>("Sign", /*float_only=*/false);
+  d.min_opset = 9;
+  d.props.idempotent = true;
+  d.eval_sym = sym_unary<SignFn>;
+  d.emit_pointwise = emit_unary<PwOp::Sign>;
   d.lower = Lowering::Pointwise;
   return d;
 }

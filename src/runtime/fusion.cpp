@@ -87,6 +87,8 @@ std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x
       case PwOp::Affine: return EltwiseSpec{alg::eltwise_linear, al, be};
       case PwOp::Silu: return EltwiseSpec{alg::eltwise_swish, 1, 0};
       case PwOp::Elu: return EltwiseSpec{alg::eltwise_elu, al, 0};
+      case PwOp::Softplus: return EltwiseSpec{alg::eltwise_soft_relu, 0, 0};
+      case PwOp::Mish: return EltwiseSpec{alg::eltwise_mish, 0, 0};
       default: return std::nullopt;
     }
   }

@@ -69,7 +69,8 @@ bool lower_layernorm(Compiler& c, const Node& n) {
     for (int64_t k = 0; k < cols; ++k) f[static_cast<size_t>(k)] = static_cast<float>(v[t->numel() == 1 ? 0 : static_cast<size_t>(k)]);
     return f;
   };
-  auto scale = param(1), bias = param(2);
+  const bool rms = n.op_type() == "RMSNormalization";  // no mean, no bias
+  auto scale = param(1), bias = rms ? std::optional<std::vector<float>>(std::vector<float>()) : param(2);
   if (!scale || !bias || scale->empty()) return false;
   const float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
   int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
@@ -77,11 +78,12 @@ bool lower_layernorm(Compiler& c, const Node& n) {
   auto b = std::make_shared<std::vector<float>>(std::move(*bias));
   add_native_step(c,
                   step_info(n, "layernorm",
-                          "layernorm " + std::to_string(rows) + "x" + std::to_string(cols) + (b->empty() ? "" : " bias"),
+                          std::string(rms ? "rmsnorm " : "layernorm ") + std::to_string(rows) + "x" + std::to_string(cols) +
+                              (b->empty() ? "" : " bias"),
                           8.0 * static_cast<double>(rows * cols)),
-                  {x}, {y}, [rows, cols, s, b, eps](const std::vector<char*>& p) {
+                  {x}, {y}, [rows, cols, s, b, eps, rms](const std::vector<char*>& p) {
                     kernels::normalize_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), rows,
-                                            cols, s->data(), b->empty() ? nullptr : b->data(), eps, false);
+                                            cols, s->data(), b->empty() ? nullptr : b->data(), eps, rms);
                   });
   c.bind(n.output(0), y);
   return true;
@@ -93,6 +95,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
       {"ReduceMax", kernels::ReduceKind::Max}, {"ReduceMin", kernels::ReduceKind::Min},
       {"ReduceProd", kernels::ReduceKind::Prod}, {"ReduceSumSquare", kernels::ReduceKind::SumSquare},
       {"ReduceL1", kernels::ReduceKind::L1}, {"ReduceL2", kernels::ReduceKind::L2},
+      {"ReduceLogSum", kernels::ReduceKind::LogSum},
       {"ReduceLogSumExp", kernels::ReduceKind::LogSumExp}};
   auto kind = kinds.find(n.op_type());
   if (kind == kinds.end() || n.num_outputs() != 1) return false;

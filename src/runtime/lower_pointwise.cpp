@@ -93,7 +93,11 @@ struct Planner {
       in.push_back(v.present() ? static_cast<int>(i) : -1);
       consts.push_back(v.present() && !in_group(v) ? c.peek_known(v) : nullptr);
     }
-    return m.op()->emit_pointwise(p, m.attrs(), in, consts) >= 0;
+    if (m.op()->emit_pointwise(p, m.attrs(), in, consts) < 0) return false;
+    // An integer group runs only instructions the int64 loop has.
+    for (const kernels::PwInstr& i : p.code)
+      if (domain == Domain::Int && !kernels::pw_integer_ok(i.op)) return false;
+    return true;
   }
 
   // Adds `m` (after the producers of its inputs that can join) if it fits. m is
@@ -223,6 +227,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   if (domain == Domain::None) return false;
   const std::vector<TensorType> types = c.concrete_types(n);  // lowers n's inputs
   Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}, {}};
+  if (!plan.emits(n)) return false;
   plan.nodes.push_back(&n);
   plan.members.insert(&n);
   if (!internal(domain, types[0].dtype)) plan.sink_only.insert(n.output(0));

@@ -26,6 +26,15 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Gather: return lower_gather;
     case Lowering::ShapeOf: return lower_shape_of;
     case Lowering::ConstantOfShape: return lower_constant_of_shape;
+    case Lowering::ArgExtreme: return lower_arg_extreme;
+    case Lowering::CumSum: return lower_cumsum;
+    case Lowering::GroupNorm: return lower_group_norm;
+    case Lowering::Range: return lower_range;
+    case Lowering::Tile: return lower_tile;
+    case Lowering::Trilu: return lower_trilu;
+    case Lowering::GatherElements: return lower_gather_elements;
+    case Lowering::ScatterND: return lower_scatter_nd;
+    case Lowering::Einsum: return lower_einsum;
   }
   return nullptr;
 }

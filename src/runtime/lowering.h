@@ -40,5 +40,16 @@ bool lower_reduce(Compiler& c, const Node& n);
 bool lower_gather(Compiler& c, const Node& n);
 bool lower_shape_of(Compiler& c, const Node& n);
 bool lower_constant_of_shape(Compiler& c, const Node& n);
+// Native kernels of the operators current exporters add (lower_more.cpp).
+bool lower_arg_extreme(Compiler& c, const Node& n);  // ArgMax, ArgMin
+bool lower_cumsum(Compiler& c, const Node& n);
+bool lower_group_norm(Compiler& c, const Node& n);   // GroupNormalization, InstanceNormalization
+bool lower_range(Compiler& c, const Node& n);
+bool lower_tile(Compiler& c, const Node& n);
+bool lower_trilu(Compiler& c, const Node& n);
+bool lower_gather_elements(Compiler& c, const Node& n);
+bool lower_scatter_nd(Compiler& c, const Node& n);
+// Einsum: one oneDNN matmul over views, or a view and a row reduction (lower_einsum.cpp).
+bool lower_einsum(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime

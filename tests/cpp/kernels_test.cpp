@@ -206,6 +206,88 @@ TEST(Copy, StridedTransposeBroadcastAndGather) {
   EXPECT_EQ(bad, 4);
 }
 
+// Arg-max/min against a plain scan: rows long enough for the lane path (ties in
+// different lanes, NaNs) and columns; first and last index.
+TEST(Rows, ArgMaxAndArgMinAgreeWithAScan) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-4, 4);  // many ties
+  for (int64_t inner : {int64_t{1}, int64_t{5}}) {
+    const int64_t outer = 3, n = 103;
+    std::vector<float> x(static_cast<size_t>(outer * n * inner));
+    for (float& v : x) v = static_cast<float>(small(rng));
+    x[static_cast<size_t>(57 * inner)] = NAN;  // row/column 0 has a NaN: it wins both
+    for (bool max : {true, false})
+      for (bool last : {false, true}) {
+        std::vector<int64_t> got(static_cast<size_t>(outer * inner));
+        argmax_axis(x.data(), got.data(), outer, n, inner, max, last, 2);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            auto at = [&](int64_t k) { return x[static_cast<size_t>((o * n + k) * inner + i)]; };
+            int64_t best = 0;
+            for (int64_t k = 1; k < n; ++k) {
+              const float v = at(k), b = at(best);
+              const bool better = std::isnan(v) ? !std::isnan(b) : (!std::isnan(b) && (max ? v > b : v < b));
+              const bool tie = (std::isnan(v) && std::isnan(b)) || v == b;
+              if (better || (last && tie)) best = k;
+            }
+            ASSERT_EQ(got[static_cast<size_t>(o * inner + i)], best)
+                << "inner " << inner << " max " << max << " last " << last << " at " << o << "," << i;
+          }
+      }
+  }
+}
+
+TEST(Rows, CumSumAndGroupNormalization) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6}, y(6);
+  cumsum_axis(x.data(), y.data(), 1, 3, 2, false, false);  // [3, 2] along axis 0
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 4, 6, 9, 12}));
+  cumsum_axis(x.data(), y.data(), 2, 3, 1, true, true);  // [2, 3] along axis 1, reverse exclusive
+  EXPECT_EQ(y, (std::vector<float>{5, 3, 0, 11, 6, 0}));
+  std::vector<int64_t> ids = {1, 1, 0, 1, std::numeric_limits<int64_t>::max(), 1}, pos(6);
+  cumsum_axis(ids.data(), pos.data(), 1, 6, 1, false, false);
+  EXPECT_EQ(pos[3], 3);
+  EXPECT_EQ(pos[5], std::numeric_limits<int64_t>::min() + 3);  // wraps, no overflow trap
+  // Two groups of two channels of two positions: group (1, 3, 5, 7) has mean 4, variance 5.
+  std::vector<float> g = {1, 3, 5, 7, 0, 2, 4, 10}, scale = {1, 2, 1, 1}, bias = {0, 0, 1, 0}, out(8);
+  normalize_groups(g.data(), out.data(), 1, 4, 2, 2, scale.data(), bias.data(), 0.f);
+  EXPECT_NEAR(out[0], -3 / std::sqrt(5.0), 1e-6);
+  EXPECT_NEAR(out[3], 6 / std::sqrt(5.0), 1e-6);
+  EXPECT_NEAR(out[4], -4 / std::sqrt(14.0) + 1, 1e-6);
+}
+
+TEST(Copy, TriluGatherElementsScatterND) {
+  std::vector<int32_t> m = {1, 2, 3, 4, 5, 6, 7, 8, 9}, t(9);
+  trilu(4, m.data(), t.data(), 1, 3, 3, 0, true);
+  EXPECT_EQ(t, (std::vector<int32_t>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  trilu(4, m.data(), t.data(), 1, 3, 3, -1, false);
+  EXPECT_EQ(t, (std::vector<int32_t>{0, 0, 0, 4, 0, 0, 7, 8, 0}));
+  trilu(4, m.data(), t.data(), 1, 3, 3, std::numeric_limits<int64_t>::max(), false);  // all kept, no overflow
+  EXPECT_EQ(t, m);
+  // GatherElements along axis 1 of [2, 3] with int32 indices of [2, 2].
+  std::vector<int32_t> idx = {2, 0, -1, 1}, g(4);
+  std::vector<int64_t> xd = {2, 3}, id = {2, 2};
+  int64_t bad = 0;
+  EXPECT_TRUE(gather_elements(4, m.data(), xd, idx.data(), 4, id, 1, g.data(), &bad));
+  EXPECT_EQ(g, (std::vector<int32_t>{3, 1, 6, 5}));
+  std::vector<int64_t> idx0 = {1, 0, 1, 1}, g0(4);
+  std::vector<int64_t> m64 = {1, 2, 3, 4, 5, 6};
+  EXPECT_TRUE(gather_elements(8, m64.data(), xd, idx0.data(), 8, id, 0, g0.data(), &bad));  // axis 0
+  EXPECT_EQ(g0, (std::vector<int64_t>{4, 2, 4, 5}));
+  idx[1] = 3;
+  EXPECT_FALSE(gather_elements(4, m.data(), xd, idx.data(), 4, id, 1, g.data(), &bad));
+  EXPECT_EQ(bad, 3);
+  // ScatterND: rows 2 then 0 of a [3, 2], in place; then a reduction.
+  std::vector<float> data = {1, 2, 3, 4, 5, 6}, upd = {10, 20, 30, 40};
+  std::vector<int64_t> rows = {2, 0}, yd = {3, 2};
+  EXPECT_TRUE(scatter_nd(4, data.data(), yd, rows.data(), 2, 1, upd.data(), &bad));
+  EXPECT_EQ(data, (std::vector<float>{30, 40, 3, 4, 10, 20}));
+  EXPECT_TRUE(scatter_nd(4, data.data(), yd, rows.data(), 2, 1, upd.data(), &bad, ScatterReduce::Add));
+  EXPECT_EQ(data, (std::vector<float>{60, 80, 3, 4, 20, 40}));
+  rows[0] = -4;
+  EXPECT_FALSE(scatter_nd(4, data.data(), yd, rows.data(), 2, 1, upd.data(), &bad));
+  EXPECT_EQ(bad, -4);
+}
+
 TEST(Gemm, PackedWeightsWithAnEpilogue) {
   // Shapes with row and column tails; the epilogue adds a per-column bias, applies
   // Relu and adds a residual of C's shape: y = relu(a b + bias) + r.

@@ -1,0 +1,248 @@
+// Operators that place elements by position, as exporters write them: Tile
+// (repeat a tensor along each axis), Trilu (keep a triangle of each matrix: causal
+// masks), GatherElements (take along an axis, index per element) and ScatterND
+// (write slices at index tuples). Each is one kernel over the element type (see
+// ops/layout_kernels.h): raw element bits for the float semantics, Fp and Sym for
+// the field and symbolic ones; all are linear in their data.
+#include <algorithm>
+
+#include "ops/layout_common.h"
+
+namespace isomer {
+using namespace ops;
+
+namespace {
+
+int64_t checked_index(int64_t i, int64_t extent, const char* op) {
+  require(i >= -extent && i < extent, std::string(op) + " index " + std::to_string(i) +
+                                          " is out of range for an axis of extent " + std::to_string(extent));
+  return i < 0 ? i + extent : i;
+}
+
+// ---- Tile --------------------------------------------------------------------------
+
+std::vector<TensorType> infer_tile(const InferContext& ctx) {
+  const TensorType& x = ctx.in(0);
+  std::optional<int64_t> len = operand_length(ctx, 1, "Tile repeats");
+  require(!len || *len == x.rank(), "Tile repeats has " + std::to_string(len.value_or(0)) +
+                                        " values for an input of rank " + std::to_string(x.rank()));
+  std::optional<std::vector<int64_t>> reps = constant_ints(ctx, 1);
+  Shape out = unknown_dims(x.rank());
+  for (int64_t a = 0; a < x.rank(); ++a) {
+    if (!reps) continue;
+    const int64_t r = (*reps)[a];
+    require(r >= 0, "Tile repeats " + to_string(*reps) + " has a negative value");
+    if (x.shape[a].is_static()) out[a] = x.shape[a].value * r;
+    else if (r == 1) out[a] = x.shape[a];
+    else if (r == 0) out[a] = 0;
+  }
+  return {{x.dtype, out}};
+}
+
+struct TileOp {
+  static bool is_data(size_t i) { return i == 0; }
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    const Array<T>& x = a.data[0];
+    const std::vector<int64_t>& reps = a.ints[1];
+    require(static_cast<int64_t>(reps.size()) == x.rank(), "Tile repeats does not match the input's rank");
+    const std::vector<int64_t> st = strides_of(x.dims);
+    AxisTables tables;
+    for (int64_t k = 0; k < x.rank(); ++k) {
+      require(reps[k] >= 0, "Tile repeats has a negative value");
+      std::vector<int64_t> t;
+      for (int64_t r = 0; r < reps[k]; ++r)
+        for (int64_t i = 0; i < x.dims[k]; ++i) t.push_back(i * st[k]);
+      tables.push_back(std::move(t));
+    }
+    return {gather_axes(x, tables)};
+  }
+};
+
+// ---- Trilu -------------------------------------------------------------------------
+
+std::vector<TensorType> infer_trilu(const InferContext& ctx) {
+  const TensorType& x = ctx.in(0);
+  require(x.rank() >= 2, "Trilu input must have rank >= 2, got " + to_string(x.shape));
+  if (ctx.has_input(1)) {
+    const TensorType& k = ctx.in(1);
+    require(k.dtype == DType::Int64 && (k.rank() == 0 || num_elements(k.shape) == std::optional<int64_t>(1)),
+            "Trilu k must be an int64 scalar");
+  }
+  return {x};
+}
+
+struct TriluOp {
+  static bool is_data(size_t i) { return i == 0; }
+  // upper: keep column j of row i where j - i >= k; lower: where j - i <= k.
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    Array<T> y = a.data[0];
+    const int64_t k = a.has(1) ? a.ints[1].at(0) : 0;
+    const bool upper = a.attrs.get_int("upper", 1) != 0;
+    const int64_t rows = y.dims[y.dims.size() - 2], cols = y.dims.back();
+    const int64_t mats = rows * cols != 0 ? y.numel() / (rows * cols) : 0;
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          if (upper ? j - i < k : j - i > k) y.data[(m * rows + i) * cols + j] = T();
+    return {y};
+  }
+};
+
+// ---- GatherElements ----------------------------------------------------------------
+
+std::vector<TensorType> infer_gather_elements(const InferContext& ctx) {
+  const TensorType &x = ctx.in(0), &idx = ctx.in(1);
+  require(idx.dtype == DType::Int64 || idx.dtype == DType::Int32, "GatherElements indices must be int64 or int32");
+  require(idx.rank() == x.rank(), "GatherElements indices " + to_string(idx.shape) + " and data " +
+                                      to_string(x.shape) + " differ in rank");
+  axis_of(ctx.attrs, 0, x.rank(), "GatherElements");
+  return {{x.dtype, idx.shape}};
+}
+
+struct GatherElementsOp {
+  static bool is_data(size_t i) { return i == 0; }
+  // out[i_0, .., i_axis, ..] = x[i_0, .., index[i_0, .., i_axis, ..], ..]
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    const Array<T>& x = a.data[0];
+    const int64_t axis = axis_of(a.attrs, 0, x.rank(), "GatherElements");
+    const std::vector<int64_t>& idx_dims = a.dims[1];
+    for (int64_t d = 0; d < x.rank(); ++d)
+      require(d == axis || idx_dims[d] <= x.dims[d], "GatherElements indices " + to_string(idx_dims) +
+                                                         " exceed the data " + to_string(x.dims));
+    Array<T> out(idx_dims);
+    const std::vector<int64_t> xs = strides_of(x.dims);
+    // Walk the index tensor's positions; the data offset of the non-axis coordinates
+    // follows the data's own strides.
+    std::vector<int64_t> own = strides_of(idx_dims);
+    for (int64_t n = 0; n < out.numel(); ++n) {
+      int64_t rem = n, off = 0;
+      for (int64_t d = 0; d < x.rank(); ++d) {
+        const int64_t c = own[d] ? rem / own[d] : 0;
+        rem -= c * own[d];
+        off += d == axis ? checked_index(a.ints[1][n], x.dims[axis], "GatherElements") * xs[d] : c * xs[d];
+      }
+      out.data[n] = x.data[off];
+    }
+    return {out};
+  }
+};
+
+// ---- ScatterND ---------------------------------------------------------------------
+
+std::vector<TensorType> infer_scatter_nd(const InferContext& ctx) {
+  const TensorType &x = ctx.in(0), &idx = ctx.in(1), &upd = ctx.in(2);
+  require(idx.dtype == DType::Int64, "ScatterND indices must be int64");
+  require(upd.dtype == x.dtype, "ScatterND updates have another type than the data");
+  require(idx.rank() >= 1, "ScatterND indices must have rank >= 1");
+  const std::string r = ctx.attrs.get_string("reduction", "none");
+  require(r == "none" || r == "add" || r == "mul" || r == "max" || r == "min", "ScatterND reduction '" + r + "' is unknown");
+  const Dim& k = idx.shape.back();
+  if (k.is_static()) {
+    require(k.value <= x.rank(), "ScatterND index tuples are longer than the data's rank");
+    require(upd.rank() == idx.rank() - 1 + x.rank() - k.value,
+            "ScatterND updates " + to_string(upd.shape) + " do not match indices " + to_string(idx.shape) +
+                " and data " + to_string(x.shape));
+  }
+  return {x};
+}
+
+template <class T>
+T scatter_combine(const std::string& r, T old, T v) {
+  if (r == "none") return v;
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, Fp> || std::is_same_v<T, Sym>) {
+    if (r == "add") return old + v;
+    if (r == "mul") return old * v;
+    if constexpr (!std::is_same_v<T, Fp>) return r == "max" ? select_gt(v, old, v, old) : select_gt(old, v, v, old);
+  }
+  throw Error("ScatterND reduction '" + r + "' has no semantics on these elements");
+}
+
+struct ScatterNDOp {
+  static bool is_data(size_t i) { return i != 1; }
+  // Copies the data, then for each index tuple (the last axis of `indices`)
+  // combines the slice of updates into the slice of data it names, in order.
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    Array<T> y = a.data[0];
+    const Array<T>& upd = a.data[2];
+    const std::vector<int64_t>& idx_dims = a.dims[1];
+    const int64_t k = idx_dims.back(), tuples = k ? static_cast<int64_t>(a.ints[1].size()) / k : 0;
+    require(k <= y.rank(), "ScatterND index tuples are longer than the data's rank");
+    int64_t slice = 1;
+    for (int64_t d = k; d < y.rank(); ++d) slice *= y.dims[d];
+    require(upd.numel() == tuples * slice, "ScatterND updates do not match the indices and data");
+    const std::vector<int64_t> st = strides_of(y.dims);
+    const std::string r = a.attrs.get_string("reduction", "none");
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < k; ++d) off += checked_index(a.ints[1][t * k + d], y.dims[d], "ScatterND") * st[d];
+      for (int64_t i = 0; i < slice; ++i) y.data[off + i] = scatter_combine(r, y.data[off + i], upd.data[t * slice + i]);
+    }
+    return {y};
+  }
+};
+
+// Reductions other than none combine values: they run on doubles, not raw bits.
+std::vector<Tensor> eval_scatter_nd(const EvalContext& ctx) {
+  if (ctx.attrs.get_string("reduction", "none") == "none") return eval_layout<ScatterNDOp>(ctx);
+  LayoutArgs<double> args{ctx.attrs, {f64(ctx.in(0)), {}, f64(ctx.in(2))}, {{}, ints_of(ctx.in(1)), {}},
+                          {ctx.in(0).dims(), ctx.in(1).dims(), ctx.in(2).dims()}, {true, true, true}, 1};
+  return {tensor(ctx.in(0).dtype(), ScatterNDOp::run(args)[0])};
+}
+
+}  // namespace
+
+OpDef def_Tile() {
+  OpDef d = layout_op("Tile", 2, 2, 6);
+  d.infer = infer_tile;
+  set_semantics<TileOp>(d);
+  d.lower = Lowering::Tile;
+  return d;
+}
+
+OpDef def_Trilu() {
+  OpDef d = layout_op("Trilu", 1, 2, 14);
+  d.attributes = {{"upper", "int"}};
+  d.props.shape_only = false;  // it zeroes elements
+  d.infer = infer_trilu;
+  set_semantics<TriluOp>(d);
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "upper", int64_t{1});
+    return a;
+  };
+  d.lower = Lowering::Trilu;
+  return d;
+}
+
+OpDef def_GatherElements() {
+  OpDef d = layout_op("GatherElements", 2, 2, 11);
+  d.attributes = {{"axis", "int"}};
+  d.infer = infer_gather_elements;
+  set_semantics<GatherElementsOp>(d);
+  d.canonical_attrs = canonical_axis_of_input0<0>;
+  d.lower = Lowering::GatherElements;
+  return d;
+}
+
+OpDef def_ScatterND() {
+  OpDef d = layout_op("ScatterND", 3, 3, 11);
+  d.attributes = {{"reduction", "string"}};
+  d.props.shape_only = false;
+  d.props.linear_in = {};
+  d.infer = infer_scatter_nd;
+  set_semantics<ScatterNDOp>(d);
+  d.eval = eval_scatter_nd;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "reduction", std::string("none"));
+    return a;
+  };
+  d.lower = Lowering::ScatterND;
+  return d;
+}
+
+}  // namespace isomer

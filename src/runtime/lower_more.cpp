@@ -1,0 +1,286 @@
+// Native lowerings of the operators current exporters add beyond the basic set:
+// ArgMax/ArgMin and CumSum along an axis, GroupNormalization and
+// InstanceNormalization (kernels/rows.h), Tile, Trilu, GatherElements and
+// ScatterND (kernels/copy.h), and Range, which is known when the graph is compiled.
+#include <cstring>
+#include <map>
+
+#include "kernels/copy.h"
+#include "kernels/rows.h"
+#include "runtime/compiler.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// A dense float32 input, or -1.
+int dense_f32(Compiler& c, const Value& v) {
+  if (c.dtype(v) != DType::Float32) return -1;
+  return c.as_plain(c.id(v));
+}
+
+// A new dense value of the node's output `k` (its concrete type).
+int dense_output(Compiler& c, const Node& n, size_t k = 0) {
+  const TensorType t = c.concrete_types(n)[k];
+  const std::vector<int64_t> dims = static_dims(t.shape);
+  auto type = dnnl_type(t.dtype);
+  return c.new_value(t.dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
+}
+
+std::string shape3(int64_t outer, int64_t len, int64_t inner) {
+  return to_string(std::vector<int64_t>{outer, len, inner});
+}
+
+}  // namespace
+
+bool lower_arg_extreme(Compiler& c, const Node& n) {
+  int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size())));
+  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  if (len < 1) return false;
+  const bool max = n.op_type() == "ArgMax", last = n.attrs().get_int("select_last_index", 0) != 0;
+  int y = dense_output(c, n);
+  add_native_step(c,
+                  step_info(n, "argmax", n.op_type() + (last ? " last " : " ") + shape3(outer, len, inner),
+                            static_cast<double>(num_elements(xd))),
+                  {x}, {y}, [outer, len, inner, max, last](const std::vector<char*>& p) {
+                    kernels::argmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<int64_t*>(p[1]), outer,
+                                         len, inner, max, last);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+namespace {
+
+// The axis operand of CumSum (int32 or int64, one element) read from its buffer.
+int64_t read_axis(const char* p, DType t) {
+  if (t == DType::Int32) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+template <class T>
+void run_cumsum(const char* x, char* y, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse) {
+  kernels::cumsum_axis(reinterpret_cast<const T*>(x), reinterpret_cast<T*>(y), outer, len, inner, exclusive, reverse);
+}
+
+}  // namespace
+
+// Float32, float64, int64 and int32 data (HuggingFace exports count positions with
+// an int64 CumSum); an axis that is an input is read when the step runs.
+bool lower_cumsum(Compiler& c, const Node& n) {
+  const DType t = c.dtype(n.inputs()[0]), axis_type = c.dtype(n.inputs()[1]);
+  using Run = void (*)(const char*, char*, int64_t, int64_t, int64_t, bool, bool);
+  Run run = t == DType::Float32 ? run_cumsum<float>
+            : t == DType::Float64 ? run_cumsum<double>
+            : t == DType::Int64   ? run_cumsum<int64_t>
+            : t == DType::Int32   ? run_cumsum<int32_t>
+                                  : nullptr;
+  if (!run || (axis_type != DType::Int64 && axis_type != DType::Int32)) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  int axis_id = c.as_plain(c.id(n.inputs()[1]));
+  if (num_elements(c.val(axis_id).dims) != 1) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const bool exclusive = n.attrs().get_int("exclusive", 0) != 0, reverse = n.attrs().get_int("reverse", 0) != 0;
+  const std::optional<Tensor> known = c.val(axis_id).known;
+  const int64_t fixed = known ? normalize_axis(known->i64_at(0), static_cast<int64_t>(xd.size())) : -1;
+  int y = dense_output(c, n);
+  const std::string who = describe(n);
+  add_native_step(c,
+                  step_info(n, "cumsum",
+                            std::string("cumsum ") + std::string(dtype_name(t)) + to_string(xd) +
+                                (known ? " axis" + std::to_string(fixed) : " axis?") + (exclusive ? " exclusive" : "") +
+                                (reverse ? " reverse" : ""),
+                            static_cast<double>(num_elements(xd))),
+                  {x, axis_id}, {y}, [run, xd, fixed, axis_type, exclusive, reverse, who](const std::vector<char*>& p) {
+                    int64_t axis = fixed;
+                    if (axis < 0) {
+                      const int64_t rank = static_cast<int64_t>(xd.size()), a = read_axis(p[1], axis_type);
+                      if (a < -rank || a >= rank)
+                        throw Error(who + ": axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+                      axis = a < 0 ? a + rank : a;
+                    }
+                    const auto ax = static_cast<size_t>(axis);
+                    run(p[0], p[2], product(xd, 0, ax), xd[ax], product(xd, ax + 1, xd.size()), exclusive, reverse);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// GroupNormalization and InstanceNormalization (a group per channel). Scale and
+// bias are read when the step runs: they need not be constants.
+bool lower_group_norm(Compiler& c, const Node& n) {
+  int x = dense_f32(c, n.inputs()[0]);
+  int scale = dense_f32(c, n.inputs()[1]), bias = dense_f32(c, n.inputs()[2]);
+  if (x < 0 || scale < 0 || bias < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.size() < 2) return false;
+  const int64_t batch = xd[0], channels = xd[1], spatial = product(xd, 2, xd.size());
+  const int64_t groups = n.op_type() == "GroupNormalization" ? n.attrs().get_int("num_groups", 0) : channels;
+  if (groups <= 0 || channels % groups != 0 || num_elements(c.val(scale).dims) != channels ||
+      num_elements(c.val(bias).dims) != channels)
+    return false;
+  const float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
+  int y = dense_output(c, n);
+  add_native_step(c,
+                  step_info(n, "groupnorm",
+                            "groupnorm " + to_string(std::vector<int64_t>{batch, channels, spatial}) + " g" +
+                                std::to_string(groups),
+                            8.0 * static_cast<double>(num_elements(xd))),
+                  {x, scale, bias}, {y}, [batch, channels, spatial, groups, eps](const std::vector<char*>& p) {
+                    kernels::normalize_groups(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[3]),
+                                              batch, channels, spatial, groups, reinterpret_cast<const float*>(p[1]),
+                                              reinterpret_cast<const float*>(p[2]), eps);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// Range's length is its data: with the inputs known the result is a constant (the
+// compiler folds it before it gets here; this covers a direct call too).
+bool lower_range(Compiler& c, const Node& n) {
+  std::vector<Tensor> args;
+  for (const Value& v : n.inputs()) {
+    const Tensor* t = c.known(v);
+    if (!t) return false;
+    args.push_back(*t);
+  }
+  EvalContext ctx{n.attrs(), args, 1};
+  c.bind(n.output(0), c.constant_value(n.op()->eval(ctx)[0], n.name()));
+  return true;
+}
+
+// Tile is one strided copy: the output seen as [r0, d0, r1, d1, ...] reads the
+// input with stride 0 along every repeat dim.
+bool lower_tile(Compiler& c, const Node& n) {
+  const Tensor* reps_value = c.known(n.inputs()[1]);
+  if (!reps_value) return false;
+  int x = c.id(n.inputs()[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x), reps = reps_value->to_i64();
+  if (reps.size() != xd.size()) return false;
+  int y = dense_output(c, n);
+  const std::vector<int64_t> ys = row_major(c.val(y).dims);
+  std::vector<int64_t> dims, from, to;
+  for (size_t a = 0; a < xd.size(); ++a) {
+    dims.insert(dims.end(), {reps[a], xd[a]});
+    from.insert(from.end(), {0, xd[a] == 1 ? 0 : xs[a]});
+    to.insert(to.end(), {xd[a] * ys[a], ys[a]});
+  }
+  const size_t elem = dtype_size(c.val(x).dtype);
+  add_native_step(c, step_info(n, "copy", "tile " + std::string(dtype_name(c.val(x).dtype)) + to_string(dims) + " s" + to_string(from)),
+                  {x}, {y}, [elem, dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1], to, dims);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// k, when it is an input, is read when the step runs.
+bool lower_trilu(Compiler& c, const Node& n) {
+  int k_id = -1;
+  if (n.inputs().size() > 1 && n.inputs()[1].present()) {
+    k_id = c.as_plain(c.id(n.inputs()[1]));
+    if (c.val(k_id).dtype != DType::Int64 || num_elements(c.val(k_id).dims) != 1) return false;
+  }
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const int64_t rows = xd[xd.size() - 2], cols = xd.back(), mats = product(xd, 0, xd.size() - 2);
+  const bool upper = n.attrs().get_int("upper", 1) != 0;
+  const size_t elem = dtype_size(c.val(x).dtype);
+  std::optional<int64_t> fixed;
+  if (k_id < 0) fixed = 0;
+  else if (c.val(k_id).known) fixed = c.val(k_id).known->i64_at(0);
+  int y = dense_output(c, n);
+  std::vector<int> reads{x};
+  if (k_id >= 0) reads.push_back(k_id);
+  add_native_step(c,
+                  step_info(n, "trilu",
+                            std::string(upper ? "triu " : "tril ") + std::string(dtype_name(c.val(x).dtype)) +
+                                to_string(std::vector<int64_t>{mats, rows, cols}) +
+                                (fixed ? " k" + std::to_string(*fixed) : " k?")),
+                  reads, {y}, [elem, mats, rows, cols, fixed, upper](const std::vector<char*>& p) {
+                    int64_t k = 0;
+                    if (fixed) k = *fixed;
+                    else std::memcpy(&k, p[1], 8);
+                    kernels::trilu(elem, p[0], p.back(), mats, rows, cols, k, upper);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_gather_elements(Compiler& c, const Node& n) {
+  const DType index_type = c.dtype(n.inputs()[1]);
+  if (index_type != DType::Int64 && index_type != DType::Int32) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  int idx = c.as_plain(c.id(n.inputs()[1]));
+  const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;
+  if (xd.size() != id.size() || xd.empty()) return false;
+  const int64_t axis = normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size()));
+  for (size_t d = 0; d < xd.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && id[d] > xd[d]) return false;  // the reference kernel says why
+  const size_t elem = dtype_size(c.val(x).dtype), ielem = dtype_size(index_type);
+  int y = dense_output(c, n);
+  const std::string who = describe(n);
+  add_native_step(c,
+                  step_info(n, "gather", "gather_elements " + std::string(dtype_name(c.val(x).dtype)) + to_string(xd) +
+                                             " i" + to_string(id) + " axis" + std::to_string(axis)),
+                  {x, idx}, {y}, [elem, xd, id, ielem, axis, who](const std::vector<char*>& p) {
+                    int64_t bad = 0;
+                    if (!kernels::gather_elements(elem, p[0], xd, p[1], ielem, id, axis, p[2], &bad))
+                      throw Error(who + ": index " + std::to_string(bad) + " is out of range");
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// ScatterND: the data copied into the output, then the updates written over it
+// (or combined into it: the reductions, on float32 data).
+bool lower_scatter_nd(Compiler& c, const Node& n) {
+  static const std::map<std::string, kernels::ScatterReduce> reductions = {
+      {"none", kernels::ScatterReduce::None}, {"add", kernels::ScatterReduce::Add},
+      {"mul", kernels::ScatterReduce::Mul},   {"max", kernels::ScatterReduce::Max},
+      {"min", kernels::ScatterReduce::Min}};
+  auto reduction = reductions.find(n.attrs().get_string("reduction", "none"));
+  if (reduction == reductions.end() || c.dtype(n.inputs()[1]) != DType::Int64) return false;
+  const kernels::ScatterReduce reduce = reduction->second;
+  if (reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  int idx = c.as_plain(c.id(n.inputs()[1]));
+  int upd = c.as_plain(c.id(n.inputs()[2]));
+  const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;
+  if (id.empty()) return false;
+  const int64_t k = id.back(), tuples = k ? num_elements(id) / k : 0;
+  const size_t elem = dtype_size(c.val(x).dtype), bytes = c.val(x).bytes;
+  int y = dense_output(c, n);
+  const std::string who = describe(n);
+  add_native_step(c,
+                  step_info(n, "scatter", "scatter_nd " + std::string(dtype_name(c.val(x).dtype)) + to_string(xd) +
+                                              " i" + to_string(id)),
+                  {x, idx, upd}, {y}, [elem, bytes, xd, k, tuples, who, reduce](const std::vector<char*>& p) {
+                    std::memcpy(p[3], p[0], bytes);
+                    int64_t bad = 0;
+                    if (!kernels::scatter_nd(elem, p[3], xd, reinterpret_cast<const int64_t*>(p[1]), tuples, k, p[2],
+                                             &bad, reduce))
+                      throw Error(who + ": index " + std::to_string(bad) + " is out of range");
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+}  // namespace isomer::runtime

@@ -1,0 +1,151 @@
+// The runtime's lowerings of the operators current exporters add (lower_more.cpp,
+// lower_einsum.cpp, the pointwise forms of the new elementwise entries) against the
+// reference evaluator, fused and unfused; none of these graphs may leave a step to
+// the reference kernel or ONNX Runtime.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "check/compare.h"
+#include "eval/evaluator.h"
+#include "ir/graph.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+namespace {
+
+Tensor random_f32(std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(static_cast<size_t>(num_elements(dims)));
+  for (double& x : v) x = u(rng);
+  return Tensor::from_f64(DType::Float32, std::move(dims), v);
+}
+Tensor ints(std::vector<int64_t> dims, std::vector<int64_t> v) { return Tensor::from_i64(DType::Int64, std::move(dims), v); }
+Tensor scalar_i64(int64_t v) { return Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{v}); }
+TensorType f32(std::vector<int64_t> dims) { return {DType::Float32, make_shape(dims)}; }
+
+// Runs `g` fused and unfused against the reference evaluator; returns the fused
+// plan's step kinds.
+std::vector<std::string> expect_native_and_right(const Graph& g, double tol = 1e-4) {
+  std::vector<Tensor> inputs = random_inputs(g, 11);
+  std::vector<Tensor> want = evaluate(g, inputs);
+  std::vector<std::string> kinds;
+  for (bool fuse : {true, false}) {
+    runtime::RuntimeOptions o;
+    o.threads = 2;
+    o.fuse = fuse;
+    auto exe = runtime::compile(g, o);
+    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), tol);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
+    for (const runtime::StepInfo& s : exe->steps()) {
+      EXPECT_NE(s.kind, "reference") << s.label << " (" << s.ops[0] << ") runs on the reference kernel";
+      EXPECT_NE(s.kind, "onnxruntime") << s.label;
+      if (fuse) kinds.push_back(s.kind);
+    }
+  }
+  return kinds;
+}
+
+size_t count(const std::vector<std::string>& v, const std::string& k) { return std::count(v.begin(), v.end(), k); }
+
+// An attention mask as exporters build it: positions from a CumSum of the padding
+// mask, a causal Trilu, comparisons and logic, then Where and LogSoftmax.
+TEST(RuntimeMore, AttentionMaskFromComparisonsAndLogic) {
+  GraphBuilder b;
+  Value scores = b.input("scores", f32({2, 5, 5}));
+  Value pad = b.input("pad", {DType::Int64, make_shape({2, 5})});
+  Value pos = b.op1("CumSum", {pad, b.constant(scalar_i64(1))});
+  Value keep_pos = b.op1("Unsqueeze", {b.op1("GreaterOrEqual", {pos, b.constant(ints({}, {1}))}),
+                                       b.constant(ints({1}, {1}))});
+  Value ones = b.constant(Tensor::from_f64(DType::Float32, {5, 5}, std::vector<double>(25, 1.0)));
+  Value causal = b.op1("Greater", {b.op1("Trilu", {ones}, {{"upper", int64_t{0}}}), b.constant(Tensor::scalar_f32(0))});
+  Value mask = b.op1("And", {b.op1("Not", {b.op1("Not", {keep_pos})}), causal});
+  Value masked = b.op1("Where", {mask, scores, b.constant(Tensor::scalar_f32(-1e4f))});
+  Value lp = b.op1("LogSoftmax", {masked}, {{"axis", int64_t{-1}}});
+  Value best = b.op1("ArgMax", {lp}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}});
+  Graph g = b.finish({lp, best, b.op1("Xor", {mask, causal})}, {"lp", "best", "x"});
+  auto kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "cumsum"), 1u);
+  EXPECT_EQ(count(kinds, "argmax"), 1u);
+}
+
+// A LLaMA-style block's pieces: rotary tables from Sin/Cos at run time, RMSNorm,
+// attention written as Einsum, SwiGLU-like activations, reductions.
+TEST(RuntimeMore, RotaryRmsNormEinsumAttention) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 6, 8}));
+  Value t = b.input("t", f32({6, 1}));
+  Value freqs = b.op1("Mul", {t, b.constant(random_f32({1, 4}, 1))});
+  Value emb = b.op1("Concat", {freqs, freqs}, {{"axis", int64_t{-1}}});
+  Value h = b.op1("RMSNormalization", {x, b.constant(random_f32({8}, 2, 0.5, 1.5))}, {{"epsilon", 1e-6}});
+  Value rot = b.op1("Add", {b.op1("Mul", {h, b.op1("Cos", {emb})}), b.op1("Mul", {h, b.op1("Sin", {emb})})});
+  Value q = b.op1("Reshape", {rot, b.constant(ints({4}, {2, 6, 2, 4}))});
+  Value k = b.op1("Einsum", {q, b.constant(random_f32({4, 4}, 3))}, {{"equation", std::string("bshd,de->bshe")}});
+  Value s = b.op1("Einsum", {q, k}, {{"equation", std::string("bqhd,bkhd->bhqk")}});
+  Value p = b.op1("Softmax", {s}, {{"axis", int64_t{-1}}});
+  Value o = b.op1("Einsum", {p, k}, {{"equation", std::string("bhqk,bkhd->bqhd")}});
+  Value a = b.op1("Selu", {b.op1("Elu", {o}, {{"alpha", 0.7}})});
+  Value gate = b.op1("Mish", {b.op1("Softplus", {o})});
+  Value m = b.op1("Mean", {a, gate, b.op1("Celu", {o}, {{"alpha", 2.0}})});
+  Value r = b.op1("ReduceL2", {b.op1("PRelu", {m, b.constant(random_f32({4}, 4, 0, 0.3))})},
+                  {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+  Value lse = b.op1("ReduceLogSumExp", {s}, {{"axes", std::vector<int64_t>{3}}});
+  Value e2 = b.op1("Einsum", {s}, {{"equation", std::string("bhqk->bqk")}});  // a sum over heads
+  Graph g = b.finish({r, lse, e2, b.op1("Einsum", {q}, {{"equation", std::string("bshd->bhsd")}})}, {"r", "lse", "e2", "qt"});
+  auto kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "matmul"), 3u);  // the Einsum contractions: one matmul each, no copies of q or k
+}
+
+// Normalizations and data movement of vision and detection exports.
+TEST(RuntimeMore, NormalizationsPoolsAndIndexing) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 4, 3, 3}));
+  Value gn = b.op1("GroupNormalization", {x, b.constant(random_f32({4}, 1, 0.5, 1.5)), b.constant(random_f32({4}, 2))},
+                   {{"num_groups", int64_t{2}}});
+  Value in = b.op1("InstanceNormalization", {gn, b.constant(random_f32({4}, 3)), b.constant(random_f32({4}, 4))});
+  Value gmp = b.op1("GlobalMaxPool", {in});
+  Value tiled = b.op1("Tile", {gmp, b.constant(ints({4}, {1, 2, 3, 1}))});
+  Value idx = b.constant(ints({2, 4, 1, 1}, {0, 7, 1, -1, 3, 2, 2, 0}));
+  Value ge = b.op1("GatherElements", {tiled, idx}, {{"axis", int64_t{1}}});
+  Value sc = b.op1("ScatterND", {x, b.constant(ints({2, 2}, {1, 3, 0, 0})), b.constant(random_f32({2, 3, 3}, 5))});
+  Value add = b.op1("ScatterND", {sc, b.constant(ints({1, 1}, {1})), b.constant(random_f32({1, 4, 3, 3}, 6))},
+                    {{"reduction", std::string("add")}});
+  Value am = b.op1("ArgMin", {add}, {{"axis", int64_t{1}}, {"select_last_index", int64_t{1}}});
+  Value rm = b.op1("ReduceMin", {b.op1("Floor", {b.op1("Mul", {add, b.constant(Tensor::scalar_f32(3))})})},
+                   {{"axes", std::vector<int64_t>{2, 3}}});
+  Graph g = b.finish({ge, am, rm, b.op1("Sign", {b.op1("Round", {in})})}, {"ge", "am", "rm", "sg"});
+  auto kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "groupnorm"), 2u);
+  EXPECT_EQ(count(kinds, "scatter"), 2u);
+}
+
+// Activations that map to oneDNN eltwise post-ops run inside the convolution.
+TEST(RuntimeMore, ConvolutionTakesMishSoftplusAndEluAsPostOps) {
+  for (const char* act : {"Mish", "Softplus", "Elu"}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, 8, 10, 10}));
+    Value c = b.op1("Conv", {x, b.constant(random_f32({16, 8, 3, 3}, 1)), b.constant(random_f32({16}, 2))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    Graph g = b.finish({b.op1(act, {c})}, {"y"});
+    auto kinds = expect_native_and_right(g);
+    EXPECT_EQ(count(kinds, "pointwise"), 0u) << act;
+  }
+}
+
+// Einsum operands whose labels do not merge into one dim are copied once; the
+// output may be any permutation of the matmul's result.
+TEST(RuntimeMore, EinsumWithUnmergeableLabelsAndPermutedOutput) {
+  GraphBuilder b;
+  Value a = b.input("a", f32({3, 2, 4, 5}));
+  Value c = b.input("c", f32({5, 2, 6}));
+  // K = (j, k) in A's order [.., j, k] but in C as [k, j, ..]; M = (i, l) interleaved.
+  Value y = b.op1("Einsum", {a, c}, {{"equation", std::string("ijlk,kjn->nli")}});
+  Graph g = b.finish({y}, {"y"});
+  auto kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "matmul"), 1u);
+}
+
+}  // namespace
+}  // namespace isomer
