@@ -89,7 +89,7 @@ def test_bad_rule_text_raises_with_file_and_line():
 def test_backtracking_search_uses_a_verified_rule(tmp_path):
     model = chain_model()
     opt, report = isomer.optimize(model, search="backtrack", budget=5, rules=write_rule(tmp_path, "proved"),
-                                  cost="analytic")
+                                  cost="analytic", guard=False)
     assert report.rules_applied.get("matmul_associate") == 1
     assert report.nodes_after == 1
     assert report.check == "passed"
@@ -102,7 +102,7 @@ def test_backtracking_search_uses_a_verified_rule(tmp_path):
 @pytest.mark.parametrize("verdict", ["", 'unknown "needs Z3"'])
 def test_backtracking_search_ignores_unverified_rules(tmp_path, verdict):
     _, report = isomer.optimize(chain_model(), search="backtrack", budget=5, rules=write_rule(tmp_path, verdict),
-                                cost="analytic")
+                                cost="analytic", guard=False)
     assert "matmul_associate" not in report.rules_applied
     assert report.nodes_after == 2
 
@@ -111,7 +111,7 @@ def test_backtracking_search_ignores_unverified_rules(tmp_path, verdict):
 def test_eqsat_search_uses_a_verified_rule(tmp_path, extractor):
     model = chain_model()
     opt, report = isomer.optimize(model, search="eqsat", budget=5, rules=write_rule(tmp_path, "proved"),
-                                  cost="analytic", extractor=extractor)
+                                  cost="analytic", extractor=extractor, guard=False)
     assert report.rules_applied.get("matmul_associate") == 1
     assert report.nodes_after == 1
     assert report.check == "passed"
@@ -124,7 +124,7 @@ def test_eqsat_search_uses_a_verified_rule(tmp_path, extractor):
 def test_search_modes_and_missing_rules():
     assert "backtrack" in isomer.SEARCH_MODES and "eqsat" in isomer.SEARCH_MODES
     with pytest.raises(isomer.Error, match="/nonexistent/dir"):
-        isomer.optimize(chain_model(), search="backtrack", rules="/nonexistent/dir", cost="analytic")
+        isomer.optimize(chain_model(), search="backtrack", rules="/nonexistent/dir", cost="analytic", guard=False)
     with pytest.raises(ValueError, match="cost="):
         isomer.optimize(chain_model(), cost="guess")
 
