@@ -402,6 +402,15 @@ SaturationReport EGraph::saturate(const SaturationLimits& limits) {
   return rep;
 }
 
+std::vector<double> EGraph::constants() const {
+  std::vector<double> out;
+  for (const auto& [n, c] : memo_)
+    if (n.kind == EKind::Const) out.push_back(const_value(n));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string EGraph::show(int c) const {
   // Smallest term by a bottom-up size fixpoint.
   std::vector<size_t> size(classes_.size(), SIZE_MAX);

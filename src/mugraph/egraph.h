@@ -78,6 +78,8 @@ class EGraph {
   size_t num_classes() const;
 
   SaturationReport saturate(const SaturationLimits& limits);
+  // Every constant the e-graph holds (the target's and those folding made), sorted.
+  std::vector<double> constants() const;
   // A readable term of class c (the smallest it holds), for reports and tests.
   std::string show(int c) const;
 
