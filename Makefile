@@ -1,4 +1,4 @@
-# isomer front door: make deps | build | test | fuzz | demo | models | rules | clean
+# isomer front door: make deps | build | test | fuzz | demo | models | corpus | bench | rules | profile | clean
 PY     := $(CURDIR)/.venv/bin/python
 JOBS   ?= $(shell nproc)
 
@@ -13,7 +13,7 @@ CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release
 endif
 BIN    := $(CURDIR)/$(BUILD)/isomer
 
-.PHONY: all deps build test fuzz demo models bench rules profile clean
+.PHONY: all deps build test fuzz demo models corpus bench rules profile clean
 
 all: build
 
@@ -51,16 +51,28 @@ demo: build
 models: deps
 	$(PY) scripts/export_torchvision.py --out build/models
 
-# isomer's runtime vs ONNX Runtime on the benchmark models (exported if missing),
-# with the cost model's predictions (build/bench.json); then the rule generator's
-# stages, time and memory for each N in BENCH_MAX_OPS (build/bench_rules.json;
-# BENCH_MAX_OPS=3,4 adds the 4-operator run, about 8 minutes on 2 cores).
-BENCH_MODELS := resnet50 inception_v3 mobilenet_v2 squeezenet1_0
+# The benchmark corpus, build/corpus/<name>.onnx (+ .onnx.data) and manifest.json:
+# torchvision CNNs exported by torch, transformer, RNN and MLP blocks written the way
+# current PyTorch exports them, the TASO/Tensat suite; random weights, nothing
+# downloaded. Models already built are skipped (scripts/corpus/build.py --force redoes).
+corpus: deps
+	$(PY) scripts/corpus/build.py --out build/corpus
+
+# isomer next to ONNX Runtime (original and isomer's output), onnxsim and OpenVINO on the
+# corpus (built if missing), at 1 and 2 threads, with the cost model's predictions:
+# build/bench.json and build/bench.png (BENCH_ARGS="--only resnet50 --quick" narrows it;
+# requirements-bench.txt goes into .venv first). Then the rule generator's stages, time
+# and memory for each N in BENCH_MAX_OPS (build/bench_rules.json; BENCH_MAX_OPS=3,4 adds
+# the 4-operator run, about 8 minutes on 2 cores).
 BENCH_MAX_OPS ?= 3
+BENCH_ARGS ?=
 bench: build
-	@for m in $(BENCH_MODELS); do [ -f build/models/$$m.onnx ] || { $(MAKE) models; break; }; done
-	@[ -f build/models/bert_encoder2.onnx ] || $(PY) scripts/export_bert.py --out build/models
-	$(PY) scripts/bench.py --isomer $(BIN) --models build/models --json build/bench.json
+	@want=$$(sha256sum requirements-bench.txt | cut -d' ' -f1); stamp=.venv/.bench-requirements.stamp; \
+	if [ "$$(cat $$stamp 2>/dev/null)" != "$$want" ]; then echo "bench: pip install -r requirements-bench.txt"; \
+	  PIP_DISABLE_PIP_VERSION_CHECK=1 $(PY) -m pip install -q --no-input -r requirements-bench.txt && echo $$want > $$stamp \
+	  || echo "bench: pip install failed: the engines that need it are skipped"; fi
+	$(PY) scripts/corpus/build.py --out build/corpus
+	$(PY) scripts/bench.py --isomer $(BIN) --corpus build/corpus --json build/bench.json --png build/bench.png $(BENCH_ARGS)
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
 
 # isomer's runtime step by step next to ONNX Runtime on the same nodes:

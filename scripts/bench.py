@@ -1,223 +1,396 @@
 #!/usr/bin/env python3
-"""isomer's runtime next to ONNX Runtime, and the cost model next to both.
+"""isomer next to ONNX Runtime, onnxsim and OpenVINO on the benchmark corpus.
 
-For each benchmark model and thread count, in one run and alternating:
-  - ONNX Runtime (CPU, all graph optimizations on): end-to-end latency;
-    the ratio is the median of per-round ratios (isomer's round after ORT's),
-    so that the machine's drift over minutes cancels; the table shows its range;
-  - `isomer run --bench`: end-to-end latency on isomer's oneDNN runtime, and its
-    outputs compared with ONNX Runtime's on the same inputs;
-  - `isomer cost` (measured, in a cost database of this bench's own unless
-    --cost-db is given), halfway through the isomer rounds: the predicted graph
-    cost, compared with isomer's end-to-end latency in the round right after it.
-Prints a table and writes build/bench.json, with the 1-minute load average at
-the start and end of every model (numbers taken on a loaded machine are noisy).
-Nothing here is asserted: it reports.
+For every corpus model (build/corpus, `make corpus`) and thread count, in one run:
+  ort          ONNX Runtime 1.32 on the original (all graph optimizations, intra-op
+               threads = t, inter-op 1): the baseline of every ratio;
+  ort_isomer   ONNX Runtime on `isomer optimize`'s output (with --target onnxruntime
+               when the CLI offers it);
+  ort_onnxsim  ONNX Runtime on onnxsim's output (its defaults);
+  openvino     OpenVINO's CPU plugin on the original (INFERENCE_NUM_THREADS = t, f32);
+  isomer       `isomer run --bench --no-onnxruntime` on the original;
+  isomer_opt   the same on `isomer optimize`'s output (default target);
+  cost         `isomer cost`'s prediction against the isomer latency measured in the
+               same round (signed error, %).
+Engines alternate in rounds (the order rotates every round) with the same inputs (valid
+per the manifest: token ids within the vocabulary). Each ratio is the median over rounds
+of the ratio within the round, so that the machine's drift over minutes cancels.
 
-    .venv/bin/python scripts/bench.py --isomer build/isomer --models build/models
+Convention: SPEEDUP = ORT latency on the original / the engine's latency; above 1 is
+faster than ONNX Runtime on the original. `isomer_opt_gain` = isomer runtime on the
+original / on isomer's output (above 1: the optimized model runs faster on isomer).
+
+Every engine's outputs are compared with ONNX Runtime's on the original (max relative
+error, reported, never asserted). A model that isomer cannot optimize, run or price is
+a finding: the exact message goes into that row's "errors", and the bench carries on.
+Prints a table, writes build/bench.json (machine, CPU, versions, load averages, every
+row) and draws build/bench.png.
+
+    .venv/bin/python scripts/bench.py --isomer build/isomer --corpus build/corpus
+    .venv/bin/python scripts/bench.py --only nasrnn_b16,llama_block --threads 1 --quick
 """
 import argparse
+import datetime
 import json
 import os
-import statistics
+import platform
+import shlex
 import subprocess
 import sys
-import tempfile
 import time
 
-import numpy as np
-import onnxruntime as ort
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
-MODELS = ["resnet50", "inception_v3", "mobilenet_v2", "squeezenet1_0", "bert_encoder2"]
-TYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+import numpy as np  # noqa: E402
 
+from benchlib import engines as E  # noqa: E402
+from benchlib import report  # noqa: E402
+from corpus.inputs import load_manifest, make_inputs  # noqa: E402
 
-def ort_session(path, threads, optimize=True):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
-def time_ort(sess, feeds, warmup, repeat):
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    ms = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        ms.append((time.perf_counter() - t0) * 1e3)
-    return ms
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(" ".join(cmd) + ":\n" + p.stderr.strip())
-    return p.stdout
+ENGINES = ["ort_isomer", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "cost"]
 
 
 def load_average():
-    """The 1-minute load average: every number is only as good as the machine was quiet."""
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except OSError:
-        return float("nan")
+    """The 1-minute load average (scripts/bench_rules.py reads it from here)."""
+    return E.load_average()[0]
 
 
-def settle(timeout_s=2.0):
-    """Waits until no other task is runnable (ONNX Runtime's pool threads spin for a
-    while after each run; `isomer run` started while they spin sees a busy machine,
-    chooses passive OpenMP waits and shares its cores with them)."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
+# --- preparing the models each engine runs (once per model) ----------------------------
+def prepare(entry, args, caps):
+    name = entry["name"]
+    d = os.path.join(args.work, name)
+    os.makedirs(d, exist_ok=True)
+    prep = {"dir": d, "errors": {}, "inputs": os.path.join(d, "inputs.npz")}
+    prep["feeds"] = make_inputs(entry, seed=args.seed)
+    np.savez(prep["inputs"], **prep["feeds"])
+    extra = shlex.split(args.optimize_args)
+    if {"isomer_opt", "ort_isomer"} & args.engines:
         try:
-            with open("/proc/loadavg") as f:
-                if int(f.read().split()[3].split("/")[0]) <= 1:  # this process only
-                    return
-        except (OSError, ValueError, IndexError):
-            return
-        time.sleep(0.01)
+            prep["optimize"] = E.isomer_optimize(args.isomer, entry["path"], os.path.join(d, "opt.onnx"),
+                                                 os.path.join(d, "opt.report.json"), extra, args.timeout)
+            prep["opt_path"] = os.path.join(d, "opt.onnx")
+            _progress(name, "isomer optimize", _optimize_summary(prep["optimize"]))
+        except E.CommandFailed as e:
+            prep["errors"]["optimize"] = str(e)
+            _progress(name, "isomer optimize", "FAILED " + str(e).replace("\n", " | "))
+    if "ort_isomer" in args.engines:
+        if caps["target"]:
+            try:
+                prep["optimize_onnxruntime"] = E.isomer_optimize(
+                    args.isomer, entry["path"], os.path.join(d, "opt_ort.onnx"), os.path.join(d, "opt_ort.report.json"),
+                    extra + ["--target", "onnxruntime"], args.timeout)
+                prep["ort_isomer_path"] = os.path.join(d, "opt_ort.onnx")
+                _progress(name, "isomer optimize --target onnxruntime", _optimize_summary(prep["optimize_onnxruntime"]))
+            except E.CommandFailed as e:
+                prep["errors"]["optimize_onnxruntime"] = str(e)
+                _progress(name, "isomer optimize --target onnxruntime", "FAILED " + str(e).replace("\n", " | "))
+        elif "opt_path" in prep:
+            prep["ort_isomer_path"] = prep["opt_path"]
+    if "ort_onnxsim" in args.engines:
+        try:
+            prep["onnxsim"] = E.onnxsim_simplify(entry["path"], os.path.join(d, "onnxsim.onnx"), args.timeout)
+            prep["onnxsim_path"] = os.path.join(d, "onnxsim.onnx")
+            s = prep["onnxsim"]
+            _progress(name, "onnxsim", f"{s['nodes_before']} -> {s['nodes_after']} nodes, {s['seconds']:.1f} s")
+        except E.CommandFailed as e:
+            prep["errors"]["onnxsim"] = str(e)
+            _progress(name, "onnxsim", "FAILED " + str(e).replace("\n", " | "))
+    return prep
 
 
-def bench_model(name, path, args, threads, tmp):
-    load_start = load_average()
-    rng = np.random.default_rng(0)
-    sess = ort_session(path, threads)
-    feeds = {}
-    for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = rng.uniform(-1, 1, size=shape).astype(TYPES[i.type])
-    inputs = os.path.join(tmp, f"{name}.in.npz")
-    outputs = os.path.join(tmp, f"{name}.out.npz")
-    report = os.path.join(tmp, f"{name}.run.json")
-    cost = os.path.join(tmp, f"{name}.cost.json")
-    np.savez(inputs, **feeds)
-    # Outputs are checked against ONNX Runtime with its graph optimizations off:
-    # ORT 1.19's Pad+AveragePool fusion drops the padding from the average
-    # (microsoft/onnxruntime#22177, fixed in 1.21 by #23190), which changes
-    # Inception-v3's outputs by ~11%. Timings use the optimized session.
-    want = ort_session(path, threads, optimize=False).run(None, feeds)
+def _optimize_summary(o):
+    parts = [f"{o.get('nodes_before', '?')} -> {o.get('nodes_after', '?')} nodes", f"{o['seconds']:.1f} s",
+             f"check {o.get('check', '?')}"]
+    if "kept" in o:
+        parts.append(f"kept {o['kept']}")
+    if o.get("latency_before_ms") is not None and o.get("latency_after_ms") is not None:
+        parts.append(f"guard {o['latency_before_ms']:.2f} -> {o['latency_after_ms']:.2f} ms")
+    return ", ".join(parts)
 
-    # Latencies side by side, ORT and isomer alternating; the cost model's
-    # prediction is measured halfway through the isomer rounds it is compared
-    # with: this VM's speed drifts by more than the 15% target over minutes, so
-    # a prediction taken before every run would be judged against another machine
-    # state. The cost database is this bench's own unless --cost-db names one
-    # (rows from other days would price steps timed in another state).
-    cost_db = args.cost_db or os.path.join(tmp, "costs.sqlite")
-    rounds = max(1, args.rounds)
-    # The ratio is the median over rounds of (isomer's median / ORT's median in the
-    # same round): pairing neighbours in time cancels the drift that a ratio of two
-    # overall medians would carry.
-    ort_ms, iso_ms, ort_round, paired, iso_after_cost = [], [], [], [], None
-    for k in range(rounds):
-        if k == rounds // 2:
-            run([args.isomer, "cost", path, "--cost", "measured", "--threads", str(threads), "--report-json", cost,
-                 "-q", "--cost-db", cost_db])
-        ms = time_ort(sess, feeds, args.warmup, args.repeat // rounds or 1)
-        ort_ms += ms
-        settle()
-        run([args.isomer, "run", path, "--inputs", inputs, "--outputs", outputs, "--bench", "--repeat",
-             str(args.repeat // rounds or 1), "--warmup", str(args.warmup), "--threads", str(threads),
-             "--report-json", report, "--no-onnxruntime"])
-        iso_ms.append(json.load(open(report))["latency_ms_median"])
-        paired.append(iso_ms[-1] / statistics.median(ms))
-        if k == rounds // 2:
-            iso_after_cost = iso_ms[-1]
-    iso = json.load(open(report))
-    got = np.load(outputs)
-    max_rel = 0.0
-    for o, w in zip(sess.get_outputs(), want):
-        g = got[o.name]
-        err = float(np.max(np.abs(g.astype(np.float64) - w), initial=0.0))
-        max_rel = max(max_rel, err / max(float(np.max(np.abs(w), initial=0.0)), 1e-12))
-    c = json.load(open(cost))
-    iso_median = statistics.median(iso_ms)
-    ort_median = statistics.median(ort_ms)
-    load_end = load_average()
-    return {
-        "model": name,
-        "threads": threads,
-        "load_average_start": load_start,
-        "load_average_end": load_end,
-        "cpus": len(os.sched_getaffinity(0)),
-        "ort_ms_median": ort_median,
-        "ort_ms_min": min(ort_ms),
-        "ort_ms_max": max(ort_ms),
-        "isomer_ms_median": iso_median,
-        "isomer_ms_min": min(iso_ms + [iso["latency_ms_min"]]),
-        "isomer_ms_max": max(iso_ms + [iso["latency_ms_max"]]),
-        "ratio_isomer_over_ort": statistics.median(paired),
-        "ratio_of_medians": iso_median / ort_median,
-        "ratio_per_round": paired,
-        "outputs_max_rel_error": max_rel,
-        "outputs_match": max_rel <= 1e-3,
-        "reference_steps": iso.get("reference_steps", 0),
-        "predicted_ms": c["total_ms"],
-        # Against the isomer round measured right after the prediction.
-        "prediction_error": (c["total_ms"] - iso_after_cost) / iso_after_cost,
-        "isomer_ms_after_prediction": iso_after_cost,
-        "cost_measured_new": c["measured_new"],
-        "cost_cached": c["cached"],
-        "cost_noisy": c.get("noisy", 0),
-        "openmp_waits": iso.get("openmp_waits", ""),
-        "cost_openmp_waits": c.get("openmp_waits", ""),
-    }
+
+def _progress(model, what, text):
+    print(f"  {model:16s} {what}: {text}", flush=True)
+
+
+# --- measuring one model at one thread count --------------------------------------------
+def _engine_error(prep, key):
+    if key == "ort_isomer":
+        return prep["errors"].get("optimize_onnxruntime") or prep["errors"].get("optimize")
+    if key == "isomer_opt":
+        return prep["errors"].get("optimize")
+    if key == "ort_onnxsim":
+        return prep["errors"].get("onnxsim")
+    return None
+
+
+def measure(entry, prep, threads, args):
+    name = entry["name"]
+    row = {"model": name, "family": entry["family"], "suites": entry["suites"], "threads": threads,
+           "load_average_start": E.load_average(), "errors": {}, "max_rel_error": {}}
+    feeds = prep["feeds"]
+    inproc = {"ort": E.OrtEngine(entry["path"], threads, feeds)}
+    reference = inproc["ort"].run()
+    names = inproc["ort"].output_names
+
+    for key, path_key, cls in [("ort_isomer", "ort_isomer_path", E.OrtEngine),
+                               ("ort_onnxsim", "onnxsim_path", E.OrtEngine),
+                               ("openvino", None, E.OpenVinoEngine)]:
+        if key not in args.engines:
+            continue
+        path = entry["path"] if path_key is None else prep.get(path_key)
+        if path is None:
+            row["errors"][key] = _engine_error(prep, key) or "no model"
+            continue
+        try:
+            eng = cls(path, threads, feeds)
+            row["max_rel_error"][key] = E.max_rel_error(eng.run(), reference)
+            inproc[key] = eng
+        except Exception as e:  # an engine that cannot load or run the model: reported
+            row["errors"][key] = f"{type(e).__name__}: {str(e).strip()[:600]}"
+
+    subproc = {}
+    if "isomer" in args.engines:
+        subproc["isomer"] = entry["path"]
+    if "isomer_opt" in args.engines:
+        if prep.get("opt_path"):
+            subproc["isomer_opt"] = prep["opt_path"]
+        else:
+            row["errors"]["isomer_opt"] = _engine_error(prep, "isomer_opt")
+
+    # Timed runs per round: about --round-seconds per engine, from each engine's own
+    # latency (an engine 50x slower than ORT must not take 50x the time): its warm-up runs
+    # in the first round for an in-process engine, and for `isomer run` its previous
+    # round (the fewest runs in the first).
+    def repeats(ms):
+        return max(args.min_repeat, min(args.repeat, int(args.round_seconds * 1e3 / max(ms, 1e-3))))
+
+    row["rounds"] = args.rounds
+    rounds_ms = {k: [None] * args.rounds for k in list(inproc) + list(subproc)}
+    isomer_info = {}
+    predict_round = args.rounds // 2
+    keys = list(inproc) + list(subproc)
+    reps = {k: args.min_repeat for k in keys}
+    row["repeats"] = {k: [] for k in keys}
+    for r in range(args.rounds):
+        order = keys[r % len(keys):] + keys[:r % len(keys)]
+        for key in order:
+            if key in inproc:
+                E.settle()
+                # In-process sessions stay warm between rounds: --warmup untimed runs in the first
+                # round, one in later rounds (the other engines ran in between).
+                warm = inproc[key].time(0, max(1, args.warmup if r == 0 else 1))
+                if r == 0:
+                    reps[key] = repeats(E.median(warm))
+                rounds_ms[key][r] = E.median(inproc[key].time(0, reps[key]))
+                row["repeats"][key].append(reps[key])
+                reps[key] = repeats(rounds_ms[key][r])
+                continue
+            if key not in subproc:
+                continue  # failed in an earlier round
+            d = prep["dir"]
+            if key == "isomer" and r == predict_round and "cost" in args.engines and "cost" not in row["errors"]:
+                try:
+                    row["prediction"] = E.isomer_cost(args.isomer, entry["path"], threads,
+                                                      os.path.join(d, f"cost.t{threads}.json"), args.cost_db,
+                                                      args.timeout)
+                except E.CommandFailed as e:
+                    row["errors"]["cost"] = str(e)
+            E.settle()
+            out_npz = os.path.join(d, f"{key}.t{threads}.out.npz") if r == 0 else None
+            try:
+                rep, wall = E.isomer_run(args.isomer, subproc[key], prep["inputs"], threads, args.warmup, reps[key],
+                                         os.path.join(d, f"{key}.t{threads}.run.json"), out_npz, args.timeout)
+            except E.CommandFailed as e:
+                row["errors"][key] = str(e)
+                del subproc[key]
+                continue
+            rounds_ms[key][r] = rep["latency_ms_median"]
+            row["repeats"][key].append(reps[key])
+            reps[key] = repeats(rounds_ms[key][r])
+            info = isomer_info.setdefault(key, {"wall_seconds": []})
+            info["wall_seconds"].append(round(wall, 2))
+            for k in ("reference_steps", "openmp_waits", "steps", "onnxruntime_steps"):
+                if k in rep:
+                    info[k] = rep[k]
+            if out_npz:
+                row["max_rel_error"][key] = E.max_rel_error(E.load_npz_outputs(out_npz, names), reference)
+        _progress(name, f"t={threads} round {r + 1}/{args.rounds}",
+                  "  ".join(f"{k} {rounds_ms[k][r]:.2f}" for k in keys if rounds_ms[k][r] is not None) + " ms")
+
+    row["latency_ms"] = {k: E.median([x for x in v if x is not None]) for k, v in rounds_ms.items()
+                         if any(x is not None for x in v)}
+    row["round_ms"] = rounds_ms
+    row["speedup"], row["speedup_range"] = {}, {}
+    for k in rounds_ms:
+        if k == "ort":
+            continue
+        ratios = [o / e for o, e in zip(rounds_ms["ort"], rounds_ms[k]) if o is not None and e]
+        if ratios:
+            row["speedup"][k] = E.median(ratios)
+            row["speedup_range"][k] = [min(ratios), max(ratios)]
+    gains = [a / b for a, b in zip(rounds_ms.get("isomer", []), rounds_ms.get("isomer_opt", [])) if a and b]
+    if gains:
+        row["isomer_opt_gain"] = E.median(gains)
+    pred = row.get("prediction")
+    if pred is not None:
+        measured = (rounds_ms.get("isomer") or [None] * args.rounds)[predict_round]
+        pred["measured_ms"] = measured
+        if measured and "total_ms" in pred:
+            pred["error_pct"] = 100.0 * (pred["total_ms"] - measured) / measured
+    row["isomer_run"] = isomer_info
+    row["load_average_end"] = E.load_average()
+    return row
+
+
+# --- the run --------------------------------------------------------------------------
+def machine_info():
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = round(int(f.readline().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"cpu": cpu, "cpus": len(os.sched_getaffinity(0)), "memory_gib": mem, "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def versions(isomer):
+    import onnx
+    import onnxruntime
+
+    v = {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__}
+    for mod in ("onnxsim", "openvino"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except Exception as e:  # reported, the engine is skipped
+            v[mod] = f"unavailable ({type(e).__name__}: {e})"
+    try:
+        v["isomer_commit"] = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE,
+                                            capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    v["isomer"] = os.path.abspath(isomer)
+    return v
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--isomer", default="build/isomer")
-    ap.add_argument("--models", default="build/models")
-    ap.add_argument("--only", default=",".join(MODELS), help="comma-separated model names")
+    ap.add_argument("--corpus", default="build/corpus", help="corpus directory with manifest.json (make corpus)")
+    ap.add_argument("--only", default="", help="comma-separated model names (default: every model in the manifest)")
+    ap.add_argument("--suite", default="", help="only this suite's models (corpus or taso)")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--repeat", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=4, help="alternate ORT and isomer this many times")
-    ap.add_argument("--cost-db", default="", help="cost database to use and keep (default: a fresh one per bench)")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help=f"comma-separated subset of {','.join(ENGINES)} (ONNX Runtime on the original always runs)")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds of alternating engines (default 4)")
+    ap.add_argument("--repeat", type=int, default=10, help="most timed runs per engine per round (default 10)")
+    ap.add_argument("--min-repeat", type=int, default=3, help="fewest timed runs per engine per round (default 3)")
+    ap.add_argument("--round-seconds", type=float, default=1.0,
+                    help="aim for about this many seconds per engine per round (default 1.0)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed runs before timing: every isomer run, and the first round of each in-process "
+                         "engine (default 2)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, 2 repeats, 1 warm-up")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    ap.add_argument("--optimize-args", default="", help="extra arguments for isomer optimize (quoted)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds any one isomer or onnxsim command may take")
+    ap.add_argument("--cost-db", default="", help="cost database to use (default: a fresh one for this bench)")
+    ap.add_argument("--work", default="build/bench", help="optimized models, inputs and reports go here")
     ap.add_argument("--json", default="build/bench.json")
+    ap.add_argument("--png", default="build/bench.png", help="the plot ('' for none)")
     args = ap.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for threads in [int(t) for t in args.threads.split(",")]:
-            for name in args.only.split(","):
-                path = os.path.join(args.models, name + ".onnx")
-                if not os.path.exists(path):
-                    print(f"{name}: {path} missing (make models)", file=sys.stderr)
-                    continue
-                try:
-                    row = bench_model(name, path, args, threads, tmp)
-                except Exception as e:  # report and go on with the other models
-                    print(f"{name}: {e}", file=sys.stderr)
-                    rows.append({"model": name, "threads": threads, "error": str(e)})
-                    continue
-                rows.append(row)
-                print(f"{name:14s} t={threads} ort {row['ort_ms_median']:9.2f} ms  isomer {row['isomer_ms_median']:9.2f} ms"
-                      f"  ratio {row['ratio_isomer_over_ort']:5.2f}  predicted {row['predicted_ms']:9.2f} ms"
-                      f" ({100 * row['prediction_error']:+.0f}%)  match {row['outputs_match']}"
-                      f"  load {row['load_average_start']:.1f}-{row['load_average_end']:.1f}"
-                      f"  waits {row['openmp_waits']}", flush=True)
+    if args.quick:
+        args.rounds, args.repeat, args.min_repeat, args.warmup = 2, 2, 1, 1
+    args.engines = {e.strip() for e in args.engines.split(",") if e.strip()}
+    unknown = args.engines - set(ENGINES) - {"ort"}
+    if unknown:
+        ap.error(f"unknown engine(s) {', '.join(sorted(unknown))}; choose from {', '.join(ENGINES)}")
+    threads_list = [int(t) for t in args.threads.split(",")]
+    if not os.path.exists(os.path.join(args.corpus, "manifest.json")):
+        sys.exit(f"{args.corpus}/manifest.json is missing: build the corpus first (make corpus)")
+    manifest = load_manifest(args.corpus)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(manifest)
+    missing = [n for n in names if n not in manifest]
+    if missing:
+        sys.exit(f"not in {args.corpus}/manifest.json: {', '.join(missing)} (make corpus builds them)")
+    if args.suite:
+        names = [n for n in names if args.suite in manifest[n]["suites"]]
+    os.makedirs(args.work, exist_ok=True)
+    if not args.cost_db:
+        args.cost_db = os.path.join(args.work, f"costs.{os.getpid()}.sqlite")
+    for mod, engine in (("openvino", "openvino"), ("onnxsim", "ort_onnxsim")):
+        try:
+            __import__(mod)
+        except ImportError:
+            print(f"bench: {mod} is not installed (pip install -r requirements-bench.txt): {engine} skipped")
+            args.engines.discard(engine)
+    caps = {"target": E.isomer_has_option(args.isomer, "optimize", "--target")}
+
+    started = datetime.datetime.now().astimezone()
+    t0 = time.time()
+    load_start = E.load_average()
+    print(f"bench: {len(names)} models x threads {args.threads}, {args.rounds} rounds; engines "
+          f"{','.join(e for e in ENGINES if e in args.engines)}; load {load_start}; isomer optimize --target: "
+          f"{'yes' if caps['target'] else 'not offered by this build'}", flush=True)
+    models, rows = {}, []
+    for i, name in enumerate(names):
+        entry = manifest[name]
+        print(f"[{i + 1}/{len(names)}] {name} ({entry['family']})", flush=True)
+        prep = prepare(entry, args, caps)
+        models[name] = {"family": entry["family"], "suites": entry["suites"], "made": entry["made"],
+                        "nodes": entry["nodes"], "params": entry["params"],
+                        "inputs": entry["inputs"], "errors": prep["errors"]}
+        for k in ("optimize", "optimize_onnxruntime", "onnxsim"):
+            if k in prep:
+                models[name][k] = prep[k]
+        for threads in threads_list:
+            try:
+                row = measure(entry, prep, threads, args)
+            except Exception as e:  # the baseline itself failed: the row says why
+                row = {"model": name, "family": entry["family"], "suites": entry["suites"], "threads": threads,
+                       "errors": {"ort": f"{type(e).__name__}: {e}"}}
+            rows.append(row)
+            print(report.row_line(row), flush=True)
+    result = {
+        "convention": report.CONVENTION,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_seconds": round(time.time() - t0, 1),
+        "load_average_start": load_start,
+        "load_average_end": E.load_average(),
+        "machine": machine_info(),
+        "versions": versions(args.isomer),
+        "settings": {"threads": threads_list, "rounds": args.rounds, "repeat": args.repeat,
+                     "min_repeat": args.min_repeat, "round_seconds": args.round_seconds, "warmup": args.warmup,
+                     "seed": args.seed, "engines": sorted(args.engines), "optimize_args": args.optimize_args,
+                     "isomer_optimize_target": caps["target"], "corpus": os.path.abspath(args.corpus)},
+        "models": models,
+        "rows": rows,
+    }
+    result["summary"] = report.summarize(rows)
     print()
-    hdr = f"{'model':14s} {'thr':>3s} {'ORT ms':>9s} {'isomer ms':>10s} {'ratio':>6s} {'per round':>9s} {'predicted':>10s} {'pred err':>8s} {'max rel err':>11s} {'new/cached':>10s} {'load':>9s} waits"
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows:
-        if "error" in r:
-            print(f"{r['model']:14s} {r['threads']:3d} error: {r['error'][:80]}")
-            continue
-        print(f"{r['model']:14s} {r['threads']:3d} {r['ort_ms_median']:9.2f} {r['isomer_ms_median']:10.2f}"
-              f" {r['ratio_isomer_over_ort']:6.2f} {min(r['ratio_per_round']):4.2f}-{max(r['ratio_per_round']):<4.2f}"
-              f" {r['predicted_ms']:10.2f} {100 * r['prediction_error']:+7.1f}%"
-              f" {r['outputs_max_rel_error']:11.2e} {r['cost_measured_new']:>4d}/{r['cost_cached']:<5d}"
-              f" {r['load_average_start']:4.1f}-{r['load_average_end']:<4.1f} {r['openmp_waits'].split(' (')[0]}")
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    print(report.table(result))
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"ort_version": ort.__version__, "cpus": len(os.sched_getaffinity(0)), "rows": rows}, f, indent=2)
-    print(f"\nwrote {args.json}")
+        json.dump(result, f, indent=1, default=float)
+    print(f"wrote {args.json}")
+    if args.png:
+        try:
+            from bench_plot import plot
+            plot(result, args.png)
+            print(f"wrote {args.png}")
+        except ImportError as e:
+            print(f"bench: no plot ({e}; pip install -r requirements-bench.txt)")
+    print(f"bench: {result['wall_seconds'] / 60:.1f} min, load {load_start} -> {result['load_average_end']}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ seed_corpus() {  # harness, directory
         [ "$(stat -c %s "$f")" -le 65536 ] && cp -n "$f" "$dir/$(basename "$f")"
       done ;;
     onnx_import)
+      cp -n "$ROOT"/fuzz/corpus/onnx/*.onnx "$dir"/ 2>/dev/null  # current onnx: IR 14, opset 28
       local n=0
       for f in /usr/share/libonnx-testdata/data/{simple,node,pytorch-operator}/*/model.onnx; do
         [ -f "$f" ] || continue

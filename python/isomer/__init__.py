@@ -37,6 +37,7 @@ from ._api import (
     parse_rules,
     run,
     template_rules,
+    valid_inputs,
     verify_rules,
 )
 from ._core import Rule, RuleSet
@@ -65,5 +66,6 @@ __all__ = [
     "parse_rules",
     "run",
     "template_rules",
+    "valid_inputs",
     "verify_rules",
 ]

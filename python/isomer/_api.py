@@ -10,7 +10,15 @@ import sys
 
 import numpy as np
 
-from . import _core
+# isomer's runtime uses OpenMP (libgomp, which reads its wait policy once, when it
+# loads). Its default lets idle threads spin for ~300k iterations at every
+# barrier, which on a busy machine steals the time of the threads they wait for
+# (3-30x slower runs, see runtime.h); the CLI chooses a policy per process, a
+# library cannot, so it asks for a short spin unless the user chose a policy.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "1000"
+
+from . import _core  # noqa: E402 - after the OpenMP policy above
 from ._report import Report
 
 Error = _core.Error
@@ -90,8 +98,12 @@ def _to_model_proto(data):
     return model
 
 
+TARGETS = ("isomer", "onnxruntime")
+
+
 def optimize(model, search="templates", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
-             tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured"):
+             tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", target="isomer", threads=0,
+             inputs=None, guard=True):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
@@ -102,8 +114,18 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
     budget: seconds the backtracking search may take.
     rules: rule files or directories for the search (default: isomer's shipped
         rules/, see load_rules).
-    check: run the original and the optimized model on random inputs (seed) and
+    check: run the original and the optimized model on the same inputs and
         compare them; on a mismatch raise CheckFailedError (nothing is returned).
+    target: the engine the model will run on, "isomer" (isomer's runtime) or
+        "onnxruntime" (ONNX Runtime with all graph optimizations). The returned
+        model is never slower than the input there: the guard times both,
+        takes out rules that made it slower, and returns the original when
+        nothing was faster (report.kept, report.reverted say what happened).
+    threads: threads of the engines the check and the guard run on (0: every core).
+    inputs: {input name: numpy array} for the check and the guard; default:
+        random ones (seed) drawn so that the model can run on them (indices in
+        range, shapes that fit, non-zero divisors).
+    guard: False skips the timing (the model is returned even if slower).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
     allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
@@ -118,6 +140,20 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
                          + ", ".join(repr(m) for m in SEARCH_MODES))
     if cost not in ("measured", "analytic", "none"):
         raise ValueError(f"cost={cost!r}: choose 'measured', 'analytic' or 'none'")
+    if target not in TARGETS:
+        raise ValueError(f"target={target!r}: choose " + " or ".join(repr(t) for t in TARGETS))
+    if inputs is None:
+        inputs = {}
+    if not isinstance(inputs, dict):
+        raise TypeError(f"inputs must be a dict name -> numpy array, not {type(inputs).__name__}")
+    arrays = {}
+    for k, v in inputs.items():
+        if not isinstance(k, str):
+            raise TypeError(f"inputs: input names must be str, not {type(k).__name__}")
+        a = np.asarray(v)
+        if not a.dtype.isnative:
+            a = a.astype(a.dtype.newbyteorder("="))
+        arrays[k] = np.ascontiguousarray(a)
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
     rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
                                            else [os.fspath(r) for r in rules])
@@ -125,7 +161,8 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
                                                 search, disabled, bool(check), int(seed), float(tolerance),
-                                                bool(allow_nonfinite), float(budget), rule_paths, cost)
+                                                bool(allow_nonfinite), float(budget), rule_paths, cost, target,
+                                                int(threads), bool(guard), arrays)
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"
@@ -133,6 +170,17 @@ def optimize(model, search="templates", budget=10.0, check=True, input_shapes=No
             message += f"; rule '{report.culprit_rule}' is responsible"
         raise CheckFailedError(message + "; no model was returned", report)
     return _to_model_proto(data), report
+
+
+def valid_inputs(model, *, seed=0, input_shapes=None):
+    """Random inputs the model can run on, as {input name: numpy array}: what
+    optimize's check and guard use without `inputs=`. Integer inputs are drawn by
+    what their consumers need (indices within the indexed axis, shapes and axes
+    that fit the data, non-zero divisors); see src/check/inputs.h. Raises
+    isomer.Error saying why when no such inputs exist."""
+    source, base_dir, _ = _model_source(model)
+    arrays, _notes = _core.valid_inputs(source, base_dir, _input_shapes(input_shapes), int(seed))
+    return dict(arrays)
 
 
 def _numpy_name(isomer_dtype):

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "check/inputs.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -245,7 +246,8 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
                          const std::map<std::string, std::vector<int64_t>>& input_shapes, const std::string& search,
                          const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance,
                          bool allow_nonfinite, double budget, const std::vector<std::string>& rule_paths,
-                         const std::string& cost_model) {
+                         const std::string& cost_model, const std::string& target, int threads, bool guard,
+                         const std::map<std::string, py::array>& inputs) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
@@ -263,6 +265,12 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
   opts.allow_nonfinite = allow_nonfinite;
   opts.check_options.seed = seed;
   opts.check_options.tolerance = tolerance;
+  opts.target = target;
+  opts.threads = threads;
+  opts.cost_threads = threads;
+  opts.guard = guard;
+  for (const auto& [name, array] : inputs) opts.inputs.emplace_back(name, tensor_from_array(array, "inputs['" + name + "']"));
+  opts.inputs_source = "inputs=";
   std::string model, json, text;
   bool failed = false;
   {
@@ -291,17 +299,6 @@ std::vector<py::array> evaluate_graph(const Graph& g, const std::vector<py::arra
 }
 
 // ---- the CPU runtime ---------------------------------------------------------------
-
-// Extents of the graph's symbolic input dims, read off the given inputs.
-std::map<std::string, int64_t> bindings_of(const Graph& g, const std::vector<Tensor>& in) {
-  std::map<std::string, int64_t> b;
-  for (size_t i = 0; i < g.inputs().size() && i < in.size(); ++i) {
-    const Shape& s = g.inputs()[i]->output_types()[0].shape;
-    for (size_t d = 0; d < s.size() && d < in[i].dims().size(); ++d)
-      if (!s[d].is_static() && !s[d].symbol.empty()) b[s[d].symbol] = in[i].dims()[d];
-  }
-  return b;
-}
 
 std::unique_ptr<runtime::Executable> compile_for(const Graph& g, const std::vector<Tensor>& in, int threads) {
   runtime::RuntimeOptions o;
@@ -612,7 +609,20 @@ PYBIND11_MODULE(_core, m) {
   m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
-        py::arg("cost_model"));
+        py::arg("cost_model"), py::arg("target"), py::arg("threads"), py::arg("guard"), py::arg("inputs"));
+  m.def(
+      "valid_inputs",
+      [](const py::object& source, const std::string& base_dir,
+         const std::map<std::string, std::vector<int64_t>>& input_shapes, uint64_t seed) {
+        Graph g = import_model(source, base_dir, input_shapes, nullptr);
+        ModelInputs in = valid_random_inputs(g, seed);
+        require(in.ok(), in.impossible);
+        py::dict arrays;
+        for (size_t i = 0; i < in.tensors.size(); ++i)
+          arrays[py::str(g.inputs()[i]->name())] = array_from_tensor(in.tensors[i]);
+        return py::make_tuple(arrays, in.notes);
+      },
+      py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"), py::arg("seed"));
   m.def("template_rule_names", &template_rule_names);
   m.def("op_names", [] {
     std::vector<std::string> out;

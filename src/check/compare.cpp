@@ -1,17 +1,9 @@
 #include "check/compare.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
-#include "eval/evaluator.h"
 #include "ir/error.h"
-#include "onnx/onnx_io.h"
 
 namespace isomer {
 
@@ -71,142 +63,144 @@ CheckResult compare_outputs(const std::vector<Tensor>& want, const std::vector<T
   return r;
 }
 
-std::string find_python() {
-  if (const char* p = std::getenv("ISOMER_PYTHON")) return p;
-#ifdef ISOMER_SOURCE_DIR
-  std::filesystem::path venv = std::filesystem::path(ISOMER_SOURCE_DIR) / ".venv/bin/python";
-  if (std::filesystem::exists(venv)) return venv.string();
-#endif
-  return "python3";
-}
-
-std::string last_log_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
 namespace {
 
-// Runs both models with ONNX Runtime on the same random inputs and compares there.
-const char* kOrtScript = R"PY(
-import json, sys
-import numpy as np
-import onnxruntime as ort
-a_path, b_path, seed, tol, out_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-opts = ort.SessionOptions()
-opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-sa = ort.InferenceSession(a_path, opts, providers=["CPUExecutionProvider"])
-sb = ort.InferenceSession(b_path, opts, providers=["CPUExecutionProvider"])
-rng = np.random.default_rng(seed)
-types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
-         "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
-feeds = {}
-for i in sa.get_inputs():
-    shape = [d if isinstance(d, int) else 1 for d in i.shape]
-    t = types[i.type]
-    if np.issubdtype(t, np.floating):
-        feeds[i.name] = rng.uniform(-1, 1, size=shape).astype(t)
-    elif t == np.bool_:
-        feeds[i.name] = rng.integers(0, 2, size=shape).astype(t)
-    else:
-        feeds[i.name] = rng.integers(0, 4, size=shape).astype(t)
-ra = sa.run(None, feeds)
-rb = sb.run(None, {k: v for k, v in feeds.items() if k in {i.name for i in sb.get_inputs()}})
-res = {"max_abs": 0.0, "max_rel": 0.0, "worst": "", "failed": ""}
-for o, x, y in zip(sa.get_outputs(), ra, rb):
-    x = np.asarray(x); y = np.asarray(y)
-    if x.shape != y.shape:
-        res["failed"] = "output '%s' has shape %s, expected %s" % (o.name, y.shape, x.shape); break
-    if x.dtype.kind in "fc":
-        fin = np.isfinite(x) & np.isfinite(y)
-        if (np.isnan(x) != np.isnan(y)).any():
-            res["failed"] = "output '%s' has NaN in different places" % o.name
-        err = float(np.max(np.abs(x[fin].astype(np.float64) - y[fin]), initial=0.0))
-        rel = err / max(float(np.max(np.abs(x[fin]), initial=0.0)), 1e-6)
-        exceeded = rel > tol
-    else:
-        err = float(np.max(np.abs(x.astype(np.int64) - y.astype(np.int64)), initial=0)); rel = err
-        exceeded = err != 0
-    res["max_abs"] = max(res["max_abs"], err)
-    if rel >= res["max_rel"]:
-        res["max_rel"], res["worst"] = rel, o.name
-    if exceeded and not res["failed"]:
-        res["failed"] = "output '%s' differs: max abs error %g, relative %g" % (o.name, err, rel)
-json.dump(res, open(out_path, "w"))
-)PY";
+struct Ran {
+  std::vector<Tensor> outputs;
+  Engine engine = Engine::Reference;
+  bool ok = false;
+  std::string error;  // the first engine's error when none ran it
+};
 
-CheckResult compare_with_onnxruntime(const Graph& original, const Graph& optimized, const CheckOptions& opts) {
-  CheckResult r;
-  r.method = "onnxruntime";
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("isomer-check-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
+// Runs `g` on the first engine of `order` that can; `ok` false when none could.
+Ran run_first(Engines& engines, const Graph& g, const std::vector<Engine>& order, const std::vector<Tensor>& inputs) {
+  Ran r;
+  for (Engine e : order) {
+    std::string why;
+    Prepared* p = engines.get(g, e, &why);
+    if (p) {
+      try {
+        r.outputs = p->run(inputs);
+        p->warm = true;
+        r.engine = e;
+        r.ok = true;
+        return r;
+      } catch (const Error& err) {
+        why = err.what();
+      }
     }
-  } cleanup{dir};
-  export_onnx_file(original, (dir / "a.onnx").string());
-  export_onnx_file(optimized, (dir / "b.onnx").string());
-  std::ofstream(dir / "check.py") << kOrtScript;
-  std::string cmd = "\"" + find_python() + "\" \"" + (dir / "check.py").string() + "\" \"" +
-                    (dir / "a.onnx").string() + "\" \"" + (dir / "b.onnx").string() + "\" " +
-                    std::to_string(opts.seed) + " " + std::to_string(opts.tolerance) + " \"" +
-                    (dir / "result.json").string() + "\" > \"" + (dir / "log.txt").string() + "\" 2>&1";
-  int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::string last = last_log_line((dir / "log.txt").string());
-    r.status = CheckResult::Status::Skipped;
-    r.reason = "the graph has operators isomer does not evaluate, and ONNX Runtime could not run it (" +
-               (last.empty() ? "python exited with " + std::to_string(rc) : last) + ")";
-    return r;
+    if (r.error.empty()) r.error = engine_name(e) + ": " + why;
   }
-  std::ifstream in(dir / "result.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string json = ss.str();
-  auto number = [&](const std::string& key) {
-    size_t p = json.find("\"" + key + "\": ");
-    return p == std::string::npos ? 0.0 : std::strtod(json.c_str() + p + key.size() + 4, nullptr);
-  };
-  auto text = [&](const std::string& key) {
-    size_t p = json.find("\"" + key + "\": \"");
-    if (p == std::string::npos) return std::string();
-    p += key.size() + 5;
-    return json.substr(p, json.find('"', p) - p);
-  };
-  r.max_abs_error = number("max_abs");
-  r.max_rel_error = number("max_rel");
-  r.worst_output = text("worst");
-  r.reason = text("failed");
-  r.status = r.reason.empty() ? CheckResult::Status::Passed : CheckResult::Status::Failed;
+  return r;
+}
+
+// Where the optimized graph runs: the target first.
+std::vector<Engine> optimized_order(Engine target) {
+  if (target == Engine::OnnxRuntime) return {Engine::OnnxRuntime, Engine::Runtime, Engine::Reference};
+  return {Engine::Runtime, Engine::OnnxRuntime, Engine::Reference};
+}
+
+// Where the original runs: another engine than the optimized graph's (the same
+// one only as the last resort).
+std::vector<Engine> original_order(Engine optimized_on) {
+  switch (optimized_on) {
+    case Engine::Runtime: return {Engine::OnnxRuntimePlain, Engine::Reference};
+    case Engine::OnnxRuntime:
+    case Engine::OnnxRuntimePlain: return {Engine::Runtime, Engine::Reference, Engine::OnnxRuntimePlain};
+    case Engine::Reference: return {Engine::OnnxRuntimePlain, Engine::Runtime, Engine::Reference};
+  }
+  return {Engine::Reference};
+}
+
+// An operator whose outputs are drawn at random: two runs never agree.
+std::string random_operator(const Graph& g) {
+  static const char* const kRandom[] = {"Bernoulli",         "Multinomial",       "RandomNormal",
+                                        "RandomNormalLike",  "RandomUniform",     "RandomUniformLike"};
+  for (const NodePtr& n : g.topo_order())
+    for (const char* op : kRandom)
+      if (n->op_type() == op) return describe(*n);
+  return "";
+}
+
+CheckResult compare_ran(const Ran& want, const Ran& got, const Graph& g, double tolerance) {
+  CheckResult r;
+  if (want.outputs.size() != got.outputs.size()) {
+    r.status = CheckResult::Status::Failed;
+    r.reason = "the optimized graph gave " + std::to_string(got.outputs.size()) + " outputs, the original " +
+               std::to_string(want.outputs.size());
+  } else {
+    r = compare_outputs(want.outputs, got.outputs, g.output_names(), tolerance);
+  }
+  r.method = engine_name(got.engine) + " against " + engine_name(want.engine);
+  if (got.engine == want.engine) r.method = engine_name(got.engine);
   return r;
 }
 
 }  // namespace
 
-CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts) {
+CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& optimized, const ModelInputs& inputs,
+                         const CheckOptions& opts) {
   require(original.inputs().size() == optimized.inputs().size() &&
               original.outputs().size() == optimized.outputs().size(),
           "the optimized graph's interface differs from the original's");
-  std::string why;
-  if (is_evaluable(original, &why) && is_evaluable(optimized)) {
-    std::vector<Tensor> inputs = random_inputs(original, opts.seed, opts.bindings);
-    std::vector<Tensor> want = evaluate(original, inputs);
-    std::vector<Tensor> got = evaluate(optimized, inputs);
-    CheckResult r = compare_outputs(want, got, original.output_names(), opts.tolerance);
-    r.method = "reference evaluator";
+  if (same_graph(original, optimized)) {  // nothing was rewritten: nothing to run
+    CheckResult same;
+    same.status = CheckResult::Status::Passed;
+    same.method = "identical graphs";
+    return same;
+  }
+  CheckResult skipped;
+  if (std::string random = random_operator(original); !random.empty()) {
+    skipped.reason = random + " draws random values: two runs cannot be compared";
+    return skipped;
+  }
+  if (!inputs.ok()) {
+    skipped.reason = "no valid inputs: " + inputs.impossible;
+    return skipped;
+  }
+  std::vector<Engine> order = optimized_order(opts.target);
+  if (!opts.allow_onnxruntime) order = {Engine::Runtime, Engine::Reference};
+  Ran got = run_first(engines, optimized, order, inputs.tensors);
+  if (!got.ok) {
+    Ran orig = run_first(engines, original, order, inputs.tensors);
+    if (!orig.ok) {
+      skipped.reason = "the model does not run on the " + inputs.source + " inputs (" + orig.error + ")";
+      return skipped;
+    }
+    CheckResult r;
+    r.status = CheckResult::Status::Failed;
+    r.method = engine_name(orig.engine);
+    r.reason = "the optimized graph does not run where the original does (" + got.error + ")";
     return r;
   }
-  if (opts.allow_onnxruntime) return compare_with_onnxruntime(original, optimized, opts);
-  CheckResult r;
-  r.reason = why;
-  return r;
+  std::vector<Engine> want_order = original_order(got.engine);
+  if (!opts.allow_onnxruntime)
+    std::erase_if(want_order, [](Engine e) { return e == Engine::OnnxRuntime || e == Engine::OnnxRuntimePlain; });
+  if (want_order.empty()) want_order = {Engine::Reference};
+  Ran want = run_first(engines, original, want_order, inputs.tensors);
+  if (!want.ok) {
+    skipped.reason = "the original does not run on the " + inputs.source + " inputs (" + want.error + ")";
+    return skipped;
+  }
+  CheckResult fast = compare_ran(want, got, original, opts.tolerance);
+  if (fast.status == CheckResult::Status::Passed || (got.engine == Engine::Reference && want.engine == Engine::Reference))
+    return fast;
+  // The engines disagree: the reference evaluator says whether the graphs do.
+  Ran ref_want = run_first(engines, original, {Engine::Reference}, inputs.tensors);
+  Ran ref_got = run_first(engines, optimized, {Engine::Reference}, inputs.tensors);
+  if (!ref_want.ok || !ref_got.ok) return fast;
+  CheckResult ref = compare_ran(ref_want, ref_got, original, opts.tolerance);
+  if (ref.status == CheckResult::Status::Passed)
+    ref.reason = fast.method + " disagreed (" + fast.reason + "); the reference evaluator finds the graphs equal";
+  return ref;
+}
+
+CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts) {
+  EngineOptions eo;
+  eo.bindings = opts.bindings;
+  eo.allow_onnxruntime = opts.allow_onnxruntime;
+  Engines engines(eo);
+  return check_graphs(engines, original, optimized, valid_random_inputs(original, opts.seed, opts.bindings), opts);
 }
 
 }  // namespace isomer

@@ -1,14 +1,32 @@
 #pragma once
 // Checking that an optimized graph computes what the original computes: both run
-// on the same random inputs (fixed, printed seed) and their outputs are compared.
-// Graphs the reference evaluator can run are checked in-process; graphs with
-// opaque operators are handed to ONNX Runtime (through Python) when available,
-// and otherwise the check is reported as skipped with the reason — never guessed.
+// on the same inputs (check/inputs.h: random with a printed seed, drawn so that the
+// model can run on them, or the user's) and their outputs are compared.
+//
+// The graphs run on two different engines (check/engines.h), the fast ones where
+// they can, so that the check costs about two runs of the model, not minutes of
+// the reference evaluator:
+//   - the optimized graph on the target engine (what the user will run it on, and
+//     what the guard times anyway): isomer's runtime, or ONNX Runtime with all
+//     graph optimizations;
+//   - the original on the other one: ONNX Runtime with graph optimizations off
+//     (the model as written) when the target is isomer's runtime, isomer's runtime
+//     when the target is ONNX Runtime.
+// Two engines, never one, because a kernel bug shared by both runs could hide a
+// wrong rewrite (an engine that ignored a Conv's pads would find a rewrite that
+// dropped them correct). Where an engine cannot run a graph the next one is
+// used, the reference evaluator last. When the outputs differ, the reference
+// evaluator runs both graphs and decides: the rewrite is wrong only if the
+// graphs differ there too (an engine's bug is reported, not blamed on a rule).
+// A check that cannot run (no valid inputs, an original that no engine runs on
+// them) is skipped with the reason, never guessed.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "check/engines.h"
+#include "check/inputs.h"
 #include "ir/graph.h"
 
 namespace isomer {
@@ -19,14 +37,15 @@ struct CheckOptions {
   // errors are measured against the output's scale, as float32 rounding errors are.
   double tolerance = 1e-3;
   std::map<std::string, int64_t> bindings;  // extents for symbolic input dims (default 1)
-  bool allow_onnxruntime = true;            // delegate graphs with opaque nodes
+  bool allow_onnxruntime = true;            // use ONNX Runtime (engine, delegation)
+  Engine target = Engine::Runtime;          // where the optimized graph runs (Runtime or OnnxRuntime)
 };
 
 struct CheckResult {
   enum class Status { Passed, Failed, Skipped };
   Status status = Status::Skipped;
   std::string reason;       // why it failed or was skipped; empty when passed
-  std::string method;       // "reference evaluator" or "onnxruntime"
+  std::string method;       // "<engine> against <engine>": where the optimized and the original ran
   double max_abs_error = 0;
   double max_rel_error = 0;  // max |got - want| / max |want|, over all outputs
   std::string worst_output;  // name of the output with the largest relative error
@@ -34,13 +53,12 @@ struct CheckResult {
   std::string status_name() const;
 };
 
-// A Python interpreter that should have onnxruntime: $ISOMER_PYTHON, else the
-// project's virtual environment next to the source tree, else python3 on PATH.
-std::string find_python();
-// The last non-empty line of a Python child's log (its error, as a rule), or "".
-std::string last_log_line(const std::string& path);
+// Compares two graphs with the same interface (inputs and outputs by position) on
+// `inputs` (see above); what runs is prepared through, and kept in, `engines`.
+CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& optimized, const ModelInputs& inputs,
+                         const CheckOptions& opts);
 
-// Compares two graphs with the same interface (inputs and outputs by position).
+// The same on valid random inputs from opts.seed, with engines of its own.
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts = {});
 
 // Compares output tensors; fills errors and status (used by the check and by tests).

@@ -11,7 +11,6 @@
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
 #include "pipeline/optimize.h"
-#include "runtime/runtime.h"
 
 namespace isomer::cli {
 
@@ -36,51 +35,6 @@ std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string
     pos = comma + 1;
   }
   return {spec.substr(0, colon), dims};
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  require(f.good(), "cannot write '" + path + "'");
-  f << text;
-  require(f.good(), "cannot write '" + path + "'");
-}
-
-struct OptimizeArgs {
-  std::string input, output, report_json;
-  std::vector<std::string> input_shapes, disabled, rules;
-  std::string search = "templates";
-  double budget = 10;
-  uint64_t seed = 0;
-  bool no_check = false;
-  bool allow_nonfinite = false;
-  double tolerance = 1e-3;
-  std::string cost = "measured", cost_db;
-};
-
-int run_optimize(const OptimizeArgs& a) {
-  // Measured costs run oneDNN: make OpenMP threads wait passively (see runtime.h).
-  if (a.cost == "measured" || a.search == "backtrack") runtime::use_passive_openmp_waits();
-  OptimizeOptions opts;
-  opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
-  std::vector<std::string> templates = template_rule_names();
-  for (const std::string& name : a.disabled) {
-    bool is_template = std::find(templates.begin(), templates.end(), name) != templates.end();
-    (is_template ? opts.passes.disabled : opts.search_options.disabled).push_back(name);
-  }
-  opts.search = a.search;
-  opts.rule_paths = a.rules;
-  opts.search_options.budget_s = a.budget;
-  opts.check = !a.no_check;
-  opts.allow_nonfinite = a.allow_nonfinite;
-  opts.check_options.seed = a.seed;
-  opts.check_options.tolerance = a.tolerance;
-  opts.cost_model = a.cost;
-  opts.cost_db = a.cost_db;
-  OptimizeReport report = optimize_file(a.input, a.output, opts);
-  std::printf("isomer optimize %s -> %s\n\n%s", a.input.c_str(), a.output.c_str(), report.to_text().c_str());
-  if (!a.report_json.empty()) write_file(a.report_json, report.to_json());
-  std::printf("wrote %s\n", a.output.c_str());
-  return 0;
 }
 
 struct ConvertArgs {
@@ -136,28 +90,7 @@ std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::v
 void set_action(std::function<int()> action) { selected = std::move(action); }
 
 void add_commands(CLI::App& app) {
-  auto opt = std::make_shared<OptimizeArgs>();
-  CLI::App* o = app.add_subcommand("optimize", "optimize a model, check it against the original, write it");
-  o->add_option("input", opt->input, "model to optimize (.onnx)")->required();
-  o->add_option("-o,--output", opt->output, "where to write the optimized model")->required();
-  o->add_option("--report-json", opt->report_json, "write the report as JSON here");
-  o->add_option("--input-shape", opt->input_shapes, "fix an input's dims, e.g. input:1,3,224,224 (repeatable)");
-  o->add_option("--seed", opt->seed, "seed of the random inputs used by the check");
-  o->add_option("--tolerance", opt->tolerance, "relative tolerance of the check (default 1e-3)");
-  o->add_option("--disable", opt->disabled, "rule to leave out (repeatable)");
-  o->add_option("--search", opt->search,
-                "none, templates (default: the template passes) or backtrack (then a cost-based search over "
-                "the verified rules)")
-      ->check(CLI::IsMember({"none", "templates", "backtrack"}));
-  o->add_option("--rules", opt->rules, "rule file or directory for --search backtrack (repeatable; default: "
-                                       "isomer's shipped rules/)");
-  o->add_option("--budget", opt->budget, "seconds the search may take (default 10)");
-  o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
-  o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
-  o->add_option("--cost", opt->cost, "cost model for the before/after time: measured (default), analytic, none")
-      ->check(CLI::IsMember({"measured", "analytic", "none"}));
-  o->add_option("--cost-db", opt->cost_db, "cache of measured operator costs (default ~/.cache/isomer/costs.sqlite)");
-  o->callback([opt] { set_action([opt] { return run_optimize(*opt); }); });
+  add_optimize_command(app);
 
   auto conv = std::make_shared<ConvertArgs>();
   CLI::App* c = app.add_subcommand("convert", "import and export a model without optimizing (round trip)");

@@ -19,6 +19,7 @@ void set_action(std::function<int()> action);
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
 
 // Subcommands defined in their own files (cli/<name>_cmd.cpp).
+void add_optimize_command(CLI::App& app);  // optimize_cmd.cpp
 void add_run_command(CLI::App& app);   // run_cmd.cpp
 void add_cost_command(CLI::App& app);  // cost_cmd.cpp
 void add_rules_command(CLI::App& app); // rules_cmd.cpp

@@ -1,9 +1,7 @@
 #pragma once
 // ONNX Runtime as a second engine for `isomer run`: it runs models the isomer
 // runtime cannot (opaque operators), and it is what `run --bench` measures
-// isomer against. It is reached through the project's Python environment
-// (find_python()), in a child process, with inputs and outputs as .npz files.
-#include <optional>
+// isomer against. It is reached through the ONNX Runtime bridge (bridge/bridge.h).
 #include <string>
 #include <vector>
 
@@ -28,8 +26,8 @@ struct OrtResult {
   std::vector<double> ms;         // one per timed run (bench only)
 };
 
-// Runs the request; throws Error with ONNX Runtime's (or Python's) last message
-// line when the model or the interpreter cannot be run.
+// Runs the request; throws Error with ONNX Runtime's message (or why the bridge
+// cannot start) when the model cannot be run.
 OrtResult run_onnxruntime(const OrtRequest& request);
 
 }  // namespace isomer::cli

@@ -13,7 +13,7 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
-#include "runtime/delegate.h"
+#include "bridge/bridge.h"
 #include "runtime/npz.h"
 #include "runtime/runtime.h"
 
@@ -276,7 +276,7 @@ int run_model(const RunArgs& a) {
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
   if (delegated)
     std::printf("  %zu steps run on ONNX Runtime %s (operators isomer does not know: %s)\n", delegated,
-                runtime::OrtWorker::get()->version().c_str(), delegated_ops.c_str());
+                bridge::OrtBridge::shared()->version().c_str(), delegated_ops.c_str());
   if (a.print_steps)
     for (const runtime::StepInfo& s : exe->steps()) {
       std::string ops;

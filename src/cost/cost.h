@@ -63,6 +63,10 @@ class CostModel {
  protected:
   runtime::RuntimeOptions ropts_;
   size_t measured_new_ = 0, cached_ = 0, noisy_ = 0;
+  // Valid inputs of the graph being priced (check/inputs.h; empty when none can be
+  // made): timing runs the graph once on them first, so that its buffers hold
+  // indices in range and shapes that fit, not whatever memory held.
+  std::vector<Tensor> inputs_;
 };
 
 class AnalyticCostModel : public CostModel {

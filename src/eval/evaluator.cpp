@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -131,7 +132,7 @@ std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldAr
       double v = t.f64_at(i);
       require(v == std::floor(v) && std::fabs(v) < 9.0e15,
               "constant '" + n.name() + "' is not integer-valued; it has no field value");
-      a.data.push_back(Fp::from_signed(static_cast<int64_t>(v)));
+      a.data.push_back(Fp::from_signed(checked_float_to_int<int64_t>(v, "constant '" + n.name() + "'")));
     }
     return a;
   };

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 
 namespace isomer {
 
@@ -121,7 +122,7 @@ Sym::Sym(double v) {
   // v = m * 2^shift with m an odd integer (|m| < 2^53).
   int e = 0;
   const double f = std::frexp(v, &e);
-  auto m = static_cast<int64_t>(std::ldexp(f, 53));
+  int64_t m = checked_float_to_int<int64_t>(std::ldexp(f, 53), "a real constant");  // |f| < 1: fits
   int shift = e - 53;
   while (m % 2 == 0) m /= 2, ++shift;
   if (shift >= 0 && shift < 62) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,11 @@ struct ModelInfo {
   std::vector<std::pair<std::string, std::string>> metadata_props;
   // Serialized onnx FunctionProtos and training info, kept verbatim.
   std::vector<std::string> functions;
+  // A serialized onnx ModelProto holding what the source model had beyond what the IR
+  // models (unknown fields of newer IRs, doc strings and metadata of nodes, values and
+  // initializers; see onnx/extras.h); export puts it back. Null if nothing. Shared:
+  // it can be megabytes (exporters' per-node metadata), and graphs are copied often.
+  std::shared_ptr<const std::string> onnx_extras;
 
   // Version of the default (ai.onnx) opset; 0 if the model imports none.
   int64_t opset() const;

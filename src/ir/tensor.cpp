@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <string_view>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 
 namespace isomer {
 namespace {
@@ -22,6 +25,31 @@ void store(std::string& bytes, int64_t i, T v) {
   std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
 }
 
+// `v` clamped to the range of the integer type `dtype`, as an int64 (uint64's upper
+// half wraps to negative values, which from_i64 stores back as the same bits).
+int64_t saturate_to(DType dtype, double v, std::string_view what) {
+  switch (dtype) {
+    case DType::UInt8: return saturate_float_to_int<uint8_t>(v, what);
+    case DType::Int8: return saturate_float_to_int<int8_t>(v, what);
+    case DType::UInt16: return saturate_float_to_int<uint16_t>(v, what);
+    case DType::Int16: return saturate_float_to_int<int16_t>(v, what);
+    case DType::Int32: return saturate_float_to_int<int32_t>(v, what);
+    case DType::UInt32: return saturate_float_to_int<uint32_t>(v, what);
+    case DType::UInt64: return static_cast<int64_t>(saturate_float_to_int<uint64_t>(v, what));
+    default: return saturate_float_to_int<int64_t>(v, what);
+  }
+}
+
+// The element count of `dims`: non-negative dims whose product fits int64.
+int64_t checked_numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    require(d >= 0, "tensor has a negative dimension " + to_string(dims));
+    require(!__builtin_mul_overflow(n, d, &n), "tensor " + to_string(dims) + " has more elements than fit in 64 bits");
+  }
+  return n;
+}
+
 size_t hash_bytes(DType dtype, const std::vector<int64_t>& dims, const std::string& bytes) {
   size_t h = std::hash<std::string_view>{}(bytes);
   h ^= static_cast<size_t>(dtype) * 0x9e3779b97f4a7c15ULL;
@@ -33,11 +61,12 @@ size_t hash_bytes(DType dtype, const std::vector<int64_t>& dims, const std::stri
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes)
     : dtype_(dtype), dims_(std::move(dims)) {
-  numel_ = num_elements(dims_);
-  for (int64_t d : dims_) require(d >= 0, "tensor has a negative dimension " + to_string(dims_));
+  numel_ = checked_numel(dims_);
   if (dtype_ != DType::String) {
     require(dtype_size(dtype_) > 0, "tensor has unsupported element type " + std::string(dtype_name(dtype_)));
-    require(bytes.size() == static_cast<size_t>(numel_) * dtype_size(dtype_),
+    size_t expected = 0;
+    require(!__builtin_mul_overflow(static_cast<size_t>(numel_), dtype_size(dtype_), &expected) &&
+                bytes.size() == expected,
             "tensor data of " + std::to_string(bytes.size()) + " bytes does not match " +
                 std::string(dtype_name(dtype_)) + to_string(dims_));
   }
@@ -69,9 +98,9 @@ int64_t Tensor::i64_at(int64_t i) const {
     case DType::Int64: return load<int64_t>(b, i);
     case DType::UInt64: return static_cast<int64_t>(load<uint64_t>(b, i));
     default: {
-      double v = f64_at(i);
-      require(std::isfinite(v), "cannot convert a non-finite float to an integer");
-      return static_cast<int64_t>(v);
+      const double v = f64_at(i);
+      if (std::optional<int64_t> exact = float_to_int<int64_t>(v)) return *exact;
+      return checked_float_to_int<int64_t>(v, std::string(dtype_name(dtype_)) + " element used as an integer");
     }
   }
 }
@@ -94,7 +123,7 @@ std::vector<int64_t> Tensor::to_i64() const {
   return out;
 }
 
-Tensor Tensor::from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values) {
+Tensor Tensor::from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values, FloatToInt to_int) {
   std::string bytes(values.size() * dtype_size(dtype), '\0');
   const int64_t n = static_cast<int64_t>(values.size());
   switch (dtype) {
@@ -112,11 +141,13 @@ Tensor Tensor::from_f64(DType dtype, std::vector<int64_t> dims, std::span<const 
         store<uint16_t>(bytes, i, float_to_bfloat16(static_cast<float>(values[i])));
       break;
     default: {
+      const std::string what = "converting a float to " + std::string(dtype_name(dtype));
       std::vector<int64_t> ints(n);
       for (int64_t i = 0; i < n; ++i) {
-        double v = values[i];
-        require(std::isfinite(v), "cannot convert a non-finite float to " + std::string(dtype_name(dtype)));
-        ints[i] = dtype == DType::Bool ? (v != 0.0) : static_cast<int64_t>(std::trunc(v));
+        const double v = values[i];
+        if (dtype == DType::Bool) ints[i] = v != 0.0;  // ONNX: only +-0 is false (NaN is true)
+        else if (to_int == FloatToInt::Wrap) ints[i] = checked_float_to_int<int64_t>(v, what);
+        else ints[i] = saturate_to(dtype, v, what);
       }
       return from_i64(dtype, std::move(dims), ints);
     }
@@ -149,7 +180,7 @@ Tensor Tensor::from_i64(DType dtype, std::vector<int64_t> dims, std::span<const 
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
-  require(num_elements(dims) == numel_, "cannot reshape " + to_string(dims_) + " to " + to_string(dims));
+  require(checked_numel(dims) == numel_, "cannot reshape " + to_string(dims_) + " to " + to_string(dims));
   Tensor t = *this;
   t.dims_ = std::move(dims);
   t.hash_ = hash_bytes(dtype_, t.dims_, *bytes_);
@@ -189,7 +220,8 @@ uint16_t float_to_half(float f) {
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
   if (absx < 0x38800000u) {  // subnormal or zero in half
     float a = std::bit_cast<float>(absx);
-    uint32_t m = static_cast<uint32_t>(std::nearbyint(a * 16777216.0f));  // 2^24, round-to-even
+    // a < 2^-14, so m <= 2^10; round-to-even.
+    uint32_t m = checked_float_to_int<uint32_t>(std::nearbyint(a * 16777216.0f), "a half subnormal");
     return static_cast<uint16_t>(sign | m);
   }
   uint32_t mant = absx & 0x7fffffu;

@@ -14,13 +14,23 @@
 
 namespace isomer {
 
+// How from_f64 stores a float in an integer element type (after truncating toward
+// zero; NaN is always an Error):
+//   Wrap:     results of integer arithmetic done in double. The value must fit int64
+//             (an infinity or a larger value is an Error); narrower types then wrap
+//             modulo 2^bits, as two's-complement arithmetic does.
+//   Saturate: values that are numbers (bounds, fill values, Cast): clamped to the
+//             type's range, infinities included (see saturate_float_to_int).
+enum class FloatToInt { Wrap, Saturate };
+
 class Tensor {
  public:
   Tensor() = default;
   // `bytes` must hold exactly numel * dtype_size(dtype) bytes (String: a TensorProto).
   Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes);
 
-  static Tensor from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values);
+  static Tensor from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values,
+                         FloatToInt to_int = FloatToInt::Wrap);
   static Tensor from_i64(DType dtype, std::vector<int64_t> dims, std::span<const int64_t> values);
   static Tensor scalar_f32(float v) { return from_f64(DType::Float32, {}, std::vector<double>{v}); }
   static Tensor vector_i64(const std::vector<int64_t>& v) {
@@ -35,7 +45,9 @@ class Tensor {
   const std::string& bytes() const { return *bytes_; }
   size_t byte_size() const { return bytes_ ? bytes_->size() : 0; }
 
-  // Element values widened to double / int64 (bool and ints exactly; floats exactly).
+  // Element values widened to double / int64 (bool and ints exactly; floats exactly;
+  // a float element as int64 is truncated and must fit: NaN, an infinity or a value
+  // beyond int64 is an Error).
   std::vector<double> to_f64() const;
   std::vector<int64_t> to_i64() const;
   double f64_at(int64_t i) const;

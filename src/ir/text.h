@@ -5,6 +5,7 @@
 //   ir_version 7                              # ModelInfo fields, only those that differ
 //   opset 13                                  #   from ModelInfo{} ("opset none": no imports)
 //   opset com.microsoft 1
+//   onnx_extras b64"..."                      # ONNX fields kept for export (ModelInfo)
 //   graph main(%x: f32[N,3,?], %"in.1": i64[2]) {
 //     %w = const f32[3] {1, 2.5, -0}           # <= 16 elements inline, exact
 //     %big = const f32[64,3] hex"0000803f..."  # otherwise raw little-endian bytes

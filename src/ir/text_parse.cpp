@@ -481,9 +481,12 @@ class Parser {
         info.metadata_props.emplace_back(key_text, parse_string("a metadata value"));
       } else if (k == "function") {
         info.functions.push_back(expect_blob("a serialized FunctionProto").text);
+      } else if (k == "onnx_extras") {
+        info.onnx_extras = std::make_shared<const std::string>(expect_blob("a serialized ModelProto").text);
       } else {
         fail(key, "unknown header line '" + k + "' (expected ir_version, model_version, opset, producer_name, "
-                  "producer_version, domain, doc_string, graph_doc_string, metadata_props, function or graph)");
+                  "producer_version, domain, doc_string, graph_doc_string, metadata_props, function, onnx_extras or "
+                  "graph)");
       }
     }
     if (!saw_opset) info.opset_imports = ModelInfo{}.opset_imports;

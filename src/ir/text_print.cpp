@@ -238,6 +238,7 @@ class Printer {
     for (const auto& [key, value] : info.metadata_props)
       out_ += "metadata_props " + quote(key) + " " + quote(value) + "\n";
     for (const std::string& f : info.functions) out_ += "function b64\"" + to_base64(f) + "\"\n";
+    if (info.onnx_extras) out_ += "onnx_extras b64\"" + to_base64(*info.onnx_extras) + "\"\n";
   }
 
   // Gives the next output of `node` its id: the value's name where it is free, else

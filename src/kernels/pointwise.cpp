@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
 #include "kernels/vmath.h"
@@ -16,72 +18,6 @@
 namespace isomer::kernels {
 
 namespace {
-
-struct OpInfo {
-  const char* name;
-  int arity;
-  bool integer;
-};
-
-OpInfo info(PwOp op) {
-  switch (op) {
-    case PwOp::Copy: return {"Copy", 1, true};
-    case PwOp::Neg: return {"Neg", 1, true};
-    case PwOp::Abs: return {"Abs", 1, true};
-    case PwOp::Relu: return {"Relu", 1, true};
-    case PwOp::LeakyRelu: return {"LeakyRelu", 1, false};
-    case PwOp::Sigmoid: return {"Sigmoid", 1, false};
-    case PwOp::Tanh: return {"Tanh", 1, false};
-    case PwOp::Exp: return {"Exp", 1, false};
-    case PwOp::Log: return {"Log", 1, false};
-    case PwOp::Sqrt: return {"Sqrt", 1, false};
-    case PwOp::Rsqrt: return {"Rsqrt", 1, false};
-    case PwOp::Reciprocal: return {"Reciprocal", 1, false};
-    case PwOp::Erf: return {"Erf", 1, false};
-    case PwOp::GeluErf: return {"GeluErf", 1, false};
-    case PwOp::GeluTanh: return {"GeluTanh", 1, false};
-    case PwOp::Clip: return {"Clip", 1, true};
-    case PwOp::HardSigmoid: return {"HardSigmoid", 1, false};
-    case PwOp::HardSwish: return {"HardSwish", 1, false};
-    case PwOp::Softplus: return {"Softplus", 1, false};
-    case PwOp::Square: return {"Square", 1, true};
-    case PwOp::Floor: return {"Floor", 1, false};
-    case PwOp::Ceil: return {"Ceil", 1, false};
-    case PwOp::Round: return {"Round", 1, false};
-    case PwOp::Sign: return {"Sign", 1, true};
-    case PwOp::Not: return {"Not", 1, true};
-    case PwOp::Affine: return {"Affine", 1, false};
-    case PwOp::PowConst: return {"PowConst", 1, false};
-    case PwOp::IsNaN: return {"IsNaN", 1, false};
-    case PwOp::Sin: return {"Sin", 1, false};
-    case PwOp::Cos: return {"Cos", 1, false};
-    case PwOp::Elu: return {"Elu", 1, false};
-    case PwOp::Selu: return {"Selu", 1, false};
-    case PwOp::Mish: return {"Mish", 1, false};
-    case PwOp::Silu: return {"Silu", 1, false};
-    case PwOp::Trunc: return {"Trunc", 1, true};
-    case PwOp::Add: return {"Add", 2, true};
-    case PwOp::Sub: return {"Sub", 2, true};
-    case PwOp::Mul: return {"Mul", 2, true};
-    case PwOp::Div: return {"Div", 2, true};
-    case PwOp::Max: return {"Max", 2, true};
-    case PwOp::Min: return {"Min", 2, true};
-    case PwOp::Pow: return {"Pow", 2, false};
-    case PwOp::Mod: return {"Mod", 2, true};
-    case PwOp::FMod: return {"FMod", 2, true};
-    case PwOp::Equal: return {"Equal", 2, true};
-    case PwOp::Less: return {"Less", 2, true};
-    case PwOp::LessEqual: return {"LessEqual", 2, true};
-    case PwOp::Greater: return {"Greater", 2, true};
-    case PwOp::GreaterEqual: return {"GreaterEqual", 2, true};
-    case PwOp::And: return {"And", 2, true};
-    case PwOp::Or: return {"Or", 2, true};
-    case PwOp::Xor: return {"Xor", 2, true};
-    case PwOp::PRelu: return {"PRelu", 2, false};
-    case PwOp::Where: return {"Where", 3, true};
-  }
-  return {"?", 1, false};
-}
 
 // --- the float32 instruction loop -------------------------------------------------
 
@@ -102,21 +38,29 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
 #define LOOP2(expr) \
   for (int64_t j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } \
   break
+// Transcendental functions 8 at a time (vmath.h's vm8), the tail one by one.
+#define LOOP8(vexpr, expr) \
+  {                                                                       \
+    int64_t j = 0;                                                        \
+    for (; j + 8 <= n; j += 8) { const vm8::v8 x = vm8::load(a + j); vm8::store(d + j, (vexpr)); } \
+    for (; j < n; ++j) { const float x = a[j]; d[j] = (expr); }           \
+  }                                                                       \
+  break
       case PwOp::Copy: LOOP1(x);
       case PwOp::Neg: LOOP1(-x);
       case PwOp::Abs: LOOP1(std::fabs(x));
       case PwOp::Relu: LOOP1(x > 0.0f ? x : 0.0f);
       case PwOp::LeakyRelu: LOOP1(x >= 0.0f ? x : al * x);
-      case PwOp::Sigmoid: LOOP1(vm::sigmoid(x));
-      case PwOp::Tanh: LOOP1(vm::tanh(x));
-      case PwOp::Exp: LOOP1(vm::exp(x));
+      case PwOp::Sigmoid: LOOP8(vm8::sigmoid(x), vm::sigmoid(x));
+      case PwOp::Tanh: LOOP8(vm8::tanh(x), vm::tanh(x));
+      case PwOp::Exp: LOOP8(vm8::exp(x), vm::exp(x));
       case PwOp::Log: LOOP1(vm::log(x));
       case PwOp::Sqrt: LOOP1(std::sqrt(x));
       case PwOp::Rsqrt: LOOP1(1.0f / std::sqrt(x));
       case PwOp::Reciprocal: LOOP1(1.0f / x);
-      case PwOp::Erf: LOOP1(vm::erf(x));
-      case PwOp::GeluErf: LOOP1(vm::gelu_erf(x));
-      case PwOp::GeluTanh: LOOP1(vm::gelu_tanh(x));
+      case PwOp::Erf: LOOP8(vm8::erf(x), vm::erf(x));
+      case PwOp::GeluErf: LOOP8(vm8::gelu_erf(x), vm::gelu_erf(x));
+      case PwOp::GeluTanh: LOOP8(vm8::gelu_tanh(x), vm::gelu_tanh(x));
       case PwOp::Clip: LOOP1(x < al ? al : (x > be ? be : x));
       case PwOp::HardSigmoid: LOOP1(std::fmax(0.0f, std::fmin(1.0f, al * x + be)));
       case PwOp::HardSwish: LOOP1(x * std::fmax(0.0f, std::fmin(1.0f, x * (1.0f / 6.0f) + 0.5f)));
@@ -135,7 +79,7 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
       case PwOp::Elu: LOOP1(x >= 0.0f ? x : al * (vm::exp(x) - 1.0f));
       case PwOp::Selu: LOOP1(be * (x > 0.0f ? x : al * (vm::exp(x) - 1.0f)));
       case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));
-      case PwOp::Silu: LOOP1(x * vm::sigmoid(x));
+      case PwOp::Silu: LOOP8(x * vm8::sigmoid(x), x * vm::sigmoid(x));
       case PwOp::Trunc: LOOP1(std::trunc(x));
       case PwOp::Add: LOOP2(x + y);
       case PwOp::Sub: LOOP2(x - y);
@@ -162,6 +106,7 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
         break;
 #undef LOOP1
 #undef LOOP2
+#undef LOOP8
     }
   }
 }
@@ -172,12 +117,9 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
 // NaN -> 0 (never undefined behaviour on hostile data).
 template <class I>
 I saturate(double v) {
+  if (std::optional<I> exact = float_to_int<I>(v)) return *exact;  // ir/float_to_int.h
   if (!(v == v)) return 0;
-  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
-  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
-  if (v <= lo) return std::numeric_limits<I>::min();
-  if (v >= hi) return std::numeric_limits<I>::max();
-  return static_cast<I>(v);
+  return v < 0 ? std::numeric_limits<I>::min() : std::numeric_limits<I>::max();
 }
 
 
@@ -229,7 +171,7 @@ void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n)
         for (int64_t j = 0; j < n; ++j) d[j] = a[j] != 0 ? b[j] : c[j];
         break;
       default:
-        throw Error(std::string("pointwise: ") + info(in.op).name + " is not defined on integers");
+        throw Error(std::string("pointwise: ") + pw_name(in.op) + " is not defined on integers");
 #undef LOOP1
 #undef LOOP2
     }
@@ -287,6 +229,35 @@ void store_element(char* p, DType t, T v) {
   }
 }
 
+// n elements of a run starting at `src` (stride st elements of type t) as T: one
+// loop per type, not a switch per element.
+template <class T>
+void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
+  switch (t) {
+    case DType::Float32:
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t j = 0; j < n; ++j) dst[j] = reinterpret_cast<const float*>(src)[j * st];
+      } else {  // to integers: saturated, never undefined
+        for (int64_t j = 0; j < n; ++j) dst[j] = saturate<T>(reinterpret_cast<const float*>(src)[j * st]);
+      }
+      break;
+    case DType::Bool:
+    case DType::UInt8:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const uint8_t*>(src)[j * st]);
+      break;
+    case DType::Int64:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int64_t*>(src)[j * st]);
+      break;
+    case DType::Int32:
+      for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
+      break;
+    default: {
+      const int64_t es = static_cast<int64_t>(dtype_size(t));
+      for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
+    }
+  }
+}
+
 // The iteration space after dropping extent-1 dims and merging dims that every
 // operand walks contiguously (stride[i] == stride[i+1] * dims[i+1]).
 struct Space {
@@ -340,6 +311,7 @@ struct Runner {
     gather = inner < 32 && rows > 1;
     for (const StridedRef& r : in) esize.push_back(dtype_size(r.dtype));
     for (const StridedRef& r : out) esize.push_back(dtype_size(r.dtype));
+    plan_segments();
   }
 
   int64_t total() const { return rows * inner; }
@@ -350,41 +322,70 @@ struct Runner {
   }
 
   // Row mode: elements [j0, j0 + n) of the row whose operand offsets are `base`.
+  // How each operand's run along the inner dim is read, and whether each result
+  // is computed straight into its output (dense, of the compute type, written by
+  // an instruction of its own).
+  enum class Read : uint8_t { InPlace, Broadcast, Strided, Convert };
+  std::vector<Read> reads;
+  std::vector<bool> direct;
+
+  void plan_segments() {
+    const size_t ni = in.size();
+    for (size_t k = 0; k < ni; ++k) {
+      const int64_t st = s.strides[k].back();
+      const bool native = (std::is_same_v<T, float> && in[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && in[k].dtype == DType::Int64);
+      reads.push_back(st == 1 && native ? Read::InPlace : st == 0 ? Read::Broadcast : native ? Read::Strided : Read::Convert);
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+      bool unique = true;
+      for (size_t o = 0; o < out.size(); ++o) unique = unique && (o == k || p.results[o] != p.results[k]);
+      direct.push_back(native && unique && s.strides[ni + k].back() == 1 && p.results[k] >= p.num_inputs);
+    }
+  }
+
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg) const {
     const size_t ni = in.size();
     for (size_t k = 0; k < ni; ++k) {
-      const StridedRef& r = in[k];
       const int64_t st = s.strides[k].back();
-      const char* src = static_cast<const char*>(r.data) + (base[k] + j0 * st) * static_cast<int64_t>(esize[k]);
+      const char* src = static_cast<const char*>(in[k].data) + (base[k] + j0 * st) * static_cast<int64_t>(esize[k]);
       T* dst = scratch + static_cast<int64_t>(k) * kBlock;
-      if (st == 1 && ((std::is_same_v<T, float> && r.dtype == DType::Float32) ||
-                      (std::is_same_v<T, int64_t> && r.dtype == DType::Int64))) {
-        reg[k] = const_cast<T*>(reinterpret_cast<const T*>(src));
-      } else if (st == 0) {
-        T v = element_as<T>(src, r.dtype);
-        for (int64_t j = 0; j < n; ++j) dst[j] = v;
-        reg[k] = dst;
-      } else if (r.dtype == DType::Float32 && std::is_same_v<T, float>) {
-        const float* f = reinterpret_cast<const float*>(src);
-        for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
-        reg[k] = dst;
-      } else {
-        for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * static_cast<int64_t>(esize[k]), r.dtype);
-        reg[k] = dst;
+      reg[k] = dst;
+      switch (reads[k]) {
+        case Read::InPlace: reg[k] = const_cast<T*>(reinterpret_cast<const T*>(src)); break;
+        case Read::Broadcast: {
+          const T v = element_as<T>(src, in[k].dtype);
+          for (int64_t j = 0; j < n; ++j) dst[j] = v;
+          break;
+        }
+        case Read::Strided: {
+          const T* f = reinterpret_cast<const T*>(src);
+          for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
+          break;
+        }
+        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
       }
     }
+    auto out_ptr = [&](size_t k) {
+      const int64_t st = s.strides[ni + k].back();
+      return static_cast<char*>(const_cast<void*>(out[k].data)) + (base[ni + k] + j0 * st) * static_cast<int64_t>(esize[ni + k]);
+    };
+    for (size_t k = 0; k < out.size(); ++k)
+      if (p.results[k] >= p.num_inputs)
+        reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
     exec(reg, n);
     for (size_t k = 0; k < out.size(); ++k) {
-      const StridedRef& r = out[k];
+      if (direct[k]) continue;
       const int64_t st = s.strides[ni + k].back();
-      char* dst = static_cast<char*>(const_cast<void*>(r.data)) +
-                  (base[ni + k] + j0 * st) * static_cast<int64_t>(esize[ni + k]);
+      char* dst = out_ptr(k);
       const T* v = reg[p.results[k]];
-      if (st == 1 && ((std::is_same_v<T, float> && r.dtype == DType::Float32) ||
-                      (std::is_same_v<T, int64_t> && r.dtype == DType::Int64))) {
+      if (st == 1 && ((std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                      (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64))) {
         std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
       } else {
-        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), r.dtype, v[j]);
+        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
       }
     }
   }
@@ -488,38 +489,37 @@ struct Runner {
 
 }  // namespace
 
-int pw_arity(PwOp op) { return info(op).arity; }
-const char* pw_name(PwOp op) { return info(op).name; }
-bool pw_integer_ok(PwOp op) { return info(op).integer; }
-
-int PwProgram::emit(PwOp op, int a, int b, int c, float alpha, float beta) {
-  require(num_regs < kMaxRegs, "pointwise program too long");
-  PwInstr in;
-  in.op = op;
-  in.dst = static_cast<uint8_t>(num_regs);
-  in.a = static_cast<uint8_t>(a);
-  in.b = static_cast<uint8_t>(b);
-  in.c = static_cast<uint8_t>(c);
-  in.alpha = alpha;
-  in.beta = beta;
-  code.push_back(in);
-  return num_regs++;
-}
-
-std::string PwProgram::text() const {
-  std::ostringstream s;
-  s << (compute == Compute::Float32 ? "f32" : "i64") << " in" << num_inputs << ":";
-  for (const PwInstr& in : code) {
-    s << " r" << int(in.dst) << "=" << pw_name(in.op) << "(r" << int(in.a);
-    int ar = pw_arity(in.op);
-    if (ar > 1) s << ",r" << int(in.b);
-    if (ar > 2) s << ",r" << int(in.c);
-    s << ")";
-    if (in.alpha != 0 || in.beta != 0) s << "[" << in.alpha << "," << in.beta << "]";
+void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(kMaxRegs) * kBlock);
+  float* reg[kMaxRegs];
+  for (int r = 0; r < p.num_regs; ++r) reg[r] = scratch.data() + static_cast<int64_t>(r) * kBlock;
+  for (int64_t i = 0; i < rows; ++i) {
+    reg[0] = const_cast<float*>(first + i * ld_first);
+    for (size_t k = 0; k < rest.size(); ++k) {
+      const StridedRef& o = rest[k];
+      float* dst = scratch.data() + static_cast<int64_t>(k + 1) * kBlock;
+      const int64_t base = o.offset + (shift ? shift[k] : 0) + (r0 + i) * o.strides[0] + c0 * o.strides[1],
+                    st = o.strides[1];
+      if (o.dtype == DType::Float32 && st == 1) {
+        reg[k + 1] = const_cast<float*>(static_cast<const float*>(o.data) + base);
+        continue;
+      }
+      const int64_t es = static_cast<int64_t>(dtype_size(o.dtype));
+      const char* src = static_cast<const char*>(o.data) + base * es;
+      if (st == 0) {
+        const float v = element_as<float>(src, o.dtype);
+        for (int64_t j = 0; j < cols; ++j) dst[j] = v;
+      } else {
+        convert<float>(src, st, o.dtype, cols, dst);
+      }
+      reg[k + 1] = dst;
+    }
+    exec_f32(p.code.data(), p.code.size(), reg, cols);
+    std::memcpy(out + i * ld_out, reg[p.results[0]], static_cast<size_t>(cols) * sizeof(float));
   }
-  s << " ->";
-  for (int r : results) s << " r" << r;
-  return s.str();
 }
 
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims) {

@@ -83,6 +83,17 @@ struct StridedRef {
 void run_pointwise(const PwProgram& p, std::span<const StridedRef> inputs, std::span<const StridedRef> outputs,
                    std::span<const int64_t> dims, int threads = 0);
 
+// Runs a float32 program `p` on rows [r0, r0 + rows) and columns [c0, c0 + cols)
+// (cols <= kBlock) of a 2-D index space: register 0 reads `first` (row stride
+// ld_first, starting at the tile's first element), registers 1.. read `rest`
+// through their {row, column} strides from the origin of the space; the first
+// result goes to `out` (row stride ld_out, the tile's first element). The
+// epilogue of a fused kernel, on a tile still in cache.
+// `shift`, if given, adds one more element offset per operand (a batch's start).
+void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first, std::span<const StridedRef> rest,
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* out, int64_t ld_out,
+                        const int64_t* shift = nullptr);
+
 // Row-major strides of `dims`.
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -14,9 +15,30 @@ namespace isomer::kernels {
 
 namespace {
 
-// Lanes of partial results: a loop over a lane array vectorizes without
-// reassociating a single accumulator (which the compiler may not do for floats).
-constexpr int64_t kLanes = 16;
+// Reductions keep partial results in 8-wide vectors (GCC's vector extension:
+// AVX registers in the AVX2 and AVX-512 clones, pairs of SSE registers in the
+// baseline one): the compiler does not vectorize a float reduction by itself, since
+// that reorders the additions.
+using v8 = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
+
+inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float hsum(v8 v) {
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += v[l];
+  return s;
+}
+
+inline float hmax(v8 v) {
+  float m = v[0];
+  for (int l = 1; l < 8; ++l) m = m > v[l] ? m : v[l];
+  return m;
+}
 
 int team_for(int64_t work, int64_t units, int threads) {
   int team = threads > 0 ? threads : omp_get_max_threads();
@@ -25,46 +47,70 @@ int team_for(int64_t work, int64_t units, int threads) {
 }
 
 ISOMER_CLONES float row_sum(const float* x, int64_t n) {
-  float acc[kLanes] = {};
+  v8 a = {}, b = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += x[j + l];
-  float s = 0;
+  for (; j + 16 <= n; j += 16) {
+    a += load8(x + j);
+    b += load8(x + j + 8);
+  }
+  float s = hsum(a + b);
   for (; j < n; ++j) s += x[j];
-  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
   return s;
 }
 
 ISOMER_CLONES float row_sum_sq(const float* x, int64_t n, float shift) {
-  float acc[kLanes] = {};
+  v8 a = {}, b = {};
+  const v8 sh = v8{} + shift;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      float d = x[j + l] - shift;
-      acc[l] += d * d;
-    }
-  float s = 0;
+  for (; j + 16 <= n; j += 16) {
+    v8 d = load8(x + j) - sh, e = load8(x + j + 8) - sh;
+    a += d * d;
+    b += e * e;
+  }
+  float s = hsum(a + b);
   for (; j < n; ++j) s += (x[j] - shift) * (x[j] - shift);
-  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
   return s;
 }
 
+// The largest element (NaN if there is one, as ONNX Runtime's Max and Softmax).
 ISOMER_CLONES float row_max(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
+  const float inf = std::numeric_limits<float>::infinity();
+  v8 a = v8{} - inf, b = v8{} - inf;
+  v8i seen = {};  // lanes that met a NaN
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
-  float m = -std::numeric_limits<float>::infinity();
-  for (; j < n; ++j) m = m > x[j] ? m : x[j];
-  for (int64_t l = 0; l < kLanes; ++l) m = m > acc[l] ? m : acc[l];
+  for (; j + 16 <= n; j += 16) {
+    v8 u = load8(x + j), w = load8(x + j + 8);
+    a = a > u ? a : u;
+    b = b > w ? b : w;
+    seen |= (u != u) | (w != w);
+  }
+  float m = hmax(a > b ? a : b);
+  bool nan = false;
+  for (int l = 0; l < 8; ++l) nan = nan || seen[l] != 0;
+  for (; j < n; ++j) {
+    m = m > x[j] ? m : x[j];
+    nan = nan || x[j] != x[j];
+  }
+  if (nan)
+    for (int64_t k = 0; k < n; ++k)
+      if (x[k] != x[k]) return x[k];
   return m;
 }
 
-// y = exp(x - m), returns the sum of y.
+// y = exp(x - m), returns the sum of y (one pass).
 ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
-  for (int64_t j = 0; j < n; ++j) y[j] = vm::exp(x[j] - m);
-  return row_sum(y, n);
+  const vm8::v8 mm = vm8::splat(m);
+  vm8::v8 acc = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const vm8::v8 e = vm8::exp(vm8::load(x + j) - mm);
+    vm8::store(y + j, e);
+    acc += e;
+  }
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += acc[l];
+  for (; j < n; ++j) s += (y[j] = vm::exp(x[j] - m));
+  return s;
 }
 
 ISOMER_CLONES void row_scale(float* y, int64_t n, float s) {
@@ -132,11 +178,7 @@ float reduce_row(ReduceKind kind, const float* x, int64_t n) {
     case ReduceKind::Mean: return row_sum(x, n);
     case ReduceKind::SumSquare:
     case ReduceKind::L2: return row_sum_sq(x, n, 0.0f);
-    case ReduceKind::Max: {
-      for (int64_t j = 0; j < n; ++j)
-        if (x[j] != x[j]) return x[j];
-      return row_max(x, n);
-    }
+    case ReduceKind::Max: return row_max(x, n);
     default: {
       float acc = initial(kind);
       for (int64_t j = 0; j < n; ++j) {

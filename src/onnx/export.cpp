@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "onnx/extras.h"
 #include "onnx/onnx_io.h"
 #include "onnx/proto_util.h"
 #include "ops/op.h"
@@ -44,14 +45,35 @@ struct ExternalWriter {
   // Returns false if `t` stays inline.
   bool place(const Tensor& t, onnx::TensorProto* p) {
     if (t.dtype() == DType::String || t.byte_size() < threshold) return false;
+    write(t.bytes());
+    p->set_data_type(static_cast<int32_t>(t.dtype()));
+    for (int64_t d : t.dims()) p->add_dims(d);
+    point_to_file(p, t.byte_size());
+    return true;
+  }
+
+  // A tensor kept verbatim (an element type isomer does not know): its raw_data moves
+  // to the file. Returns false if it stays inline.
+  bool place_raw(onnx::TensorProto* p) {
+    if (!p->has_raw_data() || p->raw_data().size() < threshold) return false;
+    write(p->raw_data());
+    const size_t size = p->raw_data().size();
+    p->clear_raw_data();
+    point_to_file(p, size);
+    return true;
+  }
+
+ private:
+  void write(const std::string& bytes) {
     const uint64_t pad = (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
     const std::string zeros(pad, '\0');
     out.write(zeros.data(), static_cast<std::streamsize>(pad));
     offset += pad;
-    out.write(t.bytes().data(), static_cast<std::streamsize>(t.byte_size()));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     require(out.good(), "writing the external data file failed");
-    p->set_data_type(static_cast<int32_t>(t.dtype()));
-    for (int64_t d : t.dims()) p->add_dims(d);
+  }
+
+  void point_to_file(onnx::TensorProto* p, size_t size) {
     p->set_data_location(onnx::TensorProto::EXTERNAL);
     auto add = [&](const char* key, const std::string& value) {
       auto* e = p->add_external_data();
@@ -60,9 +82,8 @@ struct ExternalWriter {
     };
     add("location", location);
     add("offset", std::to_string(offset));
-    add("length", std::to_string(t.byte_size()));
-    offset += t.byte_size();
-    return true;
+    add("length", std::to_string(size));
+    offset += size;
   }
 };
 
@@ -107,17 +128,30 @@ void set_attribute(const std::string& name, const AttrValue& value, onnx::Attrib
   std::visit(Visitor{a}, value);
 }
 
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+// An opaque Constant node holding a tensor isomer keeps verbatim (an initializer or
+// Constant node of an element type isomer does not compute with): written as an
+// initializer, as native constants are.
+bool is_kept_constant(const onnx::NodeProto& p) {
+  return p.op_type() == "Constant" && is_default_domain(p.domain()) && p.input_size() == 0 && p.output_size() == 1 &&
+         p.attribute_size() == 1 && p.attribute(0).name() == "value" && p.attribute(0).has_t();
+}
+
 class Exporter {
  public:
-  Exporter(const Graph& g, ExternalWriter* external) : g_(g), external_(external) {}
+  Exporter(const Graph& g, ExternalWriter* external) : g_(g), external_(external), extras_(g.info().onnx_extras ? *g.info().onnx_extras : std::string()) {}
 
   onnx::ModelProto run() {
     const ModelInfo& info = g_.info();
-    opset_ = info.opset() > 0 ? info.opset() : 1;
     order_ = g_.topo_order();
+    opset_ = info.opset() > 0 ? info.opset() : lowest_opset_for_native_ops();
     prepare_forms();
     name_values();
     onnx::ModelProto m;
+    // The model keeps the IR version it came with: nothing isomer writes needs a newer
+    // one (its operators and element types are older than IR 4's, and what a newer IR
+    // added comes back only where the source had it), and an older reader may need it.
     m.set_ir_version(info.ir_version);
     for (const auto& [domain, version] : info.opset_imports) {
       auto* o = m.add_opset_import();
@@ -137,10 +171,35 @@ class Exporter {
     for (const auto& f : info.functions)
       require(m.add_functions()->ParseFromString(f), "a model-local function does not parse");
     write_graph(m.mutable_graph());
+    add_missing_default_opset(&m);
+    extras_.add_to_model(&m);
     return m;
   }
 
  private:
+  // The ai.onnx opset for a model that imports none (vendor operators only): the
+  // lowest that has every native operator of the graph.
+  int64_t lowest_opset_for_native_ops() const {
+    int64_t v = 1;
+    for (const NodePtr& n : order_)
+      if (n->kind() == NodeKind::Op && n->op()->onnx_domain.empty()) v = std::max<int64_t>(v, n->op()->min_opset);
+    return v;
+  }
+
+  // Native operators and the Identity nodes export adds are of ai.onnx: a model that did
+  // not import it (vendor operators only) gets it, at the version the forms were
+  // written for.
+  void add_missing_default_opset(onnx::ModelProto* m) const {
+    for (const auto& o : m->opset_import())
+      if (is_default_domain(o.domain())) return;
+    bool uses_default = false;
+    for (const auto& n : m->graph().node()) uses_default = uses_default || is_default_domain(n.domain());
+    if (!uses_default) return;
+    auto* o = m->add_opset_import();
+    o->set_domain("");
+    o->set_version(opset_);
+  }
+
   // Native nodes in their ONNX form for the model's opset; opaque nodes' protos.
   void prepare_forms() {
     std::unordered_set<const Node*> in_order;
@@ -281,12 +340,28 @@ class Exporter {
     } else {
       tensor_type_to_proto(v.type(), vi->mutable_type());
     }
+    extras_.add_to_value(vi);
   }
 
   void add_initializer(const NodePtr& c, onnx::GraphProto* graph) {
     onnx::TensorProto* t = graph->add_initializer();
     t->set_name(names_.at(c->output(0)));
     if (!external_ || !external_->place(*c->value(), t)) tensor_to_proto(*c->value(), t);
+    extras_.add_to_initializer(t);
+  }
+
+  void add_kept_constant(const Node& n, onnx::GraphProto* graph) {
+    onnx::TensorProto* t = graph->add_initializer();
+    *t = protos_.at(&n).attribute(0).t();
+    t->set_name(names_.at(n.output(0)));
+    if (external_) external_->place_raw(t);
+    extras_.add_to_initializer(t);
+  }
+
+  // Kept constants become initializers, except at IR version 3 and older, where every
+  // initializer must also be a graph input: there they stay Constant nodes.
+  bool writes_as_initializer(const Node& n) const {
+    return g_.info().ir_version >= 4 && is_kept_constant(protos_.at(&n));
   }
 
   void add_aliases(const Node* n, onnx::GraphProto* graph) {
@@ -317,6 +392,7 @@ class Exporter {
       if (is_empty_list(value)) continue;
       set_attribute(name, value, p->add_attribute());
     }
+    extras_.add_to_node(p);
   }
 
   void add_opaque(const Node& n, onnx::GraphProto* graph) {
@@ -344,6 +420,7 @@ class Exporter {
       if (n->kind() == NodeKind::Input || n->kind() == NodeKind::Constant) add_aliases(n.get(), graph);
     for (const NodePtr& n : order_) {
       if (n->kind() == NodeKind::Op) add_op(*n, graph);
+      else if (n->kind() == NodeKind::Opaque && writes_as_initializer(*n)) add_kept_constant(*n, graph);
       else if (n->kind() == NodeKind::Opaque) add_opaque(*n, graph);
       else continue;
       add_aliases(n.get(), graph);
@@ -354,19 +431,37 @@ class Exporter {
       output_names.insert(g_.output_names()[i]);
     }
     // Types of opaque outputs: ONNX inference may not recover them on re-import.
+    std::unordered_set<std::string> typed = output_names;
+    for (const auto& in : graph->input()) typed.insert(in.name());
+    for (const auto& t : graph->initializer()) typed.insert(t.name());
     for (const NodePtr& n : order_) {
-      if (n->kind() != NodeKind::Opaque) continue;
+      if (n->kind() != NodeKind::Opaque || writes_as_initializer(*n)) continue;
       for (uint32_t i = 0; i < n->num_outputs(); ++i) {
         const std::string& name = names_.at(n->output(i));
         if (name.empty() || output_names.count(name)) continue;
         if (n->opaque()->output_type_unknown(i) && n->opaque()->onnx_output_types[i]->empty()) continue;
         add_value_info(name, n->output(i), graph->mutable_value_info());
+        typed.insert(name);
       }
     }
+    // Other values whose source value_info held metadata or a doc string keep it.
+    for (const NodePtr& n : order_) {
+      if (n->kind() != NodeKind::Op) continue;
+      for (uint32_t i = 0; i < n->num_outputs(); ++i) {
+        auto name = names_.find(n->output(i));
+        if (name == names_.end() || name->second.empty() || typed.count(name->second) ||
+            !extras_.value_has_extras(name->second))
+          continue;
+        add_value_info(name->second, n->output(i), graph->mutable_value_info());
+        typed.insert(name->second);
+      }
+    }
+    extras_.add_to_graph(graph, [&](const std::string& name) { return owner_.count(name) > 0; });
   }
 
   const Graph& g_;
   ExternalWriter* external_;
+  const ModelExtras extras_;
   int64_t opset_ = 1;
   std::vector<NodePtr> order_;
   std::unordered_map<const Node*, OnnxForm> forms_;

@@ -12,12 +12,16 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "onnx/extras.h"
 #include "onnx/onnx_io.h"
+#include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 #include "ops/op.h"
 
@@ -68,7 +72,12 @@ std::string convert_attributes(const onnx::NodeProto& node, const std::string& b
       case A::INTS: out->set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end())); break;
       case A::FLOATS: out->set(a.name(), std::vector<double>(a.floats().begin(), a.floats().end())); break;
       case A::STRINGS: out->set(a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end())); break;
-      case A::TENSOR: out->set(a.name(), tensor_from_proto(a.t(), base_dir)); break;
+      case A::TENSOR:
+        if (!known_element_type(a.t().data_type()))
+          return "attribute '" + a.name() + "' has element type " + std::to_string(a.t().data_type()) +
+                 ", which isomer does not compute with";
+        out->set(a.name(), tensor_from_proto(a.t(), base_dir));
+        break;
       default: return "attribute '" + a.name() + "' has type " + attr_type_name(attr_type(a));
     }
   }
@@ -83,6 +92,148 @@ std::string type_kind(const onnx::TypeProto& t) {
   if (t.has_tensor_type() && !t.tensor_type().has_shape()) return "a tensor of unknown rank";
   if (t.has_tensor_type()) return "a tensor of unknown element type";
   return "an unknown type";
+}
+
+// The version of `domain` a model (or function) with these imports uses; 0 if none.
+int64_t opset_of(const std::string& domain,
+                 const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports) {
+  for (const auto& o : imports)
+    if (o.domain() == domain || (is_default_domain(o.domain()) && is_default_domain(domain))) return o.version();
+  return 0;
+}
+
+// A domain libonnx has no schemas for: nodes moved into it are skipped by inference.
+constexpr const char* kHiddenDomain = "isomer.hidden";
+
+// Static dims of a value by name, where known (nullopt otherwise).
+using DimsLookup = std::function<std::optional<std::vector<int64_t>>(const std::string&)>;
+
+// Whether libonnx 1.12's shape inference can be shown `n` without reading out of
+// bounds or dividing by zero, fixing the node up where that is enough. Its
+// convolution and pooling inference (convPoolShapeInference,
+// convTransposeShapeInference), found crashing by the fuzzer:
+//  - takes the kernel's dims from the weight when kernel_shape is absent and indexes
+//    the input's per-axis attributes with them, and reads the weight's dim 1
+//    unchecked: a weight of another rank than the input, or of rank under 2, reads
+//    past the end. With kernel_shape written out from the weight's dims, libonnx
+//    checks it against the input's rank; without known dims the node is refused.
+//  - divides by strides and multiplies by dilations it never checks: non-positive
+//    ones are refused (ONNX requires them positive).
+// Invalid: the node breaks ONNX's rules; Unknown: whether it does is not known yet.
+enum class LibonnxSafety { Safe, Invalid, Unknown };
+
+LibonnxSafety make_safe_for_libonnx(onnx::NodeProto* n, const DimsLookup& dims_of) {
+  using enum LibonnxSafety;
+  if (!is_default_domain(n->domain())) return Safe;
+  const std::string& op = n->op_type();
+  const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
+  const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;
+  if (weight < 0 && !pool) return Safe;
+  bool has_kernel_shape = false;
+  for (const auto& a : n->attribute()) {
+    if (a.name() != "strides" && a.name() != "dilations" && a.name() != "kernel_shape") continue;
+    has_kernel_shape = has_kernel_shape || a.name() == "kernel_shape";
+    for (int64_t v : a.ints())
+      if (v <= 0) return Invalid;
+  }
+  if (weight < 0 || has_kernel_shape) return Safe;
+  if (n->input_size() <= weight) return Safe;  // too few inputs: libonnx's own check says so
+  std::optional<std::vector<int64_t>> dims = dims_of(n->input(weight));
+  if (!dims) return Unknown;
+  if (dims->size() < 2) return Invalid;
+  onnx::AttributeProto* k = n->add_attribute();
+  k->set_name("kernel_shape");
+  k->set_type(onnx::AttributeProto::INTS);
+  for (size_t i = 2; i < dims->size(); ++i) {
+    if ((*dims)[i] <= 0) return Invalid;
+    k->add_ints((*dims)[i]);
+  }
+  return Safe;
+}
+
+// What prepare_for_inference did.
+struct InferencePlan {
+  int hidden = 0;          // nodes hidden from libonnx (any graph)
+  int want_weight = 0;     // of those, current versions refused (a weight's dims may be known later)
+  bool all_known = true;   // every node of the main graph has libonnx's schema of its version
+};
+
+// Prepares `g` (subgraphs included) for libonnx's shape inference: nodes of an ONNX
+// domain whose operator version libonnx does not have move into kHiddenDomain, so that
+// it does not apply an older version's rules to them (their outputs keep only their
+// declared types); so do nodes its inference would crash on (make_safe_for_libonnx).
+void prepare_for_inference(onnx::GraphProto* g, const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
+                           const DimsLookup& dims_of, bool main_graph, InferencePlan* plan) {
+  for (auto& n : *g->mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      // Inside a subgraph, only its own initializers are looked at.
+      auto prepare_subgraph = [&](onnx::GraphProto* sub) {
+        std::unordered_map<std::string, std::vector<int64_t>> local;
+        for (const auto& t : sub->initializer()) local[t.name()] = {t.dims().begin(), t.dims().end()};
+        prepare_for_inference(
+            sub, imports,
+            [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+              auto it = local.find(name);
+              if (it == local.end()) return std::nullopt;
+              return it->second;
+            },
+            false, plan);
+      };
+      if (a.has_g()) prepare_subgraph(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) prepare_subgraph(&sub);
+    }
+    if (newest_opset(n.domain()) == 0) {  // a vendor domain or a model-local function
+      plan->all_known = plan->all_known && !main_graph;
+      continue;
+    }
+    const bool current = libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports)) != nullptr;
+    const bool safe = current && make_safe_for_libonnx(&n, dims_of) == LibonnxSafety::Safe;
+    if (safe) continue;
+    n.set_domain(kHiddenDomain);
+    ++plan->hidden;
+    plan->want_weight += current;
+    plan->all_known = false;
+  }
+}
+
+using DimsMap = std::unordered_map<std::string, std::vector<int64_t>>;
+
+InferencePlan prepare_for_inference(onnx::ModelProto* m, const DimsMap& known) {
+  InferencePlan plan;
+  prepare_for_inference(
+      m->mutable_graph(), m->opset_import(),
+      [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+        auto it = known.find(name);
+        if (it == known.end()) return std::nullopt;
+        return it->second;
+      },
+      true, &plan);
+  for (auto& f : *m->mutable_functions()) {
+    onnx::GraphProto body;  // the same walk over the function's nodes, with its own imports
+    *body.mutable_node() = f.node();
+    prepare_for_inference(
+        &body, f.opset_import().empty() ? m->opset_import() : f.opset_import(),
+        [](const std::string&) { return std::optional<std::vector<int64_t>>(); }, false, &plan);
+    *f.mutable_node() = body.node();
+  }
+  auto* hidden = m->add_opset_import();
+  hidden->set_domain(kHiddenDomain);
+  hidden->set_version(1);
+  return plan;
+}
+
+// Adds the static dims of every tensor value `values` types to `known`.
+void add_static_dims(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, DimsMap* known) {
+  for (const auto& v : values) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> dims;
+    bool all = true;
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      all = all && d.has_dim_value();
+      dims.push_back(d.dim_value());
+    }
+    if (all) (*known)[v.name()] = std::move(dims);
+  }
 }
 
 class Importer {
@@ -115,23 +266,27 @@ class Importer {
   }
 
  private:
-  static constexpr int64_t kMaxIrVersion = 10;
-  static constexpr int64_t kMaxOpset = 22;  // ONNX 1.17
-
   ModelInfo model_info() const {
     const int64_t ir = model_.ir_version();
-    // IR versions 9 and 10 (ONNX 1.13-1.17) only add element types (float8, int4),
-    // which isomer keeps inside opaque nodes, so their models are read too.
-    require(ir >= 1 && ir <= kMaxIrVersion, "unsupported IR version " + std::to_string(ir) +
-                                                " (this build reads 1 to " + std::to_string(kMaxIrVersion) + ")");
+    // IR versions 9 to 14 add element types (float8, int4, float4e2m1, float8e8m0, int2,
+    // float6), which isomer keeps inside opaque nodes, and fields this libonnx parses as
+    // unknown fields, which onnx_extras keeps (onnx_versions.h).
+    require(ir >= 1 && ir <= newest_ir_version(), "unsupported IR version " + std::to_string(ir) +
+                                                      " (this build reads 1 to " +
+                                                      std::to_string(newest_ir_version()) + ")");
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
-    for (const auto& o : model_.opset_import())
-      if (o.domain().empty() || o.domain() == "ai.onnx")
-        require(o.version() >= 1 && o.version() <= kMaxOpset, "unsupported opset " + std::to_string(o.version()) +
-                                                                  " (this build reads 1 to " +
-                                                                  std::to_string(kMaxOpset) + ")");
+    for (const auto& o : model_.opset_import()) {
+      const int64_t newest = newest_opset(o.domain());
+      const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
+      if (is_default_domain(o.domain()))
+        require(o.version() >= 1, "unsupported opset " + std::to_string(o.version()) + " of ai.onnx");
+      // A newer opset may change any operator; which ones, this build cannot know.
+      require(newest == 0 || o.version() <= newest, "unsupported opset " + std::to_string(o.version()) + " of " +
+                                                        domain + " (this build reads up to " +
+                                                        std::to_string(newest) + ")");
+    }
     info.opset_imports.clear();
     for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
     info.producer_name = model_.producer_name();
@@ -143,57 +298,83 @@ class Importer {
     info.graph_doc_string = graph_.doc_string();
     for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
     for (const auto& f : model_.functions()) info.functions.push_back(f.SerializeAsString());
+    if (std::string extras = collect_extras(model_); !extras.empty())
+      info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
-  // large weights without data) and keeps every value's type by name.
+  // large weights without data) and keeps every value's type by name. Convolutions
+  // whose weight's dims are not known up front (a weight computed by another node)
+  // wait for a later pass, which knows the dims the earlier one inferred.
   void infer_types() {
-    // libonnx crashes propagating data through operators it has no schema for
-    // (newer opsets, other domains), so data propagation runs only when it knows all.
-    bool all_known = true;
-    for (const auto& n : graph_.node())
-      all_known = all_known && onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), n.domain());
-    for (bool data_propagation : {true, false}) {
-      if (data_propagation && !all_known) continue;
-      onnx::ModelProto copy;
-      copy.set_ir_version(model_.ir_version());
-      *copy.mutable_opset_import() = model_.opset_import();
-      *copy.mutable_functions() = model_.functions();
-      onnx::GraphProto* g = copy.mutable_graph();
-      *g->mutable_node() = graph_.node();
-      *g->mutable_input() = graph_.input();
-      *g->mutable_output() = graph_.output();
-      *g->mutable_value_info() = graph_.value_info();
-      for (const auto& t : graph_.initializer()) {
-        onnx::TensorProto* c = g->add_initializer();
-        if (t.ByteSizeLong() <= kInferenceDataLimit) {
-          *c = t;
-          continue;
-        }
-        c->set_name(t.name());
-        c->set_data_type(t.data_type());
-        *c->mutable_dims() = t.dims();
-      }
-      for (auto& in : *g->mutable_input()) {
-        auto it = opts_.input_shapes.find(in.name());
-        if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
-        auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-        shape->clear_dim();
-        for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
-      }
-      try {
-        onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
-        onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
-      } catch (const std::exception&) {
-        if (data_propagation) continue;  // retry without; else keep the declared types only
-      }
+    DimsMap known;
+    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
+    int waiting = INT_MAX;
+    for (int pass = 0; pass < 4; ++pass) {
+      onnx::ModelProto copy = inference_copy();
+      add_static_dims(copy.graph().input(), &known);
+      add_static_dims(copy.graph().value_info(), &known);
+      const InferencePlan plan = prepare_for_inference(&copy, known);
+      // libonnx crashes propagating data through operators it has no schema for
+      // (vendor domains, versions newer than it, hidden nodes), so data propagation
+      // runs only when it has every node's own version.
+      if (!(plan.all_known && run_inference(copy, /*data_propagation=*/true))) run_inference(copy, false);
       types_.clear();
-      for (const auto& v : g->value_info()) types_[v.name()] = v.type();
-      for (const auto& v : g->output()) types_[v.name()] = v.type();
-      for (const auto& v : g->input()) types_[v.name()] = v.type();
-      return;
+      for (const auto& v : copy.graph().value_info()) types_[v.name()] = v.type();
+      for (const auto& v : copy.graph().output()) types_[v.name()] = v.type();
+      for (const auto& v : copy.graph().input()) types_[v.name()] = v.type();
+      if (plan.want_weight == 0 || plan.want_weight >= waiting) return;
+      waiting = plan.want_weight;
+      add_static_dims(copy.graph().value_info(), &known);
     }
+  }
+
+  // The model as shape inference sees it: graph inputs fixed as requested, initializers
+  // over kInferenceDataLimit without their data (inference reads only small,
+  // shape-like tensors).
+  onnx::ModelProto inference_copy() const {
+    onnx::ModelProto copy;
+    copy.set_ir_version(model_.ir_version());
+    *copy.mutable_opset_import() = model_.opset_import();
+    *copy.mutable_functions() = model_.functions();
+    onnx::GraphProto* g = copy.mutable_graph();
+    *g->mutable_node() = graph_.node();
+    *g->mutable_input() = graph_.input();
+    *g->mutable_output() = graph_.output();
+    *g->mutable_value_info() = graph_.value_info();
+    for (const auto& t : graph_.initializer()) {
+      onnx::TensorProto* c = g->add_initializer();
+      if (t.ByteSizeLong() <= kInferenceDataLimit) {
+        *c = t;
+        continue;
+      }
+      c->set_name(t.name());
+      c->set_data_type(t.data_type());
+      *c->mutable_dims() = t.dims();
+    }
+    for (auto& in : *g->mutable_input()) {
+      auto it = opts_.input_shapes.find(in.name());
+      if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
+      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->clear_dim();
+      for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
+    }
+    return copy;
+  }
+
+  // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
+  // which case `copy` keeps the declared types only.
+  static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
+    onnx::ModelProto attempt = copy;
+    try {
+      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
+      onnx::shape_inference::InferShapes(attempt, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (const std::exception&) {
+      return false;
+    }
+    copy = std::move(attempt);
+    return true;
   }
 
   // Every name must be defined once and every name a node reads defined somewhere
@@ -239,6 +420,10 @@ class Importer {
     for (auto& t : *graph_.mutable_initializer()) {
       require(!t.name().empty(), "an initializer has no name");
       require(!values_.count(t.name()), "duplicate initializer '" + t.name() + "'");
+      if (!known_element_type(t.data_type())) {
+        add_kept_constant(t);
+        continue;
+      }
       Tensor value;
       try {
         value = take_tensor_from_proto(&t, base_dir_);
@@ -249,6 +434,24 @@ class Importer {
     }
     for (const auto& t : graph_.sparse_initializer())
       throw Error("sparse initializer '" + t.values().name() + "' is not supported");
+  }
+
+  // An initializer of an element type isomer does not compute with (float8, int4, ...
+  // and any later one) is kept verbatim, data inline: an opaque Constant node holding
+  // it, which export writes back as an initializer.
+  void add_kept_constant(const onnx::TensorProto& t) {
+    onnx::NodeProto node;
+    node.set_op_type("Constant");
+    node.add_output(t.name());
+    onnx::AttributeProto* value = node.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    try {
+      *value->mutable_t() = inline_tensor_proto(t, base_dir_);
+    } catch (const Error& e) {
+      throw Error("initializer '" + t.name() + "': " + e.what());
+    }
+    add_opaque(node, {}, {}, "", /*count=*/false);
   }
 
   void add_inputs() {
@@ -346,9 +549,10 @@ class Importer {
     for (const auto& name : implicit_[index]) implicit.push_back(values_.at(name));
 
     if (node.op_type() == "Constant" && is_default_domain(node.domain()) && node.output_size() == 1) {
-      std::optional<Tensor> value = constant_node_value(node);
+      std::string reason;
+      std::optional<Tensor> value = constant_node_value(node, &reason);
       if (value) define(node.output(0), builder_.constant(std::move(*value), node.output(0)));
-      else add_opaque(node, inputs, implicit, "a sparse constant");
+      else add_opaque(node, inputs, implicit, reason);
       return;
     }
     std::string reason;
@@ -365,12 +569,17 @@ class Importer {
     add_opaque(node, inputs, implicit, reason);
   }
 
-  // The value of an ONNX Constant node, or nullopt for a form kept opaque (sparse).
-  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node) {
+  // The value of an ONNX Constant node, or nullopt (with the reason) for a form kept
+  // opaque: sparse, or of an element type isomer does not compute with.
+  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node, std::string* reason) {
     require(node.attribute_size() == 1, describe_proto(node) + " needs exactly one value attribute");
     const auto& a = node.attribute(0);
     try {
       const std::string& kind = a.name();
+      if (kind == "value" && !known_element_type(a.t().data_type())) {
+        *reason = "element type " + std::to_string(a.t().data_type()) + " is not one isomer computes with";
+        return std::nullopt;
+      }
       if (kind == "value") return tensor_from_proto(a.t(), base_dir_);
       if (kind == "value_float") return Tensor::scalar_f32(a.f());
       if (kind == "value_floats") {
@@ -393,6 +602,7 @@ class Importer {
     } catch (const Error& e) {
       throw Error(describe_proto(node) + ": " + e.what());
     }
+    *reason = "a sparse constant";
     return std::nullopt;
   }
 
@@ -403,9 +613,25 @@ class Importer {
   // inference) accept `node` with isomer's input types: when they do, a failing
   // shape rule is isomer's limitation rather than a bad model.
   bool onnx_accepts(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+    // Without libonnx's schema of this very version, ONNX cannot be asked.
+    const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset_);
     if (!schema) return true;
     onnx::NodeProto copy = node;
+    auto dims_of = [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!inputs[i].present() || node.input(static_cast<int>(i)) != name) continue;
+        if (!is_static(inputs[i].type().shape)) return std::nullopt;
+        std::vector<int64_t> dims;
+        for (const Dim& d : inputs[i].type().shape) dims.push_back(d.value);
+        return dims;
+      }
+      return std::nullopt;
+    };
+    switch (make_safe_for_libonnx(&copy, dims_of)) {
+      case LibonnxSafety::Invalid: return false;
+      case LibonnxSafety::Unknown: return true;
+      case LibonnxSafety::Safe: break;
+    }
     std::vector<onnx::TypeProto> type_storage(inputs.size());
     std::vector<onnx::TensorProto> data_storage(inputs.size());
     std::unordered_map<std::string, onnx::TypeProto*> types;
@@ -458,6 +684,15 @@ class Importer {
         return nullptr;
       }
     }
+    // isomer's form follows the operator's ONNX versions up to kReviewedOpset; a newer
+    // one may mean something else.
+    const int version = op_version(node.domain(), node.op_type(), opset_);
+    const int reviewed = op_version(node.domain(), node.op_type(), kReviewedOpset);
+    if (version > reviewed) {
+      *reason = node.op_type() + "-" + std::to_string(version) + " is newer than the versions isomer's " +
+                node.op_type() + " follows (up to " + std::to_string(reviewed) + ")";
+      return nullptr;
+    }
     if (opset_ < op->min_opset && !op->onnx_import) {
       *reason = "opset " + std::to_string(opset_) + " is older than the form isomer implements (opset " +
                 std::to_string(op->min_opset) + ")";
@@ -489,17 +724,32 @@ class Importer {
     }
   }
 
+  // `count`: an ONNX node (stats count it), not an initializer kept as one.
   void add_opaque(const onnx::NodeProto& node, std::vector<Value> inputs, const std::vector<Value>& implicit,
-                  const std::string& reason) {
-    if (stats_) {
+                  const std::string& reason, bool count = true) {
+    if (stats_ && count) {
       ++stats_->opaque_nodes;
       stats_->opaque_reasons.push_back(describe_proto(node) + ": " + reason);
     }
     OpaqueInfo info;
     info.domain = node.domain();
     info.op_type = node.op_type();
-    info.node_proto = node.SerializeAsString();
+    // Tensors inside the node keep their data with them, wherever the model is written.
+    onnx::NodeProto kept = node;
+    try {
+      inline_external_data(&kept, base_dir_);
+    } catch (const Error& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
+    }
+    info.node_proto = kept.SerializeAsString();
     info.uid = g_next_opaque_uid++;
+    // A constant's type is its tensor's, inferred or not.
+    if (kept.op_type() == "Constant" && kept.output_size() == 1 && kept.attribute_size() == 1 &&
+        kept.attribute(0).has_t() && !types_.count(kept.output(0))) {
+      auto* tt = types_[kept.output(0)].mutable_tensor_type();
+      tt->set_elem_type(kept.attribute(0).t().data_type());
+      for (int64_t d : kept.attribute(0).t().dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
     std::vector<TensorType> types;
     for (const auto& o : node.output()) {
       TensorType t;
@@ -570,7 +820,9 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& opts, Impor
   in.seekg(0);
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   require(!in.fail(), path + ": reading the file failed");
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  // External data locations are relative to the model's directory ("." for a bare name).
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
   try {
     onnx::ModelProto model = parse_model(bytes);
     std::string().swap(bytes);  // the weights live in `model` now; keep one copy at a time

@@ -1,12 +1,16 @@
 #pragma once
-// ONNX import and export (through Debian's libonnx protobuf classes).
+// ONNX import and export (through Debian's libonnx protobuf classes), for every IR
+// version and opset current onnx writes (onnx_versions.h says how, with an older
+// libonnx).
 //
 // Import takes the model as written: one IR node per ONNX node (no merging; CSE is
-// a separate pass), ONNX Constant nodes and initializers as constants, and every
-// node isomer does not understand (other domains, unknown operators, subgraphs,
-// forms the operator table cannot express) as an opaque node that round-trips
-// verbatim. Export writes a model that passes onnx::checker, deterministic byte for
-// byte, with the model-level facts (ModelInfo) of the source.
+// a separate pass), ONNX Constant nodes and initializers as constants (of element
+// types isomer does not compute with, such as float8 or int4: opaque Constant nodes,
+// written back as initializers), and every node isomer does not understand (other
+// domains, unknown operators, subgraphs, forms the operator table cannot express) as
+// an opaque node that round-trips verbatim. Export writes a model that passes
+// onnx::checker, deterministic byte for byte, with the model-level facts (ModelInfo)
+// of the source, at its IR version and opsets.
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
@@ -34,7 +38,8 @@ struct ImportStats {
 
 // Throws Error with one line naming the file, node and reason on bad input.
 Graph import_onnx_file(const std::string& path, const ImportOptions& opts = {}, ImportStats* stats = nullptr);
-// `base_dir`: the directory external data locations are relative to.
+// `base_dir`: the directory external data locations are relative to; "" for a model
+// without one (bytes from memory), whose external data is refused with a message.
 Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts = {},
                         ImportStats* stats = nullptr);
 
@@ -55,7 +60,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir
 // Tensor -> TensorProto (raw_data; strings as string_data). Does not set the name.
 void tensor_to_proto(const Tensor& t, onnx::TensorProto* out);
 
-// Runs onnx::checker::check_model; throws Error with the checker's message.
+// Runs libonnx's onnx::checker::check_model; throws Error with the checker's message.
+// Debian's libonnx 1.12 checks IR versions up to 8 and opsets up to 17 only; models of
+// newer versions are checked with the onnx Python package in the tests.
 void check_onnx_model(const std::string& bytes);
 // Same for a model file (also checks that its external data files exist).
 void check_onnx_file(const std::string& path);

@@ -13,9 +13,21 @@
 namespace isomer::onnx_detail {
 
 // Reads the bytes an external-data TensorProto points at (`expected_size` of them
-// unless it states a length). `base_dir` is the model's directory; a location that
-// is absolute or leaves the directory is refused.
+// unless it states a length). `base_dir` is the model's directory ("" if there is none:
+// refused); a location that is absolute or leads out of the directory (through "..",
+// or a symbolic link), and an offset or length past the file's end, are refused with
+// the tensor's name.
 std::string read_external_data(const onnx::TensorProto& t, const std::string& base_dir, size_t expected_size);
+
+// Whether isomer's Tensor holds ONNX element type `code` (the DType numbering, 1 to 16).
+// Other types (float8, int4, ... and any later one) are kept verbatim in opaque nodes.
+bool known_element_type(int32_t code);
+
+// `t` with its data inline: external data (relative to `base_dir`) read into raw_data.
+// For tensors isomer keeps verbatim, so that they do not depend on the model's directory.
+onnx::TensorProto inline_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir);
+// The same for every tensor in `node`'s attributes and subgraphs.
+void inline_external_data(onnx::NodeProto* node, const std::string& base_dir);
 
 // tensor_from_proto that moves raw_data out of `t` instead of copying it.
 Tensor take_tensor_from_proto(onnx::TensorProto* t, const std::string& base_dir);

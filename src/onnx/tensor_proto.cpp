@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
@@ -53,6 +54,37 @@ std::string typed_field_bytes(const onnx::TensorProto& t, DType dtype) {
   }
 }
 
+// The element count of `dims`, which must be non-negative and not overflow.
+int64_t checked_num_elements(const onnx::TensorProto& t) {
+  int64_t numel = 1;
+  for (int64_t d : t.dims()) {
+    require(d >= 0, tensor_label(t) + " has a negative dimension " + std::to_string(d));
+    require(!__builtin_mul_overflow(numel, d, &numel), tensor_label(t) + " has more elements than fit in 64 bits");
+  }
+  return numel;
+}
+
+// Bytes that `numel` elements of ONNX element type `code` take in raw_data (sub-byte
+// types packed, as onnx.proto specifies); nullopt for a type this build does not know
+// or a size beyond 64 bits.
+std::optional<uint64_t> raw_byte_size(int32_t code, int64_t numel) {
+  uint64_t bits = 0;
+  if (known_element_type(code) && code != static_cast<int32_t>(DType::String)) {
+    bits = 8 * dtype_size(static_cast<DType>(code));
+  } else {
+    switch (code) {
+      case 17: case 18: case 19: case 20: case 24: bits = 8; break;  // float8 variants
+      case 21: case 22: case 23: bits = 4; break;                    // uint4, int4, float4e2m1
+      case 25: case 26: bits = 2; break;                             // uint2, int2
+      case 27: case 28: bits = 6; break;                             // float6e2m3, float6e3m2
+      default: return std::nullopt;
+    }
+  }
+  uint64_t total = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), bits, &total)) return std::nullopt;
+  return (total + 7) / 8;
+}
+
 bool escapes_directory(const std::filesystem::path& location) {
   if (location.is_absolute() || location.has_root_name() || location.has_root_directory()) return true;
   for (const auto& part : location)
@@ -63,37 +95,88 @@ bool escapes_directory(const std::filesystem::path& location) {
 }  // namespace
 
 std::string read_external_data(const onnx::TensorProto& t, const std::string& base_dir, size_t expected_size) {
+  namespace fs = std::filesystem;
   std::string location;
-  int64_t offset = 0;
-  int64_t length = -1;
+  std::optional<int64_t> offset, length;
   for (const auto& entry : t.external_data()) {
-    try {
-      if (entry.key() == "location") location = entry.value();
-      else if (entry.key() == "offset") offset = std::stoll(entry.value());
-      else if (entry.key() == "length") length = std::stoll(entry.value());
-    } catch (const std::exception&) {
-      throw Error(tensor_label(t) + ": bad external data " + entry.key() + " '" + entry.value() + "'");
+    if (entry.key() != "location" && entry.key() != "offset" && entry.key() != "length") continue;  // checksum, ...
+    if (entry.key() == "location") {
+      location = entry.value();
+      continue;
     }
+    // A decimal count of bytes, as onnx and PyTorch write it; nothing else.
+    int64_t v = 0;
+    bool ok = !entry.value().empty();
+    for (char c : entry.value())
+      ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(v, 10, &v) && !__builtin_add_overflow(v, c - '0', &v);
+    require(ok, tensor_label(t) + ": external data " + entry.key() + " '" + entry.value() +
+                    "' is not a byte count");
+    (entry.key() == "offset" ? offset : length) = v;
   }
   require(!location.empty(), tensor_label(t) + " has external data without a location");
+  require(!base_dir.empty(), tensor_label(t) + " has its data in the external file '" + location +
+                                 "', but the model came without its directory (give the model's path instead)");
   require(!escapes_directory(location), tensor_label(t) + ": external data location '" + location +
                                             "' is outside the model's directory (refused)");
-  require(offset >= 0, tensor_label(t) + ": negative external data offset");
-  std::filesystem::path file = std::filesystem::path(base_dir.empty() ? "." : base_dir) / location;
+  const fs::path file = fs::path(base_dir) / location;
+  // A symbolic link may lead elsewhere: the file it names must be inside the directory too.
+  std::error_code ec;
+  const fs::path dir_real = fs::weakly_canonical(fs::path(base_dir), ec);
+  const fs::path file_real = ec ? fs::path() : fs::weakly_canonical(file, ec);
+  if (!ec) {
+    auto rel = file_real.lexically_relative(dir_real);
+    require(!rel.empty() && !escapes_directory(rel), tensor_label(t) + ": external data location '" + location +
+                                                         "' leads outside the model's directory (refused)");
+  }
   std::ifstream in(file, std::ios::binary);
-  require(in.good() && !std::filesystem::is_directory(file),
+  require(in.good() && !fs::is_directory(file),
           tensor_label(t) + ": external data file '" + file.string() + "' cannot be opened");
   in.seekg(0, std::ios::end);
   const int64_t size = static_cast<int64_t>(in.tellg());
-  if (length < 0) length = static_cast<int64_t>(expected_size);
-  require(offset <= size && length >= 0 && offset + length <= size,
+  const int64_t begin = offset.value_or(0);
+  const int64_t count = length.value_or(static_cast<int64_t>(expected_size));
+  require(begin <= size && count <= size - begin,
           tensor_label(t) + ": external data file '" + file.string() + "' has " + std::to_string(size) +
-              " bytes, tensor needs bytes " + std::to_string(offset) + ".." + std::to_string(offset + length));
-  std::string bytes(static_cast<size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  require(in.good() || length == 0, tensor_label(t) + ": reading external data file '" + file.string() + "' failed");
+              " bytes; the tensor's data would be " + std::to_string(count) + " bytes at offset " +
+              std::to_string(begin) + ", past its end");
+  std::string bytes(static_cast<size_t>(count), '\0');
+  in.seekg(begin);
+  in.read(bytes.data(), count);
+  require(in.good() || count == 0, tensor_label(t) + ": reading external data file '" + file.string() + "' failed");
   return bytes;
+}
+
+bool known_element_type(int32_t code) { return code > 0 && code <= static_cast<int32_t>(DType::BFloat16); }
+
+onnx::TensorProto inline_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir) {
+  onnx::TensorProto out = t;
+  const int64_t numel = checked_num_elements(t);
+  if (t.data_location() != onnx::TensorProto::EXTERNAL) return out;
+  const std::optional<uint64_t> size = raw_byte_size(t.data_type(), numel);
+  bool has_length = false;
+  for (const auto& e : t.external_data()) has_length = has_length || e.key() == "length";
+  require(size || has_length, tensor_label(t) + " of element type " + std::to_string(t.data_type()) +
+                                  " in external data states no length, and this build cannot compute it");
+  out.set_raw_data(read_external_data(t, base_dir, size ? *size : 0));
+  out.clear_external_data();
+  out.clear_data_location();
+  return out;
+}
+
+namespace {
+void inline_graph_external_data(onnx::GraphProto* g, const std::string& base_dir) {
+  for (auto& t : *g->mutable_initializer()) t = inline_tensor_proto(t, base_dir);
+  for (auto& n : *g->mutable_node()) inline_external_data(&n, base_dir);
+}
+}  // namespace
+
+void inline_external_data(onnx::NodeProto* node, const std::string& base_dir) {
+  for (auto& a : *node->mutable_attribute()) {
+    if (a.has_t()) *a.mutable_t() = inline_tensor_proto(a.t(), base_dir);
+    for (auto& t : *a.mutable_tensors()) t = inline_tensor_proto(t, base_dir);
+    if (a.has_g()) inline_graph_external_data(a.mutable_g(), base_dir);
+    for (auto& g : *a.mutable_graphs()) inline_graph_external_data(&g, base_dir);
+  }
 }
 
 bool tensor_type_from_proto(const onnx::TypeProto& type, TensorType* out) {
@@ -131,12 +214,10 @@ namespace {
 Tensor convert_tensor(const onnx::TensorProto& t, std::string* raw, const std::string& base_dir) {
   using namespace onnx_detail;
   const int type_code = t.data_type();
-  require(type_code > 0 && type_code <= static_cast<int>(DType::BFloat16),
-          tensor_label(t) + " has unsupported element type " + std::to_string(type_code));
+  require(known_element_type(type_code), tensor_label(t) + " has unsupported element type " + std::to_string(type_code));
   const DType dtype = static_cast<DType>(type_code);
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-  for (int64_t d : dims) require(d >= 0, tensor_label(t) + " has a negative dimension " + to_string(dims));
-  const int64_t numel = num_elements(dims);
+  const int64_t numel = checked_num_elements(t);
   const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
 
   if (dtype == DType::String) {
@@ -154,7 +235,9 @@ Tensor convert_tensor(const onnx::TensorProto& t, std::string* raw, const std::s
     return Tensor(dtype, std::move(dims), std::move(bytes));
   }
 
-  const size_t expected = static_cast<size_t>(numel) * dtype_size(dtype);
+  const std::optional<uint64_t> raw_size = raw_byte_size(type_code, numel);
+  require(raw_size.has_value(), tensor_label(t) + " has more bytes than fit in 64 bits");
+  const size_t expected = *raw_size;
   std::string bytes;
   if (external) bytes = read_external_data(t, base_dir, expected);
   else if (raw) bytes = std::move(*raw);

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
 #include "ops/emit.h"
-#include "runtime/lowering.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -56,7 +56,7 @@ struct DivFn {
 };
 struct PowFn {
   static double apply(double x, double y) { return std::pow(x, y); }
-  static int64_t apply(int64_t x, int64_t y) { return static_cast<int64_t>(std::pow(x, y)); }
+  static int64_t apply(int64_t x, int64_t y) { return checked_float_to_int<int64_t>(std::pow(x, y), "integer Pow"); }
 };
 // std::max(x, y) is (x < y ? y : x); reals have no NaN.
 struct MaxFn {
@@ -174,7 +174,7 @@ OpDef def_Add() {
   d.eval_field = exact_binary<AddFn, Fp>;
   d.eval_sym = exact_binary<AddFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Add>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -183,7 +183,7 @@ OpDef def_Sub() {
   d.eval_field = exact_binary<SubFn, Fp>;
   d.eval_sym = exact_binary<SubFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Sub>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -194,7 +194,7 @@ OpDef def_Mul() {
   d.eval_field = exact_binary<MulFn, Fp>;
   d.eval_sym = exact_binary<MulFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Mul>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -203,7 +203,7 @@ OpDef def_Div() {
   d.props.linear_in = {0};
   d.eval_sym = exact_binary<DivFn, Sym>;
   d.emit_pointwise = emit_binary<PwOp::Div>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -212,7 +212,7 @@ OpDef def_Pow() {
   d.infer = infer_pow;
   d.eval = eval_pow;
   d.emit_pointwise = emit_pow;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -225,7 +225,7 @@ OpDef def_Max() {
   d.eval = eval_variadic<MaxFn>;
   d.eval_sym = sym_variadic<MaxFn>;
   d.emit_pointwise = emit_fold<PwOp::Max>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -238,7 +238,7 @@ OpDef def_Min() {
   d.eval = eval_variadic<MinFn>;
   d.eval_sym = sym_variadic<MinFn>;
   d.emit_pointwise = emit_fold<PwOp::Min>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -248,7 +248,7 @@ OpDef def_Equal() {
   d.infer = infer_equal;
   d.eval = eval_equal;
   d.emit_pointwise = emit_binary<PwOp::Equal>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -261,7 +261,7 @@ OpDef def_Where() {
   d.infer = infer_where;
   d.eval = eval_where;
   d.emit_pointwise = emit_where;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 

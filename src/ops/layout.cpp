@@ -15,7 +15,6 @@
 #include <numeric>
 
 #include "ops/layout_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -265,7 +264,7 @@ OpDef def_Transpose() {
     if (input_rank(in, 0) >= 0) set_default(a, "perm", reversed);
     return a;
   };
-  d.lower = runtime::lower_transpose;
+  d.lower = Lowering::Transpose;
   return d;
 }
 
@@ -276,7 +275,7 @@ OpDef def_Reshape() {
   set_view_semantics<ReshapeOp>(d);
   d.onnx_import = import_reshape;
   d.onnx_export = export_reshape;
-  d.lower = runtime::lower_reshape;
+  d.lower = Lowering::Reshape;
   return d;
 }
 
@@ -286,7 +285,7 @@ OpDef def_Flatten() {
   d.infer = infer_flatten;
   set_view_semantics<FlattenOp>(d);
   d.canonical_attrs = canonical_axis_of_input0<1>;
-  d.lower = runtime::lower_reshape;
+  d.lower = Lowering::Reshape;
   return d;
 }
 
@@ -296,7 +295,7 @@ OpDef def_Squeeze() {
   set_view_semantics<SqueezeOp>(d);
   d.onnx_import = import_axes_input;
   d.onnx_export = export_squeeze;
-  d.lower = runtime::lower_reshape;
+  d.lower = Lowering::Reshape;
   return d;
 }
 
@@ -306,7 +305,7 @@ OpDef def_Unsqueeze() {
   set_view_semantics<UnsqueezeOp>(d);
   d.onnx_import = import_axes_input;
   d.onnx_export = export_unsqueeze;
-  d.lower = runtime::lower_reshape;
+  d.lower = Lowering::Reshape;
   return d;
 }
 

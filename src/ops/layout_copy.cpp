@@ -18,7 +18,6 @@
 #include <numeric>
 
 #include "ops/layout_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -389,7 +388,7 @@ OpDef def_Concat() {
   set_semantics<ConcatOp>(d);
   d.onnx_import = import_concat;
   d.canonical_attrs = canonical_axis_of_input0<0>;
-  d.lower = runtime::lower_concat;
+  d.lower = Lowering::Concat;
   return d;
 }
 
@@ -401,7 +400,7 @@ OpDef def_Split() {
   d.onnx_import = import_split;
   d.onnx_export = export_split;
   d.canonical_attrs = canonical_axis_of_input0<0>;
-  d.lower = runtime::lower_split;
+  d.lower = Lowering::Split;
   return d;
 }
 
@@ -411,7 +410,7 @@ OpDef def_Slice() {
   set_semantics<SliceOp>(d);
   d.onnx_import = import_slice;
   d.onnx_export = export_slice;
-  d.lower = runtime::lower_slice;
+  d.lower = Lowering::Slice;
   return d;
 }
 
@@ -421,7 +420,7 @@ OpDef def_Gather() {
   d.infer = infer_gather;
   set_semantics<GatherOp>(d);
   d.canonical_attrs = canonical_axis_of_input0<0>;
-  d.lower = runtime::lower_gather;
+  d.lower = Lowering::Gather;
   return d;
 }
 
@@ -432,7 +431,7 @@ OpDef def_Pad() {
   set_semantics<PadOp>(d);
   d.onnx_import = import_pad;
   d.onnx_export = export_pad;
-  d.lower = runtime::lower_pad;
+  d.lower = Lowering::Pad;
   return d;
 }
 
@@ -440,7 +439,7 @@ OpDef def_Expand() {
   OpDef d = layout_op("Expand", 2, 2, 8);
   d.infer = infer_expand;
   set_semantics<ExpandOp>(d);
-  d.lower = runtime::lower_expand;
+  d.lower = Lowering::Expand;
   return d;
 }
 

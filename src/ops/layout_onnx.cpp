@@ -143,7 +143,8 @@ std::string import_pad(OnnxForm& f, int64_t opset, GraphBuilder& b) {
     f.attrs.erase(name);
     const double value = f.attrs.get_float("value", 0.0);
     f.attrs.erase("value");
-    if (value != 0.0) f.inputs.push_back(b.constant(Tensor::from_f64(x.dtype, {}, std::vector<double>{value})));
+    if (value != 0.0)
+      f.inputs.push_back(b.constant(Tensor::from_f64(x.dtype, {}, std::vector<double>{value}, FloatToInt::Saturate)));
   }
   if (has_operand(f, 3)) {  // opset 18: pads for the listed axes only
     const Tensor* axes = f.inputs[3].constant();

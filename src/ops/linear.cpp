@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -222,11 +222,13 @@ std::vector<Tensor> eval_gemm(const EvalContext& ctx) {
   const Tensor &a = ctx.in(0), &b = ctx.in(1);
   const bool ta = ctx.attrs.get_int("transA", 0) != 0, tb = ctx.attrs.get_int("transB", 0) != 0;
   const double alpha = ctx.attrs.get_float("alpha", 1.0), beta = ctx.attrs.get_float("beta", 1.0);
-  const bool integral = alpha == std::floor(alpha) && beta == std::floor(beta);
-  if (!is_float(a.dtype()) && integral) {
+  // Integer inputs with integer scales compute exactly; other scales (fractions, or too
+  // large for int64) in double.
+  const std::optional<int64_t> int_alpha = exact_float_to_int<int64_t>(alpha);
+  const std::optional<int64_t> int_beta = exact_float_to_int<int64_t>(beta);
+  if (!is_float(a.dtype()) && int_alpha && int_beta) {
     Array<int64_t> c = ctx.has_input(2) ? i64(ctx.in(2)) : Array<int64_t>();
-    return {tensor(a.dtype(), gemm(i64(a), i64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, static_cast<int64_t>(alpha),
-                                   static_cast<int64_t>(beta)))};
+    return {tensor(a.dtype(), gemm(i64(a), i64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, *int_alpha, *int_beta))};
   }
   Array<double> c = ctx.has_input(2) ? f64(ctx.in(2)) : Array<double>();
   return {tensor(a.dtype(), gemm(f64(a), f64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, alpha, beta))};
@@ -236,7 +238,7 @@ Fp integral_field_scalar(const Attributes& attrs, const std::string& name) {
   const double v = attrs.get_float(name, 1.0);
   require(v == std::floor(v) && std::fabs(v) < 9.0e15,
           "Gemm " + name + " " + std::to_string(v) + " is not an integer; it has no field value");
-  return Fp::from_signed(static_cast<int64_t>(v));
+  return Fp::from_signed(checked_float_to_int<int64_t>(v, "Gemm " + name));
 }
 
 std::vector<FieldArray> field_gemm(const Attributes& attrs, std::span<const FieldArray> in) {
@@ -457,7 +459,7 @@ OpDef def_MatMul() {
   d.eval = eval_matmul;
   d.eval_field = exact_matmul<Fp>;
   d.eval_sym = exact_matmul<Sym>;
-  d.lower = runtime::lower_matmul;
+  d.lower = Lowering::MatMul;
   return d;
 }
 
@@ -481,7 +483,7 @@ OpDef def_Gemm() {
     set_default(a, "transB", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_gemm;
+  d.lower = Lowering::Gemm;
   return d;
 }
 
@@ -502,7 +504,7 @@ OpDef def_Conv() {
   d.canonical_attrs = [](const Attributes& a, std::span<const TensorType> in) {
     return canonical_window_attrs(a, in, true);
   };
-  d.lower = runtime::lower_conv;
+  d.lower = Lowering::Conv;
   return d;
 }
 

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "ops/kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -215,7 +214,7 @@ OpDef def_BatchNormalization() {
   d.eval = eval_batch_norm;
   d.onnx_import = import_batch_norm;
   d.onnx_export = export_batch_norm;
-  d.lower = runtime::lower_batchnorm;
+  d.lower = Lowering::BatchNorm;
   return d;
 }
 
@@ -229,7 +228,7 @@ OpDef def_LayerNormalization() {
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm;
   d.onnx_import = import_layer_norm;
-  d.lower = runtime::lower_layernorm;
+  d.lower = Lowering::LayerNorm;
   return d;
 }
 
@@ -243,7 +242,7 @@ OpDef def_Softmax() {
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
-  d.lower = runtime::lower_softmax;
+  d.lower = Lowering::Softmax;
   return d;
 }
 

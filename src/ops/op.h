@@ -87,9 +87,6 @@ struct CostEstimate;
 namespace kernels {
 struct PwProgram;
 }
-namespace runtime {
-class Compiler;
-}
 // Pointwise operators: appends the instructions that compute one element of the
 // output to a fused kernel's program (kernels/pointwise.h). `in` holds the
 // registers of the node's inputs (-1 for an omitted optional input), `constants`
@@ -100,11 +97,35 @@ class Compiler;
 // operator's fusion class.
 using EmitPointwiseFn = int (*)(kernels::PwProgram& p, const Attributes& attrs, std::span<const int> in,
                                 std::span<const Tensor* const> constants);
-// How isomer's CPU runtime runs the operator (runtime/lowering.h): adds the steps
-// for node `n` to the compiled graph and returns true, or returns false for an
-// instance it has no fast path for (the reference kernel then runs it, and
-// `isomer run --print-steps` says so).
-using LowerFn = bool (*)(runtime::Compiler& c, const Node& n);
+// How isomer's CPU runtime runs the operator: which of its lowerings
+// (runtime/lowering.h, which maps each to its function) adds the node's steps.
+// Named here, so the entry is the one place an operator's facts live, without the
+// table depending on the runtime; a lowering returns false for an instance it has
+// no fast path for (the reference kernel then runs it, and `isomer run
+// --print-steps` says so). A test fails if an entry has none.
+enum class Lowering : uint8_t {
+  None,
+  Pointwise,  // fused elementwise kernels, from emit_pointwise
+  Conv,
+  MatMul,
+  Gemm,
+  Pool,
+  Pad,
+  BatchNorm,
+  LayerNorm,
+  Softmax,
+  Reduce,
+  Concat,
+  Identity,
+  Reshape,
+  Transpose,
+  Slice,
+  Split,
+  Expand,
+  Gather,
+  ShapeOf,
+  ConstantOfShape,
+};
 
 struct OpProperties {
   bool elementwise = false;          // output[i] depends only on input[i] (after broadcasting)
@@ -139,7 +160,7 @@ struct OpDef {
   CanonicalAttrsFn canonical_attrs = nullptr;  // nullptr: attributes as written are canonical
   const CostEstimate* cost = nullptr;  // set by the cost component
   EmitPointwiseFn emit_pointwise = nullptr;  // elementwise operators: their fused form
-  LowerFn lower = nullptr;                    // the runtime's lowering (required)
+  Lowering lower = Lowering::None;            // the runtime's lowering (required)
 };
 
 // The table. find_op returns nullptr for an unknown name.

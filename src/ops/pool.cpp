@@ -9,7 +9,6 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -257,7 +256,7 @@ OpDef def_MaxPool() {
     set_default(a, "storage_order", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -279,7 +278,7 @@ OpDef def_AveragePool() {
     set_default(a, "count_include_pad", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 
@@ -292,7 +291,7 @@ OpDef def_GlobalAveragePool() {
   d.eval = eval_global_average_pool;
   d.eval_field = exact_global_average_pool<Fp>;
   d.eval_sym = exact_global_average_pool<Sym>;
-  d.lower = runtime::lower_pool;
+  d.lower = Lowering::Pool;
   return d;
 }
 

@@ -6,7 +6,6 @@
 #include "eval/sym.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -231,7 +230,7 @@ OpDef def_ReduceSum() {
     set_default(a, "noop_with_empty_axes", int64_t{0});
     return a;
   };
-  d.lower = runtime::lower_reduce;
+  d.lower = Lowering::Reduce;
   return d;
 }
 
@@ -247,7 +246,7 @@ OpDef def_ReduceMean() {
   d.eval_sym = exact_reduce_mean<Sym>;
   d.onnx_import = import_reduce_mean;
   d.onnx_export = export_reduce_mean;
-  d.lower = runtime::lower_reduce;
+  d.lower = Lowering::Reduce;
   return d;
 }
 

@@ -4,8 +4,8 @@
 // as those are static. Both have field semantics: extents are small integers.
 #include <algorithm>
 
+#include "ir/float_to_int.h"
 #include "ops/layout_kernels.h"
-#include "runtime/lowering.h"
 
 namespace isomer {
 using namespace ops;
@@ -107,7 +107,7 @@ std::vector<Tensor> eval_constant_of_shape(const EvalContext& ctx) {
 std::vector<FieldArray> field_constant_of_shape(const Attributes& attrs, std::span<const FieldArray> in) {
   const double v = fill_value(attrs).f64_at(0);
   require(v == std::floor(v) && std::fabs(v) < 9.0e15, "ConstantOfShape value is not an integer; it has no field value");
-  return {constant_of_shape(field_ints(in[0]), Fp::from_signed(static_cast<int64_t>(v)))};
+  return {constant_of_shape(field_ints(in[0]), Fp::from_signed(checked_float_to_int<int64_t>(v, "ConstantOfShape value")))};
 }
 
 std::vector<SymArray> sym_constant_of_shape(const Attributes& attrs, std::span<const SymArray> in) {
@@ -126,7 +126,7 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
-  d.lower = runtime::lower_shape_of;
+  d.lower = Lowering::ShapeOf;
   return d;
 }
 
@@ -139,7 +139,7 @@ OpDef def_ConstantOfShape() {
   d.eval = eval_constant_of_shape;
   d.eval_field = field_constant_of_shape;
   d.eval_sym = sym_constant_of_shape;
-  d.lower = runtime::lower_constant_of_shape;
+  d.lower = Lowering::ConstantOfShape;
   return d;
 }
 

@@ -10,7 +10,6 @@
 
 #include "eval/sym.h"
 #include "ops/emit.h"
-#include "runtime/lowering.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -139,7 +138,7 @@ OpDef def_Relu() {
   d.props.idempotent = true;
   d.eval_sym = sym_unary<ReluFn>;
   d.emit_pointwise = emit_unary<PwOp::Relu>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -153,7 +152,7 @@ OpDef def_LeakyRelu() {
     return a;
   };
   d.emit_pointwise = emit_leaky_relu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -168,7 +167,7 @@ OpDef transcendental(std::string_view name) {
 OpDef def_Sigmoid() {
   OpDef d = transcendental<SigmoidFn, "Sigmoid">("Sigmoid");
   d.emit_pointwise = emit_unary<PwOp::Sigmoid>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -177,7 +176,7 @@ OpDef def_HardSigmoid() {
   d.attributes = {{"alpha", "float"}, {"beta", "float"}};
   d.eval_sym = sym_unary<HardSigmoidFn>;
   d.emit_pointwise = emit_hard_sigmoid;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -185,20 +184,20 @@ OpDef def_HardSwish() {
   OpDef d = unary<HardSwishFn>("HardSwish");
   d.eval_sym = sym_unary<HardSwishFn>;
   d.emit_pointwise = emit_unary<PwOp::HardSwish>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
 OpDef def_Tanh() {
   OpDef d = transcendental<TanhFn, "Tanh">("Tanh");
   d.emit_pointwise = emit_unary<PwOp::Tanh>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 OpDef def_Erf() {
   OpDef d = transcendental<ErfFn, "Erf">("Erf");
   d.emit_pointwise = emit_unary<PwOp::Erf>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -207,32 +206,32 @@ OpDef def_Gelu() {
   d.min_opset = 20;
   d.attributes = {{"approximate", "string"}};
   d.emit_pointwise = emit_gelu;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
 OpDef def_Exp() {
   OpDef d = transcendental<ExpFn, "Exp">("Exp");
   d.emit_pointwise = emit_unary<PwOp::Exp>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 OpDef def_Log() {
   OpDef d = transcendental<LogFn, "Log">("Log");
   d.emit_pointwise = emit_unary<PwOp::Log>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 OpDef def_Sqrt() {
   OpDef d = transcendental<SqrtFn, "Sqrt">("Sqrt");
   d.emit_pointwise = emit_unary<PwOp::Sqrt>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 OpDef def_Reciprocal() {
   OpDef d = transcendental<ReciprocalFn, "Reciprocal">("Reciprocal");
   d.emit_pointwise = emit_unary<PwOp::Reciprocal>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -242,7 +241,7 @@ OpDef def_Neg() {
   d.eval_field = exact_neg<Fp>;
   d.eval_sym = exact_neg<Sym>;
   d.emit_pointwise = emit_unary<PwOp::Neg>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -251,7 +250,7 @@ OpDef def_Abs() {
   d.props.idempotent = true;
   d.eval_sym = sym_unary<AbsFn>;
   d.emit_pointwise = emit_unary<PwOp::Abs>;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -263,7 +262,7 @@ OpDef def_Identity() {
   d.props.linear_in = {0};
   d.props.shape_only = true;
   d.props.idempotent = true;
-  d.lower = runtime::lower_identity;
+  d.lower = Lowering::Identity;
   return d;
 }
 
@@ -328,7 +327,7 @@ OpDef def_Clip() {
   d.onnx_import = import_clip;
   d.onnx_export = export_clip;
   d.emit_pointwise = emit_clip;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -362,7 +361,7 @@ OpDef def_Dropout() {
   d.infer = infer_dropout;
   d.eval = eval_dropout;
   d.onnx_import = import_dropout;
-  d.lower = runtime::lower_identity;
+  d.lower = Lowering::Identity;
   return d;
 }
 
@@ -385,7 +384,9 @@ int emit_cast(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   DType to = static_cast<DType>(ctx.attrs.get_int("to"));
   const Tensor& x = ctx.in(0);
-  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64())};
+  // ONNX leaves a float out of the target's range undefined; isomer saturates, as its
+  // runtime (oneDNN) does.
+  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }
 }  // namespace
@@ -398,7 +399,7 @@ OpDef def_Cast() {
   d.infer = infer_cast;
   d.eval = eval_cast;
   d.emit_pointwise = emit_cast;
-  d.lower = runtime::lower_pointwise;
+  d.lower = Lowering::Pointwise;
   return d;
 }
 
@@ -408,12 +409,13 @@ namespace {
 
 std::string import_clip(OnnxForm& form, int64_t opset, GraphBuilder& b) {
   if (opset >= 11) return "";
-  // Opset 6: min/max attributes -> scalar inputs of the input's type.
+  // Opset 6: min/max attributes -> scalar inputs of the input's type. A bound beyond the
+  // type's range bounds nothing: saturated (the float defaults on an integer input).
   DType t = form.inputs[0].type().dtype;
   double lo = form.attrs.get_float("min", -3.4028234663852886e38);
   double hi = form.attrs.get_float("max", 3.4028234663852886e38);
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo})));
-  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi})));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{lo}, FloatToInt::Saturate)));
+  form.inputs.push_back(b.constant(Tensor::from_f64(t, {}, std::vector<double>{hi}, FloatToInt::Saturate)));
   form.attrs.erase("min");
   form.attrs.erase("max");
   return "";

@@ -30,18 +30,34 @@ std::string human_bytes(size_t n) {
   return buf;
 }
 
-// On a failed check, finds a rule whose removal makes the check pass.
-std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std::map<std::string, size_t>& fired) {
+// The rules that fired and can be switched off (not dce: a graph holds only what
+// its outputs need; not the import's constant-to-initializer), in name order.
+std::vector<std::string> switchable_rules(const std::map<std::string, size_t>& fired) {
+  std::vector<std::string> out;
+  for (const auto& [rule, count] : fired)
+    if (count > 0 && rule != "dce" && rule != "constant-to-initializer") out.push_back(rule);
+  return out;
+}
+
+// `opts` with `rules` switched off, each where it belongs (template pass or search rule).
+OptimizeOptions without_rules(const OptimizeOptions& opts, const std::vector<std::string>& rules) {
   std::vector<std::string> templates = template_rule_names();
-  for (const auto& [rule, count] : fired) {
-    if (count == 0 || rule == "dce" || rule == "constant-to-initializer") continue;  // not switchable
-    OptimizeOptions without = opts;
-    if (std::find(templates.begin(), templates.end(), rule) != templates.end())
-      without.passes.disabled.push_back(rule);
-    else
-      without.search_options.disabled.push_back(rule);
-    Graph h = rewrite_graph(g, without, nullptr);
-    if (compare_graphs(g, h, opts.check_options).status == CheckResult::Status::Passed) return rule;
+  OptimizeOptions o = opts;
+  for (const std::string& rule : rules)
+    (std::find(templates.begin(), templates.end(), rule) != templates.end() ? o.passes.disabled
+                                                                             : o.search_options.disabled)
+        .push_back(rule);
+  return o;
+}
+
+// On a failed check, finds a rule whose removal makes the check pass.
+std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std::map<std::string, size_t>& fired,
+                         Engines& engines, const ModelInputs& inputs, const CheckOptions& co) {
+  for (const std::string& rule : switchable_rules(fired)) {
+    Graph h = rewrite_graph(g, without_rules(opts, {rule}), nullptr);
+    CheckResult r = check_graphs(engines, g, h, inputs, co);
+    engines.forget(h);
+    if (r.status == CheckResult::Status::Passed) return rule;
   }
   return "";
 }
@@ -74,19 +90,30 @@ void require_finite_weights(const Graph& g) {
   }
 }
 
+Engine target_engine(const std::string& target) {
+  if (target == "isomer") return Engine::Runtime;
+  if (target == "onnxruntime") return Engine::OnnxRuntime;
+  throw Error("unknown target '" + target + "' (choose isomer or onnxruntime)");
+}
+
 Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
-                    OptimizeReport* report) {
+                    OptimizeReport* report, Graph* templates_only) {
   require(opts.search == "none" || opts.search == "templates" || opts.search == "backtrack",
           "unknown search '" + opts.search + "' (choose none, templates or backtrack)");
   if (opts.search != "backtrack" && !opts.search_options.disabled.empty())
     throw Error("cannot disable rule '" + opts.search_options.disabled[0] +
                 "': no template rule has that name (verified rules only run with --search backtrack)");
+  if (templates_only) *templates_only = g;
   if (opts.search == "none") return g;
+  auto t0 = std::chrono::steady_clock::now();
   PassStats stats;
   Graph out = simplify(g, opts.passes, &stats);
   if (applied) *applied = stats.applied;
+  if (templates_only) *templates_only = out;
+  if (report) report->phase_seconds["passes"] = seconds_since(t0);
   if (opts.search != "backtrack") return out;
 
+  auto t1 = std::chrono::steady_clock::now();
   std::vector<std::string> paths = opts.rule_paths;
   if (paths.empty()) paths.push_back(default_rules_path());
   RuleSet set = load_rule_files(paths);
@@ -108,6 +135,7 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::s
   if (report) {
     report->search_stats = sst;
     report->rules_loaded = set.rules.size();
+    report->phase_seconds["search"] = seconds_since(t1);
   }
   return out;
 }
@@ -120,8 +148,32 @@ GraphSummary summarize(const Graph& g) {
   return s;
 }
 
+namespace {
+
+// The measured or analytic cost of the original and of what is written (a
+// prediction, next to the guard's measurement).
+void price(const Graph& g, const Graph& out, const OptimizeOptions& opts, OptimizeReport& rep) {
+  std::string why;
+  if (!runtime::is_runnable(g, &why) || !runtime::is_runnable(out, &why)) {
+    rep.cost_note = why;
+    return;
+  }
+  try {
+    auto model = cost::make_cost_model(opts.cost_model, opts.cost_db, opts.cost_threads);
+    rep.cost_before_ms = model->graph_ms(g);
+    rep.cost_after_ms = model->graph_ms(out);
+    rep.cost_model = model->name();
+  } catch (const Error& e) {  // a cost is a report, never a reason to fail
+    rep.cost_note = e.what();
+    rep.cost_before_ms = rep.cost_after_ms = -1;
+  }
+}
+
+}  // namespace
+
 OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& opts) {
   if (!opts.allow_nonfinite) require_finite_weights(g);
+  const Engine target = target_engine(opts.target);
   OptimizeReport rep;
   rep.before.nodes = import_stats.onnx_nodes;
   rep.before.histogram = import_stats.onnx_histogram;
@@ -131,11 +183,90 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   rep.opaque_reasons = import_stats.opaque_reasons;
   rep.seed = opts.check_options.seed;
   rep.check_requested = opts.check;
+  rep.target = opts.target;
+  rep.threads = opts.threads;
+  for (const char* phase : {"passes", "search", "check", "guard", "cost"}) rep.phase_seconds[phase] = 0;
 
   auto t0 = std::chrono::steady_clock::now();
   rep.search = opts.search;
-  Graph out = rewrite_graph(g, opts, &rep.rules_applied, &rep);
+  std::map<std::string, size_t> fired;
+  Graph templates_only;
+  Graph out = rewrite_graph(g, opts, &fired, &rep, &templates_only);
   rep.optimize_seconds = seconds_since(t0);
+
+  // The inputs the check and the guard run both graphs on.
+  ModelInputs inputs = opts.inputs.empty()
+                           ? valid_random_inputs(g, opts.check_options.seed, opts.check_options.bindings)
+                           : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
+  rep.inputs_source = inputs.source;
+  rep.input_notes = inputs.notes;
+  EngineOptions eo;
+  eo.threads = opts.threads;
+  eo.bindings = inputs.bindings;
+  eo.allow_onnxruntime = opts.check_options.allow_onnxruntime;
+  Engines engines(eo);
+  for (const auto& [engine, factory] : opts.engine_factories) engines.set_factory(engine, factory);
+  CheckOptions co = opts.check_options;
+  co.target = target;
+  co.bindings = inputs.bindings;
+
+  if (opts.check) {
+    auto t1 = std::chrono::steady_clock::now();
+    rep.check = check_graphs(engines, g, out, inputs, co);
+    if (rep.check.status == CheckResult::Status::Failed) rep.culprit = find_culprit(g, opts, fired, engines, inputs, co);
+    rep.check_seconds = rep.phase_seconds["check"] = seconds_since(t1);
+  } else {
+    rep.check.status = CheckResult::Status::Skipped;
+    rep.check.reason = "switched off with --no-check";
+  }
+
+  std::map<std::string, size_t> written_rules = fired;
+  if (rep.check.status != CheckResult::Status::Failed) {
+    auto t2 = std::chrono::steady_clock::now();
+    // Rewrites without some rules, each with the rules that made it.
+    std::map<std::vector<std::string>, std::map<std::string, size_t>> applied_without;
+    GuardContext ctx;
+    ctx.engines = &engines;
+    ctx.inputs = &inputs;
+    ctx.rules = switchable_rules(fired);
+    ctx.rewrite = [&](const std::vector<std::string>& disabled) {
+      std::map<std::string, size_t> applied;
+      Graph h = rewrite_graph(g, without_rules(opts, disabled), &applied);
+      applied_without[disabled] = applied;
+      return h;
+    };
+    if (opts.search == "backtrack") ctx.templates_only = templates_only;
+    if (opts.check)
+      ctx.check = [&](const Graph& candidate) {
+        auto tc = std::chrono::steady_clock::now();
+        CheckResult r = check_graphs(engines, g, candidate, inputs, co);
+        rep.phase_seconds["check"] += seconds_since(tc);
+        rep.check_seconds = rep.phase_seconds["check"];
+        return r;
+      };
+    GuardOptions go = opts.guard_options;
+    go.enabled = opts.guard;
+    go.target = target;
+    const double check_before = rep.phase_seconds["check"];
+    rep.guard = run_guard(g, out, ctx, go);
+    out = rep.guard.graph;
+    if (rep.guard.kept == "original") {
+      written_rules.clear();
+    } else if (rep.guard.kept == "templates") {
+      rewrite_graph(g, [&] {
+        OptimizeOptions o = opts;
+        o.search = "templates";
+        o.search_options.disabled.clear();
+        return o;
+      }(), &written_rules);
+    } else if (rep.guard.kept == "reverted") {
+      std::vector<std::string> disabled;
+      for (const RevertedRule& r : rep.guard.reverted) disabled.push_back(r.rule);
+      written_rules = applied_without[disabled];
+    }
+    rep.phase_seconds["guard"] = seconds_since(t2) - (rep.phase_seconds["check"] - check_before);
+  }
+  rep.rules_applied = written_rules;
   // What the import already did: ONNX Constant nodes became constants (exported as
   // initializers), and nodes no output depends on were never part of the graph.
   auto constants = import_stats.onnx_histogram.find("Constant");
@@ -146,29 +277,9 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
     rep.rules_applied["dce"] += import_stats.onnx_nodes - constant_nodes - imported_ops;
   rep.after = summarize(out);
   if (opts.cost_model != "none") {
-    std::string why;
-    if (!runtime::is_runnable(g, &why) || !runtime::is_runnable(out, &why)) {
-      rep.cost_note = why;
-    } else {
-      try {
-        auto model = cost::make_cost_model(opts.cost_model, opts.cost_db, opts.cost_threads);
-        rep.cost_before_ms = model->graph_ms(g);
-        rep.cost_after_ms = model->graph_ms(out);
-        rep.cost_model = model->name();
-      } catch (const Error& e) {  // a cost is a report, never a reason to fail
-        rep.cost_note = e.what();
-      }
-    }
-  }
-
-  if (opts.check) {
-    auto t1 = std::chrono::steady_clock::now();
-    rep.check = compare_graphs(g, out, opts.check_options);
-    if (rep.check.status == CheckResult::Status::Failed) rep.culprit = find_culprit(g, opts, rep.rules_applied);
-    rep.check_seconds = seconds_since(t1);
-  } else {
-    rep.check.status = CheckResult::Status::Skipped;
-    rep.check.reason = "switched off with --no-check";
+    auto t3 = std::chrono::steady_clock::now();
+    price(g, out, opts, rep);
+    rep.phase_seconds["cost"] = seconds_since(t3);
   }
   return {std::move(out), std::move(rep)};
 }
@@ -219,6 +330,25 @@ std::string OptimizeReport::to_json() const {
   j["max_abs_error"] = check.max_abs_error;
   j["max_rel_error"] = check.max_rel_error;
   if (!culprit.empty()) j["culprit_rule"] = culprit;
+  j["inputs"] = inputs_source;
+  j["input_notes"] = input_notes;
+  j["target"] = target;
+  j["threads"] = threads;
+  auto ms_or_null = [](double ms) { return ms >= 0 ? nlohmann::ordered_json(ms) : nlohmann::ordered_json(); };
+  j["latency_before_ms"] = ms_or_null(guard.before_ms);
+  j["latency_after_ms"] = ms_or_null(guard.after_ms);
+  j["kept"] = guard.kept;
+  j["reverted"] = nlohmann::ordered_json::array();
+  for (const RevertedRule& r : guard.reverted) j["reverted"].push_back({{"rule", r.rule}, {"slowdown", r.slowdown}});
+  j["guard"] = guard.status;
+  j["guard_reason"] = guard.reason;
+  const auto& cmp = guard.comparison;
+  j["guard_ratio"] = cmp ? nlohmann::ordered_json(cmp->ratio) : nlohmann::ordered_json();
+  j["guard_noise"] = cmp ? nlohmann::ordered_json(cmp->noise) : nlohmann::ordered_json();
+  j["guard_rounds"] = cmp ? nlohmann::ordered_json(cmp->rounds) : nlohmann::ordered_json();
+  j["guard_comparisons"] = guard.comparisons;
+  j["guard_log"] = guard.log;
+  j["phase_seconds"] = phase_seconds;
   j["rules_applied"] = rules_applied;
   j["search"] = search;
   if (search == "backtrack") {
@@ -270,20 +400,51 @@ std::string OptimizeReport::to_text() const {
     out << line;
   }
   if (cost_before_ms >= 0 && cost_after_ms >= 0) {
-    std::snprintf(line, sizeof line, "time on isomer's runtime (%s cost): %.3f ms -> %.3f ms (%.2fx)\n",
+    std::snprintf(line, sizeof line, "predicted on isomer's runtime (%s cost): %.3f ms -> %.3f ms (%.2fx)\n",
                   cost_model.c_str(), cost_before_ms, cost_after_ms,
                   cost_after_ms > 0 ? cost_before_ms / cost_after_ms : 1.0);
     out << line;
   } else if (!cost_note.empty()) {
-    out << "time: not measured (" << cost_note << ")\n";
+    out << "predicted: not priced (" << cost_note << ")\n";
   }
+  out << "inputs: " << inputs_source << "\n";
+  for (const std::string& note : input_notes) out << "  " << note << "\n";
   out << "check: " << check.status_name();
   if (check.status != CheckResult::Status::Skipped) {
-    std::snprintf(line, sizeof line, " (%s, seed %llu, max abs error %.3g, max rel error %.3g)", check.method.c_str(),
-                  static_cast<unsigned long long>(seed), check.max_abs_error, check.max_rel_error);
+    std::snprintf(line, sizeof line, " (%s, max abs error %.3g, max rel error %.3g)", check.method.c_str(),
+                  check.max_abs_error, check.max_rel_error);
     out << line;
   }
   if (!check.reason.empty()) out << ": " << check.reason;
+  out << "\n";
+  const std::string engine = target == "onnxruntime" ? "ONNX Runtime" : "isomer's runtime";
+  out << "target: " << engine << ", " << (threads > 0 ? std::to_string(threads) : "all") << " threads\n";
+  out << "guard: " << guard.status;
+  if (!guard.reason.empty()) out << " (" << guard.reason << ")";
+  out << "\n";
+  for (const std::string& entry : guard.log) out << "  " << entry << "\n";
+  if (guard.before_ms >= 0 && guard.after_ms >= 0) {
+    std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine.c_str(), guard.before_ms,
+                  guard.after_ms);
+    out << line;
+    if (guard.comparison) out << " (" << guard.comparison->verdict_text() << ")";
+    out << "\n";
+  }
+  out << "kept: " << guard.kept << "\n";
+  out << "reverted:";
+  if (guard.reverted.empty()) out << " (none)";
+  for (size_t i = 0; i < guard.reverted.size(); ++i) {
+    std::snprintf(line, sizeof line, "%s %s (made it %.2fx slower)", i ? "," : "", guard.reverted[i].rule.c_str(),
+                  guard.reverted[i].slowdown);
+    out << line;
+  }
+  out << "\nphases:";
+  for (const char* phase : {"passes", "search", "check", "guard", "cost"}) {
+    auto it = phase_seconds.find(phase);
+    std::snprintf(line, sizeof line, " %s %.3f s%s", phase, it == phase_seconds.end() ? 0.0 : it->second,
+                  std::string(phase) == "cost" ? "" : ",");
+    out << line;
+  }
   out << "\n";
   return out.str();
 }

@@ -1,17 +1,25 @@
 #pragma once
-// The optimize pipeline shared by `isomer optimize` and `isomer.optimize()`:
-// simplify with the template passes, check the result against the original, and
-// report what changed. Nothing is written unless the check passed (or the user
-// switched the check off).
+// The optimize pipeline shared by `isomer optimize` and `isomer.optimize()`, in
+// phases, each timed:
+//   passes  the template passes;
+//   search  the backtracking search over verified rules (--search backtrack);
+//   check   the result against the original on the same inputs (check/compare.h);
+//   guard   the result against the original on the target engine, for speed
+//           (pipeline/guard.h): nothing slower than the input is ever written;
+//   cost    the cost model's prediction for the written graph.
+// Nothing is written unless the check passed (or the user switched it off).
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "check/compare.h"
+#include "check/engines.h"
 #include "ir/graph.h"
 #include "onnx/onnx_io.h"
 #include "passes/passes.h"
+#include "pipeline/guard.h"
 #include "search/search.h"
 
 namespace isomer {
@@ -34,7 +42,24 @@ struct OptimizeOptions {
   int cost_threads = 0;  // 0 = every core
   // Accept NaN or Inf in weight tensors (refused by default: see require_finite_weights).
   bool allow_nonfinite = false;
+  // Where the optimized model will run: "isomer" (isomer's runtime) or
+  // "onnxruntime" (ONNX Runtime, all graph optimizations). The check runs the
+  // optimized graph there and the guard times both there.
+  std::string target = "isomer";
+  int threads = 0;  // of the check's and the guard's engines; 0 = every core
+  bool guard = true;
+  GuardOptions guard_options;  // rounds, noise floor (enabled and target are set from the above)
+  // The user's inputs for the check and the guard (by input name), and where they
+  // came from; empty: valid random ones (check/inputs.h) from check_options.seed.
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  std::string inputs_source;
+  // Replace how graphs are prepared on an engine (tests: an engine on which a
+  // rewrite is slow).
+  std::map<Engine, Engines::Factory> engine_factories;
 };
+
+// "isomer" -> Engine::Runtime, "onnxruntime" -> Engine::OnnxRuntime; Error otherwise.
+Engine target_engine(const std::string& target);
 
 struct GraphSummary {
   size_t nodes = 0;
@@ -53,6 +78,13 @@ struct OptimizeReport {
   size_t rules_loaded = 0;       // backtrack only: rules read from the rule files
   double optimize_seconds = 0;
   double check_seconds = 0;
+  // Wall time of each phase: passes, search, check, guard, cost.
+  std::map<std::string, double> phase_seconds;
+  std::string target;  // "isomer" or "onnxruntime"
+  int threads = 0;     // of the check's and the guard's engines (0: every core)
+  std::string inputs_source;             // where the check's and the guard's inputs came from
+  std::vector<std::string> input_notes;  // how constrained inputs were drawn
+  GuardResult guard;
   bool check_requested = true;
   CheckResult check;
   uint64_t seed = 0;
@@ -79,12 +111,16 @@ void require_finite_weights(const Graph& g);
 
 // The rewriting part of the pipeline (simplify, then the search opts.search names);
 // what fired goes to `applied`. Rule names in opts.passes.disabled or
-// opts.search_options.disabled are left out.
+// opts.search_options.disabled are left out. `templates_only` gets the graph after
+// the template passes (before the search); `report` gets the phases' times and
+// the search's statistics.
 Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
-                    OptimizeReport* report = nullptr);
+                    OptimizeReport* report = nullptr, Graph* templates_only = nullptr);
 
 // Optimizes an imported graph. `import_stats` describes the source model (its node
-// counts as written). Never throws on a failed check: the report says so.
+// counts as written). Never throws on a failed check: the report says so. The
+// returned graph is what the guard kept; the report's rules_applied are those
+// that made it.
 OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& opts);
 
 // Imports `in_path`, optimizes, and writes `out_path` only if the check passed (or

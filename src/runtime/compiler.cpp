@@ -462,9 +462,9 @@ void Compiler::lower_node(const Node& n) {
   }
   std::vector<TensorType> types = concrete_types(n);
   bool ok = try_fold(n, types);
-  if (!ok && n.op()->lower) {
+  if (LowerFn lower = ok ? nullptr : lowering_of(n.op()->lower)) {
     try {
-      ok = n.op()->lower(*this, n);
+      ok = lower(*this, n);
     } catch (const dnnl::error&) {
       // oneDNN has no implementation for this instance: fall back (steps added
       // for a failed attempt only convert layouts and stay harmless).

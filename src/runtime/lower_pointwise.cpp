@@ -68,8 +68,9 @@ struct Planner {
   std::vector<const Node*> nodes;
   std::set<const Node*> members;
   std::unordered_set<Value, ValueHash> sink_only;  // values of a type that cannot be read inside the group
+  Value seed;  // a value the group reads as its own (an epilogue's product), if any
 
-  bool in_group(const Value& v) const { return v.present() && members.count(v.node.get()); }
+  bool in_group(const Value& v) const { return v.present() && (members.count(v.node.get()) || v == seed); }
 
   // Dims of an input to a candidate: the group's for group values, else those of
   // the lowered value; nullopt if it is not available without the group.
@@ -131,6 +132,8 @@ struct Planner {
   }
 
   void grow() {
+    if (seed.present())
+      for (const auto& [m, k] : c.consumers(seed)) try_add(m, 2);
     for (size_t i = 0; i < nodes.size() && nodes.size() < kMaxNodes; ++i) {
       const Value out = nodes[i]->output(0);
       if (sink_only.count(out)) continue;
@@ -194,12 +197,32 @@ bool is_blocked(const RtValue& v) {
 
 }  // namespace
 
+std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims) {
+  if (!c.opts().fuse || c.is_output(v)) return {};
+  Planner plan{c, Domain::Float, dims, {}, {}, {}, v};
+  plan.grow();
+  auto release = [&] {
+    for (const Node* m : plan.nodes) c.set_pending(*m, false);
+  };
+  // One result: the last node's value; v and every other value read only inside.
+  bool ok = !plan.nodes.empty() && plan.sink_only.empty();
+  for (const auto& [user, k] : c.consumers(v)) ok = ok && plan.members.count(user);
+  for (size_t i = 0; ok && i + 1 < plan.nodes.size(); ++i) {
+    const Value out = plan.nodes[i]->output(0);
+    ok = !c.is_output(out);
+    for (const auto& [user, k] : c.consumers(out)) ok = ok && plan.members.count(user);
+  }
+  ok = ok && plan.nodes.back()->output_types()[0].dtype == DType::Float32;
+  release();
+  return ok ? plan.nodes : std::vector<const Node*>{};
+}
+
 bool lower_pointwise(Compiler& c, const Node& n) {
   if (!pointwise(n)) return false;
   const Domain domain = domain_of(c, n);
   if (domain == Domain::None) return false;
   const std::vector<TensorType> types = c.concrete_types(n);  // lowers n's inputs
-  Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}};
+  Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}, {}};
   plan.nodes.push_back(&n);
   plan.members.insert(&n);
   if (!internal(domain, types[0].dtype)) plan.sink_only.insert(n.output(0));

@@ -1,16 +1,18 @@
 #pragma once
 // The runtime's lowerings: how each operator of the table runs on isomer's CPU
-// runtime. An operator's entry names its lowering in `OpDef::lower` (ops/op.h);
-// this header only declares them, so the operator table does not depend on
-// oneDNN. Each returns false for an instance it has no fast path for (the
-// reference kernel runs it then, and `isomer run --print-steps` marks that step).
-namespace isomer {
-class Node;
-}
+// runtime. An operator's entry names its lowering (`OpDef::lower`, an
+// isomer::Lowering); lowering_of maps the name to the function. Each returns false
+// for an instance it has no fast path for (the reference kernel runs it then, and
+// `isomer run --print-steps` marks that step).
+#include "ops/op.h"
 
 namespace isomer::runtime {
 
 class Compiler;
+using LowerFn = bool (*)(Compiler& c, const Node& n);
+
+// The function of a lowering; nullptr for Lowering::None.
+LowerFn lowering_of(Lowering l);
 
 // oneDNN contractions and their fused epilogues (lower_compute.cpp).
 bool lower_conv(Compiler& c, const Node& n);

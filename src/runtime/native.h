@@ -21,6 +21,13 @@ void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::ve
 // blocked.
 kernels::StridedRef strided_ref(Compiler& c, int id, const std::vector<int64_t>& dims);
 
+// The elementwise nodes after value `v` (float32, of `dims`: a contraction's
+// product being lowered) that can run as one epilogue on it: grown from v's
+// consumers as a fused pointwise kernel is (a DAG, not only a chain), in
+// topological order, ending in the one value the rest of the graph reads; v and
+// every other value in it are read only inside. Empty if there is none.
+std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims);
+
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 

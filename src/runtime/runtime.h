@@ -29,6 +29,9 @@ struct RuntimeOptions {
   // by node, in a helper process (runtime/delegate.h); false: they make the graph
   // not runnable.
   bool delegate_opaque = true;
+  // Matmuls with constant weights on isomer's packed-weights GEMM where it is the
+  // faster kernel (CPUs without AVX-512, see kernels/gemm.h); false: oneDNN's.
+  bool packed_gemm = true;
 };
 
 // One step of a compiled graph, as the cost model sees it.

@@ -10,6 +10,7 @@
 
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -106,7 +107,8 @@ FieldVerifyResult field_verify(const Rule& rule, const FieldVerifyOptions& optio
         return finish({Verdict::Kind::Unknown, 0, 0, 0, -1, "needs Z3 (no field semantics for " + *op + ")"});
     int64_t d = std::max<int64_t>({degree_bound(src), degree_bound(tgt), 1});
     double bits_per_trial = log2_p - std::log2(static_cast<double>(d));
-    int trials = std::max(options.min_trials, static_cast<int>(std::ceil(options.target_bits / bits_per_trial)));
+    int trials = std::max(options.min_trials,
+                          saturate_float_to_int<int>(std::ceil(options.target_bits / bits_per_trial), "trial count"));
     Rng rng{options.seed + 0x9e37 * k};
     for (int t = 0; t < trials; ++t) {
       std::vector<FieldArray> inputs;
@@ -141,7 +143,7 @@ FieldVerifyResult field_verify(const Rule& rule, const FieldVerifyOptions& optio
         }
       }
     }
-    int bits = static_cast<int>(std::floor(trials * bits_per_trial));
+    int bits = saturate_float_to_int<int>(std::floor(trials * bits_per_trial), "bits of confidence");
     if (bits < worst_bits) {
       worst_bits = bits;
       trials_used = trials;

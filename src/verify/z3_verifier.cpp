@@ -15,6 +15,7 @@
 #include "eval/evaluator.h"
 #include "eval/sym.h"
 #include "ir/error.h"
+#include "ir/float_to_int.h"
 
 namespace isomer {
 namespace {
@@ -316,7 +317,7 @@ Z3VerifyResult z3_verify(const Rule& rule, const Z3VerifyOptions& options) {
       ++result.solver_calls;
       z3::solver solver(ctx);
       z3::params p(ctx);
-      p.set("timeout", static_cast<unsigned>(std::max(1.0, std::ceil(left_s * 1000))));
+      p.set("timeout", saturate_float_to_int<unsigned>(std::max(1.0, std::ceil(left_s * 1000)), "z3 timeout"));
       if (options.rlimit) p.set("rlimit", options.rlimit);
       solver.set(p);
       solver.add(z3::mk_or(differs));

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/error.h"
 #include "ir/text.h"
@@ -51,6 +52,102 @@ TEST(BadInput, ConvWithoutKernelShape) {
   Graph g = parse_graph("graph g(%x: f32[1,1,3,3]) {\n  %w = const f32[1,1,1,1] {1}\n  %0 = Conv(%x, %w)\n"
                         "  return %0\n}\n");
   EXPECT_EQ(g.num_ops(), 1u);
+}
+
+// Found by fuzz_onnx_import (UBSan: "-3.40282e+38 is outside the range of
+// representable values of type 'long'" at ir/tensor.cpp:119). Fixed. Was: a Clip of
+// opset 6 on an int8 input with its default bounds; the opset-6 adapter
+// (ops/unary.cpp, import_clip) made the bounds -3.4e38 and 3.4e38 int8 constants
+// through Tensor::from_f64, which cast them to int64: undefined. Every float-to-integer
+// conversion of untrusted data now goes through ir/float_to_int.h; Clip's bounds
+// saturate to the type's range (a bound beyond it bounds nothing), and the node
+// imports as a native Clip(x, -128, 127).
+TEST(BadInput, ClipOpset6OnInt8WithDefaultBounds) {
+  onnx::ModelProto model;
+  model.set_ir_version(3);
+  model.add_opset_import()->set_version(6);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT8);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  };
+  declare(g->add_input(), "x");
+  declare(g->add_output(), "y");
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Clip");
+  node->add_input("x");
+  node->add_output("y");
+  Graph imported = import_onnx_bytes(model.SerializeAsString(), ".");
+  const Node& clip = *imported.outputs()[0].node;
+  ASSERT_EQ(clip.op_type(), "Clip");
+  ASSERT_EQ(clip.inputs().size(), 3u);
+  EXPECT_EQ(clip.inputs()[1].constant()->to_i64(), std::vector<int64_t>{-128});
+  EXPECT_EQ(clip.inputs()[2].constant()->to_i64(), std::vector<int64_t>{127});
+  (void)export_onnx_bytes(imported);
+}
+
+// Found by fuzz_onnx_import (ASan: SEGV in onnx::convPoolShapeInference, libonnx 1.12),
+// from test_basic_conv_with_padding with the input's rank cut to 3. Fixed. Was: a Conv
+// without kernel_shape whose weight has rank 4 and input rank 3; libonnx takes the
+// kernel's dims from the weight and indexes the input's per-axis attributes with them,
+// past their end, in the importer's shape inference and again when it asks whether
+// ONNX accepts the node. The importer now writes kernel_shape out from the weight's
+// dims first (import.cpp, make_safe_for_libonnx), which libonnx checks.
+TEST(BadInput, ConvWeightOfAnotherRankThanItsInput) {
+  onnx::ModelProto model;
+  model.set_ir_version(6);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  declare(g->add_input(), "x", {1, 5, 5});
+  declare(g->add_input(), "W", {1, 1, 3, 3});
+  declare(g->add_output(), "y", {1, 1, 5, 5});
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Conv");
+  node->add_input("x");
+  node->add_input("W");
+  node->add_output("y");
+  try {
+    import_onnx_bytes(model.SerializeAsString(), ".");
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match input"), std::string::npos) << e.what();
+  }
+}
+
+// Found by fuzz_onnx_import (ASan: FPE in onnx::convPoolShapeInference, libonnx 1.12).
+// Fixed. Was: a Conv with strides [0, 2]; libonnx divides by the stride without
+// checking it. Non-positive strides, dilations and kernel dims now keep the node from
+// libonnx's shape inference; isomer's own shape rule refuses it.
+TEST(BadInput, ConvWithZeroStride) {
+  onnx::ModelProto model;
+  model.set_ir_version(6);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  auto declare = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  declare(g->add_input(), "x", {1, 1, 5, 5});
+  declare(g->add_input(), "W", {1, 1, 3, 3});
+  declare(g->add_output(), "y", {1, 1, 3, 2});
+  onnx::NodeProto* node = g->add_node();
+  node->set_op_type("Conv");
+  node->add_input("x");
+  node->add_input("W");
+  node->add_output("y");
+  onnx::AttributeProto* strides = node->add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(0);
+  strides->add_ints(2);
+  EXPECT_THROW(import_onnx_bytes(model.SerializeAsString(), "."), Error);
 }
 
 // Corrupt bytes give an Error, whatever they are (a few fixed shapes of corruption;

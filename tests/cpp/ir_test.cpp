@@ -84,7 +84,7 @@ TEST(OpTable, EveryEntryIsComplete) {
   for (const OpDef* op : all_ops()) {
     EXPECT_NE(op->infer, nullptr) << op->name;
     EXPECT_NE(op->eval, nullptr) << op->name;
-    EXPECT_NE(op->lower, nullptr) << op->name << " has no runtime lowering";
+    EXPECT_NE(op->lower, Lowering::None) << op->name << " has no runtime lowering";
     EXPECT_EQ(find_op(op->name), op);
   }
   EXPECT_EQ(find_op("NoSuchOp"), nullptr);

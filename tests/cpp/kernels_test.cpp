@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/copy.h"
+#include "kernels/gemm.h"
 #include "kernels/pointwise.h"
 #include "kernels/rows.h"
 #include "kernels/vmath.h"
@@ -203,6 +204,37 @@ TEST(Copy, StridedTransposeBroadcastAndGather) {
   idx[1] = 4;
   EXPECT_FALSE(gather_axis(8, e.data(), 1, 4, 3, idx.data(), 8, 3, g.data(), &bad));
   EXPECT_EQ(bad, 4);
+}
+
+TEST(Gemm, PackedWeightsWithAnEpilogue) {
+  // Shapes with row and column tails; the epilogue adds a per-column bias, applies
+  // Relu and adds a residual of C's shape: y = relu(a b + bias) + r.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto [M, K, N] : {std::tuple{13, 37, 41}, std::tuple{1, 64, 16}, std::tuple{6, 5, 100}}) {
+    std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)),
+        r(static_cast<size_t>(M * N)), c(static_cast<size_t>(M * N)), bt(b.size());
+    for (float* v : {a.data(), b.data(), bias.data(), r.data()})
+      for (size_t i = 0; i < (v == a.data() ? a.size() : v == b.data() ? b.size() : v == bias.data() ? bias.size() : r.size()); ++i)
+        v[i] = u(rng);
+    for (int k = 0; k < K; ++k)
+      for (int n = 0; n < N; ++n) bt[static_cast<size_t>(n * K + k)] = b[static_cast<size_t>(k * N + n)];
+    GemmEpilogue e;
+    e.program.num_inputs = e.program.num_regs = 3;
+    e.program.results = {e.program.emit(PwOp::Add, e.program.emit(PwOp::Relu, e.program.emit(PwOp::Add, 0, 1)), 2)};
+    e.operands = {ref(bias.data(), DType::Float32, {0, 1}), ref(r.data(), DType::Float32, {N, 1})};
+    for (bool transposed : {false, true}) {
+      PackedB p = transposed ? pack_b(bt.data(), K, N, K, true) : pack_b(b.data(), K, N, N);
+      gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double s = bias[static_cast<size_t>(n)];
+          for (int k = 0; k < K; ++k) s += double(a[static_cast<size_t>(m * K + k)]) * b[static_cast<size_t>(k * N + n)];
+          const double want = std::max(s, 0.0) + r[static_cast<size_t>(m * N + n)];
+          ASSERT_NEAR(c[static_cast<size_t>(m * N + n)], want, 1e-4) << M << "x" << K << "x" << N << " at " << m << "," << n;
+        }
+    }
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
-#include "check/compare.h"
+#include "bridge/bridge.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
@@ -57,7 +57,7 @@ Graph relu_cumsum_neg(const std::string& batch, const ImportOptions& io = {}) {
 // Starts the helper, or skips the test with the reason.
 #define REQUIRE_ONNXRUNTIME()                                 \
   try {                                                       \
-    runtime::OrtWorker::get();                                \
+    bridge::OrtBridge::shared();                              \
   } catch (const Error& e) {                                  \
     GTEST_SKIP() << e.what();                                 \
   }
@@ -105,22 +105,22 @@ TEST(RuntimeDelegate, ProfilingAndSignaturesCoverDelegatedSteps) {
 
 TEST(RuntimeDelegate, OutputsOfAnotherShapeThanPlannedAreAnErrorAndTheHelperStaysInStep) {
   REQUIRE_ONNXRUNTIME();
-  auto worker = runtime::OrtWorker::get();
+  auto ort = bridge::OrtBridge::shared();
   const std::string model = export_onnx_bytes(relu_cumsum_neg("2"));
   const TensorType f23{DType::Float32, make_shape({2, 3})};
-  std::vector<std::vector<TensorType>> probes;
-  int id = worker->load(model, 1, {f23}, &probes);
-  ASSERT_EQ(probes.size(), 3u);  // zeros, ones, distinct values: all [2,3]
-  for (const auto& p : probes) EXPECT_EQ(p, std::vector<TensorType>{f23});
+  const std::vector<TensorType> probe_inputs = {f23};
+  bridge::Session s = ort->load_bytes(model, {.threads = 1, .spinning = false}, &probe_inputs);
+  ASSERT_EQ(s.probes.size(), 3u);  // zeros, ones, distinct values: all [2,3]
+  for (const auto& p : s.probes) EXPECT_EQ(p, std::vector<TensorType>{f23});
   std::vector<float> x = {1, -2, 3, -4, 5, 6}, y(6, 0.f), wrong(6, 0.f);
   auto buffer = [](std::vector<float>& v, std::vector<int64_t> dims) {
-    return runtime::OrtWorker::Buffer{DType::Float32, std::move(dims), reinterpret_cast<char*>(v.data()),
-                                      v.size() * sizeof(float)};
+    return bridge::Buffer{DType::Float32, std::move(dims), reinterpret_cast<char*>(v.data()), v.size() * sizeof(float)};
   };
-  EXPECT_THROW(worker->run(id, {buffer(x, {2, 3})}, {buffer(wrong, {3, 2})}, "test"), runtime::DelegatedShapeError);
+  EXPECT_NE(ort->run_into(s.id, {buffer(x, {2, 3})}, {buffer(wrong, {3, 2})}), "");
   EXPECT_EQ(wrong, std::vector<float>(6, 0.f));  // nothing written where the plan was wrong
-  worker->run(id, {buffer(x, {2, 3})}, {buffer(y, {2, 3})}, "test");
+  EXPECT_EQ(ort->run_into(s.id, {buffer(x, {2, 3})}, {buffer(y, {2, 3})}), "");
   EXPECT_EQ(y, (std::vector<float>{-1, -1, -4, 0, -5, -11}));  // -cumsum(relu(x)) along each row
+  ort->free(s.id);
 }
 
 TEST(RuntimeDelegate, WithoutDelegationOpaqueNodesAreNotRunnable) {

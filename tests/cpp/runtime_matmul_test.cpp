@@ -21,7 +21,9 @@ Tensor random_weights(std::vector<int64_t> dims, uint64_t seed) {
   return Tensor::from_f64(DType::Float32, std::move(dims), v);
 }
 
-std::vector<runtime::StepInfo> check(const Graph& g) {
+// Runs g fused and unfused against the reference; returns the fused steps.
+// packed_gemm false: oneDNN's matmul, which these tests are about on any CPU.
+std::vector<runtime::StepInfo> check(const Graph& g, bool packed_gemm = false) {
   std::vector<Tensor> inputs = random_inputs(g, 11);
   std::vector<Tensor> want = evaluate(g, inputs);
   std::vector<runtime::StepInfo> steps;
@@ -29,6 +31,7 @@ std::vector<runtime::StepInfo> check(const Graph& g) {
     runtime::RuntimeOptions o;
     o.threads = 1;
     o.fuse = fuse;
+    o.packed_gemm = packed_gemm;
     auto exe = runtime::compile(g, o);
     CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
     EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
@@ -75,6 +78,60 @@ TEST(RuntimeMatmul, BatchedInputWithConstantWeightsRunsAsOne2DMatmul) {
   EXPECT_EQ(copies, 1u);
   EXPECT_EQ(steps.size(), 3u);
   EXPECT_NE(mm[1]->signature.find("+sum"), std::string::npos) << mm[1]->signature;
+}
+
+TEST(RuntimeMatmul, PackedGemmRunsTheSameFusionsAsOneEpilogue) {
+  // On CPUs without AVX-512 the same FFN runs on isomer's packed-weights GEMM:
+  // bias, activation, the residual and a gate are one epilogue per matmul, the
+  // residual read where it is (no copy).
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 13, 32})});
+  Value h = b.op1("MatMul", {x, b.constant(random_weights({32, 70}, 1))});
+  h = b.op1("Relu", {b.op1("Add", {h, b.constant(random_weights({70}, 2))})});
+  Value y = b.op1("MatMul", {h, b.constant(random_weights({1, 70, 32}, 3))});
+  y = b.op1("Add", {b.op1("Add", {b.constant(random_weights({32}, 4)), y}), x});
+  Value gate = b.input("gate", {DType::Float32, make_shape({26, 5})});
+  Value z = b.op1("Mul", {b.op1("Sigmoid", {b.op1("Gemm", {gate, b.constant(random_weights({5, 5}, 5)),
+                                                            b.constant(random_weights({26, 5}, 6))})}),
+                          gate});
+  Graph g = b.finish({y, z}, {"y", "z"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 3u);
+  for (const runtime::StepInfo* s : mm) EXPECT_EQ(s->signature.rfind("gemm-packed", 0), 0u) << s->signature;
+  EXPECT_EQ(steps.size(), 3u);  // no copies, no separate elementwise steps
+  EXPECT_EQ(mm[2]->ops, (std::vector<std::string>{"Gemm", "Sigmoid", "Mul"}));
+}
+
+TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
+  // Attention with grouped keys: q [2, 4, 5, 8] against k [2, 1, 8, 7] (one key
+  // head broadcast over 4 query heads, read through a transposed view), scaled and
+  // masked by a [5, 7] mask broadcast over batch and heads: one step, the scale
+  // and the mask in its epilogue; then P V with V a strided view.
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value q = b.input("q", {DType::Float32, make_shape({2, 4, 5, 8})});
+  Value kt = b.op1("Transpose", {b.input("k", {DType::Float32, make_shape({2, 1, 7, 8})})},
+                   {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Value s = b.op1("Mul", {b.op1("MatMul", {q, kt}), b.constant(Tensor::scalar_f32(0.35f))});
+  Value mask = b.input("mask", {DType::Float32, make_shape({5, 7})});
+  Value p = b.op1("Softmax", {b.op1("Add", {s, mask})}, {{"axis", int64_t{-1}}});
+  Value v = b.op1("Transpose", {b.input("v", {DType::Float32, make_shape({2, 7, 4, 6})})},
+                  {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  // The heads go back next to each other: P V is written in that layout, so the
+  // Transpose and the Reshape after it are views.
+  Value o = b.op1("Transpose", {b.op1("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value merged = b.op1("Reshape", {o, b.constant(Tensor::vector_i64({2, 5, 24}))});
+  Graph g = b.finish({b.op1("Relu", {merged})}, {"o"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  for (const runtime::StepInfo* st : mm) EXPECT_EQ(st->signature.rfind("gemm-batched", 0), 0u) << st->signature;
+  EXPECT_EQ(mm[0]->ops, (std::vector<std::string>{"MatMul", "Mul", "Add"}));
+  EXPECT_EQ(steps.size(), 4u);  // the two products, the softmax, the Relu: no copies of the views
 }
 
 TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {

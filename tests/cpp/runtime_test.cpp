@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "runtime/npz.h"
+#include "runtime/lowering.h"
 #include "runtime/runtime.h"
 
 namespace isomer {
@@ -124,6 +125,7 @@ TEST(Runtime, BroadcastOperandsAreBinaryPostOps) {
   EXPECT_EQ(count(kinds, "reference"), 0u);
   runtime::RuntimeOptions o;
   o.threads = 1;
+  o.packed_gemm = false;  // oneDNN's post-ops, which this test is about, on any CPU
   auto exe = runtime::compile(g, o);
   for (const runtime::StepInfo& st : exe->steps()) {
     EXPECT_EQ(st.signature.find("impl ref"), std::string::npos) << st.signature;
@@ -153,6 +155,10 @@ TEST(Runtime, DenseBlockConcatenationsShareOneBufferAndBatchNormTakesTheRelu) {
   EXPECT_EQ(count(kinds, "concat") + count(kinds, "copy"), 0u);
   EXPECT_EQ(count(kinds, "batchnorm"), 3u);
   EXPECT_EQ(count(kinds, "pointwise"), 0u);  // the Relus ride along
+}
+
+TEST(Runtime, EveryOperatorsLoweringHasAFunction) {
+  for (const OpDef* op : all_ops()) EXPECT_NE(runtime::lowering_of(op->lower), nullptr) << op->name;
 }
 
 TEST(Runtime, PoolsAndConcat) {

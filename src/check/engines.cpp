@@ -1,0 +1,140 @@
+#include "check/engines.h"
+
+#include "bridge/bridge.h"
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+
+std::string engine_name(Engine e) {
+  switch (e) {
+    case Engine::Runtime: return "isomer's runtime";
+    case Engine::OnnxRuntime: return "ONNX Runtime";
+    case Engine::OnnxRuntimePlain: return "ONNX Runtime (optimizations off)";
+    case Engine::Reference: return "reference evaluator";
+  }
+  return "?";
+}
+
+namespace {
+
+class RuntimePrepared : public Prepared {
+ public:
+  explicit RuntimePrepared(std::unique_ptr<runtime::Executable> exe) : exe_(std::move(exe)) {}
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override { return exe_->run(inputs); }
+  std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
+    return runtime::benchmark(*exe_, inputs, warmup, repeats).ms;
+  }
+
+ private:
+  std::unique_ptr<runtime::Executable> exe_;
+};
+
+class OrtPrepared : public Prepared {
+ public:
+  OrtPrepared(std::shared_ptr<bridge::OrtBridge> ort, bridge::Session s, std::vector<std::string> input_names)
+      : ort_(std::move(ort)), s_(std::move(s)), names_(std::move(input_names)) {}
+  ~OrtPrepared() override {
+    try {
+      ort_->free(s_.id);
+    } catch (const Error&) {  // the helper is gone: nothing left to free
+    }
+  }
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    std::vector<Tensor> out;
+    for (auto& [name, t] : ort_->run(s_.id, named(inputs))) out.push_back(std::move(t));
+    return out;
+  }
+  std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
+    return ort_->time(s_.id, named(inputs), warmup, repeats);
+  }
+
+ private:
+  bridge::NamedTensors named(const std::vector<Tensor>& inputs) const {
+    bridge::NamedTensors n;
+    for (size_t i = 0; i < inputs.size() && i < names_.size(); ++i) n.emplace_back(names_[i], inputs[i]);
+    return n;
+  }
+  std::shared_ptr<bridge::OrtBridge> ort_;
+  bridge::Session s_;
+  std::vector<std::string> names_;
+};
+
+class ReferencePrepared : public Prepared {
+ public:
+  explicit ReferencePrepared(Graph g) : g_(std::move(g)) {}
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override { return evaluate(g_, inputs); }
+  std::vector<double> time(const std::vector<Tensor>&, int, int) override {
+    throw Error("the reference evaluator is not timed");
+  }
+
+ private:
+  Graph g_;
+};
+
+}  // namespace
+
+std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions& opts) {
+  switch (e) {
+    case Engine::Runtime: {
+      runtime::RuntimeOptions ro;
+      ro.threads = opts.threads;
+      ro.bindings = opts.bindings;
+      ro.delegate_opaque = opts.allow_onnxruntime;
+      std::string why;
+      require(runtime::is_runnable(g, &why, ro), why);
+      return std::make_unique<RuntimePrepared>(runtime::compile(g, ro));
+    }
+    case Engine::OnnxRuntime:
+    case Engine::OnnxRuntimePlain: {
+      require(opts.allow_onnxruntime, "ONNX Runtime is switched off");
+      auto ort = bridge::OrtBridge::shared();
+      bridge::SessionOptions so;
+      so.threads = opts.threads > 0 ? opts.threads : runtime::hardware_threads();
+      so.optimization = e == Engine::OnnxRuntime ? "all" : "none";
+      // The plain session only gives reference outputs; its threads must not spin
+      // while isomer's runtime is being timed.
+      so.spinning = e == Engine::OnnxRuntime;
+      std::vector<std::string> names;
+      for (const NodePtr& in : g.inputs()) names.push_back(in->name());
+      std::string bytes = export_onnx_bytes(g);
+      try {
+        return std::make_unique<OrtPrepared>(ort, ort->load_bytes(bytes, so), std::move(names));
+      } catch (const bridge::OrtError& e) {
+        throw Error("ONNX Runtime " + ort->version() + " refuses the model: " + e.what());
+      }
+    }
+    case Engine::Reference: {
+      std::string why;
+      require(is_evaluable(g, &why), why);
+      return std::make_unique<ReferencePrepared>(g);
+    }
+  }
+  throw Error("unknown engine");
+}
+
+Prepared* Engines::get(const Graph& g, Engine e, std::string* why) {
+  for (Entry& entry : entries_)
+    if (entry.engine == e && same_graph(entry.graph, g)) {
+      if (why) *why = entry.why;
+      return entry.prepared.get();
+    }
+  Entry entry{g, e, nullptr, ""};
+  try {
+    auto f = factories_.find(e);
+    entry.prepared = f != factories_.end() ? f->second(g, opts_) : prepare(g, e, opts_);
+  } catch (const Error& err) {
+    entry.why = err.what();
+  }
+  if (why) *why = entry.why;
+  entries_.push_back(std::move(entry));
+  return entries_.back().prepared.get();
+}
+
+void Engines::forget(const Graph& g) {
+  std::erase_if(entries_, [&](const Entry& e) { return same_graph(e.graph, g); });
+}
+
+}  // namespace isomer

@@ -1,0 +1,75 @@
+#pragma once
+// The engines a graph runs on for the check and the never-slower guard:
+//   Runtime           isomer's CPU runtime (runtime::compile), in this process;
+//   OnnxRuntime       ONNX Runtime with all graph optimizations, as a user deploys
+//                     it (through the bridge, bridge/bridge.h);
+//   OnnxRuntimePlain  ONNX Runtime with graph optimizations off: the model as written;
+//   Reference         isomer's reference evaluator: exact, slow, never timed.
+// Engines keeps what it prepared (compiled executables, sessions), so that the
+// check and the guard, which run the same graphs, prepare each only once.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace isomer {
+
+enum class Engine { Runtime, OnnxRuntime, OnnxRuntimePlain, Reference };
+
+// "isomer's runtime", "ONNX Runtime", "ONNX Runtime (optimizations off)", "reference evaluator".
+std::string engine_name(Engine e);
+
+// One graph made ready to run on one engine.
+class Prepared {
+ public:
+  virtual ~Prepared() = default;
+  // Outputs in the graph's order; throws Error when the engine cannot run it on these inputs.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // Milliseconds of each of `repeats` runs after `warmup` untimed ones.
+  virtual std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) = 0;
+
+  // Set once the graph has run here (its first run pays for first-touch page
+  // faults and lazy initialization; a timing needs no warm-up after that).
+  bool warm = false;
+};
+
+struct EngineOptions {
+  int threads = 0;                          // 0 = every core
+  std::map<std::string, int64_t> bindings;  // extents of symbolic input dims
+  bool allow_onnxruntime = true;            // false: no ONNX Runtime, not even for delegation
+};
+
+class Engines {
+ public:
+  using Factory = std::function<std::unique_ptr<Prepared>(const Graph&, const EngineOptions&)>;
+
+  explicit Engines(EngineOptions opts = {}) : opts_(std::move(opts)) {}
+  // `g` prepared on `e` (the first call prepares it); nullptr when it cannot run
+  // there, with the reason in `why`.
+  Prepared* get(const Graph& g, Engine e, std::string* why = nullptr);
+  // Replaces how graphs are prepared on `e`. Tests use it for an engine on which
+  // some rewrite is slow.
+  void set_factory(Engine e, Factory f) { factories_[e] = std::move(f); }
+  // Drops what was prepared for `g` (it will not run again).
+  void forget(const Graph& g);
+  const EngineOptions& options() const { return opts_; }
+
+ private:
+  struct Entry {
+    Graph graph;
+    Engine engine;
+    std::unique_ptr<Prepared> prepared;  // null: cannot run there, see why
+    std::string why;
+  };
+  EngineOptions opts_;
+  std::map<Engine, Factory> factories_;
+  std::vector<Entry> entries_;
+};
+
+// How `g` is prepared on `e` without an Engines (throws Error saying why it cannot).
+std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions& opts);
+
+}  // namespace isomer

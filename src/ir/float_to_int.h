@@ -1,0 +1,70 @@
+#pragma once
+// Float -> integer conversion of values isomer did not compute itself (model data,
+// attributes, evaluated results). C++ leaves converting NaN, an infinity or a value
+// outside the target's range undefined, and a hostile model can supply any of them,
+// so every such conversion goes through one of these. All truncate toward zero, as
+// C++ and ONNX's Cast do.
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "ir/error.h"
+
+namespace isomer {
+
+// trunc(v) if T holds it; nullopt for NaN, an infinity or a value outside T's range.
+template <class T>
+std::optional<T> float_to_int(double v) {
+  static_assert(std::is_integral_v<T>);
+  const double t = std::trunc(v);
+  // T's range is [min, 2^digits): both bounds are powers of two (or zero), exact in a
+  // double, so the comparison is exact. NaN fails both comparisons.
+  const double lo = static_cast<double>(std::numeric_limits<T>::min());
+  const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+  if (!(t >= lo && t < hi)) return std::nullopt;
+  return static_cast<T>(t);
+}
+
+// v itself if it is an integer T holds; nullopt otherwise (a fraction, NaN, infinite,
+// out of range).
+template <class T>
+std::optional<T> exact_float_to_int(double v) {
+  if (v != std::trunc(v)) return std::nullopt;
+  return float_to_int<T>(v);
+}
+
+// trunc(v) clamped to T's range (an infinity too). For values that are numbers rather
+// than results of integer arithmetic: bounds (Clip's defaults are the type's limits),
+// fill values, Cast (ONNX leaves out-of-range results undefined; isomer's runtime,
+// built on oneDNN, saturates). NaN has no integer value: an Error naming `what`.
+template <class T>
+T saturate_float_to_int(double v, std::string_view what) {
+  if (std::isnan(v)) throw Error(std::string(what) + ": NaN has no integer value");
+  if (std::optional<T> exact = float_to_int<T>(v)) return *exact;
+  return v < 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+}
+
+// "int8", "uint64", ... for messages.
+template <class T>
+std::string int_type_name() {
+  return std::string(std::is_signed_v<T> ? "int" : "uint") +
+         std::to_string(std::numeric_limits<T>::digits + std::is_signed_v<T>);
+}
+
+// trunc(v), which must fit T: otherwise an Error naming `what` and the value.
+template <class T>
+T checked_float_to_int(double v, std::string_view what) {
+  std::optional<T> exact = float_to_int<T>(v);
+  if (!exact) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    throw Error(std::string(what) + ": " + buf + " is outside the range of " + int_type_name<T>());
+  }
+  return *exact;
+}
+
+}  // namespace isomer

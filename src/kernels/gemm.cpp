@@ -1,0 +1,183 @@
+#include "kernels/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ir/error.h"
+#include "kernels/parallel.h"
+
+namespace isomer::kernels {
+
+namespace {
+
+using v8 = float __attribute__((vector_size(32)));
+
+inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+
+// One tile: rows [0, MR) of C (MR <= kRows), the kPanel columns of one B panel, over
+// all of K: acc = A[0:MR, :] panel. The accumulators live in registers (12 for
+// MR = 6: two 8-wide halves per row); each k broadcasts MR elements of A and reads
+// 16 of the packed panel.
+template <int MR>
+inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out) {
+  v8 c0[MR], c1[MR];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = v8{};
+  for (int64_t k = 0; k < K; ++k) {
+    __builtin_prefetch(panel + (k + 16) * kPanel);  // the panel streams from L2
+    const v8 b0 = load8(panel + k * kPanel), b1 = load8(panel + k * kPanel + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const float x = a[i * lda + k];
+      const v8 ai = {x, x, x, x, x, x, x, x};  // one broadcast load (v8{} + x would add 0.0 first)
+      c0[i] += ai * b0;
+      c1[i] += ai * b1;
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    store8(out + i * kPanel, c0[i]);
+    store8(out + i * kPanel + 8, c1[i]);
+  }
+}
+
+// Tiles [t0, t1) of the (panel, row block) grid, panel-major, into C.
+ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
+                             const GemmEpilogue* epi, int64_t t0, int64_t t1) {
+  const int64_t row_blocks = (M + kRows - 1) / kRows;
+  alignas(64) float acc[kRows * kPanel];
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
+    const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel, nc = std::min<int64_t>(kPanel, b.N - c0);
+    const float* panel = b.data.data() + p * b.K * kPanel;
+    const float* ar = a + r0 * lda;
+    switch (mr) {
+      case 6: tile<6>(ar, lda, panel, b.K, acc); break;
+      case 5: tile<5>(ar, lda, panel, b.K, acc); break;
+      case 4: tile<4>(ar, lda, panel, b.K, acc); break;
+      case 3: tile<3>(ar, lda, panel, b.K, acc); break;
+      case 2: tile<2>(ar, lda, panel, b.K, acc); break;
+      default: tile<1>(ar, lda, panel, b.K, acc); break;
+    }
+    float* out = c + r0 * ldc + c0;
+    if (epi) {
+      run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc);
+    } else {
+      for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+    }
+  }
+}
+
+// One product of a batch: B[b] packed into `panel_buf`, then every tile.
+ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const BatchedGemm& g, int64_t bi,
+                             const GemmEpilogue* epi, float* panel_buf) {
+  const int64_t panels = (g.N + kPanel - 1) / kPanel;
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t k = 0; k < g.K; ++k) {
+      float* dst = panel_buf + (q * g.K + k) * kPanel;
+      const float* src = bsrc + k * g.b_k + q * kPanel * g.b_n;
+      const int64_t w = std::min<int64_t>(kPanel, g.N - q * kPanel);
+      if (g.b_n == 1) {
+        std::memcpy(dst, src, static_cast<size_t>(w) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < w; ++j) dst[j] = src[j * g.b_n];
+      }
+      for (int64_t j = w; j < kPanel; ++j) dst[j] = 0;
+    }
+  const int64_t row_blocks = (g.M + kRows - 1) / kRows;
+  const int64_t* shift = epi ? g.op_off.data() + bi * static_cast<int64_t>(epi->operands.size()) : nullptr;
+  alignas(64) float acc[kRows * kPanel];
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t rb = 0; rb < row_blocks; ++rb) {
+      const int64_t r0 = rb * kRows, mr = std::min<int64_t>(kRows, g.M - r0), c0 = q * kPanel;
+      const int64_t nc = std::min<int64_t>(kPanel, g.N - c0);
+      const float* panel = panel_buf + q * g.K * kPanel;
+      const float* ar = a + r0 * g.a_row;
+      switch (mr) {
+        case 6: tile<6>(ar, g.a_row, panel, g.K, acc); break;
+        case 5: tile<5>(ar, g.a_row, panel, g.K, acc); break;
+        case 4: tile<4>(ar, g.a_row, panel, g.K, acc); break;
+        case 3: tile<3>(ar, g.a_row, panel, g.K, acc); break;
+        case 2: tile<2>(ar, g.a_row, panel, g.K, acc); break;
+        default: tile<1>(ar, g.a_row, panel, g.K, acc); break;
+      }
+      const int64_t ldc = g.c_row ? g.c_row : g.N;
+      float* out = c + r0 * ldc + c0;
+      if (epi) {
+        run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc, shift);
+      } else {
+        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+      }
+    }
+}
+
+}  // namespace
+
+void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& g, const GemmEpilogue* epilogue,
+                  int threads) {
+  if (g.batch == 0 || g.M == 0 || g.N == 0) return;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  const double flops = 2.0 * static_cast<double>(g.batch * g.M) * static_cast<double>(g.N * g.K);
+  team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, g.batch)));
+  const size_t panel_floats = static_cast<size_t>(((g.N + kPanel - 1) / kPanel) * g.K * kPanel);
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> buf(panel_floats);
+    for (int64_t bi = g.batch * t / nt; bi < g.batch * (t + 1) / nt; ++bi)
+      run_batch(a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)],
+                c + (g.c_off.empty() ? bi * g.M * g.N : g.c_off[static_cast<size_t>(bi)]), g, bi, epilogue, buf.data());
+  });
+}
+
+PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transposed) {
+  PackedB p;
+  p.K = K;
+  p.N = N;
+  p.kc = K;
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  p.data.assign(static_cast<size_t>(panels * K * kPanel), 0.0f);
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < kPanel && q * kPanel + j < N; ++j) {
+        const int64_t n = q * kPanel + j;
+        p.data[static_cast<size_t>((q * K + k) * kPanel + j)] = transposed ? b[n * ldb + k] : b[k * ldb + n];
+      }
+  return p;
+}
+
+void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
+                 const GemmEpilogue* epilogue, int threads) {
+  if (M == 0 || b.N == 0) return;
+  require(!epilogue || (epilogue->program.compute == PwProgram::Compute::Float32 &&
+                        epilogue->program.num_inputs == static_cast<int>(epilogue->operands.size()) + 1),
+          "gemm: the epilogue's operands do not match its program");
+  const int64_t tiles = ((b.N + kPanel - 1) / kPanel) * ((M + kRows - 1) / kRows);
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  // Enough work per thread to pay for waking it (~50 us of arithmetic).
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(b.N) * static_cast<double>(b.K);
+  team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, tiles)));
+  parallel_teams(team, [&](int t, int nt) {
+    run_tiles(a, lda, M, b, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
+  });
+}
+
+bool prefer_packed_gemm() {
+  if (const char* v = std::getenv("ISOMER_GEMM")) {
+    std::string s = v;
+    if (s == "native") return true;
+    if (s == "onednn") return false;
+  }
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !__builtin_cpu_supports("avx512f");
+}
+
+}  // namespace isomer::kernels

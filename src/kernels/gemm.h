@@ -1,0 +1,65 @@
+#pragma once
+// Matrix multiplication with constant weights packed once: C = A B for a
+// row-major A [M, K] and B [K, N] known when the graph is compiled (a Linear
+// layer's weights). B is packed into panels of kPanel columns, k-major, so the
+// micro-kernel streams it with unit stride; A is read in place. An epilogue (a
+// pointwise program: bias, activation, residual, gating) runs on each tile of C
+// while it is in cache.
+//
+// oneDNN 2.6 has no jit matmul with pre-packed weights for AVX2 machines: its
+// sgemm packs B again on every call, which costs a fifth of a transformer
+// layer's projections. On AVX-512 machines its brgemm kernels pack once, and the
+// runtime keeps using them there.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/pointwise.h"
+
+namespace isomer::kernels {
+
+constexpr int64_t kPanel = 16;  // columns of C per micro-kernel tile
+constexpr int64_t kRows = 6;    // rows of C per micro-kernel tile
+
+struct PackedB {
+  int64_t K = 0, N = 0, kc = 0;  // kc: the depth of one pass over K (cache blocking)
+  std::vector<float> data;       // [K-block][panel][k][kPanel], zero-padded past N
+};
+
+// Packs B [K, N] (element (k, n) at b[k * ldb + n], or at b[n * ldb + k] when
+// `transposed`, as a Linear layer's [N, K] weight stores it).
+PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transposed = false);
+
+// What runs on each finished tile: `program` with register 0 the product (A B)
+// and registers 1.. the operands, read through [row, column] strides in C's index
+// space (0 broadcasts: a bias has row stride 0); its first result replaces C.
+struct GemmEpilogue {
+  PwProgram program;
+  std::vector<StridedRef> operands;  // program.num_inputs - 1 of them, strides {row, col}
+};
+
+// C [M, N] (row stride ldc) = A [M, K] (row stride lda) B, then the epilogue.
+void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
+                 const GemmEpilogue* epilogue = nullptr, int threads = 0);
+
+// A batch of products with operands known only at run time (attention's Q K^T
+// and P V): C[b] = A[b] B[b] for b in [0, batch), each B[b] packed into a
+// thread's buffer first. Element (b, m, k) of A is at a + b_off_a[b] + m * a_row + k
+// (unit stride along K), element (b, k, n) of B at b + b_off_b[b] + k * b_k + n * b_n,
+// element (b, m, n) of C at c + c_off[b] + m * c_row + n (dense [M, N] per batch
+// when c_off is empty: c_off[b] = b M N, c_row = N). The epilogue's operands have
+// strides {row, column} within a batch and add op_off[b * n_ops + i] for batch b.
+struct BatchedGemm {
+  int64_t batch = 1, M = 0, K = 0, N = 0;
+  int64_t a_row = 0, b_k = 0, b_n = 0, c_row = 0;
+  std::vector<int64_t> a_off, b_off, c_off, op_off;  // per batch (op_off: per batch and operand)
+};
+void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& shape,
+                  const GemmEpilogue* epilogue = nullptr, int threads = 0);
+
+// True if this CPU is one where gemm_packed is the better choice (no AVX-512;
+// AVX2 with FMA). $ISOMER_GEMM=native or =onednn overrides.
+bool prefer_packed_gemm();
+
+}  // namespace isomer::kernels

@@ -1,0 +1,126 @@
+// Collecting and re-attaching what the IR does not model (see extras.h).
+#include "onnx/extras.h"
+
+#include "ir/error.h"
+
+namespace isomer::onnx_detail {
+namespace {
+
+// Copies `from`'s unknown fields and doc string; true if there was anything.
+template <class Proto>
+bool copy_extra_fields(const Proto& from, Proto* to) {
+  if (!from.doc_string().empty()) to->set_doc_string(from.doc_string());
+  to->mutable_unknown_fields()->MergeFrom(from.unknown_fields());
+  return !from.doc_string().empty() || !from.unknown_fields().empty();
+}
+
+// Adds what `extra` keeps to `to`: its unknown fields, and its doc string where `to`
+// has none.
+template <class Proto>
+void merge_extra_fields(const Proto& extra, Proto* to) {
+  if (to->doc_string().empty() && !extra.doc_string().empty()) to->set_doc_string(extra.doc_string());
+  to->mutable_unknown_fields()->MergeFrom(extra.unknown_fields());
+}
+
+void collect_values(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& from,
+                    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* to) {
+  for (const auto& v : from) {
+    onnx::ValueInfoProto e;
+    if (!copy_extra_fields(v, &e)) continue;
+    e.set_name(v.name());
+    *to->Add() = std::move(e);
+  }
+}
+
+}  // namespace
+
+std::string collect_extras(const onnx::ModelProto& model) {
+  onnx::ModelProto shell;
+  bool any = false;
+  if (!model.unknown_fields().empty()) {
+    shell.mutable_unknown_fields()->MergeFrom(model.unknown_fields());
+    any = true;
+  }
+  const onnx::GraphProto& g = model.graph();
+  onnx::GraphProto* sg = shell.mutable_graph();
+  if (!g.unknown_fields().empty() || g.quantization_annotation_size() > 0) {
+    sg->mutable_unknown_fields()->MergeFrom(g.unknown_fields());
+    *sg->mutable_quantization_annotation() = g.quantization_annotation();
+    any = true;
+  }
+  for (const auto& n : g.node()) {
+    onnx::NodeProto e;
+    if (!copy_extra_fields(n, &e)) continue;
+    e.set_name(n.name());
+    e.set_op_type(n.op_type());
+    e.set_domain(n.domain());
+    if (n.output_size() > 0) e.add_output(n.output(0));
+    *sg->add_node() = std::move(e);
+    any = true;
+  }
+  collect_values(g.input(), sg->mutable_input());
+  collect_values(g.output(), sg->mutable_output());
+  collect_values(g.value_info(), sg->mutable_value_info());
+  for (const auto& t : g.initializer()) {
+    onnx::TensorProto e;
+    if (!copy_extra_fields(t, &e)) continue;
+    e.set_name(t.name());
+    *sg->add_initializer() = std::move(e);
+  }
+  any = any || sg->input_size() > 0 || sg->output_size() > 0 || sg->value_info_size() > 0 ||
+        sg->initializer_size() > 0;
+  return any ? shell.SerializeAsString() : std::string();
+}
+
+ModelExtras::ModelExtras(const std::string& serialized) {
+  if (serialized.empty()) return;
+  require(shell_.ParseFromString(serialized), "the model's kept ONNX fields do not parse");
+  const onnx::GraphProto& g = shell_.graph();
+  std::unordered_map<std::string, int> name_count;
+  for (const auto& n : g.node())
+    if (!n.name().empty()) ++name_count[n.name()];
+  for (const auto& n : g.node()) {
+    // Node names need not be unique in ONNX; an ambiguous one is matched by output.
+    if (!n.name().empty() && name_count[n.name()] == 1) nodes_by_name_.emplace(n.name(), &n);
+    if (n.output_size() > 0 && !n.output(0).empty()) nodes_by_output_.emplace(n.output(0), &n);
+  }
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+    for (const auto& v : *list) values_.emplace(v.name(), &v);
+  for (const auto& t : g.initializer()) initializers_.emplace(t.name(), &t);
+}
+
+void ModelExtras::add_to_model(onnx::ModelProto* m) const {
+  m->mutable_unknown_fields()->MergeFrom(shell_.unknown_fields());
+}
+
+void ModelExtras::add_graph_fields(onnx::GraphProto* g) const {
+  g->mutable_unknown_fields()->MergeFrom(shell_.graph().unknown_fields());
+}
+
+void ModelExtras::add_to_node(onnx::NodeProto* n) const {
+  auto default_domain = [](const std::string& d) { return d.empty() || d == "ai.onnx"; };
+  auto same_op = [&](const onnx::NodeProto* e) {
+    return e->op_type() == n->op_type() &&
+           (e->domain() == n->domain() || (default_domain(e->domain()) && default_domain(n->domain())));
+  };
+  const onnx::NodeProto* found = nullptr;
+  if (auto it = nodes_by_name_.find(n->name()); it != nodes_by_name_.end() && same_op(it->second)) {
+    found = it->second;
+  } else if (n->output_size() > 0) {
+    auto by_output = nodes_by_output_.find(n->output(0));
+    if (by_output != nodes_by_output_.end() && same_op(by_output->second)) found = by_output->second;
+  }
+  if (found) merge_extra_fields(*found, n);
+}
+
+void ModelExtras::add_to_value(onnx::ValueInfoProto* v) const {
+  auto it = values_.find(v->name());
+  if (it != values_.end()) merge_extra_fields(*it->second, v);
+}
+
+void ModelExtras::add_to_initializer(onnx::TensorProto* t) const {
+  auto it = initializers_.find(t->name());
+  if (it != initializers_.end()) merge_extra_fields(*it->second, t);
+}
+
+}  // namespace isomer::onnx_detail

@@ -1,0 +1,377 @@
+#include "pipeline/guard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ir/error.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string ms_text(double ms) { return fmt(ms < 1 ? "%.3f ms" : ms < 100 ? "%.2f ms" : "%.1f ms", ms); }
+
+std::string rules_text(const std::vector<std::string>& rules) {
+  std::string s;
+  for (const std::string& r : rules) s += (s.empty() ? "" : ", ") + r;
+  return s;
+}
+
+bool smaller(const Graph& g, const Graph& than) {
+  return g.num_ops() < than.num_ops() || g.constant_bytes() < than.constant_bytes();
+}
+
+std::string size_text(const Graph& g, const Graph& original) {
+  return std::to_string(original.num_ops()) + " -> " + std::to_string(g.num_ops()) + " nodes";
+}
+
+struct Candidate {
+  std::string kind;  // "optimized", "reverted", "templates"
+  Graph graph;
+  SpeedComparison cmp;
+  std::vector<std::string> disabled;
+};
+
+// Which of two rewrites (each without some rules) to follow in a bisection: the
+// one that is not slower; of two such, the faster unless they are the same within
+// noise, then the smaller graph (taking out a folding pass can also remove a
+// slowdown that a later fusion made, but it gives up more).
+bool better(const Candidate& a, const Candidate& b) {
+  using V = SpeedComparison::Verdict;
+  const bool a_ok = a.cmp.verdict != V::Slower, b_ok = b.cmp.verdict != V::Slower;
+  if (a_ok != b_ok) return a_ok;
+  const double noise = std::max(a.cmp.noise, b.cmp.noise);
+  if (a_ok && std::fabs(a.cmp.ratio - b.cmp.ratio) <= noise) {
+    if (a.graph.num_ops() != b.graph.num_ops()) return a.graph.num_ops() < b.graph.num_ops();
+    return a.graph.constant_bytes() <= b.graph.constant_bytes();
+  }
+  return a.cmp.ratio <= b.cmp.ratio;
+}
+
+// A candidate's run failed on the target; the original's did not.
+struct CandidateFailed : Error {
+  using Error::Error;
+};
+
+class Guard {
+ public:
+  Guard(const Graph& original, const GuardContext& ctx, const GuardOptions& opts, GuardResult& r)
+      : original_(original), ctx_(ctx), opts_(opts), r_(r) {}
+
+  // Measures `g` against the original; nullopt (logged) when it cannot run on the target.
+  std::optional<SpeedComparison> measure(const Graph& g, const std::string& label) {
+    for (const auto& [seen, cmp] : measured_)
+      if (same_graph(seen, g)) return cmp;
+    if (same_graph(g, original_)) {  // no need to time the original against itself
+      r_.log.push_back(label + ": the original graph");
+      SpeedComparison same;
+      same.ratio = 1;
+      same.noise = opts_.min_noise;
+      same.before_ms = same.after_ms = first_before_ms_;
+      return same;
+    }
+    std::string why;
+    Prepared* p = ctx_.engines->get(g, opts_.target, &why);
+    if (!p) {
+      r_.log.push_back(label + ": does not run on " + engine_name(opts_.target) + " (" + why + ")");
+      return std::nullopt;
+    }
+    SpeedComparison cmp;
+    try {
+      cmp = timed(*p);
+    } catch (const CandidateFailed& e) {
+      r_.log.push_back(label + ": " + e.what());
+      return std::nullopt;
+    }
+    ++r_.comparisons;
+    measured_.emplace_back(g, cmp);
+    r_.log.push_back(label + ": " + cmp.text());
+    return cmp;
+  }
+
+  // `g` rewritten without `disabled`, measured.
+  std::optional<Candidate> without(const std::vector<std::string>& disabled) {
+    const std::string label = "without " + rules_text(disabled);
+    Graph g;
+    try {
+      g = ctx_.rewrite(disabled);
+    } catch (const Error& e) {
+      r_.log.push_back(label + ": cannot rewrite (" + e.what() + ")");
+      return std::nullopt;
+    }
+    std::optional<SpeedComparison> cmp = measure(g, label);
+    if (!cmp) return std::nullopt;
+    return Candidate{"reverted", g, *cmp, disabled};
+  }
+
+  // The rule among `suspects` (beyond `disabled`) whose removal takes away the
+  // slowdown, or the larger part of it; see guard.h.
+  std::optional<std::pair<std::string, Candidate>> bisect(std::vector<std::string> suspects,
+                                                          const std::vector<std::string>& disabled,
+                                                          double ratio_now) {
+    auto plus = [&](const std::vector<std::string>& more) {
+      std::vector<std::string> d = disabled;
+      d.insert(d.end(), more.begin(), more.end());
+      return d;
+    };
+    while (suspects.size() > 1) {
+      const auto mid = suspects.begin() + static_cast<std::ptrdiff_t>(suspects.size() / 2);
+      std::vector<std::string> lo(suspects.begin(), mid), hi(mid, suspects.end());
+      std::optional<Candidate> a = without(plus(lo)), b = without(plus(hi));
+      if (!a && !b) return std::nullopt;
+      suspects = !b || (a && better(*a, *b)) ? lo : hi;
+    }
+    std::optional<Candidate> c = without(plus(suspects));
+    if (!c) return std::nullopt;
+    const bool helps = c->cmp.verdict != SpeedComparison::Verdict::Slower || c->cmp.ratio < ratio_now * (1 - c->cmp.noise);
+    if (!helps) return std::nullopt;
+    return std::make_pair(suspects[0], *c);
+  }
+
+  double first_before_ms_ = 0;
+  Prepared* original_prepared_ = nullptr;
+
+ private:
+  SpeedComparison timed(Prepared& candidate) {
+    SpeedComparison cmp;
+    try {
+      cmp = compare_speed(*original_prepared_, candidate, ctx_.inputs->tensors, opts_);
+    } catch (const CandidateFailed&) {
+      throw;
+    } catch (const Error& e) {
+      // Which one failed? The original ran before (the first comparison); a
+      // candidate that fails where it runs is one not to write.
+      throw CandidateFailed(std::string("fails on ") + engine_name(opts_.target) + " (" + e.what() + ")");
+    }
+    return cmp;
+  }
+
+  const Graph& original_;
+  const GuardContext& ctx_;
+  const GuardOptions& opts_;
+  GuardResult& r_;
+  std::vector<std::pair<Graph, SpeedComparison>> measured_;
+};
+
+}  // namespace
+
+std::string SpeedComparison::verdict_text() const {
+  switch (verdict) {
+    case Verdict::Faster: return fmt("%.2fx faster", 1 / ratio);
+    case Verdict::Slower: return fmt("%.2fx slower", ratio);
+    case Verdict::Same:
+      return ratio > 1 ? fmt("the same within noise (%.2fx slower)", ratio)
+                       : fmt("the same within noise (%.2fx faster)", 1 / ratio);
+  }
+  return "";
+}
+
+std::string SpeedComparison::text() const {
+  char buf[160];
+  std::string runs = runs_per_round == candidate_runs_per_round
+                         ? std::to_string(runs_per_round) + (runs_per_round == 1 ? " run" : " runs")
+                         : std::to_string(runs_per_round) + " and " + std::to_string(candidate_runs_per_round) + " runs";
+  std::snprintf(buf, sizeof buf, "%s -> %s, %s (%d rounds of %s, noise ±%.1f%%)", ms_text(before_ms).c_str(),
+                ms_text(after_ms).c_str(), verdict_text().c_str(), rounds, runs.c_str(), noise * 100);
+  return buf;
+}
+
+SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std::vector<Tensor>& inputs,
+                              const GuardOptions& opts) {
+  // A warm-up run for a graph that has not run yet (first-touch costs), then one
+  // timed run each, A then B, which sizes the rounds: a model faster than
+  // min_round_ms runs several times per round (their median is the round's time).
+  // For slower models that first pair is the first round.
+  SpeedComparison c;
+  c.rounds = std::max(opts.rounds, 1);
+  std::vector<double> before, after, log_ratios;
+  auto sample = [&](Prepared& p, int runs) {
+    double ms = runtime::median(p.time(inputs, p.warm ? 0 : 1, runs));
+    p.warm = true;
+    return ms;
+  };
+  auto add_round = [&](double a, double b) {
+    before.push_back(a);
+    after.push_back(b);
+    log_ratios.push_back(std::log(std::max(b, 1e-9) / std::max(a, 1e-9)));
+  };
+  const double ta = sample(original, 1), tb = sample(candidate, 1);
+  // A run's length sizes the rounds: the fastest of three for a graph under
+  // 50 ms (one slow first run on a busy machine would make too few runs a round).
+  auto runs_for = [&](Prepared& p, double first) {
+    double ms = first;
+    if (ms < 50) ms = std::min(ms, runtime::median(p.time(inputs, 0, 1)));
+    if (ms < 50) ms = std::min(ms, runtime::median(p.time(inputs, 0, 1)));
+    return static_cast<int>(std::clamp(std::ceil(opts.min_round_ms / std::max(ms, 1e-4)), 1.0, 1000.0));
+  };
+  c.runs_per_round = runs_for(original, ta);
+  c.candidate_runs_per_round = runs_for(candidate, tb);
+  int first = 0;
+  if (c.runs_per_round == 1 && c.candidate_runs_per_round == 1) {
+    add_round(ta, tb);
+    first = 1;
+  }
+  // A verdict from the rounds so far; a candidate that looks slower by more than
+  // the noise floor but not beyond the band gets more rounds (up to 3x) to
+  // settle it, since "the same" would let it be written.
+  double log_ratio = 0;
+  auto settle = [&] {
+    c.before_ms = runtime::median(before);
+    c.after_ms = runtime::median(after);
+    log_ratio = runtime::median(log_ratios);
+    c.ratio = std::exp(log_ratio);
+    std::vector<double> dev;
+    for (double r : log_ratios) dev.push_back(std::fabs(r - log_ratio));
+    const double mad = runtime::median(dev);
+    c.noise = std::max(opts.min_noise, 3.7 * mad / std::sqrt(static_cast<double>(log_ratios.size())));
+  };
+  const int max_rounds = 3 * c.rounds;
+  for (int i = first; i < max_rounds; ++i) {
+    if (i >= c.rounds && i % c.rounds == 0) {
+      settle();
+      const bool unsettled = log_ratio > opts.min_noise && log_ratio <= c.noise;
+      if (!unsettled) break;
+    }
+    if (i % 2 == 0) {  // A B, then B A: neither always runs first
+      double a = sample(original, c.runs_per_round);
+      add_round(a, sample(candidate, c.candidate_runs_per_round));
+    } else {
+      double b = sample(candidate, c.candidate_runs_per_round);
+      add_round(sample(original, c.runs_per_round), b);
+    }
+  }
+  c.rounds = static_cast<int>(log_ratios.size());
+  // Ratios are compared on a log scale, where 2x slower and 2x faster are as far
+  // from 1 and the spread does not grow with the ratio.
+  settle();
+  c.verdict = log_ratio > c.noise    ? SpeedComparison::Verdict::Slower
+              : log_ratio < -c.noise ? SpeedComparison::Verdict::Faster
+                                     : SpeedComparison::Verdict::Same;
+  return c;
+}
+
+GuardResult run_guard(const Graph& original, const Graph& optimized, const GuardContext& ctx,
+                      const GuardOptions& opts) {
+  GuardResult r;
+  r.graph = optimized;
+  if (!opts.enabled) {
+    r.status = "off";
+    r.reason = "switched off";
+    return r;
+  }
+  if (same_graph(original, optimized)) {
+    r.status = "unchanged";
+    r.kept = "original";
+    r.graph = original;
+    r.reason = "the rewrites changed nothing";
+    return r;
+  }
+  r.status = "skipped";
+  if (!ctx.inputs->ok()) {
+    r.reason = "no valid inputs: " + ctx.inputs->impossible;
+    return r;
+  }
+  std::string why;
+  Prepared* o = ctx.engines->get(original, opts.target, &why);
+  if (!o) {
+    r.reason = "the original does not run on " + engine_name(opts.target) + " (" + why + ")";
+    return r;
+  }
+  try {
+    o->time(ctx.inputs->tensors, 0, 1);
+  } catch (const Error& e) {
+    r.reason = "the original does not run on " + engine_name(opts.target) + " on the " + ctx.inputs->source +
+               " inputs (" + e.what() + ")";
+    return r;
+  }
+  r.status = "measured";
+  Guard guard(original, ctx, opts, r);
+  guard.original_prepared_ = o;
+
+  std::optional<SpeedComparison> first = guard.measure(optimized, "optimized");
+  auto keep_original = [&](const std::string& why_original) {
+    r.kept = "original";
+    r.graph = original;
+    r.comparison.reset();
+    if (first) r.before_ms = r.after_ms = first->before_ms;
+    r.log.push_back("kept the original: " + why_original);
+    return r;
+  };
+  if (!first) return keep_original("the optimized model does not run on " + engine_name(opts.target));
+  guard.first_before_ms_ = first->before_ms;
+  r.before_ms = first->before_ms;
+  auto accept = [&](const Candidate& c) {
+    r.kept = c.kind;
+    r.graph = c.graph;
+    r.comparison = c.cmp;
+    r.before_ms = c.cmp.before_ms;
+    r.after_ms = c.cmp.after_ms;
+    std::string what = c.kind == "reverted" ? "the rewrite without " + rules_text(c.disabled) : c.kind;
+    r.log.push_back("kept " + what + ": " + c.cmp.verdict_text() +
+                    (c.cmp.verdict == SpeedComparison::Verdict::Same
+                         ? ", and smaller (" + size_text(c.graph, original) + ")"
+                         : ""));
+  };
+  Candidate full{"optimized", optimized, *first, {}};
+  if (first->verdict != SpeedComparison::Verdict::Slower) {
+    if (first->verdict == SpeedComparison::Verdict::Same && !smaller(optimized, original))
+      return keep_original("the optimized model is the same within noise and no smaller (" +
+                           size_text(optimized, original) + ")");
+    accept(full);
+    return r;
+  }
+
+  // Slower: find the rules responsible, take them out.
+  std::vector<Candidate> candidates;
+  std::vector<std::string> suspects = ctx.rules, disabled;
+  Candidate current = full;
+  while (current.cmp.verdict == SpeedComparison::Verdict::Slower && r.reverted.size() < opts.max_reverts &&
+         !suspects.empty()) {
+    r.log.push_back("looking for the rule that makes it slower among " + std::to_string(suspects.size()) +
+                    " (bisection)");
+    auto found = guard.bisect(suspects, disabled, current.cmp.ratio);
+    if (!found) {
+      r.log.push_back("no single rule is responsible for the slowdown");
+      break;
+    }
+    const double slowdown = current.cmp.ratio / found->second.cmp.ratio;
+    r.reverted.push_back({found->first, slowdown});
+    r.log.push_back("reverted " + found->first + ": it made the model " + fmt("%.2fx", slowdown) + " slower");
+    disabled.push_back(found->first);
+    std::erase(suspects, found->first);
+    current = found->second;
+    candidates.push_back(current);
+  }
+  if (ctx.templates_only && !same_graph(*ctx.templates_only, optimized))
+    if (auto cmp = guard.measure(*ctx.templates_only, "template passes alone"))
+      candidates.push_back({"templates", *ctx.templates_only, *cmp, {}});
+
+  // The fastest candidate that is not slower (and, at equal speed, smaller), checked.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.cmp.ratio < b.cmp.ratio; });
+  for (const Candidate& c : candidates) {
+    if (c.cmp.verdict == SpeedComparison::Verdict::Slower) continue;
+    if (same_graph(c.graph, original)) continue;
+    if (c.cmp.verdict == SpeedComparison::Verdict::Same && !smaller(c.graph, original)) continue;
+    if (ctx.check) {
+      CheckResult check = ctx.check(c.graph);
+      if (check.status == CheckResult::Status::Failed) {
+        r.log.push_back(c.kind + " candidate fails the check (" + check.reason + "): not written");
+        continue;
+      }
+    }
+    accept(c);
+    return r;
+  }
+  return keep_original("no rewrite that is not slower (and, at equal speed, smaller) was found");
+}
+
+}  // namespace isomer

@@ -1,0 +1,116 @@
+#pragma once
+// The never-slower guard: `isomer optimize` writes nothing slower than its input on
+// the target engine (isomer's runtime, or ONNX Runtime with all optimizations).
+//
+// Measuring. The original and a candidate run in interleaved rounds on the same
+// inputs (A B, then B A, ...), each graph long enough per round to be timed
+// (several runs of a graph faster than min_round_ms, their median). Round i gives
+// the paired ratio r_i = candidate / original; pairing cancels the drift of a
+// shared machine, which moves both alike within a round. On a log scale, where
+// 2x slower and 2x faster are equally far from 1, the candidate's ratio is
+// r = exp(median ln r_i), and its noise band is
+//     noise = max(min_noise, 3.7 * MAD(ln r_i) / sqrt(rounds))
+// (MAD: median absolute deviation; 1.4826 MAD estimates the spread of one ratio
+// and 1.2533 of that over sqrt(rounds) the standard error of their median, so the
+// band is two standard errors). Then:
+//     ln r >  noise   slower (r > ~1 + noise)
+//     ln r < -noise   faster
+//     otherwise       the same, within noise
+// A candidate that looks slower by more than the floor but not beyond the band
+// gets more rounds, up to three times as many, before it may be called the same:
+// on a busy machine the band is wide, and "the same" lets a candidate be written.
+//
+// Deciding. A candidate that is faster is kept. One that is the same within noise
+// is kept only if it is also smaller (fewer nodes or fewer weight bytes): a
+// smaller graph at equal speed is a fine result, but a rewrite that bought
+// neither speed nor size is not worth a changed model, and the original is
+// written. One that is slower is never written: the guard looks for the rule
+// responsible by bisection over the rules that fired (rewriting without one half
+// of them and without the other, and following the half whose removal removes
+// the slowdown, or the larger part of it; of two halves that both do, the one
+// that leaves the smaller graph: without constant folding a later fusion may not
+// fire either, but that gives up more), takes it out, rewrites without it and
+// measures again, up to max_reverts rules. The written model is then the fastest
+// candidate that is not slower: the rewrite without the culprits, the template
+// passes alone (after a search), or the original.
+// Every decision is logged with its numbers; the report prints the log.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check/compare.h"
+#include "check/engines.h"
+#include "check/inputs.h"
+#include "ir/graph.h"
+
+namespace isomer {
+
+struct GuardOptions {
+  bool enabled = true;
+  Engine target = Engine::Runtime;  // Runtime or OnnxRuntime
+  int rounds = 7;                   // interleaved rounds per comparison
+  double min_round_ms = 2;          // a round runs each graph at least this long
+  double min_noise = 0.02;          // differences below 2% are never called
+  size_t max_reverts = 3;           // culprits taken out before falling back
+};
+
+// One interleaved comparison of a candidate with the original (see above).
+struct SpeedComparison {
+  enum class Verdict { Faster, Same, Slower };
+  double before_ms = 0, after_ms = 0;  // medians over the rounds
+  double ratio = 1;                    // median paired ratio, candidate / original
+  double noise = 0;                    // half-width of the band around 1, on a log scale (~relative)
+  int rounds = 0;
+  int runs_per_round = 0, candidate_runs_per_round = 0;  // runs of each graph in one round
+  Verdict verdict = Verdict::Same;
+
+  // "1.32x faster", "2.10x slower", "the same within noise (1.01x)"
+  std::string verdict_text() const;
+  // "0.133 ms -> 0.094 ms, 1.41x faster (9 rounds of 15 runs, noise ±2.0%)"
+  std::string text() const;
+};
+
+SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std::vector<Tensor>& inputs,
+                              const GuardOptions& opts);
+
+struct RevertedRule {
+  std::string rule;
+  double slowdown = 1;  // the candidate's ratio with the rule / without it
+};
+
+struct GuardResult {
+  // "measured", "skipped" (see reason), "off" (switched off), "unchanged" (nothing to time)
+  std::string status = "off";
+  std::string reason;
+  // What is written: "optimized" (the rewrite as is), "reverted" (the rewrite
+  // without the rules in `reverted`), "templates" (the template passes alone),
+  // "original".
+  std::string kept = "optimized";
+  Graph graph;  // the graph to write
+  double before_ms = -1, after_ms = -1;  // the original and the kept graph on the target (-1: not measured)
+  std::optional<SpeedComparison> comparison;  // the kept graph's, when one was measured
+  std::vector<RevertedRule> reverted;
+  std::vector<std::string> log;  // each decision and its numbers
+  size_t comparisons = 0;        // interleaved comparisons run
+};
+
+// What the guard needs from the pipeline.
+struct GuardContext {
+  Engines* engines = nullptr;
+  const ModelInputs* inputs = nullptr;
+  // The rules that fired and can be switched off, in a stable order.
+  std::vector<std::string> rules;
+  // The rewrite of the original with these rules switched off.
+  std::function<Graph(const std::vector<std::string>& disabled)> rewrite;
+  // The template passes alone, when a search ran after them.
+  std::optional<Graph> templates_only;
+  // Checks a candidate the guard would write that the check has not seen; null:
+  // the check is off.
+  std::function<CheckResult(const Graph&)> check;
+};
+
+GuardResult run_guard(const Graph& original, const Graph& optimized, const GuardContext& ctx,
+                      const GuardOptions& opts);
+
+}  // namespace isomer

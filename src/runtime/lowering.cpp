@@ -1,0 +1,32 @@
+#include "runtime/lowering.h"
+
+namespace isomer::runtime {
+
+LowerFn lowering_of(Lowering l) {
+  switch (l) {
+    case Lowering::None: return nullptr;
+    case Lowering::Pointwise: return lower_pointwise;
+    case Lowering::Conv: return lower_conv;
+    case Lowering::MatMul: return lower_matmul;
+    case Lowering::Gemm: return lower_gemm;
+    case Lowering::Pool: return lower_pool;
+    case Lowering::Pad: return lower_pad;
+    case Lowering::BatchNorm: return lower_batchnorm;
+    case Lowering::LayerNorm: return lower_layernorm;
+    case Lowering::Softmax: return lower_softmax;
+    case Lowering::Reduce: return lower_reduce;
+    case Lowering::Concat: return lower_concat;
+    case Lowering::Identity: return lower_identity;
+    case Lowering::Reshape: return lower_reshape;
+    case Lowering::Transpose: return lower_transpose;
+    case Lowering::Slice: return lower_slice;
+    case Lowering::Split: return lower_split;
+    case Lowering::Expand: return lower_expand;
+    case Lowering::Gather: return lower_gather;
+    case Lowering::ShapeOf: return lower_shape_of;
+    case Lowering::ConstantOfShape: return lower_constant_of_shape;
+  }
+  return nullptr;
+}
+
+}  // namespace isomer::runtime

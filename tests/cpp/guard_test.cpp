@@ -1,0 +1,195 @@
+// The never-slower guard (pipeline/guard.h): the decision rule on timings it is
+// given, and the whole pipeline with an engine on which one rewrite is slow. No
+// test asserts a speed: they assert what the guard decided from what it measured.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "check/engines.h"
+#include "eval/evaluator.h"
+#include "ir/text.h"
+#include "pipeline/guard.h"
+#include "pipeline/optimize.h"
+
+namespace isomer {
+namespace {
+
+// A graph that "runs" in a given number of milliseconds, with a deterministic
+// wobble of +-`jitter` (relative) from run to run.
+class Scripted : public Prepared {
+ public:
+  Scripted(double ms, double jitter, double phase = 0) : ms_(ms), jitter_(jitter), phase_(phase) {}
+  std::vector<Tensor> run(const std::vector<Tensor>&) override { return {}; }
+  std::vector<double> time(const std::vector<Tensor>&, int, int repeats) override {
+    std::vector<double> out;
+    for (int i = 0; i < repeats; ++i) out.push_back(ms_ * (1 + jitter_ * std::sin(1.7 * static_cast<double>(++n_) + phase_)));
+    return out;
+  }
+
+ private:
+  double ms_, jitter_, phase_;
+  int n_ = 0;
+};
+
+SpeedComparison compare(double before, double after, double jitter) {
+  Scripted a(before, jitter), b(after, jitter, 2.0);
+  return compare_speed(a, b, {}, GuardOptions{});
+}
+
+TEST(GuardDecision, PairedRatiosAndTheirNoiseDecide) {
+  SpeedComparison slower = compare(1.0, 1.5, 0.01);
+  EXPECT_EQ(slower.verdict, SpeedComparison::Verdict::Slower);
+  EXPECT_NEAR(slower.ratio, 1.5, 0.05);
+  EXPECT_EQ(slower.rounds, 7);
+  // Each graph runs long enough a round (2 ms): 3 runs of the fastest 1 ms (0.99 ms
+  // with the wobble), 2 of 1.5 ms.
+  EXPECT_EQ(slower.runs_per_round, 3);
+  EXPECT_EQ(slower.candidate_runs_per_round, 2);
+  EXPECT_EQ(compare(1.0, 0.5, 0.01).verdict, SpeedComparison::Verdict::Faster);
+  SpeedComparison same = compare(1.0, 1.01, 0.01);
+  EXPECT_EQ(same.verdict, SpeedComparison::Verdict::Same);
+  EXPECT_EQ(same.noise, 0.02);  // the floor: 2% is never called
+  // A 10% slowdown inside 30% noise is not called slower: the band widens.
+  SpeedComparison noisy = compare(100, 110, 0.3);
+  EXPECT_GT(noisy.noise, 0.1);
+  EXPECT_NE(noisy.verdict, SpeedComparison::Verdict::Slower);
+  EXPECT_EQ(noisy.runs_per_round, 1);
+  EXPECT_GT(noisy.rounds, 7);  // nominally slower at first: more rounds before it is called the same
+  EXPECT_NE(slower.text().find("x slower (7 rounds of 3 and 2 runs, noise ±2.0%)"), std::string::npos) << slower.text();
+}
+
+// TASO's NasRNN at batch 16, the shape of its first step: y = tanh(x W2 + h0 W)
+// with h0 and W constant, so folding makes h0 W a [16,64] constant, and MatMul +
+// Add with that constant becomes a Gemm whose C is the full matrix
+// (fold-gemm-bias); isomer's runtime once ran that Gemm 700x slower.
+Graph nasrnn_step() {
+  // Constants are made here (the text format wants every element written out).
+  GraphBuilder b;
+  auto weight = [&](std::vector<int64_t> dims, int seed, const std::string& name) {
+    std::vector<double> v(static_cast<size_t>(num_elements(dims)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i) + seed) * 0.1;
+    return b.constant(Tensor::from_f64(DType::Float32, dims, v), name);
+  };
+  Value x = b.input("x", {DType::Float32, make_shape({16, 64})});
+  Value w2 = weight({64, 64}, 1, "w2"), h0 = weight({16, 64}, 2, "h0"), w = weight({64, 64}, 3, "w");
+  Value y = b.op1("Tanh", {b.op1("Add", {b.op1("MatMul", {x, w2}), b.op1("MatMul", {h0, w})})});
+  return b.finish({y}, {"y"});
+}
+
+bool has_gemm_with_full_c(const Graph& g) {
+  for (const NodePtr& n : g.topo_order())
+    if (n->op_type() == "Gemm" && n->inputs().size() > 2 && n->inputs()[2].type().rank() == 2) return true;
+  return false;
+}
+
+// isomer's runtime, plus `penalty_ms` of busy waiting per run for a graph with a
+// Gemm whose C is a full matrix: the slow path of issue 14, made certain.
+class SlowGemm : public Prepared {
+ public:
+  SlowGemm(std::unique_ptr<Prepared> inner, double penalty_ms) : inner_(std::move(inner)), penalty_(penalty_ms) {}
+  std::vector<Tensor> run(const std::vector<Tensor>& in) override { return inner_->run(in); }
+  std::vector<double> time(const std::vector<Tensor>& in, int warmup, int repeats) override {
+    std::vector<double> ms = inner_->time(in, warmup, repeats);
+    for (double& t : ms) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(penalty_);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      t += penalty_;
+    }
+    return ms;
+  }
+
+ private:
+  std::unique_ptr<Prepared> inner_;
+  double penalty_;
+};
+
+OptimizeOptions guarded(bool slow_gemm) {
+  OptimizeOptions o;
+  o.cost_model = "none";
+  o.threads = 1;
+  o.check_options.allow_onnxruntime = false;  // runtime against the reference evaluator: no helper needed
+  if (slow_gemm)
+    o.engine_factories[Engine::Runtime] = [](const Graph& g, const EngineOptions& eo) -> std::unique_ptr<Prepared> {
+      std::unique_ptr<Prepared> p = prepare(g, Engine::Runtime, eo);
+      if (!has_gemm_with_full_c(g)) return p;
+      return std::make_unique<SlowGemm>(std::move(p), 3.0);
+    };
+  return o;
+}
+
+TEST(Guard, NasRnnGemmWithAFullCIsNotWrittenWhenItIsSlower) {
+  Graph g = nasrnn_step();
+  // Without the guard the template passes make exactly that Gemm.
+  OptimizeOptions off = guarded(true);
+  off.guard = false;
+  OptimizeResult unguarded = optimize_graph(g, {}, off);
+  ASSERT_TRUE(has_gemm_with_full_c(unguarded.graph)) << print_graph(unguarded.graph);
+  EXPECT_EQ(unguarded.report.guard.status, "off");
+
+  OptimizeResult r = optimize_graph(g, {}, guarded(true));
+  const GuardResult& guard = r.report.guard;
+  EXPECT_EQ(guard.status, "measured");
+  ASSERT_EQ(guard.reverted.size(), 1u) << r.report.to_text();
+  EXPECT_EQ(guard.reverted[0].rule, "fold-gemm-bias");
+  EXPECT_GT(guard.reverted[0].slowdown, 1.0);
+  EXPECT_EQ(guard.kept, "reverted");
+  EXPECT_FALSE(has_gemm_with_full_c(r.graph)) << print_graph(r.graph);
+  EXPECT_EQ(r.report.rules_applied.count("fold-gemm-bias"), 0u);
+  EXPECT_EQ(r.report.rules_applied.at("fold-constants"), 1u);  // h0 @ W is still folded
+  ASSERT_TRUE(guard.comparison.has_value());
+  EXPECT_NE(guard.comparison->verdict, SpeedComparison::Verdict::Slower);
+  EXPECT_EQ(r.report.check.status, CheckResult::Status::Passed) << r.report.check.reason;
+  const std::string text = r.report.to_text();
+  EXPECT_NE(text.find("reverted: fold-gemm-bias (made it"), std::string::npos) << text;
+  EXPECT_NE(text.find("kept: reverted"), std::string::npos) << text;
+  EXPECT_NE(r.report.to_json().find("\"rule\": \"fold-gemm-bias\""), std::string::npos);
+}
+
+TEST(Guard, NasRnnStepOnTheRealRuntimeIsNeverWrittenSlower) {
+  // No injected slowness: whatever isomer's runtime makes of the Gemm today, the
+  // written model is one the guard did not measure slower than the input.
+  OptimizeResult r = optimize_graph(nasrnn_step(), {}, guarded(false));
+  const GuardResult& guard = r.report.guard;
+  ASSERT_EQ(guard.status, "measured") << guard.reason;
+  if (guard.kept == "original") {
+    EXPECT_TRUE(same_graph(r.graph, nasrnn_step()));
+  } else {
+    ASSERT_TRUE(guard.comparison.has_value());
+    EXPECT_NE(guard.comparison->verdict, SpeedComparison::Verdict::Slower) << r.report.to_text();
+  }
+  EXPECT_GE(guard.before_ms, 0);
+  EXPECT_GE(guard.after_ms, 0);
+}
+
+TEST(Guard, AnUnchangedGraphIsNotTimedAndTheGuardCanBeSwitchedOff) {
+  Graph g = parse_graph("graph g(%x: f32[4]) {\n  %0 = Relu(%x)\n  return %0\n}");
+  OptimizeResult r = optimize_graph(g, {}, guarded(false));
+  EXPECT_EQ(r.report.guard.status, "unchanged");
+  EXPECT_EQ(r.report.guard.kept, "original");
+  EXPECT_EQ(r.report.check.method, "identical graphs");
+  EXPECT_EQ(r.report.guard.comparisons, 0u);
+}
+
+TEST(Guard, ACandidateThatIsTheSameWithinNoiseAndNoSmallerIsNotWritten) {
+  // Scripted engines: the optimized graph is as fast as the original and as big.
+  Graph original = parse_graph("graph g(%x: f32[4]) {\n  %0 = Relu(%x)\n  %1 = Neg(%0)\n  return %1\n}");
+  Graph same_size = parse_graph("graph g(%x: f32[4]) {\n  %0 = Neg(%x)\n  %1 = Relu(%0)\n  return %1\n}");
+  Engines engines;
+  engines.set_factory(Engine::Runtime, [](const Graph&, const EngineOptions&) {
+    return std::make_unique<Scripted>(1.0, 0.005);
+  });
+  ModelInputs inputs = valid_random_inputs(original, 0);
+  GuardContext ctx;
+  ctx.engines = &engines;
+  ctx.inputs = &inputs;
+  GuardResult r = run_guard(original, same_size, ctx, GuardOptions{});
+  EXPECT_EQ(r.kept, "original");
+  EXPECT_TRUE(same_graph(r.graph, original));
+  ASSERT_FALSE(r.log.empty());
+  EXPECT_NE(r.log.back().find("the same within noise and no smaller"), std::string::npos) << r.log.back();
+}
+
+}  // namespace
+}  // namespace isomer

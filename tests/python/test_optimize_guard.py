@@ -1,0 +1,92 @@
+"""The never-slower guard from the command line and from Python: the target engine,
+the report's fields and lines. (The decision itself, with an engine on which a
+rewrite is slow, is tested in tests/cpp/guard_test.cpp; no test here asserts a
+speed.)"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import isomer  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+DEMO = os.path.join(REPO, "examples", "demo.onnx")
+PHASES = {"passes", "search", "check", "guard", "cost"}
+
+
+def optimize_cli(*args, tmp_path):
+    out, report = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
+    p = subprocess.run([ISOMER, "optimize", DEMO, "-o", out, "--report-json", report, *args], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return p.stdout, json.load(open(report)), out
+
+
+def assert_guard_consistent(r):
+    """What the guard wrote is what it measured not slower (or the original)."""
+    assert r["guard"] == "measured", r["guard_reason"]
+    assert r["kept"] in ("optimized", "reverted", "templates", "original")
+    assert r["latency_before_ms"] > 0 and r["latency_after_ms"] > 0
+    if r["kept"] != "original":
+        assert r["guard_ratio"] <= np.exp(r["guard_noise"]) + 1e-9, r["guard_log"]
+    assert set(r["phase_seconds"]) == PHASES
+    assert all(v >= 0 for v in r["phase_seconds"].values())
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_report_has_the_guard_fields_and_lines(tmp_path):
+    stdout, r, out = optimize_cli("--threads", "1", "--cost", "none", tmp_path=tmp_path)
+    assert r["target"] == "isomer" and r["threads"] == 1
+    assert_guard_consistent(r)
+    assert r["check"] == "passed"
+    assert r["check_method"] == "isomer's runtime against ONNX Runtime (optimizations off)"
+    assert r["inputs"] == "random (seed 0)"
+    assert isinstance(r["reverted"], list)
+    for line in ("target: isomer's runtime, 1 threads", f"kept: {r['kept']}", "reverted:", "phases: passes",
+                 "guard: measured", "latency on isomer's runtime:"):
+        assert line in stdout, stdout
+    # The written model is what the report says was kept.
+    written = onnx.load(out)
+    assert len(written.graph.node) == r["nodes_after"]
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_target_onnxruntime_times_and_checks_there(tmp_path):
+    stdout, r, out = optimize_cli("--target", "onnxruntime", "--threads", "1", "--cost", "none", tmp_path=tmp_path)
+    assert r["target"] == "onnxruntime"
+    assert_guard_consistent(r)
+    # The optimized model runs on the target; the original on the other engine.
+    assert r["check_method"] == "ONNX Runtime against isomer's runtime"
+    assert "latency on ONNX Runtime:" in stdout
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    want = ort.InferenceSession(DEMO, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_no_guard_and_bad_target(tmp_path):
+    stdout, r, _ = optimize_cli("--no-guard", "--cost", "none", tmp_path=tmp_path)
+    assert r["guard"] == "off" and r["kept"] == "optimized" and r["latency_before_ms"] is None
+    assert "guard: off (switched off)" in stdout
+    p = subprocess.run([ISOMER, "optimize", DEMO, "-o", str(tmp_path / "x.onnx"), "--target", "tensorrt"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "tensorrt" in p.stderr
+
+
+def test_python_target_and_report_fields():
+    model, r = isomer.optimize(DEMO, target="onnxruntime", threads=1, cost="none")
+    assert r.target == "onnxruntime" and r.kept in ("optimized", "reverted", "templates", "original")
+    assert_guard_consistent(r.to_dict())
+    assert "kept: " in str(r) and "phases: " in str(r)
+    assert len(model.graph.node) == r.nodes_after
+    with pytest.raises(ValueError, match="target='gpu'"):
+        isomer.optimize(DEMO, target="gpu")
+    _, off = isomer.optimize(DEMO, guard=False, cost="none")
+    assert off.guard == "off"
