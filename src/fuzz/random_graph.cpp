@@ -12,6 +12,7 @@
 #include "check/compare.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "mugraph/region.h"
 #include "ops/op.h"
 
 namespace isomer::fuzz {
@@ -376,6 +377,7 @@ class Generator {
       }
       default:
         if (opts_.opaque && coin(60)) return {opaque(x)};
+        if (coin(15)) return {fused(x)};
         // A common subexpression: the same operator on the same inputs again.
         for (size_t i = floats_.size(); i-- > 0;) {
           const Node& n = *floats_[i].node;
@@ -385,6 +387,15 @@ class Generator {
         }
         return {op1("Add", {op1("Mul", {fconst({2}), fconst({2})}), scalar(1)})};  // constants to fold
     }
+  }
+
+  // A fused μGraph region (no kernel: its body's semantics run) around a small chain.
+  Value fused(const Value& x) {
+    if (x.type().dtype != DType::Float32 || dims_of(x).empty()) throw Error("not a float tensor");
+    GraphBuilder body;
+    Value in = body.input("x", x.type());
+    Value y = coin() ? body.op1("Mul", {body.op1("Sigmoid", {in}), in}) : body.op1("Softmax", {in}, {{"axis", int64_t{-1}}});
+    return mugraph::make_fused_node(b_, body.finish({y}, {"y"}), "", {x}, "")[0];
   }
 
   Value batchnorm(const Value& x) {
@@ -589,7 +600,7 @@ std::vector<std::string> generated_op_types() {
           "MaxPool",   "AveragePool", "GlobalAveragePool", "BatchNormalization", "LayerNormalization", "Softmax",
           "ReduceMean", "ReduceSum", "Concat",   "Split",             "Transpose",         "Reshape",
           "Flatten",   "Squeeze",   "Unsqueeze", "Slice",             "Gather",            "Pad",
-          "Expand",    "Shape",     "ConstantOfShape"};
+          "Expand",    "Shape",     "ConstantOfShape", "MuGraph"};
 }
 
 }  // namespace isomer::fuzz

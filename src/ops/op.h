@@ -125,6 +125,7 @@ enum class Lowering : uint8_t {
   Gather,
   ShapeOf,
   ConstantOfShape,
+  MuGraph,  // a fused region's generated kernel (src/mugraph)
 };
 
 struct OpProperties {

@@ -64,3 +64,5 @@ ISOMER_OP(Expand)
 // shape.cpp: operators on shapes
 ISOMER_OP(Shape)
 ISOMER_OP(ConstantOfShape)
+// mugraph.cpp: a fused region found by the μGraph search (src/mugraph)
+ISOMER_OP(MuGraph)

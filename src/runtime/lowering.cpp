@@ -25,6 +25,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Gather: return lower_gather;
     case Lowering::ShapeOf: return lower_shape_of;
     case Lowering::ConstantOfShape: return lower_constant_of_shape;
+    case Lowering::MuGraph: return lower_mugraph;
   }
   return nullptr;
 }

@@ -40,5 +40,7 @@ bool lower_reduce(Compiler& c, const Node& n);
 bool lower_gather(Compiler& c, const Node& n);
 bool lower_shape_of(Compiler& c, const Node& n);
 bool lower_constant_of_shape(Compiler& c, const Node& n);
+// Fused μGraph regions: the generated kernel, checked and cached (lower_mugraph.cpp).
+bool lower_mugraph(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime
