@@ -74,6 +74,7 @@ bench: build
 	$(PY) scripts/corpus/build.py --out build/corpus
 	$(PY) scripts/bench.py --isomer $(BIN) --corpus build/corpus --json build/bench.json --png build/bench.png $(BENCH_ARGS)
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
+	$(PY) scripts/export_parallel_models.py --out build/models/parallel && $(PY) scripts/bench_parallel.py --isomer $(BIN) --json build/bench_parallel.json
 
 # isomer's runtime step by step next to ONNX Runtime on the same nodes:
 # make profile MODEL=path/to/model.onnx [THREADS=1] [INPUTS=in.npz]

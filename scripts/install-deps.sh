@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev libz3-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev pybind11-dev
+  libopenmpi-dev openmpi-bin iproute2
   python3-venv python3-pip python3-dev
   python3-torchvision python3-torch
 )
@@ -56,7 +57,7 @@ have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
   echo "install-deps: pip install -r requirements-dev.txt"
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q --no-input -r "$REQ"
-  "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, torch, torchvision" \
+  "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, torch, torchvision, matplotlib" \
     || { echo "install-deps: venv import check failed" >&2; exit 1; }
   echo "$want" > "$STAMP"
 else

@@ -109,6 +109,7 @@ void add_commands(CLI::App& app) {
   add_run_command(app);
   add_cost_command(app);
   add_rules_command(app);
+  add_parallel_commands(app);
 }
 
 int run_selected(CLI::App&) { return selected ? selected() : 2; }

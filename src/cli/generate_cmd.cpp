@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "generate/generate.h"
 #include "ir/error.h"
+#include "parallel/comm.h"
 
 namespace isomer::cli {
 
@@ -20,7 +21,7 @@ namespace {
 struct GenerateArgs {
   gen::GenerateOptions options;
   std::string ops, output, report_json;
-  bool quiet = false;
+  bool quiet = false, mpi = false;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -41,6 +42,16 @@ double peak_rss_mib() {
 }
 
 int run_generate(GenerateArgs& a) {
+  // --mpi: the ranks share the work (generate/shards.h); rank 0 reports and writes.
+  std::unique_ptr<parallel::Communicator> comm;
+  if (a.mpi) {
+    comm = parallel::mpi_communicator();
+    a.options.shards.rank = comm->rank();
+    a.options.shards.count = comm->size();
+    parallel::Communicator* c = comm.get();
+    a.options.shards.all_gather = [c](const std::string& mine) { return c->all_gather_strings(mine); };
+    if (comm->rank() != 0) a.quiet = true;
+  }
   std::stringstream ss(a.ops);
   for (std::string op; std::getline(ss, op, ',');)
     if (!op.empty()) a.options.ops.push_back(op);
@@ -52,8 +63,10 @@ int run_generate(GenerateArgs& a) {
     };
   gen::GenerateResult r = gen::generate_rules(a.options);
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (comm && comm->rank() != 0) return 0;
 
-  std::printf("isomer rules generate --max-ops %d -> %s\n\n", a.options.max_ops, a.output.c_str());
+  std::printf("isomer rules generate --max-ops %d -> %s%s\n\n", a.options.max_ops, a.output.c_str(),
+              comm ? (" (" + std::to_string(comm->size()) + " MPI ranks)").c_str() : "");
   for (const auto& [stage, n] : r.counts) std::printf("  %-24s %10llu\n", stage.c_str(), static_cast<unsigned long long>(n));
   std::printf("\n");
   for (const auto& [stage, s] : r.seconds) std::printf("  %-24s %9.2fs\n", stage.c_str(), s);
@@ -113,6 +126,8 @@ void add_rules_generate_command(CLI::App& rules) {
   g->add_flag("!--keep-implied", a->options.prune_implied,
               "verify and write rules that smaller accepted rules already imply (default: drop them)");
   g->add_flag("--quiet,-q", a->quiet, "no progress lines on stderr");
+  g->add_flag("--mpi", a->mpi, "share the work among MPI ranks (mpirun -np N isomer rules generate --mpi ...); "
+                               "rank 0 writes the same file one process writes");
   g->add_option("--report-json", a->report_json, "write stage counts, timings and verdicts here");
   g->add_option("-o,--output", a->output, "rule file to write")->required();
   g->callback([a] { set_action([a] { return run_generate(*a); }); });

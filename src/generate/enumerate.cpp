@@ -691,7 +691,7 @@ std::vector<std::vector<int64_t>> value_dims(const Family& f, const GraphCode& c
 }
 
 std::vector<GraphRecord> enumerate_graphs(const std::vector<Family>& families, int max_ops, int jobs,
-                                          uint64_t seed, EnumerateStats& stats) {
+                                          uint64_t seed, EnumerateStats& stats, const Shards& shards) {
   require(max_ops >= 0 && max_ops <= kMaxOps, "--max-ops must be between 0 and " + std::to_string(kMaxOps));
   require(families.size() < 255, "too many generator families");
   std::vector<GraphRecord> out;
@@ -713,6 +713,7 @@ std::vector<GraphRecord> enumerate_graphs(const std::vector<Family>& families, i
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t t; (t = next.fetch_add(1)) < tasks.size();) {
+      if (!shards.mine(t)) continue;
       const Task& task = tasks[t];
       Enumerator e(families[task.family], static_cast<uint8_t>(task.family), max_ops, seed, results[t],
                    task_stats[t]);
@@ -724,6 +725,17 @@ std::vector<GraphRecord> enumerate_graphs(const std::vector<Family>& families, i
   for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
   for (std::thread& th : pool) th.join();
+  // Every rank gets every prefix's records, joined in task order like one process's.
+  exchange(
+      shards, tasks.size(),
+      [&](ShardWriter& w, size_t t) {
+        w.put_vector(results[t]);
+        w.put(task_stats[t]);
+      },
+      [&](ShardReader& r, size_t t) {
+        results[t] = r.get_vector<GraphRecord>();
+        task_stats[t] = r.get<EnumerateStats>();
+      });
   for (size_t t = 0; t < tasks.size(); ++t) {
     out.insert(out.end(), results[t].begin(), results[t].end());
     std::vector<GraphRecord>().swap(results[t]);

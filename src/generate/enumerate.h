@@ -36,6 +36,7 @@
 
 #include "eval/field.h"
 #include "generate/palette.h"
+#include "generate/shards.h"
 #include "ir/tensor.h"
 
 namespace isomer::gen {
@@ -72,9 +73,11 @@ struct EnumerateStats {
 };
 
 // Enumerates all graphs of `families` with up to max_ops operators using `jobs`
-// threads. Deterministic: the records come back in the same order for any `jobs`.
+// threads (and, with `shards`, several processes: each takes its share of the
+// prefixes). Deterministic: the records come back in the same order for any `jobs`
+// and any number of shards.
 std::vector<GraphRecord> enumerate_graphs(const std::vector<Family>& families, int max_ops, int jobs,
-                                          uint64_t seed, EnumerateStats& stats);
+                                          uint64_t seed, EnumerateStats& stats, const Shards& shards = {});
 
 // Number of values of a code (variables + operator outputs).
 size_t num_values(const Family& f, const GraphCode& code);

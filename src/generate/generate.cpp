@@ -338,7 +338,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   // 1. Enumerate.
   auto t = Clock::now();
   EnumerateStats stats;
-  std::vector<GraphRecord> records = enumerate_graphs(families, o.max_ops, jobs, o.seed, stats);
+  std::vector<GraphRecord> records = enumerate_graphs(families, o.max_ops, jobs, o.seed, stats, o.shards);
   result.counts.emplace_back("enumerated", stats.enumerated);
   result.counts.emplace_back("fingerprinted", stats.enumerated - stats.no_fingerprint);
   result.counts.emplace_back("canonical_names", records.size());
@@ -393,6 +393,7 @@ GenerateResult generate_rules(const GenerateOptions& o) {
   std::vector<RecheckInputs> fresh;
   for (const Family& f : families) fresh.push_back(recheck_inputs(f, o.seed ^ 0x9ec4ec));
   parallel_for(buckets.size(), jobs, [&](size_t b) {
+    if (!o.shards.mine(b)) return;
     const auto& members = buckets[b];
     size_t fi = records[members[0]].code.family;
     const Family& f = families[fi];
@@ -421,6 +422,9 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       }
     }
   });
+  exchange(
+      o.shards, found.size(), [&](ShardWriter& w, size_t b) { w.put_vector(found[b]); },
+      [&](ShardReader& r, size_t b) { found[b] = r.get_vector<Pair>(); });
   std::vector<Pair> pairs;
   for (auto& v : found) pairs.insert(pairs.end(), v.begin(), v.end());
   std::vector<GraphRecord>().swap(records);
@@ -530,9 +534,13 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       if (o.prune_implied && accepted.size() > 0) {
         Ticker tick(o, "level " + std::to_string(level) + " implied check", j - i);
         parallel_for(j - i, jobs, [&](size_t k) {
+          if (!o.shards.mine(k)) return;
           reports[i + k].implied = accepted.implied(result.all[i + k]);
           tick();
         });
+        exchange(
+            o.shards, j - i, [&](ShardWriter& w, size_t k) { w.put<char>(reports[i + k].implied ? 1 : 0); },
+            [&](ShardReader& r, size_t k) { reports[i + k].implied = r.get<char>() != 0; });
       }
       size_t level_implied = 0;
       for (size_t k = i; k < j; ++k) level_implied += reports[k].implied;
@@ -540,10 +548,31 @@ GenerateResult generate_rules(const GenerateOptions& o) {
       tl = Clock::now();
       Ticker tick(o, "level " + std::to_string(level) + " verification", j - i);
       parallel_for(j - i, jobs, [&](size_t k) {
+        if (!o.shards.mine(k)) return;
         if (!reports[i + k].implied)
           result.all[i + k].verdict = run_verifier(result.all[i + k], !reports[i + k].needs_proof, o);
         tick();
       });
+      exchange(
+          o.shards, j - i,
+          [&](ShardWriter& w, size_t k) {
+            const Verdict& v = result.all[i + k].verdict;
+            w.put(static_cast<int>(v.kind));
+            w.put(v.error_bits);
+            w.put(v.trials);
+            w.put(v.degree);
+            w.put(v.time_s);
+            w.put_string(v.reason);
+          },
+          [&](ShardReader& r, size_t k) {
+            Verdict& v = result.all[i + k].verdict;
+            v.kind = static_cast<Verdict::Kind>(r.get<int>());
+            v.error_bits = r.get<int>();
+            v.trials = r.get<int>();
+            v.degree = r.get<int64_t>();
+            v.time_s = r.get<double>();
+            v.reason = r.get_string();
+          });
       size_t level_usable = 0;
       for (size_t k = i; k < j; ++k)
         if (!reports[k].implied && result.all[k].usable()) {

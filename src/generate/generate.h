@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "generate/shards.h"
 #include "rules/rule.h"
 
 namespace isomer::gen {
@@ -71,6 +72,9 @@ struct GenerateOptions {
   bool prune_implied = true;     // drop rules the accepted smaller rules join (generate/implied.h)
   // Called with one line per finished stage and verification level (may be empty).
   std::function<void(const std::string&)> progress;
+  // Several processes sharing the work (generate/shards.h); every rank returns the
+  // same result as one process.
+  Shards shards;
 };
 
 // Rules with larger sides are not used to find implied rules: with 4-operator graphs

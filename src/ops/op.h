@@ -105,6 +105,7 @@ using EmitPointwiseFn = int (*)(kernels::PwProgram& p, const Attributes& attrs, 
 // --print-steps` says so). A test fails if an entry has none.
 enum class Lowering : uint8_t {
   None,
+  ReferenceOnly,  // deliberately none: the reference semantics run it (plans replace such operators)
   Pointwise,  // fused elementwise kernels, from emit_pointwise
   Conv,
   MatMul,

@@ -5,6 +5,7 @@ namespace isomer::runtime {
 LowerFn lowering_of(Lowering l) {
   switch (l) {
     case Lowering::None: return nullptr;
+    case Lowering::ReferenceOnly: return nullptr;
     case Lowering::Pointwise: return lower_pointwise;
     case Lowering::Conv: return lower_conv;
     case Lowering::MatMul: return lower_matmul;
