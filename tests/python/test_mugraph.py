@@ -22,7 +22,7 @@ def small_block(path):
     """RMSNorm -> projection, and a causal softmax attention over the projection."""
     rng = np.random.default_rng(0)
     d, s = 32, 24
-    mask = np.triu(np.full((s, s), -np.inf, dtype=np.float32), 1)[None]
+    mask = np.triu(np.full((s, s), -1e9, dtype=np.float32), 1)[None]
     inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, (d, d)).astype(np.float32), "w"),
              numpy_helper.from_array(rng.uniform(0.5, 1.5, (d,)).astype(np.float32), "gamma"),
              numpy_helper.from_array(np.array(2, np.float32), "two"),
