@@ -58,10 +58,11 @@ bool fusable(const Node& n) {
   return true;
 }
 
-// A constant that stays inside a body: a scalar, or a non-float one (shapes, axes).
+// A constant that stays inside a body: a scalar, or an integer one (shapes, axes).
+// Masks (bool or float tensors) are region inputs, as region programs need.
 bool inner_constant(const Value& v) {
   const Tensor* t = v.constant();
-  return t && (t->numel() == 1 || t->dtype() != DType::Float32);
+  return t && (t->numel() == 1 || t->dtype() == DType::Int64 || t->dtype() == DType::Int32);
 }
 
 Graph body_of(const std::vector<NodePtr>& nodes, std::vector<Value>* inputs) {
