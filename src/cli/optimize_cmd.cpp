@@ -33,6 +33,8 @@ struct OptimizeArgs {
   std::string cost = "measured", cost_db;
   std::string target = "isomer";
   int threads = 0;
+  bool mugraph = false, mugraph_untimed = false;
+  double mugraph_seconds = 10;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -67,6 +69,9 @@ int run_optimize(const OptimizeArgs& a) {
   opts.guard = !a.no_guard;
   opts.target = a.target;
   opts.threads = a.threads;
+  opts.mugraph = a.mugraph;
+  opts.mugraph_seconds = a.mugraph_seconds;
+  opts.mugraph_untimed = a.mugraph_untimed;
   opts.allow_nonfinite = a.allow_nonfinite;
   opts.check_options.seed = a.seed;
   opts.check_options.tolerance = a.tolerance;
@@ -117,6 +122,14 @@ void add_optimize_command(CLI::App& app) {
   o->add_option("--extractor", opt->extractor, "eqsat: greedy, or ilp (exact, CBC; default)")
       ->check(CLI::IsMember({"greedy", "ilp"}));
   o->add_option("--ilp-time", opt->ilp_time, "eqsat: seconds the ILP may take per region (default 10)");
+  o->add_flag("--mugraph", opt->mugraph,
+              "fuse attention, normalization, SwiGLU and softmax regions into generated kernels found by the "
+              "μGraph search (verified, compiled, kept where measured faster; written as ai.isomer.mugraph "
+              "functions whose body is the original subgraph)");
+  o->add_option("--mugraph-seconds", opt->mugraph_seconds, "search seconds per loop choice of one region (default 10)");
+  o->add_flag("--mugraph-untimed", opt->mugraph_untimed,
+              "with --mugraph: keep each region's best verified kernel without timing it against the unfused "
+              "runtime (the guard still times the whole model)");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--no-guard", opt->no_guard,
               "do not time the optimized model against the original (it is written even if slower)");

@@ -12,6 +12,7 @@
 #include "check/compare.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "mugraph/region.h"
 #include "ops/op.h"
 
 namespace isomer::fuzz {
@@ -384,6 +385,7 @@ class Generator {
       case 33: return {einsum_or_range(x, d)};
       default:
         if (opts_.opaque && coin(60)) return {opaque(x)};
+        if (coin(15)) return {fused(x)};
         // A common subexpression: the same operator on the same inputs again.
         for (size_t i = floats_.size(); i-- > 0;) {
           const Node& n = *floats_[i].node;
@@ -523,6 +525,15 @@ class Generator {
       case 1: return op1("Einsum", {x}, {{"equation", std::string("...ij->...ji")}});
       default: return op1("Einsum", {x}, {{"equation", std::string("...ij->...i")}});
     }
+  }
+
+  // A fused μGraph region (no kernel: its body's semantics run) around a small chain.
+  Value fused(const Value& x) {
+    if (x.type().dtype != DType::Float32 || dims_of(x).empty()) throw Error("not a float tensor");
+    GraphBuilder body;
+    Value in = body.input("x", x.type());
+    Value y = coin() ? body.op1("Mul", {body.op1("Sigmoid", {in}), in}) : body.op1("Softmax", {in}, {{"axis", int64_t{-1}}});
+    return mugraph::make_fused_node(b_, body.finish({y}, {"y"}), "", {x}, "")[0];
   }
 
   Value batchnorm(const Value& x) {
@@ -732,7 +743,7 @@ std::vector<std::string> generated_op_types() {
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
-          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum"};
+          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph"};
 }
 
 }  // namespace isomer::fuzz

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "mugraph/onnx_function.h"
 #include "onnx/extras.h"
 #include "onnx/onnx_io.h"
 #include "onnx/proto_util.h"
@@ -170,6 +171,7 @@ class Exporter {
     }
     for (const auto& f : info.functions)
       require(m.add_functions()->ParseFromString(f), "a model-local function does not parse");
+    model_ = &m;
     write_graph(m.mutable_graph());
     add_missing_default_opset(&m);
     extras_.add_to_model(&m);
@@ -393,6 +395,8 @@ class Exporter {
       set_attribute(name, value, p->add_attribute());
     }
     extras_.add_to_node(p);
+    // A fused μGraph region: a call of a model-local function holding the subgraph.
+    if (n.op()->name == "MuGraph") mugraph::export_fused_call(n, p, model_, opset_);
   }
 
   void add_opaque(const Node& n, onnx::GraphProto* graph) {
@@ -463,6 +467,7 @@ class Exporter {
   ExternalWriter* external_;
   const ModelExtras extras_;
   int64_t opset_ = 1;
+  onnx::ModelProto* model_ = nullptr;  // the model being written (MuGraph calls add functions)
   std::vector<NodePtr> order_;
   std::unordered_map<const Node*, OnnxForm> forms_;
   std::unordered_map<const Node*, onnx::NodeProto> protos_;

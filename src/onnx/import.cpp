@@ -19,6 +19,8 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "mugraph/onnx_function.h"
+#include "mugraph/region.h"
 #include "onnx/extras.h"
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
@@ -662,6 +664,11 @@ class Importer {
   // Builds the node as a native operator; returns nullptr with `reason` set when it
   // must stay opaque. Throws Error for a node that is wrong on fully known inputs.
   NodePtr make_native(const onnx::NodeProto& node, const std::vector<Value>& inputs, std::string* reason) {
+    // A fused μGraph region isomer wrote: a call of a model-local function.
+    if (node.domain() == mugraph::kDomain) {
+      NodePtr n = mugraph::import_fused_call(node, inputs, model_, reason);
+      return n ? builder_.intern(n) : nullptr;
+    }
     if (!is_default_domain(node.domain())) {
       *reason = "operator of domain '" + node.domain() + "'";
       return nullptr;

@@ -135,6 +135,7 @@ enum class Lowering : uint8_t {
   GatherElements,
   ScatterND,
   Einsum,
+  MuGraph,  // a fused region's generated kernel (src/mugraph)
 };
 
 struct OpProperties {

@@ -9,6 +9,7 @@
 
 #include "cost/cost.h"
 #include "ir/error.h"
+#include "mugraph/fuse.h"
 #include "runtime/runtime.h"
 #include "search/eqsat.h"
 
@@ -97,8 +98,41 @@ Engine target_engine(const std::string& target) {
   throw Error("unknown target '" + target + "' (choose isomer or onnxruntime)");
 }
 
-Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
+namespace {
+
+Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
+                         OptimizeReport* report, Graph* templates_only);
+
+}  // namespace
+
+Graph rewrite_graph(const Graph& g, const OptimizeOptions& in_opts, std::map<std::string, size_t>* applied,
                     OptimizeReport* report, Graph* templates_only) {
+  OptimizeOptions opts = in_opts;
+  auto& disabled = opts.search_options.disabled;
+  const bool fuse = opts.mugraph && std::find(disabled.begin(), disabled.end(), "mugraph-fuse") == disabled.end();
+  disabled.erase(std::remove(disabled.begin(), disabled.end(), "mugraph-fuse"), disabled.end());
+  Graph out = rewrite_with_rules(g, opts, applied, report, templates_only);
+  if (!fuse) return out;
+  auto t0 = std::chrono::steady_clock::now();
+  mugraph::FuseOptions fo;
+  fo.threads = opts.threads;
+  fo.search_seconds = opts.mugraph_seconds;
+  fo.measure = !opts.mugraph_untimed;
+  fo.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  mugraph::FuseReport fr;
+  out = mugraph::fuse_regions(out, fo, &fr);
+  if (applied && fr.kept()) (*applied)["mugraph-fuse"] += fr.kept();
+  if (report) {
+    report->mugraph = fr.to_text();
+    report->phase_seconds["mugraph"] = seconds_since(t0);
+  }
+  return out;
+}
+
+namespace {
+
+Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<std::string, size_t>* applied,
+                         OptimizeReport* report, Graph* templates_only) {
   const bool search = opts.search == "backtrack" || opts.search == "eqsat";
   require(opts.search == "none" || opts.search == "templates" || search,
           "unknown search '" + opts.search + "' (choose none, templates, backtrack or eqsat)");
@@ -146,6 +180,8 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& opts, std::map<std::s
   return out;
 }
 
+}  // namespace
+
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   s.histogram = g.op_histogram();
@@ -192,6 +228,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   rep.target = opts.target;
   rep.threads = opts.threads;
   for (const char* phase : {"passes", "search", "check", "guard", "cost"}) rep.phase_seconds[phase] = 0;
+  if (opts.mugraph) rep.phase_seconds["mugraph"] = 0;
 
   auto t0 = std::chrono::steady_clock::now();
   rep.search = opts.search;
@@ -357,6 +394,7 @@ std::string OptimizeReport::to_json() const {
   j["phase_seconds"] = phase_seconds;
   j["rules_applied"] = rules_applied;
   j["search"] = search;
+  if (!mugraph.empty()) j["mugraph"] = mugraph;
   if (search == "backtrack" || search == "eqsat") {
     j["search_rules_loaded"] = rules_loaded;
     search_stats.to_json(j);
@@ -400,6 +438,7 @@ std::string OptimizeReport::to_text() const {
   } else if (!cost_note.empty()) {
     out << "predicted: not priced (" << cost_note << ")\n";
   }
+  if (!mugraph.empty()) out << mugraph;
   out << "inputs: " << inputs_source << "\n";
   for (const std::string& note : input_notes) out << "  " << note << "\n";
   out << "check: " << check.status_name();
@@ -432,7 +471,8 @@ std::string OptimizeReport::to_text() const {
     out << line;
   }
   out << "\nphases:";
-  for (const char* phase : {"passes", "search", "check", "guard", "cost"}) {
+  for (const char* phase : {"passes", "search", "mugraph", "check", "guard", "cost"}) {
+    if (std::string(phase) == "mugraph" && !phase_seconds.count(phase)) continue;
     auto it = phase_seconds.find(phase);
     std::snprintf(line, sizeof line, " %s %.3f s%s", phase, it == phase_seconds.end() ? 0.0 : it->second,
                   std::string(phase) == "cost" ? "" : ",");

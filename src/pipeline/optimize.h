@@ -57,6 +57,12 @@ struct OptimizeOptions {
   // Replace how graphs are prepared on an engine (tests: an engine on which a
   // rewrite is slow).
   std::map<Engine, Engines::Factory> engine_factories;
+  // After the rewrites: fuse candidate regions into verified, compiled μGraph
+  // kernels where measured faster on isomer's runtime (mugraph/fuse.h). The rule
+  // name "mugraph-fuse" in the disabled lists switches it off (the guard does).
+  bool mugraph = false;
+  double mugraph_seconds = 10;  // search time per loop choice of one region
+  bool mugraph_untimed = false; // keep verified kernels without timing each region
 };
 
 // "isomer" -> Engine::Runtime, "onnxruntime" -> Engine::OnnxRuntime; Error otherwise.
@@ -94,6 +100,7 @@ struct OptimizeReport {
   double cost_before_ms = -1;    // -1: not available (see cost_note)
   double cost_after_ms = -1;
   std::string cost_note;         // why there is no cost
+  std::string mugraph;           // --mugraph: each candidate region and its verdict
 
   std::string to_json() const;  // the --report-json document
   std::string to_text() const;  // the table `isomer optimize` prints

@@ -35,6 +35,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::GatherElements: return lower_gather_elements;
     case Lowering::ScatterND: return lower_scatter_nd;
     case Lowering::Einsum: return lower_einsum;
+    case Lowering::MuGraph: return lower_mugraph;
   }
   return nullptr;
 }

@@ -51,5 +51,7 @@ bool lower_gather_elements(Compiler& c, const Node& n);
 bool lower_scatter_nd(Compiler& c, const Node& n);
 // Einsum: one oneDNN matmul over views, or a view and a row reduction (lower_einsum.cpp).
 bool lower_einsum(Compiler& c, const Node& n);
+// Fused μGraph regions: the generated kernel, checked and cached (lower_mugraph.cpp).
+bool lower_mugraph(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime

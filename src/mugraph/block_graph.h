@@ -1,0 +1,87 @@
+#pragma once
+// A μGraph on the CPU.
+//
+// Kernel graph: after fusion, the model's graph is the kernel graph: its nodes are
+// the runtime's primitives (oneDNN, native kernels) and fused MuGraph nodes, each
+// one generated kernel; its edges are tensors in memory.
+//
+// Block graph (one generated kernel): a grid of independent output tiles run as
+// parallel tasks over the cores; inside a tile, an optional for-loop over one atom
+// the target sums over, in chunks, with accumulators. Mirage's maps are implied by
+// atoms: an input tile takes the grid tile's slice of every grid atom it has
+// (imap: split) and is shared by the tiles along grid atoms it lacks (replicated);
+// a tile with the loop atom takes the current chunk (fmap); Accum sums a loop tile
+// over the iterations (the accumulator); an output takes the grid tile's slice of
+// its atoms (omap). Every other atom is whole inside a tile.
+//
+// Ops run in three phases: Pre (before the loop, loop-invariant), Loop (every
+// iteration) and Post (after the loop). Tiles are dense arrays over their atoms.
+//
+// Thread graph: built by rule, not searched. Elementwise chains become fused
+// loops; contractions become register micro-kernels (codegen.cpp). One rule
+// changes values: an Exp whose result is later summed over atoms of its argument
+// (softmax, attention) is evaluated as exp(x - m) with m the running maximum of x
+// over those atoms (online softmax); every tile records the power of exp(-m) it
+// carries (`scale`), accumulators are rescaled by exp(m_old - m_new) when m grows,
+// and outputs are unscaled. The field verifier checks the rule's result like any
+// other (with m an arbitrary value: the result must not depend on it).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mugraph/program.h"
+
+namespace isomer::mugraph {
+
+enum class Phase : uint8_t { Pre, Loop, Post };
+enum class BKind : uint8_t { Input, Const, Elementwise, Matmul, Reduce, Accum };
+
+struct BOp {
+  BKind kind = BKind::Input;
+  Op op = Op::Add;          // Elementwise
+  std::vector<int> args;    // op ids
+  std::vector<int> axes;    // the tile's atoms, sorted
+  std::vector<int> reduce;  // Matmul: contracted atoms; Reduce: summed atoms
+  Phase phase = Phase::Pre;
+  int stmt = -1;            // Input: the program's Input statement
+  double value = 0;         // Const
+  int scale = 0;            // the power of the stabilizer's exp(-m) the tile carries
+};
+
+struct GridDim {
+  int atom = -1;
+  int64_t tile = 1;
+};
+
+struct BlockGraph {
+  std::vector<GridDim> grid;
+  int loop_atom = -1;
+  int64_t chunk = 0;
+  std::vector<BOp> ops;
+  std::vector<std::pair<int, int>> outputs;  // (op, program output)
+  int stab_exp = -1;                         // the stabilized Exp op, -1 none
+  std::vector<int> stab_axes;                // atoms the shift m varies along
+
+  const GridDim* grid_dim(int atom) const;
+  // Largest extent of `atom` in a tile of this phase.
+  int64_t tile_extent(const Program& p, int atom, Phase phase) const;
+  int64_t num_tiles(const Program& p) const;
+  int64_t num_chunks(const Program& p) const;
+  std::string to_text(const Program& p) const;
+  // A short description: grid, loop, ops (for reports).
+  std::string summary(const Program& p) const;
+};
+
+// The atoms and phase of an op from its arguments (what the search and the check use).
+// Returns false (with `why`) if the op is malformed.
+bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why);
+// Checks a whole block graph against its program: well-formed ops, phases, grid
+// atoms never reduced and present in every output, outputs complete. Throws Error.
+void check_block_graph(const Program& p, const BlockGraph& g);
+BlockGraph parse_block_graph(const Program& p, const std::string& text);
+
+// The online-softmax rule (see above): sets stab_exp, stab_axes and every op's
+// scale. Leaves the graph without stabilization where the rule does not apply.
+void stabilize(const Program& p, BlockGraph& g);
+
+}  // namespace isomer::mugraph

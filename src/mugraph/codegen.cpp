@@ -1,0 +1,591 @@
+#include "mugraph/codegen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "ir/error.h"
+#include "mugraph/codegen_prelude.h"
+#include "mugraph/vmath_text.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::string flt(double v) {
+  if (v == INFINITY) return "INFINITY";
+  if (v == -INFINITY) return "(-INFINITY)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%af", static_cast<double>(static_cast<float>(v)));
+  return std::string("(") + buf + ")";
+}
+
+// How generated code reaches an op's tile.
+struct Access {
+  enum class Where { None, Scratch, View, Output, Inline, Const } where = Where::None;
+  std::string base;                  // pointer expression (Scratch, View, Output)
+  std::vector<int> order;            // atoms, outer to inner (Scratch layout)
+  std::map<int, int64_t> stride;     // per atom of the tile
+  size_t offset = 0;                 // Scratch: floats into the thread's scratch
+  bool is_bool = false;              // a bool input (uint8)
+};
+
+class Gen {
+ public:
+  Gen(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip) : p_(p), g_(g), skip_(skip) {}
+
+  std::string run() {
+    plan();
+    std::ostringstream s;
+    s << "// isomer μGraph kernel (generated)\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include "
+         "<omp.h>\n\n";
+    s << kVmathText << "\n";
+    s << "namespace vm = isomer::kernels::vm;\n";
+    s << kMicroKernels << "\n";
+    s << "/* block graph\n" << g_.to_text(p_) << "*/\n";
+    if (!skip_.empty()) {
+      s << "static const char mg_skip[] = \"";
+      for (uint8_t b : skip_) s << (b ? '1' : '0');
+      s << "\";\n";
+    }
+    s << "extern \"C\" void isomer_mugraph_run(const void* const* in_, void* const* out_, int threads) {\n";
+    for (size_t k = 0; k < p_.inputs.size(); ++k) {
+      if (p_.inputs[k].dtype == DType::Bool)
+        s << "  const uint8_t* in" << k << " = static_cast<const uint8_t*>(in_[" << k << "]);\n";
+      else
+        s << "  const float* in" << k << " = static_cast<const float*>(in_[" << k << "]);\n";
+    }
+    for (size_t k = 0; k < p_.outputs.size(); ++k)
+      s << "  float* out" << k << " = static_cast<float*>(out_[" << k << "]);\n";
+    s << "  const int team = threads > 0 ? threads : omp_get_max_threads();\n";
+    s << "#pragma omp parallel num_threads(team)\n  {\n";
+    s << "    float* scratch = static_cast<float*>(std::aligned_alloc(64, " << std::max<size_t>(scratch_, 16) * 4
+      << "));\n";
+    s << "#pragma omp for schedule(dynamic, 1)\n";
+    s << "    for (int64_t tile = 0; tile < " << g_.num_tiles(p_) << "; ++tile) {\n";
+    ind_ = 6;
+    body();
+    s << o_.str();
+    s << "    }\n    std::free(scratch);\n  }\n}\n";
+    return s.str();
+  }
+
+ private:
+  // --- planning -------------------------------------------------------------------
+  std::vector<int> global_order_;
+  std::vector<Access> acc_;
+  std::vector<std::vector<int>> users_;
+  std::vector<int> output_of_;  // op -> program output it is written to (-1)
+  std::vector<int> fused_into_;  // Matmul/Reduce op -> the Accum it accumulates into (-1)
+  size_t scratch_ = 0;
+  size_t m_off_ = 0, fac_off_ = 0, cm_off_ = 0;
+
+  int64_t max_extent(int atom, Phase ph) const { return g_.tile_extent(p_, atom, ph); }
+  std::string ext(int atom, Phase ph) const {
+    if (g_.grid_dim(atom) && g_.grid_dim(atom)->tile < p_.extent(atom)) return "e" + std::to_string(atom);
+    if (atom == g_.loop_atom && ph == Phase::Loop && g_.chunk < p_.extent(atom)) return "ec";
+    return std::to_string(max_extent(atom, ph));
+  }
+  std::string origin(int atom, Phase ph) const {
+    if (g_.grid_dim(atom) && g_.grid_dim(atom)->tile < p_.extent(atom)) return "o" + std::to_string(atom);
+    if (atom == g_.loop_atom && ph == Phase::Loop) return "oc";
+    return "0";
+  }
+  std::vector<int> ordered(const std::vector<int>& atoms) const {
+    std::vector<int> r;
+    for (int a : global_order_)
+      if (contains(atoms, a)) r.push_back(a);
+    return r;
+  }
+  size_t alloc(size_t floats) {
+    size_t off = scratch_;
+    scratch_ += (floats + 15) / 16 * 16;
+    return off;
+  }
+  void scratch_tile(size_t i, std::vector<int> order) {
+    Access& a = acc_[i];
+    a.where = Access::Where::Scratch;
+    a.order = order;
+    int64_t s = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+      a.stride[order[k]] = s;
+      s *= max_extent(order[k], g_.ops[i].phase == Phase::Post ? Phase::Post : g_.ops[i].phase);
+    }
+    a.offset = alloc(static_cast<size_t>(s));
+    a.base = "(scratch + " + std::to_string(a.offset) + ")";
+  }
+
+  // The matmul's operand roles: (A, B, m atom or -1, n atom, k atom), n innermost in C.
+  struct Roles {
+    int a = -1, b = -1, m = -1, n = -1, k = -1;
+  };
+  Roles roles(size_t i, const std::vector<int>& c_order) const {
+    const BOp& op = g_.ops[i];
+    Roles r;
+    if (op.reduce.size() != 1) return r;
+    r.k = op.reduce[0];
+    const BOp &x = g_.ops[op.args[0]], &y = g_.ops[op.args[1]];
+    for (size_t q = c_order.size(); q-- > 0 && r.n < 0;) {
+      int at = c_order[q];
+      bool in_x = contains(x.axes, at), in_y = contains(y.axes, at);
+      if (in_x && !in_y) r.n = at, r.a = op.args[1], r.b = op.args[0];
+      else if (in_y && !in_x) r.n = at, r.a = op.args[0], r.b = op.args[1];
+    }
+    if (r.n < 0) return Roles{};
+    const BOp& A = g_.ops[r.a];
+    const BOp& B = g_.ops[r.b];
+    for (size_t q = c_order.size(); q-- > 0 && r.m < 0;)
+      if (contains(A.axes, c_order[q]) && !contains(B.axes, c_order[q])) r.m = c_order[q];
+    return r;
+  }
+
+  void plan() {
+    const size_t n = g_.ops.size();
+    // Global atom order: the first output's dims, then the other outputs', then the rest.
+    for (const IoTensor& o : p_.outputs)
+      for (const auto& l : o.dim_atoms)
+        for (int a : l)
+          if (!contains(global_order_, a)) global_order_.push_back(a);
+    for (size_t a = 0; a < p_.atoms.size(); ++a)
+      if (!contains(global_order_, static_cast<int>(a))) global_order_.push_back(static_cast<int>(a));
+    acc_.assign(n, {});
+    users_.assign(n, {});
+    output_of_.assign(n, -1);
+    fused_into_.assign(n, -1);
+    for (size_t i = 0; i < n; ++i)
+      for (int a : g_.ops[i].args) users_[a].push_back(static_cast<int>(i));
+    for (const auto& [o, k] : g_.outputs) output_of_[o] = k;
+    // Accumulators fed by one contraction or reduction take it directly.
+    for (size_t i = 0; i < n; ++i) {
+      const BOp& op = g_.ops[i];
+      if (op.kind != BKind::Accum) continue;
+      int a = op.args[0];
+      const BOp& src = g_.ops[a];
+      if ((src.kind == BKind::Matmul || src.kind == BKind::Reduce) && users_[a].size() == 1 && output_of_[a] < 0)
+        fused_into_[a] = static_cast<int>(i);
+    }
+    // Requirements matmuls put on their operands' layouts.
+    std::map<int, std::vector<int>> want_order;  // op -> order it should be stored in
+    for (size_t i = 0; i < n; ++i) {
+      const BOp& op = g_.ops[i];
+      if (op.kind != BKind::Matmul) continue;
+      Roles r = roles(i, ordered(op.axes));
+      if (r.k < 0) continue;
+      auto with_inner = [&](int opi, std::vector<int> inner) {
+        std::vector<int> ord;
+        for (int a : ordered(g_.ops[opi].axes))
+          if (!contains(inner, a)) ord.push_back(a);
+        ord.insert(ord.end(), inner.begin(), inner.end());
+        if (!want_order.count(opi)) want_order[opi] = ord;
+      };
+      with_inner(r.a, {r.k});
+      with_inner(r.b, {r.k, r.n});
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const BOp& op = g_.ops[i];
+      Access& a = acc_[i];
+      switch (op.kind) {
+        case BKind::Const: a.where = Access::Where::Const; break;
+        case BKind::Input: {
+          const IoTensor& io = p_.inputs[p_.stmts[op.stmt].input];
+          a.is_bool = io.dtype == DType::Bool;
+          for (int at : op.axes) a.stride[at] = io.stride(p_.atoms, at);
+          a.where = Access::Where::View;
+          a.base = "v" + std::to_string(i);
+          // A view serves if the wanted innermost atoms are unit-stride there.
+          auto it = want_order.find(static_cast<int>(i));
+          if (it != want_order.end() && !a.is_bool) {
+            const std::vector<int>& ord = it->second;
+            bool ok = !ord.empty() && a.stride[ord.back()] == 1;
+            if (ord.size() >= 2 && it->second.size() >= 2) {
+              // B operand: k then n; the leading dimension is free, n must be unit.
+            }
+            if (!ok) {
+              a.stride.clear();
+              scratch_tile(i, ord);
+              copies_.push_back(static_cast<int>(i));
+            }
+          }
+          break;
+        }
+        default: {
+          bool inline_ok = op.kind == BKind::Elementwise && static_cast<int>(i) != g_.stab_exp && output_of_[i] < 0 &&
+                           users_[i].size() == 1 && !want_order.count(static_cast<int>(i));
+          if (inline_ok) {
+            const BOp& u = g_.ops[users_[i][0]];
+            bool u_ok = (u.kind == BKind::Elementwise && users_[i][0] != g_.stab_exp && u.axes == op.axes) ||
+                        (u.kind == BKind::Reduce && fused_into_[users_[i][0]] < 0) ||
+                        (u.kind == BKind::Accum);
+            inline_ok = u_ok && (u.phase == op.phase || u.kind == BKind::Accum);
+          }
+          if (inline_ok) {
+            a.where = Access::Where::Inline;
+            break;
+          }
+          if (fused_into_[i] >= 0) break;  // shares its accumulator's storage (set below)
+          auto it = want_order.find(static_cast<int>(i));
+          scratch_tile(i, it != want_order.end() ? it->second : ordered(op.axes));
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (fused_into_[i] >= 0) acc_[i] = acc_[fused_into_[i]];
+    if (g_.stab_exp >= 0) {
+      int64_t s = 1;
+      for (int a : g_.stab_axes) s *= max_extent(a, g_.ops[g_.stab_exp].phase);
+      m_off_ = alloc(static_cast<size_t>(s));
+      fac_off_ = alloc(static_cast<size_t>(s));
+      cm_off_ = alloc(static_cast<size_t>(s));
+    }
+  }
+  std::vector<int> copies_;
+
+  // --- emission -------------------------------------------------------------------
+  std::ostringstream o_;
+  int ind_ = 0;
+  std::string pad() const { return std::string(static_cast<size_t>(ind_), ' '); }
+  void line(const std::string& s) { o_ << pad() << s << "\n"; }
+
+  std::string idx(int atom) const { return "i" + std::to_string(atom); }
+
+  // Offset of the op's element at the current loop indices.
+  std::string offset(const Access& a, const std::vector<int>& atoms) const {
+    std::string s;
+    for (int at : atoms) {
+      auto it = a.stride.find(at);
+      if (it == a.stride.end() || it->second == 0) continue;
+      if (!s.empty()) s += " + ";
+      s += idx(at) + (it->second == 1 ? "" : " * " + std::to_string(it->second));
+    }
+    return s.empty() ? "0" : s;
+  }
+  std::string at(int i) const {
+    const Access& a = acc_[i];
+    const BOp& op = g_.ops[i];
+    switch (a.where) {
+      case Access::Where::Const: return flt(op.value);
+      case Access::Where::Inline: return expr(i);
+      default: {
+        std::string e = a.base + "[" + offset(a, op.axes) + "]";
+        if (a.is_bool) return "(" + e + " != 0)";
+        return e;
+      }
+    }
+  }
+  std::string expr(int i) const {
+    const BOp& op = g_.ops[i];
+    auto arg = [&](size_t k) { return at(op.args[k]); };
+    switch (op.op) {
+      case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Op::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Op::Max: return "std::fmax(" + arg(0) + ", " + arg(1) + ")";
+      case Op::Min: return "std::fmin(" + arg(0) + ", " + arg(1) + ")";
+      case Op::Where: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+      case Op::Neg: return "(-" + arg(0) + ")";
+      case Op::Exp: return "vm::exp(" + arg(0) + ")";
+      case Op::Sqrt: return "std::sqrt(" + arg(0) + ")";
+      case Op::Erf: return "vm::erf(" + arg(0) + ")";
+      case Op::Tanh: return "vm::tanh(" + arg(0) + ")";
+      case Op::Sigmoid: return "vm::sigmoid(" + arg(0) + ")";
+      case Op::Relu: return "std::fmax(" + arg(0) + ", 0.0f)";
+      case Op::Log: return "vm::log(" + arg(0) + ")";
+      default: throw Error("μGraph codegen: not an elementwise op");
+    }
+  }
+
+  // Nested loops over `atoms` (in order); body at the innermost. simd on the inner loop.
+  void loops(const std::vector<int>& atoms, Phase ph, bool simd, const std::function<void()>& inner) {
+    for (size_t k = 0; k < atoms.size(); ++k) {
+      if (simd && k + 1 == atoms.size()) line("#pragma omp simd");
+      line("for (int64_t " + idx(atoms[k]) + " = 0; " + idx(atoms[k]) + " < " + ext(atoms[k], ph) + "; ++" +
+           idx(atoms[k]) + ") {");
+      ind_ += 2;
+    }
+    inner();
+    for (size_t k = 0; k < atoms.size(); ++k) {
+      ind_ -= 2;
+      line("}");
+    }
+  }
+  std::vector<int> layout(int i) const {
+    const Access& a = acc_[i];
+    if (!a.order.empty()) return a.order;
+    // Views and outputs: by decreasing stride.
+    std::vector<int> ord = g_.ops[i].axes;
+    std::stable_sort(ord.begin(), ord.end(), [&](int x, int y) { return a.stride.at(x) > a.stride.at(y); });
+    return ord;
+  }
+
+  void zero(int i) {
+    Phase ph = g_.ops[i].phase;
+    loops(layout(i), ph, true, [&] { line(acc_[i].base + "[" + offset(acc_[i], g_.ops[i].axes) + "] = 0.0f;"); });
+  }
+
+  void view_bases(Phase ph) {
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      const BOp& op = g_.ops[i];
+      if (op.kind != BKind::Input || op.phase != ph) continue;
+      const IoTensor& io = p_.inputs[p_.stmts[op.stmt].input];
+      std::string off;
+      for (int a : op.axes) {
+        std::string org = origin(a, ph);
+        if (org == "0") continue;
+        off += " + " + org + " * " + std::to_string(io.stride(p_.atoms, a));
+      }
+      std::string type = io.dtype == DType::Bool ? "const uint8_t*" : "const float*";
+      int k = p_.stmts[op.stmt].input;
+      if (acc_[i].where == Access::Where::View) {
+        line(type + " v" + std::to_string(i) + " = in" + std::to_string(k) + off + ";");
+      } else {
+        // Packed copy of the input tile.
+        line("{");
+        ind_ += 2;
+        line("const float* src = in" + std::to_string(k) + off + ";");
+        Access src;
+        for (int a : op.axes) src.stride[a] = io.stride(p_.atoms, a);
+        loops(acc_[i].order, ph, true, [&] {
+          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = src[" + offset(src, op.axes) + "];");
+        });
+        ind_ -= 2;
+        line("}");
+      }
+    }
+  }
+
+  void emit_matmul(int i) {
+    const BOp& op = g_.ops[i];
+    const Access& c = acc_[i];
+    if (fused_into_[i] < 0) zero(i);
+    std::vector<int> c_order = layout(i);
+    Roles r = roles(static_cast<size_t>(i), c_order);
+    auto ptr = [&](int opi, const std::vector<int>& looped) {
+      const Access& a = acc_[opi];
+      std::vector<int> atoms;
+      for (int x : g_.ops[opi].axes)
+        if (contains(looped, x)) atoms.push_back(x);
+      return "(" + a.base + " + " + offset(a, atoms) + ")";
+    };
+    auto st = [&](int opi, int atom) -> int64_t {
+      if (atom < 0) return 0;
+      auto it = acc_[opi].stride.find(atom);
+      return it == acc_[opi].stride.end() ? 0 : it->second;
+    };
+    auto materialized = [&](int opi) {
+      Access::Where w = acc_[opi].where;
+      return w == Access::Where::Scratch || w == Access::Where::View || w == Access::Where::Output;
+    };
+    const Phase ph = op.phase;
+    if (r.k >= 0 && materialized(r.a) && materialized(r.b) && !acc_[r.a].is_bool && !acc_[r.b].is_bool) {
+      std::vector<int> outer;
+      for (int a : c_order)
+        if (a != r.m && a != r.n) outer.push_back(a);
+      std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
+      if (st(r.b, r.n) == 1 && st(i, r.n) == 1 && st(r.a, r.k) == 1) {
+        loops(outer, ph, false, [&] {
+          line("mg_gemm(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
+               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.k)) + ", " +
+               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ");");
+        });
+        return;
+      }
+      if (st(r.a, r.k) == 1 && st(r.b, r.k) == 1) {
+        loops(outer, ph, false, [&] {
+          line("mg_dot(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
+               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.n)) + ", " +
+               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ");");
+        });
+        return;
+      }
+    }
+    // Generic contraction.
+    std::vector<int> all = c_order;
+    all.insert(all.end(), op.reduce.begin(), op.reduce.end());
+    loops(all, ph, false, [&] {
+      line(c.base + "[" + offset(c, op.axes) + "] += " + at(op.args[0]) + " * " + at(op.args[1]) + ";");
+    });
+  }
+
+  void emit_reduce(int i) {
+    const BOp& op = g_.ops[i];
+    const Access& c = acc_[i];
+    if (fused_into_[i] < 0) zero(i);
+    const Phase ph = op.phase;
+    std::vector<int> outer = layout(i);
+    std::vector<int> red = op.reduce;
+    loops(outer, ph, false, [&] {
+      line("{");
+      ind_ += 2;
+      line("float s = 0.0f;");
+      for (size_t k = 0; k < red.size(); ++k) {
+        if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
+        line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" + idx(red[k]) +
+             ") {");
+        ind_ += 2;
+      }
+      line("s += " + at(op.args[0]) + ";");
+      for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
+      line(c.base + "[" + offset(c, op.axes) + "] += s;");
+      ind_ -= 2;
+      line("}");
+    });
+  }
+
+  std::string m_at(const std::vector<int>& ) const {
+    Access m;
+    int64_t s = 1;
+    for (size_t k = g_.stab_axes.size(); k-- > 0;) {
+      m.stride[g_.stab_axes[k]] = s;
+      s *= max_extent(g_.stab_axes[k], g_.ops[g_.stab_exp].phase);
+    }
+    return offset(m, g_.stab_axes);
+  }
+  std::string stab(size_t off) const { return "scratch[" + std::to_string(off) + " + " + m_at({}) + "]"; }
+
+  void emit_stab_exp(int i) {
+    const BOp& op = g_.ops[i];
+    const Phase ph = op.phase;
+    const int x = op.args[0];
+    std::vector<int> sh = ordered(g_.stab_axes);
+    loops(sh, ph, true, [&] { line(stab(cm_off_) + " = -INFINITY;"); });
+    loops(layout(x), ph, false, [&] { line(stab(cm_off_) + " = std::fmax(" + stab(cm_off_) + ", " + at(x) + ");"); });
+    if (ph == Phase::Loop) {
+      loops(sh, ph, false, [&] {
+        line("const float mo = " + stab(m_off_) + ", mn = std::fmax(mo, " + stab(cm_off_) + ");");
+        line(stab(fac_off_) + " = mn == -INFINITY ? 1.0f : (mo == -INFINITY ? 0.0f : vm::exp(mo - mn));");
+        line(stab(m_off_) + " = mn;");
+      });
+      for (size_t a = 0; a < g_.ops.size(); ++a) {
+        const BOp& acc = g_.ops[a];
+        if (acc.kind != BKind::Accum || acc.scale == 0) continue;
+        loops(layout(static_cast<int>(a)), Phase::Post, true, [&] {
+          std::string f = stab(fac_off_);
+          std::string pw = f;
+          for (int k = 1; k < std::abs(acc.scale); ++k) pw += " * " + f;
+          line(acc_[a].base + "[" + offset(acc_[a], acc.axes) + "] " + (acc.scale > 0 ? "*=" : "/=") + " " + pw + ";");
+        });
+      }
+    } else {
+      loops(sh, ph, true, [&] { line(stab(m_off_) + " = " + stab(cm_off_) + ";"); });
+    }
+    loops(layout(i), ph, true, [&] {
+      line("{ const float m = " + stab(m_off_) + "; " + acc_[i].base + "[" + offset(acc_[i], op.axes) +
+           "] = m == -INFINITY ? 0.0f : vm::exp(" + at(x) + " - m); }");
+    });
+  }
+
+  void emit_op(int i) {
+    const BOp& op = g_.ops[i];
+    switch (op.kind) {
+      case BKind::Input:
+      case BKind::Const: return;
+      case BKind::Matmul: emit_matmul(i); return;
+      case BKind::Reduce: emit_reduce(i); return;
+      case BKind::Accum: {
+        int a = op.args[0];
+        if (fused_into_[a] == i) return;  // the contraction accumulated in place
+        loops(layout(i), Phase::Post, true, [&] {
+          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] += " + at(a) + ";");
+        });
+        return;
+      }
+      case BKind::Elementwise: {
+        if (acc_[i].where == Access::Where::Inline) return;
+        if (i == g_.stab_exp) {
+          emit_stab_exp(i);
+          return;
+        }
+        loops(layout(i), op.phase, true, [&] {
+          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";");
+        });
+        return;
+      }
+    }
+  }
+
+  void body() {
+    // Grid coordinates.
+    line("int64_t rest = tile;");
+    for (size_t k = g_.grid.size(); k-- > 0;) {
+      const GridDim& d = g_.grid[k];
+      if (d.tile >= p_.extent(d.atom)) continue;
+      int64_t n = (p_.extent(d.atom) + d.tile - 1) / d.tile;
+      std::string a = std::to_string(d.atom);
+      line("const int64_t o" + a + " = (rest % " + std::to_string(n) + ") * " + std::to_string(d.tile) + "; rest /= " +
+           std::to_string(n) + ";");
+      line("const int64_t e" + a + " = " + std::to_string(p_.extent(d.atom)) + " - o" + a + " < " +
+           std::to_string(d.tile) + " ? " + std::to_string(p_.extent(d.atom)) + " - o" + a + " : " +
+           std::to_string(d.tile) + ";");
+    }
+    line("(void)rest;");
+    view_bases(Phase::Pre);
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (g_.ops[i].phase == Phase::Pre) emit_op(static_cast<int>(i));
+    if (g_.loop_atom >= 0) {
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].kind == BKind::Accum) zero(static_cast<int>(i));
+      if (g_.stab_exp >= 0 && g_.ops[g_.stab_exp].phase == Phase::Loop)
+        loops(ordered(g_.stab_axes), Phase::Loop, true, [&] { line(stab(m_off_) + " = -INFINITY;"); });
+      const int64_t chunks = g_.num_chunks(p_), E = p_.extent(g_.loop_atom);
+      line("for (int64_t c = 0; c < " + std::to_string(chunks) + "; ++c) {");
+      ind_ += 2;
+      if (!skip_.empty()) line("if (mg_skip[tile * " + std::to_string(chunks) + " + c] == '1') continue;");
+      line("const int64_t oc = c * " + std::to_string(g_.chunk) + ";");
+      if (g_.chunk < E)
+        line("const int64_t ec = " + std::to_string(E) + " - oc < " + std::to_string(g_.chunk) + " ? " +
+             std::to_string(E) + " - oc : " + std::to_string(g_.chunk) + ";");
+      line("(void)oc;");
+      view_bases(Phase::Loop);
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].phase == Phase::Loop) emit_op(static_cast<int>(i));
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].kind == BKind::Accum) emit_op(static_cast<int>(i));
+      ind_ -= 2;
+      line("}");
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].phase == Phase::Post && g_.ops[i].kind != BKind::Accum) emit_op(static_cast<int>(i));
+    }
+    // Outputs: unscaled where the online-softmax rule left a power of exp(-m).
+    for (const auto& [oi, k] : g_.outputs) {
+      const BOp& op = g_.ops[oi];
+      const IoTensor& io = p_.outputs[k];
+      Access dst;
+      std::string off;
+      for (int a : op.axes) {
+        dst.stride[a] = io.stride(p_.atoms, a);
+        std::string org = origin(a, Phase::Post);
+        if (org != "0") off += " + " + org + " * " + std::to_string(dst.stride[a]);
+      }
+      dst.base = "(out" + std::to_string(k) + off + ")";
+      std::vector<int> ord = op.axes;
+      std::stable_sort(ord.begin(), ord.end(), [&](int x, int y) { return dst.stride[x] > dst.stride[y]; });
+      Phase ph = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
+      loops(ord, ph, true, [&] {
+        std::string v = at(oi);
+        if (op.scale != 0) {
+          std::string e = "vm::exp(" + stab(m_off_) + ")";
+          for (int s = 0; s < std::abs(op.scale); ++s) v = "(" + v + (op.scale > 0 ? " * " : " / ") + e + ")";
+        }
+        line(dst.base + "[" + offset(dst, op.axes) + "] = " + v + ";");
+      });
+    }
+  }
+
+  const Program& p_;
+  const BlockGraph& g_;
+  const std::vector<uint8_t>& skip_;
+};
+
+}  // namespace
+
+std::string generate_source(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip) {
+  return Gen(p, g, skip).run();
+}
+
+}  // namespace isomer::mugraph

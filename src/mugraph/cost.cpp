@@ -1,0 +1,306 @@
+#include "mugraph/cost.h"
+
+#include <dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "mugraph/interpreter.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+int64_t read_cache_size(int index) {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+  std::string s;
+  if (!(in >> s) || s.empty()) return 0;
+  int64_t v = std::atoll(s.c_str());
+  if (s.back() == 'K') v <<= 10;
+  else if (s.back() == 'M') v <<= 20;
+  return v;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+std::filesystem::path cache_dir() {
+  const char* x = std::getenv("XDG_CACHE_HOME");
+  if (x && *x) return std::filesystem::path(x) / "isomer";
+  const char* h = std::getenv("HOME");
+  return std::filesystem::path(h && *h ? h : "/tmp") / ".cache" / "isomer";
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void measure(Machine& m) {
+  // Matmul rate: oneDNN's sgemm, one thread, a cache-resident size; best of 5.
+  const int n = 256;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
+  double best = 1e9;
+  for (int r = 0; r < 5; ++r) {
+    double t0 = now_s();
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, now_s() - t0);
+  }
+  m.gflops_core = 2.0 * n * n * n / best / 1e9;
+  // Streaming read bandwidth, one core, 64 MB.
+  std::vector<float> big(16 << 20, 1.0f);
+  double best_bw = 1e9;
+  volatile float sink = 0;
+  for (int r = 0; r < 3; ++r) {
+    double t0 = now_s();
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 3 < big.size(); i += 4) s0 += big[i], s1 += big[i + 1], s2 += big[i + 2], s3 += big[i + 3];
+    sink = sink + s0 + s1 + s2 + s3;
+    best_bw = std::min(best_bw, now_s() - t0);
+  }
+  m.dram_gbps = static_cast<double>(big.size() * sizeof(float)) / best_bw / 1e9;
+}
+
+}  // namespace
+
+std::string Machine::describe() const {
+  std::ostringstream o;
+  o << isa() << ", L1 " << (l1 >> 10) << " KiB, L2 " << (l2 >> 10) << " KiB, L3 " << (l3 >> 20) << " MiB, "
+    << gflops_core << " GFLOP/s per core (matmul), " << dram_gbps << " GB/s (one core)";
+  return o.str();
+}
+
+const Machine& machine() {
+  static Machine m;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (int64_t v = read_cache_size(0)) m.l1 = read_line("/sys/devices/system/cpu/cpu0/cache/index0/type") == "Data" ? v : m.l1;
+    for (int i = 1; i < 5; ++i) {
+      std::string level = read_line("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/level");
+      int64_t v = read_cache_size(i);
+      if (!v) continue;
+      if (level == "2") m.l2 = v;
+      if (level == "3") m.l3 = v;
+    }
+    __builtin_cpu_init();
+    m.avx2 = __builtin_cpu_supports("avx2");
+    m.fma = __builtin_cpu_supports("fma");
+    m.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+    m.vector_floats = m.avx512 ? 16 : m.avx2 ? 8 : 4;
+    const char* nomeasure = std::getenv("ISOMER_MUGRAPH_NO_MEASURE");
+    if (nomeasure && *nomeasure == '1') {
+      m.gflops_core = m.avx512 ? 100 : m.avx2 ? 50 : 15;
+      m.dram_gbps = 10;
+      return;
+    }
+    std::filesystem::path f = cache_dir() / "mugraph-machine.txt";
+    std::string key = m.isa() + " " + read_line("/proc/sys/kernel/hostname");
+    {
+      std::ifstream in(f);
+      std::string k;
+      double g = 0, b = 0;
+      if (std::getline(in, k) && k == key && (in >> g >> b) && g > 0 && b > 0) {
+        m.gflops_core = g;
+        m.dram_gbps = b;
+        return;
+      }
+    }
+    measure(m);
+    std::error_code ec;
+    std::filesystem::create_directories(f.parent_path(), ec);
+    std::ofstream out(f);
+    out << key << "\n" << m.gflops_core << " " << m.dram_gbps << "\n";
+  });
+  return m;
+}
+
+namespace {
+
+double op_flops(Op op) {
+  switch (op) {
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Neg:
+    case Op::Max:
+    case Op::Min:
+    case Op::Relu:
+    case Op::Where: return 1;
+    case Op::Div:
+    case Op::Sqrt: return 4;
+    default: return 16;  // exp, erf, tanh, sigmoid, log
+  }
+}
+
+}  // namespace
+
+CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double skipped) {
+  const Machine& m = machine();
+  CostEstimate c;
+  c.tiles = g.num_tiles(p);
+  const double chunks = static_cast<double>(g.num_chunks(p)) * (1.0 - skipped);
+  auto vol = [&](const std::vector<int>& axes, Phase ph) {
+    double v = 1;
+    for (int a : axes) v *= static_cast<double>(g.tile_extent(p, a, ph));
+    return v;
+  };
+  const double peak = m.gflops_core * 1e9;        // flop/s, one core, matmul
+  const double vec_rate = peak / 4;                // elementwise work: no FMA pairing, less unrolling
+  double per_tile = 0, ws = 0;                     // seconds
+  for (const BOp& op : g.ops) {
+    double reps = op.phase == Phase::Loop ? chunks : 1;
+    double out = vol(op.axes, op.phase);
+    ws += out * 4;
+    double t = 0;
+    switch (op.kind) {
+      case BKind::Input: t = out * 4 / (m.dram_gbps * 1e9 * 4); break;  // a copy from cache
+      case BKind::Const: break;
+      case BKind::Elementwise: t = out * op_flops(op.op) / vec_rate; break;
+      case BKind::Reduce: t = vol(g.ops[op.args[0]].axes, op.phase) / vec_rate; break;
+      case BKind::Accum: t = out / vec_rate; break;
+      case BKind::Matmul: {
+        double k = 1;
+        for (int r : op.reduce) k *= static_cast<double>(g.tile_extent(p, r, op.phase));
+        double f = 2 * out * k;
+        c.flops += f * reps * static_cast<double>(c.tiles);
+        // Register blocking needs a wide enough output tile.
+        double inner = op.axes.empty() ? 1 : static_cast<double>(g.tile_extent(p, op.axes.back(), op.phase));
+        double eff = out >= 64 && inner >= m.vector_floats ? 0.75 : out >= 8 ? 0.35 : 0.15;
+        t = f / (peak * eff);
+        break;
+      }
+    }
+    per_tile += t * reps;
+  }
+  c.working_set = static_cast<int64_t>(ws);
+  if (ws > static_cast<double>(m.l2)) per_tile *= 1.5 + ws / static_cast<double>(m.l2) * 0.25;
+  per_tile += 0.3e-6 + chunks * 0.03e-6;  // task and iteration overhead
+  // Memory traffic: each input once if it stays in the last-level cache across the
+  // tiles that share it, else once per tile that reads it.
+  for (const IoTensor& t : p.inputs) {
+    double bytes = 4;
+    for (int64_t d : t.dims) bytes *= static_cast<double>(d);
+    double reread = 1;
+    for (const GridDim& d : g.grid) {
+      const std::vector<int>& ax = p.stmts[t.stmt].axes;
+      if (std::find(ax.begin(), ax.end(), d.atom) == ax.end())
+        reread *= static_cast<double>((p.extent(d.atom) + d.tile - 1) / d.tile);
+    }
+    c.dram_bytes += bytes * (bytes <= static_cast<double>(m.l3) / 2 ? 1 : reread);
+  }
+  for (const IoTensor& t : p.outputs) {
+    double bytes = 4;
+    for (int64_t d : t.dims) bytes *= static_cast<double>(d);
+    c.dram_bytes += bytes;
+  }
+  const double team = std::max(1, threads);
+  const double tiles = static_cast<double>(c.tiles);
+  const double waves = std::ceil(tiles / team);
+  const double compute = per_tile * waves;
+  const double mem = c.dram_bytes / (m.dram_gbps * 1e9 * std::min(team, 2.0));
+  c.ms = std::max(compute, mem) * 1e3 + 0.002;
+  return c;
+}
+
+std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, int threads, size_t limit,
+                                const std::vector<std::vector<float>>& constants) {
+  // Grid atoms: in every output, reduced by no op.
+  std::vector<int> eligible;
+  for (size_t a = 0; a < p.atoms.size(); ++a) {
+    bool ok = true;
+    for (const auto& [o, k] : structure.outputs) {
+      const std::vector<int>& ax = structure.ops[o].axes;
+      ok = ok && std::find(ax.begin(), ax.end(), static_cast<int>(a)) != ax.end();
+    }
+    for (const BOp& op : structure.ops)
+      ok = ok && std::find(op.reduce.begin(), op.reduce.end(), static_cast<int>(a)) == op.reduce.end();
+    if (ok) eligible.push_back(static_cast<int>(a));
+  }
+  auto choices = [&](int64_t e) {
+    std::vector<int64_t> v{1};
+    for (int64_t t = 2; t < e && t <= 512; t *= 2) v.push_back(t);
+    if (e > 1) v.push_back(e);
+    // Divisors that are not powers of two (e.g. 96, 2816 / 11) where the powers do not divide.
+    for (int64_t t : {3, 6, 12, 24, 48, 96, 192})
+      if (t < e && e % t == 0 && std::find(v.begin(), v.end(), t) == v.end()) v.push_back(t);
+    return v;
+  };
+  std::vector<int64_t> chunk_choices{0};
+  if (structure.loop_atom >= 0) {
+    chunk_choices.clear();
+    int64_t e = p.extent(structure.loop_atom);
+    for (int64_t c : {8, 16, 32, 64, 128, 256, 512})
+      if (c < e) chunk_choices.push_back(c);
+    chunk_choices.push_back(e);
+  }
+  struct Scored {
+    double ms;
+    BlockGraph g;
+  };
+  std::vector<Scored> out;
+  std::vector<size_t> idx(eligible.size(), 0);
+  std::vector<std::vector<int64_t>> ch;
+  for (int a : eligible) ch.push_back(choices(p.extent(a)));
+  const Machine& m = machine();
+  while (true) {
+    for (int64_t chunk : chunk_choices) {
+      BlockGraph g = structure;
+      g.grid.clear();
+      for (size_t k = 0; k < eligible.size(); ++k)
+        if (ch[k][idx[k]] < p.extent(eligible[k]) || true) g.grid.push_back({eligible[k], ch[k][idx[k]]});
+      g.chunk = chunk;
+      // Whole-extent grid dims are not split: drop them from the grid (one tile).
+      std::vector<GridDim> grid;
+      for (const GridDim& d : g.grid)
+        if (d.tile < p.extent(d.atom)) grid.push_back(d);
+      g.grid = grid;
+      CostEstimate c = estimate(p, g, threads);
+      if (c.working_set > m.l2 * 2) continue;
+      out.push_back({c.ms, std::move(g)});
+    }
+    size_t k = 0;
+    while (k < idx.size() && ++idx[k] == ch[k].size()) idx[k++] = 0;
+    if (k == idx.size()) break;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Scored& a, const Scored& b) { return a.ms < b.ms; });
+  // Iterations a constant (a causal mask) lets the kernel skip: re-rank the best
+  // few with what the skip table removes.
+  bool has_const = false;
+  for (const auto& c : constants) has_const = has_const || !c.empty();
+  if (has_const && structure.loop_atom >= 0) {
+    size_t n = std::min<size_t>(out.size(), 64);
+    for (size_t i = 0; i < n; ++i) {
+      stabilize(p, out[i].g);
+      std::vector<uint8_t> skip = skip_table(p, out[i].g, constants);
+      if (skip.empty()) continue;
+      double f = static_cast<double>(std::count(skip.begin(), skip.end(), 1)) / static_cast<double>(skip.size());
+      out[i].ms = estimate(p, out[i].g, threads, f).ms;
+    }
+    std::stable_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n),
+                     [](const Scored& a, const Scored& b) { return a.ms < b.ms; });
+  }
+  // Distinct results only (dropping whole dims makes duplicates).
+  std::vector<BlockGraph> r;
+  std::vector<std::string> seen;
+  for (Scored& s : out) {
+    if (r.size() >= limit) break;
+    std::string t = s.g.to_text(p);
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    seen.push_back(t);
+    stabilize(p, s.g);
+    r.push_back(std::move(s.g));
+  }
+  return r;
+}
+
+}  // namespace isomer::mugraph

@@ -1,0 +1,419 @@
+#include "mugraph/fuse.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "check/inputs.h"
+#include "ir/error.h"
+#include "ir/text.h"
+#include "mugraph/cost.h"
+#include "mugraph/region.h"
+#include "mugraph/search.h"
+#include "mugraph/verify.h"
+#include "runtime/runtime.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+// What region programs express (program.cpp's converter).
+const std::set<std::string, std::less<>>& fusable_ops() {
+  static const std::set<std::string, std::less<>> ops = {
+      "Add",     "Sub",        "Mul",     "Div",       "Max",       "Min",     "Where",     "Neg",
+      "Exp",     "Sqrt",       "Erf",     "Tanh",      "Sigmoid",   "Relu",    "Log",       "Identity",
+      "Dropout", "Cast",       "Reciprocal", "Pow",    "Gelu",      "Softmax", "LayerNormalization",
+      "ReduceMean", "ReduceSum", "MatMul", "Gemm",     "Transpose", "Reshape", "Flatten",   "Squeeze",
+      "Unsqueeze", "Expand"};
+  return ops;
+}
+
+bool is_view(const Node& n) {
+  static const std::set<std::string, std::less<>> v = {"Transpose", "Reshape", "Flatten", "Squeeze",
+                                                       "Unsqueeze", "Expand",  "Identity", "Dropout", "Cast"};
+  return v.count(n.op_type()) > 0;
+}
+bool is_contraction(const Node& n) { return n.op_type() == "MatMul" || n.op_type() == "Gemm"; }
+bool is_reduction(const Node& n) {
+  return n.op_type() == "Softmax" || n.op_type() == "LayerNormalization" || n.op_type() == "ReduceMean" ||
+         n.op_type() == "ReduceSum";
+}
+bool weight_contraction(const Node& n) {
+  return n.op_type() == "Gemm" || (n.op_type() == "MatMul" && n.inputs()[1].constant() != nullptr);
+}
+
+bool static_f32(const TensorType& t) { return t.dtype == DType::Float32 && is_static(t.shape); }
+
+bool fusable(const Node& n) {
+  if (n.kind() != NodeKind::Op || n.num_outputs() != 1 || !fusable_ops().count(n.op_type())) return false;
+  if (!static_f32(n.output_types()[0])) return false;
+  for (const Value& v : n.inputs())
+    if (v.present() && !is_static(v.type().shape)) return false;
+  return true;
+}
+
+// A constant that stays inside a body: a scalar, or an integer one (shapes, axes).
+// Masks (bool or float tensors) are region inputs, as region programs need.
+bool inner_constant(const Value& v) {
+  const Tensor* t = v.constant();
+  return t && (t->numel() == 1 || t->dtype() == DType::Int64 || t->dtype() == DType::Int32);
+}
+
+Graph body_of(const std::vector<NodePtr>& nodes, std::vector<Value>* inputs) {
+  std::unordered_set<const Node*> in(nodes.size());
+  for (const NodePtr& n : nodes) in.insert(n.get());
+  inputs->clear();
+  for (const NodePtr& n : nodes)
+    for (const Value& v : n->inputs())
+      if (v.present() && !in.count(v.node.get()) && !inner_constant(v) &&
+          std::find(inputs->begin(), inputs->end(), v) == inputs->end())
+        inputs->push_back(v);
+  GraphBuilder b;
+  std::unordered_map<Value, Value, ValueHash> map;
+  for (size_t i = 0; i < inputs->size(); ++i)
+    map[(*inputs)[i]] = b.input("in" + std::to_string(i), (*inputs)[i].type());
+  for (const NodePtr& n : nodes) {
+    std::vector<Value> ins;
+    for (const Value& v : n->inputs()) {
+      if (!v.present()) ins.push_back(v);
+      else if (auto it = map.find(v); it != map.end()) ins.push_back(it->second);
+      else ins.push_back(map[v] = b.constant(*v.constant()));
+    }
+    map[n->output(0)] = b.op(n->op_type(), ins, n->attrs(), 1, n->name())[0];
+  }
+  return b.finish({map.at(nodes.back()->output(0))}, {"out"});
+}
+
+}  // namespace
+
+std::vector<Region> find_regions(const Graph& g) {
+  std::vector<NodePtr> order = g.topo_order();
+  std::unordered_map<const Node*, std::vector<const Node*>> consumers;
+  std::unordered_set<const Node*> graph_outputs;
+  for (const Value& v : g.outputs()) graph_outputs.insert(v.node.get());
+  std::unordered_map<const Node*, NodePtr> owner;
+  for (const NodePtr& n : order) {
+    owner[n.get()] = n;
+    for (const Value& v : n->inputs())
+      if (v.present()) consumers[v.node.get()].push_back(n.get());
+  }
+  std::unordered_set<const Node*> claimed;
+  std::vector<Region> regions;
+  for (size_t i = order.size(); i-- > 0;) {
+    const NodePtr& sink = order[i];
+    if (claimed.count(sink.get()) || !fusable(*sink)) continue;
+    // blocked: a reduction or contraction lies between the node and the sink (inclusive of the node's consumers).
+    std::unordered_map<const Node*, bool> members{{sink.get(), false}};
+    int contractions = is_contraction(*sink) ? 1 : 0;
+    for (bool grew = true; grew && members.size() < 48;) {
+      grew = false;
+      std::vector<const Node*> current;
+      for (const auto& [m, _] : members) current.push_back(m);
+      for (const Node* m : current)
+        for (const Value& v : m->inputs()) {
+          const Node* p = v.node.get();
+          if (!p || members.count(p) || claimed.count(p) || graph_outputs.count(p) || !fusable(*p)) continue;
+          bool blocked = false, all_inside = true;
+          for (const Node* c : consumers[p]) {
+            auto it = members.find(c);
+            if (it == members.end()) all_inside = false;
+            else blocked = blocked || it->second || is_reduction(*c) || is_contraction(*c);
+          }
+          if (!all_inside) continue;
+          if (is_contraction(*p) && (contractions >= 2 || (weight_contraction(*p) && blocked))) continue;
+          contractions += is_contraction(*p);
+          members[p] = blocked;
+          grew = true;
+        }
+    }
+    int reductions = 0, computing = 0;
+    for (const auto& [m, _] : members) {
+      reductions += is_reduction(*m);
+      computing += !is_view(*m);
+    }
+    if (computing < 2 || (reductions == 0 && contractions < 2)) continue;
+    Region r;
+    for (const NodePtr& n : order)
+      if (members.count(n.get())) r.nodes.push_back(n);
+    for (const NodePtr& n : r.nodes) claimed.insert(n.get());
+    // The sink comes last in topological order (everything else is its ancestor).
+    r.body = body_of(r.nodes, &r.inputs);
+    regions.push_back(std::move(r));
+  }
+  std::reverse(regions.begin(), regions.end());
+  return regions;
+}
+
+size_t FuseReport::kept() const {
+  size_t k = 0;
+  for (const auto& r : regions) k += r.kept;
+  return k;
+}
+
+std::string FuseReport::to_text() const {
+  std::ostringstream s;
+  s << "mugraph: " << regions.size() << " candidate regions, " << kept() << " fused\n";
+  char buf[96];
+  for (const auto& r : regions) {
+    s << "  " << (r.kept ? "fused " : "kept  ") << r.sink << " (" << r.nodes << " nodes: " << r.ops << ")";
+    if (r.fused_ms >= 0 && r.unfused_ms >= 0) {
+      std::snprintf(buf, sizeof buf, " fused %.3f ms, unfused %.3f ms", r.fused_ms, r.unfused_ms);
+      s << buf;
+    }
+    std::snprintf(buf, sizeof buf, ", %zu search states in %.1f s", r.states, r.search_seconds);
+    s << buf << ": " << r.reason << "\n";
+  }
+  return s.str();
+}
+
+namespace {
+
+// One region's test bench: its inputs (constants as constants), the body inlined
+// (isomer's unfused runtime) and the region as one MuGraph node.
+struct Bench {
+  Graph unfused;
+  std::vector<Tensor> inputs;
+};
+
+Bench make_bench(const Region& r) {
+  GraphBuilder b;
+  std::vector<Value> ins;
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    const Value& v = r.inputs[i];
+    ins.push_back(v.constant() ? b.constant(*v.constant()) : b.input("in" + std::to_string(i), v.type()));
+  }
+  std::unordered_map<const Node*, Value> map;
+  for (size_t i = 0; i < r.body.inputs().size(); ++i) map[r.body.inputs()[i].get()] = ins[i];
+  for (const NodePtr& n : r.body.topo_order()) {
+    if (n->kind() == NodeKind::Input) continue;
+    if (n->kind() == NodeKind::Constant) {
+      map[n.get()] = b.constant(*n->value());
+      continue;
+    }
+    std::vector<Value> a;
+    for (const Value& v : n->inputs()) a.push_back(v.present() ? map.at(v.node.get()) : v);
+    map[n.get()] = b.op(n->op_type(), a, n->attrs(), 1)[0];
+  }
+  Bench bench;
+  bench.unfused = b.finish({map.at(r.body.outputs()[0].node.get())}, {"out"});
+  ModelInputs mi = valid_random_inputs(bench.unfused, 7);
+  require(mi.ok(), "no inputs for the region: " + mi.impossible);
+  bench.inputs = mi.tensors;
+  return bench;
+}
+
+Graph fused_graph(const Bench& bench, const Region& r, const std::string& kernel) {
+  GraphBuilder b;
+  std::vector<Value> ins;
+  size_t next = 0;
+  for (const Value& v : r.inputs) {
+    if (v.constant()) ins.push_back(b.constant(*v.constant()));
+    else ins.push_back(b.input(bench.unfused.inputs()[next++]->name(), v.type()));
+  }
+  return b.finish(make_fused_node(b, r.body, kernel, ins, "fused"), {"out"});
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  const float* x = reinterpret_cast<const float*>(a.bytes().data());
+  const float* y = reinterpret_cast<const float*>(b.bytes().data());
+  double mag = 1e-30, worst = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) mag = std::max(mag, std::abs(static_cast<double>(y[i])));
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (!std::isfinite(x[i]) && std::isfinite(y[i])) return INFINITY;
+    if (std::isfinite(y[i])) worst = std::max(worst, std::abs(static_cast<double>(x[i]) - y[i]) / mag);
+  }
+  return worst;
+}
+
+struct Decision {
+  std::string kernel;  // empty: not fused
+  RegionOutcome outcome;
+};
+
+std::string region_ops(const Region& r) {
+  std::string s;
+  for (const NodePtr& n : r.nodes)
+    if (!is_view(*n)) s += (s.empty() ? "" : " ") + n->op_type();
+  return s;
+}
+
+Decision decide(const Region& r, const FuseOptions& opts) {
+  Decision d;
+  RegionOutcome& o = d.outcome;
+  o.sink = r.nodes.back()->name().empty() ? r.nodes.back()->op_type() : r.nodes.back()->name();
+  o.ops = region_ops(r);
+  o.nodes = r.nodes.size();
+  auto say = [&](const std::string& line) {
+    if (opts.progress) opts.progress("mugraph " + o.sink + ": " + line);
+  };
+  Program p;
+  try {
+    p = from_body(r.body);
+  } catch (const Error& e) {
+    o.reason = std::string("no region program: ") + e.what();
+    return d;
+  }
+  const int threads = opts.threads > 0 ? opts.threads : runtime::hardware_threads();
+  std::vector<std::vector<float>> constants(p.inputs.size());
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    if (const Tensor* t = r.inputs[i].constant(); t && t->dtype() == DType::Float32) {
+      const float* f = reinterpret_cast<const float*>(t->bytes().data());
+      constants[i].assign(f, f + t->numel());
+    }
+  auto t0 = std::chrono::steady_clock::now();
+  SearchOptions so;
+  so.max_seconds = opts.search_seconds;
+  SearchStats st;
+  std::vector<BlockGraph> structures = search_structures(p, so, &st);
+  structures.insert(structures.begin(), direct_translation(p));
+  o.states = st.states();
+  std::vector<std::pair<double, BlockGraph>> ranked;
+  std::set<std::string> seen;
+  for (const BlockGraph& s : structures)
+    for (BlockGraph& g : tilings(p, s, threads, 2, constants))
+      if (seen.insert(g.to_text(p)).second) ranked.emplace_back(estimate(p, g, threads).ms, std::move(g));
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const BlockGraph*> verified;
+  std::string rejected;
+  for (const auto& [ms, g] : ranked) {
+    if (verified.size() >= opts.candidates) break;
+    FieldVerdict fv = verify_field(p, g, constants, 11);
+    if (!fv.ok) {
+      rejected = "field: " + fv.reason;
+      continue;
+    }
+    FloatVerdict fl = float_check(p, g, constants, 11);
+    if (!fl.ok) {
+      rejected = "float: " + fl.reason;
+      continue;
+    }
+    verified.push_back(&g);
+  }
+  o.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  say(std::to_string(st.states()) + " states, " + std::to_string(ranked.size()) + " tiled candidates, " +
+      std::to_string(verified.size()) + " verified");
+  if (verified.empty()) {
+    o.reason = ranked.empty() ? "no candidate" : "no candidate passed verification (" + rejected + ")";
+    return d;
+  }
+  if (!opts.measure) {
+    d.kernel = verified[0]->to_text(p);
+    o.kept = true;
+    o.kernel = verified[0]->summary(p);
+    o.reason = "best verified by the cost model (not timed)";
+    return d;
+  }
+  Bench bench;
+  try {
+    bench = make_bench(r);
+  } catch (const Error& e) {
+    o.reason = e.what();
+    return d;
+  }
+  runtime::RuntimeOptions ro;
+  ro.threads = threads;
+  auto unfused = runtime::compile(bench.unfused, ro);
+  std::vector<Tensor> want = unfused->run(bench.inputs);
+  std::vector<std::unique_ptr<runtime::Executable>> fused;
+  std::vector<const BlockGraph*> usable;
+  for (const BlockGraph* g : verified) {
+    auto exe = runtime::compile(fused_graph(bench, r, g->to_text(p)), ro);
+    bool compiled = false;
+    for (const auto& s : exe->steps()) compiled = compiled || s.kind == "mugraph";
+    if (!compiled) {
+      o.reason = "the kernel did not compile (see `isomer run --print-steps`)";
+      continue;
+    }
+    double diff = max_rel_diff(exe->run(bench.inputs)[0], want[0]);
+    if (!(diff <= 2e-3)) {
+      o.reason = "compiled kernel differs from the unfused runtime by " + std::to_string(diff);
+      continue;
+    }
+    fused.push_back(std::move(exe));
+    usable.push_back(g);
+  }
+  if (fused.empty()) return d;
+  // Interleaved rounds; a kernel must win on the median and on the fastest round
+  // (on a loaded machine one lucky round or a noisy median alone decides nothing).
+  std::vector<std::vector<double>> times(fused.size() + 1);
+  for (int round = 0; round < opts.rounds; ++round) {
+    times[0].push_back(runtime::benchmark(*unfused, bench.inputs, 1, 5).median);
+    for (size_t k = 0; k < fused.size(); ++k)
+      times[k + 1].push_back(runtime::benchmark(*fused[k], bench.inputs, 1, 5).median);
+  }
+  auto fastest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  o.unfused_ms = runtime::median(times[0]);
+  size_t best = 0;
+  for (size_t k = 1; k < fused.size(); ++k)
+    if (runtime::median(times[k + 1]) < runtime::median(times[best + 1])) best = k;
+  o.fused_ms = runtime::median(times[best + 1]);
+  const bool wins_fastest = fastest(times[best + 1]) * opts.min_speedup <= fastest(times[0]);
+  o.kernel = usable[best]->summary(p);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.3f ms fused vs %.3f ms unfused (%.2fx)", o.fused_ms, o.unfused_ms,
+                o.unfused_ms / o.fused_ms);
+  say(std::string(buf) + " [" + o.kernel + "]");
+  if (o.unfused_ms < o.fused_ms * opts.min_speedup || !wins_fastest) {
+    o.reason = std::string("not faster: ") + buf + " [" + o.kernel + "]";
+    return d;
+  }
+  o.kept = true;
+  o.reason = std::string(buf) + " [" + o.kernel + "]";
+  d.kernel = usable[best]->to_text(p);
+  return d;
+}
+
+// The decision for a region, once per process per (body, constants, options).
+Decision decide_cached(const Region& r, const FuseOptions& opts) {
+  static std::mutex m;
+  static std::map<std::string, Decision> done;
+  std::string key = print_graph(r.body) + "|" + std::to_string(opts.threads) + "|" + std::to_string(opts.measure);
+  for (const Value& v : r.inputs)
+    if (const Tensor* t = v.constant()) key += "|" + std::to_string(std::hash<std::string>{}(t->bytes()));
+  {
+    std::lock_guard<std::mutex> lock(m);
+    if (auto it = done.find(key); it != done.end()) return it->second;
+  }
+  Decision d = decide(r, opts);
+  std::lock_guard<std::mutex> lock(m);
+  return done[key] = d;
+}
+
+}  // namespace
+
+Graph fuse_regions(const Graph& g, const FuseOptions& opts, FuseReport* report) {
+  std::vector<Region> regions = find_regions(g);
+  if (opts.progress) opts.progress("mugraph: " + std::to_string(regions.size()) + " candidate regions");
+  std::unordered_map<const Node*, std::pair<const Region*, std::string>> sinks;
+  for (const Region& r : regions) {
+    Decision d = decide_cached(r, opts);
+    if (report) report->regions.push_back(d.outcome);
+    if (!d.kernel.empty()) sinks[r.nodes.back().get()] = {&r, d.kernel};
+  }
+  if (sinks.empty()) return g;
+  // Values seen as operands so far, old -> new: every region input is an operand of
+  // one of the region's nodes, and those come before the sink.
+  std::unordered_map<Value, Value, ValueHash> seen;
+  return rebuild(g, [&](const Node& n, const std::vector<Value>& new_inputs, GraphBuilder& b) -> std::vector<Value> {
+    for (size_t i = 0; i < new_inputs.size(); ++i)
+      if (n.inputs()[i].present()) seen[n.inputs()[i]] = new_inputs[i];
+    auto it = sinks.find(&n);
+    if (it == sinks.end()) return {};
+    const Region& r = *it->second.first;
+    std::vector<Value> ins;
+    for (const Value& v : r.inputs) {
+      auto s = seen.find(v);
+      require(s != seen.end(), "a fused region's input was not rebuilt");
+      ins.push_back(s->second);
+    }
+    return make_fused_node(b, r.body, it->second.second, ins, n.name());
+  });
+}
+
+}  // namespace isomer::mugraph

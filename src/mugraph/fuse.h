@@ -1,0 +1,67 @@
+#pragma once
+// Fusing a model's regions into μGraph kernels (`isomer optimize --mugraph`).
+//
+// Candidate regions come from the graph by one rule for every model: grown
+// backwards from a sink through operators region programs express (elementwise,
+// reductions, Softmax, LayerNormalization, MatMul/Gemm, views), taking a producer
+// only when every consumer of it is already inside (so the region has one output
+// and nothing it computes is needed elsewhere), with at most two contractions, and
+// a matmul with constant weights only where nothing but elementwise operators and
+// views lie between it and the sink (RMSNorm -> MatMul, SwiGLU's two projections;
+// attention stops at its projections). A region is tried if it reduces something
+// besides one weight matmul's epilogue: softmax, normalization, attention, SwiGLU.
+//
+// Each region: its program (mugraph/program.h), the search (mugraph/search.h) plus
+// the direct translation, tilings ranked by the cost model, the best few verified
+// over the field and in floats, compiled, checked at full size against isomer's
+// unfused runtime and timed against it (interleaved rounds, medians). A region is
+// replaced by a MuGraph node only when its best kernel is correct and faster.
+// Decisions are kept per process by the region's body and constants, so the
+// optimize pipeline's guard re-running the rewrite does not search again.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace isomer::mugraph {
+
+struct FuseOptions {
+  int threads = 0;              // of the timing runs (0: every core)
+  double search_seconds = 10;   // per loop choice of one region's search
+  size_t candidates = 3;        // kernels compiled and timed per region
+  int rounds = 7;               // interleaved timing rounds (median and fastest must both win)
+  double min_speedup = 1.03;    // unfused/fused median needed to keep a kernel
+  bool measure = true;          // false: keep the best verified kernel untimed (tests)
+  std::function<void(const std::string&)> progress;  // one line per step
+};
+
+struct RegionOutcome {
+  std::string sink;        // the region's output node
+  std::string ops;         // its operators, in order
+  size_t nodes = 0;
+  bool kept = false;
+  std::string reason;      // why not kept, or what was kept
+  std::string kernel;      // summary of the chosen block graph
+  size_t states = 0;       // search states explored
+  double search_seconds = 0;
+  double fused_ms = -1, unfused_ms = -1;
+};
+
+struct FuseReport {
+  std::vector<RegionOutcome> regions;
+  size_t kept() const;
+  std::string to_text() const;
+};
+
+// A candidate region: its nodes (topological order, the sink last).
+struct Region {
+  std::vector<NodePtr> nodes;
+  std::vector<Value> inputs;  // values from outside, in first-use order
+  Graph body;                 // the subgraph on the inputs (scalar and shape constants inside)
+};
+std::vector<Region> find_regions(const Graph& g);
+
+Graph fuse_regions(const Graph& g, const FuseOptions& opts, FuseReport* report);
+
+}  // namespace isomer::mugraph

@@ -1,0 +1,109 @@
+// Generated kernels: compiled by the system compiler, cached, loaded, and equal
+// to the interpreter. One small compile per test run at most (the rest is cached);
+// skipped with a message when no compiler exists.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "ir/text.h"
+#include "mugraph/codegen.h"
+#include "mugraph/cost.h"
+#include "mugraph/interpreter.h"
+#include "mugraph/kernel_cache.h"
+#include "mugraph/search.h"
+#include "mugraph_test_util.h"
+
+namespace isomer::mugraph {
+namespace {
+
+// Runs the compiled kernel and the interpreter on the same random inputs.
+double max_rel_diff(const Program& p, const BlockGraph& g, const CompiledKernel& k, const std::vector<uint8_t>& skip,
+                    const std::vector<std::vector<float>>& constants, int threads) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<std::vector<float>> in;
+  Buffers<double> din;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : p.inputs[i].dims) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = u(rng);
+    if (i < constants.size() && !constants[i].empty()) v = constants[i];
+    in.push_back(v);
+    din.emplace_back(v.begin(), v.end());
+  }
+  std::vector<std::vector<float>> out;
+  Buffers<double> dout;
+  for (const IoTensor& o : p.outputs) {
+    int64_t n = 1;
+    for (int64_t d : o.dims) n *= d;
+    out.emplace_back(static_cast<size_t>(n), NAN);
+    dout.emplace_back(static_cast<size_t>(n), NAN);
+  }
+  std::vector<const void*> ip;
+  for (auto& v : in) ip.push_back(v.data());
+  std::vector<void*> op;
+  for (auto& v : out) op.push_back(v.data());
+  k.run(ip.data(), op.data(), threads);
+  interpret(p, g, din, dout, {}, skip);
+  double worst = 0;
+  for (size_t o = 0; o < out.size(); ++o) {
+    double mag = 1e-30;
+    for (double x : dout[o]) mag = std::max(mag, std::abs(x));
+    for (size_t e = 0; e < out[o].size(); ++e) {
+      if (!std::isfinite(out[o][e])) return INFINITY;
+      worst = std::max(worst, std::abs(out[o][e] - dout[o][e]) / mag);
+    }
+  }
+  return worst;
+}
+
+class MuGraphCodegen : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+    if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler found: generated kernels are not compiled here";
+  }
+};
+
+// Every tiling the cost model likes for the targets compiles in one library (one
+// compiler run) and matches the interpreter.
+TEST_F(MuGraphCodegen, TargetsMatchTheInterpreter) {
+  struct Case {
+    std::string body;
+    std::vector<std::vector<float>> constants;
+  };
+  std::vector<float> mask(24 * 24);
+  for (int i = 0; i < 24; ++i)
+    for (int j = 0; j < 24; ++j) mask[static_cast<size_t>(i * 24 + j)] = j <= i ? 0.0f : -INFINITY;
+  std::vector<Case> cases = {{testing::softmax_body(7, 40), {}},
+                             {testing::swiglu_body(9, 40, 37), {}},
+                             {testing::rmsnorm_matmul_body(9, 40, 37), {}},
+                             {testing::layernorm_gelu_body(5, 24), {}},
+                             {testing::gqa_attention_body(4, 2, 24, 8), {{}, {}, {}, mask}}};
+  for (const Case& c : cases) {
+    Program p = from_body(parse_graph(c.body));
+    SearchOptions o;
+    o.max_seconds = 2;
+    std::vector<BlockGraph> found = search_structures(p, o, nullptr);
+    found.insert(found.begin(), direct_translation(p));
+    int n = 0;
+    for (const BlockGraph& s : found) {
+      for (const BlockGraph& g : tilings(p, s, 2, 1, c.constants)) {
+        if (++n > 4) break;
+        std::vector<uint8_t> skip = skip_table(p, g, c.constants);
+        std::string why;
+        auto k = load_kernel(generate_source(p, g, skip), &why);
+        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+        for (int threads : {1, 2})
+          EXPECT_LT(max_rel_diff(p, g, *k, skip, c.constants, threads), 1e-5) << g.to_text(p);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace isomer::mugraph
