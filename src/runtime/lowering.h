@@ -14,7 +14,7 @@ using LowerFn = bool (*)(Compiler& c, const Node& n);
 // The function of a lowering; nullptr for Lowering::None.
 LowerFn lowering_of(Lowering l);
 
-// oneDNN contractions and their fused epilogues (lower_compute.cpp).
+// Contractions and their fused epilogues (lower_conv.cpp, lower_matmul.cpp).
 bool lower_conv(Compiler& c, const Node& n);
 bool lower_matmul(Compiler& c, const Node& n);
 bool lower_gemm(Compiler& c, const Node& n);

@@ -129,8 +129,12 @@ TEST(Runtime, BroadcastOperandsAreBinaryPostOps) {
   auto exe = runtime::compile(g, o);
   for (const runtime::StepInfo& st : exe->steps()) {
     EXPECT_EQ(st.signature.find("impl ref"), std::string::npos) << st.signature;
-    if (st.kind == "conv") EXPECT_EQ(st.ops, (std::vector<std::string>{"Conv", "Add", "Relu", "Mul"}));
-    if (st.kind == "matmul") EXPECT_EQ(st.ops, (std::vector<std::string>{"Gemm", "Tanh", "Mul"}));
+    if (st.kind == "conv") {
+      EXPECT_EQ(st.ops, (std::vector<std::string>{"Conv", "Add", "Relu", "Mul"}));
+    }
+    if (st.kind == "matmul") {
+      EXPECT_EQ(st.ops, (std::vector<std::string>{"Gemm", "Tanh", "Mul"}));
+    }
   }
 }
 

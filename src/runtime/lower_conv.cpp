@@ -1,0 +1,224 @@
+// Lowering of convolutions to oneDNN primitives, with what follows them fused in:
+// BatchNormalization folded into the weights, a constant bias, activations and a
+// residual Add as post-ops.
+#include <cmath>
+#include <sstream>
+
+#include "ops/nn_common.h"
+#include "runtime/compiler.h"
+#include "kernels/gemm.h"
+#include "runtime/fusion.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+// Conv weights and bias with a following inference BatchNormalization folded in:
+// w' = w * s / sqrt(var + eps) per output channel, b' = (b - mean) * s / sqrt(var + eps) + beta.
+bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::vector<double>& b, int64_t oc) {
+  if (bn.op_type() != "BatchNormalization" || bn.num_outputs() != 1 || bn.attrs().get_int("training_mode", 0) != 0)
+    return false;
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = c.peek_known(bn.inputs()[i + 1]);
+    if (!p[i] || p[i]->numel() != oc) return false;
+  }
+  double eps = bn.attrs().get_float("epsilon", 1e-5);
+  std::vector<double> scale = p[0]->to_f64(), shift = p[1]->to_f64(), mean = p[2]->to_f64(), var = p[3]->to_f64();
+  size_t per = w.size() / static_cast<size_t>(oc);
+  for (int64_t o = 0; o < oc; ++o) {
+    double f = scale[o] / std::sqrt(var[o] + eps);
+    for (size_t k = 0; k < per; ++k) w[o * per + k] *= f;
+    b[o] = (b[o] - mean[o]) * f + shift[o];
+  }
+  return true;
+}
+
+
+// A 1x1 convolution of a channel concatenation that was never made (see
+// lower_concat): one convolution per part with that part's input channels of
+// the weights, the first with the bias, the others adding into its output (sum
+// post-op), the last with the fused activations.
+bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& parts, const std::vector<double>& w,
+                         bool has_bias, const std::vector<double>& bias, const std::vector<int64_t>& od,
+                         const Fusion& fusion) {
+  const int64_t oc = od[1];
+  int64_t total = 0;
+  for (const Value& p : parts) total += c.dims(p)[1];
+  int dst = -1;
+  md_t dst_md;
+  int64_t from = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const bool first = k == 0, last = k + 1 == parts.size();
+    const std::vector<int64_t>& pd_dims = c.dims(parts[k]);
+    const int64_t ck = pd_dims[1];
+    std::vector<double> wk(static_cast<size_t>(oc * ck));
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t i = 0; i < ck; ++i) wk[o * ck + i] = w[o * total + from + i];
+    from += ck;
+    dnnl::post_ops po;
+    std::string post;
+    if (!first) {
+      po.append_sum(1.f);
+      post += " +sum";
+    }
+    if (last)
+      for (const PostOp& p : fusion.ops) {
+        po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+        post += " +" + p.eltwise->text();
+      }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    md_t src_any(to_dims(pd_dims), dt::f32, tag::any);
+    md_t wei_any(dims_t{oc, ck, 1, 1}, dt::f32, tag::any);
+    md_t bias_md(dims_t{oc}, dt::f32, tag::a);
+    md_t dst_want = first ? md_t(to_dims(od), dt::f32, tag::any) : dst_md;
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      src_any, wei_any, first && has_bias ? bias_md : md_t(), dst_want,
+                                      dims_t{1, 1}, dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
+    dnnl::convolution_forward::primitive_desc pd(d, attr, c.engine());
+    if (first) {
+      dst_md = pd.dst_desc();
+      dst = c.new_value(DType::Float32, od, dst_md, n.name());
+    }
+    int out = first ? dst : c.alias(dst, od, dst_md, n.name() + ".part" + std::to_string(k));
+    c.val(out).accumulated = !first;
+    Tensor wkt = Tensor::from_f64(DType::Float32, {oc, ck, 1, 1}, wk);
+    int wid = c.as_layout(c.constant_value(wkt, n.name() + ".weight" + std::to_string(k)), pd.weights_desc());
+    std::vector<std::pair<int, int>> args = {
+        {DNNL_ARG_SRC, c.as_layout(c.id(parts[k]), pd.src_desc())}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, out}};
+    if (first && has_bias) {
+      Tensor bt = Tensor::from_f64(DType::Float32, {oc}, bias);
+      args.push_back({DNNL_ARG_BIAS, c.constant_value(bt, n.name() + ".bias")});
+    }
+    StepInfo info;
+    info.kind = "conv";
+    info.label = n.name() + " (part " + std::to_string(k + 1) + "/" + std::to_string(parts.size()) + ")";
+    info.ops = last ? fusion_ops("Conv", {}, fusion) : std::vector<std::string>{"Conv"};
+    if (first) info.ops.insert(info.ops.begin(), "Concat");
+    if (last) info.nodes = fusion_nodes(n, fusion);
+    info.signature = "conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) + " dst " +
+                     describe_md(pd.dst_desc()) + " s[1,1] d[0,0] pl[0,0] pr[0,0] g1" +
+                     (first && has_bias ? " bias" : "") + post + " impl " + pd.impl_info_str();
+    info.flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(ck);
+    c.add_primitive(pd, args, info);
+    dst = out;
+  }
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+}  // namespace
+
+bool lower_conv(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
+  const Tensor* wt = c.known(n.inputs()[1]);
+  if (!wt) return false;  // weights computed at run time: the reference kernel handles it
+  const std::vector<Value>* parts = c.deferred_concat(n.inputs()[0]);
+  std::vector<int64_t> xd;
+  if (parts) {
+    xd = c.dims((*parts)[0]);
+    xd[1] = 0;
+    for (const Value& p : *parts) xd[1] += c.dims(p)[1];
+  } else {
+    xd = c.dims(n.inputs()[0]);
+  }
+  const std::vector<int64_t>& wd = wt->dims();
+  size_t sp = xd.size() - 2;
+  if (sp < 1 || sp > 3) return false;
+  int64_t groups = n.attrs().get_int("group", 1);
+  int64_t oc = wd[0];
+  ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
+
+  std::vector<double> w = wt->to_f64();
+  std::vector<double> bias(static_cast<size_t>(oc), 0.0);
+  bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+  if (has_bias) {
+    const Tensor* bt = c.known(n.inputs()[2]);
+    if (!bt) return false;
+    bias = bt->to_f64();
+  }
+  // BatchNormalization right after the convolution folds into it.
+  Value cur = n.output(0);
+  std::vector<const Node*> folded;
+  if (c.opts().fuse)
+    if (const Node* bn = c.sole_consumer(cur); bn && bn->inputs()[0] == cur && fold_batchnorm(c, *bn, w, bias, oc)) {
+      folded.push_back(bn);
+      cur = bn->output(0);
+      has_bias = true;
+    }
+
+  std::vector<int64_t> od = {xd[0], oc};
+  dims_t strides, dil, pl, pr;
+  for (const ops::WindowAxis& a : axes) {
+    od.push_back(a.out);
+    strides.push_back(a.stride);
+    dil.push_back(a.dilation - 1);
+    pl.push_back(a.pad_begin);
+    pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
+  }
+  Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
+  fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
+  if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
+
+  int x = c.id(n.inputs()[0]);
+  dims_t wdims = to_dims(wd);
+  if (groups > 1) {
+    wdims = {groups, oc / groups};
+    for (size_t i = 1; i < wd.size(); ++i) wdims.push_back(wd[i]);
+  }
+  bool blocked = c.opts().blocked_layouts;
+  md_t src_any(to_dims(xd), dt::f32, blocked ? tag::any : (sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw));
+  md_t dst_any(to_dims(od), dt::f32, blocked ? tag::any : (sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw));
+  md_t wei_any(wdims, dt::f32, tag::any);
+  md_t bias_md(dims_t{oc}, dt::f32, tag::a);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
+    return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
+  };
+  // First without a residual add, to learn the layout the convolution wants for
+  // its output; binary post-ops oneDNN has only its reference kernel for are left
+  // to their own steps.
+  auto pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  if (fusion.has_add() || fusion.has_binary()) pd = make_pd(dst_md, attr);
+
+  Tensor wfold = Tensor::from_f64(DType::Float32, std::vector<int64_t>(wdims.begin(), wdims.end()), w);
+  int wid = c.as_layout(c.constant_value(wfold, n.name() + ".weight"), pd.weights_desc());
+  int src = c.as_layout(x, pd.src_desc());
+  int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  if (has_bias) {
+    Tensor bt = Tensor::from_f64(DType::Float32, {oc}, bias);
+    args.push_back({DNNL_ARG_BIAS, c.constant_value(bt, n.name() + ".bias")});
+  }
+  StepInfo info;
+  info.kind = "conv";
+  info.label = n.name();
+  info.ops = fusion_ops("Conv", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  std::ostringstream sig;
+  sig << "conv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
+      << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
+      << " d" << to_string(std::vector<int64_t>(dil.begin(), dil.end())) << " pl"
+      << to_string(std::vector<int64_t>(pl.begin(), pl.end())) << " pr"
+      << to_string(std::vector<int64_t>(pr.begin(), pr.end())) << " g" << groups << (has_bias ? " bias" : "")
+      << post << " impl " << pd.impl_info_str();
+  info.signature = sig.str();
+  double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
+  info.flops = 2 * macs;
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+}  // namespace isomer::runtime
