@@ -101,7 +101,7 @@ def test_optimize_demo_model_path_matches_onnxruntime():
     x = np.random.default_rng(2).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
     assert_close(ort_run(opt, {"input": x}), ort_run(DEMO, {"input": x}))
     # the same model given as a ModelProto optimizes to the same bytes
-    opt2, _ = isomer.optimize(onnx.load(DEMO))
+    opt2, _ = isomer.optimize(onnx.load(DEMO), guard=False)
     assert opt2.SerializeToString() == opt.SerializeToString()
 
 
