@@ -504,6 +504,39 @@ void run_pointwise_tile(const PwProgram& p, const float* first, int64_t ld_first
   scratch.resize(static_cast<size_t>(kMaxRegs) * kBlock);
   float* reg[kMaxRegs];
   for (int r = 0; r < p.num_regs; ++r) reg[r] = scratch.data() + static_cast<int64_t>(r) * kBlock;
+  // Each operand's elements for rows [i, i + n) of the tile, `n` rows side by side.
+  auto gather = [&](int64_t i, int64_t n) {
+    for (size_t k = 0; k < rest.size(); ++k) {
+      const StridedRef& o = rest[k];
+      float* dst = scratch.data() + static_cast<int64_t>(k + 1) * kBlock;
+      const int64_t es = static_cast<int64_t>(dtype_size(o.dtype)), st = o.strides[1];
+      for (int64_t q = 0; q < n; ++q) {
+        const int64_t base = o.offset + (shift ? shift[k] : 0) + (r0 + i + q) * o.strides[0] + c0 * st;
+        const char* src = static_cast<const char*>(o.data) + base * es;
+        float* d = dst + q * cols;
+        if (o.dtype == DType::Float32 && st == 1) {
+          std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(float));
+        } else if (st == 0) {
+          const float v = element_as<float>(src, o.dtype);
+          for (int64_t j = 0; j < cols; ++j) d[j] = v;
+        } else {
+          convert<float>(src, st, o.dtype, cols, d);
+        }
+      }
+      reg[k + 1] = dst;
+    }
+  };
+  // The tile's rows lie side by side in `first` (a full panel): one pass of the
+  // program over all of them; the program's per-instruction cost is paid once per
+  // tile instead of once per row of 16 (an erf GELU cost 4 ns per element so).
+  if (ld_first == cols && rows > 1 && rows * cols <= kBlock) {
+    reg[0] = const_cast<float*>(first);
+    gather(0, rows);
+    exec_f32(p.code.data(), p.code.size(), reg, rows * cols);
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(out + i * ld_out, reg[p.results[0]] + i * cols, static_cast<size_t>(cols) * sizeof(float));
+    return;
+  }
   for (int64_t i = 0; i < rows; ++i) {
     reg[0] = const_cast<float*>(first + i * ld_first);
     for (size_t k = 0; k < rest.size(); ++k) {
