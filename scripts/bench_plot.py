@@ -16,7 +16,7 @@ from benchlib.report import COLUMNS, value  # noqa: E402
 
 FLOOR = 0.25  # lowest speedup the axis shows
 WRONG = 1e-3  # max relative error against ONNX Runtime above which a bar is marked
-COLORS = ["#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
+COLORS = ["#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
 def plot(result, path):
