@@ -162,9 +162,13 @@ void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float
           "gemm: the epilogue's operands do not match its program");
   const int64_t tiles = ((b.N + kPanel - 1) / kPanel) * ((M + kRows - 1) / kRows);
   int team = threads > 0 ? threads : omp_get_max_threads();
-  // Enough work per thread to pay for waking it (~50 us of arithmetic).
+  // Enough work per thread to pay for waking it: ~50 us of arithmetic, or of
+  // streaming the packed weights (a matrix-vector product is bound by reading B,
+  // and two cores read it about twice as fast as one).
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(b.N) * static_cast<double>(b.K);
-  team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, tiles)));
+  const double bytes = static_cast<double>(b.data.size()) * sizeof(float);
+  const double work = std::max(flops / 4e6, bytes / (512.0 * 1024));
+  team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(work), 1, std::min<int64_t>(team, tiles)));
   parallel_teams(team, [&](int t, int nt) {
     run_tiles(a, lda, M, b, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
   });
