@@ -22,6 +22,7 @@
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
 #include "onnx/extras.h"
+#include "onnx/libonnx_inference.h"
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
@@ -38,7 +39,6 @@ std::atomic<uint64_t> g_next_opaque_uid{1};
 // inference reads data only of small shape-like tensors.
 constexpr size_t kInferenceDataLimit = 1 << 16;
 
-bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 std::string attr_type_name(onnx::AttributeProto::AttributeType t) {
   return onnx::AttributeProto::AttributeType_Name(t);
@@ -94,148 +94,6 @@ std::string type_kind(const onnx::TypeProto& t) {
   if (t.has_tensor_type() && !t.tensor_type().has_shape()) return "a tensor of unknown rank";
   if (t.has_tensor_type()) return "a tensor of unknown element type";
   return "an unknown type";
-}
-
-// The version of `domain` a model (or function) with these imports uses; 0 if none.
-int64_t opset_of(const std::string& domain,
-                 const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports) {
-  for (const auto& o : imports)
-    if (o.domain() == domain || (is_default_domain(o.domain()) && is_default_domain(domain))) return o.version();
-  return 0;
-}
-
-// A domain libonnx has no schemas for: nodes moved into it are skipped by inference.
-constexpr const char* kHiddenDomain = "isomer.hidden";
-
-// Static dims of a value by name, where known (nullopt otherwise).
-using DimsLookup = std::function<std::optional<std::vector<int64_t>>(const std::string&)>;
-
-// Whether libonnx 1.12's shape inference can be shown `n` without reading out of
-// bounds or dividing by zero, fixing the node up where that is enough. Its
-// convolution and pooling inference (convPoolShapeInference,
-// convTransposeShapeInference), found crashing by the fuzzer:
-//  - takes the kernel's dims from the weight when kernel_shape is absent and indexes
-//    the input's per-axis attributes with them, and reads the weight's dim 1
-//    unchecked: a weight of another rank than the input, or of rank under 2, reads
-//    past the end. With kernel_shape written out from the weight's dims, libonnx
-//    checks it against the input's rank; without known dims the node is refused.
-//  - divides by strides and multiplies by dilations it never checks: non-positive
-//    ones are refused (ONNX requires them positive).
-// Invalid: the node breaks ONNX's rules; Unknown: whether it does is not known yet.
-enum class LibonnxSafety { Safe, Invalid, Unknown };
-
-LibonnxSafety make_safe_for_libonnx(onnx::NodeProto* n, const DimsLookup& dims_of) {
-  using enum LibonnxSafety;
-  if (!is_default_domain(n->domain())) return Safe;
-  const std::string& op = n->op_type();
-  const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
-  const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;
-  if (weight < 0 && !pool) return Safe;
-  bool has_kernel_shape = false;
-  for (const auto& a : n->attribute()) {
-    if (a.name() != "strides" && a.name() != "dilations" && a.name() != "kernel_shape") continue;
-    has_kernel_shape = has_kernel_shape || a.name() == "kernel_shape";
-    for (int64_t v : a.ints())
-      if (v <= 0) return Invalid;
-  }
-  if (weight < 0 || has_kernel_shape) return Safe;
-  if (n->input_size() <= weight) return Safe;  // too few inputs: libonnx's own check says so
-  std::optional<std::vector<int64_t>> dims = dims_of(n->input(weight));
-  if (!dims) return Unknown;
-  if (dims->size() < 2) return Invalid;
-  onnx::AttributeProto* k = n->add_attribute();
-  k->set_name("kernel_shape");
-  k->set_type(onnx::AttributeProto::INTS);
-  for (size_t i = 2; i < dims->size(); ++i) {
-    if ((*dims)[i] <= 0) return Invalid;
-    k->add_ints((*dims)[i]);
-  }
-  return Safe;
-}
-
-// What prepare_for_inference did.
-struct InferencePlan {
-  int hidden = 0;          // nodes hidden from libonnx (any graph)
-  int want_weight = 0;     // of those, current versions refused (a weight's dims may be known later)
-  bool all_known = true;   // every node of the main graph has libonnx's schema of its version
-};
-
-// Prepares `g` (subgraphs included) for libonnx's shape inference: nodes of an ONNX
-// domain whose operator version libonnx does not have move into kHiddenDomain, so that
-// it does not apply an older version's rules to them (their outputs keep only their
-// declared types); so do nodes its inference would crash on (make_safe_for_libonnx).
-void prepare_for_inference(onnx::GraphProto* g, const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
-                           const DimsLookup& dims_of, bool main_graph, InferencePlan* plan) {
-  for (auto& n : *g->mutable_node()) {
-    for (auto& a : *n.mutable_attribute()) {
-      // Inside a subgraph, only its own initializers are looked at.
-      auto prepare_subgraph = [&](onnx::GraphProto* sub) {
-        std::unordered_map<std::string, std::vector<int64_t>> local;
-        for (const auto& t : sub->initializer()) local[t.name()] = {t.dims().begin(), t.dims().end()};
-        prepare_for_inference(
-            sub, imports,
-            [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
-              auto it = local.find(name);
-              if (it == local.end()) return std::nullopt;
-              return it->second;
-            },
-            false, plan);
-      };
-      if (a.has_g()) prepare_subgraph(a.mutable_g());
-      for (auto& sub : *a.mutable_graphs()) prepare_subgraph(&sub);
-    }
-    if (newest_opset(n.domain()) == 0) {  // a vendor domain or a model-local function
-      plan->all_known = plan->all_known && !main_graph;
-      continue;
-    }
-    const bool current = libonnx_schema(n.domain(), n.op_type(), opset_of(n.domain(), imports)) != nullptr;
-    const bool safe = current && make_safe_for_libonnx(&n, dims_of) == LibonnxSafety::Safe;
-    if (safe) continue;
-    n.set_domain(kHiddenDomain);
-    ++plan->hidden;
-    plan->want_weight += current;
-    plan->all_known = false;
-  }
-}
-
-using DimsMap = std::unordered_map<std::string, std::vector<int64_t>>;
-
-InferencePlan prepare_for_inference(onnx::ModelProto* m, const DimsMap& known) {
-  InferencePlan plan;
-  prepare_for_inference(
-      m->mutable_graph(), m->opset_import(),
-      [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
-        auto it = known.find(name);
-        if (it == known.end()) return std::nullopt;
-        return it->second;
-      },
-      true, &plan);
-  for (auto& f : *m->mutable_functions()) {
-    onnx::GraphProto body;  // the same walk over the function's nodes, with its own imports
-    *body.mutable_node() = f.node();
-    prepare_for_inference(
-        &body, f.opset_import().empty() ? m->opset_import() : f.opset_import(),
-        [](const std::string&) { return std::optional<std::vector<int64_t>>(); }, false, &plan);
-    *f.mutable_node() = body.node();
-  }
-  auto* hidden = m->add_opset_import();
-  hidden->set_domain(kHiddenDomain);
-  hidden->set_version(1);
-  return plan;
-}
-
-// Adds the static dims of every tensor value `values` types to `known`.
-void add_static_dims(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, DimsMap* known) {
-  for (const auto& v : values) {
-    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
-    std::vector<int64_t> dims;
-    bool all = true;
-    for (const auto& d : v.type().tensor_type().shape().dim()) {
-      all = all && d.has_dim_value();
-      dims.push_back(d.dim_value());
-    }
-    if (all) (*known)[v.name()] = std::move(dims);
-  }
 }
 
 class Importer {
