@@ -22,6 +22,9 @@ import onnx
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from corpus.cnn import random_model  # noqa: E402  (one recipe for random-weight CNNs)
+
 OPSET = 13
 
 # name -> (constructor kwargs, input height/width)
@@ -41,28 +44,7 @@ def export(name, out_dir, fold, force, check):
         print(f"{path}: exists, {n} nodes (skipped; --force to redo)")
         return path
     kwargs, hw = MODELS[name]
-    torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
-    # Some inits zero whole weight matrices (vit_b_16's classifier head), which makes
-    # the output identically 0 and any numeric check vacuous: give those random values.
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2 and not p.any():
-                p.normal_(0.0, 0.02)
-    # With random weights and default BatchNorm statistics (mean 0, var 1) the
-    # activations of deep networks shrink layer by layer until the output is just
-    # the classifier's bias (Inception-v3) or ~1e-11 (MobileNetV2), and a check of
-    # the optimized model says nothing about its body. Calibrate every BatchNorm on a
-    # random batch (one training-mode pass with momentum 1) so activations keep
-    # their scale, as trained statistics would.
-    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    if bns:
-        for m in bns:
-            m.momentum = 1.0
-        model.train()
-        with torch.no_grad():
-            model(torch.randn(4, 3, hw, hw))
-        model.eval()
+    model = random_model(name, kwargs, hw, seed=0)
     x = torch.randn(1, 3, hw, hw)
     tmp = path + ".tmp"  # renamed on success, so a failed export leaves nothing to skip
     t0 = time.time()

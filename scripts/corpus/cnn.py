@@ -38,16 +38,20 @@ def torch_available():
         return False
 
 
-def export(name, path, seed=0):
-    """Exports torchvision's `name` to `path` (written through a temporary file)."""
+def random_model(ctor, kwargs, hw, seed=0):
+    """torchvision's `ctor` with random weights (a fixed seed), in eval mode, fit to export.
+
+    Some inits zero whole weight matrices (vit_b_16's classifier head), which would make
+    the output identically 0 and any numeric check vacuous: those get random values.
+    Every BatchNorm is calibrated on a random batch (one training-mode pass with
+    momentum 1) so activations keep their scale, as trained statistics would.
+    """
     import torch
     import torchvision
 
-    ctor, kwargs, hw, dynamic = MODELS[name]
     torch.manual_seed(seed)
     model = getattr(torchvision.models, ctor)(weights=None, **kwargs).eval()
     with torch.no_grad():
-        # Some inits zero whole weight matrices, which would make outputs vacuous.
         for p in model.parameters():
             if p.dim() >= 2 and not p.any():
                 p.normal_(0.0, 0.02)
@@ -59,6 +63,15 @@ def export(name, path, seed=0):
         with torch.no_grad():
             model(torch.randn(4, 3, hw, hw))
         model.eval()
+    return model
+
+
+def export(name, path, seed=0):
+    """Exports torchvision's `name` to `path` (written through a temporary file)."""
+    import torch
+
+    ctor, kwargs, hw, dynamic = MODELS[name]
+    model = random_model(ctor, kwargs, hw, seed)
     x = torch.randn(1, 3, hw, hw)
     tmp = path + ".tmp"
     kw = {}
