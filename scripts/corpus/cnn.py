@@ -69,6 +69,7 @@ def random_model(ctor, kwargs, hw, seed=0):
 def export(name, path, seed=0):
     """Exports torchvision's `name` to `path` (written through a temporary file)."""
     import torch
+    import torchvision
 
     ctor, kwargs, hw, dynamic = MODELS[name]
     model = random_model(ctor, kwargs, hw, seed)
