@@ -309,7 +309,7 @@ const Tensor* EGraph::constant_value(ClassId c, int64_t max_elements) {
 
 namespace isomer::eg {
 
-std::vector<ClassId> load_graph(EGraph& eg, const Graph& g) {
+std::vector<ClassId> load_graph(EGraph& eg, const Graph& g, std::unordered_map<const Node*, ClassId>* node_classes) {
   std::unordered_map<const Node*, std::vector<ClassId>> classes;
   for (const NodePtr& in : g.inputs()) classes[in.get()] = {eg.add_input(in)};
   for (const NodePtr& n : g.topo_order()) {
@@ -323,6 +323,7 @@ std::vector<ClassId> load_graph(EGraph& eg, const Graph& g) {
       case NodeKind::Op: c = eg.add_op(*n->op(), ins, n->attrs(), static_cast<uint32_t>(n->num_outputs())); break;
       case NodeKind::Opaque: c = eg.add_opaque(n, ins); break;
     }
+    if (node_classes) (*node_classes)[n.get()] = c;
     std::vector<ClassId>& outs = classes[n.get()];
     if (n->num_outputs() == 1) {
       outs = {c};

@@ -141,6 +141,9 @@ class EGraph {
 
 // Adds every value of `g` to `eg`: the class of each graph output, in order. The
 // graph's inputs become the first Input leaves, numbered like g.inputs().
-std::vector<ClassId> load_graph(EGraph& eg, const Graph& g);
+// `node_classes`, if given, gets the class of every node (a tuple class for a node
+// of several outputs).
+std::vector<ClassId> load_graph(EGraph& eg, const Graph& g,
+                                std::unordered_map<const Node*, ClassId>* node_classes = nullptr);
 
 }  // namespace isomer::eg

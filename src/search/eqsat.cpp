@@ -11,6 +11,7 @@
 #include "egraph/ematch.h"
 #include "egraph/extract.h"
 #include "egraph/runner.h"
+#include "search/enode_cost.h"
 #include "ir/error.h"
 #include "ops/op.h"
 
@@ -23,154 +24,6 @@ using eg::ENodeKind;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-bool is_contraction(const OpDef* op) { return op && (op->name == "Conv" || op->name == "MatMul" || op->name == "Gemm"); }
-
-// Prices e-nodes on isomer's runtime (see eqsat.h, step 3), memoized by what a price
-// depends on: operator, attributes, input types, which inputs are constants.
-class NodeCoster {
- public:
-  NodeCoster(eg::EGraph& g, cost::CostModel& model) : g_(g), model_(model) {}
-
-  eg::CostTable table() {
-    eg::CostTable t;
-    for (ClassId c : g_.class_ids()) {
-      std::vector<double>& row = t[c];
-      for (const ENode& n : g_.cls(c).nodes) row.push_back(cost(n));
-    }
-    return t;
-  }
-
- private:
-  double cost(const ENode& n) {
-    switch (n.kind) {
-      case ENodeKind::Input:
-      case ENodeKind::Constant:
-      case ENodeKind::Proj: return 0;
-      case ENodeKind::Opaque: return 1;  // the only way to compute its class
-      case ENodeKind::Op: break;
-    }
-    if (n.op->props.deterministic &&
-        std::all_of(n.children.begin(), n.children.end(),
-                    [&](ClassId c) { return c == eg::kNoClass || g_.cls(c).constant; }))
-      return 0;  // folded at optimization time
-    if (std::optional<double> fused = fused_cost(n)) return *fused;
-    std::string key = signature(n);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    if (std::getenv("ISOMER_DEBUG_COST")) std::fprintf(stderr, "price %s\n", key.c_str());
-    double ms;
-    try {
-      GraphBuilder b;
-      std::vector<Value> ins = synthetic_inputs(n, b);
-      std::vector<Value> outs = b.op(n.op->name, ins, g_.attrs(n.attrs), n.num_outputs);
-      ms = model_.op_ms(*outs[0].node);
-    } catch (const std::exception&) {
-      ms = fallback(n);
-    }
-    return memo_[key] = ms;
-  }
-
-  // What an elementwise operator after a convolution or product adds when the runtime
-  // fuses it into that one as a post-op: the pair priced as one graph, minus the
-  // contraction alone. nullopt where it does not apply.
-  std::optional<double> fused_cost(const ENode& n) {
-    if (!n.op->props.elementwise || n.num_outputs != 1 || n.children.empty() || n.children.size() > 2) return std::nullopt;
-    for (size_t k = 0; k < n.children.size(); ++k) {
-      const ClassId c = n.children[k];
-      if (c == eg::kNoClass || g_.cls(c).constant) continue;
-      for (const ENode& producer : g_.cls(c).nodes) {
-        if (producer.kind != ENodeKind::Op || producer.num_outputs != 1 || !is_contraction(producer.op)) continue;
-        std::string key = "fused:" + signature(producer) + "|" + signature(n) + "|" + std::to_string(k);
-        if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-        double ms;
-        try {
-          GraphBuilder b;
-          Value contraction =
-              b.op(producer.op->name, synthetic_inputs(producer, b), g_.attrs(producer.attrs), 1).at(0);
-          std::vector<Value> ins = synthetic_inputs(n, b);
-          ins[k] = contraction;
-          Value post = b.op(n.op->name, ins, g_.attrs(n.attrs), 1).at(0);
-          std::vector<NodePtr> inputs = b.inputs();
-          Graph pair(inputs, {post}, {"y"});
-          Graph alone(inputs, {contraction}, {"y"});
-          cost::GraphCost both = model_.graph_cost(pair), one = model_.graph_cost(alone);
-          ms = std::max(0.0, (both.total_ms - both.io_ms) - (one.total_ms - one.io_ms));
-        } catch (const std::exception&) {
-          return std::nullopt;
-        }
-        return memo_[key] = ms;
-      }
-    }
-    return std::nullopt;
-  }
-
-  // Graph inputs (or constants: the runtime lays weights out at compile time) of the
-  // e-node's children's types.
-  std::vector<Value> synthetic_inputs(const ENode& n, GraphBuilder& b) {
-    std::vector<Value> ins;
-    for (size_t i = 0; i < n.children.size(); ++i) {
-      const ClassId c = n.children[i];
-      if (c == eg::kNoClass) {
-        ins.emplace_back();
-        continue;
-      }
-      const TensorType& t = g_.type(c);
-      require(is_static(t.shape), "the cost needs static shapes");
-      if (g_.cls(c).constant) {
-        // Shapes and axes need their values; a weight only its type (its data does not
-        // change the price), so merged weights are never materialized for pricing.
-        const Tensor* v = g_.cls(c).value ? g_.cls(c).value.get() : g_.constant_value(c, kMaterialize);
-        ins.push_back(b.constant(v ? *v : zeros(t)));
-        continue;
-      }
-      ins.push_back(b.input("in" + std::to_string(i), t));
-    }
-    return ins;
-  }
-
-  const Tensor& zeros(const TensorType& t) {
-    std::string key = to_string(t);
-    auto it = zeros_.find(key);
-    if (it == zeros_.end()) {
-      std::vector<int64_t> dims = static_dims(t.shape);
-      it = zeros_.emplace(key, Tensor(t.dtype, dims, std::string(static_cast<size_t>(num_elements(dims)) *
-                                                                     dtype_size(t.dtype), '\0'))).first;
-    }
-    return it->second;
-  }
-
-  std::string signature(const ENode& n) {
-    std::string s = std::string(n.op->name) + "#" + std::to_string(n.attrs) + "/" + std::to_string(n.num_outputs);
-    for (ClassId c : n.children) {
-      if (c == eg::kNoClass) {
-        s += "|_";
-        continue;
-      }
-      const eg::EClass& k = g_.cls(c);
-      s += "|" + to_string(k.types.at(0)) + (k.constant ? "c" : "v");
-      // Small constants (shapes, axes) change what the operator computes.
-      if (k.constant)
-        if (const Tensor* v = g_.constant_value(c, 64)) s += std::to_string(v->hash());
-    }
-    return s;
-  }
-
-  // A price when the runtime cannot price the e-node (a symbolic shape): its data
-  // volume at a nominal rate, so that smaller graphs still win.
-  double fallback(const ENode& n) {
-    double elements = 0;
-    for (ClassId c : n.children)
-      if (c != eg::kNoClass)
-        if (auto e = num_elements(g_.type(c).shape)) elements += static_cast<double>(*e);
-    return 1e-3 + elements * 1e-6;
-  }
-
-  static constexpr int64_t kMaterialize = 4096;
-  eg::EGraph& g_;
-  cost::CostModel& model_;
-  std::unordered_map<std::string, double> memo_;
-  std::unordered_map<std::string, Tensor> zeros_;
-};
 
 // A region as its own graph: boundary values in as inputs, what the rest reads out.
 struct Region {
@@ -288,6 +141,18 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   }
   st.rules_used = rule_ptrs.size();
 
+  // E-node prices from the input's plan (search/enode_cost.h): the input priced whole,
+  // each step's cost charged to the node it computes.
+  const auto tp = Clock::now();
+  ENodePricer pricer(model, options.progress);
+  double plan_before = -1;
+  try {
+    plan_before = pricer.learn(g);
+  } catch (const std::exception&) {
+    // Not priceable whole (symbolic shapes): every e-node is priced alone.
+  }
+  st.pricing_seconds += seconds_since(tp);
+
   const std::vector<std::vector<NodePtr>> parts = partition_graph(g, options.region_ops);
   st.regions = parts.size();
   // Where each value is last read (position in the operator order), to know what
@@ -342,8 +207,8 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
       st.rules[name].applications += c.applications;
     }
     auto te = Clock::now();
-    eg::CostTable costs = NodeCoster(egraph, model).table();
-    if (std::getenv("ISOMER_DEBUG_COST")) std::fprintf(stderr, "priced in %.2f s\n", seconds_since(te));
+    eg::CostTable costs = pricer.table(egraph);
+    st.pricing_seconds += seconds_since(te);
     eg::Extraction ex = eg::extract_greedy(egraph, roots, costs);
     greedy_total += ex.cost;
     st.cycles_cut += ex.cycles_cut;
@@ -422,8 +287,9 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   if (options.extractor != "ilp") st.extraction_optimal = false;
   // The result priced whole, as the runtime runs it, against the input (not when the
   // extraction chose the input back: measuring a large model whole takes long).
+  st.priced_alone = pricer.priced_alone();
   if (same_graph(result, g)) {
-    st.cost_before = st.cost_after = ilp_total > 0 ? ilp_total : greedy_total;
+    st.cost_before = st.cost_after = plan_before >= 0 ? plan_before : (ilp_total > 0 ? ilp_total : greedy_total);
     st.kept_input = true;
     st.rules_applied.clear();
     st.budget_exhausted = st.stop != eg::StopReason::Saturated;
@@ -432,7 +298,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     return g;
   }
   try {
-    st.cost_before = model.graph_ms(g);
+    st.cost_before = plan_before >= 0 ? plan_before : model.graph_ms(g);
     st.cost_after = model.graph_ms(result);
   } catch (const std::exception&) {
     st.cost_before = st.cost_after = 0;  // not priceable (symbolic shapes): keep what was found

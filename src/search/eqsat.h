@@ -7,12 +7,11 @@
 //      separately: search time grows about linearly with the model.
 //   2. Saturation. Each region goes into an e-graph (egraph/egraph.h) and the rules
 //      (and their reversals) run to saturation or a limit (egraph/runner.h).
-//   3. Costs. Each e-node is priced on isomer's runtime (cost/cost.h) as the runtime
-//      would run it: a constant computation costs nothing (it is folded); an
-//      elementwise operator that reads a convolution or product costs what it adds when
-//      fused into it as a post-op (the pair priced together, minus the contraction
-//      alone); every other operator is priced alone, views (a Split or Reshape the
-//      runtime does not copy) at what the runtime makes of them.
+//   3. Costs. The input is priced whole once and each step's cost is charged to the
+//      node it computes (search/enode_cost.h): an e-node like an input node costs that
+//      node's share (a post-op the runtime fuses, a view or an in-place concatenation
+//      costs nothing), so extracting the input unchanged costs what its plan says. New
+//      e-nodes are priced alone on the runtime, once per shape, on the same scale.
 //   4. Extraction. DAG-aware greedy, then (extractor "ilp") the exact ILP warm-started
 //      from it (egraph/extract.h). The regions' results are stitched together and the
 //      template passes fold what the merges left as constant computations.

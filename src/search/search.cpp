@@ -201,6 +201,8 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_egraph_classes"] = egraph_classes;
     j["search_saturation_seconds"] = saturation_seconds;
     j["search_extraction_seconds"] = extraction_seconds;
+    j["search_pricing_seconds"] = pricing_seconds;
+    j["search_priced_alone"] = priced_alone;
     j["search_extractor"] = extractor;
     j["search_extraction_gap"] = extraction_gap;
     j["search_extraction_optimal"] = extraction_optimal;
@@ -221,13 +223,14 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
   }
   std::snprintf(line, sizeof line,
                 "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "
-                "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s), %.3f ms -> %.3f ms%s\n",
+                "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s; pricing %.2f s, %zu shapes priced alone), "
+                "%.3f ms -> %.3f ms%s\n",
                 rules_used, rules_loaded, regions, iterations, egraph_nodes, egraph_classes, eg::stop_reason_name(stop),
                 saturation_seconds, extraction_seconds, extractor.c_str(),
                 extractor == "ilp" ? (extraction_optimal ? ", optimal"
                                                          : (", gap " + std::to_string(extraction_gap * 100).substr(0, 5) + "%").c_str())
                                    : "",
-                cost_before, cost_after, kept_input ? " (not cheaper: input kept)" : "");
+                pricing_seconds, priced_alone, cost_before, cost_after, kept_input ? " (not cheaper: input kept)" : "");
   return line;
 }
 

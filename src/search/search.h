@@ -64,6 +64,8 @@ struct SearchOptions {
   // are never cheaper; they are left out unless this is set.
   bool expanding_reversals = false;
   double ilp_time_s = 10;           // the ILP's limit per region
+  // Lines saying how long work is going (pricing operators on the runtime); none if empty.
+  std::function<void(const std::string&)> progress;
 };
 
 // What a search did. Both strategies fill the common part; each its own.
@@ -89,6 +91,8 @@ struct SearchStats {
   size_t iterations = 0;        // saturation iterations, all regions
   size_t egraph_nodes = 0, egraph_classes = 0;  // e-graph sizes, all regions
   double saturation_seconds = 0, extraction_seconds = 0;
+  double pricing_seconds = 0;   // pricing e-nodes (the input's plan, operators alone), in extraction_seconds
+  size_t priced_alone = 0;      // distinct operator shapes priced alone (not in the input's plan)
   std::string extractor;        // "greedy" or "ilp"
   double extraction_gap = -1;   // ILP: relative optimality gap (0 = optimal, -1 = not run)
   bool extraction_optimal = false;  // ILP proved optimal in every region

@@ -1,0 +1,311 @@
+#include "search/enode_cost.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "ir/error.h"
+#include "ops/op.h"
+
+namespace isomer {
+namespace {
+
+using eg::ClassId;
+using eg::ENode;
+using eg::ENodeKind;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool is_contraction(const OpDef* op) { return op && (op->name == "Conv" || op->name == "MatMul" || op->name == "Gemm"); }
+
+// Constant data up to this many elements is part of a signature (shapes, axes,
+// scalars change what an operator does; weights only by their type).
+constexpr int64_t kSignatureConstant = 64;
+// Constants up to this many elements are materialized for pricing alone; larger
+// ones (weights) are zeros of their type.
+constexpr int64_t kMaterialize = 4096;
+// Distinct signatures per operator priced alone to calibrate it.
+constexpr size_t kCalibrationSamples = 6;
+
+// The name a runtime step gives a node (runtime/compiler.h's node_key): its first
+// named output, else its own name.
+std::string step_key(const Node& n) {
+  for (const std::string& o : n.output_names())
+    if (!o.empty()) return o;
+  return n.name();
+}
+
+// "conv1 (part 2/3)" -> "conv1".
+std::string strip_part(const std::string& label) {
+  auto p = label.rfind(" (part ");
+  return p == std::string::npos ? label : label.substr(0, p);
+}
+
+// `g` with a distinct name for every operator node and its outputs (the runtime's
+// steps say which node they compute by name; graphs built in code leave names empty).
+Graph uniquely_named(const Graph& g) {
+  std::unordered_map<const Node*, NodePtr> now;
+  auto value = [&](const Value& v) { return v.present() ? Value{now.at(v.node.get()), v.index} : v; };
+  size_t k = 0;
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() != NodeKind::Op && n->kind() != NodeKind::Opaque) {
+      now[n.get()] = n;
+      continue;
+    }
+    std::vector<Value> ins;
+    for (const Value& v : n->inputs()) ins.push_back(value(v));
+    const std::string name = "isomer.priced." + std::to_string(k++);
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < n->num_outputs(); ++i) outs.push_back(name + ":" + std::to_string(i));
+    now[n.get()] = n->with_inputs(std::move(ins))->renamed(name, outs);
+  }
+  std::vector<NodePtr> inputs;
+  for (const NodePtr& in : g.inputs()) inputs.push_back(now.at(in.get()));
+  std::vector<Value> outputs;
+  for (const Value& v : g.outputs()) outputs.push_back(value(v));
+  return Graph(inputs, outputs, g.output_names());
+}
+
+}  // namespace
+
+
+ENodePricer::ENodePricer(cost::CostModel& model, Progress progress)
+    : model_(model), progress_(std::move(progress)) {}
+
+std::string ENodePricer::signature(eg::EGraph& eg, const ENode& n) {
+  std::string s;
+  switch (n.kind) {
+    case ENodeKind::Op:
+      s.append(n.op->name).append("#").append(std::to_string(eg.attrs(n.attrs).hash()));
+      break;
+    case ENodeKind::Opaque: s.append("opaque:").append(eg.leaf_node(n.leaf)->op_type()); break;
+    default: return "leaf";
+  }
+  s.append("/").append(std::to_string(n.num_outputs));
+  for (ClassId c : n.children) {
+    if (c == eg::kNoClass) {
+      s.append("|_");
+      continue;
+    }
+    const eg::EClass& k = eg.cls(c);
+    s.append("|").append(to_string(k.types.at(0))).append(k.constant ? "c" : "v");
+    if (k.constant)
+      if (const Tensor* v = eg.constant_value(c, kSignatureConstant)) s.append(std::to_string(v->hash()));
+  }
+  return s;
+}
+
+double ENodePricer::learn(const Graph& original) {
+  const Graph g = uniquely_named(original);
+  cost::GraphCost plan = model_.graph_cost(g);
+  std::unordered_map<std::string, const Node*> by_name;
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque) {
+      by_name.emplace(n->name(), n.get());
+      by_name.emplace(step_key(*n), n.get());
+    }
+  // A graph input converted to another layout (not at the boundary: for the
+  // operator reading it) belongs to its first reader.
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque)
+      for (const Value& v : n->inputs())
+        if (v.present() && v.node->kind() == NodeKind::Input) by_name.emplace(v.node->name(), n.get());
+  std::unordered_map<const Node*, double> share;
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque) share[n.get()] = 0;
+  unattributed_ms_ += plan.io_ms;
+  for (const cost::StepCost& s : plan.steps) {
+    const Node* owner = nullptr;
+    if (!s.step.boundary) {
+      // A fused step belongs to its head (the first node it names); a step naming
+      // no node (a reorder, a copy) to the node whose value it converts, or, for a
+      // graph input's, to the node reading it.
+      for (const std::string& k : s.step.nodes)
+        if (auto it = by_name.find(k); it != by_name.end() && !owner) owner = it->second;
+      if (!owner)
+        if (auto it = by_name.find(strip_part(s.step.label)); it != by_name.end()) owner = it->second;
+    }
+    if (owner) share[owner] += s.ms;
+    else unattributed_ms_ += s.ms;
+  }
+  eg::EGraph e;
+  std::unordered_map<const Node*, ClassId> classes;
+  eg::load_graph(e, g, &classes);
+  for (const auto& [node, ms] : share) {
+    const eg::EClass& k = e.cls(classes.at(node));
+    // Two equal nodes are one e-node: the first one's signature stands for both.
+    PlanShare& p = context_[signature(e, k.nodes.at(0))];
+    p.ms += ms;
+    p.nodes += 1;
+  }
+  calibrate(g);
+  return plan.total_ms;
+}
+
+void ENodePricer::calibrate(const Graph& g) {
+  // Per operator, a few distinct signatures priced alone against their context
+  // prices. Elementwise operators are left out: alone, one that the plan fused costs
+  // a pass over memory and in context nothing, and e-nodes of them are priced fused
+  // where they can be (see fused()).
+  eg::EGraph e;
+  std::unordered_map<const Node*, ClassId> classes;
+  eg::load_graph(e, g, &classes);
+  std::map<std::string, std::pair<double, double>> sums;  // op -> (context, alone)
+  std::map<std::string, size_t> samples;
+  std::unordered_map<std::string, bool> seen;
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() != NodeKind::Op || n->op()->props.elementwise) continue;
+    const ENode& en = e.cls(classes.at(n.get())).nodes.at(0);
+    if (std::all_of(en.children.begin(), en.children.end(),
+                    [&](ClassId c) { return c == eg::kNoClass || e.cls(c).constant; }))
+      continue;
+    std::string sig = signature(e, en);
+    if (seen[sig]) continue;
+    seen[sig] = true;
+    if (samples[n->op_type()] >= kCalibrationSamples) continue;
+    ++samples[n->op_type()];
+    auto& [ctx, al] = sums[n->op_type()];
+    ctx += context_.at(sig).mean();
+    al += alone(e, en);
+  }
+  for (const auto& [op, s] : sums)
+    if (s.second > 0) calibration_[op] = std::clamp(s.first / s.second, 0.0, 10.0);
+}
+
+eg::CostTable ENodePricer::table(eg::EGraph& eg) {
+  eg::CostTable t;
+  for (ClassId c : eg.class_ids()) {
+    std::vector<double>& row = t[c];
+    for (const ENode& n : eg.cls(c).nodes) row.push_back(price(eg, n));
+  }
+  return t;
+}
+
+double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
+  switch (n.kind) {
+    case ENodeKind::Input:
+    case ENodeKind::Constant:
+    case ENodeKind::Proj: return 0;
+    case ENodeKind::Opaque:
+    case ENodeKind::Op: break;
+  }
+  if (n.kind == ENodeKind::Op && n.op->props.deterministic &&
+      std::all_of(n.children.begin(), n.children.end(),
+                  [&](ClassId c) { return c == eg::kNoClass || eg.cls(c).constant; }))
+    return 0;  // folded at optimization time
+  const std::string sig = signature(eg, n);
+  if (auto it = context_.find(sig); it != context_.end()) return it->second.mean();
+  if (n.kind == ENodeKind::Opaque) return 1;  // the only way to compute its class
+  if (std::optional<double> f = fused(eg, n)) return *f;
+  double ms = alone(eg, n);
+  if (auto it = calibration_.find(std::string(n.op->name)); it != calibration_.end()) ms *= it->second;
+  return ms;
+}
+
+double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
+  const std::string key = signature(eg, n);
+  if (auto it = alone_.find(key); it != alone_.end()) return it->second;
+  const auto t0 = Clock::now();
+  double ms;
+  try {
+    GraphBuilder b;
+    std::vector<Value> ins = synthetic_inputs(eg, n, b);
+    std::vector<Value> outs = b.op(n.op->name, ins, eg.attrs(n.attrs), n.num_outputs);
+    ms = model_.op_ms(*outs[0].node);
+  } catch (const std::exception&) {
+    // Not priceable on the runtime (a symbolic shape): its data volume at a nominal
+    // rate, so that smaller graphs still win.
+    double elements = 0;
+    for (ClassId c : n.children)
+      if (c != eg::kNoClass)
+        if (auto e = num_elements(eg.type(c).shape)) elements += static_cast<double>(*e);
+    ms = 1e-3 + elements * 1e-6;
+  }
+  seconds_alone_ += seconds_since(t0);
+  alone_[key] = ms;
+  if (progress_ && alone_.size() >= reported_ + 25) {
+    reported_ = alone_.size();
+    char line[160];
+    std::snprintf(line, sizeof line, "eqsat: %zu operator shapes priced alone (%.1f s)", alone_.size(),
+                  seconds_alone_);
+    progress_(line);
+  }
+  return ms;
+}
+
+std::optional<double> ENodePricer::fused(eg::EGraph& eg, const ENode& n) {
+  // What an elementwise operator after a convolution or product adds when the
+  // runtime fuses it into that one as a post-op: the pair priced as one graph,
+  // minus the contraction alone.
+  if (!n.op->props.elementwise || n.num_outputs != 1 || n.children.empty() || n.children.size() > 2)
+    return std::nullopt;
+  for (size_t k = 0; k < n.children.size(); ++k) {
+    const ClassId c = n.children[k];
+    if (c == eg::kNoClass || eg.cls(c).constant) continue;
+    for (const ENode& producer : eg.cls(c).nodes) {
+      if (producer.kind != ENodeKind::Op || producer.num_outputs != 1 || !is_contraction(producer.op)) continue;
+      std::string key = "fused:" + signature(eg, producer) + "|" + signature(eg, n) + "|" + std::to_string(k);
+      if (auto it = alone_.find(key); it != alone_.end()) return it->second;
+      const auto t0 = Clock::now();
+      double ms;
+      try {
+        GraphBuilder b;
+        Value contraction =
+            b.op(producer.op->name, synthetic_inputs(eg, producer, b), eg.attrs(producer.attrs), 1).at(0);
+        std::vector<Value> ins = synthetic_inputs(eg, n, b);
+        ins[k] = contraction;
+        Value post = b.op(n.op->name, ins, eg.attrs(n.attrs), 1).at(0);
+        std::vector<NodePtr> inputs = b.inputs();
+        Graph pair(inputs, {post}, {"y"});
+        Graph single(inputs, {contraction}, {"y"});
+        cost::GraphCost both = model_.graph_cost(pair), one = model_.graph_cost(single);
+        ms = std::max(0.0, (both.total_ms - both.io_ms) - (one.total_ms - one.io_ms));
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      seconds_alone_ += seconds_since(t0);
+      return alone_[key] = ms;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<Value> ENodePricer::synthetic_inputs(eg::EGraph& eg, const ENode& n, GraphBuilder& b) {
+  // Graph inputs (or constants: the runtime lays weights out at compile time) of the
+  // e-node's children's types.
+  std::vector<Value> ins;
+  for (size_t i = 0; i < n.children.size(); ++i) {
+    const ClassId c = n.children[i];
+    if (c == eg::kNoClass) {
+      ins.emplace_back();
+      continue;
+    }
+    const TensorType& t = eg.type(c);
+    require(is_static(t.shape), "the cost needs static shapes");
+    if (eg.cls(c).constant) {
+      // Shapes and axes need their values; a weight only its type (its data does not
+      // change the price), so merged weights are never materialized for pricing.
+      const Tensor* v = eg.cls(c).value ? eg.cls(c).value.get() : eg.constant_value(c, kMaterialize);
+      ins.push_back(b.constant(v ? *v : zeros(t)));
+      continue;
+    }
+    ins.push_back(b.input("in" + std::to_string(i), t));
+  }
+  return ins;
+}
+
+const Tensor& ENodePricer::zeros(const TensorType& t) {
+  std::string key = to_string(t);
+  auto it = zeros_.find(key);
+  if (it == zeros_.end()) {
+    std::vector<int64_t> dims = static_dims(t.shape);
+    it = zeros_
+             .emplace(key, Tensor(t.dtype, dims,
+                                  std::string(static_cast<size_t>(num_elements(dims)) * dtype_size(t.dtype), '\0')))
+             .first;
+  }
+  return it->second;
+}
+
+}  // namespace isomer

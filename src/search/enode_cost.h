@@ -1,0 +1,88 @@
+#pragma once
+// Prices of e-nodes for extraction, consistent with the price of a whole graph.
+//
+// The cost model prices a graph by compiling it the way the runtime runs it and
+// summing its steps (cost/cost.h): a Relu or bias after a convolution is a post-op
+// of the convolution's step, a Reshape, Transpose or channel Split is a view with no
+// step, a Concat is written in place by its producers (or read in parts by the 1x1
+// convolutions after it), weights are laid out at compile time. An e-node priced as
+// an operator alone sees none of that: SqueezeNet 1.1's e-nodes, priced alone, added
+// up to many times the price of the graph they came from.
+//
+// So e-nodes are priced from the plan of the input graph first:
+//   - Context prices. The input graph is priced whole (the same call, and the same
+//     cached step measurements, as the price of any graph). Each step's cost goes to
+//     the node it computes (a fused step's to its head: the post-ops cost nothing;
+//     a reorder's to the node whose value it converts); views and in-place
+//     concatenations have no step and cost nothing. An e-node whose signature
+//     (operator, attributes, input types, which inputs are constants, small constant
+//     values) is that of an input graph node costs the mean of those nodes' shares.
+//     Extracting the input graph unchanged therefore costs what the plan says, less
+//     what belongs to no node (copying the inputs in and outputs out).
+//   - New e-nodes (shapes or operators the input graph lacks: merged convolutions,
+//     concatenated weights) are priced alone on the runtime, each signature once per
+//     pricer (the step costs in the cost database are reused, only new steps are
+//     timed); an elementwise e-node that reads a convolution or product costs what it
+//     adds fused into it. These are then scaled by the operator's calibration: the
+//     ratio, over the input graph's nodes of that operator, of their context prices
+//     to their prices alone, so that both kinds of price are on one scale.
+//   - Constant computations (folded at optimization time), inputs, constants and
+//     projections cost nothing.
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "cost/cost.h"
+#include "egraph/egraph.h"
+#include "egraph/extract.h"
+
+namespace isomer {
+
+struct PlanShare {
+  double ms = 0;                  // what the plan's steps charge to the nodes with this signature
+  size_t nodes = 0;               // how many nodes
+  double mean() const { return nodes ? ms / static_cast<double>(nodes) : 0; }
+};
+
+class ENodePricer {
+ public:
+  using Progress = std::function<void(const std::string&)>;
+  explicit ENodePricer(cost::CostModel& model, Progress progress = {});
+
+  // Learns the context prices from the plan of `g` (the input graph); returns that
+  // plan's price (total, as CostModel::graph_cost).
+  double learn(const Graph& g);
+  // The price of every e-node of `eg` (extract.h's cost table).
+  eg::CostTable table(eg::EGraph& eg);
+
+  // What the learned plans charged to no node (inputs and outputs copied, boundary
+  // layout conversions, steps naming no node of the graph).
+  double unattributed_ms() const { return unattributed_ms_; }
+  size_t priced_alone() const { return alone_.size(); }  // distinct signatures priced alone
+  double seconds_alone() const { return seconds_alone_; }
+  const std::map<std::string, double>& calibration() const { return calibration_; }
+
+  // The signature of an e-node: equal when the runtime would run two alike (see above).
+  static std::string signature(eg::EGraph& eg, const eg::ENode& n);
+
+ private:
+  double price(eg::EGraph& eg, const eg::ENode& n);
+  double alone(eg::EGraph& eg, const eg::ENode& n);
+  std::optional<double> fused(eg::EGraph& eg, const eg::ENode& n);
+  std::vector<Value> synthetic_inputs(eg::EGraph& eg, const eg::ENode& n, GraphBuilder& b);
+  const Tensor& zeros(const TensorType& t);
+  void calibrate(const Graph& g);
+
+  cost::CostModel& model_;
+  Progress progress_;
+  std::unordered_map<std::string, PlanShare> context_;  // by signature
+  std::unordered_map<std::string, double> alone_;       // by signature (and fused pairs)
+  std::map<std::string, double> calibration_;           // by operator
+  std::unordered_map<std::string, Tensor> zeros_;
+  double unattributed_ms_ = 0;
+  double seconds_alone_ = 0;
+  size_t reported_ = 0;
+};
+
+}  // namespace isomer
