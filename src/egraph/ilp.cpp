@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "egraph/extract.h"
@@ -30,6 +34,84 @@ struct Column {
   uint32_t index;
   double cost;
 };
+
+// The strongly connected components (of more than one class) of the graph whose
+// edges go from a class to the child classes of its selectable e-nodes (Tarjan's
+// algorithm, iterative).
+std::vector<std::vector<ClassId>> cyclic_components(const EGraph& g, const std::vector<Column>& cols,
+                                                    const std::map<ClassId, std::vector<int>>& of_class) {
+  std::unordered_map<ClassId, std::vector<ClassId>> edges;
+  for (const Column& col : cols)
+    for (ClassId ch : child_classes(g, g.cls(col.cls).nodes[col.index])) edges[col.cls].push_back(ch);
+  std::unordered_map<ClassId, int> index, low;
+  std::unordered_set<ClassId> on_stack;
+  std::vector<ClassId> stack;
+  std::vector<std::vector<ClassId>> out;
+  int next = 0;
+  for (const auto& [root, unused] : of_class) {
+    (void)unused;
+    if (index.count(root)) continue;
+    std::vector<std::pair<ClassId, size_t>> work{{root, 0}};
+    index[root] = low[root] = next++;
+    stack.push_back(root);
+    on_stack.insert(root);
+    while (!work.empty()) {
+      auto& [c, k] = work.back();
+      const std::vector<ClassId>& es = edges[c];
+      if (k < es.size()) {
+        ClassId d = es[k++];
+        if (!index.count(d)) {
+          index[d] = low[d] = next++;
+          stack.push_back(d);
+          on_stack.insert(d);
+          work.push_back({d, 0});
+        } else if (on_stack.count(d)) {
+          low[c] = std::min(low[c], index[d]);
+        }
+        continue;
+      }
+      const ClassId done = c;
+      work.pop_back();
+      if (!work.empty()) low[work.back().first] = std::min(low[work.back().first], low[done]);
+      if (low[done] != index[done]) continue;
+      std::vector<ClassId> comp;
+      ClassId x;
+      do {
+        x = stack.back();
+        stack.pop_back();
+        on_stack.erase(x);
+        comp.push_back(x);
+      } while (x != done);
+      if (comp.size() > 1) out.push_back(std::move(comp));
+    }
+  }
+  return out;
+}
+
+// Positions of the warm start's classes that respect its (acyclic) choice: a class
+// comes after the classes its chosen e-node reads.
+// `order`: class -> (its position column, its component's size, the component).
+using Order = std::unordered_map<ClassId, std::tuple<int, double, size_t>>;
+bool same_component(const Order& order, ClassId a, ClassId b) {
+  auto x = order.find(a), y = order.find(b);
+  return x != order.end() && y != order.end() && std::get<2>(x->second) == std::get<2>(y->second);
+}
+
+void warm_positions(const EGraph& g, const Extraction& warm, const Order& order, std::vector<double>& start) {
+  std::unordered_map<ClassId, double> depth;
+  std::function<double(ClassId)> visit = [&](ClassId c) -> double {
+    if (auto it = depth.find(c); it != depth.end()) return it->second;
+    depth[c] = 0;
+    double d = 0;
+    auto ch = warm.choice.find(c);
+    if (ch != warm.choice.end())
+      for (ClassId child : child_classes(g, g.cls(c).nodes[ch->second]))
+        if (same_component(order, c, child)) d = std::max(d, visit(child) + 1);
+    return depth[c] = d;
+  };
+  for (const auto& [c, t] : order)
+    start[static_cast<size_t>(std::get<0>(t))] = std::min(visit(c), std::get<1>(t) - 1.0);
+}
 
 }  // namespace
 
@@ -89,12 +171,49 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
   }
   std::vector<double> col_lb(n, 0.0), col_ub(n, 1.0), obj(n);
   for (int j = 0; j < n; ++j) obj[j] = cols[j].cost;
-  // The warm start: the greedy choice as a 0/1 vector.
-  std::vector<double> start(n, 0.0);
+  // Acyclicity up front (Tensat's formulation), where cycles are possible at all: a
+  // position t_c per class of a strongly connected component of the class graph, and
+  // a chosen e-node comes after each child class of its component,
+  // t_c - t_child >= 1 - M (1 - x_j). Rewrites make such components (a merge whose
+  // input reads one of its projections); cutting their cycles one solve at a time
+  // took SqueezeNet's ILP past its time limit.
+  const std::vector<std::vector<ClassId>> components = cyclic_components(g, cols, of_class);
+  Order order;
+  for (size_t k = 0; k < components.size(); ++k)
+    for (ClassId c : components[k])
+      order[c] = {n + static_cast<int>(order.size()), static_cast<double>(components[k].size()), k};
+  const int n_all = n + static_cast<int>(order.size());
+  matrix.setDimensions(static_cast<int>(row_lb.size()), n_all);
+  std::vector<double> t_ub(order.size());
+  for (const auto& [c, t] : order) {
+    (void)c;
+    t_ub[static_cast<size_t>(std::get<0>(t) - n)] = std::get<1>(t) - 1.0;
+  }
+  for (double ub : t_ub) {
+    col_lb.push_back(0.0);
+    col_ub.push_back(ub);
+    obj.push_back(0.0);
+  }
+  for (int j = 0; j < n; ++j) {
+    auto self = order.find(cols[j].cls);
+    if (self == order.end()) continue;
+    for (ClassId ch : child_classes(g, g.cls(cols[j].cls).nodes[cols[j].index])) {
+      if (!same_component(order, cols[j].cls, ch)) continue;
+      const double m = std::get<1>(self->second);
+      CoinPackedVector v;
+      v.insert(std::get<0>(self->second), 1.0);
+      v.insert(std::get<0>(order.at(ch)), -1.0);
+      v.insert(j, -m);
+      add_row(v, 1.0 - m, COIN_DBL_MAX);
+    }
+  }
+  // The warm start: the greedy choice as a 0/1 vector, positions in its order.
+  std::vector<double> start(n_all, 0.0);
   for (int j = 0; j < n; ++j) {
     auto it = warm.choice.find(cols[j].cls);
     if (it != warm.choice.end() && it->second == cols[j].index) start[j] = 1.0;
   }
+  warm_positions(g, warm, order, start);
 
   Extraction best;
   best.method = "ilp";
@@ -106,12 +225,15 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
     OsiClpSolverInterface solver;
     solver.loadProblem(matrix, col_lb.data(), col_ub.data(), obj.data(), row_lb.data(), row_ub.data());
     for (int j = 0; j < n; ++j) solver.setInteger(j);
+    if (std::getenv("ISOMER_DEBUG_ILP"))
+      std::fprintf(stderr, "ilp: %d e-nodes, %zu ordered classes in %zu components, %zu rows\n", n, order.size(),
+                   components.size(), row_lb.size());
     solver.messageHandler()->setLogLevel(0);
     CbcModel model(solver);
     model.setLogLevel(0);
     model.messageHandler()->setLogLevel(0);
     model.setMaximumSeconds(std::max(0.1, left()));
-    if (warm.cost < kInfiniteCost) model.setBestSolution(start.data(), n, warm.cost, true);
+    if (warm.cost < kInfiniteCost) model.setBestSolution(start.data(), n_all, warm.cost, true);
     model.branchAndBound();
     const double* sol = model.bestSolution();
     if (!sol) {

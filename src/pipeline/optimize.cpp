@@ -165,6 +165,7 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(kind, opts.cost_db, opts.cost_threads);
   SearchOptions so = opts.search_options;
   so.passes = opts.passes;
+  if (!so.progress) so.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   SearchStats sst;
   if (opts.search == "eqsat")
     out = eqsat_search(out, rules, *model, so, &sst);
