@@ -19,8 +19,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 bool is_contraction(const OpDef* op) { return op && (op->name == "Conv" || op->name == "MatMul" || op->name == "Gemm"); }
 
-// Constant data up to this many elements is part of a signature (shapes, axes,
-// scalars change what an operator does; weights only by their type).
+// Integer constant data up to this many elements is part of a signature (shapes,
+// axes and scalars change what an operator does; weights only by their type).
 constexpr int64_t kSignatureConstant = 64;
 // Constants up to this many elements are materialized for pricing alone; larger
 // ones (weights) are zeros of their type.
@@ -90,7 +90,12 @@ std::string ENodePricer::signature(eg::EGraph& eg, const ENode& n) {
     }
     const eg::EClass& k = eg.cls(c);
     s.append("|").append(to_string(k.types.at(0))).append(k.constant ? "c" : "v");
-    if (k.constant)
+    // Only shapes, axes, indices and scalars: a weight's or a bias's data
+    // (materialized or not, concatenated by a merge or not) does not change what
+    // the runtime does with it.
+    const std::optional<int64_t> elements = num_elements(k.types.at(0).shape);
+    const bool data_matters = elements && (*elements <= 1 || (is_integer(k.types.at(0).dtype) && *elements <= kSignatureConstant));
+    if (k.constant && data_matters)
       if (const Tensor* v = eg.constant_value(c, kSignatureConstant)) s.append(std::to_string(v->hash()));
   }
   return s;
@@ -198,9 +203,30 @@ double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
   if (auto it = context_.find(sig); it != context_.end()) return it->second.mean();
   if (n.kind == ENodeKind::Opaque) return 1;  // the only way to compute its class
   if (std::optional<double> f = fused(eg, n)) return *f;
-  double ms = alone(eg, n);
-  if (auto it = calibration_.find(std::string(n.op->name)); it != calibration_.end()) ms *= it->second;
-  return ms;
+  return alone(eg, n) * scale(eg, n);
+}
+
+double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
+  // The input graph's operators of this kind that read the same value (the ones a
+  // merge of them replaces): their context prices over their prices alone. They
+  // run in the same place, with the same layouts around them.
+  for (ClassId c : n.children) {
+    if (c == eg::kNoClass || eg.cls(c).constant) continue;
+    double ctx = 0, al = 0;
+    for (const auto& [parent, unused] : eg.cls(c).parents) {
+      (void)unused;
+      if (parent.kind != ENodeKind::Op || parent.op != n.op || parent.origin != 0) continue;
+      auto it = context_.find(signature(eg, parent));
+      if (it == context_.end()) continue;
+      ctx += it->second.mean();
+      al += alone(eg, parent);
+    }
+    if (al > 0) return std::clamp(ctx / al, 0.0, 10.0);
+    break;  // the first value read decides
+  }
+  // Else the operator's calibration over the whole input graph.
+  auto it = calibration_.find(std::string(n.op->name));
+  return it == calibration_.end() ? 1.0 : it->second;
 }
 
 double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {

@@ -23,9 +23,10 @@
 //     concatenated weights) are priced alone on the runtime, each signature once per
 //     pricer (the step costs in the cost database are reused, only new steps are
 //     timed); an elementwise e-node that reads a convolution or product costs what it
-//     adds fused into it. These are then scaled by the operator's calibration: the
-//     ratio, over the input graph's nodes of that operator, of their context prices
-//     to their prices alone, so that both kinds of price are on one scale.
+//     adds fused into it. These are then scaled by the ratio of context prices to
+//     prices alone of the input graph's nodes of that operator that read the same
+//     value (those a merge replaces), else of that operator anywhere in the graph (its
+//     calibration), so that both kinds of price are on one scale.
 //   - Constant computations (folded at optimization time), inputs, constants and
 //     projections cost nothing.
 #include <functional>
@@ -69,6 +70,7 @@ class ENodePricer {
  private:
   double price(eg::EGraph& eg, const eg::ENode& n);
   double alone(eg::EGraph& eg, const eg::ENode& n);
+  double scale(eg::EGraph& eg, const eg::ENode& n);
   std::optional<double> fused(eg::EGraph& eg, const eg::ENode& n);
   std::vector<Value> synthetic_inputs(eg::EGraph& eg, const eg::ENode& n, GraphBuilder& b);
   const Tensor& zeros(const TensorType& t);
