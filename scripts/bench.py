@@ -10,6 +10,9 @@ For every corpus model (build/corpus, `make corpus`) and thread count, in one ru
   openvino     OpenVINO's CPU plugin on the original (INFERENCE_NUM_THREADS = t, f32);
   isomer       `isomer run --bench --no-onnxruntime` on the original;
   isomer_opt   the same on `isomer optimize`'s output (default target);
+  isomer_eqsat the same on `isomer optimize --search eqsat`'s output; the row's "eqsat"
+               has the search's time, e-graph size, stop reason, extraction gap and rules,
+               and `eqsat_gain` = isomer runtime on isomer_opt's output / on this one;
   cost         `isomer cost`'s prediction against the isomer latency measured in the
                same round (signed error, %).
 Engines alternate in rounds (the order rotates every round) with the same inputs (valid
@@ -48,7 +51,11 @@ from benchlib import engines as E  # noqa: E402
 from benchlib import report  # noqa: E402
 from corpus.inputs import load_manifest, make_inputs  # noqa: E402
 
-ENGINES = ["ort_isomer", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "cost"]
+ENGINES = ["ort_isomer", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
+# What the bench keeps of an eqsat search's report (the report's search_* fields).
+EQSAT_FIELDS = ["search_seconds", "search_stop_reason", "search_egraph_nodes", "search_egraph_classes",
+                "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds",
+                "search_cost_before_ms", "search_cost_after_ms", "search_kept_input", "rules_applied"]
 
 
 def load_average():
@@ -74,6 +81,16 @@ def prepare(entry, args, caps):
         except E.CommandFailed as e:
             prep["errors"]["optimize"] = str(e)
             _progress(name, "isomer optimize", "FAILED " + str(e).replace("\n", " | "))
+    if "isomer_eqsat" in args.engines:
+        try:
+            prep["eqsat"] = E.isomer_optimize(args.isomer, entry["path"], os.path.join(d, "opt_eqsat.onnx"),
+                                              os.path.join(d, "opt_eqsat.report.json"), extra + ["--search", "eqsat"],
+                                              args.timeout)
+            prep["eqsat_path"] = os.path.join(d, "opt_eqsat.onnx")
+            _progress(name, "isomer optimize --search eqsat", _optimize_summary(prep["eqsat"]))
+        except E.CommandFailed as e:
+            prep["errors"]["eqsat"] = str(e)
+            _progress(name, "isomer optimize --search eqsat", "FAILED " + str(e).replace("\n", " | "))
     if "ort_isomer" in args.engines:
         if caps["target"]:
             try:
@@ -119,6 +136,8 @@ def _engine_error(prep, key):
         return prep["errors"].get("optimize_onnxruntime") or prep["errors"].get("optimize")
     if key == "isomer_opt":
         return prep["errors"].get("optimize")
+    if key == "isomer_eqsat":
+        return prep["errors"].get("eqsat")
     if key == "ort_onnxsim":
         return prep["errors"].get("onnxsim")
     return None
@@ -157,6 +176,13 @@ def measure(entry, prep, threads, args):
             subproc["isomer_opt"] = prep["opt_path"]
         else:
             row["errors"]["isomer_opt"] = _engine_error(prep, "isomer_opt")
+    if "isomer_eqsat" in args.engines:
+        if prep.get("eqsat_path"):
+            subproc["isomer_eqsat"] = prep["eqsat_path"]
+            row["eqsat"] = {k: prep["eqsat"].get(k) for k in EQSAT_FIELDS}
+            row["eqsat"]["optimize_seconds"] = prep["eqsat"]["seconds"]
+        else:
+            row["errors"]["isomer_eqsat"] = _engine_error(prep, "isomer_eqsat")
 
     # Timed runs per round: about --round-seconds per engine, from each engine's own
     # latency (an engine 50x slower than ORT must not take 50x the time): its warm-up runs
@@ -232,6 +258,9 @@ def measure(entry, prep, threads, args):
     gains = [a / b for a, b in zip(rounds_ms.get("isomer", []), rounds_ms.get("isomer_opt", [])) if a and b]
     if gains:
         row["isomer_opt_gain"] = E.median(gains)
+    gains = [a / b for a, b in zip(rounds_ms.get("isomer_opt", []), rounds_ms.get("isomer_eqsat", [])) if a and b]
+    if gains:
+        row["eqsat_gain"] = E.median(gains)
     pred = row.get("prediction")
     if pred is not None:
         measured = (rounds_ms.get("isomer") or [None] * args.rounds)[predict_round]

@@ -11,16 +11,18 @@ CONVENTION = ("speedup = ONNX Runtime's latency on the original model / the engi
 COLUMNS = [
     ("isomer", "isomer", "isomer runtime, original"),
     ("isomer_opt", "iso(opt)", "isomer runtime, isomer optimize output"),
+    ("isomer_eqsat", "iso(eqs)", "isomer runtime, isomer optimize --search eqsat output"),
     ("ort_isomer", "ORT(opt)", "ONNX Runtime, isomer optimize output"),
     ("ort_onnxsim", "ORT(sim)", "ONNX Runtime, onnxsim output"),
     ("openvino", "OpenVINO", "OpenVINO CPU, original"),
     ("isomer_opt_gain", "opt gain", "isomer runtime: original / optimize output"),
+    ("eqsat_gain", "eqs gain", "isomer runtime: optimize output / --search eqsat output"),
 ]
 
 
 def value(row, key):
-    if key == "isomer_opt_gain":
-        return row.get("isomer_opt_gain")
+    if key in ("isomer_opt_gain", "eqsat_gain"):
+        return row.get(key)
     return row.get("speedup", {}).get(key)
 
 
@@ -148,6 +150,8 @@ def _errored(r, key):
     errs = r.get("errors", {})
     if key == "isomer_opt_gain":
         return "isomer" in errs or "isomer_opt" in errs
+    if key == "eqsat_gain":
+        return "isomer_opt" in errs or "isomer_eqsat" in errs
     return key in errs
 
 

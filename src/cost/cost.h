@@ -86,10 +86,10 @@ class CostDb;
 // Measurements taken while the machine is overloaded (1-minute load average
 // above the number of cores: other processes compete for the cores, so the times
 // are inflated by preemption) are stored marked "noisy" with the load seen. A
-// noisy entry is reused only while the machine is still overloaded (measuring
-// again then would be no better); once the load is back at or below the core
-// count it is measured again and replaced by a clean one. Clean entries are
-// always reused.
+// noisy entry is reused only while the machine is still overloaded at least as
+// much as when it was measured (measuring again then would be no better); at a
+// lower load it is measured again, and once the load is back at or below the
+// core count it is replaced by a clean one. Clean entries are always reused.
 class MeasuredCostModel : public CostModel {
  public:
   // `db_path` empty: default_db_path().

@@ -37,7 +37,7 @@ Graph conv_relu() {
 
 TEST(CostDbNoisy, OverloadedMeasurementsAreMarkedAndMeasuredAgainLater) {
   std::string db = temp_db("noisy");
-  const double busy = runtime::hardware_threads() + 2.5, idle = 0.1;
+  const double busy = 2 * runtime::hardware_threads() + 2.5, idle = 0.1;
   double load = busy;
   auto model = [&] {
     auto m = std::make_unique<cost::MeasuredCostModel>(db, 1, 1, 3);
@@ -61,6 +61,11 @@ TEST(CostDbNoisy, OverloadedMeasurementsAreMarkedAndMeasuredAgainLater) {
   EXPECT_EQ(b.measured_new, 0u);
   EXPECT_EQ(b.cached, b.steps.size());
   EXPECT_EQ(b.noisy, b.steps.size());
+  // Still overloaded, but far less than when they were measured: measured again.
+  load = runtime::hardware_threads() + 0.5;
+  cost::GraphCost lighter = model()->graph_cost(conv_relu());
+  EXPECT_EQ(lighter.measured_new, lighter.steps.size());
+  EXPECT_EQ(lighter.noisy, lighter.steps.size());
   // The load is back down: measured again, now clean, replacing the noisy rows.
   load = idle;
   cost::GraphCost c = model()->graph_cost(conv_relu());
