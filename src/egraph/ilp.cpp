@@ -29,6 +29,9 @@ std::vector<ClassId> child_classes(const EGraph& g, const ENode& n) {
   return out;
 }
 
+constexpr double kGapTolerance = 1e-3;
+constexpr double kObjectiveScale = 1e3;
+
 struct Column {
   ClassId cls;
   uint32_t index;
@@ -170,7 +173,9 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
     }
   }
   std::vector<double> col_lb(n, 0.0), col_ub(n, 1.0), obj(n);
-  for (int j = 0; j < n; ++j) obj[j] = cols[j].cost;
+  // In microseconds: CBC's tolerances are absolute, and prices of a few thousandths of
+  // a millisecond vanished below them.
+  for (int j = 0; j < n; ++j) obj[j] = cols[j].cost * kObjectiveScale;
   // Acyclicity up front (Tensat's formulation), where cycles are possible at all: a
   // position t_c per class of a strongly connected component of the class graph, and
   // a chosen e-node comes after each child class of its component,
@@ -207,6 +212,34 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
       add_row(v, 1.0 - m, COIN_DBL_MAX);
     }
   }
+  // The order constraints alone relax weakly (a chosen fraction of an e-node barely
+  // constrains the positions), so every cycle of two or three classes is also cut
+  // directly: of the e-nodes along it (in each class, those reading the next class),
+  // not all its edges may be chosen. Merges make mostly such short cycles (a
+  // concatenation of a split's parts; a projection of a merge an input reads).
+  {
+    std::map<std::pair<ClassId, ClassId>, std::vector<int>> along;  // edge -> e-nodes making it
+    for (int j = 0; j < n; ++j)
+      for (ClassId ch : child_classes(g, g.cls(cols[j].cls).nodes[cols[j].index]))
+        if (same_component(order, cols[j].cls, ch)) along[{cols[j].cls, ch}].push_back(j);
+    auto cut = [&](const std::vector<ClassId>& cycle) {
+      CoinPackedVector v;
+      for (size_t i = 0; i < cycle.size(); ++i)
+        for (int j : along.at({cycle[i], cycle[(i + 1) % cycle.size()]})) v.insert(j, 1.0);
+      add_row(v, -COIN_DBL_MAX, static_cast<double>(cycle.size()) - 1.0);
+    };
+    for (const auto& [edge, js] : along) {
+      (void)js;
+      const auto [a, b] = edge;
+      if (a < b && along.count({b, a})) cut({a, b});
+      for (const auto& [edge2, js2] : along) {  // a -> b -> c -> a, each cycle once (a smallest)
+        (void)js2;
+        if (edge2.first != b || edge2.second == a) continue;
+        const ClassId c = edge2.second;
+        if (a < b && a < c && along.count({c, a})) cut({a, b, c});
+      }
+    }
+  }
   // The warm start: the greedy choice as a 0/1 vector, positions in its order.
   std::vector<double> start(n_all, 0.0);
   for (int j = 0; j < n; ++j) {
@@ -232,8 +265,12 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
     CbcModel model(solver);
     model.setLogLevel(0);
     model.messageHandler()->setLogLevel(0);
+    model.setUseElapsedTime(true);  // the limit is the search's wall-clock budget
     model.setMaximumSeconds(std::max(0.1, left()));
-    if (warm.cost < kInfiniteCost) model.setBestSolution(start.data(), n_all, warm.cost, true);
+    // Within 0.1% of the bound is optimal enough: prices are measurements, noisier
+    // than that, and proving the last fraction took NasRNN's ILP past its limit.
+    model.setAllowableFractionGap(kGapTolerance);
+    if (warm.cost < kInfiniteCost) model.setBestSolution(start.data(), n_all, warm.cost * kObjectiveScale, true);
     model.branchAndBound();
     const double* sol = model.bestSolution();
     if (!sol) {
@@ -264,8 +301,8 @@ std::optional<Extraction> extract_ilp(const EGraph& g, const std::vector<ClassId
     }
     best.choice = std::move(choice);
     best.cost = dag_cost(g, best.choice, roots, costs);
-    best.lower_bound = model.getBestPossibleObjValue();
-    best.optimal = model.isProvenOptimal();
+    best.lower_bound = model.getBestPossibleObjValue() / kObjectiveScale;
+    best.optimal = model.isProvenOptimal() || (best.cost - best.lower_bound) <= kGapTolerance * std::abs(best.cost);
     best.gap = best.optimal ? 0.0
                             : std::max(0.0, (best.cost - best.lower_bound) / std::max(std::abs(best.cost), 1e-12));
     break;

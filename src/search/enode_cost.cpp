@@ -103,6 +103,7 @@ std::string ENodePricer::signature(eg::EGraph& eg, const ENode& n) {
 
 double ENodePricer::learn(const Graph& original) {
   const Graph g = uniquely_named(original);
+  if (progress_) progress_("eqsat: pricing the input graph as the runtime runs it (new steps are timed once)");
   cost::GraphCost plan = model_.graph_cost(g);
   std::unordered_map<std::string, const Node*> by_name;
   for (const NodePtr& n : g.topo_order())
