@@ -24,12 +24,17 @@ constexpr int64_t kRows = 6;    // rows of C per micro-kernel tile
 
 struct PackedB {
   int64_t K = 0, N = 0, kc = 0;  // kc: the depth of one pass over K (cache blocking)
-  std::vector<float> data;       // [K-block][panel][k][kPanel], zero-padded past N
+  std::vector<float> data;       // [panel][k][kPanel], zero-padded past N
+  // A bias per column (a Linear layer's), zero-padded to whole panels, or empty:
+  // the micro-kernel starts its accumulators from it, so adding it costs nothing.
+  std::vector<float> bias;
 };
 
 // Packs B [K, N] (element (k, n) at b[k * ldb + n], or at b[n * ldb + k] when
 // `transposed`, as a Linear layer's [N, K] weight stores it).
 PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transposed = false);
+// Sets the per-column bias (N values) that every product with `p` starts from.
+void set_bias(PackedB& p, const float* bias);
 
 // What runs on each finished tile: `program` with register 0 the product (A B)
 // and registers 1.. the operands, read through [row, column] strides in C's index

@@ -266,8 +266,11 @@ void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
   }
 }
 
-// The iteration space after dropping extent-1 dims and merging dims that every
-// operand walks contiguously (stride[i] == stride[i+1] * dims[i+1]).
+// The iteration space after dropping extent-1 dims, ordering the dims by the first
+// result's strides (outermost first: a result written in a transposed order is
+// walked in its memory order, so a transposed operand of the same order runs as
+// one contiguous stream) and merging dims that every operand walks contiguously
+// (stride[i] == stride[i+1] * dims[i+1]).
 struct Space {
   std::vector<int64_t> dims;                   // outer ..., inner
   std::vector<std::vector<int64_t>> strides;   // per operand (inputs, then outputs)
@@ -282,6 +285,19 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
     if (dims[d] == 1) continue;
     s.dims.push_back(dims[d]);
     for (size_t k = 0; k < nops; ++k) s.strides[k].push_back(ref(k).strides[d]);
+  }
+  if (!out.empty()) {
+    const std::vector<int64_t> key = s.strides[in.size()];
+    std::vector<size_t> order(s.dims.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key[x] > key[y]; });
+    Space t;
+    t.strides.resize(nops);
+    for (size_t d : order) {
+      t.dims.push_back(s.dims[d]);
+      for (size_t k = 0; k < nops; ++k) t.strides[k].push_back(s.strides[k][d]);
+    }
+    s = std::move(t);
   }
   // Merge from the inside out.
   for (size_t d = s.dims.size(); d-- > 1;) {

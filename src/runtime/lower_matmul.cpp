@@ -174,11 +174,31 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
     return epi.program.num_inputs++;
   };
   const std::vector<const Node*> nodes = plan_epilogue(c, from, dims);
+  // A constant bias per column goes into the packed weights: the micro-kernel
+  // starts its sums from it. It is the Gemm's C, or a first fused Add.
+  const Tensor* column_bias = nullptr;
+  size_t first = 0;  // the first fused node the epilogue computes
+  auto per_column = [&](const Tensor* t) {
+    return t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() && t->dims().back() == N;
+  };
+  if (k.bias && per_column(&*k.bias)) {
+    column_bias = &*k.bias;
+  } else if (!k.bias && !nodes.empty() && nodes[0]->op_type() == "Add" && nodes[0]->inputs().size() == 2 &&
+             c.consumers(from).size() == 1) {
+    const Node& add = *nodes[0];
+    const Value other = add.inputs()[0] == from ? add.inputs()[1] : add.inputs()[0];
+    const Tensor* t = add.inputs()[0] == from || add.inputs()[1] == from ? c.peek_known(other) : nullptr;
+    if (per_column(t) && other != from) {
+      column_bias = t;
+      first = 1;
+      reg[add.output(0)] = 0;
+    }
+  }
   // Operands first: registers of inputs come before computed ones.
   int bias = -1;
-  if (k.bias && (bias = operand(c.constant_value(*k.bias, k.node->name() + ".bias"))) < 0) return false;
+  if (k.bias && !column_bias && (bias = operand(c.constant_value(*k.bias, k.node->name() + ".bias"))) < 0) return false;
   std::vector<std::vector<int>> ins(nodes.size());
-  for (size_t i = 0; i < nodes.size() && ok; ++i) {
+  for (size_t i = first; i < nodes.size() && ok; ++i) {
     if (!nodes[i]->op()->emit_pointwise) return false;
     for (const Value& v : nodes[i]->inputs()) {
       bool chain = v == from;
@@ -190,7 +210,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   epi.program.num_regs = epi.program.num_inputs;
   int result = 0;
   if (bias >= 0) reg[from] = result = epi.program.emit(kernels::PwOp::Add, 0, bias);
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = first; i < nodes.size(); ++i) {
     std::vector<int> r;
     std::vector<const Tensor*> consts;
     for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
@@ -208,6 +228,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
 
   auto packed = std::make_shared<kernels::PackedB>(
       kernels::pack_b(reinterpret_cast<const float*>(k.b_const->bytes().data()), K, N, N));
+  if (column_bias) kernels::set_bias(*packed, reinterpret_cast<const float*>(column_bias->bytes().data()));
   const md_t dst_md = plain_md(dims, dt::f32);
   int dst = c.new_value(DType::Float32, dims, dst_md, k.node->name());
   std::vector<int> reads = {k.a};
@@ -223,7 +244,8 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
     info.nodes.push_back(node_key(*m));
   }
   info.signature = "gemm-packed " + std::to_string(rows) + "x" + std::to_string(K) + "x" + std::to_string(N) +
-                   " lda" + std::to_string(lda) + (has_epilogue ? " epi " + epi.program.text() : "");
+                   " lda" + std::to_string(lda) + (column_bias ? " bias" : "") +
+                   (has_epilogue ? " epi " + epi.program.text() : "");
   for (const auto& o : epi.operands) info.signature += " o" + to_string(o.strides);
   info.flops = k.flops;
   auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));

@@ -319,5 +319,51 @@ TEST(Gemm, PackedWeightsWithAnEpilogue) {
   }
 }
 
+// Deep K runs in cache blocks with partial sums kept aside; a bias set on the
+// packed weights starts the sums: y = relu(a b + bias), at 1 and 2 threads, with
+// more tiles than one chunk of partial sums holds.
+TEST(Gemm, DeepProductsInCacheBlocksWithAPackedBias) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto [M, K, N] : {std::tuple{13, 1100, 41}, std::tuple{600, 700, 50}, std::tuple{1, 1537, 16}}) {
+    std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)),
+        c(static_cast<size_t>(M * N));
+    for (auto* v : {&a, &b, &bias})
+      for (float& x : *v) x = u(rng);
+    GemmEpilogue e;
+    e.program.num_inputs = e.program.num_regs = 1;
+    e.program.results = {e.program.emit(PwOp::Relu, 0)};
+    PackedB p = pack_b(b.data(), K, N, N);
+    ASSERT_LT(p.kc, K) << "K = " << K << " should run in more than one block";
+    set_bias(p, bias.data());
+    for (int threads : {1, 2}) {
+      gemm_packed(a.data(), K, M, p, c.data(), N, &e, threads);
+      for (int m = 0; m < M; m += (M > 50 ? 7 : 1))
+        for (int n = 0; n < N; ++n) {
+          double s = bias[static_cast<size_t>(n)];
+          for (int k = 0; k < K; ++k) s += double(a[static_cast<size_t>(m * K + k)]) * b[static_cast<size_t>(k * N + n)];
+          ASSERT_NEAR(c[static_cast<size_t>(m * N + n)], std::max(s, 0.0), 2e-4)
+              << M << "x" << K << "x" << N << " at " << m << "," << n << " threads " << threads;
+        }
+    }
+  }
+}
+
+// A result written in the same transposed order as its operand (the runtime does
+// this for attention's scaled q and k): the pass walks memory order.
+TEST(Pointwise, ResultInTheOperandsTransposedOrder) {
+  const int64_t B = 2, H = 3, S = 5, D = 4;  // logical [B, H, S, D], stored [B, S, H, D]
+  std::vector<float> x(static_cast<size_t>(B * H * S * D)), y(x.size(), -1);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  PwProgram p;
+  p.num_inputs = p.num_regs = 1;
+  p.results = {p.emit(PwOp::Affine, 0, 0, 0, 0.5f, 0)};
+  const std::vector<int64_t> dims = {B, H, S, D}, st = {S * H * D, D, H * D, 1};
+  StridedRef in[] = {ref(x.data(), DType::Float32, st)};
+  StridedRef out[] = {ref(y.data(), DType::Float32, st)};
+  run_pointwise(p, in, out, dims, 1);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], 0.5f * x[i]) << i;
+}
+
 }  // namespace
 }  // namespace isomer::kernels
