@@ -92,8 +92,8 @@ inline void finish_tile(const float* acc, int64_t r0, int64_t mr, int64_t c0, in
 // in L1 while every row block of the chunk uses it, and the chunk's slice of A
 // stays in L2 across its panels. Partial sums wait in a per-thread buffer, not
 // in C, which an epilogue operand may share.
-ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                             const GemmEpilogue* epi, int64_t t0, int64_t t1) {
+ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, const float* bias, float* c,
+                             int64_t ldc, const GemmEpilogue* epi, int64_t t0, int64_t t1) {
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   constexpr int64_t kTileFloats = kRows * kPanel;
   if (b.kc >= b.K) {
@@ -102,7 +102,7 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
       const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
       const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
       tile_rows(mr, a + r0 * lda, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
-                b.bias.empty() ? nullptr : b.bias.data() + p * kPanel, 0);
+                bias ? bias + p * kPanel : nullptr, 0);
       finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
     }
     return;
@@ -117,7 +117,7 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
       for (int64_t t = s; t < e; ++t) {
         const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
         float* part = partial.data() + (t - s) * kTileFloats;
-        const float* init = k0 > 0 ? part : b.bias.empty() ? nullptr : b.bias.data() + p * kPanel;
+        const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
         tile_rows(std::min<int64_t>(kRows, M - r0), a + r0 * lda + k0, lda, b.data.data() + (p * b.K + k0) * kPanel, kk,
                   part, init, k0 > 0 ? kPanel : 0);
       }
@@ -202,13 +202,14 @@ PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transpose
   return p;
 }
 
-void set_bias(PackedB& p, const float* bias) {
-  p.bias.assign(static_cast<size_t>((p.N + kPanel - 1) / kPanel * kPanel), 0.0f);
-  std::copy(bias, bias + p.N, p.bias.begin());
+std::vector<float> panel_bias(const float* bias, int64_t N) {
+  std::vector<float> out(static_cast<size_t>((N + kPanel - 1) / kPanel * kPanel), 0.0f);
+  std::copy(bias, bias + N, out.begin());
+  return out;
 }
 
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                 const GemmEpilogue* epilogue, int threads) {
+                 const GemmEpilogue* epilogue, int threads, const float* bias) {
   if (M == 0 || b.N == 0) return;
   require(!epilogue || (epilogue->program.compute == PwProgram::Compute::Float32 &&
                         epilogue->program.num_inputs == static_cast<int>(epilogue->operands.size()) + 1),
@@ -223,7 +224,7 @@ void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float
   const double work = std::max(flops / 4e6, bytes / (512.0 * 1024));
   team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(work), 1, std::min<int64_t>(team, tiles)));
   parallel_teams(team, [&](int t, int nt) {
-    run_tiles(a, lda, M, b, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
+    run_tiles(a, lda, M, b, bias, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
   });
 }
 

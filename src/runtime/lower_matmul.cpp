@@ -226,9 +226,10 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   epi.program.results = {result};
   const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
 
-  auto packed = std::make_shared<kernels::PackedB>(
-      kernels::pack_b(reinterpret_cast<const float*>(k.b_const->bytes().data()), K, N, N));
-  if (column_bias) kernels::set_bias(*packed, reinterpret_cast<const float*>(column_bias->bytes().data()));
+  std::shared_ptr<const kernels::PackedB> packed = c.packed_weights(*k.b_const, K, N);
+  auto bias_row = std::make_shared<const std::vector<float>>(
+      column_bias ? kernels::panel_bias(reinterpret_cast<const float*>(column_bias->bytes().data()), N)
+                  : std::vector<float>{});
   const md_t dst_md = plain_md(dims, dt::f32);
   int dst = c.new_value(DType::Float32, dims, dst_md, k.node->name());
   std::vector<int> reads = {k.a};
@@ -250,12 +251,14 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   info.flops = k.flops;
   auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));
   const size_t nops = e->operands.size();
-  add_native_step(c, info, reads, {dst}, [packed, e, rows, lda, N, nops, has_epilogue](const std::vector<char*>& p) {
-    kernels::GemmEpilogue local = *e;
-    for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[1 + i];
-    kernels::gemm_packed(reinterpret_cast<const float*>(p[0]), lda, rows, *packed, reinterpret_cast<float*>(p[1 + nops]),
-                         N, has_epilogue ? &local : nullptr);
-  });
+  add_native_step(c, info, reads, {dst},
+                  [packed, bias_row, e, rows, lda, N, nops, has_epilogue](const std::vector<char*>& p) {
+                    kernels::GemmEpilogue local = *e;
+                    for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[1 + i];
+                    kernels::gemm_packed(reinterpret_cast<const float*>(p[0]), lda, rows, *packed,
+                                         reinterpret_cast<float*>(p[1 + nops]), N, has_epilogue ? &local : nullptr, 0,
+                                         bias_row->empty() ? nullptr : bias_row->data());
+                  });
   c.bind(nodes.empty() ? from : nodes.back()->output(0), dst);
   for (const Node* m : nodes) c.mark_done(*m);
   if (view) c.mark_done(*view);

@@ -335,9 +335,9 @@ TEST(Gemm, DeepProductsInCacheBlocksWithAPackedBias) {
     e.program.results = {e.program.emit(PwOp::Relu, 0)};
     PackedB p = pack_b(b.data(), K, N, N);
     ASSERT_LT(p.kc, K) << "K = " << K << " should run in more than one block";
-    set_bias(p, bias.data());
+    const std::vector<float> padded = panel_bias(bias.data(), N);
     for (int threads : {1, 2}) {
-      gemm_packed(a.data(), K, M, p, c.data(), N, &e, threads);
+      gemm_packed(a.data(), K, M, p, c.data(), N, &e, threads, padded.data());
       for (int m = 0; m < M; m += (M > 50 ? 7 : 1))
         for (int n = 0; n < N; ++n) {
           double s = bias[static_cast<size_t>(n)];
