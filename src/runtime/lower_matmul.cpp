@@ -96,6 +96,29 @@ int64_t flat_rows(Compiler& c, const Contraction& k) {
 // as rows of unit stride, and every fused node (bias, activations, residual add,
 // gating) run as one pointwise epilogue on each tile, from the nodes' own
 // pointwise forms. Returns false, having done nothing, where it does not apply.
+// The epilogue specialized to what is known when it is built (kernels::specialize:
+// scalar constants as immediates, an exported exact GELU as one instruction,
+// operands nothing reads dropped). `per_operand` lists follow the operands.
+template <class... Lists>
+void specialize_epilogue(Compiler& c, kernels::GemmEpilogue& epi, std::vector<int>& operand_ids, Lists&... per_operand) {
+  std::vector<std::optional<float>> known(1 + operand_ids.size());
+  for (size_t i = 0; i < operand_ids.size(); ++i) {
+    const auto& t = c.val(operand_ids[i]).known;
+    if (t && t->numel() == 1 && is_float(t->dtype())) known[i + 1] = static_cast<float>(t->to_f64()[0]);
+  }
+  kernels::SpecializedProgram s = kernels::specialize(epi.program, known);
+  if (s.operands.empty() || s.operands[0] != 0) return;  // the product must stay register 0
+  auto keep = [&](auto& list) {
+    std::remove_reference_t<decltype(list)> kept;
+    for (size_t j = 1; j < s.operands.size(); ++j) kept.push_back(list[static_cast<size_t>(s.operands[j] - 1)]);
+    list = std::move(kept);
+  };
+  keep(epi.operands);
+  keep(operand_ids);
+  (keep(per_operand), ...);
+  epi.program = std::move(s.program);
+}
+
 bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   if (!c.opts().packed_gemm || !k.b_const || !kernels::prefer_packed_gemm()) return false;
   const std::vector<int64_t>& bd = k.b_const->dims();
@@ -224,6 +247,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   }
   if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
   epi.program.results = {result};
+  specialize_epilogue(c, epi, operand_ids);
   const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
 
   std::shared_ptr<const kernels::PackedB> packed = c.packed_weights(*k.b_const, K, N);
@@ -355,8 +379,10 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
     if (out < 0) return false;
     reg[nodes[i]->output(0)] = result = out;
   }
-  const bool has_epilogue = result != 0;
+  if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
   epi.program.results = {result};
+  specialize_epilogue(c, epi, operand_ids, offs);
+  const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
   const size_t nops = epi.operands.size();
   g.op_off.resize(static_cast<size_t>(g.batch) * nops);
   for (int64_t b = 0; b < g.batch; ++b)

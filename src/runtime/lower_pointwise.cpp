@@ -323,6 +323,19 @@ bool lower_pointwise(Compiler& c, const Node& n) {
     if (outside) results.push_back(out);
   }
   for (const Value& v : results) prog.results.push_back(reg.at(v));
+  // Known scalar operands become immediates (and an exported exact GELU one
+  // instruction); operands nothing reads any more are not read.
+  std::vector<std::optional<float>> known(op_ids.size());
+  for (size_t i = 0; i < op_ids.size(); ++i) {
+    const auto& t = c.val(op_ids[i]).known;
+    if (t && t->numel() == 1 && is_float(t->dtype())) known[i] = static_cast<float>(t->to_f64()[0]);
+  }
+  if (kernels::SpecializedProgram sp = kernels::specialize(prog, known); !sp.operands.empty()) {
+    std::vector<int> kept;
+    for (int o : sp.operands) kept.push_back(op_ids[static_cast<size_t>(o)]);
+    op_ids = std::move(kept);
+    prog = std::move(sp.program);
+  }
 
   // The iteration space: blocked if an operand of the full dims is, and every result is float32.
   std::optional<Blocked> blk;

@@ -365,5 +365,44 @@ TEST(Pointwise, ResultInTheOperandsTransposedOrder) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], 0.5f * x[i]) << i;
 }
 
+// Programs specialized to their known scalar operands: text in, text out.
+TEST(Pointwise, SpecializedToKnownScalars) {
+  // The exact GELU as exporters write it: Div(x, sqrt 2), Erf, Add 1, Mul x, Mul 0.5,
+  // the constants as operands 1..3.
+  PwProgram gelu;
+  gelu.num_inputs = gelu.num_regs = 4;
+  int d = gelu.emit(PwOp::Div, 0, 1), e = gelu.emit(PwOp::Erf, d), a = gelu.emit(PwOp::Add, e, 2);
+  gelu.results = {gelu.emit(PwOp::Mul, gelu.emit(PwOp::Mul, 0, a), 3)};
+  const std::vector<std::optional<float>> gk = {std::nullopt, 1.4142135f, 1.0f, 0.5f};
+  SpecializedProgram g = specialize(gelu, gk);
+  EXPECT_EQ(g.program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  EXPECT_EQ(g.operands, (std::vector<int>{0}));
+  // Halved first: (x * 0.5) * (1 + erf(x * 0.7071)).
+  PwProgram first;
+  first.num_inputs = first.num_regs = 1;
+  int h = first.emit(PwOp::Affine, 0, 0, 0, 0.5f, 0.0f);
+  int p1 = first.emit(PwOp::Affine, first.emit(PwOp::Erf, first.emit(PwOp::Affine, 0, 0, 0, 0.70710678f, 0.0f)), 0, 0, 1.0f, 1.0f);
+  first.results = {first.emit(PwOp::Mul, h, p1)};
+  EXPECT_EQ(specialize(first, {}).program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  // 3 - (x * 2 + 1) with the constants as operands: one Affine; y is read as is.
+  PwProgram lin;
+  lin.num_inputs = lin.num_regs = 5;
+  int t = lin.emit(PwOp::Add, lin.emit(PwOp::Mul, 0, 1), 2);
+  lin.results = {lin.emit(PwOp::Mul, lin.emit(PwOp::Sub, 3, t), 4)};
+  SpecializedProgram l = specialize(lin, std::vector<std::optional<float>>{std::nullopt, 2.0f, 1.0f, 3.0f, std::nullopt});
+  EXPECT_EQ(l.program.text(), "f32 in2: r2=Affine(r0)[-2,2] r3=Mul(r2,r1) -> r3");
+  EXPECT_EQ(l.operands, (std::vector<int>{0, 4}));
+  // Identity steps vanish; a result that is an operand is copied.
+  PwProgram id;
+  id.num_inputs = id.num_regs = 2;
+  id.results = {id.emit(PwOp::Mul, id.emit(PwOp::Copy, 0), 1)};
+  EXPECT_EQ(specialize(id, std::vector<std::optional<float>>{std::nullopt, 1.0f}).program.text(), "f32 in1: r1=Copy(r0) -> r1");
+  // A constant numerator stays a division; a constant result is left alone.
+  PwProgram recip;
+  recip.num_inputs = recip.num_regs = 2;
+  recip.results = {recip.emit(PwOp::Div, 1, 0)};
+  EXPECT_EQ(specialize(recip, std::vector<std::optional<float>>{std::nullopt, 1.0f}).program.text(), recip.text());
+}
+
 }  // namespace
 }  // namespace isomer::kernels
