@@ -315,6 +315,19 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
     s.dims.push_back(1);
     for (auto& st : s.strides) st.push_back(0);
   }
+  // Inner runs this short (a blocked layout's 8 lanes against a plain operand)
+  // would be gathered element by element; a long dim walked with strides is
+  // several times cheaper, so it goes innermost instead.
+  constexpr int64_t kShortRun = 32;
+  if (s.dims.back() < kShortRun && s.dims.size() > 1) {
+    const size_t longest = static_cast<size_t>(std::max_element(s.dims.begin(), s.dims.end() - 1) - s.dims.begin());
+    if (s.dims[longest] >= 2 * kShortRun) {
+      std::rotate(s.dims.begin() + static_cast<int64_t>(longest), s.dims.begin() + static_cast<int64_t>(longest) + 1,
+                  s.dims.end());
+      for (auto& st : s.strides)
+        std::rotate(st.begin() + static_cast<int64_t>(longest), st.begin() + static_cast<int64_t>(longest) + 1, st.end());
+    }
+  }
   return s;
 }
 
@@ -405,9 +418,13 @@ struct Runner {
       const int64_t st = s.strides[ni + k].back();
       char* dst = out_ptr(k);
       const T* v = reg[p.results[k]];
-      if (st == 1 && ((std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
-                      (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64))) {
+      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+      if (native && st == 1) {
         std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
+      } else if (native) {
+        T* d = reinterpret_cast<T*>(dst);
+        for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
       } else {
         for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
       }

@@ -200,10 +200,10 @@ bool is_blocked(const RtValue& v) {
   return v.md.data.ndims && (v.md.data.format_kind != dnnl_blocked || v.md.data.format_desc.blocking.inner_nblks != 0);
 }
 
-// The memory order of an operand of the full dims that is a transposed view of a
-// dense buffer (attention's q and k, permuted out of the QKV projection): a
-// permutation of the dims, outermost first, whose row-major strides are the
-// operand's. Empty when no operand is such a view (or it is row-major already).
+// The memory order of an operand of the full dims that is a transposed view
+// (attention's q and k, permuted out of the QKV projection, perhaps a slice of
+// it): its dims sorted by stride, outermost first. Empty when no operand is such
+// a view (or it is in row-major order already).
 std::vector<size_t> transposed_order(Compiler& c, const std::vector<int>& ids, const std::vector<int64_t>& dims) {
   for (int id : ids) {
     if (c.val(id).dims != dims) continue;
@@ -214,13 +214,9 @@ std::vector<size_t> transposed_order(Compiler& c, const std::vector<int>& ids, c
     // Extent-1 dims go first: where they lie in memory does not matter.
     auto key = [&](size_t d) { return dims[d] == 1 ? INT64_MAX : (*st)[d]; };
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) > key(y); });
-    bool dense = true, permuted = false;
-    int64_t expect = 1;
-    for (size_t i = order.size(); i-- > 0 && dense;) {
-      if (dims[order[i]] == 1) continue;
-      dense = (*st)[order[i]] == expect;
-      expect *= dims[order[i]];
-    }
+    bool distinct = true, permuted = false;  // every dim has its own nonzero stride
+    for (size_t i = 0; i + 1 < order.size() && distinct; ++i)
+      if (dims[order[i]] != 1) distinct = (*st)[order[i]] > (*st)[order[i + 1]] && (*st)[order[i + 1]] > 0;
     size_t last = 0;  // the previous dim of extent > 1, in logical order
     bool seen = false;
     for (size_t i = 0; i < order.size(); ++i) {
@@ -229,7 +225,7 @@ std::vector<size_t> transposed_order(Compiler& c, const std::vector<int>& ids, c
       last = order[i];
       seen = true;
     }
-    if (dense && permuted) return order;
+    if (distinct && permuted) return order;
   }
   return {};
 }

@@ -404,5 +404,30 @@ TEST(Pointwise, SpecializedToKnownScalars) {
   EXPECT_EQ(specialize(recip, std::vector<std::optional<float>>{std::nullopt, 1.0f}).program.text(), recip.text());
 }
 
+// A blocked operand (8 lanes innermost) plus a plain one, into the blocked layout
+// (ViT's position embedding added to the patch convolution's output): the walk
+// goes along the long dim with strides instead of gathering 8-lane runs.
+TEST(Pointwise, BlockedAgainstPlainOperands) {
+  const int64_t S = 70, B = 5, L = 8;  // logical [S, B * L]; blocked: [B][S][L]
+  std::vector<float> x(static_cast<size_t>(S * B * L)), e(x.size()), y(x.size(), -1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i);
+    e[i] = 0.25f * static_cast<float>(i % 13);
+  }
+  PwProgram p;
+  p.num_inputs = p.num_regs = 2;
+  p.results = {p.emit(PwOp::Add, 0, 1)};
+  const std::vector<int64_t> dims = {S, B, L}, blocked = {L, S * L, 1}, plain = {B * L, L, 1};
+  StridedRef in[] = {ref(x.data(), DType::Float32, blocked), ref(e.data(), DType::Float32, plain)};
+  StridedRef out[] = {ref(y.data(), DType::Float32, blocked)};
+  run_pointwise(p, in, out, dims, 2);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t l = 0; l < L; ++l) {
+        const size_t at = static_cast<size_t>(b * S * L + s * L + l), pe = static_cast<size_t>(s * B * L + b * L + l);
+        ASSERT_EQ(y[at], x[at] + e[pe]) << s << " " << b << " " << l;
+      }
+}
+
 }  // namespace
 }  // namespace isomer::kernels
