@@ -74,7 +74,8 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
                   step_info(n, "pool",
                           "pool " + std::to_string(static_cast<int>(alg)) + " " + describe_md(md) + " -> " +
                               describe_md(pd.dst_desc()) + " k" + dims_text(kernel) + " s" + dims_text(strides) +
-                              " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil),
+                              " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil) + " impl " +
+                              pd.impl_info_str(),
                           flops));
   c.bind(n.output(0), dst);
   return true;
