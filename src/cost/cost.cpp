@@ -89,8 +89,12 @@ double CostModel::op_ms(const Node& n) {
   double total = 0;
   std::string source;
   prepare(*exe);
-  for (size_t i = 0; i < exe->steps().size(); ++i)
-    if (!exe->steps()[i].boundary) total += step_ms(*exe, i, source);
+  // Every step is priced (and so stored), the boundary conversions too, though they
+  // are not counted: a step never stored made every later call time the graph again.
+  for (size_t i = 0; i < exe->steps().size(); ++i) {
+    const double ms = step_ms(*exe, i, source);
+    if (!exe->steps()[i].boundary) total += ms;
+  }
   return total;
 }
 
