@@ -305,9 +305,14 @@ TEST(Gemm, PackedWeightsWithAnEpilogue) {
     e.program.num_inputs = e.program.num_regs = 3;
     e.program.results = {e.program.emit(PwOp::Add, e.program.emit(PwOp::Relu, e.program.emit(PwOp::Add, 0, 1)), 2)};
     e.operands = {ref(bias.data(), DType::Float32, {0, 1}), ref(r.data(), DType::Float32, {N, 1})};
-    for (bool transposed : {false, true}) {
+    std::vector<float> at(a.size());  // A stored [K, M]: the transposed-A form
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) at[static_cast<size_t>(k * M + m)] = a[static_cast<size_t>(m * K + k)];
+    for (int form : {0, 1, 2}) {
+      const bool transposed = form == 1;
       PackedB p = transposed ? pack_b(bt.data(), K, N, K, true) : pack_b(b.data(), K, N, N);
-      gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
+      if (form == 2) gemm_packed(at.data(), M, M, p, c.data(), N, &e, 2, nullptr, /*a_transposed=*/true);
+      else gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
           double s = bias[static_cast<size_t>(n)];
