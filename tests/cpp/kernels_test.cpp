@@ -389,6 +389,18 @@ TEST(Pointwise, SpecializedToKnownScalars) {
   int p1 = first.emit(PwOp::Affine, first.emit(PwOp::Erf, first.emit(PwOp::Affine, 0, 0, 0, 0.70710678f, 0.0f)), 0, 0, 1.0f, 1.0f);
   first.results = {first.emit(PwOp::Mul, h, p1)};
   EXPECT_EQ(specialize(first, {}).program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  // GPT-2's tanh GELU: 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), x^3 as Pow.
+  PwProgram gpt;
+  gpt.num_inputs = gpt.num_regs = 6;
+  int cube = gpt.emit(PwOp::Pow, 0, 1);
+  int inner = gpt.emit(PwOp::Mul, gpt.emit(PwOp::Add, 0, gpt.emit(PwOp::Mul, 2, cube)), 3);
+  int th = gpt.emit(PwOp::Add, gpt.emit(PwOp::Tanh, inner), 4);
+  gpt.results = {gpt.emit(PwOp::Mul, gpt.emit(PwOp::Mul, 0, 5), th)};
+  const std::vector<std::optional<float>> k6 = {std::nullopt, std::nullopt, 0.044715f, 0.7978845608f, 1.0f, 0.5f};
+  // Pow with a runtime exponent stays Pow; as PowConst (the exponent folded) it is a cube.
+  EXPECT_NE(specialize(gpt, k6).program.text(), "f32 in1: r1=GeluTanh(r0) -> r1");
+  gpt.code[0] = PwInstr{PwOp::PowConst, gpt.code[0].dst, 0, 0, 0, 3.0f, 0.0f};
+  EXPECT_EQ(specialize(gpt, k6).program.text(), "f32 in1: r1=GeluTanh(r0) -> r1");
   // 3 - (x * 2 + 1) with the constants as operands: one Affine; y is read as is.
   PwProgram lin;
   lin.num_inputs = lin.num_regs = 5;
