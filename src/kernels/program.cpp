@@ -222,6 +222,13 @@ SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<
           break;
         }
       }
+    // x * sigmoid(x): SiLU (SwiGLU's gate).
+    if (in.op == PwOp::Mul)
+      for (auto [x, sg] : {std::pair{in.a, in.b}, std::pair{in.b, in.a}})
+        if (const PwInstr* d = def_of(code, where, sg); d && d->op == PwOp::Sigmoid && d->a == x) {
+          in = PwInstr{PwOp::Silu, in.dst, x, 0, 0, 0.0f, 0.0f};
+          break;
+        }
     where[in.dst] = static_cast<int>(code.size());
     code.push_back(in);
   }

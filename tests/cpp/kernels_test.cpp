@@ -409,6 +409,11 @@ TEST(Pointwise, SpecializedToKnownScalars) {
   SpecializedProgram l = specialize(lin, std::vector<std::optional<float>>{std::nullopt, 2.0f, 1.0f, 3.0f, std::nullopt});
   EXPECT_EQ(l.program.text(), "f32 in2: r2=Affine(r0)[-2,2] r3=Mul(r2,r1) -> r3");
   EXPECT_EQ(l.operands, (std::vector<int>{0, 4}));
+  // SwiGLU's gate: silu(a) * b, silu exported as a * sigmoid(a).
+  PwProgram swiglu;
+  swiglu.num_inputs = swiglu.num_regs = 2;
+  swiglu.results = {swiglu.emit(PwOp::Mul, swiglu.emit(PwOp::Mul, swiglu.emit(PwOp::Sigmoid, 0), 0), 1)};
+  EXPECT_EQ(specialize(swiglu, {}).program.text(), "f32 in2: r2=Silu(r0) r3=Mul(r2,r1) -> r3");
   // Identity steps vanish; a result that is an operand is copied.
   PwProgram id;
   id.num_inputs = id.num_regs = 2;
