@@ -33,7 +33,9 @@ inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 // 16 of the packed panel.
 // The accumulators start from `init` when given: a partial sum over earlier K
 // blocks (`out` itself, kRows x kPanel) or a bias row (kPanel values, every row).
-template <int MR>
+// A's element (i, k) is at a[i * lda + k], or at a[k * lda + i] when KMajor (a
+// transposed A: Gemm's transA, MLP-Mixer's token mixing).
+template <int MR, bool KMajor>
 inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
                                                 const float* init, int64_t init_row) {
   v8 c0[MR], c1[MR];
@@ -47,7 +49,7 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
     const v8 b0 = load8(panel + k * kPanel), b1 = load8(panel + k * kPanel + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
-      const float x = a[i * lda + k];
+      const float x = KMajor ? a[k * lda + i] : a[i * lda + k];
       const v8 ai = {x, x, x, x, x, x, x, x};  // one broadcast load (v8{} + x would add 0.0 first)
       c0[i] += ai * b0;
       c1[i] += ai * b1;
@@ -61,17 +63,18 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
 }
 
 // rows [0, mr) of the tile at `a` times `panel` over depth K, into `out` (kRows x kPanel).
-// `init`, `init_row`: as for tile().
+// `init`, `init_row`, KMajor: as for tile().
+template <bool KMajor = false>
 inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
                                                      int64_t K, float* out, const float* init = nullptr,
                                                      int64_t init_row = 0) {
   switch (mr) {
-    case 6: tile<6>(a, lda, panel, K, out, init, init_row); break;
-    case 5: tile<5>(a, lda, panel, K, out, init, init_row); break;
-    case 4: tile<4>(a, lda, panel, K, out, init, init_row); break;
-    case 3: tile<3>(a, lda, panel, K, out, init, init_row); break;
-    case 2: tile<2>(a, lda, panel, K, out, init, init_row); break;
-    default: tile<1>(a, lda, panel, K, out, init, init_row); break;
+    case 6: tile<6, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 5: tile<5, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 4: tile<4, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 3: tile<3, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 2: tile<2, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    default: tile<1, KMajor>(a, lda, panel, K, out, init, init_row); break;
   }
 }
 
@@ -92,8 +95,11 @@ inline void finish_tile(const float* acc, int64_t r0, int64_t mr, int64_t c0, in
 // in L1 while every row block of the chunk uses it, and the chunk's slice of A
 // stays in L2 across its panels. Partial sums wait in a per-thread buffer, not
 // in C, which an epilogue operand may share.
-ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, const float* bias, float* c,
-                             int64_t ldc, const GemmEpilogue* epi, int64_t t0, int64_t t1) {
+template <bool KMajor>
+inline __attribute__((always_inline)) void tiles(const float* a, int64_t lda, int64_t M, const PackedB& b,
+                                                 const float* bias, float* c, int64_t ldc, const GemmEpilogue* epi,
+                                                 int64_t t0, int64_t t1) {
+  const int64_t row_step = KMajor ? 1 : lda, k_step = KMajor ? lda : 1;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   constexpr int64_t kTileFloats = kRows * kPanel;
   if (b.kc >= b.K) {
@@ -101,7 +107,7 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
       const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
-      tile_rows(mr, a + r0 * lda, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
+      tile_rows<KMajor>(mr, a + r0 * row_step, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
                 bias ? bias + p * kPanel : nullptr, 0);
       finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
     }
@@ -118,8 +124,8 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
         const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
         float* part = partial.data() + (t - s) * kTileFloats;
         const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
-        tile_rows(std::min<int64_t>(kRows, M - r0), a + r0 * lda + k0, lda, b.data.data() + (p * b.K + k0) * kPanel, kk,
-                  part, init, k0 > 0 ? kPanel : 0);
+        tile_rows<KMajor>(std::min<int64_t>(kRows, M - r0), a + r0 * row_step + k0 * k_step, lda,
+                          b.data.data() + (p * b.K + k0) * kPanel, kk, part, init, k0 > 0 ? kPanel : 0);
       }
     }
     for (int64_t t = s; t < e; ++t) {
@@ -128,6 +134,12 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const Packe
                   std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
     }
   }
+}
+
+ISOMER_CLONES void run_tiles(const float* a, int64_t lda, bool a_kmajor, int64_t M, const PackedB& b,
+                             const float* bias, float* c, int64_t ldc, const GemmEpilogue* epi, int64_t t0, int64_t t1) {
+  if (a_kmajor) tiles<true>(a, lda, M, b, bias, c, ldc, epi, t0, t1);
+  else tiles<false>(a, lda, M, b, bias, c, ldc, epi, t0, t1);
 }
 
 // One product of a batch: B[b] packed into `panel_buf`, then every tile.
@@ -209,7 +221,7 @@ std::vector<float> panel_bias(const float* bias, int64_t N) {
 }
 
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                 const GemmEpilogue* epilogue, int threads, const float* bias) {
+                 const GemmEpilogue* epilogue, int threads, const float* bias, bool a_transposed) {
   if (M == 0 || b.N == 0) return;
   require(!epilogue || (epilogue->program.compute == PwProgram::Compute::Float32 &&
                         epilogue->program.num_inputs == static_cast<int>(epilogue->operands.size()) + 1),
@@ -224,7 +236,7 @@ void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float
   const double work = std::max(flops / 4e6, bytes / (512.0 * 1024));
   team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(work), 1, std::min<int64_t>(team, tiles)));
   parallel_teams(team, [&](int t, int nt) {
-    run_tiles(a, lda, M, b, bias, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
+    run_tiles(a, lda, a_transposed, M, b, bias, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
   });
 }
 

@@ -44,9 +44,11 @@ struct GemmEpilogue {
 
 // C [M, N] (row stride ldc) = A [M, K] (row stride lda) B (+ bias), then the
 // epilogue. A `bias` (from panel_bias) starts the micro-kernel's accumulators, so
-// adding it costs nothing.
+// adding it costs nothing. With `a_transposed`, A's element (m, k) is at
+// a[k * lda + m] (Gemm's transA; A stored [K, M]).
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                 const GemmEpilogue* epilogue = nullptr, int threads = 0, const float* bias = nullptr);
+                 const GemmEpilogue* epilogue = nullptr, int threads = 0, const float* bias = nullptr,
+                 bool a_transposed = false);
 
 // A batch of products with operands known only at run time (attention's Q K^T
 // and P V): C[b] = A[b] B[b] for b in [0, batch), each B[b] packed into a

@@ -39,11 +39,18 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
   for (int64_t j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } \
   break
 // Transcendental functions 8 at a time (vmath.h's vm8), the tail one by one.
+// (A tail of 1 to 7 goes through the vector form too, zero-padded: a scalar
+// transcendental costs about what a vector of 8 does.)
 #define LOOP8(vexpr, expr) \
   {                                                                       \
     int64_t j = 0;                                                        \
     for (; j + 8 <= n; j += 8) { const vm8::v8 x = vm8::load(a + j); vm8::store(d + j, (vexpr)); } \
-    for (; j < n; ++j) { const float x = a[j]; d[j] = (expr); }           \
+    if (j < n) {                                                          \
+      alignas(32) float t[8] = {};                                        \
+      for (int64_t l = 0; j + l < n; ++l) t[l] = a[j + l];                \
+      { const vm8::v8 x = vm8::load(t); vm8::store(t, (vexpr)); }         \
+      for (int64_t l = 0; j + l < n; ++l) d[j + l] = t[l];                \
+    }                                                                     \
   }                                                                       \
   break
       case PwOp::Copy: LOOP1(x);

@@ -69,7 +69,9 @@ struct PwProgram {
 //    by it become Affine; Div multiplies by the reciprocal, within an ulp);
 //  - chains of Affine merge, and an identity Affine disappears;
 //  - the exact GELU, x * (1 + erf(x / sqrt 2)) * 0.5 as exporters decompose it
-//    (either order of the halving), becomes one GeluErf;
+//    (either order of the halving), becomes one GeluErf, and GPT-2's tanh form
+//    x * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) * 0.5 one GeluTanh, and
+//    x * sigmoid(x) one Silu;
 //  - what no result needs is dropped, operands included.
 // `known[i]` is operand i's value where it is a known scalar. An Int64 program,
 // or one whose result would become a constant, comes back unchanged.

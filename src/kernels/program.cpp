@@ -139,14 +139,36 @@ SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<
   std::vector<std::optional<float>> value(regs);
   for (size_t i = 0; i < known.size() && i < static_cast<size_t>(p.num_inputs); ++i) value[i] = known[i];
   std::vector<PwInstr> code;
-  // x where register r holds 1 + erf(x / sqrt 2), else -1.
-  auto one_plus_erf_of = [&](int r) {
+  // Register r as x * x * x: (x * x) * x in either order, or x^3.
+  auto cube_of = [&](int r) {
+    const PwInstr* m = def_of(code, where, r);
+    if (m && m->op == PwOp::PowConst && m->alpha == 3.0f) return int(m->a);
+    if (!m || m->op != PwOp::Mul) return -1;
+    for (auto [sq, x] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
+      const PwInstr* s = def_of(code, where, sq);
+      if (s && ((s->op == PwOp::Square && s->a == x) || (s->op == PwOp::Mul && s->a == x && s->b == x))) return int(x);
+    }
+    return -1;
+  };
+  // (x, op) where register r holds 1 + erf(x / sqrt 2) (op GeluErf) or
+  // 1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)) (op GeluTanh); x = -1 otherwise.
+  auto gelu_of = [&](int r) -> std::pair<int, PwOp> {
     const PwInstr* plus = def_of(code, where, r);
-    if (!is_affine(plus, 1.0f, 1.0f)) return -1;
-    const PwInstr* e = def_of(code, where, plus->a);
-    if (!e || e->op != PwOp::Erf) return -1;
-    const PwInstr* scaled = def_of(code, where, e->a);
-    return is_affine(scaled, 0.70710678f, 0.0f, 1e-6f) ? int(scaled->a) : -1;
+    const PwInstr* f = is_affine(plus, 1.0f, 1.0f) ? def_of(code, where, plus->a) : nullptr;
+    if (f && f->op == PwOp::Erf) {
+      const PwInstr* scaled = def_of(code, where, f->a);
+      if (is_affine(scaled, 0.70710678f, 0.0f, 1e-6f)) return {scaled->a, PwOp::GeluErf};
+    }
+    if (f && f->op == PwOp::Tanh) {
+      const PwInstr* scaled = def_of(code, where, f->a);
+      const PwInstr* sum = is_affine(scaled, 0.79788456f, 0.0f, 1e-6f) ? def_of(code, where, scaled->a) : nullptr;
+      if (sum && sum->op == PwOp::Add)
+        for (auto [x, t] : {std::pair{sum->a, sum->b}, std::pair{sum->b, sum->a}}) {
+          const PwInstr* term = def_of(code, where, t);
+          if (is_affine(term, 0.044715f, 0.0f, 1e-7f) && cube_of(term->a) == x) return {x, PwOp::GeluTanh};
+        }
+    }
+    return {-1, PwOp::Copy};
   };
   for (PwInstr in : p.code) {
     const int arity = pw_arity(in.op);
@@ -184,22 +206,29 @@ SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<
         continue;
       }
     }
-    // x * (1 + erf(x / sqrt 2)) * 0.5, halved last or first.
+    // x * (1 + erf(x / sqrt 2)) * 0.5 and its tanh form, halved last or first.
     if (in.op == PwOp::Affine && in.alpha == 0.5f && in.beta == 0.0f)
       if (const PwInstr* m = def_of(code, where, in.a); m && m->op == PwOp::Mul)
         for (auto [x, q] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}})
-          if (one_plus_erf_of(q) == x) {
-            in = PwInstr{PwOp::GeluErf, in.dst, x, 0, 0, 0.0f, 0.0f};
+          if (auto [g, op] = gelu_of(q); g == x) {
+            in = PwInstr{op, in.dst, x, 0, 0, 0.0f, 0.0f};
             break;
           }
     if (in.op == PwOp::Mul)
       for (auto [h, q] : {std::pair{in.a, in.b}, std::pair{in.b, in.a}}) {
         const PwInstr* half = def_of(code, where, h);
-        if (is_affine(half, 0.5f, 0.0f) && one_plus_erf_of(q) == half->a) {
-          in = PwInstr{PwOp::GeluErf, in.dst, half->a, 0, 0, 0.0f, 0.0f};
+        if (auto [g, op] = gelu_of(q); is_affine(half, 0.5f, 0.0f) && g == half->a) {
+          in = PwInstr{op, in.dst, half->a, 0, 0, 0.0f, 0.0f};
           break;
         }
       }
+    // x * sigmoid(x): SiLU (SwiGLU's gate).
+    if (in.op == PwOp::Mul)
+      for (auto [x, sg] : {std::pair{in.a, in.b}, std::pair{in.b, in.a}})
+        if (const PwInstr* d = def_of(code, where, sg); d && d->op == PwOp::Sigmoid && d->a == x) {
+          in = PwInstr{PwOp::Silu, in.dst, x, 0, 0, 0.0f, 0.0f};
+          break;
+        }
     where[in.dst] = static_cast<int>(code.size());
     code.push_back(in);
   }

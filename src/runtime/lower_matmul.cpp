@@ -127,15 +127,25 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   const int64_t K = bd[bd.size() - 2], N = bd.back();
   // A as rows: unit stride along K, one stride between rows, covering all output rows.
   auto as = c.strides_of(k.a);
-  const std::vector<int64_t>& ad = c.val(k.a).dims;
-  if (!as || as->back() != 1 || ad.size() < 2) return false;
+  std::vector<int64_t> ad = c.val(k.a).dims;
+  if (k.kind == "Gemm" && as) {  // transA lives in the view (a_md), not in the value
+    const auto& bl = k.a_md.data.format_desc.blocking;
+    as = std::vector<int64_t>{bl.strides[0], bl.strides[1]};
+    ad = {k.a_md.data.dims[0], k.a_md.data.dims[1]};
+  }
+  if (!as || ad.size() < 2) return false;
+  // Or A transposed, one matrix: unit stride along M (Gemm's transA, a token-mixing
+  // MatMul on a transposed view); the micro-kernel then reads it k-major.
+  bool a_transposed = as->back() != 1 && (*as)[ad.size() - 2] == 1;
+  for (size_t i = 0; a_transposed && i + 2 < ad.size(); ++i) a_transposed = ad[i] == 1;
+  if (as->back() != 1 && !a_transposed) return false;
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < ad.size(); ++i) rows *= ad[i];
   int64_t out_rows = 1;
   for (size_t i = 0; i + 1 < k.out.size(); ++i) out_rows *= k.out[i];
   if (rows != out_rows) return false;
-  const int64_t lda = (*as)[ad.size() - 2];
-  for (size_t i = ad.size() - 1; i-- > 0;)
+  const int64_t lda = a_transposed ? as->back() : (*as)[ad.size() - 2];
+  for (size_t i = ad.size() - 1; i-- > 0 && !a_transposed;)
     if (ad[i] != 1 && i + 2 < ad.size() && (*as)[i] != (*as)[i + 1] * ad[i + 1]) return false;
   // The epilogue: the fused nodes in order, their other inputs as operands seen
   // in the [rows, N] space of the output (per column, per element or scalar).
@@ -269,19 +279,19 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
     info.nodes.push_back(node_key(*m));
   }
   info.signature = "gemm-packed " + std::to_string(rows) + "x" + std::to_string(K) + "x" + std::to_string(N) +
-                   " lda" + std::to_string(lda) + (column_bias ? " bias" : "") +
+                   " lda" + std::to_string(lda) + (a_transposed ? " aT" : "") + (column_bias ? " bias" : "") +
                    (has_epilogue ? " epi " + epi.program.text() : "");
   for (const auto& o : epi.operands) info.signature += " o" + to_string(o.strides);
   info.flops = k.flops;
   auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));
   const size_t nops = e->operands.size();
   add_native_step(c, info, reads, {dst},
-                  [packed, bias_row, e, rows, lda, N, nops, has_epilogue](const std::vector<char*>& p) {
+                  [packed, bias_row, e, rows, lda, a_transposed, N, nops, has_epilogue](const std::vector<char*>& p) {
                     kernels::GemmEpilogue local = *e;
                     for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[1 + i];
                     kernels::gemm_packed(reinterpret_cast<const float*>(p[0]), lda, rows, *packed,
                                          reinterpret_cast<float*>(p[1 + nops]), N, has_epilogue ? &local : nullptr, 0,
-                                         bias_row->empty() ? nullptr : bias_row->data());
+                                         bias_row->empty() ? nullptr : bias_row->data(), a_transposed);
                   });
   c.bind(nodes.empty() ? from : nodes.back()->output(0), dst);
   for (const Node* m : nodes) c.mark_done(*m);

@@ -305,9 +305,14 @@ TEST(Gemm, PackedWeightsWithAnEpilogue) {
     e.program.num_inputs = e.program.num_regs = 3;
     e.program.results = {e.program.emit(PwOp::Add, e.program.emit(PwOp::Relu, e.program.emit(PwOp::Add, 0, 1)), 2)};
     e.operands = {ref(bias.data(), DType::Float32, {0, 1}), ref(r.data(), DType::Float32, {N, 1})};
-    for (bool transposed : {false, true}) {
+    std::vector<float> at(a.size());  // A stored [K, M]: the transposed-A form
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) at[static_cast<size_t>(k * M + m)] = a[static_cast<size_t>(m * K + k)];
+    for (int form : {0, 1, 2}) {
+      const bool transposed = form == 1;
       PackedB p = transposed ? pack_b(bt.data(), K, N, K, true) : pack_b(b.data(), K, N, N);
-      gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
+      if (form == 2) gemm_packed(at.data(), M, M, p, c.data(), N, &e, 2, nullptr, /*a_transposed=*/true);
+      else gemm_packed(a.data(), K, M, p, c.data(), N, &e, 2);
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
           double s = bias[static_cast<size_t>(n)];
@@ -384,6 +389,18 @@ TEST(Pointwise, SpecializedToKnownScalars) {
   int p1 = first.emit(PwOp::Affine, first.emit(PwOp::Erf, first.emit(PwOp::Affine, 0, 0, 0, 0.70710678f, 0.0f)), 0, 0, 1.0f, 1.0f);
   first.results = {first.emit(PwOp::Mul, h, p1)};
   EXPECT_EQ(specialize(first, {}).program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  // GPT-2's tanh GELU: 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), x^3 as Pow.
+  PwProgram gpt;
+  gpt.num_inputs = gpt.num_regs = 6;
+  int cube = gpt.emit(PwOp::Pow, 0, 1);
+  int inner = gpt.emit(PwOp::Mul, gpt.emit(PwOp::Add, 0, gpt.emit(PwOp::Mul, 2, cube)), 3);
+  int th = gpt.emit(PwOp::Add, gpt.emit(PwOp::Tanh, inner), 4);
+  gpt.results = {gpt.emit(PwOp::Mul, gpt.emit(PwOp::Mul, 0, 5), th)};
+  const std::vector<std::optional<float>> k6 = {std::nullopt, std::nullopt, 0.044715f, 0.7978845608f, 1.0f, 0.5f};
+  // Pow with a runtime exponent stays Pow; as PowConst (the exponent folded) it is a cube.
+  EXPECT_NE(specialize(gpt, k6).program.text(), "f32 in1: r1=GeluTanh(r0) -> r1");
+  gpt.code[0] = PwInstr{PwOp::PowConst, gpt.code[0].dst, 0, 0, 0, 3.0f, 0.0f};
+  EXPECT_EQ(specialize(gpt, k6).program.text(), "f32 in1: r1=GeluTanh(r0) -> r1");
   // 3 - (x * 2 + 1) with the constants as operands: one Affine; y is read as is.
   PwProgram lin;
   lin.num_inputs = lin.num_regs = 5;
@@ -392,6 +409,11 @@ TEST(Pointwise, SpecializedToKnownScalars) {
   SpecializedProgram l = specialize(lin, std::vector<std::optional<float>>{std::nullopt, 2.0f, 1.0f, 3.0f, std::nullopt});
   EXPECT_EQ(l.program.text(), "f32 in2: r2=Affine(r0)[-2,2] r3=Mul(r2,r1) -> r3");
   EXPECT_EQ(l.operands, (std::vector<int>{0, 4}));
+  // SwiGLU's gate: silu(a) * b, silu exported as a * sigmoid(a).
+  PwProgram swiglu;
+  swiglu.num_inputs = swiglu.num_regs = 2;
+  swiglu.results = {swiglu.emit(PwOp::Mul, swiglu.emit(PwOp::Mul, swiglu.emit(PwOp::Sigmoid, 0), 0), 1)};
+  EXPECT_EQ(specialize(swiglu, {}).program.text(), "f32 in2: r2=Silu(r0) r3=Mul(r2,r1) -> r3");
   // Identity steps vanish; a result that is an operand is copied.
   PwProgram id;
   id.num_inputs = id.num_regs = 2;

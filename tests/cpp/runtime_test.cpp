@@ -97,6 +97,21 @@ TEST(Runtime, NarrowGroupsMergedIntoBlockedOnes) {
   expect_matches_reference(g);
 }
 
+// Max pooling of a convolution's blocked output on the native kernel: padding,
+// ceil mode, strides and dilation, against the reference.
+TEST(Runtime, MaxPoolOfABlockedConvolutionOutput) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 8, 17, 15})});
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value p1 = b.op1("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+                                    {"ceil_mode", int64_t{1}}});
+  Value p2 = b.op1("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{3, 2}}, {"pads", std::vector<int64_t>{1, 0, 2, 1}},
+                                    {"dilations", std::vector<int64_t>{2, 1}}});
+  Graph g = b.finish({p1, p2}, {"a", "b"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "pool"), 2u);
+}
+
 TEST(Runtime, ResidualAddAndReluArePostOps) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 16, 8, 8})});
