@@ -152,7 +152,9 @@ void fuzz_eqsat(const std::string& extractor, uint64_t first_seed, size_t models
   size_t judged = 0, changed = 0, applied = 0;
   std::vector<std::string> findings;
   for (uint64_t seed = first_seed; seed < first_seed + models; ++seed) {
-    Graph g = seed % 2 ? rule_graph(seed) : fuzz::random_graph(seed, fuzz::RandomGraphOptions{12});
+    fuzz::RandomGraphOptions go;
+    go.max_ops = 12;
+    Graph g = seed % 2 ? rule_graph(seed) : fuzz::random_graph(seed, go);
     fuzz::Transform t = [&](const Graph& in) {
       Graph s = simplify(in);
       SearchStats st;
