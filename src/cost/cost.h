@@ -55,7 +55,8 @@ class CostModel {
   double graph_ms(const Graph& g) { return graph_cost(g).total_ms; }
   // One operator instance: node `n` with its inputs' (static) types, constant
   // inputs kept as constants (weights get their layouts at compile time); the
-  // conversions of its graph inputs and outputs are not counted.
+  // conversions of its graph inputs and outputs are not counted. Measured times of
+  // operators alone are stored apart from those of steps in whole graphs.
   double op_ms(const Node& n);
 
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
@@ -63,6 +64,8 @@ class CostModel {
  protected:
   runtime::RuntimeOptions ropts_;
   size_t measured_new_ = 0, cached_ = 0, noisy_ = 0;
+  // Prefixed to step signatures in the database while op_ms prices an operator alone.
+  std::string key_prefix_;
   // Valid inputs of the graph being priced (check/inputs.h; empty when none can be
   // made): timing runs the graph once on them first, so that its buffers hold
   // indices in range and shapes that fit, not whatever memory held.
@@ -110,6 +113,7 @@ class MeasuredCostModel : public CostModel {
  private:
   bool overloaded(double load) const;
   bool usable(const std::string& signature);
+  std::string db_key(const std::string& signature) const;  // the signature under key_prefix_
   std::function<double()> load_probe_;
   double load_before_ = 0;  // load when this graph's measurements began
   bool overloaded_now_ = false;
