@@ -382,6 +382,7 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
           PlanResult r = best_start(pg, *sim);
           r.rules_applied = e.path;
           ++r.rules_applied[rule.name];
+          say("graph " + std::to_string(rep.graphs) + ": " + rule.name + " -> " + std::to_string(r.sim.step_ms) + " ms");
           if (cost_of(r.sim) < cost_of(chosen.sim)) {
             say("rewrite " + rule.name + ": " + std::to_string(r.sim.step_ms) + " ms");
             chosen = r;
