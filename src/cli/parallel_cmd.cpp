@@ -33,7 +33,7 @@ struct ParallelizeArgs {
   std::vector<std::string> input_shapes, rules;
   int64_t batch = 0;
   double budget = 60;
-  size_t steps = 0, graphs = 16;
+  size_t steps = 0, graphs = 32;
   uint64_t seed = 0;
   bool no_rules = false, skip_rank_graphs = false, quiet = false, full_simulation = false;
 };
@@ -272,7 +272,7 @@ void add_parallel_commands(CLI::App& app) {
   c->add_option("--input-shape", p->input_shapes, "fix an input's dims, e.g. x:8,128,768 (repeatable)");
   c->add_option("--budget", p->budget, "seconds the search may take (default 60)");
   c->add_option("--steps", p->steps, "MCMC proposals (default: 40 per operator, at least 2000)");
-  c->add_option("--graphs", p->graphs, "unity: rewritten graphs to cost (default 16)");
+  c->add_option("--graphs", p->graphs, "unity: rewritten graphs to cost (default 32)");
   c->add_option("--seed", p->seed, "seed of the search");
   c->add_option("--search", p->search, "unity (rewrites + DP + MCMC, default) or flexflow (MCMC from data parallelism)")
       ->check(CLI::IsMember({"unity", "flexflow"}));

@@ -371,7 +371,9 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
       for (const Rule& rule : o.rules) {
         if (rep.graphs >= o.max_graphs || Clock::now() > rewrite_deadline || interrupted(o)) break;
         // The rule at every match at once (a block repeated n times gets the rewrite
-        // in each block: one graph, not n steps of the queue), then at single matches.
+        // in each block: one graph, not n steps of the queue), then at single matches
+        // (one pattern can be a gain in one place and a loss in another: attention's
+        // scale and GELU's 1/sqrt(2) are both a product, a bias and a division).
         const std::vector<Match> all = find_matches(index, rule, nullptr, 64);
         std::vector<std::pair<const Match*, Graph>> candidates;
         size_t everywhere = 0;
