@@ -165,6 +165,8 @@ void apply_calibration(LinkModel& link, const std::string& path, HostOverheads* 
   o.compute_contention = std::max(1.0, non_negative("compute_contention"));
   o.weight_stream_gbytes_per_s = non_negative("weight_stream_gbytes_per_s");
   o.cache_bytes = non_negative("cache_bytes");
+  require(!h.contains("blocking_collectives") || h["blocking_collectives"].is_boolean(),
+          where + ": \"blocking_collectives\" must be true or false");
   o.blocking_collectives = h.value("blocking_collectives", true);
   o.source = path;
   *host = o;

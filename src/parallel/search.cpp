@@ -378,12 +378,24 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
         std::vector<std::pair<const Match*, Graph>> candidates;
         size_t everywhere = 0;
         if (all.size() >= 2) {
-          std::vector<std::pair<const Rule*, const Match*>> pairs;
-          for (const Match& m : all) pairs.emplace_back(&rule, &m);
-          ApplyInfo info;
-          Graph next = apply_rules(e.graph, pairs, &info);
-          everywhere = static_cast<size_t>(std::count(info.applied.begin(), info.applied.end(), true));
-          if (everywhere >= 2) candidates.emplace_back(nullptr, std::move(next));
+          // Matches that overlap (one's variable is another's root: successive layers
+          // of a chain) cannot be rewritten in one rebuild: keep each match that can
+          // join the ones kept so far.
+          std::vector<std::pair<const Rule*, const Match*>> kept;
+          std::optional<Graph> next;
+          for (const Match& m : all) {
+            kept.emplace_back(&rule, &m);
+            try {
+              ApplyInfo info;
+              Graph g2 = apply_rules(e.graph, kept, &info);
+              if (!info.applied.back()) throw Error("not applied");
+              next = std::move(g2);
+              everywhere = kept.size();
+            } catch (const Error&) {
+              kept.pop_back();
+            }
+          }
+          if (everywhere >= 2) candidates.emplace_back(nullptr, std::move(*next));
         }
         for (size_t k = 0; k < all.size() && k < 4; ++k) {
           bool applied = false;

@@ -217,5 +217,20 @@ TEST(ParallelJoint, JointRulesBeatParallelizationOnly) {
   for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4 * (1 + std::abs(a[k]))) << k;
 }
 
+// A rule applied at every match at once where matches overlap (successive layers of
+// a chain: one match's operand is another's root): the overlapping ones are left out,
+// the search goes on.
+TEST(ParallelJoint, OverlappingMatchesOfAChain) {
+  Cluster c = test::test_cluster(1, 2);
+  RatesModel rates(*c.device);
+  ParallelSearchOptions o;
+  o.max_steps = 200;
+  o.max_graphs = 6;
+  o.rules = search_rules(load_rule_files({std::string(ISOMER_SOURCE_DIR) + "/rules"}));
+  ParallelSearchReport r = parallel_search(test::mlp_graph(16, 64, 4), {c, rates}, o);
+  EXPECT_GT(r.graphs, 0u);
+  EXPECT_LE(r.best.sim.step_ms, r.data_parallel.sim.step_ms);
+}
+
 }  // namespace
 }  // namespace isomer
