@@ -98,12 +98,14 @@ def setup():
 
 
 def shape(gbps):
-    """A token bucket on each end of the veth: 2 ms of traffic (at least 64 KiB) may
-    pass at once, and packets wait up to 100 ms in its queue. (A deeper queue, 32 MiB,
-    was slower for large messages: the acknowledgements of one direction wait behind
-    the other direction's data.)"""
+    """A token bucket on each end of the veth: 100 us of traffic (at least 16 KiB) may
+    pass at once, and packets wait up to 100 ms in its queue. A larger bucket (2 ms
+    of traffic) refills during a step's compute and lets a whole message of up to its
+    size cross at no cost, which calibration (messages back to back) never sees. (A
+    deeper queue, 32 MiB, was slower for large messages: the acknowledgements of one
+    direction wait behind the other direction's data.)"""
     rate_bytes = gbps * 1e9 / 8
-    burst = max(64 * 1024, int(rate_bytes * 0.002))
+    burst = max(16 * 1024, int(rate_bytes * 100e-6))
     for k in range(2):
         sh(["ip", "netns", "exec", NS[k], "tc", "qdisc", "replace", "dev", VETH[k], "root", "tbf",
             "rate", f"{gbps}gbit", "burst", str(burst), "latency", "100ms"])
