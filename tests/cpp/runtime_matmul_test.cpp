@@ -105,6 +105,30 @@ TEST(RuntimeMatmul, PackedGemmRunsTheSameFusionsAsOneEpilogue) {
   EXPECT_EQ(mm[2]->ops, (std::vector<std::string>{"Gemm", "Sigmoid", "Mul"}));
 }
 
+TEST(RuntimeMatmul, TransposedActivationsOnThePackedGemm) {
+  // MLP-Mixer's token mixing, MatMul(Transpose(x), W) + b with a GELU exported
+  // the exact way, and a Gemm with transA: A is read k-major, no copy.
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 19, 40})});
+  Value xt = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  Value h = b.op1("Add", {b.op1("MatMul", {xt, b.constant(random_weights({19, 24}, 1))}), b.constant(random_weights({24}, 2))});
+  Value d = b.op1("Div", {h, b.constant(Tensor::scalar_f32(1.4142135f))});
+  Value one_plus = b.op1("Add", {b.op1("Erf", {d}), b.constant(Tensor::scalar_f32(1.0f))});
+  Value gelu = b.op1("Mul", {b.op1("Mul", {h, one_plus}), b.constant(Tensor::scalar_f32(0.5f))});
+  Value a = b.input("a", {DType::Float32, make_shape({7, 13})});
+  Value gm = b.op1("Gemm", {a, b.constant(random_weights({7, 9}, 3)), b.constant(random_weights({9}, 4))},
+                   {{"transA", int64_t{1}}});
+  Graph g = b.finish({gelu, gm}, {"y", "z"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  for (const runtime::StepInfo* s : mm) EXPECT_NE(s->signature.find(" aT "), std::string::npos) << s->signature;
+  EXPECT_NE(mm[0]->signature.find("GeluErf"), std::string::npos) << mm[0]->signature;
+  EXPECT_EQ(steps.size(), 2u);
+}
+
 TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
   // Attention with grouped keys: q [2, 4, 5, 8] against k [2, 1, 8, 7] (one key
   // head broadcast over 4 query heads, read through a transposed view), scaled and
