@@ -203,3 +203,6 @@ def test_dynamic_batch_needs_a_value(layer, tmp_path):
 def test_parallel_rules_verify():
     r = run([ISOMER, "rules", "verify", os.path.join(REPO, "rules", "parallel", "parallel.rules")])
     assert "10 rules: 10 proved" in r.stdout
+    # The joint search's rules (tried first by `parallelize --search unity`).
+    r = run([ISOMER, "rules", "verify", os.path.join(REPO, "rules", "parallel", "joint.rules")])
+    assert "8 rules: 8 proved" in r.stdout
