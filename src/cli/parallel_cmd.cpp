@@ -33,7 +33,7 @@ struct ParallelizeArgs {
   std::vector<std::string> input_shapes, rules;
   int64_t batch = 0;
   double budget = 60;
-  size_t steps = 0, graphs = 16;
+  size_t steps = 0, graphs = 32;
   uint64_t seed = 0;
   bool no_rules = false, skip_rank_graphs = false, quiet = false, full_simulation = false;
 };
@@ -62,7 +62,11 @@ int run_parallelize(const ParallelizeArgs& a) {
   o.seed = a.seed;
   o.incremental = !a.full_simulation;
   if (o.algorithm == ParallelSearchOptions::Algorithm::Unity && !a.no_rules)
-    o.rules = search_rules(load_rule_files(a.rules.empty() ? std::vector<std::string>{default_rules_path()} : a.rules));
+    // By default the joint rules (rules/parallel/joint.rules: rewrites that open
+    // parallelizations) first, then the search's default rule set.
+    o.rules = search_rules(load_rule_files(
+        a.rules.empty() ? std::vector<std::string>{default_rules_path() + "/parallel/joint.rules", default_rules_path()}
+                        : a.rules));
   o.interrupt = &g_interrupt;
   if (a.plan == "data") o.baseline = ParallelSearchOptions::Baseline::DataParallel;
   if (a.plan == "megatron") o.baseline = ParallelSearchOptions::Baseline::Megatron;
@@ -229,7 +233,8 @@ int run_plan(const RunPlanArgs& a) {
 struct CalibrateArgs {
   std::string output, link = "inter_node";
   std::vector<int64_t> sizes;
-  int repeat = 10;
+  int repeat = 10, threads = 1;
+  bool no_host = false;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -238,6 +243,8 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!a.sizes.empty()) o.sizes = a.sizes;
   o.repeat = a.repeat;
   o.link = a.link;
+  o.threads = a.threads;
+  o.host = !a.no_host;
   const std::string text = calibrate(*comm, o);
   if (comm->rank() == 0) {
     std::ofstream f(a.output);
@@ -265,11 +272,11 @@ void add_parallel_commands(CLI::App& app) {
   c->add_option("--input-shape", p->input_shapes, "fix an input's dims, e.g. x:8,128,768 (repeatable)");
   c->add_option("--budget", p->budget, "seconds the search may take (default 60)");
   c->add_option("--steps", p->steps, "MCMC proposals (default: 40 per operator, at least 2000)");
-  c->add_option("--graphs", p->graphs, "unity: rewritten graphs to cost (default 16)");
+  c->add_option("--graphs", p->graphs, "unity: rewritten graphs to cost (default 32)");
   c->add_option("--seed", p->seed, "seed of the search");
   c->add_option("--search", p->search, "unity (rewrites + DP + MCMC, default) or flexflow (MCMC from data parallelism)")
       ->check(CLI::IsMember({"unity", "flexflow"}));
-  c->add_option("--rules", p->rules, "unity: rule file or directory (repeatable; default: isomer's rules/)");
+  c->add_option("--rules", p->rules, "unity: rule file or directory (repeatable; default: isomer's rules/parallel/joint.rules, then rules/)");
   c->add_flag("--no-rules", p->no_rules, "unity without algebraic rewrites (parallelization only)");
   c->add_option("--plan", p->plan, "search (default), or write a baseline: data (data parallelism) or megatron")
       ->check(CLI::IsMember({"search", "data", "megatron"}));
@@ -299,10 +306,12 @@ void add_parallel_commands(CLI::App& app) {
   CLI::App* ca = app.add_subcommand("calibrate", "fit latency and bandwidth of MPI collectives on this machine "
                                                  "(mpirun -np N isomer calibrate -o calib.json)");
   ca->add_option("-o,--output", k->output, "calibration JSON to write (a cluster link's \"calibration\")")->required();
-  ca->add_option("--sizes", k->sizes, "message sizes in bytes per rank (default 4 KiB .. 16 MiB)")->delimiter(',');
+  ca->add_option("--sizes", k->sizes, "message sizes in bytes per rank (default 64 B .. 16 MiB)")->delimiter(',');
   ca->add_option("--repeat", k->repeat, "timed repetitions per size (default 10)");
   ca->add_option("--link", k->link, "which link class the ranks are connected by (default inter_node)")
       ->check(CLI::IsMember({"inter_node", "intra_node"}));
+  ca->add_option("--threads", k->threads, "runtime threads per rank for the host measurements (default 1, as run-plan)");
+  ca->add_flag("--no-host", k->no_host, "collectives only: skip the host overheads (dispatch, contention, weight streaming)");
   ca->callback([k] { set_action([k] { return run_calibrate(*k); }); });
 }
 

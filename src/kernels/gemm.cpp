@@ -16,6 +16,9 @@ namespace {
 
 using v8 = float __attribute__((vector_size(32)));
 
+// The largest batched product (elements) whose epilogue runs after it, in one pass.
+constexpr int64_t kWholeProduct = 64 * 1024;
+
 // The deepest K done in one pass: a panel's slice is K x kPanel floats (32 KiB at 512).
 constexpr int64_t kMaxDepth = 512;
 
@@ -160,6 +163,11 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
     }
   const int64_t row_blocks = (g.M + kRows - 1) / kRows;
   const int64_t* shift = epi ? g.op_off.data() + bi * static_cast<int64_t>(epi->operands.size()) : nullptr;
+  const int64_t ldc = g.c_row ? g.c_row : g.N;
+  // A product that fits in L2 (attention's scores, one head) takes its epilogue in
+  // one pass over rows of N afterwards, while still in cache: per 6x16 tile, the
+  // gathers of a mask and of broadcast scalars cost half as much as the product.
+  const bool whole = epi && g.M * g.N <= kWholeProduct;
   alignas(64) float acc[kRows * kPanel];
   for (int64_t q = 0; q < panels; ++q)
     for (int64_t rb = 0; rb < row_blocks; ++rb) {
@@ -168,14 +176,24 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
       const float* panel = panel_buf + q * g.K * kPanel;
       const float* ar = a + r0 * g.a_row;
       tile_rows(mr, ar, g.a_row, panel, g.K, acc);
-      const int64_t ldc = g.c_row ? g.c_row : g.N;
       float* out = c + r0 * ldc + c0;
-      if (epi) {
+      if (epi && !whole) {
         run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc, shift);
       } else {
         for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
       }
     }
+  if (whole) {
+    std::vector<StridedRef> in(epi->operands.size() + 1), out(1);
+    in[0] = StridedRef{c, DType::Float32, {ldc, 1}, 0};
+    for (size_t i = 0; i < epi->operands.size(); ++i) {
+      in[i + 1] = epi->operands[i];
+      in[i + 1].offset += shift[i];
+    }
+    out[0] = in[0];
+    const int64_t dims[] = {g.M, g.N};
+    run_pointwise(epi->program, in, out, dims, 1);
+  }
 }
 
 }  // namespace

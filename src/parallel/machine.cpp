@@ -47,7 +47,7 @@ int count(const json& obj, const char* key, int dflt, const std::string& where) 
 }
 
 LinkModel parse_link(const json& obj, const std::string& where, const std::string& base_dir, double gbps,
-                     double latency_us) {
+                     double latency_us, HostOverheads* host) {
   LinkModel l;
   l.gbps = gbps;
   l.latency_us = latency_us;
@@ -60,7 +60,7 @@ LinkModel parse_link(const json& obj, const std::string& where, const std::strin
     require(obj["calibration"].is_string(), where + ": \"calibration\" must be a file name");
     std::filesystem::path p = obj["calibration"].get<std::string>();
     if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-    apply_calibration(l, p.string());
+    apply_calibration(l, p.string(), host);
   }
   return l;
 }
@@ -92,6 +92,20 @@ const char* collective_name(Collective c) {
   return "?";
 }
 
+double LinkModel::Fit::measured_ms(double bytes) const {
+  const auto& p = points;
+  if (bytes <= p.front().first || p.size() == 1) return p.front().second;
+  for (size_t k = 1; k < p.size(); ++k)
+    if (bytes <= p[k].first) {
+      const double t = (bytes - p[k - 1].first) / (p[k].first - p[k - 1].first);
+      return p[k - 1].second + t * (p[k].second - p[k - 1].second);
+    }
+  // Beyond the largest: the bandwidth between the two largest sizes.
+  const auto& [x0, y0] = p[p.size() - 2];
+  const auto& [x1, y1] = p.back();
+  return y1 + (bytes - x1) * std::max(0.0, (y1 - y0) / (x1 - x0));
+}
+
 LinkModel::Fit LinkModel::for_collective(Collective c) const {
   auto it = fitted.find(c);
   return it != fitted.end() ? it->second : Fit{latency_us, gbps};
@@ -105,7 +119,7 @@ std::string Cluster::describe() const {
   return buf;
 }
 
-void apply_calibration(LinkModel& link, const std::string& path) {
+void apply_calibration(LinkModel& link, const std::string& path, HostOverheads* host) {
   json j;
   try {
     j = json::parse(read_text(path, "calibration file"));
@@ -118,9 +132,44 @@ void apply_calibration(LinkModel& link, const std::string& path) {
     if (!j["collectives"].contains(collective_name(c))) continue;
     const json& f = j["collectives"][collective_name(c)];
     const std::string where = "calibration file '" + path + "': " + collective_name(c);
-    link.fitted[c] = {number(f, "latency_us", 0.0, where), number(f, "bandwidth_gbps", std::nullopt, where)};
+    LinkModel::Fit fit{number(f, "latency_us", 0.0, where), number(f, "bandwidth_gbps", std::nullopt, where)};
+    if (f.contains("points_bytes_ms") && j.contains("ranks")) {
+      require(j["ranks"].is_number_integer() && j["ranks"].get<int64_t>() >= 2, where + ": \"ranks\" must be an integer >= 2");
+      fit.ranks = j["ranks"].get<int64_t>();
+      const json& pts = f["points_bytes_ms"];
+      require(pts.is_array(), where + ": \"points_bytes_ms\" must be an array of [bytes, ms]");
+      for (const json& pt : pts) {
+        require(pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number() && pt[0].get<double>() > 0 &&
+                    pt[1].get<double>() >= 0,
+                where + ": \"points_bytes_ms\" must be an array of [bytes > 0, ms >= 0]");
+        fit.points.emplace_back(pt[0].get<double>(), pt[1].get<double>());
+      }
+      std::sort(fit.points.begin(), fit.points.end());
+      for (size_t k = 1; k < fit.points.size(); ++k)
+        require(fit.points[k].first > fit.points[k - 1].first, where + ": \"points_bytes_ms\" repeats a size");
+    }
+    link.fitted[c] = std::move(fit);
   }
   link.calibration = path;
+  if (host == nullptr || !j.contains("host")) return;
+  const json& h = j["host"];
+  const std::string where = "calibration file '" + path + "': host";
+  require(h.is_object(), where + " must be an object");
+  auto non_negative = [&](const char* key) {
+    if (!h.contains(key)) return 0.0;
+    require(h[key].is_number() && h[key].get<double>() >= 0, where + ": \"" + std::string(key) + "\" must be a number >= 0");
+    return h[key].get<double>();
+  };
+  HostOverheads o;
+  o.dispatch_us = non_negative("dispatch_us");
+  o.compute_contention = std::max(1.0, non_negative("compute_contention"));
+  o.weight_stream_gbytes_per_s = non_negative("weight_stream_gbytes_per_s");
+  o.cache_bytes = non_negative("cache_bytes");
+  require(!h.contains("blocking_collectives") || h["blocking_collectives"].is_boolean(),
+          where + ": \"blocking_collectives\" must be true or false");
+  o.blocking_collectives = h.value("blocking_collectives", true);
+  o.source = path;
+  *host = o;
 }
 
 Cluster parse_cluster(const std::string& text, const std::string& file) {
@@ -156,8 +205,10 @@ Cluster parse_cluster(const std::string& text, const std::string& file) {
     if (j.contains("cost_db")) c.cost_db = j["cost_db"].get<std::string>();
     c.threads_per_device = count(j, "threads_per_device", 1, where);
   }
-  c.intra = parse_link(j.value("intra_node", json()), where + " intra_node", base_dir, 2400, 5);
-  c.inter = parse_link(j.value("inter_node", json()), where + " inter_node", base_dir, 200, 10);
+  // A calibration's host overheads are this machine's: they apply to measured devices only.
+  HostOverheads* host = c.device ? nullptr : &c.host;
+  c.intra = parse_link(j.value("intra_node", json()), where + " intra_node", base_dir, 2400, 5, host);
+  c.inter = parse_link(j.value("inter_node", json()), where + " inter_node", base_dir, 200, 10, host);
   for (const auto& [key, _] : j.items()) {
     static const char* known[] = {"nodes", "devices_per_node", "device", "intra_node", "inter_node",
                                   "memory_gb", "cost_model", "cost_db", "threads_per_device", "name"};
@@ -240,6 +291,13 @@ double collective_ms(const Cluster& c, const Mesh& mesh, Collective kind, const 
     if (g <= 1) return 0.0;
     auto [steps, factor] = ring_terms(kind, g);
     const LinkModel::Fit f = link.for_collective(kind);
+    if (f.ranks == g && !f.points.empty()) {
+      // Measured on groups of this size: the time read off the points, `share`
+      // groups' bytes at once; the fixed cost (the smallest message's time) in
+      // proportion to `latency_share`.
+      const double fixed = f.points.front().second;
+      return f.measured_ms(share * b) - (1 - latency_share) * fixed;
+    }
     return latency_share * steps * f.latency_us * 1e-3 + share * factor * b * 8.0 / (f.gbps * 1e9) * 1e3;
   };
   const double nic_share = static_cast<double>(mesh.devices_per_node()) / c.inter.links_per_node;

@@ -42,6 +42,15 @@ struct LinkModel {
   int links_per_node = 1;   // inter-node only: network cards per node
   struct Fit {
     double latency_us = 0, gbps = 0;
+    // The measured (bytes per rank, ms) points, sorted, and the group size they were
+    // measured on. MPI libraries switch algorithms with the message size (Open MPI's
+    // tuned decisions), so one line does not pass through them all: a group of that
+    // size reads its time off the points (linear between them; beyond the largest,
+    // the fitted bandwidth; below the smallest, the smallest's time).
+    int64_t ranks = 0;
+    std::vector<std::pair<double, double>> points;
+    // Milliseconds for `bytes` from the points (ranks == group size, points not empty).
+    double measured_ms(double bytes) const;
   };
   std::map<Collective, Fit> fitted;  // from `isomer calibrate`
   std::string calibration;           // the file the fits came from, for reports
@@ -56,6 +65,31 @@ struct DeviceRates {
   double launch_us = 2;  // fixed cost of one operator
 };
 
+// What running a plan costs on a measured host beyond the operators' own times, as
+// `isomer calibrate` measures it (its "host" object; see calibrate.h). The cost
+// model times each operator alone, again and again: its weights stay in cache and
+// no other rank competes for the core's neighbours. A step of a plan differs:
+//  - every rank computes at once (`compute_contention`: time when all ranks of the
+//    node run a kernel together over the time alone; virtual CPUs that share a
+//    physical core, or a shared memory system, make it > 1);
+//  - weights come from memory each step once the node's ranks hold more weight bytes
+//    than the shared last-level cache (`cache_bytes`): each block's weight bytes
+//    then cost bytes / `weight_stream_gbytes_per_s` more, the extra time per byte
+//    measured by a chain of matrix products whose weights overflow the cache;
+//  - every collective is a call into MPI made by the rank's one thread between two
+//    compiled segments of its graph (parallel/execute.h): `dispatch_us` on the
+//    compute stream, and while the collective runs the rank computes nothing
+//    (`blocking_collectives`).
+// The defaults change nothing (clusters of given rates, or no calibration).
+struct HostOverheads {
+  double dispatch_us = 0;
+  double compute_contention = 1;
+  double weight_stream_gbytes_per_s = 0;  // 0: weights never cost extra
+  double cache_bytes = 0;
+  bool blocking_collectives = false;
+  std::string source;  // the calibration file it came from
+};
+
 struct Cluster {
   int nodes = 1;
   int devices_per_node = 1;
@@ -67,6 +101,8 @@ struct Cluster {
   std::string cost_model = "measured";
   std::string cost_db;
   int threads_per_device = 1;
+  // Measured devices with a calibration that has a "host" object.
+  HostOverheads host;
 
   int devices() const { return nodes * devices_per_node; }
   std::string describe() const;  // "2x8 devices (100 TFLOPS, 80 GB), 2400/200 Gbit/s"
@@ -76,8 +112,9 @@ struct Cluster {
 Cluster parse_cluster(const std::string& text, const std::string& file = "<cluster>");
 Cluster load_cluster(const std::string& path);
 
-// Merges a calibration JSON (see calibrate.h) into `link`. Throws Error naming the file.
-void apply_calibration(LinkModel& link, const std::string& path);
+// Merges a calibration JSON (see calibrate.h) into `link`, and its "host" object (if
+// any) into `host` (when not null). Throws Error naming the file.
+void apply_calibration(LinkModel& link, const std::string& path, HostOverheads* host = nullptr);
 
 struct MeshAxis {
   int size = 1;

@@ -110,6 +110,13 @@ std::string write_plan(const std::string& dir, const ParallelSearchReport& rep, 
                   {"description", cluster.describe()},
                   {"intra_node_calibration", cluster.intra.calibration},
                   {"inter_node_calibration", cluster.inter.calibration}};
+  if (!cluster.host.source.empty())
+    j["cluster"]["host_overheads"] = {{"calibration", cluster.host.source},
+                                      {"dispatch_us", cluster.host.dispatch_us},
+                                      {"compute_contention", cluster.host.compute_contention},
+                                      {"weight_stream_gbytes_per_s", cluster.host.weight_stream_gbytes_per_s},
+                                      {"cache_bytes", cluster.host.cache_bytes},
+                                      {"blocking_collectives", cluster.host.blocking_collectives}};
   json axes = json::array(), devices = json::array();
   for (int a = 0; a < mesh.num_axes(); ++a)
     axes.push_back({{"name", mesh.axes_text({a})}, {"size", mesh.axis(a).size},

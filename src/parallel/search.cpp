@@ -370,18 +370,49 @@ ParallelSearchReport parallel_search(const Graph& g, const SearchContext& ctx, c
       GraphIndex index(e.graph);
       for (const Rule& rule : o.rules) {
         if (rep.graphs >= o.max_graphs || Clock::now() > rewrite_deadline || interrupted(o)) break;
-        for (const Match& m : find_matches(index, rule, nullptr, 4)) {
+        // The rule at every match at once (a block repeated n times gets the rewrite
+        // in each block: one graph, not n steps of the queue), then at single matches
+        // (one pattern can be a gain in one place and a loss in another: attention's
+        // scale and GELU's 1/sqrt(2) are both a product, a bias and a division).
+        const std::vector<Match> all = find_matches(index, rule, nullptr, 64);
+        std::vector<std::pair<const Match*, Graph>> candidates;
+        size_t everywhere = 0;
+        if (all.size() >= 2) {
+          // Matches that overlap (one's variable is another's root: successive layers
+          // of a chain) cannot be rewritten in one rebuild: keep each match that can
+          // join the ones kept so far.
+          std::vector<std::pair<const Rule*, const Match*>> kept;
+          std::optional<Graph> next;
+          for (const Match& m : all) {
+            kept.emplace_back(&rule, &m);
+            try {
+              ApplyInfo info;
+              Graph g2 = apply_rules(e.graph, kept, &info);
+              if (!info.applied.back()) throw Error("not applied");
+              next = std::move(g2);
+              everywhere = kept.size();
+            } catch (const Error&) {
+              kept.pop_back();
+            }
+          }
+          if (everywhere >= 2) candidates.emplace_back(nullptr, std::move(*next));
+        }
+        for (size_t k = 0; k < all.size() && k < 4; ++k) {
           bool applied = false;
-          Graph next = apply_rule(e.graph, rule, m, nullptr, &applied);
-          if (!applied) continue;
-          next = simplify(next);
+          Graph next = apply_rule(e.graph, rule, all[k], nullptr, &applied);
+          if (applied) candidates.emplace_back(&all[k], std::move(next));
+        }
+        for (auto& [match, rewritten] : candidates) {
+          Graph next = simplify(rewritten);
           if (!seen.insert(structural_hash(next)).second) continue;
           ++rep.graphs;
           auto pg = std::make_shared<ParallelGraph>(next, mesh);
           auto sim = std::make_unique<Simulator>(*pg, ctx.cluster, ctx.compute, o.mode);
           PlanResult r = best_start(pg, *sim);
           r.rules_applied = e.path;
-          ++r.rules_applied[rule.name];
+          r.rules_applied[rule.name] += match ? 1 : everywhere;
+          say("graph " + std::to_string(rep.graphs) + ": " + rule.name + (match ? "" : " (every match)") + " -> " +
+              std::to_string(r.sim.step_ms) + " ms");
           if (cost_of(r.sim) < cost_of(chosen.sim)) {
             say("rewrite " + rule.name + ": " + std::to_string(r.sim.step_ms) + " ms");
             chosen = r;

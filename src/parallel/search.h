@@ -40,7 +40,7 @@ struct ParallelSearchOptions {
   Mode mode = Mode::Training;
   double budget_s = 60;
   size_t max_steps = 0;        // MCMC proposals; 0 = 40 per operator (at least 2,000)
-  size_t max_graphs = 16;      // Unity: rewritten graphs costed
+  size_t max_graphs = 32;      // Unity: rewritten graphs costed
   uint64_t seed = 0;
   double alpha = 25;           // acceptance: exp(-alpha * (new - current) / current)
   std::vector<Rule> rules;     // Unity: the algebraic rules (usable ones only are applied)

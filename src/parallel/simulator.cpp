@@ -71,6 +71,25 @@ double Simulator::op_ms(int i, int c) {
   return v;
 }
 
+double Simulator::task_ms(int i, int c) {
+  const HostOverheads& h = cluster_.host;
+  double ms = op_ms(i, c) * h.compute_contention;
+  if (streaming_) {
+    keys(i, c);
+    const OpCache& oc = cache_[static_cast<size_t>(i)];
+    double w = 0;
+    for (int j = 0; j < oc.nin; ++j) w += oc.weight_bytes[static_cast<size_t>(c) * static_cast<size_t>(oc.nin) + static_cast<size_t>(j)];
+    ms += w / (h.weight_stream_gbytes_per_s * 1e9) * 1e3;
+  }
+  return ms;
+}
+
+bool Simulator::weights_stream(const Strategy& s) {
+  const HostOverheads& h = cluster_.host;
+  if (h.weight_stream_gbytes_per_s <= 0) return false;
+  return weight_bytes(s) * cluster_.devices_per_node > h.cache_bytes;
+}
+
 const uint64_t* Simulator::keys(int i, int c) {
   OpCache& oc = cache_[static_cast<size_t>(i)];
   const size_t width = static_cast<size_t>(2 * oc.nin + 2 * oc.nout);
@@ -116,6 +135,9 @@ const Simulator::Move& Simulator::priced(uint64_t key, const Layout& from, const
       bool spans = false;
       for (int a : st.axes) spans = spans || mesh.axis(a).inter_node;
       const int link = spans ? kNetwork : kIntra;
+      // The rank's thread calls MPI between two compiled segments (HostOverheads).
+      if (st.kind != CommStep::Kind::Slice && cluster_.host.dispatch_us > 0)
+        m.tasks.emplace_back(kCompute, cluster_.host.dispatch_us * 1e-3);
       switch (st.kind) {
         case CommStep::Kind::Slice: m.tasks.emplace_back(kCompute, compute_.copy_ms(after)); break;
         case CommStep::Kind::AllReduce:
@@ -228,7 +250,7 @@ int Simulator::best_config(const Strategy& s, int i, bool with_users) {
 
 double Simulator::local_ms(const Strategy& s, int i, int c, bool with_users) {
   const bool train = mode_ == Mode::Training;
-  double ms = (train ? 3 : 1) * op_ms(i, c) + weight_sync_ms(i, c);
+  double ms = (train ? 3 : 1) * task_ms(i, c) + weight_sync_ms(i, c);
   const auto& operands = pg_.operands(i);
   for (int j = 0; j < static_cast<int>(operands.size()); ++j) {
     const Operand& o = operands[static_cast<size_t>(j)];
@@ -282,7 +304,7 @@ void Simulator::build_block(int b, const Strategy& s) {
     }
     Task t;
     t.resource = kCompute;
-    t.ms = op_ms(i, cand(i));
+    t.ms = task_ms(i, cand(i));
     t.deps = std::move(deps);
     blk.tasks.push_back(std::move(t));
     block_compute_[static_cast<size_t>(b)] = static_cast<int>(blk.tasks.size()) - 1;
@@ -298,7 +320,7 @@ void Simulator::build_block(int b, const Strategy& s) {
   const int i = 2 * n_ - 1 - b;
   Task t;
   t.resource = kCompute;
-  t.ms = 2 * op_ms(i, cand(i));
+  t.ms = 2 * task_ms(i, cand(i));
   t.deps.push_back({fwd_block(i), kComputeTask});
   for (int o = 0; o < cache_[static_cast<size_t>(i)].nout; ++o) {
     for (const auto& [c, j] : pg_.users(i, o)) t.deps.push_back({bwd_block(c), chain_ref(j)});
@@ -331,13 +353,14 @@ void Simulator::build_block(int b, const Strategy& s) {
 SimResult Simulator::simulate(const Strategy& s) {
   require(static_cast<int>(s.size()) == n_, "strategy size does not match the graph");
   ++stats_.full;
+  streaming_ = weights_stream(s);
   for (int b = 0; b < static_cast<int>(blocks_.size()); ++b) build_block(b, s);
   last_ = s;
   return schedule(0, s);
 }
 
 SimResult Simulator::update(const Strategy& s, const std::vector<int>& changed) {
-  if (last_.empty()) return simulate(s);
+  if (last_.empty() || weights_stream(s) != streaming_) return simulate(s);  // every compute task changes
   ++stats_.incremental;
   std::set<int> rebuild;
   for (int i : changed) {
@@ -357,13 +380,19 @@ SimResult Simulator::update(const Strategy& s, const std::vector<int>& changed) 
 
 SimResult Simulator::schedule(int first_block, const Strategy& s) {
   const int nb = static_cast<int>(blocks_.size());
+  const bool blocking = cluster_.host.blocking_collectives;
+  // The resources' free times after task t (a blocking collective holds the compute stream too).
+  auto advance = [&](double* free_at, const Task& t) {
+    free_at[t.resource] = std::max(free_at[t.resource], t.finish);
+    if (blocking && t.resource != kCompute) free_at[kCompute] = std::max(free_at[kCompute], t.finish);
+  };
   stats_.blocks_total += static_cast<size_t>(nb);
   double free_at[3] = {0, 0, 0};
   if (first_block > 0) {
     // The state after the block before `first_block`: its start state advanced by its tasks.
     const Block& prev = blocks_[static_cast<size_t>(first_block - 1)];
     std::copy(prev.state_in, prev.state_in + 3, free_at);
-    for (const Task& t : prev.tasks) free_at[t.resource] = std::max(free_at[t.resource], t.finish);
+    for (const Task& t : prev.tasks) advance(free_at, t);
   }
   std::vector<char> moved(static_cast<size_t>(nb), 0);
   auto resolve = [&](std::pair<int, int> ref) -> const Task& {
@@ -381,7 +410,7 @@ SimResult Simulator::schedule(int first_block, const Strategy& s) {
       for (const Task& t : blk.tasks)
         for (const auto& d : t.deps) deps_moved = deps_moved || (d.first != b && moved[static_cast<size_t>(d.first)]);
       if (!deps_moved) {  // nothing it depends on changed: its times stand
-        for (const Task& t : blk.tasks) free_at[t.resource] = std::max(free_at[t.resource], t.finish);
+        for (const Task& t : blk.tasks) advance(free_at, t);
         continue;
       }
     }
@@ -392,12 +421,15 @@ SimResult Simulator::schedule(int first_block, const Strategy& s) {
     for (Task& t : blk.tasks) {
       double ready = 0;
       for (const auto& d : t.deps) ready = std::max(ready, resolve(d).finish);
-      const double start = std::max(ready, free_at[t.resource]);
+      // A blocking collective holds the compute stream as well as its link.
+      const bool holds_compute = blocking && t.resource != kCompute;
+      const double start = std::max({ready, free_at[t.resource], holds_compute ? free_at[kCompute] : 0.0});
       const double finish = start + t.ms;
       changed = changed || finish != t.finish || start != t.start;
       t.start = start;
       t.finish = finish;
       free_at[t.resource] = finish;
+      if (holds_compute) free_at[kCompute] = finish;
       (t.resource == kCompute ? blk.compute_ms : blk.comm_ms) += t.ms;
       blk.last_finish = std::max(blk.last_finish, finish);
     }
@@ -417,11 +449,9 @@ SimResult Simulator::schedule(int first_block, const Strategy& s) {
   return r;
 }
 
-double Simulator::memory_bytes(const Strategy& s) {
-  // Weights: each constant's block once per layout it is used in.
+double Simulator::weight_bytes(const Strategy& s) {
+  // Each constant's block once per layout it is used in.
   std::vector<std::tuple<const Node*, uint64_t, double>> weights;
-  double acts = 0, live = 0, peak = 0;
-  std::vector<std::vector<std::pair<int, int>>> frees(mode_ == Mode::Inference ? static_cast<size_t>(n_) + 1 : 0);
   for (int i = 0; i < n_; ++i) {
     const int c = s[static_cast<size_t>(i)];
     const uint64_t* k = keys(i, c);
@@ -430,6 +460,22 @@ double Simulator::memory_bytes(const Strategy& s) {
       const double w = oc.weight_bytes[static_cast<size_t>(c) * static_cast<size_t>(oc.nin) + static_cast<size_t>(j)];
       if (w > 0) weights.emplace_back(pg_.node(i).inputs()[static_cast<size_t>(j)].node.get(), k[j], w);
     }
+  }
+  std::sort(weights.begin(), weights.end());
+  double w = 0;
+  for (size_t k = 0; k < weights.size(); ++k)
+    if (k == 0 || std::get<0>(weights[k]) != std::get<0>(weights[k - 1]) || std::get<1>(weights[k]) != std::get<1>(weights[k - 1]))
+      w += std::get<2>(weights[k]);
+  return w;
+}
+
+double Simulator::memory_bytes(const Strategy& s) {
+  double acts = 0, live = 0, peak = 0;
+  std::vector<std::vector<std::pair<int, int>>> frees(mode_ == Mode::Inference ? static_cast<size_t>(n_) + 1 : 0);
+  for (int i = 0; i < n_; ++i) {
+    const int c = s[static_cast<size_t>(i)];
+    keys(i, c);
+    const OpCache& oc = cache_[static_cast<size_t>(i)];
     for (int o = 0; o < oc.nout; ++o) {
       const double bytes = oc.out_bytes[static_cast<size_t>(c) * static_cast<size_t>(oc.nout) + static_cast<size_t>(o)];
       acts += bytes;
@@ -447,11 +493,7 @@ double Simulator::memory_bytes(const Strategy& s) {
       }
     }
   }
-  std::sort(weights.begin(), weights.end());
-  double w = 0;
-  for (size_t k = 0; k < weights.size(); ++k)
-    if (k == 0 || std::get<0>(weights[k]) != std::get<0>(weights[k - 1]) || std::get<1>(weights[k]) != std::get<1>(weights[k - 1]))
-      w += std::get<2>(weights[k]);
+  const double w = weight_bytes(s);
   // Training keeps every activation for the backward pass, and per weight its
   // gradient and two optimizer moments.
   return mode_ == Mode::Training ? 4 * w + acts : w + peak;

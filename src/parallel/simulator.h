@@ -24,6 +24,12 @@
 // pass, plus gradients and two optimizer moments per weight. A plan whose device
 // memory exceeds the capacity does not fit.
 //
+// Measured hosts (machine.h HostOverheads, from `isomer calibrate`): compute tasks
+// are slowed by the contention between the node's ranks and, when the node's weights
+// overflow its cache, by reading the block's weights from memory; every collective
+// first costs a dispatch on the compute stream, and a blocking collective holds the
+// compute stream while it runs (run-plan's ranks call MPI from their one thread).
+//
 // Incremental. The task list is kept in blocks (the forward block of each operator,
 // its backward block, the outputs). Changing one operator's configuration rebuilds
 // only the blocks that read its configuration (its own and its consumers'), and the
@@ -91,8 +97,15 @@ class Simulator {
   const SimStats& stats() const { return stats_; }
   const ParallelGraph& graph() const { return pg_; }
   const Cluster& cluster() const { return cluster_; }
-  // Per-device memory of `s` in bytes.
+  // Per-device memory of `s` in bytes, and the weights' part of it.
   double memory_bytes(const Strategy& s);
+  double weight_bytes(const Strategy& s);
+  // The compute task of op i's forward block under candidate c: its op_ms with the
+  // host overheads of the cluster (machine.h HostOverheads: contention between the
+  // ranks, weights read from memory when the node's weights overflow the cache).
+  double task_ms(int i, int c);
+  // Whether the weights of `s` are read from memory every step (HostOverheads).
+  bool weights_stream(const Strategy& s);
 
   struct Task {
     int resource = 0;  // 0 compute, 1 intra-node link, 2 network link
@@ -151,6 +164,7 @@ class Simulator {
   std::unordered_map<uint64_t, Move> moves_;
   SimStats stats_;
   uint64_t allowed_ = ~uint64_t{0};
+  bool streaming_ = false;  // weights_stream() of the strategy last simulated
 };
 
 }  // namespace isomer::parallel

@@ -165,6 +165,19 @@ def test_calibrate_fits_the_collectives(layer, tmp_path):
     run([ISOMER, "parallelize", layer, "--cluster", str(tmp_path / "c.json"), "--batch", "4", "--plan", "data", "-q",
          "--skip-rank-graphs", "-o", str(tmp_path / "plan")])
     assert json.load(open(tmp_path / "plan" / "plan.json"))["cluster"]["intra_node_calibration"].endswith("calib.json")
+    # The host overheads: measured, and used for devices of this machine (no "device").
+    host = j["host"]
+    assert host["dispatch_us"] > 0 and host["compute_contention"] >= 1 and host["weight_stream_gbytes_per_s"] >= 0
+    assert host["blocking_collectives"] is True
+    for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+        assert [p[0] for p in j["collectives"][kind]["points_bytes_ms"]] == [4096, 65536, 262144]
+    c = {"nodes": 1, "devices_per_node": 2, "cost_model": "analytic", "intra_node": {"calibration": "calib.json"}}
+    (tmp_path / "m.json").write_text(json.dumps(c))
+    run([ISOMER, "parallelize", layer, "--cluster", str(tmp_path / "m.json"), "--batch", "4", "--plan", "data", "-q",
+         "--skip-rank-graphs", "-o", str(tmp_path / "plan_m")])
+    used = json.load(open(tmp_path / "plan_m" / "plan.json"))["cluster"]["host_overheads"]
+    assert used["dispatch_us"] == pytest.approx(host["dispatch_us"])
+    assert used["compute_contention"] == pytest.approx(host["compute_contention"])
 
 
 @pytest.mark.parametrize("text,message", [
@@ -190,3 +203,6 @@ def test_dynamic_batch_needs_a_value(layer, tmp_path):
 def test_parallel_rules_verify():
     r = run([ISOMER, "rules", "verify", os.path.join(REPO, "rules", "parallel", "parallel.rules")])
     assert "10 rules: 10 proved" in r.stdout
+    # The joint search's rules (tried first by `parallelize --search unity`).
+    r = run([ISOMER, "rules", "verify", os.path.join(REPO, "rules", "parallel", "joint.rules")])
+    assert "8 rules: 8 proved" in r.stdout
