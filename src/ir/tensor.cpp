@@ -70,8 +70,16 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes)
             "tensor data of " + std::to_string(bytes.size()) + " bytes does not match " +
                 std::string(dtype_name(dtype_)) + to_string(dims_));
   }
-  hash_ = hash_bytes(dtype_, dims_, bytes);
   bytes_ = std::make_shared<const std::string>(std::move(bytes));
+}
+
+size_t Tensor::hash() const {
+  size_t h = hash_->load(std::memory_order_relaxed);
+  if (h == 0) {  // two threads may both compute it: the same value
+    h = hash_bytes(dtype_, dims_, bytes_ ? *bytes_ : std::string()) | 1;
+    hash_->store(h, std::memory_order_relaxed);
+  }
+  return h;
 }
 
 double Tensor::f64_at(int64_t i) const {
@@ -183,13 +191,14 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   require(checked_numel(dims) == numel_, "cannot reshape " + to_string(dims_) + " to " + to_string(dims));
   Tensor t = *this;
   t.dims_ = std::move(dims);
-  t.hash_ = hash_bytes(dtype_, t.dims_, *bytes_);
+  t.hash_ = std::make_shared<std::atomic<size_t>>(0);
   return t;
 }
 
 bool Tensor::same_as(const Tensor& o) const {
-  return dtype_ == o.dtype_ && dims_ == o.dims_ && hash_ == o.hash_ &&
-         (bytes_ == o.bytes_ || *bytes_ == *o.bytes_);
+  if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  if (bytes_ == o.bytes_) return true;
+  return bytes_ && o.bytes_ && *bytes_ == *o.bytes_;
 }
 
 float half_to_float(uint16_t h) {

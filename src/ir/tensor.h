@@ -3,6 +3,7 @@
 // Data is kept in its native little-endian layout (ONNX raw_data), immutable and
 // shared, so weights round-trip bit-exactly and copies of a Tensor are cheap.
 // String tensors keep their serialized ONNX TensorProto in `bytes`.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -56,8 +57,10 @@ class Tensor {
   // Same data, new dims (numel must match).
   Tensor reshaped(std::vector<int64_t> dims) const;
 
-  // Hash of dtype, dims and every byte; computed once.
-  size_t hash() const { return hash_; }
+  // Hash of dtype, dims and every byte; computed on first use and shared by copies
+  // (a runtime's outputs are Tensors that are never hashed: hashing 4 MB took
+  // longer than the model that made them).
+  size_t hash() const;
   bool same_as(const Tensor& o) const;  // bitwise equal (dtype, dims, bytes)
 
  private:
@@ -65,7 +68,7 @@ class Tensor {
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;
   std::shared_ptr<const std::string> bytes_;
-  size_t hash_ = 0;
+  std::shared_ptr<std::atomic<size_t>> hash_ = std::make_shared<std::atomic<size_t>>(0);  // 0: not yet computed
 };
 
 // IEEE half / bfloat16 conversions (round to nearest even).
