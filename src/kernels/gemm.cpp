@@ -105,38 +105,51 @@ inline __attribute__((always_inline)) void tiles(const float* a, int64_t lda, in
   const int64_t row_step = KMajor ? 1 : lda, k_step = KMajor ? lda : 1;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   constexpr int64_t kTileFloats = kRows * kPanel;
-  if (b.kc >= b.K) {
-    alignas(64) float acc[kTileFloats];
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
-      const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
-      tile_rows<KMajor>(mr, a + r0 * row_step, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
-                bias ? bias + p * kPanel : nullptr, 0);
-      finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
-    }
-    return;
-  }
-  constexpr int64_t kChunk = 256;  // tiles per chunk: 96 KiB of partial sums
+  // Chunks of at most kChunk tiles: a group of at most kGroupRows row blocks (its
+  // slice of A stays in L2 across the chunk's panels) times a group of panels, panel
+  // by panel (a panel's slice of B stays in L1 across the group's row blocks). A
+  // tall A (TASO's BERT, M = 1024) no longer streams from L3 once per panel.
+  constexpr int64_t kChunk = 256, kGroupRows = 32;
+  const int64_t groups = (row_blocks + kGroupRows - 1) / kGroupRows;
+  const int64_t g_rows = (row_blocks + groups - 1) / groups, g_panels = std::max<int64_t>(1, kChunk / g_rows);
+  const int64_t p_first = t0 / row_blocks, p_last = (t1 - 1) / row_blocks;
+  const bool one_pass = b.kc >= b.K;
   thread_local std::vector<float> partial;
-  partial.resize(static_cast<size_t>(kChunk * kTileFloats));
-  for (int64_t s = t0; s < t1; s += kChunk) {
-    const int64_t e = std::min(t1, s + kChunk);
-    for (int64_t k0 = 0; k0 < b.K; k0 += b.kc) {
-      const int64_t kk = std::min(b.kc, b.K - k0);
-      for (int64_t t = s; t < e; ++t) {
-        const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
-        float* part = partial.data() + (t - s) * kTileFloats;
-        const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
-        tile_rows<KMajor>(std::min<int64_t>(kRows, M - r0), a + r0 * row_step + k0 * k_step, lda,
-                          b.data.data() + (p * b.K + k0) * kPanel, kk, part, init, k0 > 0 ? kPanel : 0);
+  thread_local std::vector<int64_t> chunk;
+  if (!one_pass) partial.resize(static_cast<size_t>(kChunk * kTileFloats));
+  alignas(64) float acc[kTileFloats];
+  for (int64_t pa = p_first; pa <= p_last; pa += g_panels)
+    for (int64_t rg = 0; rg < row_blocks; rg += g_rows) {
+      chunk.clear();
+      for (int64_t p = pa; p < std::min(pa + g_panels, p_last + 1); ++p)
+        for (int64_t rb = rg; rb < std::min(rg + g_rows, row_blocks); ++rb)
+          if (const int64_t t = p * row_blocks + rb; t >= t0 && t < t1) chunk.push_back(t);
+      if (one_pass) {
+        for (const int64_t t : chunk) {
+          const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
+          const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
+          tile_rows<KMajor>(mr, a + r0 * row_step, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
+                            bias ? bias + p * kPanel : nullptr, 0);
+          finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
+        }
+        continue;
+      }
+      for (int64_t k0 = 0; k0 < b.K; k0 += b.kc) {
+        const int64_t kk = std::min(b.kc, b.K - k0);
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          const int64_t t = chunk[i], p = t / row_blocks, r0 = (t % row_blocks) * kRows;
+          float* part = partial.data() + static_cast<int64_t>(i) * kTileFloats;
+          const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
+          tile_rows<KMajor>(std::min<int64_t>(kRows, M - r0), a + r0 * row_step + k0 * k_step, lda,
+                            b.data.data() + (p * b.K + k0) * kPanel, kk, part, init, k0 > 0 ? kPanel : 0);
+        }
+      }
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        const int64_t t = chunk[i], p = t / row_blocks, r0 = (t % row_blocks) * kRows, c0 = p * kPanel;
+        finish_tile(partial.data() + static_cast<int64_t>(i) * kTileFloats, r0, std::min<int64_t>(kRows, M - r0), c0,
+                    std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
       }
     }
-    for (int64_t t = s; t < e; ++t) {
-      const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows, c0 = p * kPanel;
-      finish_tile(partial.data() + (t - s) * kTileFloats, r0, std::min<int64_t>(kRows, M - r0), c0,
-                  std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
-    }
-  }
 }
 
 ISOMER_CLONES void run_tiles(const float* a, int64_t lda, bool a_kmajor, int64_t M, const PackedB& b,

@@ -293,7 +293,7 @@ TEST(Gemm, PackedWeightsWithAnEpilogue) {
   // Relu and adds a residual of C's shape: y = relu(a b + bias) + r.
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (auto [M, K, N] : {std::tuple{13, 37, 41}, std::tuple{1, 64, 16}, std::tuple{6, 5, 100}}) {
+  for (auto [M, K, N] : {std::tuple{13, 37, 41}, std::tuple{1, 64, 16}, std::tuple{6, 5, 100}, std::tuple{200, 37, 70}}) {
     std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)),
         r(static_cast<size_t>(M * N)), c(static_cast<size_t>(M * N)), bt(b.size());
     for (float* v : {a.data(), b.data(), bias.data(), r.data()})
