@@ -96,6 +96,29 @@ int64_t flat_rows(Compiler& c, const Contraction& k) {
 // as rows of unit stride, and every fused node (bias, activations, residual add,
 // gating) run as one pointwise epilogue on each tile, from the nodes' own
 // pointwise forms. Returns false, having done nothing, where it does not apply.
+// Emits fused nodes [first, end) into an epilogue program, each from its pointwise
+// form: input j of node i reads register ins[i][j] (an operand), or, where that is
+// -2, the register `reg` holds for the value (the product or an earlier node).
+// Returns the result's register (a Copy of the product when nothing was emitted
+// after `result`), or -1 if a node has no pointwise form.
+int emit_epilogue_nodes(Compiler& c, kernels::PwProgram& prog, const std::vector<const Node*>& nodes, size_t first,
+                        const std::vector<std::vector<int>>& ins, std::unordered_map<Value, int, ValueHash>& reg,
+                        int result) {
+  for (size_t i = first; i < nodes.size(); ++i) {
+    std::vector<int> r;
+    std::vector<const Tensor*> consts;
+    for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
+      const Value& v = nodes[i]->inputs()[j];
+      r.push_back(ins[i][j] == -2 ? reg.at(v) : ins[i][j]);
+      consts.push_back(v.present() && ins[i][j] >= 0 ? c.peek_known(v) : nullptr);
+    }
+    const int out = nodes[i]->op()->emit_pointwise(prog, nodes[i]->attrs(), r, consts);
+    if (out < 0) return -1;
+    reg[nodes[i]->output(0)] = result = out;
+  }
+  return result == 0 ? prog.emit(kernels::PwOp::Copy, 0) : result;
+}
+
 // The epilogue specialized to what is known when it is built (kernels::specialize:
 // scalar constants as immediates, an exported exact GELU as one instruction,
 // operands nothing reads dropped). `per_operand` lists follow the operands.
@@ -243,19 +266,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   epi.program.num_regs = epi.program.num_inputs;
   int result = 0;
   if (bias >= 0) reg[from] = result = epi.program.emit(kernels::PwOp::Add, 0, bias);
-  for (size_t i = first; i < nodes.size(); ++i) {
-    std::vector<int> r;
-    std::vector<const Tensor*> consts;
-    for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
-      const Value& v = nodes[i]->inputs()[j];
-      r.push_back(ins[i][j] == -2 ? reg.at(v) : ins[i][j]);
-      consts.push_back(v.present() && ins[i][j] >= 0 ? c.peek_known(v) : nullptr);
-    }
-    int out = nodes[i]->op()->emit_pointwise(epi.program, nodes[i]->attrs(), r, consts);
-    if (out < 0) return false;
-    reg[nodes[i]->output(0)] = result = out;
-  }
-  if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
+  if ((result = emit_epilogue_nodes(c, epi.program, nodes, first, ins, reg, result)) < 0) return false;
   epi.program.results = {result};
   specialize_epilogue(c, epi, operand_ids);
   const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
@@ -376,20 +387,8 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
       ins[i].push_back(!v.present() ? -1 : chain ? -2 : operand(c.id(v)));
     }
   epi.program.num_regs = epi.program.num_inputs;
-  int result = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    std::vector<int> rg;
-    std::vector<const Tensor*> consts;
-    for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
-      const Value& v = nodes[i]->inputs()[j];
-      rg.push_back(ins[i][j] == -2 ? reg.at(v) : ins[i][j]);
-      consts.push_back(v.present() && ins[i][j] >= 0 ? c.peek_known(v) : nullptr);
-    }
-    int out = nodes[i]->op()->emit_pointwise(epi.program, nodes[i]->attrs(), rg, consts);
-    if (out < 0) return false;
-    reg[nodes[i]->output(0)] = result = out;
-  }
-  if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
+  const int result = emit_epilogue_nodes(c, epi.program, nodes, 0, ins, reg, 0);
+  if (result < 0) return false;
   epi.program.results = {result};
   specialize_epilogue(c, epi, operand_ids, offs);
   const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
