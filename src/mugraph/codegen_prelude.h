@@ -14,6 +14,14 @@ inline constexpr const char* kMicroKernels = R"MGPRELUDE(
 #define MG_W 4
 #define MG_MR 4
 #endif
+// exp and sigmoid that never compute a denormal on the way to 0 (vm::exp forms
+// p * 2^n before it selects 0 below -87.3, and a denormal product costs ~100 cycles
+// on many cores; masked softmax entries, exp(-1e9 - m), hit it every time).
+static inline __attribute__((always_inline)) float mg_exp(float x) {
+  const float e = vm::exp(x < -87.0f ? -87.0f : x);
+  return x < -87.0f ? 0.0f : e;
+}
+static inline __attribute__((always_inline)) float mg_sigmoid(float x) { return 1.0f / (1.0f + mg_exp(-x)); }
 typedef float mg_vf __attribute__((vector_size(MG_W * 4)));
 static inline mg_vf mg_load(const float* p) { mg_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void mg_store(float* p, mg_vf v) { __builtin_memcpy(p, &v, sizeof v); }

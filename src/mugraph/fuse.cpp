@@ -111,6 +111,11 @@ std::vector<Region> find_regions(const Graph& g) {
     // blocked: a reduction or contraction lies between the node and the sink (inclusive of the node's consumers).
     std::unordered_map<const Node*, bool> members{{sink.get(), false}};
     int contractions = is_contraction(*sink) ? 1 : 0;
+    // A region contracts either with weights (RMSNorm -> MatMul, SwiGLU) or between
+    // activations (attention), never both: attention stops at its projections, on
+    // the input side and on the output side (GPT-2's c_proj, LLaMA's o_proj).
+    int weight_contractions = weight_contraction(*sink) ? 1 : 0;
+    int data_contractions = contractions - weight_contractions;
     for (bool grew = true; grew && members.size() < 48;) {
       grew = false;
       std::vector<const Node*> current;
@@ -127,7 +132,9 @@ std::vector<Region> find_regions(const Graph& g) {
           }
           if (!all_inside) continue;
           if (is_contraction(*p) && (contractions >= 2 || (weight_contraction(*p) && blocked))) continue;
+          if (is_contraction(*p) && (weight_contraction(*p) ? data_contractions > 0 : weight_contractions > 0)) continue;
           contractions += is_contraction(*p);
+          if (is_contraction(*p)) (weight_contraction(*p) ? weight_contractions : data_contractions) += 1;
           members[p] = blocked;
           grew = true;
         }
