@@ -61,8 +61,11 @@ def main():
             for _ in range(a.rounds):
                 lu, su, o1 = bench(a.isomer, src, a.threads, a.repeat)
                 lf, sf, o2 = bench(a.isomer, dst, a.threads, a.repeat)
-                r["unfused"].append(lu), r["fused"].append(lf), r["unfused_steps"].append(su)
-                r["fused_steps"].append(sf), r["ort"] += [x for x in (o1, o2) if x is not None]
+                r["unfused"].append(lu)
+                r["fused"].append(lf)
+                r["unfused_steps"].append(su)
+                r["fused_steps"].append(sf)
+                r["ort"] += [x for x in (o1, o2) if x is not None]
             med = {k: statistics.median(v) for k, v in r.items() if isinstance(v, list) and v and v[0] is not None}
             r["median_ms"] = med
             r["loadavg"] = open("/proc/loadavg").read().split()[:3]

@@ -151,26 +151,7 @@ class Gen {
     return r;
   }
 
-  void choose_rows() {
-    std::vector<int> inner;  // unit-stride atoms of the outputs and inputs stay vector loops
-    for (const IoTensor& o : p_.outputs)
-      if (!o.dim_atoms.empty() && !o.dim_atoms.back().empty()) inner.push_back(o.dim_atoms.back().back());
-    for (const IoTensor& t : p_.inputs)
-      if (!t.dim_atoms.empty() && !t.dim_atoms.back().empty()) inner.push_back(t.dim_atoms.back().back());
-    for (size_t a = 0; a < p_.atoms.size(); ++a) {
-      const int at = static_cast<int>(a);
-      if (at == g_.loop_atom || contains(inner, at) || p_.extent(at) == 1) continue;
-      bool ok = !g_.outputs.empty();
-      for (const auto& [o, k] : g_.outputs) ok = ok && contains(g_.ops[o].axes, at);
-      for (const BOp& op : g_.ops) {
-        if (contains(op.reduce, at)) ok = false;
-        if (op.kind == BKind::Matmul && contains(op.axes, at))
-          for (int x : op.args) ok = ok && contains(g_.ops[x].axes, at);
-      }
-      if (ok) rows_.push_back(at);
-    }
-    rows_ = ordered(rows_);
-  }
+  void choose_rows() { rows_ = ordered(row_atoms(p_, g_)); }
 
   void plan() {
     const size_t n = g_.ops.size();

@@ -149,9 +149,16 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
   CostEstimate c;
   c.tiles = g.num_tiles(p);
   const double chunks = static_cast<double>(g.num_chunks(p)) * (1.0 - skipped);
+  // Generated code runs a tile one row (one index of every row atom) at a time:
+  // the work below is per row, the working set one row's, times the rows of a tile.
+  const std::vector<int> rows = row_atoms(p, g);
+  auto is_row = [&](int a) { return std::find(rows.begin(), rows.end(), a) != rows.end(); };
+  double rows_per_tile = 1;
+  for (int a : rows) rows_per_tile *= static_cast<double>(g.tile_extent(p, a, Phase::Pre));
+  auto extent = [&](int a, Phase ph) { return is_row(a) ? 1.0 : static_cast<double>(g.tile_extent(p, a, ph)); };
   auto vol = [&](const std::vector<int>& axes, Phase ph) {
     double v = 1;
-    for (int a : axes) v *= static_cast<double>(g.tile_extent(p, a, ph));
+    for (int a : axes) v *= extent(a, ph);
     return v;
   };
   const double peak = m.gflops_core * 1e9;        // flop/s, one core, matmul
@@ -170,11 +177,11 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
       case BKind::Accum: t = out / vec_rate; break;
       case BKind::Matmul: {
         double k = 1;
-        for (int r : op.reduce) k *= static_cast<double>(g.tile_extent(p, r, op.phase));
+        for (int r : op.reduce) k *= extent(r, op.phase);
         double f = 2 * out * k;
-        c.flops += f * reps * static_cast<double>(c.tiles);
+        c.flops += f * reps * rows_per_tile * static_cast<double>(c.tiles);
         // Register blocking needs a wide enough output tile.
-        double inner = op.axes.empty() ? 1 : static_cast<double>(g.tile_extent(p, op.axes.back(), op.phase));
+        double inner = op.axes.empty() ? 1 : extent(op.axes.back(), op.phase);
         double eff = out >= 64 && inner >= m.vector_floats ? 0.75 : out >= 8 ? 0.35 : 0.15;
         t = f / (peak * eff);
         break;
@@ -183,8 +190,11 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
     per_tile += t * reps;
   }
   c.working_set = static_cast<int64_t>(ws);
+  // Intermediates that spill out of L1 (then L2) are re-read from further away.
+  if (ws > static_cast<double>(m.l1)) per_tile *= 1.25;
   if (ws > static_cast<double>(m.l2)) per_tile *= 1.5 + ws / static_cast<double>(m.l2) * 0.25;
-  per_tile += 0.3e-6 + chunks * 0.03e-6;  // task and iteration overhead
+  per_tile = per_tile * rows_per_tile + rows_per_tile * chunks * 0.02e-6;  // rows and loop iterations
+  per_tile += 0.3e-6;                                                       // the task itself
   // Memory traffic: each input once if it stays in the last-level cache across the
   // tiles that share it, else once per tile that reads it.
   for (const IoTensor& t : p.inputs) {
@@ -239,8 +249,20 @@ std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, i
   if (structure.loop_atom >= 0) {
     chunk_choices.clear();
     int64_t e = p.extent(structure.loop_atom);
-    for (int64_t c : {8, 16, 32, 64, 128, 256, 512})
-      if (c < e) chunk_choices.push_back(c);
+    // A partial sum over the loop atom used inside the loop by anything but an
+    // accumulator (a Div of two partial sums) is the whole sum only with one chunk.
+    bool partial_used = false;
+    for (const BOp& op : structure.ops) {
+      if (op.phase != Phase::Loop || op.kind == BKind::Accum) continue;
+      for (int a : op.args) {
+        const BOp& x = structure.ops[a];
+        partial_used = partial_used || (x.phase == Phase::Loop && (x.kind == BKind::Matmul || x.kind == BKind::Reduce) &&
+                                        std::find(x.reduce.begin(), x.reduce.end(), structure.loop_atom) != x.reduce.end());
+      }
+    }
+    if (!partial_used)
+      for (int64_t c : {8, 16, 32, 64, 128, 256, 512})
+        if (c < e) chunk_choices.push_back(c);
     chunk_choices.push_back(e);
   }
   struct Scored {

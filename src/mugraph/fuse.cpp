@@ -175,6 +175,11 @@ std::string FuseReport::to_text() const {
     }
     std::snprintf(buf, sizeof buf, ", %zu search states in %.1f s", r.states, r.search_seconds);
     s << buf << ": " << r.reason << "\n";
+    if (r.timed > 0) {
+      std::snprintf(buf, sizeof buf, "        cost model vs clock over %zu candidates: Spearman %.2f; ", r.timed,
+                    r.rank_correlation);
+      s << buf << "predicted/measured ms " << r.predicted_vs_measured << "\n";
+    }
   }
   return s.str();
 }
@@ -238,6 +243,31 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// Spearman's rank correlation (average ranks for ties); NaN below 3 points.
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n < 3 || y.size() != n) return NAN;
+  auto ranks = [n](const std::vector<double>& v) {
+    std::vector<size_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j + 1 < n && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i + j) / 2) + 1;
+      i = j + 1;
+    }
+    return r;
+  };
+  std::vector<double> a = ranks(x), b = ranks(y);
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < n; ++i) ma += a[i] / n, mb += b[i] / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
 struct Decision {
   std::string kernel;  // empty: not fused
   RegionOutcome outcome;
@@ -287,6 +317,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
       if (seen.insert(g.to_text(p)).second) ranked.emplace_back(estimate(p, g, threads).ms, std::move(g));
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const BlockGraph*> verified;
+  std::vector<double> predicted;
   std::string rejected;
   for (const auto& [ms, g] : ranked) {
     if (verified.size() >= opts.candidates) break;
@@ -301,6 +332,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
       continue;
     }
     verified.push_back(&g);
+    predicted.push_back(ms);
   }
   o.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   say(std::to_string(st.states()) + " states, " + std::to_string(ranked.size()) + " tiled candidates, " +
@@ -329,7 +361,9 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   std::vector<Tensor> want = unfused->run(bench.inputs);
   std::vector<std::unique_ptr<runtime::Executable>> fused;
   std::vector<const BlockGraph*> usable;
-  for (const BlockGraph* g : verified) {
+  std::vector<double> usable_predicted;
+  for (size_t vi = 0; vi < verified.size(); ++vi) {
+    const BlockGraph* g = verified[vi];
     auto exe = runtime::compile(fused_graph(bench, r, g->to_text(p)), ro);
     bool compiled = false;
     for (const auto& s : exe->steps()) compiled = compiled || s.kind == "mugraph";
@@ -344,6 +378,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     }
     fused.push_back(std::move(exe));
     usable.push_back(g);
+    usable_predicted.push_back(predicted[vi]);
   }
   if (fused.empty()) return d;
   // Interleaved rounds; a kernel must win on the median and on the fastest round
@@ -360,6 +395,17 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   for (size_t k = 1; k < fused.size(); ++k)
     if (runtime::median(times[k + 1]) < runtime::median(times[best + 1])) best = k;
   o.fused_ms = runtime::median(times[best + 1]);
+  {
+    std::vector<double> measured;
+    for (size_t k = 0; k < fused.size(); ++k) measured.push_back(runtime::median(times[k + 1]));
+    o.timed = measured.size();
+    o.rank_correlation = spearman(usable_predicted, measured);
+    char b[64];
+    for (size_t k = 0; k < measured.size(); ++k) {
+      std::snprintf(b, sizeof b, "%s%.3f/%.3f", k ? " " : "", usable_predicted[k], measured[k]);
+      o.predicted_vs_measured += b;
+    }
+  }
   const bool wins_fastest = fastest(times[best + 1]) * opts.min_speedup <= fastest(times[0]);
   o.kernel = usable[best]->summary(p);
   char buf[128];
