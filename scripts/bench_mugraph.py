@@ -22,15 +22,17 @@ import mugraph_regions  # noqa: E402
 
 
 def bench(isomer, model, threads, repeat):
-    p = subprocess.run([isomer, "run", model, "--bench", "--profile", "--threads", str(threads), "--repeat",
-                        str(repeat)], capture_output=True, text=True, timeout=600)
+    p = subprocess.run([isomer, "run", model, "--bench", "--profile", "--print-steps", "--threads", str(threads),
+                        "--repeat", str(repeat)], capture_output=True, text=True, timeout=600)
     out = p.stdout + p.stderr
     lat = re.search(r"^latency: median ([\d.]+) ms", out, re.M)
     ort = re.search(r"^ONNX Runtime [\d.]+: median ([\d.]+) ms", out, re.M)
     steps = re.search(r"^profile: ([\d.]+) ms", out, re.M)
+    kernels = re.findall(r"^\s+mugraph\S*\s.*?\[(.*)\]", out, re.M)
     if not lat:
         raise RuntimeError(out[-2000:])
-    return float(lat.group(1)), float(steps.group(1)) if steps else None, float(ort.group(1)) if ort else None
+    return (float(lat.group(1)), float(steps.group(1)) if steps else None, float(ort.group(1)) if ort else None,
+            "; ".join(kernels))
 
 
 def main():
@@ -50,17 +52,16 @@ def main():
             src, dst = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".fused.onnx")
             onnx.save(make(), src)
             p = subprocess.run([a.isomer, "optimize", src, "-o", dst, "--mugraph", "--mugraph-untimed", "--no-guard",
-                                "--cost", "none", "--mugraph-seconds", "2", "--threads", str(a.threads)],
+                                "--cost", "none", "--mugraph-seconds", "2", "--allow-nonfinite", "--threads", str(a.threads)],
                                capture_output=True, text=True, timeout=900)
-            kernel = re.search(r"^\s+fused .*\[(.*)\]\s*$", p.stdout, re.M)
             if p.returncode != 0 or "mugraph-fuse" not in p.stdout:
                 print(f"{name}: not fused: {p.stdout[-600:]} {p.stderr[-600:]}", flush=True)
                 continue
-            r = {"region": name, "kernel": kernel.group(1) if kernel else "", "unfused": [], "fused": [],
+            r = {"region": name, "kernel": "", "unfused": [], "fused": [],
                  "unfused_steps": [], "fused_steps": [], "ort": []}
             for _ in range(a.rounds):
-                lu, su, o1 = bench(a.isomer, src, a.threads, a.repeat)
-                lf, sf, o2 = bench(a.isomer, dst, a.threads, a.repeat)
+                lu, su, o1, _ = bench(a.isomer, src, a.threads, a.repeat)
+                lf, sf, o2, r["kernel"] = bench(a.isomer, dst, a.threads, a.repeat)
                 r["unfused"].append(lu)
                 r["fused"].append(lf)
                 r["unfused_steps"].append(su)

@@ -319,7 +319,21 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   std::vector<const BlockGraph*> verified;
   std::vector<double> predicted;
   std::string rejected;
-  for (const auto& [ms, g] : ranked) {
+  // The best few by the estimate, then a spread over the rest of the ranking: the
+  // timing picks the fastest of them all and says how well the estimate ranks.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ranked.size(); ++i) order.push_back(i);
+  const size_t best_few = std::min(ranked.size(), std::max<size_t>(1, opts.candidates / 2));
+  if (opts.measure && ranked.size() > opts.candidates) {
+    const size_t spread = opts.candidates - best_few;
+    std::vector<size_t> pick(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best_few));
+    for (size_t j = 1; j <= spread; ++j) pick.push_back(best_few + (ranked.size() - 1 - best_few) * j / spread);
+    for (size_t i : order)
+      if (std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);  // fallbacks
+    order = pick;
+  }
+  for (size_t oi : order) {
+    const auto& [ms, g] = ranked[oi];
     if (verified.size() >= opts.candidates) break;
     FieldVerdict fv = verify_field(p, g, constants, 11);
     if (!fv.ok) {

@@ -30,7 +30,7 @@ namespace isomer::mugraph {
 struct FuseOptions {
   int threads = 0;              // of the timing runs (0: every core)
   double search_seconds = 10;   // per loop choice of one region's search
-  size_t candidates = 4;        // kernels compiled and timed per region
+  size_t candidates = 6;        // kernels timed per region: the best half by the estimate, then a spread
   int rounds = 7;               // interleaved timing rounds (median and fastest must both win)
   double min_speedup = 1.03;    // unfused/fused median needed to keep a kernel
   bool measure = true;          // false: keep the best verified kernel untimed (tests)
