@@ -90,6 +90,35 @@ Graph body_of(const std::vector<NodePtr>& nodes, std::vector<Value>* inputs) {
   return b.finish({map.at(nodes.back()->output(0))}, {"out"});
 }
 
+// An elementwise operator whose other operands are scalar constants (x * c, x / c).
+bool is_scaling(const Node& n) {
+  static const std::set<std::string, std::less<>> ops = {"Mul", "Div", "Add", "Sub"};
+  if (!ops.count(n.op_type())) return false;
+  int activations = 0;
+  for (const Value& v : n.inputs()) {
+    const Tensor* t = v.constant();
+    if (!t) ++activations;
+    else if (t->numel() != 1) return false;
+  }
+  return activations == 1;
+}
+
+// Whether the region `members` plus `extra` has a region program (sink: the last
+// member in `order`). Views alone are checked with the operator that uses them.
+bool expressible_with(const std::vector<NodePtr>& order, const std::unordered_map<const Node*, bool>& members,
+                      const Node* extra) {
+  std::vector<NodePtr> nodes;
+  for (const NodePtr& n : order)
+    if (members.count(n.get()) || n.get() == extra) nodes.push_back(n);
+  std::vector<Value> inputs;
+  try {
+    from_body(body_of(nodes, &inputs));
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::vector<Region> find_regions(const Graph& g) {
@@ -102,6 +131,15 @@ std::vector<Region> find_regions(const Graph& g) {
     owner[n.get()] = n;
     for (const Value& v : n->inputs())
       if (v.present()) consumers[v.node.get()].push_back(n.get());
+  }
+  // Scores: values computed from an activation contraction through fusable
+  // operators other than weight contractions (attention's logits, probabilities).
+  std::unordered_set<const Node*> scores;
+  for (const NodePtr& n : order) {
+    if (!fusable(*n) || weight_contraction(*n)) continue;
+    bool s = is_contraction(*n);
+    for (const Value& v : n->inputs()) s = s || (v.present() && scores.count(v.node.get()));
+    if (s) scores.insert(n.get());
   }
   std::unordered_set<const Node*> claimed;
   std::vector<Region> regions;
@@ -116,6 +154,7 @@ std::vector<Region> find_regions(const Graph& g) {
     // the input side and on the output side (GPT-2's c_proj, LLaMA's o_proj).
     int weight_contractions = weight_contraction(*sink) ? 1 : 0;
     int data_contractions = contractions - weight_contractions;
+    std::unordered_set<const Node*> operand_sides;
     for (bool grew = true; grew && members.size() < 48;) {
       grew = false;
       std::vector<const Node*> current;
@@ -131,11 +170,25 @@ std::vector<Region> find_regions(const Graph& g) {
             else blocked = blocked || it->second || is_reduction(*c) || is_contraction(*c);
           }
           if (!all_inside) continue;
+          // Operands of an activation contraction (attention's q, k, v) take views
+          // and scalings only: what computes them (rotary embeddings, projections)
+          // stays outside (the probabilities, computed from Q.K^T, come in). Fused, it would save one pass over q or k, small against
+          // the scores, and each such operator multiplies the search's states.
+          bool operand_side = false;
+          for (const Node* c : consumers[p])
+            operand_side = operand_side || operand_sides.count(c) ||
+                           (is_contraction(*c) && !weight_contraction(*c));
+          if (operand_side && !is_view(*p) && !is_scaling(*p) && !scores.count(p)) continue;
           if (is_contraction(*p) && (contractions >= 2 || (weight_contraction(*p) && blocked))) continue;
           if (is_contraction(*p) && (weight_contraction(*p) ? data_contractions > 0 : weight_contractions > 0)) continue;
+          // A producer that would make the region inexpressible stays outside, e.g.
+          // LLaMA's rotary embedding of k, whose cos/sin tables the rotary of q also
+          // reads: one table indexed by the query and by the key position.
+          if (!is_view(*p) && !expressible_with(order, members, p)) continue;
           contractions += is_contraction(*p);
           if (is_contraction(*p)) (weight_contraction(*p) ? weight_contractions : data_contractions) += 1;
           members[p] = blocked;
+          if (operand_side) operand_sides.insert(p);
           grew = true;
         }
     }
