@@ -75,6 +75,16 @@ def attention(heads, kv, s, dh):
                   ("o", [1, heads, s, dh]), inits)
 
 
+def attention_nomask(heads, s, dh):
+    """ViT/BERT-style attention: q [1,H,S,D], k/v [1,H,S,D], the scale on q and k^T, no mask."""
+    c = float(dh) ** -0.25
+    nodes = [helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("Mul", ["kt", "c"], ["ks"]), helper.make_node("MatMul", ["qs", "ks"], ["sc"]),
+             helper.make_node("Softmax", ["sc"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["o"])]
+    return _model(nodes, [("q", [1, heads, s, dh]), ("k", [1, heads, s, dh]), ("v", [1, heads, s, dh])],
+                  ("o", [1, heads, s, dh]), [_c("c", c)])
+
+
 REGIONS = {
     "rmsnorm_128x1024": lambda: rmsnorm(128, 1024),
     "rmsnorm_512x2048": lambda: rmsnorm(512, 2048),
@@ -84,4 +94,5 @@ REGIONS = {
     "swiglu_epilogue_128x2816": lambda: swiglu_epilogue(128, 2816, 1024),
     "attention_gqa_16x4_128": lambda: attention(16, 4, 128, 64),
     "attention_gqa_32x8_512": lambda: attention(32, 8, 512, 64),
+    "attention_vit_6x197": lambda: attention_nomask(6, 197, 64),
 }
