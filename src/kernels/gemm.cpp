@@ -16,6 +16,9 @@ namespace {
 
 using v8 = float __attribute__((vector_size(32)));
 
+// The deepest K done in one pass: a panel's slice is K x kPanel floats (32 KiB at 512).
+constexpr int64_t kMaxDepth = 512;
+
 inline v8 load8(const float* p) {
   v8 v;
   std::memcpy(&v, p, sizeof v);
@@ -28,11 +31,17 @@ inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 // all of K: acc = A[0:MR, :] panel. The accumulators live in registers (12 for
 // MR = 6: two 8-wide halves per row); each k broadcasts MR elements of A and reads
 // 16 of the packed panel.
+// The accumulators start from `init` when given: a partial sum over earlier K
+// blocks (`out` itself, kRows x kPanel) or a bias row (kPanel values, every row).
 template <int MR>
-inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out) {
+inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
+                                                const float* init, int64_t init_row) {
   v8 c0[MR], c1[MR];
 #pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = v8{};
+  for (int i = 0; i < MR; ++i) {
+    c0[i] = init ? load8(init + i * init_row) : v8{};
+    c1[i] = init ? load8(init + i * init_row + 8) : v8{};
+  }
   for (int64_t k = 0; k < K; ++k) {
     __builtin_prefetch(panel + (k + 16) * kPanel);  // the panel streams from L2
     const v8 b0 = load8(panel + k * kPanel), b1 = load8(panel + k * kPanel + 8);
@@ -51,29 +60,72 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
   }
 }
 
-// Tiles [t0, t1) of the (panel, row block) grid, panel-major, into C.
-ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                             const GemmEpilogue* epi, int64_t t0, int64_t t1) {
+// rows [0, mr) of the tile at `a` times `panel` over depth K, into `out` (kRows x kPanel).
+// `init`, `init_row`: as for tile().
+inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
+                                                     int64_t K, float* out, const float* init = nullptr,
+                                                     int64_t init_row = 0) {
+  switch (mr) {
+    case 6: tile<6>(a, lda, panel, K, out, init, init_row); break;
+    case 5: tile<5>(a, lda, panel, K, out, init, init_row); break;
+    case 4: tile<4>(a, lda, panel, K, out, init, init_row); break;
+    case 3: tile<3>(a, lda, panel, K, out, init, init_row); break;
+    case 2: tile<2>(a, lda, panel, K, out, init, init_row); break;
+    default: tile<1>(a, lda, panel, K, out, init, init_row); break;
+  }
+}
+
+// A finished tile (`acc`, kRows x kPanel) into C, through the epilogue if any.
+inline void finish_tile(const float* acc, int64_t r0, int64_t mr, int64_t c0, int64_t nc, float* c, int64_t ldc,
+                        const GemmEpilogue* epi) {
+  float* out = c + r0 * ldc + c0;
+  if (epi) {
+    run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc);
+  } else {
+    for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+  }
+}
+
+// Tiles [t0, t1) of the (panel, row block) grid, panel-major, into C. When K is
+// deeper than one cache block (b.kc), the tiles go in chunks, and each chunk
+// makes one pass per K block: the block's slice of a B panel (kc x kPanel) stays
+// in L1 while every row block of the chunk uses it, and the chunk's slice of A
+// stays in L2 across its panels. Partial sums wait in a per-thread buffer, not
+// in C, which an epilogue operand may share.
+ISOMER_CLONES void run_tiles(const float* a, int64_t lda, int64_t M, const PackedB& b, const float* bias, float* c,
+                             int64_t ldc, const GemmEpilogue* epi, int64_t t0, int64_t t1) {
   const int64_t row_blocks = (M + kRows - 1) / kRows;
-  alignas(64) float acc[kRows * kPanel];
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
-    const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel, nc = std::min<int64_t>(kPanel, b.N - c0);
-    const float* panel = b.data.data() + p * b.K * kPanel;
-    const float* ar = a + r0 * lda;
-    switch (mr) {
-      case 6: tile<6>(ar, lda, panel, b.K, acc); break;
-      case 5: tile<5>(ar, lda, panel, b.K, acc); break;
-      case 4: tile<4>(ar, lda, panel, b.K, acc); break;
-      case 3: tile<3>(ar, lda, panel, b.K, acc); break;
-      case 2: tile<2>(ar, lda, panel, b.K, acc); break;
-      default: tile<1>(ar, lda, panel, b.K, acc); break;
+  constexpr int64_t kTileFloats = kRows * kPanel;
+  if (b.kc >= b.K) {
+    alignas(64) float acc[kTileFloats];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
+      const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
+      tile_rows(mr, a + r0 * lda, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
+                bias ? bias + p * kPanel : nullptr, 0);
+      finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
     }
-    float* out = c + r0 * ldc + c0;
-    if (epi) {
-      run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc);
-    } else {
-      for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+    return;
+  }
+  constexpr int64_t kChunk = 256;  // tiles per chunk: 96 KiB of partial sums
+  thread_local std::vector<float> partial;
+  partial.resize(static_cast<size_t>(kChunk * kTileFloats));
+  for (int64_t s = t0; s < t1; s += kChunk) {
+    const int64_t e = std::min(t1, s + kChunk);
+    for (int64_t k0 = 0; k0 < b.K; k0 += b.kc) {
+      const int64_t kk = std::min(b.kc, b.K - k0);
+      for (int64_t t = s; t < e; ++t) {
+        const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
+        float* part = partial.data() + (t - s) * kTileFloats;
+        const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
+        tile_rows(std::min<int64_t>(kRows, M - r0), a + r0 * lda + k0, lda, b.data.data() + (p * b.K + k0) * kPanel, kk,
+                  part, init, k0 > 0 ? kPanel : 0);
+      }
+    }
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows, c0 = p * kPanel;
+      finish_tile(partial.data() + (t - s) * kTileFloats, r0, std::min<int64_t>(kRows, M - r0), c0,
+                  std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
     }
   }
 }
@@ -103,14 +155,7 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
       const int64_t nc = std::min<int64_t>(kPanel, g.N - c0);
       const float* panel = panel_buf + q * g.K * kPanel;
       const float* ar = a + r0 * g.a_row;
-      switch (mr) {
-        case 6: tile<6>(ar, g.a_row, panel, g.K, acc); break;
-        case 5: tile<5>(ar, g.a_row, panel, g.K, acc); break;
-        case 4: tile<4>(ar, g.a_row, panel, g.K, acc); break;
-        case 3: tile<3>(ar, g.a_row, panel, g.K, acc); break;
-        case 2: tile<2>(ar, g.a_row, panel, g.K, acc); break;
-        default: tile<1>(ar, g.a_row, panel, g.K, acc); break;
-      }
+      tile_rows(mr, ar, g.a_row, panel, g.K, acc);
       const int64_t ldc = g.c_row ? g.c_row : g.N;
       float* out = c + r0 * ldc + c0;
       if (epi) {
@@ -142,7 +187,10 @@ PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transpose
   PackedB p;
   p.K = K;
   p.N = N;
-  p.kc = K;
+  // One pass over K when a panel's K x kPanel slice fits in L1 beside its slice of
+  // A; otherwise blocks of about 256 (16 KiB of panel), of equal depth.
+  const int64_t blocks = K <= kMaxDepth ? 1 : (K + 255) / 256;
+  p.kc = (K + blocks - 1) / blocks;
   const int64_t panels = (N + kPanel - 1) / kPanel;
   p.data.assign(static_cast<size_t>(panels * K * kPanel), 0.0f);
   for (int64_t q = 0; q < panels; ++q)
@@ -154,8 +202,14 @@ PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transpose
   return p;
 }
 
+std::vector<float> panel_bias(const float* bias, int64_t N) {
+  std::vector<float> out(static_cast<size_t>((N + kPanel - 1) / kPanel * kPanel), 0.0f);
+  std::copy(bias, bias + N, out.begin());
+  return out;
+}
+
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                 const GemmEpilogue* epilogue, int threads) {
+                 const GemmEpilogue* epilogue, int threads, const float* bias) {
   if (M == 0 || b.N == 0) return;
   require(!epilogue || (epilogue->program.compute == PwProgram::Compute::Float32 &&
                         epilogue->program.num_inputs == static_cast<int>(epilogue->operands.size()) + 1),
@@ -170,7 +224,7 @@ void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float
   const double work = std::max(flops / 4e6, bytes / (512.0 * 1024));
   team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(work), 1, std::min<int64_t>(team, tiles)));
   parallel_teams(team, [&](int t, int nt) {
-    run_tiles(a, lda, M, b, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
+    run_tiles(a, lda, M, b, bias, c, ldc, epilogue, tiles * t / nt, tiles * (t + 1) / nt);
   });
 }
 

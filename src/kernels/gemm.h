@@ -24,12 +24,15 @@ constexpr int64_t kRows = 6;    // rows of C per micro-kernel tile
 
 struct PackedB {
   int64_t K = 0, N = 0, kc = 0;  // kc: the depth of one pass over K (cache blocking)
-  std::vector<float> data;       // [K-block][panel][k][kPanel], zero-padded past N
+  std::vector<float> data;       // [panel][k][kPanel], zero-padded past N
 };
 
 // Packs B [K, N] (element (k, n) at b[k * ldb + n], or at b[n * ldb + k] when
 // `transposed`, as a Linear layer's [N, K] weight stores it).
 PackedB pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, bool transposed = false);
+// A bias per column (N values, a Linear layer's) zero-padded to whole panels, as
+// gemm_packed takes it.
+std::vector<float> panel_bias(const float* bias, int64_t N);
 
 // What runs on each finished tile: `program` with register 0 the product (A B)
 // and registers 1.. the operands, read through [row, column] strides in C's index
@@ -39,9 +42,11 @@ struct GemmEpilogue {
   std::vector<StridedRef> operands;  // program.num_inputs - 1 of them, strides {row, col}
 };
 
-// C [M, N] (row stride ldc) = A [M, K] (row stride lda) B, then the epilogue.
+// C [M, N] (row stride ldc) = A [M, K] (row stride lda) B (+ bias), then the
+// epilogue. A `bias` (from panel_bias) starts the micro-kernel's accumulators, so
+// adding it costs nothing.
 void gemm_packed(const float* a, int64_t lda, int64_t M, const PackedB& b, float* c, int64_t ldc,
-                 const GemmEpilogue* epilogue = nullptr, int threads = 0);
+                 const GemmEpilogue* epilogue = nullptr, int threads = 0, const float* bias = nullptr);
 
 // A batch of products with operands known only at run time (attention's Q K^T
 // and P V): C[b] = A[b] B[b] for b in [0, batch), each B[b] packed into a

@@ -266,8 +266,11 @@ void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
   }
 }
 
-// The iteration space after dropping extent-1 dims and merging dims that every
-// operand walks contiguously (stride[i] == stride[i+1] * dims[i+1]).
+// The iteration space after dropping extent-1 dims, ordering the dims by the first
+// result's strides (outermost first: a result written in a transposed order is
+// walked in its memory order, so a transposed operand of the same order runs as
+// one contiguous stream) and merging dims that every operand walks contiguously
+// (stride[i] == stride[i+1] * dims[i+1]).
 struct Space {
   std::vector<int64_t> dims;                   // outer ..., inner
   std::vector<std::vector<int64_t>> strides;   // per operand (inputs, then outputs)
@@ -282,6 +285,19 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
     if (dims[d] == 1) continue;
     s.dims.push_back(dims[d]);
     for (size_t k = 0; k < nops; ++k) s.strides[k].push_back(ref(k).strides[d]);
+  }
+  if (!out.empty()) {
+    const std::vector<int64_t> key = s.strides[in.size()];
+    std::vector<size_t> order(s.dims.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key[x] > key[y]; });
+    Space t;
+    t.strides.resize(nops);
+    for (size_t d : order) {
+      t.dims.push_back(s.dims[d]);
+      for (size_t k = 0; k < nops; ++k) t.strides[k].push_back(s.strides[k][d]);
+    }
+    s = std::move(t);
   }
   // Merge from the inside out.
   for (size_t d = s.dims.size(); d-- > 1;) {
@@ -298,6 +314,19 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
   if (s.dims.empty()) {
     s.dims.push_back(1);
     for (auto& st : s.strides) st.push_back(0);
+  }
+  // Inner runs this short (a blocked layout's 8 lanes against a plain operand)
+  // would be gathered element by element; a long dim walked with strides is
+  // several times cheaper, so it goes innermost instead.
+  constexpr int64_t kShortRun = 32;
+  if (s.dims.back() < kShortRun && s.dims.size() > 1) {
+    const size_t longest = static_cast<size_t>(std::max_element(s.dims.begin(), s.dims.end() - 1) - s.dims.begin());
+    if (s.dims[longest] >= 2 * kShortRun) {
+      std::rotate(s.dims.begin() + static_cast<int64_t>(longest), s.dims.begin() + static_cast<int64_t>(longest) + 1,
+                  s.dims.end());
+      for (auto& st : s.strides)
+        std::rotate(st.begin() + static_cast<int64_t>(longest), st.begin() + static_cast<int64_t>(longest) + 1, st.end());
+    }
   }
   return s;
 }
@@ -389,9 +418,13 @@ struct Runner {
       const int64_t st = s.strides[ni + k].back();
       char* dst = out_ptr(k);
       const T* v = reg[p.results[k]];
-      if (st == 1 && ((std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
-                      (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64))) {
+      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+      if (native && st == 1) {
         std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
+      } else if (native) {
+        T* d = reinterpret_cast<T*>(dst);
+        for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
       } else {
         for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
       }

@@ -11,6 +11,7 @@
 // compiler vectorizes; the math comes from vmath.h), so interpretation costs one
 // dispatch per instruction and block, not per element.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +63,21 @@ struct PwProgram {
   int emit(PwOp op, int a, int b = 0, int c = 0, float alpha = 0, float beta = 0);
   std::string text() const;  // "r2 = Mul r0 r1; r3 = Exp r2 -> r3": for signatures
 };
+
+// A float32 program specialized to what is known when it is built:
+//  - an operand that is a known scalar becomes an immediate (Add, Sub, Mul and Div
+//    by it become Affine; Div multiplies by the reciprocal, within an ulp);
+//  - chains of Affine merge, and an identity Affine disappears;
+//  - the exact GELU, x * (1 + erf(x / sqrt 2)) * 0.5 as exporters decompose it
+//    (either order of the halving), becomes one GeluErf;
+//  - what no result needs is dropped, operands included.
+// `known[i]` is operand i's value where it is a known scalar. An Int64 program,
+// or one whose result would become a constant, comes back unchanged.
+struct SpecializedProgram {
+  PwProgram program;
+  std::vector<int> operands;  // for each input of `program`, the operand of the original it reads
+};
+SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<float>> known);
 
 // Maximum registers a program may use.
 constexpr int kMaxRegs = 48;

@@ -1,6 +1,7 @@
 // The instruction set of the pointwise engine and programs of it: what the
 // operator table's emit_pointwise hooks build. No kernels here (no OpenMP), so
 // what only builds programs links without the engine.
+#include <cmath>
 #include <sstream>
 
 #include "ir/error.h"
@@ -113,6 +114,132 @@ std::string PwProgram::text() const {
   s << " ->";
   for (int r : results) s << " r" << r;
   return s.str();
+}
+
+namespace {
+
+// The instruction defining register r in `code`, or nullptr (an input).
+const PwInstr* def_of(const std::vector<PwInstr>& code, const std::vector<int>& where, int r) {
+  return where[static_cast<size_t>(r)] < 0 ? nullptr : &code[static_cast<size_t>(where[static_cast<size_t>(r)])];
+}
+
+bool is_affine(const PwInstr* d, float alpha, float beta, float tol = 0) {
+  return d && d->op == PwOp::Affine && std::fabs(d->alpha - alpha) <= tol && d->beta == beta;
+}
+
+}  // namespace
+
+SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<float>> known) {
+  SpecializedProgram same{p, {}};
+  for (int i = 0; i < p.num_inputs; ++i) same.operands.push_back(i);
+  if (p.compute != PwProgram::Compute::Float32) return same;
+  const size_t regs = static_cast<size_t>(p.num_regs);
+  std::vector<int> alias(regs), where(regs, -1);
+  for (size_t r = 0; r < regs; ++r) alias[r] = static_cast<int>(r);
+  std::vector<std::optional<float>> value(regs);
+  for (size_t i = 0; i < known.size() && i < static_cast<size_t>(p.num_inputs); ++i) value[i] = known[i];
+  std::vector<PwInstr> code;
+  // x where register r holds 1 + erf(x / sqrt 2), else -1.
+  auto one_plus_erf_of = [&](int r) {
+    const PwInstr* plus = def_of(code, where, r);
+    if (!is_affine(plus, 1.0f, 1.0f)) return -1;
+    const PwInstr* e = def_of(code, where, plus->a);
+    if (!e || e->op != PwOp::Erf) return -1;
+    const PwInstr* scaled = def_of(code, where, e->a);
+    return is_affine(scaled, 0.70710678f, 0.0f, 1e-6f) ? int(scaled->a) : -1;
+  };
+  for (PwInstr in : p.code) {
+    const int arity = pw_arity(in.op);
+    in.a = static_cast<uint8_t>(alias[in.a]);
+    if (arity > 1) in.b = static_cast<uint8_t>(alias[in.b]);
+    if (arity > 2) in.c = static_cast<uint8_t>(alias[in.c]);
+    // A known scalar operand becomes an immediate.
+    const std::optional<float> va = value[in.a], vb = arity > 1 ? value[in.b] : std::nullopt;
+    if (arity == 2 && (va.has_value() != vb.has_value())) {
+      const float k = va ? *va : *vb;
+      const uint8_t x = va ? in.b : in.a;
+      auto affine = [&](float alpha, float beta) { in = PwInstr{PwOp::Affine, in.dst, x, 0, 0, alpha, beta}; };
+      switch (in.op) {
+        case PwOp::Add: affine(1.0f, k); break;
+        case PwOp::Sub: va ? affine(-1.0f, k) : affine(1.0f, -k); break;
+        case PwOp::Mul: affine(k, 0.0f); break;
+        case PwOp::Div:
+          if (vb && k != 0) affine(1.0f / k, 0.0f);
+          break;
+        default: break;
+      }
+    }
+    if (in.op == PwOp::Copy) {
+      alias[in.dst] = in.a;
+      continue;
+    }
+    if (in.op == PwOp::Affine) {
+      if (const PwInstr* inner = def_of(code, where, in.a); inner && inner->op == PwOp::Affine) {
+        in.beta = in.alpha * inner->beta + in.beta;
+        in.alpha = in.alpha * inner->alpha;
+        in.a = inner->a;
+      }
+      if (in.alpha == 1.0f && in.beta == 0.0f) {
+        alias[in.dst] = in.a;
+        continue;
+      }
+    }
+    // x * (1 + erf(x / sqrt 2)) * 0.5, halved last or first.
+    if (in.op == PwOp::Affine && in.alpha == 0.5f && in.beta == 0.0f)
+      if (const PwInstr* m = def_of(code, where, in.a); m && m->op == PwOp::Mul)
+        for (auto [x, q] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}})
+          if (one_plus_erf_of(q) == x) {
+            in = PwInstr{PwOp::GeluErf, in.dst, x, 0, 0, 0.0f, 0.0f};
+            break;
+          }
+    if (in.op == PwOp::Mul)
+      for (auto [h, q] : {std::pair{in.a, in.b}, std::pair{in.b, in.a}}) {
+        const PwInstr* half = def_of(code, where, h);
+        if (is_affine(half, 0.5f, 0.0f) && one_plus_erf_of(q) == half->a) {
+          in = PwInstr{PwOp::GeluErf, in.dst, half->a, 0, 0, 0.0f, 0.0f};
+          break;
+        }
+      }
+    where[in.dst] = static_cast<int>(code.size());
+    code.push_back(in);
+  }
+  std::vector<int> results;
+  for (int r : p.results) {
+    results.push_back(alias[static_cast<size_t>(r)]);
+    if (value[static_cast<size_t>(results.back())]) return same;  // a constant result: left as it was
+  }
+  // Live registers, from the results back.
+  std::vector<bool> live(regs, false);
+  for (int r : results) live[static_cast<size_t>(r)] = true;
+  for (size_t k = code.size(); k-- > 0;) {
+    const PwInstr& in = code[k];
+    if (!live[in.dst]) continue;
+    const int arity = pw_arity(in.op);
+    live[in.a] = true;
+    if (arity > 1) live[in.b] = true;
+    if (arity > 2) live[in.c] = true;
+  }
+  SpecializedProgram out;
+  std::vector<int> renum(regs, -1);
+  for (int i = 0; i < p.num_inputs; ++i)
+    if (live[static_cast<size_t>(i)]) {
+      renum[static_cast<size_t>(i)] = static_cast<int>(out.operands.size());
+      out.operands.push_back(i);
+    }
+  out.program.compute = p.compute;
+  out.program.num_inputs = out.program.num_regs = static_cast<int>(out.operands.size());
+  for (const PwInstr& in : code) {
+    if (!live[in.dst]) continue;
+    const int arity = pw_arity(in.op);
+    const int a = renum[in.a], b = arity > 1 ? renum[in.b] : 0, c = arity > 2 ? renum[in.c] : 0;
+    renum[in.dst] = out.program.emit(in.op, a, b, c, in.alpha, in.beta);
+  }
+  for (int r : results) {
+    int nr = renum[static_cast<size_t>(r)];
+    if (r < p.num_inputs) nr = out.program.emit(PwOp::Copy, nr);  // results are computed registers
+    out.program.results.push_back(nr);
+  }
+  return out;
 }
 
 }  // namespace isomer::kernels

@@ -87,6 +87,17 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
 
 void Compiler::bind(const Value& v, int id) { ids_[v] = id; }
 
+std::shared_ptr<const kernels::PackedB> Compiler::packed_weights(const Tensor& b, int64_t K, int64_t N) {
+  const auto key = std::make_tuple(b.bytes().data(), K, N);
+  auto it = packed_.find(key);
+  if (it == packed_.end()) {
+    auto packed = std::make_shared<const kernels::PackedB>(
+        kernels::pack_b(reinterpret_cast<const float*>(b.bytes().data()), K, N, N));
+    it = packed_.emplace(key, std::make_pair(b, std::move(packed))).first;
+  }
+  return it->second.second;
+}
+
 int Compiler::constant_value(const Tensor& t, const std::string& name) {
   auto type = dnnl_type(t.dtype());
   int id = new_value(t.dtype(), t.dims(), type ? plain_md(t.dims(), *type) : md_t(), name);

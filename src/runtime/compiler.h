@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -14,6 +16,7 @@
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "kernels/gemm.h"
 #include "ops/op.h"
 #include "runtime/lowering.h"
 #include "runtime/runtime.h"
@@ -200,6 +203,10 @@ class Compiler {
   bool is_dense(int id) const;
   // A constant as a value (plain layout, owned storage).
   int constant_value(const Tensor& t, const std::string& name);
+  // Constant weights `b` ([K, N] row-major) packed for the native GEMM, once: every
+  // contraction with the same constant (an RNN's time steps) shares one copy, so
+  // the weights stay in cache across them.
+  std::shared_ptr<const kernels::PackedB> packed_weights(const Tensor& b, int64_t K, int64_t N);
   // Adds a primitive step; `reads`/`writes` are taken from `args`.
   void add_primitive(const dnnl::primitive_desc& pd, std::vector<std::pair<int, int>> args, StepInfo info) {
     add_primitive(dnnl::primitive(pd), std::move(args), std::move(info));
@@ -235,6 +242,10 @@ class Compiler {
   std::unordered_set<const Node*> in_progress_;
   std::unordered_map<const Node*, bool> claimed_;  // planned into a kernel -> was already under way
   std::map<std::pair<int, std::string>, int> layout_cache_;
+  // Keyed by the constant's storage, which the entry keeps alive (so the address
+  // cannot be reused by another constant while the compiler runs).
+  std::map<std::tuple<const char*, int64_t, int64_t>, std::pair<Tensor, std::shared_ptr<const kernels::PackedB>>>
+      packed_;
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
   std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;
 };

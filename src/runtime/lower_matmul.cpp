@@ -96,6 +96,29 @@ int64_t flat_rows(Compiler& c, const Contraction& k) {
 // as rows of unit stride, and every fused node (bias, activations, residual add,
 // gating) run as one pointwise epilogue on each tile, from the nodes' own
 // pointwise forms. Returns false, having done nothing, where it does not apply.
+// The epilogue specialized to what is known when it is built (kernels::specialize:
+// scalar constants as immediates, an exported exact GELU as one instruction,
+// operands nothing reads dropped). `per_operand` lists follow the operands.
+template <class... Lists>
+void specialize_epilogue(Compiler& c, kernels::GemmEpilogue& epi, std::vector<int>& operand_ids, Lists&... per_operand) {
+  std::vector<std::optional<float>> known(1 + operand_ids.size());
+  for (size_t i = 0; i < operand_ids.size(); ++i) {
+    const auto& t = c.val(operand_ids[i]).known;
+    if (t && t->numel() == 1 && is_float(t->dtype())) known[i + 1] = static_cast<float>(t->to_f64()[0]);
+  }
+  kernels::SpecializedProgram s = kernels::specialize(epi.program, known);
+  if (s.operands.empty() || s.operands[0] != 0) return;  // the product must stay register 0
+  auto keep = [&](auto& list) {
+    std::remove_reference_t<decltype(list)> kept;
+    for (size_t j = 1; j < s.operands.size(); ++j) kept.push_back(list[static_cast<size_t>(s.operands[j] - 1)]);
+    list = std::move(kept);
+  };
+  keep(epi.operands);
+  keep(operand_ids);
+  (keep(per_operand), ...);
+  epi.program = std::move(s.program);
+}
+
 bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   if (!c.opts().packed_gemm || !k.b_const || !kernels::prefer_packed_gemm()) return false;
   const std::vector<int64_t>& bd = k.b_const->dims();
@@ -174,11 +197,31 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
     return epi.program.num_inputs++;
   };
   const std::vector<const Node*> nodes = plan_epilogue(c, from, dims);
+  // A constant bias per column goes into the packed weights: the micro-kernel
+  // starts its sums from it. It is the Gemm's C, or a first fused Add.
+  const Tensor* column_bias = nullptr;
+  size_t first = 0;  // the first fused node the epilogue computes
+  auto per_column = [&](const Tensor* t) {
+    return t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() && t->dims().back() == N;
+  };
+  if (k.bias && per_column(&*k.bias)) {
+    column_bias = &*k.bias;
+  } else if (!k.bias && !nodes.empty() && nodes[0]->op_type() == "Add" && nodes[0]->inputs().size() == 2 &&
+             c.consumers(from).size() == 1) {
+    const Node& add = *nodes[0];
+    const Value other = add.inputs()[0] == from ? add.inputs()[1] : add.inputs()[0];
+    const Tensor* t = add.inputs()[0] == from || add.inputs()[1] == from ? c.peek_known(other) : nullptr;
+    if (per_column(t) && other != from) {
+      column_bias = t;
+      first = 1;
+      reg[add.output(0)] = 0;
+    }
+  }
   // Operands first: registers of inputs come before computed ones.
   int bias = -1;
-  if (k.bias && (bias = operand(c.constant_value(*k.bias, k.node->name() + ".bias"))) < 0) return false;
+  if (k.bias && !column_bias && (bias = operand(c.constant_value(*k.bias, k.node->name() + ".bias"))) < 0) return false;
   std::vector<std::vector<int>> ins(nodes.size());
-  for (size_t i = 0; i < nodes.size() && ok; ++i) {
+  for (size_t i = first; i < nodes.size() && ok; ++i) {
     if (!nodes[i]->op()->emit_pointwise) return false;
     for (const Value& v : nodes[i]->inputs()) {
       bool chain = v == from;
@@ -190,7 +233,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   epi.program.num_regs = epi.program.num_inputs;
   int result = 0;
   if (bias >= 0) reg[from] = result = epi.program.emit(kernels::PwOp::Add, 0, bias);
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = first; i < nodes.size(); ++i) {
     std::vector<int> r;
     std::vector<const Tensor*> consts;
     for (size_t j = 0; j < nodes[i]->inputs().size(); ++j) {
@@ -204,10 +247,13 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   }
   if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
   epi.program.results = {result};
+  specialize_epilogue(c, epi, operand_ids);
   const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
 
-  auto packed = std::make_shared<kernels::PackedB>(
-      kernels::pack_b(reinterpret_cast<const float*>(k.b_const->bytes().data()), K, N, N));
+  std::shared_ptr<const kernels::PackedB> packed = c.packed_weights(*k.b_const, K, N);
+  auto bias_row = std::make_shared<const std::vector<float>>(
+      column_bias ? kernels::panel_bias(reinterpret_cast<const float*>(column_bias->bytes().data()), N)
+                  : std::vector<float>{});
   const md_t dst_md = plain_md(dims, dt::f32);
   int dst = c.new_value(DType::Float32, dims, dst_md, k.node->name());
   std::vector<int> reads = {k.a};
@@ -223,17 +269,20 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
     info.nodes.push_back(node_key(*m));
   }
   info.signature = "gemm-packed " + std::to_string(rows) + "x" + std::to_string(K) + "x" + std::to_string(N) +
-                   " lda" + std::to_string(lda) + (has_epilogue ? " epi " + epi.program.text() : "");
+                   " lda" + std::to_string(lda) + (column_bias ? " bias" : "") +
+                   (has_epilogue ? " epi " + epi.program.text() : "");
   for (const auto& o : epi.operands) info.signature += " o" + to_string(o.strides);
   info.flops = k.flops;
   auto e = std::make_shared<kernels::GemmEpilogue>(std::move(epi));
   const size_t nops = e->operands.size();
-  add_native_step(c, info, reads, {dst}, [packed, e, rows, lda, N, nops, has_epilogue](const std::vector<char*>& p) {
-    kernels::GemmEpilogue local = *e;
-    for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[1 + i];
-    kernels::gemm_packed(reinterpret_cast<const float*>(p[0]), lda, rows, *packed, reinterpret_cast<float*>(p[1 + nops]),
-                         N, has_epilogue ? &local : nullptr);
-  });
+  add_native_step(c, info, reads, {dst},
+                  [packed, bias_row, e, rows, lda, N, nops, has_epilogue](const std::vector<char*>& p) {
+                    kernels::GemmEpilogue local = *e;
+                    for (size_t i = 0; i < nops; ++i) local.operands[i].data = p[1 + i];
+                    kernels::gemm_packed(reinterpret_cast<const float*>(p[0]), lda, rows, *packed,
+                                         reinterpret_cast<float*>(p[1 + nops]), N, has_epilogue ? &local : nullptr, 0,
+                                         bias_row->empty() ? nullptr : bias_row->data());
+                  });
   c.bind(nodes.empty() ? from : nodes.back()->output(0), dst);
   for (const Node* m : nodes) c.mark_done(*m);
   if (view) c.mark_done(*view);
@@ -330,8 +379,10 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
     if (out < 0) return false;
     reg[nodes[i]->output(0)] = result = out;
   }
-  const bool has_epilogue = result != 0;
+  if (result == 0) result = epi.program.emit(kernels::PwOp::Copy, 0);
   epi.program.results = {result};
+  specialize_epilogue(c, epi, operand_ids, offs);
+  const bool has_epilogue = epi.program.code.size() > 1 || epi.program.code[0].op != kernels::PwOp::Copy;
   const size_t nops = epi.operands.size();
   g.op_off.resize(static_cast<size_t>(g.batch) * nops);
   for (int64_t b = 0; b < g.batch; ++b)

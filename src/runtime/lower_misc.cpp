@@ -10,6 +10,7 @@
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
 #include "kernels/copy.h"
+#include "kernels/window.h"
 #include "runtime/fusion.h"
 #include "runtime/native.h"
 
@@ -65,6 +66,33 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
                                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
   int x = c.id(src);
   const md_t& md = c.val(x).md;
+  // Max pooling of a channel-blocked 2-D input (what a convolution writes) on the
+  // native kernel, which is several times faster than oneDNN's here.
+  if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty())
+    for (auto [lanes, layout] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}}) {
+      if (xd[1] % lanes != 0 || md != md_t(to_dims(xd), dt::f32, layout)) continue;
+      kernels::Pool2d p;
+      p.batch = xd[0];
+      p.blocks = xd[1] / lanes;
+      p.lanes = lanes;
+      p.in_h = xd[2], p.in_w = xd[3], p.out_h = od[2], p.out_w = od[3];
+      p.kernel_h = kernel[0], p.kernel_w = kernel[1], p.stride_h = strides[0], p.stride_w = strides[1];
+      p.pad_top = pl[0], p.pad_left = pl[1], p.dilation_h = dil[0] + 1, p.dilation_w = dil[1] + 1;
+      const md_t out_md(to_dims(od), dt::f32, layout);
+      const int dst = c.new_value(DType::Float32, od, out_md, n.name());
+      const double flops = static_cast<double>(num_elements(od)) * static_cast<double>(kernel[0] * kernel[1]);
+      add_native_step(c,
+                      step_info(n, "pool",
+                                "maxpool-blocked " + describe_md(md) + " -> " + describe_md(out_md) + " k" +
+                                    dims_text(kernel) + " s" + dims_text(strides) + " pl" + dims_text(pl) + " d" +
+                                    dims_text(dil),
+                                flops),
+                      {x}, {dst}, [p](const std::vector<char*>& ptr) {
+                        kernels::max_pool_blocked(reinterpret_cast<const float*>(ptr[0]), reinterpret_cast<float*>(ptr[1]), p);
+                      });
+      c.bind(n.output(0), dst);
+      return true;
+    }
   md_t dst_any(to_dims(od), dt::f32, tag::any);
   dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, dst_any, strides, kernel, dil, pl, pr);
   dnnl::pooling_v2_forward::primitive_desc pd(d, c.engine());
@@ -74,7 +102,8 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
                   step_info(n, "pool",
                           "pool " + std::to_string(static_cast<int>(alg)) + " " + describe_md(md) + " -> " +
                               describe_md(pd.dst_desc()) + " k" + dims_text(kernel) + " s" + dims_text(strides) +
-                              " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil),
+                              " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil) + " impl " +
+                              pd.impl_info_str(),
                           flops));
   c.bind(n.output(0), dst);
   return true;

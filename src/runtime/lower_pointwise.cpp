@@ -16,6 +16,7 @@
 // dimensions (channels split into blocks and lanes) and every other operand's
 // strides are mapped onto them; the results take the blocked layout.
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -199,6 +200,36 @@ bool is_blocked(const RtValue& v) {
   return v.md.data.ndims && (v.md.data.format_kind != dnnl_blocked || v.md.data.format_desc.blocking.inner_nblks != 0);
 }
 
+// The memory order of an operand of the full dims that is a transposed view
+// (attention's q and k, permuted out of the QKV projection, perhaps a slice of
+// it): its dims sorted by stride, outermost first. Empty when no operand is such
+// a view (or it is in row-major order already).
+std::vector<size_t> transposed_order(Compiler& c, const std::vector<int>& ids, const std::vector<int64_t>& dims) {
+  for (int id : ids) {
+    if (c.val(id).dims != dims) continue;
+    const auto st = c.strides_of(id);
+    if (!st) continue;
+    std::vector<size_t> order(dims.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+    // Extent-1 dims go first: where they lie in memory does not matter.
+    auto key = [&](size_t d) { return dims[d] == 1 ? INT64_MAX : (*st)[d]; };
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) > key(y); });
+    bool distinct = true, permuted = false;  // every dim has its own nonzero stride
+    for (size_t i = 0; i + 1 < order.size() && distinct; ++i)
+      if (dims[order[i]] != 1) distinct = (*st)[order[i]] > (*st)[order[i + 1]] && (*st)[order[i + 1]] > 0;
+    size_t last = 0;  // the previous dim of extent > 1, in logical order
+    bool seen = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (dims[order[i]] == 1) continue;
+      permuted = permuted || (seen && order[i] < last);
+      last = order[i];
+      seen = true;
+    }
+    if (distinct && permuted) return order;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims) {
@@ -288,6 +319,19 @@ bool lower_pointwise(Compiler& c, const Node& n) {
     if (outside) results.push_back(out);
   }
   for (const Value& v : results) prog.results.push_back(reg.at(v));
+  // Known scalar operands become immediates (and an exported exact GELU one
+  // instruction); operands nothing reads any more are not read.
+  std::vector<std::optional<float>> known(op_ids.size());
+  for (size_t i = 0; i < op_ids.size(); ++i) {
+    const auto& t = c.val(op_ids[i]).known;
+    if (t && t->numel() == 1 && is_float(t->dtype())) known[i] = static_cast<float>(t->to_f64()[0]);
+  }
+  if (kernels::SpecializedProgram sp = kernels::specialize(prog, known); !sp.operands.empty()) {
+    std::vector<int> kept;
+    for (int o : sp.operands) kept.push_back(op_ids[static_cast<size_t>(o)]);
+    op_ids = std::move(kept);
+    prog = std::move(sp.program);
+  }
 
   // The iteration space: blocked if an operand of the full dims is, and every result is float32.
   std::optional<Blocked> blk;
@@ -309,13 +353,29 @@ bool lower_pointwise(Compiler& c, const Node& n) {
     return t;
   };
   for (int id : op_ids) in_strides.push_back(physical(id));
+  // Results inside the graph follow a transposed operand's memory order: the pass
+  // is then one contiguous stream, and consumers read the result as a view (a
+  // batched matmul reads any strides), instead of a walk of short rows.
+  bool inner_results = !blk;
+  for (const Value& v : results) inner_results = inner_results && !c.is_output(v) && dnnl_type(v.type().dtype);
+  const std::vector<size_t> order = inner_results ? transposed_order(c, op_ids, plan.dims) : std::vector<size_t>{};
   std::vector<int> out_ids;
   std::vector<std::vector<int64_t>> out_strides;
   for (const Value& v : results) {
     const DType t = v.type().dtype;
     auto type = dnnl_type(t);
-    md_t md = blk ? blk->md : (type ? plain_md(plan.dims, *type) : md_t());
-    int id = c.new_value(t, plan.dims, md, v.node->name());
+    int id = -1;
+    if (!order.empty()) {
+      std::vector<int64_t> td;
+      for (size_t d : order) td.push_back(plan.dims[d]);
+      const std::vector<int64_t> ts = row_major(td);
+      std::vector<int64_t> os(plan.dims.size());
+      for (size_t i = 0; i < order.size(); ++i) os[order[i]] = ts[i];
+      id = c.view(c.new_value(t, td, plain_md(td, *type), v.node->name()), plan.dims, os, 0, v.node->name());
+    } else {
+      md_t md = blk ? blk->md : (type ? plain_md(plan.dims, *type) : md_t());
+      id = c.new_value(t, plan.dims, md, v.node->name());
+    }
     out_ids.push_back(id);
     out_strides.push_back(physical(id));
   }

@@ -319,5 +319,115 @@ TEST(Gemm, PackedWeightsWithAnEpilogue) {
   }
 }
 
+// Deep K runs in cache blocks with partial sums kept aside; a bias set on the
+// packed weights starts the sums: y = relu(a b + bias), at 1 and 2 threads, with
+// more tiles than one chunk of partial sums holds.
+TEST(Gemm, DeepProductsInCacheBlocksWithAPackedBias) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto [M, K, N] : {std::tuple{13, 1100, 41}, std::tuple{600, 700, 50}, std::tuple{1, 1537, 16}}) {
+    std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)),
+        c(static_cast<size_t>(M * N));
+    for (auto* v : {&a, &b, &bias})
+      for (float& x : *v) x = u(rng);
+    GemmEpilogue e;
+    e.program.num_inputs = e.program.num_regs = 1;
+    e.program.results = {e.program.emit(PwOp::Relu, 0)};
+    PackedB p = pack_b(b.data(), K, N, N);
+    ASSERT_LT(p.kc, K) << "K = " << K << " should run in more than one block";
+    const std::vector<float> padded = panel_bias(bias.data(), N);
+    for (int threads : {1, 2}) {
+      gemm_packed(a.data(), K, M, p, c.data(), N, &e, threads, padded.data());
+      for (int m = 0; m < M; m += (M > 50 ? 7 : 1))
+        for (int n = 0; n < N; ++n) {
+          double s = bias[static_cast<size_t>(n)];
+          for (int k = 0; k < K; ++k) s += double(a[static_cast<size_t>(m * K + k)]) * b[static_cast<size_t>(k * N + n)];
+          ASSERT_NEAR(c[static_cast<size_t>(m * N + n)], std::max(s, 0.0), 2e-4)
+              << M << "x" << K << "x" << N << " at " << m << "," << n << " threads " << threads;
+        }
+    }
+  }
+}
+
+// A result written in the same transposed order as its operand (the runtime does
+// this for attention's scaled q and k): the pass walks memory order.
+TEST(Pointwise, ResultInTheOperandsTransposedOrder) {
+  const int64_t B = 2, H = 3, S = 5, D = 4;  // logical [B, H, S, D], stored [B, S, H, D]
+  std::vector<float> x(static_cast<size_t>(B * H * S * D)), y(x.size(), -1);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  PwProgram p;
+  p.num_inputs = p.num_regs = 1;
+  p.results = {p.emit(PwOp::Affine, 0, 0, 0, 0.5f, 0)};
+  const std::vector<int64_t> dims = {B, H, S, D}, st = {S * H * D, D, H * D, 1};
+  StridedRef in[] = {ref(x.data(), DType::Float32, st)};
+  StridedRef out[] = {ref(y.data(), DType::Float32, st)};
+  run_pointwise(p, in, out, dims, 1);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], 0.5f * x[i]) << i;
+}
+
+// Programs specialized to their known scalar operands: text in, text out.
+TEST(Pointwise, SpecializedToKnownScalars) {
+  // The exact GELU as exporters write it: Div(x, sqrt 2), Erf, Add 1, Mul x, Mul 0.5,
+  // the constants as operands 1..3.
+  PwProgram gelu;
+  gelu.num_inputs = gelu.num_regs = 4;
+  int d = gelu.emit(PwOp::Div, 0, 1), e = gelu.emit(PwOp::Erf, d), a = gelu.emit(PwOp::Add, e, 2);
+  gelu.results = {gelu.emit(PwOp::Mul, gelu.emit(PwOp::Mul, 0, a), 3)};
+  const std::vector<std::optional<float>> gk = {std::nullopt, 1.4142135f, 1.0f, 0.5f};
+  SpecializedProgram g = specialize(gelu, gk);
+  EXPECT_EQ(g.program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  EXPECT_EQ(g.operands, (std::vector<int>{0}));
+  // Halved first: (x * 0.5) * (1 + erf(x * 0.7071)).
+  PwProgram first;
+  first.num_inputs = first.num_regs = 1;
+  int h = first.emit(PwOp::Affine, 0, 0, 0, 0.5f, 0.0f);
+  int p1 = first.emit(PwOp::Affine, first.emit(PwOp::Erf, first.emit(PwOp::Affine, 0, 0, 0, 0.70710678f, 0.0f)), 0, 0, 1.0f, 1.0f);
+  first.results = {first.emit(PwOp::Mul, h, p1)};
+  EXPECT_EQ(specialize(first, {}).program.text(), "f32 in1: r1=GeluErf(r0) -> r1");
+  // 3 - (x * 2 + 1) with the constants as operands: one Affine; y is read as is.
+  PwProgram lin;
+  lin.num_inputs = lin.num_regs = 5;
+  int t = lin.emit(PwOp::Add, lin.emit(PwOp::Mul, 0, 1), 2);
+  lin.results = {lin.emit(PwOp::Mul, lin.emit(PwOp::Sub, 3, t), 4)};
+  SpecializedProgram l = specialize(lin, std::vector<std::optional<float>>{std::nullopt, 2.0f, 1.0f, 3.0f, std::nullopt});
+  EXPECT_EQ(l.program.text(), "f32 in2: r2=Affine(r0)[-2,2] r3=Mul(r2,r1) -> r3");
+  EXPECT_EQ(l.operands, (std::vector<int>{0, 4}));
+  // Identity steps vanish; a result that is an operand is copied.
+  PwProgram id;
+  id.num_inputs = id.num_regs = 2;
+  id.results = {id.emit(PwOp::Mul, id.emit(PwOp::Copy, 0), 1)};
+  EXPECT_EQ(specialize(id, std::vector<std::optional<float>>{std::nullopt, 1.0f}).program.text(), "f32 in1: r1=Copy(r0) -> r1");
+  // A constant numerator stays a division; a constant result is left alone.
+  PwProgram recip;
+  recip.num_inputs = recip.num_regs = 2;
+  recip.results = {recip.emit(PwOp::Div, 1, 0)};
+  EXPECT_EQ(specialize(recip, std::vector<std::optional<float>>{std::nullopt, 1.0f}).program.text(), recip.text());
+}
+
+// A blocked operand (8 lanes innermost) plus a plain one, into the blocked layout
+// (ViT's position embedding added to the patch convolution's output): the walk
+// goes along the long dim with strides instead of gathering 8-lane runs.
+TEST(Pointwise, BlockedAgainstPlainOperands) {
+  const int64_t S = 70, B = 5, L = 8;  // logical [S, B * L]; blocked: [B][S][L]
+  std::vector<float> x(static_cast<size_t>(S * B * L)), e(x.size()), y(x.size(), -1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i);
+    e[i] = 0.25f * static_cast<float>(i % 13);
+  }
+  PwProgram p;
+  p.num_inputs = p.num_regs = 2;
+  p.results = {p.emit(PwOp::Add, 0, 1)};
+  const std::vector<int64_t> dims = {S, B, L}, blocked = {L, S * L, 1}, plain = {B * L, L, 1};
+  StridedRef in[] = {ref(x.data(), DType::Float32, blocked), ref(e.data(), DType::Float32, plain)};
+  StridedRef out[] = {ref(y.data(), DType::Float32, blocked)};
+  run_pointwise(p, in, out, dims, 2);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t l = 0; l < L; ++l) {
+        const size_t at = static_cast<size_t>(b * S * L + s * L + l), pe = static_cast<size_t>(s * B * L + b * L + l);
+        ASSERT_EQ(y[at], x[at] + e[pe]) << s << " " << b << " " << l;
+      }
+}
+
 }  // namespace
 }  // namespace isomer::kernels

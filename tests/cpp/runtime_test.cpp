@@ -79,6 +79,39 @@ TEST(Runtime, GroupedStridedDilatedConvolutions) {
   expect_matches_reference(g);
 }
 
+// Groups narrower than a vector block (ResNeXt's 32 groups of 4 channels; 3 in, 2
+// out) run merged, with zero weights between them, on a blocked kernel; with a
+// folded BatchNormalization and a Relu post-op, and a bias.
+TEST(Runtime, NarrowGroupsMergedIntoBlockedOnes) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 64, 9, 9})});
+  Value c4 = b.op1("Conv", {x, b.constant(random_tensor({64, 4, 3, 3}, 1)), b.constant(random_tensor({64}, 2))},
+                   {{"group", int64_t{16}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value bn = b.op1("BatchNormalization",
+                   {c4, b.constant(random_tensor({64}, 3)), b.constant(random_tensor({64}, 4)),
+                    b.constant(random_tensor({64}, 5)), b.constant(random_tensor({64}, 6, 0.5, 2))});
+  Value r = b.op1("Relu", {bn});
+  Value x2 = b.input("x2", {DType::Float32, make_shape({1, 24, 7, 7})});
+  Value c3 = b.op1("Conv", {x2, b.constant(random_tensor({16, 3, 3, 3}, 7))}, {{"group", int64_t{8}}});
+  Graph g = b.finish({r, c3}, {"y", "z"});
+  expect_matches_reference(g);
+}
+
+// Max pooling of a convolution's blocked output on the native kernel: padding,
+// ceil mode, strides and dilation, against the reference.
+TEST(Runtime, MaxPoolOfABlockedConvolutionOutput) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 8, 17, 15})});
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value p1 = b.op1("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+                                    {"ceil_mode", int64_t{1}}});
+  Value p2 = b.op1("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{3, 2}}, {"pads", std::vector<int64_t>{1, 0, 2, 1}},
+                                    {"dilations", std::vector<int64_t>{2, 1}}});
+  Graph g = b.finish({p1, p2}, {"a", "b"});
+  auto kinds = expect_matches_reference(g);
+  EXPECT_EQ(count(kinds, "pool"), 2u);
+}
+
 TEST(Runtime, ResidualAddAndReluArePostOps) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 16, 8, 8})});
