@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--png", help="bar chart of the medians (fused, unfused, ONNX Runtime) per region")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,6 +79,27 @@ def main():
                   f"[{r['kernel']}]", flush=True)
     if a.json:
         json.dump({"threads": a.threads, "regions": rows}, open(a.json, "w"), indent=1)
+    if a.png and rows:
+        plot(rows, a.threads, a.png)
+
+
+def plot(rows, threads, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [r["region"] for r in rows]
+    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
+    for k, (key, label) in enumerate([("unfused", "isomer unfused"), ("fused", "isomer μGraph kernel"),
+                                      ("ort", "ONNX Runtime")]):
+        rel = [r["median_ms"].get(key, float("nan")) / r["median_ms"]["unfused"] for r in rows]
+        ax.bar([i + (k - 1) * 0.27 for i in range(len(rows))], rel, 0.27, label=label)
+    ax.set_xticks(range(len(rows)), names, rotation=20, ha="right", fontsize=8)
+    ax.axhline(1.0, color="gray", lw=0.5)
+    ax.set_ylabel("median latency / unfused (lower is faster)")
+    ax.set_title(f"μGraph region kernels, {threads} thread(s), load {' '.join(rows[-1]['loadavg'])}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
