@@ -57,6 +57,28 @@ const GridDim* BlockGraph::grid_dim(int atom) const {
   return nullptr;
 }
 
+std::vector<int> row_atoms(const Program& p, const BlockGraph& g) {
+  auto has = [](const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  std::vector<int> inner;  // unit-stride atoms of the outputs and inputs stay vector loops
+  for (const std::vector<IoTensor>* ts : {&p.outputs, &p.inputs})
+    for (const IoTensor& t : *ts)
+      if (!t.dim_atoms.empty() && !t.dim_atoms.back().empty()) inner.push_back(t.dim_atoms.back().back());
+  std::vector<int> rows;
+  for (size_t a = 0; a < p.atoms.size(); ++a) {
+    const int at = static_cast<int>(a);
+    if (at == g.loop_atom || has(inner, at) || p.extent(at) == 1) continue;
+    bool ok = !g.outputs.empty();
+    for (const auto& [o, k] : g.outputs) ok = ok && has(g.ops[o].axes, at);
+    for (const BOp& op : g.ops) {
+      if (has(op.reduce, at)) ok = false;
+      if (op.kind == BKind::Matmul && has(op.axes, at))
+        for (int x : op.args) ok = ok && has(g.ops[x].axes, at);
+    }
+    if (ok) rows.push_back(at);
+  }
+  return rows;
+}
+
 int64_t BlockGraph::tile_extent(const Program& p, int atom, Phase phase) const {
   if (const GridDim* d = grid_dim(atom)) return std::min(d->tile, p.extent(atom));
   if (atom == loop_atom && phase == Phase::Loop) return std::min(chunk, p.extent(atom));

@@ -80,6 +80,13 @@ bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why);
 void check_block_graph(const Program& p, const BlockGraph& g);
 BlockGraph parse_block_graph(const Program& p, const std::string& text);
 
+// Row atoms: output atoms no op reduces and no contraction reuses an operand along
+// (every operand of a matmul over the atom has it), other than the loop atom and
+// the unit-stride atoms of the region's tensors. Generated code runs a tile one
+// index of these at a time (each intermediate is then one row, in L1); the cost
+// model counts them the same way.
+std::vector<int> row_atoms(const Program& p, const BlockGraph& g);
+
 // The online-softmax rule (see above): sets stab_exp, stab_axes and every op's
 // scale. Leaves the graph without stabilization where the rule does not apply.
 void stabilize(const Program& p, BlockGraph& g);

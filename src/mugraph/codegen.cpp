@@ -78,6 +78,10 @@ class Gen {
  private:
   // --- planning -------------------------------------------------------------------
   std::vector<int> global_order_;
+  // Row atoms: independent output atoms no contraction reuses an operand along, run
+  // one index at a time inside a tile, so every intermediate is one row (in L1)
+  // while the grid keeps tiles coarse enough for the scheduler.
+  std::vector<int> rows_;
   std::vector<Access> acc_;
   std::vector<std::vector<int>> users_;
   std::vector<int> output_of_;  // op -> program output it is written to (-1)
@@ -85,13 +89,16 @@ class Gen {
   size_t scratch_ = 0;
   size_t m_off_ = 0, fac_off_ = 0, cm_off_ = 0;
 
-  int64_t max_extent(int atom, Phase ph) const { return g_.tile_extent(p_, atom, ph); }
+  int64_t max_extent(int atom, Phase ph) const { return is_row(atom) ? 1 : g_.tile_extent(p_, atom, ph); }
+  bool is_row(int atom) const { return contains(rows_, atom); }
   std::string ext(int atom, Phase ph) const {
+    if (is_row(atom)) return "1";
     if (g_.grid_dim(atom) && g_.grid_dim(atom)->tile < p_.extent(atom)) return "e" + std::to_string(atom);
     if (atom == g_.loop_atom && ph == Phase::Loop && g_.chunk < p_.extent(atom)) return "ec";
     return std::to_string(max_extent(atom, ph));
   }
   std::string origin(int atom, Phase ph) const {
+    if (is_row(atom)) return "o" + std::to_string(atom);
     if (g_.grid_dim(atom) && g_.grid_dim(atom)->tile < p_.extent(atom)) return "o" + std::to_string(atom);
     if (atom == g_.loop_atom && ph == Phase::Loop) return "oc";
     return "0";
@@ -144,6 +151,8 @@ class Gen {
     return r;
   }
 
+  void choose_rows() { rows_ = ordered(row_atoms(p_, g_)); }
+
   void plan() {
     const size_t n = g_.ops.size();
     // Global atom order: the first output's dims, then the other outputs', then the rest.
@@ -153,6 +162,7 @@ class Gen {
           if (!contains(global_order_, a)) global_order_.push_back(a);
     for (size_t a = 0; a < p_.atoms.size(); ++a)
       if (!contains(global_order_, static_cast<int>(a))) global_order_.push_back(static_cast<int>(a));
+    choose_rows();
     acc_.assign(n, {});
     users_.assign(n, {});
     output_of_.assign(n, -1);
@@ -223,6 +233,11 @@ class Gen {
                         (u.kind == BKind::Accum);
             inline_ok = u_ok && (u.phase == op.phase || u.kind == BKind::Accum);
           }
+          // An output nothing else reads is computed in the loop that writes the output.
+          const Phase out_phase = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
+          if (op.kind == BKind::Elementwise && static_cast<int>(i) != g_.stab_exp && output_of_[i] >= 0 &&
+              users_[i].empty() && op.phase == out_phase && !want_order.count(static_cast<int>(i)))
+            inline_ok = true;
           if (inline_ok) {
             a.where = Access::Where::Inline;
             break;
@@ -235,6 +250,7 @@ class Gen {
     }
     for (size_t i = 0; i < n; ++i)
       if (fused_into_[i] >= 0) acc_[i] = acc_[fused_into_[i]];
+    plan_sum_in_exp();
     if (g_.stab_exp >= 0) {
       int64_t s = 1;
       for (int a : g_.stab_axes) s *= max_extent(a, g_.ops[g_.stab_exp].phase);
@@ -244,6 +260,25 @@ class Gen {
     }
   }
   std::vector<int> copies_;
+  int sum_in_exp_ = -1;  // a Reduce computed in the stabilized Exp's loop
+
+  // A sum of the stabilized exponentials over exactly the atoms the shift does not
+  // vary along, in the same phase, stored apart from them.
+  void plan_sum_in_exp() {
+    const int e = g_.stab_exp;
+    if (e < 0) return;
+    std::vector<int> rest;
+    for (int a : g_.ops[e].axes)
+      if (!contains(g_.stab_axes, a)) rest.push_back(a);
+    for (int u : users_[e]) {
+      const BOp& r = g_.ops[u];
+      if (r.kind != BKind::Reduce || r.phase != g_.ops[e].phase || r.reduce != rest || r.axes != g_.stab_axes) continue;
+      const Access::Where w = acc_[u].where;
+      if (w != Access::Where::Scratch) continue;
+      sum_in_exp_ = u;
+      return;
+    }
+  }
 
   // --- emission -------------------------------------------------------------------
   std::ostringstream o_;
@@ -289,11 +324,11 @@ class Gen {
       case Op::Min: return "std::fmin(" + arg(0) + ", " + arg(1) + ")";
       case Op::Where: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
       case Op::Neg: return "(-" + arg(0) + ")";
-      case Op::Exp: return "vm::exp(" + arg(0) + ")";
+      case Op::Exp: return "mg_exp(" + arg(0) + ")";
       case Op::Sqrt: return "std::sqrt(" + arg(0) + ")";
       case Op::Erf: return "vm::erf(" + arg(0) + ")";
       case Op::Tanh: return "vm::tanh(" + arg(0) + ")";
-      case Op::Sigmoid: return "vm::sigmoid(" + arg(0) + ")";
+      case Op::Sigmoid: return "mg_sigmoid(" + arg(0) + ")";
       case Op::Relu: return "std::fmax(" + arg(0) + ", 0.0f)";
       case Op::Log: return "vm::log(" + arg(0) + ")";
       default: throw Error("μGraph codegen: not an elementwise op");
@@ -301,8 +336,11 @@ class Gen {
   }
 
   // Nested loops over `atoms` (in order); body at the innermost. simd on the inner loop.
-  void loops(const std::vector<int>& atoms, Phase ph, bool simd, const std::function<void()>& inner) {
+  // `before_inner`: emitted just outside the innermost loop (loop-invariant loads).
+  void loops(const std::vector<int>& atoms, Phase ph, bool simd, const std::function<void()>& inner,
+             const std::function<void()>& before_inner = {}) {
     for (size_t k = 0; k < atoms.size(); ++k) {
+      if (k + 1 == atoms.size() && before_inner) before_inner();
       if (simd && k + 1 == atoms.size()) line("#pragma omp simd");
       line("for (int64_t " + idx(atoms[k]) + " = 0; " + idx(atoms[k]) + " < " + ext(atoms[k], ph) + "; ++" +
            idx(atoms[k]) + ") {");
@@ -404,12 +442,28 @@ class Gen {
         return;
       }
     }
-    // Generic contraction.
-    std::vector<int> all = c_order;
-    all.insert(all.end(), op.reduce.begin(), op.reduce.end());
-    loops(all, ph, false, [&] {
-      line(c.base + "[" + offset(c, op.axes) + "] += " + at(op.args[0]) + " * " + at(op.args[1]) + ";");
+    // Generic contraction: a dot product per output element, summed in a register.
+    loops(c_order, ph, false, [&] {
+      sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]");
     });
+  }
+
+  // dest += the sum of `value` over `red` (innermost loop vectorized, a register accumulator).
+  void sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest) {
+    line("{");
+    ind_ += 2;
+    line("float s = 0.0f;");
+    for (size_t k = 0; k < red.size(); ++k) {
+      if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
+      line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" + idx(red[k]) +
+           ") {");
+      ind_ += 2;
+    }
+    line("s += " + value + ";");
+    for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
+    line(dest + " += s;");
+    ind_ -= 2;
+    line("}");
   }
 
   void emit_reduce(int i) {
@@ -418,23 +472,7 @@ class Gen {
     if (fused_into_[i] < 0) zero(i);
     const Phase ph = op.phase;
     std::vector<int> outer = layout(i);
-    std::vector<int> red = op.reduce;
-    loops(outer, ph, false, [&] {
-      line("{");
-      ind_ += 2;
-      line("float s = 0.0f;");
-      for (size_t k = 0; k < red.size(); ++k) {
-        if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
-        line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" + idx(red[k]) +
-             ") {");
-        ind_ += 2;
-      }
-      line("s += " + at(op.args[0]) + ";");
-      for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
-      line(c.base + "[" + offset(c, op.axes) + "] += s;");
-      ind_ -= 2;
-      line("}");
-    });
+    loops(outer, ph, false, [&] { sum_into(op.reduce, ph, at(op.args[0]), c.base + "[" + offset(c, op.axes) + "]"); });
   }
 
   std::string m_at(const std::vector<int>& ) const {
@@ -453,8 +491,27 @@ class Gen {
     const Phase ph = op.phase;
     const int x = op.args[0];
     std::vector<int> sh = ordered(g_.stab_axes);
-    loops(sh, ph, true, [&] { line(stab(cm_off_) + " = -INFINITY;"); });
-    loops(layout(x), ph, false, [&] { line(stab(cm_off_) + " = std::fmax(" + stab(cm_off_) + ", " + at(x) + ");"); });
+    // The tile's maximum along the shift's atoms: a register reduction per shift.
+    std::vector<int> rest;
+    for (int a : layout(x))
+      if (!contains(sh, a)) rest.push_back(a);
+    loops(sh, ph, false, [&] {
+      line("{");
+      ind_ += 2;
+      line("float mx = -INFINITY;");
+      for (size_t k = 0; k < rest.size(); ++k) {
+        if (k + 1 == rest.size()) line("#pragma omp simd reduction(max : mx)");
+        line("for (int64_t " + idx(rest[k]) + " = 0; " + idx(rest[k]) + " < " + ext(rest[k], ph) + "; ++" +
+             idx(rest[k]) + ") {");
+        ind_ += 2;
+      }
+      line("const float xv = " + at(x) + ";");
+      line("mx = xv > mx ? xv : mx;");
+      for (size_t k = 0; k < rest.size(); ++k) ind_ -= 2, line("}");
+      line(stab(cm_off_) + " = mx;");
+      ind_ -= 2;
+      line("}");
+    });
     if (ph == Phase::Loop) {
       loops(sh, ph, false, [&] {
         line("const float mo = " + stab(m_off_) + ", mn = std::fmax(mo, " + stab(cm_off_) + ");");
@@ -474,10 +531,50 @@ class Gen {
     } else {
       loops(sh, ph, true, [&] { line(stab(m_off_) + " = " + stab(cm_off_) + ";"); });
     }
-    loops(layout(i), ph, true, [&] {
-      line("{ const float m = " + stab(m_off_) + "; " + acc_[i].base + "[" + offset(acc_[i], op.axes) +
-           "] = m == -INFINITY ? 0.0f : vm::exp(" + at(x) + " - m); }");
-    });
+    // exp evaluated unconditionally, then selected, with the shift loaded outside the
+    // vector loop where it is invariant there: a branch or a load GCC cannot hoist
+    // past the scratch stores stops vectorization.
+    std::vector<int> lay = layout(i);
+    const bool hoist = !lay.empty() && !contains(g_.stab_axes, lay.back());
+    if (sum_in_exp_ >= 0 && hoist) {
+      // The sum of the exponentials over the atoms the shift does not vary along,
+      // accumulated in the loop that computes them (softmax's denominator).
+      const int r = sum_in_exp_;
+      if (fused_into_[r] < 0) zero(r);
+      std::vector<int> inner;
+      for (int a : lay)
+        if (!contains(sh, a)) inner.push_back(a);
+      loops(sh, ph, false, [&] {
+        line("{");
+        ind_ += 2;
+        line("const float m = " + stab(m_off_) + ";");
+        line("float s = 0.0f;");
+        for (size_t k = 0; k < inner.size(); ++k) {
+          if (k + 1 == inner.size()) line("#pragma omp simd reduction(+ : s)");
+          line("for (int64_t " + idx(inner[k]) + " = 0; " + idx(inner[k]) + " < " + ext(inner[k], ph) + "; ++" +
+               idx(inner[k]) + ") {");
+          ind_ += 2;
+        }
+        line("const float ev = mg_exp(" + at(x) + " - m); const float e = m == -INFINITY ? 0.0f : ev;");
+        line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = e;");
+        line("s += e;");
+        for (size_t k = 0; k < inner.size(); ++k) ind_ -= 2, line("}");
+        line(acc_[r].base + "[" + offset(acc_[r], g_.ops[r].axes) + "] += s;");
+        ind_ -= 2;
+        line("}");
+      });
+      return;
+    }
+    loops(
+        lay, ph, true,
+        [&] {
+          line(std::string("{ ") + (hoist ? "" : "const float m = " + stab(m_off_) + "; ") +
+               "const float ev = mg_exp(" + at(x) + " - m); " + acc_[i].base + "[" + offset(acc_[i], op.axes) +
+               "] = m == -INFINITY ? 0.0f : ev; }");
+        },
+        [&] {
+          if (hoist) line("const float m = " + stab(m_off_) + ";");
+        });
   }
 
   void emit_op(int i) {
@@ -486,7 +583,9 @@ class Gen {
       case BKind::Input:
       case BKind::Const: return;
       case BKind::Matmul: emit_matmul(i); return;
-      case BKind::Reduce: emit_reduce(i); return;
+      case BKind::Reduce:
+        if (i != sum_in_exp_) emit_reduce(i);
+        return;
       case BKind::Accum: {
         int a = op.args[0];
         if (fused_into_[a] == i) return;  // the contraction accumulated in place
@@ -517,13 +616,22 @@ class Gen {
       if (d.tile >= p_.extent(d.atom)) continue;
       int64_t n = (p_.extent(d.atom) + d.tile - 1) / d.tile;
       std::string a = std::to_string(d.atom);
-      line("const int64_t o" + a + " = (rest % " + std::to_string(n) + ") * " + std::to_string(d.tile) + "; rest /= " +
+      std::string o = (is_row(d.atom) ? "ot" : "o") + a, e = (is_row(d.atom) ? "et" : "e") + a;
+      line("const int64_t " + o + " = (rest % " + std::to_string(n) + ") * " + std::to_string(d.tile) + "; rest /= " +
            std::to_string(n) + ";");
-      line("const int64_t e" + a + " = " + std::to_string(p_.extent(d.atom)) + " - o" + a + " < " +
-           std::to_string(d.tile) + " ? " + std::to_string(p_.extent(d.atom)) + " - o" + a + " : " +
+      line("const int64_t " + e + " = " + std::to_string(p_.extent(d.atom)) + " - " + o + " < " +
+           std::to_string(d.tile) + " ? " + std::to_string(p_.extent(d.atom)) + " - " + o + " : " +
            std::to_string(d.tile) + ";");
     }
     line("(void)rest;");
+    for (int r : rows_) {
+      std::string a = std::to_string(r);
+      const bool split = g_.grid_dim(r) && g_.grid_dim(r)->tile < p_.extent(r);
+      line("for (int64_t r" + a + " = 0; r" + a + " < " + (split ? "et" + a : std::to_string(p_.extent(r))) + "; ++r" +
+           a + ") {");
+      ind_ += 2;
+      line("const int64_t o" + a + " = " + (split ? "ot" + a + " + " : std::string()) + "r" + a + ";");
+    }
     view_bases(Phase::Pre);
     for (size_t i = 0; i < g_.ops.size(); ++i)
       if (g_.ops[i].phase == Phase::Pre) emit_op(static_cast<int>(i));
@@ -574,6 +682,10 @@ class Gen {
         }
         line(dst.base + "[" + offset(dst, op.axes) + "] = " + v + ";");
       });
+    }
+    for (size_t k = 0; k < rows_.size(); ++k) {
+      ind_ -= 2;
+      line("}");
     }
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +46,20 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The FMA peak of one core: 2 FMA pipes x vector width x 2 flops at the clock the
+// kernel reports (cpu MHz in /proc/cpuinfo); 0 if unknown.
+double fma_peak_gflops(const Machine& m) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  double mhz = 0;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) {
+      mhz = std::atof(line.substr(line.find(':') + 1).c_str());
+      break;
+    }
+  return mhz > 0 ? 2.0 * m.vector_floats * 2.0 * mhz / 1e3 : 0;
+}
+
 void measure(Machine& m) {
   // Matmul rate: oneDNN's sgemm, one thread, a cache-resident size; best of 5.
   const int n = 256;
@@ -56,6 +71,14 @@ void measure(Machine& m) {
     best = std::min(best, now_s() - t0);
   }
   m.gflops_core = 2.0 * n * n * n / best / 1e9;
+  // On a shared machine one timed sgemm reads anything from 3 to 185 GFLOP/s (other
+  // jobs, or oneDNN running it on several threads); the rate must be one core's:
+  // clamp it to the FMA peak, and take 70% of the peak where it reads below a
+  // quarter of it (the kernels' register blocks reach about that).
+  if (double peak = fma_peak_gflops(m); peak > 0) {
+    if (m.gflops_core > peak) m.gflops_core = peak;
+    if (m.gflops_core < 0.25 * peak) m.gflops_core = 0.7 * peak;
+  }
   // Streaming read bandwidth, one core, 64 MB.
   std::vector<float> big(16 << 20, 1.0f);
   double best_bw = 1e9;
@@ -104,7 +127,7 @@ const Machine& machine() {
       return;
     }
     std::filesystem::path f = cache_dir() / "mugraph-machine.txt";
-    std::string key = m.isa() + " " + read_line("/proc/sys/kernel/hostname");
+    std::string key = "v2 " + m.isa() + " " + read_line("/proc/sys/kernel/hostname");
     {
       std::ifstream in(f);
       std::string k;
@@ -149,9 +172,16 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
   CostEstimate c;
   c.tiles = g.num_tiles(p);
   const double chunks = static_cast<double>(g.num_chunks(p)) * (1.0 - skipped);
+  // Generated code runs a tile one row (one index of every row atom) at a time:
+  // the work below is per row, the working set one row's, times the rows of a tile.
+  const std::vector<int> rows = row_atoms(p, g);
+  auto is_row = [&](int a) { return std::find(rows.begin(), rows.end(), a) != rows.end(); };
+  double rows_per_tile = 1;
+  for (int a : rows) rows_per_tile *= static_cast<double>(g.tile_extent(p, a, Phase::Pre));
+  auto extent = [&](int a, Phase ph) { return is_row(a) ? 1.0 : static_cast<double>(g.tile_extent(p, a, ph)); };
   auto vol = [&](const std::vector<int>& axes, Phase ph) {
     double v = 1;
-    for (int a : axes) v *= static_cast<double>(g.tile_extent(p, a, ph));
+    for (int a : axes) v *= extent(a, ph);
     return v;
   };
   const double peak = m.gflops_core * 1e9;        // flop/s, one core, matmul
@@ -170,21 +200,37 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
       case BKind::Accum: t = out / vec_rate; break;
       case BKind::Matmul: {
         double k = 1;
-        for (int r : op.reduce) k *= static_cast<double>(g.tile_extent(p, r, op.phase));
+        for (int r : op.reduce) k *= extent(r, op.phase);
         double f = 2 * out * k;
-        c.flops += f * reps * static_cast<double>(c.tiles);
-        // Register blocking needs a wide enough output tile.
-        double inner = op.axes.empty() ? 1 : static_cast<double>(g.tile_extent(p, op.axes.back(), op.phase));
-        double eff = out >= 64 && inner >= m.vector_floats ? 0.75 : out >= 8 ? 0.35 : 0.15;
-        t = f / (peak * eff);
+        c.flops += f * reps * rows_per_tile * static_cast<double>(c.tiles);
+        // The micro-kernel's efficiency from its shape: register blocks of MR rows by
+        // two vectors need M >= MR and N >= 2 vectors, and C is loaded and stored
+        // once per call (K small costs). The side with more atoms-only-in-one-operand
+        // extent is N (codegen puts the wider one innermost when it can).
+        double xs = 1, ys = 1;
+        const BOp& xa = g.ops[op.args[0]];
+        const BOp& ya = g.ops[op.args[1]];
+        for (int a : op.axes) {
+          bool in_x = std::find(xa.axes.begin(), xa.axes.end(), a) != xa.axes.end();
+          bool in_y = std::find(ya.axes.begin(), ya.axes.end(), a) != ya.axes.end();
+          if (in_x && !in_y) xs *= extent(a, op.phase);
+          if (in_y && !in_x) ys *= extent(a, op.phase);
+        }
+        const double nside = std::max(xs, ys), mside = std::min(xs, ys);
+        const double mr = m.avx512 ? 8 : 6, nr = 2.0 * m.vector_floats;
+        double eff = 0.8 * std::min(1.0, nside / nr) * std::min(1.0, mside / mr) * k / (k + 4);
+        t = f / (peak * std::max(eff, 0.03));
         break;
       }
     }
     per_tile += t * reps;
   }
   c.working_set = static_cast<int64_t>(ws);
+  // Intermediates that spill out of L1 (then L2) are re-read from further away.
+  if (ws > static_cast<double>(m.l1)) per_tile *= 1.25;
   if (ws > static_cast<double>(m.l2)) per_tile *= 1.5 + ws / static_cast<double>(m.l2) * 0.25;
-  per_tile += 0.3e-6 + chunks * 0.03e-6;  // task and iteration overhead
+  per_tile = per_tile * rows_per_tile + rows_per_tile * chunks * 0.02e-6;  // rows and loop iterations
+  per_tile += 0.3e-6;                                                       // the task itself
   // Memory traffic: each input once if it stays in the last-level cache across the
   // tiles that share it, else once per tile that reads it.
   for (const IoTensor& t : p.inputs) {
@@ -239,8 +285,20 @@ std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, i
   if (structure.loop_atom >= 0) {
     chunk_choices.clear();
     int64_t e = p.extent(structure.loop_atom);
-    for (int64_t c : {8, 16, 32, 64, 128, 256, 512})
-      if (c < e) chunk_choices.push_back(c);
+    // A partial sum over the loop atom used inside the loop by anything but an
+    // accumulator (a Div of two partial sums) is the whole sum only with one chunk.
+    bool partial_used = false;
+    for (const BOp& op : structure.ops) {
+      if (op.phase != Phase::Loop || op.kind == BKind::Accum) continue;
+      for (int a : op.args) {
+        const BOp& x = structure.ops[a];
+        partial_used = partial_used || (x.phase == Phase::Loop && (x.kind == BKind::Matmul || x.kind == BKind::Reduce) &&
+                                        std::find(x.reduce.begin(), x.reduce.end(), structure.loop_atom) != x.reduce.end());
+      }
+    }
+    if (!partial_used)
+      for (int64_t c : {8, 16, 32, 64, 128, 256, 512})
+        if (c < e) chunk_choices.push_back(c);
     chunk_choices.push_back(e);
   }
   struct Scored {

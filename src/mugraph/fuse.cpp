@@ -90,6 +90,35 @@ Graph body_of(const std::vector<NodePtr>& nodes, std::vector<Value>* inputs) {
   return b.finish({map.at(nodes.back()->output(0))}, {"out"});
 }
 
+// An elementwise operator whose other operands are scalar constants (x * c, x / c).
+bool is_scaling(const Node& n) {
+  static const std::set<std::string, std::less<>> ops = {"Mul", "Div", "Add", "Sub"};
+  if (!ops.count(n.op_type())) return false;
+  int activations = 0;
+  for (const Value& v : n.inputs()) {
+    const Tensor* t = v.constant();
+    if (!t) ++activations;
+    else if (t->numel() != 1) return false;
+  }
+  return activations == 1;
+}
+
+// Whether the region `members` plus `extra` has a region program (sink: the last
+// member in `order`). Views alone are checked with the operator that uses them.
+bool expressible_with(const std::vector<NodePtr>& order, const std::unordered_map<const Node*, bool>& members,
+                      const Node* extra) {
+  std::vector<NodePtr> nodes;
+  for (const NodePtr& n : order)
+    if (members.count(n.get()) || n.get() == extra) nodes.push_back(n);
+  std::vector<Value> inputs;
+  try {
+    from_body(body_of(nodes, &inputs));
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::vector<Region> find_regions(const Graph& g) {
@@ -103,6 +132,15 @@ std::vector<Region> find_regions(const Graph& g) {
     for (const Value& v : n->inputs())
       if (v.present()) consumers[v.node.get()].push_back(n.get());
   }
+  // Scores: values computed from an activation contraction through fusable
+  // operators other than weight contractions (attention's logits, probabilities).
+  std::unordered_set<const Node*> scores;
+  for (const NodePtr& n : order) {
+    if (!fusable(*n) || weight_contraction(*n)) continue;
+    bool s = is_contraction(*n);
+    for (const Value& v : n->inputs()) s = s || (v.present() && scores.count(v.node.get()));
+    if (s) scores.insert(n.get());
+  }
   std::unordered_set<const Node*> claimed;
   std::vector<Region> regions;
   for (size_t i = order.size(); i-- > 0;) {
@@ -111,6 +149,12 @@ std::vector<Region> find_regions(const Graph& g) {
     // blocked: a reduction or contraction lies between the node and the sink (inclusive of the node's consumers).
     std::unordered_map<const Node*, bool> members{{sink.get(), false}};
     int contractions = is_contraction(*sink) ? 1 : 0;
+    // A region contracts either with weights (RMSNorm -> MatMul, SwiGLU) or between
+    // activations (attention), never both: attention stops at its projections, on
+    // the input side and on the output side (GPT-2's c_proj, LLaMA's o_proj).
+    int weight_contractions = weight_contraction(*sink) ? 1 : 0;
+    int data_contractions = contractions - weight_contractions;
+    std::unordered_set<const Node*> operand_sides;
     for (bool grew = true; grew && members.size() < 48;) {
       grew = false;
       std::vector<const Node*> current;
@@ -126,9 +170,25 @@ std::vector<Region> find_regions(const Graph& g) {
             else blocked = blocked || it->second || is_reduction(*c) || is_contraction(*c);
           }
           if (!all_inside) continue;
+          // Operands of an activation contraction (attention's q, k, v) take views
+          // and scalings only: what computes them (rotary embeddings, projections)
+          // stays outside (the probabilities, computed from Q.K^T, come in). Fused, it would save one pass over q or k, small against
+          // the scores, and each such operator multiplies the search's states.
+          bool operand_side = false;
+          for (const Node* c : consumers[p])
+            operand_side = operand_side || operand_sides.count(c) ||
+                           (is_contraction(*c) && !weight_contraction(*c));
+          if (operand_side && !is_view(*p) && !is_scaling(*p) && !scores.count(p)) continue;
           if (is_contraction(*p) && (contractions >= 2 || (weight_contraction(*p) && blocked))) continue;
+          if (is_contraction(*p) && (weight_contraction(*p) ? data_contractions > 0 : weight_contractions > 0)) continue;
+          // A producer that would make the region inexpressible stays outside, e.g.
+          // LLaMA's rotary embedding of k, whose cos/sin tables the rotary of q also
+          // reads: one table indexed by the query and by the key position.
+          if (!is_view(*p) && !expressible_with(order, members, p)) continue;
           contractions += is_contraction(*p);
+          if (is_contraction(*p)) (weight_contraction(*p) ? weight_contractions : data_contractions) += 1;
           members[p] = blocked;
+          if (operand_side) operand_sides.insert(p);
           grew = true;
         }
     }
@@ -168,6 +228,11 @@ std::string FuseReport::to_text() const {
     }
     std::snprintf(buf, sizeof buf, ", %zu search states in %.1f s", r.states, r.search_seconds);
     s << buf << ": " << r.reason << "\n";
+    if (r.timed > 0) {
+      std::snprintf(buf, sizeof buf, "        cost model vs clock over %zu candidates: Spearman %.2f; ", r.timed,
+                    r.rank_correlation);
+      s << buf << "predicted/measured ms " << r.predicted_vs_measured << "\n";
+    }
   }
   return s.str();
 }
@@ -231,6 +296,31 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// Spearman's rank correlation (average ranks for ties); NaN below 3 points.
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n < 3 || y.size() != n) return NAN;
+  auto ranks = [n](const std::vector<double>& v) {
+    std::vector<size_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j + 1 < n && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = (static_cast<double>(i + j) / 2) + 1;
+      i = j + 1;
+    }
+    return r;
+  };
+  std::vector<double> a = ranks(x), b = ranks(y);
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < n; ++i) ma += a[i] / n, mb += b[i] / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
 struct Decision {
   std::string kernel;  // empty: not fused
   RegionOutcome outcome;
@@ -280,8 +370,23 @@ Decision decide(const Region& r, const FuseOptions& opts) {
       if (seen.insert(g.to_text(p)).second) ranked.emplace_back(estimate(p, g, threads).ms, std::move(g));
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const BlockGraph*> verified;
+  std::vector<double> predicted;
   std::string rejected;
-  for (const auto& [ms, g] : ranked) {
+  // The best few by the estimate, then a spread over the rest of the ranking: the
+  // timing picks the fastest of them all and says how well the estimate ranks.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ranked.size(); ++i) order.push_back(i);
+  const size_t best_few = std::min(ranked.size(), std::max<size_t>(1, opts.candidates / 2));
+  if (opts.measure && ranked.size() > opts.candidates) {
+    const size_t spread = opts.candidates - best_few;
+    std::vector<size_t> pick(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best_few));
+    for (size_t j = 1; j <= spread; ++j) pick.push_back(best_few + (ranked.size() - 1 - best_few) * j / spread);
+    for (size_t i : order)
+      if (std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);  // fallbacks
+    order = pick;
+  }
+  for (size_t oi : order) {
+    const auto& [ms, g] = ranked[oi];
     if (verified.size() >= opts.candidates) break;
     FieldVerdict fv = verify_field(p, g, constants, 11);
     if (!fv.ok) {
@@ -294,6 +399,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
       continue;
     }
     verified.push_back(&g);
+    predicted.push_back(ms);
   }
   o.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   say(std::to_string(st.states()) + " states, " + std::to_string(ranked.size()) + " tiled candidates, " +
@@ -322,7 +428,9 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   std::vector<Tensor> want = unfused->run(bench.inputs);
   std::vector<std::unique_ptr<runtime::Executable>> fused;
   std::vector<const BlockGraph*> usable;
-  for (const BlockGraph* g : verified) {
+  std::vector<double> usable_predicted;
+  for (size_t vi = 0; vi < verified.size(); ++vi) {
+    const BlockGraph* g = verified[vi];
     auto exe = runtime::compile(fused_graph(bench, r, g->to_text(p)), ro);
     bool compiled = false;
     for (const auto& s : exe->steps()) compiled = compiled || s.kind == "mugraph";
@@ -337,6 +445,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     }
     fused.push_back(std::move(exe));
     usable.push_back(g);
+    usable_predicted.push_back(predicted[vi]);
   }
   if (fused.empty()) return d;
   // Interleaved rounds; a kernel must win on the median and on the fastest round
@@ -353,6 +462,17 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   for (size_t k = 1; k < fused.size(); ++k)
     if (runtime::median(times[k + 1]) < runtime::median(times[best + 1])) best = k;
   o.fused_ms = runtime::median(times[best + 1]);
+  {
+    std::vector<double> measured;
+    for (size_t k = 0; k < fused.size(); ++k) measured.push_back(runtime::median(times[k + 1]));
+    o.timed = measured.size();
+    o.rank_correlation = spearman(usable_predicted, measured);
+    char b[64];
+    for (size_t k = 0; k < measured.size(); ++k) {
+      std::snprintf(b, sizeof b, "%s%.3f/%.3f", k ? " " : "", usable_predicted[k], measured[k]);
+      o.predicted_vs_measured += b;
+    }
+  }
   const bool wins_fastest = fastest(times[best + 1]) * opts.min_speedup <= fastest(times[0]);
   o.kernel = usable[best]->summary(p);
   char buf[128];

@@ -18,6 +18,7 @@
 // replaced by a MuGraph node only when its best kernel is correct and faster.
 // Decisions are kept per process by the region's body and constants, so the
 // optimize pipeline's guard re-running the rewrite does not search again.
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,7 +30,7 @@ namespace isomer::mugraph {
 struct FuseOptions {
   int threads = 0;              // of the timing runs (0: every core)
   double search_seconds = 10;   // per loop choice of one region's search
-  size_t candidates = 3;        // kernels compiled and timed per region
+  size_t candidates = 6;        // kernels timed per region: the best half by the estimate, then a spread
   int rounds = 7;               // interleaved timing rounds (median and fastest must both win)
   double min_speedup = 1.03;    // unfused/fused median needed to keep a kernel
   bool measure = true;          // false: keep the best verified kernel untimed (tests)
@@ -46,6 +47,11 @@ struct RegionOutcome {
   size_t states = 0;       // search states explored
   double search_seconds = 0;
   double fused_ms = -1, unfused_ms = -1;
+  // The cost model against the clock: Spearman's rank correlation of predicted and
+  // measured times over the candidates compiled and timed (NaN: fewer than 3).
+  size_t timed = 0;
+  double rank_correlation = NAN;
+  std::string predicted_vs_measured;  // "pred/meas ms" per timed candidate, best predicted first
 };
 
 struct FuseReport {

@@ -161,6 +161,47 @@ TEST(MuGraphFuse, FindsAttentionAndSwiGluRegions) {
   for (const Region& r : regions) EXPECT_NO_THROW(from_body(r.body)) << print_graph(r.body);
 }
 
+// GPT-2 / LLaMA: the attention output goes through Transpose/Reshape into the output
+// projection, its bias and the residual Add. The projection is elementwise-reachable
+// from the residual sink, but a region never holds a weight contraction together
+// with an activation one: attention ends at its output, the projection stays with
+// the runtime's GEMM.
+TEST(MuGraphFuse, AttentionStopsAtItsOutputProjection) {
+  std::string t = R"(graph gpt2(%q: f32[1,2,16,16], %k: f32[1,2,16,16], %v: f32[1,2,16,16], %x: f32[1,16,32],
+                       %mask: f32[1,1,16,16], %bo: f32[32]) {
+  %c = const f32[] {0.25}
+  %shape = const i64[3] {1,16,32}
+)" + weights("wo", 32, 32, 6) +
+                  R"(  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}
+  %qk = MatMul(%q, %kt)
+  %sc = Mul(%qk, %c)
+  %sm = Add(%sc, %mask)
+  %pr = Softmax(%sm) {axis=-1}
+  %o = MatMul(%pr, %v)
+  %ot = Transpose(%o) {perm=[0, 2, 1, 3]}
+  %or = Reshape(%ot, %shape)
+  %proj = MatMul(%or, %wo)
+  %pb = Add(%proj, %bo)
+  %res = Add(%pb, %x)
+  return %res
+}
+)";
+  Graph g = parse_graph(t);
+  std::vector<Region> regions = find_regions(g);
+  ASSERT_EQ(regions.size(), 1u);
+  std::string ops;
+  int contractions = 0;
+  for (const NodePtr& n : regions[0].nodes) {
+    ops += n->op_type() + " ";
+    contractions += n->op_type() == "MatMul";
+  }
+  EXPECT_EQ(contractions, 2) << ops;  // Q.K^T and P.V, not the projection
+  EXPECT_EQ(regions[0].nodes.back()->op_type(), "Reshape") << ops;
+  for (const NodePtr& n : regions[0].nodes)
+    EXPECT_FALSE(n->op_type() == "MatMul" && n->inputs()[1].constant()) << ops;
+  EXPECT_NO_THROW(from_body(regions[0].body)) << print_graph(regions[0].body);
+}
+
 TEST(MuGraphFuse, FusedModelRoundTripsAndRuns) {
   setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
