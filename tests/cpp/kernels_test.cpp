@@ -65,6 +65,28 @@ TEST(VectorMath, EightLaneFormsMatchLibm) {
   alignas(32) float top[8] = {88.7f, 88.72f, 88.0f, 87.0f, -86.9f, -80.f, 1e-8f, -1e-8f};
   vm8::store(out, vm8::exp(vm8::load(top)));
   for (int l = 0; l < 8; ++l) EXPECT_LE(ulp_error(out[l], std::exp(static_cast<double>(top[l]))), 2.f) << top[l];
+  // Softmax's exp of x - max: the same values on x <= 0, 0 below the range, NaN kept.
+  std::uniform_real_distribution<float> neg(-100.f, 0.f);
+  for (int i = 0; i < 20000; ++i) {
+    alignas(32) float x[8], a[8], b[8];
+    for (int l = 0; l < 8; ++l) x[l] = neg(rng);
+    vm8::store(a, vm8::exp(vm8::load(x)));
+    vm8::store(b, vm8::exp_nonpositive(vm8::load(x)));
+    for (int l = 0; l < 8; ++l) {
+      if (x[l] > -86.9f) ASSERT_LE(ulp_error(b[l], std::exp(static_cast<double>(x[l]))), 2.f) << x[l];
+      else ASSERT_LT(b[l], 2.5e-38f) << x[l];
+    }
+  }
+  alignas(32) float nonpos[8] = {0.f, -0.f, -inf, NAN, -1e30f, -87.4f, -1e-30f, -50.f};
+  vm8::store(out, vm8::exp_nonpositive(vm8::load(nonpos)));
+  EXPECT_EQ(out[0], 1.f);
+  EXPECT_EQ(out[1], 1.f);
+  EXPECT_EQ(out[2], 0.f);
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(out[4], 0.f);
+  EXPECT_EQ(out[5], 0.f);
+  EXPECT_EQ(out[6], 1.f);
+  EXPECT_LE(ulp_error(out[7], std::exp(-50.0)), 2.f);
   vm8::store(out, vm8::sigmoid(vm8::load(special)));
   EXPECT_EQ(out[0], 0.f);
   EXPECT_EQ(out[1], 1.f);
