@@ -159,6 +159,27 @@ TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
   EXPECT_EQ(steps.size(), 4u);  // the two products, the softmax, the Relu: no copies of the views
 }
 
+TEST(RuntimeMatmul, HeadsOfAWideTensorOnTheBatchedGemm) {
+  // Heads taken from [tokens, heads x 64] tensors (rows 512 floats apart): A's rows
+  // are copied together, K^T is packed column by column, V row by row; token counts
+  // that are not whole panels (12, 20) leave tails.
+  setenv("ISOMER_GEMM", "native", 1);
+  for (int64_t tokens : {12, 20}) {
+    GraphBuilder b;
+    auto heads = [&](const char* name, std::vector<int64_t> perm) {
+      return b.op1("Transpose", {b.input(name, {DType::Float32, make_shape({1, tokens, 8, 64})})}, {{"perm", perm}});
+    };
+    Value q = heads("q", {0, 2, 1, 3}), kt = heads("k", {0, 2, 3, 1}), v = heads("v", {0, 2, 1, 3});
+    Value p = b.op1("Softmax", {b.op1("MatMul", {q, kt})}, {{"axis", int64_t{-1}}});
+    Graph g = b.finish({b.op1("MatMul", {p, v})}, {"o"});
+    std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+    auto mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 2u);
+    for (const runtime::StepInfo* st : mm) EXPECT_EQ(st->signature.rfind("gemm-batched", 0), 0u) << st->signature;
+  }
+  unsetenv("ISOMER_GEMM");
+}
+
 TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({2, 8, 16})});
