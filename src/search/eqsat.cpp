@@ -256,8 +256,9 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   } catch (const std::exception&) {
     // Not priceable whole (symbolic shapes): every e-node is priced alone.
   }
-  st.pricing_seconds += seconds_since(tp);
-  excluded += seconds_since(tp);
+  const double plan_seconds = seconds_since(tp);
+  st.pricing_seconds += plan_seconds;
+  excluded += plan_seconds;
 
   double greedy_total = 0, ilp_total = 0, worst_gap = -1;
   for (Saturated& sat : saturated) {
@@ -335,6 +336,9 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   // The result priced whole, as the runtime runs it, against the input (not when the
   // extraction chose the input back: measuring a large model whole takes long).
   st.priced_alone = pricer.priced_alone();
+  if (std::getenv("ISOMER_DEBUG_COST"))
+    std::fprintf(stderr, "eqsat pricing: input plan %.2f s, operators priced alone %.2f s (%zu shapes)\n", plan_seconds,
+                 pricer.seconds_alone(), pricer.priced_alone());
   if (same_graph(result, g)) {
     st.cost_before = st.cost_after = plan_before >= 0 ? plan_before : (ilp_total > 0 ? ilp_total : greedy_total);
     st.kept_input = true;
