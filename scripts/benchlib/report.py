@@ -13,15 +13,17 @@ COLUMNS = [
     ("isomer_opt", "iso(opt)", "isomer runtime, isomer optimize output"),
     ("isomer_eqsat", "iso(eqs)", "isomer runtime, isomer optimize --search eqsat output"),
     ("ort_isomer", "ORT(opt)", "ONNX Runtime, isomer optimize output"),
+    ("ort_eqsat", "ORT(eqs)", "ONNX Runtime, isomer optimize --search eqsat --target onnxruntime output"),
     ("ort_onnxsim", "ORT(sim)", "ONNX Runtime, onnxsim output"),
     ("openvino", "OpenVINO", "OpenVINO CPU, original"),
     ("isomer_opt_gain", "opt gain", "isomer runtime: original / optimize output"),
     ("eqsat_gain", "eqs gain", "isomer runtime: optimize output / --search eqsat output"),
+    ("eqsat_ort_gain", "eqs/ORT", "ONNX Runtime: optimize output / --search eqsat output (both --target onnxruntime)"),
 ]
 
 
 def value(row, key):
-    if key in ("isomer_opt_gain", "eqsat_gain"):
+    if key in ("isomer_opt_gain", "eqsat_gain", "eqsat_ort_gain"):
         return row.get(key)
     return row.get("speedup", {}).get(key)
 
@@ -152,6 +154,8 @@ def _errored(r, key):
         return "isomer" in errs or "isomer_opt" in errs
     if key == "eqsat_gain":
         return "isomer_opt" in errs or "isomer_eqsat" in errs
+    if key == "eqsat_ort_gain":
+        return "ort_isomer" in errs or "ort_eqsat" in errs
     return key in errs
 
 
