@@ -145,7 +145,37 @@ def table(result):
                     continue
                 seen.add((m, k, msg))
                 lines.append(f"  {m} {k}: {msg[:400]}")
+    lines += eqsat_table(result)
     return "\n".join(lines)
+
+
+def eqsat_table(result):
+    """Per model, `--search eqsat`'s search (once per model: the first thread count's row)."""
+    rows, seen = [], set()
+    for r in result["rows"]:
+        if r.get("eqsat") and r["model"] not in seen:
+            seen.add(r["model"])
+            rows.append(r)
+    if not rows:
+        return []
+    head = (f"{'model':16s} {'search s':>8s} {'satur s':>8s} {'price s':>8s} {'extr s':>7s} {'nodes':>6s} "
+            f"{'gap':>6s} {'stop':>12s}  rules in the result")
+    lines = ["", "--search eqsat (search s = saturation + pricing + extraction; pricing times new shapes on this "
+                 "machine)", head, "-" * len(head)]
+    for r in rows:
+        e = r["eqsat"]
+
+        def num(k, fmt):
+            v = e.get(k)
+            return format(v, fmt) if isinstance(v, (int, float)) and v is not None and v >= 0 else "-"
+        gap = e.get("search_extraction_gap")
+        gap_s = f"{100 * gap:5.1f}%" if isinstance(gap, (int, float)) and gap >= 0 else "-"
+        rules = ", ".join(f"{k} {v}" for k, v in sorted((e.get("rules_applied") or {}).items()))
+        lines.append(f"{r['model']:16s} {num('search_seconds', '8.2f'):>8s} {num('search_saturation_seconds', '8.2f'):>8s} "
+                     f"{num('search_pricing_seconds', '8.2f'):>8s} {num('search_extraction_seconds', '7.2f'):>7s} "
+                     f"{num('search_egraph_nodes', 'd'):>6s} {gap_s:>6s} {str(e.get('search_stop_reason') or '-'):>12s}  "
+                     f"{rules[:120] or '(input kept)'}")
+    return lines
 
 
 def _errored(r, key):

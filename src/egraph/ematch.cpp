@@ -601,13 +601,30 @@ std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rul
     }
     groups[key].push_back(i);
   }
+  // The elements' own operands (the listed variables'), by which a group is ordered:
+  // the same inputs come out in the same order in every group, so that merges of
+  // different weights stack them into one Concat (which a merge of its readers then
+  // shares), not one per order.
+  std::vector<int> listed;
+  for (size_t v = 0; v < one.vars.size(); ++v)
+    if (!list_of(one.vars[v].name).empty()) listed.push_back(static_cast<int>(v));
+  auto order_key = [&](size_t i) {
+    std::vector<ClassId> k;
+    for (int v : listed) {
+      const ClassId c = elements[i].operands[static_cast<size_t>(v)];
+      k.push_back(c == kNoClass ? kNoClass : g.find(c));
+    }
+    k.push_back(g.find(elements[i].roots[0]));
+    return k;
+  };
   std::vector<std::pair<const Rule*, EMatch>> out;
   for (auto& [key, members] : groups) {
-    // Distinct values, in class order.
-    std::sort(members.begin(), members.end(),
-              [&](size_t a, size_t b) { return elements[a].roots[0] < elements[b].roots[0]; });
+    // Distinct values, in the order of their own operands.
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) { return order_key(a) < order_key(b); });
     members.erase(std::unique(members.begin(), members.end(),
-                              [&](size_t a, size_t b) { return elements[a].roots[0] == elements[b].roots[0]; }),
+                              [&](size_t a, size_t b) {
+                                return g.find(elements[a].roots[0]) == g.find(elements[b].roots[0]);
+                              }),
                   members.end());
     members = independent_members(g, elements, members);
     if (members.size() < 2) continue;
