@@ -304,7 +304,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     for (const auto& [c, i] : ex.choice) {
       const ENode& n = egraph.cls(c).nodes[i];
       for (ClassId ch : n.children) {
-        if (ch == eg::kNoClass || n.origin == 0) continue;
+        if (ch == eg::kNoClass || n.origin == 0 || n.kind != ENodeKind::Op) continue;  // a projection reads its operator
         auto it = ex.choice.find(egraph.find(ch));
         if (it != ex.choice.end() && egraph.cls(ch).nodes[it->second].origin == n.origin)
           read_by_same_rule.insert(egraph.find(ch));
