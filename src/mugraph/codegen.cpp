@@ -153,6 +153,23 @@ class Gen {
 
   void choose_rows() { rows_ = ordered(row_atoms(p_, g_)); }
 
+  // The atom an op's data is unit-stride along where it comes from: an input's
+  // unit-stride atom, or that of an elementwise op's input of the same axes; -1 if none.
+  int unit_atom(int i) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind == BKind::Input) {
+      const IoTensor& io = p_.inputs[p_.stmts[op.stmt].input];
+      for (int a : op.axes)
+        if (io.stride(p_.atoms, a) == 1) return a;
+      return -1;
+    }
+    if (op.kind != BKind::Elementwise) return -1;
+    for (int x : op.args)
+      if (g_.ops[x].axes == op.axes)
+        if (int u = unit_atom(x); u >= 0) return u;
+    return -1;
+  }
+
   void plan() {
     const size_t n = g_.ops.size();
     // Global atom order: the first output's dims, then the other outputs', then the rest.
@@ -194,7 +211,11 @@ class Gen {
         if (!want_order.count(opi)) want_order[opi] = ord;
       };
       with_inner(r.a, {r.k});
-      with_inner(r.b, {r.k, r.n});
+      // B stored k-innermost (dot products, read in place) where its data is unit-stride
+      // along k, not n (Kᵀ in Q·Kᵀ): a transposed copy costs more than the product.
+      const int unit = unit_atom(r.b);
+      if (unit == r.k) with_inner(r.b, {r.n, r.k});
+      else with_inner(r.b, {r.k, r.n});
     }
     for (size_t i = 0; i < n; ++i) {
       const BOp& op = g_.ops[i];
@@ -400,9 +421,10 @@ class Gen {
   void emit_matmul(int i) {
     const BOp& op = g_.ops[i];
     const Access& c = acc_[i];
-    if (fused_into_[i] < 0) zero(i);
     std::vector<int> c_order = layout(i);
     Roles r = roles(static_cast<size_t>(i), c_order);
+    // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
+    const std::string accum = fused_into_[i] >= 0 ? "1" : "0";
     auto ptr = [&](int opi, const std::vector<int>& looped) {
       const Access& a = acc_[opi];
       std::vector<int> atoms;
@@ -429,7 +451,7 @@ class Gen {
         loops(outer, ph, false, [&] {
           line("mg_gemm(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
                std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.k)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ");");
+               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + accum + ");");
         });
         return;
       }
@@ -437,12 +459,14 @@ class Gen {
         loops(outer, ph, false, [&] {
           line("mg_dot(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
                std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.n)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ");");
+               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ", " + accum +
+               ");");
         });
         return;
       }
     }
     // Generic contraction: a dot product per output element, summed in a register.
+    if (fused_into_[i] < 0) zero(i);
     loops(c_order, ph, false, [&] {
       sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]");
     });

@@ -4,6 +4,7 @@
 namespace isomer::mugraph {
 
 inline constexpr const char* kMicroKernels = R"MGPRELUDE(
+#include <immintrin.h>
 #if defined(__AVX512F__)
 #define MG_W 16
 #define MG_MR 8
@@ -43,21 +44,54 @@ static inline __attribute__((always_inline)) float mg_sigmoid(float x) { return 
 typedef float mg_vf __attribute__((vector_size(MG_W * 4)));
 static inline mg_vf mg_load(const float* p) { mg_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void mg_store(float* p, mg_vf v) { __builtin_memcpy(p, &v, sizeof v); }
-static inline mg_vf mg_splat(float x) { return mg_vf{} + x; }
+// A broadcast (`mg_vf{} + x` would add +0.0 first: one more instruction per use).
+static inline mg_vf mg_splat(float x) {
+  mg_vf v;
+  for (int i = 0; i < MG_W; ++i) v[i] = x;
+  return v;
+}
 static inline float mg_hsum(mg_vf v) {
   float s = 0;
   for (int i = 0; i < MG_W; ++i) s += v[i];
   return s;
 }
 
-// C[R x V*MG_W] += A[R x K] B[K x V*MG_W]: the accumulators stay in registers.
+// The micro-kernels take `acc`: accumulate into C (1) or overwrite it (0, so a
+// product that feeds no accumulator needs no zeroing pass first).
+#if defined(__AVX2__) && defined(__FMA__)
+#define MG_AVX2 1
+// Lane masks for a partial vector of `rem` (1..7) floats: mg_mask_tab + 8 - rem.
+static const int32_t mg_mask_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+static inline __m256i mg_mask(int64_t rem) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mg_mask_tab + 8 - rem));
+}
+#endif
+
+// C[R x V*MG_W] (+)= A[R x K] B[K x V*MG_W]: the accumulators stay in registers.
 template <int R, int V>
 static inline __attribute__((always_inline)) void mg_block(int64_t K, const float* __restrict A, int64_t lda,
                                                            const float* __restrict B, int64_t ldb, float* __restrict C,
-                                                           int64_t ldc) {
+                                                           int64_t ldc, int acc) {
+#if defined(MG_AVX2) && MG_W == 8
+  // Intrinsics: GCC keeps these in registers and broadcasts from memory (with vector
+  // extensions it re-read B per FMA and built some broadcasts lane by lane).
+  __m256 c[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) c[r][v] = acc ? _mm256_loadu_ps(C + r * ldc + v * 8) : _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 b[V];
+    for (int v = 0; v < V; ++v) b[v] = _mm256_loadu_ps(B + k * ldb + v * 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
+      for (int v = 0; v < V; ++v) c[r][v] = _mm256_fmadd_ps(a, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(C + r * ldc + v * 8, c[r][v]);
+#else
   mg_vf c[R][V];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) c[r][v] = mg_load(C + r * ldc + v * MG_W);
+    for (int v = 0; v < V; ++v) c[r][v] = acc ? mg_load(C + r * ldc + v * MG_W) : mg_vf{};
   for (int64_t k = 0; k < K; ++k) {
     mg_vf b[V];
     for (int v = 0; v < V; ++v) b[v] = mg_load(B + k * ldb + v * MG_W);
@@ -68,35 +102,152 @@ static inline __attribute__((always_inline)) void mg_block(int64_t K, const floa
   }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) mg_store(C + r * ldc + v * MG_W, c[r][v]);
+#endif
 }
+
+#ifdef MG_AVX2
+// The same for one partial vector of `rem` < 8 columns (masked loads and stores).
+template <int R>
+static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const float* __restrict A, int64_t lda,
+                                                                const float* __restrict B, int64_t ldb,
+                                                                float* __restrict C, int64_t ldc, int acc,
+                                                                int64_t rem) {
+  const __m256i mask = mg_mask(rem);
+  __m256 c[R];
+  for (int r = 0; r < R; ++r) c[r] = acc ? _mm256_maskload_ps(C + r * ldc, mask) : _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b = _mm256_maskload_ps(B + k * ldb, mask);
+    for (int r = 0; r < R; ++r) c[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(A + r * lda + k), b, c[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm256_maskstore_ps(C + r * ldc, mask, c[r]);
+}
+#endif
 
 template <int V>
-static inline void mg_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                           int64_t ldc) {
+static inline __attribute__((always_inline)) void mg_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                           int64_t ldc, int acc) {
   int64_t m = 0;
-  for (; m + MG_MR <= M; m += MG_MR) mg_block<MG_MR, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc);
-  for (; m + 2 <= M; m += 2) mg_block<2, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc);
-  for (; m < M; ++m) mg_block<1, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc);
+  for (; m + MG_MR <= M; m += MG_MR) mg_block<MG_MR, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc, acc);
+  // The rest in one block: rows of independent accumulators hide the FMA latency.
+  A += m * lda, C += m * ldc;
+  switch (M - m) {
+#if MG_MR > 7
+    case 7: mg_block<7, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 6: mg_block<6, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+#endif
+#if MG_MR > 5
+    case 5: mg_block<5, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 4: mg_block<4, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+#endif
+    case 3: mg_block<3, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 2: mg_block<2, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 1: mg_block<1, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    default: break;
+  }
 }
 
-// C[M x N] += A[M x K] B[K x N]; unit strides along k (A) and n (B, C).
-static void mg_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                    int64_t ldc) {
+// C[M x N] (+)= A[M x K] B[K x N]; unit strides along k (A) and n (B, C).
+static inline __attribute__((always_inline)) void mg_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                    int64_t ldc, int acc) {
   int64_t n = 0;
-  for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc);
-  for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc);
-  if (n < N)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) {
-        const float a = A[m * lda + k];
+  for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
+  for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
+  if (n == N) return;
+#if defined(MG_AVX2) && MG_W == 8
+  {
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) mg_block_tail<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
+    for (; m < M; ++m) mg_block_tail<1>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
+  }
+#else
+  for (int64_t m = 0; m < M; ++m) {
+    if (!acc)
+      for (int64_t j = n; j < N; ++j) C[m * ldc + j] = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A[m * lda + k];
 #pragma omp simd
-        for (int64_t j = n; j < N; ++j) C[m * ldc + j] += a * B[k * ldb + j];
-      }
+      for (int64_t j = n; j < N; ++j) C[m * ldc + j] += a * B[k * ldb + j];
+    }
+  }
+#endif
 }
 
-// C[m, n] += dot(A[m, :], B[n, :]); unit strides along k in A and B.
-static void mg_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                   int64_t ldcm, int64_t ldcn) {
+#ifdef MG_AVX2
+// The eight lane sums of x[0..7], in order, in one vector.
+static inline __attribute__((always_inline)) __m256 mg_sum8(const __m256* x) {
+  const __m256 t0 = _mm256_hadd_ps(x[0], x[1]), t1 = _mm256_hadd_ps(x[2], x[3]);
+  const __m256 t2 = _mm256_hadd_ps(x[4], x[5]), t3 = _mm256_hadd_ps(x[6], x[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// C[m, n0 + j] (+)= dot(A[m, :], B[n0 + j, :]) for R rows by J <= 4 columns: R * 4
+// accumulators of 8 lanes along k, summed across lanes once at the end.
+template <int R, int J>
+static inline __attribute__((always_inline)) void mg_dot_block(int64_t K, const float* __restrict A, int64_t lda,
+                                                               const float* __restrict B, int64_t ldb,
+                                                               float* __restrict C, int64_t ldcm, int64_t ldcn,
+                                                               int acc) {
+  __m256 c[8];
+  for (int q = 0; q < 8; ++q) c[q] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 b[J];
+    for (int j = 0; j < J; ++j) b[j] = _mm256_loadu_ps(B + j * ldb + k);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_loadu_ps(A + r * lda + k);
+      for (int j = 0; j < J; ++j) c[r * 4 + j] = _mm256_fmadd_ps(a, b[j], c[r * 4 + j]);
+    }
+  }
+  if (k < K) {
+    const __m256i mask = mg_mask(K - k);
+    __m256 b[J];
+    for (int j = 0; j < J; ++j) b[j] = _mm256_maskload_ps(B + j * ldb + k, mask);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_maskload_ps(A + r * lda + k, mask);
+      for (int j = 0; j < J; ++j) c[r * 4 + j] = _mm256_fmadd_ps(a, b[j], c[r * 4 + j]);
+    }
+  }
+  const __m256 s = mg_sum8(c);
+  if (J == 4 && ldcn == 1) {
+    const __m128 lo = _mm256_castps256_ps128(s), hi = _mm256_extractf128_ps(s, 1);
+    _mm_storeu_ps(C, acc ? _mm_add_ps(_mm_loadu_ps(C), lo) : lo);
+    if (R == 2) _mm_storeu_ps(C + ldcm, acc ? _mm_add_ps(_mm_loadu_ps(C + ldcm), hi) : hi);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, s);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      float& d = C[r * ldcm + j * ldcn];
+      d = acc ? d + t[r * 4 + j] : t[r * 4 + j];
+    }
+}
+
+template <int R>
+static inline __attribute__((always_inline)) void mg_dot_row(int64_t N, int64_t K, const float* A, int64_t lda,
+                                                             const float* B, int64_t ldb, float* C, int64_t ldcm,
+                                                             int64_t ldcn, int acc) {
+  int64_t n = 0;
+  for (; n + 4 <= N; n += 4) mg_dot_block<R, 4>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc);
+  switch (N - n) {
+    case 3: mg_dot_block<R, 3>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
+    case 2: mg_dot_block<R, 2>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
+    case 1: mg_dot_block<R, 1>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
+    default: break;
+  }
+}
+#endif
+
+// C[m, n] (+)= dot(A[m, :], B[n, :]); unit strides along k in A and B (Q·Kᵀ with K
+// read in place, no transposed copy).
+static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                   int64_t ldcm, int64_t ldcn, int acc) {
+#ifdef MG_AVX2
+  int64_t m = 0;
+  for (; m + 2 <= M; m += 2) mg_dot_row<2>(N, K, A + m * lda, lda, B, ldb, C + m * ldcm, ldcm, ldcn, acc);
+  if (m < M) mg_dot_row<1>(N, K, A + m * lda, lda, B, ldb, C + m * ldcm, ldcm, ldcn, acc);
+#else
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       const float* a = A + m * lda;
@@ -109,8 +260,10 @@ static void mg_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
       }
       float s = mg_hsum(acc0 + acc1);
       for (; k < K; ++k) s += a[k] * b[k];
-      C[m * ldcm + n * ldcn] += s;
+      float& d = C[m * ldcm + n * ldcn];
+      d = acc ? d + s : s;
     }
+#endif
 }
 )MGPRELUDE";
 
