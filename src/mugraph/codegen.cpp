@@ -447,24 +447,67 @@ class Gen {
       for (int a : c_order)
         if (a != r.m && a != r.n) outer.push_back(a);
       std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
-      if (st(r.b, r.n) == 1 && st(i, r.n) == 1 && st(r.a, r.k) == 1) {
-        loops(outer, ph, false, [&] {
-          line("mg_gemm(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
-               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.k)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + accum + ");");
+      const bool gemm = st(r.b, r.n) == 1 && st(i, r.n) == 1 && st(r.a, r.k) == 1;
+      const bool dot = !gemm && st(r.a, r.k) == 1 && st(r.b, r.k) == 1;
+      if (!gemm && !dot) goto generic;
+      auto call = [&](const std::vector<int>& looped, const std::string& rows) {
+        loops(looped, ph, false, [&] {
+          if (gemm)
+            line("mg_gemm(" + rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
+                 std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, looped) + ", " + std::to_string(st(r.b, r.k)) + ", " +
+                 ptr(i, looped) + ", " + std::to_string(st(i, r.m)) + ", " + accum + ");");
+          else
+            line("mg_dot(" + rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
+                 std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, looped) + ", " + std::to_string(st(r.b, r.n)) + ", " +
+                 ptr(i, looped) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ", " +
+                 accum + ");");
         });
+      };
+      // Outer atoms B does not have, laid out just outside m in A and C with the
+      // strides of a continuation of m (GQA's query heads sharing one K/V head), are
+      // more rows of one call: a few rows per call leave the register blocks empty.
+      // Valid while m's tile is whole; a partial tile takes the loop.
+      std::vector<int> merged;
+      std::string rows = M, whole;
+      if (r.m >= 0) {
+        int64_t span = max_extent(r.m, ph);
+        std::string e = ext(r.m, ph);
+        if (e != std::to_string(span)) whole = e + " == " + std::to_string(span);
+        for (size_t q = outer.size(); q-- > 0;) {
+          const int o = outer[q];
+          if (contains(g_.ops[r.b].axes, o) || st(r.a, o) != st(r.a, r.m) * span || st(i, o) != st(i, r.m) * span)
+            break;
+          merged.push_back(o);
+          rows = "(" + rows + " * " + ext(o, ph) + ")";
+          std::string eo = ext(o, ph);
+          const int64_t so = max_extent(o, ph);
+          if (eo != std::to_string(so)) break;  // a partial tile of o: no further atom continues it
+          span *= so;
+        }
+      }
+      if (merged.empty()) {
+        call(outer, M);
         return;
       }
-      if (st(r.a, r.k) == 1 && st(r.b, r.k) == 1) {
-        loops(outer, ph, false, [&] {
-          line("mg_dot(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
-               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.n)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ", " + accum +
-               ");");
-        });
+      std::vector<int> rest;
+      for (int a : outer)
+        if (!contains(merged, a)) rest.push_back(a);
+      if (whole.empty()) {
+        call(rest, rows);
         return;
       }
+      line("if (" + whole + ") {");
+      ind_ += 2;
+      call(rest, rows);
+      ind_ -= 2;
+      line("} else {");
+      ind_ += 2;
+      call(outer, M);
+      ind_ -= 2;
+      line("}");
+      return;
     }
+  generic:
     // Generic contraction: a dot product per output element, summed in a register.
     if (fused_into_[i] < 0) zero(i);
     loops(c_order, ph, false, [&] {
