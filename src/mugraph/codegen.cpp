@@ -321,6 +321,7 @@ class Gen {
     return s.empty() ? "0" : s;
   }
   std::string at(int i) const {
+    if (auto h = hoisted_.find(i); h != hoisted_.end()) return h->second;
     const Access& a = acc_[i];
     const BOp& op = g_.ops[i];
     switch (a.where) {
@@ -340,21 +341,78 @@ class Gen {
       case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
       case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
       case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-      case Op::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Op::Div: {
+        // By a constant or a hoisted operand: a multiplication by its reciprocal (a
+        // division costs several multiplications' time; the result is within an ulp).
+        const int d = op.args[1];
+        if (auto q = recips_.find(d); q != recips_.end()) return "(" + arg(0) + " * " + q->second + ")";
+        if (acc_[d].where == Access::Where::Const && g_.ops[d].value != 0 && std::isfinite(g_.ops[d].value))
+          return "(" + arg(0) + " * " + flt(1.0 / static_cast<double>(static_cast<float>(g_.ops[d].value))) + ")";
+        return "(" + arg(0) + " / " + arg(1) + ")";
+      }
       case Op::Max: return "std::fmax(" + arg(0) + ", " + arg(1) + ")";
       case Op::Min: return "std::fmin(" + arg(0) + ", " + arg(1) + ")";
       case Op::Where: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
       case Op::Neg: return "(-" + arg(0) + ")";
       case Op::Exp: return "mg_exp(" + arg(0) + ")";
       case Op::Sqrt: return "std::sqrt(" + arg(0) + ")";
-      case Op::Erf: return "vm::erf(" + arg(0) + ")";
-      case Op::Tanh: return "vm::tanh(" + arg(0) + ")";
+      case Op::Erf: return "mg_erf(" + arg(0) + ")";
+      case Op::Tanh: return "mg_tanh(" + arg(0) + ")";
       case Op::Sigmoid: return "mg_sigmoid(" + arg(0) + ")";
       case Op::Relu: return "std::fmax(" + arg(0) + ", 0.0f)";
       case Op::Log: return "vm::log(" + arg(0) + ")";
       default: throw Error("μGraph codegen: not an elementwise op");
     }
   }
+
+  // Operands of op i's expression (through inlined ops) that do not vary along
+  // `inner`: loaded (or computed) once above the innermost loop.
+  void invariants(int i, int inner, std::vector<int>* inv) const {
+    for (int y : g_.ops[i].args) {
+      if (acc_[y].where == Access::Where::Const || contains(*inv, y)) continue;
+      if (!contains(g_.ops[y].axes, inner)) inv->push_back(y);
+      else if (acc_[y].where == Access::Where::Inline) invariants(y, inner, inv);
+    }
+  }
+  void divisors(int i, const std::vector<int>& inv, std::vector<int>* out) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind == BKind::Elementwise && op.op == Op::Div && contains(inv, op.args[1]) && !contains(*out, op.args[1]))
+      out->push_back(op.args[1]);
+    for (int y : op.args)
+      if (acc_[y].where == Access::Where::Inline && !contains(inv, y)) divisors(y, inv, out);
+  }
+
+  // A pointwise loop nest over `atoms` whose body is `stmt()`, an expression of op
+  // `root` (an elementwise op, computed or inlined): the operands invariant in the
+  // innermost loop (a row's mean or scale) hoisted above it, divisions by them
+  // turned into multiplications by one reciprocal.
+  void pointwise(const std::vector<int>& atoms, Phase ph, int root, const std::function<void()>& stmt) {
+    std::vector<int> inv, divs;
+    const bool expr_root = g_.ops[root].kind == BKind::Elementwise &&
+                           (acc_[root].where == Access::Where::Inline || hoist_root_ == root);
+    if (!atoms.empty() && expr_root) {
+      invariants(root, atoms.back(), &inv);
+      divisors(root, inv, &divs);
+    }
+    loops(
+        atoms, ph, true, [&] { stmt(); },
+        [&] {
+          for (int y : inv) {
+            const std::string v = "h" + std::to_string(y);
+            line("const float " + v + " = " + at(y) + ";");
+            hoisted_[y] = v;
+          }
+          for (int y : divs) {
+            const std::string v = "q" + std::to_string(y);
+            line("const float " + v + " = 1.0f / " + hoisted_[y] + ";");
+            recips_[y] = v;
+          }
+        });
+    hoisted_.clear();
+    recips_.clear();
+  }
+  std::map<int, std::string> hoisted_, recips_;
+  int hoist_root_ = -1;
 
   // Nested loops over `atoms` (in order); body at the innermost. simd on the inner loop.
   // `before_inner`: emitted just outside the innermost loop (loop-invariant loads).
@@ -667,9 +725,11 @@ class Gen {
           emit_stab_exp(i);
           return;
         }
-        loops(layout(i), op.phase, true, [&] {
+        hoist_root_ = i;
+        pointwise(layout(i), op.phase, i, [&] {
           line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";");
         });
+        hoist_root_ = -1;
         return;
       }
     }
@@ -741,7 +801,7 @@ class Gen {
       std::vector<int> ord = op.axes;
       std::stable_sort(ord.begin(), ord.end(), [&](int x, int y) { return dst.stride[x] > dst.stride[y]; });
       Phase ph = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
-      loops(ord, ph, true, [&] {
+      pointwise(ord, ph, oi, [&] {
         std::string v = at(oi);
         if (op.scale != 0) {
           std::string e = "vm::exp(" + stab(m_off_) + ")";
