@@ -39,9 +39,11 @@ extern "C" void isomer_mugraph_run(const void* const* in, void* const* out, int)
   } else if (mode == 3) {
 #pragma omp simd
     for (int64_t i = 0; i < M; ++i) C[i] = mg_tanh(A[i]);
-  } else {
+  } else if (mode == 4) {
 #pragma omp simd
     for (int64_t i = 0; i < M; ++i) C[i] = mg_exp(A[i]);
+  } else {
+    C[M] = mg_exp_shift_sum(M, A, p[2], C);  // p[2]: the shift
   }
 }
 extern "C" const char* isomer_mugraph_key();
@@ -153,6 +155,36 @@ TEST_F(MuGraphMicroKernel, PointwiseFunctionsMatchLibm) {
     else if (v >= 88.75f) EXPECT_EQ(ex[i], INFINITY) << "exp(" << v << ")";
     else if (v > -80.0f) EXPECT_NEAR(ex[i] / want, 1.0, 4.8e-7) << "exp(" << v << ")";
   }
+}
+
+// Softmax's exp-and-sum helper: every row length's vector blocks and tail, the
+// shift -inf (a row masked out), -inf entries (masked), a NaN kept.
+TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
+  for (int64_t n : {1, 7, 8, 9, 31, 32, 33, 77, 128, 197})
+    for (float m : {0.0f, 3.5f, -INFINITY}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * 0.7f) * 4.0f;
+      if (n > 4) x[3] = -INFINITY;
+      std::vector<float> y(static_cast<size_t>(n + 1), -7.0f), c0(y.size(), 0.0f);
+      std::vector<float> params = {5, static_cast<float>(n), m, 0, 0, 0, 0, 0, 0, 0};
+      const void* in[] = {params.data(), x.data(), x.data(), c0.data()};
+      void* out[] = {y.data()};
+      kernel_->run(in, out, 1);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = m == -INFINITY ? 0.0 : std::exp(static_cast<double>(x[static_cast<size_t>(i)]) - m);
+        sum += want;
+        EXPECT_NEAR(y[static_cast<size_t>(i)], want, 4.8e-7 * want) << "n=" << n << " m=" << m << " i=" << i;
+      }
+      EXPECT_NEAR(y[static_cast<size_t>(n)], sum, 1e-6 * sum) << "sum, n=" << n << " m=" << m;
+    }
+  std::vector<float> x = {1.0f, NAN, 2.0f}, y(4, 0.0f), c0(4, 0.0f);
+  std::vector<float> params = {5, 3, 0, 0, 0, 0, 0, 0, 0, 0};
+  const void* in[] = {params.data(), x.data(), x.data(), c0.data()};
+  void* out[] = {y.data()};
+  kernel_->run(in, out, 1);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_TRUE(std::isnan(y[3]));
 }
 
 }  // namespace
