@@ -4,6 +4,9 @@
 #   - the optimizer differential fuzzer (random models, simplify vs original, text and
 #     ONNX round trips): FuzzOptimizer.DISABLED_TimedRun in the C++ test binary;
 #     reproducers are minimized graph-text files;
+#   - the eqsat differential fuzzer (EqsatFuzz.DISABLED_TimedRun: saturation over the
+#     shipped rules, greedy and ILP extraction, the whole search in small regions);
+#     a finding names its seed and prints the model;
 #   - libFuzzer harnesses (fuzz/*_fuzzer.cpp, built with clang in build/fuzz/) for the
 #     ONNX importer, the graph text parser and the rule parser; crashes are minimized
 #     by libFuzzer.
@@ -101,6 +104,11 @@ if [ "$QUICK" = 0 ]; then
       "$TESTS" --gtest_also_run_disabled_tests --gtest_filter='FuzzOptimizer.DISABLED_TimedRun' \
       >"$FINDINGS/optimizer.log" 2>&1 &
     pids+=($!) names+=(optimizer)
+    # --search eqsat: saturation, both extractors, regions stitched (eqsat_fuzz_test.cpp).
+    ISOMER_FUZZ_SECONDS="$SECONDS_EACH" \
+      "$TESTS" --gtest_also_run_disabled_tests --gtest_filter='EqsatFuzz.DISABLED_TimedRun' \
+      >"$FINDINGS/eqsat.log" 2>&1 &
+    pids+=($!) names+=(eqsat)
   else
     echo "fuzz.sh: no test binary at $TESTS; optimizer fuzzer skipped (make build first)" >&2
   fi
@@ -117,6 +125,10 @@ for i in "${!pids[@]}"; do
   echo "fuzz: $name: FINDING (log: $FINDINGS/$name.log)"
   if [ "$name" = optimizer ]; then
     grep -E 'reproducer ' "$FINDINGS/$name.log" | sed 's/^ */  /'
+    continue
+  fi
+  if [ "$name" = eqsat ]; then
+    grep -E '^seed [0-9]+: ' "$FINDINGS/$name.log" | sed 's/^/  /'  # the model follows each in the log
     continue
   fi
   for crash in "$FINDINGS/$name"/crash-* "$FINDINGS/$name"/leak-* "$FINDINGS/$name"/oom-* "$FINDINGS/$name"/timeout-*; do

@@ -15,7 +15,7 @@ namespace {
 // Bumped when the runtime's lowering changes what a signature means (4: native
 // kernels and binary post-ops; 3: rows carry the load they were measured under;
 // older rows were never marked noisy).
-constexpr const char* kRuntimeVersion = "isomer-rt-8";
+constexpr const char* kRuntimeVersion = "isomer-rt-9";
 
 double io_bytes(const Graph& g, const runtime::Executable& exe) {
   double bytes = 0;

@@ -103,14 +103,14 @@ ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
   vm8::v8 acc = {};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    const vm8::v8 e = vm8::exp(vm8::load(x + j) - mm);
+    const vm8::v8 e = vm8::exp_nonpositive(vm8::load(x + j) - mm);
     vm8::store(y + j, e);
     acc += e;
   }
   if (j < n) {  // the tail as one vector, padded with -inf (whose exp adds 0)
     alignas(32) float t[8];
     for (int l = 0; l < 8; ++l) t[l] = j + l < n ? x[j + l] : -std::numeric_limits<float>::infinity();
-    const vm8::v8 e = vm8::exp(vm8::load(t) - mm);
+    const vm8::v8 e = vm8::exp_nonpositive(vm8::load(t) - mm);
     acc += e;
     vm8::store(t, e);
     for (int64_t l = 0; j + l < n; ++l) y[j + l] = t[l];

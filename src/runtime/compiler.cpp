@@ -98,6 +98,20 @@ std::shared_ptr<const kernels::PackedB> Compiler::packed_weights(const Tensor& b
   return it->second.second;
 }
 
+const Tensor& Compiler::gemm_weights(const Tensor& b, int64_t K, int64_t N, bool transposed, double alpha) {
+  if (!transposed && alpha == 1.0 && b.dtype() == DType::Float32) return b;
+  const auto key = std::make_tuple(b.bytes().data(), transposed, alpha);
+  auto it = gemm_weights_.find(key);
+  if (it == gemm_weights_.end()) {
+    std::vector<double> v = b.to_f64(), t(v.size());
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        t[static_cast<size_t>(i * N + j)] = alpha * v[static_cast<size_t>(transposed ? j * K + i : i * N + j)];
+    it = gemm_weights_.emplace(key, std::make_pair(b, Tensor::from_f64(DType::Float32, {K, N}, t))).first;
+  }
+  return it->second.second;
+}
+
 int Compiler::constant_value(const Tensor& t, const std::string& name) {
   auto type = dnnl_type(t.dtype());
   int id = new_value(t.dtype(), t.dims(), type ? plain_md(t.dims(), *type) : md_t(), name);

@@ -207,6 +207,11 @@ class Compiler {
   // contraction with the same constant (an RNN's time steps) shares one copy, so
   // the weights stay in cache across them.
   std::shared_ptr<const kernels::PackedB> packed_weights(const Tensor& b, int64_t K, int64_t N);
+  // Gemm's constant B ([K, N] when not transposed) as MatMul's: transposed and
+  // scaled by alpha once per constant, so that every Gemm of one weight shares one
+  // tensor and therefore one packing (a fresh tensor per Gemm packed the weights of
+  // an RNN once per time step, and no step found them in cache).
+  const Tensor& gemm_weights(const Tensor& b, int64_t K, int64_t N, bool transposed, double alpha);
   // Adds a primitive step; `reads`/`writes` are taken from `args`.
   void add_primitive(const dnnl::primitive_desc& pd, std::vector<std::pair<int, int>> args, StepInfo info) {
     add_primitive(dnnl::primitive(pd), std::move(args), std::move(info));
@@ -246,6 +251,7 @@ class Compiler {
   // cannot be reused by another constant while the compiler runs).
   std::map<std::tuple<const char*, int64_t, int64_t>, std::pair<Tensor, std::shared_ptr<const kernels::PackedB>>>
       packed_;
+  std::map<std::tuple<const char*, bool, double>, std::pair<Tensor, Tensor>> gemm_weights_;  // source kept alive
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
   std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;
 };

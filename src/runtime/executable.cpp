@@ -50,12 +50,25 @@ struct Executable::Impl {
   // Per step: bound arguments or function.
   std::vector<std::unordered_map<int, dnnl::memory>> bound;
   std::vector<std::function<void()>> fns;
+  // Inputs read where the caller's tensor holds them, not copied into the arena:
+  // per input, whether it can be (plain, dense, no step writes its buffer) and the
+  // steps that reach its buffer (rebound when a run's tensor lives elsewhere).
+  std::vector<bool> in_place;
+  std::vector<std::vector<size_t>> in_place_steps;
+  // Outputs written straight into the tensors a run returns (plain, dense, their
+  // own buffer): per output, whether it can be, and the steps that reach it.
+  std::vector<bool> out_direct;
+  std::vector<std::vector<size_t>> out_steps;
+  std::unordered_map<int, const char*> moved;  // root -> where its bytes are this run
+  std::vector<Tensor> held;  // the last run's in-place inputs: steps timed alone read them
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
   char* data(int id) { return root_data(root(id)) + values[id].byte_offset; }
 
   char* root_data(int r) {
+    if (!moved.empty())
+      if (auto it = moved.find(r); it != moved.end()) return const_cast<char*>(it->second);
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {
@@ -135,6 +148,66 @@ struct Executable::Impl {
     }
   }
 
+  // A value that is its buffer's whole content, row-major: it can live elsewhere.
+  bool movable(int id) const {
+    const RtValue& v = values[id];
+    const size_t plain_bytes = static_cast<size_t>(num_elements(v.dims)) * dtype_size(v.dtype);
+    return root(id) == id && v.byte_offset == 0 && !v.known && !v.storage && v.bytes == plain_bytes &&
+           (!v.md.data.ndims || is_plain(v.md, v.dims));
+  }
+
+  // The steps that reach root r's buffer; false if one writes it and `read_only`.
+  bool steps_reaching(int r, bool read_only, std::vector<size_t>& out) const {
+    for (size_t s = 0; s < steps.size(); ++s) {
+      bool touches = false;
+      for (int w : steps[s].writes) {
+        if (root(w) == r && read_only) return false;
+        touches = touches || root(w) == r;
+      }
+      for (int v : steps[s].reads) touches = touches || root(v) == r;
+      for (const auto& [arg, v] : steps[s].args) touches = touches || root(v) == r;
+      if (touches) out.push_back(s);
+    }
+    return true;
+  }
+
+  // Which inputs are read in place and which outputs written in place, and the
+  // steps to rebind for each.
+  void plan_in_place() {
+    std::unordered_map<int, int> uses;  // root -> how many inputs and outputs are it
+    for (int id : input_ids) ++uses[root(id)];
+    for (int id : output_ids) ++uses[root(id)];
+    in_place.assign(input_ids.size(), false);
+    in_place_steps.assign(input_ids.size(), {});
+    for (size_t i = 0; i < input_ids.size(); ++i) {
+      const int id = input_ids[i];
+      in_place[i] = movable(id) && uses[id] == 1 && steps_reaching(id, /*read_only=*/true, in_place_steps[i]);
+    }
+    out_direct.assign(output_ids.size(), false);
+    out_steps.assign(output_ids.size(), {});
+    for (size_t i = 0; i < output_ids.size(); ++i) {
+      const int id = output_ids[i];
+      out_direct[i] = movable(id) && uses[id] == 1 && steps_reaching(id, /*read_only=*/false, out_steps[i]) &&
+                      !out_steps[i].empty();
+    }
+  }
+
+  // Points the steps in `reach` at `bytes` for root r (or back at the arena: nullptr).
+  void rebind(int r, const char* bytes, const std::vector<size_t>& reach) {
+    if (bytes) moved[r] = bytes;
+    else moved.erase(r);
+    auto data_fn = [this](int id) { return data(id); };
+    for (size_t s : reach) {
+      RtStep& st = steps[s];
+      if (st.prim) {
+        for (const auto& [arg, id] : st.args)
+          if (root(id) == r) bound[s].at(arg).set_data_handle(data(id));
+      } else {
+        fns[s] = st.make_fn(data_fn);
+      }
+    }
+  }
+
   void run_step(size_t s) {
     if (steps[s].prim) steps[s].prim->execute(stream, bound[s]);
     else fns[s]();
@@ -164,15 +237,50 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
     require(inputs[i].dtype() == v.dtype && inputs[i].dims() == v.dims,
             "input '" + v.name + "' is " + to_string(inputs[i].type()) + ", the model was compiled for " +
                 to_string(TensorType{v.dtype, make_shape(v.dims)}));
-    std::memcpy(m.data(m.input_ids[i]), inputs[i].bytes().data(), inputs[i].byte_size());
+    const char* bytes = inputs[i].bytes().data();
+    const int r = m.input_ids[i];
+    auto at = m.moved.find(r);
+    const char* now = at == m.moved.end() ? nullptr : at->second;
+    if (m.in_place[i]) {
+      // Read where the tensor is (it is immutable and held until the next run).
+      if (now != bytes) m.rebind(r, bytes, m.in_place_steps[i]);
+    } else {
+      std::memcpy(m.data(r), bytes, inputs[i].byte_size());
+    }
   }
-  for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
-  m.stream.wait();
+  std::vector<Tensor> held;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (m.in_place[i]) held.push_back(inputs[i]);
+  m.held = std::move(held);
+  // Outputs that can be are written where the returned tensors will hold them
+  // (zero-filled by std::string, which costs a third of copying them afterwards).
+  std::vector<std::string> direct(m.output_ids.size());
+  for (size_t i = 0; i < m.output_ids.size(); ++i)
+    if (m.out_direct[i]) {
+      direct[i].assign(m.values[m.output_ids[i]].bytes, '\0');
+      m.rebind(m.output_ids[i], direct[i].data(), m.out_steps[i]);
+    }
+  try {
+    for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+    m.stream.wait();
+  } catch (...) {
+    for (size_t i = 0; i < m.output_ids.size(); ++i)
+      if (m.out_direct[i]) m.rebind(m.output_ids[i], nullptr, m.out_steps[i]);
+    throw;
+  }
   std::vector<Tensor> out;
-  for (int id : m.output_ids) {
+  for (size_t i = 0; i < m.output_ids.size(); ++i) {
+    const int id = m.output_ids[i];
     const RtValue& v = m.values[id];
     size_t bytes = static_cast<size_t>(num_elements(v.dims)) * dtype_size(v.dtype);
-    out.emplace_back(v.dtype, v.dims, std::string(m.data(id), bytes));
+    if (m.out_direct[i]) {
+      // Back to the arena: the returned tensor is the caller's now, and steps
+      // timed alone must not write into it.
+      m.rebind(id, nullptr, m.out_steps[i]);
+      out.emplace_back(v.dtype, v.dims, std::move(direct[i]));
+    } else {
+      out.emplace_back(v.dtype, v.dims, std::string(m.data(id), bytes));
+    }
   }
   return out;
 }
@@ -245,6 +353,7 @@ std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) 
   for (const RtStep& s : impl->steps) impl->infos.push_back(s.info);
   impl->plan();
   impl->bind();
+  impl->plan_in_place();
   return std::make_unique<Executable>(std::move(impl));
 }
 

@@ -627,11 +627,8 @@ bool lower_gemm(Compiler& c, const Node& n) {
   k.a_md = ta ? md_t(dims_t{m, kk}, dt::f32, dims_t{1, m}) : plain_md({m, kk}, dt::f32);
   const Tensor* b = c.known(n.inputs()[1]);
   if (b) {
-    // alpha and the transpose go into the weights, once.
-    std::vector<double> v = b->to_f64(), t(v.size());
-    for (int64_t i = 0; i < kk; ++i)
-      for (int64_t j = 0; j < nn; ++j) t[i * nn + j] = alpha * (tb ? v[j * kk + i] : v[i * nn + j]);
-    k.b_const = Tensor::from_f64(DType::Float32, {kk, nn}, t);
+    // alpha and the transpose go into the weights, once per constant.
+    k.b_const = c.gemm_weights(*b, kk, nn, tb, alpha);
   } else {
     if (alpha != 1.0) return false;
     k.b = c.as_plain(c.id(n.inputs()[1]));

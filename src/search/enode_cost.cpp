@@ -150,33 +150,41 @@ double ENodePricer::learn(const Graph& original) {
 }
 
 void ENodePricer::calibrate(const Graph& g) {
-  // Per operator, a few distinct signatures priced alone against their context
-  // prices. Elementwise operators are left out: alone, one that the plan fused costs
-  // a pass over memory and in context nothing, and e-nodes of them are priced fused
-  // where they can be (see fused()).
-  eg::EGraph e;
+  // Per operator, a few distinct signatures of the input graph, to be priced alone
+  // against their context prices when an e-node of that operator first needs it
+  // (pricing them up front compiled VGG-19's largest products alone for nothing).
+  // Elementwise operators are left out: alone, one that the plan fused costs a pass
+  // over memory and in context nothing, and e-nodes of them are priced fused where
+  // they can be (see fused()).
+  plan_ = std::make_unique<eg::EGraph>();
   std::unordered_map<const Node*, ClassId> classes;
-  eg::load_graph(e, g, &classes);
-  std::map<std::string, std::pair<double, double>> sums;  // op -> (context, alone)
-  std::map<std::string, size_t> samples;
+  eg::load_graph(*plan_, g, &classes);
   std::unordered_map<std::string, bool> seen;
   for (const NodePtr& n : g.topo_order()) {
     if (n->kind() != NodeKind::Op || n->op()->props.elementwise) continue;
-    const ENode& en = e.cls(classes.at(n.get())).nodes.at(0);
+    const ENode& en = plan_->cls(classes.at(n.get())).nodes.at(0);
     if (std::all_of(en.children.begin(), en.children.end(),
-                    [&](ClassId c) { return c == eg::kNoClass || e.cls(c).constant; }))
+                    [&](ClassId c) { return c == eg::kNoClass || plan_->cls(c).constant; }))
       continue;
-    std::string sig = signature(e, en);
+    std::string sig = signature(*plan_, en);
     if (seen[sig]) continue;
     seen[sig] = true;
-    if (samples[n->op_type()] >= kCalibrationSamples) continue;
-    ++samples[n->op_type()];
-    auto& [ctx, al] = sums[n->op_type()];
-    ctx += context_.at(sig).mean();
-    al += alone(e, en);
+    std::vector<ENode>& mine = samples_[n->op_type()];
+    if (mine.size() < kCalibrationSamples) mine.push_back(en);
   }
-  for (const auto& [op, s] : sums)
-    if (s.second > 0) calibration_[op] = std::clamp(s.first / s.second, 0.0, 10.0);
+}
+
+std::optional<double> ENodePricer::calibration(const std::string& op) {
+  if (auto it = calibration_.find(op); it != calibration_.end()) return it->second;
+  auto it = samples_.find(op);
+  if (it == samples_.end()) return std::nullopt;
+  double ctx = 0, al = 0;
+  for (const ENode& en : it->second) {
+    ctx += context_.at(signature(*plan_, en)).mean();
+    al += alone(*plan_, en);
+  }
+  if (al <= 0) return std::nullopt;
+  return calibration_[op] = std::clamp(ctx / al, 0.0, 10.0);
 }
 
 eg::CostTable ENodePricer::table(eg::EGraph& eg) {
@@ -226,8 +234,7 @@ double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
     break;  // the first value read decides
   }
   // Else the operator's calibration over the whole input graph.
-  auto it = calibration_.find(std::string(n.op->name));
-  return it == calibration_.end() ? 1.0 : it->second;
+  return calibration(std::string(n.op->name)).value_or(1.0);
 }
 
 double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {

@@ -26,11 +26,14 @@
 //     adds fused into it. These are then scaled by the ratio of context prices to
 //     prices alone of the input graph's nodes of that operator that read the same
 //     value (those a merge replaces), else of that operator anywhere in the graph (its
-//     calibration), so that both kinds of price are on one scale.
+//     calibration: a few of them priced alone when an e-node first needs it), so that
+//     both kinds of price are on one scale.
 //   - Constant computations (folded at optimization time), inputs, constants and
 //     projections cost nothing.
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -62,7 +65,9 @@ class ENodePricer {
   double unattributed_ms() const { return unattributed_ms_; }
   size_t priced_alone() const { return alone_.size(); }  // distinct signatures priced alone
   double seconds_alone() const { return seconds_alone_; }
-  const std::map<std::string, double>& calibration() const { return calibration_; }
+  // Context prices over prices alone of the input graph's nodes of operator `op`
+  // (a few, priced alone on first use); nullopt if the input has none to sample.
+  std::optional<double> calibration(const std::string& op);
 
   // The signature of an e-node: equal when the runtime would run two alike (see above).
   static std::string signature(eg::EGraph& eg, const eg::ENode& n);
@@ -80,7 +85,9 @@ class ENodePricer {
   Progress progress_;
   std::unordered_map<std::string, PlanShare> context_;  // by signature
   std::unordered_map<std::string, double> alone_;       // by signature (and fused pairs)
-  std::map<std::string, double> calibration_;           // by operator
+  std::map<std::string, double> calibration_;           // by operator, once computed
+  std::unique_ptr<eg::EGraph> plan_;                     // the input graph, for calibration samples
+  std::map<std::string, std::vector<eg::ENode>> samples_;  // by operator: e-nodes of plan_
   std::unordered_map<std::string, Tensor> zeros_;
   double unattributed_ms_ = 0;
   double seconds_alone_ = 0;

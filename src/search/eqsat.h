@@ -6,7 +6,10 @@
 //      order, at the points where the fewest values cross, into regions saturated
 //      separately: search time grows about linearly with the model.
 //   2. Saturation. Each region goes into an e-graph (egraph/egraph.h) and the rules
-//      (and their reversals) run to saturation or a limit (egraph/runner.h).
+//      (and their reversals) run to saturation or a limit (egraph/runner.h), every
+//      region before anything is priced: if no rule changed any e-graph, the input
+//      comes back unpriced, and a region no rule changed is passed through without
+//      pricing or extraction.
 //   3. Costs. The input is priced whole once and each step's cost is charged to the
 //      node it computes (search/enode_cost.h): an e-node like an input node costs that
 //      node's share (a post-op the runtime fuses, a view or an in-place concatenation

@@ -221,16 +221,24 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
                   rules_loaded, rules_used, expanded, generated, seconds, eg::stop_reason_name(stop));
     return line;
   }
+  // A negative cost: nothing was priced (no rule changed the e-graph).
+  char cost_text[120];
+  if (cost_before < 0)
+    std::snprintf(cost_text, sizeof cost_text, "no rule applied: input kept");
+  else
+    std::snprintf(cost_text, sizeof cost_text, "%.3f ms -> %.3f ms%s", cost_before, cost_after,
+                  kept_input ? " (not cheaper: input kept)" : "");
+  const std::string costs = cost_text;
   std::snprintf(line, sizeof line,
                 "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "
                 "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s; pricing %.2f s, %zu shapes priced alone), "
-                "%.3f ms -> %.3f ms%s\n",
+                "%s\n",
                 rules_used, rules_loaded, regions, iterations, egraph_nodes, egraph_classes, eg::stop_reason_name(stop),
                 saturation_seconds, extraction_seconds, extractor.c_str(),
                 extractor == "ilp" ? (extraction_optimal ? ", optimal"
                                                          : (", gap " + std::to_string(extraction_gap * 100).substr(0, 5) + "%").c_str())
                                    : "",
-                pricing_seconds, priced_alone, cost_before, cost_after, kept_input ? " (not cheaper: input kept)" : "");
+                pricing_seconds, priced_alone, costs.c_str());
   return line;
 }
 

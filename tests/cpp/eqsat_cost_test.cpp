@@ -101,8 +101,8 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
   Graph g = fire_module();
   ENodePricer pricer(model);
   pricer.learn(g);
-  ASSERT_TRUE(pricer.calibration().count("Conv"));
-  const double scale = pricer.calibration().at("Conv");
+  ASSERT_TRUE(pricer.calibration("Conv"));
+  const double scale = *pricer.calibration("Conv");
   EXPECT_GT(scale, 0);
 
   // The two expand convolutions merged into one of 32 channels (what a merge rule
@@ -124,19 +124,20 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
   EXPECT_NEAR(price, scale * model.op_ms(*alone.outputs()[0].node), 1e-9 * price);
 }
 
-TEST(EqsatCost, SearchWithoutRulesReturnsTheInputAtItsPlanPrice) {
+// No rule changes the e-graph: the input comes back without pricing anything (VGG-19
+// spent 10 of its 14 search seconds pricing a graph no rule applied to).
+TEST(EqsatCost, SearchWithoutRulesReturnsTheInputUnpriced) {
   cost::AnalyticCostModel model = fixed_model();
   Graph g = fire_module();
   SearchOptions o;
-  o.extractor = "greedy";
   SearchStats st;
   Graph out = eqsat_search(g, {}, model, o, &st);
-  EXPECT_DOUBLE_EQ(st.cost_before, model.graph_ms(g));
-  EXPECT_DOUBLE_EQ(st.cost_after, st.cost_before);
-  EXPECT_EQ(out.op_histogram(), g.op_histogram());
-  // The extraction's price is the plan's, less the input and output copied.
-  EXPECT_LT(st.greedy_cost, st.cost_before);
-  EXPECT_GT(st.greedy_cost, 0.75 * st.cost_before);
+  EXPECT_TRUE(same_graph(out, g));
+  EXPECT_TRUE(st.kept_input);
+  EXPECT_EQ(st.cost_before, -1);
+  EXPECT_EQ(st.priced_alone, 0u);
+  EXPECT_EQ(st.pricing_seconds, 0);
+  EXPECT_NE(st.to_text(0).find("no rule applied"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Differential fuzzing of `--search eqsat`: random models (fuzz/random_graph.h, fixed
-// seeds) compared with the original on random inputs after
+// seeds here, fresh ones in `make fuzz`) compared with the original on random inputs after
 //   - saturation over isomer's shipped rules and an extraction under random e-node
 //     prices (any extraction must compute the same values: a rule applied wrongly, a
 //     cycle, a wrong projection changes the outputs or throws), and
@@ -7,7 +7,9 @@
 //     small regions so that values are stitched between them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "cost/cost.h"
@@ -179,6 +181,26 @@ TEST(EqsatFuzz, GreedyKeepsOutputs) { fuzz_eqsat("greedy", 5000, 40, 200); }
 
 // Small regions: values cross between saturated regions and are stitched back.
 TEST(EqsatFuzz, IlpInSmallRegionsKeepsOutputs) { fuzz_eqsat("ilp", 6000, 25, 4); }
+
+// `make fuzz` (scripts/fuzz.sh): all of the above with fresh seeds for
+// ISOMER_FUZZ_SECONDS (default 60). A finding names its seed and prints the model.
+TEST(EqsatFuzz, DISABLED_TimedRun) {
+  const char* env = std::getenv("ISOMER_FUZZ_SECONDS");
+  const double seconds = env ? std::atof(env) : 60;
+  uint64_t seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007;
+  const auto start = std::chrono::steady_clock::now();
+  size_t tried = 0;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds &&
+         !::testing::Test::HasFailure()) {
+    fuzz_extraction(false, seed, 4);
+    fuzz_extraction(true, seed + 4, 4);
+    fuzz_eqsat("greedy", seed + 8, 4, 200);
+    fuzz_eqsat("ilp", seed + 12, 4, 4);
+    seed += 16;
+    tried += 16;
+  }
+  std::printf("fuzz: %zu models tried\n", tried);
+}
 
 }  // namespace
 }  // namespace isomer

@@ -8,6 +8,7 @@
 #include "check/compare.h"
 #include "eval/evaluator.h"
 #include "ir/graph.h"
+#include "runtime/compiler.h"
 #include "runtime/runtime.h"
 
 namespace isomer {
@@ -158,6 +159,27 @@ TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
   EXPECT_EQ(steps.size(), 4u);  // the two products, the softmax, the Relu: no copies of the views
 }
 
+TEST(RuntimeMatmul, HeadsOfAWideTensorOnTheBatchedGemm) {
+  // Heads taken from [tokens, heads x 64] tensors (rows 512 floats apart): A's rows
+  // are copied together, K^T is packed column by column, V row by row; token counts
+  // that are not whole panels (12, 20) leave tails.
+  setenv("ISOMER_GEMM", "native", 1);
+  for (int64_t tokens : {12, 20}) {
+    GraphBuilder b;
+    auto heads = [&](const char* name, std::vector<int64_t> perm) {
+      return b.op1("Transpose", {b.input(name, {DType::Float32, make_shape({1, tokens, 8, 64})})}, {{"perm", perm}});
+    };
+    Value q = heads("q", {0, 2, 1, 3}), kt = heads("k", {0, 2, 3, 1}), v = heads("v", {0, 2, 1, 3});
+    Value p = b.op1("Softmax", {b.op1("MatMul", {q, kt})}, {{"axis", int64_t{-1}}});
+    Graph g = b.finish({b.op1("MatMul", {p, v})}, {"o"});
+    std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+    auto mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 2u);
+    for (const runtime::StepInfo* st : mm) EXPECT_EQ(st->signature.rfind("gemm-batched", 0), 0u) << st->signature;
+  }
+  unsetenv("ISOMER_GEMM");
+}
+
 TEST(RuntimeMatmul, OtherFormsKeepTheBatchedMatmul) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({2, 8, 16})});
@@ -190,6 +212,36 @@ TEST(RuntimeMatmul, TwoDViewOfAnAccumulatorIsNotAReader) {
   for (const runtime::StepInfo& s : steps) copies += s.kind == "copy";
   EXPECT_EQ(copies, 0u);
   EXPECT_EQ(steps.size(), 3u);
+}
+
+// Gemm's constant weights are transposed and scaled once per constant, not once per
+// node: an RNN's time steps share one tensor, hence one packing (one copy in cache).
+TEST(RuntimeMatmul, GemmsOfOneTransposedWeightShareItsPacking) {
+  const Tensor wt = random_weights({40, 24}, 5);
+  GraphBuilder b;
+  Value x1 = b.input("x1", {DType::Float32, make_shape({1, 24})});
+  Value x2 = b.input("x2", {DType::Float32, make_shape({3, 24})});
+  Value w = b.constant(wt), bias = b.constant(random_weights({40}, 6));
+  Value h1 = b.op1("Gemm", {x1, w, bias}, {{"transB", int64_t{1}}});
+  Value h2 = b.op1("Gemm", {x2, w, bias}, {{"transB", int64_t{1}}, {"alpha", 0.5}});
+  Value h3 = b.op1("Gemm", {x2, w}, {{"transB", int64_t{1}}});
+  Graph g = b.finish({h1, h2, h3}, {"h1", "h2", "h3"});
+  setenv("ISOMER_GEMM", "native", 1);
+  check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+
+  runtime::RuntimeOptions o;
+  runtime::Compiler c(g, o, dnnl::engine(dnnl::engine::kind::cpu, 0));
+  const Tensor& t1 = c.gemm_weights(wt, 24, 40, /*transposed=*/true, 1.0);
+  const Tensor& t2 = c.gemm_weights(wt, 24, 40, /*transposed=*/true, 1.0);
+  EXPECT_EQ(t1.bytes().data(), t2.bytes().data());
+  EXPECT_NE(c.gemm_weights(wt, 24, 40, true, 0.5).bytes().data(), t1.bytes().data());
+  EXPECT_EQ(c.packed_weights(t1, 24, 40), c.packed_weights(t2, 24, 40));
+  const std::vector<double> src = wt.to_f64(), got = t1.to_f64();
+  for (int64_t i = 0; i < 24; ++i)
+    for (int64_t j = 0; j < 40; ++j) ASSERT_EQ(got[static_cast<size_t>(i * 40 + j)], src[static_cast<size_t>(j * 24 + i)]);
+  const Tensor& plain = c.gemm_weights(t1, 24, 40, false, 1.0);  // already MatMul's form: the tensor itself
+  EXPECT_EQ(plain.bytes().data(), t1.bytes().data());
 }
 
 }  // namespace

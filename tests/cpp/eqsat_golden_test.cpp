@@ -1,0 +1,119 @@
+// Golden tests of the key merges of `--search eqsat`, graph text in and graph text
+// out: a model is saturated over isomer's shipped rules and extracted under prices
+// that make every contraction cost the same whatever its width (so a merge of n is
+// n times cheaper), then the template passes fold the merged weights. The printed
+// result must be exactly the expected text.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "egraph/ematch.h"
+#include "egraph/extract.h"
+#include "egraph/runner.h"
+#include "ir/text.h"
+#include "ops/op.h"
+#include "passes/passes.h"
+#include "search/search.h"
+
+namespace isomer {
+namespace {
+
+const std::vector<Rule>& shipped_rules() {
+  static const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  return rules;
+}
+
+// The merges the rules make, extracted by the ILP: a MatMul costs 1 plus 0.05 per
+// output column (a merge of n is cheaper than n products, a wider merge than needed
+// is not), anything else 0.01.
+std::string merged(const std::string& text) {
+  Graph g = simplify(parse_graph(text));
+  // The rules eqsat_search uses: no expanding reversals, and no pairwise merge of
+  // operators a variadic rule merges n at a time.
+  std::set<const OpDef*> variadic;
+  for (const Rule& r : shipped_rules())
+    if (r.variadic)
+      for (const PatternRef& root : r.source.outputs) variadic.insert(r.source.nodes[root.node].op);
+  auto pairwise = [&](const Rule& r) {
+    if (r.variadic || r.source.outputs.size() < 2) return false;
+    for (const PatternRef& root : r.source.outputs)
+      if (!variadic.count(r.source.nodes[root.node].op)) return false;
+    return true;
+  };
+  std::vector<const Rule*> ptrs;
+  for (const Rule& r : shipped_rules())
+    if (eg::roots_are_joined(r) && !pairwise(r) &&
+        !(r.name.ends_with("-rev") && r.target.num_ops() > r.source.num_ops()))
+      ptrs.push_back(&r);
+  eg::EGraph e;
+  std::vector<eg::ClassId> roots = eg::load_graph(e, g);
+  eg::RunnerReport rep = eg::Runner(e, ptrs, {10, 5000, 10}).run();
+  EXPECT_EQ(rep.stop, eg::StopReason::Saturated) << eg::stop_reason_name(rep.stop);
+  eg::CostTable costs;
+  for (eg::ClassId c : e.class_ids())
+    for (const eg::ENode& n : e.cls(c).nodes) {
+      double price = 0;
+      if (n.kind == eg::ENodeKind::Op && !e.cls(c).constant)
+        price = n.op->name == "MatMul" ? 1.0 + 0.05 * static_cast<double>(e.type(c).shape.back().value) : 0.01;
+      costs[c].push_back(price);
+    }
+  eg::Extraction greedy = eg::extract_greedy(e, roots, costs);
+  std::optional<eg::Extraction> ilp = eg::extract_ilp(e, roots, costs, greedy, 10);
+  EXPECT_TRUE(ilp && ilp->optimal);
+  const eg::Extraction& ex = ilp ? *ilp : greedy;
+  EXPECT_TRUE(eg::find_cycle(e, ex.choice, roots).empty());
+  GraphBuilder b;
+  std::vector<Value> v =
+      eg::build_values(e, ex, roots, b, [&](uint32_t leaf) { return b.intern(g.inputs().at(leaf))->output(0); });
+  return print_graph(simplify(Graph(g.inputs(), v, g.output_names())));
+}
+
+const char* kSharedInput = R"(graph g(%x: f32[2,3]) {
+  %w1 = const f32[3,2] {1, 2, 3, 4, 5, 6}
+  %w2 = const f32[3,2] {-1, 0.5, 2, -3, 1, 1}
+  %w3 = const f32[3,1] {2, -2, 0.25}
+  %0 = MatMul(%x, %w1)
+  %1 = MatMul(%x, %w2)
+  %2 = MatMul(%x, %w3)
+  return %0, %1, %2
+}
+)";
+
+const char* kSumOfProducts = R"(graph g(%x: f32[2,3], %h: f32[2,2]) {
+  %w1 = const f32[3,2] {1, 2, 3, 4, 5, 6}
+  %w2 = const f32[2,2] {-1, 0.5, 2, -3}
+  %0 = MatMul(%x, %w1)
+  %1 = MatMul(%h, %w2)
+  %2 = Add(%0, %1)
+  %3 = Tanh(%2)
+  return %3
+}
+)";
+
+// NasRNN's gates and BERT's Q/K/V: products of one input become one product on the
+// concatenated weights, split (all three at once, no merge of merges left over).
+TEST(EqsatGolden, ProductsSharingAnInputMergeIntoOne) {
+  EXPECT_EQ(merged(kSharedInput), R"(graph isomer(%x: f32[2,3]) {
+  %0 = const f32[3,5] {1, 2, -1, 0.5, 2, 3, 4, 2, -3, -2, 5, 6, 1, 1, 0.25}
+  %1 = MatMul(%x, %0) : f32[2,5]
+  %2 = const i64[3] {2, 2, 1}
+  %3, %4, %5 = Split(%1, %2) {axis=1} : f32[2,2], f32[2,2], f32[2,1]
+  return %3 as "0", %4 as "1", %5 as "2"
+}
+)");
+}
+
+// x·W1 + h·W2 = [x|h]·[W1;W2] (NasRNN's gates on the input and the hidden state).
+TEST(EqsatGolden, SumOfProductsBecomesOneProduct) {
+  EXPECT_EQ(merged(kSumOfProducts), R"(graph isomer(%x: f32[2,3], %h: f32[2,2]) {
+  %0 = Concat(%x, %h) {axis=1} : f32[2,5]
+  %1 = const f32[5,2] {1, 2, 3, 4, 5, 6, -1, 0.5, 2, -3}
+  %2 = MatMul(%0, %1) : f32[2,2]
+  %3 = Tanh(%2) : f32[2,2]
+  return %3 as "3"
+}
+)");
+}
+
+}  // namespace
+}  // namespace isomer

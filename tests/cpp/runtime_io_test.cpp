@@ -1,0 +1,94 @@
+// A run reads its inputs where the caller's tensors hold them and writes its
+// outputs into the tensors it returns (no copies in or out) wherever that is safe:
+// each run sees its own inputs, a returned tensor never changes afterwards (not by
+// the next run, not by steps timed alone), and inputs a step would write, outputs
+// that are views or inputs, and one value returned twice still come out right.
+#include <gtest/gtest.h>
+
+#include "check/compare.h"
+#include "eval/evaluator.h"
+#include "ir/text.h"
+#include "runtime/runtime.h"
+
+namespace isomer {
+namespace {
+
+std::unique_ptr<runtime::Executable> compile1(const Graph& g) {
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  return runtime::compile(g, o);
+}
+
+void expect_matches(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>& got) {
+  CheckResult r = compare_outputs(evaluate(g, inputs), got, g.output_names(), 1e-5);
+  EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
+}
+
+TEST(RuntimeIo, EachRunSeesItsOwnInputsAndReturnedTensorsNeverChange) {
+  const Graph g = parse_graph(R"(graph g(%x: f32[4,64], %y: f32[4,64]) {
+  %a = Mul(%x, %y)
+  %b = Softmax(%a) {axis=-1}
+  %c = Add(%b, %x)
+  %shape = const i64[2] {8, 32}
+  %d = Reshape(%c, %shape)
+  return %b, %d, %x
+}
+)");
+  auto exe = compile1(g);
+  std::vector<Tensor> in1 = random_inputs(g, 1), in2 = random_inputs(g, 2);
+  std::vector<Tensor> out1 = exe->run(in1);
+  const std::vector<Tensor> copy1 = {Tensor(out1[0].dtype(), out1[0].dims(), out1[0].bytes()),
+                                     Tensor(out1[1].dtype(), out1[1].dims(), out1[1].bytes())};
+  expect_matches(g, in1, out1);
+  std::vector<Tensor> out2 = exe->run(in2);
+  expect_matches(g, in2, out2);
+  const Tensor copy2(out2[0].dtype(), out2[0].dims(), out2[0].bytes());
+  exe->profile_steps(1, 5);  // steps timed alone write the arena, not a returned tensor
+  for (size_t s = 0; s < exe->steps().size(); ++s) exe->time_step(s, 1, 2);
+  EXPECT_TRUE(out1[0].same_as(copy1[0]));
+  EXPECT_TRUE(out1[1].same_as(copy1[1]));
+  EXPECT_TRUE(out2[0].same_as(copy2));
+  expect_matches(g, in1, out1);
+  expect_matches(g, in2, exe->run(in2));  // the same tensors again
+  expect_matches(g, in1, exe->run(in1));
+  // Fresh tensors with the same values as the last run's.
+  std::vector<Tensor> again;
+  for (const Tensor& t : in1) again.emplace_back(t.dtype(), t.dims(), t.bytes());
+  expect_matches(g, in1, exe->run(again));
+}
+
+TEST(RuntimeIo, OneValueReturnedTwiceAndAnInputReturnedAsIs) {
+  const Graph g = parse_graph(R"(graph g(%x: f32[3,5]) {
+  %a = Relu(%x)
+  return %a, %a, %x
+}
+)");
+  auto exe = compile1(g);
+  for (uint64_t seed : {1, 2, 3}) {
+    std::vector<Tensor> in = random_inputs(g, seed);
+    std::vector<Tensor> out = exe->run(in);
+    expect_matches(g, in, out);
+    EXPECT_TRUE(out[2].same_as(in[0]));
+  }
+}
+
+TEST(RuntimeIo, ResidualAddsIntoAnInputsBufferDoNotTouchTheCallersTensor) {
+  // Accumulating post-ops write into their addend's buffer; an input addend must be
+  // copied first, never written where the caller's tensor is.
+  const Graph g = parse_graph(R"(graph g(%x: f32[1,8,6,6], %r: f32[1,8,6,6]) {
+  %w = const f32[8,8,1,1] {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+  %c = Conv(%x, %w)
+  %s = Add(%c, %r)
+  %y = Relu(%s)
+  return %y
+}
+)");
+  auto exe = compile1(g);
+  std::vector<Tensor> in = random_inputs(g, 5);
+  const Tensor r_before(in[1].dtype(), in[1].dims(), in[1].bytes());
+  for (int k = 0; k < 3; ++k) expect_matches(g, in, exe->run(in));
+  EXPECT_TRUE(in[1].same_as(r_before));
+}
+
+}  // namespace
+}  // namespace isomer
