@@ -361,9 +361,18 @@ static inline float mg_exp_shift_sum(int64_t n, const float* x, float m, float* 
 static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldcm, int64_t ldcn, int acc) {
 #ifdef MG_AVX2
-  int64_t m = 0;
-  for (; m + 2 <= M; m += 2) mg_dot_row<2>(N, K, A + m * lda, lda, B, ldb, C + m * ldcm, ldcm, ldcn, acc);
-  if (m < M) mg_dot_row<1>(N, K, A + m * lda, lda, B, ldb, C + m * ldcm, ldcm, ldcn, acc);
+  // B in panels of rows that stay in L1 (about 16 KiB) while every row pair of A
+  // passes over them: row pair by row pair over all of B re-read it from L2 each
+  // time (ViT's 16 x 197 scores: 53 -> 59 GFLOP/s, 64 x 197: 67 -> 75, one core).
+  int64_t nb = (4096 / (K > 0 ? K : 1)) / 4 * 4;
+  nb = nb < 4 ? 4 : nb;
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t nn = N - n0 < nb ? N - n0 : nb;
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2)
+      mg_dot_row<2>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc);
+    if (m < M) mg_dot_row<1>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc);
+  }
 #else
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {

@@ -106,7 +106,7 @@ class MuGraphMicroKernel : public ::testing::Test {
 };
 
 TEST_F(MuGraphMicroKernel, GemmMatchesTheReferenceOnTails) {
-  for (int64_t M : {1, 2, 5, 6, 7, 13})
+  for (int64_t M : {1, 2, 5, 6, 7, 10, 11, 13, 16})
     for (int64_t N : {1, 5, 8, 13, 16, 24, 37})
       for (int64_t K : {1, 3, 16, 67})
         for (bool acc : {false, true})
