@@ -54,7 +54,7 @@ class Gen {
       s << "#pragma GCC optimize(\"unroll-loops\", \"schedule-insns\", \"sched-pressure\")\n";
     s << "#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <omp.h>\n\n";
     s << kVmathText << "\n";
-    s << "namespace vm = isomer::kernels::vm;\n";
+    s << "namespace vm = isomer::kernels::vm;\nnamespace vm8 = isomer::kernels::vm8;\n";
     s << kMicroKernels << "\n";
     s << "/* block graph\n" << g_.to_text(p_) << "*/\n";
     if (!skip_.empty()) {
@@ -314,7 +314,11 @@ class Gen {
   std::string pad() const { return std::string(static_cast<size_t>(ind_), ' '); }
   void line(const std::string& s) { o_ << pad() << s << "\n"; }
 
-  std::string idx(int atom) const { return "i" + std::to_string(atom); }
+  std::string idx(int atom) const { return atom == lane_atom_ ? lane_expr_ : "i" + std::to_string(atom); }
+  // While emitting a vector statement: the innermost atom's index is the vector's
+  // first element.
+  int lane_atom_ = -1;
+  std::string lane_expr_;
 
   // Offset of the op's element at the current loop indices.
   std::string offset(const Access& a, const std::vector<int>& atoms) const {
@@ -393,7 +397,8 @@ class Gen {
   // `root` (an elementwise op, computed or inlined): the operands invariant in the
   // innermost loop (a row's mean or scale) hoisted above it, divisions by them
   // turned into multiplications by one reciprocal.
-  void pointwise(const std::vector<int>& atoms, Phase ph, int root, const std::function<void()>& stmt) {
+  void pointwise(const std::vector<int>& atoms, Phase ph, int root, const std::function<void()>& stmt,
+                 const Access* dst = nullptr, const std::vector<int>* dst_axes = nullptr) {
     std::vector<int> inv, divs;
     const bool expr_root = g_.ops[root].kind == BKind::Elementwise &&
                            (acc_[root].where == Access::Where::Inline || hoist_root_ == root);
@@ -401,22 +406,144 @@ class Gen {
       invariants(root, atoms.back(), &inv);
       divisors(root, inv, &divs);
     }
-    loops(
-        atoms, ph, true, [&] { stmt(); },
-        [&] {
-          for (int y : inv) {
-            const std::string v = "h" + std::to_string(y);
-            line("const float " + v + " = " + at(y) + ";");
-            hoisted_[y] = v;
-          }
-          for (int y : divs) {
-            const std::string v = "q" + std::to_string(y);
-            line("const float " + v + " = 1.0f / " + hoisted_[y] + ";");
-            recips_[y] = v;
-          }
-        });
+    auto hoist = [&] {
+      for (int y : inv) {
+        const std::string v = "h" + std::to_string(y);
+        line("const float " + v + " = " + at(y) + ";");
+        hoisted_[y] = v;
+      }
+      for (int y : divs) {
+        const std::string v = "q" + std::to_string(y);
+        line("const float " + v + " = 1.0f / " + hoisted_[y] + ";");
+        recips_[y] = v;
+      }
+    };
+    bool fn = false;
+    const int in = atoms.empty() ? -1 : atoms.back();
+    const bool vec = in >= 0 && dst && dst_axes && unit_along(*dst, in) &&
+                     (hoist_root_ == root ? vec_expr_ok(root, in, inv, &fn) : vec_ok(root, in, inv, &fn)) && fn;
+    if (!vec) {
+      loops(atoms, ph, true, [&] { stmt(); }, hoist);
+    } else {
+      // Transcendental chains on unit-stride rows: 8-lane vector code (vm8's
+      // functions), two vectors per iteration that GCC's scheduler interleaves (the
+      // exp/erf dependency chains are long), the tail scalar.
+      std::vector<int> outer(atoms.begin(), atoms.end() - 1);
+      loops(outer, ph, false, [&] {
+        hoist();
+        const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+        line("{");
+        ind_ += 2;
+        line("int64_t " + i + " = 0;");
+        auto vstmt = [&](const std::string& lane, const std::string& name) {
+          lane_atom_ = in;
+          lane_expr_ = lane;
+          const std::string v = hoist_root_ == root ? vexpr(root, inv) : vat(root, inv);
+          line("const vm8::v8 " + name + " = " + v + ";");
+          lane_atom_ = -1;
+          return "(" + dst->base + " + " + offset_lane(*dst, *dst_axes, in, lane) + ")";
+        };
+        line("for (; " + i + " + 16 <= " + e + "; " + i + " += 16) {");
+        ind_ += 2;
+        const std::string d0 = vstmt(i, "r0"), d1 = vstmt("(" + i + " + 8)", "r1");
+        line("vm8::store(" + d0 + ", r0);");
+        line("vm8::store(" + d1 + ", r1);");
+        ind_ -= 2;
+        line("}");
+        line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) {");
+        ind_ += 2;
+        const std::string d = vstmt(i, "r0");
+        line("vm8::store(" + d + ", r0);");
+        ind_ -= 2;
+        line("}");
+        line("for (; " + i + " < " + e + "; ++" + i + ") {");
+        ind_ += 2;
+        stmt();
+        ind_ -= 2;
+        line("}");
+        ind_ -= 2;
+        line("}");
+      });
+    }
     hoisted_.clear();
     recips_.clear();
+  }
+
+  static bool unit_along(const Access& a, int atom) {
+    auto it = a.stride.find(atom);
+    return it != a.stride.end() && it->second == 1 && !a.is_bool;
+  }
+  std::string offset_lane(const Access& a, const std::vector<int>& axes, int atom, const std::string& lane) {
+    lane_atom_ = atom;
+    lane_expr_ = lane;
+    std::string o = offset(a, axes);
+    lane_atom_ = -1;
+    return o;
+  }
+  static bool vec_op(Op op, bool* fn) {
+    switch (op) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Neg: return true;
+      case Op::Exp:
+      case Op::Erf:
+      case Op::Tanh:
+      case Op::Sigmoid: *fn = true; return true;
+      default: return false;
+    }
+  }
+  // Whether op y's value can be read as 8 lanes along `in`: invariant (hoisted), a
+  // constant, unit-stride storage, or an inlined vectorizable expression.
+  bool vec_ok(int y, int in, const std::vector<int>& inv, bool* fn) const {
+    if (contains(inv, y)) return true;
+    const Access& a = acc_[y];
+    switch (a.where) {
+      case Access::Where::Const: return true;
+      case Access::Where::Inline: return vec_expr_ok(y, in, inv, fn);
+      case Access::Where::Scratch:
+      case Access::Where::View:
+      case Access::Where::Output: return unit_along(a, in);
+      default: return false;
+    }
+  }
+  bool vec_expr_ok(int i, int in, const std::vector<int>& inv, bool* fn) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind != BKind::Elementwise || !vec_op(op.op, fn)) return false;
+    for (int y : op.args)
+      if (!vec_ok(y, in, inv, fn)) return false;
+    return true;
+  }
+  std::string vat(int y, const std::vector<int>& inv) const {
+    if (contains(inv, y)) return "vm8::splat(" + hoisted_.at(y) + ")";
+    const Access& a = acc_[y];
+    if (a.where == Access::Where::Const) return "vm8::splat(" + flt(g_.ops[y].value) + ")";
+    if (a.where == Access::Where::Inline) return vexpr(y, inv);
+    return "vm8::load(" + a.base + " + " + offset(a, g_.ops[y].axes) + ")";
+  }
+  std::string vexpr(int i, const std::vector<int>& inv) const {
+    const BOp& op = g_.ops[i];
+    auto arg = [&](size_t k) { return vat(op.args[k], inv); };
+    switch (op.op) {
+      case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Op::Div: {
+        const int d = op.args[1];
+        if (auto q = recips_.find(d); q != recips_.end()) return "(" + arg(0) + " * vm8::splat(" + q->second + "))";
+        if (acc_[d].where == Access::Where::Const && g_.ops[d].value != 0 && std::isfinite(g_.ops[d].value))
+          return "(" + arg(0) + " * vm8::splat(" + flt(1.0 / static_cast<double>(static_cast<float>(g_.ops[d].value))) +
+                 "))";
+        return "(" + arg(0) + " / " + arg(1) + ")";
+      }
+      case Op::Neg: return "(-" + arg(0) + ")";
+      case Op::Exp: return "vm8::exp(" + arg(0) + ")";
+      case Op::Erf: return "vm8::erf(" + arg(0) + ")";
+      case Op::Tanh: return "vm8::tanh(" + arg(0) + ")";
+      case Op::Sigmoid: return "vm8::sigmoid(" + arg(0) + ")";
+      default: throw Error("μGraph codegen: not a vector op");
+    }
   }
   std::map<int, std::string> hoisted_, recips_;
   int hoist_root_ = -1;
@@ -756,9 +883,10 @@ class Gen {
           return;
         }
         hoist_root_ = i;
-        pointwise(layout(i), op.phase, i, [&] {
-          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";");
-        });
+        pointwise(
+            layout(i), op.phase, i,
+            [&] { line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";"); }, &acc_[i],
+            &op.axes);
         hoist_root_ = -1;
         return;
       }
@@ -838,7 +966,7 @@ class Gen {
           for (int s = 0; s < std::abs(op.scale); ++s) v = "(" + v + (op.scale > 0 ? " * " : " / ") + e + ")";
         }
         line(dst.base + "[" + offset(dst, op.axes) + "] = " + v + ";");
-      });
+      }, op.scale == 0 ? &dst : nullptr, &op.axes);
     }
     for (size_t k = 0; k < rows_.size(); ++k) {
       ind_ -= 2;
