@@ -703,23 +703,56 @@ class Gen {
     // Generic contraction: a dot product per output element, summed in a register.
     if (fused_into_[i] < 0) zero(i);
     loops(c_order, ph, false, [&] {
-      sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]");
+      sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]",
+               {op.args[0], op.args[1]});
     });
   }
 
   // dest += the sum of `value` over `red` (innermost loop vectorized, a register accumulator).
-  void sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest) {
+  // `terms`: the ops whose product `value` is; where each reads as 8 lanes along the
+  // one reduced atom, four vector accumulators (one accumulator's add latency bounds
+  // a row's sum to a vector per 3 cycles: LayerNorm's two row sums were most of it).
+  void sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest,
+                const std::vector<int>& terms = {}) {
     line("{");
     ind_ += 2;
-    line("float s = 0.0f;");
-    for (size_t k = 0; k < red.size(); ++k) {
-      if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
-      line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" + idx(red[k]) +
-           ") {");
-      ind_ += 2;
+    bool fn = false;
+    bool vec = red.size() == 1 && !terms.empty();
+    for (int t : terms) vec = vec && vec_ok(t, red[0], {}, &fn);
+    if (vec) {
+      const int in = red[0];
+      const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+      auto term = [&](const std::string& lane) {
+        lane_atom_ = in;
+        lane_expr_ = lane;
+        std::string v;
+        for (int t : terms) v += (v.empty() ? "" : " * ") + vat(t, {});
+        lane_atom_ = -1;
+        return v;
+      };
+      line("vm8::v8 s0 = vm8::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;");
+      line("int64_t " + i + " = 0;");
+      line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+      line("  s0 += " + term(i) + ";");
+      line("  s1 += " + term("(" + i + " + 8)") + ";");
+      line("  s2 += " + term("(" + i + " + 16)") + ";");
+      line("  s3 += " + term("(" + i + " + 24)") + ";");
+      line("}");
+      line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) s0 += " + term(i) + ";");
+      line("const vm8::v8 st = (s0 + s1) + (s2 + s3);");
+      line("float s = ((st[0] + st[1]) + (st[2] + st[3])) + ((st[4] + st[5]) + (st[6] + st[7]));");
+      line("for (; " + i + " < " + e + "; ++" + i + ") s += " + value + ";");
+    } else {
+      line("float s = 0.0f;");
+      for (size_t k = 0; k < red.size(); ++k) {
+        if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
+        line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" +
+             idx(red[k]) + ") {");
+        ind_ += 2;
+      }
+      line("s += " + value + ";");
+      for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
     }
-    line("s += " + value + ";");
-    for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
     line(dest + " += s;");
     ind_ -= 2;
     line("}");
@@ -731,7 +764,8 @@ class Gen {
     if (fused_into_[i] < 0) zero(i);
     const Phase ph = op.phase;
     std::vector<int> outer = layout(i);
-    loops(outer, ph, false, [&] { sum_into(op.reduce, ph, at(op.args[0]), c.base + "[" + offset(c, op.axes) + "]"); });
+    loops(outer, ph, false,
+          [&] { sum_into(op.reduce, ph, at(op.args[0]), c.base + "[" + offset(c, op.axes) + "]", {op.args[0]}); });
   }
 
   std::string m_at(const std::vector<int>& ) const {
