@@ -791,6 +791,38 @@ class Gen {
     loops(sh, ph, false, [&] {
       line("{");
       ind_ += 2;
+      bool fn = false;
+      if (rest.size() == 1 && vec_ok(x, rest[0], {}, &fn)) {
+        // Four vector maxima (NaN skipped as below): one is bound by its latency.
+        const int in = rest[0];
+        const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+        auto term = [&](const std::string& lane) {
+          lane_atom_ = in;
+          lane_expr_ = lane;
+          std::string v = vat(x, {});
+          lane_atom_ = -1;
+          return v;
+        };
+        line("vm8::v8 m0 = vm8::splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;");
+        line("int64_t " + i + " = 0;");
+        line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+        for (int u = 0; u < 4; ++u) {
+          const std::string mu = "m" + std::to_string(u);
+          line("  { const vm8::v8 v = " + term(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i) + "; " + mu +
+               " = v > " + mu + " ? v : " + mu + "; }");
+        }
+        line("}");
+        line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) { const vm8::v8 v = " + term(i) +
+             "; m0 = v > m0 ? v : m0; }");
+        line("m0 = m1 > m0 ? m1 : m0; m2 = m3 > m2 ? m3 : m2; m0 = m2 > m0 ? m2 : m0;");
+        line("float mx = -INFINITY;");
+        line("for (int l = 0; l < 8; ++l) mx = m0[l] > mx ? m0[l] : mx;");
+        line("for (; " + i + " < " + e + "; ++" + i + ") { const float xv = " + at(x) + "; mx = xv > mx ? xv : mx; }");
+        line(stab(cm_off_) + " = mx;");
+        ind_ -= 2;
+        line("}");
+        return;
+      }
       line("float mx = -INFINITY;");
       for (size_t k = 0; k < rest.size(); ++k) {
         if (k + 1 == rest.size()) line("#pragma omp simd reduction(max : mx)");
