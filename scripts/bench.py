@@ -13,6 +13,8 @@ For every corpus model (build/corpus, `make corpus`) and thread count, in one ru
   isomer_eqsat the same on `isomer optimize --search eqsat`'s output; the row's "eqsat"
                has the search's time, e-graph size, stop reason, extraction gap and rules,
                and `eqsat_gain` = isomer runtime on isomer_opt's output / on this one;
+  ort_eqsat    ONNX Runtime on `isomer optimize --search eqsat --target onnxruntime`'s
+               output; `eqsat_ort_gain` = ONNX Runtime on ort_isomer's model / on this one;
   cost         `isomer cost`'s prediction against the isomer latency measured in the
                same round (signed error, %).
 Engines alternate in rounds (the order rotates every round) with the same inputs (valid
@@ -51,10 +53,12 @@ from benchlib import engines as E  # noqa: E402
 from benchlib import report  # noqa: E402
 from corpus.inputs import load_manifest, make_inputs  # noqa: E402
 
-ENGINES = ["ort_isomer", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
+ENGINES = ["ort_isomer", "ort_eqsat", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
 # What the bench keeps of an eqsat search's report (the report's search_* fields).
 EQSAT_FIELDS = ["search_seconds", "search_stop_reason", "search_egraph_nodes", "search_egraph_classes",
                 "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds",
+                "search_saturation_seconds", "search_extraction_seconds", "search_greedy_cost_ms", "search_ilp_cost_ms",
+                "search_rule_counts",
                 "search_cost_before_ms", "search_cost_after_ms", "search_kept_input", "rules_applied"]
 
 
@@ -104,6 +108,17 @@ def prepare(entry, args, caps):
                 _progress(name, "isomer optimize --target onnxruntime", "FAILED " + str(e).replace("\n", " | "))
         elif "opt_path" in prep:
             prep["ort_isomer_path"] = prep["opt_path"]
+    if "ort_eqsat" in args.engines and caps["target"]:
+        try:
+            prep["ort_eqsat"] = E.isomer_optimize(
+                args.isomer, entry["path"], os.path.join(d, "opt_eqsat_ort.onnx"),
+                os.path.join(d, "opt_eqsat_ort.report.json"), extra + ["--search", "eqsat", "--target", "onnxruntime"],
+                args.timeout)
+            prep["ort_eqsat_path"] = os.path.join(d, "opt_eqsat_ort.onnx")
+            _progress(name, "isomer optimize --search eqsat --target onnxruntime", _optimize_summary(prep["ort_eqsat"]))
+        except E.CommandFailed as e:
+            prep["errors"]["ort_eqsat"] = str(e)
+            _progress(name, "isomer optimize --search eqsat --target onnxruntime", "FAILED " + str(e).replace("\n", " | "))
     if "ort_onnxsim" in args.engines:
         try:
             prep["onnxsim"] = E.onnxsim_simplify(entry["path"], os.path.join(d, "onnxsim.onnx"), args.timeout)
@@ -138,6 +153,8 @@ def _engine_error(prep, key):
         return prep["errors"].get("optimize")
     if key == "isomer_eqsat":
         return prep["errors"].get("eqsat")
+    if key == "ort_eqsat":
+        return prep["errors"].get("ort_eqsat")
     if key == "ort_onnxsim":
         return prep["errors"].get("onnxsim")
     return None
@@ -153,6 +170,7 @@ def measure(entry, prep, threads, args):
     names = inproc["ort"].output_names
 
     for key, path_key, cls in [("ort_isomer", "ort_isomer_path", E.OrtEngine),
+                               ("ort_eqsat", "ort_eqsat_path", E.OrtEngine),
                                ("ort_onnxsim", "onnxsim_path", E.OrtEngine),
                                ("openvino", None, E.OpenVinoEngine)]:
         if key not in args.engines:
@@ -261,6 +279,9 @@ def measure(entry, prep, threads, args):
     gains = [a / b for a, b in zip(rounds_ms.get("isomer_opt", []), rounds_ms.get("isomer_eqsat", [])) if a and b]
     if gains:
         row["eqsat_gain"] = E.median(gains)
+    gains = [a / b for a, b in zip(rounds_ms.get("ort_isomer", []), rounds_ms.get("ort_eqsat", [])) if a and b]
+    if gains:
+        row["eqsat_ort_gain"] = E.median(gains)
     pred = row.get("prediction")
     if pred is not None:
         measured = (rounds_ms.get("isomer") or [None] * args.rounds)[predict_round]

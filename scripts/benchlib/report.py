@@ -13,15 +13,17 @@ COLUMNS = [
     ("isomer_opt", "iso(opt)", "isomer runtime, isomer optimize output"),
     ("isomer_eqsat", "iso(eqs)", "isomer runtime, isomer optimize --search eqsat output"),
     ("ort_isomer", "ORT(opt)", "ONNX Runtime, isomer optimize output"),
+    ("ort_eqsat", "ORT(eqs)", "ONNX Runtime, isomer optimize --search eqsat --target onnxruntime output"),
     ("ort_onnxsim", "ORT(sim)", "ONNX Runtime, onnxsim output"),
     ("openvino", "OpenVINO", "OpenVINO CPU, original"),
     ("isomer_opt_gain", "opt gain", "isomer runtime: original / optimize output"),
     ("eqsat_gain", "eqs gain", "isomer runtime: optimize output / --search eqsat output"),
+    ("eqsat_ort_gain", "eqs/ORT", "ONNX Runtime: optimize output / --search eqsat output (both --target onnxruntime)"),
 ]
 
 
 def value(row, key):
-    if key in ("isomer_opt_gain", "eqsat_gain"):
+    if key in ("isomer_opt_gain", "eqsat_gain", "eqsat_ort_gain"):
         return row.get(key)
     return row.get("speedup", {}).get(key)
 
@@ -143,7 +145,37 @@ def table(result):
                     continue
                 seen.add((m, k, msg))
                 lines.append(f"  {m} {k}: {msg[:400]}")
+    lines += eqsat_table(result)
     return "\n".join(lines)
+
+
+def eqsat_table(result):
+    """Per model, `--search eqsat`'s search (once per model: the first thread count's row)."""
+    rows, seen = [], set()
+    for r in result["rows"]:
+        if r.get("eqsat") and r["model"] not in seen:
+            seen.add(r["model"])
+            rows.append(r)
+    if not rows:
+        return []
+    head = (f"{'model':16s} {'search s':>8s} {'satur s':>8s} {'price s':>8s} {'extr s':>7s} {'nodes':>6s} "
+            f"{'gap':>6s} {'stop':>12s}  rules in the result")
+    lines = ["", "--search eqsat (search s = saturation + pricing + extraction; pricing times new shapes on this "
+                 "machine)", head, "-" * len(head)]
+    for r in rows:
+        e = r["eqsat"]
+
+        def num(k, fmt):
+            v = e.get(k)
+            return format(v, fmt) if isinstance(v, (int, float)) and v is not None and v >= 0 else "-"
+        gap = e.get("search_extraction_gap")
+        gap_s = f"{100 * gap:5.1f}%" if isinstance(gap, (int, float)) and gap >= 0 else "-"
+        rules = ", ".join(f"{k} {v}" for k, v in sorted((e.get("rules_applied") or {}).items()))
+        lines.append(f"{r['model']:16s} {num('search_seconds', '8.2f'):>8s} {num('search_saturation_seconds', '8.2f'):>8s} "
+                     f"{num('search_pricing_seconds', '8.2f'):>8s} {num('search_extraction_seconds', '7.2f'):>7s} "
+                     f"{num('search_egraph_nodes', 'd'):>6s} {gap_s:>6s} {str(e.get('search_stop_reason') or '-'):>12s}  "
+                     f"{rules[:120] or '(input kept)'}")
+    return lines
 
 
 def _errored(r, key):
@@ -152,6 +184,8 @@ def _errored(r, key):
         return "isomer" in errs or "isomer_opt" in errs
     if key == "eqsat_gain":
         return "isomer_opt" in errs or "isomer_eqsat" in errs
+    if key == "eqsat_ort_gain":
+        return "ort_isomer" in errs or "ort_eqsat" in errs
     return key in errs
 
 

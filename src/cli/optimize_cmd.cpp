@@ -23,7 +23,7 @@ struct OptimizeArgs {
   std::string search = "templates";
   double budget = 10;
   // --search eqsat
-  size_t iter_limit = 30, node_limit = 20000, region_ops = 200;
+  size_t iter_limit = 30, node_limit = 20000, region_ops = 400;
   std::string extractor = "ilp";
   double ilp_time = 10;
   uint64_t seed = 0;
@@ -118,7 +118,7 @@ void add_optimize_command(CLI::App& app) {
   o->add_option("--budget", opt->budget, "seconds the search may take (default 10)");
   o->add_option("--iter-limit", opt->iter_limit, "eqsat: saturation iterations per region (default 30)");
   o->add_option("--node-limit", opt->node_limit, "eqsat: e-nodes per region (default 20000)");
-  o->add_option("--region-ops", opt->region_ops, "eqsat: operators per region of a large model (default 200)");
+  o->add_option("--region-ops", opt->region_ops, "eqsat: operators per region of a large model (default 400)");
   o->add_option("--extractor", opt->extractor, "eqsat: greedy, or ilp (exact, CBC; default)")
       ->check(CLI::IsMember({"greedy", "ilp"}));
   o->add_option("--ilp-time", opt->ilp_time, "eqsat: seconds the ILP may take per region (default 10)");

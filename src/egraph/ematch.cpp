@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "ops/op.h"
@@ -517,6 +518,51 @@ const Rule& VariadicExpansions::of_size(const Rule& rule, size_t n) {
   return *slot;
 }
 
+namespace {
+
+// True if some class in `from` is, or reads through any of its e-nodes, a class in
+// `targets` (an over-approximation of "depends on": any representation counts).
+bool reaches(const EGraph& g, const std::vector<ClassId>& from, const std::unordered_set<ClassId>& targets) {
+  std::unordered_set<ClassId> seen;
+  std::vector<ClassId> stack;
+  for (ClassId c : from)
+    if (c != kNoClass) stack.push_back(g.find(c));
+  while (!stack.empty()) {
+    const ClassId c = stack.back();
+    stack.pop_back();
+    if (targets.count(c)) return true;
+    if (!seen.insert(c).second) continue;
+    for (const ENode& n : g.cls(c).nodes)
+      for (ClassId ch : n.children)
+        if (ch != kNoClass) stack.push_back(g.find(ch));
+  }
+  return false;
+}
+
+// The members (in order) that can be merged together without a cycle: one whose
+// operands depend on another member's value (an RNN's h_t W for two steps: h_2 is
+// computed from h_1 W) would make the merge read its own output. Such a merge can
+// never be extracted, and leaving it out keeps the ILP's cyclic components small.
+std::vector<size_t> independent_members(const EGraph& g, const std::vector<EMatch>& elements,
+                                        const std::vector<size_t>& members) {
+  std::vector<size_t> kept;
+  std::vector<ClassId> kept_operands;
+  std::unordered_set<ClassId> kept_roots;
+  for (size_t i : members) {
+    const EMatch& m = elements[i];
+    const ClassId root = g.find(m.roots[0]);
+    std::unordered_set<ClassId> with_root = kept_roots;
+    with_root.insert(root);
+    if (reaches(g, m.operands, with_root) || reaches(g, kept_operands, {root})) continue;
+    kept.push_back(i);
+    kept_roots.insert(root);
+    kept_operands.insert(kept_operands.end(), m.operands.begin(), m.operands.end());
+  }
+  return kept;
+}
+
+}  // namespace
+
 std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rule& rule, const OpIndex& index,
                                                             size_t limit, VariadicExpansions& expansions,
                                                             const std::vector<bool>& merge_origins) {
@@ -555,14 +601,32 @@ std::vector<std::pair<const Rule*, EMatch>> ematch_variadic(EGraph& g, const Rul
     }
     groups[key].push_back(i);
   }
+  // The elements' own operands (the listed variables'), by which a group is ordered:
+  // the same inputs come out in the same order in every group, so that merges of
+  // different weights stack them into one Concat (which a merge of its readers then
+  // shares), not one per order.
+  std::vector<int> listed;
+  for (size_t v = 0; v < one.vars.size(); ++v)
+    if (!list_of(one.vars[v].name).empty()) listed.push_back(static_cast<int>(v));
+  auto order_key = [&](size_t i) {
+    std::vector<ClassId> k;
+    for (int v : listed) {
+      const ClassId c = elements[i].operands[static_cast<size_t>(v)];
+      k.push_back(c == kNoClass ? kNoClass : g.find(c));
+    }
+    k.push_back(g.find(elements[i].roots[0]));
+    return k;
+  };
   std::vector<std::pair<const Rule*, EMatch>> out;
   for (auto& [key, members] : groups) {
-    // Distinct values, in class order.
-    std::sort(members.begin(), members.end(),
-              [&](size_t a, size_t b) { return elements[a].roots[0] < elements[b].roots[0]; });
+    // Distinct values, in the order of their own operands.
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) { return order_key(a) < order_key(b); });
     members.erase(std::unique(members.begin(), members.end(),
-                              [&](size_t a, size_t b) { return elements[a].roots[0] == elements[b].roots[0]; }),
+                              [&](size_t a, size_t b) {
+                                return g.find(elements[a].roots[0]) == g.find(elements[b].roots[0]);
+                              }),
                   members.end());
+    members = independent_members(g, elements, members);
     if (members.size() < 2) continue;
     if (members.size() > kMaxElements) members.resize(kMaxElements);
     const Rule& expanded = expansions.of_size(rule, members.size());

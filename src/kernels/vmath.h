@@ -168,17 +168,17 @@ ISOMER_VINLINE v8 load(const float* p) {
 
 ISOMER_VINLINE void store(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
-// e^x: +inf above 88.72, NaN for NaN, and 0 below -86.99, where e^x < 2^-125 (the
-// scalar form goes down to -87.34: building 2^(n-1) flushes n = -126, which
-// costs 4 instructions per vector to avoid). The input is not clamped:
-// out of range the arithmetic gives garbage that the two selects at the end
-// replace (a NaN compares false to both bounds and stays NaN), which is 4
-// instructions where clamping first and fixing up after took 8. The polynomial is
-// evaluated in Estrin's form, 4 dependent steps instead of Horner's 7: the loop
-// over an array is latency bound, and this takes exp+sum from 0.87 to 0.55 ns per
-// element on one Zen 2 core.
-ISOMER_VINLINE v8 exp(v8 x) {
-  const v8 hi = splat(88.7228393554688f), lo = splat(-87.3365478515625f);
+// e^x = 2^n e^r: range reduction x = n ln2 + r (|r| <= ln2/2, n read from t's low
+// mantissa bits as an integer: bits(t) - bits(magic)) and e^r as a degree-7
+// polynomial, evaluated in Estrin's form: 4 dependent steps instead of Horner's 7
+// (a loop over an array is latency bound; exp+sum went from 0.87 to 0.55 ns per
+// element on one Zen 2 core). The input is not clamped: out of range the
+// arithmetic gives garbage that the callers' selects replace.
+struct ExpParts {
+  v8 p;   // e^r
+  v8i n;  // the power of two
+};
+ISOMER_VINLINE ExpParts exp_parts(v8 x) {
   const v8 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
   const v8 t = x * splat(1.44269504088896341f) + magic;
   const v8 n = t - magic;
@@ -189,32 +189,28 @@ ISOMER_VINLINE v8 exp(v8 x) {
   const v8 a = splat(1.6666665459e-1f) * r + splat(5.0000001201e-1f);
   const v8 b = splat(8.3334519073e-3f) * r + splat(4.1665795894e-2f);
   const v8 c = splat(1.9875691500e-4f) * r + splat(1.3981999507e-3f);
-  const v8 q = c * (r2 * r2) + (b * r2 + a);
-  const v8 p = q * r2 + (r + splat(1.0f));
-  // 2^(n - 1) from the integer in t's low mantissa bits, then times 2 (n is 128 at the top).
-  const v8i ni = bits(t) - bits(magic);
-  v8 y = p * floats((ni + 126) << 23) * splat(2.0f);
-  y = x < lo ? splat(0.0f) : y;
-  return x > hi ? splat(INFINITY) : y;
+  return {(c * (r2 * r2) + (b * r2 + a)) * r2 + (r + splat(1.0f)), bits(t) - bits(magic)};
 }
 
-// e^x for x <= 0 or NaN (softmax's x - max): the same arithmetic with one select,
-// since nothing overflows; 2^n is one factor (n >= -126 wherever the result is
-// kept). 13% faster than exp in softmax's exp-and-sum loop.
+// e^x: +inf above 88.72, NaN for NaN, and 0 below -86.99, where e^x < 2^-125 (the
+// scalar form goes down to -87.34: building 2^(n-1) flushes n = -126, which costs
+// 4 instructions per vector to avoid). Two selects after the arithmetic (a NaN
+// compares false to both bounds and stays NaN) are 4 instructions where clamping
+// first and fixing up after took 8.
+ISOMER_VINLINE v8 exp(v8 x) {
+  const ExpParts e = exp_parts(x);
+  // 2^(n - 1), then times 2 (n is 128 at the top).
+  const v8 y = e.p * floats((e.n + 126) << 23) * splat(2.0f);
+  return x > splat(88.7228393554688f) ? splat(INFINITY) : x < splat(-87.3365478515625f) ? splat(0.0f) : y;
+}
+
+// e^x for x <= 0 or NaN (softmax's x - max): one select, since nothing overflows,
+// and 2^n as one factor (n >= -126 wherever the result is kept). 13% faster than
+// exp in softmax's exp-and-sum loop.
 ISOMER_VINLINE v8 exp_nonpositive(v8 x) {
-  const v8 lo = splat(-87.3365478515625f);
-  const v8 magic = splat(12582912.0f);
-  const v8 t = x * splat(1.44269504088896341f) + magic;
-  const v8 n = t - magic;
-  v8 r = x - n * splat(0.693359375f);
-  r = r - n * splat(-2.12194440e-4f);
-  const v8 r2 = r * r;
-  const v8 a = splat(1.6666665459e-1f) * r + splat(5.0000001201e-1f);
-  const v8 b = splat(8.3334519073e-3f) * r + splat(4.1665795894e-2f);
-  const v8 c = splat(1.9875691500e-4f) * r + splat(1.3981999507e-3f);
-  const v8 p = (c * (r2 * r2) + (b * r2 + a)) * r2 + (r + splat(1.0f));
-  const v8 y = p * floats(((bits(t) - bits(magic)) + 127) << 23);
-  return x < lo ? splat(0.0f) : y;
+  const ExpParts e = exp_parts(x);
+  const v8 y = e.p * floats((e.n + 127) << 23);
+  return x < splat(-87.3365478515625f) ? splat(0.0f) : y;
 }
 
 ISOMER_VINLINE v8 sigmoid(v8 x) { return splat(1.0f) / (splat(1.0f) + exp(-x)); }

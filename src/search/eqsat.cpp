@@ -348,12 +348,14 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     if (stats) *stats = std::move(st);
     return g;
   }
+  const auto tr = Clock::now();
   try {
     st.cost_before = plan_before >= 0 ? plan_before : model.graph_ms(g);
     st.cost_after = model.graph_ms(result);
   } catch (const std::exception&) {
     st.cost_before = st.cost_after = 0;  // not priceable (symbolic shapes): keep what was found
   }
+  st.pricing_seconds += seconds_since(tr);  // the result priced whole: a run of the model, not search
   if (st.cost_after > st.cost_before) {
     st.kept_input = true;
     st.cost_after = st.cost_before;

@@ -57,7 +57,7 @@ struct SearchOptions {
   size_t node_limit = 20000;        // e-nodes per region
   size_t match_limit = 1000;        // backoff scheduler: matches per rule and iteration before a ban
   size_t ban_length = 5;            // backoff scheduler: iterations a first ban lasts
-  size_t region_ops = 200;          // operators per region of a large model
+  size_t region_ops = 400;          // operators per region of a large model
   std::string extractor = "ilp";    // "greedy", or "ilp" (exact, warm-started from greedy)
   // Reversed rules whose target has more operators than their source (x + x into
   // x - (-x): the reversals of simplifications) only grow the e-graph with forms that

@@ -24,8 +24,8 @@ const std::vector<Rule>& shipped_rules() {
 }
 
 // The merges the rules make, extracted by the ILP: a MatMul costs 1 plus 0.05 per
-// output column (a merge of n is cheaper than n products, a wider merge than needed
-// is not), anything else 0.01.
+// output column, a Conv 1 plus 0.05 per output channel (a merge of n is cheaper than
+// n contractions, a wider merge than needed is not), anything else 0.01.
 std::string merged(const std::string& text) {
   Graph g = simplify(parse_graph(text));
   // The rules eqsat_search uses: no expanding reversals, and no pairwise merge of
@@ -54,7 +54,9 @@ std::string merged(const std::string& text) {
     for (const eg::ENode& n : e.cls(c).nodes) {
       double price = 0;
       if (n.kind == eg::ENodeKind::Op && !e.cls(c).constant)
-        price = n.op->name == "MatMul" ? 1.0 + 0.05 * static_cast<double>(e.type(c).shape.back().value) : 0.01;
+        price = n.op->name == "MatMul" ? 1.0 + 0.05 * static_cast<double>(e.type(c).shape.back().value)
+                : n.op->name == "Conv"   ? 1.0 + 0.05 * static_cast<double>(e.type(c).shape[1].value)
+                                         : 0.01;
       costs[c].push_back(price);
     }
   eg::Extraction greedy = eg::extract_greedy(e, roots, costs);
@@ -111,6 +113,34 @@ TEST(EqsatGolden, SumOfProductsBecomesOneProduct) {
   %2 = MatMul(%0, %1) : f32[2,2]
   %3 = Tanh(%2) : f32[2,2]
   return %3 as "3"
+}
+)");
+}
+
+// SqueezeNet's fire module: a 1x1 and a 3x3 convolution of one input. The 1x1 is
+// enlarged to a 3x3 (its kernel padded by zeros, the input by one) and both become
+// one convolution, split by channels.
+const char* kFire = R"(graph g(%x: f32[1,2,3,3]) {
+  %w1 = const f32[1,2,1,1] {1, -2}
+  %w3 = const f32[1,2,3,3] {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3, -4, -5, -6, -7, -8, -9}
+  %0 = Conv(%x, %w1)
+  %1 = Conv(%x, %w3) {pads=[1, 1, 1, 1]}
+  %2 = Relu(%0)
+  %3 = Relu(%1)
+  return %2, %3
+}
+)";
+
+TEST(EqsatGolden, OneByOneAndThreeByThreeConvolutionsMergeIntoOne) {
+  // The second output channel is the 1x1 kernel {1, -2} at the centre of zeros.
+  EXPECT_EQ(merged(kFire), R"(graph isomer(%x: f32[1,2,3,3]) {
+  %0 = const f32[2,2,3,3] hex"0000803f0000004000004040000080400000a0400000c0400000e0400000004100001041000080bf000000c0000040c0000080c00000a0c00000c0c00000e0c0000000c1000010c1000000000000000000000000000000000000803f0000000000000000000000000000000000000000000000000000000000000000000000c000000000000000000000000000000000"
+  %1 = Conv(%x, %0) {dilations=[1, 1], group=1, pads=[1, 1, 1, 1], strides=[1, 1]} : f32[1,2,3,3]
+  %2 = const i64[2] {1, 1}
+  %3, %4 = Split(%1, %2) {axis=1} : f32[1,1,3,3], f32[1,1,3,3]
+  %5 = Relu(%4) : f32[1,1,3,3]
+  %6 = Relu(%3) : f32[1,1,3,3]
+  return %5 as "2", %6 as "3"
 }
 )");
 }

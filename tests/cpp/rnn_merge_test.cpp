@@ -5,6 +5,8 @@
 // cycle. Graph text in, the extracted graph's outputs checked against the input's.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "check/compare.h"
 #include "egraph/egraph.h"
 #include "egraph/extract.h"
@@ -69,6 +71,14 @@ TEST(RnnMerge, InputProductsOfAllStepsBecomeOneAndTheRecurrenceStays) {
       costs[c].push_back(mm ? 1 + 0.1 * static_cast<double>(rows) : n.kind == eg::ENodeKind::Op ? 0.01 : 0.0);
     }
   EXPECT_EQ(widest, 4u);  // all four steps' inputs stacked at once
+  // The recurrent products are never grouped (h_2 is computed from h_1 U: their merge
+  // would read its own output), so every stacked product is one of W.
+  std::set<ClassId> stacked_weights;
+  for (ClassId c : g.class_ids())
+    for (const eg::ENode& n : g.cls(c).nodes)
+      if (n.kind == eg::ENodeKind::Op && n.op->name == "MatMul" && g.type(c).shape[0].value > 1)
+        stacked_weights.insert(g.find(n.children[1]));
+  EXPECT_EQ(stacked_weights.size(), 1u);
   eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
   std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, greedy, 10);
   ASSERT_TRUE(ilp);
