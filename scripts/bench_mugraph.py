@@ -1,7 +1,8 @@
 """Times μGraph region kernels against isomer's unfused runtime and ONNX Runtime.
 
 For each single-region model (scripts/mugraph_regions.py): `isomer optimize
---mugraph --mugraph-untimed` (the best verified kernel, kept untimed), then
+--mugraph --mugraph-untimed` (the best verified kernel by the cost model, kept
+untimed; --timed: the fastest of the best few, timed as `optimize --mugraph` does), then
 `isomer run --bench --profile` on the original and on the fused model, interleaved
 for --rounds rounds; reports medians of the whole-run latency, of the summed step
 times (the kernels without the runtime's per-run overhead) and ONNX Runtime's
@@ -42,6 +43,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--timed", action="store_true",
+                    help="let optimize time the best candidates and keep the fastest (the default flow of "
+                         "`optimize --mugraph`) instead of keeping the cost model's first (--mugraph-untimed)")
     ap.add_argument("--json")
     ap.add_argument("--png", help="bar chart of the medians (fused, unfused, ONNX Runtime) per region")
     a = ap.parse_args()
@@ -52,9 +56,11 @@ def main():
                 continue
             src, dst = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".fused.onnx")
             onnx.save(make(), src)
-            p = subprocess.run([a.isomer, "optimize", src, "-o", dst, "--mugraph", "--mugraph-untimed", "--no-guard",
-                                "--cost", "none", "--mugraph-seconds", "2", "--allow-nonfinite", "--threads", str(a.threads)],
-                               capture_output=True, text=True, timeout=900)
+            cmd = [a.isomer, "optimize", src, "-o", dst, "--mugraph", "--no-guard", "--cost", "none", "--mugraph-seconds",
+                   "2", "--allow-nonfinite", "--threads", str(a.threads)]
+            if not a.timed:
+                cmd.append("--mugraph-untimed")
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if p.returncode != 0 or "mugraph-fuse" not in p.stdout:
                 print(f"{name}: not fused: {p.stdout[-600:]} {p.stderr[-600:]}", flush=True)
                 continue

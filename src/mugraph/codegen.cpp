@@ -41,11 +41,20 @@ class Gen {
 
   std::string run() {
     plan();
+    ind_ = 6;
+    body();
+    const std::string body_text = o_.str();
     std::ostringstream s;
-    s << "// isomer μGraph kernel (generated)\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include "
-         "<omp.h>\n\n";
+    s << "// isomer μGraph kernel (generated)\n";
+    // Kernels without micro-kernel calls: GCC's instruction scheduling (off by default
+    // on x86) and unrolling interleave the long dependency chains of exp/erf across
+    // iterations (softmax 16x128 0.30 -> 0.27 ms, LayerNorm+GELU 0.178 -> 0.162 ms);
+    // the register blocks lose by them (ViT attention 1.29 -> 1.51 ms: spills).
+    if (body_text.find("mg_gemm(") == std::string::npos && body_text.find("mg_dot(") == std::string::npos)
+      s << "#pragma GCC optimize(\"unroll-loops\", \"schedule-insns\", \"sched-pressure\")\n";
+    s << "#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <omp.h>\n\n";
     s << kVmathText << "\n";
-    s << "namespace vm = isomer::kernels::vm;\n";
+    s << "namespace vm = isomer::kernels::vm;\nnamespace vm8 = isomer::kernels::vm8;\n";
     s << kMicroKernels << "\n";
     s << "/* block graph\n" << g_.to_text(p_) << "*/\n";
     if (!skip_.empty()) {
@@ -68,9 +77,7 @@ class Gen {
       << "));\n";
     s << "#pragma omp for schedule(dynamic, 1)\n";
     s << "    for (int64_t tile = 0; tile < " << g_.num_tiles(p_) << "; ++tile) {\n";
-    ind_ = 6;
-    body();
-    s << o_.str();
+    s << body_text;
     s << "    }\n    std::free(scratch);\n  }\n}\n";
     return s.str();
   }
@@ -153,6 +160,23 @@ class Gen {
 
   void choose_rows() { rows_ = ordered(row_atoms(p_, g_)); }
 
+  // The atom an op's data is unit-stride along where it comes from: an input's
+  // unit-stride atom, or that of an elementwise op's input of the same axes; -1 if none.
+  int unit_atom(int i) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind == BKind::Input) {
+      const IoTensor& io = p_.inputs[p_.stmts[op.stmt].input];
+      for (int a : op.axes)
+        if (io.stride(p_.atoms, a) == 1) return a;
+      return -1;
+    }
+    if (op.kind != BKind::Elementwise) return -1;
+    for (int x : op.args)
+      if (g_.ops[x].axes == op.axes)
+        if (int u = unit_atom(x); u >= 0) return u;
+    return -1;
+  }
+
   void plan() {
     const size_t n = g_.ops.size();
     // Global atom order: the first output's dims, then the other outputs', then the rest.
@@ -194,7 +218,11 @@ class Gen {
         if (!want_order.count(opi)) want_order[opi] = ord;
       };
       with_inner(r.a, {r.k});
-      with_inner(r.b, {r.k, r.n});
+      // B stored k-innermost (dot products, read in place) where its data is unit-stride
+      // along k, not n (Kᵀ in Q·Kᵀ): a transposed copy costs more than the product.
+      const int unit = unit_atom(r.b);
+      if (unit == r.k) with_inner(r.b, {r.n, r.k});
+      else with_inner(r.b, {r.k, r.n});
     }
     for (size_t i = 0; i < n; ++i) {
       const BOp& op = g_.ops[i];
@@ -286,7 +314,11 @@ class Gen {
   std::string pad() const { return std::string(static_cast<size_t>(ind_), ' '); }
   void line(const std::string& s) { o_ << pad() << s << "\n"; }
 
-  std::string idx(int atom) const { return "i" + std::to_string(atom); }
+  std::string idx(int atom) const { return atom == lane_atom_ ? lane_expr_ : "i" + std::to_string(atom); }
+  // While emitting a vector statement: the innermost atom's index is the vector's
+  // first element.
+  int lane_atom_ = -1;
+  std::string lane_expr_;
 
   // Offset of the op's element at the current loop indices.
   std::string offset(const Access& a, const std::vector<int>& atoms) const {
@@ -300,6 +332,7 @@ class Gen {
     return s.empty() ? "0" : s;
   }
   std::string at(int i) const {
+    if (auto h = hoisted_.find(i); h != hoisted_.end()) return h->second;
     const Access& a = acc_[i];
     const BOp& op = g_.ops[i];
     switch (a.where) {
@@ -319,21 +352,201 @@ class Gen {
       case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
       case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
       case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-      case Op::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Op::Div: {
+        // By a constant or a hoisted operand: a multiplication by its reciprocal (a
+        // division costs several multiplications' time; the result is within an ulp).
+        const int d = op.args[1];
+        if (auto q = recips_.find(d); q != recips_.end()) return "(" + arg(0) + " * " + q->second + ")";
+        if (acc_[d].where == Access::Where::Const && g_.ops[d].value != 0 && std::isfinite(g_.ops[d].value))
+          return "(" + arg(0) + " * " + flt(1.0 / static_cast<double>(static_cast<float>(g_.ops[d].value))) + ")";
+        return "(" + arg(0) + " / " + arg(1) + ")";
+      }
       case Op::Max: return "std::fmax(" + arg(0) + ", " + arg(1) + ")";
       case Op::Min: return "std::fmin(" + arg(0) + ", " + arg(1) + ")";
       case Op::Where: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
       case Op::Neg: return "(-" + arg(0) + ")";
       case Op::Exp: return "mg_exp(" + arg(0) + ")";
       case Op::Sqrt: return "std::sqrt(" + arg(0) + ")";
-      case Op::Erf: return "vm::erf(" + arg(0) + ")";
-      case Op::Tanh: return "vm::tanh(" + arg(0) + ")";
+      case Op::Erf: return "mg_erf(" + arg(0) + ")";
+      case Op::Tanh: return "mg_tanh(" + arg(0) + ")";
       case Op::Sigmoid: return "mg_sigmoid(" + arg(0) + ")";
       case Op::Relu: return "std::fmax(" + arg(0) + ", 0.0f)";
       case Op::Log: return "vm::log(" + arg(0) + ")";
       default: throw Error("μGraph codegen: not an elementwise op");
     }
   }
+
+  // Operands of op i's expression (through inlined ops) that do not vary along
+  // `inner`: loaded (or computed) once above the innermost loop.
+  void invariants(int i, int inner, std::vector<int>* inv) const {
+    for (int y : g_.ops[i].args) {
+      if (acc_[y].where == Access::Where::Const || contains(*inv, y)) continue;
+      if (!contains(g_.ops[y].axes, inner)) inv->push_back(y);
+      else if (acc_[y].where == Access::Where::Inline) invariants(y, inner, inv);
+    }
+  }
+  void divisors(int i, const std::vector<int>& inv, std::vector<int>* out) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind == BKind::Elementwise && op.op == Op::Div && contains(inv, op.args[1]) && !contains(*out, op.args[1]))
+      out->push_back(op.args[1]);
+    for (int y : op.args)
+      if (acc_[y].where == Access::Where::Inline && !contains(inv, y)) divisors(y, inv, out);
+  }
+
+  // A pointwise loop nest over `atoms` whose body is `stmt()`, an expression of op
+  // `root` (an elementwise op, computed or inlined): the operands invariant in the
+  // innermost loop (a row's mean or scale) hoisted above it, divisions by them
+  // turned into multiplications by one reciprocal.
+  void pointwise(const std::vector<int>& atoms, Phase ph, int root, const std::function<void()>& stmt,
+                 const Access* dst = nullptr, const std::vector<int>* dst_axes = nullptr) {
+    std::vector<int> inv, divs;
+    const bool expr_root = g_.ops[root].kind == BKind::Elementwise &&
+                           (acc_[root].where == Access::Where::Inline || hoist_root_ == root);
+    if (!atoms.empty() && expr_root) {
+      invariants(root, atoms.back(), &inv);
+      divisors(root, inv, &divs);
+    }
+    auto hoist = [&] {
+      for (int y : inv) {
+        const std::string v = "h" + std::to_string(y);
+        line("const float " + v + " = " + at(y) + ";");
+        hoisted_[y] = v;
+      }
+      for (int y : divs) {
+        const std::string v = "q" + std::to_string(y);
+        line("const float " + v + " = 1.0f / " + hoisted_[y] + ";");
+        recips_[y] = v;
+      }
+    };
+    bool fn = false;
+    const int in = atoms.empty() ? -1 : atoms.back();
+    const bool vec = in >= 0 && dst && dst_axes && unit_along(*dst, in) &&
+                     (hoist_root_ == root ? vec_expr_ok(root, in, inv, &fn) : vec_ok(root, in, inv, &fn)) && fn;
+    if (!vec) {
+      loops(atoms, ph, true, [&] { stmt(); }, hoist);
+    } else {
+      // Transcendental chains on unit-stride rows: 8-lane vector code (vm8's
+      // functions), two vectors per iteration that GCC's scheduler interleaves (the
+      // exp/erf dependency chains are long), the tail scalar.
+      std::vector<int> outer(atoms.begin(), atoms.end() - 1);
+      loops(outer, ph, false, [&] {
+        hoist();
+        const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+        line("{");
+        ind_ += 2;
+        line("int64_t " + i + " = 0;");
+        auto vstmt = [&](const std::string& lane, const std::string& name) {
+          lane_atom_ = in;
+          lane_expr_ = lane;
+          const std::string v = hoist_root_ == root ? vexpr(root, inv) : vat(root, inv);
+          line("const vm8::v8 " + name + " = " + v + ";");
+          lane_atom_ = -1;
+          return "(" + dst->base + " + " + offset_lane(*dst, *dst_axes, in, lane) + ")";
+        };
+        line("for (; " + i + " + 16 <= " + e + "; " + i + " += 16) {");
+        ind_ += 2;
+        const std::string d0 = vstmt(i, "r0"), d1 = vstmt("(" + i + " + 8)", "r1");
+        line("vm8::store(" + d0 + ", r0);");
+        line("vm8::store(" + d1 + ", r1);");
+        ind_ -= 2;
+        line("}");
+        line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) {");
+        ind_ += 2;
+        const std::string d = vstmt(i, "r0");
+        line("vm8::store(" + d + ", r0);");
+        ind_ -= 2;
+        line("}");
+        line("for (; " + i + " < " + e + "; ++" + i + ") {");
+        ind_ += 2;
+        stmt();
+        ind_ -= 2;
+        line("}");
+        ind_ -= 2;
+        line("}");
+      });
+    }
+    hoisted_.clear();
+    recips_.clear();
+  }
+
+  static bool unit_along(const Access& a, int atom) {
+    auto it = a.stride.find(atom);
+    return it != a.stride.end() && it->second == 1 && !a.is_bool;
+  }
+  std::string offset_lane(const Access& a, const std::vector<int>& axes, int atom, const std::string& lane) {
+    lane_atom_ = atom;
+    lane_expr_ = lane;
+    std::string o = offset(a, axes);
+    lane_atom_ = -1;
+    return o;
+  }
+  static bool vec_op(Op op, bool* fn) {
+    switch (op) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Neg: return true;
+      case Op::Exp:
+      case Op::Erf:
+      case Op::Tanh:
+      case Op::Sigmoid: *fn = true; return true;
+      default: return false;
+    }
+  }
+  // Whether op y's value can be read as 8 lanes along `in`: invariant (hoisted), a
+  // constant, unit-stride storage, or an inlined vectorizable expression.
+  bool vec_ok(int y, int in, const std::vector<int>& inv, bool* fn) const {
+    if (contains(inv, y)) return true;
+    const Access& a = acc_[y];
+    switch (a.where) {
+      case Access::Where::Const: return true;
+      case Access::Where::Inline: return vec_expr_ok(y, in, inv, fn);
+      case Access::Where::Scratch:
+      case Access::Where::View:
+      case Access::Where::Output: return unit_along(a, in);
+      default: return false;
+    }
+  }
+  bool vec_expr_ok(int i, int in, const std::vector<int>& inv, bool* fn) const {
+    const BOp& op = g_.ops[i];
+    if (op.kind != BKind::Elementwise || !vec_op(op.op, fn)) return false;
+    for (int y : op.args)
+      if (!vec_ok(y, in, inv, fn)) return false;
+    return true;
+  }
+  std::string vat(int y, const std::vector<int>& inv) const {
+    if (contains(inv, y)) return "vm8::splat(" + hoisted_.at(y) + ")";
+    const Access& a = acc_[y];
+    if (a.where == Access::Where::Const) return "vm8::splat(" + flt(g_.ops[y].value) + ")";
+    if (a.where == Access::Where::Inline) return vexpr(y, inv);
+    return "vm8::load(" + a.base + " + " + offset(a, g_.ops[y].axes) + ")";
+  }
+  std::string vexpr(int i, const std::vector<int>& inv) const {
+    const BOp& op = g_.ops[i];
+    auto arg = [&](size_t k) { return vat(op.args[k], inv); };
+    switch (op.op) {
+      case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Op::Div: {
+        const int d = op.args[1];
+        if (auto q = recips_.find(d); q != recips_.end()) return "(" + arg(0) + " * vm8::splat(" + q->second + "))";
+        if (acc_[d].where == Access::Where::Const && g_.ops[d].value != 0 && std::isfinite(g_.ops[d].value))
+          return "(" + arg(0) + " * vm8::splat(" + flt(1.0 / static_cast<double>(static_cast<float>(g_.ops[d].value))) +
+                 "))";
+        return "(" + arg(0) + " / " + arg(1) + ")";
+      }
+      case Op::Neg: return "(-" + arg(0) + ")";
+      case Op::Exp: return "vm8::exp(" + arg(0) + ")";
+      case Op::Erf: return "vm8::erf(" + arg(0) + ")";
+      case Op::Tanh: return "vm8::tanh(" + arg(0) + ")";
+      case Op::Sigmoid: return "vm8::sigmoid(" + arg(0) + ")";
+      default: throw Error("μGraph codegen: not a vector op");
+    }
+  }
+  std::map<int, std::string> hoisted_, recips_;
+  int hoist_root_ = -1;
 
   // Nested loops over `atoms` (in order); body at the innermost. simd on the inner loop.
   // `before_inner`: emitted just outside the innermost loop (loop-invariant loads).
@@ -400,9 +613,10 @@ class Gen {
   void emit_matmul(int i) {
     const BOp& op = g_.ops[i];
     const Access& c = acc_[i];
-    if (fused_into_[i] < 0) zero(i);
     std::vector<int> c_order = layout(i);
     Roles r = roles(static_cast<size_t>(i), c_order);
+    // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
+    const std::string accum = fused_into_[i] >= 0 ? "1" : "0";
     auto ptr = [&](int opi, const std::vector<int>& looped) {
       const Access& a = acc_[opi];
       std::vector<int> atoms;
@@ -425,42 +639,120 @@ class Gen {
       for (int a : c_order)
         if (a != r.m && a != r.n) outer.push_back(a);
       std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
-      if (st(r.b, r.n) == 1 && st(i, r.n) == 1 && st(r.a, r.k) == 1) {
-        loops(outer, ph, false, [&] {
-          line("mg_gemm(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
-               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.k)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ");");
+      const bool gemm = st(r.b, r.n) == 1 && st(i, r.n) == 1 && st(r.a, r.k) == 1;
+      const bool dot = !gemm && st(r.a, r.k) == 1 && st(r.b, r.k) == 1;
+      if (!gemm && !dot) goto generic;
+      auto call = [&](const std::vector<int>& looped, const std::string& rows) {
+        loops(looped, ph, false, [&] {
+          if (gemm)
+            line("mg_gemm(" + rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
+                 std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, looped) + ", " + std::to_string(st(r.b, r.k)) + ", " +
+                 ptr(i, looped) + ", " + std::to_string(st(i, r.m)) + ", " + accum + ");");
+          else
+            line("mg_dot(" + rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
+                 std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, looped) + ", " + std::to_string(st(r.b, r.n)) + ", " +
+                 ptr(i, looped) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ", " +
+                 accum + ");");
         });
+      };
+      // Outer atoms B does not have, laid out just outside m in A and C with the
+      // strides of a continuation of m (GQA's query heads sharing one K/V head), are
+      // more rows of one call: a few rows per call leave the register blocks empty.
+      // Valid while m's tile is whole; a partial tile takes the loop.
+      std::vector<int> merged;
+      std::string rows = M, whole;
+      if (r.m >= 0) {
+        int64_t span = max_extent(r.m, ph);
+        std::string e = ext(r.m, ph);
+        if (e != std::to_string(span)) whole = e + " == " + std::to_string(span);
+        for (size_t q = outer.size(); q-- > 0;) {
+          const int o = outer[q];
+          if (contains(g_.ops[r.b].axes, o) || st(r.a, o) != st(r.a, r.m) * span || st(i, o) != st(i, r.m) * span)
+            break;
+          merged.push_back(o);
+          rows = "(" + rows + " * " + ext(o, ph) + ")";
+          std::string eo = ext(o, ph);
+          const int64_t so = max_extent(o, ph);
+          if (eo != std::to_string(so)) break;  // a partial tile of o: no further atom continues it
+          span *= so;
+        }
+      }
+      if (merged.empty()) {
+        call(outer, M);
         return;
       }
-      if (st(r.a, r.k) == 1 && st(r.b, r.k) == 1) {
-        loops(outer, ph, false, [&] {
-          line("mg_dot(" + M + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, outer) + ", " +
-               std::to_string(st(r.a, r.m)) + ", " + ptr(r.b, outer) + ", " + std::to_string(st(r.b, r.n)) + ", " +
-               ptr(i, outer) + ", " + std::to_string(st(i, r.m)) + ", " + std::to_string(st(i, r.n)) + ");");
-        });
+      std::vector<int> rest;
+      for (int a : outer)
+        if (!contains(merged, a)) rest.push_back(a);
+      if (whole.empty()) {
+        call(rest, rows);
         return;
       }
+      line("if (" + whole + ") {");
+      ind_ += 2;
+      call(rest, rows);
+      ind_ -= 2;
+      line("} else {");
+      ind_ += 2;
+      call(outer, M);
+      ind_ -= 2;
+      line("}");
+      return;
     }
+  generic:
     // Generic contraction: a dot product per output element, summed in a register.
+    if (fused_into_[i] < 0) zero(i);
     loops(c_order, ph, false, [&] {
-      sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]");
+      sum_into(op.reduce, ph, at(op.args[0]) + " * " + at(op.args[1]), c.base + "[" + offset(c, op.axes) + "]",
+               {op.args[0], op.args[1]});
     });
   }
 
   // dest += the sum of `value` over `red` (innermost loop vectorized, a register accumulator).
-  void sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest) {
+  // `terms`: the ops whose product `value` is; where each reads as 8 lanes along the
+  // one reduced atom, four vector accumulators (one accumulator's add latency bounds
+  // a row's sum to a vector per 3 cycles: LayerNorm's two row sums were most of it).
+  void sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest,
+                const std::vector<int>& terms = {}) {
     line("{");
     ind_ += 2;
-    line("float s = 0.0f;");
-    for (size_t k = 0; k < red.size(); ++k) {
-      if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
-      line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" + idx(red[k]) +
-           ") {");
-      ind_ += 2;
+    bool fn = false;
+    bool vec = red.size() == 1 && !terms.empty();
+    for (int t : terms) vec = vec && vec_ok(t, red[0], {}, &fn);
+    if (vec) {
+      const int in = red[0];
+      const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+      auto term = [&](const std::string& lane) {
+        lane_atom_ = in;
+        lane_expr_ = lane;
+        std::string v;
+        for (int t : terms) v += (v.empty() ? "" : " * ") + vat(t, {});
+        lane_atom_ = -1;
+        return v;
+      };
+      line("vm8::v8 s0 = vm8::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;");
+      line("int64_t " + i + " = 0;");
+      line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+      line("  s0 += " + term(i) + ";");
+      line("  s1 += " + term("(" + i + " + 8)") + ";");
+      line("  s2 += " + term("(" + i + " + 16)") + ";");
+      line("  s3 += " + term("(" + i + " + 24)") + ";");
+      line("}");
+      line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) s0 += " + term(i) + ";");
+      line("const vm8::v8 st = (s0 + s1) + (s2 + s3);");
+      line("float s = ((st[0] + st[1]) + (st[2] + st[3])) + ((st[4] + st[5]) + (st[6] + st[7]));");
+      line("for (; " + i + " < " + e + "; ++" + i + ") s += " + value + ";");
+    } else {
+      line("float s = 0.0f;");
+      for (size_t k = 0; k < red.size(); ++k) {
+        if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
+        line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" +
+             idx(red[k]) + ") {");
+        ind_ += 2;
+      }
+      line("s += " + value + ";");
+      for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
     }
-    line("s += " + value + ";");
-    for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
     line(dest + " += s;");
     ind_ -= 2;
     line("}");
@@ -472,7 +764,8 @@ class Gen {
     if (fused_into_[i] < 0) zero(i);
     const Phase ph = op.phase;
     std::vector<int> outer = layout(i);
-    loops(outer, ph, false, [&] { sum_into(op.reduce, ph, at(op.args[0]), c.base + "[" + offset(c, op.axes) + "]"); });
+    loops(outer, ph, false,
+          [&] { sum_into(op.reduce, ph, at(op.args[0]), c.base + "[" + offset(c, op.axes) + "]", {op.args[0]}); });
   }
 
   std::string m_at(const std::vector<int>& ) const {
@@ -498,6 +791,38 @@ class Gen {
     loops(sh, ph, false, [&] {
       line("{");
       ind_ += 2;
+      bool fn = false;
+      if (rest.size() == 1 && vec_ok(x, rest[0], {}, &fn)) {
+        // Four vector maxima (NaN skipped as below): one is bound by its latency.
+        const int in = rest[0];
+        const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+        auto term = [&](const std::string& lane) {
+          lane_atom_ = in;
+          lane_expr_ = lane;
+          std::string v = vat(x, {});
+          lane_atom_ = -1;
+          return v;
+        };
+        line("vm8::v8 m0 = vm8::splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;");
+        line("int64_t " + i + " = 0;");
+        line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+        for (int u = 0; u < 4; ++u) {
+          const std::string mu = "m" + std::to_string(u);
+          line("  { const vm8::v8 v = " + term(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i) + "; " + mu +
+               " = v > " + mu + " ? v : " + mu + "; }");
+        }
+        line("}");
+        line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) { const vm8::v8 v = " + term(i) +
+             "; m0 = v > m0 ? v : m0; }");
+        line("m0 = m1 > m0 ? m1 : m0; m2 = m3 > m2 ? m3 : m2; m0 = m2 > m0 ? m2 : m0;");
+        line("float mx = -INFINITY;");
+        line("for (int l = 0; l < 8; ++l) mx = m0[l] > mx ? m0[l] : mx;");
+        line("for (; " + i + " < " + e + "; ++" + i + ") { const float xv = " + at(x) + "; mx = xv > mx ? xv : mx; }");
+        line(stab(cm_off_) + " = mx;");
+        ind_ -= 2;
+        line("}");
+        return;
+      }
       line("float mx = -INFINITY;");
       for (size_t k = 0; k < rest.size(); ++k) {
         if (k + 1 == rest.size()) line("#pragma omp simd reduction(max : mx)");
@@ -514,8 +839,11 @@ class Gen {
     });
     if (ph == Phase::Loop) {
       loops(sh, ph, false, [&] {
-        line("const float mo = " + stab(m_off_) + ", mn = std::fmax(mo, " + stab(cm_off_) + ");");
-        line(stab(fac_off_) + " = mn == -INFINITY ? 1.0f : (mo == -INFINITY ? 0.0f : vm::exp(mo - mn));");
+        // Neither maximum is NaN (the max reductions skip NaN), so a compare does what
+        // fmax does without its libm call; the rescale's exp is mg_exp (vectorized
+        // over the rows: vm::exp's scalar form is about three times the work).
+        line("const float mo = " + stab(m_off_) + ", mc = " + stab(cm_off_) + ", mn = mc > mo ? mc : mo;");
+        line(stab(fac_off_) + " = mn == -INFINITY ? 1.0f : (mo == -INFINITY ? 0.0f : mg_exp(mo - mn));");
         line(stab(m_off_) + " = mn;");
       });
       for (size_t a = 0; a < g_.ops.size(); ++a) {
@@ -548,6 +876,26 @@ class Gen {
         line("{");
         ind_ += 2;
         line("const float m = " + stab(m_off_) + ";");
+        // Unit-stride rows: the 8-lane exp-and-sum helper (four vectors in lockstep).
+        auto unit = [&](int opi) {
+          const Access& a = acc_[opi];
+          auto it = a.stride.find(inner.back());
+          const bool mat = a.where == Access::Where::Scratch || a.where == Access::Where::View;
+          return mat && !a.is_bool && it != a.stride.end() && it->second == 1;
+        };
+        if (inner.size() == 1 && unit(x) && unit(i)) {
+          auto row = [&](int opi) {
+            std::vector<int> ax;
+            for (int a : g_.ops[opi].axes)
+              if (a != inner[0]) ax.push_back(a);
+            return "(" + acc_[opi].base + " + " + offset(acc_[opi], ax) + ")";
+          };
+          line(acc_[r].base + "[" + offset(acc_[r], g_.ops[r].axes) + "] += mg_exp_shift_sum(" + ext(inner[0], ph) +
+               ", " + row(x) + ", m, " + row(i) + ");");
+          ind_ -= 2;
+          line("}");
+          return;
+        }
         line("float s = 0.0f;");
         for (size_t k = 0; k < inner.size(); ++k) {
           if (k + 1 == inner.size()) line("#pragma omp simd reduction(+ : s)");
@@ -600,9 +948,12 @@ class Gen {
           emit_stab_exp(i);
           return;
         }
-        loops(layout(i), op.phase, true, [&] {
-          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";");
-        });
+        hoist_root_ = i;
+        pointwise(
+            layout(i), op.phase, i,
+            [&] { line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = " + expr(i) + ";"); }, &acc_[i],
+            &op.axes);
+        hoist_root_ = -1;
         return;
       }
     }
@@ -674,14 +1025,14 @@ class Gen {
       std::vector<int> ord = op.axes;
       std::stable_sort(ord.begin(), ord.end(), [&](int x, int y) { return dst.stride[x] > dst.stride[y]; });
       Phase ph = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
-      loops(ord, ph, true, [&] {
+      pointwise(ord, ph, oi, [&] {
         std::string v = at(oi);
         if (op.scale != 0) {
           std::string e = "vm::exp(" + stab(m_off_) + ")";
           for (int s = 0; s < std::abs(op.scale); ++s) v = "(" + v + (op.scale > 0 ? " * " : " / ") + e + ")";
         }
         line(dst.base + "[" + offset(dst, op.axes) + "] = " + v + ";");
-      });
+      }, op.scale == 0 ? &dst : nullptr, &op.axes);
     }
     for (size_t k = 0; k < rows_.size(); ++k) {
       ind_ -= 2;
