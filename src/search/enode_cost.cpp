@@ -15,7 +15,6 @@ using eg::ENode;
 using eg::ENodeKind;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 bool is_contraction(const OpDef* op) { return op && (op->name == "Conv" || op->name == "MatMul" || op->name == "Gemm"); }
 

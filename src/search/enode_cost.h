@@ -30,6 +30,7 @@
 //     both kinds of price are on one scale.
 //   - Constant computations (folded at optimization time), inputs, constants and
 //     projections cost nothing.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,6 +43,11 @@
 #include "egraph/extract.h"
 
 namespace isomer {
+
+// Seconds from `t` to now on the steady clock (the search's and the pricer's timings).
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 struct PlanShare {
   double ms = 0;                  // what the plan's steps charge to the nodes with this signature

@@ -24,7 +24,6 @@ using eg::ENode;
 using eg::ENodeKind;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A region as its own graph: boundary values in as inputs, what the rest reads out.
 struct Region {
@@ -112,17 +111,7 @@ std::vector<std::vector<NodePtr>> partition_graph(const Graph& g, size_t region_
   return regions;
 }
 
-Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostModel& model,
-                   const SearchOptions& options, SearchStats* stats) {
-  const auto t0 = Clock::now();
-  SearchStats st;
-  st.strategy = "eqsat";
-  st.extractor = options.extractor;
-  st.extraction_optimal = options.extractor == "ilp";
-  require(options.extractor == "greedy" || options.extractor == "ilp",
-          "unknown extractor '" + options.extractor + "' (choose greedy or ilp)");
-  // Operators a variadic rule merges n at a time: two-root rules that merge two of them
-  // would only add every subset of a group on top (2^n forms of NasRNN's 8 gates).
+std::vector<const Rule*> eqsat_rules(const std::vector<Rule>& rules, bool expanding_reversals) {
   std::set<const OpDef*> merged_by_variadic;
   for (const Rule& r : rules)
     if (r.variadic)
@@ -133,13 +122,26 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
       if (!merged_by_variadic.count(r.source.nodes[root.node].op)) return false;
     return true;
   };
-  std::vector<const Rule*> rule_ptrs;
+  std::vector<const Rule*> out;
   for (const Rule& r : rules) {
     const bool reversal = r.name.ends_with("-rev");
-    if (reversal && !options.expanding_reversals && r.target.num_ops() > r.source.num_ops()) continue;
+    if (reversal && !expanding_reversals && r.target.num_ops() > r.source.num_ops()) continue;
     if (pairwise_merge(r) || !eg::roots_are_joined(r)) continue;
-    rule_ptrs.push_back(&r);
+    out.push_back(&r);
   }
+  return out;
+}
+
+Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostModel& model,
+                   const SearchOptions& options, SearchStats* stats) {
+  const auto t0 = Clock::now();
+  SearchStats st;
+  st.strategy = "eqsat";
+  st.extractor = options.extractor;
+  st.extraction_optimal = options.extractor == "ilp";
+  require(options.extractor == "greedy" || options.extractor == "ilp",
+          "unknown extractor '" + options.extractor + "' (choose greedy or ilp)");
+  const std::vector<const Rule*> rule_ptrs = eqsat_rules(rules, options.expanding_reversals);
   st.rules_used = rule_ptrs.size();
 
   // The budget is the search's: timing the input's new steps (once per machine, the

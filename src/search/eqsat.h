@@ -30,6 +30,12 @@ namespace isomer {
 // most `region_ops` where the fewest values cross).
 std::vector<std::vector<NodePtr>> partition_graph(const Graph& g, size_t region_ops);
 
+// The rules the e-graph uses out of `rules`: every rule whose roots are joined, but
+// no reversal that adds operators (unless `expanding_reversals`), and no two-root
+// merge of operators a variadic rule merges n at a time (it would only add every
+// subset of a group on top: 2^n forms of NasRNN's 8 gates).
+std::vector<const Rule*> eqsat_rules(const std::vector<Rule>& rules, bool expanding_reversals);
+
 // `g` rewritten by equality saturation over `rules` (see above).
 Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostModel& model,
                    const SearchOptions& options = {}, SearchStats* stats = nullptr);

@@ -5,14 +5,13 @@
 // result must be exactly the expected text.
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "egraph/ematch.h"
 #include "egraph/extract.h"
 #include "egraph/runner.h"
 #include "ir/text.h"
 #include "ops/op.h"
 #include "passes/passes.h"
+#include "search/eqsat.h"
 #include "search/search.h"
 
 namespace isomer {
@@ -28,23 +27,8 @@ const std::vector<Rule>& shipped_rules() {
 // n contractions, a wider merge than needed is not), anything else 0.01.
 std::string merged(const std::string& text) {
   Graph g = simplify(parse_graph(text));
-  // The rules eqsat_search uses: no expanding reversals, and no pairwise merge of
-  // operators a variadic rule merges n at a time.
-  std::set<const OpDef*> variadic;
-  for (const Rule& r : shipped_rules())
-    if (r.variadic)
-      for (const PatternRef& root : r.source.outputs) variadic.insert(r.source.nodes[root.node].op);
-  auto pairwise = [&](const Rule& r) {
-    if (r.variadic || r.source.outputs.size() < 2) return false;
-    for (const PatternRef& root : r.source.outputs)
-      if (!variadic.count(r.source.nodes[root.node].op)) return false;
-    return true;
-  };
-  std::vector<const Rule*> ptrs;
-  for (const Rule& r : shipped_rules())
-    if (eg::roots_are_joined(r) && !pairwise(r) &&
-        !(r.name.ends_with("-rev") && r.target.num_ops() > r.source.num_ops()))
-      ptrs.push_back(&r);
+  // The rules eqsat_search uses (no expanding reversals).
+  const std::vector<const Rule*> ptrs = eqsat_rules(shipped_rules(), /*expanding_reversals=*/false);
   eg::EGraph e;
   std::vector<eg::ClassId> roots = eg::load_graph(e, g);
   eg::RunnerReport rep = eg::Runner(e, ptrs, {10, 5000, 10}).run();
