@@ -24,6 +24,9 @@ struct PassOptions {
   size_t max_iterations = 32;
   size_t fold_limit_bytes = 64 << 20;  // don't materialize constants bigger than this
   std::vector<std::string> disabled;   // rule names (see template_rule_names)
+  // Leave out the rules marked `leave-to-search` (the pass that runs before
+  // `--search eqsat`, which decides them by price).
+  bool defer_to_search = false;
 };
 
 // Applies all template passes to a fixed point (or max_iterations rounds). A graph

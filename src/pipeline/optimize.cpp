@@ -144,8 +144,17 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
   auto t0 = std::chrono::steady_clock::now();
   PassStats stats;
   Graph out = simplify(g, opts.passes, &stats);
-  if (applied) *applied = stats.applied;
   if (templates_only) *templates_only = out;
+  if (opts.search == "eqsat") {
+    // The search's input leaves the `leave-to-search` fusions to the search, which has
+    // them among its rules: MatMul+Add folded into Gemm first hides the product that
+    // an RNN step's input shares with the other steps.
+    PassOptions deferred = opts.passes;
+    deferred.defer_to_search = true;
+    stats = PassStats{};
+    out = simplify(g, deferred, &stats);
+  }
+  if (applied) *applied = stats.applied;
   if (report) report->phase_seconds["passes"] = seconds_since(t0);
   if (!search) return out;
 

@@ -245,9 +245,11 @@ class RuleParser {
           read_block(source ? rule.source_lines : rule.target_lines);
         } else if (starts_with_word(line, "verdict")) {
           rule.verdict = parse_verdict(trim(line.substr(7)));
+        } else if (line == "leave-to-search") {
+          rule.leave_to_search = true;
         } else {
           throw Error("unknown line '" + std::string(line) + "' (expected vars, where, verify-shapes, source, "
-                      "target, verdict or '}')");
+                      "target, leave-to-search, verdict or '}')");
         }
       } catch (const Error& e) {
         fail(line_no, e.what());
@@ -622,6 +624,7 @@ std::string print_rule(const Rule& r) {
   s += "\n";
   for (const Guard& g : r.guards) s += "  where " + g.text + "\n";
   for (const VerifyBinding& v : r.verify) s += "  verify-shapes " + v.text + "\n";
+  if (r.leave_to_search) s += "  leave-to-search\n";
   s += "  source {\n";
   for (const std::string& l : r.source_lines) s += "    " + l + "\n";
   s += "  }\n  target {\n";

@@ -104,6 +104,10 @@ struct Rule {
   // A variadic rule (rules/variadic.h): its template; the fields above are then its
   // expansion for two elements (or the fewest its verify-shapes lines give).
   std::shared_ptr<const VariadicTemplate> variadic;
+  // `leave-to-search`: a template rule the greedy pass does not apply before
+  // `--search eqsat`, which has it among its rules and takes it where it prices
+  // cheaper (a fusion applied first would hide the form other rules match).
+  bool leave_to_search = false;
 
   const RuleVar* find_var(std::string_view name) const;
   int var_index(std::string_view name) const;  // -1 if none

@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "ir/text.h"
 #include "ops/op.h"
+#include "passes/passes.h"
 #include "rules/rule.h"
 
 namespace isomer {
@@ -102,6 +103,29 @@ TEST(RnnMerge, InputProductsOfAllStepsBecomeOneAndTheRecurrenceStays) {
   std::vector<Tensor> feeds = random_inputs(model, 3);
   CheckResult r = compare_outputs(evaluate(model, feeds), evaluate(extracted, feeds), {"h4"}, 1e-5);
   EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
+}
+
+// The template pass before `--search eqsat` leaves MatMul+Add unfused (the rule is
+// marked `leave-to-search`), so that the search sees every step's product; the
+// plain template pass still folds it into Gemm.
+TEST(RnnMerge, TemplatesLeaveGemmBiasFoldingToTheSearch) {
+  const Rule* rule = template_rules().find("fold-gemm-bias");
+  ASSERT_NE(rule, nullptr);
+  EXPECT_TRUE(rule->leave_to_search);
+  EXPECT_NE(print_rule(*rule).find("\n  leave-to-search\n"), std::string::npos);
+  EXPECT_TRUE(parse_rules(print_rule(*rule)).rules.at(0).leave_to_search);
+  const Graph g = parse_graph(R"(graph g(%x: f32[1,3]) {
+  %w = const f32[3,2] {1, 2, 3, 4, 5, 6}
+  %b = const f32[2] {0.5, -1}
+  %0 = MatMul(%x, %w)
+  %1 = Add(%0, %b)
+  return %1
+}
+)");
+  EXPECT_EQ(simplify(g).op_histogram(), (std::map<std::string, size_t>{{"Gemm", 1}}));
+  PassOptions deferred;
+  deferred.defer_to_search = true;
+  EXPECT_EQ(simplify(g, deferred).op_histogram(), (std::map<std::string, size_t>{{"Add", 1}, {"MatMul", 1}}));
 }
 
 }  // namespace
