@@ -76,49 +76,30 @@ def prepare(entry, args, caps):
     prep["feeds"] = make_inputs(entry, seed=args.seed)
     np.savez(prep["inputs"], **prep["feeds"])
     extra = shlex.split(args.optimize_args)
+
+    def optimize(key, path_key, stem, flags):
+        """`isomer optimize` with `flags` into prep[key] and prep[path_key], or the error."""
+        label = " ".join(["isomer optimize"] + flags)
+        try:
+            prep[key] = E.isomer_optimize(args.isomer, entry["path"], os.path.join(d, stem + ".onnx"),
+                                          os.path.join(d, stem + ".report.json"), extra + flags, args.timeout)
+            prep[path_key] = os.path.join(d, stem + ".onnx")
+            _progress(name, label, _optimize_summary(prep[key]))
+        except E.CommandFailed as e:
+            prep["errors"][key] = str(e)
+            _progress(name, label, "FAILED " + str(e).replace("\n", " | "))
+
     if {"isomer_opt", "ort_isomer"} & args.engines:
-        try:
-            prep["optimize"] = E.isomer_optimize(args.isomer, entry["path"], os.path.join(d, "opt.onnx"),
-                                                 os.path.join(d, "opt.report.json"), extra, args.timeout)
-            prep["opt_path"] = os.path.join(d, "opt.onnx")
-            _progress(name, "isomer optimize", _optimize_summary(prep["optimize"]))
-        except E.CommandFailed as e:
-            prep["errors"]["optimize"] = str(e)
-            _progress(name, "isomer optimize", "FAILED " + str(e).replace("\n", " | "))
+        optimize("optimize", "opt_path", "opt", [])
     if "isomer_eqsat" in args.engines:
-        try:
-            prep["eqsat"] = E.isomer_optimize(args.isomer, entry["path"], os.path.join(d, "opt_eqsat.onnx"),
-                                              os.path.join(d, "opt_eqsat.report.json"), extra + ["--search", "eqsat"],
-                                              args.timeout)
-            prep["eqsat_path"] = os.path.join(d, "opt_eqsat.onnx")
-            _progress(name, "isomer optimize --search eqsat", _optimize_summary(prep["eqsat"]))
-        except E.CommandFailed as e:
-            prep["errors"]["eqsat"] = str(e)
-            _progress(name, "isomer optimize --search eqsat", "FAILED " + str(e).replace("\n", " | "))
+        optimize("eqsat", "eqsat_path", "opt_eqsat", ["--search", "eqsat"])
     if "ort_isomer" in args.engines:
         if caps["target"]:
-            try:
-                prep["optimize_onnxruntime"] = E.isomer_optimize(
-                    args.isomer, entry["path"], os.path.join(d, "opt_ort.onnx"), os.path.join(d, "opt_ort.report.json"),
-                    extra + ["--target", "onnxruntime"], args.timeout)
-                prep["ort_isomer_path"] = os.path.join(d, "opt_ort.onnx")
-                _progress(name, "isomer optimize --target onnxruntime", _optimize_summary(prep["optimize_onnxruntime"]))
-            except E.CommandFailed as e:
-                prep["errors"]["optimize_onnxruntime"] = str(e)
-                _progress(name, "isomer optimize --target onnxruntime", "FAILED " + str(e).replace("\n", " | "))
+            optimize("optimize_onnxruntime", "ort_isomer_path", "opt_ort", ["--target", "onnxruntime"])
         elif "opt_path" in prep:
             prep["ort_isomer_path"] = prep["opt_path"]
     if "ort_eqsat" in args.engines and caps["target"]:
-        try:
-            prep["ort_eqsat"] = E.isomer_optimize(
-                args.isomer, entry["path"], os.path.join(d, "opt_eqsat_ort.onnx"),
-                os.path.join(d, "opt_eqsat_ort.report.json"), extra + ["--search", "eqsat", "--target", "onnxruntime"],
-                args.timeout)
-            prep["ort_eqsat_path"] = os.path.join(d, "opt_eqsat_ort.onnx")
-            _progress(name, "isomer optimize --search eqsat --target onnxruntime", _optimize_summary(prep["ort_eqsat"]))
-        except E.CommandFailed as e:
-            prep["errors"]["ort_eqsat"] = str(e)
-            _progress(name, "isomer optimize --search eqsat --target onnxruntime", "FAILED " + str(e).replace("\n", " | "))
+        optimize("ort_eqsat", "ort_eqsat_path", "opt_eqsat_ort", ["--search", "eqsat", "--target", "onnxruntime"])
     if "ort_onnxsim" in args.engines:
         try:
             prep["onnxsim"] = E.onnxsim_simplify(entry["path"], os.path.join(d, "onnxsim.onnx"), args.timeout)

@@ -552,9 +552,14 @@ class Gen {
   // `before_inner`: emitted just outside the innermost loop (loop-invariant loads).
   void loops(const std::vector<int>& atoms, Phase ph, bool simd, const std::function<void()>& inner,
              const std::function<void()>& before_inner = {}) {
+    pragma_loops(atoms, ph, simd ? "#pragma omp simd" : "", inner, before_inner);
+  }
+  // The same with `pragma` (empty: none) on the innermost loop, e.g. a reduction clause.
+  void pragma_loops(const std::vector<int>& atoms, Phase ph, const std::string& pragma,
+                    const std::function<void()>& inner, const std::function<void()>& before_inner = {}) {
     for (size_t k = 0; k < atoms.size(); ++k) {
       if (k + 1 == atoms.size() && before_inner) before_inner();
-      if (simd && k + 1 == atoms.size()) line("#pragma omp simd");
+      if (!pragma.empty() && k + 1 == atoms.size()) line(pragma);
       line("for (int64_t " + idx(atoms[k]) + " = 0; " + idx(atoms[k]) + " < " + ext(atoms[k], ph) + "; ++" +
            idx(atoms[k]) + ") {");
       ind_ += 2;
@@ -744,14 +749,7 @@ class Gen {
       line("for (; " + i + " < " + e + "; ++" + i + ") s += " + value + ";");
     } else {
       line("float s = 0.0f;");
-      for (size_t k = 0; k < red.size(); ++k) {
-        if (k + 1 == red.size()) line("#pragma omp simd reduction(+ : s)");
-        line("for (int64_t " + idx(red[k]) + " = 0; " + idx(red[k]) + " < " + ext(red[k], ph) + "; ++" +
-             idx(red[k]) + ") {");
-        ind_ += 2;
-      }
-      line("s += " + value + ";");
-      for (size_t k = 0; k < red.size(); ++k) ind_ -= 2, line("}");
+      pragma_loops(red, ph, "#pragma omp simd reduction(+ : s)", [&] { line("s += " + value + ";"); });
     }
     line(dest + " += s;");
     ind_ -= 2;
@@ -824,15 +822,10 @@ class Gen {
         return;
       }
       line("float mx = -INFINITY;");
-      for (size_t k = 0; k < rest.size(); ++k) {
-        if (k + 1 == rest.size()) line("#pragma omp simd reduction(max : mx)");
-        line("for (int64_t " + idx(rest[k]) + " = 0; " + idx(rest[k]) + " < " + ext(rest[k], ph) + "; ++" +
-             idx(rest[k]) + ") {");
-        ind_ += 2;
-      }
-      line("const float xv = " + at(x) + ";");
-      line("mx = xv > mx ? xv : mx;");
-      for (size_t k = 0; k < rest.size(); ++k) ind_ -= 2, line("}");
+      pragma_loops(rest, ph, "#pragma omp simd reduction(max : mx)", [&] {
+        line("const float xv = " + at(x) + ";");
+        line("mx = xv > mx ? xv : mx;");
+      });
       line(stab(cm_off_) + " = mx;");
       ind_ -= 2;
       line("}");
@@ -897,16 +890,11 @@ class Gen {
           return;
         }
         line("float s = 0.0f;");
-        for (size_t k = 0; k < inner.size(); ++k) {
-          if (k + 1 == inner.size()) line("#pragma omp simd reduction(+ : s)");
-          line("for (int64_t " + idx(inner[k]) + " = 0; " + idx(inner[k]) + " < " + ext(inner[k], ph) + "; ++" +
-               idx(inner[k]) + ") {");
-          ind_ += 2;
-        }
-        line("const float ev = mg_exp(" + at(x) + " - m); const float e = m == -INFINITY ? 0.0f : ev;");
-        line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = e;");
-        line("s += e;");
-        for (size_t k = 0; k < inner.size(); ++k) ind_ -= 2, line("}");
+        pragma_loops(inner, ph, "#pragma omp simd reduction(+ : s)", [&] {
+          line("const float ev = mg_exp(" + at(x) + " - m); const float e = m == -INFINITY ? 0.0f : ev;");
+          line(acc_[i].base + "[" + offset(acc_[i], op.axes) + "] = e;");
+          line("s += e;");
+        });
         line(acc_[r].base + "[" + offset(acc_[r], g_.ops[r].axes) + "] += s;");
         ind_ -= 2;
         line("}");
