@@ -169,7 +169,10 @@ def test_optimize_a_model_saved_by_current_onnx(tmp_path):
     model = current_mlp_conv()
     assert model.ir_version == onnx.IR_VERSION and model.opset_import[0].version == onnx.defs.onnx_opset_version()
     onnx.save(model, src)
-    proc = isomer_cli("optimize", src, "-o", dst, "--cost", "none")
+    # No guard: this is about reading and writing what current onnx saves, and the
+    # model runs in 0.37 ms either way, so a timing round on a busy machine may keep the
+    # BatchNormalization (its 2% band is the guard's to test, in test_optimize_guard.py).
+    proc = isomer_cli("optimize", src, "-o", dst, "--cost", "none", "--no-guard")
     out = onnx.load(dst)
     onnx.checker.check_model(out, full_check=True)
     assert out.ir_version == model.ir_version
