@@ -119,11 +119,13 @@ double AnalyticCostModel::step_ms(runtime::Executable& exe, size_t i, std::strin
   return estimate(exe.steps()[i]);
 }
 
-MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, int warmup, int repeats)
+MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, int warmup, int repeats,
+                                     double budget_ms)
     : load_probe_(load_average),
       db_(std::make_unique<CostDb>(db_path.empty() ? default_db_path() : db_path)),
       warmup_(warmup),
-      repeats_(repeats) {
+      repeats_(repeats),
+      budget_ms_(budget_ms) {
   ropts_.threads = threads > 0 ? threads : runtime::hardware_threads();
   fingerprint_ = machine_fingerprint(ropts_.threads);
 }
@@ -159,7 +161,7 @@ void MeasuredCostModel::prepare(runtime::Executable& exe) {
   for (const runtime::StepInfo& s : exe.steps())
     if (!usable(db_key(s.signature))) {
       if (!inputs_.empty()) exe.run(inputs_);  // the buffers then hold data the kernels accept
-      profiled_ = exe.profile_steps(warmup_, repeats_);
+      profiled_ = exe.profile_steps(warmup_, repeats_, budget_ms_);
       return;
     }
 }
@@ -182,7 +184,7 @@ double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::strin
     noisy_ += e->noisy;
     return e->ms;
   }
-  double ms = i < profiled_.size() ? profiled_[i] : exe.time_step(i, warmup_, repeats_);
+  double ms = i < profiled_.size() ? profiled_[i] : exe.time_step(i, warmup_, repeats_, budget_ms_);
   // The load at either end of the measurement: a 1-minute average lags, so a
   // burst that began during it shows at the end.
   double load = std::max(load_before_, load_probe_());

@@ -95,8 +95,11 @@ class CostDb;
 // core count it is replaced by a clean one. Clean entries are always reused.
 class MeasuredCostModel : public CostModel {
  public:
-  // `db_path` empty: default_db_path().
-  MeasuredCostModel(const std::string& db_path, int threads, int warmup = 3, int repeats = 15);
+  // `db_path` empty: default_db_path(). A graph is timed in up to `repeats` runs
+  // after up to `warmup`; a long one in as many as `budget_ms` holds, at least 3
+  // (runtime::Executable::profile_steps).
+  MeasuredCostModel(const std::string& db_path, int threads, int warmup = 3, int repeats = 15,
+                    double budget_ms = 250);
   ~MeasuredCostModel() override;
   std::string name() const override { return "measured"; }
   // Steps not in the database are timed inside whole runs of their graph (a
@@ -122,6 +125,7 @@ class MeasuredCostModel : public CostModel {
   std::unique_ptr<CostDb> db_;
   std::string fingerprint_;
   int warmup_, repeats_;
+  double budget_ms_;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

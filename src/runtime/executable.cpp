@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +34,25 @@ struct AlignedBuffer {
   ~AlignedBuffer() { std::free(ptr); }
 };
 
+template <class Once>
+int warm_up(int warmup, int repeats, double budget_ms, Once once) {
+  double spent = 0, last = 0;
+  for (int k = 0; k < warmup; ++k) {
+    last = once();
+    spent += last;
+    if (budget_ms > 0 && spent >= budget_ms / 5) break;
+  }
+  return timed_runs(repeats, budget_ms, last);
+}
+
 }  // namespace
+
+int timed_runs(int repeats, double budget_ms, double run_ms) {
+  const int n = std::max(repeats, 1);
+  if (budget_ms <= 0 || run_ms <= 0) return n;
+  const double fit = std::ceil(budget_ms / run_ms);
+  return static_cast<int>(std::clamp(fit, static_cast<double>(std::min(n, kMinTimedRuns)), static_cast<double>(n)));
+}
 
 struct Executable::Impl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -285,15 +304,19 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
   return out;
 }
 
-double Executable::time_step(size_t i, int warmup, int repeats) {
+double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms) {
   Impl& m = *impl_;
   require(i < m.steps.size(), "no step " + std::to_string(i));
   set_threads(m.threads);
   using clock = std::chrono::steady_clock;
-  for (int k = 0; k < warmup; ++k) m.run_step(i);
-  m.stream.wait();
+  const int runs = warm_up(warmup, repeats, budget_ms, [&] {
+    auto t0 = clock::now();
+    m.run_step(i);
+    m.stream.wait();
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  });
   std::vector<double> ms;
-  for (int k = 0; k < std::max(repeats, 1); ++k) {
+  for (int k = 0; k < runs; ++k) {
     auto t0 = clock::now();
     m.run_step(i);
     m.stream.wait();
@@ -302,13 +325,16 @@ double Executable::time_step(size_t i, int warmup, int repeats) {
   return median(ms);
 }
 
-std::vector<double> Executable::profile_steps(int warmup, int repeats) {
+std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms) {
   Impl& m = *impl_;
   set_threads(m.threads);
   using clock = std::chrono::steady_clock;
-  for (int k = 0; k < warmup; ++k)
+  const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
+    auto t0 = clock::now();
     for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
-  const size_t runs = static_cast<size_t>(std::max(repeats, 1));
+    m.stream.wait();
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  }));
   std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size()));
   std::vector<double> totals(runs, 0.0);
   for (size_t k = 0; k < runs; ++k)

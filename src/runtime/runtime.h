@@ -49,6 +49,12 @@ struct StepInfo {
   bool boundary = false;  // converts a graph input or output between plain and internal layout
 };
 
+// Timed runs of a step or graph whose warm-up run took `run_ms`: as many as
+// `budget_ms` holds, at least kMinTimedRuns and at most `repeats` (all `repeats`
+// without a budget or a warm-up).
+inline constexpr int kMinTimedRuns = 3;
+int timed_runs(int repeats, double budget_ms, double run_ms);
+
 class Executable {
  public:
   struct Impl;
@@ -62,14 +68,20 @@ class Executable {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   const std::vector<StepInfo>& steps() const;
   // Times step i alone on the planned buffers: median milliseconds of `repeats`
-  // runs after `warmup` runs.
-  double time_step(size_t i, int warmup, int repeats);
+  // runs after `warmup` runs. A positive `budget_ms` lets a long step take fewer
+  // runs (timed_runs above): what a cost model wants, not a user's --repeat.
+  double time_step(size_t i, int warmup, int repeats, double budget_ms = 0);
   // Times every step inside whole runs of the graph (so each sees the caches as
   // it does in a real run): per step, the mean milliseconds over the typical
   // runs (those whose total is in the middle half) of `repeats` runs after
   // `warmup` runs, so that the steps add up to a typical run. Runs on whatever
-  // the buffers hold.
-  std::vector<double> profile_steps(int warmup, int repeats);
+  // the buffers hold. `budget_ms` as for time_step, per whole run.
+  //
+  // With a budget, a long step or graph stops warming up once the warm-up has
+  // taken a fifth of it, and is timed timed_runs(repeats, budget_ms, last warm-up
+  // run) times. The search prices new operator shapes so: TASO's BERT took 18
+  // runs of about 2 s to price whole, where 3 show the same typical time.
+  std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0);
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
   int threads() const;

@@ -92,3 +92,17 @@ TEST(RuntimeIo, ResidualAddsIntoAnInputsBufferDoNotTouchTheCallersTensor) {
 
 }  // namespace
 }  // namespace isomer
+
+// A timing budget: long runs are timed fewer times, never fewer than
+// kMinTimedRuns nor more than asked; without a budget, exactly as asked.
+TEST(RuntimeTiming, BudgetBoundsTheTimedRuns) {
+  using isomer::runtime::kMinTimedRuns;
+  using isomer::runtime::timed_runs;
+  EXPECT_EQ(timed_runs(15, 0, 2000), 15);           // no budget: as asked
+  EXPECT_EQ(timed_runs(15, 250, 0), 15);            // no warm-up run to go by
+  EXPECT_EQ(timed_runs(15, 250, 0.01), 15);         // short: capped at what was asked
+  EXPECT_EQ(timed_runs(15, 250, 50), 5);            // as many as the budget holds
+  EXPECT_EQ(timed_runs(15, 250, 2000), kMinTimedRuns);  // long: the floor
+  EXPECT_EQ(timed_runs(2, 250, 2000), 2);           // never more than asked
+  EXPECT_EQ(timed_runs(0, 250, 1), 1);              // at least one
+}
