@@ -101,18 +101,18 @@ def _to_model_proto(data):
 TARGETS = ("isomer", "onnxruntime")
 
 
-def optimize(model, search="templates", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
+def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
              tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", target="isomer", threads=0,
              inputs=None, guard=True, extractor="ilp"):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
         isomer.Graph. Pass a path for models with external data.
-    search: "templates" (the template passes: folding, CSE, DCE, fusions),
-        "backtrack" (the template passes, then the cost-based backtracking search
-        over verified rules), "eqsat" (the template passes, then equality saturation
-        over the verified rules with extraction that sees merges) or "none" (no
-        rewrites; import, check and export only).
+    search: "eqsat" (default: the template passes, then equality saturation over
+        the verified rules with extraction that sees merges), "templates" (the
+        template passes alone: folding, CSE, DCE, fusions), "backtrack" (the
+        template passes, then the cost-based backtracking search over verified
+        rules) or "none" (no rewrites; import, check and export only).
     budget: seconds the search may take.
     extractor: for search="eqsat", "ilp" (exact, CBC, warm-started from greedy) or
         "greedy".

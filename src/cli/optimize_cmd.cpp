@@ -20,7 +20,7 @@ namespace {
 struct OptimizeArgs {
   std::string input, output, report_json, inputs;
   std::vector<std::string> input_shapes, disabled, rules;
-  std::string search = "templates";
+  std::string search = "eqsat";
   double budget = 10;
   // --search eqsat
   size_t iter_limit = 30, node_limit = 20000, region_ops = 400;
@@ -110,8 +110,8 @@ void add_optimize_command(CLI::App& app) {
   o->add_option("--tolerance", opt->tolerance, "relative tolerance of the check (default 1e-3)");
   o->add_option("--disable", opt->disabled, "rule to leave out (repeatable)");
   o->add_option("--search", opt->search,
-                "none, templates (default: the template passes), eqsat (then equality saturation over the verified "
-                "rules with exact extraction) or backtrack (TASO's cost-based search)")
+                "eqsat (default: the template passes, then equality saturation over the verified rules with exact "
+                "extraction), templates (the template passes alone), backtrack (TASO's cost-based search) or none")
       ->check(CLI::IsMember({"none", "templates", "backtrack", "eqsat"}));
   o->add_option("--rules", opt->rules, "rule file or directory for --search (repeatable; default: "
                                        "isomer's shipped rules/)");
