@@ -4,17 +4,19 @@
 For every corpus model (build/corpus, `make corpus`) and thread count, in one run:
   ort          ONNX Runtime 1.32 on the original (all graph optimizations, intra-op
                threads = t, inter-op 1): the baseline of every ratio;
-  ort_isomer   ONNX Runtime on `isomer optimize`'s output (with --target onnxruntime
-               when the CLI offers it);
+  ort_isomer   ONNX Runtime on `isomer optimize --search templates`'s output (with
+               --target onnxruntime when the CLI offers it): the template passes alone;
   ort_onnxsim  ONNX Runtime on onnxsim's output (its defaults);
   openvino     OpenVINO's CPU plugin on the original (INFERENCE_NUM_THREADS = t, f32);
   isomer       `isomer run --bench --no-onnxruntime` on the original;
-  isomer_opt   the same on `isomer optimize`'s output (default target);
-  isomer_eqsat the same on `isomer optimize --search eqsat`'s output; the row's "eqsat"
-               has the search's time, e-graph size, stop reason, extraction gap and rules,
-               and `eqsat_gain` = isomer runtime on isomer_opt's output / on this one;
+  isomer_opt   the same on `isomer optimize --search templates`'s output (default target);
+  isomer_eqsat the same on `isomer optimize --search eqsat`'s output (the default search);
+               the row's "eqsat" has the search's time, e-graph size, stop reason,
+               extraction gap and rules, and `eqsat_gain` = isomer runtime on isomer_opt's
+               output / on this one (the search's gain over the template passes alone);
   ort_eqsat    ONNX Runtime on `isomer optimize --search eqsat --target onnxruntime`'s
-               output; `eqsat_ort_gain` = ONNX Runtime on ort_isomer's model / on this one;
+               output (the default search); `eqsat_ort_gain` = ONNX Runtime on
+               ort_isomer's model / on this one;
   cost         `isomer cost`'s prediction against the isomer latency measured in the
                same round (signed error, %).
 Engines alternate in rounds (the order rotates every round) with the same inputs (valid
@@ -90,12 +92,12 @@ def prepare(entry, args, caps):
             _progress(name, label, "FAILED " + str(e).replace("\n", " | "))
 
     if {"isomer_opt", "ort_isomer"} & args.engines:
-        optimize("optimize", "opt_path", "opt", [])
+        optimize("optimize", "opt_path", "opt", ["--search", "templates"])
     if "isomer_eqsat" in args.engines:
         optimize("eqsat", "eqsat_path", "opt_eqsat", ["--search", "eqsat"])
     if "ort_isomer" in args.engines:
         if caps["target"]:
-            optimize("optimize_onnxruntime", "ort_isomer_path", "opt_ort", ["--target", "onnxruntime"])
+            optimize("optimize_onnxruntime", "ort_isomer_path", "opt_ort", ["--search", "templates", "--target", "onnxruntime"])
         elif "opt_path" in prep:
             prep["ort_isomer_path"] = prep["opt_path"]
     if "ort_eqsat" in args.engines and caps["target"]:

@@ -10,14 +10,14 @@ CONVENTION = ("speedup = ONNX Runtime's latency on the original model / the engi
 # Speedup columns: (key in the row, table header, description).
 COLUMNS = [
     ("isomer", "isomer", "isomer runtime, original"),
-    ("isomer_opt", "iso(opt)", "isomer runtime, isomer optimize output"),
-    ("isomer_eqsat", "iso(eqs)", "isomer runtime, isomer optimize --search eqsat output"),
-    ("ort_isomer", "ORT(opt)", "ONNX Runtime, isomer optimize output"),
+    ("isomer_opt", "iso(opt)", "isomer runtime, isomer optimize --search templates output"),
+    ("isomer_eqsat", "iso(eqs)", "isomer runtime, isomer optimize output (--search eqsat, the default)"),
+    ("ort_isomer", "ORT(opt)", "ONNX Runtime, isomer optimize --search templates output"),
     ("ort_eqsat", "ORT(eqs)", "ONNX Runtime, isomer optimize --search eqsat --target onnxruntime output"),
     ("ort_onnxsim", "ORT(sim)", "ONNX Runtime, onnxsim output"),
     ("openvino", "OpenVINO", "OpenVINO CPU, original"),
-    ("isomer_opt_gain", "opt gain", "isomer runtime: original / optimize output"),
-    ("eqsat_gain", "eqs gain", "isomer runtime: optimize output / --search eqsat output"),
+    ("isomer_opt_gain", "opt gain", "isomer runtime: original / templates output"),
+    ("eqsat_gain", "eqs gain", "isomer runtime: templates output / default (eqsat) output"),
     ("eqsat_ort_gain", "eqs/ORT", "ONNX Runtime: optimize output / --search eqsat output (both --target onnxruntime)"),
 ]
 
