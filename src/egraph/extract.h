@@ -9,8 +9,9 @@
 //     costs least; a cyclic result is repaired by banning an e-node on the cycle. Then
 //     a local search on the whole selection's DAG cost: one class switched to another
 //     e-node, or every needed class that could read one new class switched to read it
-//     at once (an operator shared by several classes, paid once), taken while the cost
-//     drops and the selection stays acyclic;
+//     at once (an operator shared by several classes, paid once), the classes a move
+//     newly needs choosing given what is needed already; taken largest saving first
+//     while the cost drops and the selection stays acyclic;
 //   - ilp: exact, an integer program solved by CBC (COIN-OR, from Debian): a binary
 //     per e-node, each root class needs a chosen e-node, a chosen e-node needs one of
 //     every child class; warm-started from the greedy result, cycles cut lazily (a

@@ -312,6 +312,41 @@ TEST(EGraph, GreedySwitchesAClassToAnOperandAnotherClassPaysFor) {
   EXPECT_DOUBLE_EQ(ilp->cost, 7.0);
 }
 
+// Class A is Sigmoid(x) at 2 or Relu(P) at 1, P is Tanh(x) at 3 or Neg(Exp(x)) at
+// 0.5 + 5, and Exp(x) is needed anyway by the other root Abs(Exp(x)). Alone, P costs 3
+// (Tanh), so the bottom-up pass keeps Sigmoid (2 < 4), and switching A to Relu with P
+// on Tanh saves nothing (1 + 3 > 2). Priced again with P choosing given what is needed
+// (Exp paid: Neg costs P 0.5), the switch saves 0.5: 7.5, the ILP's optimum.
+TEST(EGraph, GreedyMovePricesTheClassesItNewlyNeedsGivenWhatIsNeeded) {
+  eg::EGraph g;
+  GraphBuilder b;
+  ClassId x = g.add_input(b.input("x", {DType::Float32, make_shape({2, 4})}).node);
+  ClassId y = g.add_op(*find_op("Exp"), {x}, {});
+  ClassId abs = g.add_op(*find_op("Abs"), {y}, {});
+  ClassId p = g.add_op(*find_op("Tanh"), {x}, {});
+  g.merge(p, g.add_op(*find_op("Neg"), {y}, {}));
+  g.rebuild();
+  ClassId a = g.add_op(*find_op("Sigmoid"), {x}, {});
+  g.merge(a, g.add_op(*find_op("Relu"), {g.find(p)}, {}));
+  g.rebuild();
+  const std::unordered_map<std::string, double> price = {{"Exp", 5},  {"Abs", 1},     {"Tanh", 3},
+                                                         {"Neg", 0.5}, {"Sigmoid", 2}, {"Relu", 1}};
+  eg::CostTable costs;
+  for (ClassId c : g.class_ids())
+    for (const eg::ENode& e : g.cls(c).nodes)
+      costs[c].push_back(e.kind == eg::ENodeKind::Op ? price.at(std::string(e.op->name)) : 0.0);
+  std::vector<ClassId> roots = {g.find(a), g.find(abs)};
+  eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
+  EXPECT_DOUBLE_EQ(greedy.plain_cost, 8.0);
+  EXPECT_DOUBLE_EQ(greedy.cost, 7.5);
+  EXPECT_EQ(g.cls(a).nodes[greedy.choice.at(g.find(a))].op->name, "Relu");
+  EXPECT_EQ(g.cls(p).nodes[greedy.choice.at(g.find(p))].op->name, "Neg");
+  EXPECT_TRUE(eg::find_cycle(g, greedy.choice, roots).empty());
+  std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, greedy, 10);
+  ASSERT_TRUE(ilp);
+  EXPECT_DOUBLE_EQ(ilp->cost, 7.5);
+}
+
 // A merge whose input depends on one of its outputs: class A (Relu(x)) also holds
 // output 0 of Split(Concat(Neg(A), Neg(A))). Choosing that projection for free would
 // make A compute itself; both extractors must take Relu(x) and return a DAG.
