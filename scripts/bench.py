@@ -59,7 +59,8 @@ ENGINES = ["ort_isomer", "ort_eqsat", "ort_onnxsim", "openvino", "isomer", "isom
 # What the bench keeps of an eqsat search's report (the report's search_* fields).
 EQSAT_FIELDS = ["search_seconds", "search_stop_reason", "search_egraph_nodes", "search_egraph_classes",
                 "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds",
-                "search_saturation_seconds", "search_extraction_seconds", "search_greedy_cost_ms", "search_ilp_cost_ms",
+                "search_saturation_seconds", "search_extraction_seconds", "search_greedy_cost_ms", "search_greedy_plain_cost_ms",
+                "search_greedy_seconds", "search_ilp_cost_ms",
                 "search_rule_counts",
                 "search_cost_before_ms", "search_cost_after_ms", "search_kept_input", "rules_applied"]
 

@@ -6,7 +6,12 @@
 // projections). Two extractors:
 //   - greedy: bottom-up, each class keeps the set of e-nodes its best choice needs and
 //     picks the e-node whose set (itself and its children's sets, shared nodes once)
-//     costs least; a cyclic result is repaired by banning an e-node on the cycle;
+//     costs least; a cyclic result is repaired by banning an e-node on the cycle. Then
+//     a local search on the whole selection's DAG cost: one class switched to another
+//     e-node, or every needed class that could read one new class switched to read it
+//     at once (an operator shared by several classes, paid once), the classes a move
+//     newly needs choosing given what is needed already; taken largest saving first
+//     while the cost drops and the selection stays acyclic;
 //   - ilp: exact, an integer program solved by CBC (COIN-OR, from Debian): a binary
 //     per e-node, each root class needs a chosen e-node, a chosen e-node needs one of
 //     every child class; warm-started from the greedy result, cycles cut lazily (a
@@ -34,6 +39,8 @@ struct Extraction {
   std::unordered_map<ClassId, uint32_t> choice;  // class -> index of its chosen e-node
   double cost = 0;                               // DAG cost of what the roots need
   std::string method;                            // "greedy" or "ilp"
+  double plain_cost = -1;   // greedy: the bottom-up pass's cost, before the local search
+  size_t moves = 0;         // greedy: local-search moves taken
   double seconds = 0;
   bool optimal = false;     // ilp: proved optimal
   double gap = -1;          // ilp: (cost - lower bound) / cost; -1 when not known
@@ -50,7 +57,14 @@ double dag_cost(const EGraph& g, const std::unordered_map<ClassId, uint32_t>& ch
 std::vector<ClassId> find_cycle(const EGraph& g, const std::unordered_map<ClassId, uint32_t>& choice,
                                 const std::vector<ClassId>& roots);
 
-Extraction extract_greedy(const EGraph& g, const std::vector<ClassId>& roots, const CostTable& costs);
+struct GreedyOptions {
+  bool improve = true;        // run the local search after the bottom-up pass
+  int max_rounds = 50;        // rounds over every move
+  double time_limit_s = 1.0;  // the whole extraction's wall clock, for the local search
+};
+
+Extraction extract_greedy(const EGraph& g, const std::vector<ClassId>& roots, const CostTable& costs,
+                          const GreedyOptions& options = {});
 
 // nullopt if the solver fails (the greedy result stands); a result no better than
 // `warm` returns `warm`'s choice with the solver's bound and gap.

@@ -262,7 +262,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   st.pricing_seconds += plan_seconds;
   excluded += plan_seconds;
 
-  double greedy_total = 0, ilp_total = 0, worst_gap = -1;
+  double greedy_total = 0, greedy_plain_total = 0, ilp_total = 0, worst_gap = -1;
   for (Saturated& sat : saturated) {
     const Region& region = sat.region;
     if (!sat.changed) {
@@ -278,16 +278,22 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     st.pricing_seconds += priced;
     excluded += priced;  // new steps timed once per machine, like the input's
     auto te = Clock::now();
-    eg::Extraction ex = eg::extract_greedy(egraph, roots, costs);
+    eg::GreedyOptions greedy_options;  // its local search capped by what is left of the budget
+    greedy_options.time_limit_s = std::clamp(options.budget_s - spent(), 0.05, 1.0);
+    eg::Extraction ex = eg::extract_greedy(egraph, roots, costs, greedy_options);
     greedy_total += ex.cost;
+    greedy_plain_total += ex.plain_cost;
+    st.greedy_seconds += ex.seconds;
     st.cycles_cut += ex.cycles_cut;
     if (options.extractor == "ilp") {
       const double ilp_left = std::max(0.5, std::min(options.ilp_time_s, options.budget_s - spent()));
       std::optional<eg::Extraction> exact = eg::extract_ilp(egraph, roots, costs, ex, ilp_left);
       if (exact && std::getenv("ISOMER_DEBUG_COST"))
-        std::fprintf(stderr, "ilp %.2f s, %zu cycles cut, optimal %d, gap %.4f, cost %.3f greedy %.3f note %s\n",
-                     exact->seconds, exact->cycles_cut, exact->optimal, exact->gap, exact->cost, ex.cost,
-                     exact->note.c_str());
+        std::fprintf(stderr,
+                     "ilp %.2f s, %zu cycles cut, optimal %d, gap %.4f, cost %.3f greedy %.3f (bottom-up %.3f, %zu "
+                     "moves, %.3f s) note %s\n",
+                     exact->seconds, exact->cycles_cut, exact->optimal, exact->gap, exact->cost, ex.cost, ex.plain_cost,
+                     ex.moves, ex.seconds, exact->note.c_str());
       if (exact) {
         worst_gap = std::max(worst_gap, exact->gap);
         st.extraction_optimal = st.extraction_optimal && exact->optimal;
@@ -332,6 +338,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   for (const auto& [name, n] : cleanup.applied) st.rules_applied[name] += n;
 
   st.greedy_cost = greedy_total;
+  st.greedy_plain_cost = greedy_plain_total;
   st.ilp_cost = ilp_total;
   st.extraction_gap = options.extractor == "ilp" ? std::max(worst_gap, 0.0) : -1;
   if (options.extractor != "ilp") st.extraction_optimal = false;

@@ -207,6 +207,8 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_extraction_gap"] = extraction_gap;
     j["search_extraction_optimal"] = extraction_optimal;
     j["search_greedy_cost_ms"] = greedy_cost;
+    j["search_greedy_plain_cost_ms"] = greedy_plain_cost;
+    j["search_greedy_seconds"] = greedy_seconds;
     j["search_ilp_cost_ms"] = ilp_cost;
     j["search_kept_input"] = kept_input;
   }

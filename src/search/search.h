@@ -97,6 +97,8 @@ struct SearchStats {
   double extraction_gap = -1;   // ILP: relative optimality gap (0 = optimal, -1 = not run)
   bool extraction_optimal = false;  // ILP proved optimal in every region
   double greedy_cost = 0, ilp_cost = 0;  // DAG costs of the two extractions (ms, sum of regions)
+  double greedy_plain_cost = 0;  // greedy's bottom-up pass alone, before its local search (ms)
+  double greedy_seconds = 0;     // greedy extraction, all regions (in extraction_seconds)
   size_t cycles_cut = 0;        // extraction: cycles broken
   bool kept_input = false;      // the result priced whole was not cheaper: the input came back
 

@@ -206,12 +206,19 @@ TEST(EGraph, VariadicRuleMergesAllThreeAtOnceAndNotItsOwnMerges) {
   EXPECT_EQ(widest, 9u);
   // Merged at 1 + 0.1 * 9 against 3 + 0.1 * 9 for the three. The DAG cost pays the
   // merged product once for its three projections (tree cost would pay it per reader,
-  // 3 * 1.9 > 3.9, and never take it). Greedy decides class by class (1.4 < 1.9 for the
-  // first output alone) and misses it; the ILP sees the sharing and takes it.
+  // 3 * 1.9 > 3.9, and never take it). The bottom-up pass decides class by class
+  // (1.4 < 1.9 for the first output alone) and misses it; greedy's local search adopts
+  // the merge for all three readers at once, and the ILP sees the sharing too.
   eg::CostTable costs = costs_by_width(g, 0.1);
+  eg::Extraction plain = eg::extract_greedy(g, roots, costs, {.improve = false});
+  EXPECT_NEAR(plain.cost, 3.9 + 3, 1e-9);
+  EXPECT_EQ(chosen_ops(g, plain, roots, "MatMul"), 3u);
   eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
-  EXPECT_NEAR(greedy.cost, 3.9 + 3, 1e-9);
-  std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, greedy, 10);
+  EXPECT_NEAR(greedy.plain_cost, 3.9 + 3, 1e-9);
+  EXPECT_NEAR(greedy.cost, 1.9 + 3, 1e-9);
+  EXPECT_GT(greedy.moves, 0u);
+  EXPECT_EQ(chosen_ops(g, greedy, roots, "MatMul"), 1u);
+  std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, plain, 10);
   ASSERT_TRUE(ilp);
   EXPECT_EQ(chosen_ops(g, *ilp, roots, "MatMul"), 1u);
   EXPECT_NEAR(ilp->cost, 1.9 + 3, 1e-9);
@@ -272,6 +279,74 @@ TEST(EGraph, StopReasons) {
   EXPECT_STREQ(eg::stop_reason_name(eg::StopReason::NodeLimit), "node limit");
 }
 
+// Class A is Sigmoid(x) at 2 or Relu(Exp(x)) at 1 + 5; Exp(x) is needed anyway by the
+// other root B = Neg(Exp(x)). The bottom-up pass prices A alone (2 < 6) and takes
+// Sigmoid; with Exp(x) already paid for B, Relu costs A only 1: the local search
+// switches A and reaches the optimum (1 + 5 + 1 = 7, not 8), as the ILP does.
+TEST(EGraph, GreedySwitchesAClassToAnOperandAnotherClassPaysFor) {
+  eg::EGraph g;
+  GraphBuilder b;
+  ClassId x = g.add_input(b.input("x", {DType::Float32, make_shape({2, 4})}).node);
+  ClassId y = g.add_op(*find_op("Exp"), {x}, {});
+  ClassId neg = g.add_op(*find_op("Neg"), {y}, {});
+  ClassId sig = g.add_op(*find_op("Sigmoid"), {x}, {});
+  ClassId relu = g.add_op(*find_op("Relu"), {y}, {});
+  g.merge(sig, relu);  // equal by fiat: extraction only reads prices
+  g.rebuild();
+  const std::unordered_map<std::string, double> price = {{"Exp", 5}, {"Neg", 1}, {"Sigmoid", 2}, {"Relu", 1}};
+  eg::CostTable costs;
+  for (ClassId c : g.class_ids())
+    for (const eg::ENode& e : g.cls(c).nodes)
+      costs[c].push_back(e.kind == eg::ENodeKind::Op ? price.at(std::string(e.op->name)) : 0.0);
+  std::vector<ClassId> roots = {g.find(sig), g.find(neg)};
+  eg::Extraction plain = eg::extract_greedy(g, roots, costs, {.improve = false});
+  EXPECT_DOUBLE_EQ(plain.cost, 8.0);
+  eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
+  EXPECT_DOUBLE_EQ(greedy.plain_cost, 8.0);
+  EXPECT_DOUBLE_EQ(greedy.cost, 7.0);
+  EXPECT_EQ(greedy.moves, 1u);
+  EXPECT_EQ(g.cls(sig).nodes[greedy.choice.at(g.find(sig))].op->name, "Relu");
+  EXPECT_TRUE(eg::find_cycle(g, greedy.choice, roots).empty());
+  std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, plain, 10);
+  ASSERT_TRUE(ilp);
+  EXPECT_DOUBLE_EQ(ilp->cost, 7.0);
+}
+
+// Class A is Sigmoid(x) at 2 or Relu(P) at 1, P is Tanh(x) at 3 or Neg(Exp(x)) at
+// 0.5 + 5, and Exp(x) is needed anyway by the other root Abs(Exp(x)). Alone, P costs 3
+// (Tanh), so the bottom-up pass keeps Sigmoid (2 < 4), and switching A to Relu with P
+// on Tanh saves nothing (1 + 3 > 2). Priced again with P choosing given what is needed
+// (Exp paid: Neg costs P 0.5), the switch saves 0.5: 7.5, the ILP's optimum.
+TEST(EGraph, GreedyMovePricesTheClassesItNewlyNeedsGivenWhatIsNeeded) {
+  eg::EGraph g;
+  GraphBuilder b;
+  ClassId x = g.add_input(b.input("x", {DType::Float32, make_shape({2, 4})}).node);
+  ClassId y = g.add_op(*find_op("Exp"), {x}, {});
+  ClassId abs = g.add_op(*find_op("Abs"), {y}, {});
+  ClassId p = g.add_op(*find_op("Tanh"), {x}, {});
+  g.merge(p, g.add_op(*find_op("Neg"), {y}, {}));
+  g.rebuild();
+  ClassId a = g.add_op(*find_op("Sigmoid"), {x}, {});
+  g.merge(a, g.add_op(*find_op("Relu"), {g.find(p)}, {}));
+  g.rebuild();
+  const std::unordered_map<std::string, double> price = {{"Exp", 5},  {"Abs", 1},     {"Tanh", 3},
+                                                         {"Neg", 0.5}, {"Sigmoid", 2}, {"Relu", 1}};
+  eg::CostTable costs;
+  for (ClassId c : g.class_ids())
+    for (const eg::ENode& e : g.cls(c).nodes)
+      costs[c].push_back(e.kind == eg::ENodeKind::Op ? price.at(std::string(e.op->name)) : 0.0);
+  std::vector<ClassId> roots = {g.find(a), g.find(abs)};
+  eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
+  EXPECT_DOUBLE_EQ(greedy.plain_cost, 8.0);
+  EXPECT_DOUBLE_EQ(greedy.cost, 7.5);
+  EXPECT_EQ(g.cls(a).nodes[greedy.choice.at(g.find(a))].op->name, "Relu");
+  EXPECT_EQ(g.cls(p).nodes[greedy.choice.at(g.find(p))].op->name, "Neg");
+  EXPECT_TRUE(eg::find_cycle(g, greedy.choice, roots).empty());
+  std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, greedy, 10);
+  ASSERT_TRUE(ilp);
+  EXPECT_DOUBLE_EQ(ilp->cost, 7.5);
+}
+
 // A merge whose input depends on one of its outputs: class A (Relu(x)) also holds
 // output 0 of Split(Concat(Neg(A), Neg(A))). Choosing that projection for free would
 // make A compute itself; both extractors must take Relu(x) and return a DAG.
@@ -294,9 +369,12 @@ TEST(EGraph, ExtractionNeverReturnsACycle) {
     for (const eg::ENode& e : g.cls(c).nodes)
       costs[c].push_back(e.kind == eg::ENodeKind::Op && e.op->name == "Relu" ? 10.0 : 0.0);
   std::vector<ClassId> roots = {g.find(a), g.find(n)};
+  // The local search's switch of A to the free projection would drop Relu (10 -> 0)
+  // and close the cycle: it is refused.
   eg::Extraction greedy = eg::extract_greedy(g, roots, costs);
   EXPECT_TRUE(eg::find_cycle(g, greedy.choice, roots).empty());
   EXPECT_DOUBLE_EQ(greedy.cost, 10.0);
+  EXPECT_EQ(greedy.moves, 0u);
   std::optional<eg::Extraction> ilp = eg::extract_ilp(g, roots, costs, greedy, 10);
   ASSERT_TRUE(ilp);
   EXPECT_TRUE(eg::find_cycle(g, ilp->choice, roots).empty());
