@@ -22,6 +22,10 @@ class Planner {
       const int id = static_cast<int>(i);
       if (op.kind == BKind::Matmul) k_.matmuls[id] = matmul(id);
       if (op.kind == BKind::Reduce) k_.reduce_vector[id] = sum_vector(op.reduce, {op.args[0]});
+    }
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      const BOp& op = g_.ops[i];
+      const int id = static_cast<int>(i);
       if (op.kind == BKind::Elementwise && k_.acc[i].where != Access::Where::Inline && id != g_.stab_exp)
         k_.pointwise[id] = pointwise(k_.layout(id), op.phase, id, true, &k_.acc[i]);
     }
@@ -280,7 +284,7 @@ class Planner {
   // The operands invariant in the innermost loop (a row's mean or scale) hoisted
   // above it, divisions by them turned into multiplications by one reciprocal;
   // transcendental chains on unit-stride rows as vector code.
-  PointwisePlan pointwise(const std::vector<int>& atoms, Phase ph, int root, bool own, const Access* dst) const {
+  PointwisePlan pointwise(const std::vector<int>& atoms, Phase ph, int root, bool own, const Access* dst) {
     PointwisePlan w;
     w.atoms = atoms;
     w.phase = ph;
@@ -294,9 +298,29 @@ class Planner {
     }
     bool fn = false;
     const int in = atoms.empty() ? -1 : atoms.back();
-    w.vector = in >= 0 && dst && dst->unit_along(in) &&
-               (own ? vec_expr_ok(root, in, w.hoisted, &fn) : vec_ok(root, in, w.hoisted, &fn)) && fn;
+    const bool lanes = in >= 0 && dst && dst->unit_along(in) &&
+                       (own ? vec_expr_ok(root, in, w.hoisted, &fn) : vec_ok(root, in, w.hoisted, &fn));
+    if (lanes && own) row_sums(&w);
+    w.vector = lanes && (fn || !w.sums.empty());
     return w;
+  }
+
+  // Users of a computed op that sum its value (or its square) over the loop's
+  // innermost atom in the same phase: taken into the op's own vector loop.
+  void row_sums(PointwisePlan* w) {
+    const int i = w->root;
+    for (int u : k_.users[i]) {
+      const BOp& r = g_.ops[u];
+      if (r.phase != w->phase || r.reduce != std::vector<int>{w->atoms.back()} || u == k_.stab.sum) continue;
+      int power = 0;
+      if (r.kind == BKind::Reduce) power = 1;
+      if (r.kind == BKind::Matmul && r.args[0] == i && r.args[1] == i &&
+          k_.matmuls.at(u).kernel == MatmulPlan::Kernel::Generic)
+        power = 2;
+      if (power == 0 || k_.summed_in.count(u)) continue;
+      w->sums.emplace_back(u, power);
+      k_.summed_in[u] = i;
+    }
   }
 
   MatmulPlan matmul(int i) const {

@@ -41,6 +41,10 @@ struct PointwisePlan {
   std::vector<int> hoisted;  // operands invariant in the innermost loop, loaded above it
   std::vector<int> recips;   // hoisted divisors: one reciprocal, then multiplications
   bool vector = false;       // innermost loop as 8-lane vector code (a transcendental chain)
+  // Row sums of the value over the innermost atom (a Reduce of it, a contraction of
+  // it with itself: LayerNorm's variance), accumulated in this loop rather than in
+  // a second pass over the tile: (sum op, power of the value summed).
+  std::vector<std::pair<int, int>> sums;
 };
 
 // The matmul's operand roles: (A, B, m atom or -1, n atom, k atom), n innermost in C.
@@ -95,6 +99,7 @@ struct KernelPlan {
   std::map<int, PointwisePlan> pointwise;     // computed elementwise ops
   std::map<int, MatmulPlan> matmuls;
   std::map<int, bool> reduce_vector;          // Reduce op -> sum in four vector registers
+  std::map<int, int> summed_in;               // row sum -> the pointwise op whose loop computes it
   StabPlan stab;
   std::vector<OutputPlan> outputs;
 
