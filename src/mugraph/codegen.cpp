@@ -121,9 +121,8 @@ class Emitter {
   }
 
   // A pointwise loop nest whose body is `stmt()`; the vector form stores 8 lanes of
-  // the plan's root at `dst`, four vectors per iteration whose long exp/erf
-  // dependency chains GCC's scheduler interleaves (two left the FMA pipes idle: the
-  // LayerNorm+GELU 128x768 kernel's erf loop took 5% longer on Zen 4), then single
+  // the plan's root at `dst`, the plan's number of vectors per iteration (their
+  // long exp/erf dependency chains interleaved by GCC's scheduler), then single
   // vectors, the tail scalar; the plan's row sums of the value accumulated on the way.
   void pointwise(const PointwisePlan& w, const std::function<void()>& stmt, const Access* dst,
                  const std::vector<int>* dst_axes) {
@@ -165,12 +164,13 @@ class Emitter {
           x_.clear_lane();
           return "(" + dst->base + " + " + x_.offset_lane(*dst, *dst_axes, in, lane) + ")";
         };
-        line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+        const std::string step = std::to_string(8 * w.unroll);
+        line("for (; " + i + " + " + step + " <= " + e + "; " + i + " += " + step + ") {");
         ind_ += 2;
         std::vector<std::string> dsts;
-        for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < w.unroll; ++u)
           dsts.push_back(vstmt(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i, "r" + std::to_string(u)));
-        for (int u = 0; u < 4; ++u) line("vm8::store(" + dsts[u] + ", r" + std::to_string(u) + ");");
+        for (int u = 0; u < w.unroll; ++u) line("vm8::store(" + dsts[u] + ", r" + std::to_string(u) + ");");
         for (const auto& [r, power] : w.sums)
           for (int u = 0; u < 4; ++u) line(sum(r, u) + " += " + term("r" + std::to_string(u), power) + ";");
         ind_ -= 2;

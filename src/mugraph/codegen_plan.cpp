@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mugraph/cost.h"
+
 namespace isomer::mugraph {
 
 namespace {
@@ -302,6 +304,7 @@ class Planner {
                        (own ? vec_expr_ok(root, in, w.hoisted, &fn) : vec_ok(root, in, w.hoisted, &fn));
     if (lanes && own) row_sums(&w);
     w.vector = lanes && (fn || !w.sums.empty());
+    w.unroll = w.vector && (!w.sums.empty() || machine().avx512) ? 4 : 2;
     return w;
   }
 

@@ -41,6 +41,11 @@ struct PointwisePlan {
   std::vector<int> hoisted;  // operands invariant in the innermost loop, loaded above it
   std::vector<int> recips;   // hoisted divisors: one reciprocal, then multiplications
   bool vector = false;       // innermost loop as 8-lane vector code (a transcendental chain)
+  // Vectors per iteration of the vector loop: four where 32 vector registers hold
+  // their exp/erf chains (two left the FMA pipes idle: LayerNorm+GELU's erf loop
+  // 5% slower on Zen 4) or where row sums want four accumulators; else two (four
+  // spill with 16 registers: 8% slower there).
+  int unroll = 2;
   // Row sums of the value over the innermost atom (a Reduce of it, a contraction of
   // it with itself: LayerNorm's variance), accumulated in this loop rather than in
   // a second pass over the tile: (sum op, power of the value summed).
