@@ -247,7 +247,9 @@ ISOMER_VINLINE v8 erf(v8 x) {
   q = q * t + splat(1.421413741f);
   q = q * t + splat(-0.284496736f);
   q = q * t + splat(0.254829592f);
-  v8 far = splat(1.0f) - q * t * exp(-z);
+  // -z <= 0: exp_nonpositive's one select (the same values: where it keeps a 2^-126
+  // that exp flushes, 1 - q t e^-z rounds to 1 either way).
+  v8 far = splat(1.0f) - q * t * exp_nonpositive(-z);
   far = floats(bits(far) | sign);
   return a < splat(0.5f) ? near0 : far;
 }

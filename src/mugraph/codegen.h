@@ -9,6 +9,10 @@
 //  - an accumulator fed by a contraction or a reduction is accumulated into
 //    directly; the online-softmax rule as running maxima and rescales;
 //  - a skip table from constant inputs (causal masks) baked in.
+// Planning (codegen_plan.h: storage, loop orders, micro-kernel and vector choices)
+// is apart from writing the text (codegen_emitter.h: codegen.cpp and
+// codegen_reductions.cpp, values through codegen_expr.h); the text is the kernel
+// cache's key, so a refactor must leave it byte-identical.
 // Exported symbols: isomer_mugraph_run(const void* const* in, void* const* out,
 // int threads) and isomer_mugraph_key() (the cache key, checked after loading).
 #include <cstdint>

@@ -1,0 +1,249 @@
+// The emitter's contractions (micro-kernel calls or dot products), row sums in
+// four vector accumulators, and the online-softmax rule: per-shift maxima, the
+// rescale of accumulators when the loop moves the shift, the exponentials and
+// their sum (codegen_emitter.h).
+#include <algorithm>
+#include <cstdlib>
+
+#include "mugraph/codegen_emitter.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+void Emitter::emit_matmul(int i) {
+  const BOp& op = g_.ops[i];
+  const MatmulPlan& m = k_.matmuls.at(i);
+  const Roles& r = m.roles;
+  const Phase ph = op.phase;
+  if (m.kernel == MatmulPlan::Kernel::Generic) {
+    // A dot product per output element, summed in a register.
+    if (k_.fused_into[i] < 0) zero(i);
+    loops(m.order, ph, false, [&] {
+      sum_into(op.reduce, ph, x_.at(op.args[0]) + " * " + x_.at(op.args[1]), elem(i), {op.args[0], op.args[1]},
+               m.sum_vector);
+    });
+    return;
+  }
+  // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
+  const std::string accum = k_.fused_into[i] >= 0 ? "1" : "0";
+  auto ptr = [&](int opi, const std::vector<int>& looped) {
+    const Access& a = k_.acc[opi];
+    std::vector<int> atoms;
+    for (int x : g_.ops[opi].axes)
+      if (contains(looped, x)) atoms.push_back(x);
+    return "(" + a.base + " + " + x_.offset(a, atoms) + ")";
+  };
+  auto st = [&](int opi, int atom) { return std::to_string(k_.stride(opi, atom)); };
+  auto call = [&](const std::vector<int>& looped, const std::string& rows) {
+    loops(looped, ph, false, [&] {
+      const std::string common = rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
+                                 st(r.a, r.m) + ", " + ptr(r.b, looped) + ", ";
+      if (m.kernel == MatmulPlan::Kernel::Gemm)
+        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + ");");
+      else
+        line("mg_dot(" + common + st(r.b, r.n) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + st(i, r.n) +
+             ", " + accum + ");");
+    });
+  };
+  const std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
+  if (m.merged.empty()) {
+    call(m.outer, M);
+    return;
+  }
+  std::string rows = M;
+  for (int o : m.merged) rows = "(" + rows + " * " + ext(o, ph) + ")";
+  std::vector<int> rest;
+  for (int a : m.outer)
+    if (!contains(m.merged, a)) rest.push_back(a);
+  if (!k_.variable_extent(r.m, ph)) {
+    call(rest, rows);
+    return;
+  }
+  line("if (" + M + " == " + std::to_string(k_.max_extent(r.m, ph)) + ") {");
+  ind_ += 2;
+  call(rest, rows);
+  ind_ -= 2;
+  line("} else {");
+  ind_ += 2;
+  call(m.outer, M);
+  ind_ -= 2;
+  line("}");
+}
+
+void Emitter::sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest,
+                       const std::vector<int>& terms, bool vec) {
+  line("{");
+  ind_ += 2;
+  if (vec) {
+    const int in = red[0];
+    const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+    auto term = [&](const std::string& lane) {
+      x_.set_lane(in, lane);
+      std::string v;
+      for (int t : terms) v += (v.empty() ? "" : " * ") + x_.vat(t, {});
+      x_.clear_lane();
+      return v;
+    };
+    line("vm8::v8 s0 = vm8::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;");
+    line("int64_t " + i + " = 0;");
+    line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+    line("  s0 += " + term(i) + ";");
+    line("  s1 += " + term("(" + i + " + 8)") + ";");
+    line("  s2 += " + term("(" + i + " + 16)") + ";");
+    line("  s3 += " + term("(" + i + " + 24)") + ";");
+    line("}");
+    line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) s0 += " + term(i) + ";");
+    line("const vm8::v8 st = (s0 + s1) + (s2 + s3);");
+    line("float s = ((st[0] + st[1]) + (st[2] + st[3])) + ((st[4] + st[5]) + (st[6] + st[7]));");
+    line("for (; " + i + " < " + e + "; ++" + i + ") s += " + value + ";");
+  } else {
+    line("float s = 0.0f;");
+    pragma_loops(red, ph, "#pragma omp simd reduction(+ : s)", [&] { line("s += " + value + ";"); });
+  }
+  line(dest + " += s;");
+  ind_ -= 2;
+  line("}");
+}
+
+void Emitter::emit_reduce(int i) {
+  const BOp& op = g_.ops[i];
+  if (k_.fused_into[i] < 0) zero(i);
+  loops(k_.layout(i), op.phase, false, [&] {
+    sum_into(op.reduce, op.phase, x_.at(op.args[0]), elem(i), {op.args[0]}, k_.reduce_vector.at(i));
+  });
+}
+
+std::string Emitter::stab(size_t off) const {
+  Access m;
+  int64_t s = 1;
+  for (size_t k = g_.stab_axes.size(); k-- > 0;) {
+    m.stride[g_.stab_axes[k]] = s;
+    s *= k_.max_extent(g_.stab_axes[k], g_.ops[g_.stab_exp].phase);
+  }
+  return "scratch[" + std::to_string(off) + " + " + x_.offset(m, g_.stab_axes) + "]";
+}
+
+void Emitter::stab_max(int x, Phase ph) {
+  const StabPlan& sp = k_.stab;
+  loops(sp.shift, ph, false, [&] {
+    line("{");
+    ind_ += 2;
+    if (sp.vector_max) {
+      // Four vector maxima (NaN skipped as below): one is bound by its latency.
+      const int in = sp.rest[0];
+      const std::string i = "i" + std::to_string(in), e = ext(in, ph);
+      auto term = [&](const std::string& lane) {
+        x_.set_lane(in, lane);
+        std::string v = x_.vat(x, {});
+        x_.clear_lane();
+        return v;
+      };
+      line("vm8::v8 m0 = vm8::splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;");
+      line("int64_t " + i + " = 0;");
+      line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+      for (int u = 0; u < 4; ++u) {
+        const std::string mu = "m" + std::to_string(u);
+        line("  { const vm8::v8 v = " + term(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i) + "; " + mu +
+             " = v > " + mu + " ? v : " + mu + "; }");
+      }
+      line("}");
+      line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) { const vm8::v8 v = " + term(i) +
+           "; m0 = v > m0 ? v : m0; }");
+      line("m0 = m1 > m0 ? m1 : m0; m2 = m3 > m2 ? m3 : m2; m0 = m2 > m0 ? m2 : m0;");
+      line("float mx = -INFINITY;");
+      line("for (int l = 0; l < 8; ++l) mx = m0[l] > mx ? m0[l] : mx;");
+      line("for (; " + i + " < " + e + "; ++" + i + ") { const float xv = " + x_.at(x) +
+           "; mx = xv > mx ? xv : mx; }");
+    } else {
+      line("float mx = -INFINITY;");
+      pragma_loops(sp.rest, ph, "#pragma omp simd reduction(max : mx)", [&] {
+        line("const float xv = " + x_.at(x) + ";");
+        line("mx = xv > mx ? xv : mx;");
+      });
+    }
+    line(stab(k_.cm_off) + " = mx;");
+    ind_ -= 2;
+    line("}");
+  });
+}
+
+void Emitter::emit_stab_exp(int i) {
+  const StabPlan& sp = k_.stab;
+  const BOp& op = g_.ops[i];
+  const Phase ph = op.phase;
+  const int x = op.args[0];
+  stab_max(x, ph);
+  if (ph == Phase::Loop) {
+    loops(sp.shift, ph, false, [&] {
+      // Neither maximum is NaN (the max reductions skip NaN), so a compare does what
+      // fmax does without its libm call; the rescale's exp is mg_exp (vectorized
+      // over the rows: vm::exp's scalar form is about three times the work).
+      line("const float mo = " + stab(k_.m_off) + ", mc = " + stab(k_.cm_off) + ", mn = mc > mo ? mc : mo;");
+      line(stab(k_.fac_off) + " = mn == -INFINITY ? 1.0f : (mo == -INFINITY ? 0.0f : mg_exp(mo - mn));");
+      line(stab(k_.m_off) + " = mn;");
+    });
+    for (size_t a = 0; a < g_.ops.size(); ++a) {
+      const BOp& acc = g_.ops[a];
+      if (acc.kind != BKind::Accum || acc.scale == 0) continue;
+      loops(k_.layout(static_cast<int>(a)), Phase::Post, true, [&] {
+        std::string f = stab(k_.fac_off);
+        std::string pw = f;
+        for (int k = 1; k < std::abs(acc.scale); ++k) pw += " * " + f;
+        line(elem(static_cast<int>(a)) + " " + (acc.scale > 0 ? "*=" : "/=") + " " + pw + ";");
+      });
+    }
+  } else {
+    loops(sp.shift, ph, true, [&] { line(stab(k_.m_off) + " = " + stab(k_.cm_off) + ";"); });
+  }
+  // exp evaluated unconditionally, then selected, with the shift loaded outside the
+  // vector loop where it is invariant there: a branch or a load GCC cannot hoist
+  // past the scratch stores stops vectorization.
+  if (sp.sum >= 0) {
+    // The sum of the exponentials over the atoms the shift does not vary along,
+    // accumulated in the loop that computes them (softmax's denominator).
+    const int r = sp.sum;
+    if (k_.fused_into[r] < 0) zero(r);
+    loops(sp.shift, ph, false, [&] {
+      line("{");
+      ind_ += 2;
+      line("const float m = " + stab(k_.m_off) + ";");
+      if (sp.shift_sum_helper) {
+        // Unit-stride rows: the 8-lane exp-and-sum helper (four vectors in lockstep).
+        auto row = [&](int opi) {
+          std::vector<int> ax;
+          for (int a : g_.ops[opi].axes)
+            if (a != sp.inner[0]) ax.push_back(a);
+          return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
+        };
+        line(elem(r) + " += mg_exp_shift_sum(" + ext(sp.inner[0], ph) + ", " + row(x) + ", m, " + row(i) + ");");
+      } else {
+        line("float s = 0.0f;");
+        pragma_loops(sp.inner, ph, "#pragma omp simd reduction(+ : s)", [&] {
+          line("const float ev = mg_exp(" + x_.at(x) + " - m); const float e = m == -INFINITY ? 0.0f : ev;");
+          line(elem(i) + " = e;");
+          line("s += e;");
+        });
+        line(elem(r) + " += s;");
+      }
+      ind_ -= 2;
+      line("}");
+    });
+    return;
+  }
+  loops(
+      sp.layout, ph, true,
+      [&] {
+        line(std::string("{ ") + (sp.hoist ? "" : "const float m = " + stab(k_.m_off) + "; ") +
+             "const float ev = mg_exp(" + x_.at(x) + " - m); " + elem(i) + " = m == -INFINITY ? 0.0f : ev; }");
+      },
+      [&] {
+        if (sp.hoist) line("const float m = " + stab(k_.m_off) + ";");
+      });
+}
+
+}  // namespace isomer::mugraph
