@@ -251,6 +251,36 @@ bool lower_conv(Compiler& c, const Node& n) {
   Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
+  // The same activation on every part of a Split of the output (merged
+  // convolutions whose branches each applied it: Inception's) is applied once, as
+  // a post-op: act(x) cut into parts is the parts of act(x). The Split's parts are
+  // then the activations' values; nothing else reads them.
+  const Node* split = nullptr;
+  std::vector<const Node*> acts;
+  if (c.opts().fuse && fusion.ops.empty())
+    if (const Node* s = c.sole_consumer(cur); s && s->op_type() == "Split" && s->inputs()[0] == cur && !c.lowered(*s)) {
+      std::optional<EltwiseSpec> common;
+      bool same = true;
+      for (uint32_t k = 0; same && k < s->num_outputs(); ++k) {
+        const Value part = s->output(k);
+        const Node* a = c.sole_consumer(part);
+        std::optional<EltwiseSpec> e;
+        same = a && !c.lowered(*a) && a->num_outputs() == 1 && a->output_types()[0].dtype == DType::Float32 &&
+               a->inputs()[0] == part && (e = eltwise_of(c, *a, part, od.size())).has_value() &&
+               (!common || (common->alg == e->alg && common->alpha == e->alpha && common->beta == e->beta));
+        common = e;
+        acts.push_back(a);
+      }
+      if (same && common) {
+        PostOp p;
+        p.eltwise = common;
+        p.nodes = acts;
+        p.out = cur;
+        fusion.ops.push_back(p);
+        fusion.nodes.insert(fusion.nodes.end(), acts.begin(), acts.end());
+        split = s;
+      }
+    }
 
   int x = c.id(n.inputs()[0]);
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
@@ -369,6 +399,8 @@ bool lower_conv(Compiler& c, const Node& n) {
   info.flops = 2 * macs;  // the model's arithmetic, not the merged groups' zeros
   c.add_primitive(pd, args, info);
   finish_fusion(c, fusion, dst);
+  if (split)
+    for (uint32_t k = 0; k < split->num_outputs(); ++k) c.bind(acts[k]->output(0), c.id(split->output(k)));
   return true;
 }
 

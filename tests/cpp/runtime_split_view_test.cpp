@@ -102,6 +102,43 @@ TEST(RuntimeSplitView, BlockAlignedSplitOfAConvolutionIsAView) {
   EXPECT_EQ(conversions_of(steps, "1x16x12x12") + conversions_of(steps, "1x32x12x12"), 0u);
 }
 
+// Merged branches that each applied a Relu: the Relu runs once, as the merged
+// convolution's post-op, and its parts are views (no pointwise pass, no copy).
+TEST(RuntimeSplitView, ActivationOfEveryPartIsAPostOpOfTheConvolution) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 12, 12})});
+  Value merged = conv3(b, x, 8, 64, 1);
+  std::vector<Value> p = split(b, merged, {16, 32, 16});
+  Value r0 = b.op1("Relu", {p[0]}), r1 = b.op1("Relu", {p[1]}), r2 = b.op1("Relu", {p[2]});
+  Value a = conv3(b, r1, 32, 16, 3);
+  Graph g = b.finish({r0, a, r2}, {"r0", "a", "r2"});
+  auto steps = expect_matches_reference(g);
+  size_t pointwise = 0;
+  for (const runtime::StepInfo& s : steps) pointwise += s.kind == "pointwise" || s.kind == "eltwise";
+  EXPECT_EQ(pointwise, 0u);
+  EXPECT_EQ(conversions_of(steps, "1x64x12x12") + conversions_of(steps, "1x32x12x12"), 0u);
+}
+
+// Not every part activated alike (a LeakyRelu, a part also read raw, a graph
+// output): each activation runs on its own, on the raw parts.
+TEST(RuntimeSplitView, PartsActivatedDifferentlyStayApart) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 10, 10})});
+  Value m1 = conv3(b, x, 8, 32, 1);
+  std::vector<Value> p = split(b, m1, {16, 16});
+  Value r0 = b.op1("Relu", {p[0]});
+  Value l1 = b.op1("LeakyRelu", {p[1]}, {{"alpha", 0.1}});
+  Value m2 = conv3(b, x, 8, 32, 3);
+  std::vector<Value> q = split(b, m2, {16, 16});
+  Value s0 = b.op1("Relu", {q[0]}), s1 = b.op1("Relu", {q[1]});
+  Value raw = conv3(b, q[1], 16, 8, 5);
+  Value m3 = conv3(b, x, 8, 32, 7);
+  std::vector<Value> t = split(b, m3, {16, 16});
+  Value u0 = b.op1("Relu", {t[0]}), u1 = b.op1("Relu", {t[1]});
+  Graph g = b.finish({r0, l1, s0, s1, raw, u0, u1, t[1]}, {"r0", "l1", "s0", "s1", "raw", "u0", "u1", "t1"});
+  expect_matches_reference(g);
+}
+
 // The same through Slice, and a Concat of the parts back in order.
 TEST(RuntimeSplitView, BlockAlignedChannelSliceIsAView) {
   GraphBuilder b;
