@@ -105,7 +105,8 @@ int blocked_part(Compiler& c, int x, size_t axis, int64_t start, int64_t count, 
     stride *= p.padded_dims[i] / blocks[static_cast<size_t>(i)];
   }
   for (int i = 0; i < d.ndims; ++i) {
-    if (p.padded_dims[i] != 1 && b.strides[i] != dense[i]) return -1;  // not one dense run
+    const int64_t outer = p.padded_dims[i] / blocks[static_cast<size_t>(i)];
+    if (outer != 1 && b.strides[i] != dense[i]) return -1;  // not one dense run
     p.format_desc.blocking.strides[i] = dense[i];
   }
   std::vector<int64_t> dims = v.dims;

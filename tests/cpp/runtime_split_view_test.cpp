@@ -195,7 +195,13 @@ TEST(RuntimeSplitView, UnalignedPartsOfABlockedTensorAreCorrect) {
   Value c = conv3(b, p[2], 16, 16, 5);
   Value odd = slice_channels(b, blocked, 1, 40, 2);
   Value e = conv3(b, odd, 20, 8, 7);
-  Graph g = b.finish({a, r, c, p[2], e, q[0]}, {"a", "r", "c", "p2", "e", "q0"});
+  // Rows of a one-block part (a dense run) and of the 40-channel tensor (not one).
+  auto rows = [&](Value v) {
+    return b.op1("Slice", {v, b.constant(Tensor::vector_i64({2})), b.constant(Tensor::vector_i64({7})),
+                           b.constant(Tensor::vector_i64({2}))});
+  };
+  Value h0 = conv3(b, rows(q[0]), 16, 8, 13), h1 = b.op1("Relu", {rows(blocked)});
+  Graph g = b.finish({a, r, c, p[2], e, q[0], h0, h1}, {"a", "r", "c", "p2", "e", "q0", "h0", "h1"});
   auto steps = expect_matches_reference(g);
   if (written_blocked(steps, "1x64x9x9")) EXPECT_TRUE(written_blocked(steps, "1x40x9x9"));
 }
