@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "ops/layout_common.h"
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
 #include "kernels/gemm.h"
@@ -139,6 +140,64 @@ std::vector<double> merge_groups(const std::vector<double>& w, std::vector<int64
   return out;
 }
 
+
+// The instruction set of a primitive's implementation ("brgconv:avx512_core" ->
+// "avx512_core"): two kernels of one ISA run at about one speed.
+std::string impl_isa(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  const auto colon = impl.rfind(':');
+  return colon == std::string::npos ? impl : impl.substr(colon + 1);
+}
+
+// True for a layout with one inner block, on the channels (nChw16c, nChw8c).
+bool channel_blocked(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  return d.ndims >= 3 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 1 &&
+         d.format_desc.blocking.inner_idxs[0] == 1;
+}
+
+// True if `v` (dims `dims`, batch 1) is read by a Split or a Slice along the channels and
+// every such cut lies on a multiple of `block` channels (or at the end): in a
+// layout of channel blocks of that size each part is then a view as it is
+// (lower_views.cpp), where in a channel-last layout every convolution reading a
+// part first copies it out (oneDNN's convolutions take only dense tensors).
+bool cut_on_blocks(Compiler& c, const Value& v, const std::vector<int64_t>& dims, int64_t block) {
+  const auto rank = static_cast<int64_t>(dims.size());
+  if (rank < 3 || dims[0] != 1) return false;  // a channel part of a batch is no dense run
+  bool any = false;
+  for (const auto& [user, k] : c.consumers(v)) {
+    if (k != 0 || user->kind() != NodeKind::Op) continue;
+    std::vector<int64_t> cuts;
+    if (user->op_type() == "Split") {
+      int64_t axis = user->attrs().get_int("axis", 0);
+      if ((axis < 0 ? axis + rank : axis) != 1) continue;
+      int64_t at = 0;
+      for (const TensorType& t : user->output_types()) {
+        if (static_cast<int64_t>(t.shape.size()) != rank || !t.shape[1].is_static()) return false;
+        cuts.push_back(at += t.shape[1].value);
+      }
+    } else if (user->op_type() == "Slice") {
+      const auto& in = user->inputs();
+      auto ints = [&](size_t i) -> std::vector<int64_t> {
+        const Tensor* t = i < in.size() && in[i].present() ? c.peek_known(in[i]) : nullptr;
+        return t ? t->to_i64() : std::vector<int64_t>{};
+      };
+      const std::vector<int64_t> starts = ints(1), ends = ints(2), axes = ints(3), steps = ints(4);
+      if (starts.size() != 1 || ends.size() != 1) return false;
+      const int64_t axis = axes.empty() ? 0 : axes.size() == 1 ? (axes[0] < 0 ? axes[0] + rank : axes[0]) : -1;
+      if (axis != 1) continue;
+      const ops::AxisSlice s = ops::slice_axis(starts[0], ends[0], steps.empty() ? 1 : steps[0], dims[1]);
+      if (s.step != 1) return false;
+      cuts = {s.start, s.start + s.count};
+    } else {
+      continue;
+    }
+    for (int64_t cut : cuts)
+      if (cut % block != 0 && cut != dims[1]) return false;
+    any = true;
+  }
+  return any;
+}
 }  // namespace
 
 bool lower_conv(Compiler& c, const Node& n) {
@@ -192,6 +251,36 @@ bool lower_conv(Compiler& c, const Node& n) {
   Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
+  // The same activation on every part of a Split of the output (merged
+  // convolutions whose branches each applied it: Inception's) is applied once, as
+  // a post-op: act(x) cut into parts is the parts of act(x). The Split's parts are
+  // then the activations' values; nothing else reads them.
+  const Node* split = nullptr;
+  std::vector<const Node*> acts;
+  if (c.opts().fuse && fusion.ops.empty())
+    if (const Node* s = c.sole_consumer(cur); s && s->op_type() == "Split" && s->inputs()[0] == cur && !c.lowered(*s)) {
+      std::optional<EltwiseSpec> common;
+      bool same = true;
+      for (uint32_t k = 0; same && k < s->num_outputs(); ++k) {
+        const Value part = s->output(k);
+        const Node* a = c.sole_consumer(part);
+        std::optional<EltwiseSpec> e;
+        same = a && !c.lowered(*a) && a->num_outputs() == 1 && a->output_types()[0].dtype == DType::Float32 &&
+               a->inputs()[0] == part && (e = eltwise_of(c, *a, part, od.size())).has_value() &&
+               (!common || (common->alg == e->alg && common->alpha == e->alpha && common->beta == e->beta));
+        common = e;
+        acts.push_back(a);
+      }
+      if (same && common) {
+        PostOp p;
+        p.eltwise = common;
+        p.nodes = acts;
+        p.out = cur;
+        fusion.ops.push_back(p);
+        fusion.nodes.insert(fusion.nodes.end(), acts.begin(), acts.end());
+        split = s;
+      }
+    }
 
   int x = c.id(n.inputs()[0]);
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
@@ -242,6 +331,40 @@ bool lower_conv(Compiler& c, const Node& n) {
         set_groups(narrow_groups);
       }
     }
+  if (blocked && !is_reference(pd)) {
+    // An input in a channel-blocked layout (a part of a convolution's output,
+    // kept blocked for its Split) is read as it is where a kernel of the same
+    // instruction set takes it: a reorder would cost more than the layout saves.
+    const md_t& xm = c.val(x).md;
+    if (channel_blocked(xm) && !(xm == pd.src_desc())) {
+      const md_t any = src_any;
+      src_any = xm;
+      try {
+        auto as_is = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
+        else src_any = any;
+      } catch (const dnnl::error&) {
+        src_any = any;
+      }
+    }
+    // An output the graph cuts into channel parts on block boundaries (merged
+    // convolutions: Inception's parallel branches as one) is written in channel
+    // blocks, so that every part is a view with no copy.
+    if (!channel_blocked(pd.dst_desc()))
+      for (const int64_t block : {16, 8}) {
+        if (sp != 2 || !cut_on_blocks(c, fusion.last, od, block)) continue;
+        const md_t want(to_dims(od), dt::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
+        try {
+          auto cut = make_pd(want, probe_attr(c, fusion, od.size(), 0, false));
+          if (!is_reference(cut) && impl_isa(cut) == impl_isa(pd)) {
+            pd = cut;
+            dst_any = want;
+            break;
+          }
+        } catch (const dnnl::error&) {
+        }
+      }
+  }
   if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
   md_t dst_md = pd.dst_desc();
   std::vector<std::pair<int, int>> args;
@@ -276,6 +399,8 @@ bool lower_conv(Compiler& c, const Node& n) {
   info.flops = 2 * macs;  // the model's arithmetic, not the merged groups' zeros
   c.add_primitive(pd, args, info);
   finish_fusion(c, fusion, dst);
+  if (split)
+    for (uint32_t k = 0; k < split->num_outputs(); ++k) c.bind(acts[k]->output(0), c.id(split->output(k)));
   return true;
 }
 

@@ -404,6 +404,26 @@ bool lower_concat(Compiler& c, const Node& n) {
     c.bind(n.output(0), dst);
     return true;
   }
+  if (in_place) {
+    // Some parts cannot be written in place (a part of a merged convolution's
+    // output is a view of that one's buffer): the others still are, and only those
+    // are copied into their region, each by a reorder of its own.
+    std::vector<size_t> copied;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!c.retarget(ids[i], dst, offsets[i])) copied.push_back(i);
+    for (size_t i : copied) {
+      const RtValue& part = c.val(ids[i]);
+      const int to = c.alias(dst, part.dims, part.md, n.name() + ".part" + std::to_string(i));
+      c.val(to).byte_offset += offsets[i];
+      c.val(to).bytes = part.bytes;
+      StepInfo info = step_info(n, "copy", "concat-part " + describe_md(part.md) + " -> " + describe_md(pd.dst_desc()));
+      info.bytes = 2.0 * static_cast<double>(part.bytes);
+      dnnl::reorder::primitive_desc rpd(c.engine(), part.md, c.engine(), part.md);
+      c.add_primitive(dnnl::reorder(rpd), {{DNNL_ARG_FROM, ids[i]}, {DNNL_ARG_TO, to}}, info);
+    }
+    c.bind(n.output(0), dst);
+    return true;
+  }
   std::vector<std::pair<int, int>> args;
   for (size_t i = 0; i < ids.size(); ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), ids[i]});
   args.push_back({DNNL_ARG_DST, dst});

@@ -62,6 +62,63 @@ int viewable(Compiler& c, const Value& v) {
   return c.strides_of(x) ? x : c.as_plain(x);
 }
 
+// Elements [start, start + count) along `axis` of value `x` in a blocked layout
+// (what a convolution writes: nChw16c) as a view in that layout, with no copy,
+// or -1 where that is not exact. It is exact when the part starts on a block
+// boundary along the axis (its blocks are then the parent's blocks from start /
+// block on) and ends on one or at the parent's end (a partial last block holds
+// only the parent's own zero padding, never another part's channels), and when
+// the part is dense in the parent's order of dims (the dims outside the part's
+// blocks have extent 1: batch 1 for a channel part), so that every primitive and
+// native kernel takes it as it would a tensor of its own. Its description is the
+// dense one of that order, equal to what oneDNN makes from the format tag.
+int blocked_part(Compiler& c, int x, size_t axis, int64_t start, int64_t count, const std::string& name) {
+  const RtValue& v = c.val(x);
+  const dnnl_memory_desc_t& d = v.md.data;
+  if (!d.ndims || d.format_kind != dnnl_blocked || d.offset0 != 0 || count <= 0 ||
+      static_cast<size_t>(d.ndims) != v.dims.size() || axis >= v.dims.size())
+    return -1;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  if (b.inner_nblks == 0) return -1;  // plain strides: an ordinary view
+  std::vector<int64_t> blocks(v.dims.size(), 1);
+  for (int k = 0; k < b.inner_nblks; ++k) blocks[static_cast<size_t>(b.inner_idxs[k])] *= b.inner_blks[k];
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.padded_offsets[i] != 0 || d.padded_dims[i] % blocks[static_cast<size_t>(i)] != 0) return -1;
+  const int64_t block = blocks[axis], end = start + count, full = v.dims[axis];
+  if (start < 0 || end > full || start % block != 0 || (end % block != 0 && end != full)) return -1;
+  dnnl_memory_desc_t p = d;
+  const int a = static_cast<int>(axis);
+  p.dims[a] = count;
+  p.padded_dims[a] = end == full ? d.padded_dims[a] - start : count;
+  // Dense strides in the parent's order of outer dims (outermost first, ties in
+  // index order), innermost from the inner blocks' size.
+  std::vector<int> order(static_cast<size_t>(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return b.strides[i] > b.strides[j]; });
+  int64_t inner = 1;
+  for (int k = 0; k < b.inner_nblks; ++k) inner *= b.inner_blks[k];
+  int64_t stride = inner;
+  dnnl_dims_t dense{};
+  for (size_t k = order.size(); k-- > 0;) {
+    const int i = order[k];
+    dense[i] = stride;
+    stride *= p.padded_dims[i] / blocks[static_cast<size_t>(i)];
+  }
+  for (int i = 0; i < d.ndims; ++i) {
+    const int64_t outer = p.padded_dims[i] / blocks[static_cast<size_t>(i)];
+    if (outer != 1 && b.strides[i] != dense[i]) return -1;  // not one dense run
+    p.format_desc.blocking.strides[i] = dense[i];
+  }
+  std::vector<int64_t> dims = v.dims;
+  dims[axis] = count;
+  const auto elem = static_cast<int64_t>(dtype_size(v.dtype));
+  const int64_t offset = start / block * b.strides[a] * elem;
+  int id = c.alias(x, dims, md_t(p), name);
+  c.val(id).byte_offset += offset;
+  c.val(id).bytes = c.val(id).md.get_size();
+  return id;
+}
+
 }  // namespace
 
 bool lower_identity(Compiler& c, const Node& n) {
@@ -144,8 +201,8 @@ bool lower_slice(Compiler& c, const Node& n) {
   };
   auto starts = ints(1), ends = ints(2);
   if (!starts || !ends) return false;  // data-dependent bounds: the reference kernel
-  int x = viewable(c, in[0]);
-  const std::vector<int64_t> xd = c.val(x).dims;
+  const int src = c.id(in[0]);
+  const std::vector<int64_t> xd = c.val(src).dims;
   const int64_t rank = static_cast<int64_t>(xd.size());
   std::vector<int64_t> axes, steps(starts->size(), 1);
   if (in.size() > 3 && in[3].present()) {
@@ -161,6 +218,26 @@ bool lower_slice(Compiler& c, const Node& n) {
     steps = *s;
   }
   if (axes.size() != starts->size() || ends->size() != starts->size() || steps.size() != starts->size()) return false;
+  if (!c.strides_of(src)) {
+    // A blocked input cut along one axis, forwards: a view in its own layout
+    // where that is exact (see blocked_part).
+    std::optional<std::pair<size_t, ops::AxisSlice>> cut;
+    bool one_cut = true;
+    for (size_t i = 0; i < axes.size() && one_cut; ++i) {
+      const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank || steps[i] == 0) return false;
+      ops::AxisSlice s = ops::slice_axis((*starts)[i], (*ends)[i], steps[i], xd[static_cast<size_t>(a)]);
+      if (s.step == 1 && s.start == 0 && s.count == xd[static_cast<size_t>(a)]) continue;  // the whole axis
+      one_cut = !cut && s.step == 1;
+      cut = {static_cast<size_t>(a), s};
+    }
+    if (one_cut && cut)
+      if (int v = blocked_part(c, src, cut->first, cut->second.start, cut->second.count, n.name()); v >= 0) {
+        c.bind(n.output(0), v);
+        return true;
+      }
+  }
+  const int x = viewable(c, in[0]);
   std::vector<int64_t> od = xd, os = *c.strides_of(x);
   int64_t offset = 0;
   bool backwards = false;
@@ -200,21 +277,36 @@ bool lower_slice(Compiler& c, const Node& n) {
 
 bool lower_split(Compiler& c, const Node& n) {
   const std::vector<TensorType> types = c.concrete_types(n);
-  int x = viewable(c, n.inputs()[0]);
-  const std::vector<int64_t> xd = c.val(x).dims;
+  const int src = c.id(n.inputs()[0]);
+  const std::vector<int64_t> xd = c.val(src).dims;
   const int64_t rank = static_cast<int64_t>(xd.size());
   int64_t axis = n.attrs().get_int("axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return false;
-  const std::vector<int64_t> xs = *c.strides_of(x);
-  const auto elem = static_cast<int64_t>(dtype_size(c.val(x).dtype));
+  const auto a = static_cast<size_t>(axis);
+  const auto elem = static_cast<int64_t>(dtype_size(c.val(src).dtype));
+  // A blocked input (a convolution's nChw16c output split into channel groups)
+  // keeps its layout in every part that can be a view of it as it is (see
+  // blocked_part); the input is made plain only if some other part needs that.
+  const bool blocked = !c.strides_of(src);
+  int x = blocked ? -1 : src;
   int64_t at = 0;
   for (size_t k = 0; k < types.size(); ++k) {
     std::vector<int64_t> od = static_dims(types[k].shape);
-    c.bind(n.output(static_cast<uint32_t>(k)),
-           c.view(x, od, xs, num_elements(od) ? at * xs[static_cast<size_t>(axis)] * elem : 0,
-                  n.name() + ":" + std::to_string(k)));
-    at += od[static_cast<size_t>(axis)];
+    const std::string name = n.name() + ":" + std::to_string(k);
+    int part = -1;
+    if (num_elements(od) == 0) {
+      part = c.view(src, od, row_major(od), 0, name);  // nothing to read
+    } else if (blocked) {
+      part = blocked_part(c, src, a, at, od[a], name);
+    }
+    if (part < 0) {
+      if (x < 0) x = viewable(c, n.inputs()[0]);
+      const std::vector<int64_t> xs = *c.strides_of(x);
+      part = c.view(x, od, xs, at * xs[a] * elem, name);
+    }
+    c.bind(n.output(static_cast<uint32_t>(k)), part);
+    at += od[a];
   }
   return true;
 }

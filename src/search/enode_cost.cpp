@@ -314,7 +314,18 @@ std::vector<Value> ENodePricer::synthetic_inputs(eg::EGraph& eg, const ENode& n,
       ins.emplace_back();
       continue;
     }
-    const TensorType& t = eg.type(c);
+    // Symbolic dims (a model's batch) at the extents the runtime gives them when it
+    // prices the whole graph (its bindings, else 1): priced alone at a nominal
+    // rate instead, every new e-node of such a model looked 10 to 100 times
+    // cheaper than the input's own operators, and eqsat chose 3x3 convolutions
+    // enlarged from 1x1 ones for nothing.
+    TensorType t = eg.type(c);
+    for (Dim& d : t.shape)
+      if (!d.is_static()) {
+        const auto& bindings = model_.runtime_options().bindings;
+        auto it = bindings.find(d.symbol);
+        d = Dim(it != bindings.end() ? it->second : 1);
+      }
     require(is_static(t.shape), "the cost needs static shapes");
     if (eg.cls(c).constant) {
       // Shapes and axes need their values; a weight only its type (its data does not

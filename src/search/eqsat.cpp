@@ -365,6 +365,8 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     st.cost_before = st.cost_after = 0;  // not priceable (symbolic shapes): keep what was found
   }
   st.pricing_seconds += seconds_since(tr);  // the result priced whole: a run of the model, not search
+  if (std::getenv("ISOMER_DEBUG_COST"))
+    std::fprintf(stderr, "eqsat: input priced whole %.3f ms, result %.3f ms\n", st.cost_before, st.cost_after);
   if (st.cost_after > st.cost_before) {
     st.kept_input = true;
     st.cost_after = st.cost_before;
