@@ -161,14 +161,33 @@ bool channel_blocked(const md_t& md) {
 // layout of channel blocks of that size each part is then a view as it is
 // (lower_views.cpp), where in a channel-last layout every convolution reading a
 // part first copies it out (oneDNN's convolutions take only dense tensors).
+// Likewise if `v` is a part of a channel Concat that starts on a block and ends
+// on one (or at the Concat's end): in channel blocks the convolution writes its
+// part in place (lower_concat), in a channel-last layout the part is copied
+// (DenseNet's blocks: every layer's output is copied once per later layer).
 bool cut_on_blocks(Compiler& c, const Value& v, const std::vector<int64_t>& dims, int64_t block) {
   const auto rank = static_cast<int64_t>(dims.size());
   if (rank < 3 || dims[0] != 1) return false;  // a channel part of a batch is no dense run
   bool any = false;
   for (const auto& [user, k] : c.consumers(v)) {
-    if (k != 0 || user->kind() != NodeKind::Op) continue;
+    if (user->kind() != NodeKind::Op) continue;
     std::vector<int64_t> cuts;
-    if (user->op_type() == "Split") {
+    int64_t extent = dims[1];  // the channels the cuts fall in
+    if (user->op_type() == "Concat") {
+      const int64_t axis = user->attrs().get_int("axis", 0);
+      if ((axis < 0 ? axis + rank : axis) != 1) continue;
+      int64_t at = 0, total = 0;
+      for (size_t i = 0; i < user->inputs().size(); ++i) {
+        const Shape& sh = user->inputs()[i].type().shape;
+        if (static_cast<int64_t>(sh.size()) != rank || !sh[1].is_static()) return false;
+        if (i < k) at += sh[1].value;
+        total += sh[1].value;
+      }
+      cuts = {at, at + dims[1]};
+      extent = total;
+    } else if (k != 0) {
+      continue;
+    } else if (user->op_type() == "Split") {
       int64_t axis = user->attrs().get_int("axis", 0);
       if ((axis < 0 ? axis + rank : axis) != 1) continue;
       int64_t at = 0;
@@ -193,7 +212,7 @@ bool cut_on_blocks(Compiler& c, const Value& v, const std::vector<int64_t>& dims
       continue;
     }
     for (int64_t cut : cuts)
-      if (cut % block != 0 && cut != dims[1]) return false;
+      if (cut % block != 0 && cut != extent) return false;
     any = true;
   }
   return any;

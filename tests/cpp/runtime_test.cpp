@@ -238,7 +238,12 @@ TEST(Runtime, ConcatReadOnlyByPointwiseConvolutionsIsNeverMade) {
   Value u = b.op1("Conv", {cat2, b.constant(random_tensor({2, 9, 1, 1}, 12))});
   Graph g = b.finish({b.op1("Relu", {bn}), t, u}, {"a", "t", "u"});
   auto kinds = expect_matches_reference(g);
-  EXPECT_EQ(count(kinds, "concat"), 1u);  // only cat2, which a 3x3 convolution reads
+  // Only cat2, which a 3x3 convolution reads, is made: one concatenation where
+  // the convolutions write channel blocks (nChw8c on AVX2), or a copy of each of
+  // its two parts where they write channel-last (nhwc: AVX-512's brgconv). Made,
+  // cat would add one more concatenation, or three copies.
+  const size_t made = count(kinds, "concat") + count(kinds, "copy");
+  EXPECT_TRUE(made == 1u || (made == 2u && count(kinds, "concat") == 0u)) << made;
   EXPECT_EQ(count(kinds, "conv"), 2u + 3u + 3u + 1u + 1u);  // s1 and s2 in three parts each
 }
 
