@@ -65,7 +65,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
     alg = n.attrs().get_int("count_include_pad", 0) || !extra.empty() ? dnnl::algorithm::pooling_avg_include_padding
                                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
   int x = c.id(src);
-  const md_t& md = c.val(x).md;
+  const md_t md = c.val(x).md;  // a copy: new values may move the table
   // Max pooling of a channel-blocked 2-D input (what a convolution writes) on the
   // native kernel, which is several times faster than oneDNN's here.
   if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty())
@@ -94,13 +94,36 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       return true;
     }
   md_t dst_any(to_dims(od), dt::f32, tag::any);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, dst_any, strides, kernel, dil, pl, pr);
-  dnnl::pooling_v2_forward::primitive_desc pd(d, c.engine());
+  auto make_pd = [&](const md_t& src_md) {
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, strides, kernel, dil,
+                                     pl, pr);
+    return dnnl::pooling_v2_forward::primitive_desc(d, c.engine());
+  };
+  auto pd = make_pd(md);
+  // oneDNN's fast kernels take only dense layouts of a known tag; a view (a channel
+  // part of a channel-last tensor, whose batch stride is then no dense one) gets its
+  // reference kernel, 100x slower (NasNet-A's 3x3 average pools of a merged
+  // convolution's parts: 19 ms each instead of 0.1). Such an input is reordered
+  // first into the channel-last or channel-blocked layout a fast kernel takes.
+  if (is_reference(pd) && xd.size() == 4)
+    for (const tag layout : {tag::nhwc, tag::nChw16c, tag::nChw8c, tag::nchw}) {
+      const md_t want(to_dims(xd), dt::f32, layout);
+      if (want == md) continue;
+      try {
+        auto dense = make_pd(want);
+        if (is_reference(dense)) continue;
+        x = c.as_layout(x, want);
+        pd = dense;
+        break;
+      } catch (const dnnl::error&) {
+      }
+    }
+  const md_t src_md = c.val(x).md;  // a copy: new values may move the table
   int dst = c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
   double flops = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(std::vector<int64_t>(kernel.begin(), kernel.end())));
   c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}},
                   step_info(n, "pool",
-                          "pool " + std::to_string(static_cast<int>(alg)) + " " + describe_md(md) + " -> " +
+                          "pool " + std::to_string(static_cast<int>(alg)) + " " + describe_md(src_md) + " -> " +
                               describe_md(pd.dst_desc()) + " k" + dims_text(kernel) + " s" + dims_text(strides) +
                               " pl" + dims_text(pl) + " pr" + dims_text(pr) + " d" + dims_text(dil) + " impl " +
                               pd.impl_info_str(),
@@ -213,7 +236,7 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
   }
   int x = c.id(n.inputs()[0]);
   if (xd.size() == 2 || (c.strides_of(x) && !c.is_dense(x))) x = c.as_plain(x);
-  const md_t& md = c.val(x).md;
+  const md_t md = c.val(x).md;  // a copy: new values may move the table
   float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;

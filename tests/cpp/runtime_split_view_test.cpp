@@ -271,3 +271,25 @@ TEST(RuntimeSplitView, BatchAboveOneIsCorrect) {
 
 }  // namespace
 }  // namespace isomer
+
+namespace isomer {
+namespace {
+
+// A pooling of a channel part off the block boundaries (a plain strided view of
+// the convolution's output, whatever layout the convolution chose) runs on one of
+// oneDNN's fast kernels after a reorder, never on its reference kernel (NasNet-A's
+// average pools of a merged convolution's parts once took 19 ms each that way).
+TEST(RuntimeSplitView, PoolingOfAPartNeverTakesTheReferenceKernel) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 12, 12})});
+  std::vector<Value> parts = split(b, conv3(b, x, 8, 40, 1), {20, 20});
+  const std::vector<int64_t> k3{3, 3}, s1{1, 1};
+  Value avg = b.op1("AveragePool", {parts[0]}, {{"kernel_shape", k3}, {"strides", s1}, {"pads", kPad1}});
+  Value mx = b.op1("MaxPool", {parts[1]}, {{"kernel_shape", k3}, {"strides", s1}, {"pads", kPad1}});
+  Graph g = b.finish({avg, mx}, {"a", "m"});
+  for (const runtime::StepInfo& s : expect_matches_reference(g))
+    if (s.kind == "pool") EXPECT_EQ(s.signature.find("ref:"), std::string::npos) << s.signature;
+}
+
+}  // namespace
+}  // namespace isomer
