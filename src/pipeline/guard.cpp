@@ -417,6 +417,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     std::optional<SpeedComparison> cmp = other_guard->measure(c.graph, c.kind + " " + on, false);
     if (!cmp) {
       r.log.push_back("not written: the " + c.kind + " candidate does not run " + on);
+      if (!r.confirm_comparison && r.confirm_reason.empty()) r.confirm_reason = c.kind + " does not run " + on;
       return false;
     }
     if (!r.confirm_comparison) r.confirm_comparison = cmp;

@@ -115,7 +115,7 @@ struct GuardResult {
   // written), "skipped" (see confirm_reason), "off" (switched off), "none"
   // (nothing to confirm: the original is written, or the guard did not measure).
   std::string confirm_status = "none";
-  std::string confirm_reason;
+  std::string confirm_reason;  // why "skipped"; for "slower", set when the first candidate did not run there
   Engine confirm_engine = Engine::OnnxRuntime;
   // The written graph's comparison there ("confirmed"), or that of the target's
   // first choice, which was slower there ("slower").

@@ -42,7 +42,9 @@ def assert_guard_consistent(r):
     if r["guard_confirm"] == "confirmed":
         assert r["kept"] != "original" and r["guard_confirm_ratio"] <= 1.02 + 1e-9, r["guard_log"]
     if r["guard_confirm"] == "slower":
-        assert r["kept"] == "original" and r["guard_confirm_ratio"] > 1, r["guard_log"]
+        # slower there, or it did not run there (said in the reason)
+        assert r["kept"] == "original", r["guard_log"]
+        assert (r["guard_confirm_ratio"] or 0) > 1 or r["guard_confirm_reason"], r["guard_log"]
     if r["guard_confirm"] == "skipped":
         assert r["guard_confirm_reason"], r["guard_log"]
     assert set(r["phase_seconds"]) == PHASES
