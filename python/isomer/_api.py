@@ -103,7 +103,7 @@ TARGETS = ("isomer", "onnxruntime")
 
 def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
              tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", target="isomer", threads=0,
-             inputs=None, guard=True, extractor="ilp"):
+             inputs=None, guard=True, extractor="ilp", guard_target_only=False):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
@@ -130,6 +130,11 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
         random ones (seed) drawn so that the model can run on them (indices in
         range, shapes that fit, non-zero divisors).
     guard: False skips the timing (the model is returned even if slower).
+    guard_target_only: True times only on `target`. By default the guard also
+        confirms on the other engine (isomer's runtime <-> ONNX Runtime) that
+        the returned model is not slower there, and otherwise falls back to the
+        template passes alone or the original (report.guard_confirm says what
+        it found; skipped where the other engine cannot run the model).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
     allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
@@ -169,7 +174,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
                                                 search, disabled, bool(check), int(seed), float(tolerance),
                                                 bool(allow_nonfinite), float(budget), rule_paths, cost, target,
                                                 int(threads), bool(guard), arrays,
-                                                extractor)
+                                                extractor, bool(guard_target_only))
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"

@@ -247,7 +247,8 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
                          const std::vector<std::string>& disabled, bool check, uint64_t seed, double tolerance,
                          bool allow_nonfinite, double budget, const std::vector<std::string>& rule_paths,
                          const std::string& cost_model, const std::string& target, int threads, bool guard,
-                         const std::map<std::string, py::array>& inputs, const std::string& extractor) {
+                         const std::map<std::string, py::array>& inputs, const std::string& extractor,
+                         bool guard_target_only) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
@@ -270,6 +271,7 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
   opts.threads = threads;
   opts.cost_threads = threads;
   opts.guard = guard;
+  opts.guard_options.confirm_other = !guard_target_only;
   for (const auto& [name, array] : inputs) opts.inputs.emplace_back(name, tensor_from_array(array, "inputs['" + name + "']"));
   opts.inputs_source = "inputs=";
   std::string model, json, text;
@@ -611,7 +613,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
         py::arg("cost_model"), py::arg("target"), py::arg("threads"), py::arg("guard"), py::arg("inputs"),
-        py::arg("extractor"));
+        py::arg("extractor"), py::arg("guard_target_only") = false);
   m.def(
       "valid_inputs",
       [](const py::object& source, const std::string& base_dir,

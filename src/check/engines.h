@@ -53,6 +53,7 @@ class Engines {
   // Replaces how graphs are prepared on `e`. Tests use it for an engine on which
   // some rewrite is slow.
   void set_factory(Engine e, Factory f) { factories_[e] = std::move(f); }
+  bool has_factory(Engine e) const { return factories_.count(e) > 0; }
   // Drops what was prepared for `g` (it will not run again).
   void forget(const Graph& g);
   const EngineOptions& options() const { return opts_; }

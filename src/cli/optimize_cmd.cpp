@@ -27,7 +27,7 @@ struct OptimizeArgs {
   std::string extractor = "ilp";
   double ilp_time = 10;
   uint64_t seed = 0;
-  bool no_check = false, no_guard = false;
+  bool no_check = false, no_guard = false, guard_target_only = false;
   bool allow_nonfinite = false;
   double tolerance = 1e-3;
   std::string cost = "measured", cost_db;
@@ -67,6 +67,7 @@ int run_optimize(const OptimizeArgs& a) {
   opts.search_options.ilp_time_s = a.ilp_time;
   opts.check = !a.no_check;
   opts.guard = !a.no_guard;
+  opts.guard_options.confirm_other = !a.guard_target_only;
   opts.target = a.target;
   opts.threads = a.threads;
   opts.mugraph = a.mugraph;
@@ -133,6 +134,9 @@ void add_optimize_command(CLI::App& app) {
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--no-guard", opt->no_guard,
               "do not time the optimized model against the original (it is written even if slower)");
+  o->add_flag("--guard-target-only", opt->guard_target_only,
+              "time only on the --target engine: do not confirm on the other one (isomer's runtime <-> ONNX "
+              "Runtime) that the written model is not slower there");
   o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
   o->add_option("--cost", opt->cost, "cost model for the predicted before/after time: measured (default), analytic, none")
       ->check(CLI::IsMember({"measured", "analytic", "none"}));

@@ -75,7 +75,8 @@ class Guard {
       : original_(original), ctx_(ctx), opts_(opts), r_(r) {}
 
   // Measures `g` against the original; nullopt (logged) when it cannot run on the target.
-  std::optional<SpeedComparison> measure(const Graph& g, const std::string& label) {
+  // `log_result` false: the caller logs the comparison with its decision.
+  std::optional<SpeedComparison> measure(const Graph& g, const std::string& label, bool log_result = true) {
     for (const auto& [seen, cmp] : measured_)
       if (same_graph(seen, g)) return cmp;
     if (same_graph(g, original_)) {  // no need to time the original against itself
@@ -101,7 +102,7 @@ class Guard {
     }
     ++r_.comparisons;
     measured_.emplace_back(g, cmp);
-    r_.log.push_back(label + ": " + cmp.text());
+    if (log_result) r_.log.push_back(label + ": " + cmp.text());
     return cmp;
   }
 
@@ -266,10 +267,13 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
   return c;
 }
 
+Engine other_engine(Engine target) { return target == Engine::Runtime ? Engine::OnnxRuntime : Engine::Runtime; }
+
 GuardResult run_guard(const Graph& original, const Graph& optimized, const GuardContext& ctx,
                       const GuardOptions& opts) {
   GuardResult r;
   r.graph = optimized;
+  r.confirm_engine = other_engine(opts.target);
   if (!opts.enabled) {
     r.status = "off";
     r.reason = "switched off";
@@ -301,6 +305,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     return r;
   }
   r.status = "measured";
+  if (!opts.confirm_other) r.confirm_status = "off";
   Guard guard(original, ctx, opts, r);
   guard.original_prepared_ = o;
 
@@ -328,6 +333,17 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
                          ? ", and smaller (" + size_text(c.graph, original) + ")"
                          : ""));
   };
+
+  // The candidates the target would write, best first. The first is written
+  // unless the other engine finds it slower; then the next is tried.
+  std::vector<Candidate> candidates;
+  bool templates_measured = false;
+  auto add_templates = [&] {
+    templates_measured = true;
+    if (ctx.templates_only && !same_graph(*ctx.templates_only, optimized))
+      if (auto cmp = guard.measure(*ctx.templates_only, "template passes alone"))
+        candidates.push_back({"templates", *ctx.templates_only, *cmp, {}});
+  };
   Candidate full{"optimized", optimized, *first, {}};
   if (first->verdict != SpeedComparison::Verdict::Slower) {
     if (first->verdict == SpeedComparison::Verdict::Same && !smaller(optimized, original))
@@ -336,52 +352,124 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     if (nominally_slower(*first, opts))
       return keep_original("the optimized model is the same within noise but nominally " +
                            fmt("%.2fx", first->ratio) + " slower");
-    accept(full);
-    return r;
-  }
-
-  // Slower: find the rules responsible, take them out.
-  std::vector<Candidate> candidates;
-  std::vector<std::string> suspects = ctx.rules, disabled;
-  Candidate current = full;
-  while (current.cmp.verdict == SpeedComparison::Verdict::Slower && r.reverted.size() < opts.max_reverts &&
-         !suspects.empty()) {
-    r.log.push_back("looking for the rule that makes it slower among " + std::to_string(suspects.size()) +
-                    " (bisection)");
-    auto found = guard.bisect(suspects, disabled, current.cmp.ratio);
-    if (!found) {
-      r.log.push_back("no single rule is responsible for the slowdown");
-      break;
+    candidates.push_back(full);
+  } else {
+    // Slower: find the rules responsible, take them out.
+    std::vector<std::string> suspects = ctx.rules, disabled;
+    Candidate current = full;
+    while (current.cmp.verdict == SpeedComparison::Verdict::Slower && r.reverted.size() < opts.max_reverts &&
+           !suspects.empty()) {
+      r.log.push_back("looking for the rule that makes it slower among " + std::to_string(suspects.size()) +
+                      " (bisection)");
+      auto found = guard.bisect(suspects, disabled, current.cmp.ratio);
+      if (!found) {
+        r.log.push_back("no single rule is responsible for the slowdown");
+        break;
+      }
+      const double slowdown = current.cmp.ratio / found->second.cmp.ratio;
+      r.reverted.push_back({found->first, slowdown});
+      r.log.push_back("reverted " + found->first + ": it made the model " + fmt("%.2fx", slowdown) + " slower");
+      disabled.push_back(found->first);
+      std::erase(suspects, found->first);
+      current = found->second;
+      candidates.push_back(current);
     }
-    const double slowdown = current.cmp.ratio / found->second.cmp.ratio;
-    r.reverted.push_back({found->first, slowdown});
-    r.log.push_back("reverted " + found->first + ": it made the model " + fmt("%.2fx", slowdown) + " slower");
-    disabled.push_back(found->first);
-    std::erase(suspects, found->first);
-    current = found->second;
-    candidates.push_back(current);
+    add_templates();
+    // The fastest first.
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Candidate& a, const Candidate& b) { return a.cmp.ratio < b.cmp.ratio; });
   }
-  if (ctx.templates_only && !same_graph(*ctx.templates_only, optimized))
-    if (auto cmp = guard.measure(*ctx.templates_only, "template passes alone"))
-      candidates.push_back({"templates", *ctx.templates_only, *cmp, {}});
 
-  // The fastest candidate that is not slower (and, at equal speed, smaller), checked.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.cmp.ratio < b.cmp.ratio; });
-  for (const Candidate& c : candidates) {
+  // The confirmation on the other engine, set up when the first candidate needs it.
+  const Engine other = r.confirm_engine;
+  std::optional<Guard> other_guard;
+  GuardOptions other_opts = opts;
+  other_opts.target = other;
+  bool confirming = false, set_up = false;
+  auto set_up_confirmation = [&] {
+    set_up = true;
+    if (!opts.confirm_other) {
+      r.log.push_back("not confirmed on " + engine_name(other) + ": switched off");
+      return;
+    }
+    auto skip = [&](const std::string& reason) {
+      r.confirm_status = "skipped";
+      r.confirm_reason = reason;
+      r.log.push_back("not confirmed on " + engine_name(other) + ": " + reason);
+    };
+    if (other != Engine::Runtime && !ctx.engines->options().allow_onnxruntime && !ctx.engines->has_factory(other))
+      return skip("ONNX Runtime is switched off");
+    std::string why_not;
+    Prepared* po = ctx.engines->get(original, other, &why_not);
+    if (!po) return skip("the original does not run there (" + why_not + ")");
+    try {
+      po->time(ctx.inputs->tensors, 0, 1);
+    } catch (const Error& e) {
+      return skip("the original does not run there on the " + ctx.inputs->source + " inputs (" + e.what() + ")");
+    }
+    other_guard.emplace(original, ctx, other_opts, r);
+    other_guard->original_prepared_ = po;
+    confirming = true;
+  };
+  // Whether `c` is not slower on the other engine (logged either way).
+  auto confirmed = [&](const Candidate& c) {
+    const std::string on = "on " + engine_name(other);
+    std::optional<SpeedComparison> cmp = other_guard->measure(c.graph, c.kind + " " + on, false);
+    if (!cmp) {
+      r.log.push_back("not written: the " + c.kind + " candidate does not run " + on);
+      if (!r.confirm_comparison && r.confirm_reason.empty()) r.confirm_reason = c.kind + " does not run " + on;
+      return false;
+    }
+    if (!r.confirm_comparison) r.confirm_comparison = cmp;
+    if (cmp->verdict == SpeedComparison::Verdict::Slower) {
+      r.log.push_back("not written: " + c.kind + " is slower " + on + ": " + cmp->text());
+      return false;
+    }
+    if (nominally_slower(*cmp, other_opts)) {
+      r.log.push_back("not written: " + c.kind + " is nominally slower " + on + ": " + cmp->text());
+      return false;
+    }
+    r.confirm_comparison = cmp;
+    r.confirm_status = "confirmed";
+    r.log.push_back(c.kind + " confirmed " + on + ": " + cmp->text());
+    return true;
+  };
+
+  // The fastest candidate that is not slower (and, at equal speed, smaller),
+  // checked, and not slower on the other engine either.
+  bool rejected_on_other = false;
+  for (size_t i = 0;; ++i) {
+    if (i == candidates.size()) {
+      // The target's choice was slower on the other engine: the template passes
+      // alone, if not measured yet, are the next candidate.
+      if (!rejected_on_other || templates_measured) break;
+      add_templates();
+      if (i == candidates.size()) break;
+    }
+    const Candidate& c = candidates[i];
     if (c.cmp.verdict == SpeedComparison::Verdict::Slower) continue;
     if (same_graph(c.graph, original)) continue;
     if (c.cmp.verdict == SpeedComparison::Verdict::Same && !smaller(c.graph, original)) continue;
     if (nominally_slower(c.cmp, opts)) continue;
-    if (ctx.check) {
+    if (ctx.check && !same_graph(c.graph, optimized)) {  // the pipeline checked the optimized graph
       CheckResult check = ctx.check(c.graph);
       if (check.status == CheckResult::Status::Failed) {
         r.log.push_back(c.kind + " candidate fails the check (" + check.reason + "): not written");
         continue;
       }
     }
+    if (!set_up) set_up_confirmation();
+    if (confirming && !confirmed(c)) {
+      rejected_on_other = true;
+      continue;
+    }
     accept(c);
     return r;
+  }
+  if (rejected_on_other) {
+    r.confirm_status = "slower";
+    return keep_original("every rewrite that is not slower on " + engine_name(opts.target) + " is slower on " +
+                         engine_name(other));
   }
   return keep_original("no rewrite that is not slower (and, at equal speed, smaller) was found");
 }

@@ -400,6 +400,16 @@ std::string OptimizeReport::to_json() const {
   j["guard_noise"] = cmp ? nlohmann::ordered_json(cmp->noise) : nlohmann::ordered_json();
   j["guard_rounds"] = cmp ? nlohmann::ordered_json(cmp->rounds) : nlohmann::ordered_json();
   j["guard_comparisons"] = guard.comparisons;
+  // The confirmation on the other engine (pipeline/guard.h).
+  j["guard_confirm"] = guard.confirm_status;
+  j["guard_confirm_engine"] = guard.confirm_engine == Engine::OnnxRuntime ? "onnxruntime" : "isomer";
+  j["guard_confirm_reason"] = guard.confirm_reason;
+  const auto& ccmp = guard.confirm_comparison;
+  j["guard_confirm_before_ms"] = ccmp ? nlohmann::ordered_json(ccmp->before_ms) : nlohmann::ordered_json();
+  j["guard_confirm_after_ms"] = ccmp ? nlohmann::ordered_json(ccmp->after_ms) : nlohmann::ordered_json();
+  j["guard_confirm_ratio"] = ccmp ? nlohmann::ordered_json(ccmp->ratio) : nlohmann::ordered_json();
+  j["guard_confirm_noise"] = ccmp ? nlohmann::ordered_json(ccmp->noise) : nlohmann::ordered_json();
+  j["guard_confirm_verdict"] = ccmp ? nlohmann::ordered_json(ccmp->verdict_text()) : nlohmann::ordered_json();
   j["guard_log"] = guard.log;
   j["phase_seconds"] = phase_seconds;
   j["rules_applied"] = rules_applied;
@@ -471,6 +481,20 @@ std::string OptimizeReport::to_text() const {
     out << line;
     if (guard.comparison) out << " (" << guard.comparison->verdict_text() << ")";
     out << "\n";
+  }
+  if (guard.status == "measured") {
+    const std::string other = engine_name(guard.confirm_engine);
+    if (guard.confirm_comparison && (guard.confirm_status == "confirmed" || guard.confirm_status == "slower")) {
+      const SpeedComparison& c = *guard.confirm_comparison;
+      std::snprintf(line, sizeof line, "%s on %s: %.3f ms -> %.3f ms (%s)",
+                    guard.confirm_status == "confirmed" ? "confirmed" : "slower", other.c_str(), c.before_ms,
+                    c.after_ms, c.verdict_text().c_str());
+      out << line << "\n";
+    } else if (guard.confirm_status == "skipped") {
+      out << "not confirmed on " << other << ": " << guard.confirm_reason << "\n";
+    } else if (guard.confirm_status == "off") {
+      out << "not confirmed on " << other << ": switched off\n";
+    }
   }
   out << "kept: " << guard.kept << "\n";
   out << "reverted:";

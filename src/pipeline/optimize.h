@@ -4,8 +4,9 @@
 //   passes  the template passes;
 //   search  the backtracking search over verified rules (--search backtrack);
 //   check   the result against the original on the same inputs (check/compare.h);
-//   guard   the result against the original on the target engine, for speed
-//           (pipeline/guard.h): nothing slower than the input is ever written;
+//   guard   the result against the original on the target engine, for speed,
+//           confirmed on the other engine (pipeline/guard.h): nothing slower
+//           than the input is ever written;
 //   cost    the cost model's prediction for the written graph.
 // Nothing is written unless the check passed (or the user switched it off).
 #include <cstdint>

@@ -3,10 +3,12 @@
 // test asserts a speed: they assert what the guard decided from what it measured.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "check/engines.h"
 #include "eval/evaluator.h"
+#include "ir/error.h"
 #include "ir/text.h"
 #include "pipeline/guard.h"
 #include "pipeline/optimize.h"
@@ -207,6 +209,166 @@ TEST(Guard, ASmallerCandidateNominallySlowerInsideAWideBandIsNotWritten) {
   std::string log;
   for (const std::string& line : r.log) log += line + "\n";
   EXPECT_NE(log.find("nominally"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace isomer
+
+// The confirmation on the other engine (guard.h, "Confirming"): scripted times on
+// both engines, so the decision does not depend on the machine.
+namespace isomer {
+namespace {
+
+struct TwoEngines {
+  Graph original = parse_graph("graph g(%x: f32[4]) {\n  %0 = Relu(%x)\n  %1 = Neg(%0)\n  %2 = Abs(%1)\n  return %2\n}");
+  Graph optimized = parse_graph("graph g(%x: f32[4]) {\n  %0 = Neg(%x)\n  return %0\n}");
+  Graph templates = parse_graph("graph g(%x: f32[4]) {\n  %0 = Relu(%x)\n  %1 = Neg(%0)\n  return %1\n}");
+  Engines engines;
+  ModelInputs inputs = valid_random_inputs(original, 0);
+  GuardContext ctx;
+
+  // Milliseconds of the original, the optimized graph and the template passes alone on each engine.
+  TwoEngines(std::array<double, 3> runtime, std::array<double, 3> ort) {
+    script(Engine::Runtime, runtime);
+    script(Engine::OnnxRuntime, ort);
+    ctx.engines = &engines;
+    ctx.inputs = &inputs;
+    ctx.templates_only = templates;
+  }
+  void script(Engine e, std::array<double, 3> ms) {
+    engines.set_factory(e, [this, ms](const Graph& g, const EngineOptions&) {
+      const size_t i = same_graph(g, original) ? 0 : same_graph(g, optimized) ? 1 : 2;
+      return std::make_unique<Scripted>(ms[i], 0.005, 0.5 * static_cast<double>(i));
+    });
+  }
+  GuardResult run(GuardOptions o = {}) { return run_guard(original, optimized, ctx, o); }
+};
+
+std::string log_of(const GuardResult& r) {
+  std::string s;
+  for (const std::string& line : r.log) s += line + "\n";
+  return s;
+}
+
+TEST(GuardConfirm, FasterOnTheTargetButSlowerOnTheOtherEngineFallsBackToTheTemplates) {
+  // Twice as fast on isomer's runtime, 1.3x slower on ONNX Runtime; the template
+  // passes alone are a little faster on both.
+  TwoEngines t({10, 5, 9}, {10, 13, 9.5});
+  GuardResult r = t.run();
+  const std::string log = log_of(r);
+  EXPECT_EQ(r.status, "measured");
+  EXPECT_EQ(r.kept, "templates") << log;
+  EXPECT_TRUE(same_graph(r.graph, t.templates));
+  EXPECT_EQ(r.confirm_status, "confirmed");
+  EXPECT_EQ(r.confirm_engine, Engine::OnnxRuntime);
+  ASSERT_TRUE(r.confirm_comparison.has_value());
+  EXPECT_NEAR(r.confirm_comparison->ratio, 0.95, 0.02);  // the templates' on ONNX Runtime
+  ASSERT_TRUE(r.comparison.has_value());
+  EXPECT_NEAR(r.comparison->ratio, 0.9, 0.02);  // and on the target
+  EXPECT_EQ(r.comparisons, 4u);  // optimized and templates, each on both engines
+  EXPECT_NE(log.find("not written: optimized is slower on ONNX Runtime: 9.99 ms -> 13.03 ms, 1.30x slower (7 rounds of 1 run"), std::string::npos) << log;
+  EXPECT_NE(log.find("templates confirmed on ONNX Runtime: 9.99 ms -> 9.52 ms, 1.05x faster (7 rounds of 1 run, noise ±2.0%)"), std::string::npos) << log;
+  EXPECT_NE(log.find("kept templates"), std::string::npos) << log;
+}
+
+TEST(GuardConfirm, SlowerOnTheOtherEngineEverywhereKeepsTheOriginal) {
+  // The template passes alone are 4% slower on ONNX Runtime: not written either.
+  TwoEngines t({10, 5, 9}, {10, 13, 10.4});
+  GuardResult r = t.run();
+  const std::string log = log_of(r);
+  EXPECT_EQ(r.kept, "original") << log;
+  EXPECT_TRUE(same_graph(r.graph, t.original));
+  EXPECT_EQ(r.confirm_status, "slower");
+  ASSERT_TRUE(r.confirm_comparison.has_value());
+  EXPECT_NEAR(r.confirm_comparison->ratio, 1.3, 0.02);  // the target's first choice
+  EXPECT_FALSE(r.comparison.has_value());
+  EXPECT_NE(log.find("not written: templates is slower on ONNX Runtime"), std::string::npos) << log;
+  EXPECT_NE(log.find("kept the original: every rewrite that is not slower on isomer's runtime is slower on ONNX Runtime"),
+            std::string::npos)
+      << log;
+}
+
+TEST(GuardConfirm, WhenBothEnginesAgreeTheOptimizedModelIsKept) {
+  TwoEngines t({10, 5, 9}, {10, 8, 9});
+  GuardResult r = t.run();
+  const std::string log = log_of(r);
+  EXPECT_EQ(r.kept, "optimized") << log;
+  EXPECT_EQ(r.confirm_status, "confirmed");
+  ASSERT_TRUE(r.confirm_comparison.has_value());
+  EXPECT_EQ(r.confirm_comparison->verdict, SpeedComparison::Verdict::Faster);
+  EXPECT_EQ(r.comparisons, 2u);  // the templates are not timed
+  EXPECT_NE(log.find("optimized confirmed on ONNX Runtime: 9.99 ms -> 8.02 ms, 1.25x faster"), std::string::npos) << log;
+}
+
+TEST(GuardConfirm, SwitchedOffTheTargetAloneDecides) {
+  TwoEngines t({10, 5, 9}, {10, 13, 9.5});
+  GuardOptions o;
+  o.confirm_other = false;
+  GuardResult r = t.run(o);
+  EXPECT_EQ(r.kept, "optimized");
+  EXPECT_EQ(r.confirm_status, "off");
+  EXPECT_FALSE(r.confirm_comparison.has_value());
+  EXPECT_EQ(r.comparisons, 1u);
+  EXPECT_NE(log_of(r).find("not confirmed on ONNX Runtime: switched off"), std::string::npos) << log_of(r);
+}
+
+TEST(GuardConfirm, AnOtherEngineThatCannotRunTheOriginalIsSkipped) {
+  {  // ONNX Runtime switched off (no factory stands in for it): skipped, and the target decides.
+    Engines engines(EngineOptions{.allow_onnxruntime = false});
+    TwoEngines t({10, 5, 9}, {10, 13, 9.5});
+    engines.set_factory(Engine::Runtime, [&](const Graph& g, const EngineOptions&) {
+      return std::make_unique<Scripted>(same_graph(g, t.original) ? 10 : 5, 0.005);
+    });
+    t.ctx.engines = &engines;
+    GuardResult r = t.run();
+    EXPECT_EQ(r.kept, "optimized");
+    EXPECT_EQ(r.confirm_status, "skipped");
+    EXPECT_EQ(r.confirm_reason, "ONNX Runtime is switched off");
+    EXPECT_NE(log_of(r).find("not confirmed on ONNX Runtime: ONNX Runtime is switched off"), std::string::npos);
+  }
+  {  // Target ONNX Runtime; isomer's runtime cannot run the original.
+    TwoEngines t({10, 5, 9}, {10, 5, 9});
+    t.engines.set_factory(Engine::Runtime, [](const Graph&, const EngineOptions&) -> std::unique_ptr<Prepared> {
+      throw Error("an opaque node it cannot run");
+    });
+    GuardOptions o;
+    o.target = Engine::OnnxRuntime;
+    GuardResult r = t.run(o);
+    EXPECT_EQ(r.kept, "optimized");
+    EXPECT_EQ(r.confirm_status, "skipped");
+    EXPECT_EQ(r.confirm_engine, Engine::Runtime);
+    EXPECT_NE(log_of(r).find("not confirmed on isomer's runtime: the original does not run there (an opaque node"),
+              std::string::npos)
+        << log_of(r);
+  }
+}
+
+// The whole pipeline: the options reach the guard, the report carries the confirmation.
+TEST(GuardConfirm, ThePipelineFallsBackWhenEveryRewriteIsSlowerOnOnnxRuntime) {
+  Graph g = nasrnn_step();
+  OptimizeOptions o = guarded(true);  // the Gemm with a full C is slow on isomer's runtime
+  // On "ONNX Runtime" (scripted; the check does not use it, it is switched off
+  // there) every rewrite is 1.5x slower than the original.
+  o.engine_factories[Engine::OnnxRuntime] = [](const Graph& h, const EngineOptions&) -> std::unique_ptr<Prepared> {
+    return std::make_unique<Scripted>(same_graph(h, nasrnn_step()) ? 1.0 : 1.5, 0.005);
+  };
+  OptimizeResult r = optimize_graph(g, {}, o);
+  const GuardResult& guard = r.report.guard;
+  EXPECT_EQ(guard.kept, "original") << r.report.to_text();
+  EXPECT_EQ(guard.confirm_status, "slower");
+  EXPECT_TRUE(same_graph(r.graph, g));
+  EXPECT_TRUE(r.report.rules_applied.count("fold-constants") == 0) << r.report.to_text();
+  const std::string json = r.report.to_json();
+  EXPECT_NE(json.find("\"guard_confirm\": \"slower\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"guard_confirm_engine\": \"onnxruntime\""), std::string::npos) << json;
+  EXPECT_NE(r.report.to_text().find("slower on ONNX Runtime: 0.999 ms -> 1.501 ms (1.50x slower)"), std::string::npos)
+      << r.report.to_text();
+
+  o.guard_options.confirm_other = false;
+  OptimizeResult off = optimize_graph(g, {}, o);
+  EXPECT_EQ(off.report.guard.kept, "reverted") << off.report.to_text();
+  EXPECT_EQ(off.report.guard.confirm_status, "off");
+  EXPECT_NE(off.report.to_text().find("not confirmed on ONNX Runtime: switched off"), std::string::npos);
 }
 
 }  // namespace

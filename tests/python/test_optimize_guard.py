@@ -35,6 +35,18 @@ def assert_guard_consistent(r):
     assert r["latency_before_ms"] > 0 and r["latency_after_ms"] > 0
     if r["kept"] != "original":
         assert r["guard_ratio"] <= np.exp(r["guard_noise"]) + 1e-9, r["guard_log"]
+    # The confirmation on the other engine: what it wrote is not slower there either
+    # (not slower, nor nominally slower beyond the 2% floor).
+    assert r["guard_confirm"] in ("confirmed", "slower", "skipped", "off", "none"), r["guard_log"]
+    assert r["guard_confirm_engine"] == ("onnxruntime" if r["target"] == "isomer" else "isomer")
+    if r["guard_confirm"] == "confirmed":
+        assert r["kept"] != "original" and r["guard_confirm_ratio"] <= 1.02 + 1e-9, r["guard_log"]
+    if r["guard_confirm"] == "slower":
+        # slower there, or it did not run there (said in the reason)
+        assert r["kept"] == "original", r["guard_log"]
+        assert (r["guard_confirm_ratio"] or 0) > 1 or r["guard_confirm_reason"], r["guard_log"]
+    if r["guard_confirm"] == "skipped":
+        assert r["guard_confirm_reason"], r["guard_log"]
     assert set(r["phase_seconds"]) == PHASES
     assert all(v >= 0 for v in r["phase_seconds"].values())
 
@@ -90,3 +102,24 @@ def test_python_target_and_report_fields():
         isomer.optimize(DEMO, target="gpu")
     _, off = isomer.optimize(DEMO, guard=False, cost="none")
     assert off.guard == "off"
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_guard_target_only_does_not_confirm_on_the_other_engine(tmp_path):
+    stdout, r, _ = optimize_cli("--threads", "1", "--cost", "none", tmp_path=tmp_path)
+    assert_guard_consistent(r)
+    if r["kept"] != "original":  # ONNX Runtime is importable here: the confirmation ran
+        assert r["guard_confirm"] in ("confirmed",), r["guard_log"]
+        assert r["guard_confirm_verdict"] and "on ONNX Runtime" in stdout
+    stdout, r, _ = optimize_cli("--threads", "1", "--cost", "none", "--guard-target-only", tmp_path=tmp_path)
+    assert_guard_consistent(r)
+    assert r["guard_confirm"] == "off" and r["guard_confirm_ratio"] is None
+    assert "not confirmed on ONNX Runtime: switched off" in stdout, stdout
+
+
+def test_python_guard_target_only():
+    _, r = isomer.optimize(DEMO, threads=1, cost="none", guard_target_only=True)
+    assert r.guard_confirm == "off" and r.guard_confirm_engine == "onnxruntime"
+    _, r = isomer.optimize(DEMO, target="onnxruntime", threads=1, cost="none")
+    assert_guard_consistent(r.to_dict())
+    assert r.guard_confirm_engine == "isomer"
