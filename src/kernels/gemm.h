@@ -65,8 +65,9 @@ struct BatchedGemm {
 void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& shape,
                   const GemmEpilogue* epilogue = nullptr, int threads = 0);
 
-// True if this CPU is one where gemm_packed is the better choice (no AVX-512;
-// AVX2 with FMA). $ISOMER_GEMM=native or =onednn overrides.
-bool prefer_packed_gemm();
+// True if this CPU is one where gemm_packed is the better choice for a product of
+// `rows` rows of A (-1: not known): AVX2 with FMA and no AVX-512, or AVX-512 and a
+// single row. $ISOMER_GEMM=native or =onednn overrides.
+bool prefer_packed_gemm(int64_t rows = -1);
 
 }  // namespace isomer::kernels

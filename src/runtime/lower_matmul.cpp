@@ -143,7 +143,7 @@ void specialize_epilogue(Compiler& c, kernels::GemmEpilogue& epi, std::vector<in
 }
 
 bool emit_packed_gemm(Compiler& c, const Contraction& k) {
-  if (!c.opts().packed_gemm || !k.b_const || !kernels::prefer_packed_gemm()) return false;
+  if (!c.opts().packed_gemm || !k.b_const) return false;
   const std::vector<int64_t>& bd = k.b_const->dims();
   for (size_t i = 0; i + 2 < bd.size(); ++i)
     if (bd[i] != 1) return false;
@@ -166,7 +166,7 @@ bool emit_packed_gemm(Compiler& c, const Contraction& k) {
   for (size_t i = 0; i + 1 < ad.size(); ++i) rows *= ad[i];
   int64_t out_rows = 1;
   for (size_t i = 0; i + 1 < k.out.size(); ++i) out_rows *= k.out[i];
-  if (rows != out_rows) return false;
+  if (rows != out_rows || !kernels::prefer_packed_gemm(rows)) return false;
   const int64_t lda = a_transposed ? as->back() : (*as)[ad.size() - 2];
   for (size_t i = ad.size() - 1; i-- > 0 && !a_transposed;)
     if (ad[i] != 1 && i + 2 < ad.size() && (*as)[i] != (*as)[i + 1] * ad[i + 1]) return false;

@@ -522,3 +522,28 @@ TEST(Pointwise, BlockedAgainstPlainOperands) {
 
 }  // namespace
 }  // namespace isomer::kernels
+
+namespace isomer {
+namespace {
+
+// Where isomer's GEMM runs: every AVX2+FMA CPU takes it for a single row against
+// constant weights (an RNN step's matrix-vector product), with or without
+// AVX-512; with AVX-512, oneDNN keeps the larger products; $ISOMER_GEMM decides
+// over both.
+TEST(PackedGemm, ChoiceByCpuAndRows) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  unsetenv("ISOMER_GEMM");
+  EXPECT_EQ(kernels::prefer_packed_gemm(1), avx2);
+  EXPECT_EQ(kernels::prefer_packed_gemm(128), avx2 && !avx512);
+  EXPECT_EQ(kernels::prefer_packed_gemm(), avx2 && !avx512);
+  setenv("ISOMER_GEMM", "onednn", 1);
+  EXPECT_FALSE(kernels::prefer_packed_gemm(1));
+  setenv("ISOMER_GEMM", "native", 1);
+  EXPECT_TRUE(kernels::prefer_packed_gemm(128));
+  unsetenv("ISOMER_GEMM");
+}
+
+}  // namespace
+}  // namespace isomer
