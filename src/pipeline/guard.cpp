@@ -106,6 +106,12 @@ class Guard {
     return cmp;
   }
 
+  // Measures `g` again, afresh: the earlier comparison is forgotten.
+  std::optional<SpeedComparison> remeasure(const Graph& g, const std::string& label, bool log_result = true) {
+    std::erase_if(measured_, [&](const auto& seen) { return same_graph(seen.first, g); });
+    return measure(g, label, log_result);
+  }
+
   // `g` rewritten without `disabled`, measured.
   std::optional<Candidate> without(const std::vector<std::string>& disabled) {
     const std::string label = "without " + rules_text(disabled);
@@ -421,6 +427,15 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
       return false;
     }
     if (!r.confirm_comparison) r.confirm_comparison = cmp;
+    // A veto takes two comparisons that agree: ONNX Runtime's sessions of a small
+    // model settle in a fast or a slow state for many runs at a time (the demo
+    // model: 0.05 or 0.088 ms a run, whole rounds alike on a busy 2-core machine),
+    // so that one comparison of two equal graphs can read 1.4x slower within a
+    // noise band of 2%.
+    if (cmp->verdict == SpeedComparison::Verdict::Slower || nominally_slower(*cmp, other_opts)) {
+      r.log.push_back(c.kind + " looks slower " + on + ": " + cmp->text() + "; measured again");
+      if (auto again = other_guard->remeasure(c.graph, c.kind + " " + on, false)) cmp = again;
+    }
     if (cmp->verdict == SpeedComparison::Verdict::Slower) {
       r.log.push_back("not written: " + c.kind + " is slower " + on + ": " + cmp->text());
       return false;
