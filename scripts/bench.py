@@ -79,6 +79,16 @@ def prepare(entry, args, caps):
     prep["feeds"] = make_inputs(entry, seed=args.seed)
     np.savez(prep["inputs"], **prep["feeds"])
     extra = shlex.split(args.optimize_args)
+    # optimize prices with the bench's cost database (not the user's, whose rows may
+    # come from another load), guards on the bench's inputs, and at the bench's thread
+    # count when it measures one; --optimize-args overrides each.
+    if "--cost-db" not in extra:
+        extra += ["--cost-db", args.cost_db]
+    if "--inputs" not in extra:
+        extra += ["--inputs", prep["inputs"]]
+    threads = [t for t in str(args.threads).split(",") if t]
+    if "--threads" not in extra and len(threads) == 1:
+        extra += ["--threads", threads[0]]
 
     def optimize(key, path_key, stem, flags):
         """`isomer optimize` with `flags` into prep[key] and prep[path_key], or the error."""
