@@ -51,6 +51,16 @@ std::string ExprWriter::at(int i) const {
   }
 }
 
+std::optional<std::string> ExprWriter::reciprocal(int d) const {
+  // By a constant or a hoisted operand: a multiplication by its reciprocal (a
+  // division costs several multiplications' time; the result is within an ulp).
+  if (auto q = recips.find(d); q != recips.end()) return q->second;
+  const BOp& dv = k_.g->ops[d];
+  if (k_.acc[d].where == Access::Where::Const && dv.value != 0 && std::isfinite(dv.value))
+    return float_literal(1.0 / static_cast<double>(static_cast<float>(dv.value)));
+  return std::nullopt;
+}
+
 std::string ExprWriter::expr(int i) const {
   const BOp& op = k_.g->ops[i];
   auto arg = [&](size_t k) { return at(op.args[k]); };
@@ -58,16 +68,9 @@ std::string ExprWriter::expr(int i) const {
     case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
     case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
     case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-    case Op::Div: {
-      // By a constant or a hoisted operand: a multiplication by its reciprocal (a
-      // division costs several multiplications' time; the result is within an ulp).
-      const int d = op.args[1];
-      if (auto q = recips.find(d); q != recips.end()) return "(" + arg(0) + " * " + q->second + ")";
-      const BOp& dv = k_.g->ops[d];
-      if (k_.acc[d].where == Access::Where::Const && dv.value != 0 && std::isfinite(dv.value))
-        return "(" + arg(0) + " * " + float_literal(1.0 / static_cast<double>(static_cast<float>(dv.value))) + ")";
+    case Op::Div:
+      if (auto r = reciprocal(op.args[1])) return "(" + arg(0) + " * " + *r + ")";
       return "(" + arg(0) + " / " + arg(1) + ")";
-    }
     case Op::Max: return "std::fmax(" + arg(0) + ", " + arg(1) + ")";
     case Op::Min: return "std::fmin(" + arg(0) + ", " + arg(1) + ")";
     case Op::Where: return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
@@ -98,15 +101,9 @@ std::string ExprWriter::vexpr(int i, const std::vector<int>& inv) const {
     case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
     case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
     case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-    case Op::Div: {
-      const int d = op.args[1];
-      if (auto q = recips.find(d); q != recips.end()) return "(" + arg(0) + " * vm8::splat(" + q->second + "))";
-      const BOp& dv = k_.g->ops[d];
-      if (k_.acc[d].where == Access::Where::Const && dv.value != 0 && std::isfinite(dv.value))
-        return "(" + arg(0) + " * vm8::splat(" +
-               float_literal(1.0 / static_cast<double>(static_cast<float>(dv.value))) + "))";
+    case Op::Div:
+      if (auto r = reciprocal(op.args[1])) return "(" + arg(0) + " * vm8::splat(" + *r + "))";
       return "(" + arg(0) + " / " + arg(1) + ")";
-    }
     case Op::Neg: return "(-" + arg(0) + ")";
     case Op::Exp: return "vm8::exp(" + arg(0) + ")";
     case Op::Erf: return "vm8::erf(" + arg(0) + ")";

@@ -4,6 +4,7 @@
 // kernel plan put it (a view, scratch, a constant, an inlined expression) or from
 // the name it was hoisted into above the innermost loop.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class ExprWriter {
   std::string at(int i) const;
   // Op i's own expression from its operands' values.
   std::string expr(int i) const;
+  // The scalar text of 1/x for a divisor `d` known before the loop (a constant, or
+  // an operand whose reciprocal is hoisted), else nullopt.
+  std::optional<std::string> reciprocal(int d) const;
   // 8 lanes along the lane atom; `inv`: ops read as one hoisted value (splat).
   std::string vat(int y, const std::vector<int>& inv) const;
   std::string vexpr(int i, const std::vector<int>& inv) const;
