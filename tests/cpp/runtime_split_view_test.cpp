@@ -11,17 +11,12 @@
 #include "eval/evaluator.h"
 #include "ir/graph.h"
 #include "runtime/runtime.h"
+#include "runtime_test_util.h"
 
 namespace isomer {
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(static_cast<size_t>(num_elements(dims)));
-  for (double& x : v) x = u(rng);
-  return Tensor::from_f64(DType::Float32, std::move(dims), v);
-}
+using testing::random_tensor;
 
 const std::vector<int64_t> kPad1{1, 1, 1, 1};
 
@@ -40,24 +35,8 @@ Value slice_channels(GraphBuilder& b, Value x, int64_t start, int64_t end, int64
                          b.constant(Tensor::vector_i64({1})), b.constant(Tensor::vector_i64({step}))});
 }
 
-// Runs `g` (fused and unfused) against the reference; returns the fused steps.
 std::vector<runtime::StepInfo> expect_matches_reference(const Graph& g) {
-  std::vector<Tensor> inputs = random_inputs(g, 7);
-  std::vector<Tensor> want = evaluate(g, inputs);
-  std::vector<runtime::StepInfo> steps;
-  for (bool fuse : {true, false}) {
-    runtime::RuntimeOptions o;
-    o.threads = 1;
-    o.fuse = fuse;
-    auto exe = runtime::compile(g, o);
-    std::vector<Tensor> got = exe->run(inputs);
-    CheckResult r = compare_outputs(want, got, g.output_names(), 1e-4);
-    EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
-    std::vector<Tensor> again = exe->run(inputs);  // buffers reused, not stale
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i].same_as(again[i]));
-    if (fuse) steps = exe->steps();
-  }
-  return steps;
+  return testing::run_against_reference(g);
 }
 
 // Reorders or copies of a tensor of `dims` ("1x64x12x12") other than those that

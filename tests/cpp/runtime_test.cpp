@@ -14,38 +14,17 @@
 #include "runtime/npz.h"
 #include "runtime/lowering.h"
 #include "runtime/runtime.h"
+#include "runtime_test_util.h"
 
 namespace isomer {
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(static_cast<size_t>(num_elements(dims)));
-  for (double& x : v) x = u(rng);
-  return Tensor::from_f64(DType::Float32, std::move(dims), v);
-}
+using testing::random_tensor;
 
-// Runs `g` on the runtime (fused and unfused) and on the reference evaluator.
-// Returns the fused executable's step kinds.
+// The fused executable's step kinds, after run_against_reference.
 std::vector<std::string> expect_matches_reference(const Graph& g, double tol = 1e-4) {
-  std::vector<Tensor> inputs = random_inputs(g, 7);
-  std::vector<Tensor> want = evaluate(g, inputs);
   std::vector<std::string> kinds;
-  for (bool fuse : {true, false}) {
-    runtime::RuntimeOptions o;
-    o.threads = 1;
-    o.fuse = fuse;
-    auto exe = runtime::compile(g, o);
-    std::vector<Tensor> got = exe->run(inputs);
-    CheckResult r = compare_outputs(want, got, g.output_names(), tol);
-    EXPECT_EQ(r.status, CheckResult::Status::Passed) << (fuse ? "fused: " : "unfused: ") << r.reason;
-    // Running twice gives the same (buffers are reused, not stale).
-    std::vector<Tensor> again = exe->run(inputs);
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i].same_as(again[i]));
-    if (fuse)
-      for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
-  }
+  for (const runtime::StepInfo& s : testing::run_against_reference(g, tol)) kinds.push_back(s.kind);
   return kinds;
 }
 
