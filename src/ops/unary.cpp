@@ -454,7 +454,15 @@ std::string import_dropout(OnnxForm& form, int64_t opset, GraphBuilder&) {
   if (form.inputs.size() >= 3 && form.inputs[2].present()) {
     const Tensor* training = form.inputs[2].constant();
     if (!training) return "Dropout training_mode is not a constant";
-    if (training->i64_at(0) != 0) return "Dropout in training mode";
+    if (training->i64_at(0) != 0) {
+      // Training mode drops each element with probability `ratio` (default 0.5). A
+      // constant ratio of 0 drops none: the identity with an all-true mask, which is
+      // what torch.onnx.export writes for F.dropout(p=0.0, training=True) (e.g.
+      // torchvision's Swin attention). The flag then changes nothing and is dropped.
+      const Tensor* ratio = form.inputs[1].present() ? form.inputs[1].constant() : nullptr;
+      if (!ratio || ratio->numel() != 1 || ratio->f64_at(0) != 0.0) return "Dropout in training mode";
+      form.inputs.resize(2);
+    }
   }
   form.attrs.erase("seed");
   return "";

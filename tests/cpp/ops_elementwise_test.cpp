@@ -3,6 +3,7 @@
 // out by hand, shape and type rules, field semantics where the operator is
 // polynomial, and the symbolic semantics against the float semantics.
 #include <limits>
+#include <optional>
 
 #include "eval/sym.h"
 #include "ops_nn_util.h"
@@ -157,6 +158,39 @@ TEST(OpsElementwiseSym, PiecewiseOperatorsAgreeWithTheFloatEvaluator) {
     Vec want = run(op, {f64_tensor({5}, xs)}, attrs).to_f64();
     for (size_t i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(constant_value(sym[0].data[i]), want[i]) << op << " at " << i;
   }
+}
+
+
+// Dropout in training mode is random unless its ratio is a constant 0 (what
+// torch.onnx.export writes for F.dropout(p=0.0, training=True), e.g. in
+// torchvision's Swin): that one is the identity and imports as native.
+TEST(OpsUnaryMore, DropoutImportsTrainingModeOnlyWithAZeroRatio) {
+  GraphBuilder b;
+  const OpDef& dropout = get_op("Dropout");
+  auto form_with = [&](std::optional<double> ratio, std::optional<bool> training) {
+    OnnxForm f;
+    f.num_outputs = 2;
+    f.inputs.push_back(b.input("x" + std::to_string(b.inputs().size()), {DType::Float32, make_shape({4})}));
+    f.inputs.push_back(ratio ? b.constant(Tensor::from_f64(DType::Float32, {}, std::vector<double>{*ratio})) : Value{});
+    if (training) f.inputs.push_back(b.constant(Tensor::from_f64(DType::Bool, {}, std::vector<double>{*training ? 1.0 : 0.0})));
+    return f;
+  };
+  OnnxForm zero = form_with(0.0, true);
+  EXPECT_EQ(dropout.onnx_import(zero, 13, b), "");
+  EXPECT_EQ(zero.inputs.size(), 2u);  // the flag changes nothing and is dropped
+  OnnxForm half = form_with(0.5, true);
+  EXPECT_EQ(dropout.onnx_import(half, 13, b), "Dropout in training mode");
+  OnnxForm default_ratio = form_with(std::nullopt, true);
+  EXPECT_EQ(dropout.onnx_import(default_ratio, 13, b), "Dropout in training mode");
+  OnnxForm inference = form_with(0.5, false);
+  EXPECT_EQ(dropout.onnx_import(inference, 13, b), "");
+  GraphBuilder g;
+  Value x = g.input("x", {DType::Float32, make_shape({4})});
+  Value r = g.input("r", {DType::Float32, make_shape({})});
+  OnnxForm unknown_ratio;
+  unknown_ratio.num_outputs = 1;
+  unknown_ratio.inputs = {x, r, g.constant(Tensor::from_f64(DType::Bool, {}, std::vector<double>{1.0}))};
+  EXPECT_EQ(dropout.onnx_import(unknown_ratio, 13, g), "Dropout in training mode");
 }
 
 }  // namespace
