@@ -114,7 +114,9 @@ std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x
   }
 }
 
-std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
+namespace {
+
+std::optional<ActivationMatch> match_gelu(Compiler& c, const Value& x) {
   if (c.is_output(x)) return std::nullopt;
   const auto& cons = c.consumers(x);
   if (cons.size() != 2) return std::nullopt;
@@ -142,9 +144,50 @@ std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x) {
     const Node* h = c.sole_consumer(m->output(0));
     auto half = binary_with(h, "Mul", m->output(0));
     if (!half || *half != 0.5) continue;
-    return GeluMatch{{d, e, a, m, h}, h->output(0)};
+    return ActivationMatch{{alg::eltwise_gelu_erf, 0, 0}, {d, e, a, m, h}, h->output(0)};
   }
   return std::nullopt;
+}
+
+// x * sigmoid(x) or x * sigmoid(a * x), the product in either operand order.
+std::optional<ActivationMatch> match_swish(Compiler& c, const Value& x) {
+  if (c.is_output(x)) return std::nullopt;
+  const auto& cons = c.consumers(x);
+  if (cons.size() != 2) return std::nullopt;
+  for (int first = 0; first < 2; ++first) {
+    const Node* s = cons[first].first;
+    const Node* m = cons[1 - first].first;
+    std::vector<const Node*> nodes;
+    double a = 1.0;
+    Value gate_in = x;
+    if (s->op_type() == "Mul" && s->inputs().size() == 2 && s != m) {  // a * x first
+      const auto& si = s->inputs();
+      std::optional<double> k = si[0] == x ? scalar_of(c, si[1]) : si[1] == x ? scalar_of(c, si[0]) : std::nullopt;
+      if (!k || c.is_output(s->output(0))) continue;
+      a = *k;
+      nodes.push_back(s);
+      gate_in = s->output(0);
+      s = c.sole_consumer(gate_in);
+      if (!s) continue;
+    }
+    if (s->op_type() != "Sigmoid" || s->inputs().size() != 1 || s->inputs()[0] != gate_in) continue;
+    if (c.sole_consumer(s->output(0)) != m || m->op_type() != "Mul" || m->inputs().size() != 2 ||
+        m->output_types()[0].dtype != DType::Float32)
+      continue;
+    const auto& mi = m->inputs();
+    if (!((mi[0] == x && mi[1] == s->output(0)) || (mi[1] == x && mi[0] == s->output(0)))) continue;
+    nodes.push_back(s);
+    nodes.push_back(m);
+    return ActivationMatch{{alg::eltwise_swish, static_cast<float>(a), 0}, nodes, m->output(0)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ActivationMatch> match_activation(Compiler& c, const Value& x) {
+  if (auto g = match_gelu(c, x)) return g;
+  return match_swish(c, x);
 }
 
 namespace {
@@ -195,9 +238,9 @@ Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims
   bool added = false;
   for (;;) {
     Value cur = f.last;
-    if (auto g = match_gelu(c, cur)) {
+    if (auto g = match_activation(c, cur)) {
       PostOp p;
-      p.eltwise = EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+      p.eltwise = g->spec;
       p.nodes = g->nodes;
       p.out = g->out;
       f.ops.push_back(p);

@@ -48,13 +48,19 @@ struct Fusion {
 // then has x's dims.
 std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x, size_t x_rank);
 
-// The erf GELU subgraph torch exports, x * 0.5 * (1 + erf(x / sqrt 2)) in any of
-// its association orders, rooted at x: the nodes and the value it computes.
-struct GeluMatch {
+// An activation that exporters write as several nodes reading x more than once,
+// which oneDNN has as one eltwise algorithm, rooted at x: the algorithm, the nodes
+// and the value it computes.
+//  - the erf GELU torch exports, x * 0.5 * (1 + erf(x / sqrt 2)), in any of its
+//    association orders;
+//  - swish, x * sigmoid(a * x): SiLU (a = 1, torch's nn.SiLU before opset 22:
+//    EfficientNet, LLaMA's MLP gate) and QuickGELU (a = 1.702, CLIP).
+struct ActivationMatch {
+  EltwiseSpec spec;
   std::vector<const Node*> nodes;
   Value out;
 };
-std::optional<GeluMatch> match_gelu(Compiler& c, const Value& x);
+std::optional<ActivationMatch> match_activation(Compiler& c, const Value& x);
 
 // Follows `v` through sole consumers that can be post-ops of a primitive whose
 // output has dims `dims`: activations, one residual Add (allow_add), and binary

@@ -279,6 +279,40 @@ TEST(Runtime, ErfGeluSubgraphBecomesOneEltwise) {
   EXPECT_EQ(kinds.size(), 1u);  // MatMul + bias + GELU in one primitive
 }
 
+// x * sigmoid(a x) is oneDNN's swish: SiLU after a convolution (EfficientNet,
+// torch exports nn.SiLU as Sigmoid and Mul) and QuickGELU after a matmul (CLIP)
+// each run as one primitive; a sigmoid whose value is also read elsewhere is not
+// folded away.
+TEST(Runtime, SwishSubgraphsBecomeOneEltwise) {
+  {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({1, 8, 10, 10})});
+    Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1)), b.constant(random_tensor({16}, 2))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    Value y = b.op1("Mul", {b.op1("Sigmoid", {c}), c});
+    auto kinds = expect_matches_reference(b.finish({y}, {"y"}));
+    EXPECT_EQ(count(kinds, "conv"), 1u);
+    EXPECT_EQ(count(kinds, "pointwise"), 0u);
+  }
+  {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({3, 8})});
+    Value h = b.op1("MatMul", {x, b.constant(random_tensor({8, 16}, 3))});
+    Value y = b.op1("Mul", {h, b.op1("Sigmoid", {b.op1("Mul", {b.constant(Tensor::scalar_f32(1.702f)), h})})});
+    auto kinds = expect_matches_reference(b.finish({y}, {"y"}));
+    EXPECT_EQ(kinds.size(), 1u);
+  }
+  {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({3, 8})});
+    Value h = b.op1("MatMul", {x, b.constant(random_tensor({8, 16}, 4))});
+    Value s = b.op1("Sigmoid", {h});
+    Value y = b.op1("Mul", {h, s});
+    auto kinds = expect_matches_reference(b.finish({y, s}, {"y", "s"}));
+    EXPECT_EQ(count(kinds, "pointwise"), 1u);  // the sigmoid is an output too: it is computed on its own
+  }
+}
+
 TEST(Runtime, GemmTransposesAndBroadcastBinary) {
   GraphBuilder b;
   Value a = b.input("a", {DType::Float32, make_shape({6, 4})});
