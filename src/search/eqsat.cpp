@@ -367,7 +367,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   st.pricing_seconds += seconds_since(tr);  // the result priced whole: a run of the model, not search
   if (std::getenv("ISOMER_DEBUG_COST"))
     std::fprintf(stderr, "eqsat: input priced whole %.3f ms, result %.3f ms\n", st.cost_before, st.cost_after);
-  if (st.cost_after > st.cost_before) {
+  if (st.cost_after > st.cost_before * (1 - options.min_gain)) {
     st.kept_input = true;
     st.cost_after = st.cost_before;
     st.rules_applied.clear();

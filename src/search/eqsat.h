@@ -19,8 +19,9 @@
 //      from it (egraph/extract.h). The regions' results are stitched together and the
 //      template passes fold what the merges left as constant computations.
 //   5. The result is priced whole (CostModel::graph_ms, fusions and views as the
-//      runtime runs them) against the input priced whole; if it is not cheaper, the
-//      input comes back (`kept_input`). The never-slower guard then times it.
+//      runtime runs them) against the input priced whole; unless it is cheaper by
+//      `min_gain` or more, the input comes back (`kept_input`). The never-slower
+//      guard then times it.
 #include "cost/cost.h"
 #include "search/search.h"
 

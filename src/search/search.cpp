@@ -229,7 +229,7 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
     std::snprintf(cost_text, sizeof cost_text, "no rule applied: input kept");
   else
     std::snprintf(cost_text, sizeof cost_text, "%.3f ms -> %.3f ms%s", cost_before, cost_after,
-                  kept_input ? " (not cheaper: input kept)" : "");
+                  kept_input ? " (not cheaper by the minimum gain: input kept)" : "");
   const std::string costs = cost_text;
   std::snprintf(line, sizeof line,
                 "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "

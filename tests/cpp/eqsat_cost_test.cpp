@@ -165,5 +165,44 @@ TEST(EqsatCost, SearchWithoutRulesReturnsTheInputUnpriced) {
   EXPECT_NE(st.to_text(0).find("no rule applied"), std::string::npos);
 }
 
+// A result replaces the input only when priced cheaper by SearchOptions::min_gain:
+// the merge of three products of one input is kept at a minimum gain of 0 and
+// given up when the minimum exceeds what it saves.
+// Every product costs 1 ms whatever its width, anything else 0.01 ms: a merge of n
+// products is cheaper alone and whole.
+class ProductCounter : public cost::CostModel {
+ public:
+  std::string name() const override { return "products"; }
+  double step_ms(runtime::Executable& exe, size_t i, std::string& source) override {
+    source = "test";
+    return exe.steps()[i].kind == "matmul" ? 1.0 : 0.01;
+  }
+};
+
+TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
+  ProductCounter model;
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  // NasRNN's gates in small: three products of one input.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 64})});
+  std::vector<Value> outs;
+  for (int i = 0; i < 3; ++i) outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
+  Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  SearchOptions o;
+  o.min_gain = 0;
+  SearchStats st;
+  Graph out = eqsat_search(g, rules, model, o, &st);
+  ASSERT_FALSE(st.kept_input) << "nothing cheaper was found: the test would check nothing";
+  ASSERT_LT(st.cost_after, st.cost_before);
+  EXPECT_FALSE(same_graph(out, g));
+  const double saved = 1 - st.cost_after / st.cost_before;
+  o.min_gain = saved * 1.01;
+  SearchStats kept;
+  Graph again = eqsat_search(g, rules, model, o, &kept);
+  EXPECT_TRUE(kept.kept_input);
+  EXPECT_TRUE(same_graph(again, g));
+  EXPECT_EQ(kept.cost_after, kept.cost_before);
+}
+
 }  // namespace
 }  // namespace isomer
