@@ -219,6 +219,13 @@ size_t FuseReport::kept() const {
 std::string FuseReport::to_text() const {
   std::ostringstream s;
   s << "mugraph: " << regions.size() << " candidate regions, " << kept() << " fused\n";
+  if (symbolic_ops > 0) {
+    s << "  " << symbolic_ops << " operators left out for their symbolic dims (from";
+    for (const std::string& in : symbolic_inputs) s << " " << in;
+    s << "): kernels are made for static shapes; fix the dims with --input-shape";
+    if (!input_shape_example.empty()) s << ", e.g. --input-shape " << input_shape_example;
+    s << "\n";
+  }
   char buf[96];
   for (const auto& r : regions) {
     s << "  " << (r.kept ? "fused " : "kept  ") << r.sink << " (" << r.nodes << " nodes: " << r.ops << ")";
@@ -509,6 +516,20 @@ Decision decide_cached(const Region& r, const FuseOptions& opts) {
 
 Graph fuse_regions(const Graph& g, const FuseOptions& opts, FuseReport* report) {
   std::vector<Region> regions = find_regions(g);
+  if (report) {
+    for (const NodePtr& n : g.topo_order())
+      if (n->kind() == NodeKind::Op && n->num_outputs() == 1 && fusable_ops().count(n->op_type()) &&
+          n->output_types()[0].dtype == DType::Float32 && !is_static(n->output_types()[0].shape))
+        ++report->symbolic_ops;
+    for (const NodePtr& in : g.inputs())
+      if (const Shape& shape = in->output_types()[0].shape; !is_static(shape)) {
+        report->symbolic_inputs.push_back(in->name() + to_string(shape));
+        if (!report->input_shape_example.empty()) continue;
+        report->input_shape_example = in->name() + ":";
+        for (size_t d = 0; d < shape.size(); ++d)
+          report->input_shape_example += (d ? "," : "") + std::to_string(shape[d].is_static() ? shape[d].value : 1);
+      }
+  }
   if (opts.progress) opts.progress("mugraph: " + std::to_string(regions.size()) + " candidate regions");
   std::unordered_map<const Node*, std::pair<const Region*, std::string>> sinks;
   for (const Region& r : regions) {

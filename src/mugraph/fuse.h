@@ -56,6 +56,12 @@ struct RegionOutcome {
 
 struct FuseReport {
   std::vector<RegionOutcome> regions;
+  // Operators a region could take but for their symbolic dims (kernels are made for
+  // static shapes), the graph inputs those dims come from, as "name[dims]", and an
+  // --input-shape value for the first of them with its symbolic dims at 1.
+  size_t symbolic_ops = 0;
+  std::vector<std::string> symbolic_inputs;
+  std::string input_shape_example;
   size_t kept() const;
   std::string to_text() const;
 };

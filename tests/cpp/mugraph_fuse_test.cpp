@@ -202,6 +202,36 @@ TEST(MuGraphFuse, AttentionStopsAtItsOutputProjection) {
   EXPECT_NO_THROW(from_body(regions[0].body)) << print_graph(regions[0].body);
 }
 
+// A symbolic batch (what torch exports with dynamic axes) leaves the softmax out of
+// every region; the report says so and how to fix the dims, instead of a bare
+// "0 candidate regions".
+TEST(MuGraphFuse, SymbolicDimsAreReportedWithTheFix) {
+  Graph g = parse_graph(R"(graph g(%x: f32[batch,4,16,16]) {
+  %c = const f32[] {0.125}
+  %s = Mul(%x, %c)
+  %p = Softmax(%s) {axis=-1}
+  return %p
+}
+)");
+  FuseOptions o;
+  o.measure = false;
+  FuseReport report;
+  Graph out = fuse_regions(g, o, &report);
+  EXPECT_TRUE(report.regions.empty());
+  EXPECT_EQ(report.symbolic_ops, 2u);
+  ASSERT_EQ(report.symbolic_inputs.size(), 1u);
+  EXPECT_EQ(report.symbolic_inputs[0], "x[batch,4,16,16]");
+  EXPECT_NE(report.to_text().find("--input-shape x:1,4,16,16"), std::string::npos) << report.to_text();
+  Graph fixed = parse_graph(R"(graph g(%x: f32[2,4,16,16]) {
+  %c = const f32[] {0.125}
+  %s = Mul(%x, %c)
+  %p = Softmax(%s) {axis=-1}
+  return %p
+}
+)");
+  EXPECT_EQ(find_regions(fixed).size(), 1u);  // fixed, the same operators are a region
+}
+
 TEST(MuGraphFuse, FusedModelRoundTripsAndRuns) {
   setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
