@@ -51,7 +51,13 @@ CheckResult compare_outputs(const std::vector<Tensor>& want, const std::vector<T
       r.max_rel_error = rel;
       r.worst_output = name;
     }
-    if (nan_mismatch || (exact ? err != 0 : rel > tolerance)) {
+    // A half-precision output carries its type's rounding (the engines may compute in
+    // float32 or in half): it is compared at no less than 8 of its type's epsilon.
+    const DType dt = want[i].dtype();
+    const double tol = dt == DType::Float16    ? std::max(tolerance, 8 * 0x1p-10)
+                       : dt == DType::BFloat16 ? std::max(tolerance, 8 * 0x1p-7)
+                                               : tolerance;
+    if (nan_mismatch || (exact ? err != 0 : rel > tol)) {
       r.status = CheckResult::Status::Failed;
       std::ostringstream msg;
       msg << "output '" << name << "' differs: "

@@ -35,6 +35,8 @@ struct CheckOptions {
   uint64_t seed = 0;
   // An output matches when max|got - want| <= tolerance * max(max|want|, 1e-6):
   // errors are measured against the output's scale, as float32 rounding errors are.
+  // Half-precision outputs: at least 8 epsilons of their type (float16 7.8e-3,
+  // bfloat16 6.3e-2), the rounding they carry.
   double tolerance = 1e-3;
   std::map<std::string, int64_t> bindings;  // extents for symbolic input dims (default 1)
   bool allow_onnxruntime = true;            // use ONNX Runtime (engine, delegation)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/compiler.h"
+#include "runtime/precision.h"
 
 namespace isomer::runtime {
 
@@ -369,7 +370,8 @@ std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) 
   set_threads(impl->threads);
   RuntimeOptions o = opts;
   o.threads = impl->threads;
-  Compiler c(g, o, impl->eng);
+  const Graph work = promote_half_to_float(g);  // half models compute in float32 (runtime/precision.h)
+  Compiler c(work, o, impl->eng);
   c.run();
   impl->values = std::move(c.values_);
   impl->steps = std::move(c.steps_);
