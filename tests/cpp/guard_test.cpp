@@ -141,6 +141,20 @@ TEST(Guard, NasRnnGemmWithAFullCIsNotWrittenWhenItIsSlower) {
   EXPECT_NE(r.report.to_json().find("\"rule\": \"fold-gemm-bias\""), std::string::npos);
 }
 
+// Rules the guard bisected out are "reverted" in the text only when the model
+// written is the rewrite without them; otherwise the line says what was tried.
+TEST(Guard, ReportNamesRevertedRulesOnlyWhenTheyWereWrittenWithout) {
+  OptimizeReport rep;
+  rep.guard.status = "measured";
+  rep.guard.reverted = {{"cse", 1.03}};
+  rep.guard.kept = "reverted";
+  EXPECT_NE(rep.to_text().find("reverted: cse (made it 1.03x slower)"), std::string::npos) << rep.to_text();
+  rep.guard.kept = "templates";
+  EXPECT_NE(rep.to_text().find("reverted: none written (templates kept); tried without cse (made it 1.03x slower)"),
+            std::string::npos)
+      << rep.to_text();
+}
+
 TEST(Guard, NasRnnStepOnTheRealRuntimeIsNeverWrittenSlower) {
   // No injected slowness: whatever isomer's runtime makes of the Gemm today, the
   // written model is one the guard did not measure slower than the input.
