@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
+#include "cost/cost.h"
 #include "ir/error.h"
 #include "runtime/runtime.h"
 
@@ -311,6 +313,8 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     return r;
   }
   r.status = "measured";
+  r.load_average = cost::load_average();
+  r.cores = std::max(1u, std::thread::hardware_concurrency());
   if (!opts.confirm_other) r.confirm_status = "off";
   Guard guard(original, ctx, opts, r);
   guard.original_prepared_ = o;

@@ -109,6 +109,11 @@ struct GuardResult {
   std::vector<RevertedRule> reverted;
   std::vector<std::string> log;  // each decision and its numbers
   size_t comparisons = 0;        // interleaved comparisons run, on both engines
+  // The 1-minute load average when the guard began measuring (-1: it did not) and
+  // the cores: above them, other processes took turns on the cores while it timed.
+  double load_average = -1;
+  unsigned cores = 0;
+  bool overloaded() const { return load_average > 0 && cores > 0 && load_average > cores; }
 
   // The confirmation on the other engine: "confirmed" (what is written is not
   // slower there), "slower" (every candidate was slower there: the original is

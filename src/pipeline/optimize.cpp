@@ -145,6 +145,8 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
   PassStats stats;
   Graph out = simplify(g, opts.passes, &stats);
   if (templates_only) *templates_only = out;
+  const Graph templates = out;
+  const PassStats template_stats = stats;
   if (opts.search == "eqsat") {
     // The search's input leaves the `leave-to-search` fusions to the search, which has
     // them among its rules: MatMul+Add folded into Gemm first hides the product that
@@ -176,10 +178,17 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
   so.passes = opts.passes;
   if (!so.progress) so.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   SearchStats sst;
-  if (opts.search == "eqsat")
+  if (opts.search == "eqsat") {
     out = eqsat_search(out, rules, *model, so, &sst);
-  else
+    // Nothing it found was cheaper (by the minimum gain): the template passes' output
+    // as `--search templates` writes it, with the fusions the search was left to make.
+    if (sst.kept_input) {
+      out = templates;
+      if (applied) *applied = template_stats.applied;
+    }
+  } else {
     out = backtracking_search(out, rules, [&](const Node& n) { return model->op_ms(n); }, so, &sst);
+  }
   if (applied)
     for (const auto& [name, n] : sst.rules_applied) (*applied)[name] += n;
   if (report) {
@@ -398,6 +407,8 @@ std::string OptimizeReport::to_json() const {
   const auto& cmp = guard.comparison;
   j["guard_ratio"] = cmp ? nlohmann::ordered_json(cmp->ratio) : nlohmann::ordered_json();
   j["guard_noise"] = cmp ? nlohmann::ordered_json(cmp->noise) : nlohmann::ordered_json();
+  j["guard_load_average"] = guard.load_average >= 0 ? nlohmann::ordered_json(guard.load_average) : nlohmann::ordered_json();
+  j["guard_overloaded"] = guard.overloaded();
   j["guard_rounds"] = cmp ? nlohmann::ordered_json(cmp->rounds) : nlohmann::ordered_json();
   j["guard_comparisons"] = guard.comparisons;
   // The confirmation on the other engine (pipeline/guard.h).
@@ -474,6 +485,11 @@ std::string OptimizeReport::to_text() const {
   out << "guard: " << guard.status;
   if (!guard.reason.empty()) out << " (" << guard.reason << ")";
   out << "\n";
+  if (guard.overloaded()) {
+    std::snprintf(line, sizeof line, "  the machine was busy (load average %.1f on %u cores): its timings are noisy; ",
+                  guard.load_average, guard.cores);
+    out << line << "optimize again on a quiet machine for a firmer verdict\n";
+  }
   for (const std::string& entry : guard.log) out << "  " << entry << "\n";
   if (guard.before_ms >= 0 && guard.after_ms >= 0) {
     std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine.c_str(), guard.before_ms,

@@ -155,6 +155,22 @@ TEST(Guard, ReportNamesRevertedRulesOnlyWhenTheyWereWrittenWithout) {
       << rep.to_text();
 }
 
+// A guard that timed on an overloaded machine says so (its noise bands widen, but a
+// reader of "8.61x slower" should know other processes shared the cores).
+TEST(Guard, ReportSaysWhenTheMachineWasBusy) {
+  OptimizeReport rep;
+  rep.guard.status = "measured";
+  rep.guard.load_average = 5.4;
+  rep.guard.cores = 2;
+  EXPECT_TRUE(rep.guard.overloaded());
+  EXPECT_NE(rep.to_text().find("the machine was busy (load average 5.4 on 2 cores)"), std::string::npos)
+      << rep.to_text();
+  EXPECT_NE(rep.to_json().find("\"guard_overloaded\": true"), std::string::npos);
+  rep.guard.load_average = 1.2;
+  EXPECT_FALSE(rep.guard.overloaded());
+  EXPECT_EQ(rep.to_text().find("the machine was busy"), std::string::npos);
+}
+
 TEST(Guard, NasRnnStepOnTheRealRuntimeIsNeverWrittenSlower) {
   // No injected slowness: whatever isomer's runtime makes of the Gemm today, the
   // written model is one the guard did not measure slower than the input.
