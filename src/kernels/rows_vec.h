@@ -1,0 +1,167 @@
+#pragma once
+// The row kernels of softmax and normalization over a vector type V (vmath.h's
+// vm8::v8 or vm16::v16), always inlined: the function that calls them (a
+// target_clones clone or one [[gnu::target]] entry point per instruction set)
+// decides the instructions. Partial results stay in vectors: the compiler does
+// not vectorize a float reduction by itself, since that reorders the additions.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/vmath.h"
+
+namespace isomer::kernels::rowv {
+
+using vmv::FloatVector;
+using vmv::kLanes;
+
+// Lanes added one after another (the order the 8-lane kernels have always used).
+template <FloatVector V>
+ISOMER_VINLINE float lane_sum(V v) {
+  float s = 0;
+  for (int l = 0; l < kLanes<V>; ++l) s += v[l];
+  return s;
+}
+
+template <FloatVector V>
+ISOMER_VINLINE float sum(const float* x, int64_t n) {
+  constexpr int L = kLanes<V>;
+  V a = {}, b = {};
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    a += vmv::load<V>(x + j);
+    b += vmv::load<V>(x + j + L);
+  }
+  float s = lane_sum(a + b);
+  for (; j < n; ++j) s += x[j];
+  return s;
+}
+
+// The sum of (x - shift)^2.
+template <FloatVector V>
+ISOMER_VINLINE float sum_sq(const float* x, int64_t n, float shift) {
+  constexpr int L = kLanes<V>;
+  V a = {}, b = {};
+  const V sh = vmv::splat<V>(shift);
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    const V d = vmv::load<V>(x + j) - sh, e = vmv::load<V>(x + j + L) - sh;
+    a += d * d;
+    b += e * e;
+  }
+  float s = lane_sum(a + b);
+  for (; j < n; ++j) s += (x[j] - shift) * (x[j] - shift);
+  return s;
+}
+
+// The largest element (NaN if there is one, as ONNX Runtime's Max and Softmax).
+template <FloatVector V>
+ISOMER_VINLINE float max(const float* x, int64_t n) {
+  constexpr int L = kLanes<V>;
+  const V ninf = vmv::splat<V>(-std::numeric_limits<float>::infinity());
+  V a = ninf, b = ninf;
+  vmv::IntOf<V> seen = {};  // lanes that met a NaN
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    const V u = vmv::load<V>(x + j), w = vmv::load<V>(x + j + L);
+    a = a > u ? a : u;
+    b = b > w ? b : w;
+    seen |= (u != u) | (w != w);
+  }
+  float m = vmv::hmax(a > b ? a : b);
+  bool nan = false;
+  for (int l = 0; l < L; ++l) nan = nan || seen[l] != 0;
+  for (; j < n; ++j) {
+    m = m > x[j] ? m : x[j];
+    nan = nan || x[j] != x[j];
+  }
+  if (nan)
+    for (int64_t k = 0; k < n; ++k)
+      if (x[k] != x[k]) return x[k];
+  return m;
+}
+
+// y = exp(x - m), returns the sum of y (one pass).
+template <FloatVector V>
+ISOMER_VINLINE float exp_sum(const float* x, float* y, int64_t n, float m) {
+  constexpr int L = kLanes<V>;
+  const V mm = vmv::splat<V>(m);
+  V acc = {};
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    const V e = vmv::exp_nonpositive(vmv::load<V>(x + j) - mm);
+    vmv::store(y + j, e);
+    acc += e;
+  }
+  if (j < n) {  // the tail as one vector, padded with -inf (whose exp adds 0)
+    alignas(64) float t[L];
+    for (int l = 0; l < L; ++l) t[l] = j + l < n ? x[j + l] : -std::numeric_limits<float>::infinity();
+    const V e = vmv::exp_nonpositive(vmv::load<V>(t) - mm);
+    acc += e;
+    vmv::store(t, e);
+    for (int64_t l = 0; j + l < n; ++l) y[j + l] = t[l];
+  }
+  return lane_sum(acc);
+}
+
+template <FloatVector V>
+ISOMER_VINLINE void scale(float* y, int64_t n, float s) {
+  constexpr int L = kLanes<V>;
+  const V sv = vmv::splat<V>(s);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) vmv::store(y + j, vmv::load<V>(y + j) * sv);
+  for (; j < n; ++j) y[j] *= s;
+}
+
+// y = x - s.
+template <FloatVector V>
+ISOMER_VINLINE void shift(const float* x, float* y, int64_t n, float s) {
+  constexpr int L = kLanes<V>;
+  const V sv = vmv::splat<V>(s);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) vmv::store(y + j, vmv::load<V>(x + j) - sv);
+  for (; j < n; ++j) y[j] = x[j] - s;
+}
+
+// y = (x - mean) * inv * scale (+ bias).
+template <FloatVector V>
+ISOMER_VINLINE void normalize(const float* x, float* y, int64_t n, float mean, float inv, const float* scale,
+                              const float* bias) {
+  constexpr int L = kLanes<V>;
+  const V mv = vmv::splat<V>(mean), iv = vmv::splat<V>(inv);
+  int64_t j = 0;
+  if (bias) {
+    for (; j + L <= n; j += L)
+      vmv::store(y + j, (vmv::load<V>(x + j) - mv) * iv * vmv::load<V>(scale + j) + vmv::load<V>(bias + j));
+    for (; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  } else {
+    for (; j + L <= n; j += L) vmv::store(y + j, (vmv::load<V>(x + j) - mv) * iv * vmv::load<V>(scale + j));
+    for (; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
+  }
+}
+
+// One row of softmax (log: log-softmax), max-shifted.
+template <FloatVector V>
+ISOMER_VINLINE void softmax(const float* x, float* y, int64_t n, bool log) {
+  float m = max<V>(x, n);
+  if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp gives 0s, sum 0 -> NaN as ONNX Runtime
+  if (log) {
+    // The sum with the vector exp (its exponentials go to y, then x - m - log(sum)).
+    const float ls = std::log(exp_sum<V>(x, y, n, m));
+    shift<V>(x, y, n, m);
+    shift<V>(y, y, n, ls);
+  } else {
+    scale<V>(y, n, 1.0f / exp_sum<V>(x, y, n, m));
+  }
+}
+
+// One row of layer normalization (rms: RMSNormalization, no mean subtracted).
+template <FloatVector V>
+ISOMER_VINLINE void layer_norm(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
+                               bool rms) {
+  const float mean = rms ? 0.0f : sum<V>(x, n) / static_cast<float>(n);
+  const float var = sum_sq<V>(x, n, mean) / static_cast<float>(n);
+  normalize<V>(x, y, n, mean, 1.0f / std::sqrt(var + eps), scale, bias);
+}
+
+}  // namespace isomer::kernels::rowv
