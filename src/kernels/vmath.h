@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #define ISOMER_VINLINE inline __attribute__((always_inline))
 
@@ -192,23 +193,30 @@ ISOMER_VINLINE V load(const float* p) {
 template <FloatVector V>
 ISOMER_VINLINE void store(float* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 
-// The sum of the lanes as a tree of neighbours, ((v0 + v1) + (v2 + v3)) + ..., the
-// order the generated kernels have always used for 8 lanes.
-template <FloatVector V>
-ISOMER_VINLINE float hsum(V v) {
-  float t[kLanes<V>];
-  for (int l = 0; l < kLanes<V>; ++l) t[l] = v[l];
-  for (int w = kLanes<V>; w > 1; w /= 2)
-    for (int l = 0; l < w / 2; ++l) t[l] = t[2 * l] + t[2 * l + 1];
-  return t[0];
+// v rotated down by H lanes (lane l holds v[l + H], wrapping around).
+template <int H, FloatVector V, size_t... I>
+ISOMER_VINLINE V rotate_lanes(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, static_cast<int>((I + H) % sizeof...(I))...);
 }
 
-// The largest lane (NaN lanes lose: callers that propagate NaN check for it apart).
-template <FloatVector V>
+// The sum of the lanes, by halves: ((v0 + v4) + (v2 + v6)) + ... for 8. Shuffles in
+// registers: a tree over a copy in memory read 64-byte stores back as floats, which
+// the store buffer does not forward (a tenth of a 197-wide softmax row).
+template <FloatVector V, int H = kLanes<V> / 2>
+ISOMER_VINLINE float hsum(V v) {
+  if constexpr (H == 0) return v[0];
+  else return hsum<V, H / 2>(v + rotate_lanes<H>(v, std::make_index_sequence<kLanes<V>>{}));
+}
+
+// The largest lane, the same way (which lane a NaN wins against depends on the
+// order: callers that propagate NaN check for it apart).
+template <FloatVector V, int H = kLanes<V> / 2>
 ISOMER_VINLINE float hmax(V v) {
-  float m = v[0];
-  for (int l = 1; l < kLanes<V>; ++l) m = m > v[l] ? m : v[l];
-  return m;
+  if constexpr (H == 0) return v[0];
+  else {
+    const V r = rotate_lanes<H>(v, std::make_index_sequence<kLanes<V>>{});
+    return hmax<V, H / 2>(v > r ? v : r);
+  }
 }
 
 // e^x = 2^n e^r: range reduction x = n ln2 + r (|r| <= ln2/2, n read from t's low
