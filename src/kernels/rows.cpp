@@ -35,11 +35,12 @@ ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
   return rowv::exp_sum<vm8::v8>(x, y, n, m);
 }
 
-// One entry point per instruction set (vector_isa.h), chosen once.
+// One entry point per instruction set (vector_isa.h), chosen once. (flatten: see
+// rows_vec.h's Part.)
 using SoftmaxRow = void (*)(const float*, float*, int64_t, bool);
 using LayerNormRow = void (*)(const float*, float*, int64_t, const float*, const float*, float, bool);
 
-ISOMER_TARGET_AVX512 void softmax_row_avx512(const float* x, float* y, int64_t n, bool log) {
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void softmax_row_avx512(const float* x, float* y, int64_t n, bool log) {
   rowv::softmax<vm16::v16>(x, y, n, log);
 }
 ISOMER_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n, bool log) {
@@ -47,7 +48,7 @@ ISOMER_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n, bo
 }
 void softmax_row_baseline(const float* x, float* y, int64_t n, bool log) { rowv::softmax<vm8::v8>(x, y, n, log); }
 
-ISOMER_TARGET_AVX512 void layer_norm_row_avx512(const float* x, float* y, int64_t n, const float* scale,
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void layer_norm_row_avx512(const float* x, float* y, int64_t n, const float* scale,
                                                 const float* bias, float eps, bool rms) {
   rowv::layer_norm<vm16::v16>(x, y, n, scale, bias, eps, rms);
 }

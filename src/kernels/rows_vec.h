@@ -8,12 +8,49 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/vector_isa.h"
 #include "kernels/vmath.h"
+
+#ifdef ISOMER_HAVE_ISA_TARGETS
+#include <immintrin.h>
+#endif
 
 namespace isomer::kernels::rowv {
 
 using vmv::FloatVector;
 using vmv::kLanes;
+
+// The first r (0 < r <= L) floats of a vector at p, `fill` in the other lanes, and
+// their store: through a padded copy in general, masked loads and stores for 16
+// lanes (AVX-512), where a row of 197 spent a fifth of its time in the copies.
+// (The 16-lane forms carry the AVX-512 target, so they cannot be always_inline
+// into the templates below; the entry points that instantiate these for 16 lanes
+// are `flatten`, which inlines them once the template sits inside an AVX-512 body.)
+template <FloatVector V>
+struct Part {
+  static ISOMER_VINLINE V load(const float* p, int64_t r, float fill) {
+    alignas(64) float t[kLanes<V>];
+    for (int l = 0; l < kLanes<V>; ++l) t[l] = l < r ? p[l] : fill;
+    return vmv::load<V>(t);
+  }
+  static ISOMER_VINLINE void store(float* p, V v, int64_t r) {
+    alignas(64) float t[kLanes<V>];
+    vmv::store(t, v);
+    for (int64_t l = 0; l < r; ++l) p[l] = t[l];
+  }
+};
+
+#ifdef ISOMER_HAVE_ISA_TARGETS
+template <>
+struct Part<vm16::v16> {
+  static ISOMER_TARGET_AVX512 vm16::v16 load(const float* p, int64_t r, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << r) - 1), p);
+  }
+  static ISOMER_TARGET_AVX512 void store(float* p, vm16::v16 v, int64_t r) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << r) - 1), v);
+  }
+};
+#endif
 
 // Lane sums as a tree (vmv::hsum): a chain of one add per lane was a tenth of a
 // softmax row of 197 at 16 lanes.
@@ -72,9 +109,7 @@ ISOMER_VINLINE float max(const float* x, int64_t n) {
     seen = w == w ? seen : w;
   }
   for (; j < n; j += L) {  // the rest by vectors, the last padded with -inf
-    alignas(64) float t[L];
-    for (int l = 0; l < L; ++l) t[l] = j + l < n ? x[j + l] : ninf;
-    const V u = vmv::load<V>(t);
+    const V u = Part<V>::load(x + j, n - j < L ? n - j : L, ninf);
     a = a > u ? a : u;
     seen = u == u ? seen : u;
   }
@@ -98,12 +133,9 @@ ISOMER_VINLINE float exp_sum(const float* x, float* y, int64_t n, float m) {
     acc += e;
   }
   if (j < n) {  // the tail as one vector, padded with -inf (whose exp adds 0)
-    alignas(64) float t[L];
-    for (int l = 0; l < L; ++l) t[l] = j + l < n ? x[j + l] : -std::numeric_limits<float>::infinity();
-    const V e = vmv::exp_nonpositive(vmv::load<V>(t) - mm);
+    const V e = vmv::exp_nonpositive(Part<V>::load(x + j, n - j, -std::numeric_limits<float>::infinity()) - mm);
     acc += e;
-    vmv::store(t, e);
-    for (int64_t l = 0; j + l < n; ++l) y[j + l] = t[l];
+    Part<V>::store(y + j, e, n - j);
   }
   return lane_sum(acc);
 }
@@ -114,7 +146,7 @@ ISOMER_VINLINE void scale(float* y, int64_t n, float s) {
   const V sv = vmv::splat<V>(s);
   int64_t j = 0;
   for (; j + L <= n; j += L) vmv::store(y + j, vmv::load<V>(y + j) * sv);
-  for (; j < n; ++j) y[j] *= s;
+  if (j < n) Part<V>::store(y + j, Part<V>::load(y + j, n - j, 0.0f) * sv, n - j);
 }
 
 // y = x - s.
@@ -124,7 +156,7 @@ ISOMER_VINLINE void shift(const float* x, float* y, int64_t n, float s) {
   const V sv = vmv::splat<V>(s);
   int64_t j = 0;
   for (; j + L <= n; j += L) vmv::store(y + j, vmv::load<V>(x + j) - sv);
-  for (; j < n; ++j) y[j] = x[j] - s;
+  if (j < n) Part<V>::store(y + j, Part<V>::load(x + j, n - j, 0.0f) - sv, n - j);
 }
 
 // y = (x - mean) * inv * scale (+ bias).

@@ -26,3 +26,5 @@ const char* vector_isa_name(VectorIsa isa);
 #define ISOMER_TARGET_AVX512
 #define ISOMER_TARGET_AVX2
 #endif
+// Inlines every call in the function, where the targets allow it.
+#define ISOMER_FLATTEN __attribute__((flatten))
