@@ -172,13 +172,28 @@ using IntOf = decltype(V{} < V{});
 template <FloatVector V>
 inline constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
 
-// A broadcast (`V{} + x` would add +0.0 first and turn -0.0 into +0.0).
+// A broadcast (`V{} + x` would add +0.0 first and turn -0.0 into +0.0), in the
+// form GCC 12 compiles well where it is used. Where the whole translation unit
+// targets the vector unit (generated kernels, -march=native), an initializer of
+// every lane: constants fold into vector constants (the lane loop's form made the
+// generated LayerNorm+GELU kernel 12% slower). Where only a function's target
+// attribute does (the runtime's AVX-512 entry points), the lane loop, one
+// vbroadcastss: there the initializer became 16 masked broadcasts of a variable.
+template <FloatVector V, size_t... I>
+ISOMER_VINLINE V splat_lanes(float x, std::index_sequence<I...>) {
+  return V{((void)I, x)...};
+}
 template <FloatVector V>
 ISOMER_VINLINE V splat(float x) {
+#if defined(__AVX2__)
+  return splat_lanes<V>(x, std::make_index_sequence<kLanes<V>>{});
+#else
   V v;
   for (int l = 0; l < kLanes<V>; ++l) v[l] = x;
   return v;
+#endif
 }
+
 template <FloatVector V>
 ISOMER_VINLINE IntOf<V> bits(V v) { return __builtin_bit_cast(IntOf<V>, v); }
 template <FloatVector V>
