@@ -13,6 +13,7 @@
 #include "ir/float_to_int.h"
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
 #include "kernels/vmath.h"
 
 namespace isomer::kernels {
@@ -21,9 +22,10 @@ namespace {
 
 // --- the float32 instruction loop -------------------------------------------------
 
-// Runs the program's instructions over n elements. Compiled for AVX-512, AVX2 and
-// the baseline; the loader picks the best the CPU has.
-ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+// Runs the program's instructions over n elements, the transcendental functions on
+// vectors V (vmath.h); inlined into one entry point per instruction set below.
+template <vmv::FloatVector V>
+ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
   for (size_t k = 0; k < ncode; ++k) {
     const PwInstr& in = code[k];
     float* __restrict d = reg[in.dst];
@@ -38,36 +40,37 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
 #define LOOP2(expr) \
   for (int64_t j = 0; j < n; ++j) { const float x = a[j], y = b[j]; d[j] = (expr); } \
   break
-// Transcendental functions 8 at a time (vmath.h's vm8), the tail one by one.
-// (A tail of 1 to 7 goes through the vector form too, zero-padded: a scalar
-// transcendental costs about what a vector of 8 does.)
-#define LOOP8(vexpr, expr) \
-  {                                                                       \
-    int64_t j = 0;                                                        \
-    for (; j + 8 <= n; j += 8) { const vm8::v8 x = vm8::load(a + j); vm8::store(d + j, (vexpr)); } \
-    if (j < n) {                                                          \
-      alignas(32) float t[8] = {};                                        \
-      for (int64_t l = 0; j + l < n; ++l) t[l] = a[j + l];                \
-      { const vm8::v8 x = vm8::load(t); vm8::store(t, (vexpr)); }         \
-      for (int64_t l = 0; j + l < n; ++l) d[j + l] = t[l];                \
-    }                                                                     \
-  }                                                                       \
+// Transcendental functions a vector V at a time. (A tail of 1 to L - 1 goes
+// through the vector form too, zero-padded: a scalar transcendental costs about
+// what a vector does.)
+#define LOOPV(vexpr)                                                                       \
+  {                                                                                        \
+    constexpr int L = vmv::kLanes<V>;                                                      \
+    int64_t j = 0;                                                                         \
+    for (; j + L <= n; j += L) { const V x = vmv::load<V>(a + j); vmv::store(d + j, (vexpr)); } \
+    if (j < n) {                                                                           \
+      alignas(64) float t[L] = {};                                                         \
+      for (int64_t l = 0; j + l < n; ++l) t[l] = a[j + l];                                 \
+      { const V x = vmv::load<V>(t); vmv::store(t, (vexpr)); }                             \
+      for (int64_t l = 0; j + l < n; ++l) d[j + l] = t[l];                                 \
+    }                                                                                      \
+  }                                                                                        \
   break
       case PwOp::Copy: LOOP1(x);
       case PwOp::Neg: LOOP1(-x);
       case PwOp::Abs: LOOP1(std::fabs(x));
       case PwOp::Relu: LOOP1(x > 0.0f ? x : 0.0f);
       case PwOp::LeakyRelu: LOOP1(x >= 0.0f ? x : al * x);
-      case PwOp::Sigmoid: LOOP8(vm8::sigmoid(x), vm::sigmoid(x));
-      case PwOp::Tanh: LOOP8(vm8::tanh(x), vm::tanh(x));
-      case PwOp::Exp: LOOP8(vm8::exp(x), vm::exp(x));
+      case PwOp::Sigmoid: LOOPV(vmv::sigmoid(x));
+      case PwOp::Tanh: LOOPV(vmv::tanh(x));
+      case PwOp::Exp: LOOPV(vmv::exp(x));
       case PwOp::Log: LOOP1(vm::log(x));
       case PwOp::Sqrt: LOOP1(std::sqrt(x));
       case PwOp::Rsqrt: LOOP1(1.0f / std::sqrt(x));
       case PwOp::Reciprocal: LOOP1(1.0f / x);
-      case PwOp::Erf: LOOP8(vm8::erf(x), vm::erf(x));
-      case PwOp::GeluErf: LOOP8(vm8::gelu_erf(x), vm::gelu_erf(x));
-      case PwOp::GeluTanh: LOOP8(vm8::gelu_tanh(x), vm::gelu_tanh(x));
+      case PwOp::Erf: LOOPV(vmv::erf(x));
+      case PwOp::GeluErf: LOOPV(vmv::gelu_erf(x));
+      case PwOp::GeluTanh: LOOPV(vmv::gelu_tanh(x));
       case PwOp::Clip: LOOP1(x < al ? al : (x > be ? be : x));
       case PwOp::HardSigmoid: LOOP1(std::fmax(0.0f, std::fmin(1.0f, al * x + be)));
       case PwOp::HardSwish: LOOP1(x * std::fmax(0.0f, std::fmin(1.0f, x * (1.0f / 6.0f) + 0.5f)));
@@ -86,7 +89,7 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
       case PwOp::Elu: LOOP1(x >= 0.0f ? x : al * (vm::exp(x) - 1.0f));
       case PwOp::Selu: LOOP1(be * (x > 0.0f ? x : al * (vm::exp(x) - 1.0f)));
       case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));
-      case PwOp::Silu: LOOP8(x * vm8::sigmoid(x), x * vm::sigmoid(x));
+      case PwOp::Silu: LOOPV(x * vmv::sigmoid(x));
       case PwOp::Trunc: LOOP1(std::trunc(x));
       // max(0, x) + min(0, alpha (exp(x / alpha) - 1)); alpha > 0 makes the second term <= 0.
       case PwOp::Celu: LOOP1(x > 0.0f ? x : al * (vm::exp(x / al) - 1.0f));
@@ -121,9 +124,32 @@ ISOMER_CLONES void exec_f32(const PwInstr* code, size_t ncode, float* const* reg
         break;
 #undef LOOP1
 #undef LOOP2
-#undef LOOP8
+#undef LOOPV
     }
   }
+}
+
+ISOMER_TARGET_AVX512 void exec_f32_avx512(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+  exec_f32_on<vm16::v16>(code, ncode, reg, n);
+}
+ISOMER_TARGET_AVX2 void exec_f32_avx2(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+  exec_f32_on<vm8::v8>(code, ncode, reg, n);
+}
+void exec_f32_baseline(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+  exec_f32_on<vm8::v8>(code, ncode, reg, n);
+}
+
+// The widest the CPU has (16 lanes under AVX-512), chosen once.
+void exec_f32(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
+  using Exec = void (*)(const PwInstr*, size_t, float* const*, int64_t);
+  static const Exec exec = [] {
+    switch (best_vector_isa()) {
+      case VectorIsa::Avx512: return exec_f32_avx512;
+      case VectorIsa::Avx2: return exec_f32_avx2;
+      default: return exec_f32_baseline;
+    }
+  }();
+  exec(code, ncode, reg, n);
 }
 
 // --- the int64 instruction loop ---------------------------------------------------

@@ -6,39 +6,17 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "kernels/parallel.h"
+#include "kernels/rows_vec.h"
 #include "kernels/vmath.h"
 
 namespace isomer::kernels {
 
 namespace {
-
-// Reductions keep partial results in 8-wide vectors (GCC's vector extension:
-// AVX registers in the AVX2 and AVX-512 clones, pairs of SSE registers in the
-// baseline one): the compiler does not vectorize a float reduction by itself, since
-// that reorders the additions.
-using v8 = float __attribute__((vector_size(32)));
-using v8i = int32_t __attribute__((vector_size(32)));
-
-inline v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline float hsum(v8 v) {
-  float s = 0;
-  for (int l = 0; l < 8; ++l) s += v[l];
-  return s;
-}
-
-inline float hmax(v8 v) {
-  float m = v[0];
-  for (int l = 1; l < 8; ++l) m = m > v[l] ? m : v[l];
-  return m;
-}
 
 int team_for(int64_t work, int64_t units, int threads) {
   int team = threads > 0 ? threads : omp_get_max_threads();
@@ -46,100 +24,61 @@ int team_for(int64_t work, int64_t units, int threads) {
   return static_cast<int>(std::clamp<int64_t>(std::min(by_work, units), 1, team));
 }
 
-ISOMER_CLONES float row_sum(const float* x, int64_t n) {
-  v8 a = {}, b = {};
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    a += load8(x + j);
-    b += load8(x + j + 8);
-  }
-  float s = hsum(a + b);
-  for (; j < n; ++j) s += x[j];
-  return s;
-}
-
+// The row kernels of reductions (8 lanes in every clone; softmax and normalization
+// rows go through the explicit dispatch below, 16 lanes under AVX-512).
+ISOMER_CLONES float row_sum(const float* x, int64_t n) { return rowv::sum<vm8::v8>(x, n); }
 ISOMER_CLONES float row_sum_sq(const float* x, int64_t n, float shift) {
-  v8 a = {}, b = {};
-  const v8 sh = v8{} + shift;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    v8 d = load8(x + j) - sh, e = load8(x + j + 8) - sh;
-    a += d * d;
-    b += e * e;
-  }
-  float s = hsum(a + b);
-  for (; j < n; ++j) s += (x[j] - shift) * (x[j] - shift);
-  return s;
+  return rowv::sum_sq<vm8::v8>(x, n, shift);
 }
-
-// The largest element (NaN if there is one, as ONNX Runtime's Max and Softmax).
-ISOMER_CLONES float row_max(const float* x, int64_t n) {
-  const float inf = std::numeric_limits<float>::infinity();
-  v8 a = v8{} - inf, b = v8{} - inf;
-  v8i seen = {};  // lanes that met a NaN
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    v8 u = load8(x + j), w = load8(x + j + 8);
-    a = a > u ? a : u;
-    b = b > w ? b : w;
-    seen |= (u != u) | (w != w);
-  }
-  float m = hmax(a > b ? a : b);
-  bool nan = false;
-  for (int l = 0; l < 8; ++l) nan = nan || seen[l] != 0;
-  for (; j < n; ++j) {
-    m = m > x[j] ? m : x[j];
-    nan = nan || x[j] != x[j];
-  }
-  if (nan)
-    for (int64_t k = 0; k < n; ++k)
-      if (x[k] != x[k]) return x[k];
-  return m;
-}
-
-// y = exp(x - m), returns the sum of y (one pass).
+ISOMER_CLONES float row_max(const float* x, int64_t n) { return rowv::max<vm8::v8>(x, n); }
 ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
-  const vm8::v8 mm = vm8::splat(m);
-  vm8::v8 acc = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const vm8::v8 e = vm8::exp_nonpositive(vm8::load(x + j) - mm);
-    vm8::store(y + j, e);
-    acc += e;
+  return rowv::exp_sum<vm8::v8>(x, y, n, m);
+}
+
+// One entry point per instruction set (vector_isa.h), chosen once. (flatten: see
+// rows_vec.h's Part.)
+using SoftmaxRow = void (*)(const float*, float*, int64_t, bool);
+using LayerNormRow = void (*)(const float*, float*, int64_t, const float*, const float*, float, bool);
+
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void softmax_row_avx512(const float* x, float* y, int64_t n, bool log) {
+  rowv::softmax<vm16::v16>(x, y, n, log);
+}
+ISOMER_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n, bool log) {
+  rowv::softmax<vm8::v8>(x, y, n, log);
+}
+void softmax_row_baseline(const float* x, float* y, int64_t n, bool log) { rowv::softmax<vm8::v8>(x, y, n, log); }
+
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void layer_norm_row_avx512(const float* x, float* y, int64_t n, const float* scale,
+                                                const float* bias, float eps, bool rms) {
+  rowv::layer_norm<vm16::v16>(x, y, n, scale, bias, eps, rms);
+}
+ISOMER_TARGET_AVX2 void layer_norm_row_avx2(const float* x, float* y, int64_t n, const float* scale,
+                                            const float* bias, float eps, bool rms) {
+  rowv::layer_norm<vm8::v8>(x, y, n, scale, bias, eps, rms);
+}
+void layer_norm_row_baseline(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
+                             bool rms) {
+  rowv::layer_norm<vm8::v8>(x, y, n, scale, bias, eps, rms);
+}
+
+SoftmaxRow softmax_row_for(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::Avx512: return softmax_row_avx512;
+    case VectorIsa::Avx2: return softmax_row_avx2;
+    default: return softmax_row_baseline;
   }
-  if (j < n) {  // the tail as one vector, padded with -inf (whose exp adds 0)
-    alignas(32) float t[8];
-    for (int l = 0; l < 8; ++l) t[l] = j + l < n ? x[j + l] : -std::numeric_limits<float>::infinity();
-    const vm8::v8 e = vm8::exp_nonpositive(vm8::load(t) - mm);
-    acc += e;
-    vm8::store(t, e);
-    for (int64_t l = 0; j + l < n; ++l) y[j + l] = t[l];
+}
+LayerNormRow layer_norm_row_for(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::Avx512: return layer_norm_row_avx512;
+    case VectorIsa::Avx2: return layer_norm_row_avx2;
+    default: return layer_norm_row_baseline;
   }
-  float s = 0;
-  for (int l = 0; l < 8; ++l) s += acc[l];
-  return s;
 }
 
 // acc[i] += exp(x[i] - m[i]) (an infinite m contributes nothing: its result is m).
 ISOMER_CLONES void cols_exp_accumulate(const float* x, const float* m, float* acc, int64_t inner) {
   for (int64_t i = 0; i < inner; ++i) acc[i] += std::isinf(m[i]) ? 0.0f : vm::exp(x[i] - m[i]);
-}
-
-ISOMER_CLONES void row_scale(float* y, int64_t n, float s) {
-  for (int64_t j = 0; j < n; ++j) y[j] *= s;
-}
-
-ISOMER_CLONES void row_shift(const float* x, float* y, int64_t n, float s) {
-  for (int64_t j = 0; j < n; ++j) y[j] = x[j] - s;
-}
-
-ISOMER_CLONES void row_normalize(const float* x, float* y, int64_t n, float mean, float inv, const float* scale,
-                                 const float* bias) {
-  if (bias) {
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
-  } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
-  }
 }
 
 // Column-wise (inner > 1) reductions: acc[i] op= x[k, i].
@@ -258,22 +197,11 @@ void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int
 
 void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log, int threads) {
   if (inner == 1) {
+    const SoftmaxRow row = softmax_row_for(best_vector_isa());
     const int team = team_for(outer * n * 8, outer, threads);
     parallel_teams(team, [&](int t, int nt) {
       for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
-        const float* xr = x + o * n;
-        float* yr = y + o * n;
-        float m = row_max(xr, n);
-        if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp gives 0s, sum 0 -> NaN as ONNX Runtime
-        if (log) {
-          // The sum with the vector exp (its exponentials go to y, then x - m - log(sum)).
-          const float ls = std::log(row_exp_sum(xr, yr, n, m));
-          row_shift(xr, yr, n, m);
-          row_shift(yr, yr, n, ls);
-        } else {
-          float s = row_exp_sum(xr, yr, n, m);
-          row_scale(yr, n, 1.0f / s);
-        }
+        row(x + o * n, y + o * n, n, log);
       }
     });
     return;
@@ -311,16 +239,22 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
 
 void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps, bool rms, int threads) {
+  const LayerNormRow row = layer_norm_row_for(best_vector_isa());
   const int team = team_for(rows * n * 4, rows, threads);
   parallel_teams(team, [&](int t, int nt) {
-    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) {
-      const float* xr = x + r * n;
-      float mean = rms ? 0.0f : row_sum(xr, n) / static_cast<float>(n);
-      float var = row_sum_sq(xr, n, mean) / static_cast<float>(n);
-      float inv = 1.0f / std::sqrt(var + eps);
-      row_normalize(xr, y + r * n, n, mean, inv, scale, bias);
-    }
+    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) row(x + r * n, y + r * n, n, scale, bias, eps, rms);
   });
+}
+
+void softmax_row(VectorIsa isa, const float* x, float* y, int64_t n, bool log) {
+  if (!vector_isa_available(isa)) throw Error(std::string("softmax_row: this CPU has no ") + vector_isa_name(isa));
+  softmax_row_for(isa)(x, y, n, log);
+}
+
+void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const float* scale, const float* bias,
+                    float eps, bool rms) {
+  if (!vector_isa_available(isa)) throw Error(std::string("layer_norm_row: this CPU has no ") + vector_isa_name(isa));
+  layer_norm_row_for(isa)(x, y, n, scale, bias, eps, rms);
 }
 
 namespace {

@@ -5,6 +5,8 @@
 // and vectorizes across the inner lanes instead. Max and Min propagate NaN.
 #include <cstdint>
 
+#include "kernels/vector_isa.h"
+
 namespace isomer::kernels {
 
 enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp };
@@ -22,6 +24,13 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
 // the row while it is in cache.
 void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
                     float eps, bool rms, int threads = 0);
+
+// One row of softmax_axis (inner == 1) or of normalize_rows through the kernels of
+// one instruction set (the axis functions take the best the CPU has), so that
+// tests can compare the paths; throws if the CPU lacks `isa`.
+void softmax_row(VectorIsa isa, const float* x, float* y, int64_t n, bool log);
+void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const float* scale, const float* bias,
+                    float eps, bool rms);
 
 // out[o, i] = the index k of the largest (max) or smallest value x[o, k, i]; the
 // first such k, or the last with `last`. A NaN wins over every number in both

@@ -6,7 +6,10 @@
 // oneDNN's own vector math give.
 #include <bit>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #define ISOMER_VINLINE inline __attribute__((always_inline))
 
@@ -145,28 +148,91 @@ ISOMER_VINLINE float pow(float a, float b) {
 
 }  // namespace isomer::kernels::vm
 
-// The same functions on 8 floats at a time, with GCC's vector extension: the
-// selects are written so that they become minps/maxps/blendvps, and rounding uses
-// the 1.5 * 2^23 trick, so an exp is about 23 instructions for 8 values (half of
-// what the compiler makes of the scalar form, whose NaN-exact clamps become
-// compare-and-blend chains). Loops over arrays use these and the scalar forms for
-// their tails; both give the same results to within an ulp.
-namespace isomer::kernels::vm8 {
+// The same functions on a vector of floats at a time, with GCC's vector extension,
+// written once over the vector type V (8 lanes: vm8, 16: vm16): the selects are
+// written so that they become minps/maxps/blendvps (vblendmps with a mask under
+// AVX-512), and rounding uses the 1.5 * 2^23 trick, so an exp is about 23
+// instructions per vector (half of what the compiler makes of the scalar form,
+// whose NaN-exact clamps become compare-and-blend chains). Loops over arrays use
+// these and the scalar forms for their tails; both give the same results to within
+// an ulp, and every lane of a V computes what the same lane of any other width does.
+namespace isomer::kernels::vmv {
 
-using v8 = float __attribute__((vector_size(32)));
-using v8i = int32_t __attribute__((vector_size(32)));
+// A GCC vector of floats (the int vector of the same lanes is what its comparisons give).
+template <class V>
+concept FloatVector = requires(V v) {
+  { v[0] } -> std::convertible_to<float>;
+  requires sizeof(V) % 16 == 0;
+  requires !std::is_arithmetic_v<V>;
+};
 
-ISOMER_VINLINE v8 splat(float x) { return v8{x, x, x, x, x, x, x, x}; }
-ISOMER_VINLINE v8i bits(v8 v) { return __builtin_bit_cast(v8i, v); }
-ISOMER_VINLINE v8 floats(v8i v) { return __builtin_bit_cast(v8, v); }
+template <FloatVector V>
+using IntOf = decltype(V{} < V{});
 
-ISOMER_VINLINE v8 load(const float* p) {
-  v8 v;
+template <FloatVector V>
+inline constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
+
+// A broadcast (`V{} + x` would add +0.0 first and turn -0.0 into +0.0), in the
+// form GCC 12 compiles well where it is used. Where the whole translation unit
+// targets the vector unit (generated kernels, -march=native), an initializer of
+// every lane: constants fold into vector constants (the lane loop's form made the
+// generated LayerNorm+GELU kernel 12% slower). Where only a function's target
+// attribute does (the runtime's AVX-512 entry points), the lane loop, one
+// vbroadcastss: there the initializer became 16 masked broadcasts of a variable.
+template <FloatVector V, size_t... I>
+ISOMER_VINLINE V splat_lanes(float x, std::index_sequence<I...>) {
+  return V{((void)I, x)...};
+}
+template <FloatVector V>
+ISOMER_VINLINE V splat(float x) {
+#if defined(__AVX2__)
+  return splat_lanes<V>(x, std::make_index_sequence<kLanes<V>>{});
+#else
+  V v;
+  for (int l = 0; l < kLanes<V>; ++l) v[l] = x;
+  return v;
+#endif
+}
+
+template <FloatVector V>
+ISOMER_VINLINE IntOf<V> bits(V v) { return __builtin_bit_cast(IntOf<V>, v); }
+template <FloatVector V>
+ISOMER_VINLINE V floats(IntOf<V> v) { return __builtin_bit_cast(V, v); }
+
+template <FloatVector V>
+ISOMER_VINLINE V load(const float* p) {
+  V v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
+template <FloatVector V>
+ISOMER_VINLINE void store(float* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 
-ISOMER_VINLINE void store(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
+// v rotated down by H lanes (lane l holds v[l + H], wrapping around).
+template <int H, FloatVector V, size_t... I>
+ISOMER_VINLINE V rotate_lanes(V v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, static_cast<int>((I + H) % sizeof...(I))...);
+}
+
+// The sum of the lanes, by halves: ((v0 + v4) + (v2 + v6)) + ... for 8. Shuffles in
+// registers: a tree over a copy in memory read 64-byte stores back as floats, which
+// the store buffer does not forward (a tenth of a 197-wide softmax row).
+template <FloatVector V, int H = kLanes<V> / 2>
+ISOMER_VINLINE float hsum(V v) {
+  if constexpr (H == 0) return v[0];
+  else return hsum<V, H / 2>(v + rotate_lanes<H>(v, std::make_index_sequence<kLanes<V>>{}));
+}
+
+// The largest lane, the same way (which lane a NaN wins against depends on the
+// order: callers that propagate NaN check for it apart).
+template <FloatVector V, int H = kLanes<V> / 2>
+ISOMER_VINLINE float hmax(V v) {
+  if constexpr (H == 0) return v[0];
+  else {
+    const V r = rotate_lanes<H>(v, std::make_index_sequence<kLanes<V>>{});
+    return hmax<V, H / 2>(v > r ? v : r);
+  }
+}
 
 // e^x = 2^n e^r: range reduction x = n ln2 + r (|r| <= ln2/2, n read from t's low
 // mantissa bits as an integer: bits(t) - bits(magic)) and e^r as a degree-7
@@ -174,22 +240,24 @@ ISOMER_VINLINE void store(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
 // (a loop over an array is latency bound; exp+sum went from 0.87 to 0.55 ns per
 // element on one Zen 2 core). The input is not clamped: out of range the
 // arithmetic gives garbage that the callers' selects replace.
+template <FloatVector V>
 struct ExpParts {
-  v8 p;   // e^r
-  v8i n;  // the power of two
+  V p;         // e^r
+  IntOf<V> n;  // the power of two
 };
-ISOMER_VINLINE ExpParts exp_parts(v8 x) {
-  const v8 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const v8 t = x * splat(1.44269504088896341f) + magic;
-  const v8 n = t - magic;
-  v8 r = x - n * splat(0.693359375f);
-  r = r - n * splat(-2.12194440e-4f);
+template <FloatVector V>
+ISOMER_VINLINE ExpParts<V> exp_parts(V x) {
+  const V magic = splat<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const V t = x * splat<V>(1.44269504088896341f) + magic;
+  const V n = t - magic;
+  V r = x - n * splat<V>(0.693359375f);
+  r = r - n * splat<V>(-2.12194440e-4f);
   // e^r - 1 - r = r^2 (c2 + c3 r + r^2 (c4 + c5 r) + r^4 (c6 + c7 r))
-  const v8 r2 = r * r;
-  const v8 a = splat(1.6666665459e-1f) * r + splat(5.0000001201e-1f);
-  const v8 b = splat(8.3334519073e-3f) * r + splat(4.1665795894e-2f);
-  const v8 c = splat(1.9875691500e-4f) * r + splat(1.3981999507e-3f);
-  return {(c * (r2 * r2) + (b * r2 + a)) * r2 + (r + splat(1.0f)), bits(t) - bits(magic)};
+  const V r2 = r * r;
+  const V a = splat<V>(1.6666665459e-1f) * r + splat<V>(5.0000001201e-1f);
+  const V b = splat<V>(8.3334519073e-3f) * r + splat<V>(4.1665795894e-2f);
+  const V c = splat<V>(1.9875691500e-4f) * r + splat<V>(1.3981999507e-3f);
+  return {(c * (r2 * r2) + (b * r2 + a)) * r2 + (r + splat<V>(1.0f)), bits(t) - bits(magic)};
 }
 
 // e^x: +inf above 88.72, NaN for NaN, and 0 below -86.99, where e^x < 2^-125 (the
@@ -197,66 +265,96 @@ ISOMER_VINLINE ExpParts exp_parts(v8 x) {
 // 4 instructions per vector to avoid). Two selects after the arithmetic (a NaN
 // compares false to both bounds and stays NaN) are 4 instructions where clamping
 // first and fixing up after took 8.
-ISOMER_VINLINE v8 exp(v8 x) {
-  const ExpParts e = exp_parts(x);
+template <FloatVector V>
+ISOMER_VINLINE V exp(V x) {
+  const ExpParts<V> e = exp_parts(x);
   // 2^(n - 1), then times 2 (n is 128 at the top).
-  const v8 y = e.p * floats((e.n + 126) << 23) * splat(2.0f);
-  return x > splat(88.7228393554688f) ? splat(INFINITY) : x < splat(-87.3365478515625f) ? splat(0.0f) : y;
+  const V y = e.p * floats<V>((e.n + 126) << 23) * splat<V>(2.0f);
+  return x > splat<V>(88.7228393554688f) ? splat<V>(INFINITY) : x < splat<V>(-87.3365478515625f) ? splat<V>(0.0f) : y;
 }
 
 // e^x for x <= 0 or NaN (softmax's x - max): one select, since nothing overflows,
 // and 2^n as one factor (n >= -126 wherever the result is kept). 13% faster than
 // exp in softmax's exp-and-sum loop.
-ISOMER_VINLINE v8 exp_nonpositive(v8 x) {
-  const ExpParts e = exp_parts(x);
-  const v8 y = e.p * floats((e.n + 127) << 23);
-  return x < splat(-87.3365478515625f) ? splat(0.0f) : y;
+template <FloatVector V>
+ISOMER_VINLINE V exp_nonpositive(V x) {
+  const ExpParts<V> e = exp_parts(x);
+  const V y = e.p * floats<V>((e.n + 127) << 23);
+  return x < splat<V>(-87.3365478515625f) ? splat<V>(0.0f) : y;
 }
 
-ISOMER_VINLINE v8 sigmoid(v8 x) { return splat(1.0f) / (splat(1.0f) + exp(-x)); }
+template <FloatVector V>
+ISOMER_VINLINE V sigmoid(V x) { return splat<V>(1.0f) / (splat<V>(1.0f) + exp(-x)); }
 
-ISOMER_VINLINE v8 tanh(v8 x) {
-  const v8i sign = bits(x) & int32_t(0x80000000);
-  const v8 a = floats(bits(x) & int32_t(0x7fffffff));
-  const v8 z = x * x;
-  v8 p = splat(-5.70498872745e-3f);
-  p = p * z + splat(2.06390887954e-2f);
-  p = p * z + splat(-5.37397155531e-2f);
-  p = p * z + splat(1.33314422036e-1f);
-  p = p * z + splat(-3.33332819422e-1f);
-  const v8 near0 = x + x * z * p;
-  v8 big = splat(1.0f) - splat(2.0f) / (exp(a + a) + splat(1.0f));
-  big = floats(bits(big) | sign);
-  return a < splat(0.625f) ? near0 : big;
+template <FloatVector V>
+ISOMER_VINLINE V tanh(V x) {
+  const IntOf<V> sign = bits(x) & int32_t(0x80000000);
+  const V a = floats<V>(bits(x) & int32_t(0x7fffffff));
+  const V z = x * x;
+  V p = splat<V>(-5.70498872745e-3f);
+  p = p * z + splat<V>(2.06390887954e-2f);
+  p = p * z + splat<V>(-5.37397155531e-2f);
+  p = p * z + splat<V>(1.33314422036e-1f);
+  p = p * z + splat<V>(-3.33332819422e-1f);
+  const V near0 = x + x * z * p;
+  V big = splat<V>(1.0f) - splat<V>(2.0f) / (exp(a + a) + splat<V>(1.0f));
+  big = floats<V>(bits(big) | sign);
+  return a < splat<V>(0.625f) ? near0 : big;
 }
 
-ISOMER_VINLINE v8 erf(v8 x) {
-  const v8i sign = bits(x) & int32_t(0x80000000);
-  const v8 a = floats(bits(x) & int32_t(0x7fffffff));
-  const v8 z = x * x;
-  v8 p = splat(-8.5483270e-4f);
-  p = p * z + splat(5.2239776e-3f);
-  p = p * z + splat(-2.6866171e-2f);
-  p = p * z + splat(1.1283792e-1f);
-  p = p * z + splat(-3.7612639e-1f);
-  p = p * z + splat(1.1283791671e+0f);
-  const v8 near0 = x * p;
-  const v8 t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * a);
-  v8 q = splat(1.061405429f);
-  q = q * t + splat(-1.453152027f);
-  q = q * t + splat(1.421413741f);
-  q = q * t + splat(-0.284496736f);
-  q = q * t + splat(0.254829592f);
+template <FloatVector V>
+ISOMER_VINLINE V erf(V x) {
+  const IntOf<V> sign = bits(x) & int32_t(0x80000000);
+  const V a = floats<V>(bits(x) & int32_t(0x7fffffff));
+  const V z = x * x;
+  V p = splat<V>(-8.5483270e-4f);
+  p = p * z + splat<V>(5.2239776e-3f);
+  p = p * z + splat<V>(-2.6866171e-2f);
+  p = p * z + splat<V>(1.1283792e-1f);
+  p = p * z + splat<V>(-3.7612639e-1f);
+  p = p * z + splat<V>(1.1283791671e+0f);
+  const V near0 = x * p;
+  const V t = splat<V>(1.0f) / (splat<V>(1.0f) + splat<V>(0.3275911f) * a);
+  V q = splat<V>(1.061405429f);
+  q = q * t + splat<V>(-1.453152027f);
+  q = q * t + splat<V>(1.421413741f);
+  q = q * t + splat<V>(-0.284496736f);
+  q = q * t + splat<V>(0.254829592f);
   // -z <= 0: exp_nonpositive's one select (the same values: where it keeps a 2^-126
   // that exp flushes, 1 - q t e^-z rounds to 1 either way).
-  v8 far = splat(1.0f) - q * t * exp_nonpositive(-z);
-  far = floats(bits(far) | sign);
-  return a < splat(0.5f) ? near0 : far;
+  V far = splat<V>(1.0f) - q * t * exp_nonpositive(-z);
+  far = floats<V>(bits(far) | sign);
+  return a < splat<V>(0.5f) ? near0 : far;
 }
 
-ISOMER_VINLINE v8 gelu_erf(v8 x) { return splat(0.5f) * x * (splat(1.0f) + erf(x * splat(0.70710678118654752f))); }
-ISOMER_VINLINE v8 gelu_tanh(v8 x) {
-  return splat(0.5f) * x * (splat(1.0f) + tanh(splat(0.79788456080286536f) * (x + splat(0.044715f) * x * x * x)));
+template <FloatVector V>
+ISOMER_VINLINE V gelu_erf(V x) {
+  return splat<V>(0.5f) * x * (splat<V>(1.0f) + erf(x * splat<V>(0.70710678118654752f)));
+}
+template <FloatVector V>
+ISOMER_VINLINE V gelu_tanh(V x) {
+  return splat<V>(0.5f) * x *
+         (splat<V>(1.0f) + tanh(splat<V>(0.79788456080286536f) * (x + splat<V>(0.044715f) * x * x * x)));
 }
 
-}  // namespace isomer::kernels::vm8
+}  // namespace isomer::kernels::vmv
+
+// One namespace a width, with the same names, so that code written against one
+// (`vm8::exp`, `vm8::load`, `vm8::vf`) moves to the other by its namespace alone.
+#define ISOMER_VM_WIDTH(NS, LANES, TYPE)                                                      \
+  namespace isomer::kernels::NS {                                                              \
+  using TYPE = float __attribute__((vector_size(4 * LANES)));                                  \
+  using TYPE##i = int32_t __attribute__((vector_size(4 * LANES)));                             \
+  using vf = TYPE;                                                                             \
+  inline constexpr int lanes = LANES;                                                          \
+  ISOMER_VINLINE TYPE splat(float x) { return vmv::splat<TYPE>(x); }                           \
+  ISOMER_VINLINE TYPE load(const float* p) { return vmv::load<TYPE>(p); }                      \
+  ISOMER_VINLINE void store(float* p, TYPE v) { vmv::store(p, v); }                            \
+  using vmv::bits, vmv::hsum, vmv::hmax, vmv::exp_parts, vmv::exp, vmv::exp_nonpositive;       \
+  using vmv::sigmoid, vmv::tanh, vmv::erf, vmv::gelu_erf, vmv::gelu_tanh;                      \
+  ISOMER_VINLINE TYPE floats(TYPE##i v) { return vmv::floats<TYPE>(v); }                       \
+  }
+
+ISOMER_VM_WIDTH(vm8, 8, v8)
+ISOMER_VM_WIDTH(vm16, 16, v16)
+#undef ISOMER_VM_WIDTH

@@ -28,8 +28,8 @@ std::string Emitter::run() {
     s << "#pragma GCC optimize(\"unroll-loops\", \"schedule-insns\", \"sched-pressure\")\n";
   s << "#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <omp.h>\n\n";
   s << kVmathText << "\n";
-  s << "namespace vm = isomer::kernels::vm;\nnamespace vm8 = isomer::kernels::vm8;\n";
   s << kMicroKernels << "\n";
+  s << kVectorMath << "\n";
   s << "/* block graph\n" << g_.to_text(p_) << "*/\n";
   if (!skip_.empty()) {
     s << "static const char mg_skip[] = \"";
@@ -125,40 +125,38 @@ void Emitter::pointwise(const PointwisePlan& w, const std::function<void()>& stm
       auto sum = [](int r, int u) { return "s" + std::to_string(r) + "_" + std::to_string(u); };
       auto term = [&](const std::string& v, int power) { return power == 2 ? v + " * " + v : v; };
       for (const auto& [r, power] : w.sums)
-        line("vm8::v8 " + sum(r, 0) + " = vm8::splat(0.0f), " + sum(r, 1) + " = " + sum(r, 0) + ", " + sum(r, 2) +
+        line("mgv::vf " + sum(r, 0) + " = mgv::splat(0.0f), " + sum(r, 1) + " = " + sum(r, 0) + ", " + sum(r, 2) +
              " = " + sum(r, 0) + ", " + sum(r, 3) + " = " + sum(r, 0) + ";");
       line("int64_t " + i + " = 0;");
       auto vstmt = [&](const std::string& lane, const std::string& name) {
         x_.set_lane(in, lane);
         const std::string v = w.own ? x_.vexpr(w.root, w.hoisted) : x_.vat(w.root, w.hoisted);
-        line("const vm8::v8 " + name + " = " + v + ";");
+        line("const mgv::vf " + name + " = " + v + ";");
         x_.clear_lane();
         return "(" + dst->base + " + " + x_.offset_lane(*dst, *dst_axes, in, lane) + ")";
       };
-      const std::string step = std::to_string(8 * w.unroll);
+      const std::string step = std::to_string(w.unroll) + " * mgv::lanes";
       line("for (; " + i + " + " + step + " <= " + e + "; " + i + " += " + step + ") {");
       ind_ += 2;
       std::vector<std::string> dsts;
       for (int u = 0; u < w.unroll; ++u)
-        dsts.push_back(vstmt(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i, "r" + std::to_string(u)));
-      for (int u = 0; u < w.unroll; ++u) line("vm8::store(" + dsts[u] + ", r" + std::to_string(u) + ");");
+        dsts.push_back(vstmt(u ? "(" + i + " + " + std::to_string(u) + " * mgv::lanes)" : i, "r" + std::to_string(u)));
+      for (int u = 0; u < w.unroll; ++u) line("mgv::store(" + dsts[u] + ", r" + std::to_string(u) + ");");
       for (const auto& [r, power] : w.sums)
         for (int u = 0; u < 4; ++u) line(sum(r, u) + " += " + term("r" + std::to_string(u), power) + ";");
       ind_ -= 2;
       line("}");
-      line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) {");
+      line("for (; " + i + " + mgv::lanes <= " + e + "; " + i + " += mgv::lanes) {");
       ind_ += 2;
       const std::string d = vstmt(i, "r0");
-      line("vm8::store(" + d + ", r0);");
+      line("mgv::store(" + d + ", r0);");
       for (const auto& [r, power] : w.sums) line(sum(r, 0) + " += " + term("r0", power) + ";");
       ind_ -= 2;
       line("}");
       for (const auto& [r, power] : w.sums) {
-        const std::string st = "st" + std::to_string(r), s = "s" + std::to_string(r);
-        line("const vm8::v8 " + st + " = (" + sum(r, 0) + " + " + sum(r, 1) + ") + (" + sum(r, 2) + " + " +
-             sum(r, 3) + ");");
-        line("float " + s + " = ((" + st + "[0] + " + st + "[1]) + (" + st + "[2] + " + st + "[3])) + ((" + st +
-             "[4] + " + st + "[5]) + (" + st + "[6] + " + st + "[7]));");
+        const std::string s = "s" + std::to_string(r);
+        line("float " + s + " = mgv::hsum((" + sum(r, 0) + " + " + sum(r, 1) + ") + (" + sum(r, 2) + " + " +
+             sum(r, 3) + "));");
       }
       line("for (; " + i + " < " + e + "; ++" + i + ") {");
       ind_ += 2;

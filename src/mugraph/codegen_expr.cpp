@@ -87,11 +87,11 @@ std::string ExprWriter::expr(int i) const {
 }
 
 std::string ExprWriter::vat(int y, const std::vector<int>& inv) const {
-  if (std::find(inv.begin(), inv.end(), y) != inv.end()) return "vm8::splat(" + hoisted.at(y) + ")";
+  if (std::find(inv.begin(), inv.end(), y) != inv.end()) return "mgv::splat(" + hoisted.at(y) + ")";
   const Access& a = k_.acc[y];
-  if (a.where == Access::Where::Const) return "vm8::splat(" + float_literal(k_.g->ops[y].value) + ")";
+  if (a.where == Access::Where::Const) return "mgv::splat(" + float_literal(k_.g->ops[y].value) + ")";
   if (a.where == Access::Where::Inline) return vexpr(y, inv);
-  return "vm8::load(" + a.base + " + " + offset(a, k_.g->ops[y].axes) + ")";
+  return "mgv::load(" + a.base + " + " + offset(a, k_.g->ops[y].axes) + ")";
 }
 
 std::string ExprWriter::vexpr(int i, const std::vector<int>& inv) const {
@@ -102,13 +102,13 @@ std::string ExprWriter::vexpr(int i, const std::vector<int>& inv) const {
     case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
     case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
     case Op::Div:
-      if (auto r = reciprocal(op.args[1])) return "(" + arg(0) + " * vm8::splat(" + *r + "))";
+      if (auto r = reciprocal(op.args[1])) return "(" + arg(0) + " * mgv::splat(" + *r + "))";
       return "(" + arg(0) + " / " + arg(1) + ")";
     case Op::Neg: return "(-" + arg(0) + ")";
-    case Op::Exp: return "vm8::exp(" + arg(0) + ")";
-    case Op::Erf: return "vm8::erf(" + arg(0) + ")";
-    case Op::Tanh: return "vm8::tanh(" + arg(0) + ")";
-    case Op::Sigmoid: return "vm8::sigmoid(" + arg(0) + ")";
+    case Op::Exp: return "mgv::exp(" + arg(0) + ")";
+    case Op::Erf: return "mgv::erf(" + arg(0) + ")";
+    case Op::Tanh: return "mgv::tanh(" + arg(0) + ")";
+    case Op::Sigmoid: return "mgv::sigmoid(" + arg(0) + ")";
     default: throw Error("μGraph codegen: not a vector op");
   }
 }

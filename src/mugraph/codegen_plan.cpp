@@ -235,7 +235,7 @@ class Planner {
       default: return false;
     }
   }
-  // Whether op y's value can be read as 8 lanes along `in`: invariant (hoisted), a
+  // Whether op y's value can be read as vector lanes along `in`: invariant (hoisted), a
   // constant, unit-stride storage, or an inlined vectorizable expression. `fn`: set
   // where the expression calls a transcendental.
   bool vec_ok(int y, int in, const std::vector<int>& inv, bool* fn) const {

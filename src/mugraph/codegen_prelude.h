@@ -105,7 +105,22 @@ template <int R, int V>
 static inline __attribute__((always_inline)) void mg_block(int64_t K, const float* __restrict A, int64_t lda,
                                                            const float* __restrict B, int64_t ldb, float* __restrict C,
                                                            int64_t ldc, int acc) {
-#if defined(MG_AVX2) && MG_W == 8
+#if MG_W == 16
+  // As the AVX2 form below, on 16 lanes: R * V of the 32 registers accumulate.
+  __m512 c[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) c[r][v] = acc ? _mm512_loadu_ps(C + r * ldc + v * 16) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 b[V];
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(B + k * ldb + v * 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
+      for (int v = 0; v < V; ++v) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(C + r * ldc + v * 16, c[r][v]);
+#elif defined(MG_AVX2) && MG_W == 8
   // Intrinsics: GCC keeps these in registers and broadcasts from memory (with vector
   // extensions it re-read B per FMA and built some broadcasts lane by lane).
   __m256 c[R][V];
@@ -138,7 +153,7 @@ static inline __attribute__((always_inline)) void mg_block(int64_t K, const floa
 #endif
 }
 
-#ifdef MG_AVX2
+#if defined(MG_AVX2) && MG_W == 8
 // The same for one partial vector of `rem` < 8 columns (masked loads and stores).
 template <int R>
 static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const float* __restrict A, int64_t lda,
@@ -153,6 +168,24 @@ static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const
     for (int r = 0; r < R; ++r) c[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(A + r * lda + k), b, c[r]);
   }
   for (int r = 0; r < R; ++r) _mm256_maskstore_ps(C + r * ldc, mask, c[r]);
+}
+#endif
+
+#if MG_W == 16
+// The same for one partial vector of `rem` < 16 columns (masked loads and stores).
+template <int R>
+static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const float* __restrict A, int64_t lda,
+                                                                const float* __restrict B, int64_t ldb,
+                                                                float* __restrict C, int64_t ldc, int acc,
+                                                                int64_t rem) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << rem) - 1);
+  __m512 c[R];
+  for (int r = 0; r < R; ++r) c[r] = acc ? _mm512_maskz_loadu_ps(mask, C + r * ldc) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b = _mm512_maskz_loadu_ps(mask, B + k * ldb);
+    for (int r = 0; r < R; ++r) c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b, c[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(C + r * ldc, mask, c[r]);
 }
 #endif
 
@@ -186,7 +219,7 @@ static inline __attribute__((always_inline)) void mg_gemm(int64_t M, int64_t N, 
   for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
   for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
   if (n == N) return;
-#if defined(MG_AVX2) && MG_W == 8
+#if MG_W == 16 || (defined(MG_AVX2) && MG_W == 8)
   {
     int64_t m = 0;
     for (; m + 4 <= M; m += 4) mg_block_tail<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
@@ -391,6 +424,18 @@ static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, i
     }
 #endif
 }
+)MGPRELUDE";
+
+// The vector math of the generated loops (vmath.h, which the micro-kernels do not
+// need): 16 lanes where the CPU has AVX-512, 8 otherwise (pairs of SSE registers
+// without AVX). After kMicroKernels, which decides MG_W.
+inline constexpr const char* kVectorMath = R"MGPRELUDE(
+namespace vm = isomer::kernels::vm;
+#if MG_W == 16
+namespace mgv = isomer::kernels::vm16;
+#else
+namespace mgv = isomer::kernels::vm8;
+#endif
 )MGPRELUDE";
 
 }  // namespace isomer::mugraph

@@ -89,17 +89,16 @@ void Emitter::sum_into(const std::vector<int>& red, Phase ph, const std::string&
       x_.clear_lane();
       return v;
     };
-    line("vm8::v8 s0 = vm8::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;");
+    line("mgv::vf s0 = mgv::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;");
     line("int64_t " + i + " = 0;");
-    line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+    line("for (; " + i + " + 4 * mgv::lanes <= " + e + "; " + i + " += 4 * mgv::lanes) {");
     line("  s0 += " + term(i) + ";");
-    line("  s1 += " + term("(" + i + " + 8)") + ";");
-    line("  s2 += " + term("(" + i + " + 16)") + ";");
-    line("  s3 += " + term("(" + i + " + 24)") + ";");
+    line("  s1 += " + term("(" + i + " + mgv::lanes)") + ";");
+    line("  s2 += " + term("(" + i + " + 2 * mgv::lanes)") + ";");
+    line("  s3 += " + term("(" + i + " + 3 * mgv::lanes)") + ";");
     line("}");
-    line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) s0 += " + term(i) + ";");
-    line("const vm8::v8 st = (s0 + s1) + (s2 + s3);");
-    line("float s = ((st[0] + st[1]) + (st[2] + st[3])) + ((st[4] + st[5]) + (st[6] + st[7]));");
+    line("for (; " + i + " + mgv::lanes <= " + e + "; " + i + " += mgv::lanes) s0 += " + term(i) + ";");
+    line("float s = mgv::hsum((s0 + s1) + (s2 + s3));");
     line("for (; " + i + " < " + e + "; ++" + i + ") s += " + value + ";");
   } else {
     line("float s = 0.0f;");
@@ -143,20 +142,19 @@ void Emitter::stab_max(int x, Phase ph) {
         x_.clear_lane();
         return v;
       };
-      line("vm8::v8 m0 = vm8::splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;");
+      line("mgv::vf m0 = mgv::splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0;");
       line("int64_t " + i + " = 0;");
-      line("for (; " + i + " + 32 <= " + e + "; " + i + " += 32) {");
+      line("for (; " + i + " + 4 * mgv::lanes <= " + e + "; " + i + " += 4 * mgv::lanes) {");
       for (int u = 0; u < 4; ++u) {
         const std::string mu = "m" + std::to_string(u);
-        line("  { const vm8::v8 v = " + term(u ? "(" + i + " + " + std::to_string(8 * u) + ")" : i) + "; " + mu +
+        line("  { const mgv::vf v = " + term(u ? "(" + i + " + " + std::to_string(u) + " * mgv::lanes)" : i) + "; " + mu +
              " = v > " + mu + " ? v : " + mu + "; }");
       }
       line("}");
-      line("for (; " + i + " + 8 <= " + e + "; " + i + " += 8) { const vm8::v8 v = " + term(i) +
+      line("for (; " + i + " + mgv::lanes <= " + e + "; " + i + " += mgv::lanes) { const mgv::vf v = " + term(i) +
            "; m0 = v > m0 ? v : m0; }");
       line("m0 = m1 > m0 ? m1 : m0; m2 = m3 > m2 ? m3 : m2; m0 = m2 > m0 ? m2 : m0;");
-      line("float mx = -INFINITY;");
-      line("for (int l = 0; l < 8; ++l) mx = m0[l] > mx ? m0[l] : mx;");
+      line("float mx = mgv::hmax(m0);");
       line("for (; " + i + " < " + e + "; ++" + i + ") { const float xv = " + x_.at(x) +
            "; mx = xv > mx ? xv : mx; }");
     } else {

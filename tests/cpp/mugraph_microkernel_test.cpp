@@ -42,8 +42,10 @@ extern "C" void isomer_mugraph_run(const void* const* in, void* const* out, int)
   } else if (mode == 4) {
 #pragma omp simd
     for (int64_t i = 0; i < M; ++i) C[i] = mg_exp(A[i]);
-  } else {
+  } else if (mode == 5) {
     C[M] = mg_exp_shift_sum(M, A, p[2], C);  // p[2]: the shift
+  } else {
+    C[0] = MG_W;  // the vector width the library was compiled for
   }
 }
 extern "C" const char* isomer_mugraph_key();
@@ -109,6 +111,22 @@ TEST_F(MuGraphMicroKernel, GemmMatchesTheReferenceOnTails) {
   for (int64_t M : {1, 2, 5, 6, 7, 10, 11, 13, 16})
     for (int64_t N : {1, 5, 8, 13, 16, 24, 37})
       for (int64_t K : {1, 3, 16, 67})
+        for (bool acc : {false, true})
+          EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
+}
+
+// The AVX-512 form (16 lanes, register blocks of 8 rows, masked column tails) on
+// columns around one and two vectors and rows around one block.
+TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  float params[10] = {6, 0, 0, 0, 0, 0, 0, 0, 0, 0}, width = 0;
+  const void* in[] = {params, nullptr, nullptr, nullptr};
+  void* out[] = {&width};
+  kernel_->run(in, out, 1);
+  ASSERT_EQ(width, 16.0f) << "the library was not compiled for AVX-512";
+  for (int64_t M : {1, 3, 7, 8, 9, 15, 17})
+    for (int64_t N : {1, 9, 15, 16, 17, 31, 32, 33, 47, 50})
+      for (int64_t K : {1, 5, 33})
         for (bool acc : {false, true})
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
 }

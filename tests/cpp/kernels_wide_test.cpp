@@ -1,0 +1,195 @@
+// The 16-lane vector math (vmath.h's vm16) and the per-instruction-set row
+// kernels (rows.h's softmax_row, layer_norm_row): each width against the other
+// and against double-precision references, on rows of every kind of tail.
+// (16-lane values between inline helpers are not an ABI.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/rows.h"
+#include "kernels/vector_isa.h"
+#include "kernels/vmath.h"
+
+namespace isomer::kernels {
+namespace {
+
+// exp, tanh, erf, sigmoid, gelu_erf of 16 values, on 16 lanes and on two vectors
+// of 8, both compiled for AVX-512 as the runtime's entry points are (the same FMA
+// contractions: the baseline's forms differ from them in the last bit).
+struct Wide {
+  float exp[16], tanh[16], erf[16], sigmoid[16], gelu[16];
+};
+
+ISOMER_TARGET_AVX512 void wide16(const float* x, Wide* w) {
+  const vm16::v16 v = vm16::load(x);
+  vm16::store(w->exp, vm16::exp(v));
+  vm16::store(w->tanh, vm16::tanh(v));
+  vm16::store(w->erf, vm16::erf(v));
+  vm16::store(w->sigmoid, vm16::sigmoid(v));
+  vm16::store(w->gelu, vm16::gelu_erf(v));
+}
+
+ISOMER_TARGET_AVX512 void wide8(const float* x, Wide* w) {
+  for (int h = 0; h < 16; h += 8) {
+    const vm8::v8 v = vm8::load(x + h);
+    vm8::store(w->exp + h, vm8::exp(v));
+    vm8::store(w->tanh + h, vm8::tanh(v));
+    vm8::store(w->erf + h, vm8::erf(v));
+    vm8::store(w->sigmoid + h, vm8::sigmoid(v));
+    vm8::store(w->gelu + h, vm8::gelu_erf(v));
+  }
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b); }
+
+// The lanes compute what vm8's do, bit for bit (one template), and so agree with
+// libm as vm8 does.
+TEST(VectorMathWide, SixteenLanesAreTheEightLaneFormsBitForBit) {
+  if (!vector_isa_available(VectorIsa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> wide(-90.f, 90.f), mid(-8.f, 8.f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[16] = {-200.f, 200.f, NAN, -inf, inf, -87.5f, 88.8f, 0.f, -0.f, 1e-30f, -1e-30f, 0.5f, -0.625f,
+                             88.72f, -86.9f, 1e-6f};
+  double exp_err = 0, erf_abs = 0;
+  for (int i = 0; i < 20000; ++i) {
+    float x[16];
+    for (int l = 0; l < 16; ++l) x[l] = i == 0 ? special[l] : (i % 2 ? wide(rng) : mid(rng));
+    Wide a, b;
+    wide16(x, &a);
+    wide8(x, &b);
+    for (int l = 0; l < 16; ++l) {
+      EXPECT_TRUE(same_bits(a.exp[l], b.exp[l])) << "exp " << x[l];
+      EXPECT_TRUE(same_bits(a.tanh[l], b.tanh[l])) << "tanh " << x[l];
+      EXPECT_TRUE(same_bits(a.erf[l], b.erf[l])) << "erf " << x[l] << ": " << a.erf[l] << " " << b.erf[l];
+      EXPECT_TRUE(same_bits(a.sigmoid[l], b.sigmoid[l])) << "sigmoid " << x[l];
+      EXPECT_TRUE(same_bits(a.gelu[l], b.gelu[l])) << "gelu " << x[l];
+      const double d = x[l];
+      if (x[l] > -86.9f && x[l] < 88.7f) exp_err = std::max(exp_err, std::fabs(a.exp[l] / std::exp(d) - 1));
+      if (std::fabs(x[l]) < 8) erf_abs = std::max(erf_abs, std::fabs(a.erf[l] - std::erf(d)));
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_LE(exp_err, 3e-7);
+  EXPECT_LE(erf_abs, 4e-7);
+}
+
+TEST(VectorMathWide, LaneSumsAndMaxima) {
+  vm16::v16 v;
+  vm8::v8 w;
+  for (int l = 0; l < 16; ++l) v[l] = static_cast<float>(l * l - 40);
+  for (int l = 0; l < 8; ++l) w[l] = static_cast<float>(3 - l);
+  EXPECT_EQ(vm16::hsum(v), 600.f);  // sum of l^2 = 1240, minus 640
+  EXPECT_EQ(vm16::hmax(v), 185.f);
+  EXPECT_EQ(vm8::hsum(w), -4.f);
+  EXPECT_EQ(vm8::hmax(w), 3.f);
+}
+
+// The instruction sets this CPU runs (the baseline always).
+std::vector<VectorIsa> isas() {
+  std::vector<VectorIsa> out;
+  for (VectorIsa isa : {VectorIsa::Baseline, VectorIsa::Avx2, VectorIsa::Avx512})
+    if (vector_isa_available(isa)) out.push_back(isa);
+  return out;
+}
+
+std::vector<double> softmax_ref(const std::vector<float>& x, bool log) {
+  double m = -INFINITY;
+  for (float v : x) m = std::max(m, static_cast<double>(v));
+  double s = 0;
+  for (float v : x) s += std::exp(v - m);
+  std::vector<double> y;
+  for (float v : x) y.push_back(log ? v - m - std::log(s) : std::exp(v - m) / s);
+  return y;
+}
+
+const int64_t kLengths[] = {1, 7, 15, 16, 17, 31, 32, 33, 1000};
+
+TEST(RowsWide, SoftmaxRowsOfEveryTailOnEachInstructionSet) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 4.f);
+  for (VectorIsa isa : isas())
+    for (int64_t n : kLengths)
+      for (bool masked : {false, true})
+        for (bool log : {false, true}) {
+          std::vector<float> x(static_cast<size_t>(n));
+          for (size_t j = 0; j < x.size(); ++j) {
+            x[j] = d(rng);
+            // Attention masks: large negative and -inf entries (not the first, so a row keeps one value).
+            if (masked && j > 0 && j % 3 == 1) x[j] = j % 2 ? -1e9f : -std::numeric_limits<float>::infinity();
+          }
+          std::vector<float> y(x.size(), NAN);
+          softmax_row(isa, x.data(), y.data(), n, log);
+          const std::vector<double> want = softmax_ref(x, log);
+          for (size_t j = 0; j < x.size(); ++j) {
+            if (log && std::isinf(want[j])) {
+              EXPECT_TRUE(std::isinf(y[j]) && y[j] < 0) << vector_isa_name(isa) << " n=" << n << " j=" << j;
+              continue;
+            }
+            const double tol = log ? 2e-5 * (1 + std::fabs(want[j])) : 2e-6 * std::max(want[j], 1e-3);
+            ASSERT_NEAR(y[j], want[j], tol) << vector_isa_name(isa) << " n=" << n << " j=" << j
+                                            << " masked=" << masked << " log=" << log;
+          }
+        }
+}
+
+TEST(RowsWide, SoftmaxPropagatesNaNAndAllMaskedRowsAreNaN) {
+  for (VectorIsa isa : isas())
+    for (int64_t n : kLengths) {
+      std::vector<float> x(static_cast<size_t>(n), 1.0f), y(x.size());
+      x[static_cast<size_t>(n - 1)] = NAN;  // in the tail where there is one
+      softmax_row(isa, x.data(), y.data(), n, false);
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << vector_isa_name(isa) << " n=" << n;
+      std::fill(x.begin(), x.end(), -std::numeric_limits<float>::infinity());
+      softmax_row(isa, x.data(), y.data(), n, false);
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << vector_isa_name(isa) << " n=" << n << " (all -inf)";
+    }
+}
+
+TEST(RowsWide, LayerNormRowsOfEveryTailOnEachInstructionSet) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> d(1.f, 3.f);
+  for (VectorIsa isa : isas())
+    for (int64_t n : kLengths)
+      for (bool rms : {false, true})
+        for (bool bias : {false, true}) {
+          std::vector<float> x(static_cast<size_t>(n)), s(x.size()), b(x.size()), y(x.size(), NAN);
+          for (size_t j = 0; j < x.size(); ++j) x[j] = d(rng), s[j] = d(rng), b[j] = d(rng);
+          layer_norm_row(isa, x.data(), y.data(), n, s.data(), bias ? b.data() : nullptr, 1e-5f, rms);
+          double mean = 0, var = 0;
+          if (!rms) {
+            for (float v : x) mean += v;
+            mean /= static_cast<double>(n);
+          }
+          for (float v : x) var += (v - mean) * (v - mean);
+          var /= static_cast<double>(n);
+          for (size_t j = 0; j < x.size(); ++j) {
+            const double want = (x[j] - mean) / std::sqrt(var + 1e-5) * s[j] + (bias ? b[j] : 0.0);
+            ASSERT_NEAR(y[j], want, 2e-5 * (1 + std::fabs(want)))
+                << vector_isa_name(isa) << " n=" << n << " j=" << j << " rms=" << rms << " bias=" << bias;
+          }
+        }
+}
+
+TEST(RowsWide, EachInstructionSetOrAClearError) {
+  EXPECT_TRUE(vector_isa_available(VectorIsa::Baseline));
+  EXPECT_TRUE(vector_isa_available(best_vector_isa()));
+  float x = 1, y = 0;
+  for (VectorIsa isa : {VectorIsa::Avx2, VectorIsa::Avx512})
+    if (!vector_isa_available(isa)) {
+      EXPECT_THROW(softmax_row(isa, &x, &y, 1, false), std::exception);
+    }
+  if (!vector_isa_available(VectorIsa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  EXPECT_EQ(best_vector_isa(), VectorIsa::Avx512);
+}
+
+}  // namespace
+}  // namespace isomer::kernels
