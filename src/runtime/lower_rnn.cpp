@@ -7,6 +7,8 @@
 // The fast path covers what exporters write: the default activations, no clip, no
 // input_forget, no peepholes, constant weights, every sequence full length. Other
 // instances run on the reference kernel (ops/rnn.cpp).
+#include <optional>
+
 #include "ops/rnn.h"
 #include "runtime/compiler.h"
 
@@ -21,39 +23,35 @@ int64_t onnx_gate(RnnCell cell, int64_t k) {
   return cell == RnnCell::Lstm ? kLstm[k] : k;
 }
 
-// W or R ([D, G*H, K] in ONNX's gate order) as oneDNN's ldigo [1, D, K, G, H].
-Tensor onnx_to_ldigo(const Tensor& w, RnnCell cell, int64_t D, int64_t G, int64_t H, int64_t K) {
+// Direction d of W or R ([D, G*H, K] in ONNX's gate order) as oneDNN's ldigo [1, 1, K, G, H].
+Tensor onnx_to_ldigo(const Tensor& w, RnnCell cell, int64_t d, int64_t G, int64_t H, int64_t K) {
   const std::vector<double> src = w.to_f64();
-  std::vector<double> dst(src.size());
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t h = 0; h < H; ++h)
-          dst[(((d * K + k) * G + g) * H + h)] = src[((d * G + onnx_gate(cell, g)) * H + h) * K + k];
-  return Tensor::from_f64(DType::Float32, {1, D, K, G, H}, dst);
+  std::vector<double> dst(static_cast<size_t>(K * G * H));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t h = 0; h < H; ++h)
+        dst[static_cast<size_t>((k * G + g) * H + h)] = src[static_cast<size_t>(((d * G + onnx_gate(cell, g)) * H + h) * K + k)];
+  return Tensor::from_f64(DType::Float32, {1, 1, K, G, H}, dst);
 }
 
-// B ([D, 2*G*H]: Wb then Rb) as oneDNN's ldgo [1, D, G', H]: Wb + Rb per gate; a
+// Direction d of B ([D, 2*G*H]: Wb then Rb) as oneDNN's ldgo [1, 1, G', H]: Wb + Rb per gate; a
 // linear-before-reset GRU keeps the candidate's two biases apart (G' = 4: u, r,
 // the candidate's Wb, its Rb, which the reset gate scales).
-Tensor onnx_to_ldgo(const Tensor* b, RnnCell cell, bool lbr, int64_t D, int64_t G, int64_t H) {
+Tensor onnx_to_ldgo(const Tensor* b, RnnCell cell, bool lbr, int64_t d, int64_t G, int64_t H) {
   const int64_t out_gates = lbr ? G + 1 : G;
-  std::vector<double> dst(static_cast<size_t>(D * out_gates * H), 0.0);
+  std::vector<double> dst(static_cast<size_t>(out_gates * H), 0.0);
   if (b) {
     const std::vector<double> src = b->to_f64();
-    for (int64_t d = 0; d < D; ++d) {
-      const double* wb = src.data() + d * 2 * G * H;
-      const double* rb = wb + G * H;
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t from = onnx_gate(cell, g) * H + h;
-          double& to = dst[static_cast<size_t>((d * out_gates + g) * H + h)];
-          to = wb[from] + (lbr && g == 2 ? 0.0 : rb[from]);
-          if (lbr && g == 2) dst[static_cast<size_t>((d * out_gates + 3) * H + h)] = rb[from];
-        }
-    }
+    const double* wb = src.data() + d * 2 * G * H;
+    const double* rb = wb + G * H;
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t from = onnx_gate(cell, g) * H + h;
+        dst[static_cast<size_t>(g * H + h)] = wb[from] + (lbr && g == 2 ? 0.0 : rb[from]);
+        if (lbr && g == 2) dst[static_cast<size_t>(3 * H + h)] = rb[from];
+      }
   }
-  return Tensor::from_f64(DType::Float32, {1, D, out_gates, H}, dst);
+  return Tensor::from_f64(DType::Float32, {1, 1, out_gates, H}, dst);
 }
 
 // Why this instance has no fast path, or "" if it has one.
@@ -75,8 +73,71 @@ std::string unsupported(Compiler& c, const Node& n, const RnnConfig& cfg, int64_
   return "";
 }
 
+
+// The shapes of one direction's primitive.
+struct Direction {
+  RnnConfig cfg;
+  int64_t seq, batch, input, hidden;
+  md_t src_layer, dst_layer, state;
+};
+
+// A oneDNN recurrent primitive for one direction; the weights' layouts it chose in
+// w_layer and w_iter. nullopt when oneDNN has no implementation.
+std::optional<dnnl::primitive> make_primitive(Compiler& c, const Direction& s, bool reverse, bool has_h0,
+                                              bool has_c0, md_t& w_layer, md_t& w_iter) {
+  const RnnConfig& cfg = s.cfg;
+  const int64_t G = cfg.gates, H = s.hidden;
+  const bool lbr = cfg.linear_before_reset;
+  const md_t any_w_layer(to_dims({1, 1, s.input, G, H}), dt::f32, tag::any);
+  const md_t any_w_iter(to_dims({1, 1, H, G, H}), dt::f32, tag::any);
+  const md_t bias(to_dims({1, 1, lbr ? G + 1 : G, H}), dt::f32, tag::ldgo);
+  // An absent initial state is a zero descriptor: oneDNN starts from zeros.
+  const md_t h0 = has_h0 ? s.state : md_t(), c0 = has_c0 ? s.state : md_t();
+  const auto dir = reverse ? dnnl::rnn_direction::unidirectional_right2left : dnnl::rnn_direction::unidirectional_left2right;
+  const auto fwd = dnnl::prop_kind::forward_inference;
+  try {
+    if (cfg.cell == RnnCell::Lstm) {
+      dnnl::lstm_forward::primitive_desc p(
+          dnnl::lstm_forward::desc(fwd, dir, s.src_layer, h0, c0, any_w_layer, any_w_iter, bias, s.dst_layer, s.state, s.state),
+          c.engine());
+      w_layer = p.weights_layer_desc(), w_iter = p.weights_iter_desc();
+      return dnnl::lstm_forward(p);
+    }
+    if (cfg.cell == RnnCell::Gru && lbr) {
+      dnnl::lbr_gru_forward::primitive_desc p(
+          dnnl::lbr_gru_forward::desc(fwd, dir, s.src_layer, h0, any_w_layer, any_w_iter, bias, s.dst_layer, s.state),
+          c.engine());
+      w_layer = p.weights_layer_desc(), w_iter = p.weights_iter_desc();
+      return dnnl::lbr_gru_forward(p);
+    }
+    if (cfg.cell == RnnCell::Gru) {
+      dnnl::gru_forward::primitive_desc p(
+          dnnl::gru_forward::desc(fwd, dir, s.src_layer, h0, any_w_layer, any_w_iter, bias, s.dst_layer, s.state),
+          c.engine());
+      w_layer = p.weights_layer_desc(), w_iter = p.weights_iter_desc();
+      return dnnl::gru_forward(p);
+    }
+    dnnl::vanilla_rnn_forward::primitive_desc p(
+        dnnl::vanilla_rnn_forward::desc(fwd, dnnl::algorithm::eltwise_tanh, dir, s.src_layer, h0, any_w_layer,
+                                        any_w_iter, bias, s.dst_layer, s.state),
+        c.engine());
+    w_layer = p.weights_layer_desc(), w_iter = p.weights_iter_desc();
+    return dnnl::vanilla_rnn_forward(p);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
+// Values of one direction's results: [T, N, H] (layer output) and [1, 1, N, H] states.
+struct DirectionOutputs {
+  int layer = -1, h = -1, c = -1;
+};
+
 }  // namespace
 
+// A bidirectional node runs as two unidirectional primitives and concatenations:
+// oneDNN's bidirectional primitive was 2-3x slower at batch 1 (it multiplies the
+// layer input step by step instead of in one product).
 bool lower_recurrent(Compiler& c, const Node& n) {
   const RnnConfig cfg = rnn_config(n.op_type(), n.attrs());
   const auto& in = n.inputs();
@@ -84,134 +145,114 @@ bool lower_recurrent(Compiler& c, const Node& n) {
   const int64_t seq = xd[cfg.layout == 0 ? 0 : 1], batch = xd[cfg.layout == 0 ? 1 : 0], input = xd[2];
   if (seq < 1 || batch < 1 || !unsupported(c, n, cfg, seq).empty()) return false;
   const int64_t D = cfg.directions, G = cfg.gates, H = c.dims(in[2])[2];
-  const bool lbr = cfg.linear_before_reset;
   const bool has_c = cfg.cell == RnnCell::Lstm;
   const std::string who = n.name();
 
-  // oneDNN's layer input and output: [T, N, C] in memory order tnc, or ntc for layout 1,
-  // which is Y's own order when there is one direction (and for layout 1, both).
+  // oneDNN's layer input and output: [T, N, C] in memory order tnc, or ntc for layout 1.
   const tag seq_tag = cfg.layout == 0 ? tag::tnc : tag::ntc;
-  const md_t src_layer_md(to_dims({seq, batch, input}), dt::f32, seq_tag);
-  const md_t dst_layer_md(to_dims({seq, batch, D * H}), dt::f32, seq_tag);
-  const md_t state_md(to_dims({1, D, batch, H}), dt::f32, tag::ldnc);
-  const md_t any_w_layer(to_dims({1, D, input, G, H}), dt::f32, tag::any);
-  const md_t any_w_iter(to_dims({1, D, H, G, H}), dt::f32, tag::any);
-  const md_t bias_md(to_dims({1, D, lbr ? G + 1 : G, H}), dt::f32, tag::ldgo);
-  const dnnl::rnn_direction dir = D == 2      ? dnnl::rnn_direction::bidirectional_concat
-                                  : cfg.reverse ? dnnl::rnn_direction::unidirectional_right2left
-                                                : dnnl::rnn_direction::unidirectional_left2right;
-  const auto fwd = dnnl::prop_kind::forward_inference;
+  Direction s{cfg, seq, batch, input, H, md_t(to_dims({seq, batch, input}), dt::f32, seq_tag),
+              md_t(to_dims({seq, batch, H}), dt::f32, seq_tag), md_t(to_dims({1, 1, batch, H}), dt::f32, tag::ldnc)};
 
-  // Initial states as ldnc: layout 0's [D, N, H] already is; layout 1's [N, D, H] is transposed.
-  auto initial_state = [&](size_t k, const std::string& what) -> int {
+  // Direction d of an initial state as ldnc [1, 1, N, H]: a slice of [D, N, H], or of
+  // layout 1's [N, D, H] transposed.
+  auto initial_state = [&](size_t k, int64_t d, const std::string& what) -> int {
     if (k >= in.size() || !in[k].present()) return -1;
-    int s = c.as_plain(c.id(in[k]));
-    if (cfg.layout == 0) return c.alias(s, {1, D, batch, H}, state_md, who + what);
-    int t = c.view(s, {1, D, batch, H}, {D * batch * H, H, D * H, 1}, 0, who + what + ".view");
-    return c.as_layout(t, state_md);
+    int all = c.as_plain(c.id(in[k]));
+    const int64_t at = (cfg.layout == 0 ? d * batch * H : d * H) * 4;
+    const std::vector<int64_t> strides = cfg.layout == 0 ? std::vector<int64_t>{batch * H, batch * H, H, 1}
+                                                         : std::vector<int64_t>{batch * D * H, batch * D * H, D * H, 1};
+    int v = c.view(all, {1, 1, batch, H}, strides, at, who + what + std::to_string(d));
+    return c.is_dense(v) ? v : c.as_layout(v, s.state);
   };
-  const int h0 = initial_state(5, ".initial_h"), c0 = has_c ? initial_state(6, ".initial_c") : -1;
 
-  // An absent initial state is a zero descriptor: oneDNN starts from zeros.
-  const md_t h0_md = h0 >= 0 ? state_md : md_t(), c0_md = c0 >= 0 ? state_md : md_t();
-  md_t w_layer_md, w_iter_md;  // the weights' layouts the primitive chose
-  dnnl::primitive prim;
-  try {
-    if (cfg.cell == RnnCell::Lstm) {
-      dnnl::lstm_forward::desc desc(fwd, dir, src_layer_md, h0_md, c0_md, any_w_layer, any_w_iter, bias_md,
-                                    dst_layer_md, state_md, state_md);
-      dnnl::lstm_forward::primitive_desc p(desc, c.engine());
-      w_layer_md = p.weights_layer_desc();
-      w_iter_md = p.weights_iter_desc();
-      prim = dnnl::lstm_forward(p);
-    } else if (cfg.cell == RnnCell::Gru && lbr) {
-      dnnl::lbr_gru_forward::desc desc(fwd, dir, src_layer_md, h0_md, any_w_layer, any_w_iter, bias_md,
-                                       dst_layer_md, state_md);
-      dnnl::lbr_gru_forward::primitive_desc p(desc, c.engine());
-      w_layer_md = p.weights_layer_desc();
-      w_iter_md = p.weights_iter_desc();
-      prim = dnnl::lbr_gru_forward(p);
-    } else if (cfg.cell == RnnCell::Gru) {
-      dnnl::gru_forward::desc desc(fwd, dir, src_layer_md, h0_md, any_w_layer, any_w_iter, bias_md, dst_layer_md,
-                                   state_md);
-      dnnl::gru_forward::primitive_desc p(desc, c.engine());
-      w_layer_md = p.weights_layer_desc();
-      w_iter_md = p.weights_iter_desc();
-      prim = dnnl::gru_forward(p);
-    } else {
-      dnnl::vanilla_rnn_forward::desc desc(fwd, dnnl::algorithm::eltwise_tanh, dir, src_layer_md, h0_md,
-                                           any_w_layer, any_w_iter, bias_md, dst_layer_md, state_md);
-      dnnl::vanilla_rnn_forward::primitive_desc p(desc, c.engine());
-      w_layer_md = p.weights_layer_desc();
-      w_iter_md = p.weights_iter_desc();
-      prim = dnnl::vanilla_rnn_forward(p);
+  const Tensor* b = in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
+  int x = c.alias(c.as_plain(c.id(in[0])), {seq, batch, input}, s.src_layer, who + ".src_layer");
+  const std::vector<TensorType> types = c.concrete_types(n);
+  const std::vector<int64_t> y_dims = static_dims(types[0].shape);
+  std::vector<DirectionOutputs> outs;
+  for (int64_t d = 0; d < D; ++d) {
+    int h0 = initial_state(5, d, ".initial_h"), c0 = has_c ? initial_state(6, d, ".initial_c") : -1;
+    // oneDNN's LSTM takes both initial states or neither: the absent one is zeros.
+    if (has_c && (h0 >= 0) != (c0 >= 0)) {
+      const int zeros = c.constant_value(Tensor::from_f64(DType::Float32, {1, 1, batch, H},
+                                                          std::vector<double>(static_cast<size_t>(batch * H), 0.0)),
+                                         who + ".zero_state");
+      (h0 >= 0 ? c0 : h0) = zeros;
     }
-  } catch (const dnnl::error&) {
-    return false;  // no implementation for these shapes: the reference kernel
+    md_t w_layer_md, w_iter_md;
+    std::optional<dnnl::primitive> prim =
+        make_primitive(c, s, cfg.reverse || d == 1, h0 >= 0, c0 >= 0, w_layer_md, w_iter_md);
+    if (!prim) return false;  // before any step: the reference kernel runs the node
+    const std::string part = D == 2 ? (d == 0 ? ".forward" : ".reverse") : "";
+    int w_layer = c.as_layout(
+        c.constant_value(onnx_to_ldigo(*c.known(in[1]), cfg.cell, d, G, H, input), who + part + ".weights_layer"),
+        w_layer_md);
+    int w_iter = c.as_layout(
+        c.constant_value(onnx_to_ldigo(*c.known(in[2]), cfg.cell, d, G, H, H), who + part + ".weights_iter"), w_iter_md);
+    int bias = c.constant_value(onnx_to_ldgo(b, cfg.cell, cfg.linear_before_reset, d, G, H), who + part + ".bias");
+    // One direction's layer output is Y itself ([T, 1, N, H] or [N, T, 1, H]).
+    DirectionOutputs o;
+    o.layer = D == 1 ? c.new_value(DType::Float32, y_dims, plain_md(y_dims, dt::f32), who)
+                     : c.new_value(DType::Float32, {seq, batch, H}, s.dst_layer, who + part);
+    const int layer_arg = D == 1 ? c.alias(o.layer, {seq, batch, H}, s.dst_layer, who + ".dst_layer") : o.layer;
+    o.h = c.new_value(DType::Float32, {1, 1, batch, H}, s.state, who + part + ".dst_iter");
+    if (has_c) o.c = c.new_value(DType::Float32, {1, 1, batch, H}, s.state, who + part + ".dst_iter_c");
+
+    RtStep step;
+    step.prim = *prim;
+    auto arg = [&](int key, int id, bool write) {
+      step.args.emplace_back(key, id);
+      (write ? step.writes : step.reads).push_back(id);
+    };
+    arg(DNNL_ARG_SRC_LAYER, x, false);
+    if (h0 >= 0) arg(DNNL_ARG_SRC_ITER, h0, false);
+    if (c0 >= 0) arg(DNNL_ARG_SRC_ITER_C, c0, false);
+    arg(DNNL_ARG_WEIGHTS_LAYER, w_layer, false);
+    arg(DNNL_ARG_WEIGHTS_ITER, w_iter, false);
+    arg(DNNL_ARG_BIAS, bias, false);
+    arg(DNNL_ARG_DST_LAYER, layer_arg, true);
+    arg(DNNL_ARG_DST_ITER, o.h, true);
+    if (o.c >= 0) arg(DNNL_ARG_DST_ITER_C, o.c, true);
+    const double flops = 2.0 * static_cast<double>(seq * batch * G * H * (input + H));
+    step.info = step_info(n, "rnn",
+                          n.op_type() + (cfg.linear_before_reset ? " lbr" : "") + (cfg.reverse || d == 1 ? " reverse" : "") +
+                              " T" + std::to_string(seq) + " N" + std::to_string(batch) + " I" + std::to_string(input) +
+                              " H" + std::to_string(H) + " layout" + std::to_string(cfg.layout) +
+                              (h0 >= 0 ? " h0" : "") + (c0 >= 0 ? " c0" : "") + " t" + std::to_string(c.opts().threads),
+                          flops);
+    for (const auto& [key, id] : step.args) step.info.bytes += static_cast<double>(c.val(id).bytes);
+    c.add_step(std::move(step));
+    outs.push_back(o);
   }
 
-  // Weights and biases, reordered once.
-  const Tensor* b = in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
-  int w_layer = c.as_layout(
-      c.constant_value(onnx_to_ldigo(*c.known(in[1]), cfg.cell, D, G, H, input), who + ".weights_layer"),
-      w_layer_md);
-  int w_iter = c.as_layout(c.constant_value(onnx_to_ldigo(*c.known(in[2]), cfg.cell, D, G, H, H), who + ".weights_iter"),
-                           w_iter_md);
-  int bias = c.constant_value(onnx_to_ldgo(b, cfg.cell, lbr, D, G, H), who + ".bias");
-
-  // Layer input in the layout the primitive reads (X itself when dense).
-  int x = c.alias(c.as_plain(c.id(in[0])), {seq, batch, input}, src_layer_md, who + ".src_layer");
-
-  // Outputs. Y is the layer output itself except for bidirectional layout 0, where
-  // oneDNN's [T, N, 2H] becomes Y's [T, 2, N, H] with one reorder.
-  const std::vector<TensorType> types = c.concrete_types(n);
-  const bool y_direct = D == 1 || cfg.layout == 1;
-  const std::vector<int64_t> y_dims = static_dims(types[0].shape);
-  int dst_layer = y_direct ? c.new_value(DType::Float32, y_dims, plain_md(y_dims, dt::f32), who)
-                           : c.new_value(DType::Float32, {seq, batch, D * H}, dst_layer_md, who + ".dst_layer");
-  int dst_layer_arg = y_direct ? c.alias(dst_layer, {seq, batch, D * H}, dst_layer_md, who + ".dst_layer") : dst_layer;
-  int h_out = c.new_value(DType::Float32, {1, D, batch, H}, state_md, who + ".dst_iter");
-  int c_out = has_c ? c.new_value(DType::Float32, {1, D, batch, H}, state_md, who + ".dst_iter_c") : -1;
-
-  RtStep step;
-  step.prim = prim;
-  auto arg = [&](int key, int id, bool write) {
-    step.args.emplace_back(key, id);
-    (write ? step.writes : step.reads).push_back(id);
+  // Concatenates the directions' parts along `axis` of `dims` (each part has extent 1 there).
+  auto concat = [&](std::vector<int> parts, std::vector<int64_t> dims, int axis, const std::string& name) {
+    std::vector<md_t> mds;
+    std::vector<int64_t> part_dims = dims;
+    part_dims[static_cast<size_t>(axis)] = 1;
+    std::vector<std::pair<int, int>> args;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts[i] = c.alias(parts[i], part_dims, plain_md(part_dims, dt::f32), name + ".part");
+      mds.push_back(c.val(parts[i]).md);
+      args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), parts[i]});
+    }
+    const md_t out_md = plain_md(dims, dt::f32);
+    dnnl::concat::primitive_desc pd(out_md, axis, mds, c.engine());
+    int out = c.new_value(DType::Float32, dims, out_md, name);
+    args.push_back({DNNL_ARG_DST, out});
+    c.add_primitive(dnnl::concat(pd), args, step_info(n, "concat", "rnn directions " + to_string(dims)));
+    return out;
   };
-  arg(DNNL_ARG_SRC_LAYER, x, false);
-  if (h0 >= 0) arg(DNNL_ARG_SRC_ITER, h0, false);
-  if (c0 >= 0) arg(DNNL_ARG_SRC_ITER_C, c0, false);
-  arg(DNNL_ARG_WEIGHTS_LAYER, w_layer, false);
-  arg(DNNL_ARG_WEIGHTS_ITER, w_iter, false);
-  arg(DNNL_ARG_BIAS, bias, false);
-  arg(DNNL_ARG_DST_LAYER, dst_layer_arg, true);
-  arg(DNNL_ARG_DST_ITER, h_out, true);
-  if (c_out >= 0) arg(DNNL_ARG_DST_ITER_C, c_out, true);
-  const double flops = 2.0 * static_cast<double>(D * seq * batch * G * H * (input + H));
-  step.info = step_info(n, "rnn",
-                        n.op_type() + (lbr ? " lbr" : "") + " T" + std::to_string(seq) + " N" + std::to_string(batch) +
-                            " I" + std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(D) +
-                            " layout" + std::to_string(cfg.layout) + (h0 >= 0 ? " h0" : "") + (c0 >= 0 ? " c0" : "") +
-                            " t" + std::to_string(c.opts().threads),
-                        flops);
-  for (const auto& [key, id] : step.args) step.info.bytes += static_cast<double>(c.val(id).bytes);
-  c.add_step(std::move(step));
-
-  // Y: [T, N, 2, H] in memory read as [T, 2, N, H] and made dense.
-  int y = dst_layer;
-  if (!y_direct) y = c.as_plain(c.view(dst_layer, y_dims, {batch * D * H, H, D * H, 1}, 0, who + ".y_view"));
-  c.bind(n.output(0), y);
-  // Y_h, Y_c: ldnc is [D, N, H]; layout 1 wants [N, D, H].
-  auto state_output = [&](int id, size_t k) {
+  auto bind_state = [&](size_t k, int DirectionOutputs::*which) {
     if (k >= n.num_outputs()) return;
     const std::vector<int64_t> dims = static_dims(types[k].shape);
-    int out = cfg.layout == 0 ? c.alias(id, dims, plain_md(dims, dt::f32), who + ".state")
-                              : c.as_plain(c.view(id, dims, {H, batch * H, 1}, 0, who + ".state_view"));
-    c.bind(n.output(k), out);
+    if (D == 1) return c.bind(n.output(k), c.alias(outs[0].*which, dims, plain_md(dims, dt::f32), who + ".state"));
+    c.bind(n.output(k), concat({outs[0].*which, outs[1].*which}, dims, cfg.layout == 0 ? 0 : 1, who + ".state"));
   };
-  state_output(h_out, 1);
-  if (has_c) state_output(c_out, 2);
+  if (D == 1) c.bind(n.output(0), outs[0].layer);
+  else c.bind(n.output(0), concat({outs[0].layer, outs[1].layer}, y_dims, cfg.layout == 0 ? 1 : 2, who));
+  bind_state(1, &DirectionOutputs::h);
+  if (has_c) bind_state(2, &DirectionOutputs::c);
   return true;
 }
 
