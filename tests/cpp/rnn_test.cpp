@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "eval/evaluator.h"
 #include "ir/error.h"
@@ -135,7 +136,7 @@ Graph case_graph(const Case& k, uint64_t seed, Attributes extra = {}) {
   return b.finish(out, names);
 }
 
-TEST(Rnn, RuntimeMatchesTheReferenceOnRandomShapes) {
+void random_shapes_against_reference() {
   std::mt19937_64 rng(0x4e4e);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   const char* const ops[] = {"LSTM", "GRU", "RNN"};
@@ -149,6 +150,17 @@ TEST(Rnn, RuntimeMatchesTheReferenceOnRandomShapes) {
                  " outputs " + std::to_string(k.outputs));
     for (const runtime::StepInfo& s : run_against_reference(case_graph(k, 100 + i), 1e-4))
       EXPECT_NE(s.kind, "reference") << s.label << " has no fast path";
+  }
+}
+
+// By default batch 1 runs isomer's own recurrence and larger batches oneDNN's
+// primitives; $ISOMER_RNN forces either, so both are checked on every shape.
+TEST(Rnn, RuntimeMatchesTheReferenceOnRandomShapes) {
+  for (const char* impl : {"", "native", "onednn"}) {
+    SCOPED_TRACE(std::string("ISOMER_RNN=") + impl);
+    if (*impl) setenv("ISOMER_RNN", impl, 1);
+    random_shapes_against_reference();
+    unsetenv("ISOMER_RNN");
   }
 }
 
