@@ -515,6 +515,7 @@ class Generator {
 
   Value einsum_or_range(const Value& x, const Dims& d) {
     const int64_t r = static_cast<int64_t>(d.size());
+    if (r == 3 && coin(30)) return recurrent(x, d);
     if (coin(25)) {
       Value n = b_.constant(Tensor::scalar_f32(static_cast<float>(1 + rnd(6))));
       return op1("Range", {scalar(0), n, scalar(coin() ? 1 : 0.5)});
@@ -525,6 +526,28 @@ class Generator {
       case 1: return op1("Einsum", {x}, {{"equation", std::string("...ij->...ji")}});
       default: return op1("Einsum", {x}, {{"equation", std::string("...ij->...i")}});
     }
+  }
+
+  // LSTM, GRU or RNN over x read as [seq, batch, input] (or, with layout 1, [batch, seq, input]).
+  Value recurrent(const Value& x, const Dims& d) {
+    static const char* const kOps[] = {"LSTM", "GRU", "RNN"};
+    static const char* const kDirections[] = {"forward", "reverse", "bidirectional"};
+    const int64_t which = rnd(3), gates = which == 0 ? 4 : which == 1 ? 3 : 1, hidden = 1 + rnd(4);
+    const int64_t dirs = coin(30) ? 2 : 1, layout = rnd(2);
+    const int64_t batch = d[layout == 0 ? 1 : 0];
+    Attributes a{{"hidden_size", hidden}, {"layout", layout},
+                 {"direction", std::string(kDirections[dirs == 2 ? 2 : rnd(2)])}};
+    if (which == 1) a.set("linear_before_reset", int64_t{rnd(2)});
+    std::vector<Value> in{x, fconst({dirs, gates * hidden, d[2]}), fconst({dirs, gates * hidden, hidden})};
+    in.push_back(coin() ? fconst({dirs, 2 * gates * hidden}) : Value{});
+    in.push_back(Value{});  // sequence_lens
+    const Dims state = layout == 0 ? Dims{dirs, batch, hidden} : Dims{batch, dirs, hidden};
+    in.push_back(coin() ? fconst(state) : Value{});
+    if (which == 0 && coin()) in.push_back(fconst(state));
+    while (!in.back().present()) in.pop_back();
+    const size_t outputs = 1 + static_cast<size_t>(rnd(which == 0 ? 3 : 2));
+    std::vector<Value> out = op(kOps[which], in, a, outputs);
+    return out[static_cast<size_t>(rnd(static_cast<int64_t>(outputs)))];
   }
 
   // A fused μGraph region (no kernel: its body's semantics run) around a small chain.
@@ -743,7 +766,8 @@ std::vector<std::string> generated_op_types() {
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
-          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph"};
+          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM", "GRU",
+          "RNN"};
 }
 
 }  // namespace isomer::fuzz

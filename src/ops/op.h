@@ -136,6 +136,7 @@ enum class Lowering : uint8_t {
   ScatterND,
   Einsum,
   MuGraph,  // a fused region's generated kernel (src/mugraph)
+  Recurrent,  // LSTM, GRU, RNN
 };
 
 struct OpProperties {

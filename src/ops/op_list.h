@@ -96,6 +96,10 @@ ISOMER_OP(ReduceLogSumExp)
 ISOMER_OP(ArgMax)
 ISOMER_OP(ArgMin)
 ISOMER_OP(CumSum)
+// rnn.cpp: recurrent networks over a sequence
+ISOMER_OP(LSTM)
+ISOMER_OP(GRU)
+ISOMER_OP(RNN)
 // indexing.cpp: elements placed by position
 ISOMER_OP(Tile)
 ISOMER_OP(Trilu)

@@ -36,6 +36,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::ScatterND: return lower_scatter_nd;
     case Lowering::Einsum: return lower_einsum;
     case Lowering::MuGraph: return lower_mugraph;
+    case Lowering::Recurrent: return lower_recurrent;
   }
   return nullptr;
 }

@@ -53,5 +53,7 @@ bool lower_scatter_nd(Compiler& c, const Node& n);
 bool lower_einsum(Compiler& c, const Node& n);
 // Fused μGraph regions: the generated kernel, checked and cached (lower_mugraph.cpp).
 bool lower_mugraph(Compiler& c, const Node& n);
+// LSTM, GRU and RNN: oneDNN's recurrent primitives for the default cells (lower_rnn.cpp).
+bool lower_recurrent(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime
