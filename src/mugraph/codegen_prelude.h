@@ -212,9 +212,36 @@ static inline __attribute__((always_inline)) void mg_rows(int64_t M, int64_t K, 
   }
 }
 
+// A thread's copy of a B panel (mg_gemm), grown as needed, freed with the thread.
+struct mg_panel_buffer {
+  float* p = nullptr;
+  int64_t size = 0;
+  ~mg_panel_buffer() { std::free(p); }
+  float* get(int64_t floats) {
+    if (floats > size) {
+      std::free(p);
+      size = (floats + 15) / 16 * 16;
+      p = static_cast<float*>(std::aligned_alloc(64, size * 4));
+    }
+    return p;
+  }
+};
+
 // C[M x N] (+)= A[M x K] B[K x N]; unit strides along k (A) and n (B, C).
 static inline __attribute__((always_inline)) void mg_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                     int64_t ldc, int acc) {
+  // A tile of a wide B (a weight's columns) is read at the weight's row stride: at
+  // 3072 floats (12 KB) every row of the tile falls into one L1 set and a few dozen
+  // L2 sets, and each block of rows of A read it from L3 (LayerNorm+MatMul ran at
+  // 9 GFLOP/s). Copied once into a dense panel, the tile stays in L1/L2 while the
+  // rows of A stream by.
+  if (ldb != N && M > MG_MR && K * N <= (int64_t{1} << 18)) {
+    static thread_local mg_panel_buffer panel;
+    float* d = panel.get(K * N);
+    for (int64_t k = 0; k < K; ++k) __builtin_memcpy(d + k * N, B + k * ldb, static_cast<size_t>(N) * 4);
+    B = d;
+    ldb = N;
+  }
   int64_t n = 0;
   for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
   for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
