@@ -136,6 +136,9 @@ enum class Lowering : uint8_t {
   ScatterND,
   Einsum,
   MuGraph,  // a fused region's generated kernel (src/mugraph)
+  ConvTranspose,
+  Resize,
+  SpaceDepth,  // DepthToSpace, SpaceToDepth
 };
 
 struct OpProperties {

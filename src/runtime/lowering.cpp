@@ -36,6 +36,9 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::ScatterND: return lower_scatter_nd;
     case Lowering::Einsum: return lower_einsum;
     case Lowering::MuGraph: return lower_mugraph;
+    case Lowering::ConvTranspose: return lower_conv_transpose;
+    case Lowering::Resize: return lower_resize;
+    case Lowering::SpaceDepth: return lower_space_depth;
   }
   return nullptr;
 }

@@ -112,7 +112,13 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"ReduceL2", {1, 11, 13, 18}}, {"ReduceLogSum", {1, 11, 13, 18, 28}},
       {"ReduceLogSumExp", {1, 11, 13, 18, 28}}, {"ArgMax", {1, 11, 12, 13}}, {"ArgMin", {1, 11, 12, 13}},
       {"CumSum", {11, 14}}, {"Tile", {1, 6, 13}}, {"Trilu", {14}}, {"GatherElements", {11, 13}},
-      {"ScatterND", {11, 13, 16, 18}}, {"Range", {11, 27}}};
+      {"ScatterND", {11, 13, 16, 18}}, {"Range", {11, 27}},
+      // Upsampling. Resize-10 is adapted by its hook (asymmetric, floor); 11 adds roi and the
+      // coordinate modes, 13 makes roi and scales optional, 18 adds antialias (kept opaque),
+      // axes and keep_aspect_ratio_policy, 19 half_pixel_symmetric: all implemented.
+      // DepthToSpace-11 adds mode (CRD); ConvTranspose-22 and the rest widen types.
+      {"ConvTranspose", {1, 11, 22}}, {"Resize", {10, 11, 13, 18, 19}}, {"DepthToSpace", {1, 11, 13}},
+      {"SpaceToDepth", {1, 13}}};
   EXPECT_LE(kReviewedOpset, onnx_detail::newest_opset(""));
   for (const OpDef* op : all_ops()) {
     if (!op->onnx_domain.empty()) continue;

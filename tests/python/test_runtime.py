@@ -59,7 +59,7 @@ NEW_OPS = {
     "ThresholdedRelu", "PRelu", "GlobalMaxPool", "LogSoftmax", "RMSNormalization", "GroupNormalization",
     "InstanceNormalization", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum", "Tile", "Trilu", "GatherElements",
-    "ScatterND", "Range", "Einsum",
+    "ScatterND", "Range", "Einsum", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth",
 }
 
 # Node tests of these operators that do not run natively, and why; all their other

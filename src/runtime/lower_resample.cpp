@@ -1,0 +1,341 @@
+// Lowering of the upsampling operators of CNN decoders and necks:
+// ConvTranspose on oneDNN's deconvolution (bias and what follows fused as
+// post-ops, layouts chosen by oneDNN as for convolutions); Resize on oneDNN's
+// resampling where its source pixels and weights are ONNX's (checked index by
+// index), else on isomer's own separable kernel below, with the reference
+// evaluator's own tables (ops/resize.h); DepthToSpace and SpaceToDepth as one
+// strided copy.
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "kernels/copy.h"
+#include "kernels/parallel.h"
+#include "ops/nn_common.h"
+#include "ops/resize.h"
+#include "runtime/compiler.h"
+#include "runtime/fusion.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// oneDNN's resampling maps output index o to (o + 0.5) in / out - 0.5 in float
+// (src/cpu/resampling_utils.hpp), rounded half away from zero for nearest.
+float onednn_coordinate(int64_t o, int64_t in, int64_t out) {
+  return (static_cast<float>(o) + 0.5f) * static_cast<float>(in) / static_cast<float>(out) - 0.5f;
+}
+
+// True if oneDNN's resampling takes the same source pixels as `plan` along every
+// axis, and for linear mode, the same coordinate (ONNX half_pixel at scale out/in).
+bool onednn_matches(const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
+  const size_t r = plan.axes.size();
+  if (r < 3 || r > 5 || plan.any_outside || !plan.axes[0].identity() || !plan.axes[1].identity()) return false;
+  if (a.mode == "nearest") {
+    for (size_t d = 2; d < r; ++d) {
+      const ops::ResizeAxis& ax = plan.axes[d];
+      for (int64_t o = 0; o < ax.out; ++o) {
+        int64_t i = static_cast<int64_t>(std::round(onednn_coordinate(o, ax.in, ax.out)));
+        i = std::clamp<int64_t>(i, 0, ax.in - 1);
+        if (i != ax.index[o]) return false;
+      }
+    }
+    return true;
+  }
+  if (a.mode != "linear") return false;
+  for (size_t d = 2; d < r; ++d) {
+    const ops::ResizeAxis& ax = plan.axes[d];
+    const bool half_pixel = a.coord == "half_pixel" || (a.coord == "pytorch_half_pixel" && ax.out > 1) ||
+                            (a.coord == "half_pixel_symmetric" && ax.scale * ax.in == ax.out);
+    if (!half_pixel || ax.scale != static_cast<double>(ax.out) / static_cast<double>(ax.in)) return false;
+  }
+  return true;
+}
+
+bool resize_on_onednn(Compiler& c, const Node& n, const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
+  const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
+  const std::vector<int64_t> od = plan.out_dims();
+  const auto alg =
+      a.mode == "nearest" ? dnnl::algorithm::resampling_nearest : dnnl::algorithm::resampling_linear;
+  const Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/true, /*full_binary=*/false);
+  const bool blocked = c.opts().blocked_layouts;
+  const size_t sp = xd.size() - 2;
+  const tag plain = sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw;
+  // The source in the layout it has (a convolution's blocked output), the
+  // destination in the same: oneDNN's resampling kernels take any.
+  const int x = c.id(n.inputs()[0]);
+  md_t src_md = blocked ? c.val(x).md : md_t(to_dims(xd), dt::f32, plain);
+  if (src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked)
+    src_md = md_t(to_dims(xd), dt::f32, plain);
+  md_t dst_any(to_dims(od), dt::f32, tag::any);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst);
+    return dnnl::resampling_forward::primitive_desc(d, attr, c.engine());
+  };
+  dnnl::resampling_forward::primitive_desc pd;
+  try {
+    pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  if (is_reference(pd)) return false;
+  const md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  pd = make_pd(dst_md, attr);
+  const int src = c.as_layout(x, pd.src_desc());
+  const int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  StepInfo info;
+  info.kind = "resample";
+  info.label = n.name();
+  info.ops = fusion_ops("Resize", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  info.signature = std::string("resampling ") + (a.mode == "nearest" ? "nearest" : "linear") + " src " +
+                   describe_md(pd.src_desc()) + " dst " + describe_md(pd.dst_desc()) + post + " impl " +
+                   pd.impl_info_str();
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+// The last two axes' tables as float weights, for the kernel below.
+struct PlaneTaps {
+  int64_t ih = 1, iw = 1, oh = 1, ow = 1;
+  int th = 1, tw = 1;
+  std::vector<int64_t> hi, wi;
+  std::vector<float> hw, ww;
+};
+
+PlaneTaps plane_taps(const ops::ResizeAxis* h, const ops::ResizeAxis& w) {
+  PlaneTaps t;
+  if (h) {
+    t.ih = h->in, t.oh = h->out, t.th = h->taps, t.hi = h->index;
+    t.hw.assign(h->weight.begin(), h->weight.end());
+  } else {
+    t.hi = {0}, t.hw = {1.f};
+  }
+  t.iw = w.in, t.ow = w.out, t.tw = w.taps, t.wi = w.index;
+  t.ww.assign(w.weight.begin(), w.weight.end());
+  return t;
+}
+
+// y[p][oh][ow] = sum_j hw[oh, j] sum_k ww[ow, k] x[p][hi[oh, j]][wi[ow, k]] for every plane p.
+ISOMER_CLONES void resize_planes(const float* x, float* y, int64_t planes, const PlaneTaps& t) {
+#pragma omp parallel for
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * t.ih * t.iw;
+    float* yp = y + p * t.oh * t.ow;
+    for (int64_t oh = 0; oh < t.oh; ++oh) {
+      float* row = yp + oh * t.ow;
+      if (t.th == 1 && t.tw == 1) {
+        if (oh > 0 && t.hi[oh] == t.hi[oh - 1]) {  // nearest upsampling repeats rows
+          std::memcpy(row, row - t.ow, sizeof(float) * static_cast<size_t>(t.ow));
+          continue;
+        }
+        const float* src = xp + t.hi[oh] * t.iw;
+        for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = src[t.wi[ow]];
+        continue;
+      }
+      for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = 0.f;
+      for (int j = 0; j < t.th; ++j) {
+        const float wh = t.hw[oh * t.th + j];
+        if (wh == 0.f) continue;
+        const float* src = xp + t.hi[oh * t.th + j] * t.iw;
+        for (int64_t ow = 0; ow < t.ow; ++ow) {
+          float s = 0.f;
+          for (int k = 0; k < t.tw; ++k) s += t.ww[ow * t.tw + k] * src[t.wi[ow * t.tw + k]];
+          row[ow] += wh * s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool lower_conv_transpose(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
+  const Tensor* wt = c.known(n.inputs()[1]);
+  const std::vector<int64_t> xd = c.dims(n.inputs()[0]), wd = c.dims(n.inputs()[1]);
+  const size_t sp = xd.size() - 2;
+  if (sp < 1 || sp > 3) return false;
+  const int64_t groups = n.attrs().get_int("group", 1), C = xd[1], Cg = C / groups, Mg = wd[1], M = Mg * groups;
+  const std::vector<ops::DeconvAxis> axes = ops::plan_deconv(
+      n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()), std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  std::vector<int64_t> od{xd[0], M};
+  dims_t strides, dil, pl, pr;
+  for (const ops::DeconvAxis& a : axes) {
+    if (a.pad_begin < 0) return false;
+    od.push_back(a.out);
+    strides.push_back(a.stride);
+    dil.push_back(a.dilation - 1);
+    pl.push_back(a.pad_begin);
+    pr.push_back(a.pad_end - a.out_pad);  // output_padding extends the far end
+  }
+  // oneDNN's weights are [G,] M/G, C/G, k...: ONNX's C, M/G, k... seen with the
+  // first two axes swapped (strides, no copy); oneDNN reorders them to its layout.
+  const int64_t cells = product(wd, 2, wd.size());
+  std::vector<int64_t> wshape = groups > 1 ? std::vector<int64_t>{groups, Mg, Cg} : std::vector<int64_t>{M, C};
+  std::vector<int64_t> wstrides =
+      groups > 1 ? std::vector<int64_t>{Cg * Mg * cells, cells, Mg * cells} : std::vector<int64_t>{cells, Mg * cells};
+  wshape.insert(wshape.end(), wd.begin() + 2, wd.end());
+  const std::vector<int64_t> kernel_strides = row_major(std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  wstrides.insert(wstrides.end(), kernel_strides.begin(), kernel_strides.end());
+  const bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+
+  Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/true, /*full_binary=*/false);
+  const bool blocked = c.opts().blocked_layouts;
+  const tag plain = sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw;
+  const md_t src_any(to_dims(xd), dt::f32, blocked ? tag::any : plain);
+  md_t dst_any(to_dims(od), dt::f32, blocked ? tag::any : plain);
+  const md_t wei_any(to_dims(wshape), dt::f32, tag::any), bias_md(dims_t{M}, dt::f32, tag::a);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                        src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
+    return dnnl::deconvolution_forward::primitive_desc(d, attr, c.engine());
+  };
+  dnnl::deconvolution_forward::primitive_desc pd;
+  try {
+    pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  } catch (const dnnl::error&) {
+    return false;  // a geometry oneDNN does not take (negative far padding): the reference kernel
+  }
+  if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  const md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  if (fusion.has_add() || fusion.has_binary()) pd = make_pd(dst_md, attr);
+
+  int wid;
+  if (wt) {
+    const std::vector<double> w = wt->to_f64();
+    std::vector<double> wo(w.size());
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t m = 0; m < Mg; ++m)
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t k = 0; k < cells; ++k)
+            wo[((g * Mg + m) * Cg + ci) * cells + k] = w[((g * Cg + ci) * Mg + m) * cells + k];
+    wid = c.as_layout(c.constant_value(Tensor::from_f64(DType::Float32, wshape, wo), n.name() + ".weight"),
+                      pd.weights_desc());
+  } else {  // weights computed at run time (or a graph input): reordered on every run
+    wid = c.as_layout(c.view(c.as_plain(c.id(n.inputs()[1])), wshape, wstrides, 0, n.name() + ".weight_view"),
+                      pd.weights_desc());
+  }
+  const int src = c.as_layout(c.id(n.inputs()[0]), pd.src_desc());
+  const int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, c.as_layout(c.id(n.inputs()[2]), bias_md)});
+  StepInfo info;
+  info.kind = "deconv";
+  info.label = n.name();
+  info.ops = fusion_ops("ConvTranspose", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  std::ostringstream sig;
+  sig << "deconv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
+      << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
+      << " d" << to_string(std::vector<int64_t>(dil.begin(), dil.end())) << " pl"
+      << to_string(std::vector<int64_t>(pl.begin(), pl.end())) << " pr"
+      << to_string(std::vector<int64_t>(pr.begin(), pr.end())) << " g" << groups << (has_bias ? " bias" : "")
+      << post << " impl " << pd.impl_info_str();
+  info.signature = sig.str();
+  info.flops = 2.0 * static_cast<double>(num_elements(xd)) * static_cast<double>(Mg * cells);
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+bool lower_resize(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
+  const auto& in = n.inputs();
+  auto operand = [&](size_t i, bool& ok) -> const Tensor* {
+    if (i >= in.size() || !in[i].present()) return nullptr;
+    const Tensor* t = c.known(in[i]);
+    ok = ok && t;
+    return t;
+  };
+  bool ok = true;
+  const Tensor *roi = operand(1, ok), *scales = operand(2, ok), *sizes = operand(3, ok);
+  if (!ok) return false;  // extents computed at run time: the reference kernel
+  const std::vector<int64_t> xd = c.dims(in[0]);
+  const ops::ResizeAttrs a = ops::read_resize_attrs(n.attrs(), static_cast<int64_t>(xd.size()));
+  const ops::ResizePlan plan =
+      ops::plan_resize(a, xd,
+                       ops::resize_extents(a, xd, roi ? roi->to_f64() : std::vector<double>{},
+                                           scales ? scales->to_f64() : std::vector<double>{},
+                                           sizes ? sizes->to_i64() : std::vector<int64_t>{}));
+  if (plan.any_outside) return false;  // tf_crop_and_resize's extrapolation: the reference kernel
+  const size_t r = xd.size();
+  if (onednn_matches(plan, a) && resize_on_onednn(c, n, plan, a)) return true;
+  // Own kernel: only the last two axes may change.
+  if (r < 1) return false;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (!plan.axes[d].identity()) return false;
+  const PlaneTaps taps = plane_taps(r >= 2 ? &plan.axes[r - 2] : nullptr, plan.axes[r - 1]);
+  const int64_t planes = product(xd, 0, r >= 2 ? r - 2 : r - 1);
+  const int x = c.as_plain(c.id(in[0]));
+  const std::vector<int64_t> od = plan.out_dims();
+  const int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+  add_native_step(c,
+                  step_info(n, "resize",
+                            a.mode + " " + a.coord + " " + to_string(xd) + " -> " + to_string(od),
+                            2.0 * static_cast<double>(num_elements(od)) * taps.th * taps.tw),
+                  {x}, {y}, [taps, planes](const std::vector<char*>& p) {
+                    resize_planes(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), planes, taps);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// DepthToSpace (DCR): y[n, c, h, i, w, j] = x[n, (i b + j) C' + c, h, w] with y seen
+// as [N, C', H, b, W, b]; CRD reads channel c b b + i b + j. SpaceToDepth: y seen
+// as [N, b, b, C, H/b, W/b] reads x[n, c, h b + i, w b + j].
+bool lower_space_depth(Compiler& c, const Node& n) {
+  int x = c.id(n.inputs()[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x);
+  if (xd.size() != 4) return false;
+  const int64_t b = n.attrs().get_int("blocksize"), N = xd[0], C = xd[1], H = xd[2], W = xd[3];
+  std::vector<int64_t> dims, from;
+  if (n.op_type() == "DepthToSpace") {
+    const int64_t Co = C / (b * b);
+    if (n.attrs().get_string("mode", "DCR") == "CRD") {
+      dims = {N, Co, H, b, W, b};
+      from = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[3], xs[1]};
+    } else {
+      dims = {N, Co, H, b, W, b};
+      from = {xs[0], xs[1], xs[2], b * Co * xs[1], xs[3], Co * xs[1]};
+    }
+  } else {
+    dims = {N, b, b, C, H / b, W / b};
+    from = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+  }
+  const TensorType t = c.concrete_types(n)[0];
+  std::vector<int64_t> od;
+  for (const Dim& d : t.shape) od.push_back(d.value);
+  const auto type = dnnl_type(t.dtype);
+  const int y = c.new_value(t.dtype, od, type ? plain_md(od, *type) : md_t(), n.name());
+  const std::vector<int64_t> to = row_major(dims);
+  const size_t elem = dtype_size(c.val(x).dtype);
+  add_native_step(c, step_info(n, "copy", std::string(n.op_type()) + " " + to_string(dims) + " s" + to_string(from)),
+                  {x}, {y}, [elem, dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1], to, dims);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+}  // namespace isomer::runtime
