@@ -259,8 +259,8 @@ bool lower_conv_transpose(Compiler& c, const Node& n) {
 }
 
 bool lower_resize(Compiler& c, const Node& n) {
-  if (!all_float32(n)) return false;
   const auto& in = n.inputs();
+  if (in[0].type().dtype != DType::Float32) return false;  // (sizes are int64)
   auto operand = [&](size_t i, bool& ok) -> const Tensor* {
     if (i >= in.size() || !in[i].present()) return nullptr;
     const Tensor* t = c.known(in[i]);
