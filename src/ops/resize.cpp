@@ -18,13 +18,20 @@ using namespace ops;
 
 namespace ops {
 
+// Clamping can make several taps read the same pixel (pytorch_half_pixel on an
+// axis of extent 1 reads index -1 and 0 with weight 1/2 each): what counts is the
+// total weight on each input index.
 bool ResizeAxis::identity() const {
   if (out != in) return false;
-  for (int64_t o = 0; o < out; ++o)
+  for (int64_t o = 0; o < out; ++o) {
+    double own = 0;
     for (int k = 0; k < taps; ++k) {
       const double w = weight[o * taps + k];
-      if (w != 0.0 && !(w == 1.0 && index[o * taps + k] == o)) return false;
+      if (index[o * taps + k] == o) own += w;
+      else if (w != 0.0) return false;
     }
+    if (own != 1.0) return false;
+  }
   return true;
 }
 
