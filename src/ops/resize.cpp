@@ -59,7 +59,12 @@ double source_coordinate(const std::string& coord, double x, int64_t in, int64_t
     return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
   }
   if (coord == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : -0.5;
-  if (coord == "align_corners") return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+  if (coord == "align_corners") {
+    // Over the unrounded output length scale * in, as ONNX's reference and test data
+    // have it (it is the output extent itself when sizes are given).
+    const double length = scale * static_cast<double>(in);
+    return length == 1 ? 0.0 : x * static_cast<double>(in - 1) / (length - 1);
+  }
   if (coord == "asymmetric") return x / scale;
   if (coord == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   // tf_crop_and_resize

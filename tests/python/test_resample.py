@@ -6,6 +6,7 @@ heads) and nn.PixelShuffle / PixelUnshuffle (super-resolution) exported by torch
 isomer's reference evaluator and its runtime (which must plan no step on ONNX
 Runtime or the reference kernel) both match ONNX Runtime.
 """
+import glob
 import os
 import subprocess
 
@@ -104,3 +105,52 @@ def test_bad_attributes_name_the_node_and_the_reason(tmp_path):
         assert f"opaque: node '{nodes[0].name}' ({op}): " in p.stdout and reason in p.stdout, p.stdout
         p = subprocess.run([ISOMER, "run", path, "--no-onnxruntime"], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and f"'{nodes[0].name}'" in p.stderr, p.stderr
+
+
+TESTDATA = "/usr/share/libonnx-testdata/data/node"
+RESIZE_CASES = sorted(glob.glob(os.path.join(TESTDATA, "test_resize_*")))
+
+
+def load_pb(path):
+    from onnx import numpy_helper, TensorProto
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+@pytest.mark.parametrize("case", RESIZE_CASES, ids=os.path.basename)
+def test_resize_node_cases_with_constant_extents(case, tmp_path):
+    """ONNX's Resize node tests take scales, sizes and roi as graph inputs, so the runtime
+    delegates them whole (test_runtime.py); made initializers, as exporters write them, the
+    reference evaluator and the runtime (natively) must give ONNX's expected outputs."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(os.path.join(case, "model.onnx"))
+    data = os.path.join(case, "test_data_set_0")
+    names = [i.name for i in model.graph.input]
+    values = {n: load_pb(os.path.join(data, f"input_{k}.pb")) for k, n in enumerate(names)}
+    want = load_pb(os.path.join(data, "output_0.pb"))
+    keep = [i for i in model.graph.input if i.name == "X"]
+    for i in list(model.graph.input):
+        if i.name != "X":
+            model.graph.initializer.append(numpy_helper.from_array(values[i.name], i.name))
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    x = values["X"]
+    ref = isomer_py.run(path, {"X": x})
+    got_ref = ref[model.graph.output[0].name] if isinstance(ref, dict) else ref[0]
+    np.testing.assert_allclose(got_ref, want, rtol=1e-5, atol=1e-5, err_msg="reference evaluator")
+    np.savez(tmp_path / "in.npz", X=x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs",
+                        str(tmp_path / "out.npz"), "--print-steps", "--threads", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ONNX Runtime" not in p.stdout, p.stdout
+    # tf_crop_and_resize's extrapolation and axes changed other than the last two: the reference kernel.
+    if "tf_crop_and_resize" not in case:
+        assert "reference kernels" not in p.stdout, p.stdout
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")[model.graph.output[0].name], want, rtol=1e-4,
+                               atol=1e-5, err_msg="runtime")
