@@ -66,14 +66,17 @@ bool resize_on_onednn(Compiler& c, const Node& n, const ops::ResizePlan& plan, c
       a.mode == "nearest" ? dnnl::algorithm::resampling_nearest : dnnl::algorithm::resampling_linear;
   const Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/true, /*full_binary=*/false);
   const bool blocked = c.opts().blocked_layouts;
-  const size_t sp = xd.size() - 2;
-  const tag plain = sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw;
   // The source in the layout it has (a convolution's blocked output), the
   // destination in the same: oneDNN's resampling kernels take any.
+  // Only a channel-blocked source (a convolution's output): oneDNN 2.6's jit
+  // resampling of a plain nchw source crashed on 96x32x32 (isomer's kernel below
+  // takes plain sources).
   const int x = c.id(n.inputs()[0]);
-  md_t src_md = blocked ? c.val(x).md : md_t(to_dims(xd), dt::f32, plain);
-  if (src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked)
-    src_md = md_t(to_dims(xd), dt::f32, plain);
+  const md_t src_md = c.val(x).md;
+  const auto& bd = src_md.data.format_desc.blocking;
+  if (!blocked || src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked ||
+      bd.inner_nblks != 1 || bd.inner_idxs[0] != 1)
+    return false;
   md_t dst_any(to_dims(od), dt::f32, tag::any);
   auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
     dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst);
