@@ -165,6 +165,27 @@ ISOMER_CLONES void resize_planes(const float* x, float* y, int64_t planes, const
   }
 }
 
+// One axis of a separable resize on float data: y[b][o][i] = sum_k w[o,k] x[b][index[o,k]][i].
+struct AxisPass {
+  int64_t outer = 1, in = 1, out = 1, inner = 1;
+  int taps = 1;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+
+ISOMER_CLONES void resize_pass(const float* x, float* y, const AxisPass& a) {
+  for (int64_t b = 0; b < a.outer; ++b)
+    for (int64_t o = 0; o < a.out; ++o) {
+      float* dst = y + (b * a.out + o) * a.inner;
+      for (int64_t i = 0; i < a.inner; ++i) dst[i] = 0.f;
+      for (int k = 0; k < a.taps; ++k) {
+        const float w = a.weight[o * a.taps + k];
+        const float* src = x + (b * a.in + a.index[o * a.taps + k]) * a.inner;
+        for (int64_t i = 0; i < a.inner; ++i) dst[i] += w * src[i];
+      }
+    }
+}
+
 }  // namespace
 
 bool lower_conv_transpose(Compiler& c, const Node& n) {
@@ -283,10 +304,41 @@ bool lower_resize(Compiler& c, const Node& n) {
   if (plan.any_outside) return false;  // tf_crop_and_resize's extrapolation: the reference kernel
   const size_t r = xd.size();
   if (onednn_matches(plan, a) && resize_on_onednn(c, n, plan, a)) return true;
-  // Own kernel: only the last two axes may change.
+  // Own kernel: a plane kernel when only the last two axes change, else one pass per changed axis.
   if (r < 1) return false;
-  for (size_t d = 0; d + 2 < r; ++d)
-    if (!plan.axes[d].identity()) return false;
+  bool planar = true;
+  for (size_t d = 0; d + 2 < r; ++d) planar = planar && plan.axes[d].identity();
+  if (!planar) {
+    std::vector<AxisPass> passes;
+    std::vector<int64_t> dims = xd;
+    for (size_t d = 0; d < r; ++d) {
+      const ops::ResizeAxis& ax = plan.axes[d];
+      if (ax.identity()) continue;
+      AxisPass p;
+      p.outer = product(dims, 0, d), p.in = ax.in, p.out = ax.out, p.inner = product(dims, d + 1, r);
+      p.taps = ax.taps, p.index = ax.index, p.weight.assign(ax.weight.begin(), ax.weight.end());
+      dims[d] = ax.out;
+      passes.push_back(std::move(p));
+    }
+    const int x = c.as_plain(c.id(in[0]));
+    const std::vector<int64_t> od = plan.out_dims();
+    const int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+    add_native_step(c, step_info(n, "resize", a.mode + " " + a.coord + " " + to_string(xd) + " -> " + to_string(od)),
+                    {x}, {y}, [passes](const std::vector<char*>& p) {
+                      std::vector<float> a, b;
+                      const float* src = reinterpret_cast<const float*>(p[0]);
+                      for (size_t k = 0; k < passes.size(); ++k) {
+                        const AxisPass& q = passes[k];
+                        float* dst = k + 1 == passes.size() ? reinterpret_cast<float*>(p[1])
+                                                            : ((k % 2 ? b : a).resize(static_cast<size_t>(q.outer * q.out * q.inner)),
+                                                               (k % 2 ? b : a).data());
+                        resize_pass(src, dst, q);
+                        src = dst;
+                      }
+                    });
+    c.bind(n.output(0), y);
+    return true;
+  }
   const PlaneTaps taps = plane_taps(r >= 2 ? &plan.axes[r - 2] : nullptr, plan.axes[r - 1]);
   const int64_t planes = product(xd, 0, r >= 2 ? r - 2 : r - 1);
   const int x = c.as_plain(c.id(in[0]));
