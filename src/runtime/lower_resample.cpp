@@ -186,6 +186,82 @@ ISOMER_CLONES void resize_pass(const float* x, float* y, const AxisPass& a) {
     }
 }
 
+// A ConvTranspose whose kernel equals its stride (no padding, dilation or groups:
+// UNet's 2x2 stride-2 up-convolutions) writes each output pixel from one input
+// pixel: a 1x1 convolution to s*s*M channels ordered (i, j, m), written
+// channel-last, then one copy that moves the (j, m) runs of each row i into
+// place (also channel-last). oneDNN's deconvolution ran these four times slower
+// than ONNX Runtime.
+bool deconv_as_shuffle(Compiler& c, const Node& n, const Tensor& wt, const std::vector<int64_t>& xd,
+                       const std::vector<ops::DeconvAxis>& axes) {
+  if (xd.size() != 4 || !c.opts().blocked_layouts || n.attrs().get_int("group", 1) != 1) return false;
+  const int64_t s = axes[0].stride;
+  for (const ops::DeconvAxis& a : axes)
+    if (a.kernel != s || a.stride != s || a.dilation != 1 || a.pad_begin || a.pad_end || a.out_pad) return false;
+  if (axes[1].stride != s || s < 2) return false;
+  const bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+  const Tensor* bt = has_bias ? c.known(n.inputs()[2]) : nullptr;
+  if (has_bias && !bt) return false;
+  const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], M = wt.dims()[1], K = s * s * M;
+  const std::vector<double> w = wt.to_f64();
+  std::vector<double> w1(static_cast<size_t>(K * C)), b1(static_cast<size_t>(K), 0.0);
+  const std::vector<double> b = bt ? bt->to_f64() : std::vector<double>(static_cast<size_t>(M), 0.0);
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t k = (i * s + j) * M + m;
+        b1[k] = b[m];
+        for (int64_t ci = 0; ci < C; ++ci) w1[k * C + ci] = w[((ci * M + m) * s + i) * s + j];
+      }
+  const std::vector<int64_t> td{N, K, H, W}, od{N, M, H * s, W * s};
+  // Activations commute with the copy: post-ops of the convolution.
+  const Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/false, /*full_binary=*/false);
+  for (const PostOp& p : fusion.ops)
+    if (!p.eltwise) return false;
+  dnnl::post_ops po;
+  std::string post;
+  for (const PostOp& p : fusion.ops) {
+    po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+    post += " +" + p.eltwise->text();
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  const md_t src_any(to_dims(xd), dt::f32, tag::any), wei_any(dims_t{K, C, 1, 1}, dt::f32, tag::any),
+      bias_md(dims_t{K}, dt::f32, tag::a), t_md(to_dims(td), dt::f32, tag::nhwc);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                    wei_any, bias_md, t_md, dims_t{1, 1}, dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
+  dnnl::convolution_forward::primitive_desc pd(d, attr, c.engine());
+  if (is_reference(pd)) return false;
+  const int wid = c.as_layout(
+      c.constant_value(Tensor::from_f64(DType::Float32, {K, C, 1, 1}, w1), n.name() + ".weight"), pd.weights_desc());
+  const int src = c.as_layout(c.id(n.inputs()[0]), pd.src_desc());
+  const int t = c.new_value(DType::Float32, td, pd.dst_desc(), n.name() + ".cells");
+  StepInfo info;
+  info.kind = "conv";
+  info.label = n.name();
+  info.ops = fusion_ops("ConvTranspose", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  info.signature = "deconv as 1x1 conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) +
+                   " dst " + describe_md(pd.dst_desc()) + " bias" + post + " impl " + pd.impl_info_str();
+  info.flops = 2.0 * static_cast<double>(N * H * W) * static_cast<double>(K * C);
+  c.add_primitive(pd,
+                  {{DNNL_ARG_SRC, src},
+                   {DNNL_ARG_WEIGHTS, wid},
+                   {DNNL_ARG_DST, t},
+                   {DNNL_ARG_BIAS, c.constant_value(Tensor::from_f64(DType::Float32, {K}, b1), n.name() + ".bias")}},
+                  info);
+  // t[n, h, w, i, (j, m)] -> y[n, h, i, w, (j, m)], both channel-last.
+  const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, tag::nhwc), n.name());
+  const std::vector<int64_t> dims{N, H, s, W, s * M}, from{H * W * K, W * K, s * M, K, 1},
+      to{H * s * W * s * M, s * W * s * M, W * s * M, s * M, 1};
+  add_native_step(c, step_info(n, "copy", "ConvTranspose cells to pixels " + to_string(dims)), {t}, {y},
+                  [dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(sizeof(float), p[0], from, p[1], to, dims);
+                  });
+  finish_fusion(c, fusion, y);
+  return true;
+}
+
 }  // namespace
 
 bool lower_conv_transpose(Compiler& c, const Node& n) {
@@ -207,6 +283,7 @@ bool lower_conv_transpose(Compiler& c, const Node& n) {
     pl.push_back(a.pad_begin);
     pr.push_back(a.pad_end - a.out_pad);  // output_padding extends the far end
   }
+  if (wt && deconv_as_shuffle(c, n, *wt, xd, axes)) return true;
   // oneDNN's weights are [G,] M/G, C/G, k...: ONNX's C, M/G, k... seen with the
   // first two axes swapped (strides, no copy); oneDNN reorders them to its layout.
   const int64_t cells = product(wd, 2, wd.size());

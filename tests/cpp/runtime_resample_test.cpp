@@ -63,6 +63,28 @@ TEST(RuntimeResample, ConvTransposeRandomGeometries) {
   }
 }
 
+// Kernel = stride, no padding (UNet's up-convolutions): a 1x1 convolution and a copy,
+// with an activation fused, read by a concatenation and a convolution.
+TEST(RuntimeResample, ConvTransposeWithKernelEqualToStride) {
+  for (int64_t s : {2, 3}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1 + (s == 3), 24, 5, 7}));
+    Value w = b.constant(random_tensor({24, 16, s, s}, 40 + s));
+    std::vector<Value> in{x, w};
+    if (s == 2) in.push_back(b.constant(random_tensor({16}, 50)));
+    Value up = b.op1("Relu", {b.op1("ConvTranspose", in, {{"strides", std::vector<int64_t>{s, s}}})});
+    Value skip = b.input("skip", f32({1 + (s == 3), 8, 5 * s, 7 * s}));
+    Value cat = b.op1("Concat", {skip, up}, {{"axis", int64_t{1}}});
+    Value y = b.op1("Conv", {cat, b.constant(random_tensor({8, 24, 3, 3}, 60))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    const std::vector<runtime::StepInfo> steps = run_against_reference(b.finish({y, up}, {"y", "up"}));
+    expect_native(steps, "stride " + std::to_string(s));
+    bool shuffled = false;
+    for (const runtime::StepInfo& st : steps) shuffled = shuffled || st.signature.find("deconv as 1x1 conv") == 0;
+    EXPECT_TRUE(shuffled) << "stride " << s;
+  }
+}
+
 // Every mode and coordinate transformation the runtime takes, upsampling and
 // downsampling, by scales and by sizes.
 TEST(RuntimeResample, ResizeModesAndCoordinates) {
