@@ -116,6 +116,7 @@ bool resize_on_onednn(Compiler& c, const Node& n, const ops::ResizePlan& plan, c
 struct PlaneTaps {
   int64_t ih = 1, iw = 1, oh = 1, ow = 1;
   int th = 1, tw = 1;
+  int64_t repeat = 0;  // nearest: wi[ow] = ow / repeat for every ow (0: another map)
   std::vector<int64_t> hi, wi;
   std::vector<float> hw, ww;
 };
@@ -130,6 +131,10 @@ PlaneTaps plane_taps(const ops::ResizeAxis* h, const ops::ResizeAxis& w) {
   }
   t.iw = w.in, t.ow = w.out, t.tw = w.taps, t.wi = w.index;
   t.ww.assign(w.weight.begin(), w.weight.end());
+  if (t.tw == 1 && t.ow == 2 * t.iw) {
+    t.repeat = 2;
+    for (int64_t o = 0; o < t.ow; ++o) t.repeat = t.wi[o] == o / 2 ? t.repeat : 0;
+  }
   return t;
 }
 
@@ -137,6 +142,10 @@ PlaneTaps plane_taps(const ops::ResizeAxis* h, const ops::ResizeAxis& w) {
 ISOMER_CLONES void resize_planes(const float* x, float* y, int64_t planes, const PlaneTaps& t) {
 #pragma omp parallel for
   for (int64_t p = 0; p < planes; ++p) {
+    thread_local std::vector<float> cache;
+    if (cache.size() < static_cast<size_t>(2 * t.ow)) cache.resize(static_cast<size_t>(2 * t.ow));
+    int64_t cached[2] = {-1, -1};
+    const float* rows[2] = {nullptr, nullptr};
     const float* xp = x + p * t.ih * t.iw;
     float* yp = y + p * t.oh * t.ow;
     for (int64_t oh = 0; oh < t.oh; ++oh) {
@@ -147,7 +156,30 @@ ISOMER_CLONES void resize_planes(const float* x, float* y, int64_t planes, const
           continue;
         }
         const float* src = xp + t.hi[oh] * t.iw;
-        for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = src[t.wi[ow]];
+        if (t.repeat == 2) {  // each pixel twice (nn.Upsample(scale_factor=2)): no index loads
+          for (int64_t iw = 0; iw < t.iw; ++iw) row[2 * iw] = row[2 * iw + 1] = src[iw];
+        } else {
+          for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = src[t.wi[ow]];
+        }
+        continue;
+      }
+      if (t.th == 2 && t.tw == 2) {  // linear: each source row interpolated once, kept while rows use it
+        float* h[2] = {cache.data(), cache.data() + t.ow};
+        for (int j = 0; j < 2; ++j) {
+          const int64_t r = t.hi[oh * 2 + j];
+          int slot = cached[0] == r ? 0 : cached[1] == r ? 1 : -1;
+          if (slot < 0) {
+            slot = cached[0] == t.hi[oh * 2 + 1 - j] ? 1 : 0;  // keep the row the other tap reads
+            const float* src = xp + r * t.iw;
+            float* dst = h[slot];
+            for (int64_t ow = 0; ow < t.ow; ++ow)
+              dst[ow] = t.ww[ow * 2] * src[t.wi[ow * 2]] + t.ww[ow * 2 + 1] * src[t.wi[ow * 2 + 1]];
+            cached[slot] = r;
+          }
+          rows[j] = h[slot];
+        }
+        const float w0 = t.hw[oh * 2], w1 = t.hw[oh * 2 + 1];
+        for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = w0 * rows[0][ow] + w1 * rows[1][ow];
         continue;
       }
       for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = 0.f;
