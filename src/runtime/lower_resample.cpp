@@ -464,8 +464,8 @@ bool lower_resize(Compiler& c, const Node& n) {
   return true;
 }
 
-// DepthToSpace (DCR): y[n, c, h, i, w, j] = x[n, (i b + j) C' + c, h, w] with y seen
-// as [N, C', H, b, W, b]; CRD reads channel c b b + i b + j. SpaceToDepth: y seen
+// DepthToSpace (DCR): y[n, c, h b + i, w b + j] = x[n, (i b + j) C' + c, h, w];
+// CRD reads channel c b b + i b + j. SpaceToDepth: y seen
 // as [N, b, b, C, H/b, W/b] reads x[n, c, h b + i, w b + j].
 bool lower_space_depth(Compiler& c, const Node& n) {
   int x = c.id(n.inputs()[0]);
@@ -473,26 +473,26 @@ bool lower_space_depth(Compiler& c, const Node& n) {
   const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x);
   if (xd.size() != 4) return false;
   const int64_t b = n.attrs().get_int("blocksize"), N = xd[0], C = xd[1], H = xd[2], W = xd[3];
-  std::vector<int64_t> dims, from;
+  std::vector<int64_t> dims, from, to;
   if (n.op_type() == "DepthToSpace") {
     const int64_t Co = C / (b * b);
-    if (n.attrs().get_string("mode", "DCR") == "CRD") {
-      dims = {N, Co, H, b, W, b};
-      from = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[3], xs[1]};
-    } else {
-      dims = {N, Co, H, b, W, b};
-      from = {xs[0], xs[1], xs[2], b * Co * xs[1], xs[3], Co * xs[1]};
-    }
+    // Seen as [N, C', H, b, b, W] (w last: each source row is read in order).
+    dims = {N, Co, H, b, b, W};
+    if (n.attrs().get_string("mode", "DCR") == "CRD")
+      from = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[1], xs[3]};
+    else
+      from = {xs[0], xs[1], xs[2], b * Co * xs[1], Co * xs[1], xs[3]};
+    to = {Co * H * b * W * b, H * b * W * b, b * W * b, W * b, 1, b};
   } else {
     dims = {N, b, b, C, H / b, W / b};
     from = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+    to = row_major(dims);
   }
   const TensorType t = c.concrete_types(n)[0];
   std::vector<int64_t> od;
   for (const Dim& d : t.shape) od.push_back(d.value);
   const auto type = dnnl_type(t.dtype);
   const int y = c.new_value(t.dtype, od, type ? plain_md(od, *type) : md_t(), n.name());
-  const std::vector<int64_t> to = row_major(dims);
   const size_t elem = dtype_size(c.val(x).dtype);
   add_native_step(c, step_info(n, "copy", std::string(n.op_type()) + " " + to_string(dims) + " s" + to_string(from)),
                   {x}, {y}, [elem, dims, from, to](const std::vector<char*>& p) {
