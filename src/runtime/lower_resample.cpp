@@ -5,6 +5,7 @@
 // index), else on isomer's own separable kernel below, with the reference
 // evaluator's own tables (ops/resize.h); DepthToSpace and SpaceToDepth as one
 // strided copy.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -299,23 +300,49 @@ bool deconv_as_shuffle(Compiler& c, const Node& n, const Tensor& wt, const std::
 bool lower_conv_transpose(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
   const Tensor* wt = c.known(n.inputs()[1]);
-  const std::vector<int64_t> xd = c.dims(n.inputs()[0]), wd = c.dims(n.inputs()[1]);
+  std::vector<int64_t> xd = c.dims(n.inputs()[0]);
+  const std::vector<int64_t> wd = c.dims(n.inputs()[1]);
   const size_t sp = xd.size() - 2;
   if (sp < 1 || sp > 3) return false;
   const int64_t groups = n.attrs().get_int("group", 1), C = xd[1], Cg = C / groups, Mg = wd[1], M = Mg * groups;
   const std::vector<ops::DeconvAxis> axes = ops::plan_deconv(
       n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()), std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  if (wt && deconv_as_shuffle(c, n, *wt, xd, axes)) return true;
   std::vector<int64_t> od{xd[0], M};
   dims_t strides, dil, pl, pr;
-  for (const ops::DeconvAxis& a : axes) {
+  // output_padding extends the far end: a negative far padding to oneDNN, which
+  // refuses it. q zero pixels appended to the input along that axis add s q
+  // outputs that read nothing but the bias, so the far padding s q - (op - pe)
+  // can be >= 0 and the output is the same.
+  std::vector<int64_t> extra(sp, 0);
+  for (size_t i = 0; i < sp; ++i) {
+    const ops::DeconvAxis& a = axes[i];
     if (a.pad_begin < 0) return false;
+    // (pad_end < 0: an output_shape beyond the full output, the same case)
+    if (a.out_pad > a.pad_end) extra[i] = (a.out_pad - a.pad_end + a.stride - 1) / a.stride;
     od.push_back(a.out);
     strides.push_back(a.stride);
     dil.push_back(a.dilation - 1);
     pl.push_back(a.pad_begin);
-    pr.push_back(a.pad_end - a.out_pad);  // output_padding extends the far end
+    pr.push_back(a.pad_end - a.out_pad + a.stride * extra[i]);
   }
-  if (wt && deconv_as_shuffle(c, n, *wt, xd, axes)) return true;
+  int x_id = c.id(n.inputs()[0]);
+  if (std::any_of(extra.begin(), extra.end(), [](int64_t e) { return e > 0; })) {
+    const int xp = c.as_plain(x_id);
+    std::vector<int64_t> padded = xd;
+    for (size_t i = 0; i < sp; ++i) padded[i + 2] += extra[i];
+    const int z = c.new_value(DType::Float32, padded, plain_md(padded, dt::f32), n.name() + ".padded");
+    const std::vector<int64_t> from = row_major(xd), to = row_major(padded), dims = xd;
+    const int64_t total = num_elements(padded);
+    add_native_step(c, step_info(n, "copy", "ConvTranspose input zero-padded at the far end " + to_string(padded)),
+                    {xp}, {z}, [from, to, dims, total](const std::vector<char*>& p) {
+                      const float zero = 0.f;
+                      kernels::fill(sizeof(float), p[1], total, &zero);
+                      kernels::strided_copy(sizeof(float), p[0], from, p[1], to, dims);
+                    });
+    x_id = z;
+    xd = padded;
+  }
   // oneDNN's weights are [G,] M/G, C/G, k...: ONNX's C, M/G, k... seen with the
   // first two axes swapped (strides, no copy); oneDNN reorders them to its layout.
   const int64_t cells = product(wd, 2, wd.size());
@@ -367,7 +394,7 @@ bool lower_conv_transpose(Compiler& c, const Node& n) {
     wid = c.as_layout(c.view(c.as_plain(c.id(n.inputs()[1])), wshape, wstrides, 0, n.name() + ".weight_view"),
                       pd.weights_desc());
   }
-  const int src = c.as_layout(c.id(n.inputs()[0]), pd.src_desc());
+  const int src = c.as_layout(x_id, pd.src_desc());
   const int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
   c.val(dst).accumulated = acc >= 0;
   args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});

@@ -35,6 +35,7 @@ class Interpolate(nn.Module):
 MODELS = {
     "deconv_s2_k3_p1_op1": (nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1), (1, 6, 7, 9)),
     "deconv_unet_k2_s2": (nn.ConvTranspose2d(8, 4, 2, stride=2), (2, 8, 6, 5)),
+    "deconv_k3_s2_op1_no_pad": (nn.ConvTranspose2d(5, 3, 3, stride=2, output_padding=1), (1, 5, 6, 7)),
     "deconv_groups_dilation": (nn.ConvTranspose2d(6, 4, 3, stride=2, padding=2, dilation=2, groups=2,
                                                   output_padding=1), (1, 6, 5, 6)),
     "deconv_no_bias_relu": (nn.Sequential(nn.ConvTranspose2d(4, 8, 4, stride=2, padding=1, bias=False), nn.ReLU()),
