@@ -69,15 +69,17 @@ bool resize_on_onednn(Compiler& c, const Node& n, const ops::ResizePlan& plan, c
   const bool blocked = c.opts().blocked_layouts;
   // The source in the layout it has (a convolution's blocked output), the
   // destination in the same: oneDNN's resampling kernels take any.
-  // Only a channel-blocked source (a convolution's output): oneDNN 2.6's jit
-  // resampling of a plain nchw source crashed on 96x32x32 (isomer's kernel below
-  // takes plain sources).
+  // Only a channel-blocked or channel-last source (a convolution's output):
+  // oneDNN 2.6's jit resampling of a plain nchw source crashed on 96x32x32
+  // (isomer's kernel below takes plain sources).
   const int x = c.id(n.inputs()[0]);
   const md_t src_md = c.val(x).md;
   const auto& bd = src_md.data.format_desc.blocking;
-  if (!blocked || src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked ||
-      bd.inner_nblks != 1 || bd.inner_idxs[0] != 1)
+  if (!blocked || src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked)
     return false;
+  const bool channel_blocks = bd.inner_nblks == 1 && bd.inner_idxs[0] == 1;
+  const bool channel_last = bd.inner_nblks == 0 && bd.strides[1] == 1 && xd[1] > 1;
+  if (!channel_blocks && !channel_last) return false;
   md_t dst_any(to_dims(od), dt::f32, tag::any);
   auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
     dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst);
