@@ -579,11 +579,42 @@ class Generator {
                  {"pads", std::vector<int64_t>{p, p, p, p}}};
     if (group > 1) a.set("group", group);
     Value y = op1("Conv", in, a);
-    switch (rnd(4)) {  // the patterns the Conv fusions look for
+    switch (rnd(6)) {  // the patterns the Conv fusions look for, and decoders' upsampling
       case 0: return batchnorm(y);
       case 1: return op1("Add", {y, fconst({m, 1, 1})});
       case 2: return op1("Mul", {y, fconst({m, 1, 1})});
+      case 3: return upsample(y);
       default: return y;
+    }
+  }
+
+  // ConvTranspose, Resize or a pixel shuffle of an [N, C, H, W] value.
+  Value upsample(const Value& x) {
+    const Dims d = dims_of(x);
+    const int64_t c = d[1];
+    switch (rnd(4)) {
+      case 0: {
+        const int64_t m = 1 + rnd(3), k = 1 + rnd(3), s = 1 + rnd(2), p = rnd(k);
+        std::vector<Value> in{x, fconst({c, m, k, k})};
+        if (coin()) in.push_back(fconst({m}));
+        return op1("ConvTranspose", in,
+                   {{"strides", std::vector<int64_t>{s, s}}, {"pads", std::vector<int64_t>{p, p, p, p}},
+                    {"output_padding", std::vector<int64_t>{s - 1, s - 1}}});
+      }
+      case 1: {
+        Attributes a{{"mode", std::string(coin() ? "nearest" : "linear")}};
+        if (coin()) a.set("coordinate_transformation_mode", std::string(coin() ? "asymmetric" : "align_corners"));
+        const double f = coin() ? 2.0 : 1.5;
+        Value scales = b_.constant(Tensor::from_f64(DType::Float32, {4}, std::vector<double>{1, 1, f, f}));
+        return op1("Resize", {x, Value{}, scales}, a);
+      }
+      case 2: return op1("DepthToSpace", {op1("Concat", {x, x, x, x}, {{"axis", int64_t{1}}})},
+                         {{"blocksize", int64_t{2}}, {"mode", std::string(coin() ? "DCR" : "CRD")}});
+      default: {
+        if (d[2] % 2 || d[3] % 2) return op1("SpaceToDepth", {op1("Concat", {x, x}, {{"axis", int64_t{2}}})},
+                                             {{"blocksize", int64_t{1}}});
+        return op1("SpaceToDepth", {x}, {{"blocksize", int64_t{2}}});
+      }
     }
   }
 };
@@ -767,7 +798,7 @@ std::vector<std::string> generated_op_types() {
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
           "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM", "GRU",
-          "RNN"};
+          "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth"};
 }
 
 }  // namespace isomer::fuzz

@@ -1,5 +1,5 @@
 // Operators that relabel or permute the axes of their input: Transpose, Reshape,
-// Flatten, Squeeze, Unsqueeze (the copying ones, Concat, Split, Slice, Gather, Pad,
+// Flatten, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth (the copying ones, Concat, Split, Slice, Gather, Pad,
 // Expand, are in ops/layout_copy.cpp).
 //
 // Each operator has a shape rule (symbolic dims pass through where the math
@@ -61,6 +61,95 @@ struct TransposeOp {
   }
 };
 
+
+// ---- DepthToSpace, SpaceToDepth ----------------------------------------------------
+
+// Both move blocks of b x b channels to b x b pixels (nn.PixelShuffle and its
+// inverse): one transposition of a [N, C, H, W] tensor seen with two more axes.
+int64_t block_size(const Attributes& attrs, const std::string& op) {
+  const int64_t b = attrs.get_int("blocksize");
+  require(b >= 1, op + " blocksize must be positive, got " + std::to_string(b));
+  return b;
+}
+
+bool depth_to_space_crd(const Attributes& attrs) {
+  const std::string mode = attrs.get_string("mode", "DCR");
+  require(mode == "DCR" || mode == "CRD", "DepthToSpace mode must be DCR or CRD, got " + mode);
+  return mode == "CRD";
+}
+
+Dim times(const Dim& d, int64_t f) { return d.is_static() ? Dim(d.value * f) : f == 1 ? d : Dim::unknown(); }
+
+// d / f, checking divisibility where d is known.
+Dim divided(const Dim& d, int64_t f, const std::string& what) {
+  if (!d.is_static()) return f == 1 ? d : Dim::unknown();
+  require(d.value % f == 0, what + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(f));
+  return d.value / f;
+}
+
+std::vector<TensorType> infer_depth_to_space(const InferContext& ctx) {
+  TensorType out = ctx.in(0);
+  require(out.rank() == 4, "DepthToSpace input must be [N, C, H, W], got " + to_string(out.shape));
+  const int64_t b = block_size(ctx.attrs, "DepthToSpace");
+  depth_to_space_crd(ctx.attrs);
+  out.shape[1] = divided(out.shape[1], b * b, "DepthToSpace: channels");
+  out.shape[2] = times(out.shape[2], b);
+  out.shape[3] = times(out.shape[3], b);
+  return {out};
+}
+
+std::vector<TensorType> infer_space_to_depth(const InferContext& ctx) {
+  TensorType out = ctx.in(0);
+  require(out.rank() == 4, "SpaceToDepth input must be [N, C, H, W], got " + to_string(out.shape));
+  const int64_t b = block_size(ctx.attrs, "SpaceToDepth");
+  out.shape[1] = times(out.shape[1], b * b);
+  out.shape[2] = divided(out.shape[2], b, "SpaceToDepth: height");
+  out.shape[3] = divided(out.shape[3], b, "SpaceToDepth: width");
+  return {out};
+}
+
+// DCR: y[n, c, h b + i, w b + j] = x[n, (i b + j) C' + c, h, w];
+// CRD: y[n, c, h b + i, w b + j] = x[n, c b b + i b + j, h, w].
+struct DepthToSpaceOp {
+  static bool is_data(size_t) { return true; }
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    const Array<T>& x = a.data[0];
+    require(x.rank() == 4, "DepthToSpace input must be [N, C, H, W]");
+    const int64_t b = block_size(a.attrs, "DepthToSpace"), N = x.dims[0], C = x.dims[1], H = x.dims[2],
+                  W = x.dims[3];
+    require(C % (b * b) == 0, "DepthToSpace: channels are not divisible by blocksize^2");
+    const int64_t Co = C / (b * b), sc = H * W;
+    const bool crd = depth_to_space_crd(a.attrs);
+    const AxisTables tables{axis_range(N, 0, 1, C * sc),
+                            axis_range(Co, 0, 1, (crd ? b * b : 1) * sc),
+                            axis_range(H, 0, 1, W),
+                            axis_range(b, 0, 1, (crd ? b : b * Co) * sc),
+                            axis_range(W, 0, 1, 1),
+                            axis_range(b, 0, 1, (crd ? 1 : Co) * sc)};
+    Array<T> y = gather_axes(x, tables);
+    y.dims = {N, Co, H * b, W * b};
+    return {y};
+  }
+};
+
+// y[n, (i b + j) C + c, h, w] = x[n, c, h b + i, w b + j].
+struct SpaceToDepthOp {
+  static bool is_data(size_t) { return true; }
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    const Array<T>& x = a.data[0];
+    require(x.rank() == 4, "SpaceToDepth input must be [N, C, H, W]");
+    const int64_t b = block_size(a.attrs, "SpaceToDepth"), N = x.dims[0], C = x.dims[1], H = x.dims[2],
+                  W = x.dims[3];
+    require(H % b == 0 && W % b == 0, "SpaceToDepth: height and width are not divisible by blocksize");
+    const AxisTables tables{axis_range(N, 0, 1, C * H * W), axis_range(b, 0, 1, W),     axis_range(b, 0, 1, 1),
+                            axis_range(C, 0, 1, H * W),     axis_range(H / b, 0, b, W), axis_range(W / b, 0, b, 1)};
+    Array<T> y = gather_axes(x, tables);
+    y.dims = {N, C * b * b, H / b, W / b};
+    return {y};
+  }
+};
 
 // ---- Reshape -----------------------------------------------------------------------
 
@@ -265,6 +354,38 @@ OpDef def_Transpose() {
     return a;
   };
   d.lower = Lowering::Transpose;
+  return d;
+}
+
+OpDef def_DepthToSpace() {
+  OpDef d = layout_op("DepthToSpace", 1, 1, 11);
+  d.attributes = {{"blocksize", "int"}, {"mode", "string"}};
+  // Opset 1 had no mode: its one layout is DCR, the default.
+  d.onnx_import = [](OnnxForm&, int64_t, GraphBuilder&) { return std::string(); };
+  d.infer = infer_depth_to_space;
+  set_semantics<DepthToSpaceOp>(d);
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "mode", std::string("DCR"));
+    return a;
+  };
+  d.lower = Lowering::SpaceDepth;
+  return d;
+}
+
+OpDef def_SpaceToDepth() {
+  OpDef d = layout_op("SpaceToDepth", 1, 1, 1);
+  d.attributes = {{"blocksize", "int"}};
+  // Opset 28 changed more than its types: a node with anything beyond blocksize
+  // (a layout mode) stays opaque rather than be read as the one layout known here.
+  d.onnx_import = [](OnnxForm& f, int64_t, GraphBuilder&) {
+    for (const auto& item : f.attrs.items())
+      if (item.first != "blocksize") return "SpaceToDepth attribute " + item.first + " is not implemented";
+    return std::string();
+  };
+  d.infer = infer_space_to_depth;
+  set_semantics<SpaceToDepthOp>(d);
+  d.lower = Lowering::SpaceDepth;
   return d;
 }
 

@@ -1,4 +1,4 @@
-// Contractions: MatMul, Gemm and Conv. All three reduce to one templated GEMM
+// Contractions: MatMul, Gemm, Conv and ConvTranspose. All reduce to one templated GEMM
 // kernel (C += A·B), instantiated for double (float semantics, accumulating in
 // double), int64_t (integer tensors) and Fp (field semantics). Conv lowers to it
 // through im2col, one [C/group · kernel, output positions] matrix per image and
@@ -447,6 +447,218 @@ std::string import_conv(OnnxForm& form, int64_t opset, GraphBuilder&) {
   return "";
 }
 
+// ---- ConvTranspose -----------------------------------------------------------------
+
+// The adjoint of Conv: input pixel i of each axis scatters its kernel to outputs
+// i * stride - pad_begin + k * dilation. Computed as a GEMM into columns
+// (W_g^T · x_g: one row per output channel and kernel cell) and col2im.
+
+}  // namespace
+
+namespace ops {
+namespace {
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+std::vector<int64_t> deconv_ints(const Attributes& attrs, const std::string& name, size_t n, int64_t dflt) {
+  std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(n, dflt));
+  require(v.size() == n, "ConvTranspose " + name + " has " + std::to_string(v.size()) + " values, expected " +
+                             std::to_string(n));
+  return v;
+}
+
+}  // namespace
+
+// Follows the ONNX reference: output_shape (spatial, or with N and C) or a SAME
+// auto_pad fix the output extents, and the pads are whatever gives them,
+// split with the odd one at the start except for SAME_UPPER.
+std::vector<DeconvAxis> plan_deconv(const Attributes& attrs, const std::vector<int64_t>& kernel,
+                                    const std::vector<int64_t>& in) {
+  const size_t r = kernel.size();
+  const std::vector<int64_t> strides = deconv_ints(attrs, "strides", r, 1),
+                             dilations = deconv_ints(attrs, "dilations", r, 1),
+                             out_pad = deconv_ints(attrs, "output_padding", r, 0),
+                             pads = deconv_ints(attrs, "pads", 2 * r, 0);
+  const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+  require(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || auto_pad == "VALID",
+          "ConvTranspose auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got " + auto_pad);
+  std::optional<std::vector<int64_t>> out_shape;
+  if (attrs.has("output_shape")) {
+    std::vector<int64_t> os = attrs.get_ints("output_shape");
+    require(os.size() == r || os.size() == r + 2, "ConvTranspose output_shape " + to_string(os) + " does not have " +
+                                                       std::to_string(r) + " spatial extents");
+    out_shape = std::vector<int64_t>(os.end() - static_cast<int64_t>(r), os.end());
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    out_shape = std::vector<int64_t>(r);
+    for (size_t i = 0; i < r; ++i) (*out_shape)[i] = in[i] * strides[i];
+  }
+  std::vector<DeconvAxis> axes(r);
+  for (size_t i = 0; i < r; ++i) {
+    DeconvAxis& a = axes[i];
+    a.in = in[i], a.kernel = kernel[i], a.stride = strides[i], a.dilation = dilations[i], a.out_pad = out_pad[i];
+    require(a.stride >= 1 && a.dilation >= 1, "ConvTranspose strides and dilations must be positive");
+    require(a.out_pad >= 0 && (a.out_pad < a.stride || a.out_pad < a.dilation),
+            "ConvTranspose output_padding " + to_string(out_pad) + " must be less than the stride or the dilation");
+    const int64_t full = a.stride * (a.in - 1) + a.out_pad + (a.kernel - 1) * a.dilation + 1;
+    if (out_shape) {
+      const int64_t total = full - (*out_shape)[i];
+      a.pad_begin = auto_pad == "SAME_UPPER" ? floor_div(total, 2) : total - floor_div(total, 2);
+      a.pad_end = total - a.pad_begin;
+    } else if (auto_pad != "VALID") {
+      a.pad_begin = pads[i], a.pad_end = pads[r + i];
+      require(a.pad_begin >= 0 && a.pad_end >= 0, "ConvTranspose pads must not be negative, got " + to_string(pads));
+    }
+    a.out = full - a.pad_begin - a.pad_end;
+    require(a.out >= 1, "ConvTranspose output would be empty along spatial axis " + std::to_string(i));
+  }
+  return axes;
+}
+
+}  // namespace ops
+
+namespace {
+
+template <class T>
+Array<T> conv_transpose(const Array<T>& x, const Array<T>& w, const Array<T>* bias, const Attributes& attrs) {
+  require(x.rank() >= 3 && w.rank() == x.rank(), "ConvTranspose needs [N, C, spatial...] input and weight of equal rank");
+  const int64_t G = attrs.get_int("group", 1);
+  require(G >= 1, "ConvTranspose group must be positive");
+  const int64_t N = x.dims[0], C = x.dims[1], Mg = w.dims[1], M = Mg * G;
+  require(w.dims[0] == C && C % G == 0, "ConvTranspose channels do not match the weight and group");
+  const std::vector<int64_t> kernel(w.dims.begin() + 2, w.dims.end()), in(x.dims.begin() + 2, x.dims.end());
+  const std::vector<DeconvAxis> axes = plan_deconv(attrs, kernel, in);
+  const size_t r = axes.size();
+  const int64_t Cg = C / G, cells = num_elements(kernel), positions = num_elements(in);
+  std::vector<int64_t> out_dims{N, M};
+  for (const DeconvAxis& a : axes) out_dims.push_back(a.out);
+  Array<T> y(out_dims);
+  const int64_t plane_out = num_elements(out_dims) / std::max<int64_t>(N * M, 1);
+  // For each axis, the output index of every (kernel cell, input index) pair, -1 outside.
+  std::vector<std::vector<int64_t>> target(r);
+  for (size_t d = 0; d < r; ++d)
+    for (int64_t k = 0; k < axes[d].kernel; ++k)
+      for (int64_t i = 0; i < axes[d].in; ++i) {
+        const int64_t o = i * axes[d].stride - axes[d].pad_begin + k * axes[d].dilation;
+        target[d].push_back(o >= 0 && o < axes[d].out ? o : -1);
+      }
+  std::vector<T> wt(static_cast<size_t>(Mg * cells * Cg)), col(static_cast<size_t>(Mg * cells * positions));
+  std::vector<int64_t> cell(r), pos(r);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      // wt[m·cells + k][c] = w[g·Cg + c][m][k]
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t mk = 0; mk < Mg * cells; ++mk) wt[mk * Cg + c] = w.data[(g * Cg + c) * Mg * cells + mk];
+      std::fill(col.begin(), col.end(), T());
+      gemm_accumulate(Mg * cells, positions, Cg, wt.data(), Cg, x.data.data() + (n * C + g * Cg) * positions,
+                      positions, col.data(), positions);
+      for (int64_t m = 0; m < Mg; ++m) {
+        T* yp = y.data.data() + (n * M + g * Mg + m) * plane_out;
+        if (bias) std::fill(yp, yp + plane_out, bias->data[g * Mg + m]);
+        std::fill(cell.begin(), cell.end(), 0);
+        for (int64_t k = 0; k < cells; ++k) {
+          const T* src = col.data() + (m * cells + k) * positions;
+          std::fill(pos.begin(), pos.end(), 0);
+          for (int64_t p = 0; p < positions; ++p) {
+            int64_t at = 0;
+            bool inside = true;
+            for (size_t d = 0; d < r && inside; ++d) {
+              const int64_t o = target[d][cell[d] * axes[d].in + pos[d]];
+              inside = o >= 0;
+              at = at * axes[d].out + o;
+            }
+            if (inside) yp[at] = yp[at] + src[p];
+            for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+              if (++pos[d] < axes[d].in) break;
+              pos[d] = 0;
+            }
+          }
+          for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+            if (++cell[d] < axes[d].kernel) break;
+            cell[d] = 0;
+          }
+        }
+      }
+    }
+  return y;
+}
+
+std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
+  const TensorType &x = ctx.in(0), &w = ctx.in(1);
+  require_float(x, "ConvTranspose input");
+  require(w.dtype == x.dtype, "ConvTranspose weight has a different type than the input");
+  require(x.rank() >= 3, "ConvTranspose input must be [N, C, spatial...], got " + to_string(x.shape));
+  require(w.rank() == x.rank(),
+          "ConvTranspose weight " + to_string(w.shape) + " does not match input " + to_string(x.shape));
+  const int64_t group = ctx.attrs.get_int("group", 1);
+  require(group >= 1, "ConvTranspose group must be positive, got " + std::to_string(group));
+  const Dim &C = x.shape[1], &Cw = w.shape[0], &Mg = w.shape[1];
+  if (C.is_static() && Cw.is_static())
+    require(C.value == Cw.value, "ConvTranspose input has " + std::to_string(C.value) + " channels, weight " +
+                                     to_string(w.shape) + " expects " + std::to_string(Cw.value));
+  if (C.is_static())
+    require(C.value % group == 0, "ConvTranspose group " + std::to_string(group) + " does not divide the " +
+                                      std::to_string(C.value) + " input channels");
+  const Dim M = Mg.is_static() ? Dim(Mg.value * group) : group == 1 ? Mg : Dim::unknown();
+  if (ctx.has_input(2)) {
+    const TensorType& b = ctx.in(2);
+    require(b.dtype == x.dtype, "ConvTranspose bias has a different type than the input");
+    require(b.rank() == 1 && (!b.shape[0].is_static() || !M.is_static() || b.shape[0].value == M.value),
+            "ConvTranspose bias " + to_string(b.shape) + " does not match weight " + to_string(w.shape) +
+                " with group " + std::to_string(group));
+  }
+  const size_t r = x.shape.size() - 2;
+  std::vector<int64_t> kernel, in;
+  bool known = true;
+  for (size_t i = 0; i < r; ++i) {
+    known = known && w.shape[i + 2].is_static() && x.shape[i + 2].is_static();
+    kernel.push_back(w.shape[i + 2].is_static() ? w.shape[i + 2].value : 1);
+    in.push_back(x.shape[i + 2].is_static() ? x.shape[i + 2].value : 1);
+  }
+  if (ctx.attrs.has("kernel_shape"))
+    require(ctx.attrs.get_ints("kernel_shape") == kernel || !known,
+            "ConvTranspose kernel_shape " + to_string(ctx.attrs.get_ints("kernel_shape")) +
+                " differs from the weight's shape " + to_string(w.shape));
+  // Checks the attributes even where the extents are not known.
+  const std::vector<DeconvAxis> axes = plan_deconv(ctx.attrs, kernel, in);
+  Shape out{x.shape[0], M};
+  for (size_t i = 0; i < r; ++i) out.push_back(known ? Dim(axes[i].out) : Dim::unknown());
+  return {{x.dtype, out}};
+}
+
+std::vector<Tensor> eval_conv_transpose(const EvalContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Array<double> bias = ctx.has_input(2) ? f64(ctx.in(2)) : Array<double>();
+  return {tensor(x.dtype(), conv_transpose(f64(x), f64(ctx.in(1)), ctx.has_input(2) ? &bias : nullptr, ctx.attrs))};
+}
+
+template <class T>
+std::vector<Array<T>> exact_conv_transpose(const Attributes& attrs, std::span<const Array<T>> in) {
+  return {conv_transpose(in[0], in[1], in.size() > 2 && present(in[2]) ? &in[2] : nullptr, attrs)};
+}
+
+// With static extents, auto_pad and output_shape become the explicit pads they
+// stand for, so that the canonical form has one way to say each geometry.
+std::string import_conv_transpose(OnnxForm& form, int64_t, GraphBuilder&) {
+  if ((!form.attrs.has("auto_pad") && !form.attrs.has("output_shape")) || form.inputs.size() < 2) return "";
+  const TensorType &x = form.inputs[0].type(), &w = form.inputs[1].type();
+  if (x.rank() < 3 || w.rank() != x.rank()) return "";  // the shape rule will say what is wrong
+  std::vector<int64_t> kernel, in;
+  for (size_t i = 2; i < x.shape.size(); ++i) {
+    if (!x.shape[i].is_static() || !w.shape[i].is_static()) return "";
+    kernel.push_back(w.shape[i].value);
+    in.push_back(x.shape[i].value);
+  }
+  const std::vector<DeconvAxis> axes = plan_deconv(form.attrs, kernel, in);
+  std::vector<int64_t> pads(2 * axes.size());
+  for (size_t i = 0; i < axes.size(); ++i) pads[i] = axes[i].pad_begin, pads[axes.size() + i] = axes[i].pad_end;
+  for (int64_t p : pads)
+    if (p < 0) return "";  // an output larger than the full one: kept as written
+  form.attrs.erase("auto_pad");
+  form.attrs.erase("output_shape");
+  form.attrs.set("pads", pads);
+  return "";
+}
+
 }  // namespace
 
 OpDef def_MatMul() {
@@ -505,6 +717,37 @@ OpDef def_Conv() {
     return canonical_window_attrs(a, in, true);
   };
   d.lower = Lowering::Conv;
+  return d;
+}
+
+OpDef def_ConvTranspose() {
+  OpDef d;
+  d.name = "ConvTranspose";
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.min_opset = 11;
+  d.attributes = {{"auto_pad", "string"}, {"dilations", "ints"},      {"group", "int"},
+                  {"kernel_shape", "ints"}, {"output_padding", "ints"}, {"output_shape", "ints"},
+                  {"pads", "ints"},         {"strides", "ints"}};
+  d.props.linear_in = {0, 1};  // without the bias B; with it, affine
+  d.infer = infer_conv_transpose;
+  d.eval = eval_conv_transpose;
+  d.eval_field = exact_conv_transpose<Fp>;
+  d.eval_sym = exact_conv_transpose<Sym>;
+  d.onnx_import = import_conv_transpose;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> in) {
+    Attributes a = attrs;
+    const int64_t r = input_rank(in, 0) - 2;
+    if (r < 1 || a.has("auto_pad") || a.has("output_shape")) return a;
+    a.erase("kernel_shape");
+    set_default(a, "group", int64_t{1});
+    set_default(a, "strides", std::vector<int64_t>(static_cast<size_t>(r), 1));
+    set_default(a, "dilations", std::vector<int64_t>(static_cast<size_t>(r), 1));
+    set_default(a, "output_padding", std::vector<int64_t>(static_cast<size_t>(r), 0));
+    set_default(a, "pads", std::vector<int64_t>(static_cast<size_t>(2 * r), 0));
+    return a;
+  };
+  d.lower = Lowering::ConvTranspose;
   return d;
 }
 

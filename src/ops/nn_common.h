@@ -54,6 +54,15 @@ void resolve_auto_pad(Attributes& attrs, const Window& w, const Shape& spatial);
 // kernel_shape dropped, since the weight's shape determines it.
 Attributes canonical_window_attrs(const Attributes& attrs, std::span<const TensorType> inputs, bool conv);
 
+// ConvTranspose's geometry along one axis, auto_pad and output_shape resolved:
+// out = stride (in - 1) + out_pad + (kernel - 1) dilation + 1 - pad_begin - pad_end.
+// With output_shape the pads are what gives it, and may be negative.
+struct DeconvAxis {
+  int64_t in = 0, out = 0, kernel = 1, stride = 1, dilation = 1, pad_begin = 0, pad_end = 0, out_pad = 0;
+};
+std::vector<DeconvAxis> plan_deconv(const Attributes& attrs, const std::vector<int64_t>& kernel,
+                                    const std::vector<int64_t>& in);
+
 // sum / count in the element type's arithmetic: true division for double,
 // truncating for int64_t, multiplication by the inverse of count in F_p. Caches
 // inverses, which cost a modular exponentiation each.

@@ -137,6 +137,9 @@ enum class Lowering : uint8_t {
   Einsum,
   MuGraph,  // a fused region's generated kernel (src/mugraph)
   Recurrent,  // LSTM, GRU, RNN
+  ConvTranspose,
+  Resize,
+  SpaceDepth,  // DepthToSpace, SpaceToDepth
 };
 
 struct OpProperties {

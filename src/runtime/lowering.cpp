@@ -37,6 +37,9 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Einsum: return lower_einsum;
     case Lowering::MuGraph: return lower_mugraph;
     case Lowering::Recurrent: return lower_recurrent;
+    case Lowering::ConvTranspose: return lower_conv_transpose;
+    case Lowering::Resize: return lower_resize;
+    case Lowering::SpaceDepth: return lower_space_depth;
   }
   return nullptr;
 }

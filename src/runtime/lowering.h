@@ -51,6 +51,12 @@ bool lower_gather_elements(Compiler& c, const Node& n);
 bool lower_scatter_nd(Compiler& c, const Node& n);
 // Einsum: one oneDNN matmul over views, or a view and a row reduction (lower_einsum.cpp).
 bool lower_einsum(Compiler& c, const Node& n);
+// Upsampling (lower_resample.cpp): ConvTranspose on oneDNN's deconvolution, Resize
+// on oneDNN's resampling where its rounding is ONNX's, else on isomer's own
+// kernel, DepthToSpace and SpaceToDepth as one strided copy.
+bool lower_conv_transpose(Compiler& c, const Node& n);
+bool lower_resize(Compiler& c, const Node& n);
+bool lower_space_depth(Compiler& c, const Node& n);
 // Fused μGraph regions: the generated kernel, checked and cached (lower_mugraph.cpp).
 bool lower_mugraph(Compiler& c, const Node& n);
 // LSTM, GRU and RNN: oneDNN's recurrent primitives for the default cells (lower_rnn.cpp).

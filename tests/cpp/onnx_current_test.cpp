@@ -115,7 +115,14 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"ScatterND", {11, 13, 16, 18}}, {"Range", {11, 27}},
       // Recurrent operators: isomer's form is opset 7's (earlier ones stay opaque); 14 added
       // layout (implemented), 22 widens types.
-      {"LSTM", {1, 7, 14, 22}}, {"GRU", {1, 3, 7, 14, 22}}, {"RNN", {1, 7, 14, 22}}};
+      {"LSTM", {1, 7, 14, 22}}, {"GRU", {1, 3, 7, 14, 22}}, {"RNN", {1, 7, 14, 22}},
+      // Upsampling. Resize-10 is adapted by its hook (asymmetric, floor); 11 adds roi and the
+      // coordinate modes, 13 makes roi and scales optional, 18 adds antialias (kept opaque),
+      // axes and keep_aspect_ratio_policy, 19 half_pixel_symmetric: all implemented.
+      // DepthToSpace-11 adds mode (CRD); SpaceToDepth-28 changed more than types (a node with
+      // any attribute beyond blocksize is kept opaque by its hook); the rest widen types.
+      {"ConvTranspose", {1, 11, 22}}, {"Resize", {10, 11, 13, 18, 19}}, {"DepthToSpace", {1, 11, 13, 28}},
+      {"SpaceToDepth", {1, 13, 28}}};
   EXPECT_LE(kReviewedOpset, onnx_detail::newest_opset(""));
   for (const OpDef* op : all_ops()) {
     if (!op->onnx_domain.empty()) continue;

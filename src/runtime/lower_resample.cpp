@@ -1,0 +1,534 @@
+// Lowering of the upsampling operators of CNN decoders and necks:
+// ConvTranspose on oneDNN's deconvolution (bias and what follows fused as
+// post-ops, layouts chosen by oneDNN as for convolutions); Resize on oneDNN's
+// resampling where its source pixels and weights are ONNX's (checked index by
+// index), else on isomer's own separable kernel below, with the reference
+// evaluator's own tables (ops/resize.h); DepthToSpace and SpaceToDepth as one
+// strided copy.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "kernels/copy.h"
+#include "kernels/parallel.h"
+#include "ops/nn_common.h"
+#include "ops/resize.h"
+#include "runtime/compiler.h"
+#include "runtime/fusion.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// oneDNN's resampling maps output index o to (o + 0.5) in / out - 0.5 in float
+// (src/cpu/resampling_utils.hpp), rounded half away from zero for nearest.
+float onednn_coordinate(int64_t o, int64_t in, int64_t out) {
+  return (static_cast<float>(o) + 0.5f) * static_cast<float>(in) / static_cast<float>(out) - 0.5f;
+}
+
+// True if oneDNN's resampling takes the same source pixels as `plan` along every
+// axis, and for linear mode, the same coordinate (ONNX half_pixel at scale out/in).
+bool onednn_matches(const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
+  const size_t r = plan.axes.size();
+  if (r < 3 || r > 5 || plan.any_outside || !plan.axes[0].identity() || !plan.axes[1].identity()) return false;
+  if (a.mode == "nearest") {
+    for (size_t d = 2; d < r; ++d) {
+      const ops::ResizeAxis& ax = plan.axes[d];
+      for (int64_t o = 0; o < ax.out; ++o) {
+        int64_t i = static_cast<int64_t>(std::round(onednn_coordinate(o, ax.in, ax.out)));
+        i = std::clamp<int64_t>(i, 0, ax.in - 1);
+        if (i != ax.index[o]) return false;
+      }
+    }
+    return true;
+  }
+  if (a.mode != "linear") return false;
+  for (size_t d = 2; d < r; ++d) {
+    const ops::ResizeAxis& ax = plan.axes[d];
+    const bool half_pixel = a.coord == "half_pixel" || (a.coord == "pytorch_half_pixel" && ax.out > 1) ||
+                            (a.coord == "half_pixel_symmetric" && ax.scale * ax.in == ax.out);
+    if (!half_pixel || ax.scale != static_cast<double>(ax.out) / static_cast<double>(ax.in)) return false;
+  }
+  return true;
+}
+
+bool resize_on_onednn(Compiler& c, const Node& n, const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
+  const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
+  const std::vector<int64_t> od = plan.out_dims();
+  const auto alg =
+      a.mode == "nearest" ? dnnl::algorithm::resampling_nearest : dnnl::algorithm::resampling_linear;
+  const Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/true, /*full_binary=*/false);
+  const bool blocked = c.opts().blocked_layouts;
+  // The source in the layout it has (a convolution's blocked output), the
+  // destination in the same: oneDNN's resampling kernels take any.
+  // Only a channel-blocked or channel-last source (a convolution's output):
+  // oneDNN 2.6's jit resampling of a plain nchw source crashed on 96x32x32
+  // (isomer's kernel below takes plain sources).
+  const int x = c.id(n.inputs()[0]);
+  const md_t src_md = c.val(x).md;
+  const auto& bd = src_md.data.format_desc.blocking;
+  if (!blocked || src_md.data.ndims != static_cast<int>(xd.size()) || src_md.data.format_kind != dnnl_blocked)
+    return false;
+  const bool channel_blocks = bd.inner_nblks == 1 && bd.inner_idxs[0] == 1;
+  const bool channel_last = bd.inner_nblks == 0 && bd.strides[1] == 1 && xd[1] > 1;
+  if (!channel_blocks && !channel_last) return false;
+  md_t dst_any(to_dims(od), dt::f32, tag::any);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst);
+    return dnnl::resampling_forward::primitive_desc(d, attr, c.engine());
+  };
+  dnnl::resampling_forward::primitive_desc pd;
+  try {
+    pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  if (is_reference(pd)) return false;
+  const md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  pd = make_pd(dst_md, attr);
+  const int src = c.as_layout(x, pd.src_desc());
+  const int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  StepInfo info;
+  info.kind = "resample";
+  info.label = n.name();
+  info.ops = fusion_ops("Resize", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  info.signature = std::string("resampling ") + (a.mode == "nearest" ? "nearest" : "linear") + " src " +
+                   describe_md(pd.src_desc()) + " dst " + describe_md(pd.dst_desc()) + post + " impl " +
+                   pd.impl_info_str();
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+// The last two axes' tables as float weights, for the kernel below.
+struct PlaneTaps {
+  int64_t ih = 1, iw = 1, oh = 1, ow = 1;
+  int th = 1, tw = 1;
+  int64_t repeat = 0;  // nearest: wi[ow] = ow / repeat for every ow (0: another map)
+  std::vector<int64_t> hi, wi;
+  std::vector<float> hw, ww;
+};
+
+PlaneTaps plane_taps(const ops::ResizeAxis* h, const ops::ResizeAxis& w) {
+  PlaneTaps t;
+  if (h) {
+    t.ih = h->in, t.oh = h->out, t.th = h->taps, t.hi = h->index;
+    t.hw.assign(h->weight.begin(), h->weight.end());
+  } else {
+    t.hi = {0}, t.hw = {1.f};
+  }
+  t.iw = w.in, t.ow = w.out, t.tw = w.taps, t.wi = w.index;
+  t.ww.assign(w.weight.begin(), w.weight.end());
+  if (t.tw == 1 && t.ow == 2 * t.iw) {
+    t.repeat = 2;
+    for (int64_t o = 0; o < t.ow; ++o) t.repeat = t.wi[o] == o / 2 ? t.repeat : 0;
+  }
+  return t;
+}
+
+// y[p][oh][ow] = sum_j hw[oh, j] sum_k ww[ow, k] x[p][hi[oh, j]][wi[ow, k]] for every plane p.
+ISOMER_CLONES void resize_planes(const float* x, float* y, int64_t planes, const PlaneTaps& t) {
+#pragma omp parallel for
+  for (int64_t p = 0; p < planes; ++p) {
+    thread_local std::vector<float> cache;
+    if (cache.size() < static_cast<size_t>(2 * t.ow)) cache.resize(static_cast<size_t>(2 * t.ow));
+    int64_t cached[2] = {-1, -1};
+    const float* rows[2] = {nullptr, nullptr};
+    const float* xp = x + p * t.ih * t.iw;
+    float* yp = y + p * t.oh * t.ow;
+    for (int64_t oh = 0; oh < t.oh; ++oh) {
+      float* row = yp + oh * t.ow;
+      if (t.th == 1 && t.tw == 1) {
+        if (oh > 0 && t.hi[oh] == t.hi[oh - 1]) {  // nearest upsampling repeats rows
+          std::memcpy(row, row - t.ow, sizeof(float) * static_cast<size_t>(t.ow));
+          continue;
+        }
+        const float* src = xp + t.hi[oh] * t.iw;
+        if (t.repeat == 2) {  // each pixel twice (nn.Upsample(scale_factor=2)): no index loads
+          for (int64_t iw = 0; iw < t.iw; ++iw) row[2 * iw] = row[2 * iw + 1] = src[iw];
+        } else {
+          for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = src[t.wi[ow]];
+        }
+        continue;
+      }
+      if (t.th == 2 && t.tw == 2) {  // linear: each source row interpolated once, kept while rows use it
+        float* h[2] = {cache.data(), cache.data() + t.ow};
+        for (int j = 0; j < 2; ++j) {
+          const int64_t r = t.hi[oh * 2 + j];
+          int slot = cached[0] == r ? 0 : cached[1] == r ? 1 : -1;
+          if (slot < 0) {
+            slot = cached[0] == t.hi[oh * 2 + 1 - j] ? 1 : 0;  // keep the row the other tap reads
+            const float* src = xp + r * t.iw;
+            float* dst = h[slot];
+            for (int64_t ow = 0; ow < t.ow; ++ow)
+              dst[ow] = t.ww[ow * 2] * src[t.wi[ow * 2]] + t.ww[ow * 2 + 1] * src[t.wi[ow * 2 + 1]];
+            cached[slot] = r;
+          }
+          rows[j] = h[slot];
+        }
+        const float w0 = t.hw[oh * 2], w1 = t.hw[oh * 2 + 1];
+        for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = w0 * rows[0][ow] + w1 * rows[1][ow];
+        continue;
+      }
+      for (int64_t ow = 0; ow < t.ow; ++ow) row[ow] = 0.f;
+      for (int j = 0; j < t.th; ++j) {
+        const float wh = t.hw[oh * t.th + j];
+        if (wh == 0.f) continue;
+        const float* src = xp + t.hi[oh * t.th + j] * t.iw;
+        for (int64_t ow = 0; ow < t.ow; ++ow) {
+          float s = 0.f;
+          for (int k = 0; k < t.tw; ++k) s += t.ww[ow * t.tw + k] * src[t.wi[ow * t.tw + k]];
+          row[ow] += wh * s;
+        }
+      }
+    }
+  }
+}
+
+// One axis of a separable resize on float data: y[b][o][i] = sum_k w[o,k] x[b][index[o,k]][i].
+struct AxisPass {
+  int64_t outer = 1, in = 1, out = 1, inner = 1;
+  int taps = 1;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+
+ISOMER_CLONES void resize_pass(const float* x, float* y, const AxisPass& a) {
+  for (int64_t b = 0; b < a.outer; ++b)
+    for (int64_t o = 0; o < a.out; ++o) {
+      float* dst = y + (b * a.out + o) * a.inner;
+      for (int64_t i = 0; i < a.inner; ++i) dst[i] = 0.f;
+      for (int k = 0; k < a.taps; ++k) {
+        const float w = a.weight[o * a.taps + k];
+        const float* src = x + (b * a.in + a.index[o * a.taps + k]) * a.inner;
+        for (int64_t i = 0; i < a.inner; ++i) dst[i] += w * src[i];
+      }
+    }
+}
+
+// A ConvTranspose whose kernel equals its stride (no padding, dilation or groups:
+// UNet's 2x2 stride-2 up-convolutions) writes each output pixel from one input
+// pixel: a 1x1 convolution to s*s*M channels ordered (i, j, m), written
+// channel-last, then one copy that moves the (j, m) runs of each row i into
+// place (also channel-last). oneDNN's deconvolution ran these four times slower
+// than ONNX Runtime.
+bool deconv_as_shuffle(Compiler& c, const Node& n, const Tensor& wt, const std::vector<int64_t>& xd,
+                       const std::vector<ops::DeconvAxis>& axes) {
+  if (xd.size() != 4 || !c.opts().blocked_layouts || n.attrs().get_int("group", 1) != 1) return false;
+  const int64_t s = axes[0].stride;
+  for (const ops::DeconvAxis& a : axes)
+    if (a.kernel != s || a.stride != s || a.dilation != 1 || a.pad_begin || a.pad_end || a.out_pad) return false;
+  if (axes[1].stride != s || s < 2) return false;
+  const bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+  const Tensor* bt = has_bias ? c.known(n.inputs()[2]) : nullptr;
+  if (has_bias && !bt) return false;
+  const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], M = wt.dims()[1], K = s * s * M;
+  const std::vector<double> w = wt.to_f64();
+  std::vector<double> w1(static_cast<size_t>(K * C)), b1(static_cast<size_t>(K), 0.0);
+  const std::vector<double> b = bt ? bt->to_f64() : std::vector<double>(static_cast<size_t>(M), 0.0);
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t k = (i * s + j) * M + m;
+        b1[k] = b[m];
+        for (int64_t ci = 0; ci < C; ++ci) w1[k * C + ci] = w[((ci * M + m) * s + i) * s + j];
+      }
+  const std::vector<int64_t> td{N, K, H, W}, od{N, M, H * s, W * s};
+  // Activations commute with the copy: post-ops of the convolution.
+  const Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/false, /*full_binary=*/false);
+  for (const PostOp& p : fusion.ops)
+    if (!p.eltwise) return false;
+  dnnl::post_ops po;
+  std::string post;
+  for (const PostOp& p : fusion.ops) {
+    po.append_eltwise(1.f, p.eltwise->alg, p.eltwise->alpha, p.eltwise->beta);
+    post += " +" + p.eltwise->text();
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  const md_t src_any(to_dims(xd), dt::f32, tag::any), wei_any(dims_t{K, C, 1, 1}, dt::f32, tag::any),
+      bias_md(dims_t{K}, dt::f32, tag::a), t_md(to_dims(td), dt::f32, tag::nhwc);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                    wei_any, bias_md, t_md, dims_t{1, 1}, dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
+  dnnl::convolution_forward::primitive_desc pd(d, attr, c.engine());
+  if (is_reference(pd)) return false;
+  const int wid = c.as_layout(
+      c.constant_value(Tensor::from_f64(DType::Float32, {K, C, 1, 1}, w1), n.name() + ".weight"), pd.weights_desc());
+  const int src = c.as_layout(c.id(n.inputs()[0]), pd.src_desc());
+  const int t = c.new_value(DType::Float32, td, pd.dst_desc(), n.name() + ".cells");
+  StepInfo info;
+  info.kind = "conv";
+  info.label = n.name();
+  info.ops = fusion_ops("ConvTranspose", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  info.signature = "deconv as 1x1 conv src " + describe_md(pd.src_desc()) + " wei " + describe_md(pd.weights_desc()) +
+                   " dst " + describe_md(pd.dst_desc()) + " bias" + post + " impl " + pd.impl_info_str();
+  info.flops = 2.0 * static_cast<double>(N * H * W) * static_cast<double>(K * C);
+  c.add_primitive(pd,
+                  {{DNNL_ARG_SRC, src},
+                   {DNNL_ARG_WEIGHTS, wid},
+                   {DNNL_ARG_DST, t},
+                   {DNNL_ARG_BIAS, c.constant_value(Tensor::from_f64(DType::Float32, {K}, b1), n.name() + ".bias")}},
+                  info);
+  // t[n, h, w, i, (j, m)] -> y[n, h, i, w, (j, m)], both channel-last.
+  const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, tag::nhwc), n.name());
+  const std::vector<int64_t> dims{N, H, s, W, s * M}, from{H * W * K, W * K, s * M, K, 1},
+      to{H * s * W * s * M, s * W * s * M, W * s * M, s * M, 1};
+  add_native_step(c, step_info(n, "copy", "ConvTranspose cells to pixels " + to_string(dims)), {t}, {y},
+                  [dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(sizeof(float), p[0], from, p[1], to, dims);
+                  });
+  finish_fusion(c, fusion, y);
+  return true;
+}
+
+}  // namespace
+
+bool lower_conv_transpose(Compiler& c, const Node& n) {
+  if (!all_float32(n)) return false;
+  const Tensor* wt = c.known(n.inputs()[1]);
+  std::vector<int64_t> xd = c.dims(n.inputs()[0]);
+  const std::vector<int64_t> wd = c.dims(n.inputs()[1]);
+  const size_t sp = xd.size() - 2;
+  if (sp < 1 || sp > 3) return false;
+  const int64_t groups = n.attrs().get_int("group", 1), C = xd[1], Cg = C / groups, Mg = wd[1], M = Mg * groups;
+  const std::vector<ops::DeconvAxis> axes = ops::plan_deconv(
+      n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()), std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  if (wt && deconv_as_shuffle(c, n, *wt, xd, axes)) return true;
+  std::vector<int64_t> od{xd[0], M};
+  dims_t strides, dil, pl, pr;
+  // output_padding extends the far end: a negative far padding to oneDNN, which
+  // refuses it. q zero pixels appended to the input along that axis add s q
+  // outputs that read nothing but the bias, so the far padding s q - (op - pe)
+  // can be >= 0 and the output is the same.
+  std::vector<int64_t> extra(sp, 0);
+  for (size_t i = 0; i < sp; ++i) {
+    const ops::DeconvAxis& a = axes[i];
+    if (a.pad_begin < 0) return false;
+    // (pad_end < 0: an output_shape beyond the full output, the same case)
+    if (a.out_pad > a.pad_end) extra[i] = (a.out_pad - a.pad_end + a.stride - 1) / a.stride;
+    od.push_back(a.out);
+    strides.push_back(a.stride);
+    dil.push_back(a.dilation - 1);
+    pl.push_back(a.pad_begin);
+    pr.push_back(a.pad_end - a.out_pad + a.stride * extra[i]);
+  }
+  int x_id = c.id(n.inputs()[0]);
+  if (std::any_of(extra.begin(), extra.end(), [](int64_t e) { return e > 0; })) {
+    const int xp = c.as_plain(x_id);
+    std::vector<int64_t> padded = xd;
+    for (size_t i = 0; i < sp; ++i) padded[i + 2] += extra[i];
+    const int z = c.new_value(DType::Float32, padded, plain_md(padded, dt::f32), n.name() + ".padded");
+    const std::vector<int64_t> from = row_major(xd), to = row_major(padded), dims = xd;
+    const int64_t total = num_elements(padded);
+    add_native_step(c, step_info(n, "copy", "ConvTranspose input zero-padded at the far end " + to_string(padded)),
+                    {xp}, {z}, [from, to, dims, total](const std::vector<char*>& p) {
+                      const float zero = 0.f;
+                      kernels::fill(sizeof(float), p[1], total, &zero);
+                      kernels::strided_copy(sizeof(float), p[0], from, p[1], to, dims);
+                    });
+    x_id = z;
+    xd = padded;
+  }
+  // oneDNN's weights are [G,] M/G, C/G, k...: ONNX's C, M/G, k... seen with the
+  // first two axes swapped (strides, no copy); oneDNN reorders them to its layout.
+  const int64_t cells = product(wd, 2, wd.size());
+  std::vector<int64_t> wshape = groups > 1 ? std::vector<int64_t>{groups, Mg, Cg} : std::vector<int64_t>{M, C};
+  std::vector<int64_t> wstrides =
+      groups > 1 ? std::vector<int64_t>{Cg * Mg * cells, cells, Mg * cells} : std::vector<int64_t>{cells, Mg * cells};
+  wshape.insert(wshape.end(), wd.begin() + 2, wd.end());
+  const std::vector<int64_t> kernel_strides = row_major(std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  wstrides.insert(wstrides.end(), kernel_strides.begin(), kernel_strides.end());
+  const bool has_bias = n.inputs().size() > 2 && n.inputs()[2].present();
+
+  Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/true, /*full_binary=*/false);
+  const bool blocked = c.opts().blocked_layouts;
+  const tag plain = sp == 1 ? tag::ncw : sp == 2 ? tag::nchw : tag::ncdhw;
+  const md_t src_any(to_dims(xd), dt::f32, blocked ? tag::any : plain);
+  md_t dst_any(to_dims(od), dt::f32, blocked ? tag::any : plain);
+  const md_t wei_any(to_dims(wshape), dt::f32, tag::any), bias_md(dims_t{M}, dt::f32, tag::a);
+  auto make_pd = [&](const md_t& dst, const dnnl::primitive_attr& attr) {
+    dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                        src_any, wei_any, has_bias ? bias_md : md_t(), dst, strides, dil, pl, pr);
+    return dnnl::deconvolution_forward::primitive_desc(d, attr, c.engine());
+  };
+  dnnl::deconvolution_forward::primitive_desc pd;
+  try {
+    pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  } catch (const dnnl::error&) {
+    return false;  // a geometry oneDNN does not take (negative far padding): the reference kernel
+  }
+  if (is_reference(pd) && fusion.drop_binary()) pd = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
+  const md_t dst_md = pd.dst_desc();
+  std::vector<std::pair<int, int>> args;
+  std::string post;
+  int acc = -1;
+  dnnl::primitive_attr attr = fusion_attr(c, fusion, dst_md, acc, post, args);
+  if (fusion.has_add() || fusion.has_binary()) pd = make_pd(dst_md, attr);
+
+  int wid;
+  if (wt) {
+    const std::vector<double> w = wt->to_f64();
+    std::vector<double> wo(w.size());
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t m = 0; m < Mg; ++m)
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t k = 0; k < cells; ++k)
+            wo[((g * Mg + m) * Cg + ci) * cells + k] = w[((g * Cg + ci) * Mg + m) * cells + k];
+    wid = c.as_layout(c.constant_value(Tensor::from_f64(DType::Float32, wshape, wo), n.name() + ".weight"),
+                      pd.weights_desc());
+  } else {  // weights computed at run time (or a graph input): reordered on every run
+    wid = c.as_layout(c.view(c.as_plain(c.id(n.inputs()[1])), wshape, wstrides, 0, n.name() + ".weight_view"),
+                      pd.weights_desc());
+  }
+  const int src = c.as_layout(x_id, pd.src_desc());
+  const int dst = acc >= 0 ? c.alias(acc, od, pd.dst_desc(), n.name()) : c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  c.val(dst).accumulated = acc >= 0;
+  args.insert(args.begin(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, dst}});
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, c.as_layout(c.id(n.inputs()[2]), bias_md)});
+  StepInfo info;
+  info.kind = "deconv";
+  info.label = n.name();
+  info.ops = fusion_ops("ConvTranspose", {}, fusion);
+  info.nodes = fusion_nodes(n, fusion);
+  std::ostringstream sig;
+  sig << "deconv src " << describe_md(pd.src_desc()) << " wei " << describe_md(pd.weights_desc()) << " dst "
+      << describe_md(pd.dst_desc()) << " s" << to_string(std::vector<int64_t>(strides.begin(), strides.end()))
+      << " d" << to_string(std::vector<int64_t>(dil.begin(), dil.end())) << " pl"
+      << to_string(std::vector<int64_t>(pl.begin(), pl.end())) << " pr"
+      << to_string(std::vector<int64_t>(pr.begin(), pr.end())) << " g" << groups << (has_bias ? " bias" : "")
+      << post << " impl " << pd.impl_info_str();
+  info.signature = sig.str();
+  info.flops = 2.0 * static_cast<double>(num_elements(xd)) * static_cast<double>(Mg * cells);
+  c.add_primitive(pd, args, info);
+  finish_fusion(c, fusion, dst);
+  return true;
+}
+
+bool lower_resize(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  if (in[0].type().dtype != DType::Float32) return false;  // (sizes are int64)
+  auto operand = [&](size_t i, bool& ok) -> const Tensor* {
+    if (i >= in.size() || !in[i].present()) return nullptr;
+    const Tensor* t = c.known(in[i]);
+    ok = ok && t;
+    return t;
+  };
+  bool ok = true;
+  const Tensor *roi = operand(1, ok), *scales = operand(2, ok), *sizes = operand(3, ok);
+  if (!ok) return false;  // extents computed at run time: the reference kernel
+  const std::vector<int64_t> xd = c.dims(in[0]);
+  const ops::ResizeAttrs a = ops::read_resize_attrs(n.attrs(), static_cast<int64_t>(xd.size()));
+  const ops::ResizePlan plan =
+      ops::plan_resize(a, xd,
+                       ops::resize_extents(a, xd, roi ? roi->to_f64() : std::vector<double>{},
+                                           scales ? scales->to_f64() : std::vector<double>{},
+                                           sizes ? sizes->to_i64() : std::vector<int64_t>{}));
+  if (plan.any_outside) return false;  // tf_crop_and_resize's extrapolation: the reference kernel
+  const size_t r = xd.size();
+  if (onednn_matches(plan, a) && resize_on_onednn(c, n, plan, a)) return true;
+  // Own kernel: a plane kernel when only the last two axes change, else one pass per changed axis.
+  if (r < 1) return false;
+  bool planar = true;
+  for (size_t d = 0; d + 2 < r; ++d) planar = planar && plan.axes[d].identity();
+  if (!planar) {
+    std::vector<AxisPass> passes;
+    std::vector<int64_t> dims = xd;
+    for (size_t d = 0; d < r; ++d) {
+      const ops::ResizeAxis& ax = plan.axes[d];
+      if (ax.identity()) continue;
+      AxisPass p;
+      p.outer = product(dims, 0, d), p.in = ax.in, p.out = ax.out, p.inner = product(dims, d + 1, r);
+      p.taps = ax.taps, p.index = ax.index, p.weight.assign(ax.weight.begin(), ax.weight.end());
+      dims[d] = ax.out;
+      passes.push_back(std::move(p));
+    }
+    const int x = c.as_plain(c.id(in[0]));
+    const std::vector<int64_t> od = plan.out_dims();
+    const int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+    add_native_step(c, step_info(n, "resize", a.mode + " " + a.coord + " " + to_string(xd) + " -> " + to_string(od)),
+                    {x}, {y}, [passes](const std::vector<char*>& p) {
+                      std::vector<float> a, b;
+                      const float* src = reinterpret_cast<const float*>(p[0]);
+                      for (size_t k = 0; k < passes.size(); ++k) {
+                        const AxisPass& q = passes[k];
+                        float* dst = k + 1 == passes.size() ? reinterpret_cast<float*>(p[1])
+                                                            : ((k % 2 ? b : a).resize(static_cast<size_t>(q.outer * q.out * q.inner)),
+                                                               (k % 2 ? b : a).data());
+                        resize_pass(src, dst, q);
+                        src = dst;
+                      }
+                    });
+    c.bind(n.output(0), y);
+    return true;
+  }
+  const PlaneTaps taps = plane_taps(r >= 2 ? &plan.axes[r - 2] : nullptr, plan.axes[r - 1]);
+  const int64_t planes = product(xd, 0, r >= 2 ? r - 2 : r - 1);
+  const int x = c.as_plain(c.id(in[0]));
+  const std::vector<int64_t> od = plan.out_dims();
+  const int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+  add_native_step(c,
+                  step_info(n, "resize",
+                            a.mode + " " + a.coord + " " + to_string(xd) + " -> " + to_string(od),
+                            2.0 * static_cast<double>(num_elements(od)) * taps.th * taps.tw),
+                  {x}, {y}, [taps, planes](const std::vector<char*>& p) {
+                    resize_planes(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), planes, taps);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// DepthToSpace (DCR): y[n, c, h b + i, w b + j] = x[n, (i b + j) C' + c, h, w];
+// CRD reads channel c b b + i b + j. SpaceToDepth: y seen
+// as [N, b, b, C, H/b, W/b] reads x[n, c, h b + i, w b + j].
+bool lower_space_depth(Compiler& c, const Node& n) {
+  int x = c.id(n.inputs()[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x);
+  if (xd.size() != 4) return false;
+  const int64_t b = n.attrs().get_int("blocksize"), N = xd[0], C = xd[1], H = xd[2], W = xd[3];
+  std::vector<int64_t> dims, from, to;
+  if (n.op_type() == "DepthToSpace") {
+    const int64_t Co = C / (b * b);
+    // Seen as [N, C', H, b, b, W] (w last: each source row is read in order).
+    dims = {N, Co, H, b, b, W};
+    if (n.attrs().get_string("mode", "DCR") == "CRD")
+      from = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[1], xs[3]};
+    else
+      from = {xs[0], xs[1], xs[2], b * Co * xs[1], Co * xs[1], xs[3]};
+    to = {Co * H * b * W * b, H * b * W * b, b * W * b, W * b, 1, b};
+  } else {
+    dims = {N, b, b, C, H / b, W / b};
+    from = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+    to = row_major(dims);
+  }
+  const TensorType t = c.concrete_types(n)[0];
+  std::vector<int64_t> od;
+  for (const Dim& d : t.shape) od.push_back(d.value);
+  const auto type = dnnl_type(t.dtype);
+  const int y = c.new_value(t.dtype, od, type ? plain_md(od, *type) : md_t(), n.name());
+  const size_t elem = dtype_size(c.val(x).dtype);
+  add_native_step(c, step_info(n, "copy", std::string(n.op_type()) + " " + to_string(dims) + " s" + to_string(from)),
+                  {x}, {y}, [elem, dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1], to, dims);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+}  // namespace isomer::runtime
