@@ -232,6 +232,37 @@ TEST(MuGraphFuse, SymbolicDimsAreReportedWithTheFix) {
   EXPECT_EQ(find_regions(fixed).size(), 1u);  // fixed, the same operators are a region
 }
 
+// Regions that differ only in their weights' values (a transformer's layers) are
+// searched once: the second takes the first's kernel after verifying it on its own
+// body and weights.
+TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
+  auto vec = [](const std::string& name, int seed) {
+    std::string t = "  %" + name + " = const f32[32] {";
+    for (int i = 0; i < 32; ++i) t += (i ? ", " : "") + std::to_string(0.5 + 0.01 * ((i * 7 + seed * 13) % 50));
+    return t + "}\n";
+  };
+  Graph g = parse_graph("graph g(%x: f32[8,32], %y: f32[8,32]) {\n  %c = const f32[] {0.5}\n" + vec("g1", 1) +
+                        vec("b1", 2) + vec("g2", 3) + vec("b2", 4) + R"(  %n1 = LayerNormalization(%x, %g1, %b1) {axis=-1}
+  %p = Mul(%n1, %c)
+  %n2 = LayerNormalization(%y, %g2, %b2) {axis=-1}
+  %q = Mul(%n2, %c)
+  return %p, %q
+}
+)");
+  ASSERT_EQ(find_regions(g).size(), 2u);
+  FuseOptions o;
+  o.measure = false;
+  o.search_seconds = 2;
+  FuseReport report;
+  Graph out = fuse_regions(g, o, &report);
+  ASSERT_EQ(report.regions.size(), 2u);
+  EXPECT_TRUE(report.regions[0].kept) << report.to_text();
+  EXPECT_TRUE(report.regions[1].kept) << report.to_text();
+  EXPECT_EQ(report.regions[1].states, 0u) << report.to_text();
+  EXPECT_NE(report.regions[1].reason.find("a region of the same shapes"), std::string::npos) << report.to_text();
+  EXPECT_EQ(out.op_histogram().at("MuGraph"), 2u);
+}
+
 TEST(MuGraphFuse, FusedModelRoundTripsAndRuns) {
   setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
