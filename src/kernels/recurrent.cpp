@@ -51,8 +51,8 @@ ISOMER_CLONES void gemv_panels(const float* __restrict packed, const float* __re
 }
 
 ISOMER_CLONES void lstm_gates(const float* __restrict a, const float* __restrict b, float* __restrict c,
-                              float* __restrict h, int64_t H) {
-  for (int64_t j = 0; j < H; ++j) {
+                              float* __restrict h, int64_t count, int64_t H) {
+  for (int64_t j = 0; j < count; ++j) {
     const float i = vm::sigmoid(a[j] + b[j]), o = vm::sigmoid(a[H + j] + b[H + j]);
     const float f = vm::sigmoid(a[2 * H + j] + b[2 * H + j]), g = vm::tanh(a[3 * H + j] + b[3 * H + j]);
     const float cv = f * c[j] + i * g;
@@ -62,16 +62,16 @@ ISOMER_CLONES void lstm_gates(const float* __restrict a, const float* __restrict
 }
 
 ISOMER_CLONES void gru_lbr_gates(const float* __restrict a, const float* __restrict b, const float* __restrict rb,
-                                 const float* __restrict h_prev, float* __restrict h, int64_t H) {
-  for (int64_t j = 0; j < H; ++j) {
+                                 const float* __restrict h_prev, float* __restrict h, int64_t count, int64_t H) {
+  for (int64_t j = 0; j < count; ++j) {
     const float z = vm::sigmoid(a[j] + b[j]), r = vm::sigmoid(a[H + j] + b[H + j]);
     const float cand = vm::tanh(a[2 * H + j] + r * (b[2 * H + j] + rb[j]));
     h[j] = (1.0f - z) * cand + z * h_prev[j];
   }
 }
 
-ISOMER_CLONES void rnn_gates(const float* __restrict a, const float* __restrict b, float* __restrict h, int64_t H) {
-  for (int64_t j = 0; j < H; ++j) h[j] = vm::tanh(a[j] + b[j]);
+ISOMER_CLONES void rnn_gates(const float* __restrict a, const float* __restrict b, float* __restrict h, int64_t count) {
+  for (int64_t j = 0; j < count; ++j) h[j] = vm::tanh(a[j] + b[j]);
 }
 
 }  // namespace isomer::kernels

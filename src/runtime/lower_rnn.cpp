@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 #include "kernels/recurrent.h"
 #include "ops/rnn.h"
 #include "runtime/compiler.h"
@@ -185,7 +186,33 @@ struct NativeRecurrence {
       }
       const float* h_prev = h_init.data();
       int64_t h_stride = H;
-      for (int64_t s = 0; s < T; ++s) {
+      if (N == 1 && threads > 1 && GH >= 512) {
+        // Batch 1 on several threads: each takes a share of R's panels and of the hidden
+        // units, meeting at a barrier after the product and after the gates of each step.
+        kernels::parallel_teams(threads, [&](int tid, int team) {
+          const int64_t panels = (GH + 15) / 16;
+          const int64_t p0 = panels * tid / team, p1 = panels * (tid + 1) / team;
+          const int64_t rows = std::min(GH, p1 * 16) - p0 * 16;
+          const int64_t j0 = H * tid / team, j1 = H * (tid + 1) / team;
+          const float* hp = h_init.data();
+          for (int64_t s = 0; s < T; ++s) {
+            const int64_t t = rev ? T - 1 - s : s;
+            if (rows > 0) kernels::gemv_panels(r[d].data() + p0 * H * 16, hp, hr.data() + p0 * 16, rows, H);
+#pragma omp barrier
+            const float* a = xw.data() + t * GH + j0;
+            const float* b = hr.data() + j0;
+            float* out = y + y_row(t, d, 0) + j0;
+            if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + j0, out, j1 - j0, H);
+            else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data() + j0, hp + j0, out, j1 - j0, H);
+            else kernels::rnn_gates(a, b, out, j1 - j0);
+#pragma omp barrier
+            hp = y + y_row(t, d, 0);
+          }
+        });
+        h_prev = y + y_row(rev ? 0 : T - 1, d, 0);
+        h_stride = y_stride();
+      }
+      for (int64_t s = 0; s < T && !(N == 1 && threads > 1 && GH >= 512); ++s) {
         const int64_t t = rev ? T - 1 - s : s;
         if (N == 1) kernels::gemv_panels(r[d].data(), h_prev, hr.data(), GH, H);
         else kernels::gemm_packed(h_prev, h_stride, N, r_packed[d], hr.data(), GH, nullptr, threads);
@@ -194,8 +221,8 @@ struct NativeRecurrence {
           const float* b = hr.data() + n * GH;
           const float* hp = h_prev + n * h_stride;
           float* out = y + y_row(t, d, n);
-          if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + n * H, out, H);
-          else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data(), hp, out, H);
+          if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + n * H, out, H, H);
+          else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data(), hp, out, H, H);
           else kernels::rnn_gates(a, b, out, H);
         }
         h_prev = y + y_row(t, d, 0);

@@ -164,6 +164,29 @@ TEST(Rnn, RuntimeMatchesTheReferenceOnRandomShapes) {
   }
 }
 
+// Batch 1 on two threads: each takes a share of R's panels and of the hidden units,
+// meeting at barriers (wide enough cells only: G * H >= 512).
+TEST(Rnn, BatchOneOnTwoThreadsMatchesTheReference) {
+  const Case cases[] = {{"LSTM", "forward", 0, 5, 1, 24, 160, true, true, true, 0, 3},
+                        {"GRU", "reverse", 1, 4, 1, 16, 200, true, true, false, 1, 2},
+                        {"RNN", "bidirectional", 0, 3, 1, 8, 520, false, false, false, 0, 2},
+                        {"LSTM", "bidirectional", 1, 6, 1, 12, 130, true, false, true, 0, 3}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.op + " " + k.direction + " H" + std::to_string(k.hidden));
+    Graph g = case_graph(k, 500 + k.hidden);
+    std::vector<Tensor> inputs = random_inputs(g, 3);
+    std::vector<Tensor> want = evaluate(g, inputs);
+    runtime::RuntimeOptions o;
+    o.threads = 2;
+    auto exe = runtime::compile(g, o);
+    for (const runtime::StepInfo& st : exe->steps()) EXPECT_NE(st.kind, "reference") << st.label;
+    for (int run = 0; run < 2; ++run) {
+      CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+      EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
+    }
+  }
+}
+
 // Outside the fast path (clip, other activations, ragged sequences) the reference
 // kernel runs the node: the same answer, more slowly.
 TEST(Rnn, InstancesOutsideTheFastPathRunOnTheReferenceKernel) {
