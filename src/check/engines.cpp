@@ -94,9 +94,13 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
       bridge::SessionOptions so;
       so.threads = opts.threads > 0 ? opts.threads : runtime::hardware_threads();
       so.optimization = e == Engine::OnnxRuntime ? "all" : "none";
-      // The plain session only gives reference outputs; its threads must not spin
-      // while isomer's runtime is being timed.
-      so.spinning = e == Engine::OnnxRuntime;
+      // No session's threads spin. The plain session only gives reference outputs and
+      // must not take cores from isomer's runtime while that is timed; and of two
+      // timed sessions alive at once (the guard's original and optimized model), the
+      // one created first ran slower while the other's pool spun: on the demo model
+      // at 2 threads, equal-speed graphs read 1.40x apart, by creation order alone
+      // (without spinning, 0.85-0.90x both ways).
+      so.spinning = false;
       std::vector<std::string> names;
       for (const NodePtr& in : g.inputs()) names.push_back(in->name());
       std::string bytes = export_onnx_bytes(g);
