@@ -31,9 +31,11 @@ std::optional<int64_t> num_elements(const Shape& s) {
   return n;
 }
 
-int64_t num_elements(const std::vector<int64_t>& dims) {
+int64_t num_elements(const std::vector<int64_t>& dims) { return num_elements(dims, 0, dims.size()); }
+
+int64_t num_elements(const std::vector<int64_t>& dims, size_t from, size_t to) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (size_t i = from; i < to; ++i) n *= dims[i];
   return n;
 }
 

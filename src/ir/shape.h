@@ -38,6 +38,8 @@ std::vector<int64_t> static_dims(const Shape& s, const std::string& what = "shap
 // Product of static extents; nullopt if any dim is symbolic.
 std::optional<int64_t> num_elements(const Shape& s);
 int64_t num_elements(const std::vector<int64_t>& dims);
+// The product of dims[from, to): the elements of those axes.
+int64_t num_elements(const std::vector<int64_t>& dims, size_t from, size_t to);
 // "[1,3,N,?]"
 std::string to_string(const Shape& s);
 std::string to_string(const std::vector<int64_t>& dims);

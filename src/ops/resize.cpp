@@ -225,12 +225,6 @@ ResizePlan plan_resize(const ResizeAttrs& a, const std::vector<int64_t>& in, con
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
 std::vector<double> floats_of(const Tensor* t) { return t ? t->to_f64() : std::vector<double>{}; }
 
 // y = the 1-D map of `ax` applied along axis `axis` of x.
@@ -238,7 +232,7 @@ Array<double> resize_axis(const Array<double>& x, size_t axis, const ResizeAxis&
   std::vector<int64_t> dims = x.dims;
   dims[axis] = ax.out;
   Array<double> y(dims);
-  const int64_t outer = product(x.dims, 0, axis), inner = product(x.dims, axis + 1, x.dims.size());
+  const int64_t outer = num_elements(x.dims, 0, axis), inner = num_elements(x.dims, axis + 1, x.dims.size());
   for (int64_t b = 0; b < outer; ++b)
     for (int64_t o = 0; o < ax.out; ++o) {
       double* dst = y.data.data() + (b * ax.out + o) * inner;

@@ -14,12 +14,6 @@ namespace isomer::runtime {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
 // A dense float32 input, or -1.
 int dense_f32(Compiler& c, const Value& v) {
   if (c.dtype(v) != DType::Float32) return -1;
@@ -45,7 +39,7 @@ bool lower_arg_extreme(Compiler& c, const Node& n) {
   if (x < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size())));
-  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
   if (len < 1) return false;
   const bool max = n.op_type() == "ArgMax", last = n.attrs().get_int("select_last_index", 0) != 0;
   int y = dense_output(c, n);
@@ -116,7 +110,7 @@ bool lower_cumsum(Compiler& c, const Node& n) {
                       axis = a < 0 ? a + rank : a;
                     }
                     const auto ax = static_cast<size_t>(axis);
-                    run(p[0], p[2], product(xd, 0, ax), xd[ax], product(xd, ax + 1, xd.size()), exclusive, reverse);
+                    run(p[0], p[2], num_elements(xd, 0, ax), xd[ax], num_elements(xd, ax + 1, xd.size()), exclusive, reverse);
                   });
   c.bind(n.output(0), y);
   return true;
@@ -130,7 +124,7 @@ bool lower_group_norm(Compiler& c, const Node& n) {
   if (x < 0 || scale < 0 || bias < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;
   if (xd.size() < 2) return false;
-  const int64_t batch = xd[0], channels = xd[1], spatial = product(xd, 2, xd.size());
+  const int64_t batch = xd[0], channels = xd[1], spatial = num_elements(xd, 2, xd.size());
   const int64_t groups = n.op_type() == "GroupNormalization" ? n.attrs().get_int("num_groups", 0) : channels;
   if (groups <= 0 || channels % groups != 0 || num_elements(c.val(scale).dims) != channels ||
       num_elements(c.val(bias).dims) != channels)
@@ -200,7 +194,7 @@ bool lower_trilu(Compiler& c, const Node& n) {
   }
   int x = c.as_plain(c.id(n.inputs()[0]));
   const std::vector<int64_t> xd = c.val(x).dims;
-  const int64_t rows = xd[xd.size() - 2], cols = xd.back(), mats = product(xd, 0, xd.size() - 2);
+  const int64_t rows = xd[xd.size() - 2], cols = xd.back(), mats = num_elements(xd, 0, xd.size() - 2);
   const bool upper = n.attrs().get_int("upper", 1) != 0;
   const size_t elem = dtype_size(c.val(x).dtype);
   std::optional<int64_t> fixed;

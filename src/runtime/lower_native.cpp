@@ -14,13 +14,6 @@ namespace isomer::runtime {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
-
 // A dense float32 input (reordered or copied if it is blocked or a view).
 int dense_f32(Compiler& c, const Value& v) {
   if (c.dtype(v) != DType::Float32) return -1;
@@ -36,7 +29,7 @@ bool lower_softmax(Compiler& c, const Node& n) {
   const std::vector<int64_t> xd = c.val(x).dims;
   if (xd.empty()) return false;
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
-  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
   const bool log = n.op_type() == "LogSoftmax";
   int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
   add_native_step(c,
@@ -58,7 +51,7 @@ bool lower_layernorm(Compiler& c, const Node& n) {
   const std::vector<int64_t> xd = c.val(x).dims;
   if (xd.empty()) return false;
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
-  const int64_t rows = product(xd, 0, axis), cols = product(xd, axis, xd.size());
+  const int64_t rows = num_elements(xd, 0, axis), cols = num_elements(xd, axis, xd.size());
   // Scale and bias broadcast over the normalized dims; anything else is the reference kernel's.
   auto param = [&](size_t i) -> std::optional<std::vector<float>> {
     if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
@@ -123,7 +116,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
   size_t first = live.empty() ? 0 : static_cast<size_t>(live.front()), last = live.empty() ? 0 : static_cast<size_t>(live.back()) + 1;
   for (size_t i = first; i < last; ++i)
     if (xd[i] != 1 && !std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i))) return false;
-  const int64_t outer = product(xd, 0, first), len = product(xd, first, last), inner = product(xd, last, xd.size());
+  const int64_t outer = num_elements(xd, 0, first), len = num_elements(xd, first, last), inner = num_elements(xd, last, xd.size());
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   const kernels::ReduceKind k = kind->second;
   int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
@@ -148,7 +141,7 @@ bool lower_gather(Compiler& c, const Node& n) {
   const std::vector<int64_t> xd = c.val(x).dims;
   if (xd.empty()) return false;
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size())));
-  const int64_t outer = product(xd, 0, axis), len = xd[axis], inner = product(xd, axis + 1, xd.size());
+  const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
   const int64_t m = num_elements(c.val(idx).dims);
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   const DType t = c.val(x).dtype;

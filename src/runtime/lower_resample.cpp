@@ -22,12 +22,6 @@ namespace isomer::runtime {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
 // oneDNN's resampling maps output index o to (o + 0.5) in / out - 0.5 in float
 // (src/cpu/resampling_utils.hpp), rounded half away from zero for nearest.
 float onednn_coordinate(int64_t o, int64_t in, int64_t out) {
@@ -347,7 +341,7 @@ bool lower_conv_transpose(Compiler& c, const Node& n) {
   }
   // oneDNN's weights are [G,] M/G, C/G, k...: ONNX's C, M/G, k... seen with the
   // first two axes swapped (strides, no copy); oneDNN reorders them to its layout.
-  const int64_t cells = product(wd, 2, wd.size());
+  const int64_t cells = num_elements(wd, 2, wd.size());
   std::vector<int64_t> wshape = groups > 1 ? std::vector<int64_t>{groups, Mg, Cg} : std::vector<int64_t>{M, C};
   std::vector<int64_t> wstrides =
       groups > 1 ? std::vector<int64_t>{Cg * Mg * cells, cells, Mg * cells} : std::vector<int64_t>{cells, Mg * cells};
@@ -453,7 +447,7 @@ bool lower_resize(Compiler& c, const Node& n) {
       const ops::ResizeAxis& ax = plan.axes[d];
       if (ax.identity()) continue;
       AxisPass p;
-      p.outer = product(dims, 0, d), p.in = ax.in, p.out = ax.out, p.inner = product(dims, d + 1, r);
+      p.outer = num_elements(dims, 0, d), p.in = ax.in, p.out = ax.out, p.inner = num_elements(dims, d + 1, r);
       p.taps = ax.taps, p.index = ax.index, p.weight.assign(ax.weight.begin(), ax.weight.end());
       dims[d] = ax.out;
       passes.push_back(std::move(p));
@@ -478,7 +472,7 @@ bool lower_resize(Compiler& c, const Node& n) {
     return true;
   }
   const PlaneTaps taps = plane_taps(r >= 2 ? &plan.axes[r - 2] : nullptr, plan.axes[r - 1]);
-  const int64_t planes = product(xd, 0, r >= 2 ? r - 2 : r - 1);
+  const int64_t planes = num_elements(xd, 0, r >= 2 ? r - 2 : r - 1);
   const int x = c.as_plain(c.id(in[0]));
   const std::vector<int64_t> od = plan.out_dims();
   const int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
