@@ -478,7 +478,7 @@ class Generator {
   Value place_elements(const Value& x, const Dims& d) {
     const int64_t r = static_cast<int64_t>(d.size());
     if (r == 0) throw Error("scalar");
-    switch (rnd(5)) {
+    switch (rnd(6)) {
       case 0: {
         Dims reps;
         for (int64_t i = 0; i < r; ++i) reps.push_back(1 + rnd(2));
@@ -508,6 +508,20 @@ class Generator {
         Dims upd{n};
         upd.insert(upd.end(), d.begin() + 1, d.end());
         return op1("ScatterND", {x, b_.constant(Tensor::from_i64(DType::Int64, {n, 1}, rows)), fconst(upd)});
+      }
+      case 4: {
+        // Slices at index tuples of k coordinates, after 0 or 1 batch axes (torch's advanced indexing).
+        const int64_t b = r >= 2 && coin(30) ? 1 : 0;
+        const int64_t k = 1 + rnd(r - b);
+        Dims idx_dims(d.begin(), d.begin() + b);
+        idx_dims.push_back(1 + rnd(3));
+        idx_dims.push_back(k);
+        std::vector<int64_t> idx(static_cast<size_t>(numel(idx_dims)));
+        for (size_t i = 0; i < idx.size(); ++i) {
+          const int64_t e = d[static_cast<size_t>(b) + i % static_cast<size_t>(k)];
+          idx[i] = rnd(2 * e) - e;
+        }
+        return op1("GatherND", {x, b_.constant(Tensor::from_i64(DType::Int64, idx_dims, idx))}, {{"batch_dims", b}});
       }
       default: return op1("GlobalMaxPool", {pick_float_rank(4)});
     }
@@ -797,7 +811,7 @@ std::vector<std::string> generated_op_types() {
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
-          "Tile", "Trilu", "GatherElements", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM", "GRU",
+          "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM", "GRU",
           "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth"};
 }
 

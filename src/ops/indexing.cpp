@@ -1,7 +1,8 @@
 // Operators that place elements by position, as exporters write them: Tile
 // (repeat a tensor along each axis), Trilu (keep a triangle of each matrix: causal
-// masks), GatherElements (take along an axis, index per element) and ScatterND
-// (write slices at index tuples). Each is one kernel over the element type (see
+// masks), GatherElements (take along an axis, index per element), GatherND (read
+// slices at index tuples: torch's advanced indexing) and ScatterND (write slices at
+// index tuples). Each is one kernel over the element type (see
 // ops/layout_kernels.h): raw element bits for the float semantics, Fp and Sym for
 // the field and symbolic ones; all are linear in their data.
 #include <algorithm>
@@ -130,6 +131,66 @@ struct GatherElementsOp {
   }
 };
 
+// ---- GatherND ----------------------------------------------------------------------
+
+// The first batch_dims axes of data and indices are shared; the last axis of the
+// indices holds tuples of k coordinates into the data's next k axes; each tuple
+// reads the slice of the remaining axes: out = indices[:-1] + data[batch_dims + k:].
+std::vector<TensorType> infer_gather_nd(const InferContext& ctx) {
+  const TensorType &x = ctx.in(0), &idx = ctx.in(1);
+  require(idx.dtype == DType::Int64, "GatherND indices must be int64");
+  require(idx.rank() >= 1 && x.rank() >= 1, "GatherND data and indices must have rank >= 1");
+  const int64_t b = ctx.attrs.get_int("batch_dims", 0);
+  require(b >= 0 && b < std::min(x.rank(), idx.rank()),
+          "GatherND batch_dims " + std::to_string(b) + " must be below both ranks (data " + to_string(x.shape) +
+              ", indices " + to_string(idx.shape) + ")");
+  const Dim& k = idx.shape.back();
+  require(k.is_static(), "GatherND indices " + to_string(idx.shape) + " need a known last axis (the tuple length)");
+  require(k.value >= 1 && b + k.value <= x.rank(), "GatherND index tuples of length " + std::to_string(k.value) +
+                                                       " do not fit the data " + to_string(x.shape) +
+                                                       " after " + std::to_string(b) + " batch axes");
+  for (int64_t d = 0; d < b; ++d)
+    require(!x.shape[d].is_static() || !idx.shape[d].is_static() || x.shape[d].value == idx.shape[d].value,
+            "GatherND batch axis " + std::to_string(d) + " differs between data " + to_string(x.shape) +
+                " and indices " + to_string(idx.shape));
+  Shape out(idx.shape.begin(), idx.shape.end() - 1);
+  out.insert(out.end(), x.shape.begin() + b + k.value, x.shape.end());
+  return {{x.dtype, out}};
+}
+
+struct GatherNDOp {
+  static bool is_data(size_t i) { return i == 0; }
+  template <class T>
+  static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
+    const Array<T>& x = a.data[0];
+    const std::vector<int64_t>& id = a.dims[1];
+    const int64_t b = a.attrs.get_int("batch_dims", 0), k = id.empty() ? 0 : id.back();
+    require(k >= 1 && b >= 0 && b + k <= x.rank() && b < static_cast<int64_t>(id.size()),
+            "GatherND indices " + to_string(id) + " do not fit the data " + to_string(x.dims));
+    int64_t batches = 1, tuples = 1, slice = 1;
+    for (int64_t d = 0; d < b; ++d) {
+      require(id[d] == x.dims[d], "GatherND batch axes differ between data and indices");
+      batches *= x.dims[d];
+    }
+    for (size_t d = static_cast<size_t>(b); d + 1 < id.size(); ++d) tuples *= id[d];
+    for (int64_t d = b + k; d < x.rank(); ++d) slice *= x.dims[d];
+    std::vector<int64_t> out_dims(id.begin(), id.end() - 1);
+    out_dims.insert(out_dims.end(), x.dims.begin() + b + k, x.dims.end());
+    Array<T> out(out_dims);
+    const std::vector<int64_t> st = strides_of(x.dims);
+    const int64_t batch_stride = b > 0 ? st[b - 1] : x.numel();
+    for (int64_t bi = 0; bi < batches; ++bi)
+      for (int64_t t = 0; t < tuples; ++t) {
+        const int64_t tuple = bi * tuples + t;
+        int64_t off = bi * batch_stride;
+        for (int64_t d = 0; d < k; ++d)
+          off += checked_index(a.ints[1][tuple * k + d], x.dims[b + d], "GatherND") * st[b + d];
+        std::copy_n(x.data.begin() + off, slice, out.data.begin() + tuple * slice);
+      }
+    return {out};
+  }
+};
+
 // ---- ScatterND ---------------------------------------------------------------------
 
 std::vector<TensorType> infer_scatter_nd(const InferContext& ctx) {
@@ -225,6 +286,20 @@ OpDef def_GatherElements() {
   set_semantics<GatherElementsOp>(d);
   d.canonical_attrs = canonical_axis_of_input0<0>;
   d.lower = Lowering::GatherElements;
+  return d;
+}
+
+OpDef def_GatherND() {
+  OpDef d = layout_op("GatherND", 2, 2, 11);
+  d.attributes = {{"batch_dims", "int"}};
+  d.infer = infer_gather_nd;
+  set_semantics<GatherNDOp>(d);
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType>) {
+    Attributes a = attrs;
+    set_default(a, "batch_dims", int64_t{0});
+    return a;
+  };
+  d.lower = Lowering::GatherND;
   return d;
 }
 

@@ -133,6 +133,7 @@ enum class Lowering : uint8_t {
   Tile,
   Trilu,
   GatherElements,
+  GatherND,
   ScatterND,
   Einsum,
   MuGraph,  // a fused region's generated kernel (src/mugraph)

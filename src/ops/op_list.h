@@ -107,6 +107,7 @@ ISOMER_OP(RNN)
 ISOMER_OP(Tile)
 ISOMER_OP(Trilu)
 ISOMER_OP(GatherElements)
+ISOMER_OP(GatherND)
 ISOMER_OP(ScatterND)
 // layout.cpp: operators that move data without computing
 ISOMER_OP(Concat)

@@ -1,6 +1,6 @@
 // Native lowerings of the operators current exporters add beyond the basic set:
 // ArgMax/ArgMin and CumSum along an axis, GroupNormalization and
-// InstanceNormalization (kernels/rows.h), Tile, Trilu, GatherElements and
+// InstanceNormalization (kernels/rows.h), Tile, Trilu, GatherElements, GatherND and
 // ScatterND (kernels/copy.h), and Range, which is known when the graph is compiled.
 #include <cstring>
 #include <map>
@@ -238,6 +238,56 @@ bool lower_gather_elements(Compiler& c, const Node& n) {
                     int64_t bad = 0;
                     if (!kernels::gather_elements(elem, p[0], xd, p[1], ielem, id, axis, p[2], &bad))
                       throw Error(who + ": index " + std::to_string(bad) + " is out of range");
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// GatherND: one slice copy per index tuple (torch's advanced indexing, e.g. the
+// attention masks transformers builds). Any element type: slices move as bytes.
+bool lower_gather_nd(Compiler& c, const Node& n) {
+  if (c.dtype(n.inputs()[1]) != DType::Int64) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
+  int idx = c.as_plain(c.id(n.inputs()[1]));
+  const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;
+  const int64_t b = n.attrs().get_int("batch_dims", 0);
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  if (id.empty() || b < 0 || b >= static_cast<int64_t>(id.size())) return false;
+  const int64_t k = id.back();
+  if (k < 1 || b + k > rank) return false;  // the reference kernel says why
+  int64_t batches = 1, tuples = 1, slice = 1;
+  for (int64_t d = 0; d < b; ++d) {
+    if (id[static_cast<size_t>(d)] != xd[static_cast<size_t>(d)]) return false;
+    batches *= xd[static_cast<size_t>(d)];
+  }
+  for (size_t d = static_cast<size_t>(b); d + 1 < id.size(); ++d) tuples *= id[d];
+  for (int64_t d = b + k; d < rank; ++d) slice *= xd[static_cast<size_t>(d)];
+  std::vector<int64_t> strides(xd.size(), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d) + 1] * xd[static_cast<size_t>(d) + 1];
+  const int64_t batch_stride = b > 0 ? strides[static_cast<size_t>(b) - 1] : num_elements(xd);
+  const size_t elem = dtype_size(c.val(x).dtype);
+  int y = dense_output(c, n);
+  const std::string who = describe(n);
+  add_native_step(c,
+                  step_info(n, "gather", "gather_nd " + std::string(dtype_name(c.val(x).dtype)) + to_string(xd) + " i" +
+                                             to_string(id) + " batch_dims" + std::to_string(b)),
+                  {x, idx}, {y}, [=](const std::vector<char*>& p) {
+                    const auto* indices = reinterpret_cast<const int64_t*>(p[1]);
+                    const size_t bytes = static_cast<size_t>(slice) * elem;
+                    for (int64_t bi = 0; bi < batches; ++bi)
+                      for (int64_t t = 0; t < tuples; ++t) {
+                        const int64_t tuple = bi * tuples + t;
+                        int64_t off = bi * batch_stride;
+                        for (int64_t d = 0; d < k; ++d) {
+                          const int64_t extent = xd[static_cast<size_t>(b + d)];
+                          int64_t i = indices[tuple * k + d];
+                          if (i < -extent || i >= extent)
+                            throw Error(who + ": index " + std::to_string(i) + " is out of range for an axis of extent " +
+                                        std::to_string(extent));
+                          off += (i < 0 ? i + extent : i) * strides[static_cast<size_t>(b + d)];
+                        }
+                        std::memcpy(p[2] + static_cast<size_t>(tuple) * bytes, p[0] + static_cast<size_t>(off) * elem, bytes);
+                      }
                   });
   c.bind(n.output(0), y);
   return true;

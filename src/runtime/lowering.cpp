@@ -33,6 +33,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Tile: return lower_tile;
     case Lowering::Trilu: return lower_trilu;
     case Lowering::GatherElements: return lower_gather_elements;
+    case Lowering::GatherND: return lower_gather_nd;
     case Lowering::ScatterND: return lower_scatter_nd;
     case Lowering::Einsum: return lower_einsum;
     case Lowering::MuGraph: return lower_mugraph;

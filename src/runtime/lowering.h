@@ -48,6 +48,7 @@ bool lower_range(Compiler& c, const Node& n);
 bool lower_tile(Compiler& c, const Node& n);
 bool lower_trilu(Compiler& c, const Node& n);
 bool lower_gather_elements(Compiler& c, const Node& n);
+bool lower_gather_nd(Compiler& c, const Node& n);
 bool lower_scatter_nd(Compiler& c, const Node& n);
 // Einsum: one oneDNN matmul over views, or a view and a row reduction (lower_einsum.cpp).
 bool lower_einsum(Compiler& c, const Node& n);

@@ -165,3 +165,35 @@ def test_rotary_tables_and_activations(tmp_path):
     out = run_both(tmp_path, path, {"t": np.arange(8, dtype=np.float32).reshape(8, 1),
                                     "x": rng.standard_normal((8, 8)).astype(np.float32)})
     assert steps_of(out).count("pointwise") <= 2, out  # the elementwise chain fuses
+
+
+@pytest.mark.parametrize("data_shape,idx_shape,batch_dims,dtype", [
+    ([5, 4, 3], [6, 1], 0, np.float32),         # whole rows
+    ([5, 4, 3], [2, 3, 2], 0, np.float32),      # pairs of coordinates: slices of the last axis
+    ([5, 4, 3], [7, 3], 0, np.int64),           # single elements
+    ([2, 4, 3], [2, 5, 1], 1, np.float32),      # one batch axis
+    ([2, 3, 4, 5], [2, 3, 2, 1], 2, np.float32),  # two batch axes
+    ([1, 1, 8, 8], [1, 1, 8, 8, 4], 0, np.bool_),   # transformers' mask indexing: bool data, 4-tuples
+])
+def test_gather_nd(tmp_path, data_shape, idx_shape, batch_dims, dtype):
+    """GatherND (torch's advanced indexing: transformers builds BERT's attention mask
+    with it) runs natively, negative indices included, against ONNX Runtime."""
+    rng = np.random.default_rng(len(data_shape) * 10 + batch_dims)
+    k = idx_shape[-1]
+    extents = data_shape[batch_dims:batch_dims + k]
+    idx = np.stack([rng.integers(-e, e, size=idx_shape[:-1]) for e in extents], axis=-1).astype(np.int64)
+    data = rng.standard_normal(data_shape) > 0 if dtype is np.bool_ else (rng.standard_normal(data_shape) * 10).astype(dtype)
+    onnx_type = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL}[dtype]
+    path = save(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)],
+                [("x", onnx_type, data_shape), ("i", TensorProto.INT64, idx_shape)], [("y", onnx_type)], 13)
+    steps = run_both(tmp_path, path, {"x": data, "i": idx})
+    assert "gather" in steps
+
+
+def test_gather_nd_out_of_range_index_is_one_clear_error(tmp_path):
+    path = save(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="pick")],
+                [("x", TensorProto.FLOAT, [3, 4]), ("i", TensorProto.INT64, [2, 1])], [("y", TensorProto.FLOAT)], 13)
+    np.savez(tmp_path / "in.npz", x=np.ones((3, 4), np.float32), i=np.array([[0], [3]], np.int64))
+    p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--no-onnxruntime")
+    assert p.returncode != 0
+    assert "pick" in p.stderr and "out of range" in p.stderr and "Traceback" not in p.stderr, p.stderr

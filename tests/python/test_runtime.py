@@ -59,7 +59,7 @@ NEW_OPS = {
     "ThresholdedRelu", "PRelu", "GlobalMaxPool", "LogSoftmax", "RMSNormalization", "GroupNormalization",
     "InstanceNormalization", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum", "Tile", "Trilu", "GatherElements",
-    "ScatterND", "Range", "Einsum", "LSTM", "GRU", "RNN",
+    "GatherND", "ScatterND", "Range", "Einsum", "LSTM", "GRU", "RNN",
     "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth",
 }
 
