@@ -401,6 +401,36 @@ static inline __attribute__((always_inline)) void mg_exp8(__m256* v) {
 }
 #endif
 
+#if MG_W == 16
+// mg_exp8 on 16 lanes: U vectors in lockstep, the same clamps, polynomial and 2^n.
+template <int U>
+static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
+  __m512 t[U], r[U], p[U];
+  for (int u = 0; u < U; ++u) {
+    v[u] = _mm512_min_ps(_mm512_set1_ps(88.7228393554688f), _mm512_max_ps(_mm512_set1_ps(-87.0f), v[u]));
+    t[u] = _mm512_fmadd_ps(v[u], _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
+  }
+  for (int u = 0; u < U; ++u) {
+    const __m512 n = _mm512_sub_ps(t[u], _mm512_set1_ps(12582912.0f));
+    r[u] = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v[u]);
+    r[u] = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r[u]);
+  }
+  for (int u = 0; u < U; ++u)
+    p[u] = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r[u], _mm512_set1_ps(1.3981999507e-3f));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(8.3334519073e-3f));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(4.1665795894e-2f));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(1.6666665459e-1f));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(5.0000001201e-1f));
+  for (int u = 0; u < U; ++u)
+    p[u] = _mm512_add_ps(_mm512_fmadd_ps(p[u], _mm512_mul_ps(r[u], r[u]), r[u]), _mm512_set1_ps(1.0f));
+  for (int u = 0; u < U; ++u) {
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t[u]), _mm512_set1_epi32(0x4B400000 - 126)), 23);
+    v[u] = _mm512_mul_ps(_mm512_mul_ps(p[u], _mm512_castsi512_ps(e)), _mm512_set1_ps(2.0f));
+  }
+}
+#endif
+
 // y[i] = exp(x[i] - m) for i < n, and their sum (softmax's numerators and
 // denominator in one pass); all 0 where m is -inf (a row masked out entirely).
 static inline float mg_exp_shift_sum(int64_t n, const float* x, float m, float* y) {
@@ -408,7 +438,36 @@ static inline float mg_exp_shift_sum(int64_t n, const float* x, float m, float* 
     for (int64_t i = 0; i < n; ++i) y[i] = 0.0f;
     return 0.0f;
   }
-#ifdef MG_AVX2
+#if MG_W == 16
+  // 16 lanes, two vectors in lockstep (rows of 128-512: four left a long tail of
+  // single vectors), the last partial vector masked (its lanes past n summed as 0).
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 s[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 v[2] = {_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm)};
+    mg_exp16<2>(v);
+    _mm512_storeu_ps(y + i, v[0]);
+    _mm512_storeu_ps(y + i + 16, v[1]);
+    s[0] = _mm512_add_ps(s[0], v[0]);
+    s[1] = _mm512_add_ps(s[1], v[1]);
+  }
+  if (i + 16 <= n) {
+    __m512 v[1] = {_mm512_sub_ps(_mm512_loadu_ps(x + i), vm)};
+    mg_exp16<1>(v);
+    _mm512_storeu_ps(y + i, v[0]);
+    s[0] = _mm512_add_ps(s[0], v[0]);
+    i += 16;
+  }
+  if (i < n) {
+    const __mmask16 k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 v[1] = {_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)};
+    mg_exp16<1>(v);
+    _mm512_mask_storeu_ps(y + i, k, v[0]);
+    s[1] = _mm512_add_ps(s[1], _mm512_maskz_mov_ps(k, v[0]));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s[0], s[1]));
+#elif defined(MG_AVX2)
   const __m256 vm = _mm256_set1_ps(m);
   __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t i = 0;

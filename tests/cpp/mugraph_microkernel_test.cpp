@@ -229,12 +229,15 @@ TEST_F(MuGraphMicroKernel, PointwiseFunctionsMatchLibm) {
   }
 }
 
-// Softmax's exp-and-sum helper: every row length's vector blocks and tail, the
-// shift -inf (a row masked out), -inf entries (masked), a NaN kept.
+// Softmax's exp-and-sum helper: every row length's vector blocks and tail at 8 and
+// 16 lanes (and nothing past the row read into the sum), the shift -inf (a row
+// masked out), -inf entries (masked), a NaN kept.
 TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
-  for (int64_t n : {1, 7, 8, 9, 31, 32, 33, 77, 128, 197})
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 77, 128, 197})
     for (float m : {0.0f, 3.5f, -INFINITY}) {
-      std::vector<float> x(static_cast<size_t>(n));
+      // Past the row: values whose exp is inf, which a tail reading or summing lanes
+      // beyond n would add.
+      std::vector<float> x(static_cast<size_t>(n + 16), 1000.0f);
       for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * 0.7f) * 4.0f;
       if (n > 4) x[3] = -INFINITY;
       std::vector<float> y(static_cast<size_t>(n + 1), -7.0f), c0(y.size(), 0.0f);
