@@ -75,6 +75,25 @@ def attention(heads, kv, s, dh):
                   ("o", [1, heads, s, dh]), inits)
 
 
+def attention_decode(heads, kv, t, dh):
+    """GQA decode: one new query row per head, q [1,H,1,D], against a cached KV of t
+    positions, k/v [1,KV,t,D] expanded over the query heads; no mask (the new token
+    attends every cached position)."""
+    rep = heads // kv
+    c = float(dh) ** -0.25
+    inits = [_c("c", c), numpy_helper.from_array(np.array([2], np.int64), "ax2"),
+             numpy_helper.from_array(np.array([1, kv, rep, t, dh], np.int64), "ek"),
+             numpy_helper.from_array(np.array([1, heads, t, dh], np.int64), "rk")]
+    nodes = [helper.make_node("Unsqueeze", ["k", "ax2"], ["k1"]), helper.make_node("Expand", ["k1", "ek"], ["k2"]),
+             helper.make_node("Reshape", ["k2", "rk"], ["k3"]), helper.make_node("Unsqueeze", ["v", "ax2"], ["v1"]),
+             helper.make_node("Expand", ["v1", "ek"], ["v2"]), helper.make_node("Reshape", ["v2", "rk"], ["v3"]),
+             helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Transpose", ["k3"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("Mul", ["kt", "c"], ["ks"]), helper.make_node("MatMul", ["qs", "ks"], ["sc"]),
+             helper.make_node("Softmax", ["sc"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v3"], ["o"])]
+    return _model(nodes, [("q", [1, heads, 1, dh]), ("k", [1, kv, t, dh]), ("v", [1, kv, t, dh])],
+                  ("o", [1, heads, 1, dh]), inits)
+
+
 def attention_nomask(heads, s, dh):
     """ViT/BERT-style attention: q [1,H,S,D], k/v [1,H,S,D], the scale on q and k^T, no mask."""
     c = float(dh) ** -0.25
@@ -95,4 +114,6 @@ REGIONS = {
     "attention_gqa_16x4_128": lambda: attention(16, 4, 128, 64),
     "attention_gqa_32x8_512": lambda: attention(32, 8, 512, 64),
     "attention_vit_6x197": lambda: attention_nomask(6, 197, 64),
+    "attention_gqa_32x8_1024": lambda: attention(32, 8, 1024, 64),
+    "attention_decode_32x8_4096": lambda: attention_decode(32, 8, 4096, 64),
 }

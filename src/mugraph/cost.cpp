@@ -258,6 +258,17 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
   return c;
 }
 
+double estimate_ms(const Program& p, const BlockGraph& g, int threads,
+                   const std::vector<std::vector<float>>& constants) {
+  bool has_const = false;
+  for (const auto& c : constants) has_const = has_const || !c.empty();
+  if (!has_const || g.loop_atom < 0) return estimate(p, g, threads).ms;
+  const std::vector<uint8_t> skip = skip_table(p, g, constants);
+  if (skip.empty()) return estimate(p, g, threads).ms;
+  const double f = static_cast<double>(std::count(skip.begin(), skip.end(), 1)) / static_cast<double>(skip.size());
+  return estimate(p, g, threads, f).ms;
+}
+
 std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, int threads, size_t limit,
                                 const std::vector<std::vector<float>>& constants) {
   // Grid atoms: in every output, reduced by no op.
@@ -339,10 +350,7 @@ std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, i
     size_t n = std::min<size_t>(out.size(), 64);
     for (size_t i = 0; i < n; ++i) {
       stabilize(p, out[i].g);
-      std::vector<uint8_t> skip = skip_table(p, out[i].g, constants);
-      if (skip.empty()) continue;
-      double f = static_cast<double>(std::count(skip.begin(), skip.end(), 1)) / static_cast<double>(skip.size());
-      out[i].ms = estimate(p, out[i].g, threads, f).ms;
+      out[i].ms = estimate_ms(p, out[i].g, threads, constants);
     }
     std::stable_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n),
                      [](const Scored& a, const Scored& b) { return a.ms < b.ms; });

@@ -34,6 +34,11 @@ struct CostEstimate {
 // `skipped`: fraction of loop iterations a skip table removes.
 CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double skipped = 0);
 
+// estimate() with the fraction of loop iterations that constants (a causal mask)
+// let the kernel skip, from skip_table(); `g` stabilized (as tilings() returns it).
+double estimate_ms(const Program& p, const BlockGraph& g, int threads,
+                   const std::vector<std::vector<float>>& constants);
+
 // Tilings of a structure (grid atoms and tile sizes, loop chunk), best first by
 // the estimate, at most `limit`.
 std::vector<BlockGraph> tilings(const Program& p, const BlockGraph& structure, int threads, size_t limit,

@@ -375,7 +375,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   std::set<std::string> seen;
   for (const BlockGraph& s : structures)
     for (BlockGraph& g : tilings(p, s, threads, 2, constants))
-      if (seen.insert(g.to_text(p)).second) ranked.emplace_back(estimate(p, g, threads).ms, std::move(g));
+      if (seen.insert(g.to_text(p)).second) ranked.emplace_back(estimate_ms(p, g, threads, constants), std::move(g));
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const BlockGraph*> verified;
   std::vector<double> predicted;

@@ -44,6 +44,14 @@ extern "C" void isomer_mugraph_run(const void* const* in, void* const* out, int)
     for (int64_t i = 0; i < M; ++i) C[i] = mg_exp(A[i]);
   } else if (mode == 5) {
     C[M] = mg_exp_shift_sum(M, A, p[2], C);  // p[2]: the shift
+  } else if (mode == 7) {
+#ifdef MG_AVX2
+    mg_pack_t(N, K, B, ldb, C, ldcm);  // Bᵀ (N x K at ldb) into C (K x N at ldcm)
+#else
+    C[0] = NAN;
+#endif
+  } else if (mode == 8) {
+    C[0] = mg_dot_packs(M, N, K, ldcn) ? 1.0f : 0.0f;
   } else {
     C[0] = MG_W;  // the vector width the library was compiled for
   }
@@ -141,6 +149,52 @@ TEST_F(MuGraphMicroKernel, DotMatchesTheReferenceOnTails) {
                 << "dot M=" << M << " N=" << N << " K=" << K << " acc=" << acc << " C transposed=" << ct;
 }
 
+// mg_dot's packed form: Bᵀ copied into a dense panel in 8 x 8 register blocks
+// (mg_pack_t), then mg_gemm, in panels of 64 columns. Rows of A from the smallest
+// that packs up, columns and k around the 8 x 8 blocks and the 64-column panels, a
+// padded B and C, accumulating or not; and the transposition alone, element by
+// element, with a destination stride wider than N.
+TEST_F(MuGraphMicroKernel, PackedDotMatchesTheReference) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2/FMA";
+  auto packs = [&](int64_t M, int64_t N, int64_t K, int64_t ldcn) {
+    float params[10] = {8, static_cast<float>(M), static_cast<float>(N), static_cast<float>(K), 0, 0, 0,
+                        static_cast<float>(ldcn), 0, 0};
+    float r = -1;
+    const void* in[] = {params, nullptr, nullptr, nullptr};
+    void* out[] = {&r};
+    kernel_->run(in, out, 1);
+    return r == 1.0f;
+  };
+  EXPECT_TRUE(packs(16, 197, 64, 1));
+  EXPECT_FALSE(packs(4, 4096, 64, 1)) << "a few rows of A: the dot form";
+  EXPECT_FALSE(packs(197, 197, 64, 3)) << "C transposed: the dot form";
+  for (int64_t M : {16, 17, 23, 40})
+    for (int64_t N : {1, 5, 8, 9, 63, 64, 65, 129, 200})
+      for (int64_t K : {1, 7, 8, 9, 63, 64, 65})
+        for (bool acc : {false, true}) {
+          ASSERT_TRUE(packs(M, N, K, 1));
+          EXPECT_LT(run(1, M, N, K, acc, false), 1e-5) << "packed dot M=" << M << " N=" << N << " K=" << K
+                                                       << " acc=" << acc;
+        }
+  for (int64_t N : {1, 7, 8, 9, 16, 23})
+    for (int64_t K : {1, 5, 8, 13, 16, 17}) {
+      const int64_t ldb = K + 3, ldd = N + 5;
+      std::vector<float> B(static_cast<size_t>(N * ldb)), D(static_cast<size_t>(K * ldd), -7.0f);
+      for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>(i) * 0.5f + 1.0f;
+      float params[10] = {7, 0, static_cast<float>(N), static_cast<float>(K), 0, static_cast<float>(ldb),
+                          static_cast<float>(ldd), 0, 0, static_cast<float>(D.size())};
+      std::vector<float> D0 = D;
+      const void* in[] = {params, nullptr, B.data(), D0.data()};
+      void* out[] = {D.data()};
+      kernel_->run(in, out, 1);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < ldd; ++j) {
+          const float want = j < N ? B[static_cast<size_t>(j * ldb + k)] : -7.0f;  // padding untouched
+          EXPECT_EQ(D[static_cast<size_t>(k * ldd + j)], want) << "pack N=" << N << " K=" << K << " k=" << k << " n=" << j;
+        }
+    }
+}
+
 // The pointwise functions the generated loops vectorize, against libm: erf and
 // tanh within 2e-6 absolute (vm8's approximations), exp within 4 ulp and exactly 0,
 // inf and NaN at the edges.
@@ -175,12 +229,15 @@ TEST_F(MuGraphMicroKernel, PointwiseFunctionsMatchLibm) {
   }
 }
 
-// Softmax's exp-and-sum helper: every row length's vector blocks and tail, the
-// shift -inf (a row masked out), -inf entries (masked), a NaN kept.
+// Softmax's exp-and-sum helper: every row length's vector blocks and tail at 8 and
+// 16 lanes (and nothing past the row read into the sum), the shift -inf (a row
+// masked out), -inf entries (masked), a NaN kept.
 TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
-  for (int64_t n : {1, 7, 8, 9, 31, 32, 33, 77, 128, 197})
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 77, 128, 197})
     for (float m : {0.0f, 3.5f, -INFINITY}) {
-      std::vector<float> x(static_cast<size_t>(n));
+      // Past the row: values whose exp is inf, which a tail reading or summing lanes
+      // beyond n would add.
+      std::vector<float> x(static_cast<size_t>(n + 16), 1000.0f);
       for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * 0.7f) * 4.0f;
       if (n > 4) x[3] = -INFINITY;
       std::vector<float> y(static_cast<size_t>(n + 1), -7.0f), c0(y.size(), 0.0f);
