@@ -113,6 +113,14 @@ bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why) 
     out = post ? Phase::Post : loop ? Phase::Loop : Phase::Pre;
     return true;
   };
+  op.partial = false;
+  int partial_args = 0;
+  bool other_pre = true;  // every argument that is not partial is computed before the loop
+  for (size_t i = 0; i < op.args.size(); ++i) {
+    if (arg(i).partial) ++partial_args;
+    else other_pre = other_pre && arg(i).phase == Phase::Pre;
+  }
+  const char* nonlinear = "uses a partial sum over the loop's chunk nonlinearly (only its accumulator means something)";
   switch (op.kind) {
     case BKind::Input: {
       if (op.stmt < 0 || static_cast<size_t>(op.stmt) >= p.stmts.size() || p.stmts[op.stmt].op != Op::Input)
@@ -135,6 +143,19 @@ bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why) 
       ax.erase(std::unique(ax.begin(), ax.end()), ax.end());
       op.axes = ax;
       if (!merged_phase(op.phase)) return fail("mixes loop and post-loop tiles");
+      if (partial_args > 0) {
+        bool linear = false;
+        switch (op.op) {
+          case Op::Neg: linear = true; break;
+          case Op::Add:
+          case Op::Sub: linear = partial_args == 2; break;
+          case Op::Mul: linear = partial_args == 1 && other_pre; break;
+          case Op::Div: linear = partial_args == 1 && arg(0).partial && other_pre; break;
+          default: break;
+        }
+        if (!linear) return fail(nonlinear);
+        op.partial = true;
+      }
       return true;
     }
     case BKind::Matmul:
@@ -155,12 +176,15 @@ bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why) 
       op.axes = ax;
       if (!merged_phase(op.phase)) return fail("mixes loop and post-loop tiles");
       if (contains(op.reduce, g.loop_atom) && op.phase != Phase::Loop) return fail("reduces the loop atom outside the loop");
+      if (partial_args > 1 || (partial_args == 1 && !other_pre)) return fail(nonlinear);
+      op.partial = partial_args > 0 || (op.phase == Phase::Loop && contains(op.reduce, g.loop_atom));
       return true;
     }
     case BKind::Accum: {
       if (op.args.size() != 1) return fail("wrong number of arguments");
       if (arg(0).phase != Phase::Loop) return fail("accumulates a tile that is not computed in the loop");
       if (contains(arg(0).axes, g.loop_atom)) return fail("accumulates a tile still indexed by the loop atom");
+      if (!arg(0).partial) return fail("accumulates a tile that is no partial sum over the loop atom");
       op.axes = arg(0).axes;
       op.phase = Phase::Post;
       return true;

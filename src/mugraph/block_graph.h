@@ -46,6 +46,10 @@ struct BOp {
   int stmt = -1;            // Input: the program's Input statement
   double value = 0;         // Const
   int scale = 0;            // the power of the stabilizer's exp(-m) the tile carries
+  // A loop tile that sums the loop atom over the current chunk only (a partial sum):
+  // it means something only through its accumulator, so ops on it must be linear in
+  // it (see infer_op); set by infer_op.
+  bool partial = false;
 };
 
 struct GridDim {
@@ -73,7 +77,13 @@ struct BlockGraph {
 };
 
 // The atoms and phase of an op from its arguments (what the search and the check use).
-// Returns false (with `why`) if the op is malformed.
+// Returns false (with `why`) if the op is malformed. That includes a partial sum
+// (BOp::partial) used other than linearly: accumulating f(partial) over the chunks
+// is f(full sum) only for f linear in it, so a partial tile may be negated, added to
+// or subtracted from another partial tile, multiplied or divided by (or contracted
+// with) a tile computed before the loop, reduced, and accumulated; nothing else (a
+// sigmoid or square root of a chunk's partial matmul is not a subexpression of the
+// target even where its abstract expression looks like one).
 bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why);
 // Checks a whole block graph against its program: well-formed ops, phases, grid
 // atoms never reduced and present in every output, outputs complete. Throws Error.

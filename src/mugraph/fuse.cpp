@@ -144,6 +144,13 @@ std::vector<Region> find_regions(const Graph& g) {
   }
   std::unordered_set<const Node*> claimed;
   std::vector<Region> regions;
+  // Pass 0 takes the regions that reduce something besides one weight matmul's
+  // epilogue; pass 1, among what is left, a weight matmul whose operand an
+  // elementwise prologue computes from two or more activations (SwiGLU's silu(g) * u
+  // before the down projection, where g and u come from elsewhere): fused, the
+  // joined operand never goes to memory. Pass 1 comes second so that it never takes
+  // the epilogue of a region pass 0 would form (SwiGLU's gate and up projections).
+  for (int pass = 0; pass < 2; ++pass)
   for (size_t i = order.size(); i-- > 0;) {
     const NodePtr& sink = order[i];
     if (claimed.count(sink.get()) || !fusable(*sink)) continue;
@@ -193,21 +200,34 @@ std::vector<Region> find_regions(const Graph& g) {
           grew = true;
         }
     }
-    int reductions = 0, computing = 0;
-    for (const auto& [m, _] : members) {
+    int reductions = 0, computing = 0, prologue = 0;
+    for (const auto& [m, behind] : members) {
       reductions += is_reduction(*m);
       computing += !is_view(*m);
+      prologue += behind && !is_view(*m) && !is_contraction(*m);
     }
-    if (computing < 2 || (reductions == 0 && contractions < 2)) continue;
+    if (computing < 2) continue;
+    if (pass == 0 && reductions == 0 && contractions < 2) continue;
+    if (pass == 1 && (reductions > 0 || contractions != 1 || weight_contractions != 1 || prologue < 2)) continue;
     Region r;
     for (const NodePtr& n : order)
       if (members.count(n.get())) r.nodes.push_back(n);
-    for (const NodePtr& n : r.nodes) claimed.insert(n.get());
     // The sink comes last in topological order (everything else is its ancestor).
     r.body = body_of(r.nodes, &r.inputs);
+    if (pass == 1) {
+      size_t activations = 0;
+      for (const Value& v : r.inputs) activations += v.constant() == nullptr;
+      if (activations < 2) continue;
+    }
+    for (const NodePtr& n : r.nodes) claimed.insert(n.get());
     regions.push_back(std::move(r));
   }
-  std::reverse(regions.begin(), regions.end());
+  // In topological order of their sinks.
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i].get()] = i;
+  std::stable_sort(regions.begin(), regions.end(), [&](const Region& a, const Region& b) {
+    return position.at(a.nodes.back().get()) < position.at(b.nodes.back().get());
+  });
   return regions;
 }
 

@@ -9,7 +9,10 @@
 // a matmul with constant weights only where nothing but elementwise operators and
 // views lie between it and the sink (RMSNorm -> MatMul, SwiGLU's two projections;
 // attention stops at its projections). A region is tried if it reduces something
-// besides one weight matmul's epilogue: softmax, normalization, attention, SwiGLU.
+// besides one weight matmul's epilogue: softmax, normalization, attention, SwiGLU;
+// then, among the operators left, a weight matmul whose operand an elementwise
+// prologue joins from two or more activations (silu(g) * u before SwiGLU's down
+// projection when g and u come from elsewhere).
 //
 // Each region: its program (mugraph/program.h), the search (mugraph/search.h) plus
 // the direct translation, tilings ranked by the cost model, the best few verified

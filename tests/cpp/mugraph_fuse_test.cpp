@@ -323,3 +323,145 @@ TEST(MuGraphFuse, FusedModelRoundTripsAndRuns) {
 
 }  // namespace
 }  // namespace isomer::mugraph
+
+namespace isomer::mugraph {
+namespace {
+
+// silu(g) * u feeding the down projection, with g and u from outside (the bench's
+// swiglu_epilogue program): found as a region of its own (it reduces nothing but
+// the weight matmul, which pass 0 leaves out), while in a whole MLP the epilogue
+// stays with the gate and up projections (FindsAttentionAndSwiGluRegions).
+std::string epilogue_text() {
+  return "graph mlp(%g: f32[1,8,24], %u: f32[1,8,24]) {\n" + weights("wd", 24, 16, 9) + R"(  %sg = Sigmoid(%g)
+  %silu = Mul(%g, %sg)
+  %h = Mul(%silu, %u)
+  %y = MatMul(%h, %wd)
+  return %y
+}
+)";
+}
+
+TEST(MuGraphFuse, FindsTheSwiGluEpilogueBeforeTheDownProjection) {
+  Graph g = parse_graph(epilogue_text());
+  std::vector<Region> regions = find_regions(g);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].nodes.size(), 4u);
+  EXPECT_EQ(regions[0].nodes.back()->op_type(), "MatMul");
+  EXPECT_NO_THROW(from_body(regions[0].body));
+  // One activation and an elementwise chain before a weight matmul (GPT-2's GELU
+  // before c_proj) is no region: nothing joins in the operand.
+  Graph one = parse_graph("graph mlp(%g: f32[1,8,24]) {\n" + weights("wd", 24, 16, 9) + R"(  %sg = Sigmoid(%g)
+  %silu = Mul(%g, %sg)
+  %y = MatMul(%silu, %wd)
+  return %y
+}
+)");
+  EXPECT_TRUE(find_regions(one).empty());
+}
+
+TEST(MuGraphFuse, SwiGluEpilogueKernelMatchesTheEvaluator) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
+  Graph g = parse_graph(epilogue_text());
+  FuseOptions o;
+  o.measure = false;
+  o.search_seconds = 1;
+  FuseReport rep;
+  Graph fused = fuse_regions(g, o, &rep);
+  ASSERT_EQ(rep.kept(), 1u) << rep.to_text();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> a(8 * 24), b(8 * 24);
+  for (float& e : a) e = u(rng);
+  for (float& e : b) e = u(rng);
+  auto tensor = [](const std::vector<float>& v) {
+    return Tensor(DType::Float32, {1, 8, 24}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+  };
+  std::vector<Tensor> in = {tensor(a), tensor(b)};
+  std::vector<Tensor> want = evaluate(g, in);
+  auto exe = runtime::compile(fused, {});
+  size_t kernels = 0;
+  for (const auto& s : exe->steps()) kernels += s.kind == "mugraph";
+  EXPECT_EQ(kernels, 1u);
+  std::vector<Tensor> got = exe->run(in);
+  const float* x = reinterpret_cast<const float*>(got[0].bytes().data());
+  const float* y = reinterpret_cast<const float*>(want[0].bytes().data());
+  for (int64_t e = 0; e < want[0].numel(); ++e) ASSERT_NEAR(x[e], y[e], 1e-4 * (1 + std::abs(y[e]))) << e;
+}
+
+}  // namespace
+}  // namespace isomer::mugraph
+
+namespace isomer::mugraph {
+namespace {
+
+// The loop kernels the search now reaches, compiled with several chunks and a grid
+// and run by the runtime, against the reference evaluator: SwiGLU's gate and up
+// projections in one k loop with two accumulators, and RMSNorm -> MatMul with x.W
+// and the sum of squares accumulated together, the division after the loop.
+void expect_two_accumulator_kernel_runs(const std::string& body_text, int64_t chunk) {
+  Graph body = parse_graph(body_text);
+  Program p = from_body(body);
+  SearchOptions so;
+  so.max_seconds = 20;
+  const BlockGraph* chosen = nullptr;
+  std::vector<BlockGraph> found = search_structures(p, so, nullptr);
+  for (const BlockGraph& s : found) {
+    int acc = 0;
+    for (const BOp& op : s.ops) acc += op.kind == BKind::Accum;
+    if (s.loop_atom >= 0 && acc >= 2) {
+      chosen = &s;
+      break;
+    }
+  }
+  ASSERT_NE(chosen, nullptr) << "no loop with two accumulators";
+  BlockGraph g = *chosen;
+  g.chunk = chunk;
+  // A grid over the last output atom, two tiles and a ragged one.
+  const std::vector<int>& out_axes = g.ops[g.outputs[0].first].axes;
+  g.grid.push_back({out_axes.back(), std::max<int64_t>(1, p.extent(out_axes.back()) * 2 / 5)});
+  const std::string kernel = g.to_text(p);
+  ASSERT_NO_THROW(parse_block_graph(p, kernel)) << kernel;
+  ASSERT_TRUE(verify_field(p, parse_block_graph(p, kernel), {}, 7).ok) << kernel;
+  GraphBuilder b;
+  std::vector<Value> ins;
+  for (const NodePtr& in : body.inputs()) ins.push_back(b.input(in->name(), in->output_types()[0]));
+  Graph fused = b.finish(make_fused_node(b, body, kernel, ins, "fused"), {"out"});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<Tensor> in;
+  for (const NodePtr& n : body.inputs()) {
+    const TensorType& t = n->output_types()[0];
+    std::vector<int64_t> dims;
+    for (const auto& d : t.shape) dims.push_back(d.value);
+    int64_t numel = 1;
+    for (int64_t d : dims) numel *= d;
+    std::vector<float> v(static_cast<size_t>(numel));
+    for (float& e : v) e = u(rng);
+    in.push_back(Tensor(DType::Float32, dims, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+  }
+  std::vector<Tensor> want = evaluate(body, in);
+  auto exe = runtime::compile(fused, {});
+  size_t kernels = 0;
+  for (const auto& s : exe->steps()) kernels += s.kind == "mugraph";
+  EXPECT_EQ(kernels, 1u) << kernel;
+  std::vector<Tensor> got = exe->run(in);
+  const float* x = reinterpret_cast<const float*>(got[0].bytes().data());
+  const float* y = reinterpret_cast<const float*>(want[0].bytes().data());
+  for (int64_t e = 0; e < want[0].numel(); ++e) ASSERT_NEAR(x[e], y[e], 1e-4 * (1 + std::abs(y[e]))) << e << "\n" << kernel;
+}
+
+TEST(MuGraphFuse, SwiGluTwoAccumulatorKernelMatchesTheEvaluator) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
+  expect_two_accumulator_kernel_runs(testing::swiglu_body(9, 40, 37), 16);
+}
+
+TEST(MuGraphFuse, RmsNormMatMulLoopKernelMatchesTheEvaluator) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
+  expect_two_accumulator_kernel_runs(testing::rmsnorm_matmul_body(9, 40, 37), 16);
+}
+
+}  // namespace
+}  // namespace isomer::mugraph

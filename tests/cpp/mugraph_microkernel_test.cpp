@@ -139,6 +139,16 @@ TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
 }
 
+// k in blocks (MG_KC = 256): the blocks accumulate onto C, overwritten or not, on
+// long and ragged k, with B strided (copied into panels where there are enough rows).
+TEST_F(MuGraphMicroKernel, GemmBlocksLongK) {
+  for (int64_t M : {3, 9, 20})
+    for (int64_t N : {7, 40})
+      for (int64_t K : {255, 256, 257, 600})
+        for (bool acc : {false, true})
+          EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
+}
+
 TEST_F(MuGraphMicroKernel, DotMatchesTheReferenceOnTails) {
   for (int64_t M : {1, 2, 3, 16, 17})
     for (int64_t N : {1, 2, 3, 4, 5, 11, 197})

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ir/error.h"
 #include "ir/text.h"
 #include "mugraph/cost.h"
 #include "mugraph/search.h"
@@ -106,6 +107,70 @@ TEST(MuGraphVerify, SearchResultsPass) {
   expect_verified(testing::swiglu_body(6, 40, 24));
   expect_verified(testing::rmsnorm_matmul_body(6, 40, 24));
   expect_verified(testing::layernorm_gelu_body(5, 24), {}, 1);
+}
+
+}  // namespace
+}  // namespace isomer::mugraph
+
+namespace isomer::mugraph {
+namespace {
+
+int count_kind(const BlockGraph& g, BKind k) {
+  int n = 0;
+  for (const BOp& op : g.ops) n += op.kind == k;
+  return n;
+}
+
+// Every structure the search returns with a for-loop is right over several chunks:
+// a chunk's partial sum is used only linearly on its way to an accumulator (the
+// search used to return sigmoid(partial matmul) accumulated, or the square root of
+// a chunk's sum of squares, which the abstract expression did not tell apart from
+// the full sums: all 24 loop candidates of RMSNorm -> MatMul were such, and the
+// kernel with both sums accumulated was never reached).
+void expect_loop_structures_sound(const std::string& body, int* with_two_accumulators) {
+  Program p = from_body(parse_graph(body));
+  SearchStats st;
+  SearchOptions o;
+  o.max_seconds = 20;
+  *with_two_accumulators = 0;
+  for (BlockGraph g : search_structures(p, o, &st)) {
+    if (g.loop_atom < 0) continue;
+    g.chunk = std::max<int64_t>(1, p.extent(g.loop_atom) / 4);  // four chunks
+    FieldVerdict v = verify_field(p, g, {}, 3);
+    EXPECT_TRUE(v.ok) << v.reason << "\n" << g.to_text(p);
+    if (count_kind(g, BKind::Accum) >= 2) ++*with_two_accumulators;
+  }
+}
+
+// SwiGLU's gate and up projections share x: one K loop with two matmuls and two
+// accumulators, silu * mul after the loop.
+TEST(MuGraphSearch, SwiGluTwoAccumulatorsInOneLoop) {
+  int two = 0;
+  expect_loop_structures_sound(testing::swiglu_body(4, 16, 6), &two);
+  EXPECT_GE(two, 1);
+}
+
+// RMSNorm -> MatMul: one loop over d accumulating x.W and the sum of squares, the
+// division by the rms moved after the matmul.
+TEST(MuGraphSearch, RmsNormMatMulDivisionAfterTheLoop) {
+  int two = 0;
+  expect_loop_structures_sound(testing::rmsnorm_matmul_body(4, 16, 6), &two);
+  EXPECT_GE(two, 1);
+}
+
+// A parsed kernel that accumulates a nonlinear function of a chunk's partial sum is
+// refused.
+TEST(MuGraphSearch, PartialSumUsedNonlinearlyIsRefused) {
+  Program p = from_body(parse_graph(testing::swiglu_body(4, 16, 6)));
+  const std::string bad =
+      "grid\nloop a1:4\n%0 = input s0\n%1 = input s1\n%2 = input s2\n%3 = matmul[a1] %0 %1\n%4 = Sigmoid %3\n"
+      "%5 = Mul %3 %4\n%6 = matmul[a1] %0 %2\n%7 = accum %5\n%8 = accum %6\n%9 = Mul %7 %8\nout %9 0\n";
+  EXPECT_THROW(parse_block_graph(p, bad), Error);
+  const std::string good =
+      "grid\nloop a1:4\n%0 = input s0\n%1 = input s1\n%2 = input s2\n%3 = matmul[a1] %0 %1\n%4 = matmul[a1] %0 %2\n"
+      "%5 = accum %3\n%6 = accum %4\n%7 = Sigmoid %5\n%8 = Mul %5 %7\n%9 = Mul %8 %6\nout %9 0\n";
+  BlockGraph g = parse_block_graph(p, good);
+  EXPECT_TRUE(verify_field(p, g, {}, 5).ok);
 }
 
 }  // namespace
