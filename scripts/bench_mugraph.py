@@ -1,6 +1,7 @@
 """Times μGraph region kernels against isomer's unfused runtime and ONNX Runtime.
 
-For each single-region model (scripts/mugraph_regions.py): `isomer optimize
+For each single-region model (scripts/mugraph_regions.py, and the MLP and normalized
+projection regions of scripts/mugraph_regions_mlp.py): `isomer optimize
 --mugraph --mugraph-untimed` (the best verified kernel by the cost model, kept
 untimed; --timed: the fastest of the best few, timed as `optimize --mugraph` does), then
 `isomer run --bench --profile` on the original and on the fused model, interleaved
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import onnx  # noqa: E402
 
 import mugraph_regions  # noqa: E402
+import mugraph_regions_mlp  # noqa: E402
 
 
 def bench(isomer, model, threads, repeat):
@@ -51,7 +53,7 @@ def main():
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, make in mugraph_regions.REGIONS.items():
+        for name, make in {**mugraph_regions.REGIONS, **mugraph_regions_mlp.PROGRAMS}.items():
             if a.only and name not in a.only:
                 continue
             src, dst = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".fused.onnx")

@@ -111,7 +111,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"ReduceProd", {1, 11, 13, 18}}, {"ReduceSumSquare", {1, 11, 13, 18}}, {"ReduceL1", {1, 11, 13, 18}},
       {"ReduceL2", {1, 11, 13, 18}}, {"ReduceLogSum", {1, 11, 13, 18, 28}},
       {"ReduceLogSumExp", {1, 11, 13, 18, 28}}, {"ArgMax", {1, 11, 12, 13}}, {"ArgMin", {1, 11, 12, 13}},
-      {"CumSum", {11, 14}}, {"Tile", {1, 6, 13}}, {"Trilu", {14}}, {"GatherElements", {11, 13}},
+      {"CumSum", {11, 14}}, {"Tile", {1, 6, 13}}, {"Trilu", {14}}, {"GatherElements", {11, 13}}, {"GatherND", {11, 12, 13}},
       {"ScatterND", {11, 13, 16, 18}}, {"Range", {11, 27}},
       // Recurrent operators: isomer's form is opset 7's (earlier ones stay opaque); 14 added
       // layout (implemented), 22 widens types.
