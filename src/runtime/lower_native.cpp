@@ -92,6 +92,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
       {"ReduceLogSumExp", kernels::ReduceKind::LogSumExp}};
   auto kind = kinds.find(n.op_type());
   if (kind == kinds.end() || n.num_outputs() != 1) return false;
+  if (lower_spatial_reduce_as_pool(c, n)) return true;
   int x = dense_f32(c, n.inputs()[0]);
   if (x < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;

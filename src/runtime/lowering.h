@@ -20,6 +20,8 @@ bool lower_matmul(Compiler& c, const Node& n);
 bool lower_gemm(Compiler& c, const Node& n);
 // oneDNN pooling, batch normalization, concatenation (lower_misc.cpp).
 bool lower_pool(Compiler& c, const Node& n);
+// A spatial ReduceMean/ReduceMax of a blocked value as global pooling (else false).
+bool lower_spatial_reduce_as_pool(Compiler& c, const Node& n);
 bool lower_pad(Compiler& c, const Node& n);
 bool lower_batchnorm(Compiler& c, const Node& n);
 bool lower_concat(Compiler& c, const Node& n);

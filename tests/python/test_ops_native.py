@@ -186,8 +186,8 @@ def test_gather_nd(tmp_path, data_shape, idx_shape, batch_dims, dtype):
     onnx_type = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL}[dtype]
     path = save(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)],
                 [("x", onnx_type, data_shape), ("i", TensorProto.INT64, idx_shape)], [("y", onnx_type)], 13)
-    steps = run_both(tmp_path, path, {"x": data, "i": idx})
-    assert "gather" in steps
+    out = run_both(tmp_path, path, {"x": data, "i": idx})
+    assert "gather" in steps_of(out), out
 
 
 def test_gather_nd_out_of_range_index_is_one_clear_error(tmp_path):
@@ -197,3 +197,25 @@ def test_gather_nd_out_of_range_index_is_one_clear_error(tmp_path):
     p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--no-onnxruntime")
     assert p.returncode != 0
     assert "pick" in p.stderr and "out of range" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("op,opset", [("ReduceMean", 13), ("ReduceMean", 18), ("ReduceMax", 18)])
+def test_spatial_reduction_of_a_convolution_is_global_pooling(tmp_path, op, opset):
+    """Squeeze-and-excitation as torch 2 exports it: ReduceMean over H and W of a
+    convolution's output. It runs as global pooling on the convolution's blocked
+    layout, with no reorder to plain and no reduction kernel."""
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.2, "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((8, 32, 1, 1)).astype(np.float32) * 0.2, "w2")
+    inits = [w1, w2]
+    if opset >= 18:
+        inits.append(numpy_helper.from_array(np.array([2, -1], np.int64), "axes"))
+        reduce = helper.make_node(op, ["c", "axes"], ["s"], keepdims=1)
+    else:
+        reduce = helper.make_node(op, ["c"], ["s"], axes=[2, 3], keepdims=1)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]), reduce,
+             helper.make_node("Conv", ["s", "w2"], ["y"])]
+    path = save(tmp_path, nodes, [("x", TensorProto.FLOAT, [1, 16, 20, 20])], [("y", TensorProto.FLOAT)], opset, inits)
+    out = run_both(tmp_path, path, {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)})
+    steps = steps_of(out)
+    assert "pool" in steps and "reduce" not in steps and "reorder" not in steps[1:], out
