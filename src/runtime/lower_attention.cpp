@@ -206,22 +206,40 @@ bool lower_attention(Compiler& c, const Node& n) {
     values = HeadsView{present_v, {Hk * T * Dv, T * Dv, Dv, 1}};
   }
 
-  // Q K^T: batch (b, h) reads query head h and key head h / group.
-  kernels::BatchedGemm g1;
-  g1.batch = B * Hq, g1.M = Sq, g1.K = D, g1.N = T;
-  g1.a_row = q->s[2], g1.b_k = keys.s[3], g1.b_n = keys.s[2];
-  kernels::BatchedGemm g2;
-  g2.batch = B * Hq, g2.M = Sq, g2.K = T, g2.N = Dv;
-  g2.a_row = T, g2.b_k = values.s[2], g2.b_n = values.s[3];
-  g2.c_row = d.rank3 ? Hq * Dv : Dv;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hq; ++h) {
-      g1.a_off.push_back(b * q->s[0] + h * q->s[1]);
-      g1.b_off.push_back(b * keys.s[0] + (h / group) * keys.s[1]);
-      g2.a_off.push_back((b * Hq + h) * Sq * T);
-      g2.b_off.push_back(b * values.s[0] + (h / group) * values.s[1]);
-      g2.c_off.push_back(d.rank3 ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv);
-    }
+  // Q K^T: product (b, h) reads query head h and key head h / group. The query heads
+  // of a group share their keys: where their rows lie one stride apart (4-D Q, or
+  // one query), one product takes the whole group as group * Sq rows, so K and V
+  // are packed once per key head, not once per query head. A long causal block is
+  // cut into bands of kBand queries, each multiplied with the keys up to its
+  // frontier only (about half the work of the whole square).
+  constexpr int64_t kBand = 64;
+  const bool banded = a.causal && !input(kAttnNonpad) && Sq >= 2 * kBand;
+  const bool merge = !banded && group > 1 && (Sq == 1 || q->s[1] == Sq * q->s[2]) && (!d.rank3 || Sq == 1);
+  const int64_t per = merge ? group : 1;
+  std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>> products;
+  for (int64_t i0 = 0; i0 < Sq; i0 += banded ? kBand : Sq) {
+    const int64_t rows = banded ? std::min(kBand, Sq - i0) : Sq;
+    const int64_t keys_seen = banded ? std::min(T, i0 + rows + d.past) : T;
+    kernels::BatchedGemm g1;
+    g1.batch = B * Hq / per, g1.M = per * rows, g1.K = D, g1.N = keys_seen;
+    g1.a_row = merge && Sq == 1 ? q->s[1] : q->s[2], g1.b_k = keys.s[3], g1.b_n = keys.s[2];
+    g1.c_row = T;
+    // P V, written into Y's layout: [B, Hq, Sq, Dv] or [B, Sq, Hq * Dv].
+    kernels::BatchedGemm g2;
+    g2.batch = B * Hq / per, g2.M = per * rows, g2.K = keys_seen, g2.N = Dv;
+    g2.a_row = T, g2.b_k = values.s[2], g2.b_n = values.s[3];
+    g2.c_row = d.rank3 && !merge ? Hq * Dv : Dv;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hq; h += per) {
+        g1.a_off.push_back(b * q->s[0] + h * q->s[1] + i0 * q->s[2]);
+        g1.b_off.push_back(b * keys.s[0] + (h / group) * keys.s[1]);
+        g1.c_off.push_back(((b * Hq + h) * Sq + i0) * T);
+        g2.a_off.push_back(((b * Hq + h) * Sq + i0) * T);
+        g2.b_off.push_back(b * values.s[0] + (h / group) * values.s[1]);
+        g2.c_off.push_back((d.rank3 ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * g2.c_row);
+      }
+    products.emplace_back(std::move(g1), std::move(g2));
+  }
 
   int mask = -1, nonpad = -1;
   if (input(kAttnMask)) {
@@ -259,19 +277,20 @@ bool lower_attention(Compiler& c, const Node& n) {
 
   std::string sig = "attention " + std::to_string(B) + "x" + std::to_string(Hq) + "/" + std::to_string(Hk) + " q" +
                     std::to_string(Sq) + " kv" + std::to_string(T) + " d" + std::to_string(D) + "," +
-                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (a.causal ? " causal" : "") +
+                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (merge ? " grouped" : "") + (banded ? " banded" : "") + (a.causal ? " causal" : "") +
                     (r.has_mask ? (r.bool_mask ? " bool-mask" : " mask") : "") + (a.softcap > 0 ? " softcap" : "") +
                     (r.has_nonpad ? " nonpad" : "") + (a.left_window >= 0 || a.right_window >= 0 ? " window" : "");
   const double flops = 2.0 * static_cast<double>(B * Hq * Sq * T) * static_cast<double>(D + Dv);
   auto plan = std::make_shared<const RowPlan>(r);
-  auto shapes = std::make_shared<const std::pair<kernels::BatchedGemm, kernels::BatchedGemm>>(g1, g2);
+  auto shapes = std::make_shared<const std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>>>(std::move(products));
   add_native_step(c, step_info(n, "attention", sig, flops), reads, writes,
                   [plan, shapes, mask_at, nonpad_at, scores_at, y_at](const std::vector<char*>& p) {
                     const RowPlan& r = *plan;
                     const AttentionDims& d = r.d;
                     float* s = reinterpret_cast<float*>(p[scores_at]);
-                    kernels::gemm_batched(reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
-                                          s, shapes->first);
+                    for (const auto& g : *shapes)
+                      kernels::gemm_batched(reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
+                                            s, g.first);
                     const char* mask = r.has_mask ? p[mask_at] : nullptr;
                     const size_t melem = r.bool_mask ? 1 : sizeof(float);
                     const int64_t* nonpad = r.has_nonpad ? reinterpret_cast<const int64_t*>(p[nonpad_at]) : nullptr;
@@ -288,8 +307,9 @@ bool lower_attention(Compiler& c, const Node& n) {
                         attention_row(r, isa, s + row * d.total, i, offset, valid, m);
                       }
                     });
-                    kernels::gemm_batched(s, reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[y_at]),
-                                          shapes->second);
+                    for (const auto& g : *shapes)
+                      kernels::gemm_batched(s, reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[y_at]),
+                                            g.second);
                   });
   c.bind(n.output(0), y);
   // present_key and present_value: the concatenation, or (no past) K and V as [B, heads, S, d].

@@ -162,6 +162,11 @@ RUNTIME_CASES = {
                                     np.random.default_rng(2).standard_normal((2, 1, 7, 9)).astype(np.float32), None, 1),
     "bool_mask_with_causal_and_past": ((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8), {"is_causal": 1},
                                        causal_bool(4, 10) & (np.arange(10) % 3 != 1), ((1, 2, 6, 8), (1, 2, 6, 8)), 3),
+    # Long causal blocks run in bands of 64 queries against their keys only.
+    "banded_gqa_past_mask": ((1, 4, 130, 16), (1, 2, 130, 16), (1, 2, 130, 16), {"is_causal": 1},
+                             np.random.default_rng(3).random((130, 135)) > 0.2, ((1, 2, 5, 16), (1, 2, 5, 16)), 3),
+    "banded_3d_softcap": ((2, 150, 2 * 8), (2, 150, 2 * 8), (2, 150, 2 * 8),
+                          {"is_causal": 1, "q_num_heads": 2, "kv_num_heads": 2, "softcap": 4.0}, None, None, 1),
     "fully_masked_row": ((1, 1, 3, 4), (1, 1, 5, 4), (1, 1, 5, 4), {},
                          np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool), None, 1),
 }
