@@ -167,6 +167,10 @@ RUNTIME_CASES = {
                              np.random.default_rng(3).random((130, 135)) > 0.2, ((1, 2, 5, 16), (1, 2, 5, 16)), 3),
     "banded_3d_softcap": ((2, 150, 2 * 8), (2, 150, 2 * 8), (2, 150, 2 * 8),
                           {"is_causal": 1, "q_num_heads": 2, "kv_num_heads": 2, "softcap": 4.0}, None, None, 1),
+    # Without a past, present_key and present_value are K and V as [B, heads, S, d].
+    "present_without_past_3d": ((2, 6, 4 * 4), (2, 6, 2 * 4), (2, 6, 2 * 3),
+                                {"q_num_heads": 4, "kv_num_heads": 2}, None, None, 3),
+    "present_without_past_4d": ((2, 4, 6, 4), (2, 2, 6, 4), (2, 2, 6, 3), {"is_causal": 1}, None, None, 3),
     "fully_masked_row": ((1, 1, 3, 4), (1, 1, 5, 4), (1, 1, 5, 4), {},
                          np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool), None, 1),
 }
