@@ -331,9 +331,10 @@ std::vector<Tensor> eval(const EvalContext& ctx) {
 // ---- ONNX versions --------------------------------------------------------------------------
 
 std::string import_attention(OnnxForm& form, int64_t opset, GraphBuilder&) {
-  if (opset >= 25) return "";
   // Opsets 23 and 24 ignore the head counts on 4-D inputs; 25 refuses them.
   if (!form.inputs.empty() && form.inputs[0].present() && form.inputs[0].type().rank() == 4) {
+    if (opset >= 25 && (form.attrs.has("q_num_heads") || form.attrs.has("kv_num_heads")))
+      throw Error("q_num_heads and kv_num_heads must not be given with 4-D inputs (Attention-25)");
     form.attrs.erase("q_num_heads");
     form.attrs.erase("kv_num_heads");
   }

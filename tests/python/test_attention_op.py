@@ -252,6 +252,18 @@ BAD = {
 }
 
 
+def test_heads_on_4d_inputs_are_ignored_before_opset_25_and_refused_from_it(tmp_path):
+    model, feeds = attention_model((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4), {"q_num_heads": 2, "kv_num_heads": 2})
+    want = onnx.reference.ReferenceEvaluator(model).run(None, feeds)
+    _assert_outputs(isomer.run(model, feeds, engine="reference"), want, dict(rtol=1e-5, atol=1e-6), "opset 23")
+    model.opset_import[0].version = 25
+    path = str(tmp_path / "m25.onnx")
+    onnx.save(model, path)
+    p = subprocess.run([ISOMER, "show", path], capture_output=True, text=True, timeout=60)
+    assert "'attn' (Attention)" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "q_num_heads and kv_num_heads must not be given with 4-D inputs" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_node_is_a_clear_error(tmp_path, name):
     """The node stays opaque with the reason (`isomer show` says it); a run without ONNX
