@@ -530,6 +530,7 @@ class Generator {
   Value einsum_or_range(const Value& x, const Dims& d) {
     const int64_t r = static_cast<int64_t>(d.size());
     if (r == 3 && coin(30)) return recurrent(x, d);
+    if ((r == 3 || r == 4) && coin(25)) return attention(x, d);
     if (coin(25)) {
       Value n = b_.constant(Tensor::scalar_f32(static_cast<float>(1 + rnd(6))));
       return op1("Range", {scalar(0), n, scalar(coin() ? 1 : 0.5)});
@@ -561,6 +562,44 @@ class Generator {
     while (!in.back().present()) in.pop_back();
     const size_t outputs = 1 + static_cast<size_t>(rnd(which == 0 ? 3 : 2));
     std::vector<Value> out = op(kOps[which], in, a, outputs);
+    return out[static_cast<size_t>(rnd(static_cast<int64_t>(outputs)))];
+  }
+
+  // ONNX Attention with x as the queries: 4-D [B, heads, S, D] against one or as
+  // many key/value heads, or 3-D [B, S, heads * D] with the heads dividing x's last
+  // dim; sometimes causal, masked, softcapped or with a past.
+  Value attention(const Value& x, const Dims& d) {
+    Attributes a;
+    if (coin()) a.set("is_causal", int64_t{1});
+    if (coin(20)) a.set("softcap", 2.0);
+    if (coin(20)) a.set("scale", 0.25);
+    const int64_t B = d[0], T = 1 + rnd(4), past = coin(25) ? 1 + rnd(3) : 0;
+    int64_t Hq, Hk, D, S;
+    std::vector<Value> in{x};
+    if (d.size() == 4) {
+      Hq = d[1], S = d[2], D = d[3];
+      Hk = coin() ? 1 : Hq;
+      in.push_back(fconst({B, Hk, T, D}));
+      in.push_back(fconst({B, Hk, T, 1 + rnd(4)}));
+    } else {
+      S = d[1];
+      Hq = d[2] % 2 == 0 && coin() ? 2 : 1;
+      Hk = Hq == 2 && coin() ? 1 : Hq;
+      D = d[2] / Hq;
+      a.set("q_num_heads", Hq);
+      a.set("kv_num_heads", Hk);
+      in.push_back(fconst({B, T, Hk * D}));
+      in.push_back(fconst({B, T, Hk * (1 + rnd(3))}));
+    }
+    const int64_t Dv = d.size() == 4 ? dims_of(in[2]).back() : dims_of(in[2]).back() / Hk;
+    in.push_back(coin(30) ? fconst({S, past + T}) : Value{});
+    if (past > 0) {
+      in.push_back(fconst({B, Hk, past, D}));
+      in.push_back(fconst({B, Hk, past, Dv}));
+    }
+    while (!in.back().present()) in.pop_back();
+    const size_t outputs = past > 0 && coin() ? 3 : 1;
+    std::vector<Value> out = op("Attention", in, a, outputs);
     return out[static_cast<size_t>(rnd(static_cast<int64_t>(outputs)))];
   }
 
@@ -811,8 +850,8 @@ std::vector<std::string> generated_op_types() {
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
-          "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM", "GRU",
-          "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth"};
+          "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM",
+          "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention"};
 }
 
 }  // namespace isomer::fuzz

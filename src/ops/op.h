@@ -141,6 +141,7 @@ enum class Lowering : uint8_t {
   ConvTranspose,
   Resize,
   SpaceDepth,  // DepthToSpace, SpaceToDepth
+  Attention,   // ONNX Attention: batched GEMMs around a masked row softmax
 };
 
 struct OpProperties {

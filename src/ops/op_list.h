@@ -84,6 +84,8 @@ ISOMER_OP(LogSoftmax)
 ISOMER_OP(RMSNormalization)
 ISOMER_OP(GroupNormalization)
 ISOMER_OP(InstanceNormalization)
+// attention.cpp: scaled dot-product attention (ONNX Attention, opset 23 on)
+ISOMER_OP(Attention)
 // reduce.cpp
 ISOMER_OP(ReduceMean)
 ISOMER_OP(ReduceSum)

@@ -41,6 +41,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::ConvTranspose: return lower_conv_transpose;
     case Lowering::Resize: return lower_resize;
     case Lowering::SpaceDepth: return lower_space_depth;
+    case Lowering::Attention: return lower_attention;
   }
   return nullptr;
 }

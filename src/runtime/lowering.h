@@ -64,5 +64,8 @@ bool lower_space_depth(Compiler& c, const Node& n);
 bool lower_mugraph(Compiler& c, const Node& n);
 // LSTM, GRU and RNN: oneDNN's recurrent primitives for the default cells (lower_rnn.cpp).
 bool lower_recurrent(Compiler& c, const Node& n);
+// ONNX Attention: Q K^T and P V on isomer's batched GEMM, the scale, softcap, mask and
+// causal frontier applied in the row softmax between them (lower_attention.cpp).
+bool lower_attention(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime
