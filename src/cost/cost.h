@@ -119,8 +119,8 @@ bool timing_settled(const std::vector<double>& totals, size_t planned);
 class MeasuredCostModel : public CostModel {
  public:
   // `db_path` empty: default_db_path(). A graph is timed in up to `repeats` runs
-  // after up to `warmup`; a long one in as many as `budget_ms` holds, at least 3
-  // (runtime::Executable::profile_steps).
+  // after up to `warmup`; a long one in as many as `budget_ms` holds, at least 3,
+  // or 2 that agree (timing_settled).
   MeasuredCostModel(const std::string& db_path, int threads, int warmup = 3, int repeats = 15,
                     double budget_ms = 250);
   ~MeasuredCostModel() override;
