@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -135,6 +136,7 @@ std::vector<const Rule*> eqsat_rules(const std::vector<Rule>& rules, bool expand
 Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostModel& model,
                    const SearchOptions& options, SearchStats* stats) {
   const auto t0 = Clock::now();
+  const std::clock_t cpu0 = std::clock();
   SearchStats st;
   st.strategy = "eqsat";
   st.extractor = options.extractor;
@@ -244,6 +246,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     st.cost_before = st.cost_after = -1;  // not priced: nothing to compare
     st.kept_input = true;
     st.seconds = seconds_since(t0);
+    st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
     if (stats) *stats = std::move(st);
     return g;
   }
@@ -360,6 +363,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     st.rules_applied.clear();
     st.budget_exhausted = st.stop != eg::StopReason::Saturated;
     st.seconds = seconds_since(t0);
+    st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
     if (stats) *stats = std::move(st);
     return g;
   }
@@ -381,6 +385,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   }
   st.budget_exhausted = st.stop != eg::StopReason::Saturated;
   st.seconds = seconds_since(t0);
+  st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   if (stats) *stats = std::move(st);
   return result;
 }

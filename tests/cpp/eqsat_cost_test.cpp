@@ -5,7 +5,9 @@
 // by the analytic model with fixed rates: deterministic, no timing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "cost/cost.h"
 #include "egraph/egraph.h"
@@ -193,6 +195,9 @@ TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
   SearchStats st;
   Graph out = eqsat_search(g, rules, model, o, &st);
   ASSERT_FALSE(st.kept_input) << "nothing cheaper was found: the test would check nothing";
+  // Processor time is counted, and no more of it than the wall time allows.
+  EXPECT_GT(st.cpu_seconds, 0);
+  EXPECT_LE(st.cpu_seconds, st.seconds * std::max(1u, std::thread::hardware_concurrency()) + 0.02);
   ASSERT_LT(st.cost_after, st.cost_before);
   EXPECT_FALSE(same_graph(out, g));
   const double saved = 1 - st.cost_after / st.cost_before;
