@@ -1,6 +1,7 @@
 #include "cost/cost.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstdlib>
 #include <fstream>
 
@@ -36,9 +37,19 @@ std::vector<Tensor> valid_inputs(const Graph& g, const runtime::RuntimeOptions& 
 
 }  // namespace
 
+const std::vector<Tensor>& CostModel::inputs() {
+  if (!inputs_) {
+    require(priced_ != nullptr, "inputs() outside graph_cost or op_ms");
+    inputs_ = valid_inputs(*priced_, ropts_);
+    ++input_sets_made_;
+  }
+  return *inputs_;
+}
+
 GraphCost CostModel::graph_cost(const Graph& g) {
   auto exe = runtime::compile(g, ropts_);
-  inputs_ = valid_inputs(g, ropts_);
+  priced_ = &g;
+  inputs_.reset();
   GraphCost gc;
   gc.threads = exe->threads();
   size_t measured0 = measured_new_, cached0 = cached_, noisy0 = noisy_;
@@ -62,6 +73,8 @@ GraphCost CostModel::graph_cost(const Graph& g) {
   gc.measured_new = measured_new_ - measured0;
   gc.cached = cached_ - cached0;
   gc.noisy = noisy_ - noisy0;
+  priced_ = nullptr;
+  inputs_.reset();
   return gc;
 }
 
@@ -85,7 +98,8 @@ double CostModel::op_ms(const Node& n) {
   for (size_t i = 0; i < outs.size(); ++i) names.push_back("out" + std::to_string(i));
   Graph g = b.finish(outs, names);
   auto exe = runtime::compile(g, ropts_);
-  inputs_ = valid_inputs(g, ropts_);
+  priced_ = &g;
+  inputs_.reset();
   double total = 0;
   std::string source;
   // Kept apart from the steps of whole graphs: alone, an operator runs with its data
@@ -103,6 +117,8 @@ double CostModel::op_ms(const Node& n) {
     const double ms = step_ms(*exe, i, source);
     if (!exe->steps()[i].boundary) total += ms;
   }
+  priced_ = nullptr;
+  inputs_.reset();
   return total;
 }
 
@@ -160,10 +176,51 @@ void MeasuredCostModel::prepare(runtime::Executable& exe) {
   overloaded_now_ = overloaded(load_before_);
   for (const runtime::StepInfo& s : exe.steps())
     if (!usable(db_key(s.signature))) {
-      if (!inputs_.empty()) exe.run(inputs_);  // the buffers then hold data the kernels accept
-      profiled_ = exe.profile_steps(warmup_, repeats_, budget_ms_);
+      profiled_ = profile(exe);
       return;
     }
+}
+
+std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
+  auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+  // The buffers first hold data the kernels accept: one run on valid inputs. It is
+  // not a warm-up: it writes the graph's outputs into the tensors it returns, so the
+  // arena's output buffers are first touched by the next run (a 12 MB product's
+  // first timed run alone paid its page faults, and merged products looked dearer).
+  // Then the warm-up as Executable::profile_steps does it: at most warmup_ runs,
+  // stopping once they took a fifth of the budget.
+  if (!inputs().empty()) exe.run(inputs());
+  double spent = 0, last = 0;
+  for (int warmed = 0; warmed < warmup_ && !(budget_ms_ > 0 && spent >= budget_ms_ / 5); ++warmed) {
+    last = total(exe.profile_steps(0, 1));
+    spent += last;
+  }
+  const int planned = runtime::timed_runs(repeats_, budget_ms_, last);
+  std::vector<std::vector<double>> runs;
+  std::vector<double> totals;
+  do {
+    runs.push_back(exe.profile_steps(0, 1));
+    totals.push_back(total(runs.back()));
+  } while (!timing_settled(totals, static_cast<size_t>(planned)));
+  timed_runs_ += runs.size();
+  // The steps of typical runs, as profile_steps gives them: the runs whose total is
+  // in the middle half, each step averaged over them.
+  std::vector<size_t> order(runs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return totals[a] < totals[b]; });
+  const size_t lo = runs.size() / 4, hi = std::max(lo + 1, runs.size() - runs.size() / 4);
+  std::vector<double> out(exe.steps().size(), 0.0);
+  for (size_t r = lo; r < hi; ++r)
+    for (size_t s = 0; s < out.size(); ++s) out[s] += runs[order[r]][s];
+  for (double& v : out) v /= static_cast<double>(hi - lo);
+  return out;
+}
+
+bool timing_settled(const std::vector<double>& totals, size_t planned) {
+  if (totals.size() >= std::max<size_t>(planned, 1)) return true;
+  if (totals.size() < kSettledRuns) return false;
+  const auto [lo, hi] = std::minmax_element(totals.begin(), totals.end());
+  return *lo > 0 && (*hi - *lo) / *lo <= kSettledSpread;
 }
 
 double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,16 +61,25 @@ class CostModel {
   double op_ms(const Node& n);
 
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
+  // How many times valid inputs were made for a graph being priced: only when a
+  // step of it had to be timed (a graph priced from the database needs none).
+  size_t input_sets_made() const { return input_sets_made_; }
 
  protected:
+  // Valid inputs of the graph being priced (check/inputs.h; empty when none can be
+  // made), made on first use: timing runs the graph once on them first, so that its
+  // buffers hold indices in range and shapes that fit, not whatever memory held.
+  const std::vector<Tensor>& inputs();
+
   runtime::RuntimeOptions ropts_;
   size_t measured_new_ = 0, cached_ = 0, noisy_ = 0;
   // Prefixed to step signatures in the database while op_ms prices an operator alone.
   std::string key_prefix_;
-  // Valid inputs of the graph being priced (check/inputs.h; empty when none can be
-  // made): timing runs the graph once on them first, so that its buffers hold
-  // indices in range and shapes that fit, not whatever memory held.
-  std::vector<Tensor> inputs_;
+
+ private:
+  const Graph* priced_ = nullptr;  // the graph being priced (graph_cost, op_ms)
+  std::optional<std::vector<Tensor>> inputs_;
+  size_t input_sets_made_ = 0;
 };
 
 class AnalyticCostModel : public CostModel {
@@ -86,6 +96,19 @@ class AnalyticCostModel : public CostModel {
 
 class CostDb;
 
+// A graph with steps not in the database is timed in whole runs (after a warm-up),
+// as many as runtime::timed_runs plans (`planned`: at least 3, more for a short
+// graph, at most the model's repeats), but it stops early once kSettledRuns runs
+// or more agree: their totals spread by at most kSettledSpread of the fastest.
+// A further run of a measurement already that steady moves the typical run's time
+// by less than the spread (TASO's BERT runs 0.66 s a run on one thread: its third
+// run of each of the two graphs the search prices whole took 1.3 s of its 5.5 s
+// of pricing). On a loaded machine runs spread more, and all planned runs are
+// taken. True when no further run is to be taken after `totals`.
+inline constexpr size_t kSettledRuns = 2;
+inline constexpr double kSettledSpread = 0.01;
+bool timing_settled(const std::vector<double>& totals, size_t planned);
+
 // Measurements taken while the machine is overloaded (1-minute load average
 // above the number of cores: other processes compete for the cores, so the times
 // are inflated by preemption) are stored marked "noisy" with the load seen. A
@@ -96,8 +119,8 @@ class CostDb;
 class MeasuredCostModel : public CostModel {
  public:
   // `db_path` empty: default_db_path(). A graph is timed in up to `repeats` runs
-  // after up to `warmup`; a long one in as many as `budget_ms` holds, at least 3
-  // (runtime::Executable::profile_steps).
+  // after up to `warmup`; a long one in as many as `budget_ms` holds, at least 3,
+  // or 2 that agree (timing_settled).
   MeasuredCostModel(const std::string& db_path, int threads, int warmup = 3, int repeats = 15,
                     double budget_ms = 250);
   ~MeasuredCostModel() override;
@@ -110,12 +133,17 @@ class MeasuredCostModel : public CostModel {
   void prepare(runtime::Executable& exe) override;
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
+  // Whole runs timed so far (warm-up runs not counted).
+  size_t timed_runs() const { return timed_runs_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
  private:
   bool overloaded(double load) const;
   bool usable(const std::string& signature);
+  // Times every step of `exe` inside whole runs (see timing_settled): per step, the
+  // mean over the typical runs.
+  std::vector<double> profile(runtime::Executable& exe);
   std::string db_key(const std::string& signature) const;  // the signature under key_prefix_
   std::function<double()> load_probe_;
   double load_before_ = 0;  // load when this graph's measurements began
@@ -126,6 +154,7 @@ class MeasuredCostModel : public CostModel {
   std::string fingerprint_;
   int warmup_, repeats_;
   double budget_ms_;
+  size_t timed_runs_ = 0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

@@ -195,6 +195,7 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_expanded"] = expanded;
     j["search_generated"] = generated;
   } else {
+    j["search_cpu_seconds"] = cpu_seconds;
     j["search_regions"] = regions;
     j["search_iterations"] = iterations;
     j["search_egraph_nodes"] = egraph_nodes;

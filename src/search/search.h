@@ -77,6 +77,9 @@ struct SearchStats {
   std::string strategy;         // "backtrack" or "eqsat"
   StopReason stop = StopReason::Saturated;
   double seconds = 0;           // the whole search
+  // eqsat: processor time of the whole search, every thread of the process (on a
+  // machine other processes load, the wall time above says how long it waited too).
+  double cpu_seconds = 0;
   size_t rules_used = 0;        // usable rules, reversed ones included
   RuleCounts rules;             // per rule: matches found, applications
   double cost_before = 0, cost_after = 0;  // the strategy's own cost of input and result (ms)

@@ -112,6 +112,45 @@ TEST(Cost, MeasuredCostsPersistAcrossModels) {
   remove_db(db);
 }
 
+TEST(Cost, TimingStopsEarlyOnlyWhenRunsAgree) {
+  // Two runs within 1% of each other: settled before the three planned.
+  EXPECT_FALSE(cost::timing_settled({660.0}, 3));
+  EXPECT_TRUE(cost::timing_settled({660.0, 663.0}, 3));
+  // Spread by more: every planned run is taken, and no more.
+  EXPECT_FALSE(cost::timing_settled({660.0, 700.0}, 3));
+  EXPECT_TRUE(cost::timing_settled({660.0, 700.0, 690.0}, 3));
+  // A short graph planned for 15 runs stops once its runs agree, all of them: one
+  // that strayed keeps it going.
+  EXPECT_TRUE(cost::timing_settled({1.000, 1.005}, 15));
+  EXPECT_FALSE(cost::timing_settled({1.0, 1.2, 0.9}, 15));
+  EXPECT_FALSE(cost::timing_settled({1.0, 1.2, 0.9, 0.95, 0.951}, 15));
+  // One run settles nothing unless one was all that was planned; none never does.
+  EXPECT_FALSE(cost::timing_settled({5.0}, 15));
+  EXPECT_TRUE(cost::timing_settled({5.0}, 1));
+  EXPECT_FALSE(cost::timing_settled({}, 1));
+}
+
+TEST(Cost, PricingFromTheDatabaseMakesNoInputs) {
+  std::string db = temp_db("lazy_inputs");
+  auto quiet = [] { return 0.0; };
+  {
+    cost::MeasuredCostModel m(db, 1, 1, 3);
+    m.set_load_probe(quiet);
+    EXPECT_GT(m.graph_cost(conv_relu(false)).measured_new, 0u);
+    EXPECT_EQ(m.input_sets_made(), 1u);  // timed: run once on valid inputs first
+    EXPECT_GE(m.timed_runs(), cost::kSettledRuns);
+  }
+  cost::MeasuredCostModel again(db, 1, 1, 3);
+  again.set_load_probe(quiet);
+  cost::GraphCost second = again.graph_cost(conv_relu(false));
+  EXPECT_EQ(second.measured_new, 0u);
+  // Every step came from the database: nothing ran, so no inputs were drawn (TASO's
+  // BERT spent a tenth of a warm search drawing them).
+  EXPECT_EQ(again.input_sets_made(), 0u);
+  EXPECT_EQ(again.timed_runs(), 0u);
+  remove_db(db);
+}
+
 TEST(Cost, ConcurrentWritersKeepTheDatabaseConsistent) {
   std::string db = temp_db("concurrent");
   { cost::CostDb create(db); }

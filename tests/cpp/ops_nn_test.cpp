@@ -39,6 +39,37 @@ TEST(OpsNnMatMul, LargeMatchesNaive) {
               naive_matmul(a, b, M, K, N, {{0, 0}}));
 }
 
+TEST(OpsNnMatMul, DoubleSumsAreTheSameToTheBitOnEveryKernel) {
+  // Each product added over the depth in order (by a fused multiply-add where the
+  // CPU has AVX2 and FMA, as the portable kernel compiled for them contracts it), in
+  // blocks of 256 (the depth tile) each summed from zero and added to the result:
+  // what the portable kernel computes, and so the hand-written AVX2 kernel must
+  // (constant folding gives the same weights either way). Rows 6 + 6 + 1 and 4 + 4 + 4 + 1
+  // (remainders of both kernels' tiles), depth 300 (two depth tiles), 517 columns
+  // (two column blocks, a partial panel).
+  const int64_t M = 13, K = 300, N = 517;
+  Vec a = random_values(M * K, 21), b = random_values(K * N, 22);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const bool fused = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  const bool fused = false;
+#endif
+  const Vec got = run("MatMul", {f64_tensor({M, K}, a), f64_tensor({K, N}, b)}).to_f64();
+  ASSERT_EQ(got.size(), static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double c = 0;
+      for (int64_t k0 = 0; k0 < K; k0 += 256) {
+        double block = 0;
+        for (int64_t k = k0; k < std::min(K, k0 + 256); ++k) {
+          block = fused ? std::fma(a[i * K + k], b[k * N + j], block) : block + a[i * K + k] * b[k * N + j];
+        }
+        c = c + block;
+      }
+      ASSERT_EQ(got[i * N + j], c) << "at " << i << "," << j;
+    }
+}
+
 TEST(OpsNnMatMul, VectorOperandsDropTheirUnitDim) {
   Vec a = random_values(4, 5), m = random_values(4 * 3, 6), v = random_values(3, 7);
   expect_near(run("MatMul", {f64_tensor({4}, a), f64_tensor({4, 3}, m)}), {3}, naive_matmul(a, m, 1, 4, 3, {{0, 0}}));
