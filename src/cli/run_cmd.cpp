@@ -267,16 +267,18 @@ int run_model(const RunArgs& a) {
               exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
   size_t reference = 0, delegated = 0;
-  std::string delegated_ops;
   for (const runtime::StepInfo& s : exe->steps()) {
     reference += s.kind == "reference";
-    if (s.kind != "onnxruntime") continue;
-    delegated_ops += (delegated++ ? ", " : "") + s.ops[0];
+    delegated += s.kind == "onnxruntime";
   }
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
-  if (delegated)
-    std::printf("  %zu steps run on ONNX Runtime %s (operators isomer does not know: %s)\n", delegated,
-                bridge::OrtBridge::shared()->version().c_str(), delegated_ops.c_str());
+  if (delegated) {
+    // Each opaque node is one such step; say why each is opaque.
+    std::printf("  %zu steps run on ONNX Runtime %s, for the nodes isomer keeps opaque:\n", delegated,
+                bridge::OrtBridge::shared()->version().c_str());
+    for (const NodePtr& n : g.topo_order())
+      if (n->kind() == NodeKind::Opaque) std::printf("    %s\n", describe_opaque(*n).c_str());
+  }
   if (a.print_steps)
     for (const runtime::StepInfo& s : exe->steps()) {
       std::string ops;

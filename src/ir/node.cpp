@@ -158,4 +158,13 @@ std::string describe(const Node& n) {
   return out + " (" + n.op_type() + ")";
 }
 
+std::string describe_opaque(const Node& n) {
+  const OpaqueInfo* o = n.opaque();
+  if (!o) return describe(n);
+  if (o->known_op) return describe(n) + " is kept opaque: " + (o->reason.empty() ? "no reason recorded" : o->reason);
+  std::string out = describe(n) + " is an operator isomer does not understand";
+  if (!o->reason.empty()) out += " (" + o->reason + ")";
+  return out;
+}
+
 }  // namespace isomer

@@ -54,6 +54,13 @@ struct OpaqueInfo {
   std::string op_type;
   std::string node_proto;  // serialized onnx::NodeProto
   uint64_t uid = 0;        // unique per imported node: opaque nodes never merge
+  // Why the node is not native, as the importer found it ("the 3 query heads are
+  // not a multiple of the 2 key/value heads"); empty where nobody said. Not part
+  // of identity, nor of the text form.
+  std::string reason;
+  // True for an operator isomer implements whose attributes, types or shapes the
+  // importer refused; false for one isomer does not know at all.
+  bool known_op = false;
   // Per output: the ONNX TypeProto (serialized, possibly empty) of an output whose
   // type a TensorType cannot state (shape or element type not inferred, or not a
   // tensor: sequence, optional, map); nullopt where output_types() is exact. Native
@@ -135,5 +142,11 @@ inline bool type_unknown(const Value& v) { return onnx_type_of(v) != nullptr; }
 
 // "node 'conv1' (Conv)" for error messages.
 std::string describe(const Node& n);
+
+// Why opaque node `n` is not native, for messages about it: "node 'attn'
+// (Attention) is kept opaque: the 3 query heads are ..." for an operator isomer
+// knows, "node 'x' (Foo) is an operator isomer does not understand" for one it
+// does not. For a node that is not opaque, describe(n).
+std::string describe_opaque(const Node& n);
 
 }  // namespace isomer

@@ -533,7 +533,7 @@ class Importer {
     }
     const OpDef* op = find_op(node.op_type());
     if (!op) {
-      *reason = "operator not implemented in isomer";
+      *reason = kNotImplemented;
       return nullptr;
     }
     OnnxForm form;
@@ -589,6 +589,15 @@ class Importer {
     }
   }
 
+  static constexpr const char* kNotImplemented = "operator not implemented in isomer";
+
+  // True if `node` is an operator isomer implements (so a node of it kept opaque
+  // was refused for its attributes, types or shapes, not for what it is).
+  static bool isomer_knows(const onnx::NodeProto& node) {
+    if (node.domain() == mugraph::kDomain) return true;
+    return is_default_domain(node.domain()) && (node.op_type() == "Constant" || find_op(node.op_type()));
+  }
+
   // `count`: an ONNX node (stats count it), not an initializer kept as one.
   void add_opaque(const onnx::NodeProto& node, std::vector<Value> inputs, const std::vector<Value>& implicit,
                   const std::string& reason, bool count = true) {
@@ -599,6 +608,9 @@ class Importer {
     OpaqueInfo info;
     info.domain = node.domain();
     info.op_type = node.op_type();
+    info.known_op = isomer_knows(node);
+    // "isomer does not understand" says all "not implemented" would.
+    if (info.known_op || reason != kNotImplemented) info.reason = reason;
     // Tensors inside the node keep their data with them, wherever the model is written.
     onnx::NodeProto kept = node;
     try {

@@ -379,6 +379,7 @@ std::string OptimizeReport::to_json() const {
   j["op_types_before"] = before.histogram;
   j["op_types_after"] = after.histogram;
   j["opaque_nodes"] = opaque_nodes;
+  j["opaque_reasons"] = opaque_reasons;
   j["optimize_seconds"] = optimize_seconds;
   j["cost_model"] = cost_model;
   j["cost_before_ms"] = cost_before_ms >= 0 ? nlohmann::ordered_json(cost_before_ms) : nlohmann::ordered_json();
@@ -452,6 +453,10 @@ std::string OptimizeReport::to_text() const {
                 human_bytes(after.constant_bytes).c_str());
   out << line;
   if (opaque_nodes) out << "  (" << opaque_nodes << " operator(s) kept as opaque nodes)\n";
+  // Why, node by node (the importer's words, as `isomer show` prints them); a few.
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < opaque_reasons.size() && i < kShown; ++i) out << "    opaque: " << opaque_reasons[i] << "\n";
+  if (opaque_reasons.size() > kShown) out << "    ... and " << opaque_reasons.size() - kShown << " more\n";
   out << "\nrules applied:\n";
   if (rules_applied.empty()) out << "  (none)\n";
   for (const auto& [rule, n] : rules_applied) {

@@ -469,7 +469,7 @@ void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
   if (n.kind() == NodeKind::Opaque) {
     require(opts_.delegate_opaque,
-            describe(n) + " is an operator isomer does not understand (opaque); the isomer runtime cannot run it");
+            describe_opaque(n) + "; the isomer runtime cannot run it without ONNX Runtime");
     in_progress_.insert(&n);
     lower_delegated(*this, n);
     mark_done(n);
@@ -527,7 +527,7 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
   }
   for (const NodePtr& n : g.topo_order()) {
     if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque) {
-      if (why) *why = describe(*n) + " is an operator isomer does not understand (opaque)";
+      if (why) *why = describe_opaque(*n);
       return false;
     }
     if (n->kind() == NodeKind::Constant && dtype_size(n->value()->dtype()) == 0) {

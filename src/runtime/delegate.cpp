@@ -24,6 +24,8 @@ uint64_t stable_hash(const std::string& s) {
 
 void lower_delegated(Compiler& c, const Node& n) {
   const std::string who = describe(n);
+  // Messages while lowering say why the node is opaque; those while running, which.
+  const std::string what = describe_opaque(n);
   // The one-node model: constant inputs as initializers, the others as inputs at
   // their concrete types, named as in the source (a subgraph may refer to them).
   GraphBuilder b(/*dedupe=*/false);
@@ -51,7 +53,7 @@ void lower_delegated(Compiler& c, const Node& n) {
       s = b.constant(*r.known, name);
       constants_hash = constants_hash * 31 + stable_hash(r.known->bytes());
     } else {
-      require(dtype_size(r.dtype) > 0, who + ": input " + std::to_string(k) + " has type " + std::string(dtype_name(r.dtype)) +
+      require(dtype_size(r.dtype) > 0, what + "; input " + std::to_string(k) + " has type " + std::string(dtype_name(r.dtype)) +
                                            ", which cannot be sent to ONNX Runtime");
       s = b.input(name, TensorType{r.dtype, make_shape(r.dims)});
       ids.push_back(c.as_plain(id));
@@ -71,13 +73,13 @@ void lower_delegated(Compiler& c, const Node& n) {
   try {
     bytes = export_onnx_bytes(b.finish(outs, out_names, c.graph().info()));
   } catch (const Error& e) {
-    throw Error(who + ": cannot be made into a model of its own for ONNX Runtime (" + e.what() + ")");
+    throw Error(what + "; cannot be made into a model of its own for ONNX Runtime (" + e.what() + ")");
   }
   std::shared_ptr<bridge::OrtBridge> ort;
   try {
     ort = bridge::OrtBridge::shared();
   } catch (const Error& e) {
-    throw Error(who + " is an operator isomer does not understand (opaque), and " + e.what());
+    throw Error(what + ", and " + e.what());
   }
   std::vector<TensorType> probe_inputs;
   for (const RtValue& r : in_types) probe_inputs.push_back({r.dtype, make_shape(r.dims)});
@@ -87,25 +89,25 @@ void lower_delegated(Compiler& c, const Node& n) {
     session = ort->load_bytes(bytes, {.threads = c.opts().threads, .optimization = "all", .spinning = false},
                               &probe_inputs);
   } catch (const Error& e) {
-    throw Error(who + ": ONNX Runtime " + ort->version() + " cannot run it (" + e.what() + ")");
+    throw Error(what + "; ONNX Runtime " + ort->version() + " cannot run it (" + e.what() + ")");
   }
   const std::vector<std::vector<TensorType>>& probes = session.probes;
-  require(!probes.empty(), who + ": ONNX Runtime gave no output types");
+  require(!probes.empty(), what + "; ONNX Runtime gave no output types");
   // The buffers are planned from the probes' output types: they must not depend on
   // the data (NonZero's do), and every run checks that they did not.
   const std::vector<TensorType>& types = probes.front();
   for (size_t p = 1; p < probes.size(); ++p)
     for (size_t k = 0; k < types.size() && k < probes[p].size(); ++k)
       if (probes[p][k] != types[k])
-        throw Error(who + ": its output shapes depend on the data (output " + std::to_string(k) + ": " +
+        throw Error(what + "; its output shapes depend on the data (output " + std::to_string(k) + ": " +
                     to_string(types[k]) + " on zeros, " + to_string(probes[p][k]) + " on " +
                     (p == 1 ? "ones" : "distinct values") + "), so the runtime cannot plan them");
-  require(types.size() == n.num_outputs(), who + ": ONNX Runtime gives " + std::to_string(types.size()) +
+  require(types.size() == n.num_outputs(), what + "; ONNX Runtime gives " + std::to_string(types.size()) +
                                                " outputs, the model names " + std::to_string(n.num_outputs()));
   std::vector<int> out_ids;
   std::vector<RtValue> out_types;
   for (size_t k = 0; k < types.size(); ++k) {
-    require(dtype_size(types[k].dtype) > 0, who + ": output " + std::to_string(k) + " has a type (" +
+    require(dtype_size(types[k].dtype) > 0, what + "; output " + std::to_string(k) + " has a type (" +
                                                 to_string(types[k]) + ") the runtime cannot hold");
     std::vector<int64_t> dims = static_dims(types[k].shape);
     auto type = dnnl_type(types[k].dtype);

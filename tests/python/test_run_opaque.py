@@ -8,6 +8,7 @@ whose output shapes depend on its data makes the whole model run on ONNX Runtime
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -51,6 +52,74 @@ def data_dependent_model(path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
 
 
+def refused_attention_model(path):
+    """An ONNX Attention node (an operator isomer knows) whose 3 query heads are not a
+    multiple of its 2 key/value heads: the importer keeps it opaque, for that reason.
+    The batch is symbolic, so the model is not rejected as wrong on known shapes."""
+    q = helper.make_tensor_value_info("q", TensorProto.FLOAT, ["b", 3, 4, 8])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, ["b", 2, 4, 8])
+    v = helper.make_tensor_value_info("v", TensorProto.FLOAT, ["b", 2, 4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3, 4, 8])
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn")
+    graph = helper.make_graph([node], "attn", [q, k, v], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10), path)
+
+
+def custom_op_model(path):
+    """Relu -> a node of an operator domain nobody knows -> Sigmoid."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Frobnicate", ["r"], ["f"], name="frob", domain="com.example"),
+             helper.make_node("Sigmoid", ["f"], ["y"])]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+                                ir_version=8), path)
+
+
+ATTN_WHY = "the 3 query heads are not a multiple of the 2 key/value heads"
+
+
+def test_run_without_onnxruntime_says_why_a_known_operator_is_opaque(tmp_path):
+    path = str(tmp_path / "attn.onnx")
+    refused_attention_model(path)
+    p = isomer("run", path, "--no-onnxruntime")
+    assert p.returncode != 0
+    assert f"'{path}' is not runnable on the isomer runtime: node 'attn' (Attention) is kept opaque: {ATTN_WHY}" \
+        in p.stderr, p.stderr
+    assert "does not understand" not in p.stderr, p.stderr
+
+
+def test_run_without_onnxruntime_says_an_unknown_operator_is_not_understood(tmp_path):
+    path = str(tmp_path / "custom.onnx")
+    custom_op_model(path)
+    p = isomer("run", path, "--no-onnxruntime")
+    assert p.returncode != 0
+    assert (f"'{path}' is not runnable on the isomer runtime: node 'frob' (Frobnicate) is an operator isomer does "
+            "not understand (operator of domain 'com.example')") in p.stderr, p.stderr
+
+
+def test_optimize_reports_why_each_node_is_opaque(tmp_path):
+    path, out = str(tmp_path / "attn.onnx"), str(tmp_path / "o.onnx")
+    refused_attention_model(path)
+    p = isomer("optimize", path, "-o", out, "--report-json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    assert f"isomer optimize {path} -> {out}" in p.stdout, p.stdout
+    assert f"    opaque: node 'attn' (Attention): {ATTN_WHY}\n" in p.stdout, p.stdout
+    r = json.load(open(tmp_path / "r.json"))
+    assert r["opaque_reasons"] == [f"node 'attn' (Attention): {ATTN_WHY}"], r
+
+
+def test_delegated_run_names_the_operator_isomer_does_not_understand(tmp_path):
+    path = str(tmp_path / "custom.onnx")
+    custom_op_model(path)
+    # ONNX Runtime has no com.example domain either: the message says which node,
+    # why isomer keeps it opaque, and what ONNX Runtime said.
+    p = isomer("run", path, env={"ISOMER_PYTHON": sys.executable})
+    assert p.returncode != 0
+    assert f"'{path}' is not runnable on the isomer runtime: node 'frob' (Frobnicate) is an operator isomer " \
+        "does not understand (operator of domain 'com.example'); ONNX Runtime" in p.stderr, p.stderr
+
+
 def test_opaque_nodes_run_on_onnxruntime_inside_the_isomer_runtime(tmp_path):
     path = str(tmp_path / "m.onnx")
     opaque_model(path)
@@ -60,7 +129,9 @@ def test_opaque_nodes_run_on_onnxruntime_inside_the_isomer_runtime(tmp_path):
                "--repeat", "3", "--threads", "1", "--report-json", str(tmp_path / "r.json"), "--print-steps")
     assert p.returncode == 0, p.stderr
     assert "not runnable" not in p.stdout, p.stdout
-    assert f"2 steps run on ONNX Runtime {ort.__version__} (operators isomer does not know: Softsign, Hardmax)" in p.stdout
+    assert f"2 steps run on ONNX Runtime {ort.__version__}, for the nodes isomer keeps opaque:" in p.stdout, p.stdout
+    assert "    node (Softsign) is an operator isomer does not understand\n" in p.stdout, p.stdout
+    assert "    node (Hardmax) is an operator isomer does not understand\n" in p.stdout, p.stdout
     kinds = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ") and len(line.split()) >= 2
              and line.split()[0] in ("pointwise", "onnxruntime", "reference")]
     assert kinds == ["pointwise", "onnxruntime", "onnxruntime", "pointwise"], p.stdout
