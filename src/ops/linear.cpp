@@ -1,146 +1,21 @@
 // Contractions: MatMul, Gemm, Conv and ConvTranspose. All reduce to one templated GEMM
-// kernel (C += A·B), instantiated for double (float semantics, accumulating in
+// kernel (C += A·B, ops/reference_gemm.h), instantiated for double (float semantics, accumulating in
 // double), int64_t (integer tensors) and Fp (field semantics). Conv lowers to it
 // through im2col, one [C/group · kernel, output positions] matrix per image and
 // group. The same kernels at T = Sym give the symbolic semantics (eval/sym.h).
 #include <algorithm>
 #include <cmath>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
-
 #include "eval/sym.h"
 #include "ir/float_to_int.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
+#include "ops/reference_gemm.h"
 
 namespace isomer {
 using namespace ops;
 
 namespace {
-
-// C[M×N] += A[M×K] · B[K×N], row-major with leading dimensions. Blocked as in
-// GotoBLAS: a [kKC × kNC] block of B is packed into column panels kNR wide, a
-// [kMR × kKC] sliver of A into rows kMR tall, and a micro-kernel keeps a
-// kMR × kNR tile of C in registers while it walks the shared depth. The kernel is
-// one template; for double it is also compiled for AVX2+FMA and picked at run time.
-constexpr int64_t kMR = 4, kNR = 8, kKC = 256, kNC = 512;
-
-template <class T>
-[[gnu::always_inline]] inline void gemm_micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
-                                                     int64_t ldc, int64_t mr, int64_t nr) {
-  T acc[kMR][kNR] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    const T* ak = a + k * kMR;
-    const T* bk = b + k * kNR;
-    for (int64_t i = 0; i < kMR; ++i)
-      for (int64_t j = 0; j < kNR; ++j) acc[i][j] += ak[i] * bk[j];
-  }
-  for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] += acc[i][j];
-}
-
-template <class T>
-struct PortableKernel {
-  [[gnu::always_inline]] void operator()(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t mr,
-                                         int64_t nr) const {
-    gemm_micro_kernel(kc, a, b, c, ldc, mr, nr);
-  }
-};
-
-// `MR` rows of A per sliver, `kernel` the micro-kernel for MR × kNR tiles.
-template <int64_t MR = kMR, class T, class Kernel = PortableKernel<T>>
-[[gnu::always_inline]] inline void gemm_blocked(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-                                                int64_t ldb, T* C, int64_t ldc, Kernel kernel = {}) {
-  const int64_t kc_max = std::min(K, kKC), nc_max = (std::min(N, kNC) + kNR - 1) / kNR * kNR;
-  std::vector<T> b_pack(static_cast<size_t>(kc_max * nc_max)), a_pack(static_cast<size_t>(kc_max * MR));
-  for (int64_t j0 = 0; j0 < N; j0 += kNC) {
-    const int64_t nc = std::min(kNC, N - j0);
-    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-      const int64_t kc = std::min(kKC, K - k0);
-      for (int64_t jp = 0; jp < nc; jp += kNR) {
-        const int64_t nr = std::min(kNR, nc - jp);
-        T* dst = b_pack.data() + jp * kc;
-        for (int64_t k = 0; k < kc; ++k) {
-          const T* src = B + (k0 + k) * ldb + j0 + jp;
-          for (int64_t j = 0; j < kNR; ++j) dst[k * kNR + j] = j < nr ? src[j] : T();
-        }
-      }
-      for (int64_t i0 = 0; i0 < M; i0 += MR) {
-        const int64_t mr = std::min(MR, M - i0);
-        for (int64_t k = 0; k < kc; ++k)
-          for (int64_t i = 0; i < MR; ++i) a_pack[k * MR + i] = i < mr ? A[(i0 + i) * lda + k0 + k] : T();
-        for (int64_t jp = 0; jp < nc; jp += kNR)
-          kernel(kc, a_pack.data(), b_pack.data() + jp * kc, C + i0 * ldc + j0 + jp, ldc, mr, std::min(kNR, nc - jp));
-      }
-    }
-  }
-}
-
-template <class T>
-void gemm_accumulate(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
-                     int64_t ldc) {
-  gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// The double kernel on AVX2: a 6 × 8 tile of C in twelve 4-wide registers (with the
-// two of B and one broadcast of A, fifteen of sixteen). Written out, because the portable
-// kernel compiled for AVX2 kept its tile in memory (constant folding TASO's BERT
-// multiplied seven 1024² weight pairs at 11 GFLOP/s, most of a warm search). Each
-// product is added by a fused multiply-add, as the portable kernel's `+=` of a
-// product is contracted into one when compiled for FMA, in the same order over the
-// depth: the sums are the same to the bit.
-constexpr int64_t kMRAvx2 = 6;
-static_assert(kNR == 8, "the AVX2 kernel's tile is 8 wide");
-
-[[gnu::target("avx2,fma")]] inline void gemm_micro_kernel_avx2(int64_t kc, const double* __restrict a,
-                                                               const double* __restrict b, double* c, int64_t ldc,
-                                                               int64_t mr, int64_t nr) {
-  __m256d acc[kMRAvx2][2];
-  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_pd();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256d b0 = _mm256_loadu_pd(b + k * kNR), b1 = _mm256_loadu_pd(b + k * kNR + 4);
-    const double* ak = a + k * kMRAvx2;
-    for (int64_t i = 0; i < kMRAvx2; ++i) {
-      const __m256d ai = _mm256_broadcast_sd(ak + i);
-      acc[i][0] = _mm256_fmadd_pd(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_pd(ai, b1, acc[i][1]);
-    }
-  }
-  if (mr == kMRAvx2 && nr == kNR) {
-    for (int64_t i = 0; i < kMRAvx2; ++i) {
-      double* ci = c + i * ldc;
-      _mm256_storeu_pd(ci, _mm256_add_pd(_mm256_loadu_pd(ci), acc[i][0]));
-      _mm256_storeu_pd(ci + 4, _mm256_add_pd(_mm256_loadu_pd(ci + 4), acc[i][1]));
-    }
-    return;
-  }
-  alignas(32) double tile[kMRAvx2][kNR];
-  for (int64_t i = 0; i < kMRAvx2; ++i) {
-    _mm256_store_pd(tile[i], acc[i][0]);
-    _mm256_store_pd(tile[i] + 4, acc[i][1]);
-  }
-  for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] += tile[i][j];
-}
-
-[[gnu::target("avx2,fma")]] void gemm_accumulate_avx2(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-                                                      const double* B, int64_t ldb, double* C, int64_t ldc) {
-  gemm_blocked<kMRAvx2>(M, N, K, A, lda, B, ldb, C, ldc, gemm_micro_kernel_avx2);
-}
-
-template <>
-void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
-                             int64_t ldb, double* C, int64_t ldc) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (has_avx2)
-    gemm_accumulate_avx2(M, N, K, A, lda, B, ldb, C, ldc);
-  else
-    gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
-}
-#endif
 
 // ---- MatMul ------------------------------------------------------------------------
 
