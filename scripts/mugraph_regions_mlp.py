@@ -8,17 +8,10 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-
-def _model(nodes, inputs, output, inits):
-    g = helper.make_graph(nodes, "region", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(output[0], TensorProto.FLOAT, output[1])], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _c(name, v):
-    return numpy_helper.from_array(np.asarray(v, np.float32), name)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mugraph_regions import _c, _model  # noqa: E402  (one model builder for every region script)
 
 
 def _w(rng, name, k, n):
