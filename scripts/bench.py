@@ -8,6 +8,9 @@ For every corpus model (build/corpus, `make corpus`) and thread count, in one ru
                --target onnxruntime when the CLI offers it): the template passes alone;
   ort_onnxsim  ONNX Runtime on onnxsim's output (its defaults);
   openvino     OpenVINO's CPU plugin on the original (INFERENCE_NUM_THREADS = t, f32);
+  torch_compile  torch.compile (Inductor, CPU) on the original translated node by node
+               into a torch module (scripts/torch_compile_onnx.py), under --torch-python
+               (a Python with torch >= 2; skipped without one), compiled once per model;
   isomer       `isomer run --bench --no-onnxruntime` on the original;
   isomer_opt   the same on `isomer optimize --search templates`'s output (default target);
   isomer_eqsat the same on `isomer optimize --search eqsat`'s output (the default search);
@@ -38,6 +41,7 @@ row) and draws build/bench.png.
 """
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -55,7 +59,7 @@ from benchlib import engines as E  # noqa: E402
 from benchlib import report  # noqa: E402
 from corpus.inputs import load_manifest, make_inputs  # noqa: E402
 
-ENGINES = ["ort_isomer", "ort_eqsat", "ort_onnxsim", "openvino", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
+ENGINES = ["ort_isomer", "ort_eqsat", "ort_onnxsim", "openvino", "torch_compile", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
 # What the bench keeps of an eqsat search's report (the report's search_* fields).
 EQSAT_FIELDS = ["search_seconds", "search_cpu_seconds", "search_stop_reason", "search_egraph_nodes", "search_egraph_classes",
                 "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds",
@@ -166,7 +170,9 @@ def measure(entry, prep, threads, args):
     for key, path_key, cls in [("ort_isomer", "ort_isomer_path", E.OrtEngine),
                                ("ort_eqsat", "ort_eqsat_path", E.OrtEngine),
                                ("ort_onnxsim", "onnxsim_path", E.OrtEngine),
-                               ("openvino", None, E.OpenVinoEngine)]:
+                               ("openvino", None, E.OpenVinoEngine),
+                               ("torch_compile", None, functools.partial(E.TorchCompileEngine,
+                                                                         python=args.torch_python))]:
         if key not in args.engines:
             continue
         path = entry["path"] if path_key is None else prep.get(path_key)
@@ -349,6 +355,9 @@ def main():
     ap.add_argument("--optimize-args", default="", help="extra arguments for isomer optimize (quoted)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds any one isomer or onnxsim command may take")
     ap.add_argument("--cost-db", default="", help="cost database to use (default: a fresh one for this bench)")
+    ap.add_argument("--torch-python", default=os.environ.get("ISOMER_TORCH_PYTHON", ""),
+                    help="a Python with torch >= 2 for the torch_compile engine (default $ISOMER_TORCH_PYTHON; "
+                         "none: the engine is skipped)")
     ap.add_argument("--work", default="build/bench", help="optimized models, inputs and reports go here")
     ap.add_argument("--json", default="build/bench.json")
     ap.add_argument("--png", default="build/bench.png", help="the plot ('' for none)")
@@ -378,6 +387,11 @@ def main():
         except ImportError:
             print(f"bench: {mod} is not installed (pip install -r requirements-bench.txt): {engine} skipped")
             args.engines.discard(engine)
+    if "torch_compile" in args.engines:
+        args.torch_version = E.torch_version(args.torch_python)
+        if not args.torch_version:
+            print("bench: no Python with torch >= 2 (--torch-python, or $ISOMER_TORCH_PYTHON): torch_compile skipped")
+            args.engines.discard("torch_compile")
     caps = {"target": E.isomer_has_option(args.isomer, "optimize", "--target")}
 
     started = datetime.datetime.now().astimezone()
@@ -412,7 +426,8 @@ def main():
         "load_average_start": load_start,
         "load_average_end": E.load_average(),
         "machine": machine_info(),
-        "versions": versions(args.isomer),
+        "versions": {**versions(args.isomer), **({"torch": args.torch_version, "torch_python": args.torch_python}
+                                                  if "torch_compile" in args.engines else {})},
         "settings": {"threads": threads_list, "rounds": args.rounds, "repeat": args.repeat,
                      "min_repeat": args.min_repeat, "round_seconds": args.round_seconds, "warmup": args.warmup,
                      "seed": args.seed, "engines": sorted(args.engines), "optimize_args": args.optimize_args,

@@ -6,9 +6,12 @@ As subprocesses (the CLI a user runs): `isomer run --bench`, `isomer optimize`,
 """
 import json
 import os
+import select
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -128,6 +131,74 @@ class OpenVinoEngine:
 
     def time(self, warmup, repeat):
         return time_calls(self._infer, warmup, repeat)
+
+
+# --- torch.compile ---------------------------------------------------------------
+TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_compile_onnx.py")
+
+
+def torch_version(python):
+    """torch's version under `python` if it is 2 or later, else None."""
+    if not python:
+        return None
+    try:
+        out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                             text=True, timeout=120).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out if out and out.split(".")[0].isdigit() and int(out.split(".")[0]) >= 2 else None
+
+
+class TorchCompileEngine:
+    """torch.compile (Inductor, CPU) on the model translated node by node into a torch
+    module (scripts/torch_compile_onnx.py), in a server process under `python`, a
+    Python with torch >= 2 (not isomer's venv: torch with its wheels is gigabytes).
+    It compiles once; each time() asks the server for timed runs, so the engine
+    interleaves with the others like an in-process one."""
+
+    def __init__(self, path, threads, feeds, python, timeout=900):
+        self._dir = tempfile.mkdtemp(prefix="isomer-torch-")
+        inputs, self._outputs = os.path.join(self._dir, "in.npz"), os.path.join(self._dir, "out.npz")
+        np.savez(inputs, **feeds)
+        self._log = os.path.join(self._dir, "stderr.txt")  # a file: torch's warnings must not fill a pipe
+        with open(self._log, "w") as log:
+            self.proc = subprocess.Popen([python, TORCH_SCRIPT, path, "--inputs", inputs, "--threads", str(threads),
+                                          "--outputs", self._outputs, "--serve"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        self._timeout = timeout
+        line = self._read()
+        if not line:
+            self.proc.kill()
+            with open(self._log) as f:
+                lines = [x for x in f.read().splitlines() if x.strip() and "CUDA" not in x]
+            raise RuntimeError("torch.compile: " + (lines[-1] if lines else "no answer"))
+        self.info = json.loads(line)
+        with np.load(self._outputs) as z:
+            self._result = [z[k] for k in z.files]
+
+    def _read(self):
+        ready, _, _ = select.select([self.proc.stdout], [], [], self._timeout)
+        return self.proc.stdout.readline() if ready else ""
+
+    def run(self):
+        return self._result
+
+    def time(self, warmup, repeat):
+        self.proc.stdin.write(f"time {warmup} {repeat}\n")
+        self.proc.stdin.flush()
+        line = self._read()
+        if not line:
+            raise RuntimeError("torch.compile server stopped answering")
+        return json.loads(line)
+
+    def __del__(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 # --- isomer's CLI --------------------------------------------------------------------

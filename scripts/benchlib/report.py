@@ -16,6 +16,7 @@ COLUMNS = [
     ("ort_eqsat", "ORT(eqs)", "ONNX Runtime, isomer optimize --search eqsat --target onnxruntime output"),
     ("ort_onnxsim", "ORT(sim)", "ONNX Runtime, onnxsim output"),
     ("openvino", "OpenVINO", "OpenVINO CPU, original"),
+    ("torch_compile", "torch.c", "torch.compile (Inductor, CPU), original translated to torch"),
     ("isomer_opt_gain", "opt gain", "isomer runtime: original / templates output"),
     ("eqsat_gain", "eqs gain", "isomer runtime: templates output / default (eqsat) output"),
     ("eqsat_ort_gain", "eqs/ORT", "ONNX Runtime: optimize output / --search eqsat output (both --target onnxruntime)"),
