@@ -172,6 +172,25 @@ FieldVerdict verify_field(const Program& p, const BlockGraph& g, const std::vect
   }
   int points = std::max(2, static_cast<int>(std::ceil(60.0 / bits_per_point)));
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 17);
+  // A bool input that is not a constant (a mask) is drawn anew, with the field values
+  // kept, while the target has no image at the point: in the shrunk program a random
+  // mask often masks a whole softmax row, whose value the field cannot represent
+  // (x - max of -inf). The field values stay uniform and independent of the masks, so
+  // the bound holds for the mask each point ends with.
+  auto is_const = [&](size_t k) { return k < s.constants.size() && !s.constants[k].empty(); };
+  auto draw_bools = [&](Buffers<FieldVal>& in) {
+    for (size_t k = 0; k < q.inputs.size(); ++k)
+      if (!is_const(k) && q.inputs[k].dtype == DType::Bool)
+        for (FieldVal& f : in[k]) f = FieldVal::of_int(static_cast<int64_t>(rng() & 1));
+  };
+  bool free_bools = false;
+  for (size_t k = 0; k < q.inputs.size(); ++k) free_bools = free_bools || (!is_const(k) && q.inputs[k].dtype == DType::Bool);
+  auto undefined = [](const Buffers<FieldVal>& want) {
+    for (const auto& w : want)
+      for (const FieldVal& a : w)
+        if (a.kind == FieldVal::Kind::Poison) return true;
+    return false;
+  };
   for (int pt = 0; pt < points; ++pt) {
     Buffers<FieldVal> in;
     for (size_t k = 0; k < q.inputs.size(); ++k) {
@@ -179,16 +198,19 @@ FieldVerdict verify_field(const Program& p, const BlockGraph& g, const std::vect
       int64_t n = 1;
       for (int64_t x : t.dims) n *= x;
       std::vector<FieldVal> buf(static_cast<size_t>(n));
-      bool is_const = k < s.constants.size() && !s.constants[k].empty();
       for (int64_t e = 0; e < n; ++e) {
         FieldVal& f = buf[static_cast<size_t>(e)];
-        if (is_const) f = FieldVal::of_double(s.constants[k][static_cast<size_t>(e)]);
-        else if (t.dtype == DType::Bool) f = FieldVal::of_int(static_cast<int64_t>(rng() & 1));
-        else f = FieldVal{rng() % kSafeP, rng() % kSafeQ, true, FieldVal::Kind::Finite};
+        if (is_const(k)) f = FieldVal::of_double(s.constants[k][static_cast<size_t>(e)]);
+        else if (t.dtype != DType::Bool) f = FieldVal{rng() % kSafeP, rng() % kSafeQ, true, FieldVal::Kind::Finite};
       }
       in.push_back(std::move(buf));
     }
+    draw_bools(in);
     Buffers<FieldVal> want = evaluate_program(q, in);
+    for (int redraw = 0; free_bools && redraw < 64 && undefined(want); ++redraw) {
+      draw_bools(in);
+      want = evaluate_program(q, in);
+    }
     Buffers<FieldVal> got;
     for (const auto& w : want) got.emplace_back(w.size(), FieldVal::poison());
     interpret(q, s.graph, in, got, {}, skip);

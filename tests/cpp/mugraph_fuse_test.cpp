@@ -74,6 +74,35 @@ TEST(MuGraphVerify, RejectsEverySingleOperatorBug) {
   EXPECT_EQ(rejected, mutants);
 }
 
+// GPT-2's attention as transformers exports it: a bool causal mask (a Slice of a
+// constant buffer, so an input of the region) selects the scores or -inf.
+// The verifier shrinks the program, and a random mask over a few keys often masks a
+// whole row, which the field cannot represent: such masks are drawn again. Before, the
+// verdict depended on the seed, and the runtime (seed 7) refused the kernel the search
+// (seed 11) had accepted.
+TEST(MuGraphVerify, BoolMaskedAttentionVerifiesAtEverySeed) {
+  std::string body =
+      "graph attn(%q: f32[1,2,16,8], %k: f32[1,2,16,8], %v: f32[1,2,16,8], %mask: bool[1,1,16,16]) {\n"
+      "  %den = const f32[] {2.8284271247461903}\n"
+      "  %low = const f32[] {-inf}\n"
+      "  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n  %s = MatMul(%q, %kt)\n  %sd = Div(%s, %den)\n"
+      "  %sm = Where(%mask, %sd, %low)\n  %p = Softmax(%sm) {axis=-1}\n  %o = MatMul(%p, %v)\n  return %o\n}\n";
+  Program p = from_body(parse_graph(body));
+  BlockGraph g = tilings(p, direct_translation(p), 2, 1)[0];
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    FieldVerdict v = verify_field(p, g, {}, seed);
+    EXPECT_TRUE(v.ok) << "seed " << seed << ": " << v.reason;
+  }
+  // A wrong kernel is still rejected: the mask's branches swapped.
+  for (BOp& op : g.ops)
+    if (op.kind == BKind::Elementwise && op.op == Op::Where) {
+      std::swap(op.args[1], op.args[2]);
+      EXPECT_FALSE(verify_field(p, g, {}, 3).ok);
+      return;
+    }
+  FAIL() << "no Where in the kernel:\n" << g.to_text(p);
+}
+
 // Abstract-expression pruning: the pruned search runs to exhaustion from fewer
 // states than the unpruned one explores (which is cut by its limits, or exhausts
 // a larger space), and finds candidates.
