@@ -61,11 +61,17 @@ corpus: deps
 # isomer next to ONNX Runtime (original and isomer's output), onnxsim and OpenVINO on the
 # corpus (built if missing), at 1 and 2 threads, with the cost model's predictions:
 # build/bench.json and build/bench.png (BENCH_ARGS="--only resnet50 --quick" narrows it;
-# requirements-bench.txt goes into .venv first). Then the rule generator's stages, time
-# and memory for each N in BENCH_MAX_OPS (build/bench_rules.json; BENCH_MAX_OPS=3,4 adds
-# the 4-operator run, about 8 minutes on 2 cores).
+# requirements-bench.txt goes into .venv first). Then the μGraph kernels of
+# scripts/bench_mugraph.py at 1 and 2 threads, each region and the corpus's transformer
+# blocks under `optimize --mugraph`, against the unfused runtime and ONNX Runtime
+# (build/bench_mugraph.t{1,2}.json and .png; MUGRAPH_ARGS="--only softmax_8x512" narrows
+# it; torch.compile joins both benches where ISOMER_TORCH_PYTHON names a Python with
+# torch >= 2). Then the rule generator's stages, time and memory for each N in
+# BENCH_MAX_OPS (build/bench_rules.json; BENCH_MAX_OPS=3,4 adds the 4-operator run,
+# about 8 minutes on 2 cores).
 BENCH_MAX_OPS ?= 3
 BENCH_ARGS ?=
+MUGRAPH_ARGS ?= --models $(foreach m,gpt2_block llama_block bert_base vit_s16,build/corpus/$(m).onnx)
 bench: build
 	@want=$$(sha256sum requirements-bench.txt | cut -d' ' -f1); stamp=.venv/.bench-requirements.stamp; \
 	if [ "$$(cat $$stamp 2>/dev/null)" != "$$want" ]; then echo "bench: pip install -r requirements-bench.txt"; \
@@ -73,6 +79,8 @@ bench: build
 	  || echo "bench: pip install failed: the engines that need it are skipped"; fi
 	$(PY) scripts/corpus/build.py --out build/corpus
 	$(PY) scripts/bench.py --isomer $(BIN) --corpus build/corpus --json build/bench.json --png build/bench.png $(BENCH_ARGS)
+	for t in 1 2; do $(PY) scripts/bench_mugraph.py --isomer $(BIN) --threads $$t --json build/bench_mugraph.t$$t.json \
+	  --png build/bench_mugraph.t$$t.png $(MUGRAPH_ARGS) || exit 1; done
 	$(PY) scripts/bench_rules.py --isomer $(BIN) --max-ops $(BENCH_MAX_OPS) --json build/bench_rules.json
 	$(PY) scripts/export_parallel_models.py --out build/models/parallel && $(PY) scripts/bench_parallel.py --isomer $(BIN) --json build/bench_parallel.json
 
