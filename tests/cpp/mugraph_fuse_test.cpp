@@ -292,6 +292,37 @@ TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
   EXPECT_EQ(out.op_histogram().at("MuGraph"), 2u);
 }
 
+// A timed decision measures the unfused region first: LayerNorm feeding a large
+// projection is almost all weight product, which no kernel can beat by the 3% a
+// kernel must gain, so it is not searched (it took 20 s of search before losing);
+// a region without weights (softmax) is searched as before.
+TEST(MuGraphFuse, RegionsThatAreAlmostAllWeightProductAreNotSearched) {
+  if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-0.05, 0.05);
+  std::vector<double> w(256 * 4096), gamma(256, 1.0), beta(256, 0.0);
+  for (double& v : w) v = u(rng);
+  GraphBuilder b;
+  Value x = b.input("x", TensorType{DType::Float32, make_shape({8, 256})});
+  Value n = b.op1("LayerNormalization", {x, b.constant(Tensor::from_f64(DType::Float32, {256}, gamma)),
+                                         b.constant(Tensor::from_f64(DType::Float32, {256}, beta))},
+                  {{"axis", int64_t{-1}}});
+  Value y = b.op1("MatMul", {n, b.constant(Tensor::from_f64(DType::Float32, {256, 4096}, w))});
+  Graph g = b.finish({y}, {"y"});
+  ASSERT_EQ(find_regions(g).size(), 1u);
+  FuseOptions o;
+  o.threads = 1;
+  o.search_seconds = 2;
+  FuseReport report;
+  Graph out = fuse_regions(g, o, &report);
+  ASSERT_EQ(report.regions.size(), 1u);
+  EXPECT_FALSE(report.regions[0].kept) << report.to_text();
+  EXPECT_EQ(report.regions[0].states, 0u) << report.to_text();
+  EXPECT_NE(report.regions[0].reason.find("not searched: its weight products alone"), std::string::npos)
+      << report.to_text();
+  EXPECT_EQ(out.op_histogram().count("MuGraph"), 0u);
+}
+
 TEST(MuGraphFuse, FusedModelRoundTripsAndRuns) {
   setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
