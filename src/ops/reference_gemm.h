@@ -73,8 +73,14 @@ inline void gemm_accumulate(int64_t M, int64_t N, int64_t K, const T* A, int64_t
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The most threads the double GEMM splits one product across (0: one per core, the
+// default); returns the previous setting. Results do not depend on it (tests set it).
+unsigned gemm_set_max_threads(unsigned n);
+
 // double picks an AVX2+FMA micro-kernel at run time where the CPU has one
 // (reference_gemm.cpp); its sums are the same to the bit as the portable kernel's.
+// A large double product is split across the cores by bands of rows or columns of C,
+// each element still summed by one thread in the same order.
 template <>
 void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
                              int64_t ldb, double* C, int64_t ldc);
