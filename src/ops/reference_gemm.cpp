@@ -1,10 +1,21 @@
 // The AVX2+FMA double kernel of the reference GEMM (reference_gemm.h).
 #include "ops/reference_gemm.h"
 
+#include <utility>
+
+namespace isomer::ops {
+
+namespace {
+thread_local unsigned gemm_max_threads = 1;
+}  // namespace
+
+unsigned gemm_set_max_threads(unsigned n) { return std::exchange(gemm_max_threads, n); }
+
+}  // namespace isomer::ops
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#include <atomic>
 #include <thread>
 
 namespace isomer::ops {
@@ -57,18 +68,17 @@ static_assert(kNR == 8, "the AVX2 kernel's tile is 8 wide");
   gemm_blocked<kMRAvx2>(M, N, K, A, lda, B, ldb, C, ldc, gemm_micro_kernel_avx2);
 }
 
-// Large products are split across the cores into bands of whole rows (or, when there
-// are few rows, whole columns) of C, one per thread: each element is still summed by
+// Large products are split (where the caller allows it: gemm_set_max_threads) across
+// the cores into bands of whole rows (or, when there are few rows, whole columns) of
+// C, one per thread: each element is still summed by
 // one thread, over the same depth tiles in the same order, so the result is the same
 // to the bit whatever the thread count. (The kernel itself runs near the core's FMA
 // peak: constant folding's 1024² weight products were bound by the one core.)
 constexpr double kFlopsPerThread = 3e7;  // about a millisecond; below it a thread costs too much
 
-std::atomic<unsigned> max_threads{0};
-
 unsigned gemm_threads(int64_t M, int64_t N, int64_t K) {
   static const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  const unsigned cap = max_threads.load(std::memory_order_relaxed), cores = cap ? cap : hw;
+  const unsigned cap = gemm_max_threads, cores = cap ? cap : hw;
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   return static_cast<unsigned>(std::clamp(flops / kFlopsPerThread, 1.0, static_cast<double>(cores)));
 }
@@ -103,8 +113,6 @@ void gemm_serial_portable(int64_t M, int64_t N, int64_t K, const double* A, int6
 }
 
 }  // namespace
-
-unsigned gemm_set_max_threads(unsigned n) { return max_threads.exchange(n); }
 
 template <>
 void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
