@@ -17,6 +17,10 @@ For every corpus model (build/corpus, `make corpus`) and thread count, in one ru
                the row's "eqsat" has the search's time, e-graph size, stop reason,
                extraction gap and rules, and `eqsat_gain` = isomer runtime on isomer_opt's
                output / on this one (the search's gain over the template passes alone);
+               its search seconds are as this run took them, after the templates run
+               only filled the cost database, and "warm" as the same search repeated
+               on the filled database takes them (--no-check --no-guard; off with
+               --no-eqsat-warm);
   ort_eqsat    ONNX Runtime on `isomer optimize --search eqsat --target onnxruntime`'s
                output (the default search); `eqsat_ort_gain` = ONNX Runtime on
                ort_isomer's model / on this one;
@@ -79,7 +83,7 @@ def prepare(entry, args, caps):
     name = entry["name"]
     d = os.path.join(args.work, name)
     os.makedirs(d, exist_ok=True)
-    prep = {"dir": d, "errors": {}, "inputs": os.path.join(d, "inputs.npz")}
+    prep = {"dir": d, "errors": {}, "inputs": os.path.join(d, "inputs.npz"), "model_path": entry["path"]}
     prep["feeds"] = make_inputs(entry, seed=args.seed)
     np.savez(prep["inputs"], **prep["feeds"])
     extra = shlex.split(args.optimize_args)
@@ -110,6 +114,8 @@ def prepare(entry, args, caps):
         optimize("optimize", "opt_path", "opt", ["--search", "templates"])
     if "isomer_eqsat" in args.engines:
         optimize("eqsat", "eqsat_path", "opt_eqsat", ["--search", "eqsat"])
+        if "eqsat" in prep and args.eqsat_warm:
+            eqsat_warm(prep, d, extra, args)
     if "ort_isomer" in args.engines:
         if caps["target"]:
             optimize("optimize_onnxruntime", "ort_isomer_path", "opt_ort", ["--search", "templates", "--target", "onnxruntime"])
@@ -127,6 +133,27 @@ def prepare(entry, args, caps):
             prep["errors"]["onnxsim"] = str(e)
             _progress(name, "onnxsim", "FAILED " + str(e).replace("\n", " | "))
     return prep
+
+
+# What the bench keeps of the warm repeat of the eqsat search.
+EQSAT_WARM_FIELDS = ["search_seconds", "search_cpu_seconds", "search_pricing_seconds", "search_priced_alone"]
+
+
+def eqsat_warm(prep, d, extra, args):
+    """The eqsat search again, with the cost database the bench's runs so far filled:
+    its search time is the warm one (every step priced from the database), where the
+    bench's own eqsat run comes after the templates run only and times the shapes that
+    one did not run. Without the check and the guard, which are not the search."""
+    flags = ["--search", "eqsat"] + [f for f in ("--no-check", "--no-guard") if f not in extra]
+    try:
+        o = E.isomer_optimize(args.isomer, prep["model_path"], os.path.join(d, "opt_eqsat_warm.onnx"),
+                              os.path.join(d, "opt_eqsat_warm.report.json"), extra + flags, args.timeout)
+        prep["eqsat_warm"] = {k: o.get(k) for k in EQSAT_WARM_FIELDS}
+        _progress(os.path.basename(d), "isomer optimize --search eqsat (warm cost database)",
+                  f"search {o.get('search_seconds', float('nan')):.2f} s")
+    except E.CommandFailed as e:
+        prep["errors"]["eqsat_warm"] = str(e)
+        _progress(os.path.basename(d), "isomer optimize --search eqsat (warm)", "FAILED " + str(e).replace("\n", " | "))
 
 
 def _optimize_summary(o):
@@ -199,6 +226,9 @@ def measure(entry, prep, threads, args):
             subproc["isomer_eqsat"] = prep["eqsat_path"]
             row["eqsat"] = {k: prep["eqsat"].get(k) for k in EQSAT_FIELDS}
             row["eqsat"]["optimize_seconds"] = prep["eqsat"]["seconds"]
+            # The same search again on the filled cost database (eqsat_warm above).
+            for k, v in (prep.get("eqsat_warm") or {}).items():
+                row["eqsat"]["warm_" + k] = v
         else:
             row["errors"]["isomer_eqsat"] = _engine_error(prep, "isomer_eqsat")
 
@@ -354,6 +384,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     ap.add_argument("--optimize-args", default="", help="extra arguments for isomer optimize (quoted)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds any one isomer or onnxsim command may take")
+    ap.add_argument("--no-eqsat-warm", dest="eqsat_warm", action="store_false",
+                    help="do not repeat the eqsat search on the filled cost database (its warm search time)")
     ap.add_argument("--cost-db", default="", help="cost database to use (default: a fresh one for this bench)")
     ap.add_argument("--torch-python", default=os.environ.get("ISOMER_TORCH_PYTHON", ""),
                     help="a Python with torch >= 2 for the torch_compile engine (default $ISOMER_TORCH_PYTHON; "

@@ -106,6 +106,10 @@ class CostDb;
 // of pricing). On a loaded machine runs spread more, and all planned runs are
 // taken. True when no further run is to be taken after `totals`.
 inline constexpr size_t kSettledRuns = 2;
+// The share of the budget an operator priced alone (op_ms) is timed within: a
+// 15 ms convolution alone took 15 runs and a quarter of a second, ResNeXt-50's
+// twenty such shapes most of its cold search; a few runs price it as well.
+inline constexpr double kAloneBudget = 0.4;
 inline constexpr double kSettledSpread = 0.01;
 bool timing_settled(const std::vector<double>& totals, size_t planned);
 

@@ -1,8 +1,22 @@
 // The AVX2+FMA double kernel of the reference GEMM (reference_gemm.h).
 #include "ops/reference_gemm.h"
 
+#include <utility>
+
+namespace isomer::ops {
+
+namespace {
+thread_local unsigned gemm_max_threads = 1;
+}  // namespace
+
+unsigned gemm_set_max_threads(unsigned n) { return std::exchange(gemm_max_threads, n); }
+
+}  // namespace isomer::ops
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#include <thread>
 
 namespace isomer::ops {
 
@@ -49,9 +63,53 @@ static_assert(kNR == 8, "the AVX2 kernel's tile is 8 wide");
     for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] += tile[i][j];
 }
 
-[[gnu::target("avx2,fma")]] void gemm_accumulate_avx2(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-                                                      const double* B, int64_t ldb, double* C, int64_t ldc) {
+[[gnu::target("avx2,fma")]] void gemm_serial_avx2(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                                                  const double* B, int64_t ldb, double* C, int64_t ldc) {
   gemm_blocked<kMRAvx2>(M, N, K, A, lda, B, ldb, C, ldc, gemm_micro_kernel_avx2);
+}
+
+// Large products are split (where the caller allows it: gemm_set_max_threads) across
+// the cores into bands of whole rows (or, when there are few rows, whole columns) of
+// C, one per thread: each element is still summed by
+// one thread, over the same depth tiles in the same order, so the result is the same
+// to the bit whatever the thread count. (The kernel itself runs near the core's FMA
+// peak: constant folding's 1024² weight products were bound by the one core.)
+constexpr double kFlopsPerThread = 3e7;  // about a millisecond; below it a thread costs too much
+
+unsigned gemm_threads(int64_t M, int64_t N, int64_t K) {
+  static const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const unsigned cap = gemm_max_threads, cores = cap ? cap : hw;
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  return static_cast<unsigned>(std::clamp(flops / kFlopsPerThread, 1.0, static_cast<double>(cores)));
+}
+
+template <int64_t MR, class Serial>
+void gemm_parallel(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
+                   double* C, int64_t ldc, Serial serial) {
+  unsigned threads = gemm_threads(M, N, K);
+  const bool by_rows = M >= N || M >= static_cast<int64_t>(threads) * 16 * MR;
+  const int64_t extent = by_rows ? M : N, unit = by_rows ? MR : kNR, units = (extent + unit - 1) / unit;
+  threads = static_cast<unsigned>(std::min<int64_t>(threads, units));
+  if (threads <= 1) return serial(M, N, K, A, lda, B, ldb, C, ldc);
+  auto band = [&](unsigned t) {  // bands of whole micro-tiles, as even as they can be
+    const int64_t lo = std::min(extent, units * t / threads * unit),
+                  hi = std::min(extent, units * (t + 1) / threads * unit);
+    if (hi <= lo) return;
+    if (by_rows)
+      serial(hi - lo, N, K, A + lo * lda, lda, B, ldb, C + lo * ldc, ldc);
+    else
+      serial(M, hi - lo, K, A, lda, B + lo, ldb, C + lo, ldc);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(band, t);
+  band(0);
+  for (auto& th : pool) th.join();
+}
+
+void gemm_serial_portable(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
+                          double* C, int64_t ldc) {
+  gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 }  // namespace
@@ -61,9 +119,9 @@ void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, i
                              int64_t ldb, double* C, int64_t ldc) {
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (has_avx2)
-    gemm_accumulate_avx2(M, N, K, A, lda, B, ldb, C, ldc);
+    gemm_parallel<kMRAvx2>(M, N, K, A, lda, B, ldb, C, ldc, gemm_serial_avx2);
   else
-    gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
+    gemm_parallel<kMR>(M, N, K, A, lda, B, ldb, C, ldc, gemm_serial_portable);
 }
 
 }  // namespace isomer::ops

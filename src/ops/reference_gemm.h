@@ -72,9 +72,26 @@ inline void gemm_accumulate(int64_t M, int64_t N, int64_t K, const T* A, int64_t
   gemm_blocked(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+// The most threads the double GEMM splits one product across when called on this
+// thread: 1, the default (the evaluator computes where its caller runs: the runtime's
+// reference steps run on the threads it was given), or 0 for one per core (constant
+// folding, ScopedGemmThreads). Returns the previous setting. Results do not depend on
+// it. (Only the AVX2 path splits.)
+unsigned gemm_set_max_threads(unsigned n);
+
+struct ScopedGemmThreads {
+  explicit ScopedGemmThreads(unsigned n) : before(gemm_set_max_threads(n)) {}
+  ~ScopedGemmThreads() { gemm_set_max_threads(before); }
+  ScopedGemmThreads(const ScopedGemmThreads&) = delete;
+  ScopedGemmThreads& operator=(const ScopedGemmThreads&) = delete;
+  unsigned before;
+};
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // double picks an AVX2+FMA micro-kernel at run time where the CPU has one
 // (reference_gemm.cpp); its sums are the same to the bit as the portable kernel's.
+// A large double product is split across the cores by bands of rows or columns of C,
+// each element still summed by one thread in the same order.
 template <>
 void gemm_accumulate<double>(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
                              int64_t ldb, double* C, int64_t ldc);

@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "ops/op.h"
+#include "ops/reference_gemm.h"
 #include "passes/passes.h"
 #include "rules/match.h"
 
@@ -128,6 +129,10 @@ std::vector<std::string> template_rule_names() {
 }
 
 Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied) {
+  // Large products of weights (eqsat's reassociations: TASO BERT's 21 products of
+  // 1024x1024 weights, half of its warm search) are split across the cores; the
+  // sums, and so the weights, are the same to the bit (ops/reference_gemm.h).
+  ops::ScopedGemmThreads all_cores(0);
   return rebuild(g, [&](const Node& node, const std::vector<Value>& in, GraphBuilder& b) -> std::vector<Value> {
     if (node.kind() == NodeKind::Op) {
       std::vector<Value> folded;

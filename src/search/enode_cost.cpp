@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "ir/error.h"
 #include "ops/op.h"
@@ -120,6 +121,8 @@ double ENodePricer::learn(const Graph& original) {
   for (const NodePtr& n : g.topo_order())
     if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque) share[n.get()] = 0;
   unattributed_ms_ += plan.io_ms;
+  for (const cost::StepCost& s : plan.steps)
+    if (!s.step.boundary && s.step.flops > 0 && s.ms > 0) flops_per_ms_ = std::max(flops_per_ms_, s.step.flops / s.ms);
   for (const cost::StepCost& s : plan.steps) {
     const Node* owner = nullptr;
     if (!s.step.boundary) {
@@ -188,11 +191,90 @@ std::optional<double> ENodePricer::calibration(const std::string& op) {
 
 eg::CostTable ENodePricer::table(eg::EGraph& eg) {
   eg::CostTable t;
+  // The values an e-node reads (constants cost nothing and are left out).
+  auto reads = [&](const ENode& n) {
+    std::vector<ClassId> v;
+    for (ClassId c : n.children)
+      if (c != eg::kNoClass && !eg.cls(c).constant) v.push_back(eg.find(c));
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
   for (ClassId c : eg.class_ids()) {
+    const std::vector<ENode>& nodes = eg.cls(c).nodes;
     std::vector<double>& row = t[c];
-    for (const ENode& n : eg.cls(c).nodes) row.push_back(price(eg, n));
+    row.assign(nodes.size(), 0);
+    // The e-nodes that need no timing first: their prices may make timing the others
+    // pointless.
+    std::vector<size_t> later;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes.size() > 1 && needs_timing(eg, nodes[i])) later.push_back(i);
+      else row[i] = price(eg, nodes[i]);
+    std::vector<bool> done(nodes.size(), true);
+    for (size_t i : later) done[i] = false;
+    for (size_t i : later) {
+      // Dominated: another e-node of the class reads only values this one reads
+      // (choosing it instead needs nothing more) and already costs less than this
+      // one's lower bound.
+      const std::vector<ClassId> mine = reads(nodes[i]);
+      double cheapest = -1;
+      for (size_t j = 0; j < nodes.size(); ++j) {
+        if (j == i || !done[j]) continue;
+        const std::vector<ClassId> theirs = reads(nodes[j]);
+        if (std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end()) && (cheapest < 0 || row[j] < cheapest))
+          cheapest = row[j];
+      }
+      std::optional<double> bound;
+      if (cheapest >= 0) bound = lower_bound(eg, nodes[i]);
+      if (bound && *bound > cheapest) {
+        row[i] = *bound;
+        ++bounded_;
+        if (std::getenv("ISOMER_DEBUG_COST"))
+          std::fprintf(stderr, "eqsat: %s priced by its bound %.3f ms (another e-node of its class costs %.3f ms)\n",
+                       signature(eg, nodes[i]).c_str(), *bound, cheapest);
+      } else {
+        row[i] = price(eg, nodes[i]);
+      }
+      done[i] = true;
+    }
   }
   return t;
+}
+
+bool ENodePricer::needs_timing(eg::EGraph& eg, const ENode& n) {
+  if (n.kind != ENodeKind::Op) return false;
+  if (n.op->props.deterministic && std::all_of(n.children.begin(), n.children.end(), [&](ClassId c) {
+        return c == eg::kNoClass || eg.cls(c).constant;
+      }))
+    return false;
+  const std::string sig = signature(eg, n);
+  return !context_.count(sig) && !alone_.count(sig);
+}
+
+std::optional<double> ENodePricer::lower_bound(eg::EGraph& eg, const ENode& n) {
+  if (flops_per_ms_ <= 0 || n.kind != ENodeKind::Op || n.op->props.elementwise) return std::nullopt;
+  const std::string sig = signature(eg, n);
+  auto it = flops_.find(sig);
+  if (it == flops_.end()) {
+    // The arithmetic of its steps as the runtime compiles it alone (nothing is run).
+    double flops = 0;
+    try {
+      GraphBuilder b;
+      std::vector<Value> ins = synthetic_inputs(eg, n, b);
+      std::vector<Value> outs = b.op(n.op->name, ins, eg.attrs(n.attrs), n.num_outputs);
+      std::vector<NodePtr> inputs = b.inputs();
+      std::vector<std::string> names;
+      for (size_t i = 0; i < outs.size(); ++i) names.push_back("y" + std::to_string(i));
+      auto exe = runtime::compile(Graph(inputs, outs, names), model_.runtime_options());
+      for (const runtime::StepInfo& s : exe->steps())
+        if (!s.boundary) flops += s.flops;
+    } catch (const std::exception&) {
+      flops = 0;
+    }
+    it = flops_.emplace(sig, flops).first;
+  }
+  if (it->second <= 0) return std::nullopt;
+  return it->second / (kRateMargin * flops_per_ms_) * scale(eg, n);
 }
 
 double ENodePricer::price(eg::EGraph& eg, const ENode& n) {

@@ -30,6 +30,13 @@
 //     both kinds of price are on one scale.
 //   - Constant computations (folded at optimization time), inputs, constants and
 //     projections cost nothing.
+//   - An e-node that would be priced alone is not, when another e-node of its class
+//     that reads no value it does not read already costs less than a lower bound of
+//     its price (its arithmetic at kRateMargin times the fastest rate a step of the
+//     input's plan reached, scaled as a price alone would be): no extraction can be
+//     cheaper for choosing it, so its bound stands for its price (ResNeXt-50's 1x1
+//     convolutions enlarged to 3x3 ones, each timed alone for nothing, were half of
+//     its cold pricing).
 #include <chrono>
 #include <functional>
 #include <map>
@@ -48,6 +55,13 @@ namespace isomer {
 inline double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+// How much faster than the fastest step of the input's plan an operator alone is
+// assumed never to run, per arithmetic operation of its steps (the plan's
+// contractions reach the cores' peak; another algorithm, such as Winograd's, does
+// fewer operations). The enlarged 3x3 convolutions of ResNeXt-50 were priced 6 to 8
+// times their bound at 4; their 1x1 originals cost 0.6 to 0.9 of it at 2.
+constexpr double kRateMargin = 2;
 
 struct PlanShare {
   double ms = 0;                  // what the plan's steps charge to the nodes with this signature
@@ -71,6 +85,8 @@ class ENodePricer {
   double unattributed_ms() const { return unattributed_ms_; }
   size_t priced_alone() const { return alone_.size(); }  // distinct signatures priced alone
   double seconds_alone() const { return seconds_alone_; }
+  // E-nodes priced by their lower bound, without timing (see above).
+  size_t bounded() const { return bounded_; }
   // Context prices over prices alone of the input graph's nodes of operator `op`
   // (a few, priced alone on first use); nullopt if the input has none to sample.
   std::optional<double> calibration(const std::string& op);
@@ -83,6 +99,10 @@ class ENodePricer {
   double alone(eg::EGraph& eg, const eg::ENode& n);
   double scale(eg::EGraph& eg, const eg::ENode& n);
   std::optional<double> fused(eg::EGraph& eg, const eg::ENode& n);
+  // Whether price(n) would time something: not a context price, not priced before.
+  bool needs_timing(eg::EGraph& eg, const eg::ENode& n);
+  // A lower bound of price(n) from its arithmetic (nullopt: none known).
+  std::optional<double> lower_bound(eg::EGraph& eg, const eg::ENode& n);
   std::vector<Value> synthetic_inputs(eg::EGraph& eg, const eg::ENode& n, GraphBuilder& b);
   const Tensor& zeros(const TensorType& t);
   void calibrate(const Graph& g);
@@ -95,8 +115,11 @@ class ENodePricer {
   std::unique_ptr<eg::EGraph> plan_;                     // the input graph, for calibration samples
   std::map<std::string, std::vector<eg::ENode>> samples_;  // by operator: e-nodes of plan_
   std::unordered_map<std::string, Tensor> zeros_;
+  std::unordered_map<std::string, double> flops_;       // by signature
   double unattributed_ms_ = 0;
   double seconds_alone_ = 0;
+  double flops_per_ms_ = 0;  // the fastest rate a contraction step of the input's plan reached
+  size_t bounded_ = 0;
   size_t reported_ = 0;
 };
 

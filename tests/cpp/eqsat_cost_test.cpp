@@ -129,6 +129,49 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
   EXPECT_NEAR(price, scale * model.op_ms(*alone.outputs()[0].node), 1e-9 * price);
 }
 
+// An e-node whose class holds another that reads nothing more and costs less than
+// its lower bound (arithmetic at kRateMargin times the plan's fastest rate) is priced
+// by that bound, not alone: the squeeze 1x1 convolution enlarged to a 7x7 one with
+// zero weights (as the enlarge rule adds 3x3 ones, to merge them with a sibling; the
+// squeeze is small enough that, at the fixed rates, the bound of a 3x3 one would be
+// under its memory-bound price).
+TEST(EqsatCost, DominatedENodesArePricedByTheirBoundNotAlone) {
+  cost::AnalyticCostModel model = fixed_model();
+  Graph g = fire_module();
+  ENodePricer pricer(model);
+  pricer.learn(g);
+
+  eg::EGraph e;
+  std::unordered_map<const Node*, eg::ClassId> classes;
+  std::vector<eg::ClassId> roots = eg::load_graph(e, g, &classes);
+  const Node* squeeze = nullptr;
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && !squeeze) squeeze = n.get();
+  ASSERT_NE(squeeze, nullptr);
+  const eg::ENode squeeze_node = e.cls(classes.at(squeeze)).nodes.at(0);
+  const eg::ClassId x = squeeze_node.children.at(0), bias = squeeze_node.children.at(2);
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+  const eg::ClassId enlarged =
+      e.add_op(*find_op("Conv"), {x, e.add_constant(weights({8, 16, 7, 7}, 0.0)), bias}, pads);
+  e.merge(classes.at(squeeze), enlarged);
+  e.rebuild();
+
+  eg::CostTable costs = pricer.table(e);
+  EXPECT_EQ(pricer.bounded(), 1u);
+  const eg::EClass& k = e.cls(e.find(enlarged));
+  ASSERT_EQ(k.nodes.size(), 2u);
+  double original = -1, bound = -1;
+  for (size_t i = 0; i < k.nodes.size(); ++i)
+    (e.type(k.nodes[i].children[1]).shape.at(2) == Dim(7) ? bound : original) = costs.at(e.find(enlarged)).at(i);
+  EXPECT_GT(original, 0);
+  EXPECT_GT(bound, original);
+  // The extraction keeps the input's convolution: the graph costs what its plan does.
+  eg::Extraction ex = eg::extract_greedy(e, roots, costs);
+  const double plan = model.graph_ms(g);
+  EXPECT_NEAR(ex.cost + pricer.unattributed_ms(), plan, 1e-9 * plan);
+}
+
 // A model with a symbolic batch: new e-nodes are priced alone at the extents the
 // runtime gives the batch when it prices the whole graph (1), as for a static
 // model, not at a nominal rate per element (which made every new convolution of

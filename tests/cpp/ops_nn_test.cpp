@@ -2,6 +2,9 @@
 // against textbook loops written here, shape rules (errors, symbolic dims), field
 // semantics against float semantics, and the ONNX version hooks. Pools,
 // normalizations and reductions are in ops_nn_pool_test.cpp.
+#include <array>
+
+#include "ops/reference_gemm.h"
 #include "ops_nn_util.h"
 
 namespace isomer {
@@ -39,36 +42,65 @@ TEST(OpsNnMatMul, LargeMatchesNaive) {
               naive_matmul(a, b, M, K, N, {{0, 0}}));
 }
 
+// What every double kernel computes for C[i, j] of A[M×K]·B[K×N]: each product added
+// over the depth in order (by a fused multiply-add where the CPU has AVX2 and FMA, as
+// the portable kernel compiled for them contracts it), in blocks of 256 (the depth
+// tile) each summed from zero and added to the result.
+double kernel_order_sum(const Vec& a, const Vec& b, int64_t K, int64_t N, int64_t i, int64_t j) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool fused = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  constexpr bool fused = false;
+#endif
+  double c = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += 256) {
+    double block = 0;
+    for (int64_t k = k0; k < std::min(K, k0 + 256); ++k)
+      block = fused ? std::fma(a[i * K + k], b[k * N + j], block) : block + a[i * K + k] * b[k * N + j];
+    c = c + block;
+  }
+  return c;
+}
+
 TEST(OpsNnMatMul, DoubleSumsAreTheSameToTheBitOnEveryKernel) {
-  // Each product added over the depth in order (by a fused multiply-add where the
-  // CPU has AVX2 and FMA, as the portable kernel compiled for them contracts it), in
-  // blocks of 256 (the depth tile) each summed from zero and added to the result:
-  // what the portable kernel computes, and so the hand-written AVX2 kernel must
+  // What the portable kernel computes, and so the hand-written AVX2 kernel must
   // (constant folding gives the same weights either way). Rows 6 + 6 + 1 and 4 + 4 + 4 + 1
   // (remainders of both kernels' tiles), depth 300 (two depth tiles), 517 columns
   // (two column blocks, a partial panel).
   const int64_t M = 13, K = 300, N = 517;
   Vec a = random_values(M * K, 21), b = random_values(K * N, 22);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  const bool fused = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  const bool fused = false;
-#endif
   const Vec got = run("MatMul", {f64_tensor({M, K}, a), f64_tensor({K, N}, b)}).to_f64();
   ASSERT_EQ(got.size(), static_cast<size_t>(M * N));
   for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double c = 0;
-      for (int64_t k0 = 0; k0 < K; k0 += 256) {
-        double block = 0;
-        for (int64_t k = k0; k < std::min(K, k0 + 256); ++k) {
-          block = fused ? std::fma(a[i * K + k], b[k * N + j], block) : block + a[i * K + k] * b[k * N + j];
-        }
-        c = c + block;
-      }
-      ASSERT_EQ(got[i * N + j], c) << "at " << i << "," << j;
-    }
+    for (int64_t j = 0; j < N; ++j) ASSERT_EQ(got[i * N + j], kernel_order_sum(a, b, K, N, i, j)) << "at " << i << "," << j;
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+TEST(OpsNnMatMul, DoubleSumsDoNotDependOnTheThreadCount) {
+  // A large product is split into bands of rows (or, with few rows, of columns) of
+  // the result, one per thread (a thread per 30 MFLOP at most): every element is
+  // still one thread's sum in the kernels' order, whatever the count (the cap is
+  // taken as given, so 3 bands on any machine). 301 rows (bands of whole 6-row tiles
+  // and a remainder) by 517 columns (a partial panel), 93 MFLOP; then 5 rows by 6000
+  // columns, 60 MFLOP (split by columns).
+  struct Restore {
+    unsigned before = ops::gemm_set_max_threads(0);
+    ~Restore() { ops::gemm_set_max_threads(before); }
+  } restore;
+  for (auto [M, K, N] : {std::array<int64_t, 3>{301, 300, 517}, std::array<int64_t, 3>{5, 1000, 6000}}) {
+    Vec a = random_values(M * K, 31), b = random_values(K * N, 32), want;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) want.push_back(kernel_order_sum(a, b, K, N, i, j));
+    for (unsigned threads : {1u, 2u, 3u, 0u}) {
+      ops::gemm_set_max_threads(threads);
+      const Vec got = run("MatMul", {f64_tensor({M, K}, a), f64_tensor({K, N}, b)}).to_f64();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t e = 0; e < want.size(); ++e)
+        ASSERT_EQ(got[e], want[e]) << M << "x" << K << "x" << N << " on " << threads << " threads, at " << e;
+    }
+  }
+}
+#endif
 
 TEST(OpsNnMatMul, VectorOperandsDropTheirUnitDim) {
   Vec a = random_values(4, 5), m = random_values(4 * 3, 6), v = random_values(3, 7);
