@@ -129,8 +129,9 @@ TEST_F(MuGraphMicroKernel, GemmMatchesTheReferenceOnTails) {
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
 }
 
-// The AVX-512 form (16 lanes, register blocks of 8 rows, masked column tails) on
-// columns around one and two vectors and rows around one block.
+// The AVX-512 form (16 lanes, register blocks of 8 rows, masked column tails: on 8
+// lanes where at most 8 columns are left, in blocks of 8, 4 and 1 rows) on columns
+// around one and two vectors and half vectors and rows around one block.
 TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
   float params[10] = {6, 0, 0, 0, 0, 0, 0, 0, 0, 0}, width = 0;
@@ -138,8 +139,8 @@ TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
   void* out[] = {&width};
   kernel_->run(in, out, 1);
   ASSERT_EQ(width, 16.0f) << "the library was not compiled for AVX-512";
-  for (int64_t M : {1, 3, 7, 8, 9, 15, 17})
-    for (int64_t N : {1, 9, 15, 16, 17, 31, 32, 33, 47, 50})
+  for (int64_t M : {1, 3, 5, 7, 8, 9, 12, 13, 15, 17})
+    for (int64_t N : {1, 5, 8, 9, 15, 16, 17, 21, 24, 31, 32, 33, 47, 50})
       for (int64_t K : {1, 5, 33})
         for (bool acc : {false, true})
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
