@@ -6,9 +6,11 @@
 // and a C written transposed. One compiled library (cached after the first run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -247,18 +249,19 @@ TEST_F(MuGraphMicroKernel, PointwiseFunctionsMatchLibm) {
 }
 
 // erf without exp or division (mg_erf, and mg_erfv as the vectorized loops call it):
-// every 61st float from 0 to 5 (the full sweep over every float, run once when the
-// polynomial was fitted, gives at most 3.67e-7, at 3.734237), both signs, the worst
-// point, and the edges: within 3.7e-7 of erf in absolute error, within 2e-6
-// relative for normal |x| < 0.5, exactly +-1 from 3.9 on and at +-inf, signed
+// every 151st float from 0 to 5 (fewer than 2^24 values in all: the driver reads
+// the count as a float), both signs, the worst points of the full sweep
+// (DISABLED_ErfPolynomialOverEveryFloat: 3.67e-7 at 3.734237 with FMA, 3.93e-7 at
+// 3.896519 without) and the edges: within 4e-7 of erf in absolute error, within
+// 2e-6 relative for normal |x| < 0.5, exactly +-1 from 3.9 on and at +-inf, signed
 // zeros kept, NaN kept, the same values scalar and vectorized.
 TEST_F(MuGraphMicroKernel, ErfPolynomialIsWithinItsBoundOnEveryFloatOfAGrid) {
   std::vector<float> x;
-  for (uint32_t b = 0; b <= std::bit_cast<uint32_t>(5.0f); b += 61) {
+  for (uint32_t b = 0; b <= std::bit_cast<uint32_t>(5.0f); b += 151) {
     x.push_back(std::bit_cast<float>(b));
     x.push_back(-std::bit_cast<float>(b));
   }
-  for (float v : {3.73423743f, 3.8999999f, 3.9f, 3.9000001f, 6.0f, 1e30f, FLT_MAX, INFINITY, 1e-40f, FLT_MIN, 0.0f,
+  for (float v : {3.73423743f, 3.89651871f, 3.8999999f, 3.9f, 3.9000001f, 6.0f, 1e30f, FLT_MAX, INFINITY, 1e-40f, FLT_MIN, 0.0f,
                   -0.0f, NAN})
     for (float s : {1.0f, -1.0f}) x.push_back(s * v);
   auto eval = [&](int mode) {
@@ -276,14 +279,14 @@ TEST_F(MuGraphMicroKernel, ErfPolynomialIsWithinItsBoundOnEveryFloatOfAGrid) {
   for (size_t i = 0; i < x.size() && bad < 10; ++i) {
     const float v = x[i];
     if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(scalar[i]) && std::isnan(vec[i]));
+      EXPECT_TRUE(std::isnan(scalar[i]) && std::isnan(vec[i])) << scalar[i] << " " << vec[i] << " at " << i << " of " << x.size();
       continue;
     }
     EXPECT_EQ(std::bit_cast<uint32_t>(scalar[i]), std::bit_cast<uint32_t>(vec[i])) << "erf(" << v << ")";
     const double want = std::erf(static_cast<double>(v)), err = std::fabs(scalar[i] - want);
     worst = std::max(worst, err);
-    bad += err > 3.7e-7 || std::signbit(scalar[i]) != std::signbit(v);
-    EXPECT_LE(err, 3.7e-7) << "erf(" << v << ")";
+    bad += err > 4e-7 || std::signbit(scalar[i]) != std::signbit(v);
+    EXPECT_LE(err, 4e-7) << "erf(" << v << ")";
     EXPECT_EQ(std::signbit(scalar[i]), std::signbit(v)) << "erf(" << v << ")";
     if (std::fabs(v) >= 3.9f) {
       EXPECT_EQ(std::fabs(scalar[i]), 1.0f) << "erf(" << v << ")";
@@ -294,6 +297,30 @@ TEST_F(MuGraphMicroKernel, ErfPolynomialIsWithinItsBoundOnEveryFloatOfAGrid) {
     }
   }
   EXPECT_GT(worst, 3e-7);  // the grid reaches near the bound (the bound is not loose)
+}
+
+// The full sweep behind the bound above: every non-negative float up to +inf (erf is
+// odd by construction), in chunks, ~20 s; run with --gtest_also_run_disabled_tests.
+TEST_F(MuGraphMicroKernel, DISABLED_ErfPolynomialOverEveryFloat) {
+  const uint32_t top = std::bit_cast<uint32_t>(INFINITY), chunk = 1u << 22;
+  std::vector<float> x(chunk), y(chunk);
+  double worst = 0;
+  float at = 0;
+  for (uint64_t b0 = 0; b0 <= top; b0 += chunk) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk, top + 1 - b0));
+    for (uint32_t j = 0; j < n; ++j) x[j] = std::bit_cast<float>(static_cast<uint32_t>(b0 + j));
+    std::vector<float> params = {2, static_cast<float>(n), 0, 0, 0, 0, 0, 0, 0, 0};
+    std::vector<float> c0(1, 0.0f);
+    const void* in[] = {params.data(), x.data(), x.data(), c0.data()};
+    void* out[] = {y.data()};
+    kernel_->run(in, out, 1);
+    for (uint32_t j = 0; j < n; ++j) {
+      const double err = std::fabs(y[j] - std::erf(static_cast<double>(x[j])));
+      if (err > worst) worst = err, at = x[j];
+    }
+  }
+  EXPECT_LE(worst, 4e-7) << "at " << at;
+  std::printf("erf: largest absolute error %.3g at %.9g\n", worst, at);
 }
 
 // Softmax's exp-and-sum helper: every row length's vector blocks and tail at 8 and
