@@ -479,18 +479,27 @@ static inline __attribute__((always_inline)) void mg_exp8(__m256* v) {
 #endif
 
 #if MG_W == 16
-// mg_exp8 on 16 lanes: U vectors in lockstep, the same clamps, polynomial and 2^n.
+// mg_exp8 on 16 lanes: U vectors in lockstep, the same reduction and polynomial; 2^n
+// by one scalef (p * 2^n) where mg_exp8 builds it in the exponent bits (two integer
+// operations and two multiplies), and arguments at or below -86.9 zeroed by the
+// scalef's mask instead of a lower clamp (a NaN compares unordered, so it is kept).
+// Above -86.9, n >= -125 and p >= 0.7: p * 2^n is normal (no denormal is formed);
+// mg_exp8 gives 0 from about -87 on, so between the two bounds this gives 0 where it
+// gives at most 2e-38. attention_vit_6x197's kernel ~1% faster (0.615 -> 0.609 ms).
 template <int U>
 static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
   __m512 t[U], r[U], p[U];
+  __mmask16 live[U];
   for (int u = 0; u < U; ++u) {
-    v[u] = _mm512_min_ps(_mm512_set1_ps(88.7228393554688f), _mm512_max_ps(_mm512_set1_ps(-87.0f), v[u]));
+    live[u] = _mm512_cmp_ps_mask(v[u], _mm512_set1_ps(-86.9f), _CMP_NLE_UQ);
+    v[u] = _mm512_min_ps(_mm512_set1_ps(88.7228393554688f), v[u]);
     t[u] = _mm512_fmadd_ps(v[u], _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
   }
+  __m512 n[U];
   for (int u = 0; u < U; ++u) {
-    const __m512 n = _mm512_sub_ps(t[u], _mm512_set1_ps(12582912.0f));
-    r[u] = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v[u]);
-    r[u] = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r[u]);
+    n[u] = _mm512_sub_ps(t[u], _mm512_set1_ps(12582912.0f));
+    r[u] = _mm512_fnmadd_ps(n[u], _mm512_set1_ps(0.693359375f), v[u]);
+    r[u] = _mm512_fnmadd_ps(n[u], _mm512_set1_ps(-2.12194440e-4f), r[u]);
   }
   for (int u = 0; u < U; ++u)
     p[u] = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r[u], _mm512_set1_ps(1.3981999507e-3f));
@@ -500,11 +509,7 @@ static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
   for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(5.0000001201e-1f));
   for (int u = 0; u < U; ++u)
     p[u] = _mm512_add_ps(_mm512_fmadd_ps(p[u], _mm512_mul_ps(r[u], r[u]), r[u]), _mm512_set1_ps(1.0f));
-  for (int u = 0; u < U; ++u) {
-    const __m512i e =
-        _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t[u]), _mm512_set1_epi32(0x4B400000 - 126)), 23);
-    v[u] = _mm512_mul_ps(_mm512_mul_ps(p[u], _mm512_castsi512_ps(e)), _mm512_set1_ps(2.0f));
-  }
+  for (int u = 0; u < U; ++u) v[u] = _mm512_maskz_scalef_ps(live[u], p[u], n[u]);
 }
 #endif
 

@@ -354,6 +354,29 @@ TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
   kernel_->run(in, out, 1);
   EXPECT_TRUE(std::isnan(y[1]));
   EXPECT_TRUE(std::isnan(y[3]));
+  // The edges, in whole vectors and the tail: never a denormal; 0 from -87 down and
+  // at -inf (from -86.9 on 16 lanes), accurate from -86.8 (the exponent near its
+  // normal bottom), inf past 88.73.
+  std::vector<float> e = {-1e9f, -INFINITY, -100.0f, -87.0f, -86.95f, -86.9f, -86.8f, -86.0f, -80.0f, -1e-3f,
+                          0.0f,  10.0f,     80.0f,   88.5f,  88.7f,   89.0f,  1e9f,   INFINITY};
+  std::vector<float> xe;
+  for (int k = 0; k < 3; ++k) xe.insert(xe.end(), e.begin(), e.end());  // 54: vectors and a tail
+  std::vector<float> ye(xe.size() + 1, -7.0f), ce(ye.size(), 0.0f);
+  std::vector<float> pe = {5, static_cast<float>(xe.size()), 0, 0, 0, 0, 0, 0, 0, 0};
+  const void* ine[] = {pe.data(), xe.data(), xe.data(), ce.data()};
+  void* oute[] = {ye.data()};
+  kernel_->run(ine, oute, 1);
+  for (size_t i = 0; i < xe.size(); ++i) {
+    const float v = xe[i], got = ye[i];
+    EXPECT_TRUE(got == 0.0f || got >= FLT_MIN) << "exp(" << v << ") = " << got;
+    if (v <= -87.0f) {
+      EXPECT_EQ(got, 0.0f) << "exp(" << v << ")";
+    } else if (v >= 88.73f) {
+      EXPECT_EQ(got, INFINITY) << "exp(" << v << ")";
+    } else if (v >= -86.8f) {
+      EXPECT_NEAR(got / std::exp(static_cast<double>(v)), 1.0, 4.8e-7) << "exp(" << v << ")";
+    }
+  }
 }
 
 }  // namespace
