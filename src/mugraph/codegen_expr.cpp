@@ -106,7 +106,7 @@ std::string ExprWriter::vexpr(int i, const std::vector<int>& inv) const {
       return "(" + arg(0) + " / " + arg(1) + ")";
     case Op::Neg: return "(-" + arg(0) + ")";
     case Op::Exp: return "mgv::exp(" + arg(0) + ")";
-    case Op::Erf: return "mgv::erf(" + arg(0) + ")";
+    case Op::Erf: return "mg_erfv(" + arg(0) + ")";
     case Op::Tanh: return "mgv::tanh(" + arg(0) + ")";
     case Op::Sigmoid: return "mgv::sigmoid(" + arg(0) + ")";
     default: throw Error("μGraph codegen: not a vector op");

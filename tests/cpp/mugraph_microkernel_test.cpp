@@ -6,7 +6,11 @@
 // and a C written transposed. One compiled library (cached after the first run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -44,6 +48,10 @@ extern "C" void isomer_mugraph_run(const void* const* in, void* const* out, int)
     for (int64_t i = 0; i < M; ++i) C[i] = mg_exp(A[i]);
   } else if (mode == 5) {
     C[M] = mg_exp_shift_sum(M, A, p[2], C);  // p[2]: the shift
+  } else if (mode == 9) {  // mg_erfv on whole vectors, mg_erf on the tail
+    int64_t i = 0;
+    for (; i + MG_W <= M; i += MG_W) mg_store(C + i, mg_erfv(mg_load(A + i)));
+    for (; i < M; ++i) C[i] = mg_erf(A[i]);
   } else if (mode == 7) {
 #ifdef MG_AVX2
     mg_pack_t(N, K, B, ldb, C, ldcm);  // Bᵀ (N x K at ldb) into C (K x N at ldcm)
@@ -123,8 +131,9 @@ TEST_F(MuGraphMicroKernel, GemmMatchesTheReferenceOnTails) {
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
 }
 
-// The AVX-512 form (16 lanes, register blocks of 8 rows, masked column tails) on
-// columns around one and two vectors and rows around one block.
+// The AVX-512 form (16 lanes, register blocks of 8 rows, masked column tails: on 8
+// lanes where at most 8 columns are left, in blocks of 8, 4 and 1 rows) on columns
+// around one and two vectors and half vectors and rows around one block.
 TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
   float params[10] = {6, 0, 0, 0, 0, 0, 0, 0, 0, 0}, width = 0;
@@ -132,8 +141,8 @@ TEST_F(MuGraphMicroKernel, Avx512GemmOnRaggedTails) {
   void* out[] = {&width};
   kernel_->run(in, out, 1);
   ASSERT_EQ(width, 16.0f) << "the library was not compiled for AVX-512";
-  for (int64_t M : {1, 3, 7, 8, 9, 15, 17})
-    for (int64_t N : {1, 9, 15, 16, 17, 31, 32, 33, 47, 50})
+  for (int64_t M : {1, 3, 5, 7, 8, 9, 12, 13, 15, 17})
+    for (int64_t N : {1, 5, 8, 9, 15, 16, 17, 21, 24, 31, 32, 33, 47, 50})
       for (int64_t K : {1, 5, 33})
         for (bool acc : {false, true})
           EXPECT_LT(run(0, M, N, K, acc, false), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K << " acc=" << acc;
@@ -239,6 +248,81 @@ TEST_F(MuGraphMicroKernel, PointwiseFunctionsMatchLibm) {
   }
 }
 
+// erf without exp or division (mg_erf, and mg_erfv as the vectorized loops call it):
+// every 151st float from 0 to 5 (fewer than 2^24 values in all: the driver reads
+// the count as a float), both signs, the worst points of the full sweep
+// (DISABLED_ErfPolynomialOverEveryFloat: 3.67e-7 at 3.734237 with FMA, 3.93e-7 at
+// 3.896519 without) and the edges: within 4e-7 of erf in absolute error, within
+// 2e-6 relative for normal |x| < 0.5, exactly +-1 from 3.9 on and at +-inf, signed
+// zeros kept, NaN kept, the same values scalar and vectorized.
+TEST_F(MuGraphMicroKernel, ErfPolynomialIsWithinItsBoundOnEveryFloatOfAGrid) {
+  std::vector<float> x;
+  for (uint32_t b = 0; b <= std::bit_cast<uint32_t>(5.0f); b += 151) {
+    x.push_back(std::bit_cast<float>(b));
+    x.push_back(-std::bit_cast<float>(b));
+  }
+  for (float v : {3.73423743f, 3.89651871f, 3.8999999f, 3.9f, 3.9000001f, 6.0f, 1e30f, FLT_MAX, INFINITY, 1e-40f, FLT_MIN, 0.0f,
+                  -0.0f, NAN})
+    for (float s : {1.0f, -1.0f}) x.push_back(s * v);
+  auto eval = [&](int mode) {
+    std::vector<float> y(x.size(), -7.0f);
+    std::vector<float> params = {static_cast<float>(mode), static_cast<float>(x.size()), 0, 0, 0, 0, 0, 0, 0, 0};
+    std::vector<float> c0(1, 0.0f);
+    const void* in[] = {params.data(), x.data(), x.data(), c0.data()};
+    void* out[] = {y.data()};
+    kernel_->run(in, out, 1);
+    return y;
+  };
+  const std::vector<float> scalar = eval(2), vec = eval(9);
+  double worst = 0;
+  int bad = 0;
+  for (size_t i = 0; i < x.size() && bad < 10; ++i) {
+    const float v = x[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(scalar[i]) && std::isnan(vec[i])) << scalar[i] << " " << vec[i] << " at " << i << " of " << x.size();
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(scalar[i]), std::bit_cast<uint32_t>(vec[i])) << "erf(" << v << ")";
+    const double want = std::erf(static_cast<double>(v)), err = std::fabs(scalar[i] - want);
+    worst = std::max(worst, err);
+    bad += err > 4e-7 || std::signbit(scalar[i]) != std::signbit(v);
+    EXPECT_LE(err, 4e-7) << "erf(" << v << ")";
+    EXPECT_EQ(std::signbit(scalar[i]), std::signbit(v)) << "erf(" << v << ")";
+    if (std::fabs(v) >= 3.9f) {
+      EXPECT_EQ(std::fabs(scalar[i]), 1.0f) << "erf(" << v << ")";
+    }
+    if (std::fabs(v) >= FLT_MIN && std::fabs(v) < 0.5f) {
+      bad += std::fabs(err / want) > 2e-6;
+      EXPECT_LE(std::fabs(err / want), 2e-6) << "erf(" << v << ")";
+    }
+  }
+  EXPECT_GT(worst, 3e-7);  // the grid reaches near the bound (the bound is not loose)
+}
+
+// The full sweep behind the bound above: every non-negative float up to +inf (erf is
+// odd by construction), in chunks, ~20 s; run with --gtest_also_run_disabled_tests.
+TEST_F(MuGraphMicroKernel, DISABLED_ErfPolynomialOverEveryFloat) {
+  const uint32_t top = std::bit_cast<uint32_t>(INFINITY), chunk = 1u << 22;
+  std::vector<float> x(chunk), y(chunk);
+  double worst = 0;
+  float at = 0;
+  for (uint64_t b0 = 0; b0 <= top; b0 += chunk) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk, top + 1 - b0));
+    for (uint32_t j = 0; j < n; ++j) x[j] = std::bit_cast<float>(static_cast<uint32_t>(b0 + j));
+    std::vector<float> params = {2, static_cast<float>(n), 0, 0, 0, 0, 0, 0, 0, 0};
+    std::vector<float> c0(1, 0.0f);
+    const void* in[] = {params.data(), x.data(), x.data(), c0.data()};
+    void* out[] = {y.data()};
+    kernel_->run(in, out, 1);
+    for (uint32_t j = 0; j < n; ++j) {
+      const double err = std::fabs(y[j] - std::erf(static_cast<double>(x[j])));
+      if (err > worst) worst = err, at = x[j];
+    }
+  }
+  EXPECT_LE(worst, 4e-7) << "at " << at;
+  std::printf("erf: largest absolute error %.3g at %.9g\n", worst, at);
+}
+
 // Softmax's exp-and-sum helper: every row length's vector blocks and tail at 8 and
 // 16 lanes (and nothing past the row read into the sum), the shift -inf (a row
 // masked out), -inf entries (masked), a NaN kept.
@@ -270,6 +354,29 @@ TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
   kernel_->run(in, out, 1);
   EXPECT_TRUE(std::isnan(y[1]));
   EXPECT_TRUE(std::isnan(y[3]));
+  // The edges, in whole vectors and the tail: never a denormal; 0 from -87 down and
+  // at -inf (from -86.9 on 16 lanes), accurate from -86.8 (the exponent near its
+  // normal bottom), inf past 88.73.
+  std::vector<float> e = {-1e9f, -INFINITY, -100.0f, -87.0f, -86.95f, -86.9f, -86.8f, -86.0f, -80.0f, -1e-3f,
+                          0.0f,  10.0f,     80.0f,   88.5f,  88.7f,   89.0f,  1e9f,   INFINITY};
+  std::vector<float> xe;
+  for (int k = 0; k < 3; ++k) xe.insert(xe.end(), e.begin(), e.end());  // 54: vectors and a tail
+  std::vector<float> ye(xe.size() + 1, -7.0f), ce(ye.size(), 0.0f);
+  std::vector<float> pe = {5, static_cast<float>(xe.size()), 0, 0, 0, 0, 0, 0, 0, 0};
+  const void* ine[] = {pe.data(), xe.data(), xe.data(), ce.data()};
+  void* oute[] = {ye.data()};
+  kernel_->run(ine, oute, 1);
+  for (size_t i = 0; i < xe.size(); ++i) {
+    const float v = xe[i], got = ye[i];
+    EXPECT_TRUE(got == 0.0f || got >= FLT_MIN) << "exp(" << v << ") = " << got;
+    if (v <= -87.0f) {
+      EXPECT_EQ(got, 0.0f) << "exp(" << v << ")";
+    } else if (v >= 88.73f) {
+      EXPECT_EQ(got, INFINITY) << "exp(" << v << ")";
+    } else if (v >= -86.8f) {
+      EXPECT_NEAR(got / std::exp(static_cast<double>(v)), 1.0, 4.8e-7) << "exp(" << v << ")";
+    }
+  }
 }
 
 }  // namespace
