@@ -446,12 +446,38 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   return true;
 }
 
+// A view right after a product with constant weights (an exporter's Reshape from
+// the Gemm's [rows, N] back to [batch, seq, N], or the reverse) keeps the
+// element order: the product then runs in the 2-D form (flat_rows) and its dst
+// is the view's value, so that the nodes after the view (GPT-2's GELU, the
+// residual Add) fuse into it as post-ops. Returns the view, k retargeted at it;
+// nullptr, k unchanged, where that does not apply.
+const Node* adopt_view(Compiler& c, Contraction& k) {
+  if (!c.opts().fuse || !k.b_const || c.is_output(k.from)) return nullptr;
+  const Node* view = c.sole_consumer(k.from);
+  if (!view || c.lowered(*view) || view->inputs().empty() || view->inputs()[0] != k.from || view->num_outputs() != 1)
+    return nullptr;
+  const std::string& op = view->op_type();
+  if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return nullptr;
+  const Shape& sh = view->output_types()[0].shape;
+  if (!is_static(sh) || view->output_types()[0].dtype != DType::Float32) return nullptr;
+  const std::vector<int64_t> vd = static_dims(sh);
+  if (vd.size() < 3 || vd.back() != k.out.back() || num_elements(vd) != num_elements(k.out)) return nullptr;
+  Contraction t = k;
+  t.out = vd;
+  t.from = view->output(0);
+  if (flat_rows(c, t) == 0) return nullptr;
+  k = std::move(t);
+  return view;
+}
+
 bool emit_contraction(Compiler& c, Contraction& k) {
   if (emit_packed_gemm(c, k) || emit_batched_gemm(c, k)) return true;
   const Node& n = *k.node;
+  std::vector<const Node*> absorbed;
+  if (const Node* view = adopt_view(c, k)) absorbed.push_back(view);
   size_t rank = k.out.size();
   Value cur = k.from;
-  std::vector<const Node*> absorbed;
   if (c.opts().fuse && !k.bias)
     if (const Node* add = c.sole_consumer(cur))
       if (auto b = column_bias(c, *add, cur, rank, k.out.back())) {
