@@ -544,6 +544,33 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     else return false;
   }
   md_t dst_md = plain_md(k.out, dt::f32);
+  // A product of two run-time operands (attention's P V) whose result goes
+  // through a Transpose that keeps the last dim (back from [batch, heads, seq, d]
+  // to [batch, seq, heads, d] before a Reshape): written in the layout that makes
+  // the Transpose dense, so that it and the Reshape are views, no reorder. oneDNN
+  // writes a strided dst at the same speed (ViT-S/16's P V: a little faster).
+  int tdst = -1;
+  if (!k.b_const && !rows && !fusion.has_add() && c.opts().fuse && prank >= 3 && !c.is_output(fusion.last))
+    if (const Node* tr = c.sole_consumer(fusion.last); tr && tr->op_type() == "Transpose" && !c.lowered(*tr)) {
+      const std::vector<int64_t> perm = tr->attrs().get_ints("perm", {});
+      bool moves = false;
+      for (size_t i = 0; i < perm.size(); ++i) moves = moves || perm[i] != static_cast<int64_t>(i);
+      if (perm.size() == prank && perm.back() == static_cast<int64_t>(prank) - 1 && moves) {
+        std::vector<int64_t> td;
+        for (int64_t q : perm) td.push_back(k.out[static_cast<size_t>(q)]);
+        const std::vector<int64_t> ts = row_major(td);
+        std::vector<int64_t> os(prank);
+        for (size_t i = 0; i < prank; ++i) os[static_cast<size_t>(perm[i])] = ts[i];
+        const md_t tmd(to_dims(k.out), dt::f32, to_dims(os));
+        dnnl::matmul::desc td_desc(a_md, wmd, bias_md, tmd);
+        if (!is_reference(dnnl::matmul::primitive_desc(td_desc, probe_attr(c, fusion, k.out.size(), prank), c.engine()))) {
+          const int buffer = c.new_value(DType::Float32, td, plain_md(td, dt::f32), n.name());
+          tdst = c.view(buffer, k.out, os, 0, n.name());
+          dst_md = pdst_md = c.val(tdst).md;
+          d = dnnl::matmul::desc(a_md, wmd, bias_md, pdst_md);
+        }
+      }
+    }
   std::vector<std::pair<int, int>> args;
   std::string post;
   int acc = -1;
@@ -562,7 +589,9 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     c.val(aid).step_local = true;
   }
   // `dst` holds the result with the graph's dims; `pdst` is the primitive's view of it.
-  int dst = acc >= 0 ? c.alias(acc, k.out, dst_md, n.name()) : c.new_value(DType::Float32, k.out, dst_md, n.name());
+  int dst = acc >= 0    ? c.alias(acc, k.out, dst_md, n.name())
+            : tdst >= 0 ? tdst
+                        : c.new_value(DType::Float32, k.out, dst_md, n.name());
   c.val(dst).accumulated = acc >= 0;
   int pdst = dst;
   if (rows) {

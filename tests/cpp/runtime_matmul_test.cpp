@@ -302,5 +302,30 @@ TEST(RuntimeMatmul, AViewThatChangesTheLastDimStaysItsOwnStep) {
   EXPECT_EQ(mm[0]->ops, std::vector<std::string>{"Gemm"});
 }
 
+
+TEST(RuntimeMatmul, AttentionOutputOnOneDnnIsWrittenWithItsHeadsSideBySide) {
+  // On oneDNN's matmul too, P V followed by the Transpose back to [batch, seq,
+  // heads, d] is written in the layout that makes the Transpose dense: the
+  // Transpose and the Reshape after it are views, no reorder. A Transpose that
+  // moves the last dim keeps its own step, and is still right.
+  GraphBuilder b;
+  Value p = b.op1("Softmax", {b.input("s", {DType::Float32, make_shape({2, 3, 5, 7})})}, {{"axis", int64_t{-1}}});
+  Value v = b.op1("Transpose", {b.input("v", {DType::Float32, make_shape({2, 7, 3, 6})})},
+                  {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value o = b.op1("Transpose", {b.op1("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value merged = b.op1("Reshape", {o, b.constant(Tensor::vector_i64({2, 5, 18}))});
+  Value v2 = b.input("v2", {DType::Float32, make_shape({2, 3, 7, 6})});
+  Value other = b.op1("Transpose", {b.op1("MatMul", {p, v2})}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Graph g = b.finish({b.op1("Relu", {merged}), b.op1("Relu", {other})}, {"o", "t"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  EXPECT_NE(mm[0]->signature.find("dst 2x3x5x6:s90,6,18,1"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[1]->signature.find("dst 2x3x5x6:s90,30,6,1"), std::string::npos) << mm[1]->signature;
+  size_t reorders = 0;
+  for (const runtime::StepInfo& st : steps) reorders += st.kind == "reorder";
+  EXPECT_LE(reorders, 1u);  // only the Transpose that moves the last dim may need one
+}
+
 }  // namespace
 }  // namespace isomer
