@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "kernels/copy.h"
 #include "kernels/rows.h"
@@ -20,6 +21,37 @@ int dense_f32(Compiler& c, const Value& v) {
   return c.as_plain(c.id(v));
 }
 
+// Where(IsNaN(y), k, y) right after a softmax's result y (torch's exports of
+// scaled_dot_product_attention: a row masked whole gives NaN, made k = 0), with
+// y read by nothing else: the softmax step replaces its NaNs itself.
+struct NanGuard {
+  const Node* isnan = nullptr;
+  const Node* where = nullptr;
+  float to = 0;
+};
+
+std::optional<NanGuard> nan_guard(Compiler& c, const Value& y) {
+  if (!c.opts().fuse || c.is_output(y)) return std::nullopt;
+  const auto& users = c.consumers(y);
+  if (users.size() != 2) return std::nullopt;
+  NanGuard g;
+  for (const auto& [m, k] : users) {
+    if (m->op_type() == "IsNaN" && m->num_outputs() == 1) g.isnan = m;
+    else if (m->op_type() == "Where" && m->inputs().size() == 3 && k == 2) g.where = m;
+  }
+  if (!g.isnan || !g.where || c.lowered(*g.isnan) || c.lowered(*g.where)) return std::nullopt;
+  const Value flag = g.isnan->output(0);
+  if (c.sole_consumer(flag) != g.where || g.where->inputs()[0] != flag || g.where->inputs()[2] != y) return std::nullopt;
+  const Value& other = g.where->inputs()[1];
+  if (other == y) return std::nullopt;
+  const Tensor* t = c.peek_known(other);
+  if (!t || t->numel() != 1 || !is_float(t->dtype())) return std::nullopt;
+  // The result keeps y's type and shape (a constant of higher rank would broadcast it).
+  if (g.where->output_types()[0] != y.type()) return std::nullopt;
+  g.to = static_cast<float>(t->f64_at(0));
+  return g;
+}
+
 }  // namespace
 
 bool lower_softmax(Compiler& c, const Node& n) {
@@ -32,15 +64,28 @@ bool lower_softmax(Compiler& c, const Node& n) {
   const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
   const bool log = n.op_type() == "LogSoftmax";
   int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
-  add_native_step(c,
-                  step_info(n, "softmax",
-                          std::string(log ? "logsoftmax " : "softmax ") + to_string(std::vector<int64_t>{outer, len, inner}),
-                          5.0 * static_cast<double>(num_elements(xd))),
-                  {x}, {y}, [outer, len, inner, log](const std::vector<char*>& p) {
-                    kernels::softmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer,
-                                          len, inner, log);
-                  });
+  const std::optional<NanGuard> guard = nan_guard(c, n.output(0));
+  StepInfo info = step_info(n, "softmax",
+                            std::string(log ? "logsoftmax " : "softmax ") + to_string(std::vector<int64_t>{outer, len, inner}) +
+                                (guard ? " nan->" + std::to_string(guard->to) : ""),
+                            5.0 * static_cast<double>(num_elements(xd)));
+  if (guard)
+    for (const Node* m : {guard->isnan, guard->where}) {
+      info.ops.push_back(m->op_type());
+      info.nodes.push_back(node_key(*m));
+    }
+  const bool has_guard = guard.has_value();
+  const float to = guard ? guard->to : 0.0f;
+  add_native_step(c, info, {x}, {y}, [outer, len, inner, log, has_guard, to](const std::vector<char*>& p) {
+    kernels::softmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer, len, inner, log,
+                          0, has_guard ? &to : nullptr);
+  });
   c.bind(n.output(0), y);
+  if (guard) {
+    c.bind(guard->where->output(0), y);
+    c.mark_done(*guard->isnan);
+    c.mark_done(*guard->where);
+  }
   return true;
 }
 

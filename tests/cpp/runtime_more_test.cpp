@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "check/compare.h"
@@ -145,6 +146,43 @@ TEST(RuntimeMore, EinsumWithUnmergeableLabelsAndPermutedOutput) {
   Graph g = b.finish({y}, {"y"});
   auto kinds = expect_native_and_right(g);
   EXPECT_EQ(count(kinds, "matmul"), 1u);
+}
+
+
+// torch's export of scaled_dot_product_attention follows the softmax with
+// Where(IsNaN(p), 0, p): rows masked whole (all -inf) give NaN, made 0. The
+// softmax step does it in its own pass; rows of 19 and of 40 (a vector tail), and
+// along a middle axis (a step of its own kind of loop).
+TEST(RuntimeMore, SoftmaxTakesTheNanGuardAfterIt) {
+  for (int64_t axis : {-1, 1}) {
+    GraphBuilder b;
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<double> mask(3 * 19, 0.0);
+    for (int64_t j = 0; j < 19; ++j) mask[static_cast<size_t>(19 + j)] = -inf;  // row 1 masked whole
+    mask[5] = -inf;
+    Value x = b.input("x", f32({2, 3, 19}));
+    Value s = b.op1("Add", {x, b.constant(Tensor::from_f64(DType::Float32, {3, 19}, mask))});
+    Value p = b.op1("Softmax", {s}, {{"axis", axis}});
+    Value guarded = b.op1("Where", {b.op1("IsNaN", {p}), b.constant(Tensor::scalar_f32(0.0f)), p});
+    Value y = b.input("y", f32({2, 5, 40}));
+    Value q = b.op1("Softmax", {y}, {{"axis", int64_t{-1}}});
+    Value q_guarded = b.op1("Where", {b.op1("IsNaN", {q}), b.constant(Tensor::scalar_f32(0.25f)), q});
+    Graph g = b.finish({guarded, q_guarded}, {"p", "q"});
+    std::vector<std::string> kinds = expect_native_and_right(g);
+    EXPECT_EQ(count(kinds, "softmax"), 2u);
+    EXPECT_EQ(kinds.size(), 3u) << "the Add, the two softmax steps: no pass for the guards";
+  }
+}
+
+TEST(RuntimeMore, ANanGuardReadByOthersStaysItsOwnStep) {
+  // The softmax's result is read by another node too: the guard is not taken.
+  GraphBuilder b;
+  Value p = b.op1("Softmax", {b.input("x", f32({4, 9}))}, {{"axis", int64_t{-1}}});
+  Value guarded = b.op1("Where", {b.op1("IsNaN", {p}), b.constant(Tensor::scalar_f32(0.0f)), p});
+  Graph g = b.finish({guarded, b.op1("Relu", {p})}, {"p", "r"});
+  std::vector<std::string> kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "softmax"), 1u);
+  EXPECT_GE(count(kinds, "pointwise"), 1u);  // the guard (and the Relu)
 }
 
 }  // namespace
