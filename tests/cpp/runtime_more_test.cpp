@@ -185,5 +185,30 @@ TEST(RuntimeMore, ANanGuardReadByOthersStaysItsOwnStep) {
   EXPECT_GE(count(kinds, "pointwise"), 1u);  // the guard (and the Relu)
 }
 
+
+// RMSNorm as torch exports it (LLaMA): Pow(x, 2), ReduceMean over the last axis,
+// + eps, Sqrt, Reciprocal, Mul by x, Mul by the weight; or x / Sqrt(..) without a
+// weight, behind an elementwise node whose group must leave the Pow alone. One
+// row-kernel step each; a mean over another axis is not the pattern.
+TEST(RuntimeMore, DecomposedRmsNormRunsAsOneRowKernel) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 5, 24}));
+  auto mean_sq = [&](Value v, int64_t axis) {
+    Value sq = b.op1("Pow", {v, b.constant(Tensor::scalar_f32(2.0f))});
+    return b.op1("ReduceMean", {sq}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}});
+  };
+  Value r = b.op1("Sqrt", {b.op1("Add", {mean_sq(x, -1), b.constant(Tensor::scalar_f32(1e-6f))})});
+  Value n1 = b.op1("Mul", {b.constant(random_f32({24}, 3)), b.op1("Mul", {x, b.op1("Reciprocal", {r})})});
+  Value y = b.op1("Relu", {x});
+  Value r2 = b.op1("Sqrt", {b.op1("Add", {b.constant(Tensor::scalar_f32(1e-5f)), mean_sq(y, 2)})});
+  Value n2 = b.op1("Div", {y, r2});
+  Value z = b.input("z", f32({2, 5, 24}));
+  Value r3 = b.op1("Sqrt", {b.op1("Add", {mean_sq(z, 1), b.constant(Tensor::scalar_f32(1e-5f))})});
+  Value n3 = b.op1("Div", {z, r3});  // over the middle axis: not an RMSNorm of rows
+  Graph g = b.finish({n1, n2, n3}, {"a", "b", "c"});
+  std::vector<std::string> kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "layernorm"), 2u);
+}
+
 }  // namespace
 }  // namespace isomer
