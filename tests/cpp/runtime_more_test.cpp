@@ -210,5 +210,21 @@ TEST(RuntimeMore, DecomposedRmsNormRunsAsOneRowKernel) {
   EXPECT_EQ(count(kinds, "layernorm"), 2u);
 }
 
+
+// A residual Add of a transposed view (MLP-Mixer's token mixing, [channels,
+// tokens] back to [tokens, channels]): the pointwise pass runs in tiles, the
+// transposed operand gathered a tile at a time. Sizes that leave partial tiles.
+TEST(RuntimeMore, ElementwiseOfATransposedViewRunsInTiles) {
+  for (int64_t rows : {70, 19}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, rows, 150}));
+    Value t = b.op1("Transpose", {b.op1("Relu", {b.input("y", f32({1, 150, rows}))})},
+                    {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    Value sum = b.op1("Mul", {b.op1("Add", {x, t}), b.constant(random_f32({150}, 5))});
+    Graph g = b.finish({sum}, {"s"});
+    expect_native_and_right(g);
+  }
+}
+
 }  // namespace
 }  // namespace isomer
