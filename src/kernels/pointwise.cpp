@@ -416,9 +416,14 @@ struct Runner {
     }
   }
 
-  void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg) const {
+  void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg,
+                   const T* const* staged = nullptr) const {
     const size_t ni = in.size();
     for (size_t k = 0; k < ni; ++k) {
+      if (staged && staged[k]) {  // this row's run, gathered by run_tiles
+        reg[k] = const_cast<T*>(staged[k]);
+        continue;
+      }
       const int64_t st = s.strides[k].back();
       const char* src = static_cast<const char*>(in[k].data) + (base[k] + j0 * st) * static_cast<int64_t>(esize[k]);
       T* dst = scratch + static_cast<int64_t>(k) * kBlock;
@@ -464,8 +469,66 @@ struct Runner {
     }
   }
 
+  // True when an input walks the rows with unit stride and the inner dim with a
+  // long one (a transposed view: MLP-Mixer's token-mixing output added to the
+  // residual, read as [channels, tokens]): one row at a time then reads one
+  // element per cache line, and a power-of-two stride puts those lines into a
+  // few L1 sets, which thrash. Such a space runs in tiles (see run_tiles).
+  bool transposed_input(size_t k) const {
+    const size_t nd = s.dims.size();
+    if (!std::is_same_v<T, float> || in[k].dtype != DType::Float32 || nd < 2 || rows != s.dims[nd - 2]) return false;
+    const int64_t col = s.strides[k].back();
+    return s.strides[k][nd - 2] == 1 && (col > 16 || col < -16);
+  }
+  bool tiled() const {
+    if (s.dims.size() < 2 || inner < kTileCols || rows < kTileRows) return false;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (transposed_input(k)) return true;
+    return false;
+  }
+
+  static constexpr int64_t kTileRows = 16, kTileCols = 64;
+
+  // Rows [r0, r1) of a space with one row dim (the others of extent 1) in tiles
+  // of kTileRows x kTileCols. A transposed input's tile is first gathered row-major
+  // into a buffer, reading its columns, which are contiguous in memory, whole.
+  void run_tiles(int64_t r0, int64_t r1, T* scratch, T** reg) const {
+    const size_t nops = s.strides.size(), rd = s.dims.size() - 2, ni = in.size();
+    std::vector<int64_t> base(nops);
+    std::vector<std::vector<T>> buf(ni);
+    std::vector<const T*> staged(ni, nullptr);
+    for (size_t k = 0; k < ni; ++k)
+      if (transposed_input(k)) buf[k].resize(static_cast<size_t>(kTileRows * kTileCols));
+    for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
+      const int64_t tr = std::min(t0 + kTileRows, r1) - t0;
+      for (int64_t j0 = 0; j0 < inner; j0 += kTileCols) {
+        const int64_t n = std::min(kTileCols, inner - j0);
+        for (size_t k = 0; k < ni; ++k) {
+          if (buf[k].empty()) continue;
+          const float* src = static_cast<const float*>(in[k].data) + in[k].offset + t0 * s.strides[k][rd];
+          const int64_t cs = s.strides[k].back();
+          T* b = buf[k].data();
+          for (int64_t j = 0; j < n; ++j) {
+            const float* col = src + (j0 + j) * cs;
+            for (int64_t r = 0; r < tr; ++r) b[r * kTileCols + j] = col[r];
+          }
+        }
+        for (int64_t r = 0; r < tr; ++r) {
+          for (size_t k = 0; k < nops; ++k)
+            base[k] = (k < ni ? in[k].offset : out[k - ni].offset) + (t0 + r) * s.strides[k][rd];
+          for (size_t k = 0; k < ni; ++k) staged[k] = buf[k].empty() ? nullptr : buf[k].data() + r * kTileCols;
+          run_segment(base.data(), j0, n, scratch, reg, staged.data());
+        }
+      }
+    }
+  }
+
   // Row mode over rows [r0, r1).
   void run_rows(int64_t r0, int64_t r1, T* scratch, T** reg) const {
+    if (tiled()) {
+      run_tiles(r0, r1, scratch, reg);
+      return;
+    }
     const size_t nops = s.strides.size(), nd = s.dims.size();
     std::vector<int64_t> idx(nd, 0), base(nops, 0);
     int64_t rem = r0;

@@ -37,16 +37,19 @@ ISOMER_CLONES float row_exp_sum(const float* x, float* y, int64_t n, float m) {
 
 // One entry point per instruction set (vector_isa.h), chosen once. (flatten: see
 // rows_vec.h's Part.)
-using SoftmaxRow = void (*)(const float*, float*, int64_t, bool);
+using SoftmaxRow = void (*)(const float*, float*, int64_t, bool, const float*);
 using LayerNormRow = void (*)(const float*, float*, int64_t, const float*, const float*, float, bool);
 
-ISOMER_TARGET_AVX512 ISOMER_FLATTEN void softmax_row_avx512(const float* x, float* y, int64_t n, bool log) {
-  rowv::softmax<vm16::v16>(x, y, n, log);
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void softmax_row_avx512(const float* x, float* y, int64_t n, bool log,
+                                                             const float* nan_to) {
+  rowv::softmax<vm16::v16>(x, y, n, log, nan_to);
 }
-ISOMER_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n, bool log) {
-  rowv::softmax<vm8::v8>(x, y, n, log);
+ISOMER_TARGET_AVX2 void softmax_row_avx2(const float* x, float* y, int64_t n, bool log, const float* nan_to) {
+  rowv::softmax<vm8::v8>(x, y, n, log, nan_to);
 }
-void softmax_row_baseline(const float* x, float* y, int64_t n, bool log) { rowv::softmax<vm8::v8>(x, y, n, log); }
+void softmax_row_baseline(const float* x, float* y, int64_t n, bool log, const float* nan_to) {
+  rowv::softmax<vm8::v8>(x, y, n, log, nan_to);
+}
 
 ISOMER_TARGET_AVX512 ISOMER_FLATTEN void layer_norm_row_avx512(const float* x, float* y, int64_t n, const float* scale,
                                                 const float* bias, float eps, bool rms) {
@@ -195,13 +198,23 @@ void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int
   });
 }
 
-void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log, int threads) {
+namespace {
+
+// NaNs of y[0, n) replaced by `to`.
+void replace_nan(float* y, int64_t n, float to) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::isnan(y[i]) ? to : y[i];
+}
+
+}  // namespace
+
+void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log, int threads,
+                  const float* nan_to) {
   if (inner == 1) {
     const SoftmaxRow row = softmax_row_for(best_vector_isa());
     const int team = team_for(outer * n * 8, outer, threads);
     parallel_teams(team, [&](int t, int nt) {
       for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
-        row(x + o * n, y + o * n, n, log);
+        row(x + o * n, y + o * n, n, log, nan_to);
       }
     });
     return;
@@ -233,6 +246,7 @@ void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t in
         else
           for (int64_t i = 0; i < inner; ++i) yk[i] *= s[static_cast<size_t>(i)];
       }
+      if (nan_to) replace_nan(yo, n * inner, *nan_to);
     }
   });
 }
@@ -248,7 +262,7 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
 
 void softmax_row(VectorIsa isa, const float* x, float* y, int64_t n, bool log) {
   if (!vector_isa_available(isa)) throw Error(std::string("softmax_row: this CPU has no ") + vector_isa_name(isa));
-  softmax_row_for(isa)(x, y, n, log);
+  softmax_row_for(isa)(x, y, n, log, nullptr);
 }
 
 void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const float* scale, const float* bias,

@@ -15,8 +15,11 @@ enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, Lo
 void reduce_axis(ReduceKind kind, const float* x, float* out, int64_t outer, int64_t n, int64_t inner, int threads = 0);
 
 // Softmax (or log-softmax) along the middle axis of [outer, n, inner]: max-shifted,
-// exact for large logits.
-void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log, int threads = 0);
+// exact for large logits. With `nan_to`, every NaN of the result (a row masked
+// whole, all -inf) becomes *nan_to: torch's exports follow attention's softmax
+// with Where(IsNaN(p), 0, p), which then needs no pass of its own.
+void softmax_axis(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log, int threads = 0,
+                  const float* nan_to = nullptr);
 
 // Layer normalization of each of `rows` rows of n values: (x - mean) / sqrt(var + eps)
 // * scale + bias (bias may be null). rms: no mean subtracted, x / sqrt(mean(x^2) + eps)

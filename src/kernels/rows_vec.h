@@ -149,6 +149,23 @@ ISOMER_VINLINE void scale(float* y, int64_t n, float s) {
   if (j < n) Part<V>::store(y + j, Part<V>::load(y + j, n - j, 0.0f) * sv, n - j);
 }
 
+// y *= s, then every NaN becomes `to` (a NaN is the one value unequal to itself):
+// Where(IsNaN(p), to, p) after a softmax, in the same pass.
+template <FloatVector V>
+ISOMER_VINLINE void scale_nan(float* y, int64_t n, float s, float to) {
+  constexpr int L = kLanes<V>;
+  const V sv = vmv::splat<V>(s), tv = vmv::splat<V>(to);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    const V v = vmv::load<V>(y + j) * sv;
+    vmv::store(y + j, v == v ? v : tv);
+  }
+  if (j < n) {
+    const V v = Part<V>::load(y + j, n - j, 0.0f) * sv;
+    Part<V>::store(y + j, v == v ? v : tv, n - j);
+  }
+}
+
 // y = x - s.
 template <FloatVector V>
 ISOMER_VINLINE void shift(const float* x, float* y, int64_t n, float s) {
@@ -178,7 +195,8 @@ ISOMER_VINLINE void normalize(const float* x, float* y, int64_t n, float mean, f
 
 // One row of softmax (log: log-softmax), max-shifted.
 template <FloatVector V>
-ISOMER_VINLINE void softmax(const float* x, float* y, int64_t n, bool log) {
+// With `nan_to`, NaNs of the result (a row of -inf) become *nan_to.
+ISOMER_VINLINE void softmax(const float* x, float* y, int64_t n, bool log, const float* nan_to = nullptr) {
   float m = max<V>(x, n);
   if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp gives 0s, sum 0 -> NaN as ONNX Runtime
   if (log) {
@@ -186,6 +204,10 @@ ISOMER_VINLINE void softmax(const float* x, float* y, int64_t n, bool log) {
     const float ls = std::log(exp_sum<V>(x, y, n, m));
     shift<V>(x, y, n, m);
     shift<V>(y, y, n, ls);
+    if (nan_to)
+      for (int64_t j = 0; j < n; ++j) y[j] = std::isnan(y[j]) ? *nan_to : y[j];
+  } else if (nan_to) {
+    scale_nan<V>(y, n, 1.0f / exp_sum<V>(x, y, n, m), *nan_to);
   } else {
     scale<V>(y, n, 1.0f / exp_sum<V>(x, y, n, m));
   }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace isomer::runtime {
 
@@ -27,6 +29,37 @@ std::optional<double> scalar_of(Compiler& c, const Value& v) {
 }
 
 bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::fabs(b); }
+
+// The oneDNN eltwise algorithm of a unary pointwise instruction, if it has one.
+std::optional<EltwiseSpec> unary_eltwise(const kernels::PwInstr& ins) {
+  using kernels::PwOp;
+  const float al = ins.alpha, be = ins.beta;
+  switch (ins.op) {
+    case PwOp::Relu: return EltwiseSpec{alg::eltwise_relu, 0, 0};
+    case PwOp::LeakyRelu: return EltwiseSpec{alg::eltwise_relu, al, 0};
+    case PwOp::Sigmoid: return EltwiseSpec{alg::eltwise_logistic, 0, 0};
+    case PwOp::Tanh: return EltwiseSpec{alg::eltwise_tanh, 0, 0};
+    case PwOp::GeluErf: return EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
+    case PwOp::GeluTanh: return EltwiseSpec{alg::eltwise_gelu_tanh, 0, 0};
+    case PwOp::Exp: return EltwiseSpec{alg::eltwise_exp, 0, 0};
+    case PwOp::Log: return EltwiseSpec{alg::eltwise_log, 0, 0};
+    case PwOp::Sqrt: return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
+    case PwOp::Abs: return EltwiseSpec{alg::eltwise_abs, 0, 0};
+    case PwOp::Neg: return EltwiseSpec{alg::eltwise_linear, -1, 0};
+    case PwOp::Reciprocal: return EltwiseSpec{alg::eltwise_pow, 1, -1};
+    case PwOp::Rsqrt: return EltwiseSpec{alg::eltwise_pow, 1, -0.5f};
+    case PwOp::Square: return EltwiseSpec{alg::eltwise_square, 0, 0};
+    case PwOp::PowConst: return EltwiseSpec{alg::eltwise_pow, 1, al};
+    case PwOp::HardSwish: return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
+    case PwOp::Clip: return EltwiseSpec{alg::eltwise_clip_v2, al, be};
+    case PwOp::Affine: return EltwiseSpec{alg::eltwise_linear, al, be};
+    case PwOp::Silu: return EltwiseSpec{alg::eltwise_swish, 1, 0};
+    case PwOp::Elu: return EltwiseSpec{alg::eltwise_elu, al, 0};
+    case PwOp::Softplus: return EltwiseSpec{alg::eltwise_soft_relu, 0, 0};
+    case PwOp::Mish: return EltwiseSpec{alg::eltwise_mish, 0, 0};
+    default: return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -63,34 +96,9 @@ std::optional<EltwiseSpec> eltwise_of(Compiler& c, const Node& n, const Value& x
     return r < static_cast<int>(in.size()) ? scalar[static_cast<size_t>(r)] : std::nullopt;
   };
   using kernels::PwOp;
-  const float al = ins.alpha, be = ins.beta;
   if (kernels::pw_arity(ins.op) == 1) {
     if (!is_x(ins.a)) return std::nullopt;
-    switch (ins.op) {
-      case PwOp::Relu: return EltwiseSpec{alg::eltwise_relu, 0, 0};
-      case PwOp::LeakyRelu: return EltwiseSpec{alg::eltwise_relu, al, 0};
-      case PwOp::Sigmoid: return EltwiseSpec{alg::eltwise_logistic, 0, 0};
-      case PwOp::Tanh: return EltwiseSpec{alg::eltwise_tanh, 0, 0};
-      case PwOp::GeluErf: return EltwiseSpec{alg::eltwise_gelu_erf, 0, 0};
-      case PwOp::GeluTanh: return EltwiseSpec{alg::eltwise_gelu_tanh, 0, 0};
-      case PwOp::Exp: return EltwiseSpec{alg::eltwise_exp, 0, 0};
-      case PwOp::Log: return EltwiseSpec{alg::eltwise_log, 0, 0};
-      case PwOp::Sqrt: return EltwiseSpec{alg::eltwise_sqrt, 0, 0};
-      case PwOp::Abs: return EltwiseSpec{alg::eltwise_abs, 0, 0};
-      case PwOp::Neg: return EltwiseSpec{alg::eltwise_linear, -1, 0};
-      case PwOp::Reciprocal: return EltwiseSpec{alg::eltwise_pow, 1, -1};
-      case PwOp::Rsqrt: return EltwiseSpec{alg::eltwise_pow, 1, -0.5f};
-      case PwOp::Square: return EltwiseSpec{alg::eltwise_square, 0, 0};
-      case PwOp::PowConst: return EltwiseSpec{alg::eltwise_pow, 1, al};
-      case PwOp::HardSwish: return EltwiseSpec{alg::eltwise_hardswish, 0, 0};
-      case PwOp::Clip: return EltwiseSpec{alg::eltwise_clip_v2, al, be};
-      case PwOp::Affine: return EltwiseSpec{alg::eltwise_linear, al, be};
-      case PwOp::Silu: return EltwiseSpec{alg::eltwise_swish, 1, 0};
-      case PwOp::Elu: return EltwiseSpec{alg::eltwise_elu, al, 0};
-      case PwOp::Softplus: return EltwiseSpec{alg::eltwise_soft_relu, 0, 0};
-      case PwOp::Mish: return EltwiseSpec{alg::eltwise_mish, 0, 0};
-      default: return std::nullopt;
-    }
+    return unary_eltwise(ins);
   }
   if (kernels::pw_arity(ins.op) != 2) return std::nullopt;
   if (is_x(ins.a) && is_x(ins.b)) {
@@ -183,11 +191,109 @@ std::optional<ActivationMatch> match_swish(Compiler& c, const Value& x) {
   return std::nullopt;
 }
 
+
+// Any other single-input activation an exporter writes as several nodes (the tanh
+// GELU of GPT-2, halved first or last; SiLU or the erf GELU in an order
+// match_gelu does not know): the elementwise nodes that read only x, each other
+// and scalar constants, as one pointwise program that kernels::specialize
+// reduces to one instruction oneDNN has as an eltwise algorithm. The longest such
+// chain from x wins; every node in it but the last is read only inside it.
+std::optional<ActivationMatch> match_specialized(Compiler& c, const Value& x) {
+  constexpr size_t kMaxNodes = 12;
+  if (c.is_output(x) || x.type().dtype != DType::Float32 || !is_static(x.type().shape)) return std::nullopt;
+  const std::vector<int64_t> xd = static_dims(x.type().shape);
+  // The candidates in topological order: a node joins once every input is x, a
+  // candidate's output or a scalar constant.
+  std::vector<const Node*> cand;
+  std::unordered_set<Value, ValueHash> inside = {x};
+  std::vector<Value> frontier = {x};
+  while (!frontier.empty() && cand.size() < kMaxNodes) {
+    std::vector<Value> next;
+    for (const Value& v : frontier)
+      for (const auto& [m, k] : c.consumers(v)) {
+        if (cand.size() >= kMaxNodes) break;
+        if (std::find(cand.begin(), cand.end(), m) != cand.end() || c.lowered(*m) || m->kind() != NodeKind::Op ||
+            !m->op()->emit_pointwise || m->num_outputs() != 1 || m->output_types()[0].dtype != DType::Float32 ||
+            !is_static(m->output_types()[0].shape) || static_dims(m->output_types()[0].shape) != xd)
+          continue;
+        bool ready = true;
+        for (const Value& in : m->inputs()) {
+          if (!in.present() || inside.count(in)) continue;
+          const Tensor* t = c.peek_known(in);
+          ready = ready && t && t->numel() == 1 && is_float(t->dtype()) && static_cast<size_t>(t->rank()) <= xd.size();
+        }
+        if (!ready) continue;
+        cand.push_back(m);
+        inside.insert(m->output(0));
+        next.push_back(m->output(0));
+      }
+    frontier = std::move(next);
+  }
+  if (cand.size() < 2) return std::nullopt;
+  std::optional<ActivationMatch> best;
+  for (size_t last = 1; last < cand.size(); ++last) {
+    // The nodes `last` needs, from its inputs back.
+    std::vector<bool> need(cand.size(), false);
+    need[last] = true;
+    for (size_t i = last + 1; i-- > 0;)
+      if (need[i])
+        for (const Value& in : cand[i]->inputs())
+          for (size_t j = 0; j < i; ++j)
+            if (in.present() && cand[j]->output(0) == in) need[j] = true;
+    std::vector<const Node*> nodes;
+    for (size_t i = 0; i <= last; ++i)
+      if (need[i]) nodes.push_back(cand[i]);
+    auto member = [&](const Node* n) { return std::find(nodes.begin(), nodes.end(), n) != nodes.end(); };
+    bool closed = true;
+    for (const auto& [m, k] : c.consumers(x)) closed = closed && member(m);
+    for (size_t i = 0; closed && i + 1 < nodes.size(); ++i) {
+      closed = !c.is_output(nodes[i]->output(0));
+      for (const auto& [m, k] : c.consumers(nodes[i]->output(0))) closed = closed && member(m);
+    }
+    if (!closed) continue;
+    // The program: x in register 0, then the scalar constants, then the nodes.
+    kernels::PwProgram p;
+    std::unordered_map<Value, int, ValueHash> reg = {{x, 0}};
+    std::vector<std::optional<float>> known = {std::nullopt};
+    for (const Node* n : nodes)
+      for (const Value& in : n->inputs())
+        if (in.present() && !inside.count(in) && !reg.count(in)) {
+          reg[in] = static_cast<int>(known.size());
+          known.push_back(static_cast<float>(c.peek_known(in)->f64_at(0)));
+        }
+    p.num_inputs = p.num_regs = static_cast<int>(known.size());
+    bool ok = true;
+    for (const Node* n : nodes) {
+      std::vector<int> r;
+      std::vector<const Tensor*> consts;
+      for (const Value& in : n->inputs()) {
+        r.push_back(in.present() ? reg.at(in) : -1);
+        consts.push_back(in.present() && !inside.count(in) ? c.peek_known(in) : nullptr);
+      }
+      const int out = n->op()->emit_pointwise(p, n->attrs(), r, consts);
+      if (out < 0) {
+        ok = false;
+        break;
+      }
+      reg[n->output(0)] = out;
+    }
+    if (!ok) continue;
+    p.results = {reg.at(nodes.back()->output(0))};
+    const kernels::SpecializedProgram sp = kernels::specialize(p, known);
+    const kernels::PwProgram& q = sp.program;
+    if (q.code.size() != 1 || q.num_inputs != 1 || sp.operands != std::vector<int>{0} ||
+        kernels::pw_arity(q.code[0].op) != 1 || q.code[0].a != 0)
+      continue;
+    if (auto e = unary_eltwise(q.code[0])) best = ActivationMatch{*e, nodes, nodes.back()->output(0)};
+  }
+  return best;
+}
 }  // namespace
 
 std::optional<ActivationMatch> match_activation(Compiler& c, const Value& x) {
   if (auto g = match_gelu(c, x)) return g;
-  return match_swish(c, x);
+  if (auto g = match_swish(c, x)) return g;
+  return match_specialized(c, x);
 }
 
 namespace {

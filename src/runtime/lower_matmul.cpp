@@ -37,6 +37,28 @@ md_t with_leading_ones(const md_t& md, size_t rank) {
   return md_t(dims, md.data_type(), strides);
 }
 
+// `md` (unblocked) with every dim of extent 1 given the stride of the whole span.
+// A view gives such a dim the stride a dense layout would (the next dim's extent
+// times its stride), which for a permuted view (attention's heads taken from
+// [seq, heads x d]) ties with a real dim's stride; oneDNN then reads the layout
+// with the unit dim inside (format cabd, not acbd) and its batched matmul falls
+// from brgemm to its slower gemm (ViT-S/16's Q K^T: 0.37 ms, brgemm 0.29).
+md_t unit_dims_outermost(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0) return md;
+  int64_t span = 1;
+  bool any = false;
+  for (int i = 0; i < d.ndims; ++i) {
+    if (d.dims[i] == 1) any = true;
+    else span = std::max<int64_t>(span, d.dims[i] * d.format_desc.blocking.strides[i]);
+  }
+  if (!any) return md;
+  dims_t dims(d.dims, d.dims + d.ndims), strides(d.format_desc.blocking.strides, d.format_desc.blocking.strides + d.ndims);
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.dims[i] == 1) strides[static_cast<size_t>(i)] = span;
+  return md_t(dims, md.data_type(), strides);
+}
+
 // The bias an Add contributes after a contraction with output dims `out`: a
 // constant with one value per output column (last dim), or nothing.
 std::optional<Tensor> column_bias(Compiler& c, const Node& add, const Value& from, size_t rank, int64_t n) {
@@ -446,12 +468,38 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   return true;
 }
 
+// A view right after a product with constant weights (an exporter's Reshape from
+// the Gemm's [rows, N] back to [batch, seq, N], or the reverse) keeps the
+// element order: the product then runs in the 2-D form (flat_rows) and its dst
+// is the view's value, so that the nodes after the view (GPT-2's GELU, the
+// residual Add) fuse into it as post-ops. Returns the view, k retargeted at it;
+// nullptr, k unchanged, where that does not apply.
+const Node* adopt_view(Compiler& c, Contraction& k) {
+  if (!c.opts().fuse || !k.b_const || c.is_output(k.from)) return nullptr;
+  const Node* view = c.sole_consumer(k.from);
+  if (!view || c.lowered(*view) || view->inputs().empty() || view->inputs()[0] != k.from || view->num_outputs() != 1)
+    return nullptr;
+  const std::string& op = view->op_type();
+  if (op != "Reshape" && op != "Flatten" && op != "Squeeze" && op != "Unsqueeze") return nullptr;
+  const Shape& sh = view->output_types()[0].shape;
+  if (!is_static(sh) || view->output_types()[0].dtype != DType::Float32) return nullptr;
+  const std::vector<int64_t> vd = static_dims(sh);
+  if (vd.size() < 3 || vd.back() != k.out.back() || num_elements(vd) != num_elements(k.out)) return nullptr;
+  Contraction t = k;
+  t.out = vd;
+  t.from = view->output(0);
+  if (flat_rows(c, t) == 0) return nullptr;
+  k = std::move(t);
+  return view;
+}
+
 bool emit_contraction(Compiler& c, Contraction& k) {
   if (emit_packed_gemm(c, k) || emit_batched_gemm(c, k)) return true;
   const Node& n = *k.node;
+  std::vector<const Node*> absorbed;
+  if (const Node* view = adopt_view(c, k)) absorbed.push_back(view);
   size_t rank = k.out.size();
   Value cur = k.from;
-  std::vector<const Node*> absorbed;
   if (c.opts().fuse && !k.bias)
     if (const Node* add = c.sole_consumer(cur))
       if (auto b = column_bias(c, *add, cur, rank, k.out.back())) {
@@ -518,6 +566,33 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     else return false;
   }
   md_t dst_md = plain_md(k.out, dt::f32);
+  // A product of two run-time operands (attention's P V) whose result goes
+  // through a Transpose that keeps the last dim (back from [batch, heads, seq, d]
+  // to [batch, seq, heads, d] before a Reshape): written in the layout that makes
+  // the Transpose dense, so that it and the Reshape are views, no reorder. oneDNN
+  // writes a strided dst at the same speed (ViT-S/16's P V: a little faster).
+  int tdst = -1;
+  if (!k.b_const && !rows && !fusion.has_add() && c.opts().fuse && prank >= 3 && !c.is_output(fusion.last))
+    if (const Node* tr = c.sole_consumer(fusion.last); tr && tr->op_type() == "Transpose" && !c.lowered(*tr)) {
+      const std::vector<int64_t> perm = tr->attrs().get_ints("perm", {});
+      bool moves = false;
+      for (size_t i = 0; i < perm.size(); ++i) moves = moves || perm[i] != static_cast<int64_t>(i);
+      if (perm.size() == prank && perm.back() == static_cast<int64_t>(prank) - 1 && moves) {
+        std::vector<int64_t> td;
+        for (int64_t q : perm) td.push_back(k.out[static_cast<size_t>(q)]);
+        const std::vector<int64_t> ts = row_major(td);
+        std::vector<int64_t> os(prank);
+        for (size_t i = 0; i < prank; ++i) os[static_cast<size_t>(perm[i])] = ts[i];
+        const md_t tmd = unit_dims_outermost(md_t(to_dims(k.out), dt::f32, to_dims(os)));
+        dnnl::matmul::desc td_desc(a_md, wmd, bias_md, tmd);
+        if (!is_reference(dnnl::matmul::primitive_desc(td_desc, probe_attr(c, fusion, k.out.size(), prank), c.engine()))) {
+          const int buffer = c.new_value(DType::Float32, td, plain_md(td, dt::f32), n.name());
+          tdst = c.view(buffer, k.out, os, 0, n.name());
+          dst_md = pdst_md = tmd;
+          d = dnnl::matmul::desc(a_md, wmd, bias_md, pdst_md);
+        }
+      }
+    }
   std::vector<std::pair<int, int>> args;
   std::string post;
   int acc = -1;
@@ -536,9 +611,15 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     c.val(aid).step_local = true;
   }
   // `dst` holds the result with the graph's dims; `pdst` is the primitive's view of it.
-  int dst = acc >= 0 ? c.alias(acc, k.out, dst_md, n.name()) : c.new_value(DType::Float32, k.out, dst_md, n.name());
+  int dst = acc >= 0    ? c.alias(acc, k.out, dst_md, n.name())
+            : tdst >= 0 ? tdst
+                        : c.new_value(DType::Float32, k.out, dst_md, n.name());
   c.val(dst).accumulated = acc >= 0;
   int pdst = dst;
+  if (tdst >= 0 && !(c.val(tdst).md == pdst_md)) {
+    pdst = c.alias(dst, k.out, pdst_md, n.name() + ".t");
+    c.val(pdst).step_local = true;
+  }
   if (rows) {
     pdst = c.alias(dst, pout, pdst_md, n.name() + ".2d");
     c.val(pdst).accumulated = acc >= 0;
@@ -590,12 +671,12 @@ bool lower_matmul(Compiler& c, const Node& n) {
   k.out.push_back(ad[ad.size() - 2]);
   k.out.push_back(bd.back());
   k.a = matmul_operand(c, c.id(n.inputs()[0]));
-  k.a_md = with_leading_ones(c.val(k.a).md, rank);
+  k.a_md = unit_dims_outermost(with_leading_ones(c.val(k.a).md, rank));
   if (const Tensor* b = c.known(n.inputs()[1])) {
     k.b_const = *b;
   } else {
     k.b = matmul_operand(c, c.id(n.inputs()[1]));
-    k.b_md = with_leading_ones(c.val(k.b).md, rank);
+    k.b_md = unit_dims_outermost(with_leading_ones(c.val(k.b).md, rank));
   }
   // Views oneDNN only has its reference matmul for (a broadcast's zero strides,
   // some transposed batch layouts) are made dense first.

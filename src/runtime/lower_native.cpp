@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "kernels/copy.h"
 #include "kernels/rows.h"
@@ -20,6 +21,37 @@ int dense_f32(Compiler& c, const Value& v) {
   return c.as_plain(c.id(v));
 }
 
+// Where(IsNaN(y), k, y) right after a softmax's result y (torch's exports of
+// scaled_dot_product_attention: a row masked whole gives NaN, made k = 0), with
+// y read by nothing else: the softmax step replaces its NaNs itself.
+struct NanGuard {
+  const Node* isnan = nullptr;
+  const Node* where = nullptr;
+  float to = 0;
+};
+
+std::optional<NanGuard> nan_guard(Compiler& c, const Value& y) {
+  if (!c.opts().fuse || c.is_output(y)) return std::nullopt;
+  const auto& users = c.consumers(y);
+  if (users.size() != 2) return std::nullopt;
+  NanGuard g;
+  for (const auto& [m, k] : users) {
+    if (m->op_type() == "IsNaN" && m->num_outputs() == 1) g.isnan = m;
+    else if (m->op_type() == "Where" && m->inputs().size() == 3 && k == 2) g.where = m;
+  }
+  if (!g.isnan || !g.where || c.lowered(*g.isnan) || c.lowered(*g.where)) return std::nullopt;
+  const Value flag = g.isnan->output(0);
+  if (c.sole_consumer(flag) != g.where || g.where->inputs()[0] != flag || g.where->inputs()[2] != y) return std::nullopt;
+  const Value& other = g.where->inputs()[1];
+  if (other == y) return std::nullopt;
+  const Tensor* t = c.peek_known(other);
+  if (!t || t->numel() != 1 || !is_float(t->dtype())) return std::nullopt;
+  // The result keeps y's type and shape (a constant of higher rank would broadcast it).
+  if (g.where->output_types()[0] != y.type()) return std::nullopt;
+  g.to = static_cast<float>(t->f64_at(0));
+  return g;
+}
+
 }  // namespace
 
 bool lower_softmax(Compiler& c, const Node& n) {
@@ -32,15 +64,148 @@ bool lower_softmax(Compiler& c, const Node& n) {
   const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
   const bool log = n.op_type() == "LogSoftmax";
   int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
-  add_native_step(c,
-                  step_info(n, "softmax",
-                          std::string(log ? "logsoftmax " : "softmax ") + to_string(std::vector<int64_t>{outer, len, inner}),
-                          5.0 * static_cast<double>(num_elements(xd))),
-                  {x}, {y}, [outer, len, inner, log](const std::vector<char*>& p) {
-                    kernels::softmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer,
-                                          len, inner, log);
-                  });
+  const std::optional<NanGuard> guard = nan_guard(c, n.output(0));
+  StepInfo info = step_info(n, "softmax",
+                            std::string(log ? "logsoftmax " : "softmax ") + to_string(std::vector<int64_t>{outer, len, inner}) +
+                                (guard ? " nan->" + std::to_string(guard->to) : ""),
+                            5.0 * static_cast<double>(num_elements(xd)));
+  if (guard)
+    for (const Node* m : {guard->isnan, guard->where}) {
+      info.ops.push_back(m->op_type());
+      info.nodes.push_back(node_key(*m));
+    }
+  const bool has_guard = guard.has_value();
+  const float to = guard ? guard->to : 0.0f;
+  add_native_step(c, info, {x}, {y}, [outer, len, inner, log, has_guard, to](const std::vector<char*>& p) {
+    kernels::softmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer, len, inner, log,
+                          0, has_guard ? &to : nullptr);
+  });
   c.bind(n.output(0), y);
+  if (guard) {
+    c.bind(guard->where->output(0), y);
+    c.mark_done(*guard->isnan);
+    c.mark_done(*guard->where);
+  }
+  return true;
+}
+
+namespace {
+
+struct RmsMatch {
+  std::vector<const Node*> nodes;  // in order, the last one's output the result
+  Value x;
+  float eps = 0;
+  std::vector<float> scale;
+};
+
+std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
+  if (!c.opts().fuse || n.num_outputs() != 1 || n.inputs().size() != 2) return std::nullopt;
+  auto scalar = [&](const Value& v) -> std::optional<double> {
+    const Tensor* t = v.present() ? c.peek_known(v) : nullptr;
+    if (!t || t->numel() != 1 || !is_float(t->dtype())) return std::nullopt;
+    return t->f64_at(0);
+  };
+  const Value x = n.inputs()[0];
+  if (n.op_type() == "Pow") {
+    if (scalar(n.inputs()[1]) != 2.0) return std::nullopt;
+  } else if (n.op_type() != "Mul" || n.inputs()[1] != x) {
+    return std::nullopt;
+  }
+  if (x.type().dtype != DType::Float32 || !is_static(x.type().shape)) return std::nullopt;
+  const std::vector<int64_t> xd = static_dims(x.type().shape);
+  if (xd.empty() || xd.back() < 1) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  // The mean of squares over the last axis, kept.
+  const Node* mean = c.sole_consumer(n.output(0));
+  if (!mean || mean->op_type() != "ReduceMean" || mean->attrs().get_int("keepdims", 1) != 1) return std::nullopt;
+  std::vector<int64_t> axes = mean->attrs().get_ints("axes", {});
+  if (mean->inputs().size() > 1 && mean->inputs()[1].present()) {
+    const Tensor* t = c.peek_known(mean->inputs()[1]);
+    if (!t || !is_integer(t->dtype())) return std::nullopt;
+    axes.clear();
+    for (double a : t->to_f64()) axes.push_back(static_cast<int64_t>(a));
+  }
+  if (axes.size() != 1 || normalize_axis(axes[0], rank) != rank - 1) return std::nullopt;
+  // + eps, Sqrt.
+  const Node* add = c.sole_consumer(mean->output(0));
+  if (!add || add->op_type() != "Add" || add->inputs().size() != 2) return std::nullopt;
+  const Value& ea = add->inputs()[0] == mean->output(0) ? add->inputs()[1] : add->inputs()[0];
+  const std::optional<double> eps = scalar(ea);
+  if (!eps || *eps < 0 || ea == mean->output(0)) return std::nullopt;
+  const Node* sq = c.sole_consumer(add->output(0));
+  if (!sq || sq->op_type() != "Sqrt") return std::nullopt;
+  // x / sqrt, or x * (1 / sqrt).
+  std::vector<const Node*> nodes = {&n, mean, add, sq};
+  const Node* norm = c.sole_consumer(sq->output(0));
+  if (!norm) return std::nullopt;
+  if (norm->op_type() == "Reciprocal") {
+    nodes.push_back(norm);
+    const Value inv = norm->output(0);
+    norm = c.sole_consumer(inv);
+    if (!norm || norm->op_type() != "Mul" || norm->inputs().size() != 2 ||
+        !((norm->inputs()[0] == x && norm->inputs()[1] == inv) || (norm->inputs()[1] == x && norm->inputs()[0] == inv)))
+      return std::nullopt;
+  } else if (norm->op_type() != "Div" || norm->inputs().size() != 2 || norm->inputs()[0] != x ||
+             norm->inputs()[1] != sq->output(0)) {
+    return std::nullopt;
+  }
+  nodes.push_back(norm);
+  if (norm->output_types()[0] != x.type()) return std::nullopt;
+  // A weight per column.
+  std::vector<float> scale(static_cast<size_t>(xd.back()), 1.0f);
+  Value result = norm->output(0);
+  if (const Node* w = c.sole_consumer(result); w && w->op_type() == "Mul" && w->inputs().size() == 2) {
+    const Value& wv = w->inputs()[0] == result ? w->inputs()[1] : w->inputs()[0];
+    const Tensor* t = wv != result ? c.peek_known(wv) : nullptr;
+    if (t && t->dtype() == DType::Float32 && t->numel() == xd.back() && t->rank() <= rank &&
+        w->output_types()[0] == x.type()) {
+      const std::vector<double> v = t->to_f64();
+      for (size_t i = 0; i < scale.size(); ++i) scale[i] = static_cast<float>(v[i]);
+      nodes.push_back(w);
+      result = w->output(0);
+    }
+  }
+  for (const Node* m : nodes)
+    if (c.lowered(*m) || (m != nodes.back() && c.is_output(m->output(0)))) return std::nullopt;
+  RmsMatch r;
+  r.nodes = std::move(nodes);
+  r.x = x;
+  r.eps = static_cast<float>(*eps);
+  r.scale = std::move(scale);
+  return r;
+}
+
+}  // namespace
+
+bool is_rms_norm_root(Compiler& c, const Node& n) { return match_rms_norm(c, n).has_value(); }
+
+bool lower_rms_norm(Compiler& c, const Node& n) {
+  std::optional<RmsMatch> mt = match_rms_norm(c, n);
+  if (!mt) return false;
+  const Value x = mt->x;
+  const std::vector<int64_t> xd = static_dims(x.type().shape);
+  std::vector<const Node*>& nodes = mt->nodes;
+  const Value result = nodes.back()->output(0);
+  const int xi = dense_f32(c, x);
+  if (xi < 0) return false;
+  const int64_t cols = xd.back(), rows = num_elements(xd) / cols;
+  const int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), nodes.back()->name());
+  StepInfo info = step_info(n, "layernorm", "rmsnorm " + std::to_string(rows) + "x" + std::to_string(cols) + " decomposed",
+                            8.0 * static_cast<double>(rows * cols));
+  info.ops.clear();
+  info.nodes.clear();
+  for (const Node* m : nodes) {
+    info.ops.push_back(m->op_type());
+    info.nodes.push_back(node_key(*m));
+  }
+  auto sc = std::make_shared<std::vector<float>>(std::move(mt->scale));
+  const float e = mt->eps;
+  add_native_step(c, info, {xi}, {y}, [rows, cols, sc, e](const std::vector<char*>& p) {
+    kernels::normalize_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), rows, cols, sc->data(),
+                            nullptr, e, /*rms=*/true);
+  });
+  c.bind(result, y);
+  for (const Node* m : nodes) c.mark_done(*m);
   return true;
 }
 

@@ -108,6 +108,7 @@ struct Planner {
     if (members.count(m) || c.lowered(*m) || c.is_pending(*m) || !pointwise(*m) || nodes.size() >= kMaxNodes)
       return false;
     if (domain_of(c, *m) != domain || !emits(*m)) return false;
+    if ((m->op_type() == "Pow" || m->op_type() == "Mul") && is_rms_norm_root(c, *m)) return false;
     c.set_pending(*m, true);
     if (!fits(m, depth) || c.lowered(*m)) {
       c.set_pending(*m, false);
@@ -257,6 +258,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   const Domain domain = domain_of(c, n);
   if (domain == Domain::None) return false;
   const std::vector<TensorType> types = c.concrete_types(n);  // lowers n's inputs
+  if ((n.op_type() == "Pow" || n.op_type() == "Mul") && lower_rms_norm(c, n)) return true;
   Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}, {}};
   if (!plan.emits(n)) return false;
   plan.nodes.push_back(&n);

@@ -28,6 +28,16 @@ kernels::StridedRef strided_ref(Compiler& c, int id, const std::vector<int64_t>&
 // every other value in it are read only inside. Empty if there is none.
 std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::vector<int64_t>& dims);
 
+// RMS normalization as exporters decompose it, rooted at `n` (Pow(x, 2) or
+// Mul(x, x)): ReduceMean over the last axis (keepdims), + eps, Sqrt, then
+// Reciprocal and Mul by x (or Div of x), then perhaps a Mul by a constant weight
+// per column; every value inside read only there. Lowered as one row kernel
+// (kernels::normalize_rows, rms); false, having done nothing, where it does not
+// match.
+bool lower_rms_norm(Compiler& c, const Node& n);
+// True if lower_rms_norm would take `n` (a pointwise group must leave it alone).
+bool is_rms_norm_root(Compiler& c, const Node& n);
+
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 

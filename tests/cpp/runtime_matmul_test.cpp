@@ -244,5 +244,88 @@ TEST(RuntimeMatmul, GemmsOfOneTransposedWeightShareItsPacking) {
   EXPECT_EQ(plain.bytes().data(), t1.bytes().data());
 }
 
+
+// GPT-2's tanh GELU as exporters write it: 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))),
+// halved last (the original GPT-2 export) or first (torch 2.x's dynamo export).
+Value tanh_gelu(GraphBuilder& b, Value x, bool halved_first) {
+  auto k = [&](float v) { return b.constant(Tensor::scalar_f32(v)); };
+  Value half = halved_first ? b.op1("Mul", {x, k(0.5f)}) : Value{};
+  Value cube = b.op1("Pow", {x, k(3.0f)});
+  Value inner = b.op1("Mul", {k(0.7978846f), b.op1("Add", {x, b.op1("Mul", {k(0.044715f), cube})})});
+  Value one_plus = b.op1("Add", {k(1.0f), b.op1("Tanh", {inner})});
+  if (halved_first) return b.op1("Mul", {half, one_plus});
+  return b.op1("Mul", {k(0.5f), b.op1("Mul", {x, one_plus})});
+}
+
+TEST(RuntimeMatmul, GemmThenReshapeTakesTheTanhGeluAndTheResidualAsPostOps) {
+  // GPT-2's MLP as exported: x [1, 12, 16] -> Reshape [12, 16] -> Gemm (+ c_fc bias)
+  // -> Reshape [1, 12, 40] -> tanh GELU -> Reshape -> Gemm -> Reshape -> + x. The
+  // views after the Gemms keep the element order: each Gemm runs 2-D with the GELU
+  // (one eltwise post-op, from its decomposed form) and the residual (a sum) fused.
+  for (bool halved_first : {false, true}) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({1, 12, 16})});
+    Value h = b.op1("Reshape", {b.op1("Relu", {x}), b.constant(Tensor::vector_i64({-1, 16}))});
+    h = b.op1("Gemm", {h, b.constant(random_weights({16, 40}, 1)), b.constant(random_weights({40}, 2))});
+    h = b.op1("Reshape", {h, b.constant(Tensor::vector_i64({1, 12, 40}))});
+    h = tanh_gelu(b, h, halved_first);
+    h = b.op1("Reshape", {h, b.constant(Tensor::vector_i64({-1, 40}))});
+    Value y = b.op1("Gemm", {h, b.constant(random_weights({40, 16}, 3)), b.constant(random_weights({16}, 4))});
+    y = b.op1("Reshape", {y, b.constant(Tensor::vector_i64({1, 12, 16}))});
+    y = b.op1("Add", {y, b.op1("Sigmoid", {x})});
+    Graph g = b.finish({y}, {"y"});
+    std::vector<runtime::StepInfo> steps = check(g);
+    auto mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 2u);
+    EXPECT_NE(mm[0]->signature.find("dst 12x40:"), std::string::npos) << mm[0]->signature;
+    EXPECT_NE(mm[0]->signature.find("+elt"), std::string::npos) << mm[0]->signature;
+    EXPECT_NE(mm[1]->signature.find("+sum"), std::string::npos) << mm[1]->signature;
+    EXPECT_EQ(mm[0]->ops.size(), 10u) << halved_first;  // Gemm, Reshape and the GELU's 8 nodes
+    EXPECT_EQ(mm[1]->ops, (std::vector<std::string>{"Gemm", "Reshape", "Add"}));
+    // The other steps: the Relu and the Sigmoid only.
+    EXPECT_EQ(steps.size(), 4u);
+  }
+}
+
+TEST(RuntimeMatmul, AViewThatChangesTheLastDimStaysItsOwnStep) {
+  // A Reshape after the Gemm that regroups the columns ([6, 8] -> [1, 12, 4]) is
+  // not the product's 2-D form: it is not taken, and the result is still right.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({6, 5})});
+  Value h = b.op1("Gemm", {x, b.constant(random_weights({5, 8}, 1))});
+  h = b.op1("Reshape", {h, b.constant(Tensor::vector_i64({1, 12, 4}))});
+  h = tanh_gelu(b, h, true);
+  Graph g = b.finish({h}, {"y"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_EQ(mm[0]->ops, std::vector<std::string>{"Gemm"});
+}
+
+
+TEST(RuntimeMatmul, AttentionOutputOnOneDnnIsWrittenWithItsHeadsSideBySide) {
+  // On oneDNN's matmul too, P V followed by the Transpose back to [batch, seq,
+  // heads, d] is written in the layout that makes the Transpose dense: the
+  // Transpose and the Reshape after it are views, no reorder. A Transpose that
+  // moves the last dim keeps its own step, and is still right.
+  GraphBuilder b;
+  Value p = b.op1("Softmax", {b.input("s", {DType::Float32, make_shape({2, 3, 5, 7})})}, {{"axis", int64_t{-1}}});
+  Value v = b.op1("Transpose", {b.input("v", {DType::Float32, make_shape({2, 7, 3, 6})})},
+                  {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value o = b.op1("Transpose", {b.op1("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value merged = b.op1("Reshape", {o, b.constant(Tensor::vector_i64({2, 5, 18}))});
+  Value v2 = b.input("v2", {DType::Float32, make_shape({2, 3, 7, 6})});
+  Value other = b.op1("Transpose", {b.op1("MatMul", {p, v2})}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Graph g = b.finish({b.op1("Relu", {merged}), b.op1("Relu", {other})}, {"o", "t"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 2u);
+  EXPECT_NE(mm[0]->signature.find("dst 2x3x5x6:s90,6,18,1"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[1]->signature.find("dst 2x3x5x6:s90,30,6,1"), std::string::npos) << mm[1]->signature;
+  size_t reorders = 0;
+  for (const runtime::StepInfo& st : steps) reorders += st.kind == "reorder";
+  EXPECT_LE(reorders, 1u);  // only the Transpose that moves the last dim may need one
+}
+
 }  // namespace
 }  // namespace isomer

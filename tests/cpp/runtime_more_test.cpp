@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "check/compare.h"
@@ -145,6 +146,84 @@ TEST(RuntimeMore, EinsumWithUnmergeableLabelsAndPermutedOutput) {
   Graph g = b.finish({y}, {"y"});
   auto kinds = expect_native_and_right(g);
   EXPECT_EQ(count(kinds, "matmul"), 1u);
+}
+
+
+// torch's export of scaled_dot_product_attention follows the softmax with
+// Where(IsNaN(p), 0, p): rows masked whole (all -inf) give NaN, made 0. The
+// softmax step does it in its own pass; rows of 19 and of 40 (a vector tail), and
+// along a middle axis (a step of its own kind of loop).
+TEST(RuntimeMore, SoftmaxTakesTheNanGuardAfterIt) {
+  for (int64_t axis : {-1, 1}) {
+    GraphBuilder b;
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<double> mask(3 * 19, 0.0);
+    for (int64_t j = 0; j < 19; ++j) mask[static_cast<size_t>(19 + j)] = -inf;  // row 1 masked whole
+    mask[5] = -inf;
+    Value x = b.input("x", f32({2, 3, 19}));
+    Value s = b.op1("Add", {x, b.constant(Tensor::from_f64(DType::Float32, {3, 19}, mask))});
+    Value p = b.op1("Softmax", {s}, {{"axis", axis}});
+    Value guarded = b.op1("Where", {b.op1("IsNaN", {p}), b.constant(Tensor::scalar_f32(0.0f)), p});
+    Value y = b.input("y", f32({2, 5, 40}));
+    Value q = b.op1("Softmax", {y}, {{"axis", int64_t{-1}}});
+    Value q_guarded = b.op1("Where", {b.op1("IsNaN", {q}), b.constant(Tensor::scalar_f32(0.25f)), q});
+    Graph g = b.finish({guarded, q_guarded}, {"p", "q"});
+    std::vector<std::string> kinds = expect_native_and_right(g);
+    EXPECT_EQ(count(kinds, "softmax"), 2u);
+    EXPECT_EQ(kinds.size(), 3u) << "the Add, the two softmax steps: no pass for the guards";
+  }
+}
+
+TEST(RuntimeMore, ANanGuardReadByOthersStaysItsOwnStep) {
+  // The softmax's result is read by another node too: the guard is not taken.
+  GraphBuilder b;
+  Value p = b.op1("Softmax", {b.input("x", f32({4, 9}))}, {{"axis", int64_t{-1}}});
+  Value guarded = b.op1("Where", {b.op1("IsNaN", {p}), b.constant(Tensor::scalar_f32(0.0f)), p});
+  Graph g = b.finish({guarded, b.op1("Relu", {p})}, {"p", "r"});
+  std::vector<std::string> kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "softmax"), 1u);
+  EXPECT_GE(count(kinds, "pointwise"), 1u);  // the guard (and the Relu)
+}
+
+
+// RMSNorm as torch exports it (LLaMA): Pow(x, 2), ReduceMean over the last axis,
+// + eps, Sqrt, Reciprocal, Mul by x, Mul by the weight; or x / Sqrt(..) without a
+// weight, behind an elementwise node whose group must leave the Pow alone. One
+// row-kernel step each; a mean over another axis is not the pattern.
+TEST(RuntimeMore, DecomposedRmsNormRunsAsOneRowKernel) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 5, 24}));
+  auto mean_sq = [&](Value v, int64_t axis) {
+    Value sq = b.op1("Pow", {v, b.constant(Tensor::scalar_f32(2.0f))});
+    return b.op1("ReduceMean", {sq}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}});
+  };
+  Value r = b.op1("Sqrt", {b.op1("Add", {mean_sq(x, -1), b.constant(Tensor::scalar_f32(1e-6f))})});
+  Value n1 = b.op1("Mul", {b.constant(random_f32({24}, 3)), b.op1("Mul", {x, b.op1("Reciprocal", {r})})});
+  Value y = b.op1("Relu", {x});
+  Value r2 = b.op1("Sqrt", {b.op1("Add", {b.constant(Tensor::scalar_f32(1e-5f)), mean_sq(y, 2)})});
+  Value n2 = b.op1("Div", {y, r2});
+  Value z = b.input("z", f32({2, 5, 24}));
+  Value r3 = b.op1("Sqrt", {b.op1("Add", {mean_sq(z, 1), b.constant(Tensor::scalar_f32(1e-5f))})});
+  Value n3 = b.op1("Div", {z, r3});  // over the middle axis: not an RMSNorm of rows
+  Graph g = b.finish({n1, n2, n3}, {"a", "b", "c"});
+  std::vector<std::string> kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "layernorm"), 2u);
+}
+
+
+// A residual Add of a transposed view (MLP-Mixer's token mixing, [channels,
+// tokens] back to [tokens, channels]): the pointwise pass runs in tiles, the
+// transposed operand gathered a tile at a time. Sizes that leave partial tiles.
+TEST(RuntimeMore, ElementwiseOfATransposedViewRunsInTiles) {
+  for (int64_t rows : {70, 19}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, rows, 150}));
+    Value t = b.op1("Transpose", {b.op1("Relu", {b.input("y", f32({1, 150, rows}))})},
+                    {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    Value sum = b.op1("Mul", {b.op1("Add", {x, t}), b.constant(random_f32({150}, 5))});
+    Graph g = b.finish({sum}, {"s"});
+    expect_native_and_right(g);
+  }
 }
 
 }  // namespace
