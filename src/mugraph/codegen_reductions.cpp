@@ -31,23 +31,31 @@ void Emitter::emit_matmul(int i) {
   }
   // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
   const std::string accum = k_.fused_into[i] >= 0 ? "1" : "0";
+  // C written straight into the program output (a row divisor moved into the store):
+  // the output's base at this tile's origin.
+  const std::string c_base = m.output >= 0 ? output_base(m.output, i) : k_.acc[i].base;
   auto ptr = [&](int opi, const std::vector<int>& looped) {
     const Access& a = k_.acc[opi];
     std::vector<int> atoms;
     for (int x : g_.ops[opi].axes)
       if (contains(looped, x)) atoms.push_back(x);
-    return "(" + a.base + " + " + x_.offset(a, atoms) + ")";
+    return "(" + (opi == i ? c_base : a.base) + " + " + x_.offset(a, atoms) + ")";
   };
   auto st = [&](int opi, int atom) { return std::to_string(k_.stride(opi, atom)); };
   auto call = [&](const std::vector<int>& looped, const std::string& rows) {
     loops(looped, ph, false, [&] {
+      std::string epi;
+      if (m.alpha != 1.0f || m.divisor >= 0)
+        epi = ", mg_epi{1, " + float_literal(m.alpha) + ", " + (m.divisor >= 0 ? ptr(m.divisor, looped) : "nullptr") +
+              ", " + (m.divisor >= 0 ? st(m.divisor, r.m) : "0") + "}";
       const std::string common = rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
                                  st(r.a, r.m) + ", " + ptr(r.b, looped) + ", ";
       if (m.kernel == MatmulPlan::Kernel::Gemm)
-        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + ");");
+        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + epi +
+             ");");
       else
         line("mg_dot(" + common + st(r.b, r.n) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + st(i, r.n) +
-             ", " + accum + ");");
+             ", " + accum + epi + ");");
     });
   };
   const std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
