@@ -466,6 +466,11 @@ class Planner {
       if (!contains(s.shift, a)) s.rest.push_back(a);
     bool fn = false;
     s.vector_max = s.rest.size() == 1 && vec_ok(x, s.rest[0], {}, &fn);
+    {
+      const Access& a = k_.acc[x];
+      s.max_helper = s.vector_max && (a.where == Access::Where::Scratch || a.where == Access::Where::View) &&
+                     a.unit_along(s.rest[0]);
+    }
     s.layout = k_.layout(e);
     s.hoist = !s.layout.empty() && !contains(g_.stab_axes, s.layout.back());
     // The sum goes with the exponentials only where the shift is hoisted.

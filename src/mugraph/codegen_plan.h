@@ -81,6 +81,7 @@ struct StabPlan {
   std::vector<int> shift;  // atoms the shift m varies along (ordered)
   std::vector<int> rest;   // the argument's other atoms (its layout order)
   bool vector_max = false; // the row maximum in four vector registers
+  bool max_helper = false;  // vector_max on unit-stride stored rows: mg_row_max (masked tail)
   std::vector<int> layout; // the exponentials' layout
   bool hoist = false;      // the shift is invariant in the innermost loop
   int sum = -1;            // a Reduce accumulated in the exponentials' loop (-1 none)

@@ -561,6 +561,46 @@ static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
 
 // y[i] = exp(x[i] - m) for i < n, and their sum (softmax's numerators and
 // denominator in one pass); all 0 where m is -inf (a row masked out entirely).
+// The maximum of x[0..n), NaN skipped (max_ps(v, m) is v > m ? v : m, the compare
+// form of the generic loop), -inf for n == 0. Four vector maxima, the last partial
+// vector masked with -inf: a row of ViT's 197 scores ended in five scalar compares
+// on one dependency chain after the vector loop.
+static inline float mg_row_max(int64_t n, const float* x) {
+#if MG_W == 16
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 m[4] = {ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int u = 0; u < 4; ++u) m[u] = _mm512_max_ps(_mm512_loadu_ps(x + i + 16 * u), m[u]);
+  for (int u = 0; i + 16 <= n; i += 16, ++u) m[u] = _mm512_max_ps(_mm512_loadu_ps(x + i), m[u]);
+  if (i < n) {
+    const __mmask16 k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    m[3] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, x + i), m[3]);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+#elif defined(MG_AVX2)
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 m[4] = {ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int u = 0; u < 4; ++u) m[u] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * u), m[u]);
+  for (int u = 0; i + 8 <= n; i += 8, ++u) m[u] = _mm256_max_ps(_mm256_loadu_ps(x + i), m[u]);
+  if (i < n) {
+    const __m256i mask = mg_mask(n - i);
+    m[3] = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, mask), _mm256_castsi256_ps(mask)), m[3]);
+  }
+  __m256 v = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+#else
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  return mx;
+#endif
+}
+
 static inline float mg_exp_shift_sum(int64_t n, const float* x, float m, float* y) {
   if (m == -INFINITY) {
     for (int64_t i = 0; i < n; ++i) y[i] = 0.0f;

@@ -140,7 +140,13 @@ void Emitter::stab_max(int x, Phase ph) {
   loops(sp.shift, ph, false, [&] {
     line("{");
     ind_ += 2;
-    if (sp.vector_max) {
+    if (sp.max_helper) {
+      std::vector<int> ax;
+      for (int a : g_.ops[x].axes)
+        if (a != sp.rest[0]) ax.push_back(a);
+      line("const float mx = mg_row_max(" + ext(sp.rest[0], ph) + ", (" + k_.acc[x].base + " + " +
+           x_.offset(k_.acc[x], ax) + "));");
+    } else if (sp.vector_max) {
       // Four vector maxima (NaN skipped as below): one is bound by its latency.
       const int in = sp.rest[0];
       const std::string i = "i" + std::to_string(in), e = ext(in, ph);
@@ -183,6 +189,30 @@ void Emitter::emit_stab_exp(int i) {
   const BOp& op = g_.ops[i];
   const Phase ph = op.phase;
   const int x = op.args[0];
+  auto row = [&](int opi, int inner) {
+    std::vector<int> ax;
+    for (int a : g_.ops[opi].axes)
+      if (a != inner) ax.push_back(a);
+    return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
+  };
+  if (ph != Phase::Loop && sp.sum >= 0 && sp.max_helper && sp.shift_sum_helper && sp.inner[0] == sp.rest[0]) {
+    // No loop moves the shift: each row's maximum, then its exponentials and their
+    // sum, while the row is in L1 (two passes over all rows read them from L2).
+    const int r = sp.sum;
+    if (k_.fused_into[r] < 0) zero(r);
+    loops(sp.shift, ph, false, [&] {
+      line("{");
+      ind_ += 2;
+      const std::string n = ext(sp.inner[0], ph);
+      line("const float m = mg_row_max(" + n + ", " + row(x, sp.inner[0]) + ");");
+      line(stab(k_.cm_off) + " = m;");
+      line(stab(k_.m_off) + " = m;");
+      line(elem(r) + " += mg_exp_shift_sum(" + n + ", " + row(x, sp.inner[0]) + ", m, " + row(i, sp.inner[0]) + ");");
+      ind_ -= 2;
+      line("}");
+    });
+    return;
+  }
   stab_max(x, ph);
   if (ph == Phase::Loop) {
     loops(sp.shift, ph, false, [&] {
@@ -220,13 +250,8 @@ void Emitter::emit_stab_exp(int i) {
       line("const float m = " + stab(k_.m_off) + ";");
       if (sp.shift_sum_helper) {
         // Unit-stride rows: the 8-lane exp-and-sum helper (four vectors in lockstep).
-        auto row = [&](int opi) {
-          std::vector<int> ax;
-          for (int a : g_.ops[opi].axes)
-            if (a != sp.inner[0]) ax.push_back(a);
-          return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
-        };
-        line(elem(r) + " += mg_exp_shift_sum(" + ext(sp.inner[0], ph) + ", " + row(x) + ", m, " + row(i) + ");");
+        line(elem(r) + " += mg_exp_shift_sum(" + ext(sp.inner[0], ph) + ", " + row(x, sp.inner[0]) + ", m, " +
+             row(i, sp.inner[0]) + ");");
       } else {
         line("float s = 0.0f;");
         pragma_loops(sp.inner, ph, "#pragma omp simd reduction(+ : s)", [&] {
