@@ -210,7 +210,7 @@ void Emitter::emit_op(int i) {
     case BKind::Input:
     case BKind::Const: return;
     case BKind::Matmul:
-      if (!k_.summed_in.count(i)) emit_matmul(i);
+      if (!k_.summed_in.count(i) && k_.matmuls.at(i).divisor < 0) emit_matmul(i);
       return;
     case BKind::Reduce:
       if (i != k_.stab.sum && !k_.summed_in.count(i)) emit_reduce(i);
@@ -222,7 +222,8 @@ void Emitter::emit_op(int i) {
       return;
     }
     case BKind::Elementwise: {
-      if (k_.acc[i].where == Access::Where::Inline) return;
+      // Inlined, or a scaled operand its contraction reads unscaled (the factor in its store).
+      if (k_.acc[i].where == Access::Where::Inline || k_.folded.count(i)) return;
       if (i == g_.stab_exp) {
         emit_stab_exp(i);
         return;
@@ -281,17 +282,29 @@ void Emitter::for_loop() {
   line("}");
   for (size_t i = 0; i < g_.ops.size(); ++i)
     if (g_.ops[i].phase == Phase::Post && g_.ops[i].kind != BKind::Accum) emit_op(static_cast<int>(i));
+  stores_into_outputs(Phase::Post);
+}
+
+void Emitter::stores_into_outputs(Phase ph) {
+  for (const auto& [i, m] : k_.matmuls)
+    if (m.divisor >= 0 && g_.ops[i].phase == ph) emit_matmul(i);
+}
+
+std::string Emitter::output_base(int k, int i) const {
+  const IoTensor& io = p_.outputs[k];
+  std::string off;
+  for (int a : g_.ops[i].axes) {
+    std::string org = origin(a, Phase::Post);
+    if (org != "0") off += " + " + org + " * " + std::to_string(io.stride(p_.atoms, a));
+  }
+  return "(out" + std::to_string(k) + off + ")";
 }
 
 void Emitter::write_output(const OutputPlan& out) {
+  if (out.by_matmul >= 0) return;  // stored by its contraction
   const BOp& op = g_.ops[out.op];
   Access dst = out.dst;
-  std::string off;
-  for (int a : op.axes) {
-    std::string org = origin(a, Phase::Post);
-    if (org != "0") off += " + " + org + " * " + std::to_string(dst.stride[a]);
-  }
-  dst.base = "(out" + std::to_string(out.k) + off + ")";
+  dst.base = output_base(out.k, out.op);
   pointwise(
       out.loop,
       [&] {
@@ -310,6 +323,7 @@ void Emitter::body() {
   view_bases(Phase::Pre);
   for (size_t i = 0; i < g_.ops.size(); ++i)
     if (g_.ops[i].phase == Phase::Pre) emit_op(static_cast<int>(i));
+  if (g_.loop_atom < 0) stores_into_outputs(Phase::Pre);
   if (g_.loop_atom >= 0) for_loop();
   for (const OutputPlan& out : k_.outputs) write_output(out);
   for (size_t k = 0; k < k_.rows.size(); ++k) {

@@ -99,6 +99,11 @@ class Emitter {
 
   // Outputs: unscaled where the online-softmax rule left a power of exp(-m).
   void write_output(const OutputPlan& out);
+  // The contractions that store a program output themselves (a row divisor in their
+  // store), after every other op of the output's phase.
+  void stores_into_outputs(Phase ph);
+  // Program output k's base at the tile's origin, for op i's atoms.
+  std::string output_base(int k, int i) const;
 
   // One tile's code: coordinates, rows, phases, outputs.
   void body();

@@ -25,13 +25,16 @@ class Planner {
       if (op.kind == BKind::Matmul) k_.matmuls[id] = matmul(id);
       if (op.kind == BKind::Reduce) k_.reduce_vector[id] = sum_vector(op.reduce, {op.args[0]});
     }
+    for (auto& [id, m] : k_.matmuls) fold_operand_scales(id);
     for (size_t i = 0; i < g_.ops.size(); ++i) {
       const BOp& op = g_.ops[i];
       const int id = static_cast<int>(i);
-      if (op.kind == BKind::Elementwise && k_.acc[i].where != Access::Where::Inline && id != g_.stab_exp)
+      if (op.kind == BKind::Elementwise && k_.acc[i].where != Access::Where::Inline && id != g_.stab_exp &&
+          !k_.folded.count(id))
         k_.pointwise[id] = pointwise(k_.layout(id), op.phase, id, true, &k_.acc[i]);
     }
     if (g_.stab_exp >= 0) stab();
+    for (auto& [id, m] : k_.matmuls) fold_row_divisor(id);
     outputs();
     return std::move(k_);
   }
@@ -358,6 +361,102 @@ class Planner {
     return m;
   }
 
+  // --- the contractions' stores (mg_epi) ------------------------------------------
+  // A micro-kernel call that overwrites its output (no accumulator to rescale). The
+  // power of exp(-m) an op carries is the stored value's; a factor in the store
+  // leaves it as it is.
+  bool plain_store(int i) const {
+    const MatmulPlan& m = k_.matmuls.at(i);
+    return m.kernel != MatmulPlan::Kernel::Generic && k_.fused_into[i] < 0 && !k_.summed_in.count(i);
+  }
+
+  // An operand that is another op times a scalar constant, read by this contraction
+  // alone: (A c) B = c (A B), so the contraction reads the other op in place and
+  // multiplies its output by c as it stores it (no pass over the operand). Kept only
+  // where the micro-kernel still applies to the unscaled op's layout.
+  void fold_operand_scales(int i) {
+    if (!plain_store(i)) return;
+    MatmulPlan& m = k_.matmuls.at(i);
+    const BOp& op = g_.ops[i];
+    for (int x : {m.roles.a, m.roles.b}) {
+      const BOp& xo = g_.ops[x];
+      if (xo.kind != BKind::Elementwise || xo.op != Op::Mul || x == g_.stab_exp || k_.users[x].size() != 1 ||
+          k_.output_of[x] >= 0 || k_.acc[x].where != Access::Where::Scratch || xo.phase != op.phase ||
+          xo.args.size() != 2 || k_.folded.count(x))
+        continue;
+      int c = -1, y = -1;
+      for (int q = 0; q < 2; ++q)
+        if (k_.acc[xo.args[q]].where == Access::Where::Const) c = xo.args[q], y = xo.args[1 - q];
+      if (c < 0 || y < 0 || k_.acc[y].where == Access::Where::Const || !k_.acc[y].materialized() ||
+          k_.acc[y].is_bool || g_.ops[y].axes != xo.axes || g_.ops[y].phase != op.phase)
+        continue;
+      // The other op must be complete before x would be (emitted in index order).
+      if (y > x) continue;
+      const Access saved = k_.acc[x];
+      k_.acc[x] = k_.acc[y];
+      MatmulPlan t = matmul(i);
+      if (t.kernel != m.kernel || t.roles.a != m.roles.a || t.roles.b != m.roles.b) {
+        k_.acc[x] = saved;
+        continue;
+      }
+      t.alpha = m.alpha * static_cast<float>(g_.ops[c].value);
+      m = t;
+      k_.folded[x] = y;
+    }
+  }
+
+  // A contraction whose one use is an output dividing it by a row value that does
+  // not vary along n (softmax's 1/sum after P·V): the micro-kernel writes the output
+  // itself, each row multiplied by 1/divisor as it is stored (no pass over the
+  // product).
+  void fold_row_divisor(int i) {
+    if (!plain_store(i) || k_.users[i].size() != 1 || k_.output_of[i] >= 0) return;
+    MatmulPlan& m = k_.matmuls.at(i);
+    const BOp& op = g_.ops[i];
+    const int o = k_.users[i][0];
+    const BOp& oo = g_.ops[o];
+    const Phase out_phase = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
+    if (oo.kind != BKind::Elementwise || oo.op != Op::Div || oo.args.size() != 2 || oo.args[0] != i ||
+        oo.args[1] == i || k_.output_of[o] < 0 || !k_.users[o].empty() || k_.acc[o].where != Access::Where::Inline ||
+        oo.scale != 0 || oo.axes != op.axes || op.phase != out_phase || oo.phase != out_phase)
+      return;
+    const int d = oo.args[1];
+    const BOp& dv = g_.ops[d];
+    if (k_.acc[d].where != Access::Where::Scratch || contains(dv.axes, m.roles.n) || contains(dv.axes, m.roles.k))
+      return;
+    for (int a : dv.axes)
+      if (!contains(op.axes, a)) return;
+    // The contraction is emitted after every other op of its phase (nothing else
+    // reads it), so a divisor of that phase or before is ready.
+    if (k_.fused_into[d] >= 0 || (dv.phase != out_phase && dv.phase != Phase::Pre)) return;
+    // The output's strides for the contraction's C.
+    const int out = k_.output_of[o];
+    const IoTensor& io = p_.outputs[out];
+    Access dst;
+    dst.where = Access::Where::Output;
+    for (int a : op.axes) dst.stride[a] = io.stride(p_.atoms, a);
+    const Access saved = k_.acc[i];
+    k_.acc[i] = dst;
+    MatmulPlan t = matmul(i);
+    // Rows merged into one call must continue the divisor's row stride too.
+    bool rows_ok = t.kernel == m.kernel && t.roles.a == m.roles.a && t.roles.b == m.roles.b;
+    if (rows_ok && !t.merged.empty()) {
+      int64_t span = k_.max_extent(t.roles.m, op.phase);
+      for (int a : t.merged) {
+        rows_ok = rows_ok && k_.stride(d, a) == k_.stride(d, t.roles.m) * span;
+        span *= k_.max_extent(a, op.phase);
+      }
+    }
+    if (!rows_ok) {
+      k_.acc[i] = saved;
+      return;
+    }
+    t.alpha = m.alpha;
+    t.divisor = d;
+    t.output = out;
+    m = t;
+  }
+
   void stab() {
     StabPlan& s = k_.stab;
     const int e = g_.stab_exp;
@@ -367,6 +466,11 @@ class Planner {
       if (!contains(s.shift, a)) s.rest.push_back(a);
     bool fn = false;
     s.vector_max = s.rest.size() == 1 && vec_ok(x, s.rest[0], {}, &fn);
+    {
+      const Access& a = k_.acc[x];
+      s.max_helper = s.vector_max && (a.where == Access::Where::Scratch || a.where == Access::Where::View) &&
+                     a.unit_along(s.rest[0]);
+    }
     s.layout = k_.layout(e);
     s.hoist = !s.layout.empty() && !contains(g_.stab_axes, s.layout.back());
     // The sum goes with the exponentials only where the shift is hoisted.
@@ -397,7 +501,9 @@ class Planner {
       std::vector<int> ord = op.axes;
       std::stable_sort(ord.begin(), ord.end(), [&](int x, int y) { return o.dst.stride[x] > o.dst.stride[y]; });
       const Phase ph = g_.loop_atom >= 0 ? Phase::Post : Phase::Pre;
-      o.loop = pointwise(ord, ph, oi, false, op.scale == 0 ? &o.dst : nullptr);
+      for (const auto& [mi, m] : k_.matmuls)
+        if (m.output == k && m.divisor >= 0 && k_.users[mi].size() == 1 && k_.users[mi][0] == oi) o.by_matmul = mi;
+      if (o.by_matmul < 0) o.loop = pointwise(ord, ph, oi, false, op.scale == 0 ? &o.dst : nullptr);
       k_.outputs.push_back(std::move(o));
     }
   }

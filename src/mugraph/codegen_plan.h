@@ -66,6 +66,13 @@ struct MatmulPlan {
   // rows of one call while m's tile is whole (GQA's query heads sharing a K/V head).
   std::vector<int> merged;
   bool sum_vector = false;  // Generic: each dot product in four vector registers
+  // The micro-kernel's store (mg_epi): scalar factors of operands moved to the
+  // output (alpha, 1 none), and a per-row divisor op the output is divided by (-1
+  // none), which also makes the contraction write the program output `output`
+  // directly (its Div and output loop emit nothing).
+  float alpha = 1.0f;
+  int divisor = -1;
+  int output = -1;
 };
 
 // The stabilized Exp (online softmax): maxima, rescales, exponentials, and a sum of
@@ -74,6 +81,7 @@ struct StabPlan {
   std::vector<int> shift;  // atoms the shift m varies along (ordered)
   std::vector<int> rest;   // the argument's other atoms (its layout order)
   bool vector_max = false; // the row maximum in four vector registers
+  bool max_helper = false;  // vector_max on unit-stride stored rows: mg_row_max (masked tail)
   std::vector<int> layout; // the exponentials' layout
   bool hoist = false;      // the shift is invariant in the innermost loop
   int sum = -1;            // a Reduce accumulated in the exponentials' loop (-1 none)
@@ -85,6 +93,7 @@ struct OutputPlan {
   int op = -1, k = -1;  // block graph op, program output
   Access dst;           // strides into the output (base: the emitter's)
   PointwisePlan loop;
+  int by_matmul = -1;  // written by that contraction's store (MatmulPlan::output): no loop
 };
 
 struct KernelPlan {
@@ -105,6 +114,7 @@ struct KernelPlan {
   std::map<int, MatmulPlan> matmuls;
   std::map<int, bool> reduce_vector;          // Reduce op -> sum in four vector registers
   std::map<int, int> summed_in;               // row sum -> the pointwise op whose loop computes it
+  std::map<int, int> folded;                  // scaled operand (Mul by a constant) -> the op it reads
   StabPlan stab;
   std::vector<OutputPlan> outputs;
 

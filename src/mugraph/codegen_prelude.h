@@ -15,6 +15,22 @@ inline constexpr const char* kMicroKernels = R"MGPRELUDE(
 #define MG_W 4
 #define MG_MR 4
 #endif
+// A contraction's output store: C = alpha * (A B) / rs[r * rss] for row r where on
+// (a scalar factor of an operand, a per-row divisor after the contraction, moved
+// into the store); off, C = A B. The micro-kernels apply it only with acc == 0.
+struct mg_epi {
+  int on = 0;
+  float alpha = 1.0f;
+  const float* rs = nullptr;
+  int64_t rss = 0;
+};
+static inline __attribute__((always_inline)) float mg_epi_scale(const mg_epi& e, int64_t r) {
+  return e.rs ? e.alpha / e.rs[r * e.rss] : e.alpha;
+}
+static inline __attribute__((always_inline)) mg_epi mg_epi_rows(mg_epi e, int64_t m) {
+  if (e.rs) e.rs += m * e.rss;
+  return e;
+}
 // exp for the kernels' inner loops: vm::exp's range reduction and polynomial with
 // lean edges (about 20 vector instructions for 8 values, vm::exp ~60, which makes it
 // the bottleneck of softmax). Clamped to [-87, 88.72]: 2^n is built as
@@ -133,7 +149,7 @@ static inline __m256i mg_mask(int64_t rem) {
 template <int R, int V>
 static inline __attribute__((always_inline)) void mg_block(int64_t K, const float* __restrict A, int64_t lda,
                                                            const float* __restrict B, int64_t ldb, float* __restrict C,
-                                                           int64_t ldc, int acc) {
+                                                           int64_t ldc, int acc, mg_epi e = mg_epi{}) {
 #if MG_W == 16
   // As the AVX2 form below, on 16 lanes: R * V of the 32 registers accumulate.
   __m512 c[R][V];
@@ -147,6 +163,11 @@ static inline __attribute__((always_inline)) void mg_block(int64_t K, const floa
       for (int v = 0; v < V; ++v) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
     }
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) {
+      const __m512 f = _mm512_set1_ps(mg_epi_scale(e, r));
+      for (int v = 0; v < V; ++v) c[r][v] = _mm512_mul_ps(c[r][v], f);
+    }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(C + r * ldc + v * 16, c[r][v]);
 #elif defined(MG_AVX2) && MG_W == 8
@@ -163,6 +184,11 @@ static inline __attribute__((always_inline)) void mg_block(int64_t K, const floa
       for (int v = 0; v < V; ++v) c[r][v] = _mm256_fmadd_ps(a, b[v], c[r][v]);
     }
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) {
+      const __m256 f = _mm256_set1_ps(mg_epi_scale(e, r));
+      for (int v = 0; v < V; ++v) c[r][v] = _mm256_mul_ps(c[r][v], f);
+    }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) _mm256_storeu_ps(C + r * ldc + v * 8, c[r][v]);
 #else
@@ -177,6 +203,11 @@ static inline __attribute__((always_inline)) void mg_block(int64_t K, const floa
       for (int v = 0; v < V; ++v) c[r][v] += a * b[v];
     }
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) {
+      const mg_vf f = mg_splat(mg_epi_scale(e, r));
+      for (int v = 0; v < V; ++v) c[r][v] *= f;
+    }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) mg_store(C + r * ldc + v * MG_W, c[r][v]);
 #endif
@@ -188,7 +219,7 @@ template <int R>
 static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const float* __restrict A, int64_t lda,
                                                                 const float* __restrict B, int64_t ldb,
                                                                 float* __restrict C, int64_t ldc, int acc,
-                                                                int64_t rem) {
+                                                                int64_t rem, mg_epi e = mg_epi{}) {
   const __m256i mask = mg_mask(rem);
   __m256 c[R];
   for (int r = 0; r < R; ++r) c[r] = acc ? _mm256_maskload_ps(C + r * ldc, mask) : _mm256_setzero_ps();
@@ -196,6 +227,8 @@ static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const
     const __m256 b = _mm256_maskload_ps(B + k * ldb, mask);
     for (int r = 0; r < R; ++r) c[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(A + r * lda + k), b, c[r]);
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) c[r] = _mm256_mul_ps(c[r], _mm256_set1_ps(mg_epi_scale(e, r)));
   for (int r = 0; r < R; ++r) _mm256_maskstore_ps(C + r * ldc, mask, c[r]);
 }
 #endif
@@ -206,7 +239,7 @@ template <int R>
 static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const float* __restrict A, int64_t lda,
                                                                 const float* __restrict B, int64_t ldb,
                                                                 float* __restrict C, int64_t ldc, int acc,
-                                                                int64_t rem) {
+                                                                int64_t rem, mg_epi e = mg_epi{}) {
   const __mmask16 mask = static_cast<__mmask16>((1u << rem) - 1);
   __m512 c[R];
   for (int r = 0; r < R; ++r) c[r] = acc ? _mm512_maskz_loadu_ps(mask, C + r * ldc) : _mm512_setzero_ps();
@@ -214,6 +247,8 @@ static inline __attribute__((always_inline)) void mg_block_tail(int64_t K, const
     const __m512 b = _mm512_maskz_loadu_ps(mask, B + k * ldb);
     for (int r = 0; r < R; ++r) c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b, c[r]);
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) c[r] = _mm512_mul_ps(c[r], _mm512_set1_ps(mg_epi_scale(e, r)));
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(C + r * ldc, mask, c[r]);
 }
 #endif
@@ -227,7 +262,7 @@ template <int R>
 static inline __attribute__((always_inline)) void mg_block_tail8(int64_t K, const float* __restrict A, int64_t lda,
                                                                  const float* __restrict B, int64_t ldb,
                                                                  float* __restrict C, int64_t ldc, int acc,
-                                                                 int64_t rem) {
+                                                                 int64_t rem, mg_epi e = mg_epi{}) {
   const __mmask8 mask = static_cast<__mmask8>((1u << rem) - 1);
   __m256 c[R];
   for (int r = 0; r < R; ++r) c[r] = acc ? _mm256_maskz_loadu_ps(mask, C + r * ldc) : _mm256_setzero_ps();
@@ -235,29 +270,32 @@ static inline __attribute__((always_inline)) void mg_block_tail8(int64_t K, cons
     const __m256 b = _mm256_maskz_loadu_ps(mask, B + k * ldb);
     for (int r = 0; r < R; ++r) c[r] = _mm256_fmadd_ps(_mm256_set1_ps(A[r * lda + k]), b, c[r]);
   }
+  if (e.on)
+    for (int r = 0; r < R; ++r) c[r] = _mm256_mul_ps(c[r], _mm256_set1_ps(mg_epi_scale(e, r)));
   for (int r = 0; r < R; ++r) _mm256_mask_storeu_ps(C + r * ldc, mask, c[r]);
 }
 #endif
 
 template <int V>
 static inline __attribute__((always_inline)) void mg_rows(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                           int64_t ldc, int acc) {
+                           int64_t ldc, int acc, mg_epi e = mg_epi{}) {
   int64_t m = 0;
-  for (; m + MG_MR <= M; m += MG_MR) mg_block<MG_MR, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc, acc);
+  for (; m + MG_MR <= M; m += MG_MR) mg_block<MG_MR, V>(K, A + m * lda, lda, B, ldb, C + m * ldc, ldc, acc, mg_epi_rows(e, m));
   // The rest in one block: rows of independent accumulators hide the FMA latency.
   A += m * lda, C += m * ldc;
+  e = mg_epi_rows(e, m);
   switch (M - m) {
 #if MG_MR > 7
-    case 7: mg_block<7, V>(K, A, lda, B, ldb, C, ldc, acc); break;
-    case 6: mg_block<6, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 7: mg_block<7, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
+    case 6: mg_block<6, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
 #endif
 #if MG_MR > 5
-    case 5: mg_block<5, V>(K, A, lda, B, ldb, C, ldc, acc); break;
-    case 4: mg_block<4, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 5: mg_block<5, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
+    case 4: mg_block<4, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
 #endif
-    case 3: mg_block<3, V>(K, A, lda, B, ldb, C, ldc, acc); break;
-    case 2: mg_block<2, V>(K, A, lda, B, ldb, C, ldc, acc); break;
-    case 1: mg_block<1, V>(K, A, lda, B, ldb, C, ldc, acc); break;
+    case 3: mg_block<3, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
+    case 2: mg_block<2, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
+    case 1: mg_block<1, V>(K, A, lda, B, ldb, C, ldc, acc, e); break;
     default: break;
   }
 }
@@ -279,7 +317,7 @@ struct mg_panel_buffer {
 
 // mg_gemm on one block of k (at most MG_KC).
 static inline __attribute__((always_inline)) void mg_gemm_panel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                    int64_t ldc, int acc) {
+                    int64_t ldc, int acc, mg_epi e = mg_epi{}) {
   // A tile of a wide B (a weight's columns) is read at the weight's row stride: at
   // 3072 floats (12 KB) every row of the tile falls into one L1 set and a few dozen
   // L2 sets, and each block of rows of A read it from L3 (LayerNorm+MatMul ran at
@@ -293,22 +331,22 @@ static inline __attribute__((always_inline)) void mg_gemm_panel(int64_t M, int64
     ldb = N;
   }
   int64_t n = 0;
-  for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
-  for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc, acc);
+  for (; n + 2 * MG_W <= N; n += 2 * MG_W) mg_rows<2>(M, K, A, lda, B + n, ldb, C + n, ldc, acc, e);
+  for (; n + MG_W <= N; n += MG_W) mg_rows<1>(M, K, A, lda, B + n, ldb, C + n, ldc, acc, e);
   if (n == N) return;
 #if MG_W == 16 || (defined(MG_AVX2) && MG_W == 8)
   {
     int64_t m = 0;
 #if MG_W == 16
     if (N - n <= 8) {
-      for (; m + 8 <= M; m += 8) mg_block_tail8<8>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
-      for (; m + 4 <= M; m += 4) mg_block_tail8<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
-      for (; m < M; ++m) mg_block_tail8<1>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
+      for (; m + 8 <= M; m += 8) mg_block_tail8<8>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n, mg_epi_rows(e, m));
+      for (; m + 4 <= M; m += 4) mg_block_tail8<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n, mg_epi_rows(e, m));
+      for (; m < M; ++m) mg_block_tail8<1>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n, mg_epi_rows(e, m));
       return;
     }
 #endif
-    for (; m + 4 <= M; m += 4) mg_block_tail<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
-    for (; m < M; ++m) mg_block_tail<1>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n);
+    for (; m + 4 <= M; m += 4) mg_block_tail<4>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n, mg_epi_rows(e, m));
+    for (; m < M; ++m) mg_block_tail<1>(K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc, acc, N - n, mg_epi_rows(e, m));
   }
 #else
   for (int64_t m = 0; m < M; ++m) {
@@ -319,6 +357,8 @@ static inline __attribute__((always_inline)) void mg_gemm_panel(int64_t M, int64
 #pragma omp simd
       for (int64_t j = n; j < N; ++j) C[m * ldc + j] += a * B[k * ldb + j];
     }
+    if (e.on)
+      for (int64_t j = n; j < N; ++j) C[m * ldc + j] *= mg_epi_scale(e, m);
   }
 #endif
 }
@@ -333,10 +373,12 @@ static inline __attribute__((always_inline)) void mg_gemm_panel(int64_t M, int64
 #ifndef MG_KC
 #define MG_KC 256
 #endif
+// With an epilogue (acc == 0) the last block of k stores the scaled sum.
 static inline __attribute__((always_inline)) void mg_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                    int64_t ldc, int acc) {
+                    int64_t ldc, int acc, mg_epi e = mg_epi{}) {
   for (int64_t k0 = 0; k0 < K; k0 += MG_KC)
-    mg_gemm_panel(M, N, K - k0 < MG_KC ? K - k0 : MG_KC, A + k0, lda, B + k0 * ldb, ldb, C, ldc, acc || k0 > 0);
+    mg_gemm_panel(M, N, K - k0 < MG_KC ? K - k0 : MG_KC, A + k0, lda, B + k0 * ldb, ldb, C, ldc, acc || k0 > 0,
+                  k0 + MG_KC >= K ? e : mg_epi{});
   if (K <= 0 && !acc)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = 0.0f;
@@ -393,7 +435,7 @@ template <int R, int J>
 static inline __attribute__((always_inline)) void mg_dot_block(int64_t K, const float* __restrict A, int64_t lda,
                                                                const float* __restrict B, int64_t ldb,
                                                                float* __restrict C, int64_t ldcm, int64_t ldcn,
-                                                               int acc) {
+                                                               int acc, mg_epi e = mg_epi{}) {
   __m256 c[8];
   for (int q = 0; q < 8; ++q) c[q] = _mm256_setzero_ps();
   int64_t k = 0;
@@ -414,7 +456,11 @@ static inline __attribute__((always_inline)) void mg_dot_block(int64_t K, const 
       for (int j = 0; j < J; ++j) c[r * 4 + j] = _mm256_fmadd_ps(a, b[j], c[r * 4 + j]);
     }
   }
-  const __m256 s = mg_sum8(c);
+  __m256 s = mg_sum8(c);
+  if (e.on) {
+    const float f0 = mg_epi_scale(e, 0), f1 = R == 2 ? mg_epi_scale(e, 1) : f0;
+    s = _mm256_mul_ps(s, _mm256_setr_ps(f0, f0, f0, f0, f1, f1, f1, f1));
+  }
   if (J == 4 && ldcn == 1) {
     const __m128 lo = _mm256_castps256_ps128(s), hi = _mm256_extractf128_ps(s, 1);
     _mm_storeu_ps(C, acc ? _mm_add_ps(_mm_loadu_ps(C), lo) : lo);
@@ -433,13 +479,13 @@ static inline __attribute__((always_inline)) void mg_dot_block(int64_t K, const 
 template <int R>
 static inline __attribute__((always_inline)) void mg_dot_row(int64_t N, int64_t K, const float* A, int64_t lda,
                                                              const float* B, int64_t ldb, float* C, int64_t ldcm,
-                                                             int64_t ldcn, int acc) {
+                                                             int64_t ldcn, int acc, mg_epi e = mg_epi{}) {
   int64_t n = 0;
-  for (; n + 4 <= N; n += 4) mg_dot_block<R, 4>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc);
+  for (; n + 4 <= N; n += 4) mg_dot_block<R, 4>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc, e);
   switch (N - n) {
-    case 3: mg_dot_block<R, 3>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
-    case 2: mg_dot_block<R, 2>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
-    case 1: mg_dot_block<R, 1>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc); break;
+    case 3: mg_dot_block<R, 3>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc, e); break;
+    case 2: mg_dot_block<R, 2>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc, e); break;
+    case 1: mg_dot_block<R, 1>(K, A, lda, B + n * ldb, ldb, C + n * ldcn, ldcm, ldcn, acc, e); break;
     default: break;
   }
 }
@@ -515,6 +561,46 @@ static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
 
 // y[i] = exp(x[i] - m) for i < n, and their sum (softmax's numerators and
 // denominator in one pass); all 0 where m is -inf (a row masked out entirely).
+// The maximum of x[0..n), NaN skipped (max_ps(v, m) is v > m ? v : m, the compare
+// form of the generic loop), -inf for n == 0. Four vector maxima, the last partial
+// vector masked with -inf: a row of ViT's 197 scores ended in five scalar compares
+// on one dependency chain after the vector loop.
+static inline float mg_row_max(int64_t n, const float* x) {
+#if MG_W == 16
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 m[4] = {ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int u = 0; u < 4; ++u) m[u] = _mm512_max_ps(_mm512_loadu_ps(x + i + 16 * u), m[u]);
+  for (int u = 0; i + 16 <= n; i += 16, ++u) m[u] = _mm512_max_ps(_mm512_loadu_ps(x + i), m[u]);
+  if (i < n) {
+    const __mmask16 k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    m[3] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, x + i), m[3]);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+#elif defined(MG_AVX2)
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 m[4] = {ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int u = 0; u < 4; ++u) m[u] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * u), m[u]);
+  for (int u = 0; i + 8 <= n; i += 8, ++u) m[u] = _mm256_max_ps(_mm256_loadu_ps(x + i), m[u]);
+  if (i < n) {
+    const __m256i mask = mg_mask(n - i);
+    m[3] = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, mask), _mm256_castsi256_ps(mask)), m[3]);
+  }
+  __m256 v = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+#else
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  return mx;
+#endif
+}
+
 static inline float mg_exp_shift_sum(int64_t n, const float* x, float m, float* y) {
   if (m == -INFINITY) {
     for (int64_t i = 0; i < n; ++i) y[i] = 0.0f;
@@ -609,7 +695,7 @@ static inline bool mg_dot_packs(int64_t M, int64_t N, int64_t K, int64_t ldcn) {
 // C[m, n] (+)= dot(A[m, :], B[n, :]); unit strides along k in A and B (Q·Kᵀ with K
 // read in place, or packed transposed where enough rows of A reuse it).
 static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                   int64_t ldcm, int64_t ldcn, int acc) {
+                   int64_t ldcm, int64_t ldcn, int acc, mg_epi e = mg_epi{}) {
 #ifdef MG_AVX2
   // Enough rows of A to amortize a transposed copy of B: Bᵀ packed once into a dense
   // panel (one read and write of B), and the product runs on mg_gemm's register
@@ -627,7 +713,7 @@ static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, i
     for (int64_t n0 = 0; n0 < N; n0 += MG_DOT_PACK_COLS) {
       const int64_t nn = N - n0 < MG_DOT_PACK_COLS ? N - n0 : MG_DOT_PACK_COLS;
       mg_pack_t(nn, K, B + n0 * ldb, ldb, d, nn);
-      mg_gemm(M, nn, K, A, lda, d, nn, C + n0, ldcm, acc);
+      mg_gemm(M, nn, K, A, lda, d, nn, C + n0, ldcm, acc, e);
     }
     return;
   }
@@ -640,8 +726,11 @@ static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, i
     const int64_t nn = N - n0 < nb ? N - n0 : nb;
     int64_t m = 0;
     for (; m + 2 <= M; m += 2)
-      mg_dot_row<2>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc);
-    if (m < M) mg_dot_row<1>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc);
+      mg_dot_row<2>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc,
+                    mg_epi_rows(e, m));
+    if (m < M)
+      mg_dot_row<1>(nn, K, A + m * lda, lda, B + n0 * ldb, ldb, C + m * ldcm + n0 * ldcn, ldcm, ldcn, acc,
+                    mg_epi_rows(e, m));
   }
 #else
   for (int64_t m = 0; m < M; ++m)
@@ -657,7 +746,7 @@ static inline __attribute__((always_inline)) void mg_dot(int64_t M, int64_t N, i
       float s = mg_hsum(acc0 + acc1);
       for (; k < K; ++k) s += a[k] * b[k];
       float& d = C[m * ldcm + n * ldcn];
-      d = acc ? d + s : s;
+      d = acc ? d + s : (e.on ? s * mg_epi_scale(e, m) : s);
     }
 #endif
 }

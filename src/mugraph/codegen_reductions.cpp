@@ -31,23 +31,31 @@ void Emitter::emit_matmul(int i) {
   }
   // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
   const std::string accum = k_.fused_into[i] >= 0 ? "1" : "0";
+  // C written straight into the program output (a row divisor moved into the store):
+  // the output's base at this tile's origin.
+  const std::string c_base = m.output >= 0 ? output_base(m.output, i) : k_.acc[i].base;
   auto ptr = [&](int opi, const std::vector<int>& looped) {
     const Access& a = k_.acc[opi];
     std::vector<int> atoms;
     for (int x : g_.ops[opi].axes)
       if (contains(looped, x)) atoms.push_back(x);
-    return "(" + a.base + " + " + x_.offset(a, atoms) + ")";
+    return "(" + (opi == i ? c_base : a.base) + " + " + x_.offset(a, atoms) + ")";
   };
   auto st = [&](int opi, int atom) { return std::to_string(k_.stride(opi, atom)); };
   auto call = [&](const std::vector<int>& looped, const std::string& rows) {
     loops(looped, ph, false, [&] {
+      std::string epi;
+      if (m.alpha != 1.0f || m.divisor >= 0)
+        epi = ", mg_epi{1, " + float_literal(m.alpha) + ", " + (m.divisor >= 0 ? ptr(m.divisor, looped) : "nullptr") +
+              ", " + (m.divisor >= 0 ? st(m.divisor, r.m) : "0") + "}";
       const std::string common = rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
                                  st(r.a, r.m) + ", " + ptr(r.b, looped) + ", ";
       if (m.kernel == MatmulPlan::Kernel::Gemm)
-        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + ");");
+        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + epi +
+             ");");
       else
         line("mg_dot(" + common + st(r.b, r.n) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + st(i, r.n) +
-             ", " + accum + ");");
+             ", " + accum + epi + ");");
     });
   };
   const std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
@@ -132,7 +140,13 @@ void Emitter::stab_max(int x, Phase ph) {
   loops(sp.shift, ph, false, [&] {
     line("{");
     ind_ += 2;
-    if (sp.vector_max) {
+    if (sp.max_helper) {
+      std::vector<int> ax;
+      for (int a : g_.ops[x].axes)
+        if (a != sp.rest[0]) ax.push_back(a);
+      line("const float mx = mg_row_max(" + ext(sp.rest[0], ph) + ", (" + k_.acc[x].base + " + " +
+           x_.offset(k_.acc[x], ax) + "));");
+    } else if (sp.vector_max) {
       // Four vector maxima (NaN skipped as below): one is bound by its latency.
       const int in = sp.rest[0];
       const std::string i = "i" + std::to_string(in), e = ext(in, ph);
@@ -175,6 +189,30 @@ void Emitter::emit_stab_exp(int i) {
   const BOp& op = g_.ops[i];
   const Phase ph = op.phase;
   const int x = op.args[0];
+  auto row = [&](int opi, int inner) {
+    std::vector<int> ax;
+    for (int a : g_.ops[opi].axes)
+      if (a != inner) ax.push_back(a);
+    return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
+  };
+  if (ph != Phase::Loop && sp.sum >= 0 && sp.max_helper && sp.shift_sum_helper && sp.inner[0] == sp.rest[0]) {
+    // No loop moves the shift: each row's maximum, then its exponentials and their
+    // sum, while the row is in L1 (two passes over all rows read them from L2).
+    const int r = sp.sum;
+    if (k_.fused_into[r] < 0) zero(r);
+    loops(sp.shift, ph, false, [&] {
+      line("{");
+      ind_ += 2;
+      const std::string n = ext(sp.inner[0], ph);
+      line("const float m = mg_row_max(" + n + ", " + row(x, sp.inner[0]) + ");");
+      line(stab(k_.cm_off) + " = m;");
+      line(stab(k_.m_off) + " = m;");
+      line(elem(r) + " += mg_exp_shift_sum(" + n + ", " + row(x, sp.inner[0]) + ", m, " + row(i, sp.inner[0]) + ");");
+      ind_ -= 2;
+      line("}");
+    });
+    return;
+  }
   stab_max(x, ph);
   if (ph == Phase::Loop) {
     loops(sp.shift, ph, false, [&] {
@@ -212,13 +250,8 @@ void Emitter::emit_stab_exp(int i) {
       line("const float m = " + stab(k_.m_off) + ";");
       if (sp.shift_sum_helper) {
         // Unit-stride rows: the 8-lane exp-and-sum helper (four vectors in lockstep).
-        auto row = [&](int opi) {
-          std::vector<int> ax;
-          for (int a : g_.ops[opi].axes)
-            if (a != sp.inner[0]) ax.push_back(a);
-          return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
-        };
-        line(elem(r) + " += mg_exp_shift_sum(" + ext(sp.inner[0], ph) + ", " + row(x) + ", m, " + row(i) + ");");
+        line(elem(r) + " += mg_exp_shift_sum(" + ext(sp.inner[0], ph) + ", " + row(x, sp.inner[0]) + ", m, " +
+             row(i, sp.inner[0]) + ");");
       } else {
         line("float s = 0.0f;");
         pragma_loops(sp.inner, ph, "#pragma omp simd reduction(+ : s)", [&] {

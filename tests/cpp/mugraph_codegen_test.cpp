@@ -108,6 +108,54 @@ TEST_F(MuGraphCodegen, TargetsMatchTheInterpreter) {
   }
 }
 
+// Factors moved into a contraction's store (mg_epi): a scalar on an operand (the
+// scale on q and k^T) and a per-row divisor after it (softmax's 1/sum after P V,
+// a row mean dividing a projection). Some kernel of each region takes each path,
+// and every kernel tried matches the interpreter.
+TEST_F(MuGraphCodegen, StoreFactorsMatchTheInterpreter) {
+  const std::string vit =
+      "graph vit(%q: f32[1,3,37,16], %k: f32[1,3,37,16], %v: f32[1,3,37,16]) {\n"
+      "  %c = const f32[] {0.5}\n"
+      "  %qs = Mul(%q, %c)\n  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n  %ks = Mul(%kt, %c)\n"
+      "  %s = MatMul(%qs, %ks)\n  %p = Softmax(%s) {axis=-1}\n  %o = MatMul(%p, %v)\n  return %o\n}\n";
+  const std::string normalized =
+      "graph nc(%x: f32[1,21,40], %w: f32[40,37]) {\n"
+      "  %one = const f32[] {1}\n  %sq = Mul(%x, %x)\n  %s = ReduceSum(%sq) {axes=[-1], keepdims=1}\n"
+      "  %t = Add(%s, %one)\n  %y = MatMul(%x, %w)\n  %z = Div(%y, %t)\n  return %z\n}\n";
+  struct Case {
+    std::string body;
+    bool alpha, divisor;  // a path some kernel must take
+  };
+  for (const Case& c : {Case{vit, true, true}, Case{normalized, false, true}}) {
+    Program p = from_body(parse_graph(c.body));
+    SearchOptions o;
+    o.max_seconds = 2;
+    std::vector<BlockGraph> found = search_structures(p, o, nullptr);
+    found.insert(found.begin(), direct_translation(p));
+    bool alpha = false, divisor = false;
+    int n = 0;
+    for (const BlockGraph& s : found) {
+      for (const BlockGraph& g : tilings(p, s, 2, 1, {})) {
+        if (++n > 12) break;
+        const std::string src = generate_source(p, g, {});
+        const size_t body = src.find("isomer_mugraph_run");
+        for (size_t at = src.find("mg_epi{1, ", body); at != std::string::npos; at = src.find("mg_epi{1, ", at + 1)) {
+          const size_t end = src.find('}', at);
+          const std::string epi = src.substr(at, end - at);
+          alpha = alpha || epi.find("(0x1p+0f)") == std::string::npos;
+          divisor = divisor || epi.find("nullptr") == std::string::npos;
+        }
+        std::string why;
+        auto k = load_kernel(src, &why);
+        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+        for (int threads : {1, 2}) EXPECT_LT(max_rel_diff(p, g, *k, {}, {}, threads), 1e-5) << g.to_text(p);
+      }
+    }
+    if (c.alpha) EXPECT_TRUE(alpha) << "no kernel moved the operand's scale into the store\n" << c.body;
+    if (c.divisor) EXPECT_TRUE(divisor) << "no kernel moved the row divisor into the store\n" << c.body;
+  }
+}
+
 // The ranking that picks a kernel among all structures prices the loop iterations
 // a causal mask lets the kernel skip (estimate_ms): priced without them, causal
 // GQA 16x4 at 128 kept a tiling without a loop over KV blocks, which computes every

@@ -60,6 +60,15 @@ extern "C" void isomer_mugraph_run(const void* const* in, void* const* out, int)
 #endif
   } else if (mode == 8) {
     C[0] = mg_dot_packs(M, N, K, ldcn) ? 1.0f : 0.0f;
+  } else if (mode == 10 || mode == 11) {  // with a store epilogue: 0.75 / (1 + m / 4) on row m
+    float rs[64];
+    for (int i = 0; i < 64; ++i) rs[i] = 1.0f + 0.25f * i;
+    mg_epi e;
+    e.on = 1, e.alpha = 0.75f, e.rs = rs, e.rss = 1;
+    if (mode == 10) mg_gemm(M, N, K, A, lda, B, ldb, C, ldcm, acc, e);
+    else mg_dot(M, N, K, A, lda, B, ldb, C, ldcm, ldcn, acc, e);
+  } else if (mode == 12) {
+    C[0] = mg_row_max(M, A);
   } else {
     C[0] = MG_W;  // the vector width the library was compiled for
   }
@@ -79,7 +88,7 @@ class MuGraphMicroKernel : public ::testing::Test {
   }
 
   // Runs one call and returns the largest error relative to the largest |C| entry.
-  double run(int mode, int64_t M, int64_t N, int64_t K, bool acc, bool c_transposed) {
+  double run(int mode, int64_t M, int64_t N, int64_t K, bool acc, bool c_transposed, bool epi = false) {
     std::mt19937 rng(static_cast<unsigned>(M * 1000003 + N * 1009 + K * 7 + mode));
     std::uniform_real_distribution<float> u(-1, 1);
     // Padded leading dimensions, so a kernel reading past a row's end reads wrong data.
@@ -95,7 +104,7 @@ class MuGraphMicroKernel : public ::testing::Test {
     for (float& x : B) x = u(rng);
     for (float& x : C0) x = u(rng);
     std::vector<float> C(C0.size(), NAN);
-    std::vector<float> params = {static_cast<float>(mode), static_cast<float>(M),   static_cast<float>(N),
+    std::vector<float> params = {static_cast<float>(mode + (epi ? 10 : 0)), static_cast<float>(M), static_cast<float>(N),
                                  static_cast<float>(K),    static_cast<float>(lda), static_cast<float>(ldb),
                                  static_cast<float>(ldcm), static_cast<float>(ldcn), acc ? 1.0f : 0.0f,
                                  static_cast<float>(c_size)};
@@ -110,6 +119,7 @@ class MuGraphMicroKernel : public ::testing::Test {
         for (int64_t k = 0; k < K; ++k)
           s += static_cast<double>(A[static_cast<size_t>(m * lda + k)]) *
                (mode == 0 ? B[static_cast<size_t>(k * ldb + n)] : B[static_cast<size_t>(n * ldb + k)]);
+        if (epi) s *= 0.75 / (1.0 + 0.25 * static_cast<double>(m));
         want[static_cast<size_t>(m * ldcm + n * ldcn)] = s;
       }
     for (double w : want) mag = std::max(mag, std::abs(w));
@@ -326,6 +336,38 @@ TEST_F(MuGraphMicroKernel, DISABLED_ErfPolynomialOverEveryFloat) {
 // Softmax's exp-and-sum helper: every row length's vector blocks and tail at 8 and
 // 16 lanes (and nothing past the row read into the sum), the shift -inf (a row
 // masked out), -inf entries (masked), a NaN kept.
+// The store epilogue (a scalar factor and a per-row divisor, mg_epi) on every store
+// path: register blocks, column tails, the remainder rows, k in blocks, the dot
+// form and its packed form, C transposed.
+TEST_F(MuGraphMicroKernel, StoreEpilogueScalesEveryRow) {
+  for (int64_t M : {1, 2, 5, 7, 9, 13, 17, 40})
+    for (int64_t N : {1, 5, 8, 13, 16, 17, 37})
+      for (int64_t K : {1, 16, 67, 300}) {
+        EXPECT_LT(run(0, M, N, K, false, false, true), 1e-5) << "gemm M=" << M << " N=" << N << " K=" << K;
+        EXPECT_LT(run(1, M, N, K, false, false, true), 1e-5) << "dot M=" << M << " N=" << N << " K=" << K;
+        EXPECT_LT(run(1, M, N, K, false, true, true), 1e-5) << "dot, C transposed, M=" << M << " N=" << N;
+      }
+}
+
+// mg_row_max: whole vectors, the masked tail (values past n never count), NaN
+// skipped, -inf for an empty row.
+TEST_F(MuGraphMicroKernel, RowMaxMatchesTheScalarForm) {
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 197}) {
+    std::vector<float> x(static_cast<size_t>(n + 16), 1000.0f);  // past the row: larger than any value in it
+    for (int64_t i = 0; i < n; ++i)
+      x[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * 0.7f) * 4.0f - 0.01f * static_cast<float>(i);
+    if (n > 2) x[1] = NAN;
+    float got = 0.0f;
+    std::vector<float> params = {12, static_cast<float>(n), 0, 0, 0, 0, 0, 0, 0, 0};
+    const void* in[] = {params.data(), x.data(), x.data(), nullptr};
+    void* out[] = {&got};
+    kernel_->run(in, out, 1);
+    float scalar = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) scalar = x[static_cast<size_t>(i)] > scalar ? x[static_cast<size_t>(i)] : scalar;
+    EXPECT_EQ(got, scalar) << "n=" << n;
+  }
+}
+
 TEST_F(MuGraphMicroKernel, ExpShiftSumMatchesTheScalarForm) {
   for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 77, 128, 197})
     for (float m : {0.0f, 3.5f, -INFINITY}) {
