@@ -265,8 +265,8 @@ std::optional<double> ENodePricer::lower_bound(eg::EGraph& eg, const ENode& n) {
       std::vector<NodePtr> inputs = b.inputs();
       std::vector<std::string> names;
       for (size_t i = 0; i < outs.size(); ++i) names.push_back("y" + std::to_string(i));
-      auto exe = runtime::compile(Graph(inputs, outs, names), model_.runtime_options());
-      for (const runtime::StepInfo& s : exe->steps())
+      // The plan kept from an earlier search on this machine, else compiled (and kept).
+      for (const runtime::StepInfo& s : model_.plan(Graph(inputs, outs, names)).steps)
         if (!s.boundary) flops += s.flops;
     } catch (const std::exception&) {
       flops = 0;
