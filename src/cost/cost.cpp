@@ -54,8 +54,10 @@ std::unique_ptr<runtime::Executable> CostModel::compile_keeping(const Graph& g, 
   ++compiles_;
   if (!key.empty() && !plans_.count(key)) {
     Plan p = plan_of(g, *exe);
-    save_plan(key, p);
-    plans_.emplace(key, std::move(p));
+    if (plan_keepable(p)) {
+      save_plan(key, p);
+      plans_.emplace(key, std::move(p));
+    }
   }
   return exe;
 }

@@ -158,6 +158,11 @@ Plan plan_of(const Graph& g, const runtime::Executable& exe) {
   return p;
 }
 
+bool plan_keepable(const Plan& p) {
+  return std::none_of(p.steps.begin(), p.steps.end(),
+                      [](const runtime::StepInfo& s) { return s.kind == "mugraph-interpreted"; });
+}
+
 std::string plan_key(const Graph& g, const runtime::RuntimeOptions& o) {
   std::string k;
   put(k, kPlanFormat);

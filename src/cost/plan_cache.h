@@ -41,6 +41,11 @@ Plan plan_of(const Graph& g, const runtime::Executable& exe);
 // another process).
 std::string plan_key(const Graph& g, const runtime::RuntimeOptions& options);
 
+// Whether a plan is the same every time its key is compiled: not one with a μGraph
+// kernel that could not be compiled at that moment and runs interpreted (a later
+// compile may load it).
+bool plan_keepable(const Plan& p);
+
 // A stored plan and back (nullopt: not one this build wrote).
 std::string encode_plan(const Plan& p);
 std::optional<Plan> decode_plan(const std::string& bytes);
