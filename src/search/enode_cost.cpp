@@ -140,8 +140,13 @@ double ENodePricer::learn(const Graph& original) {
   eg::EGraph e;
   std::unordered_map<const Node*, ClassId> classes;
   eg::load_graph(e, g, &classes);
-  for (const auto& [node, ms] : share) {
-    const eg::EClass& k = e.cls(classes.at(node));
+  // In the graph's order, not the map's (node addresses): the sums of equal
+  // signatures come out the same to the last bit in every process.
+  for (const NodePtr& n : g.topo_order()) {
+    auto it = share.find(n.get());
+    if (it == share.end()) continue;
+    const double ms = it->second;
+    const eg::EClass& k = e.cls(classes.at(n.get()));
     // Two equal nodes are one e-node: the first one's signature stands for both.
     PlanShare& p = context_[signature(e, k.nodes.at(0))];
     p.ms += ms;
