@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
 #include <cstdlib>
 #include <chrono>
 #include <fstream>
@@ -19,13 +20,6 @@ namespace {
 // older rows were never marked noisy).
 constexpr const char* kRuntimeVersion = "isomer-rt-9";
 
-double io_bytes(const Graph& g, const runtime::Executable& exe) {
-  double bytes = 0;
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    bytes += static_cast<double>(num_elements(exe.input_dims()[i]) *
-                                 static_cast<int64_t>(dtype_size(g.inputs()[i]->output_types()[0].dtype)));
-  return bytes;
-}
 
 }  // namespace
 
@@ -47,21 +41,74 @@ const std::vector<Tensor>& CostModel::inputs() {
   return *inputs_;
 }
 
-GraphCost CostModel::graph_cost(const Graph& g) {
+std::optional<Plan> CostModel::kept_plan(const std::string& key) {
+  if (key.empty()) return std::nullopt;
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  std::optional<Plan> p = load_plan(key);
+  if (p) plans_.emplace(key, *p);
+  return p;
+}
+
+std::unique_ptr<runtime::Executable> CostModel::compile_keeping(const Graph& g, const std::string& key) {
   auto exe = runtime::compile(g, ropts_);
-  priced_ = &g;
-  inputs_.reset();
-  GraphCost gc;
-  gc.threads = exe->threads();
-  size_t measured0 = measured_new_, cached0 = cached_, noisy0 = noisy_;
-  prepare(*exe);
-  for (size_t i = 0; i < exe->steps().size(); ++i) {
-    StepCost sc;
-    sc.step = exe->steps()[i];
-    sc.ms = step_ms(*exe, i, sc.source);
-    gc.total_ms += sc.ms;
-    gc.steps.push_back(std::move(sc));
+  ++compiles_;
+  if (!key.empty() && !plans_.count(key)) {
+    Plan p = plan_of(g, *exe);
+    if (plan_keepable(p)) {
+      save_plan(key, p);
+      plans_.emplace(key, std::move(p));
+    }
   }
+  return exe;
+}
+
+namespace {
+
+// plan_key, or empty where plans are not kept (or the key cannot be made).
+std::string key_of(const Graph& g, const runtime::RuntimeOptions& ro, bool keep) {
+  if (!keep) return {};
+  try {
+    return plan_key(g, ro);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+Plan CostModel::plan(const Graph& g) {
+  const std::string key = key_of(g, ropts_, keep_plans_);
+  if (std::optional<Plan> p = kept_plan(key)) return *p;
+  auto exe = compile_keeping(g, key);
+  return plan_of(g, *exe);
+}
+
+GraphCost CostModel::graph_cost(const Graph& g) {
+  const std::string key = key_of(g, ropts_, keep_plans_);
+  GraphCost gc;
+  size_t measured0 = measured_new_, cached0 = cached_, noisy0 = noisy_;
+  std::optional<Plan> plan = kept_plan(key);
+  if (plan && price_plan(*plan, gc.steps)) {
+    // Priced before on this machine: its steps' rows price it, nothing is compiled.
+    ++plans_reused_;
+  } else {
+    gc.steps.clear();
+    auto exe = compile_keeping(g, key);
+    plan = plan_of(g, *exe);
+    priced_ = &g;
+    inputs_.reset();
+    prepare(*exe);
+    for (size_t i = 0; i < exe->steps().size(); ++i) {
+      StepCost sc;
+      sc.step = exe->steps()[i];
+      sc.ms = step_ms(*exe, i, sc.source);
+      gc.steps.push_back(std::move(sc));
+    }
+    priced_ = nullptr;
+    inputs_.reset();
+  }
+  gc.threads = plan->threads;
+  for (const StepCost& sc : gc.steps) gc.total_ms += sc.ms;
   // Inputs are copied in and outputs out on every run (outputs: twice, into a
   // Tensor); priced at the roofline's memory rate.
   PeakRates rates;
@@ -69,13 +116,11 @@ GraphCost CostModel::graph_cost(const Graph& g) {
   double out_bytes = 0;
   for (const Value& v : g.outputs())
     if (auto n = num_elements(v.type().shape)) out_bytes += static_cast<double>(*n * static_cast<int64_t>(dtype_size(v.type().dtype)));
-  gc.io_ms = (io_bytes(g, *exe) + 2 * out_bytes) / (rates.gbytes_per_s * 1e6);
+  gc.io_ms = (plan->input_bytes + 2 * out_bytes) / (rates.gbytes_per_s * 1e6);
   gc.total_ms += gc.io_ms;
   gc.measured_new = measured_new_ - measured0;
   gc.cached = cached_ - cached0;
   gc.noisy = noisy_ - noisy0;
-  priced_ = nullptr;
-  inputs_.reset();
   return gc;
 }
 
@@ -98,11 +143,6 @@ double CostModel::op_ms(const Node& n) {
   std::vector<std::string> names;
   for (size_t i = 0; i < outs.size(); ++i) names.push_back("out" + std::to_string(i));
   Graph g = b.finish(outs, names);
-  auto exe = runtime::compile(g, ropts_);
-  priced_ = &g;
-  inputs_.reset();
-  double total = 0;
-  std::string source;
   // Kept apart from the steps of whole graphs: alone, an operator runs with its data
   // hot in cache, and a whole graph priced from such a time looks cheaper than it
   // runs (NasRNN's merged products: 2.7 ms priced, 7.2 ms run).
@@ -111,6 +151,21 @@ double CostModel::op_ms(const Node& n) {
     explicit Alone(std::string& p) : prefix(p) { prefix = "alone|"; }
     ~Alone() { prefix.clear(); }
   } alone(key_prefix_);
+  double total = 0;
+  const std::string key = key_of(g, ropts_, keep_plans_);
+  if (std::optional<Plan> plan = kept_plan(key)) {
+    std::vector<StepCost> steps;
+    if (price_plan(*plan, steps)) {
+      ++plans_reused_;
+      for (const StepCost& sc : steps)
+        if (!sc.step.boundary) total += sc.ms;
+      return total;
+    }
+  }
+  auto exe = compile_keeping(g, key);
+  priced_ = &g;
+  inputs_.reset();
+  std::string source;
   prepare(*exe);
   // Every step is priced (and so stored), the boundary conversions too, though they
   // are not counted: a step never stored made every later call time the graph again.
@@ -134,6 +189,12 @@ double AnalyticCostModel::estimate(const runtime::StepInfo& s) const {
 double AnalyticCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {
   source = "analytic";
   return estimate(exe.steps()[i]);
+}
+
+bool AnalyticCostModel::price_plan(const Plan& plan, std::vector<StepCost>& out) {
+  out.clear();
+  for (const runtime::StepInfo& s : plan.steps) out.push_back(StepCost{s, estimate(s), "analytic"});
+  return true;
 }
 
 MeasuredCostModel::MeasuredCostModel(const std::string& db_path, int threads, int warmup, int repeats,
@@ -161,13 +222,50 @@ std::string MeasuredCostModel::db_key(const std::string& signature) const {
   return key;
 }
 
-bool MeasuredCostModel::usable(const std::string& signature) {
-  auto e = db_->find(fingerprint_, signature);
+bool MeasuredCostModel::usable(const std::string& signature) { return usable(db_->find(fingerprint_, signature)); }
+
+bool MeasuredCostModel::usable(const std::optional<CostDb::Entry>& e) const {
   // A noisy entry stands only while the machine is about as loaded as when it was
   // taken, or more: one from a heavier burst is measured again (SqueezeNet 1.1 priced
   // at 285 ms from such entries, 24x its run time measured a minute later). The
   // margin keeps a load average that wanders a little from re-measuring every time.
   return e && (!e->noisy || (overloaded_now_ && load_before_ >= 0.75 * e->load));
+}
+
+bool MeasuredCostModel::price_plan(const Plan& plan, std::vector<StepCost>& out) {
+  // As prepare() and step_ms() price a compiled graph whose steps are all in the
+  // database: the same rows, read under the same load.
+  out.clear();
+  profiled_.clear();
+  measured_here_.clear();
+  load_before_ = load_probe_();
+  overloaded_now_ = overloaded(load_before_);
+  std::unordered_map<std::string, std::optional<CostDb::Entry>> rows;
+  std::vector<StepCost> steps;
+  steps.reserve(plan.steps.size());
+  size_t noisy = 0;
+  for (const runtime::StepInfo& s : plan.steps) {
+    const std::string sig = db_key(s.signature);
+    auto it = rows.find(sig);
+    if (it == rows.end()) it = rows.emplace(sig, db_->find(fingerprint_, sig)).first;
+    const std::optional<CostDb::Entry>& e = it->second;
+    if (!usable(e)) return false;
+    steps.push_back(StepCost{s, e->ms, e->noisy ? "cached-noisy" : "cached"});
+    noisy += e->noisy;
+  }
+  cached_ += steps.size();
+  noisy_ += noisy;
+  out = std::move(steps);
+  return true;
+}
+
+std::optional<Plan> MeasuredCostModel::load_plan(const std::string& key) {
+  std::optional<std::string> bytes = db_->find_plan(fingerprint_, key);
+  return bytes ? decode_plan(*bytes) : std::nullopt;
+}
+
+void MeasuredCostModel::save_plan(const std::string& key, const Plan& plan) {
+  db_->store_plan(fingerprint_, key, encode_plan(plan));
 }
 
 void MeasuredCostModel::prepare(runtime::Executable& exe) {

@@ -11,8 +11,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "cost/cost_db.h"
+#include "cost/plan_cache.h"
 #include "ir/graph.h"
 #include "runtime/runtime.h"
 
@@ -60,6 +63,17 @@ class CostModel {
   // operators alone are stored apart from those of steps in whole graphs.
   double op_ms(const Node& n);
 
+  // What compiling `g` gives (its steps, nothing timed): from the plans kept (in this
+  // model, then in the cost database where the model has one), else compiled and
+  // kept. Throws as runtime::compile does.
+  Plan plan(const Graph& g);
+  // Whole-graph prices answered from a kept plan without compiling, and compiles.
+  size_t plans_reused() const { return plans_reused_; }
+  size_t compiles() const { return compiles_; }
+  // Off: every graph is compiled to be priced, and no plan is kept (tests compare
+  // both ways).
+  void set_keep_plans(bool keep) { keep_plans_ = keep; }
+
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
   // How many times valid inputs were made for a graph being priced: only when a
   // step of it had to be timed (a graph priced from the database needs none).
@@ -76,8 +90,22 @@ class CostModel {
   // Prefixed to step signatures in the database while op_ms prices an operator alone.
   std::string key_prefix_;
 
+  // Prices every step of a kept plan as step_ms would, without the executable;
+  // false (and nothing counted) when one would have to be timed.
+  virtual bool price_plan(const Plan& plan, std::vector<StepCost>& out) { return false; }
+  // Plans kept past this model (the cost database): nullopt where none is kept.
+  virtual std::optional<Plan> load_plan(const std::string& key) { return std::nullopt; }
+  virtual void save_plan(const std::string& key, const Plan& plan) {}
+
  private:
+  // A kept plan of `g` (key `key`), or nullopt.
+  std::optional<Plan> kept_plan(const std::string& key);
+  // Compiles `g`, keeping its plan under `key` (when not empty).
+  std::unique_ptr<runtime::Executable> compile_keeping(const Graph& g, const std::string& key);
   const Graph* priced_ = nullptr;  // the graph being priced (graph_cost, op_ms)
+  std::unordered_map<std::string, Plan> plans_;  // by plan_key, this model's
+  size_t plans_reused_ = 0, compiles_ = 0;
+  bool keep_plans_ = true;
   std::optional<std::vector<Tensor>> inputs_;
   size_t input_sets_made_ = 0;
 };
@@ -88,6 +116,7 @@ class AnalyticCostModel : public CostModel {
   std::string name() const override { return "analytic"; }
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   double estimate(const runtime::StepInfo& s) const;
+  bool price_plan(const Plan& plan, std::vector<StepCost>& out) override;
   const PeakRates& rates() const { return rates_; }
 
  private:
@@ -145,10 +174,14 @@ class MeasuredCostModel : public CostModel {
  private:
   bool overloaded(double load) const;
   bool usable(const std::string& signature);
+  bool usable(const std::optional<CostDb::Entry>& e) const;
   // Times every step of `exe` inside whole runs (see timing_settled): per step, the
   // mean over the typical runs.
   std::vector<double> profile(runtime::Executable& exe);
   std::string db_key(const std::string& signature) const;  // the signature under key_prefix_
+  bool price_plan(const Plan& plan, std::vector<StepCost>& out) override;
+  std::optional<Plan> load_plan(const std::string& key) override;
+  void save_plan(const std::string& key, const Plan& plan) override;
   std::function<double()> load_probe_;
   double load_before_ = 0;  // load when this graph's measurements began
   bool overloaded_now_ = false;

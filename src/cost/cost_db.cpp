@@ -58,6 +58,8 @@ CostDb::CostDb(const std::string& path) : path_(path) {
     }
     exec("CREATE TABLE IF NOT EXISTS machine_facts (fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
          " PRIMARY KEY (fingerprint, key))");
+    exec("CREATE TABLE IF NOT EXISTS graph_plans (fingerprint TEXT NOT NULL, key TEXT NOT NULL, plan BLOB NOT NULL,"
+         " stored_at INTEGER NOT NULL, PRIMARY KEY (fingerprint, key))");
   } catch (const Error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -144,6 +146,35 @@ void CostDb::store_fact(const std::string& fingerprint, const std::string& key, 
 
 size_t CostDb::size() {
   Stmt st(db_, "SELECT COUNT(*) FROM step_costs");
+  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
+}
+
+std::optional<std::string> CostDb::find_plan(const std::string& fingerprint, const std::string& key) {
+  Stmt st(db_, "SELECT plan FROM graph_plans WHERE fingerprint = ?1 AND key = ?2");
+  st.text(1, fingerprint);
+  st.text(2, key);
+  int rc = sqlite3_step(st.s);
+  if (rc == SQLITE_ROW) {
+    const void* p = sqlite3_column_blob(st.s, 0);
+    const int n = sqlite3_column_bytes(st.s, 0);
+    return std::string(p ? static_cast<const char*>(p) : "", static_cast<size_t>(n));
+  }
+  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  return std::nullopt;
+}
+
+void CostDb::store_plan(const std::string& fingerprint, const std::string& key, const std::string& plan) {
+  Stmt st(db_, "INSERT OR REPLACE INTO graph_plans (fingerprint, key, plan, stored_at) VALUES (?1, ?2, ?3, ?4)");
+  st.text(1, fingerprint);
+  st.text(2, key);
+  sqlite3_bind_blob(st.s, 3, plan.data(), static_cast<int>(plan.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.s, 4, static_cast<sqlite3_int64>(std::time(nullptr)));
+  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+}
+
+size_t CostDb::plan_count() {
+  Stmt st(db_, "SELECT COUNT(*) FROM graph_plans");
   require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
   return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
 }

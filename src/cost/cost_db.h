@@ -39,6 +39,12 @@ class CostDb {
   std::optional<double> lookup_fact(const std::string& fingerprint, const std::string& key);
   void store_fact(const std::string& fingerprint, const std::string& key, double value);
   size_t size();
+  // Compiled plans of whole graphs (cost/plan_cache.h), by machine fingerprint and
+  // graph key: what the runtime's compilation said, so that a graph priced before
+  // is priced again from its steps' rows without compiling it.
+  std::optional<std::string> find_plan(const std::string& fingerprint, const std::string& key);
+  void store_plan(const std::string& fingerprint, const std::string& key, const std::string& plan);
+  size_t plan_count();
   const std::string& path() const { return path_; }
 
  private:

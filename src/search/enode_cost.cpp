@@ -140,8 +140,13 @@ double ENodePricer::learn(const Graph& original) {
   eg::EGraph e;
   std::unordered_map<const Node*, ClassId> classes;
   eg::load_graph(e, g, &classes);
-  for (const auto& [node, ms] : share) {
-    const eg::EClass& k = e.cls(classes.at(node));
+  // In the graph's order, not the map's (node addresses): the sums of equal
+  // signatures come out the same to the last bit in every process.
+  for (const NodePtr& n : g.topo_order()) {
+    auto it = share.find(n.get());
+    if (it == share.end()) continue;
+    const double ms = it->second;
+    const eg::EClass& k = e.cls(classes.at(n.get()));
     // Two equal nodes are one e-node: the first one's signature stands for both.
     PlanShare& p = context_[signature(e, k.nodes.at(0))];
     p.ms += ms;
@@ -265,8 +270,8 @@ std::optional<double> ENodePricer::lower_bound(eg::EGraph& eg, const ENode& n) {
       std::vector<NodePtr> inputs = b.inputs();
       std::vector<std::string> names;
       for (size_t i = 0; i < outs.size(); ++i) names.push_back("y" + std::to_string(i));
-      auto exe = runtime::compile(Graph(inputs, outs, names), model_.runtime_options());
-      for (const runtime::StepInfo& s : exe->steps())
+      // The plan kept from an earlier search on this machine, else compiled (and kept).
+      for (const runtime::StepInfo& s : model_.plan(Graph(inputs, outs, names)).steps)
         if (!s.boundary) flops += s.flops;
     } catch (const std::exception&) {
       flops = 0;

@@ -349,8 +349,10 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   // extraction chose the input back: measuring a large model whole takes long).
   st.priced_alone = pricer.priced_alone();
   if (std::getenv("ISOMER_DEBUG_COST"))
-    std::fprintf(stderr, "eqsat pricing: input plan %.2f s, operators priced alone %.2f s (%zu shapes)\n", plan_seconds,
-                 pricer.seconds_alone(), pricer.priced_alone());
+    std::fprintf(stderr,
+                 "eqsat pricing: input plan %.2f s, operators priced alone %.2f s (%zu shapes); graphs compiled %zu, "
+                 "priced from kept plans %zu\n",
+                 plan_seconds, pricer.seconds_alone(), pricer.priced_alone(), model.compiles(), model.plans_reused());
   // The input again: the e-graph gives attributes their canonical form (a Conv's
   // defaults spelled out), so a result built from the input's own e-nodes is
   // rarely the same graph node for node, but it is the same computation: priced

@@ -112,6 +112,103 @@ TEST(Cost, MeasuredCostsPersistAcrossModels) {
   remove_db(db);
 }
 
+// A graph priced before is priced from its kept plan and the step rows, without
+// compiling, to the same GraphCost; the plan holds no time, so a step measured
+// again prices the next reuse; another graph or thread count is another plan.
+TEST(Cost, KeptPlansPriceWithoutCompiling) {
+  std::string db = temp_db("plans");
+  auto quiet = [] { return 0.0; };
+  cost::GraphCost compiled;
+  {
+    cost::MeasuredCostModel m(db, 1, 1, 3);
+    m.set_load_probe(quiet);
+    m.graph_cost(conv_relu(false));  // measures the steps, keeps the plan
+    compiled = m.graph_cost(conv_relu(false));
+    EXPECT_EQ(m.compiles(), 1u);
+    EXPECT_EQ(m.plans_reused(), 1u);
+  }
+  cost::GraphCost plain;
+  {
+    cost::MeasuredCostModel m(db, 1, 1, 3);
+    m.set_load_probe(quiet);
+    m.set_keep_plans(false);
+    plain = m.graph_cost(conv_relu(false));
+    EXPECT_EQ(m.compiles(), 1u);
+  }
+  cost::MeasuredCostModel again(db, 1, 1, 3);
+  again.set_load_probe(quiet);
+  cost::GraphCost kept = again.graph_cost(conv_relu(false));
+  EXPECT_EQ(again.compiles(), 0u);
+  EXPECT_EQ(again.plans_reused(), 1u);
+  for (const cost::GraphCost* gc : {&compiled, &kept}) {
+    EXPECT_EQ(gc->total_ms, plain.total_ms);
+    EXPECT_EQ(gc->io_ms, plain.io_ms);
+    EXPECT_EQ(gc->threads, plain.threads);
+    EXPECT_EQ(gc->cached, plain.cached);
+    EXPECT_EQ(gc->measured_new, 0u);
+    ASSERT_EQ(gc->steps.size(), plain.steps.size());
+    for (size_t i = 0; i < plain.steps.size(); ++i) {
+      EXPECT_EQ(gc->steps[i].ms, plain.steps[i].ms);
+      EXPECT_EQ(gc->steps[i].source, plain.steps[i].source);
+      EXPECT_EQ(gc->steps[i].step.signature, plain.steps[i].step.signature);
+      EXPECT_EQ(gc->steps[i].step.nodes, plain.steps[i].step.nodes);
+      EXPECT_EQ(gc->steps[i].step.label, plain.steps[i].step.label);
+      EXPECT_EQ(gc->steps[i].step.flops, plain.steps[i].step.flops);
+      EXPECT_EQ(gc->steps[i].step.boundary, plain.steps[i].step.boundary);
+    }
+  }
+  // A step's row changed: the kept plan prices with the new time.
+  {
+    cost::CostDb d(db);
+    d.store(again.fingerprint(), plain.steps[0].step.signature, plain.steps[0].ms + 1.0, 3);
+  }
+  cost::MeasuredCostModel changed(db, 1, 1, 3);
+  changed.set_load_probe(quiet);
+  EXPECT_NEAR(changed.graph_ms(conv_relu(false)), plain.total_ms + 1.0, 1e-9);
+  EXPECT_EQ(changed.compiles(), 0u);
+  // A noisy row taken under more load than now is measured again: compiled.
+  {
+    cost::CostDb d(db);
+    d.store(again.fingerprint(), plain.steps[0].step.signature, plain.steps[0].ms, 3, true, 100.0);
+  }
+  cost::MeasuredCostModel remeasure(db, 1, 1, 3);
+  remeasure.set_load_probe(quiet);
+  cost::GraphCost re = remeasure.graph_cost(conv_relu(false));
+  EXPECT_EQ(remeasure.compiles(), 1u);
+  EXPECT_GT(re.measured_new, 0u);
+  // Keys: another graph, constant or thread count is another plan.
+  runtime::RuntimeOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  EXPECT_EQ(cost::plan_key(conv_relu(false), one), cost::plan_key(conv_relu(false), one));
+  EXPECT_NE(cost::plan_key(conv_relu(false), one), cost::plan_key(conv_relu(true), one));
+  EXPECT_NE(cost::plan_key(conv_relu(false), one), cost::plan_key(conv_relu(false), two));
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 28, 28})});
+  Value c = b.op1("Conv", {x, b.constant(Tensor::from_f64(DType::Float32, {32, 16, 3, 3},
+                                                          std::vector<double>(32 * 16 * 9, 0.02)))},
+                  {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  EXPECT_NE(cost::plan_key(b.finish({b.op1("Relu", {c})}, {"r"}), one), cost::plan_key(conv_relu(false), one));
+  // Encoded and decoded unchanged; anything else is not a plan.
+  cost::Plan p;
+  p.threads = 3;
+  p.input_bytes = 1234.5;
+  p.steps = {runtime::StepInfo{"conv", "a:b", "sig|x:1", {"Conv", "Relu"}, {"a", ""}, 1e9 / 3, 17.25, true}};
+  std::optional<cost::Plan> q = cost::decode_plan(cost::encode_plan(p));
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->threads, 3);
+  EXPECT_EQ(q->input_bytes, p.input_bytes);
+  ASSERT_EQ(q->steps.size(), 1u);
+  EXPECT_EQ(q->steps[0].signature, p.steps[0].signature);
+  EXPECT_EQ(q->steps[0].nodes, p.steps[0].nodes);
+  EXPECT_EQ(q->steps[0].ops, p.steps[0].ops);
+  EXPECT_EQ(q->steps[0].flops, p.steps[0].flops);
+  EXPECT_TRUE(q->steps[0].boundary);
+  EXPECT_FALSE(cost::decode_plan(cost::encode_plan(p) + "x"));
+  EXPECT_FALSE(cost::decode_plan("garbage"));
+  remove_db(db);
+}
+
 TEST(Cost, TimingStopsEarlyOnlyWhenRunsAgree) {
   // Two runs within 1% of each other: settled before the three planned.
   EXPECT_FALSE(cost::timing_settled({660.0}, 3));

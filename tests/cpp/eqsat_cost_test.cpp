@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 #include "cost/cost.h"
 #include "egraph/egraph.h"
@@ -99,6 +103,64 @@ TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {
   // prices used to be made) would not have added up: a Relu alone is a pass over
   // memory.
   EXPECT_GT(conv_ms, 0.5 * plan);
+}
+
+// A plan kept in the cost database prices the input, the e-nodes priced alone and
+// the fused pairs exactly as compiling them does, and a second pricer (a warm
+// search) compiles none of them.
+TEST(EqsatCost, KeptPlansPriceAsCompilingDoes) {
+  const std::string db = (std::filesystem::temp_directory_path() /
+                          ("isomer_plans_" + std::to_string(::getpid()) + ".sqlite")).string();
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  auto quiet = [] { return 0.0; };  // a fixed load: no row is measured again as noisy
+  Graph g = fire_module();
+  struct Priced {
+    double plan = 0, unattributed = 0, merged = 0, relu = 0;
+    std::optional<double> calibration;
+    size_t compiles = 0, reused = 0;
+  };
+  auto price = [&](bool keep) {
+    cost::MeasuredCostModel model(db, 1, 1, 3);
+    model.set_load_probe(quiet);
+    model.set_keep_plans(keep);
+    ENodePricer pricer(model);
+    Priced p;
+    p.plan = pricer.learn(g);
+    p.unattributed = pricer.unattributed_ms();
+    p.calibration = pricer.calibration("Conv");
+    // A merged convolution (priced alone) with a Relu after it (priced fused).
+    eg::EGraph e;
+    eg::load_graph(e, g);
+    const eg::ClassId x = e.add_input(g.inputs().at(0));
+    const eg::ClassId w = e.add_constant(weights({32, 16, 1, 1}, 0.01));
+    const eg::ClassId merged = e.add_op(*find_op("Conv"), {x, w}, Attributes{});
+    const eg::ClassId relu = e.add_op(*find_op("Relu"), {merged}, Attributes{});
+    eg::CostTable costs = pricer.table(e);
+    p.merged = costs.at(e.find(merged)).at(0);
+    p.relu = costs.at(e.find(relu)).at(0);
+    p.compiles = model.compiles();
+    p.reused = model.plans_reused();
+    return p;
+  };
+  // The steps are measured first, with no plan kept: the rows all later runs read.
+  const Priced measuring = price(false);
+  const Priced uncached = price(false);
+  EXPECT_GT(uncached.compiles, 0u);
+  EXPECT_EQ(uncached.reused, 0u);
+  const Priced keeping = price(true);   // compiles, keeps the plans
+  EXPECT_EQ(keeping.compiles, uncached.compiles);
+  const Priced warm = price(true);      // reads them back: nothing compiled
+  EXPECT_EQ(warm.compiles, 0u);
+  EXPECT_EQ(warm.reused, uncached.compiles);
+  for (const Priced* p : {&keeping, &warm}) {
+    EXPECT_EQ(p->plan, uncached.plan);
+    EXPECT_EQ(p->unattributed, uncached.unattributed);
+    EXPECT_EQ(p->calibration, uncached.calibration);
+    EXPECT_EQ(p->merged, uncached.merged);
+    EXPECT_EQ(p->relu, uncached.relu);
+  }
+  (void)measuring;
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
 }
 
 TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
