@@ -2,6 +2,7 @@
 // then run as often as asked.
 #include <omp.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -326,10 +327,30 @@ double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms
   return median(ms);
 }
 
+namespace {
+// ISOMER_PROFILE_CLOCK=cpu: --profile times steps in processor time of the whole
+// process (all its threads) rather than wall time, for a busy machine where
+// preemption would land on whichever step was running.
+struct ProfileClock {
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<ProfileClock>;
+  static time_point now() {
+    static const bool cpu = [] {
+      const char* e = std::getenv("ISOMER_PROFILE_CLOCK");
+      return e && std::string(e) == "cpu";
+    }();
+    if (!cpu) return time_point(std::chrono::duration_cast<duration>(std::chrono::steady_clock::now().time_since_epoch()));
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return time_point(duration(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec));
+  }
+};
+}  // namespace
+
 std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms) {
   Impl& m = *impl_;
   set_threads(m.threads);
-  using clock = std::chrono::steady_clock;
+  using clock = ProfileClock;
   const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
     auto t0 = clock::now();
     for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
