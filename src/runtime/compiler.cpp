@@ -346,9 +346,14 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
       consts.push_back(nullptr);
       continue;
     }
-    const RtValue& r = val(id(v));
+    // A deferred scalar factor (matmul_operand_scale) has its run-time input's
+    // type; asking for its value would lower it.
+    Value src = v;
+    if (!ids_.count(v) && deferred_.count(v.node.get()))
+      src = peek_known(v.node->inputs()[1]) ? v.node->inputs()[0] : v.node->inputs()[1];
+    const RtValue& r = val(id(src));
     in.push_back({r.dtype, make_shape(r.dims)});
-    consts.push_back(r.known ? &*r.known : nullptr);
+    consts.push_back(r.known && src == v ? &*r.known : nullptr);
   }
   InferContext ctx{n.attrs(), in, consts, n.num_outputs()};
   std::vector<TensorType> out = n.op()->infer(ctx);
@@ -360,6 +365,8 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
 
 bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   if (!n.op()->props.deterministic) return false;
+  for (const Value& v : n.inputs())  // a deferred scalar factor's value is a run-time one
+    if (v.present() && !ids_.count(v) && deferred_.count(v.node.get())) return false;
   std::vector<Tensor> args;
   bool shape_of_runtime = n.op_type() == "Shape";
   for (size_t i = 0; i < n.inputs().size(); ++i) {
@@ -479,7 +486,8 @@ void Compiler::lower_node(const Node& n) {
   in_progress_.insert(&n);
   // Producers first: one of them may fuse this node into itself.
   for (const Value& v : n.inputs())
-    if (v.present() && !ids_.count(v) && v.node->kind() == NodeKind::Op && !done_.count(v.node.get()))
+    if (v.present() && !ids_.count(v) && v.node->kind() == NodeKind::Op && !done_.count(v.node.get()) &&
+        !deferred_.count(v.node.get()))
       lower_node(*v.node);
   if (done_.count(&n)) {
     in_progress_.erase(&n);
@@ -513,8 +521,13 @@ void Compiler::run() {
     bind(in->output(0), id);
     input_ids_.push_back(id);
   }
-  for (const NodePtr& n : g_.topo_order())
+  for (const NodePtr& n : g_.topo_order()) {
+    if (n->kind() == NodeKind::Op && !done_.count(n.get()) && matmul_operand_scale(*this, *n)) {
+      deferred_.insert(n.get());
+      continue;
+    }
     if (n->kind() == NodeKind::Op || n->kind() == NodeKind::Opaque) lower_node(*n);
+  }
   for (const Value& v : g_.outputs()) output_ids_.push_back(as_plain(id(v), /*boundary=*/true));
 }
 

@@ -245,6 +245,9 @@ class Compiler {
   std::unordered_set<Value, ValueHash> outputs_;
   std::unordered_set<const Node*> done_;
   std::unordered_set<const Node*> in_progress_;
+  // Nodes whose lowering waits for their consumer (a scalar factor a MatMul
+  // applies itself): lowered only if something asks for their value.
+  std::unordered_set<const Node*> deferred_;
   std::unordered_map<const Node*, bool> claimed_;  // planned into a kernel -> was already under way
   std::map<std::pair<int, std::string>, int> layout_cache_;
   // Keyed by the constant's storage, which the entry keeps alive (so the address

@@ -88,6 +88,8 @@ struct Contraction {
   std::optional<Tensor> bias;      // one per output column, or [M, N]
   std::vector<int64_t> out;        // dst dims
   Value from;                      // the isomer value dst stands for before fusion
+  float scale = 1;                 // a factor on the product (scalar Muls on the operands, taken in)
+  std::vector<const Node*> scaled; // those Muls: computed by this step
   double flops = 0;
   std::string kind;
 };
@@ -409,7 +411,9 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
       ins[i].push_back(!v.present() ? -1 : chain ? -2 : operand(c.id(v)));
     }
   epi.program.num_regs = epi.program.num_inputs;
-  const int result = emit_epilogue_nodes(c, epi.program, nodes, 0, ins, reg, 0);
+  int product = 0;
+  if (k.scale != 1) reg[k.from] = product = epi.program.emit(kernels::PwOp::Affine, 0, 0, 0, k.scale, 0);
+  const int result = emit_epilogue_nodes(c, epi.program, nodes, 0, ins, reg, product);
   if (result < 0) return false;
   epi.program.results = {result};
   specialize_epilogue(c, epi, operand_ids, offs);
@@ -445,6 +449,10 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   info.label = k.node->name();
   info.ops = {k.kind};
   info.nodes = {node_key(*k.node)};
+  for (const Node* m : k.scaled) {
+    info.ops.push_back(m->op_type());
+    info.nodes.push_back(node_key(*m));
+  }
   for (const Node* m : nodes) {
     info.ops.push_back(m->op_type());
     info.nodes.push_back(node_key(*m));
@@ -465,6 +473,7 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   });
   c.bind(nodes.empty() ? k.from : nodes.back()->output(0), dst);
   for (const Node* m : nodes) c.mark_done(*m);
+  for (const Node* m : k.scaled) c.mark_done(*m);
   return true;
 }
 
@@ -500,7 +509,8 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   if (const Node* view = adopt_view(c, k)) absorbed.push_back(view);
   size_t rank = k.out.size();
   Value cur = k.from;
-  if (c.opts().fuse && !k.bias)
+  // (a per-column bias is added after the product's scale, so with one it stays a post-op)
+  if (c.opts().fuse && !k.bias && k.scale == 1)
     if (const Node* add = c.sole_consumer(cur))
       if (auto b = column_bias(c, *add, cur, rank, k.out.back())) {
         k.bias = b;
@@ -509,6 +519,14 @@ bool emit_contraction(Compiler& c, Contraction& k) {
       }
   Fusion fusion = plan_fusion(c, cur, k.out, /*allow_add=*/true);
   fusion.nodes.insert(fusion.nodes.begin(), absorbed.begin(), absorbed.end());
+  if (k.scale != 1) {
+    // The operands' factor, first of the post-ops: dst = scale (A B), then the rest.
+    PostOp p;
+    p.eltwise = EltwiseSpec{dnnl::algorithm::eltwise_linear, k.scale, 0};
+    p.out = k.from;
+    fusion.ops.insert(fusion.ops.begin(), p);
+    fusion.nodes.insert(fusion.nodes.begin(), k.scaled.begin(), k.scaled.end());
+  }
   // A bias that is not one value per column (a Gemm's C of the output's full
   // shape) is added by a binary post-op: oneDNN's matmul has only its reference
   // kernel for such a bias.
@@ -656,11 +674,97 @@ bool jit_matmul(Compiler& c, const md_t& a, const md_t& b, const std::vector<int
 
 }  // namespace
 
+std::optional<float> matmul_operand_scale(Compiler& c, const Node& mul) {
+  if (!c.opts().fuse || mul.kind() != NodeKind::Op || mul.op_type() != "Mul" || mul.inputs().size() != 2 ||
+      mul.num_outputs() != 1 || mul.output_types()[0].dtype != DType::Float32)
+    return std::nullopt;
+  const Node* mm = c.sole_consumer(mul.output(0));
+  if (!mm || mm->op_type() != "MatMul" || mm->inputs().size() != 2 || c.lowered(*mm) || c.is_pending(*mm))
+    return std::nullopt;
+  const Tensor* s = c.peek_known(mul.inputs()[1]);
+  const Value& x = s ? mul.inputs()[0] : mul.inputs()[1];
+  if (!s) s = c.peek_known(mul.inputs()[0]);
+  if (!s || s->numel() != 1 || s->dtype() != DType::Float32 || c.peek_known(x)) return std::nullopt;
+  // x * s keeps x's shape (a scalar of higher rank would add dims).
+  const TensorType& xt = x.node->output_types()[x.index];
+  if (xt.dtype != DType::Float32 || !(xt.shape == mul.output_types()[0].shape)) return std::nullopt;
+  // Both of the product's operands are run-time values (a constant weight would
+  // rather take the factor itself, which is the optimizer's rewrite to make).
+  for (const Value& in : mm->inputs())
+    if (!in.present() || c.peek_known(in)) return std::nullopt;
+  const float f = static_cast<float>(s->f64_at(0));
+  if (!std::isfinite(f)) return std::nullopt;
+  return f;
+}
+
+namespace {
+
+std::string matmul_impl(Compiler& c, const md_t& a, const md_t& b, const std::vector<int64_t>& out) {
+  dnnl::matmul::desc d(a, b, md_t(), plain_md(out, dt::f32));
+  return dnnl::matmul::primitive_desc(d, c.engine()).impl_info_str();
+}
+
+// True when oneDNN runs the product of run-time values a and b, read where they
+// are, on the kernel it picks for dense copies of them.
+bool keeps_matmul_kernel(Compiler& c, const Value& a, const Value& b) {
+  const int ia = c.id(a), ib = c.id(b);
+  const md_t& ma = c.val(ia).md;
+  const md_t& mb = c.val(ib).md;
+  if (ma.data.format_kind != dnnl_blocked || mb.data.format_kind != dnnl_blocked ||
+      ma.data.format_desc.blocking.inner_nblks != 0 || mb.data.format_desc.blocking.inner_nblks != 0)
+    return false;
+  const std::vector<int64_t>& ad = c.val(ia).dims;
+  const std::vector<int64_t>& bd = c.val(ib).dims;
+  const size_t rank = std::max(ad.size(), bd.size());
+  std::vector<int64_t> out = broadcast_dims(std::vector<int64_t>(ad.begin(), ad.end() - 2),
+                                            std::vector<int64_t>(bd.begin(), bd.end() - 2));
+  out.push_back(ad[ad.size() - 2]);
+  out.push_back(bd.back());
+  try {
+    const std::string here = matmul_impl(c, unit_dims_outermost(with_leading_ones(ma, rank)),
+                                         unit_dims_outermost(with_leading_ones(mb, rank)), out);
+    const std::string dense = matmul_impl(c, with_leading_ones(plain_md(ad, dt::f32), rank),
+                                          with_leading_ones(plain_md(bd, dt::f32), rank), out);
+    return here == dense;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 bool lower_matmul(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
-  std::vector<int64_t> ad = c.dims(n.inputs()[0]), bd = c.dims(n.inputs()[1]);
+  // Scalar Muls on the operands that wait for this product (matmul_operand_scale)
+  // are taken in: the product reads their inputs and scales its result.
+  float scale = 1;
+  std::vector<const Node*> scaled;
+  Value ins[2] = {n.inputs()[0], n.inputs()[1]};
+  for (Value& v : ins) {
+    const Node& p = *v.node;
+    if (p.kind() != NodeKind::Op || c.lowered(p) || c.bound_id(v) >= 0 || c.sole_consumer(v) != &n) continue;
+    if (std::optional<float> f = matmul_operand_scale(c, p)) {
+      scale *= *f;
+      scaled.push_back(&p);
+      v = c.peek_known(p.inputs()[1]) ? p.inputs()[0] : p.inputs()[1];
+    }
+  }
+  std::vector<int64_t> ad = c.dims(ins[0]), bd = c.dims(ins[1]);
   if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
+  const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
+  if (!scaled.empty() && !native && !keeps_matmul_kernel(c, ins[0], ins[1])) {
+    // The Muls' outputs are dense, their inputs are views oneDNN runs a slower
+    // kernel on (ViT's Q and K^T, heads of one fused projection with a row
+    // stride of 3 x hidden: its gemm:jit for brgemm): the Muls run as steps,
+    // and make the operands dense on the way.
+    ins[0] = n.inputs()[0];
+    ins[1] = n.inputs()[1];
+    scale = 1;
+    scaled.clear();
+  }
   Contraction k;
+  k.scale = scale;
+  k.scaled = scaled;
   k.node = &n;
   k.kind = "MatMul";
   k.from = n.output(0);
@@ -670,17 +774,16 @@ bool lower_matmul(Compiler& c, const Node& n) {
   k.out = broadcast_dims(ab, bb);
   k.out.push_back(ad[ad.size() - 2]);
   k.out.push_back(bd.back());
-  k.a = matmul_operand(c, c.id(n.inputs()[0]));
+  k.a = matmul_operand(c, c.id(ins[0]));
   k.a_md = unit_dims_outermost(with_leading_ones(c.val(k.a).md, rank));
-  if (const Tensor* b = c.known(n.inputs()[1])) {
+  if (const Tensor* b = c.known(ins[1])) {
     k.b_const = *b;
   } else {
-    k.b = matmul_operand(c, c.id(n.inputs()[1]));
+    k.b = matmul_operand(c, c.id(ins[1]));
     k.b_md = unit_dims_outermost(with_leading_ones(c.val(k.b).md, rank));
   }
   // Views oneDNN only has its reference matmul for (a broadcast's zero strides,
   // some transposed batch layouts) are made dense first.
-  const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
   if (!k.b_const && !native && !jit_matmul(c, k.a_md, k.b_md, k.out)) {
     k.a = c.as_plain(k.a);
     k.a_md = with_leading_ones(c.val(k.a).md, rank);

@@ -4,6 +4,8 @@
 // isomer::Lowering); lowering_of maps the name to the function. Each returns false
 // for an instance it has no fast path for (the reference kernel runs it then, and
 // `isomer run --print-steps` marks that step).
+#include <optional>
+
 #include "ops/op.h"
 
 namespace isomer::runtime {
@@ -18,6 +20,12 @@ LowerFn lowering_of(Lowering l);
 bool lower_conv(Compiler& c, const Node& n);
 bool lower_matmul(Compiler& c, const Node& n);
 bool lower_gemm(Compiler& c, const Node& n);
+// The factor of a Mul of a run-time tensor by a float scalar constant whose only
+// consumer is a MatMul of two run-time operands (torch's decomposed
+// scaled_dot_product_attention scales Q and K^T each by sqrt(scale)): that
+// product applies it to its result, and the Mul gets no step of its own (its
+// lowering waits for the MatMul, which takes it or asks for it). nullopt otherwise.
+std::optional<float> matmul_operand_scale(Compiler& c, const Node& mul);
 // oneDNN pooling, batch normalization, concatenation (lower_misc.cpp).
 bool lower_pool(Compiler& c, const Node& n);
 // A spatial ReduceMean/ReduceMax of a blocked value as global pooling (else false).

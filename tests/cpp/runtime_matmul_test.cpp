@@ -327,5 +327,70 @@ TEST(RuntimeMatmul, AttentionOutputOnOneDnnIsWrittenWithItsHeadsSideBySide) {
   EXPECT_LE(reorders, 1u);  // only the Transpose that moves the last dim may need one
 }
 
+// torch's decomposed scaled_dot_product_attention: Q and K^T each times
+// sqrt(scale), heads taken from [batch, seq, heads x d] by views, then a mask
+// with one value per key added. The product takes both factors (its result
+// scaled before the mask), and the Muls get no step of their own.
+Graph scaled_attention(int64_t seq, bool mul_is_output, int64_t row_groups) {
+  GraphBuilder b;
+  // row_groups 3: Q and K are column blocks of one [seq, 3 x hidden] tensor (a
+  // fused QKV projection), so each head's rows are 3 x hidden floats apart.
+  const int64_t heads = 2, d = 16, hidden = heads * d;
+  Value x = b.input("x", {DType::Float32, make_shape({1, seq, row_groups * hidden})});
+  Value q, k;
+  if (row_groups == 1) {
+    q = x;
+    k = b.input("y", {DType::Float32, make_shape({1, seq, hidden})});
+  } else {
+    std::vector<Value> parts = b.op("Split", {x, b.constant(Tensor::vector_i64({hidden, hidden, hidden}))},
+                                    {{"axis", int64_t{2}}}, 3);
+    q = parts[0];
+    k = parts[1];
+  }
+  auto heads_of = [&](const Value& v, std::vector<int64_t> perm) {
+    Value r = b.op1("Reshape", {v, b.constant(Tensor::vector_i64({1, seq, heads, d}))});
+    return b.op1("Transpose", {r}, {{"perm", perm}});
+  };
+  Value qs = b.op1("Mul", {heads_of(q, {0, 2, 1, 3}), b.constant(Tensor::scalar_f32(0.5f))});
+  Value ks = b.op1("Mul", {b.constant(Tensor::scalar_f32(0.25f)), heads_of(k, {0, 2, 3, 1})});
+  Value s = b.op1("MatMul", {qs, ks});
+  s = b.op1("Add", {s, b.constant(random_weights({seq}, 5))});
+  Value p = b.op1("Softmax", {s}, {{"axis", int64_t{-1}}});
+  if (mul_is_output) return b.finish({p, qs}, {"p", "qs"});
+  return b.finish({p}, {"p"});
+}
+
+TEST(RuntimeMatmul, ScalarFactorsOfBothOperandsAreTakenByTheProduct) {
+  for (int64_t seq : {8, 13}) {
+    Graph g = scaled_attention(seq, /*mul_is_output=*/false, 1);
+    std::vector<runtime::StepInfo> steps = check(g);
+    auto mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 1u);
+    EXPECT_EQ(mm[0]->ops, (std::vector<std::string>{"MatMul", "Mul", "Mul", "Add"})) << mm[0]->signature;
+    for (const runtime::StepInfo& st : steps) EXPECT_NE(st.kind, "pointwise") << st.signature;
+    // isomer's batched GEMM takes them too, into its epilogue.
+    setenv("ISOMER_GEMM", "native", 1);
+    steps = check(g, /*packed_gemm=*/true);
+    unsetenv("ISOMER_GEMM");
+    mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 1u);
+    EXPECT_EQ(mm[0]->signature.rfind("gemm-batched", 0), 0u) << mm[0]->signature;
+    EXPECT_EQ(mm[0]->ops, (std::vector<std::string>{"MatMul", "Mul", "Mul", "Add"})) << mm[0]->signature;
+  }
+}
+
+TEST(RuntimeMatmul, ScalarFactorWithAnotherReaderOrOnAStridedViewStaysAStep) {
+  // The scaled Q is also an output: its Mul runs, the product reads its result.
+  std::vector<runtime::StepInfo> steps = check(scaled_attention(8, /*mul_is_output=*/true, 1));
+  size_t pointwise = 0;
+  for (const runtime::StepInfo& st : steps) pointwise += st.kind == "pointwise";
+  EXPECT_GE(pointwise, 1u);
+  // Heads of a fused QKV projection: whatever the product takes, the results hold.
+  check(scaled_attention(8, /*mul_is_output=*/false, 3));
+  setenv("ISOMER_GEMM", "native", 1);
+  check(scaled_attention(13, /*mul_is_output=*/false, 3), /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+}
+
 }  // namespace
 }  // namespace isomer
