@@ -82,6 +82,66 @@ TEST(VectorMathWide, SixteenLanesAreTheEightLaneFormsBitForBit) {
   EXPECT_LE(erf_abs, 4e-7);
 }
 
+// GELU's piecewise erf (vm::kErfPieces) on 16 lanes, on 8 and as the scalar form,
+// against 0.5 x (1 + erf(x / sqrt 2)) in double precision over [-12, 12] (every
+// interval of the table, the clamp at |x| = 4 sqrt 2) and at the special values.
+ISOMER_TARGET_AVX512 void gelu16(const float* x, float* y) { vm16::store(y, vm16::gelu_erf(vm16::load(x))); }
+ISOMER_TARGET_AVX2 void gelu8(const float* x, float* y) { vm8::store(y, vm8::gelu_erf(vm8::load(x))); }
+
+TEST(VectorMathWide, GeluErfIsWithinAFewUlpsOfTheExactFunction) {
+  const bool has512 = vector_isa_available(VectorIsa::Avx512), has2 = vector_isa_available(VectorIsa::Avx2);
+  double worst = 0;
+  auto check = [&](float x, float got, const char* form) {
+    const double d = x, want = 0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0)));
+    const double err = std::fabs(got - want) / std::max(1.0, std::fabs(d));
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 3e-7) << form << " gelu(" << x << ") = " << got << ", want " << want;
+  };
+  std::vector<float> xs;
+  for (int i = -240000; i <= 240000; ++i) xs.push_back(static_cast<float>(i) * 5e-5f);
+  for (float b : {4.0f * 1.41421356f, 0.25f * 1.41421356f, 1e-30f, -1e-30f, 0.f, -0.f, 1e6f, -1e6f}) {
+    xs.push_back(b);
+    xs.push_back(std::nextafter(b, 1e9f));
+    xs.push_back(std::nextafter(b, -1e9f));
+  }
+  while (xs.size() % 16) xs.push_back(1.f);
+  std::vector<float> y16(xs.size()), y8(xs.size());
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    if (has512) gelu16(&xs[i], &y16[i]);
+    if (has2) {
+      gelu8(&xs[i], &y8[i]);
+      gelu8(&xs[i + 8], &y8[i + 8]);
+    }
+  }
+  for (size_t i = 0; i < xs.size() && !::testing::Test::HasFailure(); ++i) {
+    check(xs[i], vm::gelu_erf(xs[i]), "scalar");
+    if (has512) check(xs[i], y16[i], "16 lanes");
+    if (has2) check(xs[i], y8[i], "8 lanes");
+  }
+  EXPECT_GT(worst, 0.0);
+  // Specials: NaN stays NaN, +inf is +inf, large negative values give (signed) zero.
+  const float inf = std::numeric_limits<float>::infinity();
+  alignas(64) float s[16] = {NAN, inf, -1e30f, -50.f, 50.f, 3.f, -3.f, 0.f, 1, 1, 1, 1, 1, 1, 1, 1}, r[16];
+  auto specials = [&](const float* out, const char* form) {
+    EXPECT_TRUE(std::isnan(out[0])) << form;
+    EXPECT_EQ(out[1], inf) << form;
+    EXPECT_EQ(out[2], 0.f) << form;
+    EXPECT_EQ(out[3], 0.f) << form;
+    EXPECT_EQ(out[4], 50.f) << form;
+  };
+  for (int l = 0; l < 16; ++l) r[l] = vm::gelu_erf(s[l]);
+  specials(r, "scalar");
+  if (has512) {
+    gelu16(s, r);
+    specials(r, "16 lanes");
+  }
+  if (has2) {
+    gelu8(s, r);
+    gelu8(s + 8, r + 8);
+    specials(r, "8 lanes");
+  }
+}
+
 TEST(VectorMathWide, LaneSumsAndMaxima) {
   vm16::v16 v;
   vm8::v8 w;

@@ -8,6 +8,7 @@
 #include "check/compare.h"
 #include "eval/evaluator.h"
 #include "ir/graph.h"
+#include "kernels/vector_isa.h"
 #include "runtime/compiler.h"
 #include "runtime/runtime.h"
 
@@ -390,6 +391,41 @@ TEST(RuntimeMatmul, ScalarFactorWithAnotherReaderOrOnAStridedViewStaysAStep) {
   setenv("ISOMER_GEMM", "native", 1);
   check(scaled_attention(13, /*mul_is_output=*/false, 3), /*packed_gemm=*/true);
   unsetenv("ISOMER_GEMM");
+}
+
+TEST(RuntimeMatmul, AnErfGeluAfterTheProductIsRightAsAPostOpOrItsOwnPass) {
+  // BERT's FFN: MatMul + bias, the erf GELU as torch exports it (x / sqrt 2, Erf,
+  // + 1, * x, * 0.5) or as ONNX's Gelu, then the second MatMul + bias + residual.
+  // With AVX-512 the GELU is isomer's pointwise pass (vmath's piecewise erf), not
+  // oneDNN's post-op; the results are the reference evaluator's either way.
+  for (bool onnx_gelu : {false, true}) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({2, 24, 32})});
+    Value h = b.op1("Add", {b.op1("MatMul", {x, b.constant(random_weights({32, 96}, 1))}),
+                            b.constant(random_weights({96}, 2))});
+    // Scale the pre-activations into [-8, 8]: every interval of the erf table.
+    h = b.op1("Mul", {h, b.constant(Tensor::scalar_f32(3.0f))});
+    if (onnx_gelu) {
+      h = b.op1("Gelu", {h});
+    } else {
+      Value e = b.op1("Erf", {b.op1("Div", {h, b.constant(Tensor::scalar_f32(1.4142135f))})});
+      h = b.op1("Mul", {b.op1("Mul", {h, b.op1("Add", {e, b.constant(Tensor::scalar_f32(1.0f))})}),
+                        b.constant(Tensor::scalar_f32(0.5f))});
+    }
+    Value y = b.op1("Add", {b.op1("MatMul", {h, b.constant(random_weights({96, 32}, 3))}),
+                            b.constant(random_weights({32}, 4))});
+    Graph g = b.finish({b.op1("Add", {y, x})}, {"y"});
+    std::vector<runtime::StepInfo> steps = check(g);
+    if (kernels::best_vector_isa() != kernels::VectorIsa::Avx512) continue;
+    const std::string gelu_post_op = "+elt" + std::to_string(static_cast<int>(dnnl::algorithm::eltwise_gelu_erf)) + "(";
+    bool gelu_pass = false;
+    for (const runtime::StepInfo& st : steps) {
+      if (st.kind == "matmul")
+        EXPECT_EQ(st.signature.find(gelu_post_op), std::string::npos) << "GELU still a oneDNN post-op: " << st.signature;
+      gelu_pass = gelu_pass || (st.kind == "pointwise" && st.signature.find("GeluErf") != std::string::npos);
+    }
+    EXPECT_TRUE(gelu_pass) << (onnx_gelu ? "Gelu" : "decomposed");
+  }
 }
 
 }  // namespace
