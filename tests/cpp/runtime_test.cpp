@@ -352,6 +352,23 @@ TEST(Runtime, LargeConvolutionGatesRunInPlaceAfterIt) {
   EXPECT_EQ(count(small, "pointwise"), 0u);
 }
 
+// A constant Pad of zeros everywhere (Swin's windows, padded to a multiple of a
+// window that already divides the map) is its input, in whatever layout that has:
+// no step; a real pad after it still pads.
+TEST(Runtime, PadOfNothingIsItsInput) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 14, 14})});
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value t = b.op1("Transpose", {c}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  Value zero = b.constant(Tensor::from_i64(DType::Int64, {8}, std::vector<int64_t>(8, 0)));
+  Value p = b.op1("Pad", {t, zero});
+  Value y = b.op1("Relu", {p});
+  Value q = b.op1("Pad", {y, b.constant(Tensor::from_i64(DType::Int64, {8}, std::vector<int64_t>{0, 1, 0, 0, 0, 0, 2, 0}))});
+  Value direct = b.op1("Pad", {x, zero});
+  auto kinds = expect_matches_reference(b.finish({q, direct}, {"q", "direct"}));
+  EXPECT_EQ(count(kinds, "pad"), 1u);
+}
+
 TEST(Runtime, GemmTransposesAndBroadcastBinary) {
   GraphBuilder b;
   Value a = b.input("a", {DType::Float32, make_shape({6, 4})});
