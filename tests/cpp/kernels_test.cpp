@@ -458,6 +458,32 @@ TEST(Gemm, MatrixVectorProducts) {
   }
 }
 
+// SiLU as one division, x / (1 + e^-x), within a few ulps of the double-precision
+// value over the whole range: underflow (-0 for very negative x), overflow of e^-x,
+// zero, large x (x itself), a tail shorter than a vector, and NaN through.
+TEST(Pointwise, SiluOverTheWholeRange) {
+  std::vector<float> x;
+  for (float v = -120.0f; v <= 120.0f; v += 0.37f) x.push_back(v);
+  for (float v : {-88.8f, -87.4f, -1e-30f, 0.0f, 1e-30f, 88.8f, 1e30f, -1e30f}) x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y(x.size(), 7.0f);
+  PwProgram p;
+  p.num_inputs = p.num_regs = 1;
+  p.results = {p.emit(PwOp::Silu, 0)};
+  const std::vector<StridedRef> in = {ref(x.data(), DType::Float32, {1})}, out = {ref(y.data(), DType::Float32, {1})};
+  const int64_t n = static_cast<int64_t>(x.size());
+  run_pointwise(p, in, out, std::span<const int64_t>(&n, 1), 1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    const double want = double(x[i]) / (1.0 + std::exp(-double(x[i])));
+    // Below -88.7 e^-x overflows and the result is -0 where x e^x is about -1e-37.
+    EXPECT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35) << "x = " << x[i];
+  }
+}
+
 // A result written in the same transposed order as its operand (the runtime does
 // this for attention's scaled q and k): the pass walks memory order.
 TEST(Pointwise, ResultInTheOperandsTransposedOrder) {
