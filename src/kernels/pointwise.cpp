@@ -89,7 +89,7 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::Elu: LOOP1(x >= 0.0f ? x : al * (vm::exp(x) - 1.0f));
       case PwOp::Selu: LOOP1(be * (x > 0.0f ? x : al * (vm::exp(x) - 1.0f)));
       case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));
-      case PwOp::Silu: LOOPV(x * vmv::sigmoid(x));
+      case PwOp::Silu: LOOPV(x / (vmv::splat<V>(1.0f) + vmv::exp(-x)));  // one division, not a reciprocal and a product
       case PwOp::Trunc: LOOP1(std::trunc(x));
       // max(0, x) + min(0, alpha (exp(x / alpha) - 1)); alpha > 0 makes the second term <= 0.
       case PwOp::Celu: LOOP1(x > 0.0f ? x : al * (vm::exp(x / al) - 1.0f));

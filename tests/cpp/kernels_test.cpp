@@ -423,6 +423,67 @@ TEST(Gemm, DeepProductsInCacheBlocksWithAPackedBias) {
   }
 }
 
+// One row of A (a fully connected layer at batch 1) runs as a matrix-vector
+// product over all of K with several partial sums: depths that are and are not
+// multiples of its unroll, a column tail, A read with a stride (transA), a bias
+// and a Relu epilogue, at 1 and 2 threads, against a double-precision sum.
+TEST(Gemm, MatrixVectorProducts) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto [K, N] : {std::pair{1, 5}, std::pair{3, 16}, std::pair{4, 33}, std::pair{7, 17}, std::pair{4099, 1000},
+                      std::pair{9216, 40}}) {
+    std::vector<float> b(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N)), c(static_cast<size_t>(N));
+    std::vector<float> a(static_cast<size_t>(3 * K));  // element k at a[3 k] when strided
+    for (auto* v : {&a, &b, &bias})
+      for (float& x : *v) x = u(rng);
+    GemmEpilogue e;
+    e.program.num_inputs = e.program.num_regs = 1;
+    e.program.results = {e.program.emit(PwOp::Relu, 0)};
+    const PackedB p = pack_b(b.data(), K, N, N);
+    const std::vector<float> padded = panel_bias(bias.data(), N);
+    for (int strided : {0, 1})
+      for (int with_bias : {0, 1})
+        for (int threads : {1, 2}) {
+          std::fill(c.begin(), c.end(), -7.0f);
+          gemm_packed(a.data(), strided ? 3 : K, 1, p, c.data(), N, &e, threads, with_bias ? padded.data() : nullptr,
+                      /*a_transposed=*/strided == 1);
+          for (int n = 0; n < N; ++n) {
+            double s = with_bias ? bias[static_cast<size_t>(n)] : 0.0;
+            for (int k = 0; k < K; ++k)
+              s += double(a[static_cast<size_t>(strided ? 3 * k : k)]) * b[static_cast<size_t>(k * N + n)];
+            ASSERT_NEAR(c[static_cast<size_t>(n)], std::max(s, 0.0), 1e-4 * (1 + std::sqrt(double(K))))
+                << K << "x" << N << " at " << n << " strided " << strided << " bias " << with_bias << " threads " << threads;
+          }
+        }
+  }
+}
+
+// SiLU as one division, x / (1 + e^-x), within a few ulps of the double-precision
+// value over the whole range: underflow (-0 for very negative x), overflow of e^-x,
+// zero, large x (x itself), a tail shorter than a vector, and NaN through.
+TEST(Pointwise, SiluOverTheWholeRange) {
+  std::vector<float> x;
+  for (float v = -120.0f; v <= 120.0f; v += 0.37f) x.push_back(v);
+  for (float v : {-88.8f, -87.4f, -1e-30f, 0.0f, 1e-30f, 88.8f, 1e30f, -1e30f}) x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y(x.size(), 7.0f);
+  PwProgram p;
+  p.num_inputs = p.num_regs = 1;
+  p.results = {p.emit(PwOp::Silu, 0)};
+  const std::vector<StridedRef> in = {ref(x.data(), DType::Float32, {1})}, out = {ref(y.data(), DType::Float32, {1})};
+  const int64_t n = static_cast<int64_t>(x.size());
+  run_pointwise(p, in, out, std::span<const int64_t>(&n, 1), 1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    const double want = double(x[i]) / (1.0 + std::exp(-double(x[i])));
+    // Below -88.7 e^-x overflows and the result is -0 where x e^x is about -1e-37.
+    EXPECT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35) << "x = " << x[i];
+  }
+}
+
 // A result written in the same transposed order as its operand (the runtime does
 // this for attention's scaled q and k): the pass walks memory order.
 TEST(Pointwise, ResultInTheOperandsTransposedOrder) {

@@ -322,6 +322,62 @@ TEST(Runtime, SwishSubgraphsBecomeOneEltwise) {
   }
 }
 
+// A SiLU or sigmoid ending a large convolution's post-ops runs as a step of its own
+// in place on the convolution's output, in whatever layout that has: after a
+// folded BatchNormalization and a residual add (which stay post-ops), with 24 and
+// 40 output channels (not whole vector blocks), and feeding another convolution
+// and a pooling that read the same buffer.
+TEST(Runtime, LargeConvolutionGatesRunInPlaceAfterIt) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 80, 80})});
+  Value r = b.input("r", {DType::Float32, make_shape({1, 32, 80, 80})});
+  const std::vector<int64_t> pads = {1, 1, 1, 1};
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({32, 8, 3, 3}, 1)), b.constant(random_tensor({32}, 2))},
+                  {{"pads", pads}});
+  Value bn = b.op1("BatchNormalization",
+                   {c, b.constant(random_tensor({32}, 3)), b.constant(random_tensor({32}, 4)),
+                    b.constant(random_tensor({32}, 5)), b.constant(random_tensor({32}, 6, 0.5, 2))});
+  Value sum = b.op1("Add", {bn, r});
+  Value silu = b.op1("Mul", {sum, b.op1("Sigmoid", {sum})});
+  Value c2 = b.op1("Conv", {silu, b.constant(random_tensor({24, 32, 1, 1}, 7))});
+  Value silu2 = b.op1("Mul", {b.op1("Sigmoid", {c2}), c2});
+  Value c3 = b.op1("Conv", {silu2, b.constant(random_tensor({40, 24, 1, 1}, 8))});
+  Value gate = b.op1("Sigmoid", {c3});
+  Value pool = b.op1("GlobalAveragePool", {silu2});
+  Graph g = b.finish({gate, pool}, {"gate", "pool"});
+  std::vector<std::string> kinds, sigs;
+  for (const runtime::StepInfo& st : testing::run_against_reference(g, 1e-4)) {
+    kinds.push_back(st.kind);
+    sigs.push_back(st.kind + ": " + st.signature);
+  }
+  EXPECT_EQ(count(kinds, "conv"), 3u);
+  EXPECT_EQ(count(kinds, "pointwise"), 3u) << ::testing::PrintToString(sigs);  // the two SiLUs and the sigmoid
+  // Small outputs keep the gate as a post-op: one step.
+  GraphBuilder s;
+  Value xs = s.input("x", {DType::Float32, make_shape({1, 8, 10, 10})});
+  Value cs = s.op1("Conv", {xs, s.constant(random_tensor({16, 8, 1, 1}, 9))});
+  auto small = expect_matches_reference(s.finish({s.op1("Mul", {cs, s.op1("Sigmoid", {cs})})}, {"y"}));
+  EXPECT_EQ(count(small, "conv"), 1u);
+  EXPECT_EQ(count(small, "pointwise"), 0u);
+}
+
+// A constant Pad of zeros everywhere (Swin's windows, padded to a multiple of a
+// window that already divides the map) is its input, in whatever layout that has:
+// no step; a real pad after it still pads.
+TEST(Runtime, PadOfNothingIsItsInput) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 14, 14})});
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value t = b.op1("Transpose", {c}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  Value zero = b.constant(Tensor::from_i64(DType::Int64, {8}, std::vector<int64_t>(8, 0)));
+  Value p = b.op1("Pad", {t, zero});
+  Value y = b.op1("Relu", {p});
+  Value q = b.op1("Pad", {y, b.constant(Tensor::from_i64(DType::Int64, {8}, std::vector<int64_t>{0, 1, 0, 0, 0, 0, 2, 0}))});
+  Value direct = b.op1("Pad", {x, zero});
+  auto kinds = expect_matches_reference(b.finish({q, direct}, {"q", "direct"}));
+  EXPECT_EQ(count(kinds, "pad"), 1u);
+}
+
 TEST(Runtime, GemmTransposesAndBroadcastBinary) {
   GraphBuilder b;
   Value a = b.input("a", {DType::Float32, make_shape({6, 4})});
