@@ -168,6 +168,8 @@ class MeasuredCostModel : public CostModel {
   const std::string& fingerprint() const { return fingerprint_; }
   // Whole runs timed so far (warm-up runs not counted).
   size_t timed_runs() const { return timed_runs_; }
+  // Of those, runs that left out steps repeating an earlier step (see profile()).
+  size_t runs_without_repeats() const { return skipped_runs_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -192,6 +194,7 @@ class MeasuredCostModel : public CostModel {
   int warmup_, repeats_;
   double budget_ms_;
   size_t timed_runs_ = 0;
+  size_t skipped_runs_ = 0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

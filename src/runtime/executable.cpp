@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <unordered_set>
 
 #include "runtime/compiler.h"
 #include "runtime/precision.h"
@@ -326,20 +327,40 @@ double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms
   return median(ms);
 }
 
-std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms) {
+std::vector<bool> Executable::repeated_steps() const {
+  const Impl& m = *impl_;
+  std::vector<bool> out(m.steps.size(), false);
+  auto floating = [&](int id) {
+    const DType t = m.values[static_cast<size_t>(id)].dtype;
+    return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+  };
+  for (const RtStep& s : m.steps) {
+    if (!std::all_of(s.reads.begin(), s.reads.end(), floating) ||
+        !std::all_of(s.writes.begin(), s.writes.end(), floating))
+      return out;
+  }
+  std::unordered_set<std::string> seen;
+  for (size_t s = 0; s < m.steps.size(); ++s) out[s] = !seen.insert(m.infos[s].signature).second;
+  return out;
+}
+
+std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms, const std::vector<bool>* skip) {
   Impl& m = *impl_;
   set_threads(m.threads);
   using clock = std::chrono::steady_clock;
+  auto runs_step = [&](size_t s) { return !skip || s >= skip->size() || !(*skip)[s]; };
   const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
     auto t0 = clock::now();
-    for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+    for (size_t s = 0; s < m.steps.size(); ++s)
+      if (runs_step(s)) m.run_step(s);
     m.stream.wait();
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   }));
-  std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size()));
+  std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size(), 0.0));
   std::vector<double> totals(runs, 0.0);
   for (size_t k = 0; k < runs; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) {
+      if (!runs_step(s)) continue;
       auto t0 = clock::now();
       m.run_step(s);
       ms[k][s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();

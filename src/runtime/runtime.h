@@ -81,7 +81,17 @@ class Executable {
   // taken a fifth of it, and is timed timed_runs(repeats, budget_ms, last warm-up
   // run) times. The search prices new operator shapes so: TASO's BERT took 18
   // runs of about 2 s to price whole, where 3 show the same typical time.
-  std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0);
+  //
+  // `skip` (one flag per step, as repeated_steps() gives it): steps left out of the
+  // warm-up and timed runs (their time is 0), so that a run costs only what is new.
+  std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0,
+                                    const std::vector<bool>* skip = nullptr);
+  // Per step: whether an earlier step has the same signature and a timed run may
+  // leave it out (profile_steps' `skip`): only where every value a step reads or
+  // writes is floating point, so that a step reading a buffer whose producer did not
+  // run reads numbers it computes with at its usual speed, never indices or shapes
+  // out of range. All false otherwise.
+  std::vector<bool> repeated_steps() const;
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
   int threads() const;

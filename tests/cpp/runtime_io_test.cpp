@@ -106,3 +106,44 @@ TEST(RuntimeTiming, BudgetBoundsTheTimedRuns) {
   EXPECT_EQ(timed_runs(2, 250, 2000), 2);           // never more than asked
   EXPECT_EQ(timed_runs(0, 250, 1), 1);              // at least one
 }
+
+namespace isomer {
+namespace {
+
+TEST(RuntimeIo, RepeatedStepsCanBeLeftOutOfTimedRunsOnlyWhereAllValuesAreFloat) {
+  // Three equal products: the second and third repeat the first's step.
+  auto weight = [] { return Tensor::from_f64(DType::Float32, {64, 64}, std::vector<double>(64 * 64, 0.01)); };
+  GraphBuilder gb;
+  Value x = gb.input("x", {DType::Float32, make_shape({64, 64})});
+  for (int k = 0; k < 3; ++k) x = gb.op1("MatMul", {x, gb.constant(weight())});
+  const Graph g = gb.finish({x}, {"y"});
+  auto exe = compile1(g);
+  const std::vector<bool> skip = exe->repeated_steps();
+  ASSERT_EQ(skip.size(), exe->steps().size());
+  size_t repeated = 0;
+  for (size_t s = 0; s < skip.size(); ++s) {
+    bool earlier = false;
+    for (size_t t = 0; t < s; ++t) earlier = earlier || exe->steps()[t].signature == exe->steps()[s].signature;
+    EXPECT_EQ(skip[s], earlier) << exe->steps()[s].label;
+    repeated += skip[s];
+  }
+  EXPECT_GE(repeated, 1u);
+  exe->run(random_inputs(g, 1));
+  const std::vector<double> ms = exe->profile_steps(0, 2, 0, &skip);
+  for (size_t s = 0; s < skip.size(); ++s)
+    if (skip[s]) EXPECT_EQ(ms[s], 0.0) << exe->steps()[s].label;
+    else EXPECT_GT(ms[s], 0.0) << exe->steps()[s].label;
+
+  // Indices read by a Gather: a step whose producer did not run could read any
+  // bytes as indices, so nothing is left out.
+  GraphBuilder hb;
+  Value y = hb.input("x", {DType::Float32, make_shape({64, 64})});
+  Value idx = hb.input("i", {DType::Int64, make_shape({8})});
+  for (int k = 0; k < 3; ++k) y = hb.op1("MatMul", {y, hb.constant(weight())});
+  const Graph h = hb.finish({hb.op1("Gather", {y, idx}, {{"axis", int64_t{0}}})}, {"g"});
+  const std::vector<bool> none = compile1(h)->repeated_steps();
+  EXPECT_TRUE(std::none_of(none.begin(), none.end(), [](bool b) { return b; }));
+}
+
+}  // namespace
+}  // namespace isomer
