@@ -300,8 +300,10 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
   // A graph whose run alone outlasts the budget's share of a timed run is timed in
   // the fewest runs the budget allows whatever it does, so its steps that repeat an
   // earlier step's signature (TASO's BERT is eight equal layers) are left out of
-  // those runs and priced by the earlier step's time: the same number of runs, each
-  // costing only the graph's distinct steps (runtime::Executable::repeated_steps).
+  // those runs and priced by the earlier step's time, and so are steps the database
+  // prices already (they are priced from it: most of a search's result), except where
+  // a step that is timed reads what they write: the same number of runs, each costing
+  // only the graph's new steps and what feeds them (runtime::Executable::steps_to_skip).
   std::vector<bool> skip;
   if (!inputs().empty()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -311,7 +313,7 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
     for (const Tensor& t : outs) out_bytes += static_cast<double>(t.byte_size());
     if (budget > 0 && ms >= budget / 5 && out_bytes / 1e6 <= ms / 100) spent = last = ms;
     if (budget > 0 && last > 0 && runtime::timed_runs(repeats_, budget, last) <= runtime::kMinTimedRuns)
-      skip = exe.repeated_steps();
+      skip = exe.steps_to_skip([&](size_t i) { return usable(db_key(exe.steps()[i].signature)); });
   }
   for (int warmed = 0; warmed < warmup_ && !(budget > 0 && spent >= budget / 5); ++warmed) {
     last = total(exe.profile_steps(0, 1));

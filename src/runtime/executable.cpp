@@ -327,7 +327,7 @@ double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms
   return median(ms);
 }
 
-std::vector<bool> Executable::repeated_steps() const {
+std::vector<bool> Executable::steps_to_skip(const std::function<bool(size_t)>& known) const {
   const Impl& m = *impl_;
   std::vector<bool> out(m.steps.size(), false);
   auto floating = [&](int id) {
@@ -340,7 +340,23 @@ std::vector<bool> Executable::repeated_steps() const {
       return out;
   }
   std::unordered_set<std::string> seen;
-  for (size_t s = 0; s < m.steps.size(); ++s) out[s] = !seen.insert(m.infos[s].signature).second;
+  for (size_t s = 0; s < m.steps.size(); ++s)
+    out[s] = !seen.insert(m.infos[s].signature).second || (known && known(s));
+  // The buffer a value lives in: views are read and written through their root.
+  auto root = [&](int id) {
+    while (m.values[static_cast<size_t>(id)].alias_of >= 0) id = m.values[static_cast<size_t>(id)].alias_of;
+    return id;
+  };
+  std::unordered_map<int, size_t> last_writer;  // root value -> the last step before this one writing it
+  std::vector<bool> keep(m.steps.size(), false);
+  for (size_t s = 0; s < m.steps.size(); ++s) {
+    if (!out[s])
+      for (int r : m.steps[s].reads)
+        if (auto it = last_writer.find(root(r)); it != last_writer.end()) keep[it->second] = true;
+    for (int w : m.steps[s].writes) last_writer[root(w)] = s;
+  }
+  for (size_t s = 0; s < m.steps.size(); ++s)
+    if (keep[s]) out[s] = false;
   return out;
 }
 

@@ -12,6 +12,7 @@
 // not understand run on ONNX Runtime (runtime/delegate.h).
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,12 +87,14 @@ class Executable {
   // warm-up and timed runs (their time is 0), so that a run costs only what is new.
   std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0,
                                     const std::vector<bool>* skip = nullptr);
-  // Per step: whether an earlier step has the same signature and a timed run may
-  // leave it out (profile_steps' `skip`): only where every value a step reads or
-  // writes is floating point, so that a step reading a buffer whose producer did not
-  // run reads numbers it computes with at its usual speed, never indices or shapes
-  // out of range. All false otherwise.
-  std::vector<bool> repeated_steps() const;
+  // Per step: whether a timed run may leave it out (profile_steps' `skip`): an earlier
+  // step has its signature, or `known(i)` says step i's time is known already. A step
+  // that is run also runs the steps that last wrote the values it reads, so that it
+  // reads them as a whole run leaves them (hot in cache). Only where every value a
+  // step reads or writes is floating point, so that a step reading a buffer whose
+  // producer did not run reads numbers it computes with at its usual speed, never
+  // indices or shapes out of range; all false otherwise.
+  std::vector<bool> steps_to_skip(const std::function<bool(size_t)>& known = {}) const;
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
   int threads() const;
