@@ -163,6 +163,10 @@ class MeasuredCostModel : public CostModel {
   // once a graph is timed, each of its steps is priced by its own time, also
   // where an earlier step of the same signature was stored (ResNet-50 repeats
   // its blocks' convolutions): the first one's time is what the database keeps.
+  // A graph long enough to be timed in the fewest runs leaves out of those runs
+  // the steps that repeat an earlier one (priced by the earlier one's time) and
+  // those the database prices already, but not the steps that write what a timed
+  // step reads (runtime::Executable::steps_to_skip).
   void prepare(runtime::Executable& exe) override;
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
