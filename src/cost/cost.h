@@ -163,11 +163,17 @@ class MeasuredCostModel : public CostModel {
   // once a graph is timed, each of its steps is priced by its own time, also
   // where an earlier step of the same signature was stored (ResNet-50 repeats
   // its blocks' convolutions): the first one's time is what the database keeps.
+  // A graph long enough to be timed in the fewest runs leaves out of those runs
+  // the steps that repeat an earlier one (priced by the earlier one's time) and
+  // those the database prices already, but not the steps that write what a timed
+  // step reads (runtime::Executable::steps_to_skip).
   void prepare(runtime::Executable& exe) override;
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
   // Whole runs timed so far (warm-up runs not counted).
   size_t timed_runs() const { return timed_runs_; }
+  // Of those, runs that left out steps repeating an earlier step (see profile()).
+  size_t runs_without_repeats() const { return skipped_runs_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -192,6 +198,7 @@ class MeasuredCostModel : public CostModel {
   int warmup_, repeats_;
   double budget_ms_;
   size_t timed_runs_ = 0;
+  size_t skipped_runs_ = 0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <unordered_set>
 
 #include "runtime/compiler.h"
 #include "runtime/precision.h"
@@ -347,20 +348,56 @@ struct ProfileClock {
 };
 }  // namespace
 
-std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms) {
+std::vector<bool> Executable::steps_to_skip(const std::function<bool(size_t)>& known) const {
+  const Impl& m = *impl_;
+  std::vector<bool> out(m.steps.size(), false);
+  auto floating = [&](int id) {
+    const DType t = m.values[static_cast<size_t>(id)].dtype;
+    return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+  };
+  for (const RtStep& s : m.steps) {
+    if (!std::all_of(s.reads.begin(), s.reads.end(), floating) ||
+        !std::all_of(s.writes.begin(), s.writes.end(), floating))
+      return out;
+  }
+  std::unordered_set<std::string> seen;
+  for (size_t s = 0; s < m.steps.size(); ++s)
+    out[s] = !seen.insert(m.infos[s].signature).second || (known && known(s));
+  // The buffer a value lives in: views are read and written through their root.
+  auto root = [&](int id) {
+    while (m.values[static_cast<size_t>(id)].alias_of >= 0) id = m.values[static_cast<size_t>(id)].alias_of;
+    return id;
+  };
+  std::unordered_map<int, size_t> last_writer;  // root value -> the last step before this one writing it
+  std::vector<bool> keep(m.steps.size(), false);
+  for (size_t s = 0; s < m.steps.size(); ++s) {
+    if (!out[s])
+      for (int r : m.steps[s].reads)
+        if (auto it = last_writer.find(root(r)); it != last_writer.end()) keep[it->second] = true;
+    for (int w : m.steps[s].writes) last_writer[root(w)] = s;
+  }
+  for (size_t s = 0; s < m.steps.size(); ++s)
+    if (keep[s]) out[s] = false;
+  return out;
+}
+
+std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms, const std::vector<bool>* skip) {
   Impl& m = *impl_;
   set_threads(m.threads);
   using clock = ProfileClock;
+  auto runs_step = [&](size_t s) { return !skip || s >= skip->size() || !(*skip)[s]; };
   const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
     auto t0 = clock::now();
-    for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+    for (size_t s = 0; s < m.steps.size(); ++s)
+      if (runs_step(s)) m.run_step(s);
     m.stream.wait();
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   }));
-  std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size()));
+  std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size(), 0.0));
   std::vector<double> totals(runs, 0.0);
   for (size_t k = 0; k < runs; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) {
+      if (!runs_step(s)) continue;
       auto t0 = clock::now();
       m.run_step(s);
       ms[k][s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();

@@ -12,6 +12,7 @@
 // not understand run on ONNX Runtime (runtime/delegate.h).
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,7 +82,19 @@ class Executable {
   // taken a fifth of it, and is timed timed_runs(repeats, budget_ms, last warm-up
   // run) times. The search prices new operator shapes so: TASO's BERT took 18
   // runs of about 2 s to price whole, where 3 show the same typical time.
-  std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0);
+  //
+  // `skip` (one flag per step, as repeated_steps() gives it): steps left out of the
+  // warm-up and timed runs (their time is 0), so that a run costs only what is new.
+  std::vector<double> profile_steps(int warmup, int repeats, double budget_ms = 0,
+                                    const std::vector<bool>* skip = nullptr);
+  // Per step: whether a timed run may leave it out (profile_steps' `skip`): an earlier
+  // step has its signature, or `known(i)` says step i's time is known already. A step
+  // that is run also runs the steps that last wrote the values it reads, so that it
+  // reads them as a whole run leaves them (hot in cache). Only where every value a
+  // step reads or writes is floating point, so that a step reading a buffer whose
+  // producer did not run reads numbers it computes with at its usual speed, never
+  // indices or shapes out of range; all false otherwise.
+  std::vector<bool> steps_to_skip(const std::function<bool(size_t)>& known = {}) const;
   // The concrete input dims compiled for.
   const std::vector<std::vector<int64_t>>& input_dims() const;
   int threads() const;

@@ -342,7 +342,10 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
         if (auto e = num_elements(eg.type(c).shape)) elements += static_cast<double>(*e);
     ms = 1e-3 + elements * 1e-6;
   }
-  seconds_alone_ += seconds_since(t0);
+  const double took = seconds_since(t0);
+  seconds_alone_ += took;
+  if (std::getenv("ISOMER_DEBUG_COST"))
+    std::fprintf(stderr, "eqsat: priced alone %s: %.3f ms in %.3f s\n", key.c_str(), ms, took);
   alone_[key] = ms;
   if (progress_ && alone_.size() >= reported_ + 25) {
     reported_ = alone_.size();
@@ -384,7 +387,10 @@ std::optional<double> ENodePricer::fused(eg::EGraph& eg, const ENode& n) {
       } catch (const std::exception&) {
         return std::nullopt;
       }
-      seconds_alone_ += seconds_since(t0);
+      const double took = seconds_since(t0);
+      seconds_alone_ += took;
+      if (std::getenv("ISOMER_DEBUG_COST"))
+        std::fprintf(stderr, "eqsat: priced fused %s: %.3f ms in %.3f s\n", key.c_str(), ms, took);
       return alone_[key] = ms;
     }
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -225,6 +226,53 @@ TEST(Cost, TimingStopsEarlyOnlyWhenRunsAgree) {
   EXPECT_FALSE(cost::timing_settled({5.0}, 15));
   EXPECT_TRUE(cost::timing_settled({5.0}, 1));
   EXPECT_FALSE(cost::timing_settled({}, 1));
+}
+
+// Six equal layers (MatMul + Relu on [128,256] x [256,256]) and a small product out,
+// so that a run's outputs are small next to its time.
+Graph equal_layers() {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({128, 256})});
+  for (int i = 0; i < 6; ++i) x = b.op1("Relu", {b.op1("MatMul", {x, b.constant(ones({256, 256}))})});
+  return b.finish({b.op1("MatMul", {x, b.constant(ones({256, 1}))})}, {"y"});
+}
+
+TEST(Cost, LongGraphsAreTimedWithoutTheirRepeatedSteps) {
+  auto quiet = [] { return 0.0; };
+  // A budget every run outlasts: the fewest runs are taken whatever they cost, so the
+  // steps repeating an earlier one's signature are left out of them and priced by
+  // the first one's time.
+  std::string db = temp_db("repeats");
+  cost::MeasuredCostModel m(db, 1, 1, 5, /*budget_ms=*/1e-6);
+  m.set_load_probe(quiet);
+  cost::GraphCost gc = m.graph_cost(equal_layers());
+  EXPECT_GT(m.runs_without_repeats(), 0u);
+  EXPECT_EQ(m.runs_without_repeats(), m.timed_runs());
+  // Every repeat but the last layer's (the last product, which is timed, reads it)
+  // costs exactly what the first of its signature does.
+  std::map<std::string, double> first;
+  size_t repeats = 0, priced_as_first = 0;
+  for (const cost::StepCost& s : gc.steps) {
+    EXPECT_GT(s.ms, 0) << s.step.label;
+    auto [it, inserted] = first.emplace(s.step.signature, s.ms);
+    if (!inserted) {
+      ++repeats;
+      priced_as_first += s.ms == it->second;
+    }
+  }
+  EXPECT_GE(repeats, 4u);
+  EXPECT_GE(priced_as_first + 1, repeats);
+  EXPECT_GE(priced_as_first, 3u);
+  remove_db(db);
+  // A short graph within the usual budget takes as many runs as the budget holds, every
+  // step in each: nothing is left out.
+  std::string db2 = temp_db("repeats_short");
+  cost::MeasuredCostModel short_budget(db2, 1, 1, 5);
+  short_budget.set_load_probe(quiet);
+  short_budget.graph_cost(equal_layers());
+  EXPECT_GT(short_budget.timed_runs(), 0u);
+  EXPECT_EQ(short_budget.runs_without_repeats(), 0u);
+  remove_db(db2);
 }
 
 TEST(Cost, PricingFromTheDatabaseMakesNoInputs) {

@@ -106,3 +106,45 @@ TEST(RuntimeTiming, BudgetBoundsTheTimedRuns) {
   EXPECT_EQ(timed_runs(2, 250, 2000), 2);           // never more than asked
   EXPECT_EQ(timed_runs(0, 250, 1), 1);              // at least one
 }
+
+namespace isomer {
+namespace {
+
+TEST(RuntimeIo, RepeatedAndKnownStepsCanBeLeftOutOfTimedRunsOnlyWhereAllValuesAreFloat) {
+  // Three equal products, then one of another shape that reads the third.
+  auto weight = [](int64_t n) { return Tensor::from_f64(DType::Float32, {64, n}, std::vector<double>(64 * n, 0.01)); };
+  GraphBuilder gb;
+  Value x = gb.input("x", {DType::Float32, make_shape({64, 64})});
+  for (int k = 0; k < 3; ++k) x = gb.op1("MatMul", {x, gb.constant(weight(64))});
+  const Graph g = gb.finish({gb.op1("MatMul", {x, gb.constant(weight(32))})}, {"y"});
+  auto exe = compile1(g);
+  ASSERT_EQ(exe->steps().size(), 4u);
+  ASSERT_EQ(exe->steps()[1].signature, exe->steps()[0].signature);
+  ASSERT_EQ(exe->steps()[2].signature, exe->steps()[0].signature);
+  ASSERT_NE(exe->steps()[3].signature, exe->steps()[0].signature);
+  // The second repeats the first; the third does too, but the last product, which
+  // runs, reads what it writes.
+  const std::vector<bool> skip = exe->steps_to_skip();
+  EXPECT_EQ(skip, (std::vector<bool>{false, true, false, false}));
+  exe->run(random_inputs(g, 1));
+  const std::vector<double> ms = exe->profile_steps(0, 2, 0, &skip);
+  for (size_t s = 0; s < skip.size(); ++s)
+    if (skip[s]) EXPECT_EQ(ms[s], 0.0) << s;
+    else EXPECT_GT(ms[s], 0.0) << s;
+  // The first three known already: only the last runs, with the step feeding it.
+  EXPECT_EQ(exe->steps_to_skip([](size_t i) { return i < 3; }), (std::vector<bool>{true, true, false, false}));
+
+  // Indices read by a Gather: a step whose producer did not run could read any
+  // bytes as indices, so nothing is left out.
+  GraphBuilder hb;
+  Value y = hb.input("x", {DType::Float32, make_shape({64, 64})});
+  Value idx = hb.input("i", {DType::Int64, make_shape({8})});
+  for (int k = 0; k < 3; ++k) y = hb.op1("MatMul", {y, hb.constant(weight(64))});
+  const Graph h = hb.finish({hb.op1("Gather", {y, idx}, {{"axis", int64_t{0}}})}, {"g"});
+  auto hexe = compile1(h);
+  const std::vector<bool> none = hexe->steps_to_skip([](size_t) { return true; });
+  EXPECT_EQ(none, std::vector<bool>(hexe->steps().size(), false));
+}
+
+}  // namespace
+}  // namespace isomer
