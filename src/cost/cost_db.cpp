@@ -69,6 +69,14 @@ CostDb::CostDb(const std::string& path) : path_(path) {
 
 CostDb::~CostDb() { sqlite3_close(db_); }
 
+// The message is read after the call that failed: as an argument next to the call
+// itself, the order of evaluation is unspecified and it could describe the state
+// before the call ("not an error").
+void CostDb::check(int rc, int want) {
+  if (rc == want) return;
+  throw Error("cost database '" + path_ + "': " + sqlite3_errstr(rc) + " (" + sqlite3_errmsg(db_) + ")");
+}
+
 void CostDb::exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
@@ -85,7 +93,7 @@ std::optional<CostDb::Entry> CostDb::find(const std::string& fingerprint, const 
   int rc = sqlite3_step(st.s);
   if (rc == SQLITE_ROW) return Entry{sqlite3_column_double(st.s, 0), sqlite3_column_int(st.s, 1) != 0,
                                      sqlite3_column_double(st.s, 2)};
-  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(rc, SQLITE_DONE);
   return std::nullopt;
 }
 
@@ -106,12 +114,12 @@ void CostDb::store(const std::string& fingerprint, const std::string& signature,
   sqlite3_bind_int64(st.s, 5, static_cast<sqlite3_int64>(std::time(nullptr)));
   sqlite3_bind_int(st.s, 6, noisy ? 1 : 0);
   sqlite3_bind_double(st.s, 7, load);
-  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_DONE);
 }
 
 size_t CostDb::noisy_count() {
   Stmt st(db_, "SELECT COUNT(*) FROM step_costs WHERE noisy != 0");
-  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_ROW);
   return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
 }
 
@@ -132,7 +140,7 @@ std::optional<double> CostDb::lookup_fact(const std::string& fingerprint, const 
   st.text(2, key);
   int rc = sqlite3_step(st.s);
   if (rc == SQLITE_ROW) return sqlite3_column_double(st.s, 0);
-  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(rc, SQLITE_DONE);
   return std::nullopt;
 }
 
@@ -141,12 +149,12 @@ void CostDb::store_fact(const std::string& fingerprint, const std::string& key, 
   st.text(1, fingerprint);
   st.text(2, key);
   sqlite3_bind_double(st.s, 3, value);
-  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_DONE);
 }
 
 size_t CostDb::size() {
   Stmt st(db_, "SELECT COUNT(*) FROM step_costs");
-  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_ROW);
   return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
 }
 
@@ -160,7 +168,7 @@ std::optional<std::string> CostDb::find_plan(const std::string& fingerprint, con
     const int n = sqlite3_column_bytes(st.s, 0);
     return std::string(p ? static_cast<const char*>(p) : "", static_cast<size_t>(n));
   }
-  require(rc == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(rc, SQLITE_DONE);
   return std::nullopt;
 }
 
@@ -170,12 +178,12 @@ void CostDb::store_plan(const std::string& fingerprint, const std::string& key, 
   st.text(2, key);
   sqlite3_bind_blob(st.s, 3, plan.data(), static_cast<int>(plan.size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 4, static_cast<sqlite3_int64>(std::time(nullptr)));
-  require(sqlite3_step(st.s) == SQLITE_DONE, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_DONE);
 }
 
 size_t CostDb::plan_count() {
   Stmt st(db_, "SELECT COUNT(*) FROM graph_plans");
-  require(sqlite3_step(st.s) == SQLITE_ROW, std::string("cost database: ") + sqlite3_errmsg(db_));
+  check(sqlite3_step(st.s), SQLITE_ROW);
   return static_cast<size_t>(sqlite3_column_int64(st.s, 0));
 }
 

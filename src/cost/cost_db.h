@@ -49,6 +49,7 @@ class CostDb {
 
  private:
   void exec(const std::string& sql);
+  void check(int rc, int want);
   sqlite3* db_ = nullptr;
   std::string path_;
 };
