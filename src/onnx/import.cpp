@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
 #include "onnx/extras.h"
@@ -206,6 +207,8 @@ class Importer {
     for (const auto& t : graph_.initializer()) {
       onnx::TensorProto* c = g->add_initializer();
       if (t.ByteSizeLong() <= kInferenceDataLimit) {
+        // libonnx's inference copies an initializer's data without checking its size.
+        if (std::string why = onnx_detail::inline_data_mismatch(t); !why.empty()) throw Error(why);
         *c = t;
         continue;
       }
@@ -213,6 +216,7 @@ class Importer {
       c->set_data_type(t.data_type());
       *c->mutable_dims() = t.dims();
     }
+    check_inline_tensors(*g, /*initializers=*/false);  // checked above, and the large ones stripped
     for (auto& in : *g->mutable_input()) {
       auto it = opts_.input_shapes.find(in.name());
       if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
@@ -221,6 +225,23 @@ class Importer {
       for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
     }
     return copy;
+  }
+
+  // libonnx's inference copies the data of Constant nodes' tensors, and of subgraphs'
+  // initializers, without checking its size: such a tensor whose data disagrees with
+  // its dims is refused here, naming the node.
+  static void check_inline_tensors(const onnx::GraphProto& g, bool initializers) {
+    for (int i = 0; initializers && i < g.initializer_size(); ++i)
+      if (std::string why = onnx_detail::inline_data_mismatch(g.initializer(i)); !why.empty()) throw Error(why);
+    for (const auto& node : g.node()) {
+      for (const auto& a : node.attribute()) {
+        std::string why = a.has_t() ? onnx_detail::inline_data_mismatch(a.t()) : "";
+        for (int i = 0; why.empty() && i < a.tensors_size(); ++i) why = onnx_detail::inline_data_mismatch(a.tensors(i));
+        if (!why.empty()) throw Error(describe_proto(node) + ": attribute '" + a.name() + "': " + why);
+        if (a.has_g()) check_inline_tensors(a.g(), true);
+        for (const auto& sub : a.graphs()) check_inline_tensors(sub, true);
+      }
+    }
   }
 
   // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
@@ -576,6 +597,8 @@ class Importer {
       }
       NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
       return builder_.intern(n);
+    } catch (const ShapeOverflow& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
     } catch (const Error& e) {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
