@@ -744,8 +744,9 @@ def campaign(args):
                 keep = os.path.join(args.out, cls)
                 os.makedirs(keep, exist_ok=True)
                 stem = os.path.join(keep, f"{case:05d}_{cmd_name}_{mut}")
-                with open(stem + ".onnx", "wb") as f:
-                    f.write(data)
+                if len(data) < (1 << 20):  # real models' mutants are rebuilt from the seed instead
+                    with open(stem + ".onnx", "wb") as f:
+                        f.write(data)
                 if feeds_path:
                     os.replace(feeds_path, stem + ".npz") if cmd_name == commands[-1] else \
                         open(stem + ".npz", "wb").write(open(feeds_path, "rb").read())

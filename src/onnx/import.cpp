@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -110,6 +111,9 @@ class Importer {
       stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
       for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
     }
+    // A graph without outputs computes nothing: ONNX Runtime refuses it, and an
+    // "optimized" copy of it would be an empty model.
+    require(graph_.output_size() > 0, "the graph has no outputs");
     check_names();
     infer_types();
     add_initializers();
@@ -120,6 +124,15 @@ class Importer {
     for (const auto& out : graph_.output()) {
       auto it = values_.find(out.name());
       require(it != values_.end(), "graph output '" + out.name() + "' is produced by no node");
+      // A declared element type the graph does not compute is a model that lies about
+      // its outputs: refused rather than silently written back with the computed one.
+      const int32_t declared = out.type().has_tensor_type() ? out.type().tensor_type().elem_type() : 0;
+      if (declared != 0 && onnx_detail::known_element_type(declared) && !unknown_type(it->second)) {
+        const DType computed = it->second.type().dtype;
+        require(computed == DType::Undefined || computed == static_cast<DType>(declared),
+                "graph output '" + out.name() + "' is declared " + std::string(dtype_name(static_cast<DType>(declared))) +
+                    " but the graph computes it as " + std::string(dtype_name(computed)));
+      }
       outputs.push_back(it->second);
       names.push_back(out.name());
     }
@@ -138,7 +151,10 @@ class Importer {
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
+    std::set<std::string> imported;
     for (const auto& o : model_.opset_import()) {
+      const std::string key = is_default_domain(o.domain()) ? "ai.onnx" : o.domain();
+      require(imported.insert(key).second, "the model imports domain '" + key + "' twice");
       const int64_t newest = newest_opset(o.domain());
       const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
       if (is_default_domain(o.domain()))

@@ -105,7 +105,24 @@ def negative_shape_after_import():
     return _constant_of_shape([numpy_helper.from_array(np.array([-5.0, 2.0], np.float32), "f")], [cast])
 
 
-CASES = [layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
+def no_outputs():
+    """A graph without outputs (ONNX Runtime refuses it; an "optimized" copy is empty)."""
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [])
+
+
+def duplicate_opset_import():
+    """Two versions of the default domain: which one the nodes mean is undefined."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    model.opset_import.add(domain="", version=1)
+    return model
+
+
+def output_dtype_lie():
+    """An output declared int8 that the graph computes as float."""
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT8)])
+
+
+CASES = [no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
          constant_of_shape_too_big, cast_huge_float_to_shape, huge_input_dims, overflowing_input_dims, expand_overflow,
          negative_shape_after_import]
 
