@@ -24,7 +24,7 @@ Usage (reproducible: the seed fixes every mutation and every input):
   ISOMER_BIN=build/isomer .venv/bin/python scripts/hostile_campaign.py --seed 1 --count 300 \
       --out /tmp/hostile [--only MUTATOR] [--commands optimize,run_native,run]
 It writes each failing mutant and its log under --out/<class>/ and prints counts by class.
-A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py).
+A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
 import collections

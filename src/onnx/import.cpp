@@ -573,6 +573,17 @@ class Importer {
       *reason = kNotImplemented;
       return nullptr;
     }
+    // Flags ONNX states as 0 or 1: any other value is read as true by some engines and
+    // as false by others (ONNX Runtime keeps dims only for keepdims == 1), so the model
+    // has no one meaning.
+    for (const auto& a : node.attribute()) {
+      static const std::set<std::string> kFlags = {"keepdims", "noop_with_empty_axes", "select_last_index",
+                                                   "ceil_mode", "count_include_pad", "transA", "transB",
+                                                   "exclusive", "reverse", "largest", "sorted", "upper"};
+      if (a.type() == onnx::AttributeProto::INT && kFlags.count(a.name()))
+        require(a.i() == 0 || a.i() == 1, describe_proto(node) + ": attribute '" + a.name() + "' must be 0 or 1, got " +
+                                              std::to_string(a.i()));
+    }
     OnnxForm form;
     try {
       *reason = convert_attributes(node, base_dir_, &form.attrs);

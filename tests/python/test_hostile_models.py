@@ -122,7 +122,13 @@ def output_dtype_lie():
     return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT8)])
 
 
-CASES = [no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
+def keepdims_not_a_flag():
+    """keepdims=7: isomer read it as true, ONNX Runtime as false (it keeps dims only for 1)."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=7)]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", None)], opset=11)
+
+
+CASES = [keepdims_not_a_flag, no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
          constant_of_shape_too_big, cast_huge_float_to_shape, huge_input_dims, overflowing_input_dims, expand_overflow,
          negative_shape_after_import]
 
