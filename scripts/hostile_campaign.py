@@ -567,8 +567,9 @@ def classify(rc, err, model_path, ort_ok):
     lines = [l for l in err.splitlines() if l.strip()]
     if rc is None:
         return "hang"
+    # Running out of memory is a failure unless isomer says so cleanly, naming the file.
     if any(l in ("isomer: error: out of memory", "isomer: error: std::bad_alloc") for l in lines) or \
-            "max_size()" in err or "length_error" in err:
+            (("max_size()" in err or "length_error" in err) and os.path.basename(model_path) not in err):
         return "memory"
     if rc < 0 or rc >= 128:
         return "crash"
