@@ -1,5 +1,9 @@
 #include "cli/commands.h"
 
+#include <filesystem>
+#include <new>
+#include <stdexcept>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -88,6 +92,29 @@ std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::v
 }
 
 void set_action(std::function<int()> action) { selected = std::move(action); }
+
+int naming_model(const std::string& model, const std::function<int()>& action) {
+  const std::string file = std::filesystem::path(model).filename().string();
+  auto named = [&](const std::string& why) {
+    return why.find(model) != std::string::npos || (!file.empty() && why.find(file) != std::string::npos)
+               ? why
+               : model + ": " + why;
+  };
+  try {
+    return action();
+  } catch (const Error& e) {
+    throw Error(named(e.what()));
+  } catch (const std::bad_alloc&) {
+    throw Error(named("out of memory (the model asks for more memory than this machine has)"));
+  } catch (const std::length_error& e) {
+    throw Error(named(std::string("out of memory (the model asks for more memory than this machine has: ") +
+                      e.what() + ")"));
+  } catch (const CLI::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(named(e.what()));
+  }
+}
 
 void add_commands(CLI::App& app) {
   add_optimize_command(app);

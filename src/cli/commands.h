@@ -15,6 +15,12 @@ int run_selected(CLI::App& app);
 // A subcommand's callback calls this with what to run once parsing has succeeded.
 void set_action(std::function<int()> action);
 
+// Runs `action` for the model file `model`: a failure whose message does not name the
+// file already is rethrown as an Error that does ("model.onnx: ..."), and running out of
+// memory becomes such an Error too, so every failure of `optimize` and `run` names
+// the file, the node (where the message has one) and the reason.
+int naming_model(const std::string& model, const std::function<int()>& action);
+
 // The --input-shape flags ("name:1,3,224,224", repeatable) as ImportOptions::input_shapes.
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
 

@@ -141,7 +141,7 @@ void add_optimize_command(CLI::App& app) {
   o->add_option("--cost", opt->cost, "cost model for the predicted before/after time: measured (default), analytic, none")
       ->check(CLI::IsMember({"measured", "analytic", "none"}));
   o->add_option("--cost-db", opt->cost_db, "cache of measured operator costs (default ~/.cache/isomer/costs.sqlite)");
-  o->callback([opt] { set_action([opt] { return run_optimize(*opt); }); });
+  o->callback([opt] { set_action([opt] { return naming_model(opt->input, [&] { return run_optimize(*opt); }); }); });
 }
 
 }  // namespace isomer::cli

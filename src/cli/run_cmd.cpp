@@ -356,7 +356,7 @@ void add_run_command(CLI::App& app) {
   r->add_option("--tolerance", args->tolerance,
                 "--bench: largest error against ONNX Runtime's outputs, relative to each output's scale "
                 "(default 1e-3)");
-  r->callback([args] { set_action([args] { return run_model(*args); }); });
+  r->callback([args] { set_action([args] { return naming_model(args->model, [&] { return run_model(*args); }); }); });
 }
 
 }  // namespace isomer::cli

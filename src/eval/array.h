@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ir/shape.h"
+
 namespace isomer {
 
 template <class T>
@@ -16,8 +18,7 @@ struct Array {
   Array() = default;
   Array(std::vector<int64_t> d, std::vector<T> v) : dims(std::move(d)), data(std::move(v)) {}
   explicit Array(std::vector<int64_t> d, T fill = T()) : dims(std::move(d)) {
-    int64_t n = 1;
-    for (int64_t x : dims) n *= x;
+    const int64_t n = require_allocatable(dims, sizeof(T), "a tensor of");
     data.assign(static_cast<size_t>(n), fill);
   }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }

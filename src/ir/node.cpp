@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "ir/error.h"
+#include "ir/shape_overflow.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -50,6 +51,10 @@ bool Node::same_structure(const Node& o) const {
 
 NodePtr Node::make_input(std::string name, TensorType type, std::optional<std::string> onnx_type) {
   require(!name.empty(), "a graph input needs a name");
+  std::vector<int64_t> dims;
+  for (const Dim& d : type.shape)
+    if (d.is_static()) dims.push_back(d.value);
+  checked_num_elements(dims, "graph input '" + name + "' shape");
   std::shared_ptr<Node> n(new Node());
   n->kind_ = NodeKind::Input;
   n->op_type_ = "Input";
@@ -92,6 +97,19 @@ NodePtr Node::make_op(const OpDef& op, std::vector<Value> inputs, Attributes att
     out = op.infer(ctx);
   } catch (const Error& e) {
     throw Error("node " + who + ": " + e.what());
+  }
+  // A shape rule computes output extents from attributes and constants a model chose:
+  // every static output shape must have non-negative dims whose product fits 64 bits,
+  // so no later element count wraps around.
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : out[i].shape)
+      if (d.is_static()) dims.push_back(d.value);
+    const std::string what = "node " + who + ": output " + std::to_string(i) + " shape";
+    const int64_t n = checked_num_elements(dims, what);
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(out[i].dtype)), &bytes))
+      throw ShapeOverflow(what + " " + to_string(dims) + " has more bytes than fit in 64 bits");
   }
   require(num_outputs == 0 || out.size() == num_outputs,
           "node " + who + " produces " + std::to_string(out.size()) + " outputs, " + std::to_string(num_outputs) +

@@ -1,8 +1,14 @@
 #include "ir/shape.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ir/error.h"
+#include "ir/shape_overflow.h"
 
 namespace isomer {
 
@@ -20,6 +26,52 @@ std::vector<int64_t> static_dims(const Shape& s, const std::string& what) {
     out.push_back(d.value);
   }
   return out;
+}
+
+int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : dims) require(d >= 0, what + " has a negative dimension in " + to_string(dims));
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeOverflow(what + " " + to_string(dims) + " has more elements than fit in 64 bits");
+  return n;
+}
+
+uint64_t max_tensor_bytes() {
+  static const uint64_t limit = [] {
+    if (const char* env = std::getenv("ISOMER_MAX_TENSOR_BYTES")) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(env, &end, 10);
+      if (end != env && v > 0) return static_cast<uint64_t>(v);
+    }
+    uint64_t phys = UINT64_MAX;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) phys = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    rlimit rl{};
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) phys = std::min<uint64_t>(phys, rl.rlim_cur);
+    return phys;
+  }();
+  return limit;
+}
+
+namespace {
+std::string human_bytes(long double b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) b /= 1024, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u ? "%.1Lf %s" : "%.0Lf %s", b, units[u]);
+  return buf;
+}
+}  // namespace
+
+int64_t require_allocatable(const std::vector<int64_t>& dims, size_t elem_bytes, const std::string& what) {
+  const int64_t n = checked_num_elements(dims, what);
+  long double bytes = static_cast<long double>(n) * static_cast<long double>(elem_bytes);
+  require(bytes <= static_cast<long double>(max_tensor_bytes()),
+          what + " " + to_string(dims) + " needs " + human_bytes(bytes) + ", more than the " +
+              human_bytes(static_cast<long double>(max_tensor_bytes())) + " this process may allocate");
+  return n;
 }
 
 std::optional<int64_t> num_elements(const Shape& s) {

@@ -40,6 +40,17 @@ std::optional<int64_t> num_elements(const Shape& s);
 int64_t num_elements(const std::vector<int64_t>& dims);
 // The product of dims[from, to): the elements of those axes.
 int64_t num_elements(const std::vector<int64_t>& dims, size_t from, size_t to);
+// The element count of static `dims`; throws Error naming `what` if a dim is negative
+// or the count does not fit in 64 bits (a hostile shape must not wrap around).
+int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what);
+// The most bytes one tensor may take: the machine's physical memory, or less where the
+// process's address space is limited (ulimit -v), or ISOMER_MAX_TENSOR_BYTES.
+uint64_t max_tensor_bytes();
+// Throws Error naming `what` unless a tensor of `dims` with elements of `elem_bytes`
+// bytes fits in max_tensor_bytes(); returns its element count. Called before every
+// allocation sized by a model (evaluator arrays, runtime buffers, random inputs), so a
+// memory bomb is refused with a message instead of an out-of-memory kill.
+int64_t require_allocatable(const std::vector<int64_t>& dims, size_t elem_bytes, const std::string& what);
 // "[1,3,N,?]"
 std::string to_string(const Shape& s);
 std::string to_string(const std::vector<int64_t>& dims);

@@ -15,10 +15,12 @@
 #include <functional>
 #include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
 #include "onnx/extras.h"
@@ -109,6 +111,9 @@ class Importer {
       stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
       for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
     }
+    // A graph without outputs computes nothing: ONNX Runtime refuses it, and an
+    // "optimized" copy of it would be an empty model.
+    require(graph_.output_size() > 0, "the graph has no outputs");
     check_names();
     infer_types();
     add_initializers();
@@ -119,6 +124,15 @@ class Importer {
     for (const auto& out : graph_.output()) {
       auto it = values_.find(out.name());
       require(it != values_.end(), "graph output '" + out.name() + "' is produced by no node");
+      // A declared element type the graph does not compute is a model that lies about
+      // its outputs: refused rather than silently written back with the computed one.
+      const int32_t declared = out.type().has_tensor_type() ? out.type().tensor_type().elem_type() : 0;
+      if (declared != 0 && onnx_detail::known_element_type(declared) && !unknown_type(it->second)) {
+        const DType computed = it->second.type().dtype;
+        require(computed == DType::Undefined || computed == static_cast<DType>(declared),
+                "graph output '" + out.name() + "' is declared " + std::string(dtype_name(static_cast<DType>(declared))) +
+                    " but the graph computes it as " + std::string(dtype_name(computed)));
+      }
       outputs.push_back(it->second);
       names.push_back(out.name());
     }
@@ -137,7 +151,10 @@ class Importer {
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
+    std::set<std::string> imported;
     for (const auto& o : model_.opset_import()) {
+      const std::string key = is_default_domain(o.domain()) ? "ai.onnx" : o.domain();
+      require(imported.insert(key).second, "the model imports domain '" + key + "' twice");
       const int64_t newest = newest_opset(o.domain());
       const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
       if (is_default_domain(o.domain()))
@@ -206,6 +223,8 @@ class Importer {
     for (const auto& t : graph_.initializer()) {
       onnx::TensorProto* c = g->add_initializer();
       if (t.ByteSizeLong() <= kInferenceDataLimit) {
+        // libonnx's inference copies an initializer's data without checking its size.
+        if (std::string why = onnx_detail::inline_data_mismatch(t); !why.empty()) throw Error(why);
         *c = t;
         continue;
       }
@@ -213,6 +232,7 @@ class Importer {
       c->set_data_type(t.data_type());
       *c->mutable_dims() = t.dims();
     }
+    check_inline_tensors(*g, /*initializers=*/false);  // checked above, and the large ones stripped
     for (auto& in : *g->mutable_input()) {
       auto it = opts_.input_shapes.find(in.name());
       if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
@@ -221,6 +241,23 @@ class Importer {
       for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
     }
     return copy;
+  }
+
+  // libonnx's inference copies the data of Constant nodes' tensors, and of subgraphs'
+  // initializers, without checking its size: such a tensor whose data disagrees with
+  // its dims is refused here, naming the node.
+  static void check_inline_tensors(const onnx::GraphProto& g, bool initializers) {
+    for (int i = 0; initializers && i < g.initializer_size(); ++i)
+      if (std::string why = onnx_detail::inline_data_mismatch(g.initializer(i)); !why.empty()) throw Error(why);
+    for (const auto& node : g.node()) {
+      for (const auto& a : node.attribute()) {
+        std::string why = a.has_t() ? onnx_detail::inline_data_mismatch(a.t()) : "";
+        for (int i = 0; why.empty() && i < a.tensors_size(); ++i) why = onnx_detail::inline_data_mismatch(a.tensors(i));
+        if (!why.empty()) throw Error(describe_proto(node) + ": attribute '" + a.name() + "': " + why);
+        if (a.has_g()) check_inline_tensors(a.g(), true);
+        for (const auto& sub : a.graphs()) check_inline_tensors(sub, true);
+      }
+    }
   }
 
   // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
@@ -536,6 +573,17 @@ class Importer {
       *reason = kNotImplemented;
       return nullptr;
     }
+    // Flags ONNX states as 0 or 1: any other value is read as true by some engines and
+    // as false by others (ONNX Runtime keeps dims only for keepdims == 1), so the model
+    // has no one meaning.
+    for (const auto& a : node.attribute()) {
+      static const std::set<std::string> kFlags = {"keepdims", "noop_with_empty_axes", "select_last_index",
+                                                   "ceil_mode", "count_include_pad", "transA", "transB",
+                                                   "exclusive", "reverse", "largest", "sorted", "upper"};
+      if (a.type() == onnx::AttributeProto::INT && kFlags.count(a.name()))
+        require(a.i() == 0 || a.i() == 1, describe_proto(node) + ": attribute '" + a.name() + "' must be 0 or 1, got " +
+                                              std::to_string(a.i()));
+    }
     OnnxForm form;
     try {
       *reason = convert_attributes(node, base_dir_, &form.attrs);
@@ -576,6 +624,8 @@ class Importer {
       }
       NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
       return builder_.intern(n);
+    } catch (const ShapeOverflow& e) {
+      throw Error(describe_proto(node) + ": " + e.what());
     } catch (const Error& e) {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();

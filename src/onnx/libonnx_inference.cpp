@@ -1,6 +1,7 @@
 #include "onnx/libonnx_inference.h"
 
 #include "onnx/onnx_versions.h"
+#include "onnx/proto_util.h"
 
 namespace isomer::onnx_detail {
 
@@ -15,9 +16,31 @@ namespace isomer::onnx_detail {
 //    checks it against the input's rank; without known dims the node is refused.
 //  - divides by strides and multiplies by dilations it never checks: non-positive
 //    ones are refused (ONNX requires them positive).
+//
+// Found by the mutation campaign (scripts/hostile_campaign.py), for every operator:
+//  - tensor attributes (Constant's value, ConstantOfShape's value, ...) whose data
+//    disagrees with their dims are copied without a size check: refused;
+//  - an axis (or axes) attribute outside the input's rank is used as an index unchecked
+//    (LayerNormalization's, for one): one beyond [-rank, rank] where the rank is known,
+//    or beyond [-kMaxRank, kMaxRank] where it is not, hides the node from libonnx
+//    (isomer's own shape rule then judges it).
 LibonnxSafety make_safe_for_libonnx(onnx::NodeProto* n, const DimsLookup& dims_of) {
   using enum LibonnxSafety;
   if (!is_default_domain(n->domain())) return Safe;
+  for (const auto& a : n->attribute()) {
+    if (a.has_t() && !inline_data_mismatch(a.t()).empty()) return Invalid;
+    for (const auto& t : a.tensors())
+      if (!inline_data_mismatch(t).empty()) return Invalid;
+    if (a.name() != "axis" && a.name() != "axes") continue;
+    constexpr int64_t kMaxRank = 32;
+    int64_t rank = kMaxRank;
+    if (n->input_size() > 0)
+      if (std::optional<std::vector<int64_t>> dims = dims_of(n->input(0))) rank = static_cast<int64_t>(dims->size());
+    rank += a.ints_size();  // Unsqueeze's axes index its output, of rank + len(axes)
+    if (a.i() < -rank - 1 || a.i() > rank) return Invalid;
+    for (int64_t v : a.ints())
+      if (v < -rank - 1 || v > rank) return Invalid;
+  }
   const std::string& op = n->op_type();
   const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
   const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;

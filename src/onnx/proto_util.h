@@ -19,6 +19,12 @@ namespace isomer::onnx_detail {
 // the tensor's name.
 std::string read_external_data(const onnx::TensorProto& t, const std::string& base_dir, size_t expected_size);
 
+// Why the data stored inside `t` (raw_data, or the typed field of its element type)
+// disagrees with its dims and element type, or "" when it agrees (or lives in external
+// data, or is of a type this build keeps verbatim). libonnx's shape inference copies
+// such data without checking its size: a tensor that fails here must not reach it.
+std::string inline_data_mismatch(const onnx::TensorProto& t);
+
 // Whether isomer's Tensor holds ONNX element type `code` (the DType numbering, 1 to 16).
 // Other types (float8, int4, ... and any later one) are kept verbatim in opaque nodes.
 bool known_element_type(int32_t code);

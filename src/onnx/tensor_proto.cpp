@@ -94,6 +94,32 @@ bool escapes_directory(const std::filesystem::path& location) {
 
 }  // namespace
 
+std::string inline_data_mismatch(const onnx::TensorProto& t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) return "";
+  int64_t numel = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return tensor_label(t) + " has a negative dimension " + std::to_string(d);
+    if (__builtin_mul_overflow(numel, d, &numel)) return tensor_label(t) + " has more elements than fit in 64 bits";
+  }
+  const int32_t code = t.data_type();
+  if (code == static_cast<int32_t>(DType::String)) {
+    if (t.string_data_size() != numel)
+      return tensor_label(t) + " has " + std::to_string(t.string_data_size()) + " strings, expected " +
+             std::to_string(numel);
+    return "";
+  }
+  const std::optional<uint64_t> expected = raw_byte_size(code, numel);
+  if (!expected) return known_element_type(code) ? tensor_label(t) + " has more bytes than fit in 64 bits" : "";
+  uint64_t have = 0;
+  if (t.has_raw_data()) have = t.raw_data().size();
+  else if (known_element_type(code)) have = typed_field_bytes(t, static_cast<DType>(code)).size();
+  else return "";
+  if (have != *expected)
+    return tensor_label(t) + " has " + std::to_string(have) + " bytes of data, its element type " +
+           std::to_string(code) + " and dims need " + std::to_string(*expected);
+  return "";
+}
+
 std::string read_external_data(const onnx::TensorProto& t, const std::string& base_dir, size_t expected_size) {
   namespace fs = std::filesystem;
   std::string location;

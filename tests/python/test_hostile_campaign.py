@@ -1,0 +1,30 @@
+"""A small fixed-seed run of the mutation campaign (scripts/hostile_campaign.py): no
+mutant may crash isomer, hang it, exhaust its memory or fail without a clear message
+naming the file. The full campaign (hundreds of mutants, minutes) is run by hand."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
+
+
+def test_campaign_subset_has_no_crash_hang_or_unclear_error(tmp_path):
+    if not os.path.exists(ISOMER_BIN):
+        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
+    if not os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+        pytest.skip("no libonnx-testdata node cases")
+    out = tmp_path / "campaign"
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "hostile_campaign.py"), "--seed", "3", "--count", "8",
+                    "--commands", "run_native", "--timeout", "60", "--out", str(out), "--isomer", ISOMER_BIN],
+                   capture_output=True, text=True, timeout=600)
+    results = json.loads((out / "results.json").read_text())
+    assert results, "the campaign ran no mutant"
+    bad = [r for r in results if r["class"] in ("crash", "hang", "memory", "unclear")]
+    assert not bad, json.dumps(bad, indent=1)

@@ -1,0 +1,176 @@
+"""Semantically hostile but well-formed models through the whole pipeline.
+
+Each case is a class of failure the mutation campaign (scripts/hostile_campaign.py)
+found: a crash inside libonnx's shape inference, an allocation sized by the model
+(a memory bomb, or an element count that overflows), or an error that did not name
+the file. Every command must refuse such a model with one "isomer: error:" line that
+names the file, and never crash or run out of memory.
+"""
+import os
+import resource
+import subprocess
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
+COMMANDS = {"optimize": ["optimize", "{model}", "-o", "{out}", "--budget", "1"],
+            "run-native": ["run", "--no-onnxruntime", "{model}"],
+            "run": ["run", "{model}"]}
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "hostile", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def layernorm_axis_out_of_range():
+    """libonnx's LayerNormalization inference indexes the input's dims with `axis` unchecked."""
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=100)]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "s"), numpy_helper.from_array(np.zeros(4, np.float32), "b")]
+    return _model(nodes, [_vi("x", [2, 3, 4])], [_vi("y", [2, 3, 4])], inits)
+
+
+def short_shape_initializer():
+    """A Reshape's shape initializer with fewer bytes than its dims: libonnx copies it unchecked."""
+    shape = numpy_helper.from_array(np.array([3, 2], np.int64), "shape")
+    shape.raw_data = shape.raw_data[:5]
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", [3, 2])], [shape])
+
+
+def short_constant_node():
+    """The same through a Constant node's value tensor."""
+    value = numpy_helper.from_array(np.array([3, 2], np.int64), "v")
+    value.raw_data = value.raw_data[:3]
+    nodes = [helper.make_node("Constant", [], ["shape"], value=value), helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", [3, 2])])
+
+
+def _constant_of_shape(shape_init, extra=()):
+    nodes = list(extra) + [helper.make_node("ConstantOfShape", ["shape"], ["big"],
+                                            value=numpy_helper.from_array(np.array([1.0], np.float32))),
+                           helper.make_node("Relu", ["x"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("big", None), _vi("y", [2, 3])], shape_init)
+
+
+def constant_of_shape_overflow():
+    """ConstantOfShape of [2^31, 2^31]: 2^62 elements, 2^64 bytes (the size wraps around)."""
+    return _constant_of_shape([numpy_helper.from_array(np.array([1 << 31, 1 << 31], np.int64), "shape")])
+
+
+def constant_of_shape_too_big():
+    """ConstantOfShape of [2^20, 2^20]: 4 TiB that fits in 64 bits but in no machine."""
+    return _constant_of_shape([numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")])
+
+
+def cast_huge_float_to_shape():
+    """A float 1e30 cast to int64 (saturated) as a shape."""
+    cast = helper.make_node("Cast", ["f"], ["shape"], to=TensorProto.INT64)
+    return _constant_of_shape([numpy_helper.from_array(np.array([1e30, 2.0], np.float32), "f")], [cast])
+
+
+def huge_input_dims():
+    """Inputs of 2^40 elements: refused when inputs are made for them, with the file named."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)]
+    return _model(nodes, [_vi("x", [1, 1 << 20, 1 << 20])], [_vi("y", [])], opset=11)
+
+
+def overflowing_input_dims():
+    """Inputs whose element count does not fit in 64 bits."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    return _model(nodes, [_vi("x", [1 << 40, 1 << 40])], [_vi("y", [1 << 40, 1 << 40])])
+
+
+def expand_overflow():
+    """Expand to [2^40, 2^40]: a shape rule's output whose element count wraps around."""
+    shape = numpy_helper.from_array(np.array([1 << 40, 1 << 40], np.int64), "shape")
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"])]
+    return _model(nodes, [_vi("x", [1, 1])], [_vi("y", None)], [shape])
+
+
+def negative_shape_after_import():
+    """A shape that turns negative only once constants are folded: the error names the file."""
+    cast = helper.make_node("Cast", ["f"], ["shape"], to=TensorProto.INT64)
+    return _constant_of_shape([numpy_helper.from_array(np.array([-5.0, 2.0], np.float32), "f")], [cast])
+
+
+def no_outputs():
+    """A graph without outputs (ONNX Runtime refuses it; an "optimized" copy is empty)."""
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [])
+
+
+def duplicate_opset_import():
+    """Two versions of the default domain: which one the nodes mean is undefined."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    model.opset_import.add(domain="", version=1)
+    return model
+
+
+def output_dtype_lie():
+    """An output declared int8 that the graph computes as float."""
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3], TensorProto.INT8)])
+
+
+def keepdims_not_a_flag():
+    """keepdims=7: isomer read it as true, ONNX Runtime as false (it keeps dims only for 1)."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=7)]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", None)], opset=11)
+
+
+CASES = [keepdims_not_a_flag, no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
+         constant_of_shape_too_big, cast_huge_float_to_shape, huge_input_dims, overflowing_input_dims, expand_overflow,
+         negative_shape_after_import]
+
+
+# A valid model no machine can run, that `optimize` leaves unchanged: it may write it
+# back (nothing runs it), or refuse it clearly.
+MAY_PASS_UNCHANGED = {("constant_of_shape_too_big", "optimize")}
+
+
+@pytest.fixture(scope="module")
+def isomer_bin():
+    if not os.path.exists(ISOMER_BIN):
+        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
+    return ISOMER_BIN
+
+
+def _limit_memory():
+    # 8 GiB of address space: a model that allocates what it asks for is killed here,
+    # not by the machine's OOM killer.
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("make", CASES, ids=[c.__name__ for c in CASES])
+def test_hostile_model_is_refused_clearly(tmp_path, isomer_bin, make, command):
+    path = tmp_path / f"{make.__name__}.onnx"
+    path.write_bytes(make().SerializeToString())
+    out = tmp_path / "out.onnx"
+    args = [a.format(model=str(path), out=str(out)) for a in COMMANDS[command]]
+    env = dict(os.environ)
+    proc = subprocess.run([isomer_bin] + args, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limit_memory, env=env)
+    lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("eqsat:")]
+    if proc.returncode == 0 and (make.__name__, command) in MAY_PASS_UNCHANGED:
+        assert out.exists() and "kept: original" in proc.stdout, proc.stdout
+        return
+    assert proc.returncode != 0, f"accepted a hostile model; stdout:\n{proc.stdout}"
+    assert 0 < proc.returncode < 128, f"crashed (exit {proc.returncode}):\n{proc.stderr}"
+    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), proc.stderr
+    assert path.name in lines[0], f"the message does not name the file: {lines[0]}"
+    for vague in ("max_size", "bad_alloc", "length_error"):
+        assert vague not in lines[0], lines[0]
+    assert lines[0] != "isomer: error: out of memory"
+    assert not out.exists()
