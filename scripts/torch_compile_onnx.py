@@ -218,16 +218,45 @@ def _pool(kind):
     def run(node, a, ins):
         x = ins[0]
         spatial = x.dim() - 2
-        if a.get("ceil_mode", 0):
-            raise Unsupported("ceil_mode")
+        ceil = bool(a.get("ceil_mode", 0))
         x, pads = _padded(x, a, spatial, float("-inf") if kind == "max" else 0.0)
         k, st = list(a["kernel_shape"]), list(a.get("strides", [1] * spatial))
         if kind == "max":
             return {1: torch.nn.functional.max_pool1d, 2: torch.nn.functional.max_pool2d}[spatial](
-                x, k, st, pads, list(a.get("dilations", [1] * spatial)))
+                x, k, st, pads, list(a.get("dilations", [1] * spatial)), ceil_mode=ceil)
         return {1: torch.nn.functional.avg_pool1d, 2: torch.nn.functional.avg_pool2d}[spatial](
-            x, k, st, pads, count_include_pad=bool(a.get("count_include_pad", 0)))
+            x, k, st, pads, ceil_mode=ceil, count_include_pad=bool(a.get("count_include_pad", 0)))
     return run
+
+
+def _pad(node, a, ins):
+    """ONNX Pad (opset 11+: pads, constant value and axes as inputs; before, attributes)
+    as torch's pad, whose flat list runs from the last axis backwards. reflect and edge
+    pad only the trailing two or three axes in torch."""
+    x = ins[0]
+    mode = a.get("mode", "constant")
+    pads = _ints(ins[1]) if len(ins) > 1 and ins[1] is not None else list(a["pads"])
+    axes = _ints(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(x.dim()))
+    axes = [ax % x.dim() for ax in axes]
+    value = a.get("value", 0.0)
+    if len(ins) > 2 and ins[2] is not None:
+        value = ins[2].reshape(-1)[0].item() if isinstance(ins[2], torch.Tensor) else float(ins[2])
+    begin, end = [0] * x.dim(), [0] * x.dim()
+    for k, ax in enumerate(axes):
+        begin[ax], end[ax] = pads[k], pads[k + len(axes)]
+    padded = [ax for ax in range(x.dim()) if begin[ax] or end[ax]]
+    if not padded:
+        return x
+    first = min(padded)
+    flat = []
+    for ax in reversed(range(first, x.dim())):
+        flat += [begin[ax], end[ax]]
+    if mode == "constant":
+        return torch.nn.functional.pad(x, flat, value=value)
+    torch_mode = {"reflect": "reflect", "edge": "replicate", "wrap": "circular"}.get(mode)
+    if torch_mode is None or x.dim() - first > 3 or x.dim() - first >= x.dim():
+        raise Unsupported(f"Pad {node.name!r}: mode {mode} over axes {padded} of a rank-{x.dim()} tensor")
+    return torch.nn.functional.pad(x, flat, mode=torch_mode)
 
 
 def _batchnorm(node, a, ins):
@@ -298,6 +327,7 @@ OPS = {
     "AveragePool": _pool("avg"),
     "GlobalAveragePool": lambda n, a, i: i[0].mean(dim=list(range(2, i[0].dim())), keepdim=True),
     "BatchNormalization": _batchnorm,
+    "Pad": _pad,
     "Clip": _clip,
     "HardSigmoid": lambda n, a, i: torch.clamp(a.get("alpha", 0.2) * i[0] + a.get("beta", 0.5), 0, 1),
     "HardSwish": lambda n, a, i: torch.nn.functional.hardswish(i[0]),
@@ -308,7 +338,7 @@ OPS = {
 # Python ints, so that the compiled code never reads a tensor's values (a graph break).
 SHAPE_INPUTS = {"Reshape": {1}, "Expand": {1}, "Unsqueeze": {1}, "Squeeze": {1}, "Slice": {1, 2, 3, 4},
                 "Split": {1}, "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ConstantOfShape": {0},
-                "Trilu": {1}}
+                "Trilu": {1}, "Pad": {1, 3}}
 
 
 def _unsqueezed(shape, axes):

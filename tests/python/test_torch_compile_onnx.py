@@ -116,3 +116,23 @@ def test_unsupported_operator_is_named():
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(T.Unsupported, match="contract.*Einsum"):
         T.OnnxModule(model, [torch.zeros(2, 2)])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_and_ceil_mode_pooling_match_onnxruntime(mode):
+    """Pad (as Inception's and DenseNet's exports write it: pads and the constant as
+    inputs, or only some axes) and pooling with ceil_mode (SqueezeNet's), whose last
+    window hangs over the edge."""
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "value"] if mode == "constant" else ["x", "pads"], ["p"], mode=mode),
+        helper.make_node("MaxPool", ["p"], ["m"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+        helper.make_node("Pad", ["m", "pads2", "", "axes"], ["q"]),
+        helper.make_node("AveragePool", ["q"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+    ]
+    inits = [_c("pads", [0, 0, 1, 2, 0, 0, 2, 0], np.int64), _c("value", 0.5),
+             _c("pads2", [1, 0], np.int64), _c("axes", [-1], np.int64)]
+    g = helper.make_graph(nodes, "pad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, None, None])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    onnx.checker.check_model(model)
+    _compare(model, _feeds(model))
