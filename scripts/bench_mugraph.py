@@ -13,7 +13,8 @@ compiled once and timed in the same rounds (scripts/torch_compile_onnx.py).
 
 --models M.onnx ...: whole models (the corpus's transformer blocks) as a user
 optimizes them, `isomer optimize --mugraph` with its timed kernel choice and the
-guard, then the output against the original the same way. Writes JSON (--json)
+guard (symbolic input dims fixed at 1 with --input-shape, as `isomer run` feeds them),
+then the output against the original the same way. Writes JSON (--json)
 and a bar chart (--png)."""
 import argparse
 import json
@@ -74,6 +75,22 @@ def _torch_engine(a, path):
         return E.TorchCompileEngine(path, a.threads, _feeds(onnx.load(path)), a.torch_python), None
     except Exception as e:
         return None, str(e)[:300]
+
+
+def fixed_dims(path):
+    """--input-shape for each graph input with a symbolic dim, those dims at 1, as
+    `isomer run` feeds them: kernels are made for static shapes, and a user follows
+    the report's hint to get any (BERT's batch)."""
+    m = onnx.load(path, load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    args = []
+    for i in m.graph.input:
+        dims = i.type.tensor_type.shape.dim if i.type.HasField("tensor_type") else []
+        if i.name in inits or not any(d.HasField("dim_param") or not d.HasField("dim_value") for d in dims):
+            continue
+        args += ["--input-shape", i.name + ":" + ",".join(str(d.dim_value) if d.HasField("dim_value") else "1"
+                                                           for d in dims)]
+    return args
 
 
 def measure(a, name, src, dst, optimize_args, kind):
@@ -158,7 +175,7 @@ def main():
                 rows.append(row)
         for path in a.models:
             name = os.path.splitext(os.path.basename(path))[0]
-            row = measure(a, name, path, os.path.join(tmp, name + ".fused.onnx"), [], "model")
+            row = measure(a, name, path, os.path.join(tmp, name + ".fused.onnx"), fixed_dims(path), "model")
             if row:
                 models.append(row)
     if a.json:
