@@ -1,0 +1,683 @@
+#include "mugraph/codegen_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "ir/error.h"
+#include "mugraph/codegen_expr.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+std::string str(int64_t v) { return std::to_string(v); }
+
+constexpr size_t kSmemBudget = 96 << 10;  // what cuda_tiling() aims for
+constexpr size_t kSmemBudgetFewBlocks = 200 << 10;
+constexpr size_t kSmemLimit = 227 << 10;  // the most a Hopper block may take
+constexpr int kWarps = kCudaThreads / 32;
+
+// Where each op's tile lives: shared memory (a dense array over its axes at the
+// phase's largest extents, the innermost row padded by one float when it is a
+// multiple of 32 banks) or nowhere (inlined into its users; inputs read in place).
+struct Layout {
+  bool smem = false;
+  size_t offset = 0;  // floats
+  std::vector<int64_t> stride;  // per axis of the op
+};
+
+struct CudaPlan {
+  const Program& p;
+  const BlockGraph& g;
+  std::vector<std::vector<int>> users;
+  std::vector<Layout> lay;
+  bool stab_loop = false;
+  std::vector<int64_t> stab_ext;
+  size_t m_off = 0, fac_off = 0, cm_off = 0, red_off = 0, total = 0;  // floats
+
+  CudaPlan(const Program& prog, const BlockGraph& graph) : p(prog), g(graph) {
+    const size_t n = g.ops.size();
+    users.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int a : g.ops[i].args) users[static_cast<size_t>(a)].push_back(static_cast<int>(i));
+    lay.resize(n);
+    stab_loop = g.stab_exp >= 0 && g.ops[static_cast<size_t>(g.stab_exp)].phase == Phase::Loop;
+    // A transcendental in the inlined expression: worth a tile rather than recomputing it per use.
+    std::vector<bool> costly(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const BOp& op = g.ops[i];
+      if (op.kind == BKind::Matmul || op.kind == BKind::Reduce || op.kind == BKind::Accum) {
+        lay[i].smem = true;
+      } else if (op.kind == BKind::Elementwise) {
+        bool c = op.op == Op::Exp || op.op == Op::Erf || op.op == Op::Tanh || op.op == Op::Sigmoid ||
+                 op.op == Op::Sqrt || op.op == Op::Log;
+        for (int a : op.args) c = c || (!lay[static_cast<size_t>(a)].smem && costly[static_cast<size_t>(a)]);
+        costly[i] = c;
+        bool matmul_user = false;
+        for (int u : users[i]) matmul_user = matmul_user || g.ops[static_cast<size_t>(u)].kind == BKind::Matmul;
+        lay[i].smem = static_cast<int>(i) == g.stab_exp || (c && (matmul_user || users[i].size() >= 2));
+      }
+    }
+    // Inputs a contraction reads (through inlined elementwise ops) are staged in
+    // shared memory with coalesced loads: each element is read by many threads.
+    std::function<void(int)> stage = [&](int x) {
+      const BOp& op = g.ops[static_cast<size_t>(x)];
+      if (op.kind == BKind::Input) lay[static_cast<size_t>(x)].smem = true;
+      if (op.kind == BKind::Elementwise && !lay[static_cast<size_t>(x)].smem)
+        for (int a : op.args) stage(a);
+    };
+    for (size_t i = 0; i < n; ++i)
+      if (g.ops[i].kind == BKind::Matmul)
+        for (int a : g.ops[i].args) stage(a);
+    auto align = [](size_t v) { return (v + 3) & ~size_t{3}; };
+    for (size_t i = 0; i < n; ++i) {
+      if (!lay[i].smem) continue;
+      const BOp& op = g.ops[i];
+      const size_t k = op.axes.size();
+      lay[i].stride.assign(k, 1);
+      int64_t size = 1;
+      for (size_t j = k; j-- > 0;) {
+        int64_t e = g.tile_extent(p, op.axes[j], op.phase);
+        if (j + 1 == k && k >= 2 && e % 32 == 0) e += 1;
+        lay[i].stride[j] = size;
+        size *= e;
+      }
+      lay[i].offset = total;
+      total = align(total + static_cast<size_t>(size));
+    }
+    int64_t sn = 1;
+    for (int a : g.stab_axes) stab_ext.push_back(g.tile_extent(p, a, Phase::Pre)), sn *= stab_ext.back();
+    if (g.stab_exp >= 0) {
+      m_off = total, total = align(total + static_cast<size_t>(sn));
+      fac_off = total, total = align(total + static_cast<size_t>(sn));
+      cm_off = total, total = align(total + static_cast<size_t>(sn));
+    }
+    red_off = total, total = align(total + 32);
+  }
+
+  size_t bytes() const { return total * sizeof(float); }
+};
+
+// Writes the kernel's text.
+class CudaWriter {
+ public:
+  CudaWriter(const CudaPlan& k, const std::vector<uint8_t>& skip) : k_(k), p_(k.p), g_(k.g), skip_(skip) {}
+
+  std::string kernel(const std::string& name) {
+    std::ostringstream head;
+    head << "extern \"C\" __global__ void __launch_bounds__(" << kCudaThreads << ") " << name << "_kernel(";
+    for (size_t i = 0; i < p_.inputs.size(); ++i)
+      head << (i ? ", " : "") << (p_.inputs[i].dtype == DType::Bool ? "const unsigned char" : "const float")
+           << "* __restrict__ in" << i;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) head << ", float* __restrict__ out" << i;
+    head << ") {\n";
+    line("extern __shared__ float4 mg_smem4[];");
+    line("float* const mg_smem = reinterpret_cast<float*>(mg_smem4);");
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (k_.lay[i].smem) line("float* const S" + str(static_cast<int64_t>(i)) + " = mg_smem + " + str(static_cast<int64_t>(k_.lay[i].offset)) + ";");
+    if (g_.stab_exp >= 0) {
+      line("float* const MGm = mg_smem + " + str(static_cast<int64_t>(k_.m_off)) + ";");
+      line("float* const MGfac = mg_smem + " + str(static_cast<int64_t>(k_.fac_off)) + ";");
+      line("float* const MGcm = mg_smem + " + str(static_cast<int64_t>(k_.cm_off)) + ";");
+    }
+    line("float* const MGred = mg_smem + " + str(static_cast<int64_t>(k_.red_off)) + ";");
+    line("(void)MGred;");
+    if (g_.stab_exp >= 0) line("(void)MGfac;");
+    // The grid tile: row-major over the grid dims (the interpreter's and the skip table's order).
+    line("int mg_rest = blockIdx.x;");
+    for (size_t d = g_.grid.size(); d-- > 0;) {
+      const GridDim& gd = g_.grid[d];
+      const std::string a = str(gd.atom);
+      const int64_t ext = p_.extent(gd.atom), nt = (ext + gd.tile - 1) / gd.tile;
+      line("const int t" + a + " = mg_rest % " + str(nt) + "; mg_rest /= " + str(nt) + ";");
+      line("const int o" + a + " = t" + a + " * " + str(gd.tile) + ";");
+      line("const int n" + a + " = min(" + str(gd.tile) + ", " + str(ext) + " - o" + a + "); (void)n" + a + ";");
+    }
+    auto run_phase = [&](Phase ph) {
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].phase == ph && g_.ops[i].kind != BKind::Accum) compute(static_cast<int>(i));
+    };
+    run_phase(Phase::Pre);
+    if (g_.loop_atom >= 0) {
+      const int la = g_.loop_atom;
+      const std::string a = str(la);
+      const int64_t chunks = g_.num_chunks(p_);
+      if (k_.stab_loop) {
+        for_each({}, g_.stab_axes, Phase::Pre, [&] { line("MGm[" + stab_off() + "] = -INFINITY;"); }, true);
+      }
+      for (size_t i = 0; i < g_.ops.size(); ++i)
+        if (g_.ops[i].kind == BKind::Accum)
+          for_each({}, g_.ops[i].axes, g_.ops[i].phase, [&] { line(smem_ref(static_cast<int>(i)) + " = 0.f;"); }, true);
+      line("__syncthreads();");
+      line("for (int c = 0; c < " + str(chunks) + "; ++c) {");
+      ++depth_;
+      if (!skip_.empty()) line("if (" + name + "_skip[blockIdx.x * " + str(chunks) + " + c]) continue;");
+      line("const int o" + a + " = c * " + str(g_.chunk) + ";");
+      line("const int n" + a + " = min(" + str(g_.chunk) + ", " + str(p_.extent(la)) + " - o" + a + "); (void)n" + a + ";");
+      run_phase(Phase::Loop);
+      for (size_t i = 0; i < g_.ops.size(); ++i) {
+        const BOp& op = g_.ops[i];
+        if (op.kind != BKind::Accum) continue;
+        std::string fac;
+        if (k_.stab_loop && op.scale != 0) fac = power("MGfac[" + stab_off() + "]", op.scale);
+        for_each({}, op.axes, op.phase, [&] {
+          const std::string r = smem_ref(static_cast<int>(i));
+          line(r + " = " + (fac.empty() ? r : r + " * " + fac) + " + " + val(op.args[0]) + ";");
+        }, true);
+      }
+      line("__syncthreads();");
+      --depth_;
+      line("}");
+      run_phase(Phase::Post);
+    }
+    // Outputs, unscaled: times exp(m)^scale.
+    for (const auto& [o, kk] : g_.outputs) {
+      const BOp& op = g_.ops[static_cast<size_t>(o)];
+      const IoTensor& io = p_.outputs[static_cast<size_t>(kk)];
+      std::string off;
+      for (int a : op.axes) {
+        const int64_t s = io.stride(p_.atoms, a);
+        if (s) off += (off.empty() ? "" : " + ") + gidx(a, op.phase) + (s == 1 ? "" : " * " + str(s));
+      }
+      if (off.empty()) off = "0";
+      for_each({}, by_stride(op.axes, io), op.phase, [&] {
+        std::string v = val(o);
+        if (op.scale != 0) v = "(" + v + " * " + power("expf(MGm[" + stab_off() + "])", op.scale) + ")";
+        line("out" + str(kk) + "[" + off + "] = " + v + ";");
+      }, false);
+    }
+    std::string text = head.str() + body_.str() + "}\n";
+    return text;
+  }
+
+  std::string skip_table_text(const std::string& name) const {
+    if (skip_.empty()) return "";
+    std::string s = "__device__ const unsigned char " + name + "_skip[" + str(static_cast<int64_t>(skip_.size())) + "] = {";
+    for (size_t i = 0; i < skip_.size(); ++i) s += (i % 64 == 0 ? "\n  " : "") + std::string(skip_[i] ? "1," : "0,");
+    return s + "\n};\n";
+  }
+
+ private:
+  void line(const std::string& s) { body_ << std::string(static_cast<size_t>(2 * depth_), ' ') << s << "\n"; }
+
+  std::string ext_expr(int a, Phase ph) const {
+    if (const GridDim* d = g_.grid_dim(a))
+      return p_.extent(a) % d->tile == 0 ? str(d->tile) : "n" + str(a);
+    if (a == g_.loop_atom && ph == Phase::Loop)
+      return p_.extent(a) % g_.chunk == 0 ? str(std::min(g_.chunk, p_.extent(a))) : "n" + str(a);
+    return str(p_.extent(a));
+  }
+  std::string gidx(int a, Phase ph) const {
+    if (g_.grid_dim(a) || (a == g_.loop_atom && ph == Phase::Loop)) return "(o" + str(a) + " + i" + str(a) + ")";
+    return "i" + str(a);
+  }
+  std::string smem_ref(int i) const {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    const Layout& l = k_.lay[static_cast<size_t>(i)];
+    std::string off;
+    for (size_t j = 0; j < op.axes.size(); ++j)
+      off += (off.empty() ? "" : " + ") + std::string("i") + str(op.axes[j]) +
+             (l.stride[j] == 1 ? "" : " * " + str(l.stride[j]));
+    return "S" + str(i) + "[" + (off.empty() ? "0" : off) + "]";
+  }
+  std::string stab_off() const {
+    std::string off;
+    int64_t s = 1;
+    for (size_t j = g_.stab_axes.size(); j-- > 0;) {
+      off = "i" + str(g_.stab_axes[j]) + (s == 1 ? "" : " * " + str(s)) + (off.empty() ? "" : " + " + off);
+      s *= k_.stab_ext[j];
+    }
+    return off.empty() ? "0" : off;
+  }
+  static std::string power(const std::string& f, int k) {
+    std::string r;
+    for (int i = 0; i < std::abs(k); ++i) r += (r.empty() ? "" : " * ") + f;
+    return k > 0 ? "(" + r + ")" : "(1.f / (" + r + "))";
+  }
+
+  std::string global(int i) const {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    const int in = p_.stmts[static_cast<size_t>(op.stmt)].input;
+    const IoTensor& io = p_.inputs[static_cast<size_t>(in)];
+    std::string off;
+    for (int a : op.axes) {
+      const int64_t s = io.stride(p_.atoms, a);
+      if (s) off += (off.empty() ? "" : " + ") + gidx(a, op.phase) + (s == 1 ? "" : " * " + str(s));
+    }
+    std::string e = "__ldg(in" + str(in) + " + " + (off.empty() ? "0" : off) + ")";
+    return io.dtype == DType::Bool ? "static_cast<float>(" + e + ")" : e;
+  }
+
+  // Op i's value at the current indices.
+  std::string val(int i) const {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    if (k_.lay[static_cast<size_t>(i)].smem) return smem_ref(i);
+    if (op.kind == BKind::Input) return global(i);
+    if (op.kind == BKind::Const) return float_literal(op.value);
+    return expr(i);
+  }
+  std::string expr(int i) const {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    require(op.kind == BKind::Elementwise, "μGraph CUDA codegen: op " + std::to_string(i) + " has no expression");
+    auto arg = [&](size_t k) { return val(op.args[k]); };
+    switch (op.op) {
+      case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Op::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Op::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Op::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Op::Max: return "fmaxf(" + arg(0) + ", " + arg(1) + ")";
+      case Op::Min: return "fminf(" + arg(0) + ", " + arg(1) + ")";
+      case Op::Where: return "(" + arg(0) + " != 0.f ? " + arg(1) + " : " + arg(2) + ")";
+      case Op::Neg: return "(-" + arg(0) + ")";
+      case Op::Exp: return "expf(" + arg(0) + ")";
+      case Op::Sqrt: return "sqrtf(" + arg(0) + ")";
+      case Op::Erf: return "erff(" + arg(0) + ")";
+      case Op::Tanh: return "tanhf(" + arg(0) + ")";
+      case Op::Sigmoid: return "(1.f / (1.f + expf(-" + arg(0) + ")))";
+      case Op::Relu: return "fmaxf(" + arg(0) + ", 0.f)";
+      case Op::Log: return "logf(" + arg(0) + ")";
+      default: throw Error("μGraph CUDA codegen: not an elementwise op");
+    }
+  }
+
+  // Defines i<a> for `axes` (row-major, innermost last) from a flat index `e`.
+  void decompose(const std::string& e, const std::vector<int>& axes, Phase ph) {
+    if (axes.empty()) return;
+    line("int mg_r = " + e + ";");
+    for (size_t j = axes.size(); j-- > 0;) {
+      const std::string a = str(axes[j]), n = ext_expr(axes[j], ph);
+      if (j == 0) line("const int i" + a + " = mg_r;");
+      else line("const int i" + a + " = mg_r % " + n + "; mg_r /= " + n + ";");
+    }
+  }
+  std::string count(const std::vector<int>& axes, Phase ph) const {
+    std::string s;
+    for (int a : axes) s += (s.empty() ? "" : " * ") + ext_expr(a, ph);
+    return s.empty() ? "1" : s;
+  }
+
+  // A loop over `axes` (indices i<a>) spread over the block's threads; `sync`
+  // ends it with a barrier.
+  void for_each(const std::vector<int>& /*unused*/, const std::vector<int>& axes, Phase ph,
+                const std::function<void()>& body, bool sync) {
+    line("for (int mg_e = threadIdx.x; mg_e < " + count(axes, ph) + "; mg_e += " + str(kCudaThreads) + ") {");
+    ++depth_;
+    decompose("mg_e", axes, ph);
+    body();
+    --depth_;
+    line("}");
+    if (sync) line("__syncthreads();");
+  }
+
+  // `axes` by decreasing stride in `t` (a loop nest with the unit stride innermost).
+  std::vector<int> by_stride(std::vector<int> axes, const IoTensor& t) const {
+    std::stable_sort(axes.begin(), axes.end(),
+                     [&](int a, int b) { return t.stride(p_.atoms, a) > t.stride(p_.atoms, b); });
+    return axes;
+  }
+
+  static int64_t max_count(const CudaPlan& k, const std::vector<int>& axes, Phase ph) {
+    int64_t n = 1;
+    for (int a : axes) n *= k.g.tile_extent(k.p, a, ph);
+    return n;
+  }
+
+  // store = reduce over `red` of `term` for every index of `out` (sum, or max).
+  void reduction(const std::vector<int>& out, const std::vector<int>& red, Phase ph, const std::function<std::string()>& term,
+                 const std::function<std::string()>& store, bool is_max, const std::string& scale = "") {
+    const int64_t no = max_count(k_, out, ph), nr = max_count(k_, red, ph);
+    const std::string init = is_max ? "-INFINITY" : "0.f";
+    auto acc = [&](const std::string& s, const std::string& t) {
+      return is_max ? s + " = fmaxf(" + s + ", " + t + ");" : s + " += " + t + ";";
+    };
+    const std::string nred = count(red, ph), nout = count(out, ph);
+    // Register blocking: a thread takes up to 4 indices of the innermost output
+    // atom and several of the outer ones (up to 16 sums in registers), so that an
+    // operand element read for one inner (outer) index serves every outer (inner)
+    // index of the thread: attention's K and V chunk elements, its Q and P rows.
+    const int inner = out.empty() ? -1 : out.back();
+    const int64_t x = inner < 0 ? 0 : g_.tile_extent(p_, inner, ph);
+    int64_t ui = 0, xt = 0, groups = 0, per = 0;  // inner indices a thread, threads along inner, outer groups, outer a thread
+    if (no >= kCudaThreads && out.size() >= 2 && ext_expr(inner, ph) == str(x))
+      for (int64_t u : {4, 2, 1}) {
+        if (x % u != 0 || kCudaThreads % (x / u) != 0) continue;
+        const int64_t t = x / u, gr = kCudaThreads / t, j = (no / x + gr - 1) / gr;
+        if (u * j > 16) continue;
+        ui = u, xt = t, groups = gr, per = j;
+        break;
+      }
+    if (ui > 0) {
+      const std::vector<int> outer(out.begin(), out.end() - 1);
+      const std::string in = str(inner);
+      auto each = [&](const std::function<void()>& body) {
+        line("#pragma unroll");
+        line("for (int j = 0; j < " + str(per) + "; ++j) {");
+        ++depth_;
+        line("const int mg_y = mg_g + j * " + str(groups) + ";");
+        line("if (mg_y < mg_ny) {");
+        ++depth_;
+        decompose("mg_y", outer, ph);
+        line("#pragma unroll");
+        line("for (int u = 0; u < " + str(ui) + "; ++u) {");
+        ++depth_;
+        line("const int i" + in + " = mg_x + u * " + str(xt) + ";");
+        body();
+        --depth_;
+        line("}");
+        --depth_;
+        line("}");
+        --depth_;
+        line("}");
+      };
+      line("{");
+      ++depth_;
+      line("const int mg_x = threadIdx.x % " + str(xt) + ";");
+      line("const int mg_g = threadIdx.x / " + str(xt) + ";");
+      line("const int mg_ny = " + count(outer, ph) + ";");
+      line("float mg_a[" + str(per) + "][" + str(ui) + "];");
+      each([&] { line("mg_a[j][u] = " + init + ";"); });
+      line("#pragma unroll 2");
+      line("for (int mg_k = 0; mg_k < " + nred + "; ++mg_k) {");
+      ++depth_;
+      decompose("mg_k", red, ph);
+      each([&] { line(acc("mg_a[j][u]", term())); });
+      --depth_;
+      line("}");
+      each([&] { line(store() + " = " + scale + "mg_a[j][u];"); });
+      --depth_;
+      line("}");
+    } else if (no >= kCudaThreads || nr <= 16) {  // a thread per output element
+      line("for (int mg_e = threadIdx.x; mg_e < " + nout + "; mg_e += " + str(kCudaThreads) + ") {");
+      ++depth_;
+      decompose("mg_e", out, ph);
+      line("float mg_s = " + init + ";");
+      line("#pragma unroll 8");
+      line("for (int mg_k = 0; mg_k < " + nred + "; ++mg_k) {");
+      ++depth_;
+      line("{");
+      decompose("mg_k", red, ph);
+      line(acc("mg_s", term()));
+      line("}");
+      --depth_;
+      line("}");
+      line(store() + " = " + scale + "mg_s;");
+      --depth_;
+      line("}");
+    } else if (no >= kWarps) {  // a warp per output element
+      line("for (int mg_e = threadIdx.x >> 5; mg_e < " + nout + "; mg_e += " + str(kWarps) + ") {");
+      ++depth_;
+      decompose("mg_e", out, ph);
+      line("float mg_s = " + init + ";");
+      line("for (int mg_k = threadIdx.x & 31; mg_k < " + nred + "; mg_k += 32) {");
+      ++depth_;
+      line("{");
+      decompose("mg_k", red, ph);
+      line(acc("mg_s", term()));
+      line("}");
+      --depth_;
+      line("}");
+      line(std::string("mg_s = ") + (is_max ? "mg_warp_max" : "mg_warp_sum") + "(mg_s);");
+      line("if ((threadIdx.x & 31) == 0) " + store() + " = " + scale + "mg_s;");
+      --depth_;
+      line("}");
+    } else {  // the whole block per output element
+      line("for (int mg_e = 0; mg_e < " + nout + "; ++mg_e) {");
+      ++depth_;
+      decompose("mg_e", out, ph);
+      line("float mg_s = " + init + ";");
+      line("for (int mg_k = threadIdx.x; mg_k < " + nred + "; mg_k += " + str(kCudaThreads) + ") {");
+      ++depth_;
+      line("{");
+      decompose("mg_k", red, ph);
+      line(acc("mg_s", term()));
+      line("}");
+      --depth_;
+      line("}");
+      line(std::string("mg_s = mg_block_reduce<") + (is_max ? "true" : "false") + ">(mg_s, MGred);");
+      line("if (threadIdx.x == 0) " + store() + " = " + scale + "mg_s;");
+      --depth_;
+      line("}");
+    }
+    line("__syncthreads();");
+  }
+
+  void compute(int i) {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    if (!k_.lay[static_cast<size_t>(i)].smem) return;  // inlined, or read in place
+    switch (op.kind) {
+      case BKind::Input: {
+        // Threads along the input's unit stride: coalesced reads.
+        const IoTensor& io = p_.inputs[static_cast<size_t>(p_.stmts[static_cast<size_t>(op.stmt)].input)];
+        for_each({}, by_stride(op.axes, io), op.phase, [&] { line(smem_ref(i) + " = " + global(i) + ";"); }, true);
+        return;
+      }
+      case BKind::Elementwise:
+        if (i == g_.stab_exp) return stabilized_exp(i);
+        for_each({}, op.axes, op.phase, [&] { line(smem_ref(i) + " = " + expr(i) + ";"); }, true);
+        return;
+      case BKind::Matmul:
+      case BKind::Reduce: {
+        // Constant factors of inlined operands move to the store, out of the
+        // inner loop (sum(a * (b * c)) = c * sum(a * b), within rounding; the CPU
+        // kernels' store factor).
+        double alpha = 1;
+        std::vector<int> args;
+        for (int a : op.args) {
+          while (!k_.lay[static_cast<size_t>(a)].smem && g_.ops[static_cast<size_t>(a)].kind == BKind::Elementwise &&
+                 g_.ops[static_cast<size_t>(a)].op == Op::Mul) {
+            const BOp& m = g_.ops[static_cast<size_t>(a)];
+            const int c = g_.ops[static_cast<size_t>(m.args[1])].kind == BKind::Const ? 1
+                          : g_.ops[static_cast<size_t>(m.args[0])].kind == BKind::Const ? 0
+                                                                                       : -1;
+            if (c < 0 || !std::isfinite(g_.ops[static_cast<size_t>(m.args[c])].value)) break;
+            alpha *= g_.ops[static_cast<size_t>(m.args[c])].value;
+            a = m.args[1 - c];
+          }
+          args.push_back(a);
+        }
+        const std::string scale = alpha == 1 ? "" : float_literal(alpha) + " * ";
+        reduction(
+            op.axes, op.reduce, op.phase,
+            [&] { return args.size() == 2 ? val(args[0]) + " * " + val(args[1]) : val(args[0]); },
+            [&] { return smem_ref(i); }, false, scale);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  // exp(x - m), m the running maximum of x over its atoms outside stab_axes.
+  void stabilized_exp(int i) {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    const int x = op.args[0];
+    const BOp& xo = g_.ops[static_cast<size_t>(x)];
+    std::vector<int> red;
+    for (int a : xo.axes)
+      if (!has(g_.stab_axes, a)) red.push_back(a);
+    for (int a : g_.stab_axes)
+      require(has(xo.axes, a), "μGraph CUDA codegen: the stabilizer's shift varies along an atom its argument lacks");
+    reduction(g_.stab_axes, red, op.phase, [&] { return val(x); }, [&] { return "MGcm[" + stab_off() + "]"; }, true);
+    for_each({}, g_.stab_axes, op.phase, [&] {
+      if (k_.stab_loop) {
+        line("const float mg_mo = MGm[" + stab_off() + "];");
+        line("const float mg_mn = fmaxf(mg_mo, MGcm[" + stab_off() + "]);");
+        line("MGfac[" + stab_off() + "] = mg_mn == -INFINITY ? 1.f : mg_mo == -INFINITY ? 0.f : expf(mg_mo - mg_mn);");
+        line("MGm[" + stab_off() + "] = mg_mn;");
+      } else {
+        line("MGm[" + stab_off() + "] = MGcm[" + stab_off() + "];");
+      }
+    }, true);
+    for_each({}, op.axes, op.phase, [&] {
+      line("const float mg_m = MGm[" + stab_off() + "];");
+      line(smem_ref(i) + " = mg_m == -INFINITY ? 0.f : expf(" + val(x) + " - mg_m);");
+    }, true);
+  }
+
+  const CudaPlan& k_;
+  const Program& p_;
+  const BlockGraph& g_;
+  const std::vector<uint8_t>& skip_;
+  std::ostringstream body_;
+  int depth_ = 1;
+};
+
+const char* kPrelude = R"(// Generated by isomer (mugraph/codegen_cuda.cpp): a μGraph as one CUDA kernel.
+#include <cuda_runtime.h>
+#include <math.h>
+
+__device__ __forceinline__ float mg_warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float mg_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Every thread of the block gets the result; `red` holds a float per warp.
+template <bool MAX>
+__device__ __forceinline__ float mg_block_reduce(float v, float* red) {
+  v = MAX ? mg_warp_max(v) : mg_warp_sum(v);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  float r = l < (int)(blockDim.x >> 5) ? red[l] : (MAX ? -INFINITY : 0.f);
+  r = MAX ? mg_warp_max(r) : mg_warp_sum(r);
+  __syncthreads();
+  return r;
+}
+)";
+
+}  // namespace
+
+size_t cuda_smem_bytes(const Program& p, const BlockGraph& g) { return CudaPlan(p, g).bytes(); }
+
+BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure) {
+  BlockGraph g = structure;
+  g.grid.clear();
+  std::vector<int> rows = row_atoms(p, g), inner;
+  for (const std::vector<IoTensor>* ts : {&p.outputs, &p.inputs})
+    for (const IoTensor& t : *ts)
+      if (!t.dim_atoms.empty() && !t.dim_atoms.back().empty()) inner.push_back(t.dim_atoms.back().back());
+  std::vector<int> growable;
+  for (size_t a = 0; a < p.atoms.size(); ++a) {
+    const int at = static_cast<int>(a);
+    if (at == g.loop_atom || p.extent(at) == 1) continue;
+    bool ok = !g.outputs.empty();
+    for (const auto& [o, k] : g.outputs) ok = ok && has(g.ops[static_cast<size_t>(o)].axes, at);
+    for (const BOp& op : g.ops) ok = ok && !has(op.reduce, at);
+    if (!ok || (has(inner, at) && !has(rows, at))) continue;
+    g.grid.push_back({at, 1});
+    if (!has(rows, at)) growable.push_back(at);
+  }
+  if (g.loop_atom >= 0) g.chunk = std::min<int64_t>(64, p.extent(g.loop_atom));
+  auto tile_of = [&](int atom) -> int64_t& {
+    for (GridDim& d : g.grid)
+      if (d.atom == atom) return d.tile;
+    throw Error("μGraph CUDA tiling: no grid dim");
+  };
+  const int64_t min_blocks = 2 * 132;  // two a multiprocessor on an H100
+  while (true) {
+    int64_t prod = 1;
+    for (int a : growable) prod *= tile_of(a);
+    int best = -1;
+    for (int a : growable)
+      if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
+        best = a;
+    if (best < 0 || prod * 2 > 32) break;
+    tile_of(best) *= 2;
+    if (g.num_tiles(p) < min_blocks) {
+      tile_of(best) /= 2;
+      break;
+    }
+  }
+  // Without a loop, short rows: several row-atom indices a block (up to 4096
+  // output elements), so that a row's reductions are a warp's, not the block's.
+  if (g.loop_atom < 0) {
+    auto block_elems = [&] {
+      int64_t e = 1;
+      for (int a : g.ops[static_cast<size_t>(g.outputs[0].first)].axes) e *= g.tile_extent(p, a, Phase::Pre);
+      return e;
+    };
+    while (!g.outputs.empty()) {
+      int best = -1;
+      for (int a : rows)
+        if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
+          best = a;
+      if (best < 0 || block_elems() * 2 > 4096) break;
+      tile_of(best) *= 2;
+      if (g.num_tiles(p) < min_blocks) {
+        tile_of(best) /= 2;
+        break;
+      }
+    }
+  }
+  // Few rows a block (decode: one query row a head): longer chunks, so that a
+  // chunk's contraction still has an output element a thread.
+  int64_t rows_per_block = 1;
+  for (int a : growable) rows_per_block *= tile_of(a);
+  if (g.loop_atom >= 0 && rows_per_block < 4) g.chunk = std::min<int64_t>(256, p.extent(g.loop_atom));
+  stabilize(p, g);
+  // Fewer blocks than multiprocessors run one a multiprocessor: they may take more.
+  const size_t budget = g.num_tiles(p) >= min_blocks ? kSmemBudget : kSmemBudgetFewBlocks;
+  // Shorter chunks first; fewer rows a block only past what a block may have
+  // (whole operands, attention's K and V without a loop, take the same at any).
+  while (cuda_smem_bytes(p, g) > budget) {
+    if (g.loop_atom >= 0 && g.chunk > 16) {
+      g.chunk /= 2;
+      continue;
+    }
+    if (cuda_smem_bytes(p, g) <= kSmemLimit) break;
+    int best = -1;
+    for (int a : growable)
+      if (tile_of(a) > 1 && (best < 0 || tile_of(a) > tile_of(best))) best = a;
+    if (best < 0) break;
+    tile_of(best) /= 2;
+  }
+  check_block_graph(p, g);
+  return g;
+}
+
+CudaKernel generate_cuda(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip,
+                         const std::string& name) {
+  check_block_graph(p, g);
+  CudaPlan plan(p, g);
+  if (plan.bytes() > kSmemLimit)
+    throw Error("μGraph CUDA codegen: a block's tiles take " + std::to_string(plan.bytes()) +
+                " bytes of shared memory, more than the " + std::to_string(kSmemLimit) + " a block may have");
+  CudaKernel k;
+  k.name = name;
+  k.graph = g;
+  k.blocks = g.num_tiles(p);
+  k.smem_bytes = plan.bytes();
+  CudaWriter w(plan, skip);
+  std::ostringstream s;
+  s << kPrelude << "\n// μGraph:\n";
+  std::istringstream text(g.to_text(p));
+  for (std::string l; std::getline(text, l);) s << "//   " << l << "\n";
+  s << "\n" << w.skip_table_text(name) << w.kernel(name) << "\n";
+  s << "extern \"C\" int " << name << "_launch(const void* const* in, void* const* out, void* stream) {\n";
+  s << "  static bool configured = false;\n";
+  s << "  if (!configured) {\n";
+  s << "    cudaError_t e = cudaFuncSetAttribute(" << name << "_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+    << k.smem_bytes << ");\n";
+  s << "    if (e != cudaSuccess) return static_cast<int>(e);\n";
+  s << "    configured = true;\n";
+  s << "  }\n";
+  s << "  " << name << "_kernel<<<" << k.blocks << ", " << k.threads << ", " << k.smem_bytes
+    << ", static_cast<cudaStream_t>(stream)>>>(";
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    s << (i ? ", " : "") << "static_cast<const " << (p.inputs[i].dtype == DType::Bool ? "unsigned char" : "float")
+      << "*>(in[" << i << "])";
+  for (size_t i = 0; i < p.outputs.size(); ++i) s << ", static_cast<float*>(out[" << i << "])";
+  s << ");\n";
+  s << "  return static_cast<int>(cudaGetLastError());\n";
+  s << "}\n";
+  k.source = s.str();
+  return k;
+}
+
+}  // namespace isomer::mugraph

@@ -1,0 +1,59 @@
+#pragma once
+// CUDA C++ for a verified block graph (`isomer mugraph emit-cuda`): the same
+// μGraph the CPU generator takes, spelled for a GPU.
+//  - the grid: one CUDA block per grid tile (tiles chosen for the GPU by
+//    cuda_tiling(): a structure is valid for every grid over output atoms it never
+//    reduces, so only the tile sizes change, and the result is verified again);
+//  - the reduction loop: a loop over chunks inside the block, accumulators in
+//    shared memory, the online-softmax rule as the interpreter runs it (running
+//    maxima, rescale factors, outputs unscaled), skipped chunks from a skip table
+//    baked into the text (causal masks);
+//  - tiles that a contraction, a reduction or several users read live in shared
+//    memory (input tiles a contraction reads are staged there with coalesced
+//    loads); elementwise chains are inlined into their users, one element a thread;
+//  - contractions and row reductions (sums and the stabilizer's maxima): register
+//    tiles (a thread sums up to 4 inner x 4 outer output elements, so that each
+//    operand element read serves several) or a thread per output element where
+//    there are enough of them, else a warp per output (shuffle reduction), else
+//    the whole block per output; constant factors of operands move to the store.
+// fp32 throughout. Exported: extern "C" int <name>_launch(const void* const* in,
+// void* const* out, void* stream), inputs and outputs in the program's order,
+// returning the cudaError_t of the launch.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mugraph/block_graph.h"
+#include "mugraph/program.h"
+
+namespace isomer::mugraph {
+
+inline constexpr int kCudaThreads = 256;
+
+struct CudaKernel {
+  std::string name;    // C identifier prefix of the kernel and launcher
+  std::string source;  // the .cu text
+  BlockGraph graph;    // the block graph the text runs (its GPU tiling)
+  int64_t blocks = 0;
+  int threads = kCudaThreads;
+  size_t smem_bytes = 0;  // dynamic shared memory per block
+};
+
+// Shared memory (bytes) a block of `g` needs, as generate_cuda() lays it out.
+size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
+
+// A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
+// one index a block, other output atoms no op reduces (but the tensors'
+// unit-stride ones, whole in a block) in tiles of up to 32 while that leaves two
+// blocks per multiprocessor (without a loop, row atoms too, up to 4096 output
+// elements a block), the loop in chunks of 64 (256 where a block has fewer than 4
+// rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
+// few blocks for two a multiprocessor anyway), tiles until it fits a block.
+BlockGraph cuda_tiling(const Program& p, const BlockGraph& g);
+
+// The .cu text for `g` (any tiling). `skip`: skip_table(p, g, constants) or empty.
+// Throws Error if the block's tiles do not fit in shared memory.
+CudaKernel generate_cuda(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip,
+                         const std::string& name);
+
+}  // namespace isomer::mugraph
