@@ -136,6 +136,7 @@ void add_commands(CLI::App& app) {
   add_run_command(app);
   add_cost_command(app);
   add_rules_command(app);
+  add_mugraph_command(app);
   add_parallel_commands(app);
 }
 

@@ -29,6 +29,7 @@ void add_optimize_command(CLI::App& app);  // optimize_cmd.cpp
 void add_run_command(CLI::App& app);   // run_cmd.cpp
 void add_cost_command(CLI::App& app);  // cost_cmd.cpp
 void add_rules_command(CLI::App& app); // rules_cmd.cpp
+void add_mugraph_command(CLI::App& app);  // mugraph_cmd.cpp: `mugraph emit-cuda`
 // `parallelize`, `run-plan`, `calibrate` (parallel_cmd.cpp).
 void add_parallel_commands(CLI::App& app);
 // `rules generate`, added to the `rules` subcommand (generate_cmd.cpp).

@@ -1,0 +1,112 @@
+// `isomer mugraph emit-cuda MODEL.onnx --out DIR`: the model's μGraph regions as
+// CUDA kernels (mugraph/cuda_emit.h). Per region, DIR/<name>.cu (the kernel and its
+// C launcher) and DIR/<name>_in<k>.bin for each input the model fixes (raw float32,
+// row-major: masks, scales); DIR/manifest.json lists every region's launcher,
+// launch shape, inputs (model names, dims, constant files) and outputs.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "ir/error.h"
+#include "mugraph/cuda_emit.h"
+#include "onnx/onnx_io.h"
+
+namespace isomer::cli {
+
+namespace {
+
+struct EmitCudaArgs {
+  std::string model, out;
+  std::vector<std::string> input_shapes;
+  double seconds = 10;
+};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
+  }
+  return o;
+}
+
+std::string dims_json(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  require(f.good(), "cannot write '" + path.string() + "'");
+}
+
+int run_emit_cuda(const EmitCudaArgs& a) {
+  ImportOptions io;
+  io.input_shapes = input_shapes_from_flags(a.input_shapes);
+  Graph g = import_onnx_file(a.model, io);
+  mugraph::CudaEmitOptions opts;
+  opts.search_seconds = a.seconds;
+  opts.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+  std::vector<mugraph::CudaRegion> regions = mugraph::cuda_regions(g, opts);
+  std::filesystem::path dir(a.out);
+  std::filesystem::create_directories(dir);
+  std::ostringstream m;
+  m << "{\n  \"model\": \"" << esc(a.model) << "\",\n  \"regions\": [";
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const mugraph::CudaRegion& cr = regions[r];
+    const mugraph::CudaKernel& k = cr.kernel;
+    write_text(dir / (k.name + ".cu"), k.source);
+    m << (r ? ",\n" : "\n") << "    {\"name\": \"" << k.name << "\", \"source\": \"" << k.name << ".cu\", \"launcher\": \""
+      << k.name << "_launch\", \"ops\": \"" << esc(cr.ops) << "\", \"kernel\": \"" << esc(cr.kernel_summary)
+      << "\", \"cpu_kernel\": \"" << esc(cr.cpu_summary) << "\", \"field_check\": \"" << esc(cr.field_check)
+      << "\", \"skip_table\": " << (cr.skips ? "true" : "false") << ", \"blocks\": " << k.blocks
+      << ", \"threads\": " << k.threads << ", \"smem_bytes\": " << k.smem_bytes << ",\n     \"inputs\": [";
+    for (size_t i = 0; i < cr.inputs.size(); ++i) {
+      const mugraph::CudaRegionInput& in = cr.inputs[i];
+      m << (i ? ", " : "") << "{\"name\": \"" << esc(in.name) << "\", \"dims\": " << dims_json(in.dims)
+        << ", \"dtype\": \"" << (in.dtype == DType::Bool ? "bool" : "float32") << "\"";
+      if (!in.constant.empty()) {
+        const std::string file = k.name + "_in" + std::to_string(i) + ".bin";
+        std::ofstream f(dir / file, std::ios::binary);
+        f.write(reinterpret_cast<const char*>(in.constant.data()),
+                static_cast<std::streamsize>(in.constant.size() * sizeof(float)));
+        require(f.good(), "cannot write '" + (dir / file).string() + "'");
+        m << ", \"constant\": \"" << file << "\"";
+      }
+      m << "}";
+    }
+    m << "],\n     \"outputs\": [";
+    for (size_t i = 0; i < cr.output_dims.size(); ++i)
+      m << (i ? ", " : "") << "{\"name\": \"" << esc(cr.output_name) << "\", \"dims\": " << dims_json(cr.output_dims[i])
+        << ", \"dtype\": \"float32\"}";
+    m << "]}";
+    std::printf("%s: %s\n  %s (%lld blocks of %d threads, %zu bytes of shared memory%s)\n", k.name.c_str(),
+                cr.ops.c_str(), cr.kernel_summary.c_str(), static_cast<long long>(k.blocks), k.threads, k.smem_bytes,
+                cr.skips ? ", skip table" : "");
+  }
+  m << "\n  ]\n}\n";
+  write_text(dir / "manifest.json", m.str());
+  std::printf("wrote %zu region kernels and %s\n", regions.size(), (dir / "manifest.json").string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_mugraph_command(CLI::App& app) {
+  CLI::App* mg = app.add_subcommand("mugraph", "μGraph kernels outside optimize");
+  mg->require_subcommand(1);
+  auto a = std::make_shared<EmitCudaArgs>();
+  CLI::App* e = mg->add_subcommand("emit-cuda", "write the model's μGraph regions as CUDA kernels with C launchers");
+  e->add_option("model", a->model, "model (.onnx)")->required();
+  e->add_option("--out", a->out, "directory for the .cu files, constant inputs and manifest.json")->required();
+  e->add_option("--input-shape", a->input_shapes, "fix an input's dims (repeatable)");
+  e->add_option("--mugraph-seconds", a->seconds, "search seconds per loop choice of one region (default 10)");
+  e->callback([a] { set_action([a] { return naming_model(a->model, [a] { return run_emit_cuda(*a); }); }); });
+}
+
+}  // namespace isomer::cli

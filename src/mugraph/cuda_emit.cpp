@@ -1,0 +1,58 @@
+#include "mugraph/cuda_emit.h"
+
+#include "ir/error.h"
+#include "mugraph/fuse.h"
+#include "mugraph/interpreter.h"
+#include "mugraph/region.h"
+#include "mugraph/verify.h"
+
+namespace isomer::mugraph {
+
+std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts) {
+  FuseOptions fo;
+  fo.measure = false;
+  fo.search_seconds = opts.search_seconds;
+  fo.progress = opts.progress;
+  FuseReport report;
+  Graph fused = fuse_regions(g, fo, &report);
+  std::vector<CudaRegion> out;
+  for (const NodePtr& n : fused.topo_order()) {
+    if (n->kind() != NodeKind::Op || n->op_type() != "MuGraph") continue;
+    auto fr = fused_region(n->attrs());
+    if (!fr->program || !fr->kernel) continue;
+    const Program& p = *fr->program;
+    CudaRegion r;
+    std::vector<std::vector<float>> constants(p.inputs.size());
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const Value& v = n->inputs()[i];
+      CudaRegionInput in;
+      in.name = v.node->name();
+      in.dims = p.inputs[i].dims;
+      in.dtype = p.inputs[i].dtype;
+      if (const Tensor* t = v.constant(); t && t->dtype() == DType::Float32) {
+        const float* f = reinterpret_cast<const float*>(t->bytes().data());
+        in.constant.assign(f, f + t->numel());
+        constants[i] = in.constant;
+      }
+      r.inputs.push_back(std::move(in));
+    }
+    for (const IoTensor& o : p.outputs) r.output_dims.push_back(o.dims);
+    r.output_name = n->name();
+    for (const NodePtr& b : fr->body.topo_order())
+      if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
+    r.cpu_summary = fr->kernel->summary(p);
+    BlockGraph gg = cuda_tiling(p, *fr->kernel);
+    FieldVerdict fv = verify_field(p, gg, constants, 11);
+    if (!fv.ok) throw Error("μGraph CUDA: the GPU tiling of region " + r.ops + " fails the field check: " + fv.reason);
+    r.field_check = fv.reason;
+    std::vector<uint8_t> skip = skip_table(p, gg, constants);
+    r.skips = !skip.empty();
+    r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
+    r.kernel_summary = gg.summary(p);
+    if (opts.progress) opts.progress("cuda " + r.kernel.name + ": " + r.kernel_summary);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace isomer::mugraph
