@@ -22,15 +22,22 @@ def main():
     ap.add_argument("--isomer", default="build/isomer")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--rows", type=int, help="emit-cuda --rows (a tiling sweep; appended to the directory name)")
+    ap.add_argument("--chunk", type=int, help="emit-cuda --chunk (likewise)")
     ap.add_argument("regions", nargs="*", default=DEFAULT)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.regions:
             model = os.path.join(tmp, name + ".onnx")
             onnx.save(mugraph_regions.REGIONS[name](), model)
-            out = os.path.join(a.out, name)
+            extra, suffix = [], ""
+            if a.rows:
+                extra, suffix = extra + ["--rows", str(a.rows)], suffix + f"_r{a.rows}"
+            if a.chunk:
+                extra, suffix = extra + ["--chunk", str(a.chunk)], suffix + f"_c{a.chunk}"
+            out = os.path.join(a.out, name + suffix)
             p = subprocess.run([a.isomer, "mugraph", "emit-cuda", model, "--out", out, "--mugraph-seconds",
-                                str(a.seconds)], capture_output=True, text=True)
+                                str(a.seconds)] + extra, capture_output=True, text=True)
             print(f"== {name}\n{p.stdout.strip()}")
             if p.returncode != 0:
                 print(p.stderr[-3000:])

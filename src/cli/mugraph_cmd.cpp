@@ -22,6 +22,7 @@ struct EmitCudaArgs {
   std::string model, out;
   std::vector<std::string> input_shapes;
   double seconds = 10;
+  int64_t rows = 16, chunk = 64;
 };
 
 std::string esc(const std::string& s) {
@@ -51,6 +52,8 @@ int run_emit_cuda(const EmitCudaArgs& a) {
   Graph g = import_onnx_file(a.model, io);
   mugraph::CudaEmitOptions opts;
   opts.search_seconds = a.seconds;
+  opts.tiling.max_rows = a.rows;
+  opts.tiling.chunk = a.chunk;
   opts.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   std::vector<mugraph::CudaRegion> regions = mugraph::cuda_regions(g, opts);
   std::filesystem::path dir(a.out);
@@ -106,6 +109,8 @@ void add_mugraph_command(CLI::App& app) {
   e->add_option("--out", a->out, "directory for the .cu files, constant inputs and manifest.json")->required();
   e->add_option("--input-shape", a->input_shapes, "fix an input's dims (repeatable)");
   e->add_option("--mugraph-seconds", a->seconds, "search seconds per loop choice of one region (default 10)");
+  e->add_option("--rows", a->rows, "most output rows a block shares operand chunks across (default 16)");
+  e->add_option("--chunk", a->chunk, "the reduction loop's chunk (default 64; 4x where a block has under 4 rows)");
   e->callback([a] { set_action([a] { return naming_model(a->model, [a] { return run_emit_cuda(*a); }); }); });
 }
 

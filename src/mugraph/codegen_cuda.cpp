@@ -555,7 +555,7 @@ __device__ __forceinline__ float mg_block_reduce(float v, float* red) {
 
 size_t cuda_smem_bytes(const Program& p, const BlockGraph& g) { return CudaPlan(p, g).bytes(); }
 
-BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure) {
+BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const CudaTilingOptions& opt) {
   BlockGraph g = structure;
   g.grid.clear();
   std::vector<int> rows = row_atoms(p, g), inner;
@@ -573,7 +573,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure) {
     g.grid.push_back({at, 1});
     if (!has(rows, at)) growable.push_back(at);
   }
-  if (g.loop_atom >= 0) g.chunk = std::min<int64_t>(64, p.extent(g.loop_atom));
+  if (g.loop_atom >= 0) g.chunk = std::min<int64_t>(opt.chunk, p.extent(g.loop_atom));
   auto tile_of = [&](int atom) -> int64_t& {
     for (GridDim& d : g.grid)
       if (d.atom == atom) return d.tile;
@@ -587,7 +587,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure) {
     for (int a : growable)
       if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
         best = a;
-    if (best < 0 || prod * 2 > 32) break;
+    if (best < 0 || prod * 2 > opt.max_rows) break;
     tile_of(best) *= 2;
     if (g.num_tiles(p) < min_blocks) {
       tile_of(best) /= 2;
@@ -619,7 +619,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure) {
   // chunk's contraction still has an output element a thread.
   int64_t rows_per_block = 1;
   for (int a : growable) rows_per_block *= tile_of(a);
-  if (g.loop_atom >= 0 && rows_per_block < 4) g.chunk = std::min<int64_t>(256, p.extent(g.loop_atom));
+  if (g.loop_atom >= 0 && rows_per_block < 4) g.chunk = std::min<int64_t>(4 * opt.chunk, p.extent(g.loop_atom));
   stabilize(p, g);
   // Fewer blocks than multiprocessors run one a multiprocessor: they may take more.
   const size_t budget = g.num_tiles(p) >= min_blocks ? kSmemBudget : kSmemBudgetFewBlocks;

@@ -41,7 +41,7 @@ std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts
     for (const NodePtr& b : fr->body.topo_order())
       if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
     r.cpu_summary = fr->kernel->summary(p);
-    BlockGraph gg = cuda_tiling(p, *fr->kernel);
+    BlockGraph gg = cuda_tiling(p, *fr->kernel, opts.tiling);
     FieldVerdict fv = verify_field(p, gg, constants, 11);
     if (!fv.ok) throw Error("μGraph CUDA: the GPU tiling of region " + r.ops + " fails the field check: " + fv.reason);
     r.field_check = fv.reason;

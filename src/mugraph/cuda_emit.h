@@ -34,6 +34,7 @@ struct CudaRegion {
 
 struct CudaEmitOptions {
   double search_seconds = 10;
+  CudaTilingOptions tiling;
   std::function<void(const std::string&)> progress;
 };
 
