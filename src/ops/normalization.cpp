@@ -1,11 +1,14 @@
 // Normalizations: BatchNormalization (inference), LayerNormalization,
 // RMSNormalization, GroupNormalization, InstanceNormalization, Softmax and
 // LogSoftmax. They divide by data-dependent values (square roots, sums of
-// exponentials), so they have float semantics only, computed in double.
+// exponentials), so they have no field semantics; they are computed in double, and
+// BatchNormalization, LayerNormalization and Softmax have symbolic forms for Z3 with
+// the square root and the exponential uninterpreted.
 #include <algorithm>
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ops/elementwise.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -164,6 +167,40 @@ std::vector<Tensor> eval_layer_norm(const EvalContext& ctx) {
   return {tensor(x.dtype(), y)};
 }
 
+// The same at T = Sym for the Z3 verifier (LayerNormalization only): the square root
+// is the Sqrt operator's uninterpreted function, as in sym_batch_norm, so rules that
+// move work across a normalization (a row selection above it) are proved.
+std::vector<SymArray> sym_layer_norm(const Attributes& attrs, std::span<const SymArray> in) {
+  const SymArray& x = in[0];
+  const int64_t axis = normalize_axis(attrs.get_int("axis", -1), x.rank());
+  const Sym epsilon(attrs.get_float("epsilon", 1e-5));
+  const std::vector<int64_t> block(x.dims.begin() + axis, x.dims.end());
+  const int64_t inner = num_elements(block), outer = x.numel() / std::max<int64_t>(inner, 1);
+  auto expand = [&](const SymArray& p) {
+    require(broadcast_dims(p.dims, block) == block,
+            "LayerNormalization parameter " + to_string(p.dims) + " does not broadcast to " + to_string(block));
+    SymArray out(block);
+    std::array<std::vector<int64_t>, 1> st{broadcast_strides(p.dims, block)};
+    for_each_broadcast<1>(block, st, [&](int64_t n, const std::array<int64_t, 1>& o) { out.data[n] = p.data[o[0]]; });
+    return out;
+  };
+  const SymArray scale = expand(in[1]);
+  const SymArray bias = in.size() > 2 && in[2].numel() > 0 ? expand(in[2]) : SymArray(block, Sym(0.0));
+  const Sym count(static_cast<double>(inner));
+  SymArray y = x;
+  for (int64_t o = 0; o < outer; ++o) {
+    Sym* row = y.data.data() + o * inner;
+    Sym mean(0.0), var(0.0);
+    for (int64_t i = 0; i < inner; ++i) mean += row[i];
+    mean /= count;
+    for (int64_t i = 0; i < inner; ++i) var += (row[i] - mean) * (row[i] - mean);
+    Sym shifted = var / count + epsilon;
+    const Sym root = Sym::apply("Sqrt", std::span<const Sym>(&shifted, 1));
+    for (int64_t i = 0; i < inner; ++i) row[i] = (row[i] - mean) / root * scale.data[i] + bias.data[i];
+  }
+  return {y};
+}
+
 std::string import_layer_norm(OnnxForm& form, int64_t opset, GraphBuilder&) {
   if (form.num_outputs > 1) return "LayerNormalization's Mean and InvStdDev outputs are not supported";
   return "";
@@ -207,6 +244,29 @@ std::vector<Tensor> eval_softmax(const EvalContext& ctx) {
       }
   }
   return {tensor(x.dtype(), y)};
+}
+
+// Softmax at T = Sym for the Z3 verifier: exp(x) / sum(exp(x)) along `axis`, with
+// the Exp operator's uninterpreted function (the max subtracted in float is an exact
+// identity over the reals).
+std::vector<SymArray> sym_softmax(const Attributes& attrs, std::span<const SymArray> in) {
+  const SymArray& x = in[0];
+  const int64_t axis = normalize_axis(attrs.get_int("axis", -1), x.rank(), "Softmax axis");
+  const AxisSplit s = split_at(x.dims, axis);
+  SymArray y = x;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    Sym* block = y.data.data() + o * s.n * s.inner;
+    for (int64_t i = 0; i < s.inner; ++i) {
+      Sym sum(0.0);
+      for (int64_t k = 0; k < s.n; ++k) {
+        Sym& v = block[k * s.inner + i];
+        v = exp_of(v);
+        sum += v;
+      }
+      for (int64_t k = 0; k < s.n; ++k) block[k * s.inner + i] /= sum;
+    }
+  }
+  return {y};
 }
 
 // Before opset 13, Softmax flattened the input to 2-D at `axis` (default 1) and
@@ -369,6 +429,7 @@ OpDef def_LayerNormalization() {
   d.attributes = {{"axis", "int"}, {"epsilon", "float"}, {"stash_type", "int"}};
   d.infer = infer_layer_norm;
   d.eval = eval_layer_norm<false>;
+  d.eval_sym = sym_layer_norm;
   d.onnx_import = import_layer_norm;
   d.lower = Lowering::LayerNorm;
   return d;
@@ -381,6 +442,7 @@ OpDef def_Softmax() {
   d.attributes = {{"axis", "int"}};
   d.infer = infer_softmax;
   d.eval = eval_softmax<false>;
+  d.eval_sym = sym_softmax;
   d.onnx_import = import_softmax;
   d.onnx_export = export_softmax;
   d.canonical_attrs = canonical_axis_of_input0<-1>;
@@ -392,6 +454,7 @@ OpDef def_LogSoftmax() {
   OpDef d = def_Softmax();
   d.name = "LogSoftmax";
   d.eval = eval_softmax<true>;
+  d.eval_sym = nullptr;  // Softmax's symbolic form is not LogSoftmax's
   return d;
 }
 

@@ -25,7 +25,8 @@ struct PassOptions {
   size_t fold_limit_bytes = 64 << 20;  // don't materialize constants bigger than this
   std::vector<std::string> disabled;   // rule names (see template_rule_names)
   // Leave out the rules marked `leave-to-search` (the pass that runs before
-  // `--search eqsat`, which decides them by price).
+  // `--search eqsat`, which decides them by price) and `templates-only` (which the
+  // search's cleanup pass applies to its result: the e-graph never sees them).
   bool defer_to_search = false;
 };
 

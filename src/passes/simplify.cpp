@@ -172,7 +172,7 @@ Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
   // Rules by the operator at their root, in file order.
   std::unordered_map<std::string, std::vector<const Rule*>> by_root;
   for (const Rule& r : template_rules().rules) {
-    if (disabled(r.family()) || r.num_outputs() != 1 || (opts.defer_to_search && r.leave_to_search)) continue;
+    if (disabled(r.family()) || r.num_outputs() != 1 || (opts.defer_to_search && (r.leave_to_search || r.templates_only))) continue;
     const PatternNode& root = r.source.nodes[static_cast<size_t>(r.source.outputs[0].node)];
     by_root[std::string(root.op->name)].push_back(&r);
   }

@@ -152,6 +152,63 @@ AttrValue per_channel_dims(std::span<const AttrValue> a) {
   return boolean(true);
 }
 
+// axes_below(axes, rank, k): every axis of the list, counted against `rank` (negative
+// from the end), lies in [0, k). A selection on such axes of a rank-`rank` result
+// skips what an operand of rank `rank - k` broadcasts over, and misses the last
+// (k = rank - 1) or the normalized axes (k = the first of them).
+AttrValue axes_below(std::span<const AttrValue> a) {
+  std::vector<int64_t> axes = ints_arg(a, 0, "axes_below");
+  const int64_t rank = int_arg(a, 1, "axes_below"), k = int_arg(a, 2, "axes_below");
+  for (int64_t axis : axes) {
+    if (axis < -rank || axis >= rank) not_applicable("axes_below", "axis out of range");
+    if ((axis < 0 ? axis + rank : axis) >= k) return boolean(false);
+  }
+  return boolean(true);
+}
+
+// perm_gather(p, axis, k): the permutation q with
+// Gather(Transpose(x, p), i, axis) = Transpose(Gather(x, i, p[axis]), q) for indices of
+// rank k: the gathered axis p[axis] of x becomes k axes in its place, at `axis` of the result.
+AttrValue perm_gather(std::span<const AttrValue> a) {
+  std::vector<int64_t> p = ints_arg(a, 0, "perm_gather");
+  const int64_t rank = static_cast<int64_t>(p.size());
+  const int64_t axis = int_arg(a, 1, "perm_gather"), k = int_arg(a, 2, "perm_gather");
+  if (axis < 0 || axis >= rank || k < 0) not_applicable("perm_gather", "axis out of range");
+  const int64_t g = p[static_cast<size_t>(axis)];
+  std::vector<int64_t> q;
+  for (int64_t j = 0; j < rank; ++j) {
+    const int64_t from = p[static_cast<size_t>(j)];
+    if (from < 0 || from >= rank) not_applicable("perm_gather", "not a permutation");
+    if (j == axis)
+      for (int64_t t = 0; t < k; ++t) q.push_back(g + t);
+    else
+      q.push_back(from < g ? from : from + k - 1);
+  }
+  return q;
+}
+
+// permuted_axes(p, axes, rank): the axes of Transpose(x, p) (negative from the end) as
+// axes of x, p[axis].
+AttrValue permuted_axes(std::span<const AttrValue> a) {
+  std::vector<int64_t> p = ints_arg(a, 0, "permuted_axes"), axes = ints_arg(a, 1, "permuted_axes");
+  const int64_t rank = int_arg(a, 2, "permuted_axes");
+  if (static_cast<int64_t>(p.size()) != rank) not_applicable("permuted_axes", "permutation of another rank");
+  std::vector<int64_t> out;
+  for (int64_t axis : axes) {
+    if (axis < -rank || axis >= rank) not_applicable("permuted_axes", "axis out of range");
+    out.push_back(p[static_cast<size_t>(axis < 0 ? axis + rank : axis)]);
+  }
+  return out;
+}
+
+// item(list, i): the list's i-th element.
+AttrValue item(std::span<const AttrValue> a) {
+  std::vector<int64_t> list = ints_arg(a, 0, "item");
+  const int64_t i = int_arg(a, 1, "item");
+  if (i < 0 || i >= static_cast<int64_t>(list.size())) not_applicable("item", "index out of range");
+  return list[static_cast<size_t>(i)];
+}
+
 // ---- tensor folds: templates over the element type ------------------------------------
 
 template <class T>
@@ -314,6 +371,10 @@ std::vector<FoldDef> make_folds() {
   value("gather_dims", "dims at an int tensor of indices, as an int64 tensor", 2, 2, gather_dims);
   value("per_channel_dims", "dims broadcast as [1, C, 1, ...] against an output of this rank", 3, 3,
         per_channel_dims);
+  value("axes_below", "every axis of a list, counted against a rank, is below k", 3, 3, axes_below);
+  value("perm_gather", "the permutation that follows a Gather moved above a Transpose", 3, 3, perm_gather);
+  value("permuted_axes", "axes of Transpose(x, p) as axes of x, p[axis]", 3, 3, permuted_axes);
+  value("item", "a list's i-th element", 2, 2, item);
   f.push_back(ISOMER_TENSOR_FOLD(per_channel, "a [1,C,1,..] or one-value constant as a [C] vector", 2, 2, true, 0));
   f.push_back(ISOMER_TENSOR_FOLD(scale_rows, "w[o, ...] * k[o]", 2, 2, true, 0, 1));
   f.push_back(ISOMER_TENSOR_FOLD(scale_cols, "w[..., n] * k[n]", 2, 2, true, 0, 1));

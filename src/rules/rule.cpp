@@ -247,9 +247,11 @@ class RuleParser {
           rule.verdict = parse_verdict(trim(line.substr(7)));
         } else if (line == "leave-to-search") {
           rule.leave_to_search = true;
+        } else if (line == "templates-only") {
+          rule.templates_only = true;
         } else {
           throw Error("unknown line '" + std::string(line) + "' (expected vars, where, verify-shapes, source, "
-                      "target, leave-to-search, verdict or '}')");
+                      "target, leave-to-search, templates-only, verdict or '}')");
         }
       } catch (const Error& e) {
         fail(line_no, e.what());
@@ -625,6 +627,7 @@ std::string print_rule(const Rule& r) {
   for (const Guard& g : r.guards) s += "  where " + g.text + "\n";
   for (const VerifyBinding& v : r.verify) s += "  verify-shapes " + v.text + "\n";
   if (r.leave_to_search) s += "  leave-to-search\n";
+  if (r.templates_only) s += "  templates-only\n";
   s += "  source {\n";
   for (const std::string& l : r.source_lines) s += "    " + l + "\n";
   s += "  }\n  target {\n";

@@ -108,6 +108,11 @@ struct Rule {
   // `--search eqsat`, which has it among its rules and takes it where it prices
   // cheaper (a fusion applied first would hide the form other rules match).
   bool leave_to_search = false;
+  // `templates-only`: a template rule the search does not take. The greedy engine
+  // applies it only where the matched operators have no other reader; an e-graph has
+  // no readers to check and would apply it through every shared value (a row
+  // selection pushed up a residual stream through all the blocks of a model).
+  bool templates_only = false;
 
   const RuleVar* find_var(std::string_view name) const;
   int var_index(std::string_view name) const;  // -1 if none

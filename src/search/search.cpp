@@ -101,7 +101,7 @@ std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string
   };
   std::vector<Rule> out;
   for (const Rule& r : set.rules) {
-    if (!r.usable()) continue;
+    if (!r.usable() || r.templates_only) continue;
     if (!is_disabled(r.name)) out.push_back(r);
     if (std::optional<Rule> rev = reversed_rule(r); rev && !is_disabled(rev->name)) out.push_back(std::move(*rev));
   }

@@ -119,7 +119,7 @@ using OpCostFn = std::function<double(const Node&)>;
 
 // The usable rules of `set` the search applies: each rule whose source is a
 // pattern, and the reversal of each rule whose target is one too, minus `disabled`
-// (rule names, `-rev` names, or family names).
+// (rule names, `-rev` names, or family names) and the `templates-only` rules.
 std::vector<Rule> search_rules(const RuleSet& set, const std::vector<std::string>& disabled = {});
 
 // The best graph found; `g` itself when nothing cheaper was found.

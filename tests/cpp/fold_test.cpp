@@ -83,6 +83,44 @@ TEST(Fold, ComposePermIsTwoTransposes) {
   EXPECT_THROW(call("compose_perm", {p, std::vector<int64_t>{0, 1}}), NotApplicable);
 }
 
+TEST(Fold, PermGatherAndPermutedAxesMoveASelectionAboveATranspose) {
+  // Gather(Transpose(x, p), i, axis a) = Transpose(Gather(x, i, p[a]), perm_gather(p, a, rank(i)))
+  // for every axis and index ranks 0, 1 and 2.
+  Tensor x = f32({2, 3, 4}, 4);
+  const std::vector<int64_t> p{2, 0, 1};
+  for (int64_t a = 0; a < 3; ++a)
+    for (const Tensor& idx : std::vector<Tensor>{Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{1}),
+                                                 Tensor::vector_i64({1, 0}),
+                                                 Tensor::from_i64(DType::Int64, {2, 2}, std::vector<int64_t>{0, 1, 1, -1})}) {
+      Tensor below = evaluated([&](GraphBuilder& b) {
+        Value t = b.op1("Transpose", {b.constant(x)}, {{"perm", p}});
+        return b.op1("Gather", {t, b.constant(idx)}, {{"axis", a}});
+      });
+      const int64_t from = std::get<int64_t>(call("item", {p, a}));
+      auto q = std::get<std::vector<int64_t>>(call("perm_gather", {p, a, int64_t{idx.rank()}}));
+      Tensor above = evaluated([&](GraphBuilder& b) {
+        Value g = b.op1("Gather", {b.constant(x), b.constant(idx)}, {{"axis", from}});
+        return b.op1("Transpose", {g}, {{"perm", q}});
+      });
+      expect_close(below, above, 0);
+    }
+  EXPECT_EQ(std::get<std::vector<int64_t>>(call("permuted_axes", {p, std::vector<int64_t>{-1, 0}, int64_t{3}})),
+            (std::vector<int64_t>{1, 2}));
+  EXPECT_THROW(call("permuted_axes", {p, std::vector<int64_t>{3}, int64_t{3}}), NotApplicable);
+  EXPECT_THROW(call("item", {p, int64_t{3}}), NotApplicable);
+}
+
+TEST(Fold, AxesBelowCountsNegativeAxesFromTheEnd) {
+  auto below = [](std::vector<int64_t> axes, int64_t rank, int64_t k) {
+    return std::get<int64_t>(call("axes_below", {axes, rank, k}));
+  };
+  EXPECT_EQ(below({1}, 3, 2), 1);
+  EXPECT_EQ(below({-1}, 3, 2), 0);  // the last axis of a rank-3 result
+  EXPECT_EQ(below({0, -2}, 3, 2), 1);
+  EXPECT_EQ(below({}, 3, 0), 1);
+  EXPECT_THROW(below({3}, 3, 3), NotApplicable);
+}
+
 TEST(Fold, ScaleRowsAndColumnsAreBroadcastMuls) {
   Tensor w = f32({4, 3, 2, 2}, 2), k = f32({4}, 3);
   Tensor by_ops = evaluated([&](GraphBuilder& b) {
