@@ -1,7 +1,10 @@
 #include "eval/evaluator.h"
 
+#include <cctype>
 #include <cmath>
+#include <optional>
 #include <random>
+#include <string>
 #include <unordered_map>
 
 #include "ir/error.h"
@@ -167,21 +170,125 @@ std::vector<SymArray> evaluate_sym(const Graph& g, const std::vector<SymArray>& 
   return walk<SymArray>(g, leaf, apply);
 }
 
-std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g, const std::map<std::string, int64_t>& bindings) {
-  std::vector<std::vector<int64_t>> out;
-  for (const NodePtr& in : g.inputs()) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->output_types()[0].shape) {
-      if (d.is_static()) {
-        dims.push_back(d.value);
+namespace {
+
+// A dim name read as an integer expression: sum := term (('+'|'-') term)*,
+// term := factor (('*'|'//') factor)*, factor := '-' factor | '(' sum ')' | integer | name.
+// nullopt when the text is not one (or divides by zero).
+class DimExpression {
+ public:
+  DimExpression(const std::string& text, const std::map<std::string, int64_t>& bindings, int64_t unbound)
+      : s_(text), bindings_(bindings), unbound_(unbound) {}
+
+  std::optional<int64_t> value() {
+    std::optional<int64_t> v = sum();
+    skip_spaces();
+    if (!v || at_ < s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  void skip_spaces() {
+    while (at_ < s_.size() && s_[at_] == ' ') ++at_;
+  }
+  bool eat(const char* token) {
+    skip_spaces();
+    const size_t n = std::char_traits<char>::length(token);
+    if (s_.compare(at_, n, token) != 0) return false;
+    at_ += n;
+    return true;
+  }
+  std::optional<int64_t> sum() {
+    std::optional<int64_t> v = term();
+    while (v) {
+      if (eat("+")) {
+        std::optional<int64_t> r = term();
+        v = r ? std::optional<int64_t>(*v + *r) : std::nullopt;
+      } else if (eat("-")) {
+        std::optional<int64_t> r = term();
+        v = r ? std::optional<int64_t>(*v - *r) : std::nullopt;
       } else {
-        auto it = bindings.find(d.symbol);
-        dims.push_back(it != bindings.end() ? it->second : 1);
+        break;
       }
     }
-    out.push_back(std::move(dims));
+    return v;
   }
-  return out;
+  std::optional<int64_t> term() {
+    std::optional<int64_t> v = factor();
+    while (v) {
+      if (eat("//")) {
+        std::optional<int64_t> r = factor();
+        if (!r || *r == 0) return std::nullopt;
+        int64_t q = *v / *r;
+        if ((*v % *r != 0) && ((*v < 0) != (*r < 0))) --q;  // floor division
+        v = q;
+      } else if (eat("*")) {
+        std::optional<int64_t> r = factor();
+        v = r ? std::optional<int64_t>(*v * *r) : std::nullopt;
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+  std::optional<int64_t> factor() {
+    if (eat("-")) {
+      std::optional<int64_t> v = factor();
+      return v ? std::optional<int64_t>(-*v) : std::nullopt;
+    }
+    if (eat("(")) {
+      std::optional<int64_t> v = sum();
+      return v && eat(")") ? v : std::nullopt;
+    }
+    skip_spaces();
+    const size_t start = at_;
+    if (at_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[at_]))) {
+      int64_t v = 0;
+      while (at_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[at_])) && v < (int64_t{1} << 40))
+        v = v * 10 + (s_[at_++] - '0');
+      return v;
+    }
+    while (at_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[at_])) || s_[at_] == '_')) ++at_;
+    if (at_ == start) return std::nullopt;
+    auto it = bindings_.find(s_.substr(start, at_ - start));
+    return it != bindings_.end() ? it->second : unbound_;
+  }
+
+  const std::string& s_;
+  const std::map<std::string, int64_t>& bindings_;
+  int64_t unbound_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+int64_t symbolic_extent(const std::string& symbol, const std::map<std::string, int64_t>& bindings, int64_t unbound) {
+  auto it = bindings.find(symbol);
+  if (it != bindings.end()) return it->second;
+  return DimExpression(symbol, bindings, unbound).value().value_or(unbound);
+}
+
+std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g, const std::map<std::string, int64_t>& bindings) {
+  // The extent of unbound names: 1 unless an expression dim ("s0 - 1") would be below 1.
+  auto dims_at = [&](int64_t unbound, bool* all_positive) {
+    std::vector<std::vector<int64_t>> out;
+    for (const NodePtr& in : g.inputs()) {
+      std::vector<int64_t> dims;
+      for (const Dim& d : in->output_types()[0].shape) {
+        dims.push_back(d.is_static() ? d.value : symbolic_extent(d.symbol, bindings, unbound));
+        if (!d.is_static() && dims.back() < 1) *all_positive = false;
+      }
+      out.push_back(std::move(dims));
+    }
+    return out;
+  };
+  for (int64_t unbound = 1; unbound <= 16; ++unbound) {
+    bool all_positive = true;
+    std::vector<std::vector<int64_t>> out = dims_at(unbound, &all_positive);
+    if (all_positive) return out;
+  }
+  bool ignored = true;
+  return dims_at(1, &ignored);
 }
 
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {

@@ -34,8 +34,17 @@ std::vector<FieldArray> evaluate_field(const Graph& g, const std::vector<FieldAr
 // Syms live in the calling thread's arena.
 std::vector<SymArray> evaluate_sym(const Graph& g, const std::vector<SymArray>& inputs);
 
+// The extent of dynamic dim `symbol`: its binding if it has one; else, when it is an
+// integer expression over other symbols (torch's dynamo exporter names a KV cache's
+// mask "past + 1" and a doubled axis "2*s0"; + - * // and parentheses), its value with
+// each name's binding, or `unbound` for a name without one; else `unbound`.
+int64_t symbolic_extent(const std::string& symbol, const std::map<std::string, int64_t>& bindings,
+                        int64_t unbound = 1);
+
 // Concrete shapes for the graph inputs: static dims as declared, dynamic dims from
-// `bindings` (symbol -> extent), else 1.
+// `bindings` (symbol -> extent) through symbolic_extent, a name without a binding at 1,
+// or at the smallest extent (up to 16) at which every input's expression dim is at
+// least 1 ("s0 - 1"), so that dims related by their names are related in the shapes.
 std::vector<std::vector<int64_t>> concrete_input_dims(const Graph& g,
                                                       const std::map<std::string, int64_t>& bindings = {});
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ops/op.h"
 
@@ -415,9 +416,7 @@ std::vector<Value> ENodePricer::synthetic_inputs(eg::EGraph& eg, const ENode& n,
     TensorType t = eg.type(c);
     for (Dim& d : t.shape)
       if (!d.is_static()) {
-        const auto& bindings = model_.runtime_options().bindings;
-        auto it = bindings.find(d.symbol);
-        d = Dim(it != bindings.end() ? it->second : 1);
+        d = Dim(symbolic_extent(d.symbol, model_.runtime_options().bindings));
       }
     require(is_static(t.shape), "the cost needs static shapes");
     if (eg.cls(c).constant) {

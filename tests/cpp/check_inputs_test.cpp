@@ -9,6 +9,7 @@
 #include "check/inputs.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "ir/graph.h"
 #include "ir/text.h"
 
 namespace isomer {
@@ -92,6 +93,50 @@ TEST(ValidInputs, SymbolicDimsComeFromTheBindings) {
   ASSERT_TRUE(in.ok());
   EXPECT_EQ(in.tensors[0].dims(), (std::vector<int64_t>{2, 3}));
   for (int64_t v : values(in, 0)) EXPECT_LT(v, 5);
+}
+
+TEST(SymbolicExtent, ExpressionNamesAreComputedFromTheirSymbols) {
+  // torch's dynamo exporter names dims after sympy expressions over its symbols.
+  const std::map<std::string, int64_t> b{{"past", 7}, {"s0", 4}};
+  EXPECT_EQ(symbolic_extent("past", b), 7);
+  EXPECT_EQ(symbolic_extent("past + 1", b), 8);
+  EXPECT_EQ(symbolic_extent("2*s0", b), 8);
+  EXPECT_EQ(symbolic_extent("s0 - 1", b), 3);
+  EXPECT_EQ(symbolic_extent("(s0 + 1)//2", b), 2);
+  EXPECT_EQ(symbolic_extent("past*s0 + -3", b), 25);
+  EXPECT_EQ(symbolic_extent("batch", b), 1);           // unbound name
+  EXPECT_EQ(symbolic_extent("batch + 1", b, 3), 4);    // unbound name at the given extent
+  EXPECT_EQ(symbolic_extent("past + 1", {{"past + 1", 5}}), 5);  // a binding of the name itself wins
+  EXPECT_EQ(symbolic_extent("s0//0", b), 1);           // not an extent: unbound
+  EXPECT_EQ(symbolic_extent("unk__12?", b), 1);        // not an expression: unbound
+}
+
+TEST(ValidInputs, DimsNamedByExpressionsAgreeWithTheirSymbols) {
+  // A KV cache's decode step: past keys [past, 4] and a mask over past + 1 positions.
+  // Concat(keys, new) must line up with the mask; at "past + 1" = 1 it cannot.
+  GraphBuilder b;
+  Value keys = b.input("keys", {DType::Float32, {Dim::sym("past"), 4}});
+  Value fresh = b.input("new", {DType::Float32, {1, 4}});
+  Value mask = b.input("mask", {DType::Float32, {Dim::sym("past + 1"), 4}});
+  Value both = b.op1("Concat", {keys, fresh}, [] {
+    Attributes a;
+    a.set("axis", int64_t{0});
+    return a;
+  }());
+  Graph g = b.finish({b.op1("Mul", {both, mask})}, {"y"});
+  EXPECT_EQ(concrete_input_dims(g), (std::vector<std::vector<int64_t>>{{1, 4}, {1, 4}, {2, 4}}));
+  EXPECT_EQ(concrete_input_dims(g, {{"past", 5}})[2], (std::vector<int64_t>{6, 4}));
+  ModelInputs in = valid_random_inputs(g, 0, {});
+  ASSERT_TRUE(in.ok()) << in.impossible;
+  std::vector<Tensor> out = evaluate(g, in.tensors);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 4}));
+
+  // An expression below 1 at unbound names of 1 moves them all up: "n - 2" at n = 3.
+  GraphBuilder b2;
+  Value x = b2.input("x", {DType::Float32, {Dim::sym("n")}});
+  Value y = b2.input("y", {DType::Float32, {Dim::sym("n - 2")}});
+  Graph g2 = b2.finish({x, y}, {"x", "y"});
+  EXPECT_EQ(concrete_input_dims(g2), (std::vector<std::vector<int64_t>>{{3}, {1}}));
 }
 
 TEST(GivenInputs, AreMatchedByNameAndBindSymbolicDims) {

@@ -194,3 +194,31 @@ def test_no_valid_input_skips_the_check_and_the_guard_with_the_reason(tmp_path):
     assert r["guard"] == "skipped" and r["guard_reason"] == r["check_reason"], r["guard_reason"]
     assert r["kept"] == "optimized" and r["rules_applied"] == {"eliminate-identity": 1}
     assert f"check: skipped: {r['check_reason']}" in p.stdout
+
+
+def test_dims_named_by_expressions_get_consistent_random_shapes(tmp_path):
+    # torch's dynamo exporter names a KV cache's dims "past" and its mask's "past + 1".
+    # Random inputs bind "past + 1" from "past", so the concatenated cache lines up
+    # with the mask, and the check and the guard run (before: "past + 1" was 1, the
+    # model failed on its own inputs and optimize wrote it unchecked).
+    F = TensorProto.FLOAT
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    g = helper.make_graph(
+        [helper.make_node("Concat", ["past_k", "new_k"], ["k"], axis=1),
+         helper.make_node("MatMul", ["k", "w"], ["kw"]),
+         helper.make_node("Concat", ["kw", "mask"], ["y"], axis=2)],
+        "kv",
+        [helper.make_tensor_value_info("past_k", F, ["batch", "past", 4]),
+         helper.make_tensor_value_info("new_k", F, ["batch", 1, 4]),
+         helper.make_tensor_value_info("mask", F, ["batch", "past + 1", 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [w])
+    path = str(tmp_path / "kv.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    p = run_cli("run", path, "--threads", "1")
+    assert p.returncode == 0, p.stderr
+    assert "f32[1,2,8]" in p.stdout, p.stdout
+    p = run_cli("optimize", path, "-o", str(tmp_path / "out.onnx"), "--cost", "none", "--no-guard",
+                "--report-json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(tmp_path / "r.json"))["check"] == "passed", p.stdout
