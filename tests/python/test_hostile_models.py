@@ -266,3 +266,26 @@ def test_hostile_model_is_refused_clearly(tmp_path, isomer_bin, make, command):
     assert lines[0] != "isomer: error: out of memory"
     assert not out.exists()
 
+
+@pytest.mark.parametrize("value", [np.nan, np.inf], ids=["nan", "inf"])
+def test_nonfinite_weight_runs_with_a_warning(tmp_path, isomer_bin, value):
+    """`run` computes with NaN/Inf weights as ONNX Runtime does (`optimize` refuses them),
+    but says so once, naming the file and the initializer: the outputs it reaches are not
+    numbers, and NaN meeting Relu or MaxPool becomes one on isomer's kernels."""
+    w = np.ones((3, 2), np.float32)
+    w[1, 0] = value
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    path = tmp_path / "nonfinite.onnx"
+    path.write_bytes(_model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 2])],
+                            [numpy_helper.from_array(w, "w")]).SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = subprocess.run([isomer_bin, "run", "--no-onnxruntime", str(path), "--inputs", str(tmp_path / "in.npz"),
+                           "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("isomer: warning: "), proc.stderr
+    assert path.name in lines[0] and "initializer 'w'" in lines[0] and "element 2" in lines[0], lines[0]
+    got = np.load(tmp_path / "out.npz")["y"]
+    want = x @ w
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(want)], want[~np.isnan(want)])
