@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
@@ -663,9 +664,27 @@ class Importer {
       throw Error(describe_proto(node) + ": ONNX refuses it (" + why + ")");
   }
 
+  bool is_local_function(const onnx::NodeProto& node) const {
+    for (const auto& f : model_.functions())
+      if (f.domain() == node.domain() && f.name() == node.op_type()) return true;
+    return false;
+  }
+
   // ONNX's rules for the node's operator (schema_check.h), for every node of the
   // default domain, native or opaque.
   void require_schema(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
+    // An ONNX domain beside the default one (ai.onnx.ml, ...) lists every operator it
+    // has; a node of one it lacks is no operator at all (ONNX Runtime refuses it). The
+    // default domain is not judged so: its experimental operators of old opsets
+    // (ImageScaler, ...) are in no table, yet ONNX Runtime runs them.
+    if (!is_default_domain(node.domain()) && newest_opset(node.domain()) != 0 && !is_local_function(node)) {
+      int64_t version = 0;
+      for (const auto& o : model_.opset_import())
+        if (o.domain() == node.domain()) version = o.version();
+      require(op_version(node.domain(), node.op_type(), version) != 0,
+              describe_proto(node) + ": domain '" + node.domain() + "' has no operator " + node.op_type() +
+                  (version ? " at opset " + std::to_string(version) : " (the model imports no opset of it)"));
+    }
     if (!is_default_domain(node.domain())) return;
     std::vector<std::optional<onnx::TypeProto>> types(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -755,7 +774,9 @@ class Importer {
       if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
-      if (inputs_static && !onnx_refusal(node, inputs, true).empty()) throw Error(describe_proto(node) + ": " + why);
+      // A check of what ONNX defines (InvalidNode) refuses it outright.
+      if (dynamic_cast<const InvalidNode*>(&e) || (inputs_static && !onnx_refusal(node, inputs, true).empty()))
+        throw Error(describe_proto(node) + ": " + why);
       *reason = why;
       return nullptr;
     }

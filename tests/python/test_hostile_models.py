@@ -5,9 +5,10 @@ found: a crash inside libonnx's shape inference, an allocation sized by the mode
 (a memory bomb, or an element count that overflows), or an error that did not name
 the file; and, from its second pass, a model that breaks ONNX's own rules where isomer
 did not look: no opset of ai.onnx, an initializer that contradicts the graph input it is
-the default of, a value_info that lies about a type, and nodes against their operator's
-schema (attributes, arity, input types), opaque ones included, which `optimize` used to
-pass through unchecked. Every command must refuse such a model with one "isomer: error:"
+the default of, a value_info that lies about a type, nodes against their operator's
+schema (attributes, arity, input types), opaque ones included, and nodes isomer's own
+shape rule finds invalid where libonnx's inference does not look, which `optimize` used
+to pass through unchecked. Every command must refuse such a model with one "isomer: error:"
 line that names the file, and never crash or run out of memory.
 """
 import os
@@ -215,7 +216,30 @@ def input_type_outside_constraint():
     return _model(nodes, [_vi("x", ["n", 1, 4, 4], TensorProto.FLOAT16)], [_vi("y", None, TensorProto.FLOAT16)], [w])
 
 
-CASES = [no_opset_import, default_domain_not_imported, initializer_dtype_differs_from_input,
+def no_such_operator_in_ml_domain():
+    """ReduceSum moved into ai.onnx.ml, which has no such operator (isomer kept it opaque)."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], domain="ai.onnx.ml")]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("y", None)])
+    model.opset_import.add(domain="ai.onnx.ml", version=3)
+    return model
+
+
+def rnn_hidden_size_not_positive():
+    """RNN with hidden_size -1: isomer's shape rule refused it, but libonnx's inference does
+    not check it, so the node was kept opaque and `optimize` wrote it back."""
+    w = numpy_helper.from_array(np.ones((1, 4, 2), np.float32), "w")
+    r = numpy_helper.from_array(np.ones((1, 4, 4), np.float32), "r")
+    nodes = [helper.make_node("RNN", ["x", "w", "r"], ["", "y"], hidden_size=-1)]
+    return _model(nodes, [_vi("x", [3, 1, 2])], [_vi("y", None)], [w, r])
+
+
+def space_to_depth_blocksize_not_dividing():
+    """SpaceToDepth whose blocksize 4 does not divide the height 6 (the same path)."""
+    nodes = [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=4)]
+    return _model(nodes, [_vi("x", [1, 1, 6, 8])], [_vi("y", None)])
+
+
+CASES = [no_opset_import, rnn_hidden_size_not_positive, space_to_depth_blocksize_not_dividing, no_such_operator_in_ml_domain, default_domain_not_imported, initializer_dtype_differs_from_input,
          initializer_shape_differs_from_input, value_info_dtype_lie, opaque_unknown_attribute, opaque_attribute_type,
          opaque_axis_out_of_range, opaque_missing_required_attribute, opaque_input_type, too_many_outputs,
          input_type_outside_constraint,
