@@ -556,10 +556,18 @@ TRIAGED = [
      "NaN where a max meets it is not defined by ONNX: oneDNN's Relu and MaxPool return the other operand (IEEE "
      "maxNum), ONNX Runtime's Relu keeps the NaN (its MaxPool does not); the numbers agree, and `run` warns of the "
      "non-finite weight"),
-    ("opset", ("optimize",), r"^opset domain$", r"", r"",
+    ("opset", ("optimize",), r"^opset (node)?domain$", r"", r"",
      "a node of a vendor domain: ONNX Runtime refuses it for want of that domain's custom-op library, not because "
-     "the model is invalid; `optimize` keeps it verbatim, `run` refuses it"),
-    ("shape_bomb", ("optimize",), r"^appended cos bomb", r"", r"",
+     "the model is invalid; `optimize` keeps it verbatim, `run` refuses it (a node of an ONNX domain that lacks its "
+     "operator, such as ai.onnx.ml, isomer refuses)"),
+    ("index", ("optimize",), r"run-time index", r"", r"",
+     "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
+     "model, `run` refuses the inputs"),
+    ("index", ("optimize",), r"constant index", r"", r"",
+     "an index out of range is an error when the node runs (ONNX Runtime fails only then); isomer refuses a constant "
+     "one where it imports the node, but not inside an If/Loop/Scan body it keeps verbatim, and `optimize` does not "
+     "run a model it leaves unchanged (`run` refuses it)"),
+    ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
 ]
