@@ -64,6 +64,8 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts = {});
 
 // Compares output tensors; fills errors and status (used by the check and by tests).
+// NaN in the same element of both is not a match: such elements are left out and
+// counted in `reason`, and an output NaN at every element makes the result Skipped.
 CheckResult compare_outputs(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
                             const std::vector<std::string>& names, double tolerance);
 

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "ir/error.h"
+#include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
 #include "ops/op.h"
 
@@ -95,6 +96,8 @@ NodePtr Node::make_op(const OpDef& op, std::vector<Value> inputs, Attributes att
   std::vector<TensorType> out;
   try {
     out = op.infer(ctx);
+  } catch (const InvalidNode& e) {
+    throw InvalidNode("node " + who + ": " + e.what());
   } catch (const Error& e) {
     throw Error("node " + who + ": " + e.what());
   }

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
@@ -28,6 +29,7 @@
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
+#include "onnx/schema_check.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -46,30 +48,11 @@ std::string attr_type_name(onnx::AttributeProto::AttributeType t) {
   return onnx::AttributeProto::AttributeType_Name(t);
 }
 
-// Old models may leave AttributeProto.type unset; the filled field says the kind.
-onnx::AttributeProto::AttributeType attr_type(const onnx::AttributeProto& a) {
-  using A = onnx::AttributeProto;
-  if (a.type() != A::UNDEFINED) return a.type();
-  if (a.has_f()) return A::FLOAT;
-  if (a.has_i()) return A::INT;
-  if (a.has_s()) return A::STRING;
-  if (a.has_t()) return A::TENSOR;
-  if (a.has_g()) return A::GRAPH;
-  if (a.has_sparse_tensor()) return A::SPARSE_TENSOR;
-  if (a.has_tp()) return A::TYPE_PROTO;
-  if (a.floats_size()) return A::FLOATS;
-  if (a.ints_size()) return A::INTS;
-  if (a.strings_size()) return A::STRINGS;
-  if (a.tensors_size()) return A::TENSORS;
-  if (a.graphs_size()) return A::GRAPHS;
-  return A::UNDEFINED;
-}
-
 // Converts ONNX attributes; returns the reason when one has a kind the IR cannot hold.
 std::string convert_attributes(const onnx::NodeProto& node, const std::string& base_dir, Attributes* out) {
   using A = onnx::AttributeProto;
   for (const auto& a : node.attribute()) {
-    switch (attr_type(a)) {
+    switch (attribute_type(a)) {
       case A::INT: out->set(a.name(), static_cast<int64_t>(a.i())); break;
       case A::FLOAT: out->set(a.name(), static_cast<double>(a.f())); break;
       case A::STRING: out->set(a.name(), a.s()); break;
@@ -82,10 +65,21 @@ std::string convert_attributes(const onnx::NodeProto& node, const std::string& b
                  ", which isomer does not compute with";
         out->set(a.name(), tensor_from_proto(a.t(), base_dir));
         break;
-      default: return "attribute '" + a.name() + "' has type " + attr_type_name(attr_type(a));
+      default: return "attribute '" + a.name() + "' has type " + attr_type_name(attribute_type(a));
     }
   }
   return "";
+}
+
+// "float", "int8", ... for an ONNX element type code; the number where isomer has no name.
+std::string element_type_name(int32_t code) {
+  return known_element_type(code) ? std::string(dtype_name(static_cast<DType>(code)))
+                                  : "element type " + std::to_string(code);
+}
+
+std::string value_kind(const onnx::TypeProto& t) {
+  return t.has_tensor_type() ? "a tensor" : t.has_sequence_type() ? "a sequence" : t.has_optional_type() ? "an optional"
+         : t.has_map_type() ? "a map" : t.has_sparse_tensor_type() ? "a sparse tensor" : "an unknown type";
 }
 
 std::string type_kind(const onnx::TypeProto& t) {
@@ -119,6 +113,7 @@ class Importer {
     add_initializers();
     add_inputs();
     for (int index : node_order()) add_node(index);
+    require_value_info_types();
     std::vector<Value> outputs;
     std::vector<std::string> names;
     for (const auto& out : graph_.output()) {
@@ -164,6 +159,7 @@ class Importer {
                                                         domain + " (this build reads up to " +
                                                         std::to_string(newest) + ")");
     }
+    require_default_domain_import(imported.count("ai.onnx") > 0);
     info.opset_imports.clear();
     for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
     info.producer_name = model_.producer_name();
@@ -178,6 +174,46 @@ class Importer {
     if (std::string extras = collect_extras(model_); !extras.empty())
       info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
+  }
+
+  // A value_info's element type is a promise about a value: one that contradicts the
+  // type isomer computes is a model that lies about it (ONNX Runtime refuses it too).
+  // Shapes are not held to it: ONNX Runtime only warns, and isomer computes its own.
+  void require_value_info_types() const {
+    for (const auto& vi : graph_.value_info()) {
+      const int32_t declared = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+      auto it = values_.find(vi.name());
+      if (declared == 0 || it == values_.end() || unknown_type(it->second)) continue;
+      const DType computed = it->second.type().dtype;
+      if (computed == DType::Undefined || static_cast<int32_t>(computed) == declared) continue;
+      std::string who = "the graph";
+      for (const auto& node : graph_.node())
+        for (const auto& o : node.output())
+          if (o == vi.name()) who = describe_proto(node);
+      throw Error("value_info declares '" + vi.name() + "' " + element_type_name(declared) + ", but " + who +
+                  " computes it as " + std::string(dtype_name(computed)));
+    }
+  }
+
+  // ONNX requires every model from IR version 3 on to import an opset of ai.onnx
+  // (only older ones mean opset 1 by default), and a node of the default domain
+  // means nothing without one: which version of its operator would it be?
+  void require_default_domain_import(bool imported) const {
+    if (imported) return;
+    if (model_.opset_import_size() == 0)
+      require(model_.ir_version() < 3, "the model imports no opset (ONNX requires one of ai.onnx from IR version 3)");
+    if (model_.opset_import_size() == 0) return;  // IR 1 and 2: opset 1 of ai.onnx
+    std::function<void(const onnx::GraphProto&)> walk = [&](const onnx::GraphProto& g) {
+      for (const auto& node : g.node()) {
+        require(!is_default_domain(node.domain()),
+                describe_proto(node) + " is an ai.onnx operator, but the model imports no opset of ai.onnx");
+        for (const auto& a : node.attribute()) {
+          if (a.has_g()) walk(a.g());
+          for (const auto& sub : a.graphs()) walk(sub);
+        }
+      }
+    };
+    walk(graph_);
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
@@ -292,7 +328,10 @@ class Importer {
                 "graph input '" + in.name() + "' declares more elements than fit in 64 bits");
       }
     }
-    for (const auto& t : graph_.initializer()) outer.insert(t.name());
+    for (const auto& t : graph_.initializer()) {
+      outer.insert(t.name());
+      if (inputs.count(t.name())) require_initializer_fits_input(t);
+    }
     std::unordered_map<std::string, int> producer;
     for (int i = 0; i < graph_.node_size(); ++i) {
       const auto& node = graph_.node(i);
@@ -309,6 +348,39 @@ class Importer {
       for (const auto& i : node.input())
         require(i.empty() || outer.count(i) || producer.count(i),
                 describe_proto(node) + " reads '" + i + "', which nothing defines");
+  }
+
+  // An initializer that is also a graph input is the input's default value: its type
+  // must be the one the input declares, or the model computes with one type when the
+  // input is not given and another when it is (ONNX Runtime refuses it).
+  void require_initializer_fits_input(const onnx::TensorProto& t) const {
+    for (const auto& in : graph_.input()) {
+      if (in.name() != t.name() || !in.type().has_tensor_type()) continue;
+      const auto& tt = in.type().tensor_type();
+      std::vector<std::string> dims;
+      for (int64_t d : t.dims()) dims.push_back(std::to_string(d));
+      const std::string what = "graph input '" + in.name() + "' is declared ";
+      const std::string initializer = ", but its initializer is " + element_type_name(t.data_type()) + dims_text(dims);
+      require(tt.elem_type() == 0 || tt.elem_type() == t.data_type(), what + element_type_name(tt.elem_type()) + initializer);
+      if (!tt.has_shape()) return;
+      bool fits = tt.shape().dim_size() == t.dims_size();
+      for (int i = 0; fits && i < t.dims_size(); ++i)
+        fits = !tt.shape().dim(i).has_dim_value() || tt.shape().dim(i).dim_value() == t.dims(i);
+      if (fits) return;
+      std::vector<std::string> declared;
+      for (const auto& d : tt.shape().dim())
+        declared.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param().empty() ? "?" : d.dim_param());
+      throw Error(what + "with shape " + dims_text(declared) + initializer);
+    }
+  }
+
+  static std::string dims_text(const std::vector<std::string>& dims) {
+    std::string text = "[";
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (i) text += ",";
+      text += dims[i];
+    }
+    return text + "]";
   }
 
   void define(const std::string& name, Value v) { values_[name] = std::move(v); }
@@ -444,6 +516,7 @@ class Importer {
     for (const auto& name : node.input()) inputs.push_back(name.empty() ? Value{} : values_.at(name));
     std::vector<Value> implicit;
     for (const auto& name : implicit_[index]) implicit.push_back(values_.at(name));
+    require_schema(node, inputs);
 
     if (node.op_type() == "Constant" && is_default_domain(node.domain()) && node.output_size() == 1) {
       std::string reason;
@@ -463,6 +536,7 @@ class Importer {
     } else {
       reason = "it has a subgraph";
     }
+    require_onnx_accepts_opaque(node, inputs);
     add_opaque(node, inputs, implicit, reason);
   }
 
@@ -506,18 +580,22 @@ class Importer {
   // True if `v` is an opaque output or graph input whose type a TensorType cannot state.
   static bool unknown_type(const Value& v) { return type_unknown(v); }
 
-  // Whether ONNX's own checks (schema verification and the operator's shape
-  // inference) accept `node` with isomer's input types: when they do, a failing
-  // shape rule is isomer's limitation rather than a bad model.
-  bool onnx_accepts(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
+  // Why ONNX's own checks (schema verification and, with `infer`, the operator's
+  // shape inference) refuse `node` with isomer's input types, or "" when they accept
+  // it or cannot judge it: where they refuse, a failing shape rule is a bad model
+  // rather than isomer's limitation.
+  // With `declared`, also an output type ONNX infers other than the one the model
+  // declares for it (as an output or in value_info), which an opaque node would take.
+  std::string onnx_refusal(const onnx::NodeProto& node, const std::vector<Value>& inputs, bool infer,
+                           bool declared = false) const {
     // Without libonnx's schema of this very version, ONNX cannot be asked.
     const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset_);
-    if (!schema) return true;
+    if (!schema) return "";
     onnx::NodeProto copy = node;
     auto dims_of = [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (!inputs[i].present() || node.input(static_cast<int>(i)) != name) continue;
-        if (!is_static(inputs[i].type().shape)) return std::nullopt;
+        if (unknown_type(inputs[i]) || !is_static(inputs[i].type().shape)) return std::nullopt;
         std::vector<int64_t> dims;
         for (const Dim& d : inputs[i].type().shape) dims.push_back(d.value);
         return dims;
@@ -525,10 +603,11 @@ class Importer {
       return std::nullopt;
     };
     switch (make_safe_for_libonnx(&copy, dims_of)) {
-      case LibonnxSafety::Invalid: return false;
-      case LibonnxSafety::Unknown: return true;
+      case LibonnxSafety::Invalid: return "an attribute is out of range for its input's rank (or not positive)";
+      case LibonnxSafety::Unknown: return "";
       case LibonnxSafety::Safe: break;
     }
+    if (!infer) return "";
     std::vector<onnx::TypeProto> type_storage(inputs.size());
     std::vector<onnx::TensorProto> data_storage(inputs.size());
     std::unordered_map<std::string, onnx::TypeProto*> types;
@@ -546,14 +625,76 @@ class Importer {
     }
     try {
       schema->Verify(copy);
-      if (schema->has_type_and_shape_inference_function()) {
-        onnx::shape_inference::InferenceContextImpl ctx(copy, types, data, {});
-        schema->GetTypeAndShapeInferenceFunction()(ctx);
+      if (!schema->has_type_and_shape_inference_function()) return "";
+      onnx::shape_inference::InferenceContextImpl ctx(copy, types, data, {});
+      schema->GetTypeAndShapeInferenceFunction()(ctx);
+      for (int i = 0; declared && i < node.output_size(); ++i) {
+        auto it = types_.find(node.output(i));
+        const onnx::TypeProto* inferred = ctx.getOutputType(static_cast<size_t>(i));
+        if (node.output(i).empty() || it == types_.end() || !inferred) continue;
+        if (inferred->value_case() != onnx::TypeProto::VALUE_NOT_SET &&
+            it->second.value_case() != onnx::TypeProto::VALUE_NOT_SET && inferred->value_case() != it->second.value_case())
+          return "output '" + node.output(i) + "' is declared " + value_kind(it->second) + ", but ONNX infers " +
+                 value_kind(*inferred);
+        if (!inferred->has_tensor_type() || !it->second.has_tensor_type()) continue;
+        const int32_t want = inferred->tensor_type().elem_type(), have = it->second.tensor_type().elem_type();
+        if (want != 0 && have != 0 && want != have)
+          return "output '" + node.output(i) + "' is declared " + element_type_name(have) + ", but ONNX infers " +
+                 element_type_name(want);
       }
-    } catch (const std::exception&) {
-      return false;
+    } catch (const std::exception& e) {
+      return one_line(e.what());
     }
-    return true;
+    return "";
+  }
+
+  // A node kept opaque passes through `optimize` unchecked, to fail wherever the model
+  // runs: ONNX's own checks judge it here where they can (inputs of known types, and
+  // for shape inference of static shapes; not a node with a subgraph, whose inference
+  // needs the enclosing graph's).
+  void require_onnx_accepts_opaque(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
+    if (!is_default_domain(node.domain())) return;
+    bool infer = true;
+    for (const Value& v : inputs) {
+      if (v.present() && unknown_type(v)) return;
+      infer = infer && (!v.present() || is_static(v.type().shape));
+    }
+    for (const auto& a : node.attribute()) infer = infer && !a.has_g() && a.graphs_size() == 0;
+    if (std::string why = onnx_refusal(node, inputs, infer, /*declared=*/true); !why.empty())
+      throw Error(describe_proto(node) + ": ONNX refuses it (" + why + ")");
+  }
+
+  bool is_local_function(const onnx::NodeProto& node) const {
+    for (const auto& f : model_.functions())
+      if (f.domain() == node.domain() && f.name() == node.op_type()) return true;
+    return false;
+  }
+
+  // ONNX's rules for the node's operator (schema_check.h), for every node of the
+  // default domain, native or opaque.
+  void require_schema(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
+    // An ONNX domain beside the default one (ai.onnx.ml, ...) lists every operator it
+    // has; a node of one it lacks is no operator at all (ONNX Runtime refuses it). The
+    // default domain is not judged so: its experimental operators of old opsets
+    // (ImageScaler, ...) are in no table, yet ONNX Runtime runs them.
+    if (!is_default_domain(node.domain()) && newest_opset(node.domain()) != 0 && !is_local_function(node)) {
+      int64_t version = 0;
+      for (const auto& o : model_.opset_import())
+        if (o.domain() == node.domain()) version = o.version();
+      require(op_version(node.domain(), node.op_type(), version) != 0,
+              describe_proto(node) + ": domain '" + node.domain() + "' has no operator " + node.op_type() +
+                  (version ? " at opset " + std::to_string(version) : " (the model imports no opset of it)"));
+    }
+    if (!is_default_domain(node.domain())) return;
+    std::vector<std::optional<onnx::TypeProto>> types(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].present() || unknown_type(inputs[i]) || inputs[i].type().dtype == DType::Undefined) continue;
+      types[i].emplace();
+      tensor_type_to_proto(inputs[i].type(), &*types[i]);
+    }
+    if (std::string why = schema_violation(node, opset_, types); !why.empty())
+      throw Error(describe_proto(node) + ": not a valid " + node.op_type() + "-" +
+                  std::to_string(op_version(node.domain(), node.op_type(), opset_)) + " node (" + why + ")");
   }
 
   // Builds the node as a native operator; returns nullptr with `reason` set when it
@@ -633,7 +774,9 @@ class Importer {
       if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
-      if (inputs_static && !onnx_accepts(node, inputs)) throw Error(describe_proto(node) + ": " + why);
+      // A check of what ONNX defines (InvalidNode) refuses it outright.
+      if (dynamic_cast<const InvalidNode*>(&e) || (inputs_static && !onnx_refusal(node, inputs, true).empty()))
+        throw Error(describe_proto(node) + ": " + why);
       *reason = why;
       return nullptr;
     }

@@ -50,6 +50,24 @@ std::vector<std::string> outer_scope_names(const onnx::NodeProto& node) {
   return out;
 }
 
+onnx::AttributeProto::AttributeType attribute_type(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  if (a.type() != A::UNDEFINED) return a.type();
+  if (a.has_f()) return A::FLOAT;
+  if (a.has_i()) return A::INT;
+  if (a.has_s()) return A::STRING;
+  if (a.has_t()) return A::TENSOR;
+  if (a.has_g()) return A::GRAPH;
+  if (a.has_sparse_tensor()) return A::SPARSE_TENSOR;
+  if (a.has_tp()) return A::TYPE_PROTO;
+  if (a.floats_size()) return A::FLOATS;
+  if (a.ints_size()) return A::INTS;
+  if (a.strings_size()) return A::STRINGS;
+  if (a.tensors_size()) return A::TENSORS;
+  if (a.graphs_size()) return A::GRAPHS;
+  return A::UNDEFINED;
+}
+
 std::string describe_proto(const onnx::NodeProto& node) {
   if (!node.name().empty()) return "node '" + node.name() + "' (" + node.op_type() + ")";
   for (const auto& o : node.output())

@@ -48,6 +48,10 @@ void tensor_type_to_proto(const TensorType& t, onnx::TypeProto* out);
 // node's implicit inputs.
 std::vector<std::string> outer_scope_names(const onnx::NodeProto& node);
 
+// An attribute's kind; old models may leave AttributeProto.type unset, and then the
+// field that is filled says it.
+onnx::AttributeProto::AttributeType attribute_type(const onnx::AttributeProto& a);
+
 // "node 'name' (Op)", or "node (Op) -> 'first output'" for an unnamed node.
 std::string describe_proto(const onnx::NodeProto& node);
 

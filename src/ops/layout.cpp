@@ -14,6 +14,7 @@
 #include <map>
 #include <numeric>
 
+#include "ir/invalid_node.h"
 #include "ops/layout_common.h"
 
 namespace isomer {
@@ -68,7 +69,7 @@ struct TransposeOp {
 // inverse): one transposition of a [N, C, H, W] tensor seen with two more axes.
 int64_t block_size(const Attributes& attrs, const std::string& op) {
   const int64_t b = attrs.get_int("blocksize");
-  require(b >= 1, op + " blocksize must be positive, got " + std::to_string(b));
+  require_valid(b >= 1, op + " blocksize must be positive, got " + std::to_string(b));
   return b;
 }
 
@@ -83,7 +84,7 @@ Dim times(const Dim& d, int64_t f) { return d.is_static() ? Dim(d.value * f) : f
 // d / f, checking divisibility where d is known.
 Dim divided(const Dim& d, int64_t f, const std::string& what) {
   if (!d.is_static()) return f == 1 ? d : Dim::unknown();
-  require(d.value % f == 0, what + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(f));
+  require_valid(d.value % f == 0, what + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(f));
   return d.value / f;
 }
 
@@ -118,7 +119,7 @@ struct DepthToSpaceOp {
     require(x.rank() == 4, "DepthToSpace input must be [N, C, H, W]");
     const int64_t b = block_size(a.attrs, "DepthToSpace"), N = x.dims[0], C = x.dims[1], H = x.dims[2],
                   W = x.dims[3];
-    require(C % (b * b) == 0, "DepthToSpace: channels are not divisible by blocksize^2");
+    require_valid(C % (b * b) == 0, "DepthToSpace: channels are not divisible by blocksize^2");
     const int64_t Co = C / (b * b), sc = H * W;
     const bool crd = depth_to_space_crd(a.attrs);
     const AxisTables tables{axis_range(N, 0, 1, C * sc),
@@ -142,7 +143,7 @@ struct SpaceToDepthOp {
     require(x.rank() == 4, "SpaceToDepth input must be [N, C, H, W]");
     const int64_t b = block_size(a.attrs, "SpaceToDepth"), N = x.dims[0], C = x.dims[1], H = x.dims[2],
                   W = x.dims[3];
-    require(H % b == 0 && W % b == 0, "SpaceToDepth: height and width are not divisible by blocksize");
+    require_valid(H % b == 0 && W % b == 0, "SpaceToDepth: height and width are not divisible by blocksize");
     const AxisTables tables{axis_range(N, 0, 1, C * H * W), axis_range(b, 0, 1, W),     axis_range(b, 0, 1, 1),
                             axis_range(C, 0, 1, H * W),     axis_range(H / b, 0, b, W), axis_range(W / b, 0, b, 1)};
     Array<T> y = gather_axes(x, tables);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <variant>
 
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -87,28 +88,28 @@ RnnConfig rnn_config(std::string_view op, const Attributes& attrs) {
   c.per_direction = c.cell == RnnCell::Lstm ? 3 : c.cell == RnnCell::Gru ? 2 : 1;
 
   const std::string direction = attrs.get_string("direction", "forward");
-  require(direction == "forward" || direction == "reverse" || direction == "bidirectional",
+  require_valid(direction == "forward" || direction == "reverse" || direction == "bidirectional",
           "direction '" + direction + "' is none of forward, reverse, bidirectional");
   c.directions = direction == "bidirectional" ? 2 : 1;
   c.reverse = direction == "reverse";
 
   if (attrs.has("hidden_size")) {
     c.hidden = attrs.get_int("hidden_size");
-    require(c.hidden > 0, "hidden_size must be positive, not " + std::to_string(c.hidden));
+    require_valid(c.hidden > 0, "hidden_size must be positive, not " + std::to_string(c.hidden));
   }
   c.layout = attrs.get_int("layout", 0);
-  require(c.layout == 0 || c.layout == 1, "layout must be 0 or 1, not " + std::to_string(c.layout));
+  require_valid(c.layout == 0 || c.layout == 1, "layout must be 0 or 1, not " + std::to_string(c.layout));
   if (attrs.has("clip")) {
     c.has_clip = true;
     c.clip = attrs.get_float("clip");
-    require(c.clip > 0, "clip must be positive, not " + std::to_string(c.clip));
+    require_valid(c.clip > 0, "clip must be positive, not " + std::to_string(c.clip));
   }
   const int64_t input_forget = attrs.get_int("input_forget", 0);
-  require(input_forget == 0 || (input_forget == 1 && c.cell == RnnCell::Lstm),
+  require_valid(input_forget == 0 || (input_forget == 1 && c.cell == RnnCell::Lstm),
           c.cell == RnnCell::Lstm ? "input_forget must be 0 or 1" : "input_forget is an LSTM attribute");
   c.input_forget = input_forget == 1;
   const int64_t lbr = attrs.get_int("linear_before_reset", 0);
-  require(lbr == 0 || (lbr == 1 && c.cell == RnnCell::Gru),
+  require_valid(lbr == 0 || (lbr == 1 && c.cell == RnnCell::Gru),
           c.cell == RnnCell::Gru ? "linear_before_reset must be 0 or 1" : "linear_before_reset is a GRU attribute");
   c.linear_before_reset = lbr == 1;
 
@@ -118,7 +119,7 @@ RnnConfig rnn_config(std::string_view op, const Attributes& attrs) {
     static const char* const kDefaults[][3] = {{"Sigmoid", "Tanh", "Tanh"}, {"Sigmoid", "Tanh"}, {"Tanh"}};
     for (size_t i = 0; i < want; ++i) names.emplace_back(kDefaults[static_cast<int>(c.cell)][i % per]);
   }
-  require(names.size() == want, "activations lists " + std::to_string(names.size()) + " functions; " +
+  require_valid(names.size() == want, "activations lists " + std::to_string(names.size()) + " functions; " +
                                     std::string(op) + " with " + std::to_string(c.directions) +
                                     " direction(s) takes " + std::to_string(want));
   const std::vector<double> alphas = attrs.get_floats("activation_alpha", {});
@@ -128,12 +129,12 @@ RnnConfig rnn_config(std::string_view op, const Attributes& attrs) {
     const ActivationInfo* info = nullptr;
     for (const ActivationInfo& a : kActivations)
       if (lower(std::string(a.name)) == lower(name)) info = &a;
-    require(info != nullptr, "activation '" + name + "' is not one of ONNX's recurrent activation functions");
+    require_valid(info != nullptr, "activation '" + name + "' is not one of ONNX's recurrent activation functions");
     RnnActivation act{std::string(info->name), info->default_alpha, info->default_beta};
     // The parameter lists are consumed in order by the functions that take them.
     if (info->alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
     if (info->beta && next_beta < betas.size()) act.beta = betas[next_beta++];
-    require(!(info->alpha && std::isnan(act.alpha)) && !(info->beta && std::isnan(act.beta)),
+    require_valid(!(info->alpha && std::isnan(act.alpha)) && !(info->beta && std::isnan(act.beta)),
             "activation " + act.name + " needs activation_alpha and activation_beta values");
     c.activations.push_back(std::move(act));
   }
@@ -147,14 +148,14 @@ namespace {
 // a and b must agree where both are known; the known one wins.
 Dim unify(const Dim& a, const Dim& b, const std::string& what) {
   if (a.is_static() && b.is_static())
-    require(a.value == b.value, what + ": " + std::to_string(a.value) + " vs " + std::to_string(b.value));
+    require_valid(a.value == b.value, what + ": " + std::to_string(a.value) + " vs " + std::to_string(b.value));
   return a.is_static() ? a : b;
 }
 
 Dim times(const Dim& d, int64_t k) { return d.is_static() ? Dim(d.value * k) : Dim::unknown(); }
 
 void expect_shape(const TensorType& t, const std::vector<Dim>& want, const std::string& what) {
-  require(t.rank() == static_cast<int64_t>(want.size()),
+  require_valid(t.rank() == static_cast<int64_t>(want.size()),
           what + " must have rank " + std::to_string(want.size()) + ", not " + std::to_string(t.rank()));
   for (size_t i = 0; i < want.size(); ++i) unify(t.shape[i], want[i], what + " dim " + std::to_string(i));
 }
@@ -162,13 +163,13 @@ void expect_shape(const TensorType& t, const std::vector<Dim>& want, const std::
 std::vector<TensorType> infer_rnn(std::string_view op, const InferContext& ctx) {
   const RnnConfig c = rnn_config(op, ctx.attrs);
   const TensorType& x = ctx.in(0);
-  require(is_float(x.dtype), "X must be a float tensor");
-  require(x.rank() == 3, "X must have rank 3 ([seq, batch, input] or, with layout 1, [batch, seq, input])");
+  require_valid(is_float(x.dtype), "X must be a float tensor");
+  require_valid(x.rank() == 3, "X must have rank 3 ([seq, batch, input] or, with layout 1, [batch, seq, input])");
   const Dim seq = x.shape[c.layout == 0 ? 0 : 1], batch = x.shape[c.layout == 0 ? 1 : 0], input = x.shape[2];
   const TensorType &w = ctx.in(1), &r = ctx.in(2);
   for (const auto& [t, what] : {std::pair{&w, "W"}, std::pair{&r, "R"}}) {
-    require(t->dtype == x.dtype, std::string(what) + " must have X's type");
-    require(t->rank() == 3, std::string(what) + " must have rank 3");
+    require_valid(t->dtype == x.dtype, std::string(what) + " must have X's type");
+    require_valid(t->rank() == 3, std::string(what) + " must have rank 3");
   }
   Dim hidden = c.hidden > 0 ? Dim(c.hidden) : r.shape[2];
   if (!hidden.is_static() && w.shape[1].is_static()) hidden = Dim(w.shape[1].value / c.gates);
@@ -176,11 +177,11 @@ std::vector<TensorType> infer_rnn(std::string_view op, const InferContext& ctx) 
   expect_shape(w, {dirs, rows, input}, "W ([directions, gates*hidden, input])");
   expect_shape(r, {dirs, rows, hidden}, "R ([directions, gates*hidden, hidden])");
   if (ctx.has_input(3)) {
-    require(ctx.in(3).dtype == x.dtype, "B must have X's type");
+    require_valid(ctx.in(3).dtype == x.dtype, "B must have X's type");
     expect_shape(ctx.in(3), {dirs, times(hidden, 2 * c.gates)}, "B ([directions, 2*gates*hidden])");
   }
   if (ctx.has_input(4)) {
-    require(ctx.in(4).dtype == DType::Int32, "sequence_lens must be int32");
+    require_valid(ctx.in(4).dtype == DType::Int32, "sequence_lens must be int32");
     expect_shape(ctx.in(4), {batch}, "sequence_lens ([batch])");
   }
   const std::vector<Dim> state = c.layout == 0 ? std::vector<Dim>{dirs, batch, hidden} : std::vector<Dim>{batch, dirs, hidden};
@@ -188,15 +189,15 @@ std::vector<TensorType> infer_rnn(std::string_view op, const InferContext& ctx) 
   for (size_t k : {size_t{5}, size_t{6}}) {
     if (static_cast<int64_t>(k) >= c.max_inputs() || !ctx.has_input(k)) continue;
     const std::string what = k == 5 ? "initial_h" : "initial_c";
-    require(ctx.in(k).dtype == x.dtype, what + " must have X's type");
+    require_valid(ctx.in(k).dtype == x.dtype, what + " must have X's type");
     expect_shape(ctx.in(k), state, what + state_form);
   }
   if (c.cell == RnnCell::Lstm && ctx.has_input(7)) {
-    require(ctx.in(7).dtype == x.dtype, "P must have X's type");
+    require_valid(ctx.in(7).dtype == x.dtype, "P must have X's type");
     expect_shape(ctx.in(7), {dirs, times(hidden, 3)}, "P ([directions, 3*hidden])");
   }
   const size_t outputs = ctx.num_outputs == 0 ? static_cast<size_t>(c.max_outputs()) : ctx.num_outputs;
-  require(outputs <= static_cast<size_t>(c.max_outputs()),
+  require_valid(outputs <= static_cast<size_t>(c.max_outputs()),
           std::string(op) + " has " + std::to_string(c.max_outputs()) + " outputs, not " + std::to_string(outputs));
   const Shape y = c.layout == 0 ? Shape{seq, dirs, batch, hidden} : Shape{batch, seq, dirs, hidden};
   std::vector<TensorType> out{{x.dtype, y}};

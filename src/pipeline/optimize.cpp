@@ -69,7 +69,7 @@ std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std:
 // NaN weights make a model compute NaN, so there is nothing to optimize or check;
 // Inf in a weight tensor is as suspicious. A single-element Inf constant is the
 // fill value of an attention mask (Where(mask, x, -inf)) and is legitimate.
-void require_finite_weights(const Graph& g) {
+std::string nonfinite_weight(const Graph& g) {
   std::vector<NodePtr> order = g.topo_order();
   for (const NodePtr& n : order) {
     if (n->kind() != NodeKind::Constant || !is_float(n->value()->dtype())) continue;
@@ -86,10 +86,15 @@ void require_finite_weights(const Graph& g) {
           break;
         }
       }
-      throw Error(what + " holds " + (nan ? "NaN" : "Inf") + " at element " + std::to_string(i) +
-                  ": refusing to optimize a model with non-finite weights (--allow-nonfinite accepts it)");
+      return what + " holds " + (nan ? "NaN" : "Inf") + " at element " + std::to_string(i);
     }
   }
+  return "";
+}
+
+void require_finite_weights(const Graph& g) {
+  if (std::string what = nonfinite_weight(g); !what.empty())
+    throw Error(what + ": refusing to optimize a model with non-finite weights (--allow-nonfinite accepts it)");
 }
 
 Engine target_engine(const std::string& target) {

@@ -117,8 +117,11 @@ struct OptimizeResult {
 
 GraphSummary summarize(const Graph& g);
 
-// Throws Error naming the constant and its consumer if a float constant holds NaN, or
-// Inf anywhere but in a single-element constant (a mask's fill value).
+// The first float constant that holds NaN, or Inf anywhere but in a single-element
+// constant (a mask's fill value), with its consumer and the element ("" if none).
+std::string nonfinite_weight(const Graph& g);
+
+// Throws Error with nonfinite_weight's words if there is such a constant.
 void require_finite_weights(const Graph& g);
 
 // The rewriting part of the pipeline (simplify, then the search opts.search names);

@@ -3,8 +3,13 @@
 Each case is a class of failure the mutation campaign (scripts/hostile_campaign.py)
 found: a crash inside libonnx's shape inference, an allocation sized by the model
 (a memory bomb, or an element count that overflows), or an error that did not name
-the file. Every command must refuse such a model with one "isomer: error:" line that
-names the file, and never crash or run out of memory.
+the file; and, from its second pass, a model that breaks ONNX's own rules where isomer
+did not look: no opset of ai.onnx, an initializer that contradicts the graph input it is
+the default of, a value_info that lies about a type, nodes against their operator's
+schema (attributes, arity, input types), opaque ones included, and nodes isomer's own
+shape rule finds invalid where libonnx's inference does not look, which `optimize` used
+to pass through unchecked. Every command must refuse such a model with one "isomer: error:"
+line that names the file, and never crash or run out of memory.
 """
 import os
 import resource
@@ -128,7 +133,117 @@ def keepdims_not_a_flag():
     return _model(nodes, [_vi("x", [2, 3])], [_vi("y", None)], opset=11)
 
 
-CASES = [keepdims_not_a_flag, no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
+def no_opset_import():
+    """No opset import at all (IR 8): ONNX requires ai.onnx's from IR 3; isomer read it as opset 1."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    del model.opset_import[:]
+    return model
+
+
+def default_domain_not_imported():
+    """Only a vendor domain imported, but an ai.onnx node: which version would it be?"""
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    del model.opset_import[:]
+    model.opset_import.add(domain="com.example", version=1)
+    return model
+
+
+def initializer_dtype_differs_from_input():
+    """A graph input's default value (an initializer of the same name) of another dtype than declared."""
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    w = numpy_helper.from_array(np.ones((2, 3), np.int64), "w")
+    return _model(nodes, [_vi("x", [2, 3]), _vi("w", [2, 3])], [_vi("y", [2, 3])], [w])
+
+
+def initializer_shape_differs_from_input():
+    """The same with the shape: declared [4, 3], the initializer [2, 3]."""
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    return _model(nodes, [_vi("x", [2, 3]), _vi("w", [4, 3])], [_vi("y", [2, 3])], [w])
+
+
+def value_info_dtype_lie():
+    """A value_info that declares int64 what Relu computes as float."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+    model.graph.value_info.append(_vi("r", [2, 3], TensorProto.INT64))
+    return model
+
+
+def _opaque(**attrs):
+    """Hardmax, an operator isomer keeps opaque (it runs on ONNX Runtime, node by node)."""
+    nodes = [helper.make_node("Hardmax", ["x"], ["h"], **attrs), helper.make_node("Relu", ["h"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])])
+
+
+def opaque_unknown_attribute():
+    """An opaque node with an attribute its operator does not have."""
+    return _opaque(bogus=3)
+
+
+def opaque_attribute_type():
+    """An opaque node whose axis is a float."""
+    return _opaque(axis=1.5)
+
+
+def opaque_axis_out_of_range():
+    """An opaque node whose axis is beyond its input's rank."""
+    return _opaque(axis=100)
+
+
+def opaque_missing_required_attribute():
+    """LRN (opaque) without its required size."""
+    nodes = [helper.make_node("LRN", ["x"], ["y"])]
+    return _model(nodes, [_vi("x", [1, 2, 3, 3])], [_vi("y", [1, 2, 3, 3])])
+
+
+def opaque_input_type():
+    """Hardmax of an int64 tensor: outside its type constraint."""
+    nodes = [helper.make_node("Hardmax", ["x"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3], TensorProto.INT64)], [_vi("y", [2, 3], TensorProto.INT64)])
+
+
+def too_many_outputs():
+    """MaxPool with five outputs (it has at most two)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "i", "extra_a", "extra_b", "extra_c"], kernel_shape=[2, 2])]
+    return _model(nodes, [_vi("x", [1, 1, 4, 4])], [_vi("y", None)])
+
+
+def input_type_outside_constraint():
+    """Conv of float16 data with float weights: T binds both (ONNX Runtime refuses it)."""
+    w = numpy_helper.from_array(np.ones((1, 1, 2, 2), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"])]
+    return _model(nodes, [_vi("x", ["n", 1, 4, 4], TensorProto.FLOAT16)], [_vi("y", None, TensorProto.FLOAT16)], [w])
+
+
+def no_such_operator_in_ml_domain():
+    """ReduceSum moved into ai.onnx.ml, which has no such operator (isomer kept it opaque)."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], domain="ai.onnx.ml")]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("y", None)])
+    model.opset_import.add(domain="ai.onnx.ml", version=3)
+    return model
+
+
+def rnn_hidden_size_not_positive():
+    """RNN with hidden_size -1: isomer's shape rule refused it, but libonnx's inference does
+    not check it, so the node was kept opaque and `optimize` wrote it back."""
+    w = numpy_helper.from_array(np.ones((1, 4, 2), np.float32), "w")
+    r = numpy_helper.from_array(np.ones((1, 4, 4), np.float32), "r")
+    nodes = [helper.make_node("RNN", ["x", "w", "r"], ["", "y"], hidden_size=-1)]
+    return _model(nodes, [_vi("x", [3, 1, 2])], [_vi("y", None)], [w, r])
+
+
+def space_to_depth_blocksize_not_dividing():
+    """SpaceToDepth whose blocksize 4 does not divide the height 6 (the same path)."""
+    nodes = [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=4)]
+    return _model(nodes, [_vi("x", [1, 1, 6, 8])], [_vi("y", None)])
+
+
+CASES = [no_opset_import, rnn_hidden_size_not_positive, space_to_depth_blocksize_not_dividing, no_such_operator_in_ml_domain, default_domain_not_imported, initializer_dtype_differs_from_input,
+         initializer_shape_differs_from_input, value_info_dtype_lie, opaque_unknown_attribute, opaque_attribute_type,
+         opaque_axis_out_of_range, opaque_missing_required_attribute, opaque_input_type, too_many_outputs,
+         input_type_outside_constraint,
+         keepdims_not_a_flag, no_outputs, duplicate_opset_import, output_dtype_lie, layernorm_axis_out_of_range, short_shape_initializer, short_constant_node, constant_of_shape_overflow,
          constant_of_shape_too_big, cast_huge_float_to_shape, huge_input_dims, overflowing_input_dims, expand_overflow,
          negative_shape_after_import]
 
@@ -174,3 +289,27 @@ def test_hostile_model_is_refused_clearly(tmp_path, isomer_bin, make, command):
         assert vague not in lines[0], lines[0]
     assert lines[0] != "isomer: error: out of memory"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf], ids=["nan", "inf"])
+def test_nonfinite_weight_runs_with_a_warning(tmp_path, isomer_bin, value):
+    """`run` computes with NaN/Inf weights as ONNX Runtime does (`optimize` refuses them),
+    but says so once, naming the file and the initializer: the outputs it reaches are not
+    numbers, and NaN meeting Relu or MaxPool becomes one on isomer's kernels."""
+    w = np.ones((3, 2), np.float32)
+    w[1, 0] = value
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    path = tmp_path / "nonfinite.onnx"
+    path.write_bytes(_model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 2])],
+                            [numpy_helper.from_array(w, "w")]).SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = subprocess.run([isomer_bin, "run", "--no-onnxruntime", str(path), "--inputs", str(tmp_path / "in.npz"),
+                           "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("isomer: warning: "), proc.stderr
+    assert path.name in lines[0] and "initializer 'w'" in lines[0] and "element 2" in lines[0], lines[0]
+    got = np.load(tmp_path / "out.npz")["y"]
+    want = x @ w
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(want)], want[~np.isnan(want)])
