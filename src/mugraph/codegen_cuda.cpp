@@ -390,57 +390,41 @@ class CudaWriter {
       each([&] { line(store() + " = " + scale + "mg_a[j][u];"); });
       --depth_;
       line("}");
-    } else if (no >= kCudaThreads || nr <= 16) {  // a thread per output element
-      line("for (int mg_e = threadIdx.x; mg_e < " + nout + "; mg_e += " + str(kCudaThreads) + ") {");
-      ++depth_;
-      decompose("mg_e", out, ph);
-      line("float mg_s = " + init + ";");
-      line("#pragma unroll 8");
-      line("for (int mg_k = 0; mg_k < " + nred + "; ++mg_k) {");
-      ++depth_;
-      line("{");
-      decompose("mg_k", red, ph);
-      line(acc("mg_s", term()));
-      line("}");
-      --depth_;
-      line("}");
-      line(store() + " = " + scale + "mg_s;");
-      --depth_;
-      line("}");
-    } else if (no >= kWarps) {  // a warp per output element
-      line("for (int mg_e = threadIdx.x >> 5; mg_e < " + nout + "; mg_e += " + str(kWarps) + ") {");
-      ++depth_;
-      decompose("mg_e", out, ph);
-      line("float mg_s = " + init + ";");
-      line("for (int mg_k = threadIdx.x & 31; mg_k < " + nred + "; mg_k += 32) {");
-      ++depth_;
-      line("{");
-      decompose("mg_k", red, ph);
-      line(acc("mg_s", term()));
-      line("}");
-      --depth_;
-      line("}");
-      line(std::string("mg_s = ") + (is_max ? "mg_warp_max" : "mg_warp_sum") + "(mg_s);");
-      line("if ((threadIdx.x & 31) == 0) " + store() + " = " + scale + "mg_s;");
-      --depth_;
-      line("}");
-    } else {  // the whole block per output element
-      line("for (int mg_e = 0; mg_e < " + nout + "; ++mg_e) {");
-      ++depth_;
-      decompose("mg_e", out, ph);
-      line("float mg_s = " + init + ";");
-      line("for (int mg_k = threadIdx.x; mg_k < " + nred + "; mg_k += " + str(kCudaThreads) + ") {");
-      ++depth_;
-      line("{");
-      decompose("mg_k", red, ph);
-      line(acc("mg_s", term()));
-      line("}");
-      --depth_;
-      line("}");
-      line(std::string("mg_s = mg_block_reduce<") + (is_max ? "true" : "false") + ">(mg_s, MGred);");
-      line("if (threadIdx.x == 0) " + store() + " = " + scale + "mg_s;");
-      --depth_;
-      line("}");
+    } else {
+      // An output element per thread, per warp or per block: `e` and `k` say where each
+      // thread starts and how far it steps; `reduce` combines the lanes' partial sums
+      // and `leader` is the thread that stores.
+      auto per_element = [&](const std::string& e0, int64_t estep, const std::string& k0, int64_t kstep,
+                             const std::string& pragma, const std::string& reduce, const std::string& leader) {
+        line("for (int mg_e = " + e0 + "; mg_e < " + nout + "; " +
+             (estep == 1 ? std::string("++mg_e") : "mg_e += " + str(estep)) + ") {");
+        ++depth_;
+        decompose("mg_e", out, ph);
+        line("float mg_s = " + init + ";");
+        if (!pragma.empty()) line(pragma);
+        line("for (int mg_k = " + k0 + "; mg_k < " + nred + "; " +
+             (kstep == 1 ? std::string("++mg_k") : "mg_k += " + str(kstep)) + ") {");
+        ++depth_;
+        line("{");
+        decompose("mg_k", red, ph);
+        line(acc("mg_s", term()));
+        line("}");
+        --depth_;
+        line("}");
+        if (!reduce.empty()) line("mg_s = " + reduce + ";");
+        line(leader + store() + " = " + scale + "mg_s;");
+        --depth_;
+        line("}");
+      };
+      if (no >= kCudaThreads || nr <= 16)  // a thread per output element
+        per_element("threadIdx.x", kCudaThreads, "0", 1, "#pragma unroll 8", "", "");
+      else if (no >= kWarps)  // a warp per output element
+        per_element("threadIdx.x >> 5", kWarps, "threadIdx.x & 31", 32, "",
+                    std::string(is_max ? "mg_warp_max" : "mg_warp_sum") + "(mg_s)", "if ((threadIdx.x & 31) == 0) ");
+      else  // the whole block per output element
+        per_element("0", 1, "threadIdx.x", kCudaThreads, "",
+                    std::string("mg_block_reduce<") + (is_max ? "true" : "false") + ">(mg_s, MGred)",
+                    "if (threadIdx.x == 0) ");
     }
     line("__syncthreads();");
   }
