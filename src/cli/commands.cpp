@@ -85,6 +85,15 @@ std::function<int()> selected;
 
 }  // namespace
 
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
+  }
+  return o;
+}
+
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& s : specs) shapes.insert(parse_input_shape(s));

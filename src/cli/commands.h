@@ -24,6 +24,9 @@ int naming_model(const std::string& model, const std::function<int()>& action);
 // The --input-shape flags ("name:1,3,224,224", repeatable) as ImportOptions::input_shapes.
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
 
+// `s` inside a JSON string: quotes and backslashes escaped, control characters dropped.
+std::string json_escape(const std::string& s);
+
 // Subcommands defined in their own files (cli/<name>_cmd.cpp).
 void add_optimize_command(CLI::App& app);  // optimize_cmd.cpp
 void add_run_command(CLI::App& app);   // run_cmd.cpp

@@ -21,15 +21,6 @@ struct CostArgs {
   bool quiet = false;
 };
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
-  }
-  return o;
-}
-
 int run_cost(const CostArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   Graph g = import_onnx_file(a.model);
@@ -56,18 +47,18 @@ int run_cost(const CostArgs& a) {
   if (!a.report_json.empty()) {
     std::ofstream f(a.report_json);
     require(f.good(), "cannot write '" + a.report_json + "'");
-    f << "{\n  \"model\": \"" << esc(a.model) << "\",\n  \"cost_model\": \"" << model->name()
+    f << "{\n  \"model\": \"" << json_escape(a.model) << "\",\n  \"cost_model\": \"" << model->name()
       << "\",\n  \"total_ms\": " << gc.total_ms << ",\n  \"io_ms\": " << gc.io_ms
       << ",\n  \"measured_new\": " << gc.measured_new << ",\n  \"cached\": " << gc.cached
       << ",\n  \"noisy\": " << gc.noisy << ",\n  \"load_average\": " << load
-      << ",\n  \"threads\": " << gc.threads << ",\n  \"openmp_waits\": \"" << esc(runtime::openmp_waits())
-      << "\",\n  \"cost_db\": \"" << esc(db) << "\",\n  \"steps\": [";
+      << ",\n  \"threads\": " << gc.threads << ",\n  \"openmp_waits\": \"" << json_escape(runtime::openmp_waits())
+      << "\",\n  \"cost_db\": \"" << json_escape(db) << "\",\n  \"steps\": [";
     for (size_t i = 0; i < gc.steps.size(); ++i) {
       const cost::StepCost& s = gc.steps[i];
       std::string ops;
       for (const std::string& o : s.step.ops) ops += (ops.empty() ? "" : "+") + o;
-      f << (i ? ",\n" : "\n") << "    {\"kind\": \"" << s.step.kind << "\", \"ops\": \"" << esc(ops)
-        << "\", \"node\": \"" << esc(s.step.label) << "\", \"ms\": " << s.ms << ", \"source\": \"" << s.source
+      f << (i ? ",\n" : "\n") << "    {\"kind\": \"" << s.step.kind << "\", \"ops\": \"" << json_escape(ops)
+        << "\", \"node\": \"" << json_escape(s.step.label) << "\", \"ms\": " << s.ms << ", \"source\": \"" << s.source
         << "\", \"flops\": " << s.step.flops << ", \"bytes\": " << s.step.bytes << "}";
     }
     f << "\n  ]\n}\n";

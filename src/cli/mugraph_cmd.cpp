@@ -25,15 +25,6 @@ struct EmitCudaArgs {
   int64_t rows = 16, chunk = 64;
 };
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) o += ch;
-  }
-  return o;
-}
-
 std::string dims_json(const std::vector<int64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
@@ -59,19 +50,19 @@ int run_emit_cuda(const EmitCudaArgs& a) {
   std::filesystem::path dir(a.out);
   std::filesystem::create_directories(dir);
   std::ostringstream m;
-  m << "{\n  \"model\": \"" << esc(a.model) << "\",\n  \"regions\": [";
+  m << "{\n  \"model\": \"" << json_escape(a.model) << "\",\n  \"regions\": [";
   for (size_t r = 0; r < regions.size(); ++r) {
     const mugraph::CudaRegion& cr = regions[r];
     const mugraph::CudaKernel& k = cr.kernel;
     write_text(dir / (k.name + ".cu"), k.source);
     m << (r ? ",\n" : "\n") << "    {\"name\": \"" << k.name << "\", \"source\": \"" << k.name << ".cu\", \"launcher\": \""
-      << k.name << "_launch\", \"ops\": \"" << esc(cr.ops) << "\", \"kernel\": \"" << esc(cr.kernel_summary)
-      << "\", \"cpu_kernel\": \"" << esc(cr.cpu_summary) << "\", \"field_check\": \"" << esc(cr.field_check)
+      << k.name << "_launch\", \"ops\": \"" << json_escape(cr.ops) << "\", \"kernel\": \"" << json_escape(cr.kernel_summary)
+      << "\", \"cpu_kernel\": \"" << json_escape(cr.cpu_summary) << "\", \"field_check\": \"" << json_escape(cr.field_check)
       << "\", \"skip_table\": " << (cr.skips ? "true" : "false") << ", \"blocks\": " << k.blocks
       << ", \"threads\": " << k.threads << ", \"smem_bytes\": " << k.smem_bytes << ",\n     \"inputs\": [";
     for (size_t i = 0; i < cr.inputs.size(); ++i) {
       const mugraph::CudaRegionInput& in = cr.inputs[i];
-      m << (i ? ", " : "") << "{\"name\": \"" << esc(in.name) << "\", \"dims\": " << dims_json(in.dims)
+      m << (i ? ", " : "") << "{\"name\": \"" << json_escape(in.name) << "\", \"dims\": " << dims_json(in.dims)
         << ", \"dtype\": \"" << (in.dtype == DType::Bool ? "bool" : "float32") << "\"";
       if (!in.constant.empty()) {
         const std::string file = k.name + "_in" + std::to_string(i) + ".bin";
@@ -85,7 +76,7 @@ int run_emit_cuda(const EmitCudaArgs& a) {
     }
     m << "],\n     \"outputs\": [";
     for (size_t i = 0; i < cr.output_dims.size(); ++i)
-      m << (i ? ", " : "") << "{\"name\": \"" << esc(cr.output_name) << "\", \"dims\": " << dims_json(cr.output_dims[i])
+      m << (i ? ", " : "") << "{\"name\": \"" << json_escape(cr.output_name) << "\", \"dims\": " << dims_json(cr.output_dims[i])
         << ", \"dtype\": \"float32\"}";
     m << "]}";
     std::printf("%s: %s\n  %s (%lld blocks of %d threads, %zu bytes of shared memory%s)\n", k.name.c_str(),
