@@ -288,7 +288,17 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   }
 
   std::map<std::string, size_t> written_rules = fired;
-  if (rep.check.status != CheckResult::Status::Failed) {
+  if (opts.check && rep.check.status == CheckResult::Status::Skipped && !same_graph(g, out)) {
+    // The check was asked for but could not compare the graphs, so nothing vouches
+    // for the rewrite's outputs or its speed: fail closed and keep the original.
+    // --no-check writes the rewritten graph unchecked.
+    rep.guard.status = "skipped";
+    rep.guard.kept = "original";
+    rep.guard.reason = "the check could not run, so the original is kept (--no-check writes the rewrite unchecked)";
+    rep.guard.graph = g;
+    out = g;
+    written_rules.clear();
+  } else if (rep.check.status != CheckResult::Status::Failed) {
     auto t2 = std::chrono::steady_clock::now();
     // Rewrites without some rules, each with the rules that made it.
     std::map<std::vector<std::string>, std::map<std::string, size_t>> applied_without;

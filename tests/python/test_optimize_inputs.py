@@ -169,7 +169,7 @@ def test_python_inputs_are_used(tmp_path):
         isomer.optimize(embedding_model(), inputs={"input_ids": ids.astype(np.int32)})
 
 
-def test_no_valid_input_skips_the_check_and_the_guard_with_the_reason(tmp_path):
+def test_no_valid_input_skips_the_check_and_keeps_the_original(tmp_path):
     # The same integer input is a Reshape's shape and a Gather's indices: [2,3] as a
     # shape, but indices below 2: no input satisfies both. (The Identity gives
     # optimize something to remove, so that there is something to check.)
@@ -191,9 +191,17 @@ def test_no_valid_input_skips_the_check_and_the_guard_with_the_reason(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.load(open(tmp_path / "r.json"))
     assert r["check"] == "skipped" and "no valid inputs: input 's'" in r["check_reason"], r["check_reason"]
-    assert r["guard"] == "skipped" and r["guard_reason"] == r["check_reason"], r["guard_reason"]
-    assert r["kept"] == "optimized" and r["rules_applied"] == {"eliminate-identity": 1}
+    # Nothing vouches for the rewrite, so the original is written (fail closed) ...
+    assert r["guard"] == "skipped" and "the check could not run" in r["guard_reason"], r["guard_reason"]
+    assert r["kept"] == "original" and r["rules_applied"] == {}, r
     assert f"check: skipped: {r['check_reason']}" in p.stdout
+    assert [n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node].count("Identity") == 1
+    # ... unless the user switches the check off.
+    p = run_cli("optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "out.onnx"), "--cost", "none",
+                "--no-check", "--report-json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.load(open(tmp_path / "r.json"))
+    assert r["kept"] == "optimized" and r["rules_applied"] == {"eliminate-identity": 1}, r
 
 
 def test_dims_named_by_expressions_get_consistent_random_shapes(tmp_path):
