@@ -212,7 +212,8 @@ std::optional<ActivationMatch> match_specialized(Compiler& c, const Value& x) {
     for (const Value& v : frontier)
       for (const auto& [m, k] : c.consumers(v)) {
         if (cand.size() >= kMaxNodes) break;
-        if (std::find(cand.begin(), cand.end(), m) != cand.end() || c.lowered(*m) || m->kind() != NodeKind::Op ||
+        if (std::find(cand.begin(), cand.end(), m) != cand.end() || c.lowered(*m) || c.is_pending(*m) ||
+            m->kind() != NodeKind::Op ||
             !m->op()->emit_pointwise || m->num_outputs() != 1 || m->output_types()[0].dtype != DType::Float32 ||
             !is_static(m->output_types()[0].shape) || static_dims(m->output_types()[0].shape) != xd)
           continue;
@@ -291,8 +292,15 @@ std::optional<ActivationMatch> match_specialized(Compiler& c, const Value& x) {
 }  // namespace
 
 std::optional<ActivationMatch> match_activation(Compiler& c, const Value& x) {
-  if (auto g = match_gelu(c, x)) return g;
-  if (auto g = match_swish(c, x)) return g;
+  // Only nodes no other kernel has lowered or claimed (see Compiler::set_pending).
+  auto free = [&](std::optional<ActivationMatch> m) {
+    if (m)
+      for (const Node* n : m->nodes)
+        if (c.lowered(*n) || c.is_pending(*n)) return std::optional<ActivationMatch>();
+    return m;
+  };
+  if (auto g = free(match_gelu(c, x))) return g;
+  if (auto g = free(match_swish(c, x))) return g;
   return match_specialized(c, x);
 }
 
@@ -355,7 +363,11 @@ Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims
       continue;
     }
     const Node* n = c.sole_consumer(cur);
-    if (!n || c.lowered(*n) || n->num_outputs() != 1 || n->output_types()[0].dtype != DType::Float32) break;
+    // A node another kernel has claimed while planning (see Compiler::set_pending)
+    // is that kernel's: taking it would leave its value unbound.
+    if (!n || c.lowered(*n) || c.is_pending(*n) || n->num_outputs() != 1 ||
+        n->output_types()[0].dtype != DType::Float32)
+      break;
     PostOp p;
     p.nodes = {n};
     p.out = n->output(0);

@@ -135,6 +135,28 @@ TEST(RuntimeMore, ConvolutionTakesMishSoftplusAndEluAsPostOps) {
   }
 }
 
+// A convolutional GRU cell (RAFT's update block): a pointwise group planned from
+// z * h claims Add(z * h, tanh(conv(...))) and its Tanh, then lowers the
+// convolution to learn its dims; the convolution must not take the claimed Tanh
+// and Add as post-ops (it did, and its own output was never bound: "did not
+// produce output 0").
+TEST(RuntimeMore, ConvolutionLeavesActivationsAPointwiseGroupClaimedAlone) {
+  GraphBuilder b;
+  Value h = b.input("h", f32({1, 8, 6, 6}));
+  Value x = b.input("x", f32({1, 4, 6, 6}));
+  auto conv = [&](Value in, uint64_t seed) {
+    return b.op1("Conv", {in, b.constant(random_f32({8, 12, 3, 3}, seed)), b.constant(random_f32({8}, seed + 1))},
+                 {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  };
+  Value hx = b.op1("Concat", {h, x}, {{"axis", int64_t{1}}});
+  Value z = b.op1("Sigmoid", {conv(hx, 1)});
+  Value r = b.op1("Sigmoid", {conv(hx, 3)});
+  Value q = b.op1("Tanh", {conv(b.op1("Concat", {b.op1("Mul", {r, h}), x}, {{"axis", int64_t{1}}}), 5)});
+  Graph g = b.finish({b.op1("Add", {b.op1("Mul", {z, h}), q})}, {"y"});
+  auto kinds = expect_native_and_right(g);
+  EXPECT_EQ(count(kinds, "conv"), 3u);
+}
+
 // Einsum operands whose labels do not merge into one dim are copied once; the
 // output may be any permutation of the matmul's result.
 TEST(RuntimeMore, EinsumWithUnmergeableLabelsAndPermutedOutput) {
