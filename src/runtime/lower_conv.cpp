@@ -319,14 +319,16 @@ bool lower_conv(Compiler& c, const Node& n) {
   const Node* split = nullptr;
   std::vector<const Node*> acts;
   if (c.opts().fuse && fusion.ops.empty())
-    if (const Node* s = c.sole_consumer(cur); s && s->op_type() == "Split" && s->inputs()[0] == cur && !c.lowered(*s)) {
+    if (const Node* s = c.sole_consumer(cur); s && s->op_type() == "Split" && s->inputs()[0] == cur && !c.lowered(*s) &&
+        !c.is_pending(*s)) {
       std::optional<EltwiseSpec> common;
       bool same = true;
       for (uint32_t k = 0; same && k < s->num_outputs(); ++k) {
         const Value part = s->output(k);
         const Node* a = c.sole_consumer(part);
         std::optional<EltwiseSpec> e;
-        same = a && !c.lowered(*a) && a->num_outputs() == 1 && a->output_types()[0].dtype == DType::Float32 &&
+        same = a && !c.lowered(*a) && !c.is_pending(*a) && a->num_outputs() == 1 &&
+               a->output_types()[0].dtype == DType::Float32 &&
                a->inputs()[0] == part && (e = eltwise_of(c, *a, part, od.size())).has_value() &&
                (!common || (common->alg == e->alg && common->alpha == e->alpha && common->beta == e->beta));
         common = e;
