@@ -452,4 +452,32 @@ void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels,
   });
 }
 
+ISOMER_CLONES
+void local_response_norm(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t below,
+                         int64_t above, float alpha_over_size, float beta, float bias, int threads) {
+  const int64_t rows = batch * channels;
+  const int team = team_for(rows * spatial * (below + above + 8), rows, threads);
+  // beta = 0.75 (every CNN that uses LRN) as d^-3/4 = 1 / (sqrt(d) * sqrt(sqrt(d))).
+  const bool three_quarters = beta == 0.75f;
+  parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> sq(static_cast<size_t>(spatial));
+    for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) {
+      const int64_t b = r / channels, c = r % channels;
+      const int64_t lo = std::max<int64_t>(0, c - below), hi = std::min(channels - 1, c + above);
+      std::fill(sq.begin(), sq.end(), 0.0f);
+      for (int64_t k = lo; k <= hi; ++k) {  // neighbour rows, each read along
+        const float* xk = x + (b * channels + k) * spatial;
+        for (int64_t s = 0; s < spatial; ++s) sq[static_cast<size_t>(s)] += xk[s] * xk[s];
+      }
+      const float* xr = x + r * spatial;
+      float* yr = y + r * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        const float d = bias + alpha_over_size * sq[static_cast<size_t>(s)];
+        const float root = std::sqrt(d);
+        yr[s] = three_quarters ? xr[s] / (root * std::sqrt(root)) : xr[s] * std::pow(d, -beta);
+      }
+    }
+  });
+}
+
 }  // namespace isomer::kernels

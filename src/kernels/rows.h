@@ -60,4 +60,9 @@ void cumsum_axis(const int32_t* x, int32_t* y, int64_t outer, int64_t n, int64_t
 void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
                       const float* scale, const float* bias, float eps, int threads = 0);
 
+// LRN over NCHW... (dense, channels then `spatial` positions): y = x / (bias +
+// alpha / size * sum of x^2 over channels c - below .. c + above) ^ beta.
+void local_response_norm(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t below,
+                         int64_t above, float alpha_over_size, float beta, float bias, int threads = 0);
+
 }  // namespace isomer::kernels

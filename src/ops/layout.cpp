@@ -402,7 +402,8 @@ OpDef def_Reshape() {
 }
 
 OpDef def_Flatten() {
-  OpDef d = layout_op("Flatten", 1, 1, 11);
+  // Flatten-1 and -9 are Flatten-11 without a negative axis (see Gather).
+  OpDef d = layout_op("Flatten", 1, 1, 1);
   d.attributes = {{"axis", "int"}};
   d.infer = infer_flatten;
   set_view_semantics<FlattenOp>(d);

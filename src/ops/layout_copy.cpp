@@ -415,7 +415,9 @@ OpDef def_Slice() {
 }
 
 OpDef def_Gather() {
-  OpDef d = layout_op("Gather", 2, 2, 11);
+  // Gather-1 is Gather-11 without negative axes and indices: the same operator on
+  // every model it accepts, and written back with a non-negative axis.
+  OpDef d = layout_op("Gather", 2, 2, 1);
   d.attributes = {{"axis", "int"}};
   d.infer = infer_gather;
   set_semantics<GatherOp>(d);

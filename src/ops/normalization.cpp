@@ -9,6 +9,7 @@
 
 #include "eval/sym.h"
 #include "ops/elementwise.h"
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -505,6 +506,47 @@ OpDef def_InstanceNormalization() {
   d.eval = [](const EvalContext& ctx) { return eval_group_norm(ctx, ctx.in(0).dims()[1]); };
   d.canonical_attrs = canonical_epsilon;
   d.lower = Lowering::GroupNorm;
+  return d;
+}
+
+// LRN (AlexNet, GoogLeNet, the ONNX model zoo's older CNNs): each element divided
+// by (bias + alpha / size * the sum of squares over `size` neighbouring channels)
+// ^ beta, the window from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2),
+// clipped to the channels there are. The power makes it float-only.
+OpDef def_LRN() {
+  OpDef d;
+  d.name = "LRN";
+  d.min_inputs = d.max_inputs = 1;
+  d.attributes = {{"alpha", "float"}, {"beta", "float"}, {"bias", "float"}, {"size", "int"}};
+  d.infer = [](const InferContext& ctx) {
+    const TensorType& x = ctx.in(0);
+    require_float(x, "LRN input");
+    require_valid(x.rank() >= 3, "LRN input must be [N, C, D1, ...], got " + to_string(x.shape));
+    require_valid(ctx.attrs.has("size") && ctx.attrs.get_int("size") > 0, "LRN needs a positive size");
+    return std::vector<TensorType>{x};
+  };
+  d.eval = [](const EvalContext& ctx) {
+    const Tensor& x = ctx.in(0);
+    const int64_t n = x.dims()[0], c = x.dims()[1], spatial = x.numel() / std::max<int64_t>(n * c, 1);
+    const int64_t size = ctx.attrs.get_int("size");
+    const double alpha = ctx.attrs.get_float("alpha", 1e-4), beta = ctx.attrs.get_float("beta", 0.75),
+                 bias = ctx.attrs.get_float("bias", 1.0);
+    const int64_t below = (size - 1) / 2, above = size - 1 - below;
+    Array<double> in = f64(x), y = in;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t s = 0; s < spatial; ++s) {
+          double sq = 0;
+          for (int64_t k = std::max<int64_t>(0, ch - below); k <= std::min(c - 1, ch + above); ++k) {
+            const double v = in.data[static_cast<size_t>((b * c + k) * spatial + s)];
+            sq += v * v;
+          }
+          const size_t at = static_cast<size_t>((b * c + ch) * spatial + s);
+          y.data[at] = in.data[at] / std::pow(bias + alpha / static_cast<double>(size) * sq, beta);
+        }
+    return std::vector<Tensor>{tensor(x.dtype(), y)};
+  };
+  d.lower = Lowering::Lrn;
   return d;
 }
 

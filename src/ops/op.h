@@ -142,6 +142,7 @@ enum class Lowering : uint8_t {
   Resize,
   SpaceDepth,  // DepthToSpace, SpaceToDepth
   Attention,   // ONNX Attention: batched GEMMs around a masked row softmax
+  Lrn,         // LRN: each element over its channel neighbours' sum of squares
 };
 
 struct OpProperties {

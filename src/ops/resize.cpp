@@ -4,7 +4,8 @@
 // result is those 1-D maps applied axis after axis. The weights are
 // real numbers of the scales, so Resize is float-only: no field or symbolic
 // semantics (the rule generator and the e-graph leave it alone), like ArgMax.
-// antialias (opset 18) is not implemented: such nodes stay opaque.
+// antialias (opset 18) is not implemented: such nodes stay opaque. Upsample
+// (opsets 7 to 9) is Resize-10 under its old name.
 #include "ops/resize.h"
 
 #include <algorithm>
@@ -329,6 +330,61 @@ std::string import_resize(OnnxForm& f, int64_t opset, GraphBuilder& b) {
   return "";
 }
 
+// Resize-10 (and Upsample-9) take (X, scales) and mean asymmetric coordinates,
+// nearest rounding down: the canonical form goes back to that where it says
+// the same, and is refused otherwise.
+void export_resize_10(OnnxForm& f, const std::string& op) {
+  require(f.inputs.size() >= 3 && f.inputs[2].present() && (f.inputs.size() < 4 || !f.inputs[3].present()),
+          op + " before opset 11 takes scales, not sizes");
+  const Tensor* roi = f.inputs[1].present() ? f.inputs[1].constant() : nullptr;
+  require(!f.inputs[1].present() || (roi && roi->numel() == 0), op + " before opset 11 has no region of interest");
+  const std::string mode = f.attrs.get_string("mode", "nearest");
+  require(mode == "nearest" || mode == "linear", op + " before opset 11 has no mode '" + mode + "'");
+  require(f.attrs.get_string("coordinate_transformation_mode", "half_pixel") == "asymmetric",
+          op + " before opset 11 has only asymmetric coordinates");
+  require(mode != "nearest" || f.attrs.get_string("nearest_mode", "round_prefer_floor") == "floor",
+          op + " before opset 11 rounds nearest indices down only");
+  // The others say nothing for these modes and coordinates (the cubic coefficient,
+  // the value outside a crop) or are at their default.
+  for (const auto& [name, v] : f.attrs.items())
+    require(name == "mode" || name == "coordinate_transformation_mode" || name == "nearest_mode" ||
+                name == "cubic_coeff_a" || name == "extrapolation_value" ||
+                (name == "exclude_outside" && f.attrs.get_int(name) == 0),
+            op + " before opset 11 has no attribute '" + name + "'");
+  Attributes a;
+  a.set("mode", mode);
+  f.attrs = a;
+  f.inputs = {f.inputs[0], f.inputs[2]};
+}
+
+void export_resize(OnnxForm& f, int64_t opset) {
+  if (opset < 11) export_resize_10(f, "Resize");
+}
+
+// Upsample (opsets 7 to 9; 10 deprecates it for Resize-10, which means the same):
+// its scales an attribute before opset 9, an input from it.
+std::string import_upsample(OnnxForm& f, int64_t opset, GraphBuilder& b) {
+  if (opset < 7) return "Upsample-1 (height_scale, width_scale) is not implemented";
+  if (opset < 9) {
+    if (f.inputs.size() != 1) return "Upsample-7 takes one input";
+    std::vector<double> scales = f.attrs.get_floats("scales", {});
+    if (scales.empty()) return "Upsample-7 without its scales attribute";
+    f.attrs.erase("scales");
+    f.inputs.push_back(b.constant(Tensor::from_f64(DType::Float32, {static_cast<int64_t>(scales.size())}, scales)));
+  }
+  return import_resize(f, 10, b);
+}
+
+void export_upsample(OnnxForm& f, int64_t opset) {
+  export_resize_10(f, "Upsample");
+  if (opset < 9) {
+    const Tensor* scales = f.inputs[1].constant();
+    require(scales != nullptr, "Upsample-7 needs constant scales");
+    f.attrs.set("scales", scales->to_f64());
+    f.inputs.resize(1);
+  }
+}
+
 }  // namespace
 
 OpDef def_Resize() {
@@ -349,7 +405,17 @@ OpDef def_Resize() {
   d.infer = infer_resize;
   d.eval = eval_resize;
   d.onnx_import = import_resize;
+  d.onnx_export = export_resize;
   d.lower = Lowering::Resize;
+  return d;
+}
+
+OpDef def_Upsample() {
+  OpDef d = def_Resize();
+  d.name = "Upsample";
+  d.min_opset = 7;
+  d.onnx_import = import_upsample;
+  d.onnx_export = export_upsample;
   return d;
 }
 

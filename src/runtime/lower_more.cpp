@@ -145,6 +145,30 @@ bool lower_group_norm(Compiler& c, const Node& n) {
   return true;
 }
 
+bool lower_lrn(Compiler& c, const Node& n) {
+  int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.size() < 3) return false;
+  const int64_t batch = xd[0], channels = xd[1], spatial = num_elements(xd, 2, xd.size());
+  const int64_t size = n.attrs().get_int("size");
+  const int64_t below = (size - 1) / 2, above = size - 1 - below;
+  const float alpha = static_cast<float>(n.attrs().get_float("alpha", 1e-4) / static_cast<double>(size));
+  const float beta = static_cast<float>(n.attrs().get_float("beta", 0.75));
+  const float bias = static_cast<float>(n.attrs().get_float("bias", 1.0));
+  int y = dense_output(c, n);
+  add_native_step(c,
+                  step_info(n, "lrn", "lrn " + to_string(std::vector<int64_t>{batch, channels, spatial}) + " n" +
+                                          std::to_string(size),
+                            static_cast<double>(num_elements(xd)) * static_cast<double>(2 * size + 4)),
+                  {x}, {y}, [=](const std::vector<char*>& p) {
+                    kernels::local_response_norm(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]),
+                                                 batch, channels, spatial, below, above, alpha, beta, bias);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
 // Range's length is its data: with the inputs known the result is a constant (the
 // compiler folds it before it gets here; this covers a direct call too).
 bool lower_range(Compiler& c, const Node& n) {

@@ -29,6 +29,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::ArgExtreme: return lower_arg_extreme;
     case Lowering::CumSum: return lower_cumsum;
     case Lowering::GroupNorm: return lower_group_norm;
+    case Lowering::Lrn: return lower_lrn;
     case Lowering::Range: return lower_range;
     case Lowering::Tile: return lower_tile;
     case Lowering::Trilu: return lower_trilu;

@@ -54,6 +54,7 @@ bool lower_constant_of_shape(Compiler& c, const Node& n);
 bool lower_arg_extreme(Compiler& c, const Node& n);  // ArgMax, ArgMin
 bool lower_cumsum(Compiler& c, const Node& n);
 bool lower_group_norm(Compiler& c, const Node& n);   // GroupNormalization, InstanceNormalization
+bool lower_lrn(Compiler& c, const Node& n);          // LRN
 bool lower_range(Compiler& c, const Node& n);
 bool lower_tile(Compiler& c, const Node& n);
 bool lower_trilu(Compiler& c, const Node& n);
