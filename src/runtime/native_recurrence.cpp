@@ -106,10 +106,12 @@ struct NativeRecurrence {
           for (int64_t i = 0; i < count; ++i) h_prev[active[i]] = y + y_row(time[i], d, active[i]);
         }
       });
+      // A sequence of length 0 leaves zeros in Y_h and Y_c (as ONNX Runtime does).
       for (int64_t n = 0; n < N; ++n) {
-        const float* last = lens[n] == 0 ? h_init.data() + n * H : y + y_row(rev ? 0 : lens[n] - 1, d, n);
-        if (yh) std::copy_n(last, H, yh + state_row(d, n));
-        if (yc) std::copy_n(cell_state.data() + n * H, H, yc + state_row(d, n));
+        if (yh && lens[n] == 0) std::fill_n(yh + state_row(d, n), H, 0.0f);
+        else if (yh) std::copy_n(y + y_row(rev ? 0 : lens[n] - 1, d, n), H, yh + state_row(d, n));
+        if (yc && lens[n] == 0) std::fill_n(yc + state_row(d, n), H, 0.0f);
+        else if (yc) std::copy_n(cell_state.data() + n * H, H, yc + state_row(d, n));
       }
     }
   }
