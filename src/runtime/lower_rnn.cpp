@@ -163,7 +163,7 @@ bool lower_recurrent(Compiler& c, const Node& n) {
   const bool has_c = cfg.cell == RnnCell::Lstm;
   const std::string who = n.name();
   const bool native = native_recurrence_supports(n, cfg), onednn = onednn_supports(c, n, cfg, seq);
-  if (native && (!onednn || native_recurrence_preferred(cfg, batch, H))) {
+  if (native && (!onednn || native_recurrence_preferred(cfg, batch, H, c.opts().threads))) {
     lower_native_recurrence(c, n, cfg, seq, batch, input, H);
     return true;
   }

@@ -131,20 +131,29 @@ bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
   return !(in.size() > 7 && in[7].present());  // peepholes
 }
 
-// The team for the steps: more than one thread only where a step's product is
-// large enough to pay for two barriers per step.
+// The team for the steps: two barriers a step pay only for a large product. Under
+// load (load average 7-8 on 2 cores) a team of two ran every cell we measured more
+// slowly than one thread: LSTM batch 1 H 128 (65K multiply-adds a step) 0.26 ms
+// against 0.09, H 256 0.56 against 0.37, H 512 (1M a step) 0.88 against 0.75, GRU
+// batch 2 H 512 1.0 against 0.9. So a step takes a team only from 1M multiply-adds
+// on, where one step is some 30 us of work on one core.
 int step_team(int threads, int64_t batch, int64_t G, int64_t H) {
-  if (threads <= 1) return 1;
-  const int64_t macs = batch * G * H * H;
-  (void)macs;
-  if (const char* e = std::getenv("ISOMER_RNN_TEAM_MACS")) return macs >= std::atoll(e) ? threads : 1;
-  return G * H >= 512 ? threads : 1;
+  constexpr int64_t kTeamMacs = int64_t{1} << 20;
+  return threads > 1 && batch * G * H * H >= kTeamMacs ? threads : 1;
 }
 
-bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden) {
-  (void)cfg, (void)hidden;
+// Measured with `isomer run --bench` on one-node models (T 10-20, input = hidden),
+// native against oneDNN's primitives, at load 7-8 on 2 cores (Zen 4):
+//  - batch 1: native 0.77x-0.98x of oneDNN's time (LSTM), 0.8x-1.1x (GRU); it runs.
+//  - 1 thread, batch 2-16: oneDNN equal or up to 10% faster (GRU batch 2 H 128:
+//    0.106 ms against 0.118); oneDNN runs.
+//  - 2 threads, batch 2-16, hidden up to 256: oneDNN's threaded primitive 1.1x-7x
+//    slower than the native step on one thread (GRU batch 2 H 128: 0.29 ms against
+//    0.10); native runs. At hidden 512 they were even, and oneDNN keeps it.
+bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden, int threads) {
+  (void)cfg;
   if (const char* e = std::getenv("ISOMER_RNN")) return std::string(e) == "native";
-  return batch == 1;
+  return batch == 1 || (threads > 1 && batch <= 16 && hidden <= 256);
 }
 
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,

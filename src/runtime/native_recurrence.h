@@ -16,7 +16,7 @@ bool native_recurrence_supports(const Node& n, const RnnConfig& cfg);
 
 // Whether it should, measured against oneDNN's primitives on this machine class
 // (the rule and its numbers are in the .cpp); $ISOMER_RNN=native|onednn forces either.
-bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden);
+bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden, int threads);
 
 // Lowers `n` (weights constant, float32) as one native step that reads and writes
 // ONNX's layouts directly.

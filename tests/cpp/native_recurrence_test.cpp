@@ -108,9 +108,14 @@ void check_variant(const Variant& v, uint64_t seed, int threads) {
   runtime::RuntimeOptions o;
   o.threads = threads;
   auto exe = runtime::compile(g, o);
-  bool native = false;
-  for (const runtime::StepInfo& s : exe->steps()) native = native || s.signature.find(" native ") != std::string::npos;
+  bool native = false, team = false;
+  for (const runtime::StepInfo& s : exe->steps()) {
+    native = native || s.signature.find(" native ") != std::string::npos;
+    team = team || s.signature.find(" team2") != std::string::npos;
+  }
   EXPECT_TRUE(native) << "the node did not run on the native recurrence";
+  const int64_t G = v.op == "LSTM" ? 4 : v.op == "GRU" ? 3 : 1;
+  EXPECT_EQ(team, threads > 1 && v.batch * G * v.hidden * v.hidden >= (int64_t{1} << 20));
   for (int run = 0; run < 2; ++run) {
     CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
     EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
@@ -142,13 +147,14 @@ TEST(NativeRecurrence, ClipAndRaggedBatchesRunNativelyByDefault) {
   check_variant({"RNN", "reverse", 0, 4, 2, 3, 7, false, false, 0.0, Lens::Input}, 33, 1);
 }
 
-// A team of two splits each step's product by panels and its gates by units (wide
-// cells), also when the rows of a ragged batch sit at different time steps.
+// A team of two splits each step's product by panels and its gates by units (steps of
+// 1M multiply-adds or more: G * H * H * batch >= 2^20), also when the rows of a
+// ragged batch sit at different time steps; smaller cells run on one thread of two.
 TEST(NativeRecurrence, TwoThreadsMatchTheReference) {
   setenv("ISOMER_RNN", "native", 1);
-  check_variant({"LSTM", "reverse", 0, 6, 3, 12, 160, true, true, 0.0, Lens::Constant}, 41, 2);
-  check_variant({"GRU", "bidirectional", 1, 5, 4, 10, 200, true, false, 0.5, Lens::Input}, 42, 2);
-  check_variant({"RNN", "forward", 0, 4, 1, 8, 520, false, false, 0.0, Lens::Full}, 43, 2);
+  check_variant({"LSTM", "reverse", 0, 4, 4, 12, 256, true, true, 0.0, Lens::Constant}, 41, 2);
+  check_variant({"GRU", "bidirectional", 1, 3, 3, 10, 340, true, false, 0.5, Lens::Input}, 42, 2);
+  check_variant({"RNN", "forward", 0, 3, 1, 8, 1030, false, false, 0.0, Lens::Full}, 43, 2);
   check_variant({"LSTM", "bidirectional", 1, 5, 2, 6, 20, false, true, 0.0, Lens::Full}, 44, 2);
   unsetenv("ISOMER_RNN");
 }
