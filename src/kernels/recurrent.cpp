@@ -64,10 +64,32 @@ template <bool Clip>
   return Clip ? std::min(std::max(v, -clip), clip) : v;
 }
 
+template <bool Clip, class V>
+[[gnu::always_inline]] inline V bound(V v, float clip) {
+  if constexpr (!Clip) return v;
+  const V hi = vm16::splat(clip), lo = -hi;
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
+// The gates run 16 units at a time on vm16's vectors (the compiler left the scalar
+// loop at 8 lanes in the AVX-512 clone; the LSTM's gates took 11% of a batch-1
+// step), then the rest one at a time with the same functions.
 template <bool Clip>
 [[gnu::always_inline]] inline void lstm_units(const float* __restrict a, const float* __restrict b, float* __restrict c,
                                               float* __restrict h, int64_t count, int64_t H, float clip) {
-  for (int64_t j = 0; j < count; ++j) {
+  using vm16::load, vm16::store;
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const vm16::v16 i = vm16::sigmoid(bound<Clip>(load(a + j) + load(b + j), clip));
+    const vm16::v16 o = vm16::sigmoid(bound<Clip>(load(a + H + j) + load(b + H + j), clip));
+    const vm16::v16 f = vm16::sigmoid(bound<Clip>(load(a + 2 * H + j) + load(b + 2 * H + j), clip));
+    const vm16::v16 g = vm16::tanh(bound<Clip>(load(a + 3 * H + j) + load(b + 3 * H + j), clip));
+    const vm16::v16 cv = f * load(c + j) + i * g;
+    store(c + j, cv);
+    store(h + j, o * vm16::tanh(cv));
+  }
+  for (; j < count; ++j) {
     const float i = vm::sigmoid(bound<Clip>(a[j] + b[j], clip));
     const float o = vm::sigmoid(bound<Clip>(a[H + j] + b[H + j], clip));
     const float f = vm::sigmoid(bound<Clip>(a[2 * H + j] + b[2 * H + j], clip));
@@ -82,7 +104,15 @@ template <bool Clip>
 [[gnu::always_inline]] inline void gru_lbr_units(const float* __restrict a, const float* __restrict b,
                                                  const float* __restrict rb, const float* __restrict h_prev,
                                                  float* __restrict h, int64_t count, int64_t H, float clip) {
-  for (int64_t j = 0; j < count; ++j) {
+  using vm16::load, vm16::store;
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const vm16::v16 z = vm16::sigmoid(bound<Clip>(load(a + j) + load(b + j), clip));
+    const vm16::v16 r = vm16::sigmoid(bound<Clip>(load(a + H + j) + load(b + H + j), clip));
+    const vm16::v16 cand = vm16::tanh(bound<Clip>(load(a + 2 * H + j) + r * (load(b + 2 * H + j) + load(rb + j)), clip));
+    store(h + j, (vm16::splat(1.0f) - z) * cand + z * load(h_prev + j));
+  }
+  for (; j < count; ++j) {
     const float z = vm::sigmoid(bound<Clip>(a[j] + b[j], clip));
     const float r = vm::sigmoid(bound<Clip>(a[H + j] + b[H + j], clip));
     const float cand = vm::tanh(bound<Clip>(a[2 * H + j] + r * (b[2 * H + j] + rb[j]), clip));
