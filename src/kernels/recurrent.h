@@ -1,8 +1,8 @@
 #pragma once
-// The gates of one time step of ONNX's recurrent cells with their default
-// activations, for one batch row: `a` holds X W^T + biases, `b` h R^T, each G*H
-// values in ONNX's gate order. The runtime's native recurrence
-// (runtime/lower_rnn.cpp) calls them between the packed GEMM's products.
+// The recurrent step of ONNX's cells with their default activations: h R^T for a
+// few batch rows over R packed once, and the gates of one batch row, where `a`
+// holds X W^T + biases and `b` h R^T, each G*H values in ONNX's gate order. The
+// runtime's native recurrence (runtime/native_recurrence.cpp) calls them per step.
 #include <cstdint>
 #include <vector>
 
@@ -10,19 +10,26 @@ namespace isomer::kernels {
 
 // A recurrent weight R [rows, K] (row-major, as ONNX stores it) in panels of 16 rows,
 // k-major: element (r, k) at ((r / 16) K + k) 16 + r % 16, zero-padded to whole
-// panels. gemv_panels streams it as one sequence, which the prefetcher follows.
+// panels. The products stream it as one sequence, which the prefetcher follows.
 std::vector<float> pack_rows16(const float* A, int64_t rows, int64_t K);
 // y[r] = R[r, :] . x for r < rows, R packed by pack_rows16: h R^T at batch 1.
 void gemv_panels(const float* packed, const float* x, float* y, int64_t rows, int64_t K);
+// y[i * ldy + r] = R[r, :] . h[i] for i < N and r < rows, R packed by pack_rows16:
+// h R^T at a small batch, each row's h at its own address (rows of a ragged batch
+// sit at different time steps).
+void gemm_panels(const float* packed, const float* const* h, int64_t N, float* y, int64_t ldy, int64_t rows,
+                 int64_t K);
 // Each gate function computes `count` hidden units; gate g of unit j is at
 // a[g H + j] and b[g H + j] (H: the hidden size), so a range of units [j0, j0 +
-// count) is the call with every pointer advanced by j0.
+// count) is the call with every pointer advanced by j0. A positive `clip` bounds
+// every gate's input to [-clip, clip] (not LSTM's cell state, as ONNX Runtime
+// does); 0 leaves them unbounded.
 // LSTM, gates i o f c: c = f c + i g; h = o tanh(c). `c` is updated in place.
-void lstm_gates(const float* a, const float* b, float* c, float* h, int64_t count, int64_t H);
+void lstm_gates(const float* a, const float* b, float* c, float* h, int64_t count, int64_t H, float clip = 0);
 // GRU with linear_before_reset, gates z r h: h = (1 - z) tanh(a_h + r (b_h + rb)) + z h_prev.
 void gru_lbr_gates(const float* a, const float* b, const float* rb, const float* h_prev, float* h, int64_t count,
-                   int64_t H);
+                   int64_t H, float clip = 0);
 // RNN: h = tanh(a + b).
-void rnn_gates(const float* a, const float* b, float* h, int64_t count);
+void rnn_gates(const float* a, const float* b, float* h, int64_t count, float clip = 0);
 
 }  // namespace isomer::kernels

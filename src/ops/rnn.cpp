@@ -320,6 +320,9 @@ class Recurrence {
       h = next;
       std::copy(h.begin(), h.end(), y_.begin() + y_at(t, d, b));
     }
+    // A sequence of length 0 leaves its final states zero, not the initial ones, as
+    // ONNX Runtime does.
+    if (len == 0) return;
     std::copy(h.begin(), h.end(), yh_.begin() + state_at(d, b));
     std::copy(cell.begin(), cell.end(), yc_.begin() + state_at(d, b));
   }

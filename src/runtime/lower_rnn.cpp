@@ -1,25 +1,23 @@
-// LSTM, GRU and RNN on the runtime. At batch 1, isomer's own recurrence
-// (NativeRecurrence below: one GEMM for the layer input of every step, then per step
-// a matrix-vector product over packed R and the fused gates, kernels/recurrent.h);
-// at larger batches, oneDNN's recurrent primitives (lstm_forward, gru_forward,
-// lbr_gru_forward, vanilla_rnn_forward), one per direction, with the weights
-// reordered once, when the graph is compiled, from ONNX's [directions,
-// gates*hidden, input] in ONNX's gate order to oneDNN's ldigo in oneDNN's, biases
-// summed. A GRU without linear_before_reset always runs on oneDNN.
+// LSTM, GRU and RNN on the runtime: isomer's own recurrence where it was measured
+// faster (runtime/native_recurrence.cpp: one GEMM for the layer input of every
+// step, then per step h R^T over packed R and the fused gates); elsewhere oneDNN's
+// recurrent primitives (lstm_forward, gru_forward, lbr_gru_forward,
+// vanilla_rnn_forward), one per direction, with the weights reordered once, when
+// the graph is compiled, from ONNX's [directions, gates*hidden, input] in ONNX's
+// gate order to oneDNN's ldigo in oneDNN's, biases summed. A GRU without
+// linear_before_reset runs on oneDNN.
 //
-// The fast paths cover what exporters write: the default activations, no clip, no
-// input_forget, no peepholes, constant weights, every sequence full length. Other
-// instances run on the reference kernel (ops/rnn.cpp).
+// The fast paths cover the default activations, no input_forget, no peepholes and
+// constant weights; clip and sequences shorter than the input run on the native
+// recurrence only. Other instances run on the reference kernel (ops/rnn.cpp).
 #include <cstdlib>
 #include <memory>
 #include <optional>
 
-#include "kernels/gemm.h"
-#include "kernels/parallel.h"
-#include "kernels/recurrent.h"
 #include "ops/rnn.h"
 #include "runtime/compiler.h"
 #include "runtime/native.h"
+#include "runtime/native_recurrence.h"
 
 namespace isomer::runtime {
 
@@ -63,25 +61,33 @@ Tensor onnx_to_ldgo(const Tensor* b, RnnCell cell, bool lbr, int64_t d, int64_t 
   return Tensor::from_f64(DType::Float32, {1, 1, out_gates, H}, dst);
 }
 
-// Why this instance has no fast path, or "" if it has one.
-std::string unsupported(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq) {
-  if (!all_float32(n)) return "not float32";
-  if (!cfg.default_activations()) return "activations other than the defaults";
-  if (cfg.has_clip) return "clip";
-  if (cfg.input_forget) return "input_forget";
+// Why this instance has no fast path at all, or "" if one of the two may take it.
+std::string unsupported(Compiler& c, const Node& n, const RnnConfig& cfg) {
   const auto& in = n.inputs();
+  for (size_t k = 0; k < in.size(); ++k)  // sequence_lens (input 4) is int32 by the operator's definition
+    if (k != 4 && in[k].present() && in[k].type().dtype != DType::Float32) return "not float32";
+  for (const TensorType& t : n.output_types())
+    if (t.dtype != DType::Float32) return "not float32";
+  if (!cfg.default_activations()) return "activations other than the defaults";
+  if (cfg.input_forget) return "input_forget";
   if (in.size() > 7 && in[7].present()) return "peepholes";
   for (size_t k : {size_t{1}, size_t{2}, size_t{3}})
     if (k < in.size() && in[k].present() && !c.known(in[k])) return "weights that are not constants";
-  if (in.size() > 4 && in[4].present()) {
-    const Tensor* lens = c.known(in[4]);
-    if (!lens) return "sequence_lens that is not a constant";
-    for (int64_t v : lens->to_i64())
-      if (v != seq) return "sequences shorter than the input";
-  }
   return "";
 }
 
+// Whether oneDNN's primitives compute this instance: no clip, every sequence full length.
+bool onednn_supports(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq) {
+  if (cfg.has_clip) return false;
+  const auto& in = n.inputs();
+  if (in.size() > 4 && in[4].present()) {
+    const Tensor* lens = c.known(in[4]);
+    if (!lens) return false;
+    for (int64_t v : lens->to_i64())
+      if (v != seq) return false;
+  }
+  return true;
+}
 
 // The shapes of one direction's primitive.
 struct Direction {
@@ -144,166 +150,6 @@ struct DirectionOutputs {
 
 }  // namespace
 
-// ---- isomer's own recurrence ----------------------------------------------------------
-// One product X W^T (+ biases) for every time step at once, then per step h R^T as a
-// matrix-vector product over R's rows and the cell's gates in one pass. At batch 1
-// this ran 1.6x faster than oneDNN's brgemm RNN (which multiplies the layer input
-// step by step) and the packed GEMM (whose one-row tiles keep one chain of
-// multiply-adds); at larger batches oneDNN's primitive is faster, and runs.
-struct NativeRecurrence {
-  RnnCell cell = RnnCell::Lstm;
-  int64_t T = 0, N = 0, I = 0, H = 0, G = 0, D = 1, layout = 0;
-  bool reverse = false;
-  int threads = 0;
-  std::vector<kernels::PackedB> w;           // per direction, ONNX's gate order kept
-  std::vector<std::vector<float>> r;         // per direction at batch 1, packed by kernels::pack_rows16
-  std::vector<kernels::PackedB> r_packed;    // per direction at larger batches, for the packed GEMM
-  std::vector<std::vector<float>> bias;      // per direction: Wb + Rb (a GRU's candidate: Wb only), panel-padded
-  std::vector<std::vector<float>> rb_cand;   // per direction, linear-before-reset GRU: the candidate's Rb
-
-  // Offsets (in floats) of direction d's rows of Y ([T, D, N, H] or [N, T, D, H]) and of
-  // the states ([D, N, H] or [N, D, H]).
-  int64_t y_row(int64_t t, int64_t d, int64_t n) const {
-    return (layout == 0 ? (t * D + d) * N + n : (n * T + t) * D + d) * H;
-  }
-  int64_t y_stride() const { return layout == 0 ? H : T * D * H; }
-  int64_t state_row(int64_t d, int64_t n) const { return (layout == 0 ? d * N + n : n * D + d) * H; }
-
-  void run(const float* x, const float* h0, const float* c0, float* y, float* yh, float* yc) const {
-    const int64_t GH = G * H;
-    std::vector<float> xw(static_cast<size_t>(T * N * GH)), hr(static_cast<size_t>(N * GH));
-    std::vector<float> h_init(static_cast<size_t>(N * H), 0.0f), cell_state(static_cast<size_t>(N * H), 0.0f);
-    for (int64_t d = 0; d < D; ++d) {
-      const bool rev = reverse || d == 1;
-      kernels::gemm_packed(x, I, T * N, w[d], xw.data(), GH, nullptr, threads, bias[d].data());
-      for (int64_t n = 0; n < N; ++n) {
-        float* hi = h_init.data() + n * H;
-        float* ci = cell_state.data() + n * H;
-        if (h0) std::copy_n(h0 + state_row(d, n), H, hi);
-        else std::fill_n(hi, H, 0.0f);
-        if (c0) std::copy_n(c0 + state_row(d, n), H, ci);
-        else std::fill_n(ci, H, 0.0f);
-      }
-      const float* h_prev = h_init.data();
-      int64_t h_stride = H;
-      if (N == 1 && threads > 1 && GH >= 512) {
-        // Batch 1 on several threads: each takes a share of R's panels and of the hidden
-        // units, meeting at a barrier after the product and after the gates of each step.
-        kernels::parallel_teams(threads, [&](int tid, int team) {
-          const int64_t panels = (GH + 15) / 16;
-          const int64_t p0 = panels * tid / team, p1 = panels * (tid + 1) / team;
-          const int64_t rows = std::min(GH, p1 * 16) - p0 * 16;
-          const int64_t j0 = H * tid / team, j1 = H * (tid + 1) / team;
-          const float* hp = h_init.data();
-          for (int64_t s = 0; s < T; ++s) {
-            const int64_t t = rev ? T - 1 - s : s;
-            if (rows > 0) kernels::gemv_panels(r[d].data() + p0 * H * 16, hp, hr.data() + p0 * 16, rows, H);
-#pragma omp barrier
-            const float* a = xw.data() + t * GH + j0;
-            const float* b = hr.data() + j0;
-            float* out = y + y_row(t, d, 0) + j0;
-            if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + j0, out, j1 - j0, H);
-            else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data() + j0, hp + j0, out, j1 - j0, H);
-            else kernels::rnn_gates(a, b, out, j1 - j0);
-#pragma omp barrier
-            hp = y + y_row(t, d, 0);
-          }
-        });
-        h_prev = y + y_row(rev ? 0 : T - 1, d, 0);
-        h_stride = y_stride();
-      }
-      for (int64_t s = 0; s < T && !(N == 1 && threads > 1 && GH >= 512); ++s) {
-        const int64_t t = rev ? T - 1 - s : s;
-        if (N == 1) kernels::gemv_panels(r[d].data(), h_prev, hr.data(), GH, H);
-        else kernels::gemm_packed(h_prev, h_stride, N, r_packed[d], hr.data(), GH, nullptr, threads);
-        for (int64_t n = 0; n < N; ++n) {
-          const float* a = xw.data() + (layout == 0 ? t * N + n : n * T + t) * GH;
-          const float* b = hr.data() + n * GH;
-          const float* hp = h_prev + n * h_stride;
-          float* out = y + y_row(t, d, n);
-          if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + n * H, out, H, H);
-          else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data(), hp, out, H, H);
-          else kernels::rnn_gates(a, b, out, H);
-        }
-        h_prev = y + y_row(t, d, 0);
-        h_stride = y_stride();
-      }
-      for (int64_t n = 0; n < N; ++n) {
-        if (yh) std::copy_n(h_prev + n * h_stride, H, yh + state_row(d, n));
-        if (yc) std::copy_n(cell_state.data() + n * H, H, yc + state_row(d, n));
-      }
-    }
-  }
-};
-
-// The native recurrence for `n` (LSTM, linear-before-reset GRU or RNN with the fast
-// path's attributes): one step that reads and writes the ONNX layouts directly.
-bool lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
-                             int64_t input, int64_t H) {
-  const auto& in = n.inputs();
-  auto k = std::make_shared<NativeRecurrence>();
-  k->cell = cfg.cell;
-  k->T = seq, k->N = batch, k->I = input, k->H = H, k->G = cfg.gates, k->D = cfg.directions, k->layout = cfg.layout;
-  k->reverse = cfg.reverse;
-  k->threads = c.opts().threads;
-  const int64_t GH = k->G * H;
-  const std::vector<float> w = [&] { auto v = c.known(in[1])->to_f64(); return std::vector<float>(v.begin(), v.end()); }();
-  const std::vector<float> r = [&] { auto v = c.known(in[2])->to_f64(); return std::vector<float>(v.begin(), v.end()); }();
-  const Tensor* b = in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
-  const std::vector<double> bv = b ? b->to_f64() : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
-  for (int64_t d = 0; d < k->D; ++d) {
-    k->w.push_back(kernels::pack_b(w.data() + d * GH * input, input, GH, input, true));
-    if (batch == 1) k->r.push_back(kernels::pack_rows16(r.data() + d * GH * H, GH, H));
-    else k->r_packed.push_back(kernels::pack_b(r.data() + d * GH * H, H, GH, H, true));
-    std::vector<float> sum(static_cast<size_t>(GH)), cand(static_cast<size_t>(H));
-    for (int64_t j = 0; j < GH; ++j) {
-      const double wb = bv[static_cast<size_t>(d * 2 * GH + j)], rb = bv[static_cast<size_t>(d * 2 * GH + GH + j)];
-      const bool candidate = cfg.cell == RnnCell::Gru && j >= 2 * H;
-      sum[static_cast<size_t>(j)] = static_cast<float>(candidate ? wb : wb + rb);
-      if (candidate) cand[static_cast<size_t>(j - 2 * H)] = static_cast<float>(rb);
-    }
-    k->bias.push_back(kernels::panel_bias(sum.data(), GH));
-    k->rb_cand.push_back(std::move(cand));
-  }
-  std::vector<int> reads{c.as_plain(c.id(in[0]))};
-  const bool has_h0 = in.size() > 5 && in[5].present(), has_c0 = cfg.cell == RnnCell::Lstm && in.size() > 6 && in[6].present();
-  if (has_h0) reads.push_back(c.as_plain(c.id(in[5])));
-  if (has_c0) reads.push_back(c.as_plain(c.id(in[6])));
-  const std::vector<TensorType> types = c.concrete_types(n);
-  std::vector<int> writes;
-  for (size_t o = 0; o < n.num_outputs(); ++o) {
-    const std::vector<int64_t> dims = static_dims(types[o].shape);
-    writes.push_back(c.new_value(DType::Float32, dims, plain_md(dims, dt::f32), n.name()));
-  }
-  const double flops = 2.0 * static_cast<double>(k->D * seq * batch * GH * (input + H));
-  const std::string sig = n.op_type() + " native T" + std::to_string(seq) + " N" + std::to_string(batch) + " I" +
-                          std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(k->D) + " layout" +
-                          std::to_string(cfg.layout) + (has_h0 ? " h0" : "") + (has_c0 ? " c0" : "") + " t" +
-                          std::to_string(c.opts().threads);
-  const size_t outputs = writes.size();
-  add_native_step(c, step_info(n, "rnn", sig, flops), reads, writes,
-                  [k, has_h0, has_c0, outputs](const std::vector<char*>& p) {
-                    size_t at = 0;
-                    auto f = [&](bool present) { return present ? reinterpret_cast<float*>(p[at++]) : nullptr; };
-                    const float* x = f(true);
-                    const float* h0 = f(has_h0);
-                    const float* c0 = f(has_c0);
-                    float* y = f(true);
-                    float* yh = f(outputs > 1);
-                    float* yc = f(outputs > 2);
-                    k->run(x, h0, c0, y, yh, yc);
-                  });
-  for (size_t o = 0; o < outputs; ++o) c.bind(n.output(o), writes[o]);
-  return true;
-}
-
-// Where isomer's own recurrence runs instead of oneDNN's ($ISOMER_RNN=native or =onednn overrides).
-bool native_recurrence(const RnnConfig& cfg, int64_t batch) {
-  if (cfg.cell == RnnCell::Gru && !cfg.linear_before_reset) return false;  // two products per step: oneDNN's
-  if (const char* e = std::getenv("ISOMER_RNN")) return std::string(e) == "native";
-  return batch == 1;
-}
-
 // A bidirectional node runs as two unidirectional primitives and concatenations:
 // oneDNN's bidirectional primitive was 2-3x slower at batch 1 (it multiplies the
 // layer input step by step instead of in one product).
@@ -312,11 +158,16 @@ bool lower_recurrent(Compiler& c, const Node& n) {
   const auto& in = n.inputs();
   const std::vector<int64_t> xd = c.dims(in[0]);
   const int64_t seq = xd[cfg.layout == 0 ? 0 : 1], batch = xd[cfg.layout == 0 ? 1 : 0], input = xd[2];
-  if (seq < 1 || batch < 1 || !unsupported(c, n, cfg, seq).empty()) return false;
+  if (seq < 1 || batch < 1 || !unsupported(c, n, cfg).empty()) return false;
   const int64_t D = cfg.directions, G = cfg.gates, H = c.dims(in[2])[2];
   const bool has_c = cfg.cell == RnnCell::Lstm;
   const std::string who = n.name();
-  if (native_recurrence(cfg, batch)) return lower_native_recurrence(c, n, cfg, seq, batch, input, H);
+  const bool native = native_recurrence_supports(n, cfg), onednn = onednn_supports(c, n, cfg, seq);
+  if (native && (!onednn || native_recurrence_preferred(cfg, batch, H, c.opts().threads))) {
+    lower_native_recurrence(c, n, cfg, seq, batch, input, H);
+    return true;
+  }
+  if (!onednn) return false;
 
   // oneDNN's layer input and output: [T, N, C] in memory order tnc, or ntc for layout 1.
   const tag seq_tag = cfg.layout == 0 ? tag::tnc : tag::ntc;

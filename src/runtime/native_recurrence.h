@@ -1,0 +1,26 @@
+#pragma once
+// isomer's own recurrence for LSTM, linear-before-reset GRU and RNN nodes with the
+// default activations (runtime/native_recurrence.cpp); lower_rnn.cpp decides
+// between it and oneDNN's recurrent primitives.
+#include <cstdint>
+
+#include "ops/rnn.h"
+#include "runtime/compiler.h"
+
+namespace isomer::runtime {
+
+// Whether the native recurrence can run node `n` at all: an LSTM (no peepholes, no
+// input_forget), a linear-before-reset GRU or an RNN, default activations, clip
+// or not, sequence_lens constant or not.
+bool native_recurrence_supports(const Node& n, const RnnConfig& cfg);
+
+// Whether it should, measured against oneDNN's primitives on this machine class
+// (the rule and its numbers are in the .cpp); $ISOMER_RNN=native|onednn forces either.
+bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden, int threads);
+
+// Lowers `n` (weights constant, float32) as one native step that reads and writes
+// ONNX's layouts directly.
+void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
+                             int64_t input, int64_t hidden);
+
+}  // namespace isomer::runtime

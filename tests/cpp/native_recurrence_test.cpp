@@ -1,0 +1,177 @@
+// isomer's own recurrence (runtime/native_recurrence.cpp, kernels/recurrent.cpp):
+// the panel product against a plain loop, and every variant the native step
+// claims (LSTM, linear-before-reset GRU, RNN; each direction and layout; batch 1
+// and larger; initial states given or not; clip; sequence_lens shorter than the
+// sequence, constant or a graph input) against the reference evaluator, on one
+// thread and on a team of two. tests/python/test_native_recurrence.py checks the
+// same against ONNX Runtime.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "eval/evaluator.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "kernels/recurrent.h"
+#include "runtime_test_util.h"
+
+namespace isomer {
+namespace {
+
+using testing::random_tensor;
+
+TEST(NativeRecurrence, PanelProductMatchesAPlainLoop) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t rows : {5, 16, 48, 100, 130})
+    for (int64_t K : {1, 7, 64})
+      for (int64_t N : {1, 2, 3, 4, 5, 6, 7, 9}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " K " + std::to_string(K) + " N " + std::to_string(N));
+        std::vector<float> R(static_cast<size_t>(rows * K)), h(static_cast<size_t>(N * (K + 3)));
+        for (float& v : R) v = u(rng);
+        for (float& v : h) v = u(rng);
+        // Rows of h at uneven addresses, as a ragged batch's rows are.
+        std::vector<const float*> hp;
+        for (int64_t i = 0; i < N; ++i) hp.push_back(h.data() + (N - 1 - i) * (K + 3) + i % 3);
+        const int64_t ldy = rows + 2;
+        std::vector<float> y(static_cast<size_t>(N * ldy), -7.0f);
+        kernels::gemm_panels(kernels::pack_rows16(R.data(), rows, K).data(), hp.data(), N, y.data(), ldy, rows, K);
+        for (int64_t i = 0; i < N; ++i) {
+          for (int64_t r = 0; r < rows; ++r) {
+            double want = 0;
+            for (int64_t k = 0; k < K; ++k) want += static_cast<double>(R[r * K + k]) * hp[i][k];
+            EXPECT_NEAR(y[i * ldy + r], want, 1e-4) << "row " << i << " unit " << r;
+          }
+          EXPECT_EQ(y[i * ldy + rows], -7.0f) << "wrote past the rows";
+        }
+      }
+}
+
+enum class Lens { Full, Constant, Input };
+
+struct Variant {
+  std::string op, direction;
+  int64_t layout, seq, batch, input, hidden;
+  bool h0, c0;
+  double clip;  // 0: none
+  Lens lens;
+};
+
+// The sequence lengths a variant's batch gets (seq >= 2): the first full, the second
+// 0 where the batch has three rows or more, the others in between.
+std::vector<double> lengths(const Variant& v) {
+  std::vector<double> out;
+  for (int64_t n = 0; n < v.batch; ++n)
+    out.push_back(static_cast<double>(n == 0 ? v.seq : n == 1 && v.batch > 2 ? 0 : 1 + (n * 3) % (v.seq - 1)));
+  return out;
+}
+
+Graph variant_graph(const Variant& v, uint64_t seed) {
+  GraphBuilder b;
+  const int64_t D = v.direction == "bidirectional" ? 2 : 1, G = v.op == "LSTM" ? 4 : v.op == "GRU" ? 3 : 1, H = v.hidden;
+  const std::vector<int64_t> xd = v.layout == 0 ? std::vector<int64_t>{v.seq, v.batch, v.input}
+                                                : std::vector<int64_t>{v.batch, v.seq, v.input};
+  const std::vector<int64_t> sd = v.layout == 0 ? std::vector<int64_t>{D, v.batch, H} : std::vector<int64_t>{v.batch, D, H};
+  std::vector<Value> in{b.input("x", {DType::Float32, make_shape(xd)}),
+                        b.constant(random_tensor({D, G * H, v.input}, seed)),
+                        b.constant(random_tensor({D, G * H, H}, seed + 1)),
+                        b.constant(random_tensor({D, 2 * G * H}, seed + 2))};
+  if (v.lens == Lens::Full) in.push_back(Value{});
+  else if (v.lens == Lens::Constant) in.push_back(b.constant(Tensor::from_f64(DType::Int32, {v.batch}, lengths(v))));
+  else in.push_back(b.input("lens", {DType::Int32, make_shape({v.batch})}));
+  in.push_back(v.h0 ? b.input("h0", {DType::Float32, make_shape(sd)}) : Value{});
+  if (v.op == "LSTM") in.push_back(v.c0 ? b.input("c0", {DType::Float32, make_shape(sd)}) : Value{});
+  while (!in.back().present()) in.pop_back();
+  Attributes a;
+  a.set("hidden_size", H);
+  a.set("direction", v.direction);
+  a.set("layout", v.layout);
+  if (v.op == "GRU") a.set("linear_before_reset", int64_t{1});
+  if (v.clip > 0) a.set("clip", v.clip);
+  std::vector<Value> out = b.op(v.op, in, a, v.op == "LSTM" ? 3 : 2);
+  std::vector<std::string> names{"y", "y_h", "y_c"};
+  names.resize(out.size());
+  return b.finish(out, names);
+}
+
+// Runs `v` natively on `threads` threads against the reference evaluator.
+void check_variant(const Variant& v, uint64_t seed, int threads) {
+  SCOPED_TRACE(v.op + " " + v.direction + " layout " + std::to_string(v.layout) + " T" + std::to_string(v.seq) + " N" +
+               std::to_string(v.batch) + " I" + std::to_string(v.input) + " H" + std::to_string(v.hidden) +
+               (v.h0 ? " h0" : "") + (v.c0 ? " c0" : "") + " clip " + std::to_string(v.clip) + " lens " +
+               std::to_string(static_cast<int>(v.lens)) + " threads " + std::to_string(threads));
+  Graph g = variant_graph(v, seed);
+  std::vector<Tensor> inputs = random_inputs(g, seed + 3);
+  if (v.lens == Lens::Input) inputs[1] = Tensor::from_f64(DType::Int32, {v.batch}, lengths(v));
+  std::vector<Tensor> want = evaluate(g, inputs);
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  auto exe = runtime::compile(g, o);
+  bool native = false, team = false;
+  for (const runtime::StepInfo& s : exe->steps()) {
+    native = native || s.signature.find(" native ") != std::string::npos;
+    team = team || s.signature.find(" team2") != std::string::npos;
+  }
+  EXPECT_TRUE(native) << "the node did not run on the native recurrence";
+  const int64_t G = v.op == "LSTM" ? 4 : v.op == "GRU" ? 3 : 1;
+  EXPECT_EQ(team, threads > 1 && v.batch * G * v.hidden * v.hidden >= (int64_t{1} << 20));
+  for (int run = 0; run < 2; ++run) {
+    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
+  }
+}
+
+TEST(NativeRecurrence, EveryVariantMatchesTheReference) {
+  setenv("ISOMER_RNN", "native", 1);  // batches above 1 would run on oneDNN where it can
+  const char* const ops[] = {"LSTM", "GRU", "RNN"};
+  const char* const directions[] = {"forward", "reverse", "bidirectional"};
+  int i = 0;
+  for (const char* op : ops)
+    for (const char* direction : directions)
+      for (int64_t batch : {1, 3})
+        for (Lens lens : {Lens::Full, Lens::Constant, Lens::Input}) {
+          ++i;
+          const Variant v{op, direction, i % 2, 5, batch, 3 + i % 4, 6 + i % 5, i % 3 != 0, i % 2 == 0,
+                          i % 4 == 1 ? 0.6 : 0.0, lens};
+          check_variant(v, 900 + i, 1);
+        }
+  unsetenv("ISOMER_RNN");
+}
+
+// Ragged sequences, clip and larger batches when clip or ragged lengths keep oneDNN
+// out (no override): the native step is the only fast path then.
+TEST(NativeRecurrence, ClipAndRaggedBatchesRunNativelyByDefault) {
+  check_variant({"LSTM", "forward", 0, 7, 4, 5, 9, true, true, 0.4, Lens::Full}, 31, 1);
+  check_variant({"GRU", "bidirectional", 1, 6, 5, 4, 8, true, false, 0.0, Lens::Constant}, 32, 1);
+  check_variant({"RNN", "reverse", 0, 4, 2, 3, 7, false, false, 0.0, Lens::Input}, 33, 1);
+}
+
+// A team of two splits each step's product by panels and its gates by units (steps of
+// 1M multiply-adds or more: G * H * H * batch >= 2^20), also when the rows of a
+// ragged batch sit at different time steps; smaller cells run on one thread of two.
+TEST(NativeRecurrence, TwoThreadsMatchTheReference) {
+  setenv("ISOMER_RNN", "native", 1);
+  check_variant({"LSTM", "reverse", 0, 4, 4, 12, 256, true, true, 0.0, Lens::Constant}, 41, 2);
+  check_variant({"GRU", "bidirectional", 1, 3, 3, 10, 340, true, false, 0.5, Lens::Input}, 42, 2);
+  check_variant({"RNN", "forward", 0, 3, 1, 8, 1030, false, false, 0.0, Lens::Full}, 43, 2);
+  check_variant({"LSTM", "bidirectional", 1, 5, 2, 6, 20, false, true, 0.0, Lens::Full}, 44, 2);
+  unsetenv("ISOMER_RNN");
+}
+
+TEST(NativeRecurrence, SequenceLengthOutsideTheSequenceIsAnErrorNamingTheNode) {
+  const Variant v{"GRU", "forward", 0, 4, 2, 3, 5, false, false, 0.0, Lens::Input};
+  Graph g = variant_graph(v, 5);
+  std::vector<Tensor> inputs = random_inputs(g, 6);
+  inputs[1] = Tensor::from_f64(DType::Int32, {2}, std::vector<double>{4, 5});
+  auto exe = runtime::compile(g, runtime::RuntimeOptions{});
+  try {
+    exe->run(inputs);
+    FAIL() << "a length of 5 in a sequence of 4 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence_lens value 5"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace isomer
