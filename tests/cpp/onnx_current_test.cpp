@@ -240,7 +240,7 @@ TEST(OnnxCurrent, ConvolutionsWithComputedWeightsAreInferredInALaterPass) {
   set_tensor_type(g->add_output(), "y", 1, {"1", "1", "2", "2"});
   ImportStats stats;
   Graph graph = import_onnx_bytes(bytes_of(m), "", {}, &stats);
-  EXPECT_EQ(stats.opaque_nodes, 3u) << ::testing::PrintToString(stats.opaque_reasons);  // the (De)QuantizeLinears
+  EXPECT_EQ(stats.opaque_nodes, 0u) << ::testing::PrintToString(stats.opaque_reasons);  // (De)QuantizeLinear are native
   EXPECT_EQ(graph.outputs()[0].node->op_type(), "Relu");
   EXPECT_EQ(graph.outputs()[0].type(), (TensorType{DType::Float32, make_shape({1, 1, 2, 2})}));
 }
