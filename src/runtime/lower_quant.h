@@ -43,6 +43,7 @@ bool lower_qdq_group(Compiler& c, const Node& n);
 struct IntConv {
   int x = -1;
   int32_t x_zp = 0;
+  int x_zp_value = -1;  // or a run-time u8/s8 scalar value
   Tensor w;  // s8, [M, C/group, k...]
   std::vector<int32_t> bias;
   std::vector<float> scales;  // empty: int32 output

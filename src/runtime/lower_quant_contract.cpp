@@ -142,7 +142,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
     pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
   }
   dnnl::primitive_attr attr;
-  if (s.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   // Activations stay in NHWC between integer convolutions (oneDNN's int8 layout,
@@ -174,7 +174,10 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
     return constant_arg(c, Tensor::from_i64(DType::Int32, {1}, std::vector<int64_t>{v}), plain_md({1}, dt::s32),
                         n.name() + what);
   };
-  if (s.x_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
+  if (s.x_zp_value >= 0)
+    args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.x_zp_value)});
+  else if (s.x_zp != 0)
+    args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
   if (s.y_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32(s.y_zp, ".y_zp")});
   double flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(wd[1] * wd[2] * wd[3]);
   c.add_primitive(pd, std::move(args),
@@ -313,11 +316,16 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
       for (int64_t v : bias->to_i64()) s.bias.push_back(static_cast<int32_t>(v));
     }
   } else {
-    auto xz = scalar_zp(opt_known(c, n, 2));
     auto wz = scalar_zp(opt_known(c, n, 3));
-    if (!xz || !wz || *wz != 0 || (has(n, 2) && !c.known(n.inputs()[2])) || (has(n, 3) && !c.known(n.inputs()[3])))
-      return false;
-    s.x_zp = *xz;
+    if (!wz || *wz != 0 || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    if (has(n, 2) && !c.known(n.inputs()[2])) {  // DynamicQuantizeLinear's zero point
+      s.x_zp_value = c.as_plain(c.id(n.inputs()[2]));
+      if (num_elements(c.val(s.x_zp_value).dims) != 1) return false;
+    } else {
+      auto xz = scalar_zp(opt_known(c, n, 2));
+      if (!xz) return false;
+      s.x_zp = *xz;
+    }
   }
   s.x = c.id(n.inputs()[0]);
   const int y = add_integer_conv(c, n, s);
