@@ -124,7 +124,7 @@ def test_runtime_matches_onnxruntime(kind, tmp_path):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+@pytest.mark.parametrize("kind", ["qdq", "dynamic"])  # QOperator has com.microsoft nodes: no reference
 def test_reference_matches_onnxruntime_as_written(kind, tmp_path):
     path, shape = make(kind, tmp_path)
     x = feeds(shape)
