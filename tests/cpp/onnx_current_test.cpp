@@ -126,7 +126,17 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // Attention: isomer's form is 25's; 24 added nonpad_kv_seqlen and 25 the sliding
       // window, both implemented; the hooks drop 23/24's ignored 4-D head counts and refuse
       // to write what an older opset cannot say.
-      {"Attention", {23, 24, 25}}};
+      {"Attention", {23, 24, 25}},
+      // Quantization (ops/quant.cpp): 19-28 widen the types (float8, int4, int2, float8e8m0
+      // scales: refused, or kept opaque), 21 added block quantization (kept opaque) and
+      // output_dtype, 23 precision (float32 only); QLinearMatMul-21 widened the scales.
+      {"QuantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}},
+      {"DequantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}},
+      {"DynamicQuantizeLinear", {11}},
+      {"MatMulInteger", {10}},
+      {"ConvInteger", {10}},
+      {"QLinearMatMul", {10, 21}},
+      {"QLinearConv", {10}}};
   EXPECT_LE(kReviewedOpset, onnx_detail::newest_opset(""));
   for (const OpDef* op : all_ops()) {
     if (!op->onnx_domain.empty()) continue;
