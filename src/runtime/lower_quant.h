@@ -66,6 +66,7 @@ struct IntMatMul {
   std::vector<int32_t> bias;
   std::vector<float> scales;  // constant output scales (1 or N); empty: none
   int out_scale_value = -1;   // run-time float32 scalar output scale
+  std::optional<Tensor> add_after;  // float32 [N] added to the scaled float32 result
   DType y_type = DType::Int32;
   int32_t y_zp = 0;
   bool relu = false;

@@ -97,6 +97,12 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
     attr.set_zero_points(DNNL_ARG_SRC, 0, {s.a_zp});
   if (b_zp != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {b_zp});
   set_requant_attrs(attr, s.scales, s.out_scale_value, s.relu, s.y_zp, 1 << 1);
+  const md_t add_md = plain_md({1, N}, dt::f32);
+  if (s.add_after) {  // after the output scale: (acc * scale) + add, as Mul then Add
+    dnnl::post_ops po = attr.get_post_ops();
+    po.append_binary(dnnl::algorithm::binary_add, add_md);
+    attr.set_post_ops(po);
+  }
   const md_t a_md = plain_md({rows, K}, dnnl_int(a_t));
   const md_t w_any({K, N}, dt::s8, tag::any);
   const md_t y_md = plain_md({rows, N}, dnnl_int(y_t));
@@ -115,11 +121,15 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   if (s.a_zp_value >= 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.a_zp_value)});
   if (s.out_scale_value >= 0)
     args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES, with_md(c, s.out_scale_value, {1}, plain_md({1}, dt::f32))});
+  if (s.add_after)
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.relu ? 1 : 0) | DNNL_ARG_SRC_1,
+                    constant_arg(c, s.add_after->reshaped({1, N}), add_md, n.name() + ".add")});
   c.add_primitive(pd, std::move(args),
                   step_info(n, "int8-matmul",
                             "int8-matmul " + std::string(dtype_name(a_t)) + "x s8 " +
                                 to_string(std::vector<int64_t>{rows, K, N}) + (s.bias.empty() ? "" : " bias") +
-                                (s.out_scale_value >= 0 ? " scaled" : "") + requant_text(s.scales, s.relu, y_t),
+                                (s.out_scale_value >= 0 ? " scaled" : "") + (s.add_after ? " add" : "") +
+                                requant_text(s.scales, s.relu, y_t),
                             2.0 * static_cast<double>(rows * K * N)));
   return y;
 }
@@ -255,13 +265,38 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
       }
     }
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
-  const int y = add_integer_matmul(c, n, s);
+  // Then an Add of a constant float32 row (the layer's bias): a post-op.
+  const Node* add = nullptr;
+  if (mul)
+    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && !c.lowered(*a)) {
+      const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
+      const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
+      const int64_t N = s.b.dims()[1];
+      bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
+                 static_cast<size_t>(t->rank()) <= od.size();
+      for (int64_t i = 0; row && i + 1 < t->rank(); ++i) row = t->dims()[static_cast<size_t>(i)] == 1;
+      if (row) {
+        add = a;
+        s.add_after = *t;
+      }
+    }
+  int y = -1;
+  try {
+    y = add_integer_matmul(c, n, s);
+  } catch (const dnnl::error&) {
+    if (!add) throw;
+    add = nullptr;  // no such post-op here: the Add runs on its own
+    s.add_after.reset();
+    y = add_integer_matmul(c, n, s);
+  }
   if (y < 0) return false;
   if (mul) {
-    bind_rows(c, od, mul->output(0), y);
+    const Node* last = add ? add : mul;
+    bind_rows(c, od, last->output(0), y);
     c.bind(out, y);  // nothing else reads it
     c.mark_done(*cast);
     c.mark_done(*mul);
+    if (add) c.mark_done(*add);
     return true;
   }
   bind_rows(c, od, out, y);
