@@ -207,7 +207,7 @@ TEST(OnnxCurrent, NewerVersionsOfKnownOperatorsImportNatively) {
   EXPECT_TRUE(round_mode);
 }
 
-// An operator isomer does not know, at a version libonnx lacks (DequantizeLinear-25):
+// An operator isomer does not know, at a version libonnx lacks (CastLike-25):
 // libonnx must not infer it by its old rules. Its output's type comes from the model's
 // value_info where there is one; without, its readers stay opaque.
 TEST(OnnxCurrent, StaleSchemasAreNotUsedForInference) {
@@ -216,7 +216,7 @@ TEST(OnnxCurrent, StaleSchemasAreNotUsedForInference) {
     auto* g = m.mutable_graph();
     set_tensor_type(g->add_input(), "q", 3, {"4"});
     *g->add_initializer() = f32_tensor("scale", {}, {0.5f});
-    add_node(g, "DequantizeLinear", {"q", "scale"}, {"dq"}, "dq");
+    add_node(g, "CastLike", {"q", "scale"}, {"dq"}, "dq");
     add_node(g, "Relu", {"dq"}, {"y"}, "relu");
     set_tensor_type(g->add_output(), "y", 1, {"4"});
     if (with_value_info) set_tensor_type(g->add_value_info(), "dq", 1, {"4"});

@@ -231,7 +231,8 @@ Graph qdq_conv(int32_t out_zp, float out_scale, int64_t w_axis) {
   std::vector<double> bs;
   for (double s : ws) bs.push_back(static_cast<double>(xs * static_cast<float>(s)));
   Value bd = b.op1("DequantizeLinear", {b.constant(ints(DType::Int32, {6}, {500, -300, 0, 1200, -50, 7})),
-                                        b.constant(f32({6}, bs)), b.constant(ints(DType::Int32, {6}, std::vector<int64_t>(6, 0)))});
+                                        b.constant(f32({6}, bs)), b.constant(ints(DType::Int32, {6}, std::vector<int64_t>(6, 0)))},
+                   {{"axis", int64_t{0}}});
   Value conv = b.op1("Conv", {xd, wd, bd}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   Value relu = b.op1("Relu", {conv});
   Value yq = b.op1("QuantizeLinear", {relu, b.constant(Tensor::scalar_f32(0.02f)), b.constant(ints(DType::UInt8, {}, {0}))});
