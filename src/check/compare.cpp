@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "check/quant_check.h"
 #include "ir/error.h"
 
 namespace isomer {
@@ -151,7 +152,9 @@ CheckResult compare_ran(const Ran& want, const Ran& got, const Graph& g, double 
     r.reason = "the optimized graph gave " + std::to_string(got.outputs.size()) + " outputs, the original " +
                std::to_string(want.outputs.size());
   } else {
-    r = compare_outputs(want.outputs, got.outputs, g.output_names(), tolerance);
+    r = quantizes(g) ? compare_quantized_outputs(want.outputs, got.outputs, g.output_names(), tolerance,
+                                                 output_quant_steps(g))
+                     : compare_outputs(want.outputs, got.outputs, g.output_names(), tolerance);
   }
   r.method = engine_name(got.engine) + " against " + engine_name(want.engine);
   if (got.engine == want.engine) r.method = engine_name(got.engine);
@@ -196,6 +199,9 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
     return r;
   }
   std::vector<Engine> want_order = original_order(got.engine);
+  // A quantized model runs as deployed: ONNX Runtime with its optimizations on runs
+  // QDQ groups on integer kernels, as isomer's runtime does (check/quant_check.h).
+  if (got.engine == Engine::Runtime && quantizes(original)) want_order.insert(want_order.begin(), Engine::OnnxRuntime);
   if (!opts.allow_onnxruntime)
     std::erase_if(want_order, [](Engine e) { return e == Engine::OnnxRuntime || e == Engine::OnnxRuntimePlain; });
   if (want_order.empty()) want_order = {Engine::Reference};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check/compare.h"
+#include "check/quant_check.h"
 #include "cli/commands.h"
 #include "cli/onnxruntime.h"
 #include "eval/evaluator.h"
@@ -149,7 +150,11 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
                                         const std::vector<Tensor>& outputs, const runtime::BenchResult& iso,
                                         bool* mismatch) {
   OrtRequest req = ort_request(a, g, inputs, /*bench=*/true, iso.threads);
-  req.reference_outputs = true;
+  // A quantized model is compared as deployed, with ONNX Runtime's integer kernels
+  // (optimizations on), in quantization steps (check/quant_check.h).
+  const bool quantized = quantizes(g);
+  req.reference_outputs = !quantized;
+  const char* against = quantized ? "all graph optimizations" : "graph optimizations off";
   OrtResult res;
   try {
     res = run_onnxruntime(req);
@@ -164,19 +169,20 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
   std::printf("isomer / ONNX Runtime: %.2fx (median latencies; below 1 is faster)\n", ratio);
   std::vector<Tensor> want;
   for (const auto& [name, t] : res.outputs) want.push_back(t);
-  CheckResult c = want.size() == outputs.size() ? compare_outputs(want, outputs, g.output_names(), a.tolerance)
-                                                : CheckResult{};
+  CheckResult c = want.size() != outputs.size() ? CheckResult{}
+                 : quantized ? compare_quantized_outputs(want, outputs, g.output_names(), a.tolerance, output_quant_steps(g))
+                             : compare_outputs(want, outputs, g.output_names(), a.tolerance);
   if (want.size() != outputs.size()) {
     c.status = CheckResult::Status::Failed;
     c.reason = "ONNX Runtime gave " + std::to_string(want.size()) + " outputs, isomer " + std::to_string(outputs.size());
   }
   *mismatch = c.status == CheckResult::Status::Failed;
   if (*mismatch)
-    std::printf("outputs DIFFER from ONNX Runtime's (graph optimizations off): %s\n", c.reason.c_str());
+    std::printf("outputs DIFFER from ONNX Runtime's (%s): %s\n", against, c.reason.c_str());
   else if (c.status == CheckResult::Status::Skipped)
     std::printf("outputs not compared with ONNX Runtime's: %s\n", c.reason.c_str());
   else
-    std::printf("outputs match ONNX Runtime's (graph optimizations off): max abs error %.3g, max rel error %.3g%s%s\n",
+    std::printf("outputs match ONNX Runtime's (%s): max abs error %.3g, max rel error %.3g%s%s\n", against,
                 c.max_abs_error, c.max_rel_error, c.reason.empty() ? "" : "; ", c.reason.c_str());
   nlohmann::json j = latency_json(r);
   j["version"] = res.version;

@@ -351,7 +351,8 @@ std::vector<std::string> generated_op_types() {
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
           "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM",
-          "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention"};
+          "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention", "QuantizeLinear",
+          "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"};
 }
 
 }  // namespace isomer::fuzz

@@ -124,6 +124,8 @@ class Generator {
   // many key/value heads, or 3-D [B, S, heads * D] with the heads dividing x's last
   // dim; sometimes causal, masked, softcapped or with a past.
   Value attention(const Value& x, const Dims& d);
+  // x plus a value the quantization operators compute from constants.
+  Value quantized(const Value& x);
   // A fused μGraph region (no kernel: its body's semantics run) around a small chain.
   Value fused(const Value& x);
   Value batchnorm(const Value& x);

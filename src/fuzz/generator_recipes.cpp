@@ -143,6 +143,7 @@ Value Generator::einsum_or_range(const Value& x, const Dims& d) {
   const int64_t r = static_cast<int64_t>(d.size());
   if (r == 3 && coin(30)) return recurrent(x, d);
   if ((r == 3 || r == 4) && coin(25)) return attention(x, d);
+  if (coin(10)) return quantized(x);
   if (coin(25)) {
     Value n = b_.constant(Tensor::scalar_f32(static_cast<float>(1 + rnd(6))));
     return op1("Range", {scalar(0), n, scalar(coin() ? 1 : 0.5)});
@@ -275,6 +276,41 @@ Value Generator::upsample(const Value& x) {
       return op1("SpaceToDepth", {x}, {{"blocksize", int64_t{2}}});
     }
   }
+}
+
+// Quantization on constants only: the optimizer's folding paths see them, and no
+// run-time value is rounded (a rewrite may reorder the float sums before a
+// QuantizeLinear, which moves a rounding step: the differential checks compare
+// floats). Each pattern gives [1, n] for x's last extent n; their sum is added to x.
+Value Generator::quantized(const Value& x) {
+  const Dims d = dims_of(x);
+  const int64_t n = d.empty() ? 1 : d.back();
+  auto q8 = [&](const Dims& dims, DType t) {
+    std::vector<int64_t> v(static_cast<size_t>(numel(dims)));
+    for (int64_t& e : v) e = t == DType::UInt8 ? rnd(256) : rnd(256) - 128;
+    return b_.constant(Tensor::from_i64(t, dims, v));
+  };
+  auto zp = [&](DType t) { return b_.constant(Tensor::from_i64(t, {}, std::vector<int64_t>{rnd(5)})); };
+  auto sc = [&](double lo, double hi) { return scalar(uniform(lo, hi)); };
+  // Per-axis quantize and dequantize.
+  Value s = op1("Reshape", {fconst({1, n}, 0.05, 0.2), iconst({n})});
+  Value q = op1("QuantizeLinear", {fconst({1, n}), s, q8({n}, DType::Int8)}, {{"axis", int64_t{1}}});
+  Value r = op1("DequantizeLinear", {q, s, q8({n}, DType::Int8)}, {{"axis", int64_t{1}}});
+  // quantize_dynamic's pattern.
+  std::vector<Value> dq = op("DynamicQuantizeLinear", {fconst({1, 4})}, {}, 3);
+  Value mm = op1("MatMulInteger", {dq[0], q8({4, n}, DType::Int8), dq[2], zp(DType::Int8)});
+  r = op1("Add", {r, op1("Mul", {op1("Cast", {mm}, {{"to", int64_t{1}}}), op1("Mul", {dq[1], sc(0.001, 0.01)})})});
+  // The QOperator contractions.
+  Value qm = op1("QLinearMatMul", {q8({1, 4}, DType::UInt8), sc(0.01, 0.1), zp(DType::UInt8), q8({4, n}, DType::Int8),
+                                   sc(0.01, 0.1), zp(DType::Int8), sc(0.5, 1), zp(DType::UInt8)});
+  r = op1("Add", {r, op1("DequantizeLinear", {qm, sc(0.01, 0.1), zp(DType::UInt8)})});
+  Value xq = q8({1, 2, 3, 3}, DType::UInt8), w = q8({n, 2, 3, 3}, DType::Int8);
+  Value c = coin() ? op1("Cast", {op1("ConvInteger", {xq, w, zp(DType::UInt8)})}, {{"to", int64_t{1}}})
+                   : op1("DequantizeLinear", {op1("QLinearConv", {xq, sc(0.01, 0.1), zp(DType::UInt8), w, sc(0.001, 0.01),
+                                                                  zp(DType::Int8), sc(0.5, 1), zp(DType::UInt8)}),
+                                              sc(0.01, 0.1), zp(DType::UInt8)});
+  r = op1("Add", {r, op1("Reshape", {c, iconst({1, n})})});
+  return op1("Add", {x, r});
 }
 
 }  // namespace isomer::fuzz::detail

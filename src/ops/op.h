@@ -143,6 +143,7 @@ enum class Lowering : uint8_t {
   SpaceDepth,  // DepthToSpace, SpaceToDepth
   Attention,   // ONNX Attention: batched GEMMs around a masked row softmax
   Lrn,         // LRN: each element over its channel neighbours' sum of squares
+  Quant,       // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer contractions
 };
 
 struct OpProperties {
@@ -153,6 +154,11 @@ struct OpProperties {
   bool shape_only = false;           // moves or views data; computes nothing (Reshape, Transpose, ...)
   bool deterministic = true;         // false for ops that must never be merged or folded
   bool idempotent = false;           // f(f(x)) == f(x)
+  // Folding it over constant inputs would store a wider copy of them: DequantizeLinear
+  // of int8 weights would turn a quantized model into a float one (4x the bytes, and
+  // float kernels where ONNX Runtime and isomer's runtime run integer ones). The
+  // optimizer's constant folding leaves such nodes; the runtime still folds them.
+  bool widens_constants = false;
 };
 
 struct AttrSpec {

@@ -32,9 +32,10 @@ UseCounts count_uses(const Graph& g) {
   return uses;
 }
 
-// op(c0, c1, ...) => constant(op.eval(c0, c1, ...))   [deterministic op, result <= limit bytes]
+// op(c0, c1, ...) => constant(op.eval(c0, c1, ...))   [deterministic op, result <= limit bytes,
+//                                                     not an op that widens constants]
 std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, GraphBuilder& b, size_t limit) {
-  if (!node.op()->props.deterministic) return {};
+  if (!node.op()->props.deterministic || node.op()->props.widens_constants) return {};
   std::vector<Tensor> args;
   for (const Value& v : in) {
     if (!v.present()) {

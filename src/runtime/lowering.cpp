@@ -1,15 +1,26 @@
 #include "runtime/lowering.h"
 
+#include "runtime/lower_quant.h"
+
 namespace isomer::runtime {
+
+namespace {
+// A float contraction inside a QDQ group runs as one integer primitive
+// (lower_qdq.cpp); any other takes its float lowering.
+template <LowerFn Float>
+bool qdq_or(Compiler& c, const Node& n) {
+  return lower_qdq_group(c, n) || Float(c, n);
+}
+}  // namespace
 
 LowerFn lowering_of(Lowering l) {
   switch (l) {
     case Lowering::None: return nullptr;
     case Lowering::ReferenceOnly: return nullptr;
     case Lowering::Pointwise: return lower_pointwise;
-    case Lowering::Conv: return lower_conv;
-    case Lowering::MatMul: return lower_matmul;
-    case Lowering::Gemm: return lower_gemm;
+    case Lowering::Conv: return qdq_or<lower_conv>;
+    case Lowering::MatMul: return qdq_or<lower_matmul>;
+    case Lowering::Gemm: return qdq_or<lower_gemm>;
     case Lowering::Pool: return lower_pool;
     case Lowering::Pad: return lower_pad;
     case Lowering::BatchNorm: return lower_batchnorm;
@@ -43,6 +54,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Resize: return lower_resize;
     case Lowering::SpaceDepth: return lower_space_depth;
     case Lowering::Attention: return lower_attention;
+    case Lowering::Quant: return lower_quant;
   }
   return nullptr;
 }

@@ -130,7 +130,17 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // Attention: isomer's form is 25's; 24 added nonpad_kv_seqlen and 25 the sliding
       // window, both implemented; the hooks drop 23/24's ignored 4-D head counts and refuse
       // to write what an older opset cannot say.
-      {"Attention", {23, 24, 25}}};
+      {"Attention", {23, 24, 25}},
+      // Quantization (ops/quant.cpp): 19-28 widen the types (float8, int4, int2, float8e8m0
+      // scales: refused, or kept opaque), 21 added block quantization (kept opaque) and
+      // output_dtype, 23 precision (float32 only); QLinearMatMul-21 widened the scales.
+      {"QuantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}},
+      {"DequantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}},
+      {"DynamicQuantizeLinear", {11}},
+      {"MatMulInteger", {10}},
+      {"ConvInteger", {10}},
+      {"QLinearMatMul", {10, 21}},
+      {"QLinearConv", {10}}};
   EXPECT_LE(kReviewedOpset, onnx_detail::newest_opset(""));
   for (const OpDef* op : all_ops()) {
     if (!op->onnx_domain.empty()) continue;
@@ -201,7 +211,7 @@ TEST(OnnxCurrent, NewerVersionsOfKnownOperatorsImportNatively) {
   EXPECT_TRUE(round_mode);
 }
 
-// An operator isomer does not know, at a version libonnx lacks (DequantizeLinear-25):
+// An operator isomer does not know, at a version libonnx lacks (CastLike-25):
 // libonnx must not infer it by its old rules. Its output's type comes from the model's
 // value_info where there is one; without, its readers stay opaque.
 TEST(OnnxCurrent, StaleSchemasAreNotUsedForInference) {
@@ -210,7 +220,7 @@ TEST(OnnxCurrent, StaleSchemasAreNotUsedForInference) {
     auto* g = m.mutable_graph();
     set_tensor_type(g->add_input(), "q", 3, {"4"});
     *g->add_initializer() = f32_tensor("scale", {}, {0.5f});
-    add_node(g, "DequantizeLinear", {"q", "scale"}, {"dq"}, "dq");
+    add_node(g, "CastLike", {"q", "scale"}, {"dq"}, "dq");
     add_node(g, "Relu", {"dq"}, {"y"}, "relu");
     set_tensor_type(g->add_output(), "y", 1, {"4"});
     if (with_value_info) set_tensor_type(g->add_value_info(), "dq", 1, {"4"});
@@ -244,7 +254,7 @@ TEST(OnnxCurrent, ConvolutionsWithComputedWeightsAreInferredInALaterPass) {
   set_tensor_type(g->add_output(), "y", 1, {"1", "1", "2", "2"});
   ImportStats stats;
   Graph graph = import_onnx_bytes(bytes_of(m), "", {}, &stats);
-  EXPECT_EQ(stats.opaque_nodes, 3u) << ::testing::PrintToString(stats.opaque_reasons);  // the (De)QuantizeLinears
+  EXPECT_EQ(stats.opaque_nodes, 0u) << ::testing::PrintToString(stats.opaque_reasons);  // (De)QuantizeLinear are native
   EXPECT_EQ(graph.outputs()[0].node->op_type(), "Relu");
   EXPECT_EQ(graph.outputs()[0].type(), (TensorType{DType::Float32, make_shape({1, 1, 2, 2})}));
 }

@@ -1,0 +1,50 @@
+#pragma once
+// What "the same outputs" means for a quantized model.
+//
+// A model with QuantizeLinear (or DynamicQuantizeLinear, or the QLinear operators)
+// is defined only up to rounding: its float arithmetic between DequantizeLinear and
+// QuantizeLinear may be summed in any order (ONNX Runtime with its optimizations on
+// and isomer's runtime sum integer products exactly, ONNX Runtime without them sums
+// floats), and where two orders land on either side of a rounding boundary, a
+// quantized value moves by one step; that step then travels through the layers
+// after it. Such differences are the model's own, not a rewrite's.
+//
+// So an output read off a quantized tensor (a DequantizeLinear with a constant
+// per-tensor scale s, through views; or an 8-bit output itself, s = 1) is compared
+// in steps of s. It matches when
+//   - no element is more than kMaxSteps steps off,
+//   - at most kMaxOffFraction of its elements are off by a step or more, and
+//   - the differences have no direction: |mean(got - want)| <= kMaxBias + 2/sqrt(n)
+//     steps over its n elements.
+// Rounding flips are few steps, and as often up as down: through ResNet-18's 21
+// quantized layers, ONNX Runtime with and without its optimizations differ by one
+// step in 18% of the logits, and never by two. A wrong zero point moves every
+// element the same way, a wrong scale or axis moves many elements by many steps:
+// those fail. Other outputs of a quantized graph keep the float tolerance. The
+// check's report line states the bound it applied.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check/compare.h"
+#include "ir/graph.h"
+
+namespace isomer {
+
+inline constexpr double kMaxSteps = 4;
+inline constexpr double kMaxOffFraction = 0.5;
+inline constexpr double kMaxBias = 0.1;
+
+// True if the graph quantizes a value (its outputs are then defined up to rounding).
+bool quantizes(const Graph& g);
+
+// Each output's quantization step (see above), nullopt for outputs not read off a
+// quantized tensor.
+std::vector<std::optional<double>> output_quant_steps(const Graph& g);
+
+// compare_outputs, with the outputs that have a step compared in steps.
+CheckResult compare_quantized_outputs(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
+                                      const std::vector<std::string>& names, double tolerance,
+                                      const std::vector<std::optional<double>>& steps);
+
+}  // namespace isomer

@@ -1,0 +1,172 @@
+#include "kernels/quant.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+namespace isomer::kernels {
+namespace {
+
+// [begin, end) of part `t` of `n` items split into `team` parts.
+inline std::pair<int64_t, int64_t> part(int64_t n, int t, int team) {
+  return {n * t / team, n * (t + 1) / team};
+}
+
+// The loops below are written so that GCC vectorizes them: the saturation is two
+// selects (NaN fails the first, and lands on `lo`), the rounding one vrndscale.
+template <class T>
+ISOMER_CLONES void quantize_run(const float* __restrict x, T* __restrict y, int64_t n, float scale, float zp, float lo,
+                                float hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    float r = std::nearbyint(x[i] / scale) + zp;
+    r = r >= lo ? r : lo;
+    r = r <= hi ? r : hi;
+    y[i] = static_cast<T>(r);
+  }
+}
+
+template <class T>
+ISOMER_CLONES void dequantize_run(const T* __restrict x, float* __restrict y, int64_t n, float scale, int32_t zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
+template <class T>
+void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const int32_t* zp, float lo, float hi,
+                int team) {
+  const int64_t rows = s.outer * s.channels;
+  if (s.channels == 1 || s.inner * 4 < 64) {
+    // One scale, or channels too short to split by row: split the flat range.
+    const int64_t n = rows * s.inner;
+    parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, n / 4096)), [&](int t, int k) {
+      auto [b, e] = part(n, t, k);
+      if (s.channels == 1) {
+        quantize_run(x + b, y + b, e - b, scale[0], zp ? static_cast<float>(zp[0]) : 0.f, lo, hi);
+        return;
+      }
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t c = (i / s.inner) % s.channels;
+        quantize_run(x + i, y + i, 1, scale[c], zp ? static_cast<float>(zp[c]) : 0.f, lo, hi);
+      }
+    });
+    return;
+  }
+  parallel_teams(std::min<int64_t>(team, rows), [&](int t, int k) {
+    auto [b, e] = part(rows, t, k);
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t c = r % s.channels;
+      quantize_run(x + r * s.inner, y + r * s.inner, s.inner, scale[c], zp ? static_cast<float>(zp[c]) : 0.f, lo, hi);
+    }
+  });
+}
+
+template <class T>
+void dequantize_t(const T* x, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
+  const int64_t rows = s.outer * s.channels;
+  parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, rows * s.inner / 4096)), [&](int t, int k) {
+    auto [b, e] = part(rows * s.inner, t, k);
+    while (b < e) {
+      const int64_t r = b / s.inner, end = std::min(e, (r + 1) * s.inner);
+      const int64_t c = s.channels == 1 ? 0 : r % s.channels;
+      dequantize_run(x + b, y + b, end - b, scale[c], zp ? zp[c] : 0);
+      b = end;
+    }
+  });
+}
+
+template <class T>
+ISOMER_CLONES void requantize_row(const int32_t* __restrict acc, T* __restrict y, int64_t cols,
+                                  const int32_t* __restrict bias, const float* __restrict mult, bool per_col, float zp,
+                                  float lo, float hi) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const int32_t a = acc[j] + (bias ? bias[j] : 0);
+    float r = std::nearbyint(static_cast<float>(a) * mult[per_col ? j : 0]) + zp;
+    r = r >= lo ? r : lo;
+    r = r <= hi ? r : hi;
+    y[j] = static_cast<T>(r);
+  }
+}
+
+template <class T>
+void requantize_t(const int32_t* acc, T* y, QType t, int64_t rows, int64_t cols, const int32_t* bias, const float* mult,
+                  bool per_col, int32_t zp, int team) {
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
+  parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, rows * cols / 4096)), [&](int th, int k) {
+    auto [b, e] = part(rows, th, k);
+    for (int64_t r = b; r < e; ++r)
+      requantize_row(acc + r * cols, y + r * cols, cols, bias, mult, per_col, static_cast<float>(zp), lo, hi);
+  });
+}
+
+ISOMER_CLONES void min_max(const float* __restrict x, int64_t n, float* mn_out, float* mx_out) {
+  constexpr int L = 16;
+  float mn[L], mx[L];
+  for (int l = 0; l < L; ++l) mn[l] = mx[l] = 0.f;
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l) {
+      const float v = x[i + l];
+      mn[l] = v < mn[l] ? v : mn[l];
+      mx[l] = v > mx[l] ? v : mx[l];
+    }
+  for (; i < n; ++i) {
+    mn[0] = x[i] < mn[0] ? x[i] : mn[0];
+    mx[0] = x[i] > mx[0] ? x[i] : mx[0];
+  }
+  float a = 0, b = 0;
+  for (int l = 0; l < L; ++l) a = std::min(a, mn[l]), b = std::max(b, mx[l]);
+  *mn_out = a;
+  *mx_out = b;
+}
+
+}  // namespace
+
+void quantize(const float* x, void* y, QType t, const QShape& s, const float* scale, const int32_t* zp, int team) {
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
+  switch (t) {
+    case QType::U8: return quantize_t(x, static_cast<uint8_t*>(y), s, scale, zp, lo, hi, team);
+    case QType::S8: return quantize_t(x, static_cast<int8_t*>(y), s, scale, zp, lo, hi, team);
+    case QType::U16: return quantize_t(x, static_cast<uint16_t*>(y), s, scale, zp, lo, hi, team);
+    case QType::S16: return quantize_t(x, static_cast<int16_t*>(y), s, scale, zp, lo, hi, team);
+    case QType::S32: break;  // float rounding cannot reach every int32: ONNX has no int32 QuantizeLinear
+  }
+}
+
+void dequantize(const void* x, QType t, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
+  switch (t) {
+    case QType::U8: return dequantize_t(static_cast<const uint8_t*>(x), y, s, scale, zp, team);
+    case QType::S8: return dequantize_t(static_cast<const int8_t*>(x), y, s, scale, zp, team);
+    case QType::U16: return dequantize_t(static_cast<const uint16_t*>(x), y, s, scale, zp, team);
+    case QType::S16: return dequantize_t(static_cast<const int16_t*>(x), y, s, scale, zp, team);
+    case QType::S32: return dequantize_t(static_cast<const int32_t*>(x), y, s, scale, zp, team);
+  }
+}
+
+DynamicParams dynamic_params(const float* x, int64_t n, int team) {
+  float mn = 0, mx = 0;
+  const int k = static_cast<int>(std::min<int64_t>(team, std::max<int64_t>(1, n / 16384)));
+  std::vector<float> mins(static_cast<size_t>(k)), maxs(static_cast<size_t>(k));
+  parallel_teams(k, [&](int t, int kk) {
+    auto [b, e] = part(n, t, kk);
+    min_max(x + b, e - b, &mins[static_cast<size_t>(t)], &maxs[static_cast<size_t>(t)]);
+  });
+  for (int t = 0; t < k; ++t) mn = std::min(mn, mins[static_cast<size_t>(t)]), mx = std::max(mx, maxs[static_cast<size_t>(t)]);
+  DynamicParams p;
+  p.scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+  const float zp = std::clamp(0.0f - mn / p.scale, 0.0f, 255.0f);
+  p.zero_point = static_cast<uint8_t>(std::nearbyint(zp));
+  return p;
+}
+
+void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols, const int32_t* bias,
+                const float* mult, bool per_col, int32_t zp, int team) {
+  switch (t) {
+    case QType::U8: return requantize_t(acc, static_cast<uint8_t*>(y), t, rows, cols, bias, mult, per_col, zp, team);
+    case QType::S8: return requantize_t(acc, static_cast<int8_t*>(y), t, rows, cols, bias, mult, per_col, zp, team);
+    case QType::U16: return requantize_t(acc, static_cast<uint16_t*>(y), t, rows, cols, bias, mult, per_col, zp, team);
+    case QType::S16: return requantize_t(acc, static_cast<int16_t*>(y), t, rows, cols, bias, mult, per_col, zp, team);
+    case QType::S32: break;
+  }
+}
+
+}  // namespace isomer::kernels

@@ -1,0 +1,55 @@
+#pragma once
+// Quantization arithmetic, stated once: the operator table's reference semantics
+// (ops/quant.cpp) and the runtime's steps (runtime/lower_quant.cpp) both call these,
+// so the two cannot round differently. Everything is float32, as ONNX's reference
+// and ONNX Runtime compute it: x / scale, rounded half to even, plus the zero
+// point, saturated to the type's range (NaN saturates to the low end, as ONNX
+// Runtime's vector max does).
+#include <cmath>
+#include <cstdint>
+
+namespace isomer::kernels {
+
+// The integer types quantized tensors use.
+enum class QType : uint8_t { U8, S8, U16, S16, S32 };
+
+inline int32_t qmin(QType t) {
+  return t == QType::U8 || t == QType::U16 ? 0 : t == QType::S8 ? -128 : t == QType::S16 ? -32768 : INT32_MIN;
+}
+inline int32_t qmax(QType t) {
+  return t == QType::U8 ? 255 : t == QType::S8 ? 127 : t == QType::U16 ? 65535 : t == QType::S16 ? 32767 : INT32_MAX;
+}
+
+// One element: saturate(round(v) + zp) for an already scaled value v.
+inline int32_t saturate_round(float v, int32_t zp, int32_t lo, int32_t hi) {
+  const float r = std::nearbyint(v) + static_cast<float>(zp);
+  if (!(r >= static_cast<float>(lo))) return lo;
+  if (r >= static_cast<float>(hi)) return hi;
+  return static_cast<int32_t>(r);
+}
+
+// A tensor seen as [outer, channels, inner] around the quantization axis; scale and
+// zero point have `channels` entries (1 for per-tensor quantization).
+struct QShape {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+// y = saturate(round(x / scale[c]) + zp[c]); zp may be nullptr (0). `team` threads.
+void quantize(const float* x, void* y, QType t, const QShape& s, const float* scale, const int32_t* zp, int team = 1);
+// y = (x - zp[c]) * scale[c], x of type t (S32 included).
+void dequantize(const void* x, QType t, float* y, const QShape& s, const float* scale, const int32_t* zp, int team = 1);
+
+// DynamicQuantizeLinear's parameters for n floats: the range [min(x, 0), max(x, 0)]
+// mapped onto uint8 (scale 1 for an all-zero range, as ONNX Runtime does).
+struct DynamicParams {
+  float scale = 1;
+  uint8_t zero_point = 0;
+};
+DynamicParams dynamic_params(const float* x, int64_t n, int team = 1);
+
+// Requantizes int32 accumulators [rows, cols] (plus bias[col] when given):
+// y = saturate(round(float(acc + bias) * mult) + zp), mult per column (per_col) or one.
+void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols, const int32_t* bias,
+                const float* mult, bool per_col, int32_t zp, int team = 1);
+
+}  // namespace isomer::kernels

@@ -1,0 +1,202 @@
+// Quantization on isomer's runtime. QuantizeLinear, DequantizeLinear and
+// DynamicQuantizeLinear run isomer's kernels (kernels/quant.h, the same arithmetic as
+// the operators' reference semantics); the integer contractions run oneDNN's int8
+// primitives, which accumulate in int32 exactly and take the zero points and the
+// requantization scales as attributes (lower_quant_contract.cpp).
+#include "runtime/lower_quant.h"
+
+#include <omp.h>
+
+#include "kernels/quant.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+std::optional<kernels::QType> quant_type(DType t) {
+  switch (t) {
+    case DType::UInt8: return kernels::QType::U8;
+    case DType::Int8: return kernels::QType::S8;
+    case DType::UInt16: return kernels::QType::U16;
+    case DType::Int16: return kernels::QType::S16;
+    case DType::Int32: return kernels::QType::S32;
+    default: return std::nullopt;
+  }
+}
+
+int quant_team(Compiler& c) { return c.opts().threads > 0 ? c.opts().threads : omp_get_max_threads(); }
+
+std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, size_t scale, size_t zp) {
+  const Tensor* s = c.known(n.inputs()[scale]);
+  if (!s) return std::nullopt;
+  const bool has_zp = zp < n.inputs().size() && n.inputs()[zp].present();
+  const Tensor* z = has_zp ? c.known(n.inputs()[zp]) : nullptr;
+  if (has_zp && !z) return std::nullopt;
+  QuantParams p;
+  for (double v : s->to_f64()) p.scale.push_back(static_cast<float>(v));
+  if (z)
+    for (int64_t v : z->to_i64()) p.zp.push_back(static_cast<int32_t>(v));
+  else
+    p.zp.assign(p.scale.size(), 0);
+  if (p.zp.size() != p.scale.size()) return std::nullopt;
+  return p;
+}
+
+int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name) {
+  auto type = dnnl_type(t);
+  return c.new_value(t, dims, type ? plain_md(dims, *type) : md_t(), name);
+}
+
+namespace {
+
+// x's dims around the quantization axis (ops/quant.cpp states the same rule).
+std::optional<kernels::QShape> quant_shape(const std::vector<int64_t>& dims, size_t channels, int64_t axis) {
+  kernels::QShape s;
+  if (channels == 1) {
+    s.inner = num_elements(dims);
+    return s;
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+  if (dims[a] != static_cast<int64_t>(channels)) return std::nullopt;
+  s.outer = num_elements(dims, 0, a);
+  s.channels = dims[a];
+  s.inner = num_elements(dims, a + 1, dims.size());
+  return s;
+}
+
+std::string params_text(const QuantParams& p) {
+  return p.scale.size() == 1 ? " per-tensor" : " per-axis" + std::to_string(p.scale.size());
+}
+
+bool lower_quantize(Compiler& c, const Node& n) {
+  const Value& xv = n.inputs()[0];
+  const DType out_t = n.output_types()[0].dtype;
+  auto qt = quant_type(out_t);
+  if (c.dtype(xv) != DType::Float32 || !qt || *qt == kernels::QType::S32) return false;
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p) return false;
+  int x = c.id(xv);
+  const RtValue& xr = c.val(x);
+  auto strides = c.strides_of(x);
+  const bool keep_layout = p->scale.size() == 1 && xr.md.data.ndims && strides && !xr.dims.empty() &&
+                           xr.bytes == static_cast<size_t>(num_elements(xr.dims)) * 4 && (out_t == DType::UInt8 || out_t == DType::Int8);
+  if (!keep_layout) x = c.as_plain(x);
+  const std::vector<int64_t> dims = c.val(x).dims;
+  auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));
+  if (!s) return false;
+  const int y = keep_layout ? c.new_value(out_t, dims,
+                                          md_t(to_dims(dims), out_t == DType::UInt8 ? dt::u8 : dt::s8, to_dims(*strides)),
+                                          n.name())
+                            : plain_output(c, out_t, dims, n.name());
+  const int team = quant_team(c);
+  add_native_step(c,
+                  step_info(n, "quantize",
+                            "quantize f32->" + std::string(dtype_name(out_t)) + to_string(dims) + params_text(*p),
+                            static_cast<double>(num_elements(dims))),
+                  {x}, {y}, [p = *p, s = *s, t = *qt, team](const std::vector<char*>& ptr) {
+                    kernels::quantize(reinterpret_cast<const float*>(ptr[0]), ptr[1], t, s, p.scale.data(),
+                                      p.zp.data(), team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// A DequantizeLinear read only by contractions that each run as one integer
+// primitive with their QDQ group (lower_qdq.cpp): those are lowered now, and the
+// float value, which nothing then reads, is never computed. False if some
+// consumer still needs it (the groups that could be taken are taken).
+bool only_feeds_qdq_groups(Compiler& c, const Node& n) {
+  const Value out = n.output(0);
+  if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
+  for (const auto& [m, index] : c.consumers(out)) {
+    const std::string& op = m->op_type();
+    if (index != 0 || m->kind() != NodeKind::Op || c.lowered(*m) || (op != "Conv" && op != "Gemm" && op != "MatMul"))
+      return false;
+  }
+  bool all = true;
+  for (const auto& [m, index] : c.consumers(out)) {
+    if (c.lowered(*m)) continue;  // a node reading it twice
+    if (lower_qdq_group(c, *m))
+      c.mark_done(*m);
+    else
+      all = false;
+  }
+  return all;
+}
+
+bool lower_dequantize(Compiler& c, const Node& n) {
+  const Value& xv = n.inputs()[0];
+  auto qt = quant_type(c.dtype(xv));
+  if (!qt || n.output_types()[0].dtype != DType::Float32) return false;
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p) return false;
+  if (only_feeds_qdq_groups(c, n)) return true;
+  int x = c.id(xv);
+  // Per tensor, the step maps element to element in any dense layout (the NHWC of
+  // an integer convolution's result): the float value keeps that layout.
+  const RtValue& xr = c.val(x);
+  auto strides = c.strides_of(x);
+  const bool keep_layout = p->scale.size() == 1 && xr.md.data.ndims && strides &&
+                           xr.bytes == static_cast<size_t>(num_elements(xr.dims)) * dtype_size(xr.dtype) && !xr.dims.empty();
+  if (!keep_layout) x = c.as_plain(x);
+  const std::vector<int64_t> dims = c.val(x).dims;
+  auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));
+  if (!s) return false;
+  const int y = keep_layout ? c.new_value(DType::Float32, dims, md_t(to_dims(dims), dt::f32, to_dims(*strides)), n.name())
+                            : plain_output(c, DType::Float32, dims, n.name());
+  const int team = quant_team(c);
+  add_native_step(c,
+                  step_info(n, "dequantize",
+                            "dequantize " + std::string(dtype_name(c.dtype(xv))) + "->f32" + to_string(dims) +
+                                params_text(*p),
+                            static_cast<double>(num_elements(dims))),
+                  {x}, {y}, [p = *p, s = *s, t = *qt, team](const std::vector<char*>& ptr) {
+                    kernels::dequantize(ptr[0], t, reinterpret_cast<float*>(ptr[1]), s, p.scale.data(), p.zp.data(),
+                                        team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_dynamic_quantize(Compiler& c, const Node& n) {
+  const Value& xv = n.inputs()[0];
+  if (c.dtype(xv) != DType::Float32) return false;
+  const int x = c.as_plain(c.id(xv));
+  const std::vector<int64_t> dims = c.val(x).dims;
+  const int y = plain_output(c, DType::UInt8, dims, n.name());
+  const int scale = plain_output(c, DType::Float32, {}, n.name() + ".scale");
+  const int zp = plain_output(c, DType::UInt8, {}, n.name() + ".zero_point");
+  const int64_t count = num_elements(dims);
+  const int team = quant_team(c);
+  add_native_step(c, step_info(n, "dynamic-quantize", "dynamic-quantize f32->u8" + to_string(dims), 2.0 * count),
+                  {x}, {y, scale, zp}, [count, team](const std::vector<char*>& ptr) {
+                    const float* xp = reinterpret_cast<const float*>(ptr[0]);
+                    const kernels::DynamicParams d = kernels::dynamic_params(xp, count, team);
+                    const int32_t z = d.zero_point;
+                    kernels::QShape s;
+                    s.inner = count;
+                    kernels::quantize(xp, ptr[1], kernels::QType::U8, s, &d.scale, &z, team);
+                    *reinterpret_cast<float*>(ptr[2]) = d.scale;
+                    *reinterpret_cast<uint8_t*>(ptr[3]) = d.zero_point;
+                  });
+  c.bind(n.output(0), y);
+  if (n.num_outputs() > 1) c.bind(n.output(1), scale);
+  if (n.num_outputs() > 2) c.bind(n.output(2), zp);
+  return true;
+}
+
+}  // namespace
+
+bool lower_quant(Compiler& c, const Node& n) {
+  const std::string& op = n.op_type();
+  if (op == "QuantizeLinear") return lower_quantize(c, n);
+  if (op == "DequantizeLinear") return lower_dequantize(c, n);
+  if (op == "DynamicQuantizeLinear") return lower_dynamic_quantize(c, n);
+  if (op == "MatMulInteger") return lower_matmul_integer(c, n);
+  if (op == "QLinearMatMul") return lower_qlinear_matmul(c, n);
+  if (op == "ConvInteger" || op == "QLinearConv") return lower_integer_conv(c, n);
+  return false;
+}
+
+}  // namespace isomer::runtime

@@ -1,0 +1,77 @@
+#pragma once
+// Shared by the quantization lowerings: lower_quant.cpp (quantize, dequantize,
+// dynamic quantization), lower_quant_contract.cpp (the integer contractions on
+// oneDNN) and lower_qdq.cpp (QDQ groups run as one integer primitive).
+#include <optional>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "runtime/compiler.h"
+
+namespace isomer::runtime {
+
+std::optional<kernels::QType> quant_type(DType t);
+// The thread team a kernel step uses (the runtime's thread count).
+int quant_team(Compiler& c);
+
+// A compile-time scale and zero point (inputs `scale` and `zp` of `n`, the zero
+// point optional: 0), as float32 and int32; nullopt if either is a run-time value.
+struct QuantParams {
+  std::vector<float> scale;
+  std::vector<int32_t> zp;
+};
+std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, size_t scale, size_t zp);
+
+// A new row-major value (with a oneDNN layout only for float32).
+int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name);
+
+bool lower_matmul_integer(Compiler& c, const Node& n);
+bool lower_qlinear_matmul(Compiler& c, const Node& n);
+bool lower_integer_conv(Compiler& c, const Node& n);  // ConvInteger, QLinearConv
+
+// A float Conv, Gemm or MatMul in a QDQ group: DequantizeLinear of a quantized
+// activation and of constant int8 weights (and an int32 bias) in, a
+// QuantizeLinear (perhaps after a Relu) out. Runs it as one oneDNN integer
+// primitive that requantizes as ONNX Runtime's QLinearConv does; false, having
+// changed nothing, where `n` is no such group (lower_qdq.cpp).
+bool lower_qdq_group(Compiler& c, const Node& n);
+
+// An integer convolution on oneDNN: x (u8/s8, run time) with a constant zero
+// point, weights s8 constant with zero point 0, an optional int32 bias, and either
+// int32 output (no scales) or requantized output y = sat(round(acc * scale[m]) + y_zp)
+// with an optional Relu first. Returns the output value (in oneDNN's layout) or -1.
+struct IntConv {
+  int x = -1;
+  int32_t x_zp = 0;
+  int x_zp_value = -1;  // or a run-time u8/s8 scalar value
+  Tensor w;  // s8, [M, C/group, k...]
+  std::vector<int32_t> bias;
+  std::vector<float> scales;  // empty: int32 output
+  DType y_type = DType::Int32;
+  int32_t y_zp = 0;
+  bool relu = false;
+};
+int add_integer_conv(Compiler& c, const Node& n, const IntConv& spec);
+
+// An integer matmul on oneDNN: a [rows, K] (u8/s8, run time) with zero point a_zp
+// (a constant, or the run-time scalar value a_zp_value if >= 0), b [K, N] constant
+// (s8 or u8) with a constant zero point, output int32, float32 scaled by
+// out_scale_value (a run-time float scalar) or requantized as IntConv's.
+struct IntMatMul {
+  int a = -1;
+  int32_t a_zp = 0;
+  int a_zp_value = -1;
+  Tensor b;
+  int32_t b_zp = 0;
+  std::vector<int32_t> bias;
+  std::vector<float> scales;  // constant output scales (1 or N); empty: none
+  int out_scale_value = -1;   // run-time float32 scalar output scale
+  std::optional<Tensor> add_after;  // float32 [N] added to the scaled float32 result
+  DType y_type = DType::Int32;
+  int32_t y_zp = 0;
+  bool relu = false;
+};
+// Returns the [rows, N] output value (row-major), or -1.
+int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& spec);
+
+}  // namespace isomer::runtime

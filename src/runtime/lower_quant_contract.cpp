@@ -1,0 +1,372 @@
+// The integer contractions on oneDNN's int8 primitives: u8/s8 activations, s8
+// weights, int32 accumulation (exact), zero points and requantization scales as
+// primitive attributes. oneDNN requantizes as ONNX Runtime does: float(acc + bias)
+// times the float32 multiplier, rounded half to even, plus the output zero point,
+// saturated. MatMulInteger followed by Cast to float and a Mul by its scale (what
+// quantize_dynamic writes) becomes one matmul with a run-time output scale.
+#include <omp.h>
+
+#include <cstring>
+
+#include "ops/nn_common.h"
+#include "runtime/lower_quant.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+dt dnnl_int(DType t) {
+  switch (t) {
+    case DType::UInt8: return dt::u8;
+    case DType::Int8: return dt::s8;
+    case DType::Int32: return dt::s32;
+    default: return dt::f32;
+  }
+}
+
+// A step-local view of value `id` (row-major, any dtype) with oneDNN layout `md`.
+int with_md(Compiler& c, int id, const std::vector<int64_t>& dims, const md_t& md) {
+  int a = c.alias(id, dims, md, c.val(id).name);
+  c.val(a).step_local = true;
+  return a;
+}
+
+// A constant for a primitive argument, in oneDNN layout `md`.
+int constant_arg(Compiler& c, const Tensor& t, const md_t& md, const std::string& name) {
+  int v = c.constant_value(t, name);
+  c.val(v).md = md;
+  return v;
+}
+
+// The run-time zero point scalar `zp` (u8/s8) as the s32 value oneDNN reads.
+int zero_point_s32(Compiler& c, const Node& n, int zp) {
+  const DType t = c.val(zp).dtype;
+  int out = c.new_value(DType::Int32, {1}, plain_md({1}, dt::s32), n.name() + ".zp32");
+  add_native_step(c, step_info(n, "zero-point", "zero-point " + std::string(dtype_name(t)) + "->s32"), {zp}, {out},
+                  [t](const std::vector<char*>& p) {
+                    *reinterpret_cast<int32_t*>(p[1]) = t == DType::UInt8 ? static_cast<int32_t>(*reinterpret_cast<uint8_t*>(p[0]))
+                                                                         : static_cast<int32_t>(*reinterpret_cast<int8_t*>(p[0]));
+                  });
+  return out;
+}
+
+// u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly.
+Tensor as_s8(const Tensor& w, int32_t& zp) {
+  if (w.dtype() == DType::Int8) return w;
+  std::string bytes = w.bytes();
+  for (char& b : bytes) b = static_cast<char>(static_cast<int>(static_cast<uint8_t>(b)) - 128);
+  zp -= 128;
+  return Tensor(DType::Int8, w.dims(), std::move(bytes));
+}
+
+void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
+                       int32_t y_zp, int channel_mask) {
+  if (runtime_scale >= 0)
+    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  else if (!scales.empty())
+    attr.set_output_scales(scales.size() > 1 ? channel_mask : 0, scales);
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  if (y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
+}
+
+std::string requant_text(const std::vector<float>& scales, bool relu, DType y) {
+  return std::string(scales.empty() ? "" : scales.size() > 1 ? " requant-per-channel" : " requant") +
+         (relu ? " relu" : "") + " ->" + std::string(dtype_name(y));
+}
+
+}  // namespace
+
+int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
+  const RtValue& av = c.val(s.a);
+  if (av.dims.size() != 2 || s.b.rank() != 2 || av.dims[1] != s.b.dims()[0]) return -1;
+  const int64_t rows = av.dims[0], K = av.dims[1], N = s.b.dims()[1];
+  const DType a_t = av.dtype;
+  if (a_t != DType::UInt8 && a_t != DType::Int8) return -1;
+  int32_t b_zp = s.b_zp;
+  const Tensor b = as_s8(s.b, b_zp);
+  const DType y_t = s.out_scale_value >= 0 ? DType::Float32 : s.y_type;
+  dnnl::primitive_attr attr;
+  if (s.a_zp_value >= 0)
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  else if (s.a_zp != 0)
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {s.a_zp});
+  if (b_zp != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {b_zp});
+  set_requant_attrs(attr, s.scales, s.out_scale_value, s.relu, s.y_zp, 1 << 1);
+  const md_t add_md = plain_md({1, N}, dt::f32);
+  if (s.add_after) {  // after the output scale: (acc * scale) + add, as Mul then Add
+    dnnl::post_ops po = attr.get_post_ops();
+    po.append_binary(dnnl::algorithm::binary_add, add_md);
+    attr.set_post_ops(po);
+  }
+  const md_t a_md = plain_md({rows, K}, dnnl_int(a_t));
+  const md_t w_any({K, N}, dt::s8, tag::any);
+  const md_t y_md = plain_md({rows, N}, dnnl_int(y_t));
+  const md_t bias_md = s.bias.empty() ? md_t() : plain_md({1, N}, dt::s32);
+  dnnl::matmul::desc d = s.bias.empty() ? dnnl::matmul::desc(a_md, w_any, y_md)
+                                        : dnnl::matmul::desc(a_md, w_any, bias_md, y_md);
+  dnnl::matmul::primitive_desc pd(d, attr, c.engine());  // throws dnnl::error where oneDNN has none
+
+  const int w = c.as_layout(constant_arg(c, b, plain_md({K, N}, dt::s8), n.name() + ".weights"), pd.weights_desc());
+  const int y = c.new_value(y_t, {rows, N}, plain_md({rows, N}, dnnl_int(y_t)), n.name());
+  std::vector<std::pair<int, int>> args = {
+      {DNNL_ARG_SRC, with_md(c, s.a, {rows, K}, a_md)}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
+  if (!s.bias.empty())
+    args.push_back({DNNL_ARG_BIAS, constant_arg(c, Tensor::from_i64(DType::Int32, {1, N}, std::vector<int64_t>(s.bias.begin(), s.bias.end())),
+                                                bias_md, n.name() + ".bias")});
+  if (s.a_zp_value >= 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.a_zp_value)});
+  if (s.out_scale_value >= 0)
+    args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES, with_md(c, s.out_scale_value, {1}, plain_md({1}, dt::f32))});
+  if (s.add_after)
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.relu ? 1 : 0) | DNNL_ARG_SRC_1,
+                    constant_arg(c, s.add_after->reshaped({1, N}), add_md, n.name() + ".add")});
+  c.add_primitive(pd, std::move(args),
+                  step_info(n, "int8-matmul",
+                            "int8-matmul " + std::string(dtype_name(a_t)) + "x s8 " +
+                                to_string(std::vector<int64_t>{rows, K, N}) + (s.bias.empty() ? "" : " bias") +
+                                (s.out_scale_value >= 0 ? " scaled" : "") + (s.add_after ? " add" : "") +
+                                requant_text(s.scales, s.relu, y_t),
+                            2.0 * static_cast<double>(rows * K * N)));
+  return y;
+}
+
+int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
+  const RtValue& xv = c.val(s.x);
+  const std::vector<int64_t> xd = xv.dims, wd = s.w.dims();
+  if (xd.size() != 4 || wd.size() != 4 || s.w.dtype() != DType::Int8) return -1;  // 2-D convolutions
+  if (xv.dtype != DType::UInt8 && xv.dtype != DType::Int8) return -1;
+  const int64_t groups = n.attrs().get_int("group", 1), oc = wd[0];
+  ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  std::vector<int64_t> od = {xd[0], oc};
+  dims_t strides, dil, pl, pr;
+  for (const ops::WindowAxis& a : axes) {
+    od.push_back(a.out);
+    strides.push_back(a.stride);
+    dil.push_back(a.dilation - 1);
+    pl.push_back(a.pad_begin);
+    pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
+  }
+  dnnl::primitive_attr attr;
+  if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
+  if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  // Activations stay in NHWC between integer convolutions (oneDNN's int8 layout,
+  // and a strided one that the native kernels read as it is).
+  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), tag::nhwc);
+  const md_t y_md(to_dims(od), dnnl_int(s.y_type), tag::nhwc);
+  const md_t w_any = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::any)
+                                : md_t(to_dims(wd), dt::s8, tag::any);
+  const md_t bias_md = s.bias.empty() ? md_t() : md_t({oc}, dt::s32, tag::a);
+  using conv = dnnl::convolution_forward;
+  conv::desc d = s.bias.empty() ? conv::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                             x_md, w_any, y_md, strides, dil, pl, pr)
+                                : conv::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                             x_md, w_any, bias_md, y_md, strides, dil, pl, pr);
+  conv::primitive_desc pd(d, attr, c.engine());  // throws dnnl::error where oneDNN has none
+
+  int x = s.x;
+  if (!xv.md.data.ndims) x = with_md(c, x, xd, plain_md(xd, dnnl_int(xv.dtype)));
+  x = c.as_layout(x, x_md);
+  const md_t w_plain = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::goihw)
+                                  : md_t(to_dims(wd), dt::s8, tag::oihw);
+  const int w = c.as_layout(constant_arg(c, s.w, w_plain, n.name() + ".weights"), pd.weights_desc());
+  const int y = c.new_value(s.y_type, od, y_md, n.name());
+  std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
+  if (!s.bias.empty())
+    args.push_back({DNNL_ARG_BIAS, constant_arg(c, Tensor::from_i64(DType::Int32, {oc}, std::vector<int64_t>(s.bias.begin(), s.bias.end())),
+                                                bias_md, n.name() + ".bias")});
+  auto s32 = [&](int32_t v, const std::string& what) {
+    return constant_arg(c, Tensor::from_i64(DType::Int32, {1}, std::vector<int64_t>{v}), plain_md({1}, dt::s32),
+                        n.name() + what);
+  };
+  if (s.x_zp_value >= 0)
+    args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.x_zp_value)});
+  else if (s.x_zp != 0)
+    args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
+  if (s.y_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32(s.y_zp, ".y_zp")});
+  double flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(wd[1] * wd[2] * wd[3]);
+  c.add_primitive(pd, std::move(args),
+                  step_info(n, "int8-conv",
+                            "int8-conv " + std::string(dtype_name(xv.dtype)) + to_string(xd) + " w" + to_string(wd) +
+                                " g" + std::to_string(groups) + " s" + to_string(std::vector<int64_t>(strides.begin(), strides.end())) +
+                                (s.bias.empty() ? "" : " bias") + requant_text(s.scales, s.relu, s.y_type),
+                            flops));
+  return y;
+}
+
+namespace {
+
+std::optional<int32_t> scalar_zp(const Tensor* t) {
+  if (!t) return 0;
+  std::vector<int64_t> v = t->to_i64();
+  for (int64_t x : v)
+    if (x != v[0]) return std::nullopt;
+  return v.empty() ? 0 : static_cast<int32_t>(v[0]);
+}
+const Tensor* opt_known(Compiler& c, const Node& n, size_t i) {
+  return i < n.inputs().size() && n.inputs()[i].present() ? c.known(n.inputs()[i]) : nullptr;
+}
+bool has(const Node& n, size_t i) { return i < n.inputs().size() && n.inputs()[i].present(); }
+
+// The [rows, K] reading of a run-time left operand [..., M, K] (row-major).
+int rows_of(Compiler& c, const Value& v) {
+  int a = c.as_plain(c.id(v));
+  const std::vector<int64_t> d = c.val(a).dims;
+  if (d.size() < 2) return -1;
+  return with_md(c, a, {num_elements(d) / d.back(), d.back()}, md_t());
+}
+
+// Binds `out` to the [rows, N] result y, seen in dims `od`.
+void bind_rows(Compiler& c, const std::vector<int64_t>& od, const Value& out, int y) {
+  const RtValue& yv = c.val(y);
+  c.bind(out, c.alias(y, od, yv.md.data.ndims ? plain_md(od, yv.md.data_type()) : md_t(), yv.name));
+}
+
+}  // namespace
+
+bool lower_matmul_integer(Compiler& c, const Node& n) {
+  const Tensor* b = c.known(n.inputs()[1]);
+  if (!b || b->rank() != 2) return false;
+  IntMatMul s;
+  if (has(n, 2)) {
+    if (const Tensor* z = c.known(n.inputs()[2])) {
+      auto v = scalar_zp(z);
+      if (!v || z->numel() != 1) return false;
+      s.a_zp = *v;
+    } else {
+      const int zv = c.as_plain(c.id(n.inputs()[2]));
+      if (num_elements(c.val(zv).dims) != 1) return false;
+      s.a_zp_value = zv;
+    }
+  }
+  auto bz = scalar_zp(opt_known(c, n, 3));
+  if (!bz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+  s.b = *b;
+  s.b_zp = *bz;
+  s.a = rows_of(c, n.inputs()[0]);
+  if (s.a < 0) return false;
+  // Cast(acc, float) then Mul by a float scalar: one scaled float32 result.
+  Value out = n.output(0);
+  const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
+  const Node* mul = nullptr;
+  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && !c.lowered(*cast))
+    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && !c.lowered(*m)) {
+      const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
+      const Value& sv = m->inputs()[other];
+      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 &&
+          is_static(sv.type().shape) && num_elements(static_dims(sv.type().shape)) == 1 && !c.depends_on_pending(sv)) {
+        mul = m;
+        s.out_scale_value = c.as_plain(c.id(sv));
+      }
+    }
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  // Then an Add of a constant float32 row (the layer's bias): a post-op.
+  const Node* add = nullptr;
+  if (mul)
+    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && !c.lowered(*a)) {
+      const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
+      const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
+      const int64_t N = s.b.dims()[1];
+      bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
+                 static_cast<size_t>(t->rank()) <= od.size();
+      for (int64_t i = 0; row && i + 1 < t->rank(); ++i) row = t->dims()[static_cast<size_t>(i)] == 1;
+      if (row) {
+        add = a;
+        s.add_after = *t;
+      }
+    }
+  int y = -1;
+  try {
+    y = add_integer_matmul(c, n, s);
+  } catch (const dnnl::error&) {
+    if (!add) throw;
+    add = nullptr;  // no such post-op here: the Add runs on its own
+    s.add_after.reset();
+    y = add_integer_matmul(c, n, s);
+  }
+  if (y < 0) return false;
+  if (mul) {
+    const Node* last = add ? add : mul;
+    bind_rows(c, od, last->output(0), y);
+    c.bind(out, y);  // nothing else reads it
+    c.mark_done(*cast);
+    c.mark_done(*mul);
+    if (add) c.mark_done(*add);
+    return true;
+  }
+  bind_rows(c, od, out, y);
+  return true;
+}
+
+bool lower_qlinear_matmul(Compiler& c, const Node& n) {
+  const Tensor* b = c.known(n.inputs()[3]);
+  auto a_p = constant_quant_params(c, n, 1, 2);
+  auto b_p = constant_quant_params(c, n, 4, 5);
+  auto y_p = constant_quant_params(c, n, 6, 7);
+  if (!b || b->rank() != 2 || !a_p || !b_p || !y_p || a_p->scale.size() != 1 || y_p->scale.size() != 1) return false;
+  auto bz = scalar_zp(c.known(n.inputs()[5]));
+  if (!bz) return false;
+  IntMatMul s;
+  s.a = rows_of(c, n.inputs()[0]);
+  if (s.a < 0) return false;
+  s.a_zp = a_p->zp[0];
+  s.b = *b;
+  s.b_zp = *bz;
+  for (float bs : b_p->scale) s.scales.push_back(a_p->scale[0] * bs / y_p->scale[0]);
+  s.y_type = n.output_types()[0].dtype;
+  s.y_zp = y_p->zp[0];
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  const int y = add_integer_matmul(c, n, s);
+  if (y < 0) return false;
+  bind_rows(c, od, n.output(0), y);
+  return true;
+}
+
+bool lower_integer_conv(Compiler& c, const Node& n) {
+  const bool qlinear = n.op_type() == "QLinearConv";
+  const size_t wi = qlinear ? 3 : 1;
+  const Tensor* w = c.known(n.inputs()[wi]);
+  if (!w || w->dtype() != DType::Int8) return false;
+  IntConv s;
+  s.w = *w;
+  if (qlinear) {
+    auto x_p = constant_quant_params(c, n, 1, 2);
+    auto w_p = constant_quant_params(c, n, 4, 5);
+    auto y_p = constant_quant_params(c, n, 6, 7);
+    if (!x_p || !w_p || !y_p) return false;
+    for (int32_t z : w_p->zp)
+      if (z != 0) return false;  // oneDNN's convolutions take no weight zero point
+    s.x_zp = x_p->zp[0];
+    for (float ws : w_p->scale) s.scales.push_back(x_p->scale[0] * ws / y_p->scale[0]);
+    s.y_type = n.output_types()[0].dtype;
+    s.y_zp = y_p->zp[0];
+    if (has(n, 8)) {
+      const Tensor* bias = c.known(n.inputs()[8]);
+      if (!bias) return false;
+      for (int64_t v : bias->to_i64()) s.bias.push_back(static_cast<int32_t>(v));
+    }
+  } else {
+    auto wz = scalar_zp(opt_known(c, n, 3));
+    if (!wz || *wz != 0 || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    if (has(n, 2) && !c.known(n.inputs()[2])) {  // DynamicQuantizeLinear's zero point
+      s.x_zp_value = c.as_plain(c.id(n.inputs()[2]));
+      if (num_elements(c.val(s.x_zp_value).dims) != 1) return false;
+    } else {
+      auto xz = scalar_zp(opt_known(c, n, 2));
+      if (!xz) return false;
+      s.x_zp = *xz;
+    }
+  }
+  s.x = c.id(n.inputs()[0]);
+  const int y = add_integer_conv(c, n, s);
+  if (y < 0) return false;
+  c.bind(n.output(0), y);
+  return true;
+}
+
+}  // namespace isomer::runtime

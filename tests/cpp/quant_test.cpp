@@ -1,0 +1,287 @@
+// Quantization: the operators' semantics against hand-computed values (ONNX's
+// examples among them), the runtime's integer steps against the reference
+// evaluator, and the check's notion of "the same outputs" for quantized models
+// (check/quant_check.h): rounding flips pass, a wrong zero point, scale or axis fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "check/compare.h"
+#include "check/quant_check.h"
+#include "eval/evaluator.h"
+#include "ir/invalid_node.h"
+#include "ops/op.h"
+#include "runtime/runtime.h"
+#include "runtime_test_util.h"
+
+namespace isomer {
+namespace {
+
+using testing::random_tensor;
+
+Tensor f32(std::vector<int64_t> dims, std::vector<double> v) { return Tensor::from_f64(DType::Float32, dims, v); }
+Tensor ints(DType t, std::vector<int64_t> dims, std::vector<int64_t> v) { return Tensor::from_i64(t, dims, v); }
+
+std::vector<Tensor> eval_op(std::string_view op, std::vector<Tensor> in, Attributes attrs = {}, size_t outs = 1) {
+  EvalContext ctx{attrs, in, outs};
+  return get_op(op).eval(ctx);
+}
+
+TEST(QuantOps, QuantizeRoundsHalfToEvenAndSaturates) {
+  Tensor x = f32({8}, {0.5, 1.5, 2.5, -0.5, -1.5, 300, -300, 3.49});
+  // uint8, zero point 0: halves to even, below 0 and above 255 saturate.
+  Tensor y = eval_op("QuantizeLinear", {x, Tensor::scalar_f32(1)})[0];
+  EXPECT_EQ(y.dtype(), DType::UInt8);
+  EXPECT_EQ(y.to_i64(), (std::vector<int64_t>{0, 2, 2, 0, 0, 255, 0, 3}));
+  // int8, scale 0.5, zero point -3: round(x / 0.5) - 3.
+  Tensor z = eval_op("QuantizeLinear", {x, Tensor::scalar_f32(0.5), ints(DType::Int8, {}, {-3})})[0];
+  EXPECT_EQ(z.dtype(), DType::Int8);
+  EXPECT_EQ(z.to_i64(), (std::vector<int64_t>{-2, 0, 2, -4, -6, 127, -128, 4}));
+}
+
+TEST(QuantOps, PerAxisQuantizeAndDequantize) {
+  // [2, 3] along axis 1: scales 1, 2, 4 and zero points 0, 10, 20.
+  Tensor x = f32({2, 3}, {1, 5, 10, -1, -6, 100});
+  Tensor s = f32({3}, {1, 2, 4});
+  Tensor zp = ints(DType::UInt8, {3}, {0, 10, 20});
+  Tensor q = eval_op("QuantizeLinear", {x, s, zp}, {{"axis", int64_t{1}}})[0];
+  // 1/1+0, 5/2=2.5->2 +10, 10/4=2.5->2 +20; -1->0 (saturates), -6/2=-3 +10, 100/4=25 +20
+  EXPECT_EQ(q.to_i64(), (std::vector<int64_t>{1, 12, 22, 0, 7, 45}));
+  Tensor back = eval_op("DequantizeLinear", {q, s, zp}, {{"axis", int64_t{-1}}})[0];
+  EXPECT_EQ(back.to_f64(), (std::vector<double>{1, 4, 8, 0, -6, 100}));
+}
+
+TEST(QuantOps, DynamicQuantizeLinearMatchesOnnxExample) {
+  std::vector<Tensor> r = eval_op("DynamicQuantizeLinear", {f32({6}, {0, 2, -3, -2.5, 1.34, 0.5})}, {}, 3);
+  EXPECT_FLOAT_EQ(static_cast<float>(r[1].f64_at(0)), 5.0f / 255.0f);
+  EXPECT_EQ(r[2].i64_at(0), 153);
+  EXPECT_EQ(r[0].to_i64(), (std::vector<int64_t>{153, 255, 0, 26, 221, 179}));
+  // All zeros: scale 1 (as ONNX Runtime), zero point 0.
+  std::vector<Tensor> z = eval_op("DynamicQuantizeLinear", {f32({3}, {0, 0, 0})}, {}, 3);
+  EXPECT_EQ(z[1].f64_at(0), 1.0);
+  EXPECT_EQ(z[2].i64_at(0), 0);
+}
+
+TEST(QuantOps, MatMulIntegerMatchesOnnxExample) {
+  Tensor a = ints(DType::UInt8, {4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0});
+  Tensor b = ints(DType::UInt8, {3, 2}, {1, 4, 2, 5, 3, 6});
+  Tensor y = eval_op("MatMulInteger", {a, b, ints(DType::UInt8, {}, {12}), ints(DType::UInt8, {}, {0})})[0];
+  EXPECT_EQ(y.dtype(), DType::Int32);
+  EXPECT_EQ(y.to_i64(), (std::vector<int64_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  // Per-row zero points of A ([M]) subtract row by row.
+  Tensor yr = eval_op("MatMulInteger", {a, b, ints(DType::UInt8, {4}, {11, 10, 9, 8})})[0];
+  EXPECT_EQ(yr.to_i64(), (std::vector<int64_t>{-4 * 2 - 8 * 3, -4 * 5 - 8 * 6, -4 * 2 - 8 * 3, -4 * 5 - 8 * 6,
+                                               -4 * 2 - 8 * 3, -4 * 5 - 8 * 6, -4 * 2 - 8 * 3, -4 * 5 - 8 * 6}));
+}
+
+TEST(QuantOps, QLinearMatMulRequantizesOnce) {
+  // a - 1 = [[1, 2]], b - 0 = [[3], [4]]: acc = 11; 11 * (0.5 * 0.25 / 0.125) = 11, + 5.
+  Tensor y = eval_op("QLinearMatMul", {ints(DType::UInt8, {1, 2}, {2, 3}), Tensor::scalar_f32(0.5),
+                                       ints(DType::UInt8, {}, {1}), ints(DType::Int8, {2, 1}, {3, 4}),
+                                       Tensor::scalar_f32(0.25), ints(DType::Int8, {}, {0}), Tensor::scalar_f32(0.125),
+                                       ints(DType::UInt8, {}, {5})})[0];
+  EXPECT_EQ(y.to_i64(), (std::vector<int64_t>{16}));
+}
+
+TEST(QuantOps, ConvIntegerSubtractsZeroPointsAndPadsWithThem) {
+  // 1x1x2x2 input, zero point 1, a 1x1x2x2 kernel of ones, pads 1: the padding is the
+  // zero point, so it contributes 0.
+  Tensor x = ints(DType::UInt8, {1, 1, 2, 2}, {2, 3, 4, 5});
+  Tensor w = ints(DType::UInt8, {1, 1, 2, 2}, {1, 1, 1, 1});
+  Tensor y = eval_op("ConvInteger", {x, w, ints(DType::UInt8, {}, {1})},
+                     {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})[0];
+  EXPECT_EQ(y.dims(), (std::vector<int64_t>{1, 1, 3, 3}));
+  EXPECT_EQ(y.to_i64(), (std::vector<int64_t>{1, 3, 2, 4, 10, 6, 3, 7, 4}));
+}
+
+TEST(QuantOps, ShapeRulesNameWhatIsWrong) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 3})});
+  try {
+    b.op1("QuantizeLinear", {x, b.constant(f32({3}, {1, 1, 1})), b.constant(ints(DType::UInt8, {3}, {0, 0, 0}))},
+          {{"axis", int64_t{5}}}, "q_bad_axis");
+    FAIL() << "a bad axis was accepted";
+  } catch (const InvalidNode& e) {
+    EXPECT_NE(std::string(e.what()).find("axis 5 is out of range"), std::string::npos) << e.what();
+  }
+  try {
+    b.op1("DequantizeLinear", {b.constant(ints(DType::Int8, {2, 3}, {0, 0, 0, 0, 0, 0})), b.constant(f32({3}, {1, 1, 1})),
+                               b.constant(ints(DType::Int8, {2}, {0, 0}))},
+          {}, "dq_bad_zp");
+    FAIL() << "a zero point of another shape than its scale was accepted";
+  } catch (const InvalidNode& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match the scale"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(b.op1("QuantizeLinear", {x, b.constant(f32({2}, {1, 1}))}, {{"axis", int64_t{1}}}), InvalidNode);
+  EXPECT_THROW(b.op1("MatMulInteger", {b.constant(ints(DType::UInt8, {2, 3}, {0, 0, 0, 0, 0, 0})),
+                                       b.constant(ints(DType::Int8, {3, 2}, {0, 0, 0, 0, 0, 0})),
+                                       b.constant(ints(DType::Int8, {}, {0}))}),
+               InvalidNode);  // A's zero point of B's type
+}
+
+// ---- The runtime's integer steps ---------------------------------------------------
+
+struct Ran {
+  std::vector<Tensor> want, got;
+  std::vector<std::string> kinds;
+};
+
+Ran run_both(const Graph& g, int threads = 1) {
+  Ran r;
+  std::vector<Tensor> inputs = random_inputs(g, 11);
+  r.want = evaluate(g, inputs);
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  auto exe = runtime::compile(g, o);
+  r.got = exe->run(inputs);
+  for (const runtime::StepInfo& s : exe->steps()) r.kinds.push_back(s.kind);
+  return r;
+}
+size_t count(const std::vector<std::string>& v, const std::string& k) { return std::count(v.begin(), v.end(), k); }
+
+TEST(QuantRuntime, QuantizeDequantizeAreExact) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 3, 5, 7})});
+  Value q = b.op1("QuantizeLinear", {x, b.constant(Tensor::scalar_f32(0.01f)), b.constant(ints(DType::UInt8, {}, {128}))});
+  Value qa = b.op1("QuantizeLinear", {x, b.constant(f32({3}, {0.01, 0.02, 0.005})),
+                                      b.constant(ints(DType::Int8, {3}, {0, -5, 7}))});
+  Value d = b.op1("DequantizeLinear", {qa, b.constant(f32({3}, {0.01, 0.02, 0.005})),
+                                       b.constant(ints(DType::Int8, {3}, {0, -5, 7}))});
+  Graph g = b.finish({q, qa, d}, {"q", "qa", "d"});
+  for (int threads : {1, 2}) {
+    Ran r = run_both(g, threads);
+    for (size_t i = 0; i < r.want.size(); ++i) EXPECT_TRUE(r.want[i].same_as(r.got[i])) << "output " << i;
+    EXPECT_EQ(count(r.kinds, "quantize"), 2u);
+    EXPECT_EQ(count(r.kinds, "dequantize"), 1u);
+  }
+}
+
+// quantize_dynamic's pattern: DynamicQuantizeLinear, MatMulInteger, Cast, Mul.
+TEST(QuantRuntime, DynamicQuantizedMatMulIsOneScaledIntegerMatMul) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 5, 16})});
+  std::vector<Value> dq = b.op("DynamicQuantizeLinear", {x}, {}, 3);
+  Tensor wf = random_tensor({16, 8}, 3, -127, 127);
+  std::vector<int64_t> wi;
+  for (double v : wf.to_f64()) wi.push_back(static_cast<int64_t>(std::lround(v)));
+  Value w = b.constant(ints(DType::Int8, {16, 8}, wi));
+  Value mm = b.op1("MatMulInteger", {dq[0], w, dq[2], b.constant(ints(DType::Int8, {}, {0}))});
+  Value cast = b.op1("Cast", {mm}, {{"to", int64_t{1}}});
+  Value scale = b.op1("Mul", {dq[1], b.constant(Tensor::scalar_f32(0.02f))});
+  Graph g = b.finish({b.op1("Mul", {cast, scale})}, {"y"});
+  Ran r = run_both(g);
+  EXPECT_TRUE(r.want[0].same_as(r.got[0]));
+  EXPECT_EQ(count(r.kinds, "int8-matmul"), 1u);
+  EXPECT_EQ(count(r.kinds, "dynamic-quantize"), 1u);
+  EXPECT_EQ(count(r.kinds, "reference"), 0u);
+}
+
+TEST(QuantRuntime, IntegerContractionsMatchTheReference) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::UInt8, make_shape({1, 4, 9, 9})});
+  Value a = b.input("a", {DType::UInt8, make_shape({3, 6})});
+  std::vector<int64_t> wv, mv;
+  for (int i = 0; i < 8 * 4 * 3 * 3; ++i) wv.push_back((i * 37) % 255 - 127);
+  for (int i = 0; i < 6 * 5; ++i) mv.push_back((i * 53) % 255 - 127);
+  Value w = b.constant(ints(DType::Int8, {8, 4, 3, 3}, wv));
+  Value ci = b.op1("ConvInteger", {x, w, b.constant(ints(DType::UInt8, {}, {3}))},
+                   {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  std::vector<int64_t> bias;
+  for (int i = 0; i < 8; ++i) bias.push_back(i * 1000 - 3000);
+  Value qc = b.op1("QLinearConv", {x, b.constant(Tensor::scalar_f32(0.02f)), b.constant(ints(DType::UInt8, {}, {3})), w,
+                                   b.constant(f32({8}, {0.01, 0.02, 0.03, 0.01, 0.005, 0.02, 0.01, 0.04})),
+                                   b.constant(ints(DType::Int8, {8}, std::vector<int64_t>(8, 0))),
+                                   b.constant(Tensor::scalar_f32(0.5f)), b.constant(ints(DType::UInt8, {}, {100})),
+                                   b.constant(ints(DType::Int32, {8}, bias))},
+                   {{"strides", std::vector<int64_t>{2, 2}}});
+  Value qm = b.op1("QLinearMatMul", {a, b.constant(Tensor::scalar_f32(0.03f)), b.constant(ints(DType::UInt8, {}, {7})),
+                                     b.constant(ints(DType::Int8, {6, 5}, mv)), b.constant(Tensor::scalar_f32(0.02f)),
+                                     b.constant(ints(DType::Int8, {}, {0})), b.constant(Tensor::scalar_f32(0.05f)),
+                                     b.constant(ints(DType::Int8, {}, {-3}))});
+  Graph g = b.finish({ci, qc, qm}, {"ci", "qc", "qm"});
+  Ran r = run_both(g);
+  EXPECT_TRUE(r.want[0].same_as(r.got[0]));  // int32 accumulators: exact
+  // Requantized outputs: oneDNN and the reference round the same float32 products.
+  for (size_t i : {1u, 2u}) {
+    std::vector<int64_t> want = r.want[i].to_i64(), got = r.got[i].to_i64();
+    ASSERT_EQ(want.size(), got.size());
+    size_t off = 0;
+    for (size_t k = 0; k < want.size(); ++k) off += want[k] != got[k];
+    EXPECT_EQ(off, 0u) << "output " << i;
+  }
+  EXPECT_EQ(count(r.kinds, "int8-conv"), 2u);
+  EXPECT_EQ(count(r.kinds, "int8-matmul"), 1u);
+}
+
+// A QDQ convolution as quantize_static writes it: DQ(x), DQ(w) per channel, DQ(bias
+// int32 at scale s_x s_w) -> Conv -> Relu -> Q -> DQ. The weights' scales run along
+// w_axis (0 is right; 1, of the same extent, is the wrong axis).
+Graph qdq_conv(int32_t out_zp, float out_scale, int64_t w_axis) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 6, 10, 10})});
+  const float xs = 2.0f / 255.0f;
+  Value xq = b.op1("QuantizeLinear", {x, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
+  Value xd = b.op1("DequantizeLinear", {xq, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
+  std::vector<int64_t> wv;
+  for (int i = 0; i < 6 * 6 * 3 * 3; ++i) wv.push_back((i * 41) % 255 - 127);
+  std::vector<double> ws = {0.004, 0.003, 0.005, 0.002, 0.006, 0.004};
+  Value wd = b.op1("DequantizeLinear", {b.constant(ints(DType::Int8, {6, 6, 3, 3}, wv)), b.constant(f32({6}, ws)),
+                                        b.constant(ints(DType::Int8, {6}, std::vector<int64_t>(6, 0)))},
+                   {{"axis", w_axis}});
+  std::vector<double> bs;
+  for (double s : ws) bs.push_back(static_cast<double>(xs * static_cast<float>(s)));
+  Value bd = b.op1("DequantizeLinear", {b.constant(ints(DType::Int32, {6}, {500, -300, 0, 1200, -50, 7})),
+                                        b.constant(f32({6}, bs)), b.constant(ints(DType::Int32, {6}, std::vector<int64_t>(6, 0)))},
+                   {{"axis", int64_t{0}}});
+  Value conv = b.op1("Conv", {xd, wd, bd}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value relu = b.op1("Relu", {conv});
+  Value yq = b.op1("QuantizeLinear", {relu, b.constant(Tensor::scalar_f32(0.02f)), b.constant(ints(DType::UInt8, {}, {0}))});
+  Value y = b.op1("DequantizeLinear", {yq, b.constant(Tensor::scalar_f32(out_scale)), b.constant(ints(DType::UInt8, {}, {out_zp}))});
+  return b.finish({y}, {"y"});
+}
+
+TEST(QuantRuntime, QdqConvolutionRunsAsOneIntegerConvolution) {
+  Graph g = qdq_conv(0, 0.02f, 0);
+  Ran r = run_both(g);
+  EXPECT_EQ(count(r.kinds, "int8-conv"), 1u);
+  EXPECT_EQ(count(r.kinds, "conv"), 0u);
+  // The reference emulates in float, the runtime sums integers: equal up to rounding flips.
+  CheckResult c = compare_quantized_outputs(r.want, r.got, {"y"}, 1e-3, output_quant_steps(g));
+  EXPECT_EQ(c.status, CheckResult::Status::Passed) << c.reason;
+  EXPECT_LE(c.max_abs_error, 0.02 + 1e-6);
+}
+
+TEST(QuantCheck, RoundingFlipsPassAndShiftsFail) {
+  const double s = 0.5;
+  std::vector<double> base;
+  for (int i = 0; i < 400; ++i) base.push_back(s * (i % 37));
+  std::vector<double> flipped = base, shifted = base, scaled = base;
+  flipped[3] += s;
+  flipped[200] -= s;
+  for (double& v : shifted) v += s;  // a zero point one off
+  for (double& v : scaled) v *= 1.25;
+  const std::vector<std::optional<double>> steps = {s};
+  auto cmp = [&](const std::vector<double>& got) {
+    return compare_quantized_outputs({f32({400}, base)}, {f32({400}, got)}, {"y"}, 1e-3, steps);
+  };
+  CheckResult ok = cmp(flipped);
+  EXPECT_EQ(ok.status, CheckResult::Status::Passed) << ok.reason;
+  EXPECT_NE(ok.reason.find("2 of 400 elements off by a step"), std::string::npos) << ok.reason;
+  EXPECT_EQ(cmp(shifted).status, CheckResult::Status::Failed);
+  EXPECT_EQ(cmp(scaled).status, CheckResult::Status::Failed);
+}
+
+TEST(QuantCheck, WrongZeroPointScaleOrAxisIsCaught) {
+  CheckOptions o;
+  o.allow_onnxruntime = false;  // isomer's runtime against the reference evaluator
+  const Graph original = qdq_conv(0, 0.02f, 0);
+  // An equivalent graph (another output scale written the same) passes, in steps.
+  CheckResult same = compare_graphs(original, qdq_conv(0, 0.02f, -4), o);
+  EXPECT_EQ(same.status, CheckResult::Status::Passed) << same.reason;
+  EXPECT_EQ(compare_graphs(original, qdq_conv(1, 0.02f, 0), o).status, CheckResult::Status::Failed);
+  EXPECT_EQ(compare_graphs(original, qdq_conv(0, 0.025f, 0), o).status, CheckResult::Status::Failed);
+  EXPECT_EQ(compare_graphs(original, qdq_conv(0, 0.02f, 1), o).status, CheckResult::Status::Failed);
+}
+
+}  // namespace
+}  // namespace isomer

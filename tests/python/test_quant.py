@@ -1,0 +1,173 @@
+"""Quantized models, made in the test with onnxruntime.quantization from small seeded
+float models: QDQ (quantize_static), QOperator (QLinearConv, QLinearMatMul, and
+com.microsoft operators that stay opaque) and dynamic (DynamicQuantizeLinear,
+MatMulInteger). isomer's runtime must run the quantization natively, agree with ONNX
+Runtime (all optimizations on: its integer kernels) up to rounding flips, and
+`isomer optimize` must succeed with the check passed and the model still quantized.
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+oq = pytest.importorskip("onnxruntime.quantization")
+isomer = pytest.importorskip("isomer")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearConv",
+             "QLinearMatMul", "ConvInteger"}
+
+
+def init(rng, name, *shape, scale=0.3):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def cnn(seed):
+    """Conv-Relu twice with a residual Add, a strided Conv, pooling and a Gemm."""
+    rng = np.random.default_rng(seed)
+    inits = [init(rng, "w1", 16, 3, 3, 3), init(rng, "b1", 16), init(rng, "w2", 16, 16, 3, 3, scale=0.1),
+             init(rng, "b2", 16), init(rng, "w3", 32, 16, 3, 3, scale=0.1), init(rng, "b3", 32),
+             init(rng, "wf", 10, 32), init(rng, "bf", 10)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Add", ["r1", "r2"], ["a"]),
+             helper.make_node("Conv", ["a", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c3"], ["r3"]),
+             helper.make_node("GlobalAveragePool", ["r3"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def mlp(seed):
+    """A transformer's feed-forward block: MatMul, Add, Relu, MatMul, Add, residual."""
+    rng = np.random.default_rng(seed)
+    inits = [init(rng, "w1", 64, 128, scale=0.1), init(rng, "b1", 128), init(rng, "w2", 128, 64, scale=0.1),
+             init(rng, "b2", 64)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+             helper.make_node("Relu", ["a1"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["m2"]),
+             helper.make_node("Add", ["m2", "b2"], ["a2"]), helper.make_node("Add", ["a2", "x"], ["y"])]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 64])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+class Reader(oq.CalibrationDataReader):
+    def __init__(self, shape, seed, n=4):
+        rng = np.random.default_rng(seed)
+        self.data = [{"x": rng.random(shape, dtype=np.float32) * 2 - 0.5} for _ in range(n)]
+
+    def get_next(self):
+        return self.data.pop() if self.data else None
+
+
+def make(kind, tmp_path):
+    src, dst = str(tmp_path / f"{kind}_float.onnx"), str(tmp_path / f"{kind}.onnx")
+    if kind == "dynamic":
+        onnx.save(mlp(1), src)
+        oq.quantize_dynamic(src, dst, weight_type=oq.QuantType.QInt8)
+        return dst, (2, 8, 64)
+    onnx.save(cnn(2), src)
+    fmt = oq.QuantFormat.QDQ if kind == "qdq" else oq.QuantFormat.QOperator
+    oq.quantize_static(src, dst, Reader((1, 3, 24, 24), 3), quant_format=fmt, per_channel=(kind == "qdq"))
+    return dst, (1, 3, 24, 24)
+
+
+def feeds(shape, seed=5):
+    return {"x": (np.random.default_rng(seed).random(shape, dtype=np.float32) * 2 - 0.5)}
+
+
+def ort_run(path, x, optimized=True):
+    so = ort.SessionOptions()
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, x)
+
+
+def output_step(path):
+    """The scale of the DequantizeLinear that gives the output, or None."""
+    m = onnx.load(path)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    out = m.graph.output[0].name
+    for n in m.graph.node:
+        if out in n.output and n.op_type == "DequantizeLinear":
+            return float(inits[n.input[1]])
+    return None
+
+
+def assert_close_in_steps(got, want, step, max_steps=1, max_fraction=0.1):
+    d = np.abs(got.astype(np.float64) - want.astype(np.float64)) / step
+    assert d.max() <= max_steps + 1e-6, f"{d.max()} steps off"
+    assert (d >= 0.5).mean() <= max_fraction, f"{(d >= 0.5).sum()} of {d.size} elements off by a step"
+
+
+@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+def test_runtime_matches_onnxruntime(kind, tmp_path):
+    path, shape = make(kind, tmp_path)
+    x = feeds(shape)
+    want = ort_run(path, x)[0]
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        step = output_step(path)
+        if step is not None:
+            assert_close_in_steps(got, want, step)
+        else:  # dynamic quantization: the same integers, then float arithmetic
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", ["qdq", "dynamic"])  # QOperator has com.microsoft nodes: no reference
+def test_reference_matches_onnxruntime_as_written(kind, tmp_path):
+    path, shape = make(kind, tmp_path)
+    x = feeds(shape)
+    want = ort_run(path, x, optimized=False)[0]
+    got = isomer.run(path, x, engine="reference")[0]
+    step = output_step(path)
+    if step is not None:
+        assert_close_in_steps(got, want, step, max_steps=2)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+def test_quantization_runs_on_native_steps(kind, tmp_path):
+    path, shape = make(kind, tmp_path)
+    np.savez(tmp_path / "in.npz", **feeds(shape))
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    steps = p.stdout + p.stderr
+    want = {"qdq": "int8-conv", "qoperator": "int8-conv", "dynamic": "int8-matmul"}[kind]
+    assert want in steps, steps
+    for line in steps.splitlines():
+        if "reference" in line or "delegate" in line:
+            assert not any(op in line for op in QUANT_OPS), line
+
+
+@pytest.mark.parametrize("kind", ["qdq", "dynamic"])
+def test_optimize_succeeds_and_keeps_the_model_quantized(kind, tmp_path):
+    path, shape = make(kind, tmp_path)
+    out = str(tmp_path / f"{kind}.opt.onnx")
+    p = subprocess.run([ISOMER, "optimize", path, "-o", out, "--budget", "5"], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.exists(out)
+    before = [n.op_type for n in onnx.load(path).graph.node]
+    after = [n.op_type for n in onnx.load(out).graph.node]
+    for op in QUANT_OPS:  # weights stay quantized: no DequantizeLinear folded into float
+        assert after.count(op) == before.count(op), (op, before.count(op), after.count(op))
+    x = feeds(shape, seed=9)
+    want, got = ort_run(path, x)[0], ort_run(out, x)[0]
+    step = output_step(path)
+    if step is not None:
+        assert_close_in_steps(got, want, step)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
