@@ -109,6 +109,7 @@ struct Planner {
       return false;
     if (domain_of(c, *m) != domain || !emits(*m)) return false;
     if ((m->op_type() == "Pow" || m->op_type() == "Mul") && is_rms_norm_root(c, *m)) return false;
+    if (is_rope_node(c, *m)) return false;
     c.set_pending(*m, true);
     if (!fits(m, depth) || c.lowered(*m)) {
       c.set_pending(*m, false);
@@ -259,6 +260,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   if (domain == Domain::None) return false;
   const std::vector<TensorType> types = c.concrete_types(n);  // lowers n's inputs
   if ((n.op_type() == "Pow" || n.op_type() == "Mul") && lower_rms_norm(c, n)) return true;
+  if (lower_rope(c, n)) return true;
   Planner plan{c, domain, static_dims(types[0].shape), {}, {}, {}, {}};
   if (!plan.emits(n)) return false;
   plan.nodes.push_back(&n);

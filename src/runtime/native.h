@@ -38,6 +38,13 @@ bool lower_rms_norm(Compiler& c, const Node& n);
 // True if lower_rms_norm would take `n` (a pointwise group must leave it alone).
 bool is_rms_norm_root(Compiler& c, const Node& n);
 
+// Rotary position embedding in its rotate-half form (lower_rope.cpp), reached from
+// any of its Neg, Mul or Add nodes: one row kernel; false, having done nothing,
+// where it does not match. is_rope_node: lower_rope would take `n` (a pointwise
+// group must leave it alone).
+bool lower_rope(Compiler& c, const Node& n);
+bool is_rope_node(Compiler& c, const Node& n);
+
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 
