@@ -300,15 +300,10 @@ bool lower_conv(Compiler& c, const Node& n) {
       has_bias = true;
     }
 
-  std::vector<int64_t> od = {xd[0], oc};
-  dims_t strides, dil, pl, pr;
-  for (const ops::WindowAxis& a : axes) {
-    od.push_back(a.out);
-    strides.push_back(a.stride);
-    dil.push_back(a.dilation - 1);
-    pl.push_back(a.pad_begin);
-    pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
-  }
+  const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
+  const std::vector<int64_t>& od = geometry.out;
+  const dims_t &strides = geometry.strides, &dil = geometry.dilations, &pl = geometry.pad_begin,
+               &pr = geometry.pad_end;
   Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);

@@ -142,15 +142,10 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const int64_t groups = n.attrs().get_int("group", 1), oc = wd[0];
   ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
   std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
-  std::vector<int64_t> od = {xd[0], oc};
-  dims_t strides, dil, pl, pr;
-  for (const ops::WindowAxis& a : axes) {
-    od.push_back(a.out);
-    strides.push_back(a.stride);
-    dil.push_back(a.dilation - 1);
-    pl.push_back(a.pad_begin);
-    pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
-  }
+  const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
+  const std::vector<int64_t>& od = geometry.out;
+  const dims_t &strides = geometry.strides, &dil = geometry.dilations, &pl = geometry.pad_begin,
+               &pr = geometry.pad_end;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);

@@ -60,4 +60,17 @@ int Compiler::copy_strided(int src, const std::string& name) {
   return out;
 }
 
+ConvGeometry conv_geometry(int64_t batch, int64_t channels, const std::vector<ops::WindowAxis>& axes) {
+  ConvGeometry g;
+  g.out = {batch, channels};
+  for (const ops::WindowAxis& a : axes) {
+    g.out.push_back(a.out);
+    g.strides.push_back(a.stride);
+    g.dilations.push_back(a.dilation - 1);
+    g.pad_begin.push_back(a.pad_begin);
+    g.pad_end.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_begin);
+  }
+  return g;
+}
+
 }  // namespace isomer::runtime

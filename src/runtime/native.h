@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/pointwise.h"
+#include "ops/nn_common.h"
 #include "runtime/compiler.h"
 
 namespace isomer::runtime {
@@ -47,5 +48,13 @@ bool is_rope_node(Compiler& c, const Node& n);
 
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
+
+// A convolution's output dims [batch, channels, spatial...] and oneDNN's strides,
+// dilations (less one) and paddings, from the window's planned axes.
+struct ConvGeometry {
+  std::vector<int64_t> out;
+  dims_t strides, dilations, pad_begin, pad_end;
+};
+ConvGeometry conv_geometry(int64_t batch, int64_t channels, const std::vector<ops::WindowAxis>& axes);
 
 }  // namespace isomer::runtime
