@@ -27,7 +27,7 @@ Usage (reproducible: the seed fixes every mutation and every input):
   ISOMER_BIN=build/isomer .venv/bin/python scripts/hostile_campaign.py --seed 1 --count 300 \
       --out /tmp/hostile [--only MUTATOR] [--commands optimize,run_native,run]
 It writes each failing mutant and its log under --out/<class>/ and prints counts by class.
-The mutators live in scripts/hostile_mutators.py.
+The mutators live in scripts/hostile_mutators.py and scripts/hostile_mutators_format.py.
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -46,7 +46,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from hostile_mutators import MUTATORS, _init_names
+from hostile_mutators import MUTATORS as BASE_MUTATORS, _init_names
+from hostile_mutators_format import MUTATORS as FORMAT_MUTATORS
+
+MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -266,6 +269,8 @@ def campaign(args):
         m, note = r[0], r[1]
         path = os.path.join(wd, "model.onnx")
         data = m.SerializeToString()
+        for old, new in (r[3] if len(r) > 3 else []):  # bytes the protobuf library will not write itself
+            data = data.replace(old, new)
         with open(path, "wb") as f:
             f.write(data)
         feeds = make_feeds(m, crng, bad_index)
