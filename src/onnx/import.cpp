@@ -30,6 +30,7 @@
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 #include "onnx/schema_check.h"
+#include "onnx/subgraph_check.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -88,6 +89,7 @@ class Importer {
     // "optimized" copy of it would be an empty model.
     require(graph_.output_size() > 0, "the graph has no outputs");
     check_graph_names(graph_);
+    check_subgraphs(model_, opset_);
     infer_types();
     add_initializers();
     add_inputs();
@@ -505,27 +507,10 @@ class Importer {
       throw Error(describe_proto(node) + ": ONNX refuses it (" + why + ")");
   }
 
-  bool is_local_function(const onnx::NodeProto& node) const {
-    for (const auto& f : model_.functions())
-      if (f.domain() == node.domain() && f.name() == node.op_type()) return true;
-    return false;
-  }
-
   // ONNX's rules for the node's operator (schema_check.h), for every node of the
   // default domain, native or opaque.
   void require_schema(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
-    // An ONNX domain beside the default one (ai.onnx.ml, ...) lists every operator it
-    // has; a node of one it lacks is no operator at all (ONNX Runtime refuses it). The
-    // default domain is not judged so: its experimental operators of old opsets
-    // (ImageScaler, ...) are in no table, yet ONNX Runtime runs them.
-    if (!is_default_domain(node.domain()) && newest_opset(node.domain()) != 0 && !is_local_function(node)) {
-      int64_t version = 0;
-      for (const auto& o : model_.opset_import())
-        if (o.domain() == node.domain()) version = o.version();
-      require(op_version(node.domain(), node.op_type(), version) != 0,
-              describe_proto(node) + ": domain '" + node.domain() + "' has no operator " + node.op_type() +
-                  (version ? " at opset " + std::to_string(version) : " (the model imports no opset of it)"));
-    }
+    if (std::string why = missing_operator(node, model_); !why.empty()) throw Error(describe_proto(node) + ": " + why);
     if (!is_default_domain(node.domain())) return;
     std::vector<std::optional<onnx::TypeProto>> types(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
