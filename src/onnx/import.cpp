@@ -9,7 +9,9 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -23,6 +25,7 @@
 #include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
+#include "onnx/declared_shapes.h"
 #include "onnx/extras.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
@@ -91,6 +94,7 @@ class Importer {
     check_graph_names(graph_);
     check_subgraphs(model_, opset_);
     infer_types();
+    overrule_declared_shapes();
     add_initializers();
     add_inputs();
     for (int index : node_order()) add_node(index);
@@ -147,6 +151,16 @@ class Importer {
     if (std::string extras = collect_extras(model_); !extras.empty())
       info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
+  }
+
+  // A declared shape ONNX's inference contradicts is overruled, as ONNX Runtime does
+  // (declared_shapes.h): the types of opaque nodes' outputs come from types_.
+  void overrule_declared_shapes() {
+    DimsMap known;
+    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
+    onnx::ModelProto copy = inference_copy();
+    add_static_dims(copy.graph().input(), &known);
+    for (auto& [name, type] : inferred_over_declared(std::move(copy), known)) types_[name] = std::move(type);
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
@@ -709,8 +723,15 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
 }
 
 Graph import_onnx_file(const std::string& path, const ImportOptions& opts, ImportStats* stats) {
+  // Why the file cannot be read, said as the system says it, before anything parses it.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  require(status.type() != std::filesystem::file_type::not_found, path + ": cannot open file (no such file)");
+  require(status.type() != std::filesystem::file_type::directory, path + ": cannot open file (a directory, not an ONNX file)");
+  // A device or pipe has no size to read up front (/dev/zero would never end).
+  require(status.type() == std::filesystem::file_type::regular || ec, path + ": cannot open file (not a regular file)");
   std::ifstream in(path, std::ios::binary);
-  require(in.good() && !std::filesystem::is_directory(path), path + ": cannot open file");
+  require(in.good(), path + ": cannot open file (" + std::string(std::strerror(errno)) + ")");
   in.seekg(0, std::ios::end);
   std::string bytes(static_cast<size_t>(in.tellg()), '\0');
   in.seekg(0);
