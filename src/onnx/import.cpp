@@ -560,7 +560,8 @@ class Importer {
     for (const auto& a : node.attribute()) {
       static const std::set<std::string> kFlags = {"keepdims", "noop_with_empty_axes", "select_last_index",
                                                    "ceil_mode", "count_include_pad", "transA", "transB",
-                                                   "exclusive", "reverse", "largest", "sorted", "upper"};
+                                                   "exclusive", "reverse", "largest", "sorted", "upper",
+                                                   "fmod", "allowzero", "storage_order"};
       if (a.type() == onnx::AttributeProto::INT && kFlags.count(a.name()))
         require(a.i() == 0 || a.i() == 1, describe_proto(node) + ": attribute '" + a.name() + "' must be 0 or 1, got " +
                                               std::to_string(a.i()));
