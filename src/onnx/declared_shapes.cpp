@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "onnx/model_checks.h"
+
 namespace isomer::onnx_detail {
 namespace {
 
@@ -39,17 +41,22 @@ bool infer(onnx::ModelProto& m, bool data_propagation) {
 
 }  // namespace
 
-std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::ModelProto copy, const DimsMap& known) {
+std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::ModelProto copy, const DimsMap& known,
+                                                                        std::string* type_lie) {
   std::unordered_map<std::string, std::vector<int64_t>> declared;
+  std::unordered_map<std::string, int32_t> declared_elem;
   auto strip = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* values) {
     for (auto& v : *values) {
       if (std::optional<std::vector<int64_t>> dims = dims_of(v.type())) declared[v.name()] = std::move(*dims);
-      if (v.type().has_tensor_type()) v.mutable_type()->mutable_tensor_type()->clear_shape();
+      if (!v.type().has_tensor_type()) continue;
+      if (v.type().tensor_type().elem_type() != 0) declared_elem[v.name()] = v.type().tensor_type().elem_type();
+      v.mutable_type()->mutable_tensor_type()->clear_shape();
+      v.mutable_type()->mutable_tensor_type()->set_elem_type(0);
     }
   };
   strip(copy.mutable_graph()->mutable_value_info());
   strip(copy.mutable_graph()->mutable_output());
-  if (declared.empty()) return {};
+  if (declared.empty() && declared_elem.empty()) return {};
   const InferencePlan plan = prepare_for_inference(&copy, known);
   // As the importer runs it: data propagation only where libonnx has every node's schema.
   onnx::ModelProto attempt = copy;
@@ -58,8 +65,16 @@ std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::Mo
     if (!infer(attempt, false)) return {};
   }
   std::unordered_map<std::string, onnx::TypeProto> out;
-  auto overrule = [&](const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values) {
+  auto overrule = [&](const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, const char* what) {
     for (const auto& v : values) {
+      auto elem = declared_elem.find(v.name());
+      const int32_t inferred_elem = v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0;
+      // (libonnx infers whatever a bad attribute says, element type -1 for one: such a
+      // node is judged by its schema and shape rule instead.)
+      if (type_lie->empty() && elem != declared_elem.end() && onnx::TensorProto_DataType_IsValid(inferred_elem) &&
+          inferred_elem != 0 && inferred_elem != elem->second)
+        *type_lie = std::string(what) + " '" + v.name() + "' is declared " + element_type_name(elem->second) +
+                    ", but ONNX infers " + element_type_name(inferred_elem);
       auto it = declared.find(v.name());
       if (it == declared.end()) continue;
       // A declaration caught lying in one dim is not trusted in any: the inferred type
@@ -68,8 +83,8 @@ std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::Mo
       if (inferred && contradict(*inferred, it->second)) out[v.name()] = v.type();
     }
   };
-  overrule(attempt.graph().value_info());
-  overrule(attempt.graph().output());
+  overrule(attempt.graph().value_info(), "value_info");
+  overrule(attempt.graph().output(), "graph output");
   return out;
 }
 

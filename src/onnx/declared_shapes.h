@@ -24,7 +24,10 @@ namespace isomer::onnx_detail {
 // static dims of weights. Runs ONNX's inference on it without the declared shapes and
 // returns, by name, the inferred type of every value whose declared shape (in `copy`'s
 // value_info and outputs) the inference contradicts: another rank, or another number in
-// a dim both state.
-std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::ModelProto copy, const DimsMap& known);
+// a dim both state. Sets `type_lie` to the first declared element type ONNX infers
+// otherwise ("graph output 'z' is declared string, but ONNX infers float"), which the
+// importer refuses: a value isomer keeps opaque took the declared one.
+std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::ModelProto copy, const DimsMap& known,
+                                                                        std::string* type_lie);
 
 }  // namespace isomer::onnx_detail

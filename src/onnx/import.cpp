@@ -160,7 +160,9 @@ class Importer {
     for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
     onnx::ModelProto copy = inference_copy();
     add_static_dims(copy.graph().input(), &known);
-    for (auto& [name, type] : inferred_over_declared(std::move(copy), known)) types_[name] = std::move(type);
+    std::string type_lie;
+    for (auto& [name, type] : inferred_over_declared(std::move(copy), known, &type_lie)) types_[name] = std::move(type);
+    require(type_lie.empty(), type_lie);
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,

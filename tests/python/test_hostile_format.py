@@ -177,3 +177,27 @@ def test_chain_of_a_hundred_thousand_nodes_imports_and_runs(tmp_path, isomer_bin
         want = [np.negative, lambda v: np.maximum(v, 0), np.abs, lambda v: v][i % 4](want)
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")[f"v{count - 1}"], want)
     assert time.time() - start < 300
+
+
+@pytest.mark.parametrize("where", ["output", "value_info"])
+def test_declared_element_type_of_an_opaque_output_that_lies_is_refused(tmp_path, isomer_bin, where):
+    """An opaque node's output takes its declared type where libonnx's inference cannot merge
+    the inferred one: a declared element type ONNX infers otherwise is refused, naming it."""
+    m = _onehot_model()
+    if where == "output":
+        m.graph.output[0].name = "oh"
+        del m.graph.node[1:]
+        m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT8
+    else:
+        m.graph.value_info.append(helper.make_tensor_value_info("oh", TensorProto.INT8, None))
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    proc = subprocess.run([isomer_bin, "optimize", str(path), "-o", str(tmp_path / "o.onnx")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "'oh' is declared i8, but ONNX infers f32" in proc.stderr and path.name in proc.stderr, proc.stderr
+    with pytest.raises(Exception):
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(
+            None, {"idx": np.array([0, 2], np.int64)})
