@@ -5,7 +5,10 @@ Takes real models (ONNX's node test cases from Debian's libonnx-testdata, small 
 sweep models), applies seeded mutations that keep the file parseable but make the model
 hostile (bad dims, dtype lies, attributes out of range, memory bombs in shape tensors,
 cycles, duplicate/missing names, broken If/Loop/Scan bodies, escaping external data,
-NaN in shape constants, out-of-range run-time indices, ...), and runs
+NaN in shape constants, out-of-range run-time indices; and, in hostile_mutators_format.py,
+sparse initializers, strings for numbers, odd-length float16 data, million-entry attributes,
+deeply nested If, 10^5-node chains, external data past the file's end, non-UTF-8 names,
+future opsets, broken nodes inside bodies, ...), and runs
 `isomer optimize`, `isomer run --no-onnxruntime` and `isomer run` on each under a
 timeout and an address-space limit. Every outcome is classified:
 
