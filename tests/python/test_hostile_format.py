@@ -11,6 +11,7 @@ of 10^5 tiny nodes.
   node it keeps opaque) and where it never did (its own operators).
 - An ai.onnx operator that no opset has, or not yet at the model's opset, is refused.
 - A chain of 10^5 nodes imports and runs (it used to overflow the stack).
+- `run --input-shape` that contradicts the model (rank, dims, names, sizes) is refused clearly.
 """
 import os
 import subprocess
@@ -201,3 +202,26 @@ def test_declared_element_type_of_an_opaque_output_that_lies_is_refused(tmp_path
         so.log_severity_level = 4
         ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(
             None, {"idx": np.array([0, 2], np.int64)})
+
+
+@pytest.mark.parametrize("shape,fragment", [
+    ("x:3,4", "input shape for 'x' has rank 2, the model declares rank 3"),
+    ("x:-1,4,5", "'-1' is not a dimension"),
+    ("x:a,b", "'a' is not a dimension"),
+    ("nope:3,4,5", "input shape given for 'nope', which is not a graph input"),
+    ("x:1099511627776,1099511627776,4", "more elements than fit in 64 bits"),
+    ("x:3,4,7", "MatMul inner dimensions differ: [3,4,7] x [5,2]")])
+def test_input_shape_that_lies_is_refused_naming_the_file(tmp_path, isomer_bin, shape, fragment):
+    w = numpy_helper.from_array(np.ones((5, 2), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    proc = subprocess.run([isomer_bin, "run", "--no-onnxruntime", str(path), "--input-shape", shape],
+                          capture_output=True, text=True, timeout=60)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert path.name in lines[0] and fragment in lines[0], lines[0]
