@@ -169,33 +169,45 @@ Graph rebuild(const Graph& g, const RewriteFn& fn) {
 }
 
 namespace {
-bool same_node(const Node* a, const Node* b, std::unordered_map<const Node*, const Node*>& memo) {
-  if (auto it = memo.find(a); it != memo.end()) return it->second == b;
-  if (a->kind() != b->kind() || a->op_type() != b->op_type() || a->output_types() != b->output_types() ||
-      a->inputs().size() != b->inputs().size())
-    return false;
-  switch (a->kind()) {
-    case NodeKind::Input:
-      if (a->name() != b->name()) return false;
-      break;
-    case NodeKind::Constant:
-      if (!a->value()->same_as(*b->value())) return false;
-      break;
-    case NodeKind::Opaque:
-      if (a->opaque()->node_proto != b->opaque()->node_proto) return false;
-      break;
-    case NodeKind::Op:
-      if (!(a->attrs() == b->attrs())) return false;
-      break;
+// Walks the two graphs in step from (a, b) with a stack, not recursion: a chain of 10^5
+// nodes would take one stack frame per node. A node of `a` is paired with one of `b`
+// when first met (a DAG has no path back to it), and every pair is checked once.
+bool same_node(const Node* a0, const Node* b0, std::unordered_map<const Node*, const Node*>& memo) {
+  std::vector<std::pair<const Node*, const Node*>> pending{{a0, b0}};
+  while (!pending.empty()) {
+    auto [a, b] = pending.back();
+    pending.pop_back();
+    if (auto it = memo.find(a); it != memo.end()) {
+      if (it->second != b) return false;
+      continue;
+    }
+    if (a->kind() != b->kind() || a->op_type() != b->op_type() || a->output_types() != b->output_types() ||
+        a->inputs().size() != b->inputs().size())
+      return false;
+    switch (a->kind()) {
+      case NodeKind::Input:
+        if (a->name() != b->name()) return false;
+        break;
+      case NodeKind::Constant:
+        if (!a->value()->same_as(*b->value())) return false;
+        break;
+      case NodeKind::Opaque:
+        if (a->opaque()->node_proto != b->opaque()->node_proto) return false;
+        break;
+      case NodeKind::Op:
+        if (!(a->attrs() == b->attrs())) return false;
+        break;
+    }
+    memo[a] = b;
+    for (size_t i = 0; i < a->inputs().size(); ++i) {
+      const Value& va = a->inputs()[i];
+      const Value& vb = b->inputs()[i];
+      if (va.present() != vb.present()) return false;
+      if (!va.present()) continue;
+      if (va.index != vb.index) return false;
+      pending.emplace_back(va.node.get(), vb.node.get());
+    }
   }
-  for (size_t i = 0; i < a->inputs().size(); ++i) {
-    const Value& va = a->inputs()[i];
-    const Value& vb = b->inputs()[i];
-    if (va.present() != vb.present()) return false;
-    if (!va.present()) continue;
-    if (va.index != vb.index || !same_node(va.node.get(), vb.node.get(), memo)) return false;
-  }
-  memo[a] = b;
   return true;
 }
 }  // namespace

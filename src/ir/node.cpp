@@ -26,6 +26,20 @@ Value Node::output(uint32_t i) const {
   return Value{shared_from_this(), i};
 }
 
+Node::~Node() {
+  std::vector<NodePtr> pending;
+  for (Value& v : inputs_)
+    if (v.node) pending.push_back(std::move(v.node));
+  while (!pending.empty()) {
+    NodePtr n = std::move(pending.back());
+    pending.pop_back();
+    // The last owner: take its inputs before it goes, so that its destructor finds none.
+    if (n.use_count() == 1)
+      for (Value& v : const_cast<Node&>(*n).inputs_)
+        if (v.node) pending.push_back(std::move(v.node));
+  }
+}
+
 void Node::finalize() {
   size_t h = static_cast<size_t>(kind_);
   h = mix(h, std::hash<std::string>{}(op_type_));

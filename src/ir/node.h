@@ -74,6 +74,11 @@ struct OpaqueInfo {
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
+  // Frees the inputs only this node holds in a loop, not by recursion: a chain of
+  // 10^5 nodes would otherwise take one stack frame per node (and overflow the stack).
+  ~Node();
+  Node(const Node&) = default;
+
   NodeKind kind() const { return kind_; }
   // Op: the operator definition; nullptr for other kinds.
   const OpDef* op() const { return op_; }

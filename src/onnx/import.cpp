@@ -9,10 +9,11 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <queue>
 #include <set>
@@ -24,12 +25,15 @@
 #include "ir/shape_overflow.h"
 #include "mugraph/onnx_function.h"
 #include "mugraph/region.h"
+#include "onnx/declared_shapes.h"
 #include "onnx/extras.h"
 #include "onnx/libonnx_inference.h"
+#include "onnx/model_checks.h"
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 #include "onnx/schema_check.h"
+#include "onnx/subgraph_check.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -71,27 +75,6 @@ std::string convert_attributes(const onnx::NodeProto& node, const std::string& b
   return "";
 }
 
-// "float", "int8", ... for an ONNX element type code; the number where isomer has no name.
-std::string element_type_name(int32_t code) {
-  return known_element_type(code) ? std::string(dtype_name(static_cast<DType>(code)))
-                                  : "element type " + std::to_string(code);
-}
-
-std::string value_kind(const onnx::TypeProto& t) {
-  return t.has_tensor_type() ? "a tensor" : t.has_sequence_type() ? "a sequence" : t.has_optional_type() ? "an optional"
-         : t.has_map_type() ? "a map" : t.has_sparse_tensor_type() ? "a sparse tensor" : "an unknown type";
-}
-
-std::string type_kind(const onnx::TypeProto& t) {
-  if (t.has_sequence_type()) return "a sequence";
-  if (t.has_optional_type()) return "an optional";
-  if (t.has_map_type()) return "a map";
-  if (t.has_sparse_tensor_type()) return "a sparse tensor";
-  if (t.has_tensor_type() && !t.tensor_type().has_shape()) return "a tensor of unknown rank";
-  if (t.has_tensor_type()) return "a tensor of unknown element type";
-  return "an unknown type";
-}
-
 class Importer {
  public:
   // Takes the initializers' data out of `model` (no copy of the weights).
@@ -108,26 +91,20 @@ class Importer {
     // A graph without outputs computes nothing: ONNX Runtime refuses it, and an
     // "optimized" copy of it would be an empty model.
     require(graph_.output_size() > 0, "the graph has no outputs");
-    check_names();
+    check_graph_names(graph_);
+    check_subgraphs(model_, opset_);
     infer_types();
+    overrule_declared_shapes();
     add_initializers();
     add_inputs();
     for (int index : node_order()) add_node(index);
-    require_value_info_types();
+    require_value_info_types(graph_, values_);
     std::vector<Value> outputs;
     std::vector<std::string> names;
     for (const auto& out : graph_.output()) {
       auto it = values_.find(out.name());
       require(it != values_.end(), "graph output '" + out.name() + "' is produced by no node");
-      // A declared element type the graph does not compute is a model that lies about
-      // its outputs: refused rather than silently written back with the computed one.
-      const int32_t declared = out.type().has_tensor_type() ? out.type().tensor_type().elem_type() : 0;
-      if (declared != 0 && onnx_detail::known_element_type(declared) && !unknown_type(it->second)) {
-        const DType computed = it->second.type().dtype;
-        require(computed == DType::Undefined || computed == static_cast<DType>(declared),
-                "graph output '" + out.name() + "' is declared " + std::string(dtype_name(static_cast<DType>(declared))) +
-                    " but the graph computes it as " + std::string(dtype_name(computed)));
-      }
+      require_output_type(out, it->second);
       outputs.push_back(it->second);
       names.push_back(out.name());
     }
@@ -159,7 +136,7 @@ class Importer {
                                                         domain + " (this build reads up to " +
                                                         std::to_string(newest) + ")");
     }
-    require_default_domain_import(imported.count("ai.onnx") > 0);
+    require_default_domain_import(model_, imported.count("ai.onnx") > 0);
     info.opset_imports.clear();
     for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
     info.producer_name = model_.producer_name();
@@ -176,44 +153,16 @@ class Importer {
     return info;
   }
 
-  // A value_info's element type is a promise about a value: one that contradicts the
-  // type isomer computes is a model that lies about it (ONNX Runtime refuses it too).
-  // Shapes are not held to it: ONNX Runtime only warns, and isomer computes its own.
-  void require_value_info_types() const {
-    for (const auto& vi : graph_.value_info()) {
-      const int32_t declared = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
-      auto it = values_.find(vi.name());
-      if (declared == 0 || it == values_.end() || unknown_type(it->second)) continue;
-      const DType computed = it->second.type().dtype;
-      if (computed == DType::Undefined || static_cast<int32_t>(computed) == declared) continue;
-      std::string who = "the graph";
-      for (const auto& node : graph_.node())
-        for (const auto& o : node.output())
-          if (o == vi.name()) who = describe_proto(node);
-      throw Error("value_info declares '" + vi.name() + "' " + element_type_name(declared) + ", but " + who +
-                  " computes it as " + std::string(dtype_name(computed)));
-    }
-  }
-
-  // ONNX requires every model from IR version 3 on to import an opset of ai.onnx
-  // (only older ones mean opset 1 by default), and a node of the default domain
-  // means nothing without one: which version of its operator would it be?
-  void require_default_domain_import(bool imported) const {
-    if (imported) return;
-    if (model_.opset_import_size() == 0)
-      require(model_.ir_version() < 3, "the model imports no opset (ONNX requires one of ai.onnx from IR version 3)");
-    if (model_.opset_import_size() == 0) return;  // IR 1 and 2: opset 1 of ai.onnx
-    std::function<void(const onnx::GraphProto&)> walk = [&](const onnx::GraphProto& g) {
-      for (const auto& node : g.node()) {
-        require(!is_default_domain(node.domain()),
-                describe_proto(node) + " is an ai.onnx operator, but the model imports no opset of ai.onnx");
-        for (const auto& a : node.attribute()) {
-          if (a.has_g()) walk(a.g());
-          for (const auto& sub : a.graphs()) walk(sub);
-        }
-      }
-    };
-    walk(graph_);
+  // A declared shape ONNX's inference contradicts is overruled, as ONNX Runtime does
+  // (declared_shapes.h): the types of opaque nodes' outputs come from types_.
+  void overrule_declared_shapes() {
+    DimsMap known;
+    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
+    onnx::ModelProto copy = inference_copy();
+    add_static_dims(copy.graph().input(), &known);
+    std::string type_lie;
+    for (auto& [name, type] : inferred_over_declared(std::move(copy), known, &type_lie)) types_[name] = std::move(type);
+    require(type_lie.empty(), type_lie);
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
@@ -279,23 +228,6 @@ class Importer {
     return copy;
   }
 
-  // libonnx's inference copies the data of Constant nodes' tensors, and of subgraphs'
-  // initializers, without checking its size: such a tensor whose data disagrees with
-  // its dims is refused here, naming the node.
-  static void check_inline_tensors(const onnx::GraphProto& g, bool initializers) {
-    for (int i = 0; initializers && i < g.initializer_size(); ++i)
-      if (std::string why = onnx_detail::inline_data_mismatch(g.initializer(i)); !why.empty()) throw Error(why);
-    for (const auto& node : g.node()) {
-      for (const auto& a : node.attribute()) {
-        std::string why = a.has_t() ? onnx_detail::inline_data_mismatch(a.t()) : "";
-        for (int i = 0; why.empty() && i < a.tensors_size(); ++i) why = onnx_detail::inline_data_mismatch(a.tensors(i));
-        if (!why.empty()) throw Error(describe_proto(node) + ": attribute '" + a.name() + "': " + why);
-        if (a.has_g()) check_inline_tensors(a.g(), true);
-        for (const auto& sub : a.graphs()) check_inline_tensors(sub, true);
-      }
-    }
-  }
-
   // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
   // which case `copy` keeps the declared types only.
   static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
@@ -308,79 +240,6 @@ class Importer {
     }
     copy = std::move(attempt);
     return true;
-  }
-
-  // Every name must be defined once and every name a node reads defined somewhere
-  // (order is handled later), before anything (ONNX shape inference included)
-  // walks the graph: libonnx crashes on dangling names.
-  void check_names() const {
-    std::unordered_set<std::string> outer;  // graph inputs and initializers
-    std::unordered_set<std::string> inputs;
-    for (const auto& in : graph_.input()) {
-      require(inputs.insert(in.name()).second, "graph input '" + in.name() + "' is declared twice");
-      outer.insert(in.name());
-      if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
-      int64_t elements = 1;
-      for (const auto& d : in.type().tensor_type().shape().dim()) {
-        require(!d.has_dim_value() || d.dim_value() >= 0,
-                "graph input '" + in.name() + "' has a negative dimension " + std::to_string(d.dim_value()));
-        require(!d.has_dim_value() || !__builtin_mul_overflow(elements, d.dim_value(), &elements),
-                "graph input '" + in.name() + "' declares more elements than fit in 64 bits");
-      }
-    }
-    for (const auto& t : graph_.initializer()) {
-      outer.insert(t.name());
-      if (inputs.count(t.name())) require_initializer_fits_input(t);
-    }
-    std::unordered_map<std::string, int> producer;
-    for (int i = 0; i < graph_.node_size(); ++i) {
-      const auto& node = graph_.node(i);
-      for (const auto& o : node.output()) {
-        if (o.empty()) continue;
-        require(!outer.count(o),
-                describe_proto(node) + ": output '" + o + "' has the name of a graph input or initializer");
-        auto [it, fresh] = producer.emplace(o, i);
-        require(fresh, describe_proto(node) + ": output '" + o + "' is also produced by " +
-                           describe_proto(graph_.node(it->second)));
-      }
-    }
-    for (const auto& node : graph_.node())
-      for (const auto& i : node.input())
-        require(i.empty() || outer.count(i) || producer.count(i),
-                describe_proto(node) + " reads '" + i + "', which nothing defines");
-  }
-
-  // An initializer that is also a graph input is the input's default value: its type
-  // must be the one the input declares, or the model computes with one type when the
-  // input is not given and another when it is (ONNX Runtime refuses it).
-  void require_initializer_fits_input(const onnx::TensorProto& t) const {
-    for (const auto& in : graph_.input()) {
-      if (in.name() != t.name() || !in.type().has_tensor_type()) continue;
-      const auto& tt = in.type().tensor_type();
-      std::vector<std::string> dims;
-      for (int64_t d : t.dims()) dims.push_back(std::to_string(d));
-      const std::string what = "graph input '" + in.name() + "' is declared ";
-      const std::string initializer = ", but its initializer is " + element_type_name(t.data_type()) + dims_text(dims);
-      require(tt.elem_type() == 0 || tt.elem_type() == t.data_type(), what + element_type_name(tt.elem_type()) + initializer);
-      if (!tt.has_shape()) return;
-      bool fits = tt.shape().dim_size() == t.dims_size();
-      for (int i = 0; fits && i < t.dims_size(); ++i)
-        fits = !tt.shape().dim(i).has_dim_value() || tt.shape().dim(i).dim_value() == t.dims(i);
-      if (fits) return;
-      std::vector<std::string> declared;
-      for (const auto& d : tt.shape().dim())
-        declared.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param().empty() ? "?" : d.dim_param());
-      throw Error(what + "with shape " + dims_text(declared) + initializer);
-    }
-  }
-
-  static std::string dims_text(const std::vector<std::string>& dims) {
-    std::string text = "[";
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (i) text += ",";
-      text += dims[i];
-    }
-    return text + "]";
   }
 
   void define(const std::string& name, Value v) { values_[name] = std::move(v); }
@@ -664,27 +523,10 @@ class Importer {
       throw Error(describe_proto(node) + ": ONNX refuses it (" + why + ")");
   }
 
-  bool is_local_function(const onnx::NodeProto& node) const {
-    for (const auto& f : model_.functions())
-      if (f.domain() == node.domain() && f.name() == node.op_type()) return true;
-    return false;
-  }
-
   // ONNX's rules for the node's operator (schema_check.h), for every node of the
   // default domain, native or opaque.
   void require_schema(const onnx::NodeProto& node, const std::vector<Value>& inputs) const {
-    // An ONNX domain beside the default one (ai.onnx.ml, ...) lists every operator it
-    // has; a node of one it lacks is no operator at all (ONNX Runtime refuses it). The
-    // default domain is not judged so: its experimental operators of old opsets
-    // (ImageScaler, ...) are in no table, yet ONNX Runtime runs them.
-    if (!is_default_domain(node.domain()) && newest_opset(node.domain()) != 0 && !is_local_function(node)) {
-      int64_t version = 0;
-      for (const auto& o : model_.opset_import())
-        if (o.domain() == node.domain()) version = o.version();
-      require(op_version(node.domain(), node.op_type(), version) != 0,
-              describe_proto(node) + ": domain '" + node.domain() + "' has no operator " + node.op_type() +
-                  (version ? " at opset " + std::to_string(version) : " (the model imports no opset of it)"));
-    }
+    if (std::string why = missing_operator(node, model_); !why.empty()) throw Error(describe_proto(node) + ": " + why);
     if (!is_default_domain(node.domain())) return;
     std::vector<std::optional<onnx::TypeProto>> types(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -720,7 +562,8 @@ class Importer {
     for (const auto& a : node.attribute()) {
       static const std::set<std::string> kFlags = {"keepdims", "noop_with_empty_axes", "select_last_index",
                                                    "ceil_mode", "count_include_pad", "transA", "transB",
-                                                   "exclusive", "reverse", "largest", "sorted", "upper"};
+                                                   "exclusive", "reverse", "largest", "sorted", "upper",
+                                                   "fmod", "allowzero", "storage_order"};
       if (a.type() == onnx::AttributeProto::INT && kFlags.count(a.name()))
         require(a.i() == 0 || a.i() == 1, describe_proto(node) + ": attribute '" + a.name() + "' must be 0 or 1, got " +
                                               std::to_string(a.i()));
@@ -883,8 +726,15 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
 }
 
 Graph import_onnx_file(const std::string& path, const ImportOptions& opts, ImportStats* stats) {
+  // Why the file cannot be read, said as the system says it, before anything parses it.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  require(status.type() != std::filesystem::file_type::not_found, path + ": cannot open file (no such file)");
+  require(status.type() != std::filesystem::file_type::directory, path + ": cannot open file (a directory, not an ONNX file)");
+  // A device or pipe has no size to read up front (/dev/zero would never end).
+  require(status.type() == std::filesystem::file_type::regular || ec, path + ": cannot open file (not a regular file)");
   std::ifstream in(path, std::ios::binary);
-  require(in.good() && !std::filesystem::is_directory(path), path + ": cannot open file");
+  require(in.good(), path + ": cannot open file (" + std::string(std::strerror(errno)) + ")");
   in.seekg(0, std::ios::end);
   std::string bytes(static_cast<size_t>(in.tellg()), '\0');
   in.seekg(0);

@@ -42,6 +42,11 @@ LibonnxSafety make_safe_for_libonnx(onnx::NodeProto* n, const DimsLookup& dims_o
       if (v < -rank - 1 || v > rank) return Invalid;
   }
   const std::string& op = n->op_type();
+  // DepthToSpace's inference divides the channels by blocksize * blocksize, which wraps
+  // to 0 for a blocksize of 2^32 or more (found by tests/python/test_hostile_op_attributes.py).
+  if (op == "DepthToSpace" || op == "SpaceToDepth")
+    for (const auto& a : n->attribute())
+      if (a.name() == "blocksize" && (a.i() <= 0 || a.i() > (int64_t{1} << 31))) return Invalid;
   const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
   const int weight = op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" ? 1 : op == "QLinearConv" ? 3 : -1;
   if (weight < 0 && !pool) return Safe;

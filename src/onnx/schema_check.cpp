@@ -3,8 +3,10 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <set>
 #include <unordered_map>
 
+#include "onnx/libonnx_inference.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 
@@ -52,6 +54,33 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
     return one_line(e.what());
   }
   return "";
+}
+
+std::string missing_operator(const onnx::NodeProto& node, const onnx::ModelProto& model) {
+  const bool default_domain = is_default_domain(node.domain());
+  if (!default_domain && newest_opset(node.domain()) == 0) return "";
+  for (const auto& f : model.functions())
+    if (f.domain() == node.domain() && f.name() == node.op_type()) return "";
+  // ONNX's experimental operators (onnx/defs/experiments, removed in ONNX 1.5 and later).
+  static const std::set<std::string> kRetiredExperimental = {
+      "ATen", "Affine", "ConstantFill", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler",
+      "ParametricSoftplus", "Scale", "ScaledTanh"};
+  if (default_domain && kRetiredExperimental.count(node.op_type())) return "";
+  int64_t version = 0;
+  bool imported = false;
+  for (const auto& o : model.opset_import()) {
+    if (is_default_domain(o.domain()) != default_domain || (!default_domain && o.domain() != node.domain())) continue;
+    version = o.version();
+    imported = true;
+  }
+  if (default_domain && !imported) version = 1, imported = true;  // IR 1 and 2 without opset_import: opset 1
+  if (op_version(node.domain(), node.op_type(), version) != 0) return "";
+  const std::string domain = default_domain ? "ai.onnx" : node.domain();
+  const std::vector<int> versions = op_versions(node.domain(), node.op_type());
+  if (!imported) return "domain '" + domain + "' has no operator " + node.op_type() + " (the model imports no opset of it)";
+  std::string why = "domain '" + domain + "' has no operator " + node.op_type() + " at opset " + std::to_string(version);
+  if (!versions.empty()) why += " (it has one from opset " + std::to_string(versions.front()) + ")";
+  return why;
 }
 
 }  // namespace isomer::onnx_detail

@@ -23,4 +23,12 @@ namespace isomer::onnx_detail {
 std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
                              const std::vector<std::optional<onnx::TypeProto>>& input_types);
 
+// Why `node` names no operator of its domain at the opset `model` imports of that
+// domain, or "" when it does (or isomer cannot tell: vendor domains, functions the
+// model defines). A domain of ONNX's lists every operator it has at every opset, so
+// a node of one it lacks there is no operator at all (ONNX Runtime refuses it); in
+// the default domain, the experimental operators of ONNX's first releases, which
+// are in no opset yet ONNX Runtime still runs, are not judged.
+std::string missing_operator(const onnx::NodeProto& node, const onnx::ModelProto& model);
+
 }  // namespace isomer::onnx_detail

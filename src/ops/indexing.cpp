@@ -7,6 +7,7 @@
 // the field and symbolic ones; all are linear in their data.
 #include <algorithm>
 
+#include "ir/invalid_node.h"
 #include "ops/layout_common.h"
 
 namespace isomer {
@@ -141,8 +142,8 @@ std::vector<TensorType> infer_gather_nd(const InferContext& ctx) {
   require(idx.dtype == DType::Int64, "GatherND indices must be int64");
   require(idx.rank() >= 1 && x.rank() >= 1, "GatherND data and indices must have rank >= 1");
   const int64_t b = ctx.attrs.get_int("batch_dims", 0);
-  require(b >= 0 && b < std::min(x.rank(), idx.rank()),
-          "GatherND batch_dims " + std::to_string(b) + " must be below both ranks (data " + to_string(x.shape) +
+  require_valid(b >= 0 && b < std::min(x.rank(), idx.rank()),
+                "GatherND batch_dims " + std::to_string(b) + " must be below both ranks (data " + to_string(x.shape) +
               ", indices " + to_string(idx.shape) + ")");
   const Dim& k = idx.shape.back();
   require(k.is_static(), "GatherND indices " + to_string(idx.shape) + " need a known last axis (the tuple length)");

@@ -75,7 +75,7 @@ int64_t block_size(const Attributes& attrs, const std::string& op) {
 
 bool depth_to_space_crd(const Attributes& attrs) {
   const std::string mode = attrs.get_string("mode", "DCR");
-  require(mode == "DCR" || mode == "CRD", "DepthToSpace mode must be DCR or CRD, got " + mode);
+  require_valid(mode == "DCR" || mode == "CRD", "DepthToSpace mode must be DCR or CRD, got " + mode);
   return mode == "CRD";
 }
 
@@ -93,6 +93,9 @@ std::vector<TensorType> infer_depth_to_space(const InferContext& ctx) {
   require(out.rank() == 4, "DepthToSpace input must be [N, C, H, W], got " + to_string(out.shape));
   const int64_t b = block_size(ctx.attrs, "DepthToSpace");
   depth_to_space_crd(ctx.attrs);
+  // A blocksize over 2^31 has a square past int64 (2^40 wrapped to 0): no channel count
+  // divides by it.
+  require_valid(b <= (int64_t{1} << 31), "DepthToSpace blocksize " + std::to_string(b) + " is too large");
   out.shape[1] = divided(out.shape[1], b * b, "DepthToSpace: channels");
   out.shape[2] = times(out.shape[2], b);
   out.shape[3] = times(out.shape[3], b);
@@ -119,7 +122,8 @@ struct DepthToSpaceOp {
     require(x.rank() == 4, "DepthToSpace input must be [N, C, H, W]");
     const int64_t b = block_size(a.attrs, "DepthToSpace"), N = x.dims[0], C = x.dims[1], H = x.dims[2],
                   W = x.dims[3];
-    require_valid(C % (b * b) == 0, "DepthToSpace: channels are not divisible by blocksize^2");
+    // b <= C / b first: b * b of a huge blocksize wraps (to 0 for 2^40, a division by zero).
+    require_valid(b <= C / b && C % (b * b) == 0, "DepthToSpace: channels are not divisible by blocksize^2");
     const int64_t Co = C / (b * b), sc = H * W;
     const bool crd = depth_to_space_crd(a.attrs);
     const AxisTables tables{axis_range(N, 0, 1, C * sc),

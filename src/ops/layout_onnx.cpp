@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "ir/graph.h"
+#include "ir/invalid_node.h"
 #include "ops/layout_kernels.h"
 
 namespace isomer::ops {
@@ -133,7 +134,9 @@ void export_slice(OnnxForm& f, int64_t opset) {
 
 std::string import_pad(OnnxForm& f, int64_t opset, GraphBuilder& b) {
   const std::string mode = f.attrs.get_string("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge") return "Pad mode '" + mode + "' is not supported";
+  require_valid(mode == "constant" || mode == "reflect" || mode == "edge" || mode == "wrap",
+                "Pad mode '" + mode + "' is not an ONNX mode");
+  if (mode == "wrap") return "Pad mode 'wrap' is not supported";
   const TensorType x = f.inputs[0].type();
   if (opset < 11) {
     const std::string name = f.attrs.has("paddings") ? "paddings" : "pads";  // opset 1 named it paddings

@@ -8,6 +8,7 @@
 
 #include "eval/sym.h"
 #include "ir/float_to_int.h"
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
 #include "ops/reference_gemm.h"
@@ -127,7 +128,7 @@ std::vector<TensorType> infer_gemm(const InferContext& ctx) {
   const bool ta = ctx.attrs.get_int("transA", 0) != 0, tb = ctx.attrs.get_int("transB", 0) != 0;
   const Dim &m = a.shape[ta ? 1 : 0], &ka = a.shape[ta ? 0 : 1];
   const Dim &kb = b.shape[tb ? 1 : 0], &n = b.shape[tb ? 0 : 1];
-  require(!ka.is_static() || !kb.is_static() || ka.value == kb.value,
+  require_valid(!ka.is_static() || !kb.is_static() || ka.value == kb.value,
           "Gemm inner dimensions differ: " + to_string(a.shape) + (ta ? "^T" : "") + " x " + to_string(b.shape) +
               (tb ? "^T" : ""));
   const Shape out{m, n};
@@ -254,9 +255,9 @@ struct ConvParams {
 ConvParams conv_params(const Attributes& attrs, const std::vector<int64_t>& w_dims) {
   ConvParams p;
   p.group = attrs.get_int("group", 1);
-  require(p.group >= 1, "Conv group must be positive");
+  require_valid(p.group >= 1, "Conv group must be positive");
   std::vector<int64_t> kernel(w_dims.begin() + 2, w_dims.end());
-  require(attrs.get_ints("kernel_shape", kernel) == kernel, "Conv kernel_shape differs from the weight's shape");
+  require_valid(attrs.get_ints("kernel_shape", kernel) == kernel, "Conv kernel_shape differs from the weight's shape");
   p.window = read_window(attrs, kernel);
   return p;
 }
@@ -310,7 +311,7 @@ std::optional<std::vector<int64_t>> conv_kernel(const Attributes& attrs, const T
     const Dim& d = w.shape[i + 2];
     if (!d.is_static()) return attr;
     if (attr && (*attr)[i] != d.value)
-      throw Error("Conv kernel_shape " + to_string(*attr) + " differs from the weight's shape " + to_string(w.shape));
+      throw InvalidNode("Conv kernel_shape " + to_string(*attr) + " differs from the weight's shape " + to_string(w.shape));
     kernel.push_back(d.value);
   }
   return kernel;
@@ -323,17 +324,17 @@ std::vector<TensorType> infer_conv(const InferContext& ctx) {
   require(x.rank() >= 3, "Conv input must be [N, C, spatial...], got " + to_string(x.shape));
   require(w.rank() == x.rank(), "Conv weight " + to_string(w.shape) + " does not match input " + to_string(x.shape));
   const int64_t group = ctx.attrs.get_int("group", 1);
-  require(group >= 1, "Conv group must be positive, got " + std::to_string(group));
+  require_valid(group >= 1, "Conv group must be positive, got " + std::to_string(group));
   const Dim &C = x.shape[1], &M = w.shape[0], &Cg = w.shape[1];
   if (C.is_static() && Cg.is_static())
-    require(C.value == Cg.value * group, "Conv input has " + std::to_string(C.value) + " channels, weight " +
+    require_valid(C.value == Cg.value * group, "Conv input has " + std::to_string(C.value) + " channels, weight " +
                                              to_string(w.shape) + " with group " + std::to_string(group) + " expects " +
                                              std::to_string(Cg.value * group));
   if (C.is_static())
-    require(C.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
+    require_valid(C.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
                                       std::to_string(C.value) + " input channels");
   if (M.is_static())
-    require(M.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
+    require_valid(M.value % group == 0, "Conv group " + std::to_string(group) + " does not divide the " +
                                       std::to_string(M.value) + " output channels");
   if (ctx.has_input(2)) {
     const TensorType& b = ctx.in(2);
@@ -390,7 +391,7 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 
 std::vector<int64_t> deconv_ints(const Attributes& attrs, const std::string& name, size_t n, int64_t dflt) {
   std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(n, dflt));
-  require(v.size() == n, "ConvTranspose " + name + " has " + std::to_string(v.size()) + " values, expected " +
+  require_valid(v.size() == n, "ConvTranspose " + name + " has " + std::to_string(v.size()) + " values, expected " +
                              std::to_string(n));
   return v;
 }
@@ -408,12 +409,12 @@ std::vector<DeconvAxis> plan_deconv(const Attributes& attrs, const std::vector<i
                              out_pad = deconv_ints(attrs, "output_padding", r, 0),
                              pads = deconv_ints(attrs, "pads", 2 * r, 0);
   const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
-  require(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || auto_pad == "VALID",
+  require_valid(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || auto_pad == "VALID",
           "ConvTranspose auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got " + auto_pad);
   std::optional<std::vector<int64_t>> out_shape;
   if (attrs.has("output_shape")) {
     std::vector<int64_t> os = attrs.get_ints("output_shape");
-    require(os.size() == r || os.size() == r + 2, "ConvTranspose output_shape " + to_string(os) + " does not have " +
+    require_valid(os.size() == r || os.size() == r + 2, "ConvTranspose output_shape " + to_string(os) + " does not have " +
                                                        std::to_string(r) + " spatial extents");
     out_shape = std::vector<int64_t>(os.end() - static_cast<int64_t>(r), os.end());
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -424,8 +425,8 @@ std::vector<DeconvAxis> plan_deconv(const Attributes& attrs, const std::vector<i
   for (size_t i = 0; i < r; ++i) {
     DeconvAxis& a = axes[i];
     a.in = in[i], a.kernel = kernel[i], a.stride = strides[i], a.dilation = dilations[i], a.out_pad = out_pad[i];
-    require(a.stride >= 1 && a.dilation >= 1, "ConvTranspose strides and dilations must be positive");
-    require(a.out_pad >= 0 && (a.out_pad < a.stride || a.out_pad < a.dilation),
+    require_valid(a.stride >= 1 && a.dilation >= 1, "ConvTranspose strides and dilations must be positive");
+    require_valid(a.out_pad >= 0 && (a.out_pad < a.stride || a.out_pad < a.dilation),
             "ConvTranspose output_padding " + to_string(out_pad) + " must be less than the stride or the dilation");
     const int64_t full = a.stride * (a.in - 1) + a.out_pad + (a.kernel - 1) * a.dilation + 1;
     if (out_shape) {
@@ -437,7 +438,7 @@ std::vector<DeconvAxis> plan_deconv(const Attributes& attrs, const std::vector<i
       require(a.pad_begin >= 0 && a.pad_end >= 0, "ConvTranspose pads must not be negative, got " + to_string(pads));
     }
     a.out = full - a.pad_begin - a.pad_end;
-    require(a.out >= 1, "ConvTranspose output would be empty along spatial axis " + std::to_string(i));
+    require_valid(a.out >= 1, "ConvTranspose output would be empty along spatial axis " + std::to_string(i));
   }
   return axes;
 }
@@ -450,7 +451,7 @@ template <class T>
 Array<T> conv_transpose(const Array<T>& x, const Array<T>& w, const Array<T>* bias, const Attributes& attrs) {
   require(x.rank() >= 3 && w.rank() == x.rank(), "ConvTranspose needs [N, C, spatial...] input and weight of equal rank");
   const int64_t G = attrs.get_int("group", 1);
-  require(G >= 1, "ConvTranspose group must be positive");
+  require_valid(G >= 1, "ConvTranspose group must be positive");
   const int64_t N = x.dims[0], C = x.dims[1], Mg = w.dims[1], M = Mg * G;
   require(w.dims[0] == C && C % G == 0, "ConvTranspose channels do not match the weight and group");
   const std::vector<int64_t> kernel(w.dims.begin() + 2, w.dims.end()), in(x.dims.begin() + 2, x.dims.end());
@@ -518,13 +519,13 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
   require(w.rank() == x.rank(),
           "ConvTranspose weight " + to_string(w.shape) + " does not match input " + to_string(x.shape));
   const int64_t group = ctx.attrs.get_int("group", 1);
-  require(group >= 1, "ConvTranspose group must be positive, got " + std::to_string(group));
+  require_valid(group >= 1, "ConvTranspose group must be positive, got " + std::to_string(group));
   const Dim &C = x.shape[1], &Cw = w.shape[0], &Mg = w.shape[1];
   if (C.is_static() && Cw.is_static())
     require(C.value == Cw.value, "ConvTranspose input has " + std::to_string(C.value) + " channels, weight " +
                                      to_string(w.shape) + " expects " + std::to_string(Cw.value));
   if (C.is_static())
-    require(C.value % group == 0, "ConvTranspose group " + std::to_string(group) + " does not divide the " +
+    require_valid(C.value % group == 0, "ConvTranspose group " + std::to_string(group) + " does not divide the " +
                                       std::to_string(C.value) + " input channels");
   const Dim M = Mg.is_static() ? Dim(Mg.value * group) : group == 1 ? Mg : Dim::unknown();
   if (ctx.has_input(2)) {
@@ -543,7 +544,7 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
     in.push_back(x.shape[i + 2].is_static() ? x.shape[i + 2].value : 1);
   }
   if (ctx.attrs.has("kernel_shape"))
-    require(ctx.attrs.get_ints("kernel_shape") == kernel || !known,
+    require_valid(ctx.attrs.get_ints("kernel_shape") == kernel || !known,
             "ConvTranspose kernel_shape " + to_string(ctx.attrs.get_ints("kernel_shape")) +
                 " differs from the weight's shape " + to_string(w.shape));
   // Checks the attributes even where the extents are not known.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/error.h"
+#include "ir/invalid_node.h"
 
 namespace isomer::ops {
 
@@ -11,7 +12,7 @@ namespace {
 std::vector<int64_t> per_axis(const Attributes& attrs, const std::string& name, size_t count, int64_t dflt,
                               int64_t min_value) {
   std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(count, dflt));
-  require(v.size() == count, name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(count));
+  require_valid(v.size() == count, name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(count));
   for (int64_t x : v) require(x >= min_value, name + " value " + std::to_string(x) + " is out of range");
   return v;
 }
@@ -34,7 +35,7 @@ Window read_window(const Attributes& attrs, std::vector<int64_t> kernel) {
   w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(r));
   w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(r), pads.end());
   w.auto_pad = attrs.get_string("auto_pad", "NOTSET");
-  require(w.auto_pad == "NOTSET" || w.auto_pad == "VALID" || same_padding(w),
+  require_valid(w.auto_pad == "NOTSET" || w.auto_pad == "VALID" || same_padding(w),
           "auto_pad '" + w.auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
   int64_t ceil_mode = attrs.get_int("ceil_mode", 0);
   require(ceil_mode == 0 || ceil_mode == 1, "ceil_mode must be 0 or 1");
@@ -61,7 +62,7 @@ WindowAxis plan_window_axis(const Window& w, size_t i, int64_t in) {
   auto [begin, end] = resolved_pads(w, i, in);
   a.pad_begin = begin;
   const int64_t span = in + begin + end - w.extent(i);
-  require(span >= 0, "window extent " + std::to_string(w.extent(i)) + " exceeds padded input extent " +
+  require_valid(span >= 0, "window extent " + std::to_string(w.extent(i)) + " exceeds padded input extent " +
                          std::to_string(in + begin + end) + " on spatial axis " + std::to_string(i));
   if (w.ceil_mode && w.auto_pad == "NOTSET") {
     a.out = ceil_div(span, a.stride) + 1;

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "ir/graph.h"
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -130,16 +131,18 @@ ResizeAxis plan_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale
 ResizeAttrs read_resize_attrs(const Attributes& attrs, int64_t rank) {
   ResizeAttrs a;
   a.mode = attrs.get_string("mode", "nearest");
-  require(one_of(a.mode, {"nearest", "linear", "cubic"}), "Resize mode must be nearest, linear or cubic, got " + a.mode);
+  require_valid(one_of(a.mode, {"nearest", "linear", "cubic"}),
+                "Resize mode must be nearest, linear or cubic, got " + a.mode);
   a.coord = attrs.get_string("coordinate_transformation_mode", "half_pixel");
-  require(one_of(a.coord, {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-                           "tf_half_pixel_for_nn", "tf_crop_and_resize"}),
-          "Resize coordinate_transformation_mode " + a.coord + " is not an ONNX mode");
+  require_valid(one_of(a.coord, {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                 "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"}),
+                "Resize coordinate_transformation_mode " + a.coord + " is not an ONNX mode");
   a.nearest = attrs.get_string("nearest_mode", "round_prefer_floor");
+  // Only nearest resizing reads it: ONNX Runtime runs other modes whatever it says.
   require(one_of(a.nearest, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}),
-          "Resize nearest_mode " + a.nearest + " is not an ONNX mode");
+                "Resize nearest_mode " + a.nearest + " is not an ONNX mode");
   a.policy = attrs.get_string("keep_aspect_ratio_policy", "stretch");
-  require(one_of(a.policy, {"stretch", "not_larger", "not_smaller"}),
+  require_valid(one_of(a.policy, {"stretch", "not_larger", "not_smaller"}),
           "Resize keep_aspect_ratio_policy " + a.policy + " is not an ONNX policy");
   a.cubic_a = attrs.get_float("cubic_coeff_a", -0.75);
   a.extrapolation = attrs.get_float("extrapolation_value", 0.0);
