@@ -349,7 +349,7 @@ std::vector<std::string> generated_op_types() {
           "Mish", "Selu", "Elu", "Celu", "ThresholdedRelu", "Mod", "Sum", "Mean", "PRelu", "Less", "LessOrEqual",
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
-          "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization",
+          "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
           "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM",
           "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention", "QuantizeLinear",
           "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"};

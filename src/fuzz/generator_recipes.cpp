@@ -82,6 +82,9 @@ Value Generator::normalize_more(const Value& x, const Dims& d) {
     return op1("RMSNormalization", {x, fconst(Dims(d.end() + axis, d.end()), 0.5, 1.5)}, {{"axis", axis}});
   }
   const int64_t c = d[1];
+  if (coin())
+    return op1("LRN", {x}, {{"size", int64_t{1 + 2 * rnd(3)}}, {"alpha", 0.5}, {"beta", coin() ? 0.75 : 0.5},
+                            {"bias", 1.0}});
   if (coin()) return op1("InstanceNormalization", {x, fconst({c}, 0.5, 1.5), fconst({c})});
   const int64_t groups = c % 2 == 0 && coin() ? 2 : 1;
   return op1("GroupNormalization", {x, fconst({c}, 0.5, 1.5), fconst({c})}, {{"num_groups", groups}});

@@ -382,7 +382,7 @@ class Exporter {
     const OnnxForm& form = forms_.at(&n);
     onnx::NodeProto* p = graph->add_node();
     p->set_name(node_name(n.name(), n.op_type()));
-    p->set_op_type(std::string(n.op()->name));
+    p->set_op_type(form.op_type.empty() ? std::string(n.op()->name) : form.op_type);
     if (!n.op()->onnx_domain.empty()) p->set_domain(std::string(n.op()->onnx_domain));
     for (const Value& v : form.inputs) p->add_input(name_of(v));
     while (p->input_size() > 0 && p->input(p->input_size() - 1).empty()) p->mutable_input()->RemoveLast();

@@ -551,7 +551,7 @@ class Importer {
       *reason = "operator of domain '" + node.domain() + "'";
       return nullptr;
     }
-    const OpDef* op = find_op(node.op_type());
+    const OpDef* op = find_native(node, opset_);
     if (!op) {
       *reason = kNotImplemented;
       return nullptr;
@@ -627,11 +627,20 @@ class Importer {
 
   static constexpr const char* kNotImplemented = "operator not implemented in isomer";
 
+  // The table's entry for an ai.onnx node: by its name, or where ONNX once named the
+  // operator otherwise, by that: Upsample (opsets 7 to 10) is Resize-10, whose hook
+  // adapts both forms and whose export writes Upsample back before opset 10.
+  static const OpDef* find_native(const onnx::NodeProto& node, int64_t opset) {
+    if (node.op_type() == "Upsample" && opset >= 7 && opset <= 10) return find_op("Resize");
+    return find_op(node.op_type());
+  }
+
   // True if `node` is an operator isomer implements (so a node of it kept opaque
   // was refused for its attributes, types or shapes, not for what it is).
   static bool isomer_knows(const onnx::NodeProto& node) {
     if (node.domain() == mugraph::kDomain) return true;
-    return is_default_domain(node.domain()) && (node.op_type() == "Constant" || find_op(node.op_type()));
+    return is_default_domain(node.domain()) &&
+           (node.op_type() == "Constant" || node.op_type() == "Upsample" || find_op(node.op_type()));
   }
 
   // `count`: an ONNX node (stats count it), not an initializer kept as one.

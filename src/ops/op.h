@@ -53,6 +53,7 @@ struct OnnxForm {
   Attributes attrs;
   std::vector<Value> inputs;
   size_t num_outputs = 1;
+  std::string op_type;  // set by an export hook where the opset names the operator otherwise (Upsample)
 };
 
 using InferFn = std::vector<TensorType> (*)(const InferContext&);

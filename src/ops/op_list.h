@@ -76,7 +76,6 @@ ISOMER_OP(GlobalAveragePool)
 ISOMER_OP(GlobalMaxPool)
 // resize.cpp: interpolation (nn.Upsample, F.interpolate)
 ISOMER_OP(Resize)
-ISOMER_OP(Upsample)
 // normalization.cpp
 ISOMER_OP(BatchNormalization)
 ISOMER_OP(LayerNormalization)

@@ -5,7 +5,7 @@
 // real numbers of the scales, so Resize is float-only: no field or symbolic
 // semantics (the rule generator and the e-graph leave it alone), like ArgMax.
 // antialias (opset 18) is not implemented: such nodes stay opaque. Upsample
-// (opsets 7 to 9) is Resize-10 under its old name.
+// (opsets 7 to 10) is Resize-10 under its old name (see export_resize).
 #include "ops/resize.h"
 
 #include <algorithm>
@@ -319,6 +319,12 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
 std::string import_resize(OnnxForm& f, int64_t opset, GraphBuilder& b) {
   if (f.attrs.get_int("antialias", 0) != 0) return "Resize antialias is not implemented";
   if (opset >= 11) return "";
+  if (opset < 9) {  // Upsample-7 (the importer maps Upsample of opsets 7 to 10 here)
+    std::vector<double> scales = f.attrs.get_floats("scales", {});
+    if (f.inputs.size() != 1 || scales.empty()) return "Upsample-7 needs one input and its scales attribute";
+    f.attrs.erase("scales");
+    f.inputs.push_back(b.constant(Tensor::from_f64(DType::Float32, {static_cast<int64_t>(scales.size())}, scales)));
+  }
   if (f.inputs.size() != 2 || !f.inputs[1].present()) return "Resize-10 needs its scales input";
   const Tensor* scales = f.inputs[1].constant();
   const std::string mode = f.attrs.get_string("mode", "nearest");
@@ -333,10 +339,14 @@ std::string import_resize(OnnxForm& f, int64_t opset, GraphBuilder& b) {
   return "";
 }
 
-// Resize-10 (and Upsample-9) take (X, scales) and mean asymmetric coordinates,
-// nearest rounding down: the canonical form goes back to that where it says
-// the same, and is refused otherwise.
-void export_resize_10(OnnxForm& f, const std::string& op) {
+// Before opset 11, Resize (10) and Upsample (7 to 10, its older name) take
+// (X, scales) and mean asymmetric coordinates, nearest rounding down; Upsample
+// before opset 9 has the scales as an attribute. The canonical form goes back to
+// that where it says the same, and is refused otherwise.
+void export_resize(OnnxForm& f, int64_t opset) {
+  if (opset >= 11) return;
+  const std::string op = opset < 10 ? "Upsample" : "Resize";
+  require(opset >= 7, "neither Resize nor Upsample exists before opset 7");
   require(f.inputs.size() >= 3 && f.inputs[2].present() && (f.inputs.size() < 4 || !f.inputs[3].present()),
           op + " before opset 11 takes scales, not sizes");
   const Tensor* roi = f.inputs[1].present() ? f.inputs[1].constant() : nullptr;
@@ -358,31 +368,10 @@ void export_resize_10(OnnxForm& f, const std::string& op) {
   a.set("mode", mode);
   f.attrs = a;
   f.inputs = {f.inputs[0], f.inputs[2]};
-}
-
-void export_resize(OnnxForm& f, int64_t opset) {
-  if (opset < 11) export_resize_10(f, "Resize");
-}
-
-// Upsample (opsets 7 to 9; 10 deprecates it for Resize-10, which means the same):
-// its scales an attribute before opset 9, an input from it.
-std::string import_upsample(OnnxForm& f, int64_t opset, GraphBuilder& b) {
-  if (opset < 7) return "Upsample-1 (height_scale, width_scale) is not implemented";
-  if (opset < 9) {
-    if (f.inputs.size() != 1) return "Upsample-7 takes one input";
-    std::vector<double> scales = f.attrs.get_floats("scales", {});
-    if (scales.empty()) return "Upsample-7 without its scales attribute";
-    f.attrs.erase("scales");
-    f.inputs.push_back(b.constant(Tensor::from_f64(DType::Float32, {static_cast<int64_t>(scales.size())}, scales)));
-  }
-  return import_resize(f, 10, b);
-}
-
-void export_upsample(OnnxForm& f, int64_t opset) {
-  export_resize_10(f, "Upsample");
+  if (opset < 10) f.op_type = op;
   if (opset < 9) {
     const Tensor* scales = f.inputs[1].constant();
-    require(scales != nullptr, "Upsample-7 needs constant scales");
+    require(scales != nullptr, "Upsample before opset 9 needs constant scales");
     f.attrs.set("scales", scales->to_f64());
     f.inputs.resize(1);
   }
@@ -410,15 +399,6 @@ OpDef def_Resize() {
   d.onnx_import = import_resize;
   d.onnx_export = export_resize;
   d.lower = Lowering::Resize;
-  return d;
-}
-
-OpDef def_Upsample() {
-  OpDef d = def_Resize();
-  d.name = "Upsample";
-  d.min_opset = 7;
-  d.onnx_import = import_upsample;
-  d.onnx_export = export_upsample;
   return d;
 }
 

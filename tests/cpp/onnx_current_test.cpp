@@ -121,10 +121,9 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // axes and keep_aspect_ratio_policy, 19 half_pixel_symmetric: all implemented.
       // DepthToSpace-11 adds mode (CRD); SpaceToDepth-28 changed more than types (a node with
       // any attribute beyond blocksize is kept opaque by its hook); the rest widen types.
-      // Upsample-1 (experimental: height_scale, width_scale) stays opaque; 7 has its scales as an attribute, 9 as an input, 10 deprecates it for
-      // Resize-10, which means the same: imported as Resize's form, written back as it was.
+      // Upsample (7 to 10) is Resize-10 under its old name (the importer maps it to Resize).
       // LRN-13 widens types. Gather-1 and Flatten-1/9 are 11's forms without negative axes.
-      {"Upsample", {1, 7, 9, 10}}, {"LRN", {1, 13}},
+      {"LRN", {1, 13}},
       {"ConvTranspose", {1, 11, 22}}, {"Resize", {10, 11, 13, 18, 19}}, {"DepthToSpace", {1, 11, 13, 28}},
       {"SpaceToDepth", {1, 13, 28}},
       // Attention: isomer's form is 25's; 24 added nonpad_kv_seqlen and 25 the sliding
