@@ -217,7 +217,7 @@ class Exporter {
     };
     for (const NodePtr& n : order_) {
       if (n->kind() == NodeKind::Op) {
-        OnnxForm form{n->attrs(), n->inputs(), n->num_outputs()};
+        OnnxForm form{n->attrs(), n->inputs(), n->num_outputs(), {}};
         // An operator newer than the model's opset, with no adapter between its form
         // and older ones, would make the file invalid: refuse rather than write it.
         const OpDef& op = *n->op();

@@ -13,7 +13,7 @@ std::vector<int64_t> per_axis(const Attributes& attrs, const std::string& name, 
                               int64_t min_value) {
   std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(count, dflt));
   require_valid(v.size() == count, name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(count));
-  for (int64_t x : v) require(x >= min_value, name + " value " + std::to_string(x) + " is out of range");
+  for (int64_t x : v) require_valid(x >= min_value, name + " value " + std::to_string(x) + " is out of range");
   return v;
 }
 
@@ -27,7 +27,7 @@ bool same_padding(const Window& w) { return w.auto_pad == "SAME_UPPER" || w.auto
 Window read_window(const Attributes& attrs, std::vector<int64_t> kernel) {
   Window w;
   const size_t r = kernel.size();
-  for (int64_t k : kernel) require(k >= 1, "kernel extent " + std::to_string(k) + " is out of range");
+  for (int64_t k : kernel) require_valid(k >= 1, "kernel extent " + std::to_string(k) + " is out of range");
   w.kernel = std::move(kernel);
   w.strides = per_axis(attrs, "strides", r, 1, 1);
   w.dilations = per_axis(attrs, "dilations", r, 1, 1);

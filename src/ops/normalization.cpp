@@ -523,6 +523,8 @@ OpDef def_LRN() {
     require_float(x, "LRN input");
     require_valid(x.rank() >= 3, "LRN input must be [N, C, D1, ...], got " + to_string(x.shape));
     require_valid(ctx.attrs.has("size") && ctx.attrs.get_int("size") > 0, "LRN needs a positive size");
+    for (const char* a : {"alpha", "beta"})  // a NaN bias computes NaN, as ONNX Runtime does
+      require_valid(std::isfinite(ctx.attrs.get_float(a, 1.0)), std::string("LRN ") + a + " must be finite");
     return std::vector<TensorType>{x};
   };
   d.eval = [](const EvalContext& ctx) {

@@ -275,7 +275,7 @@ std::vector<TensorType> conv_shape(const InferContext& ctx, const TensorType& x,
 // auto_pad resolved as Conv resolves it.
 std::string import_integer_conv(OnnxForm& form, int64_t opset, GraphBuilder& builder, size_t w_index) {
   if (form.inputs.size() <= w_index) return "";
-  OnnxForm conv{form.attrs, {form.inputs[0], form.inputs[w_index]}, 1};
+  OnnxForm conv{form.attrs, {form.inputs[0], form.inputs[w_index]}, 1, {}};
   std::string why = get_op("Conv").onnx_import(conv, opset, builder);
   form.attrs = conv.attrs;
   return why;

@@ -57,6 +57,9 @@ def differs(op, attr, value):
     if (op, attr) in {("Gather", "axis"), ("Reshape", "allowzero")} and value in (-1, 0):
         return ("a valid attribute under which the case's own inputs fail when the node runs (an index or a "
                 "0 dim that no longer fits): `run` refuses those inputs; import has nothing to refuse")
+    if op == "LRN" and attr == "size" and isinstance(value, int) and value > 0 and value % 2 == 0:
+        return ("an even LRN size: ONNX defines its window (floor and ceil of (size - 1) / 2 either side); "
+                "ONNX Runtime takes only odd sizes, isomer computes what ONNX defines")
     return None
 
 
