@@ -1,6 +1,10 @@
 #pragma once
-// Threading and instruction-set helpers shared by the native kernels.
+// Threading and instruction-set helpers shared by the native kernels. Built
+// without OpenMP (the fuzzing harnesses, which take the operator table's kernels
+// but not the runtime), a team is always one thread.
+#if defined(_OPENMP)
 #include <omp.h>
+#endif
 
 #include <exception>
 #include <mutex>
@@ -24,6 +28,9 @@ void parallel_teams(int team, F&& body) {
     body(0, 1);
     return;
   }
+#if !defined(_OPENMP)
+  body(0, 1);
+#else
   std::exception_ptr error;
   std::mutex m;
 #pragma omp parallel num_threads(team)
@@ -36,6 +43,7 @@ void parallel_teams(int team, F&& body) {
     }
   }
   if (error) std::rethrow_exception(error);
+#endif
 }
 
 }  // namespace isomer::kernels
