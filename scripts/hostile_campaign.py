@@ -64,8 +64,8 @@ FAVOURED = ["gather", "scatter", "reshape", "expand", "tile", "constantofshape",
             "layer_norm", "instancenorm", "lrn", "argmax", "trilu", "compress", "nonzero",
             "gridsample", "roialign", "upsample", "maxunpool", "eyelike", "shape", "size", "cast",
             "dequantize", "quantize", "lstm", "gru", "rnn", "center_crop", "col2im", "dft"]
-REAL_MODELS = ["/work/corpus/squeezenet1_1.onnx", "/work/corpus/gpt2_block.onnx",
-               "/work/sweep5/models/rnn_grucell_loop.onnx"]
+# Whole models --real mutates unless --real-models names others: the corpus's (make corpus).
+REAL_MODELS = ["build/corpus/squeezenet1_1.onnx", "build/corpus/gpt2_block.onnx", "build/corpus/nasrnn_b1.onnx"]
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -243,7 +243,9 @@ def compare(a_path, b_path, tol=1e-3):
 def campaign(args):
     rng = random.Random(args.seed)
     sources = node_cases()
-    real = [p for p in REAL_MODELS if os.path.exists(p)] if args.real else []
+    wanted = [p for pat in args.real_models.split(",") if pat for p in sorted(glob.glob(pat))] \
+        if args.real_models else REAL_MODELS
+    real = [p for p in wanted if os.path.exists(p)] if args.real else []
     names = sorted(MUTATORS) if not args.only else args.only.split(",")
     commands = args.commands.split(",")
     env = dict(os.environ)
@@ -363,7 +365,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--mem", type=int, default=6 << 30, help="address-space limit per process (bytes)")
     ap.add_argument("--budget", type=float, default=2)
-    ap.add_argument("--real", action="store_true", help="also mutate the corpus/sweep models in REAL_MODELS")
+    ap.add_argument("--real", action="store_true", help="also mutate whole models (REAL_MODELS, or --real-models)")
+    ap.add_argument("--real-models", default="", help="comma-separated paths or globs of the whole models --real mutates")
     ap.add_argument("--real-fraction", type=float, default=0.1)
     ap.add_argument("--keep-work", action="store_true")
     args = ap.parse_args()

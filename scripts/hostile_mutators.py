@@ -350,17 +350,23 @@ def m_body(m, rng, wd):
     return m, f"node {n.name or n.op_type} ({n.op_type}) body {how}"
 
 
-def m_external(m, rng, wd):
-    ts = [t for t in m.graph.initializer if t.data_location != TensorProto.EXTERNAL]
-    t = _pick(rng, ts)
-    if t is None:
-        return None
+def _externalize(t, wd):
+    """Moves initializer `t`'s data to WD/w.bin as external data; returns the bytes written."""
     raw = numpy_helper.to_array(t).tobytes()
     for f in ("raw_data", "float_data", "int64_data", "int32_data", "double_data"):
         t.ClearField(f)
     t.data_location = TensorProto.EXTERNAL
     with open(os.path.join(wd, "w.bin"), "wb") as f:
         f.write(raw)
+    return raw
+
+
+def m_external(m, rng, wd):
+    ts = [t for t in m.graph.initializer if t.data_location != TensorProto.EXTERNAL]
+    t = _pick(rng, ts)
+    if t is None:
+        return None
+    raw = _externalize(t, wd)
     how = rng.choice(["escape", "absolute", "past_end", "negative", "huge_len", "self", "dir", "dev"])
     loc, off, ln = "w.bin", None, None
     if how == "escape":

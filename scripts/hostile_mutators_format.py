@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from hostile_mutators import _init_names, _pick, _subgraph_attrs
+from hostile_mutators import _externalize, _init_names, _pick, _subgraph_attrs
 
 
 def _numeric_inits(g, rng=None):
@@ -199,12 +199,7 @@ def m_external_end(m, rng, wd):
     t = _pick(rng, _numeric_inits(m.graph, rng))
     if t is None:
         return None
-    raw = numpy_helper.to_array(t).tobytes()
-    for f in ("raw_data", "float_data", "int64_data", "int32_data", "double_data"):
-        t.ClearField(f)
-    t.data_location = TensorProto.EXTERNAL
-    with open(os.path.join(wd, "w.bin"), "wb") as f:
-        f.write(raw)
+    raw = _externalize(t, wd)
     how = rng.choice(["length_past_end", "offset_plus_length", "overflow", "short_file", "not_a_number"])
     off, ln = {"length_past_end": ("0", str(len(raw) + 64)), "offset_plus_length": (str(max(len(raw) - 4, 0)), str(len(raw))),
                "overflow": (str((1 << 63) - 8), "16"), "short_file": (None, None),
