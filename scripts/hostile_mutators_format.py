@@ -226,9 +226,8 @@ def m_non_utf8(m, rng, wd):
             return None
         n.name = marker.decode()
     elif how == "value_name":
-        outs = {o for o in m.graph.output}
-        n = _pick(rng, [n for n in m.graph.node if n.output and n.output[0] and n.output[0] not in
-                        {o.name for o in outs}])
+        outs = {o.name for o in m.graph.output}
+        n = _pick(rng, [n for n in m.graph.node if n.output and n.output[0] and n.output[0] not in outs])
         if n is None:
             return None
         old = n.output[0]

@@ -69,7 +69,7 @@ NodePtr Node::make_input(std::string name, TensorType type, std::optional<std::s
   std::vector<int64_t> dims;
   for (const Dim& d : type.shape)
     if (d.is_static()) dims.push_back(d.value);
-  checked_num_elements(dims, "graph input '" + name + "' shape");
+  checked_num_bytes(dims, dtype_size(type.dtype), "graph input '" + name + "' shape");
   std::shared_ptr<Node> n(new Node());
   n->kind_ = NodeKind::Input;
   n->op_type_ = "Input";
@@ -123,10 +123,7 @@ NodePtr Node::make_op(const OpDef& op, std::vector<Value> inputs, Attributes att
     for (const Dim& d : out[i].shape)
       if (d.is_static()) dims.push_back(d.value);
     const std::string what = "node " + who + ": output " + std::to_string(i) + " shape";
-    const int64_t n = checked_num_elements(dims, what);
-    int64_t bytes = 0;
-    if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(out[i].dtype)), &bytes))
-      throw ShapeOverflow(what + " " + to_string(dims) + " has more bytes than fit in 64 bits");
+    checked_num_bytes(dims, dtype_size(out[i].dtype), what);
   }
   require(num_outputs == 0 || out.size() == num_outputs,
           "node " + who + " produces " + std::to_string(out.size()) + " outputs, " + std::to_string(num_outputs) +

@@ -37,6 +37,13 @@ int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string
   return n;
 }
 
+int64_t checked_num_bytes(const std::vector<int64_t>& dims, size_t elem_bytes, const std::string& what) {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(checked_num_elements(dims, what), static_cast<int64_t>(elem_bytes), &bytes))
+    throw ShapeOverflow(what + " " + to_string(dims) + " has more bytes than fit in 64 bits");
+  return bytes;
+}
+
 uint64_t max_tensor_bytes() {
   static const uint64_t limit = [] {
     if (const char* env = std::getenv("ISOMER_MAX_TENSOR_BYTES")) {

@@ -43,6 +43,10 @@ int64_t num_elements(const std::vector<int64_t>& dims, size_t from, size_t to);
 // The element count of static `dims`; throws Error naming `what` if a dim is negative
 // or the count does not fit in 64 bits (a hostile shape must not wrap around).
 int64_t checked_num_elements(const std::vector<int64_t>& dims, const std::string& what);
+// The same for the byte count of elements of `elem_bytes` bytes each: a shape whose
+// elements fit 64 bits but whose bytes do not (an int64 input of 2^63 - 1) would wrap
+// every buffer size computed from it.
+int64_t checked_num_bytes(const std::vector<int64_t>& dims, size_t elem_bytes, const std::string& what);
 // The most bytes one tensor may take: the machine's physical memory, or less where the
 // process's address space is limited (ulimit -v), or ISOMER_MAX_TENSOR_BYTES.
 uint64_t max_tensor_bytes();

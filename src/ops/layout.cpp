@@ -168,19 +168,19 @@ Shape reshape_shape(const Shape& in, const std::vector<int64_t>& spec, bool allo
   for (size_t i = 0; i < spec.size(); ++i) {
     const int64_t v = spec[i];
     if (v == 0 && !allowzero) {
-      require(i < in.size(), what + ": 0 at position " + std::to_string(i) + " copies a missing dimension");
+      require_valid(i < in.size(), what + ": 0 at position " + std::to_string(i) + " copies a missing dimension");
       out.push_back(in[i]);
     } else if (v == -1) {
-      require(infer_at < 0, what + ": more than one -1");
+      require_valid(infer_at < 0, what + ": more than one -1");
       infer_at = static_cast<int64_t>(i);
       out.push_back(Dim::unknown());
     } else {
-      require(v >= 0, what + ": invalid dimension " + std::to_string(v));
+      require_valid(v >= 0, what + ": invalid dimension " + std::to_string(v));
       has_zero |= v == 0;
       out.push_back(v);
     }
   }
-  require(!(allowzero && has_zero && infer_at >= 0), what + ": 0 and -1 together with allowzero=1");
+  require_valid(!(allowzero && has_zero && infer_at >= 0), what + ": 0 and -1 together with allowzero=1");
   // Static products and symbol counts of both sides, with common symbols cancelled.
   int64_t in_static = 1, out_static = 1;
   bool opaque = false;  // an anonymous unknown dim: nothing can be concluded
@@ -205,13 +205,13 @@ Shape reshape_shape(const Shape& in, const std::vector<int64_t>& spec, bool allo
     for (int k = 0; k < count; ++k) in_left.push_back(name);
   }
   if (infer_at < 0) {
-    if (in_left.empty() && !out_left) require(in_static == out_static, what);
+    if (in_left.empty() && !out_left) require_valid(in_static == out_static, what);
     return out;
   }
   if (out_left) return out;
   if (in_left.empty()) {
-    require(out_static != 0, what + ": -1 is ambiguous when the other dimensions have no elements");
-    require(in_static % out_static == 0, what);
+    require_valid(out_static != 0, what + ": -1 is ambiguous when the other dimensions have no elements");
+    require_valid(in_static % out_static == 0, what);
     out[infer_at] = in_static / out_static;
   } else if (in_left.size() == 1 && in_static == out_static && out_static != 0) {
     out[infer_at] = Dim::sym(in_left[0]);

@@ -28,6 +28,7 @@ struct AlignedBuffer {
   size_t size = 0;
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n) : size(n) {
+    require(n <= max_tensor_bytes(), "out of memory: a buffer of " + std::to_string(n) + " bytes is more than this process may allocate");
     ptr = static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64)));
     require(ptr != nullptr, "out of memory allocating " + std::to_string(n) + " bytes");
     std::memset(ptr, 0, n);

@@ -121,7 +121,14 @@ TEST(CostDbCrash, WriterKilledMidWriteLeavesTheDatabaseConsistent) {
       }
       ::_exit(3);
     }
-    ::usleep(150000 + 100000 * round);
+    // Killed mid-stream once it has committed something: on a loaded machine the
+    // child may not have run at all within a fixed delay.
+    for (int waited = 0; waited < 200; ++waited) {
+      cost::CostDb probe(db);
+      if (probe.find("fp" + std::to_string(round), "sig0")) break;
+      ::usleep(50000);
+    }
+    ::usleep(50000 + 50000 * round);
     ASSERT_EQ(::kill(child, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
