@@ -163,6 +163,40 @@ TEST(BadInput, ConvWithZeroStride) {
   EXPECT_THROW(import_onnx_bytes(model.SerializeAsString(), "."), Error);
 }
 
+// Found by the hostile campaign (scripts/hostile_campaign.py, input_dim on a BERT
+// export). Fixed. Was: an int64 graph input of [1, 2^63 - 1] elements fits 64 bits
+// but its bytes do not; the runtime's buffer size wrapped to a few bytes and plan()'s
+// memset ran off it (SIGSEGV). Graph inputs are now checked for bytes as node outputs are.
+TEST(BadInput, GraphInputWhoseBytesOverflow) {
+  try {
+    parse_graph("graph g(%x: i64[1,9223372036854775807]) {\n  return %x\n}\n");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more bytes than fit in 64 bits"), std::string::npos) << e.what();
+  }
+  // The same elements as bytes (1 byte each) fit.
+  EXPECT_NO_THROW(parse_graph("graph g(%x: u8[1,9223372036854775807]) {\n  return %x\n}\n"));
+}
+
+// Found by the hostile campaign (shape_bomb on a ResNet-18 export). Fixed. Was: a
+// Reshape whose constant shape has another element count than its static input
+// ([1,512,1,1] to [2147483648,512]) was kept opaque and `optimize` wrote the model
+// (ONNX Runtime refuses it). It breaks Reshape's definition: the node is invalid.
+TEST(BadInput, ReshapeToAnotherElementCountIsInvalid) {
+  for (const char* shape : {"{2147483648, 512}", "{-1, -1}", "{-2, 256}", "{3, -1}"}) {
+    const std::string text = std::string("graph g(%x: f32[1,512,1,1]) {\n  %s = const i64[2] ") + shape +
+                             "\n  %0 = Reshape(%x, %s)\n  return %0\n}\n";
+    try {
+      parse_graph(text);
+      ADD_FAILURE() << "accepted: " << shape;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot reshape"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(parse_graph("graph g(%x: f32[1,512,1,1]) {\n  %s = const i64[2] {-1, 256}\n"
+                              "  %0 = Reshape(%x, %s)\n  return %0\n}\n"));
+}
+
 // Corrupt bytes give an Error, whatever they are (a few fixed shapes of corruption;
 // the fuzzer tries the rest).
 TEST(BadInput, CorruptBytesGiveError) {
