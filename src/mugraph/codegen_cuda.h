@@ -34,13 +34,15 @@ struct CudaKernel {
   std::string name;    // C identifier prefix of the kernel and launcher
   std::string source;  // the .cu text
   BlockGraph graph;    // the block graph the text runs (its GPU tiling)
-  int64_t blocks = 0;
+  int64_t blocks = 0;  // of the (first) kernel: tiles x splits
   int threads = kCudaThreads;
   size_t smem_bytes = 0;  // dynamic shared memory per block
 };
 
 // Shared memory (bytes) a block of `g` needs, as generate_cuda() lays it out.
 size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
+// Whether that fits a block (227 KB on Hopper).
+bool cuda_fits(const Program& p, const BlockGraph& g);
 
 // A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
 // one index a block, other output atoms no op reduces (but the tensors'
@@ -49,9 +51,14 @@ size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 // elements a block), the loop in chunks of 64 (256 where a block has fewer than 4
 // rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
 // few blocks for two a multiprocessor anyway), tiles until it fits a block.
+// A grid of fewer tiles than multiprocessors splits its loop (flash-decoding, see
+// BlockGraph::splits) into runs enough for about four blocks a multiprocessor, and
+// keeps the 64-wide chunks.
 struct CudaTilingOptions {
   int64_t max_rows = 16;  // product of the non-row grid tiles (H200: 16 rows 17% faster than 32 and 31% than 64 on causal GQA attention, 32x8 heads, 1024)
   int64_t chunk = 64;     // the loop's chunk (before shrinking)
+  int64_t sms = 132;      // multiprocessors of the target (H100 SXM, H200)
+  int64_t splits = 0;     // the loop's splits: 0 from `sms`, 1 never split
 };
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& g, const CudaTilingOptions& o = {});
 

@@ -4,6 +4,7 @@
 #include "mugraph/fuse.h"
 #include "mugraph/interpreter.h"
 #include "mugraph/region.h"
+#include "mugraph/search.h"
 #include "mugraph/verify.h"
 
 namespace isomer::mugraph {
@@ -41,15 +42,29 @@ std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts
     for (const NodePtr& b : fr->body.topo_order())
       if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
     r.cpu_summary = fr->kernel->summary(p);
+    // The CPU's choice, unless a GPU block cannot hold its tiles (a structure
+    // that keeps a whole K and V, or loops over the head dimension with every score
+    // a block): then the search's first structure that fits.
     BlockGraph gg = cuda_tiling(p, *fr->kernel, opts.tiling);
+    if (!cuda_fits(p, gg)) {
+      SearchOptions so;
+      so.max_seconds = opts.search_seconds;
+      for (const BlockGraph& s : search_structures(p, so, nullptr)) {
+        BlockGraph t = cuda_tiling(p, s, opts.tiling);
+        if (cuda_fits(p, t)) {
+          gg = t;
+          break;
+        }
+      }
+    }
     FieldVerdict fv = verify_field(p, gg, constants, 11);
     if (!fv.ok) throw Error("μGraph CUDA: the GPU tiling of region " + r.ops + " fails the field check: " + fv.reason);
     r.field_check = fv.reason;
     std::vector<uint8_t> skip = skip_table(p, gg, constants);
     r.skips = !skip.empty();
-    r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
     r.kernel_summary = gg.summary(p);
-    if (opts.progress) opts.progress("cuda " + r.kernel.name + ": " + r.kernel_summary);
+    if (opts.progress) opts.progress("cuda mg_region" + std::to_string(out.size()) + ": " + r.kernel_summary);
+    r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
     out.push_back(std::move(r));
   }
   return out;
