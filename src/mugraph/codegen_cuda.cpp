@@ -16,7 +16,6 @@ namespace {
 bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 std::string str(int64_t v) { return std::to_string(v); }
 
-constexpr size_t kSmemBudget = 96 << 10;  // what cuda_tiling() aims for
 constexpr size_t kSmemBudgetFewBlocks = 200 << 10;
 constexpr size_t kSmemLimit = 227 << 10;  // the most a Hopper block may take
 constexpr int kWarps = kCudaThreads / 32;
@@ -521,7 +520,7 @@ class CudaWriter {
       line("const int mg_ny = " + count(outer, ph) + ";");
       line("float mg_a[" + str(per) + "][" + str(ui) + "];");
       each([&] { line("mg_a[j][u] = " + init + ";"); });
-      line("#pragma unroll 2");
+      line("#pragma unroll 8");  // H200, causal attention 1024: 3% faster than 2
       line("for (int mg_k = 0; mg_k < " + nred + "; ++mg_k) {");
       ++depth_;
       decompose("mg_k", red, ph);
@@ -731,8 +730,6 @@ __device__ __forceinline__ float mg_block_reduce(float v, float* red) {
 
 size_t cuda_smem_bytes(const Program& p, const BlockGraph& g) { return CudaPlan(p, g).bytes(); }
 
-bool cuda_fits(const Program& p, const BlockGraph& g) { return cuda_smem_bytes(p, g) <= kSmemLimit; }
-
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const CudaTilingOptions& opt) {
   BlockGraph g = structure;
   g.grid.clear();
@@ -813,7 +810,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
   if (g.loop_atom >= 0 && rows_per_block < 4 && g.splits == 1) g.chunk = std::min<int64_t>(4 * opt.chunk, p.extent(g.loop_atom));
   stabilize(p, g);
   // Fewer blocks than multiprocessors run one a multiprocessor: they may take more.
-  const size_t budget = g.num_tiles(p) * g.splits >= min_blocks ? kSmemBudget : kSmemBudgetFewBlocks;
+  const size_t budget = g.num_tiles(p) * g.splits >= min_blocks ? kCudaSmemBudget : kSmemBudgetFewBlocks;
   // Shorter chunks first; fewer rows a block only past what a block may have
   // (whole operands, attention's K and V without a loop, take the same at any).
   while (cuda_smem_bytes(p, g) > budget) {

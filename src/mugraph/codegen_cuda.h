@@ -29,6 +29,8 @@
 namespace isomer::mugraph {
 
 inline constexpr int kCudaThreads = 256;
+// Shared memory a block's tiles aim for (two or more blocks a multiprocessor).
+inline constexpr size_t kCudaSmemBudget = 96 << 10;
 
 struct CudaKernel {
   std::string name;    // C identifier prefix of the kernel and launcher
@@ -41,8 +43,6 @@ struct CudaKernel {
 
 // Shared memory (bytes) a block of `g` needs, as generate_cuda() lays it out.
 size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
-// Whether that fits a block (227 KB on Hopper).
-bool cuda_fits(const Program& p, const BlockGraph& g);
 
 // A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
 // one index a block, other output atoms no op reduces (but the tensors'

@@ -1,5 +1,7 @@
 #include "mugraph/cuda_emit.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "mugraph/fuse.h"
 #include "mugraph/interpreter.h"
@@ -42,16 +44,21 @@ std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts
     for (const NodePtr& b : fr->body.topo_order())
       if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
     r.cpu_summary = fr->kernel->summary(p);
-    // The CPU's choice, unless a GPU block cannot hold its tiles (a structure
-    // that keeps a whole K and V, or loops over the head dimension with every score
-    // a block): then the search's first structure that fits.
+    // The CPU's choice, unless its tiles take more shared memory than a GPU block
+    // should (a whole K and V a block, or every score of a row when the loop runs
+    // over the head dimension): then the search's structure that fits and loops
+    // over the longest atom (the key positions: flash attention).
     BlockGraph gg = cuda_tiling(p, *fr->kernel, opts.tiling);
-    if (!cuda_fits(p, gg)) {
+    if (cuda_smem_bytes(p, gg) > kCudaSmemBudget) {
       SearchOptions so;
       so.max_seconds = opts.search_seconds;
-      for (const BlockGraph& s : search_structures(p, so, nullptr)) {
+      std::vector<BlockGraph> found = search_structures(p, so, nullptr);
+      auto loop_extent = [&](const BlockGraph& s) { return s.loop_atom < 0 ? 0 : p.extent(s.loop_atom); };
+      std::stable_sort(found.begin(), found.end(),
+                       [&](const BlockGraph& a, const BlockGraph& b) { return loop_extent(a) > loop_extent(b); });
+      for (const BlockGraph& s : found) {
         BlockGraph t = cuda_tiling(p, s, opts.tiling);
-        if (cuda_fits(p, t)) {
+        if (cuda_smem_bytes(p, t) <= kCudaSmemBudget) {
           gg = t;
           break;
         }
