@@ -7,11 +7,17 @@
 //  - the reduction loop: a loop over chunks inside the block, accumulators in
 //    shared memory, the online-softmax rule as the interpreter runs it (running
 //    maxima, rescale factors, outputs unscaled), skipped chunks from a skip table
-//    baked into the text (causal masks);
+//    baked into the text (causal masks); a split loop (BlockGraph::splits) is two
+//    kernels: the runs (a block per tile and split, accumulators and maxima to
+//    global scratch) and the combine (rescaled sum, then the ops after the loop);
+//  - a chunk's input tiles are staged behind one barrier; a contraction or sum
+//    whose only user is an accumulator adds into it in its store;
 //  - tiles that a contraction, a reduction or several users read live in shared
 //    memory (input tiles a contraction reads are staged there with coalesced
 //    loads); elementwise chains are inlined into their users, one element a thread;
-//  - contractions and row reductions (sums and the stabilizer's maxima): register
+//  - the stabilized exp: a warp per row (its maximum by shuffles, the rescale
+//    factor, the exps and, in the loop, the row sum into its accumulator);
+//  - contractions and row reductions: register
 //    tiles (a thread sums up to 4 inner x 4 outer output elements, so that each
 //    operand element read serves several) or a thread per output element where
 //    there are enough of them, else a warp per output (shuffle reduction), else
