@@ -37,6 +37,8 @@ namespace isomer::mugraph {
 inline constexpr int kCudaThreads = 256;
 // Shared memory a block's tiles aim for (two or more blocks a multiprocessor).
 inline constexpr size_t kCudaSmemBudget = 96 << 10;
+// The most a Hopper block may take.
+inline constexpr size_t kCudaSmemLimit = 227 << 10;
 
 struct CudaKernel {
   std::string name;    // C identifier prefix of the kernel and launcher
@@ -60,6 +62,7 @@ size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 // A grid of fewer tiles than multiprocessors splits its loop (flash-decoding, see
 // BlockGraph::splits) into runs enough for about four blocks a multiprocessor, and
 // keeps the 64-wide chunks.
+// (cuda_tiling.cpp)
 struct CudaTilingOptions {
   int64_t max_rows = 16;  // product of the non-row grid tiles (H200: 16 rows 17% faster than 32 and 31% than 64 on causal GQA attention, 32x8 heads, 1024)
   int64_t chunk = 64;     // the loop's chunk (before shrinking)
@@ -68,7 +71,7 @@ struct CudaTilingOptions {
 };
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& g, const CudaTilingOptions& o = {});
 
-// The .cu text for `g` (any tiling). `skip`: skip_table(p, g, constants) or empty.
+// The .cu text for `g` (any tiling; codegen_cuda.cpp). `skip`: skip_table(p, g, constants) or empty.
 // Throws Error if the block's tiles do not fit in shared memory.
 CudaKernel generate_cuda(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip,
                          const std::string& name);
