@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rows", type=int, help="emit-cuda --rows (a tiling sweep; appended to the directory name)")
     ap.add_argument("--chunk", type=int, help="emit-cuda --chunk (likewise)")
+    ap.add_argument("--splits", type=int, help="emit-cuda --splits (likewise)")
     ap.add_argument("regions", nargs="*", default=DEFAULT)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -35,6 +36,8 @@ def main():
                 extra, suffix = extra + ["--rows", str(a.rows)], suffix + f"_r{a.rows}"
             if a.chunk:
                 extra, suffix = extra + ["--chunk", str(a.chunk)], suffix + f"_c{a.chunk}"
+            if a.splits:
+                extra, suffix = extra + ["--splits", str(a.splits)], suffix + f"_s{a.splits}"
             out = os.path.join(a.out, name + suffix)
             p = subprocess.run([a.isomer, "mugraph", "emit-cuda", model, "--out", out, "--mugraph-seconds",
                                 str(a.seconds)] + extra, capture_output=True, text=True)

@@ -95,6 +95,8 @@ int64_t BlockGraph::num_chunks(const Program& p) const {
   return loop_atom < 0 ? 1 : (p.extent(loop_atom) + chunk - 1) / chunk;
 }
 
+int64_t BlockGraph::chunks_per_split(const Program& p) const { return (num_chunks(p) + splits - 1) / splits; }
+
 bool infer_op(const Program& p, const BlockGraph& g, BOp& op, std::string* why) {
   auto fail = [&](const std::string& s) {
     if (why) *why = s;
@@ -206,6 +208,9 @@ void check_block_graph(const Program& p, const BlockGraph& g) {
             "μGraph: the loop runs over an atom the target does not sum over");
     require(g.chunk >= 1, "μGraph: loop chunk < 1");
   }
+  require(g.splits >= 1 && (g.splits == 1 || g.loop_atom >= 0), "μGraph: a split without a loop");
+  require(g.splits == 1 || (g.splits - 1) * g.chunks_per_split(p) < g.num_chunks(p),
+          "μGraph: a split of the loop has no chunk");
   for (size_t i = 0; i < g.ops.size(); ++i) {
     BOp op = g.ops[i];
     for (int a : op.args) require(a < static_cast<int>(i), "μGraph: op %" + std::to_string(i) + " reads a later op");
@@ -239,6 +244,7 @@ std::string BlockGraph::to_text(const Program& p) const {
   o << "\nloop ";
   if (loop_atom >= 0) o << p.atoms[loop_atom].name << ":" << chunk;
   else o << "none";
+  if (splits > 1) o << " split " << splits;
   o << "\n";
   for (size_t i = 0; i < ops.size(); ++i) {
     const BOp& op = ops[i];
@@ -264,6 +270,7 @@ std::string BlockGraph::summary(const Program& p) const {
   for (size_t i = 0; i < grid.size(); ++i) o << (i ? "," : "") << p.atoms[grid[i].atom].name << ":" << grid[i].tile;
   o << "} loop{";
   if (loop_atom >= 0) o << p.atoms[loop_atom].name << ":" << chunk;
+  if (splits > 1) o << " split " << splits;
   o << "}";
   int acc = 0, mm = 0;
   for (const BOp& op : ops) acc += op.kind == BKind::Accum, mm += op.kind == BKind::Matmul;
@@ -293,7 +300,8 @@ BlockGraph parse_block_graph(const Program& p, const std::string& text) {
         g.grid.push_back({parse_atom(p, t[i].substr(0, c)), std::stoll(t[i].substr(c + 1))});
       }
     } else if (t[0] == "loop") {
-      require(t.size() == 2, "μGraph text: loop line");
+      require(t.size() == 2 || (t.size() == 4 && t[2] == "split"), "μGraph text: loop line");
+      if (t.size() == 4) g.splits = std::stoll(t[3]);
       if (t[1] != "none") {
         size_t c = t[1].find(':');
         require(c != std::string::npos, "μGraph text: loop reads atom:chunk");

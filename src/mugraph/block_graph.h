@@ -17,6 +17,14 @@
 // Ops run in three phases: Pre (before the loop, loop-invariant), Loop (every
 // iteration) and Post (after the loop). Tiles are dense arrays over their atoms.
 //
+// Split loop (flash-decoding; the GPU's tilings only): the chunks are cut into
+// `splits` consecutive runs, each run by its own task from the same Pre tiles with
+// its own accumulators and running maximum; a combine step then takes the largest
+// of the maxima, rescales each run's accumulators by exp(m_run - m)^scale (the
+// online-softmax rescale the loop applies between chunks) and adds them, and Post
+// runs on the sums. The interpreter runs it the same way, so the field verifier
+// checks the combine like the rest.
+//
 // Thread graph: built by rule, not searched. Elementwise chains become fused
 // loops; contractions become register micro-kernels (codegen.cpp). One rule
 // changes values: an Exp whose result is later summed over atoms of its argument
@@ -61,6 +69,7 @@ struct BlockGraph {
   std::vector<GridDim> grid;
   int loop_atom = -1;
   int64_t chunk = 0;
+  int64_t splits = 1;  // runs of chunks computed apart and combined (see above)
   std::vector<BOp> ops;
   std::vector<std::pair<int, int>> outputs;  // (op, program output)
   int stab_exp = -1;                         // the stabilized Exp op, -1 none
@@ -71,6 +80,8 @@ struct BlockGraph {
   int64_t tile_extent(const Program& p, int atom, Phase phase) const;
   int64_t num_tiles(const Program& p) const;
   int64_t num_chunks(const Program& p) const;
+  // Chunks a split runs (the last may run fewer).
+  int64_t chunks_per_split(const Program& p) const;
   std::string to_text(const Program& p) const;
   // A short description: grid, loop, ops (for reports).
   std::string summary(const Program& p) const;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "ir/error.h"
 #include "mugraph/codegen_emitter.h"
 #include "mugraph/codegen_prelude.h"
 #include "mugraph/vmath_text.h"
@@ -333,6 +334,7 @@ void Emitter::body() {
 }
 
 std::string generate_source(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip) {
+  require(g.splits == 1, "μGraph codegen: the CPU kernels run a loop whole (a split loop is the GPU's)");
   return Emitter(p, g, skip).run();
 }
 

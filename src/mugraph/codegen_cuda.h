@@ -7,11 +7,17 @@
 //  - the reduction loop: a loop over chunks inside the block, accumulators in
 //    shared memory, the online-softmax rule as the interpreter runs it (running
 //    maxima, rescale factors, outputs unscaled), skipped chunks from a skip table
-//    baked into the text (causal masks);
+//    baked into the text (causal masks); a split loop (BlockGraph::splits) is two
+//    kernels: the runs (a block per tile and split, accumulators and maxima to
+//    global scratch) and the combine (rescaled sum, then the ops after the loop);
+//  - a chunk's input tiles are staged behind one barrier; a contraction or sum
+//    whose only user is an accumulator adds into it in its store;
 //  - tiles that a contraction, a reduction or several users read live in shared
 //    memory (input tiles a contraction reads are staged there with coalesced
 //    loads); elementwise chains are inlined into their users, one element a thread;
-//  - contractions and row reductions (sums and the stabilizer's maxima): register
+//  - the stabilized exp: a warp per row (its maximum by shuffles, the rescale
+//    factor, the exps and, in the loop, the row sum into its accumulator);
+//  - contractions and row reductions: register
 //    tiles (a thread sums up to 4 inner x 4 outer output elements, so that each
 //    operand element read serves several) or a thread per output element where
 //    there are enough of them, else a warp per output (shuffle reduction), else
@@ -29,12 +35,16 @@
 namespace isomer::mugraph {
 
 inline constexpr int kCudaThreads = 256;
+// Shared memory a block's tiles aim for (two or more blocks a multiprocessor).
+inline constexpr size_t kCudaSmemBudget = 96 << 10;
+// The most a Hopper block may take.
+inline constexpr size_t kCudaSmemLimit = 227 << 10;
 
 struct CudaKernel {
   std::string name;    // C identifier prefix of the kernel and launcher
   std::string source;  // the .cu text
   BlockGraph graph;    // the block graph the text runs (its GPU tiling)
-  int64_t blocks = 0;
+  int64_t blocks = 0;  // of the (first) kernel: tiles x splits
   int threads = kCudaThreads;
   size_t smem_bytes = 0;  // dynamic shared memory per block
 };
@@ -49,13 +59,19 @@ size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 // elements a block), the loop in chunks of 64 (256 where a block has fewer than 4
 // rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
 // few blocks for two a multiprocessor anyway), tiles until it fits a block.
+// A grid of fewer tiles than multiprocessors splits its loop (flash-decoding, see
+// BlockGraph::splits) into runs enough for about four blocks a multiprocessor, and
+// keeps the 64-wide chunks.
+// (cuda_tiling.cpp)
 struct CudaTilingOptions {
   int64_t max_rows = 16;  // product of the non-row grid tiles (H200: 16 rows 17% faster than 32 and 31% than 64 on causal GQA attention, 32x8 heads, 1024)
   int64_t chunk = 64;     // the loop's chunk (before shrinking)
+  int64_t sms = 132;      // multiprocessors of the target (H100 SXM, H200)
+  int64_t splits = 0;     // the loop's splits: 0 from `sms`, 1 never split
 };
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& g, const CudaTilingOptions& o = {});
 
-// The .cu text for `g` (any tiling). `skip`: skip_table(p, g, constants) or empty.
+// The .cu text for `g` (any tiling; codegen_cuda.cpp). `skip`: skip_table(p, g, constants) or empty.
 // Throws Error if the block's tiles do not fit in shared memory.
 CudaKernel generate_cuda(const Program& p, const BlockGraph& g, const std::vector<uint8_t>& skip,
                          const std::string& name);

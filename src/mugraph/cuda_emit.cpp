@@ -1,9 +1,12 @@
 #include "mugraph/cuda_emit.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "mugraph/fuse.h"
 #include "mugraph/interpreter.h"
 #include "mugraph/region.h"
+#include "mugraph/search.h"
 #include "mugraph/verify.h"
 
 namespace isomer::mugraph {
@@ -41,15 +44,34 @@ std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts
     for (const NodePtr& b : fr->body.topo_order())
       if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
     r.cpu_summary = fr->kernel->summary(p);
+    // The CPU's choice, unless its tiles take more shared memory than a GPU block
+    // should (a whole K and V a block, or every score of a row when the loop runs
+    // over the head dimension): then the search's structure that fits and loops
+    // over the longest atom (the key positions: flash attention).
     BlockGraph gg = cuda_tiling(p, *fr->kernel, opts.tiling);
+    if (cuda_smem_bytes(p, gg) > kCudaSmemBudget) {
+      SearchOptions so;
+      so.max_seconds = opts.search_seconds;
+      std::vector<BlockGraph> found = search_structures(p, so, nullptr);
+      auto loop_extent = [&](const BlockGraph& s) { return s.loop_atom < 0 ? 0 : p.extent(s.loop_atom); };
+      std::stable_sort(found.begin(), found.end(),
+                       [&](const BlockGraph& a, const BlockGraph& b) { return loop_extent(a) > loop_extent(b); });
+      for (const BlockGraph& s : found) {
+        BlockGraph t = cuda_tiling(p, s, opts.tiling);
+        if (cuda_smem_bytes(p, t) <= kCudaSmemBudget) {
+          gg = t;
+          break;
+        }
+      }
+    }
     FieldVerdict fv = verify_field(p, gg, constants, 11);
     if (!fv.ok) throw Error("μGraph CUDA: the GPU tiling of region " + r.ops + " fails the field check: " + fv.reason);
     r.field_check = fv.reason;
     std::vector<uint8_t> skip = skip_table(p, gg, constants);
     r.skips = !skip.empty();
-    r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
     r.kernel_summary = gg.summary(p);
-    if (opts.progress) opts.progress("cuda " + r.kernel.name + ": " + r.kernel_summary);
+    if (opts.progress) opts.progress("cuda mg_region" + std::to_string(out.size()) + ": " + r.kernel_summary);
+    r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
     out.push_back(std::move(r));
   }
   return out;

@@ -229,25 +229,36 @@ class Runner {
     run_phase(Phase::Pre, w);
     std::vector<size_t> accs;
     for (size_t i = 0; i < n; ++i)
-      if (g_.ops[i].kind == BKind::Accum) {
-        accs.push_back(i);
-        tiles[i] = make_tile<T>(g_.ops[i].axes, w, Arith<T>::zero());
-      }
+      if (g_.ops[i].kind == BKind::Accum) accs.push_back(i);
     if (g_.loop_atom >= 0) {
       const int la = g_.loop_atom;
-      const int64_t chunks = g_.num_chunks(p_);
-      for (int64_t c = 0; c < chunks; ++c) {
-        if (!skip_.empty() && skip_[static_cast<size_t>(tile * chunks + c)]) continue;
-        Window lw = w;
-        lw.origin[la] = c * g_.chunk;
-        lw.extent[la] = std::min(g_.chunk, p_.extent(la) - c * g_.chunk);
-        run_phase(Phase::Loop, lw);
-        for (size_t i : accs) {
-          const BOp& op = g_.ops[i];
-          if (g_.stab_exp >= 0 && g_.ops[g_.stab_exp].phase == Phase::Loop) rescale(tiles[i], fac, op.scale);
-          contract<T>({&tiles[op.args[0]]}, {}, lw, tiles[i]);
+      const int64_t chunks = g_.num_chunks(p_), per = g_.chunks_per_split(p_);
+      const bool stab_loop = g_.stab_exp >= 0 && g_.ops[g_.stab_exp].phase == Phase::Loop;
+      // Each split: its own accumulators and running maximum (have_m false: none yet).
+      std::vector<std::vector<Tile<T>>> part(static_cast<size_t>(g_.splits));
+      std::vector<Tile<T>> part_m(static_cast<size_t>(g_.splits));
+      std::vector<bool> part_have(static_cast<size_t>(g_.splits), false);
+      const bool have_m0 = have_m;
+      const Tile<T> m0 = m;
+      for (int64_t sp = 0; sp < g_.splits; ++sp) {
+        have_m = have_m0, m = m0;
+        for (size_t i : accs) tiles[i] = make_tile<T>(g_.ops[i].axes, w, Arith<T>::zero());
+        for (int64_t c = sp * per; c < std::min(chunks, (sp + 1) * per); ++c) {
+          if (!skip_.empty() && skip_[static_cast<size_t>(tile * chunks + c)]) continue;
+          Window lw = w;
+          lw.origin[la] = c * g_.chunk;
+          lw.extent[la] = std::min(g_.chunk, p_.extent(la) - c * g_.chunk);
+          run_phase(Phase::Loop, lw);
+          for (size_t i : accs) {
+            const BOp& op = g_.ops[i];
+            if (stab_loop) rescale(tiles[i], fac, op.scale);
+            contract<T>({&tiles[op.args[0]]}, {}, lw, tiles[i]);
+          }
         }
+        for (size_t i : accs) part[static_cast<size_t>(sp)].push_back(tiles[i]);
+        part_m[static_cast<size_t>(sp)] = m, part_have[static_cast<size_t>(sp)] = have_m;
       }
+      if (g_.splits > 1) combine(accs, part, part_m, part_have, stab_loop, w, tiles, m, have_m);
       run_phase(Phase::Post, w);
     }
     // Outputs (unscaled: multiplied by exp(m)^scale).
@@ -316,6 +327,41 @@ class Runner {
         return;
       }
       case BKind::Accum: return;
+    }
+  }
+
+  // The splits' accumulators into `tiles`: m = the largest of their maxima (the
+  // stabilizer's shift over the field), each split's accumulator rescaled by
+  // exp(m_split - m)^scale as the loop rescales between chunks, then summed. A split
+  // that ran no chunk (all skipped) adds nothing.
+  void combine(const std::vector<size_t>& accs, const std::vector<std::vector<Tile<T>>>& part,
+               const std::vector<Tile<T>>& part_m, const std::vector<bool>& part_have, bool stab_loop, const Window& w,
+               std::vector<Tile<T>>& tiles, Tile<T>& m, bool& have_m) {
+    if (stab_loop) {
+      m = make_tile<T>(g_.stab_axes, w, Arith<T>::neg_inf());
+      for (size_t sp = 0; sp < part.size(); ++sp)
+        if (part_have[sp])
+          for (size_t k = 0; k < m.data.size(); ++k) m.data[k] = Arith<T>::shift(m.data[k], part_m[sp].data[k]);
+      have_m = true;
+    }
+    for (size_t j = 0; j < accs.size(); ++j) {
+      const BOp& op = g_.ops[accs[j]];
+      Tile<T>& acc = tiles[accs[j]];
+      acc = make_tile<T>(op.axes, w, Arith<T>::zero());
+      for (size_t sp = 0; sp < part.size(); ++sp) {
+        Tile<T> t = part[sp][j];
+        if (stab_loop && op.scale != 0) {
+          if (!part_have[sp]) continue;
+          Tile<T> fac = m;
+          for (size_t k = 0; k < fac.data.size(); ++k) {
+            const T& mo = part_m[sp].data[k];
+            fac.data[k] = Arith<T>::is_neg_inf(mo) ? Arith<T>::zero()
+                                                   : Arith<T>::exp(Arith<T>::apply(Op::Sub, mo, m.data[k], mo));
+          }
+          rescale(t, fac, op.scale);
+        }
+        contract<T>({&t}, {}, w, acc);
+      }
     }
   }
 

@@ -78,7 +78,8 @@ std::vector<Deg> graph_degrees(const Program& p, const BlockGraph& g) {
       case BKind::Reduce: d[i] = sum_of(d[op.args[0]], k_of()); break;
       case BKind::Accum: {
         Deg a = d[op.args[0]];
-        a.n = cap(a.n + std::abs(op.scale));  // each iteration's rescale factor is one variable
+        // each iteration's rescale factor is one variable, and a split's combine factor another
+        a.n = cap(a.n + std::abs(op.scale) * (g.splits > 1 ? 2 : 1));
         d[i] = sum_of(a, g.num_chunks(p));
         break;
       }
@@ -116,6 +117,11 @@ Shrunk shrink(const Program& p, const BlockGraph& g, const std::vector<std::vect
       q.atoms[a].extent = shrunk_extent(e, g.chunk);
     else
       q.atoms[a].extent = std::min<int64_t>(e, 3);
+  }
+  // A split loop: two splits, the first of two chunks (the loop's rescale) and the
+  // second of the ragged one (the combine's).
+  if (g.splits > 1) {
+    s.graph.splits = std::min<int64_t>(2, s.graph.num_chunks(q));
   }
   // A grid tile that covered the whole atom still does.
   for (GridDim& d : s.graph.grid)

@@ -105,6 +105,32 @@ double rel_diff(const Buffers<double>& a, const Buffers<double>& b) {
   return worst;
 }
 
+// The search's structure that loops over the longest atom (attention's key
+// positions: the online-softmax one), or fails.
+BlockGraph loop_structure(const Program& p) {
+  SearchOptions o;
+  o.max_seconds = 5;
+  BlockGraph best = direct_translation(p);
+  for (const BlockGraph& f : search_structures(p, o, nullptr))
+    if (f.loop_atom >= 0 && (best.loop_atom < 0 || p.extent(f.loop_atom) > p.extent(best.loop_atom))) best = f;
+  EXPECT_GE(best.loop_atom, 0) << "no structure with a loop found";
+  return best;
+}
+
+Buffers<double> random_inputs(const Program& p, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-2, 2);
+  Buffers<double> in;
+  for (const IoTensor& t : p.inputs) {
+    int64_t n = 1;
+    for (int64_t d : t.dims) n *= d;
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = u(rng);
+    in.push_back(v);
+  }
+  return in;
+}
+
 class MuGraphCuda : public ::testing::Test {
  protected:
   void SetUp() override { setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0); }
@@ -118,17 +144,9 @@ TEST_F(MuGraphCuda, GpuTilingsVerify) {
     for (const auto& [what, g] : gpu_graphs(p, c, 4)) {
       FieldVerdict fv = verify_field(p, g, c.constants, 11);
       EXPECT_TRUE(fv.ok) << what << ": " << fv.reason << "\n" << g.to_text(p);
-      std::mt19937 rng(5);
-      std::uniform_real_distribution<double> u(-2, 2);
-      Buffers<double> in;
-      for (size_t i = 0; i < p.inputs.size(); ++i) {
-        int64_t n = 1;
-        for (int64_t d : p.inputs[i].dims) n *= d;
-        std::vector<double> v(static_cast<size_t>(n));
-        for (double& x : v) x = u(rng);
-        if (i < c.constants.size() && !c.constants[i].empty()) v.assign(c.constants[i].begin(), c.constants[i].end());
-        in.push_back(v);
-      }
+      Buffers<double> in = random_inputs(p, 5);
+      for (size_t i = 0; i < c.constants.size(); ++i)
+        if (!c.constants[i].empty()) in[i].assign(c.constants[i].begin(), c.constants[i].end());
       Buffers<double> want = evaluate_program(p, in), got;
       for (const auto& w : want) got.emplace_back(w.size(), NAN);
       interpret(p, g, in, got, {}, skip_table(p, g, c.constants));
@@ -145,16 +163,8 @@ TEST_F(MuGraphCuda, GpuTilingsVerify) {
 TEST_F(MuGraphCuda, TilingSharesKvChunksAcrossQueryRows) {
   std::vector<float> mask = causal(256);
   Program p = from_body(parse_graph(testing::gqa_attention_body(8, 2, 256, 64)));
-  BlockGraph s = direct_translation(p);
-  // The search's online-softmax structure: the one with a loop.
-  SearchOptions o;
-  o.max_seconds = 5;
-  for (const BlockGraph& f : search_structures(p, o, nullptr))
-    if (f.loop_atom >= 0) {
-      s = f;
-      break;
-    }
-  ASSERT_GE(s.loop_atom, 0) << "no structure with a loop found";
+  BlockGraph s = loop_structure(p);
+  ASSERT_GE(s.loop_atom, 0);
   BlockGraph g = cuda_tiling(p, s);
   int64_t rows = 1;
   for (const GridDim& d : g.grid) rows *= d.tile;
@@ -166,6 +176,64 @@ TEST_F(MuGraphCuda, TilingSharesKvChunksAcrossQueryRows) {
   EXPECT_EQ(gr.num_tiles(r), 64) << gr.to_text(r);
 }
 
+// Decode (too few tiles for the multiprocessors) splits its KV loop: the split
+// tiling verifies over the field, matches in doubles, prints and parses back, and
+// its text is a runs kernel and a combine kernel; `splits = 1` and a GPU with
+// few multiprocessors keep the loop whole.
+TEST_F(MuGraphCuda, DecodeSplitsItsLoop) {
+  Program p = from_body(parse_graph(decode_body(4, 2, 600, 16)));
+  BlockGraph s = loop_structure(p);
+  BlockGraph g = cuda_tiling(p, s);
+  EXPECT_GT(g.splits, 1) << g.to_text(p);
+  EXPECT_EQ(g.chunk, 64) << g.to_text(p);
+  EXPECT_LT((g.splits - 1) * g.chunks_per_split(p), g.num_chunks(p));
+  FieldVerdict fv = verify_field(p, g, {}, 11);
+  EXPECT_TRUE(fv.ok) << fv.reason << "\n" << g.to_text(p);
+  Buffers<double> in = random_inputs(p, 3), want = evaluate_program(p, in), got;
+  for (const auto& w : want) got.emplace_back(w.size(), NAN);
+  interpret(p, g, in, got);
+  EXPECT_LT(rel_diff(got, want), 1e-9);
+  EXPECT_EQ(parse_block_graph(p, g.to_text(p)).splits, g.splits);
+  CudaKernel k = generate_cuda(p, g, {}, "mg_dec");
+  EXPECT_NE(k.source.find("mg_dec_runs<<<" + std::to_string(g.num_tiles(p) * g.splits)), std::string::npos);
+  EXPECT_NE(k.source.find("mg_dec_combine<<<" + std::to_string(g.num_tiles(p))), std::string::npos);
+  CudaTilingOptions whole;
+  whole.splits = 1;
+  EXPECT_EQ(cuda_tiling(p, s, whole).splits, 1);
+  CudaTilingOptions few;
+  few.sms = 2;
+  EXPECT_EQ(cuda_tiling(p, s, few).splits, 1);
+}
+
+// The verifier catches a combine that adds the splits' accumulators without
+// rescaling them to the common maximum: one chunk a split (the loop itself never
+// rescales), and the attention numerator's accumulator marked unscaled (scale 0)
+// so only the combine reads the mark. The same mark on the whole loop breaks the
+// loop's rescale and is caught too.
+TEST_F(MuGraphCuda, VerifierRejectsAnUnscaledCombine) {
+  Program p = from_body(parse_graph(decode_body(4, 2, 100, 16)));
+  BlockGraph s = loop_structure(p);
+  CudaTilingOptions o;
+  o.splits = 2;
+  BlockGraph g = cuda_tiling(p, s, o);
+  ASSERT_EQ(g.splits, 2) << g.to_text(p);
+  ASSERT_EQ(g.chunks_per_split(p), 1) << g.to_text(p);
+  ASSERT_TRUE(verify_field(p, g, {}, 11).ok);
+  int acc = -1;  // the accumulator with the most atoms: P @ V's
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == BKind::Accum && g.ops[i].scale != 0 &&
+        (acc < 0 || g.ops[i].axes.size() > g.ops[static_cast<size_t>(acc)].axes.size()))
+      acc = static_cast<int>(i);
+  ASSERT_GE(acc, 0) << g.to_text(p);
+  BlockGraph bad = g;
+  bad.ops[static_cast<size_t>(acc)].scale = 0;
+  FieldVerdict fv = verify_field(p, bad, {}, 11);
+  EXPECT_FALSE(fv.ok) << "an unscaled combine passed: " << fv.reason;
+  BlockGraph whole = bad;
+  whole.splits = 1;
+  EXPECT_FALSE(verify_field(p, whole, {}, 11).ok);
+}
+
 std::string find_nvcc() {
   if (const char* e = std::getenv("ISOMER_NVCC"); e && *e) return e;
   for (const char* c : {"/usr/local/cuda/bin/nvcc"})
@@ -174,8 +242,8 @@ std::string find_nvcc() {
   return "";
 }
 
-// Every region kind's kernels (each structure's GPU tiling) in one .cu, compiled
-// to PTX for sm_90 by nvcc.
+// Every region kind's kernels (each structure's GPU tiling, and a split loop's
+// pair) in one .cu, compiled to PTX for sm_90 by nvcc.
 TEST_F(MuGraphCuda, EmittedKernelsCompileWithNvcc) {
   std::string nvcc = find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (set ISOMER_NVCC): the emitted CUDA is not compiled here";
@@ -197,6 +265,12 @@ TEST_F(MuGraphCuda, EmittedKernelsCompileWithNvcc) {
       f << src << "\n";
     }
   }
+  // A split loop: its runs and combine kernels.
+  Program d = from_body(parse_graph(decode_body(4, 2, 600, 16)));
+  BlockGraph gd = cuda_tiling(d, loop_structure(d));
+  EXPECT_GT(gd.splits, 1);
+  const std::string split_src = generate_cuda(d, gd, {}, "mg_split").source;
+  f << split_src.substr(split_src.find("// μGraph:")) << "\n";
   f.close();
   ASSERT_GT(n, 5);
   std::string cmd = nvcc + " --ptx -arch=sm_90 -std=c++17 -o " + (dir / "all.ptx").string() + " " +

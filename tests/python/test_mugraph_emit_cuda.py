@@ -62,3 +62,31 @@ def test_emitted_cuda_compiles(emitted):
                         str(emitted / r["source"])], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert ".entry " + r["name"] + "_kernel" in open(emitted / "k.ptx").read()
+
+
+def _emit(tmp_path, model, *flags):
+    out = tmp_path / ("out" + "".join(flags).replace("-", "_"))
+    p = subprocess.run([ISOMER, "mugraph", "emit-cuda", model, "--out", str(out), "--mugraph-seconds", "2", *flags],
+                       capture_output=True, text=True, env={**os.environ, "ISOMER_MUGRAPH_NO_MEASURE": "1"})
+    assert p.returncode == 0, p.stderr
+    return out, json.load(open(out / "manifest.json"))["regions"][0]
+
+
+def test_decode_splits_its_loop_unless_told_not_to(tmp_path):
+    """Decode (4 heads: fewer tiles than --sms) is emitted as a runs kernel and a
+    combine kernel, verified at that tiling; --splits 1 keeps one kernel."""
+    model = str(tmp_path / "decode.onnx")
+    onnx.save(mugraph_regions.attention_decode(4, 2, 600, 16), model)
+    out, r = _emit(tmp_path, model)
+    assert " split " in r["kernel"] and "equal at" in r["field_check"]
+    src = open(out / r["source"]).read()
+    assert r["name"] + "_runs<<<" in src and r["name"] + "_combine<<<" in src
+    _, whole = _emit(tmp_path, model, "--splits", "1")
+    assert " split " not in whole["kernel"] and whole["blocks"] < r["blocks"]
+    nvcc = _nvcc()
+    if nvcc:
+        p = subprocess.run([nvcc, "--ptx", "-arch=sm_90", "-std=c++17", "-o", str(out / "k.ptx"), str(out / r["source"])],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        ptx = open(out / "k.ptx").read()
+        assert ".entry " + r["name"] + "_runs" in ptx and ".entry " + r["name"] + "_combine" in ptx

@@ -1,0 +1,117 @@
+// cuda_tiling(): a GPU grid, loop chunk and split for a block graph's structure.
+#include <algorithm>
+
+#include "ir/error.h"
+#include "mugraph/codegen_cuda.h"
+
+namespace isomer::mugraph {
+
+namespace {
+
+constexpr size_t kSmemBudgetFewBlocks = 200 << 10;  // blocks that run one a multiprocessor anyway
+
+bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const CudaTilingOptions& opt) {
+  BlockGraph g = structure;
+  g.grid.clear();
+  std::vector<int> rows = row_atoms(p, g), inner;
+  for (const std::vector<IoTensor>* ts : {&p.outputs, &p.inputs})
+    for (const IoTensor& t : *ts)
+      if (!t.dim_atoms.empty() && !t.dim_atoms.back().empty()) inner.push_back(t.dim_atoms.back().back());
+  std::vector<int> growable;
+  for (size_t a = 0; a < p.atoms.size(); ++a) {
+    const int at = static_cast<int>(a);
+    if (at == g.loop_atom || p.extent(at) == 1) continue;
+    bool ok = !g.outputs.empty();
+    for (const auto& [o, k] : g.outputs) ok = ok && has(g.ops[static_cast<size_t>(o)].axes, at);
+    for (const BOp& op : g.ops) ok = ok && !has(op.reduce, at);
+    if (!ok || (has(inner, at) && !has(rows, at))) continue;
+    g.grid.push_back({at, 1});
+    if (!has(rows, at)) growable.push_back(at);
+  }
+  if (g.loop_atom >= 0) g.chunk = std::min<int64_t>(opt.chunk, p.extent(g.loop_atom));
+  auto tile_of = [&](int atom) -> int64_t& {
+    for (GridDim& d : g.grid)
+      if (d.atom == atom) return d.tile;
+    throw Error("μGraph CUDA tiling: no grid dim");
+  };
+  const int64_t min_blocks = 2 * 132;  // two a multiprocessor on an H100
+  while (true) {
+    int64_t prod = 1;
+    for (int a : growable) prod *= tile_of(a);
+    int best = -1;
+    for (int a : growable)
+      if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
+        best = a;
+    if (best < 0 || prod * 2 > opt.max_rows) break;
+    tile_of(best) *= 2;
+    if (g.num_tiles(p) < min_blocks) {
+      tile_of(best) /= 2;
+      break;
+    }
+  }
+  // Without a loop, short rows: several row-atom indices a block (up to 4096
+  // output elements), so that a row's reductions are a warp's, not the block's.
+  if (g.loop_atom < 0) {
+    auto block_elems = [&] {
+      int64_t e = 1;
+      for (int a : g.ops[static_cast<size_t>(g.outputs[0].first)].axes) e *= g.tile_extent(p, a, Phase::Pre);
+      return e;
+    };
+    while (!g.outputs.empty()) {
+      int best = -1;
+      for (int a : rows)
+        if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
+          best = a;
+      if (best < 0 || block_elems() * 2 > 4096) break;
+      tile_of(best) *= 2;
+      if (g.num_tiles(p) < min_blocks) {
+        tile_of(best) /= 2;
+        break;
+      }
+    }
+  }
+  // Too few tiles to fill the multiprocessors (decode): split the loop into runs
+  // for about four blocks a multiprocessor (at most a run a chunk).
+  int64_t want_splits = 1;
+  if (g.loop_atom >= 0) {
+    const int64_t tiles = g.num_tiles(p);
+    want_splits = opt.splits > 0 ? opt.splits : tiles >= opt.sms ? 1 : (4 * opt.sms + tiles - 1) / tiles;
+  }
+  auto fit_splits = [&] {
+    if (g.loop_atom < 0) return;
+    const int64_t chunks = g.num_chunks(p), per = (chunks + std::min(want_splits, chunks) - 1) / std::min(want_splits, chunks);
+    g.splits = (chunks + per - 1) / per;
+  };
+  fit_splits();
+  // Few rows a block (decode: one query row a head) and no split: longer chunks,
+  // so that a chunk's contraction still has an output element a thread.
+  int64_t rows_per_block = 1;
+  for (int a : growable) rows_per_block *= tile_of(a);
+  if (g.loop_atom >= 0 && rows_per_block < 4 && g.splits == 1) g.chunk = std::min<int64_t>(4 * opt.chunk, p.extent(g.loop_atom));
+  stabilize(p, g);
+  // Fewer blocks than multiprocessors run one a multiprocessor: they may take more.
+  const size_t budget = g.num_tiles(p) * g.splits >= min_blocks ? kCudaSmemBudget : kSmemBudgetFewBlocks;
+  // Shorter chunks first; fewer rows a block only past what a block may have
+  // (whole operands, attention's K and V without a loop, take the same at any).
+  while (cuda_smem_bytes(p, g) > budget) {
+    if (g.loop_atom >= 0 && g.chunk > 16) {
+      g.chunk /= 2;
+      fit_splits();
+      continue;
+    }
+    if (cuda_smem_bytes(p, g) <= kCudaSmemLimit) break;
+    int best = -1;
+    for (int a : growable)
+      if (tile_of(a) > 1 && (best < 0 || tile_of(a) > tile_of(best))) best = a;
+    if (best < 0) break;
+    tile_of(best) /= 2;
+  }
+  check_block_graph(p, g);
+  return g;
+}
+
+}  // namespace isomer::mugraph
