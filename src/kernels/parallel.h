@@ -60,6 +60,15 @@ inline bool team_threads_sleep() {
   return p && (std::strcmp(p, "PASSIVE") == 0 || std::strcmp(p, "passive") == 0);
 }
 
+// The team for `units` of work, a unit being what pays for waking one more
+// thread while threads spin between regions: at most `threads`, at least one,
+// and a thread needs 4x as much while threads sleep (team_threads_sleep).
+inline int team_for_work(int threads, double units) {
+  const double per_thread = team_threads_sleep() ? 4.0 : 1.0;
+  const double team = units / per_thread;
+  return team < 1 ? 1 : team >= threads ? threads : static_cast<int>(team);
+}
+
 // A barrier for a team that meets many times in a row (a recurrence's steps, some
 // microseconds apart). An OpenMP barrier under OMP_WAIT_POLICY=PASSIVE sleeps in
 // the kernel and costs a wake-up (tens of microseconds) at every meeting; this one

@@ -610,6 +610,22 @@ TEST(PackedGemm, ChoiceByCpuAndRows) {
   unsetenv("ISOMER_GEMM");
 }
 
+// A team grows with the work, one thread per unit while threads spin between
+// regions, one per 4 units while they sleep (the cores are busy), within [1, threads].
+TEST(TeamForWork, GrowsWithTheWorkAndAsksMoreWhileThreadsSleep) {
+  unsetenv("OMP_WAIT_POLICY");
+  EXPECT_EQ(kernels::team_for_work(2, 0.3), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 2.0), 2);
+  EXPECT_EQ(kernels::team_for_work(8, 3.5), 3);
+  EXPECT_EQ(kernels::team_for_work(2, 1e9), 2);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  EXPECT_EQ(kernels::team_for_work(2, 2.0), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 7.9), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 8.0), 2);
+  EXPECT_EQ(kernels::team_for_work(8, 16.0), 4);
+  unsetenv("OMP_WAIT_POLICY");
+}
+
 // A spin barrier holds every member until all have arrived, round after round: each
 // member publishes its round, meets the others, then must see every member's
 // round at least as far as its own (a member let through early would see a stale one).
