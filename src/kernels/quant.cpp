@@ -38,7 +38,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
   if (s.channels == 1 || s.inner * 4 < 64) {
     // One scale, or channels too short to split by row: split the flat range.
     const int64_t n = rows * s.inner;
-    parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, n / 4096)), [&](int t, int k) {
+    parallel_teams(team_for_work(team, n / 4096.0), [&](int t, int k) {
       auto [b, e] = part(n, t, k);
       if (s.channels == 1) {
         quantize_run(x + b, y + b, e - b, scale[0], zp ? static_cast<float>(zp[0]) : 0.f, lo, hi);
@@ -63,7 +63,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
 template <class T>
 void dequantize_t(const T* x, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
   const int64_t rows = s.outer * s.channels;
-  parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, rows * s.inner / 4096)), [&](int t, int k) {
+  parallel_teams(team_for_work(team, rows * s.inner / 4096.0), [&](int t, int k) {
     auto [b, e] = part(rows * s.inner, t, k);
     while (b < e) {
       const int64_t r = b / s.inner, end = std::min(e, (r + 1) * s.inner);
@@ -91,7 +91,7 @@ template <class T>
 void requantize_t(const int32_t* acc, T* y, QType t, int64_t rows, int64_t cols, const int32_t* bias, const float* mult,
                   bool per_col, int32_t zp, int team) {
   const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
-  parallel_teams(std::min<int64_t>(team, std::max<int64_t>(1, rows * cols / 4096)), [&](int th, int k) {
+  parallel_teams(team_for_work(team, rows * cols / 4096.0), [&](int th, int k) {
     auto [b, e] = part(rows, th, k);
     for (int64_t r = b; r < e; ++r)
       requantize_row(acc + r * cols, y + r * cols, cols, bias, mult, per_col, static_cast<float>(zp), lo, hi);
@@ -144,7 +144,7 @@ void dequantize(const void* x, QType t, float* y, const QShape& s, const float* 
 
 DynamicParams dynamic_params(const float* x, int64_t n, int team) {
   float mn = 0, mx = 0;
-  const int k = static_cast<int>(std::min<int64_t>(team, std::max<int64_t>(1, n / 16384)));
+  const int k = team_for_work(team, n / 16384.0);
   std::vector<float> mins(static_cast<size_t>(k)), maxs(static_cast<size_t>(k));
   parallel_teams(k, [&](int t, int kk) {
     auto [b, e] = part(n, t, kk);

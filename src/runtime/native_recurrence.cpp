@@ -31,6 +31,7 @@ struct NativeRecurrence {
   float clip = 0;                            // 0: no clip
   int threads = 1;                           // for the input product
   int team = 1;                              // for the steps
+  bool directions_apart = false;             // bidirectional: one thread per direction
   std::string name;                          // the node, for errors
   std::vector<int64_t> fixed_lens;           // constant sequence_lens, or empty
   std::vector<kernels::PackedB> w;           // per direction, ONNX's gate order kept
@@ -56,63 +57,95 @@ struct NativeRecurrence {
         require(lens[n] >= 0 && lens[n] <= T, "node '" + name + "': sequence_lens value " + std::to_string(lens[n]) +
                                                   " is outside [0, " + std::to_string(T) + "]");
       }
-    const int64_t steps = *std::max_element(lens.begin(), lens.end());
+    const Io io{x, h0, c0, y, yh, yc};
+    // Two directions on two threads share nothing: each runs whole on its own.
+    if (D == 2 && directions_apart)
+      kernels::parallel_teams(2, [&](int d, int) { direction(d, io, lens, 1, 1); });
+    else
+      for (int64_t d = 0; d < D; ++d) direction(d, io, lens, threads, team);
+  }
+
+ private:
+  struct Io {
+    const float *x, *h0, *c0;
+    float *y, *yh, *yc;
+  };
+
+  // Direction d: X W^T (+ biases) for every step on `product_threads`, then the
+  // steps on a team of `members`, which also shares out X W^T's rows.
+  void direction(int64_t d, const Io& io, const std::vector<int64_t>& lens, int product_threads, int members) const {
+    const bool rev = reverse || d == 1;
     const int64_t GH = G * H;
     std::vector<float> xw(static_cast<size_t>(T * N * GH)), hr(static_cast<size_t>(N * GH));
     std::vector<float> h_init(static_cast<size_t>(N * H)), cell_state(static_cast<size_t>(N * H));
-    for (int64_t d = 0; d < D; ++d) {
-      const bool rev = reverse || d == 1;
-      kernels::gemm_packed(x, I, T * N, w[d], xw.data(), GH, nullptr, threads, bias[d].data());
-      for (int64_t n = 0; n < N; ++n) {
-        if (h0) std::copy_n(h0 + state_row(d, n), H, h_init.data() + n * H);
-        else std::fill_n(h_init.data() + n * H, H, 0.0f);
-        if (c0) std::copy_n(c0 + state_row(d, n), H, cell_state.data() + n * H);
-        else std::fill_n(cell_state.data() + n * H, H, 0.0f);
-        for (int64_t t = lens[n]; t < T; ++t) std::fill_n(y + y_row(t, d, n), H, 0.0f);
-      }
-      // Each member of the team takes a share of R's panels for the product and of
-      // the hidden units for the gates, meeting at a barrier after each.
-      kernels::parallel_teams(team, [&](int tid, int members) {
-        const int64_t panels = (GH + 15) / 16;
-        const int64_t p0 = panels * tid / members, p1 = panels * (tid + 1) / members;
-        const int64_t rows = std::min(GH, p1 * 16) - p0 * 16;
-        const int64_t j0 = H * tid / members, j1 = H * (tid + 1) / members;
-        std::vector<const float*> h_prev(static_cast<size_t>(N)), h_active(static_cast<size_t>(N));
-        std::vector<int64_t> active(static_cast<size_t>(N)), time(static_cast<size_t>(N));
-        for (int64_t n = 0; n < N; ++n) h_prev[n] = h_init.data() + n * H;
-        for (int64_t s = 0; s < steps; ++s) {
-          int64_t count = 0;
-          for (int64_t n = 0; n < N; ++n)
-            if (s < lens[n]) {
-              active[count] = n, time[count] = rev ? lens[n] - 1 - s : s, h_active[count] = h_prev[n];
-              ++count;
-            }
-          if (rows > 0) kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, hr.data() + p0 * 16, GH, rows, H);
-          if (members > 1) {
-#pragma omp barrier
-          }
-          for (int64_t i = 0; i < count; ++i) {
-            const int64_t n = active[i], t = time[i];
-            const float* a = xw.data() + x_row(t, n) * GH + j0;
-            const float* b = hr.data() + i * GH + j0;
-            float* out = y + y_row(t, d, n) + j0;
-            if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, cell_state.data() + n * H + j0, out, j1 - j0, H, clip);
-            else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data() + j0, h_prev[n] + j0, out, j1 - j0, H, clip);
-            else kernels::rnn_gates(a, b, out, j1 - j0, clip);
-          }
-          if (members > 1) {
-#pragma omp barrier
-          }
-          for (int64_t i = 0; i < count; ++i) h_prev[active[i]] = y + y_row(time[i], d, active[i]);
-        }
+    for (int64_t n = 0; n < N; ++n) {
+      if (io.h0) std::copy_n(io.h0 + state_row(d, n), H, h_init.data() + n * H);
+      else std::fill_n(h_init.data() + n * H, H, 0.0f);
+      if (io.c0) std::copy_n(io.c0 + state_row(d, n), H, cell_state.data() + n * H);
+      else std::fill_n(cell_state.data() + n * H, H, 0.0f);
+      for (int64_t t = lens[n]; t < T; ++t) std::fill_n(io.y + y_row(t, d, n), H, 0.0f);
+    }
+    const Buffers buf{xw.data(), hr.data(), h_init.data(), cell_state.data()};
+    if (members <= 1) {
+      kernels::gemm_packed(io.x, I, T * N, w[d], xw.data(), GH, nullptr, product_threads, bias[d].data());
+      steps(d, rev, io, lens, buf, 0, 1, nullptr);
+    } else {
+      kernels::SpinBarrier barrier(members);
+      kernels::parallel_teams(members, [&](int tid, int team_size) {
+        const int64_t r0 = T * N * tid / team_size, r1 = T * N * (tid + 1) / team_size;
+        if (r1 > r0) kernels::gemm_packed(io.x + r0 * I, I, r1 - r0, w[d], xw.data() + r0 * GH, GH, nullptr, 1, bias[d].data());
+        barrier.wait();
+        steps(d, rev, io, lens, buf, tid, team_size, &barrier);
       });
-      // A sequence of length 0 leaves zeros in Y_h and Y_c (as ONNX Runtime does).
-      for (int64_t n = 0; n < N; ++n) {
-        if (yh && lens[n] == 0) std::fill_n(yh + state_row(d, n), H, 0.0f);
-        else if (yh) std::copy_n(y + y_row(rev ? 0 : lens[n] - 1, d, n), H, yh + state_row(d, n));
-        if (yc && lens[n] == 0) std::fill_n(yc + state_row(d, n), H, 0.0f);
-        else if (yc) std::copy_n(cell_state.data() + n * H, H, yc + state_row(d, n));
+    }
+    // A sequence of length 0 leaves zeros in Y_h and Y_c (as ONNX Runtime does).
+    for (int64_t n = 0; n < N; ++n) {
+      if (io.yh && lens[n] == 0) std::fill_n(io.yh + state_row(d, n), H, 0.0f);
+      else if (io.yh) std::copy_n(io.y + y_row(rev ? 0 : lens[n] - 1, d, n), H, io.yh + state_row(d, n));
+      if (io.yc && lens[n] == 0) std::fill_n(io.yc + state_row(d, n), H, 0.0f);
+      else if (io.yc) std::copy_n(cell_state.data() + n * H, H, io.yc + state_row(d, n));
+    }
+  }
+
+  struct Buffers {
+    const float* xw;
+    float *hr, *h_init, *cell_state;
+  };
+
+  // Member `tid` of `members` runs its share of every step: R's panels for the
+  // product and the hidden units for the gates, meeting the others at `barrier`
+  // after each.
+  void steps(int64_t d, bool rev, const Io& io, const std::vector<int64_t>& lens, const Buffers& buf, int tid,
+             int members, kernels::SpinBarrier* barrier) const {
+    const int64_t GH = G * H;
+    const int64_t panels = (GH + 15) / 16;
+    const int64_t p0 = panels * tid / members, p1 = panels * (tid + 1) / members;
+    const int64_t rows = std::min(GH, p1 * 16) - p0 * 16;
+    const int64_t j0 = H * tid / members, j1 = H * (tid + 1) / members;
+    std::vector<const float*> h_prev(static_cast<size_t>(N)), h_active(static_cast<size_t>(N));
+    std::vector<int64_t> active(static_cast<size_t>(N)), time(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) h_prev[n] = buf.h_init + n * H;
+    const int64_t count_steps = *std::max_element(lens.begin(), lens.end());
+    for (int64_t s = 0; s < count_steps; ++s) {
+      int64_t count = 0;
+      for (int64_t n = 0; n < N; ++n)
+        if (s < lens[n]) {
+          active[count] = n, time[count] = rev ? lens[n] - 1 - s : s, h_active[count] = h_prev[n];
+          ++count;
+        }
+      if (rows > 0) kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, buf.hr + p0 * 16, GH, rows, H);
+      if (barrier) barrier->wait();
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t n = active[i], t = time[i];
+        const float* a = buf.xw + x_row(t, n) * GH + j0;
+        const float* b = buf.hr + i * GH + j0;
+        float* out = io.y + y_row(t, d, n) + j0;
+        if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, buf.cell_state + n * H + j0, out, j1 - j0, H, clip);
+        else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data() + j0, h_prev[n] + j0, out, j1 - j0, H, clip);
+        else kernels::rnn_gates(a, b, out, j1 - j0, clip);
       }
+      if (barrier) barrier->wait();
+      for (int64_t i = 0; i < count; ++i) h_prev[active[i]] = io.y + y_row(time[i], d, active[i]);
     }
   }
 };
@@ -131,15 +164,25 @@ bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
   return !(in.size() > 7 && in[7].present());  // peepholes
 }
 
-// The team for the steps: two barriers a step pay only for a large product. Under
-// load (load average 7-8 on 2 cores) a team of two ran every cell we measured more
-// slowly than one thread: LSTM batch 1 H 128 (65K multiply-adds a step) 0.26 ms
-// against 0.09, H 256 0.56 against 0.37, H 512 (1M a step) 0.88 against 0.75, GRU
-// batch 2 H 512 1.0 against 0.9. So a step takes a team only from 1M multiply-adds
-// on, where one step is some 30 us of work on one core.
-int step_team(int threads, int64_t batch, int64_t G, int64_t H) {
-  constexpr int64_t kTeamMacs = int64_t{1} << 20;
-  return threads > 1 && batch * G * H * H >= kTeamMacs ? threads : 1;
+// Measured with `isomer run --bench` at 2 threads on 2 cores beside other work
+// (load average 8-9, OMP_WAIT_POLICY=PASSIVE), PyTorch exports:
+//  - a team for each step (two barriers a step) loses whenever the cores are busy:
+//    LSTM batch 1 H 512 (1M multiply-adds a step) 5.4 ms against 2.2 on one thread;
+//    earlier, at load 7-8, H 128 0.26 ms against 0.09 and H 256 0.56 against 0.37.
+//    So steps take a team only while the cores are free (the threads spin), and
+//    from 1M multiply-adds a step on (some 30 us of work on one core).
+//  - a bidirectional layer's directions share nothing: on two threads each runs
+//    whole, one parallel region for the layer and no barrier per step.
+RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch, int64_t gates, int64_t hidden,
+                                 bool cores_free) {
+  RecurrenceTeams t;
+  if (threads <= 1) return t;
+  if (directions == 2) {
+    t.directions_apart = true;
+    return t;
+  }
+  if (cores_free && batch * gates * hidden * hidden >= kTeamMacs) t.steps = threads;
+  return t;
 }
 
 // Measured with `isomer run --bench` on one-node models (T 10-20, input = hidden),
@@ -165,7 +208,10 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   k->reverse = cfg.reverse;
   k->clip = cfg.has_clip ? static_cast<float>(cfg.clip) : 0.0f;
   k->threads = c.opts().threads;
-  k->team = step_team(c.opts().threads, batch, cfg.gates, H);
+  const RecurrenceTeams teams =
+      recurrence_teams(c.opts().threads, k->D, batch, cfg.gates, H, !kernels::team_threads_sleep());
+  k->team = teams.steps;
+  k->directions_apart = teams.directions_apart;
   k->name = n.name();
   const int64_t GH = k->G * H;
   const std::vector<float> w = floats(*c.known(in[1])), r = floats(*c.known(in[2]));
@@ -214,7 +260,8 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
                           std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(k->D) + " layout" +
                           std::to_string(cfg.layout) + (has_h0 ? " h0" : "") + (has_c0 ? " c0" : "") +
                           (cfg.has_clip ? " clip" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
-                          " team" + std::to_string(k->team);
+                          " team" + std::to_string(k->team) +
+                          (k->directions_apart ? " apart" : "");
   const size_t outputs = writes.size();
   add_native_step(c, step_info(n, "rnn", sig, flops), reads, writes,
                   [k, runtime_lens, has_h0, has_c0, outputs](const std::vector<char*>& p) {

@@ -2,13 +2,17 @@
 // broadcast and converted operands, reductions, softmax, normalization, copies.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "kernels/copy.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 #include "kernels/pointwise.h"
 #include "kernels/rows.h"
 #include "kernels/vmath.h"
@@ -604,6 +608,47 @@ TEST(PackedGemm, ChoiceByCpuAndRows) {
   setenv("ISOMER_GEMM", "native", 1);
   EXPECT_TRUE(kernels::prefer_packed_gemm(128));
   unsetenv("ISOMER_GEMM");
+}
+
+// A team grows with the work, one thread per unit while threads spin between
+// regions, one per 4 units while they sleep (the cores are busy), within [1, threads].
+TEST(TeamForWork, GrowsWithTheWorkAndAsksMoreWhileThreadsSleep) {
+  unsetenv("OMP_WAIT_POLICY");
+  EXPECT_EQ(kernels::team_for_work(2, 0.3), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 2.0), 2);
+  EXPECT_EQ(kernels::team_for_work(8, 3.5), 3);
+  EXPECT_EQ(kernels::team_for_work(2, 1e9), 2);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  EXPECT_EQ(kernels::team_for_work(2, 2.0), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 7.9), 1);
+  EXPECT_EQ(kernels::team_for_work(2, 8.0), 2);
+  EXPECT_EQ(kernels::team_for_work(8, 16.0), 4);
+  unsetenv("OMP_WAIT_POLICY");
+}
+
+// A spin barrier holds every member until all have arrived, round after round: each
+// member publishes its round, meets the others, then must see every member's
+// round at least as far as its own (a member let through early would see a stale one).
+TEST(SpinBarrier, NoMemberPassesBeforeEveryOneArrives) {
+  for (int members : {1, 2, 3}) {
+    kernels::SpinBarrier barrier(members);
+    std::vector<std::atomic<int>> round(static_cast<size_t>(members));
+    for (auto& r : round) r.store(-1);
+    std::atomic<int> stale{0};
+    std::vector<std::thread> team;
+    for (int m = 0; m < members; ++m)
+      team.emplace_back([&, m] {
+        for (int k = 0; k < 2000; ++k) {
+          round[static_cast<size_t>(m)].store(k);
+          barrier.wait();
+          for (auto& r : round)
+            if (r.load() < k) ++stale;
+          barrier.wait();
+        }
+      });
+    for (std::thread& t : team) t.join();
+    EXPECT_EQ(stale.load(), 0) << members << " members";
+  }
 }
 
 }  // namespace
