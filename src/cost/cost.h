@@ -70,6 +70,9 @@ class CostModel {
   // Whole-graph prices answered from a kept plan without compiling, and compiles.
   size_t plans_reused() const { return plans_reused_; }
   size_t compiles() const { return compiles_; }
+  // Whole runs timed to measure new steps so far (warm-up runs not counted); 0 for a
+  // model that times nothing.
+  virtual size_t timed_runs() const { return 0; }
   // Off: every graph is compiled to be priced, and no plan is kept (tests compare
   // both ways).
   void set_keep_plans(bool keep) { keep_plans_ = keep; }
@@ -175,7 +178,7 @@ class MeasuredCostModel : public CostModel {
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
   // Whole runs timed so far (warm-up runs not counted).
-  size_t timed_runs() const { return timed_runs_; }
+  size_t timed_runs() const override { return timed_runs_; }
   // Of those, runs that left out steps repeating an earlier step (see profile()).
   size_t runs_without_repeats() const { return skipped_runs_; }
   // Of those, warm-up runs counted as timed runs (keep_warmup_run).
