@@ -105,13 +105,23 @@ TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {
   EXPECT_GT(conv_ms, 0.5 * plan);
 }
 
+// A cost database file with its write-ahead log and shared-memory index (SQLite's WAL mode).
+void remove_db(const std::string& db) {
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+}
+
+std::string fresh_db(const std::string& name) {
+  const std::string db =
+      (std::filesystem::temp_directory_path() / ("isomer_" + name + "_" + std::to_string(::getpid()) + ".sqlite")).string();
+  remove_db(db);
+  return db;
+}
+
 // A plan kept in the cost database prices the input, the e-nodes priced alone and
 // the fused pairs exactly as compiling them does, and a second pricer (a warm
 // search) compiles none of them.
 TEST(EqsatCost, KeptPlansPriceAsCompilingDoes) {
-  const std::string db = (std::filesystem::temp_directory_path() /
-                          ("isomer_plans_" + std::to_string(::getpid()) + ".sqlite")).string();
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  const std::string db = fresh_db("plans");
   auto quiet = [] { return 0.0; };  // a fixed load: no row is measured again as noisy
   Graph g = fire_module();
   struct Priced {
@@ -160,7 +170,7 @@ TEST(EqsatCost, KeptPlansPriceAsCompilingDoes) {
     EXPECT_EQ(p->relu, uncached.relu);
   }
   (void)measuring;
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  remove_db(db);
 }
 
 TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
@@ -315,9 +325,7 @@ TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
 }
 
 TEST(EqsatCost, ASearchOnAFilledDatabaseTimesNothing) {
-  const std::string db = (std::filesystem::temp_directory_path() /
-                          ("isomer_search_runs_" + std::to_string(::getpid()) + ".sqlite")).string();
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  const std::string db = fresh_db("search_runs");
   const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
   // Three products of one input (NasRNN's gates in small): the merges are new shapes.
   GraphBuilder b;
@@ -344,7 +352,7 @@ TEST(EqsatCost, ASearchOnAFilledDatabaseTimesNothing) {
   EXPECT_EQ(third.timed_runs, 0u);
   EXPECT_TRUE(same_graph(again, once_more));
   EXPECT_EQ(second.cost_after, third.cost_after);
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  remove_db(db);
 }
 
 // Convolutions cost the square of their arithmetic: merging two that read one input
