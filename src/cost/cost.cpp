@@ -328,17 +328,12 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
   // no warming), so that the last one is a run like them: it is counted as the first
   // timed run when the next run agrees with it (keep_warmup_run), and a long graph or
   // operator is then timed in one run fewer (of the four a 160 ms product alone took).
-  // Two warm-up runs in a row that agree so end the warm-up: the caches are as warm
-  // as further runs would leave them (a short operator took three warm-up runs and
-  // two timed ones where three runs tell as much).
   const std::vector<bool>* left_out = skip.empty() ? nullptr : &skip;
   std::vector<double> warm;
   for (int warmed = 0; warmed < warmup_ && !(budget > 0 && spent >= budget / 5); ++warmed) {
-    const double before = last;
     warm = exe.profile_steps(0, 1, 0, left_out);
     last = total(warm);
     spent += last;
-    if (warmed > 0 && keep_warmup_run(before, last)) break;
   }
   const int planned = runtime::timed_runs(repeats_, budget, last);
   std::vector<std::vector<double>> runs;
