@@ -66,7 +66,8 @@ from corpus.inputs import load_manifest, make_inputs  # noqa: E402
 ENGINES = ["ort_isomer", "ort_eqsat", "ort_onnxsim", "openvino", "torch_compile", "isomer", "isomer_opt", "isomer_eqsat", "cost"]
 # What the bench keeps of an eqsat search's report (the report's search_* fields).
 EQSAT_FIELDS = ["search_seconds", "search_cpu_seconds", "search_stop_reason", "search_egraph_nodes", "search_egraph_classes",
-                "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds",
+                "search_extraction_gap", "search_extraction_optimal", "search_pricing_seconds", "search_timed_runs",
+                "search_graphs_compiled",
                 "search_saturation_seconds", "search_extraction_seconds", "search_greedy_cost_ms", "search_greedy_plain_cost_ms",
                 "search_greedy_seconds", "search_ilp_cost_ms",
                 "search_rule_counts",
@@ -136,7 +137,8 @@ def prepare(entry, args, caps):
 
 
 # What the bench keeps of the warm repeat of the eqsat search.
-EQSAT_WARM_FIELDS = ["search_seconds", "search_cpu_seconds", "search_pricing_seconds", "search_priced_alone"]
+EQSAT_WARM_FIELDS = ["search_seconds", "search_cpu_seconds", "search_pricing_seconds", "search_priced_alone",
+                     "search_timed_runs"]
 
 
 def eqsat_warm(prep, d, extra, args):

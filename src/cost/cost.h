@@ -70,6 +70,9 @@ class CostModel {
   // Whole-graph prices answered from a kept plan without compiling, and compiles.
   size_t plans_reused() const { return plans_reused_; }
   size_t compiles() const { return compiles_; }
+  // Whole runs timed to measure new steps so far (warm-up runs not counted); 0 for a
+  // model that times nothing.
+  virtual size_t timed_runs() const { return 0; }
   // Off: every graph is compiled to be priced, and no plan is kept (tests compare
   // both ways).
   void set_keep_plans(bool keep) { keep_plans_ = keep; }
@@ -141,6 +144,10 @@ inline constexpr size_t kSettledRuns = 2;
 inline constexpr double kAloneBudget = 0.4;
 inline constexpr double kSettledSpread = 0.01;
 bool timing_settled(const std::vector<double>& totals, size_t planned);
+// Whether the last warm-up run (taken as the timed runs are) counts as a timed run:
+// only when the first timed run agrees with it as two settled runs agree (a warm-up
+// slowed by a cold cache or page faults does not, and is dropped as before).
+bool keep_warmup_run(double warmup_total, double first_total);
 
 // Measurements taken while the machine is overloaded (1-minute load average
 // above the number of cores: other processes compete for the cores, so the times
@@ -171,9 +178,11 @@ class MeasuredCostModel : public CostModel {
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override;
   const std::string& fingerprint() const { return fingerprint_; }
   // Whole runs timed so far (warm-up runs not counted).
-  size_t timed_runs() const { return timed_runs_; }
+  size_t timed_runs() const override { return timed_runs_; }
   // Of those, runs that left out steps repeating an earlier step (see profile()).
   size_t runs_without_repeats() const { return skipped_runs_; }
+  // Of those, warm-up runs counted as timed runs (keep_warmup_run).
+  size_t warmup_runs_kept() const { return warmups_kept_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -199,6 +208,7 @@ class MeasuredCostModel : public CostModel {
   double budget_ms_;
   size_t timed_runs_ = 0;
   size_t skipped_runs_ = 0;
+  size_t warmups_kept_ = 0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

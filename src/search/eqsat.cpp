@@ -145,6 +145,15 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
           "unknown extractor '" + options.extractor + "' (choose greedy or ilp)");
   const std::vector<const Rule*> rule_ptrs = eqsat_rules(rules, options.expanding_reversals);
   st.rules_used = rule_ptrs.size();
+  const size_t runs0 = model.timed_runs(), compiles0 = model.compiles();
+  // What the search took, as every return reports it.
+  auto close_stats = [&] {
+    st.seconds = seconds_since(t0);
+    st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    st.timed_runs = model.timed_runs() - runs0;
+    st.graphs_compiled = model.compiles() - compiles0;
+    if (stats) *stats = std::move(st);
+  };
 
   // The budget is the search's: timing the input's new steps (once per machine, the
   // cost database keeps them) is not taken out of it (BERT's took all 10 s cold).
@@ -245,9 +254,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   if (std::none_of(saturated.begin(), saturated.end(), [](const Saturated& r) { return r.changed; })) {
     st.cost_before = st.cost_after = -1;  // not priced: nothing to compare
     st.kept_input = true;
-    st.seconds = seconds_since(t0);
-    st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-    if (stats) *stats = std::move(st);
+    close_stats();
     return g;
   }
 
@@ -364,9 +371,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     st.kept_input = true;
     st.rules_applied.clear();
     st.budget_exhausted = st.stop != eg::StopReason::Saturated;
-    st.seconds = seconds_since(t0);
-    st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-    if (stats) *stats = std::move(st);
+    close_stats();
     return g;
   }
   const auto tr = Clock::now();
@@ -386,9 +391,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
     result = g;
   }
   st.budget_exhausted = st.stop != eg::StopReason::Saturated;
-  st.seconds = seconds_since(t0);
-  st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-  if (stats) *stats = std::move(st);
+  close_stats();
   return result;
 }
 

@@ -204,6 +204,8 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_extraction_seconds"] = extraction_seconds;
     j["search_pricing_seconds"] = pricing_seconds;
     j["search_priced_alone"] = priced_alone;
+    j["search_timed_runs"] = timed_runs;
+    j["search_graphs_compiled"] = graphs_compiled;
     j["search_extractor"] = extractor;
     j["search_extraction_gap"] = extraction_gap;
     j["search_extraction_optimal"] = extraction_optimal;

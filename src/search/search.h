@@ -100,6 +100,8 @@ struct SearchStats {
   double saturation_seconds = 0, extraction_seconds = 0;
   double pricing_seconds = 0;   // pricing e-nodes (the input's plan, operators alone), in extraction_seconds
   size_t priced_alone = 0;      // distinct operator shapes priced alone (not in the input's plan)
+  size_t timed_runs = 0;        // whole runs the cost model timed to measure new steps (warm-ups not counted)
+  size_t graphs_compiled = 0;   // graphs the cost model compiled (the others were priced from kept plans)
   std::string extractor;        // "greedy" or "ilp"
   double extraction_gap = -1;   // ILP: relative optimality gap (0 = optimal, -1 = not run)
   bool extraction_optimal = false;  // ILP proved optimal in every region

@@ -228,6 +228,42 @@ TEST(Cost, TimingStopsEarlyOnlyWhenRunsAgree) {
   EXPECT_FALSE(cost::timing_settled({}, 1));
 }
 
+TEST(Cost, AWarmUpRunIsTimedOnlyWhenTheNextRunAgrees) {
+  // The next run within 1%: the warm-up was warm already, and counts.
+  EXPECT_TRUE(cost::keep_warmup_run(660.0, 663.0));
+  EXPECT_TRUE(cost::keep_warmup_run(663.0, 660.0));
+  // A warm-up slowed by a cold cache or page faults, or one the next run outlasts by
+  // more, is dropped.
+  EXPECT_FALSE(cost::keep_warmup_run(700.0, 660.0));
+  EXPECT_FALSE(cost::keep_warmup_run(660.0, 700.0));
+  EXPECT_FALSE(cost::keep_warmup_run(0.0, 0.0));
+}
+
+TEST(Cost, AnOperatorTheRuntimeRunsAsAViewIsPricedWithoutTiming) {
+  // A Split along rows of a graph input is a view: compiled alone it is the
+  // conversions of its input and outputs, which op_ms does not count, so nothing is
+  // run (TASO's BERT timed three such Splits); a product beside it is timed.
+  std::string db = temp_db("view_alone");
+  cost::MeasuredCostModel m(db, 1, 1, 3);
+  m.set_load_probe([] { return 0.0; });
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({96, 64})});
+  std::vector<Value> parts = b.op("Split", {x, b.constant(Tensor::vector_i64({32, 32, 32}))}, {{"axis", int64_t{0}}}, 3);
+  Graph split = b.finish(parts, {"a", "b", "c"});
+  for (const runtime::StepInfo& s : m.plan(split).steps) EXPECT_TRUE(s.boundary) << s.label;
+  EXPECT_EQ(m.op_ms(*parts[0].node), 0.0);
+  EXPECT_EQ(m.timed_runs(), 0u);
+  EXPECT_EQ(m.input_sets_made(), 0u);
+  EXPECT_EQ(m.op_ms(*parts[0].node), 0.0);  // again, from the kept plan
+  EXPECT_EQ(m.timed_runs(), 0u);
+  GraphBuilder p;
+  Value y = p.op1("MatMul", {p.input("y", {DType::Float32, make_shape({96, 64})}), p.constant(ones({64, 64}))});
+  EXPECT_GT(m.op_ms(*y.node), 0.0);
+  EXPECT_GE(m.timed_runs(), cost::kSettledRuns);
+  EXPECT_LE(m.warmup_runs_kept(), m.timed_runs());
+  remove_db(db);
+}
+
 // Six equal layers (MatMul + Relu on [128,256] x [256,256]) and a small product out,
 // so that a run's outputs are small next to its time.
 Graph equal_layers() {

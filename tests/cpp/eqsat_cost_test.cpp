@@ -105,13 +105,23 @@ TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {
   EXPECT_GT(conv_ms, 0.5 * plan);
 }
 
+// A cost database file with its write-ahead log and shared-memory index (SQLite's WAL mode).
+void remove_db(const std::string& db) {
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+}
+
+std::string fresh_db(const std::string& name) {
+  const std::string db =
+      (std::filesystem::temp_directory_path() / ("isomer_" + name + "_" + std::to_string(::getpid()) + ".sqlite")).string();
+  remove_db(db);
+  return db;
+}
+
 // A plan kept in the cost database prices the input, the e-nodes priced alone and
 // the fused pairs exactly as compiling them does, and a second pricer (a warm
 // search) compiles none of them.
 TEST(EqsatCost, KeptPlansPriceAsCompilingDoes) {
-  const std::string db = (std::filesystem::temp_directory_path() /
-                          ("isomer_plans_" + std::to_string(::getpid()) + ".sqlite")).string();
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  const std::string db = fresh_db("plans");
   auto quiet = [] { return 0.0; };  // a fixed load: no row is measured again as noisy
   Graph g = fire_module();
   struct Priced {
@@ -160,7 +170,7 @@ TEST(EqsatCost, KeptPlansPriceAsCompilingDoes) {
     EXPECT_EQ(p->relu, uncached.relu);
   }
   (void)measuring;
-  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(db + ext);
+  remove_db(db);
 }
 
 TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
@@ -312,6 +322,37 @@ TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
   EXPECT_TRUE(kept.kept_input);
   EXPECT_TRUE(same_graph(again, g));
   EXPECT_EQ(kept.cost_after, kept.cost_before);
+}
+
+TEST(EqsatCost, ASearchOnAFilledDatabaseTimesNothing) {
+  const std::string db = fresh_db("search_runs");
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  // Three products of one input (NasRNN's gates in small): the merges are new shapes.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({4, 64})});
+  std::vector<Value> outs;
+  for (int i = 0; i < 3; ++i) outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
+  const Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  auto search = [&](SearchStats& st) {
+    cost::MeasuredCostModel model(db, 1, 1, 3);
+    model.set_load_probe([] { return 0.0; });
+    return eqsat_search(g, rules, model, SearchOptions{}, &st);
+  };
+  SearchStats first, second, third;
+  search(first);
+  ASSERT_GT(first.priced_alone, 0u) << "no new shape was priced: the test would check nothing";
+  EXPECT_GT(first.timed_runs, 0u);
+  EXPECT_GT(first.graphs_compiled, 0u);
+  // Every step and plan is in the database now: nothing is run or compiled again, and
+  // the search, priced from the same rows, comes out the same each time.
+  const Graph again = search(second);
+  EXPECT_EQ(second.timed_runs, 0u);
+  EXPECT_EQ(second.graphs_compiled, 0u);
+  const Graph once_more = search(third);
+  EXPECT_EQ(third.timed_runs, 0u);
+  EXPECT_TRUE(same_graph(again, once_more));
+  EXPECT_EQ(second.cost_after, third.cost_after);
+  remove_db(db);
 }
 
 // Convolutions cost the square of their arithmetic: merging two that read one input
