@@ -14,20 +14,6 @@ namespace isomer::runtime {
 
 namespace {
 
-// A dense float32 input, or -1.
-int dense_f32(Compiler& c, const Value& v) {
-  if (c.dtype(v) != DType::Float32) return -1;
-  return c.as_plain(c.id(v));
-}
-
-// A new dense value of the node's output `k` (its concrete type).
-int dense_output(Compiler& c, const Node& n, size_t k = 0) {
-  const TensorType t = c.concrete_types(n)[k];
-  const std::vector<int64_t> dims = static_dims(t.shape);
-  auto type = dnnl_type(t.dtype);
-  return c.new_value(t.dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
-}
-
 std::string shape3(int64_t outer, int64_t len, int64_t inner) {
   return to_string(std::vector<int64_t>{outer, len, inner});
 }
