@@ -52,24 +52,24 @@ T reflect(T v, T lo, T hi) {
 
 template <class T>
 struct Plane {
-  const T* x;
   int64_t h, w;
   GridPadding padding;
   T lo_x, lo_y, hi_x, hi_y;  // the borders reflection reflects at
 
-  T at(int64_t r, int64_t c) const {
+  // The element a tap at row r, column c reads, or -1 for a zero (outside, zeros padding).
+  int64_t index(int64_t r, int64_t c) const {
     switch (padding) {
       case GridPadding::Zeros:
-        return r >= 0 && r < h && c >= 0 && c < w ? x[r * w + c] : T(0);
+        return r >= 0 && r < h && c >= 0 && c < w ? r * w + c : -1;
       case GridPadding::Border:
-        return x[std::clamp<int64_t>(r, 0, h - 1) * w + std::clamp<int64_t>(c, 0, w - 1)];
+        return std::clamp<int64_t>(r, 0, h - 1) * w + std::clamp<int64_t>(c, 0, w - 1);
       case GridPadding::Reflection:
         break;
     }
     // Reflected, then clamped: a degenerate border never reads outside the plane.
     const auto rr = static_cast<int64_t>(reflect(static_cast<T>(r), lo_y, hi_y));
     const auto cc = static_cast<int64_t>(reflect(static_cast<T>(c), lo_x, hi_x));
-    return x[std::clamp<int64_t>(rr, 0, h - 1) * w + std::clamp<int64_t>(cc, 0, w - 1)];
+    return std::clamp<int64_t>(rr, 0, h - 1) * w + std::clamp<int64_t>(cc, 0, w - 1);
   }
 };
 
@@ -86,16 +86,18 @@ void cubic_weights(T t, T* k) {
 
 }  // namespace grid_detail
 
-// One output point of one channel plane x [h, w] at the normalized point (gx, gy).
-// As ONNX Runtime: the point is not moved; each tap it reads goes through the
-// padding (zero outside, the nearest edge, or reflected at the borders).
+// The taps of one output point at the normalized point (gx, gy) of an h x w plane:
+// up to 16 (element index, weight) pairs, index -1 for a zero. As ONNX Runtime: the
+// point is not moved; each tap goes through the padding (zero outside, the nearest
+// edge, or reflected at the borders). Returns how many taps there are.
+constexpr int kMaxGridTaps = 16;
 template <class T>
-T grid_sample_point(const T* x, int64_t h, int64_t w, T gx, T gy, GridMode mode, GridPadding padding,
-                    bool align_corners) {
+int grid_taps(int64_t h, int64_t w, T gx, T gy, GridMode mode, GridPadding padding, bool align_corners,
+              int64_t* index, T* weight) {
   using namespace grid_detail;
   const T lo_x = align_corners ? T(0) : T(-0.5), lo_y = lo_x;
   const T hi_x = align_corners ? T(w - 1) : T(w) - T(0.5), hi_y = align_corners ? T(h - 1) : T(h) - T(0.5);
-  const Plane<T> p{x, h, w, padding, lo_x, lo_y, hi_x, hi_y};
+  const Plane<T> p{h, w, padding, lo_x, lo_y, hi_x, hi_y};
   auto unnormalize = [&](T g, int64_t n) {
     return align_corners ? (g + 1) / 2 * T(n - 1) : ((g + 1) * T(n) - 1) / 2;
   };
@@ -111,30 +113,56 @@ T grid_sample_point(const T* x, int64_t h, int64_t w, T gx, T gy, GridMode mode,
     return period > 0 ? std::fmod(v, period) : lo;
   };
   T px = unnormalize(gx, w), py = unnormalize(gy, h);
-  if (!std::isfinite(px) || !std::isfinite(py)) return padding == GridPadding::Zeros ? T(0) : p.at(0, 0);
+  if (!std::isfinite(px) || !std::isfinite(py)) {
+    index[0] = padding == GridPadding::Zeros ? -1 : 0;
+    weight[0] = T(1);
+    return 1;
+  }
   px = tame(px, w, lo_x, hi_x);
   py = tame(py, h, lo_y, hi_y);
-  if (mode == GridMode::Nearest)
-    return p.at(static_cast<int64_t>(std::nearbyint(py)), static_cast<int64_t>(std::nearbyint(px)));
+  if (mode == GridMode::Nearest) {
+    index[0] = p.index(static_cast<int64_t>(std::nearbyint(py)), static_cast<int64_t>(std::nearbyint(px)));
+    weight[0] = T(1);
+    return 1;
+  }
   const auto x0 = static_cast<int64_t>(std::floor(px)), y0 = static_cast<int64_t>(std::floor(py));
   const T fx = px - T(x0), fy = py - T(y0);
-  if (mode == GridMode::Linear)
-    return (1 - fy) * ((1 - fx) * p.at(y0, x0) + fx * p.at(y0, x0 + 1)) +
-           fy * ((1 - fx) * p.at(y0 + 1, x0) + fx * p.at(y0 + 1, x0 + 1));
+  if (mode == GridMode::Linear) {
+    const T wx[2] = {1 - fx, fx}, wy[2] = {1 - fy, fy};
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        index[2 * i + j] = p.index(y0 + i, x0 + j);
+        weight[2 * i + j] = wy[i] * wx[j];
+      }
+    return 4;
+  }
   T kx[4], ky[4];
   cubic_weights(fx, kx);
   cubic_weights(fy, ky);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      index[4 * i + j] = p.index(y0 - 1 + i, x0 - 1 + j);
+      weight[4 * i + j] = ky[i] * kx[j];
+    }
+  return 16;
+}
+
+// One output point of one channel plane x [h, w]: its taps' weighted sum.
+template <class T>
+T grid_sample_point(const T* x, int64_t h, int64_t w, T gx, T gy, GridMode mode, GridPadding padding,
+                    bool align_corners) {
+  int64_t index[kMaxGridTaps];
+  T weight[kMaxGridTaps];
+  const int n = grid_taps(h, w, gx, gy, mode, padding, align_corners, index, weight);
   T sum = 0;
-  for (int64_t i = 0; i < 4; ++i) {
-    T row = 0;
-    for (int64_t j = 0; j < 4; ++j) row += kx[j] * p.at(y0 - 1 + i, x0 - 1 + j);
-    sum += ky[i] * row;
-  }
+  for (int t = 0; t < n; ++t)
+    if (index[t] >= 0) sum += weight[t] * x[index[t]];
   return sum;
 }
 
 // The whole operator on float32, contiguous x [N, C, H, W], grid [N, Ho, Wo, 2] and
-// y [N, C, Ho, Wo], parallel over images and channels.
+// y [N, C, Ho, Wo]: the taps of each image's points computed once, then every
+// channel's plane read through them, in parallel.
 void grid_sample(const float* x, const float* grid, float* y, const GridSampleShape& s, GridMode mode,
                  GridPadding padding, bool align_corners, int threads = 0);
 
