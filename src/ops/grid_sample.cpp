@@ -78,8 +78,8 @@ std::string import_grid_sample(OnnxForm& form, int64_t opset, GraphBuilder&) {
 }
 
 void export_grid_sample(OnnxForm& form, int64_t opset) {
-  if (opset >= 20) return;
-  const std::string mode = form.attrs.get_string("mode", "linear");
+  if (opset >= 20 || !form.attrs.has("mode")) return;
+  const std::string mode = form.attrs.get_string("mode");
   form.attrs.set("mode", std::string(mode == "linear" ? "bilinear" : mode == "cubic" ? "bicubic" : mode));
 }
 
