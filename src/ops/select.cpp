@@ -9,23 +9,13 @@
 #include <numeric>
 
 #include "ir/invalid_node.h"
+#include "kernels/copy.h"  // scatter_reduce_named
 #include "ops/kernels.h"
 
 namespace isomer {
 using namespace ops;
 
 namespace {
-
-// A tensor seen as [outer, n, inner] around `axis`.
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-Around around(const std::vector<int64_t>& dims, int64_t axis) {
-  Around a;
-  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) (i < axis ? a.outer : i == axis ? a.n : a.inner) *= dims[i];
-  return a;
-}
 
 int64_t checked_axis(int64_t axis, int64_t rank, const std::string& what) {
   require_valid(axis >= -rank && axis < std::max<int64_t>(rank, 1),
@@ -131,8 +121,6 @@ void export_top_k(OnnxForm& form, int64_t opset) {
 
 // ---- ScatterElements ---------------------------------------------------------------
 
-const char* const kReductions[] = {"none", "add", "mul", "max", "min"};
-
 std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
   const TensorType &x = ctx.in(0), &idx = ctx.in(1), &upd = ctx.in(2);
   require(idx.dtype == DType::Int64 || idx.dtype == DType::Int32, "ScatterElements indices must be int64 or int32");
@@ -143,8 +131,8 @@ std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
               to_string(upd.shape) + " differ in rank");
   const int64_t axis = checked_axis(ctx.attrs.get_int("axis", 0), x.rank(), "ScatterElements");
   const std::string r = ctx.attrs.get_string("reduction", "none");
-  require_valid(std::find(std::begin(kReductions), std::end(kReductions), r) != std::end(kReductions),
-                "ScatterElements reduction '" + r + "' is unknown");
+  // Not InvalidNode: ONNX Runtime runs an unknown reduction (as none); the node stays opaque.
+  require(kernels::scatter_reduce_named(r).has_value(), "ScatterElements reduction '" + r + "' is unknown");
   for (int64_t d = 0; d < x.rank(); ++d) {
     const Dim &a = idx.shape[d], &b = upd.shape[d], &e = x.shape[d];
     require(!a.is_static() || !b.is_static() || a.value == b.value,

@@ -4,7 +4,6 @@
 // (other element types, an operand not known when it must be), the lowering
 // returns false and the reference kernel runs the node.
 #include <cstring>
-#include <map>
 
 #include "kernels/grid_sample.h"
 #include "kernels/select.h"
@@ -43,14 +42,11 @@ bool lower_top_k(Compiler& c, const Node& n) {
 // The data copied into the output, then the updates written over it (or combined
 // into it: the reductions, on float32 data). Every index is checked first.
 bool lower_scatter_elements(Compiler& c, const Node& n) {
-  static const std::map<std::string, kernels::ScatterReduce> reductions = {
-      {"none", kernels::ScatterReduce::None}, {"add", kernels::ScatterReduce::Add},
-      {"mul", kernels::ScatterReduce::Mul},   {"max", kernels::ScatterReduce::Max},
-      {"min", kernels::ScatterReduce::Min}};
-  auto reduction = reductions.find(n.attrs().get_string("reduction", "none"));
+  const std::optional<kernels::ScatterReduce> reduction =
+      kernels::scatter_reduce_named(n.attrs().get_string("reduction", "none"));
   const DType index_type = c.dtype(n.inputs()[1]);
-  if (reduction == reductions.end() || (index_type != DType::Int64 && index_type != DType::Int32)) return false;
-  const kernels::ScatterReduce reduce = reduction->second;
+  if (!reduction || (index_type != DType::Int64 && index_type != DType::Int32)) return false;
+  const kernels::ScatterReduce reduce = *reduction;
   if (reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32) return false;
   int x = c.as_plain(c.id(n.inputs()[0]));
   int idx = c.as_plain(c.id(n.inputs()[1]));
