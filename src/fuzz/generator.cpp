@@ -352,7 +352,9 @@ std::vector<std::string> generated_op_types() {
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
           "Tile", "Trilu", "GatherElements", "GatherND", "ScatterND", "GlobalMaxPool", "Range", "Einsum", "MuGraph", "LSTM",
           "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention", "QuantizeLinear",
-          "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"};
+          "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv",
+          "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "Size", "TopK",
+          "ScatterElements", "OneHot", "GridSample"};
 }
 
 }  // namespace isomer::fuzz

@@ -13,8 +13,17 @@ namespace isomer::fuzz::detail {
 
 Value Generator::unary_more(const Value& x) {
   static const char* const kPlain[] = {"Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus", "Mish", "Selu"};
-  switch (rnd(4)) {
-    case 0: return op1(kPlain[rnd(9)], {x});
+  // Functions with poles or bounded domains, on tanh(x) scaled into where each is tame.
+  static const char* const kBounded[] = {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh", "Softsign"};
+  switch (rnd(8)) {
+    case 0:
+    case 6: return op1(kPlain[rnd(9)], {x});
+    case 4:
+    case 7: return op1(kBounded[rnd(9)], {op1("Mul", {op1("Tanh", {x}), scalar(0.9)})});
+    case 5: {
+      Value acosh = op1("Acosh", {op1("Add", {op1("Mul", {x, x}), scalar(1)})});
+      return op1("Div", {acosh, op1("Cast", {op1("Size", {x})}, {{"to", int64_t{1}}})});
+    }
     case 1: return op1("Elu", {x}, {{"alpha", uniform(0.5, 2)}});
     case 2: return op1("Celu", {x}, {{"alpha", uniform(0.5, 2)}});
     default: return op1("ThresholdedRelu", {x}, {{"alpha", uniform(-0.5, 0.5)}});
@@ -93,7 +102,7 @@ Value Generator::normalize_more(const Value& x, const Dims& d) {
 Value Generator::place_elements(const Value& x, const Dims& d) {
   const int64_t r = static_cast<int64_t>(d.size());
   if (r == 0) throw Error("scalar");
-  switch (rnd(6)) {
+  switch (rnd(10)) {
     case 0: {
       Dims reps;
       for (int64_t i = 0; i < r; ++i) reps.push_back(1 + rnd(2));
@@ -137,6 +146,45 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
         idx[i] = rnd(2 * e) - e;
       }
       return op1("GatherND", {x, b_.constant(Tensor::from_i64(DType::Int64, idx_dims, idx))}, {{"batch_dims", b}});
+    }
+    case 6: {
+      const int64_t axis = rnd(r);
+      return op(
+          "TopK", {x},
+          {{"k", int64_t{1 + rnd(d[axis])}}, {"axis", axis}, {"largest", int64_t{rnd(2)}}}, 2)[0];
+    }
+    case 7: {
+      // max and min need opset 18; the generator's graphs are written at 17.
+      static const char* const kReductions[] = {"none", "add", "mul"};
+      const int64_t axis = rnd(r);
+      Dims idx_dims = d;
+      idx_dims[axis] = 1 + rnd(3);
+      std::vector<int64_t> idx(static_cast<size_t>(numel(idx_dims)));
+      for (int64_t& i : idx) i = rnd(2 * d[axis]) - d[axis];
+      return op1("ScatterElements",
+                 {x, b_.constant(Tensor::from_i64(DType::Int64, idx_dims, idx)), fconst(idx_dims)},
+                 {{"axis", axis}, {"reduction", std::string(kReductions[rnd(3)])}});
+    }
+    case 8: {
+      // A mask of one-hot rows (F.one_hot), indices in and out of [-depth, depth).
+      const int64_t depth = d.back();
+      Dims idx_dims(d.begin(), d.end() - 1);
+      std::vector<int64_t> idx(static_cast<size_t>(numel(idx_dims)));
+      for (int64_t& i : idx) i = rnd(2 * depth + 2) - depth - 1;
+      Value hot = op1("OneHot", {b_.constant(Tensor::from_i64(DType::Int64, idx_dims, idx)),
+                                 b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{depth})),
+                                 fconst({2})});
+      return op1("Mul", {x, hot});
+    }
+    case 9: {
+      static const char* const kModes[] = {"nearest", "linear", "cubic"};
+      static const char* const kPaddings[] = {"zeros", "border", "reflection"};
+      Value img = pick_float_rank(4);
+      const Dims id = dims_of(img);
+      Value grid = fconst({id[0], 1 + rnd(4), 1 + rnd(4), 2}, -1.3, 1.3);
+      return op1("GridSample", {img, grid},
+                 {{"mode", std::string(kModes[rnd(3)])}, {"padding_mode", std::string(kPaddings[rnd(3)])},
+                  {"align_corners", int64_t{rnd(2)}}});
     }
     default: return op1("GlobalMaxPool", {pick_float_rank(4)});
   }

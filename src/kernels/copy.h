@@ -5,7 +5,9 @@
 // and scatters by index.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 namespace isomer::kernels {
 
@@ -43,6 +45,15 @@ bool gather_elements(size_t elem, const void* x, std::span<const int64_t> x_dims
 // `updates`, in order. Reductions other than None need float32 elements. Returns
 // false on an index out of range (*bad = it).
 enum class ScatterReduce { None, Add, Mul, Max, Min };
+// The reduction by its ONNX name (none, add, mul, max, min); nullopt for another.
+inline std::optional<ScatterReduce> scatter_reduce_named(std::string_view name) {
+  if (name == "none") return ScatterReduce::None;
+  if (name == "add") return ScatterReduce::Add;
+  if (name == "mul") return ScatterReduce::Mul;
+  if (name == "max") return ScatterReduce::Max;
+  if (name == "min") return ScatterReduce::Min;
+  return std::nullopt;
+}
 bool scatter_nd(size_t elem, void* y, std::span<const int64_t> y_dims, const int64_t* index, int64_t tuples,
                 int64_t k, const void* updates, int64_t* bad, ScatterReduce reduce = ScatterReduce::None);
 

@@ -86,6 +86,16 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::IsNaN: LOOP1(x != x ? 1.0f : 0.0f);
       case PwOp::Sin: LOOP1(std::sin(x));
       case PwOp::Cos: LOOP1(std::cos(x));
+      case PwOp::Tan: LOOP1(std::tan(x));
+      case PwOp::Asin: LOOP1(std::asin(x));
+      case PwOp::Acos: LOOP1(std::acos(x));
+      case PwOp::Atan: LOOP1(std::atan(x));
+      case PwOp::Sinh: LOOP1(std::sinh(x));
+      case PwOp::Cosh: LOOP1(std::cosh(x));
+      case PwOp::Asinh: LOOP1(std::asinh(x));
+      case PwOp::Acosh: LOOP1(std::acosh(x));
+      case PwOp::Atanh: LOOP1(std::atanh(x));
+      case PwOp::Softsign: LOOP1(x / (1.0f + std::fabs(x)));
       case PwOp::Elu: LOOP1(x >= 0.0f ? x : al * (vm::exp(x) - 1.0f));
       case PwOp::Selu: LOOP1(be * (x > 0.0f ? x : al * (vm::exp(x) - 1.0f)));
       case PwOp::Mish: LOOP1(x * vm::tanh(x > 20.0f ? x : vm::log(1.0f + vm::exp(x))));

@@ -30,6 +30,7 @@ enum class PwOp : uint8_t {
   Square, Floor, Ceil, Round, Sign, Not, Affine /*alpha a + beta*/, PowConst /*a^alpha*/, IsNaN, Sin, Cos, Elu,
   Selu /*alpha, beta=gamma*/, Mish, Silu, Trunc /*toward zero: float->int casts*/, Celu /*alpha*/,
   ThresholdedRelu /*a > alpha ? a : 0*/, IsInf /*alpha != 0: +inf counts, beta != 0: -inf counts*/,
+  Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Softsign /*a / (1 + |a|)*/,
   // binary: dst = f(a, b)
   Add, Sub, Mul, Div, Max, Min, Pow, Mod /*fmod for floats, sign of divisor for ints*/, FMod, Equal, Less,
   LessEqual, Greater, GreaterEqual, And, Or, Xor, PRelu /*a < 0 ? a b : a*/,

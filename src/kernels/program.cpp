@@ -49,6 +49,16 @@ OpInfo info(PwOp op) {
     case PwOp::IsNaN: return {"IsNaN", 1, false};
     case PwOp::Sin: return {"Sin", 1, false};
     case PwOp::Cos: return {"Cos", 1, false};
+    case PwOp::Tan: return {"Tan", 1, false};
+    case PwOp::Asin: return {"Asin", 1, false};
+    case PwOp::Acos: return {"Acos", 1, false};
+    case PwOp::Atan: return {"Atan", 1, false};
+    case PwOp::Sinh: return {"Sinh", 1, false};
+    case PwOp::Cosh: return {"Cosh", 1, false};
+    case PwOp::Asinh: return {"Asinh", 1, false};
+    case PwOp::Acosh: return {"Acosh", 1, false};
+    case PwOp::Atanh: return {"Atanh", 1, false};
+    case PwOp::Softsign: return {"Softsign", 1, false};
     case PwOp::Elu: return {"Elu", 1, false};
     case PwOp::Selu: return {"Selu", 1, false};
     case PwOp::Mish: return {"Mish", 1, false};

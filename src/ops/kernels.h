@@ -85,6 +85,16 @@ auto broadcast_map(const Array<T>& a, const Array<T>& b, F f) {
   return out;
 }
 
+// A tensor seen as [outer, n, inner] around `axis` (operators along one axis).
+struct Around {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline Around around(const std::vector<int64_t>& dims, int64_t axis) {
+  Around a;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) (i < axis ? a.outer : i == axis ? a.n : a.inner) *= dims[i];
+  return a;
+}
+
 // Shape rule: one output with input 0's type.
 std::vector<TensorType> same_as_input0(const InferContext& ctx);
 // Shape rule: inputs broadcast together; dtype of input 0; all inputs must share it.

@@ -144,6 +144,10 @@ enum class Lowering : uint8_t {
   SpaceDepth,  // DepthToSpace, SpaceToDepth
   Attention,   // ONNX Attention: batched GEMMs around a masked row softmax
   Lrn,         // LRN: each element over its channel neighbours' sum of squares
+  TopK,
+  ScatterElements,
+  OneHot,
+  GridSample,
   Quant,       // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer contractions
 };
 

@@ -12,17 +12,6 @@ using namespace ops;
 
 namespace {
 
-// A tensor seen as [outer, n, inner] around `axis`.
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-Around around(const std::vector<int64_t>& dims, int64_t axis) {
-  Around a;
-  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) (i < axis ? a.outer : i == axis ? a.n : a.inner) *= dims[i];
-  return a;
-}
-
 // ---- ArgMax, ArgMin ----------------------------------------------------------------
 
 std::vector<TensorType> infer_arg(const InferContext& ctx) {

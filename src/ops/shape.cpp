@@ -1,4 +1,5 @@
-// Operators on shapes: Shape (the extents of a tensor as an int64 vector),
+// Operators on shapes: Shape (the extents of a tensor as an int64 vector), Size
+// (their product, an int64 scalar),
 // ConstantOfShape (a tensor of given extents filled with one value) and Range (an
 // arithmetic sequence, whose length is known when its inputs are). Shape depends
 // only on its input's extents, so the constant folding pass can evaluate it as soon
@@ -53,6 +54,22 @@ std::vector<SymArray> sym_shape(const Attributes& attrs, std::span<const SymArra
   out.dims = {static_cast<int64_t>(v.size())};
   for (int64_t d : v) out.data.push_back(Sym::rational(d));
   return {out};
+}
+
+// ---- Size: the element count, an int64 scalar --------------------------------------
+
+std::vector<TensorType> infer_size(const InferContext&) { return {{DType::Int64, {}}}; }
+
+std::vector<Tensor> eval_size(const EvalContext& ctx) {
+  return {Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{num_elements(ctx.in(0).dims())})};
+}
+
+std::vector<FieldArray> field_size(const Attributes&, std::span<const FieldArray> in) {
+  return {FieldArray({}, std::vector<Fp>{Fp(static_cast<uint64_t>(num_elements(in[0].dims)))})};
+}
+
+std::vector<SymArray> sym_size(const Attributes&, std::span<const SymArray> in) {
+  return {SymArray({}, std::vector<Sym>{Sym::rational(num_elements(in[0].dims))})};
 }
 
 void export_shape(OnnxForm& f, int64_t opset) {
@@ -190,6 +207,17 @@ OpDef def_Shape() {
   d.eval_field = field_shape;
   d.eval_sym = sym_shape;
   d.onnx_export = export_shape;
+  d.lower = Lowering::ShapeOf;
+  return d;
+}
+
+OpDef def_Size() {
+  OpDef d;
+  d.name = "Size";
+  d.infer = infer_size;
+  d.eval = eval_size;
+  d.eval_field = field_size;
+  d.eval_sym = sym_size;
   d.lower = Lowering::ShapeOf;
   return d;
 }

@@ -3,7 +3,6 @@
 // InstanceNormalization (kernels/rows.h), Tile, Trilu, GatherElements, GatherND and
 // ScatterND (kernels/copy.h), and Range, which is known when the graph is compiled.
 #include <cstring>
-#include <map>
 
 #include "kernels/copy.h"
 #include "kernels/rows.h"
@@ -13,20 +12,6 @@
 namespace isomer::runtime {
 
 namespace {
-
-// A dense float32 input, or -1.
-int dense_f32(Compiler& c, const Value& v) {
-  if (c.dtype(v) != DType::Float32) return -1;
-  return c.as_plain(c.id(v));
-}
-
-// A new dense value of the node's output `k` (its concrete type).
-int dense_output(Compiler& c, const Node& n, size_t k = 0) {
-  const TensorType t = c.concrete_types(n)[k];
-  const std::vector<int64_t> dims = static_dims(t.shape);
-  auto type = dnnl_type(t.dtype);
-  return c.new_value(t.dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
-}
 
 std::string shape3(int64_t outer, int64_t len, int64_t inner) {
   return to_string(std::vector<int64_t>{outer, len, inner});
@@ -320,13 +305,10 @@ bool lower_gather_nd(Compiler& c, const Node& n) {
 // ScatterND: the data copied into the output, then the updates written over it
 // (or combined into it: the reductions, on float32 data).
 bool lower_scatter_nd(Compiler& c, const Node& n) {
-  static const std::map<std::string, kernels::ScatterReduce> reductions = {
-      {"none", kernels::ScatterReduce::None}, {"add", kernels::ScatterReduce::Add},
-      {"mul", kernels::ScatterReduce::Mul},   {"max", kernels::ScatterReduce::Max},
-      {"min", kernels::ScatterReduce::Min}};
-  auto reduction = reductions.find(n.attrs().get_string("reduction", "none"));
-  if (reduction == reductions.end() || c.dtype(n.inputs()[1]) != DType::Int64) return false;
-  const kernels::ScatterReduce reduce = reduction->second;
+  const std::optional<kernels::ScatterReduce> reduction =
+      kernels::scatter_reduce_named(n.attrs().get_string("reduction", "none"));
+  if (!reduction || c.dtype(n.inputs()[1]) != DType::Int64) return false;
+  const kernels::ScatterReduce reduce = *reduction;
   if (reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32) return false;
   int x = c.as_plain(c.id(n.inputs()[0]));
   int idx = c.as_plain(c.id(n.inputs()[1]));

@@ -15,12 +15,6 @@ namespace isomer::runtime {
 
 namespace {
 
-// A dense float32 input (reordered or copied if it is blocked or a view).
-int dense_f32(Compiler& c, const Value& v) {
-  if (c.dtype(v) != DType::Float32) return -1;
-  return c.as_plain(c.id(v));
-}
-
 // Where(IsNaN(y), k, y) right after a softmax's result y (torch's exports of
 // scaled_dot_product_attention: a row masked whole gives NaN, made k = 0), with
 // y read by nothing else: the softmax step replaces its NaNs itself.
@@ -332,8 +326,13 @@ bool lower_gather(Compiler& c, const Node& n) {
 
 // Shape reads only the dims, which are known here.
 bool lower_shape_of(Compiler& c, const Node& n) {
-  if (n.op_type() != "Shape") return false;
   std::vector<int64_t> d = c.dims(n.inputs()[0]);
+  if (n.op_type() == "Size") {
+    const std::vector<int64_t> count{num_elements(d)};
+    c.bind(n.output(0), c.constant_value(Tensor::from_i64(DType::Int64, {}, count), n.name()));
+    return true;
+  }
+  if (n.op_type() != "Shape") return false;
   const auto rank = static_cast<int64_t>(d.size());
   int64_t start = n.attrs().get_int("start", 0), end = n.attrs().get_int("end", rank);
   if (start < 0) start += rank;

@@ -55,6 +55,10 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::SpaceDepth: return lower_space_depth;
     case Lowering::Attention: return lower_attention;
     case Lowering::Quant: return lower_quant;
+    case Lowering::TopK: return lower_top_k;
+    case Lowering::ScatterElements: return lower_scatter_elements;
+    case Lowering::OneHot: return lower_one_hot;
+    case Lowering::GridSample: return lower_grid_sample;
   }
   return nullptr;
 }

@@ -80,5 +80,11 @@ bool lower_attention(Compiler& c, const Node& n);
 // DynamicQuantizeLinear on isomer's kernels (kernels/quant.h), the integer
 // contractions on oneDNN's int8 primitives with int32 accumulation.
 bool lower_quant(Compiler& c, const Node& n);
+// Selection and placement by value or index (lower_select.cpp, kernels/select.h):
+// TopK, ScatterElements, OneHot; GridSample on kernels/grid_sample.h.
+bool lower_top_k(Compiler& c, const Node& n);
+bool lower_scatter_elements(Compiler& c, const Node& n);
+bool lower_one_hot(Compiler& c, const Node& n);
+bool lower_grid_sample(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime

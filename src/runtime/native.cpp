@@ -8,6 +8,18 @@ std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
   return kernels::contiguous_strides(dims);
 }
 
+int dense_f32(Compiler& c, const Value& v) {
+  if (c.dtype(v) != DType::Float32) return -1;
+  return c.as_plain(c.id(v));
+}
+
+int dense_output(Compiler& c, const Node& n, size_t k) {
+  const TensorType t = c.concrete_types(n)[k];
+  const std::vector<int64_t> dims = static_dims(t.shape);
+  auto type = dnnl_type(t.dtype);
+  return c.new_value(t.dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
+}
+
 void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
                      std::function<void(const std::vector<char*>& ptrs)> fn) {
   RtStep s;

@@ -17,6 +17,11 @@ namespace isomer::runtime {
 void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
                      std::function<void(const std::vector<char*>& ptrs)> fn);
 
+// A dense float32 input (reordered or copied if it is blocked or a view), or -1.
+int dense_f32(Compiler& c, const Value& v);
+// A new dense value for the node's output `k` (its concrete type).
+int dense_output(Compiler& c, const Node& n, size_t k = 0);
+
 // A pointwise operand or result for value `id`: its element strides seen from the
 // iteration space `dims` (broadcast dims get stride 0). The value must not be
 // blocked.

@@ -113,6 +113,18 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"ReduceLogSumExp", {1, 11, 13, 18, 28}}, {"ArgMax", {1, 11, 12, 13}}, {"ArgMin", {1, 11, 12, 13}},
       {"CumSum", {11, 14}}, {"Tile", {1, 6, 13}}, {"Trilu", {14}}, {"GatherElements", {11, 13}}, {"GatherND", {11, 12, 13}},
       {"ScatterND", {11, 13, 16, 18}}, {"Range", {11, 27}},
+      // Selection and sampling. TopK-10 moved k to an input and 11 added largest and sorted
+      // (both adapted by its hooks), 24 widens types; ScatterElements-16 and 18 add the
+      // reductions (all four implemented); OneHot-11 adds negative axes and indices, 28
+      // widens types; GridSample-20 renames the modes and allows N-D (4-D implemented,
+      // the rest kept opaque), 22 widens types.
+      {"TopK", {1, 10, 11, 24}}, {"ScatterElements", {11, 13, 16, 18}}, {"OneHot", {9, 11, 28}},
+      {"GridSample", {16, 20, 22}},
+      // Trigonometric and hyperbolic functions and Softsign: 22 widens types.
+      {"Tan", {7, 22}}, {"Asin", {7, 22}}, {"Acos", {7, 22}}, {"Atan", {7, 22}}, {"Sinh", {9, 22}}, {"Cosh", {9, 22}},
+      {"Asinh", {9, 22}}, {"Acosh", {9, 22}}, {"Atanh", {9, 22}}, {"Softsign", {1, 22}},
+      // Size: 13 onwards widen types.
+      {"Size", {1, 13, 19, 21, 23, 24, 25}},
       // Recurrent operators: isomer's form is opset 7's (earlier ones stay opaque); 14 added
       // layout (implemented), 22 widens types.
       {"LSTM", {1, 7, 14, 22}}, {"GRU", {1, 3, 7, 14, 22}}, {"RNN", {1, 7, 14, 22}},

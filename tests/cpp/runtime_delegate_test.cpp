@@ -37,8 +37,8 @@ onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vecto
   return n;
 }
 
-// x -> Relu -> Softsign (an operator isomer does not know) -> Neg -> y, batch dim `batch`.
-Graph relu_softsign_neg(const std::string& batch, const ImportOptions& io = {}) {
+// x -> Relu -> Shrink (an operator isomer does not know) -> Neg -> y, batch dim `batch`.
+Graph relu_shrink_neg(const std::string& batch, const ImportOptions& io = {}) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -46,13 +46,14 @@ Graph relu_softsign_neg(const std::string& batch, const ImportOptions& io = {}) 
   g->set_name("delegate");
   set_type(g->add_input(), "x", {batch, "3"});
   add_node(g, "Relu", {"x"}, "r");
-  add_node(g, "Softsign", {"r"}, "c")->set_name("softsign");
+  add_node(g, "Shrink", {"r"}, "c")->set_name("shrink");
   add_node(g, "Neg", {"c"}, "y");
   set_type(g->add_output(), "y", {batch, "3"});
   return import_onnx_bytes(m.SerializeAsString(), "", io);
 }
 
-double softsign(double v) { return v / (1 + std::fabs(v)); }
+// Shrink with its defaults (lambd 0.5, bias 0).
+double shrink(double v) { return v > 0.5 || v < -0.5 ? v : 0; }
 
 // Starts the helper, or skips the test with the reason.
 #define REQUIRE_ONNXRUNTIME()                                 \
@@ -64,7 +65,7 @@ double softsign(double v) { return v / (1 + std::fabs(v)); }
 
 TEST(RuntimeDelegate, OpaqueNodeRunsOnOnnxRuntimeBetweenIsomerSteps) {
   REQUIRE_ONNXRUNTIME();
-  Graph g = relu_softsign_neg("N");
+  Graph g = relu_shrink_neg("N");
   for (int64_t batch : {1, 4}) {
     runtime::RuntimeOptions o;
     o.threads = 1;
@@ -73,14 +74,14 @@ TEST(RuntimeDelegate, OpaqueNodeRunsOnOnnxRuntimeBetweenIsomerSteps) {
     std::vector<std::string> kinds;
     for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
     EXPECT_EQ(kinds, (std::vector<std::string>{"pointwise", "onnxruntime", "pointwise"}));
-    EXPECT_EQ(exe->steps()[1].ops, std::vector<std::string>{"Softsign"});
+    EXPECT_EQ(exe->steps()[1].ops, std::vector<std::string>{"Shrink"});
     std::vector<double> x;
     for (int64_t i = 0; i < batch * 3; ++i) x.push_back(i % 2 ? -1.0 * i : 0.5 * i);
     std::vector<Tensor> out = exe->run({Tensor::from_f64(DType::Float32, {batch, 3}, x)});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].dims(), (std::vector<int64_t>{batch, 3}));
     std::vector<double> y = out[0].to_f64();
-    for (int64_t i = 0; i < batch * 3; ++i) EXPECT_FLOAT_EQ(y[i], -softsign(std::max(0.0, x[i]))) << "at " << i;
+    for (int64_t i = 0; i < batch * 3; ++i) EXPECT_FLOAT_EQ(y[i], -shrink(std::max(0.0, x[i]))) << "at " << i;
   }
 }
 
@@ -88,9 +89,9 @@ TEST(RuntimeDelegate, ProfilingAndSignaturesCoverDelegatedSteps) {
   REQUIRE_ONNXRUNTIME();
   ImportOptions io;
   io.input_shapes = {{"x", {2, 3}}};
-  auto exe = runtime::compile(relu_softsign_neg("N", io), {});
+  auto exe = runtime::compile(relu_shrink_neg("N", io), {});
   const runtime::StepInfo& s = exe->steps()[1];
-  EXPECT_EQ(s.signature.rfind("ort Softsign p", 0), 0u) << s.signature;
+  EXPECT_EQ(s.signature.rfind("ort Shrink p", 0), 0u) << s.signature;
   EXPECT_NE(s.signature.find("f32[2,3]"), std::string::npos) << s.signature;
   std::vector<double> ms = exe->profile_steps(1, 4);
   ASSERT_EQ(ms.size(), 3u);
@@ -100,7 +101,7 @@ TEST(RuntimeDelegate, ProfilingAndSignaturesCoverDelegatedSteps) {
 TEST(RuntimeDelegate, OutputsOfAnotherShapeThanPlannedAreAnErrorAndTheHelperStaysInStep) {
   REQUIRE_ONNXRUNTIME();
   auto ort = bridge::OrtBridge::shared();
-  const std::string model = export_onnx_bytes(relu_softsign_neg("2"));
+  const std::string model = export_onnx_bytes(relu_shrink_neg("2"));
   const TensorType f23{DType::Float32, make_shape({2, 3})};
   const std::vector<TensorType> probe_inputs = {f23};
   bridge::Session s = ort->load_bytes(model, {.threads = 1, .spinning = false}, &probe_inputs);
@@ -113,22 +114,22 @@ TEST(RuntimeDelegate, OutputsOfAnotherShapeThanPlannedAreAnErrorAndTheHelperStay
   EXPECT_NE(ort->run_into(s.id, {buffer(x, {2, 3})}, {buffer(wrong, {3, 2})}), "");
   EXPECT_EQ(wrong, std::vector<float>(6, 0.f));  // nothing written where the plan was wrong
   EXPECT_EQ(ort->run_into(s.id, {buffer(x, {2, 3})}, {buffer(y, {2, 3})}), "");
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], -softsign(std::max(0.f, x[i]))) << "at " << i;
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], -shrink(std::max(0.f, x[i]))) << "at " << i;
   ort->free(s.id);
 }
 
 TEST(RuntimeDelegate, WithoutDelegationOpaqueNodesAreNotRunnable) {
-  Graph g = relu_softsign_neg("2");
+  Graph g = relu_shrink_neg("2");
   runtime::RuntimeOptions o;
   o.delegate_opaque = false;
   std::string why;
   EXPECT_FALSE(runtime::is_runnable(g, &why, o));
-  EXPECT_NE(why.find("node 'softsign' (Softsign)"), std::string::npos) << why;
+  EXPECT_NE(why.find("node 'shrink' (Shrink)"), std::string::npos) << why;
   try {
     runtime::compile(g, o);
     FAIL() << "compiled a graph with an opaque node without delegation";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("softsign"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shrink"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(runtime::is_runnable(g, &why));  // delegation is the default
 }

@@ -37,7 +37,7 @@ BAD = {"int": [-1, 0, 1 << 40, -(1 << 40)],
        "float": [math.nan, -math.inf]}
 
 FLAGS = {"keepdims", "noop_with_empty_axes", "select_last_index", "ceil_mode", "count_include_pad", "transA",
-         "transB", "exclusive", "reverse", "largest", "sorted", "upper"}
+         "transB", "exclusive", "reverse", "largest", "sorted", "upper", "align_corners"}
 
 
 _REGISTRY = {}
@@ -54,7 +54,7 @@ def differs(op, attr, value):
     if kind_of(op, attr) == "ints" and value == "empty":
         return ("an INTS attribute with no values: ONNX's checker refuses it ('expected to have field ints'), "
                 "ONNX Runtime reads it as absent")
-    if (op, attr) in {("Gather", "axis"), ("Reshape", "allowzero")} and value in (-1, 0):
+    if (op, attr) in {("Gather", "axis"), ("Reshape", "allowzero"), ("ScatterElements", "axis")} and value in (-1, 0):
         return ("a valid attribute under which the case's own inputs fail when the node runs (an index or a "
                 "0 dim that no longer fits): `run` refuses those inputs; import has nothing to refuse")
     if op == "LRN" and attr == "size" and isinstance(value, int) and value > 0 and value % 2 == 0:

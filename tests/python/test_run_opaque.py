@@ -28,11 +28,11 @@ def isomer(*args, env=None):
 
 
 def opaque_model(path, batch=2):
-    """Relu -> Softsign -> Hardmax -> Sigmoid: two operators isomer lacks between two it
+    """Relu -> Shrink -> Hardmax -> Sigmoid: two operators isomer lacks between two it
     runs, opset 17. `batch` may be a symbolic dim name."""
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Softsign", ["r"], ["e"]),
+        helper.make_node("Shrink", ["r"], ["e"]),
         helper.make_node("Hardmax", ["e"], ["c"], axis=-1),
         helper.make_node("Sigmoid", ["c"], ["y"]),
     ]
@@ -130,7 +130,7 @@ def test_opaque_nodes_run_on_onnxruntime_inside_the_isomer_runtime(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "not runnable" not in p.stdout, p.stdout
     assert f"2 steps run on ONNX Runtime {ort.__version__}, for the nodes isomer keeps opaque:" in p.stdout, p.stdout
-    assert "    node (Softsign) is an operator isomer does not understand\n" in p.stdout, p.stdout
+    assert "    node (Shrink) is an operator isomer does not understand\n" in p.stdout, p.stdout
     assert "    node (Hardmax) is an operator isomer does not understand\n" in p.stdout, p.stdout
     kinds = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ") and len(line.split()) >= 2
              and line.split()[0] in ("pointwise", "onnxruntime", "reference")]
@@ -197,7 +197,7 @@ def test_opaque_model_without_onnxruntime_is_reported_not_runnable(tmp_path):
     p = isomer("run", path, "--outputs", str(tmp_path / "out.npz"), env={"ISOMER_PYTHON": "/nonexistent/python"})
     assert p.returncode != 0
     assert "isomer: error:" in p.stderr, p.stderr
-    assert "not runnable on the isomer runtime" in p.stderr and "Softsign" in p.stderr, p.stderr
+    assert "not runnable on the isomer runtime" in p.stderr and "Shrink" in p.stderr, p.stderr
     assert "ONNX Runtime is not available" in p.stderr, p.stderr
     assert "ONNX Runtime could not run it" in p.stderr, p.stderr
     assert not os.path.exists(tmp_path / "out.npz")
