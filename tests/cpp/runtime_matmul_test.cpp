@@ -82,6 +82,23 @@ TEST(RuntimeMatmul, BatchedInputWithConstantWeightsRunsAsOne2DMatmul) {
   EXPECT_NE(mm[1]->signature.find("+sum"), std::string::npos) << mm[1]->signature;
 }
 
+TEST(RuntimeMatmul, PermutedRowsAreMadeDenseForThe2DForm) {
+  // nn.MultiheadAttention with batch_first: the input projection reads
+  // Transpose(x, [1, 0, 2]), whose rows are not one stride apart. Run as the view it
+  // was a batch of 50 products of 2 rows, each reading the whole weight; now a copy
+  // makes it dense and one [100, 32] x [32, 96] product runs on packed weights.
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 50, 32})});
+  Value xt = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  Value h = b.op1("Add", {b.op1("MatMul", {xt, b.constant(random_weights({32, 96}, 1))}), b.constant(random_weights({96}, 2))});
+  Graph g = b.finish({h}, {"y"});
+  std::vector<runtime::StepInfo> steps = check(g);
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_NE(mm[0]->signature.find("src 100x32:"), std::string::npos) << mm[0]->signature;
+  EXPECT_NE(mm[0]->signature.find("dst 100x96:"), std::string::npos) << mm[0]->signature;
+}
+
 TEST(RuntimeMatmul, PackedGemmRunsTheSameFusionsAsOneEpilogue) {
   // On CPUs without AVX-512 the same FFN runs on isomer's packed-weights GEMM:
   // bias, activation, the residual and a gate are one epilogue per matmul, the
