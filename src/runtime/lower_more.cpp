@@ -305,14 +305,11 @@ bool lower_gather_nd(Compiler& c, const Node& n) {
 // ScatterND: the data copied into the output, then the updates written over it
 // (or combined into it: the reductions, on float32 data).
 bool lower_scatter_nd(Compiler& c, const Node& n) {
-  const std::optional<kernels::ScatterReduce> reduction =
-      kernels::scatter_reduce_named(n.attrs().get_string("reduction", "none"));
-  if (!reduction || c.dtype(n.inputs()[1]) != DType::Int64) return false;
-  const kernels::ScatterReduce reduce = *reduction;
-  if (reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32) return false;
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  int idx = c.as_plain(c.id(n.inputs()[1]));
-  int upd = c.as_plain(c.id(n.inputs()[2]));
+  if (c.dtype(n.inputs()[1]) != DType::Int64) return false;
+  const std::optional<ScatterOperands> ops = scatter_operands(c, n);
+  if (!ops) return false;
+  const kernels::ScatterReduce reduce = ops->reduce;
+  const int x = ops->x, idx = ops->idx, upd = ops->upd;
   const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;
   if (id.empty()) return false;
   const int64_t k = id.back(), tuples = k ? num_elements(id) / k : 0;

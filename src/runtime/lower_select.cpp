@@ -42,15 +42,12 @@ bool lower_top_k(Compiler& c, const Node& n) {
 // The data copied into the output, then the updates written over it (or combined
 // into it: the reductions, on float32 data). Every index is checked first.
 bool lower_scatter_elements(Compiler& c, const Node& n) {
-  const std::optional<kernels::ScatterReduce> reduction =
-      kernels::scatter_reduce_named(n.attrs().get_string("reduction", "none"));
   const DType index_type = c.dtype(n.inputs()[1]);
-  if (!reduction || (index_type != DType::Int64 && index_type != DType::Int32)) return false;
-  const kernels::ScatterReduce reduce = *reduction;
-  if (reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32) return false;
-  int x = c.as_plain(c.id(n.inputs()[0]));
-  int idx = c.as_plain(c.id(n.inputs()[1]));
-  int upd = c.as_plain(c.id(n.inputs()[2]));
+  if (index_type != DType::Int64 && index_type != DType::Int32) return false;
+  const std::optional<ScatterOperands> ops = scatter_operands(c, n);
+  if (!ops) return false;
+  const kernels::ScatterReduce reduce = ops->reduce;
+  const int x = ops->x, idx = ops->idx, upd = ops->upd;
   const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;
   if (xd.empty() || id.size() != xd.size() || c.val(upd).dims != id) return false;
   const int64_t axis = normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size()));

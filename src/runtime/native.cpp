@@ -20,6 +20,15 @@ int dense_output(Compiler& c, const Node& n, size_t k) {
   return c.new_value(t.dtype, dims, type ? plain_md(dims, *type) : md_t(), n.name());
 }
 
+std::optional<ScatterOperands> scatter_operands(Compiler& c, const Node& n) {
+  const std::optional<kernels::ScatterReduce> reduce =
+      kernels::scatter_reduce_named(n.attrs().get_string("reduction", "none"));
+  if (!reduce || (*reduce != kernels::ScatterReduce::None && c.dtype(n.inputs()[0]) != DType::Float32))
+    return std::nullopt;
+  return ScatterOperands{*reduce, c.as_plain(c.id(n.inputs()[0])), c.as_plain(c.id(n.inputs()[1])),
+                         c.as_plain(c.id(n.inputs()[2]))};
+}
+
 void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
                      std::function<void(const std::vector<char*>& ptrs)> fn) {
   RtStep s;

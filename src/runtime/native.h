@@ -3,9 +3,11 @@
 // copies, gathers, reductions, softmax and normalization, for what oneDNN has no
 // primitive for, or only a reference implementation of.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/copy.h"
 #include "kernels/pointwise.h"
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
@@ -21,6 +23,15 @@ void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::ve
 int dense_f32(Compiler& c, const Value& v);
 // A new dense value for the node's output `k` (its concrete type).
 int dense_output(Compiler& c, const Node& n, size_t k = 0);
+
+// A scatter's (ScatterND, ScatterElements) reduction and its data, indices and
+// updates made plain; nullopt where the native kernels do not take it (an unknown
+// reduction, or one on data other than float32).
+struct ScatterOperands {
+  kernels::ScatterReduce reduce;
+  int x, idx, upd;
+};
+std::optional<ScatterOperands> scatter_operands(Compiler& c, const Node& n);
 
 // A pointwise operand or result for value `id`: its element strides seen from the
 // iteration space `dims` (broadcast dims get stride 0). The value must not be
