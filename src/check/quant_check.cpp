@@ -1,5 +1,6 @@
 #include "check/quant_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -48,6 +49,13 @@ std::vector<std::optional<double>> output_quant_steps(const Graph& g) {
   std::vector<std::optional<double>> steps;
   for (const Value& v : g.outputs()) steps.push_back(step_of(v));
   return steps;
+}
+
+double rounding_spread_tolerance(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                                 const std::vector<std::string>& names, double tolerance) {
+  if (a.size() != b.size()) return tolerance;
+  const CheckResult spread = compare_outputs(a, b, names, 0);
+  return std::max(tolerance, kSpreadFactor * spread.max_rel_error);
 }
 
 CheckResult compare_quantized_outputs(const std::vector<Tensor>& want, const std::vector<Tensor>& got,

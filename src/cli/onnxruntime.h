@@ -15,6 +15,9 @@ struct OrtRequest {
   // Outputs from a session with ONNX Runtime's graph optimizations off (the model
   // as written; used as the reference when comparing), else from the timed one.
   bool reference_outputs = false;
+  // Also the outputs with the optimizations off, in OrtResult::plain_outputs (the
+  // timed session's are in outputs).
+  bool plain_outputs_too = false;
   bool bench = false;
   int warmup = 5, repeat = 20;
   int threads = 0;  // 0 = ONNX Runtime's default
@@ -23,6 +26,7 @@ struct OrtRequest {
 struct OrtResult {
   std::string version;            // onnxruntime.__version__
   runtime::NamedTensors outputs;  // in the model's output order
+  runtime::NamedTensors plain_outputs;  // plain_outputs_too: optimizations off
   std::vector<double> ms;         // one per timed run (bench only)
 };
 

@@ -283,5 +283,24 @@ TEST(QuantCheck, WrongZeroPointScaleOrAxisIsCaught) {
   EXPECT_EQ(compare_graphs(original, qdq_conv(0, 0.02f, 1), o).status, CheckResult::Status::Failed);
 }
 
+TEST(QuantCheck, FloatOutputsAreHeldToTheReferencesOwnSpread) {
+  // Two references that differ by 1% (ONNX Runtime with and without its
+  // optimizations on a dynamically quantized model): 2% is allowed, 5% is not, and
+  // references that agree keep the tolerance.
+  std::vector<double> base(64);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = std::sin(0.37 * static_cast<double>(i));
+  auto shifted = [&](double by) {
+    std::vector<double> v = base;
+    v[7] += by;
+    return std::vector<Tensor>{Tensor::from_f64(DType::Float32, {64}, v)};
+  };
+  const std::vector<std::string> names{"y"};
+  const double bound = rounding_spread_tolerance(shifted(0), shifted(0.01), names, 1e-3);
+  EXPECT_NEAR(bound, kSpreadFactor * 0.01, 2e-4);  // relative to max |y|, just under 1
+  EXPECT_EQ(compare_outputs(shifted(0), shifted(-0.015), names, bound).status, CheckResult::Status::Passed);
+  EXPECT_EQ(compare_outputs(shifted(0), shifted(0.05), names, bound).status, CheckResult::Status::Failed);
+  EXPECT_DOUBLE_EQ(rounding_spread_tolerance(shifted(0), shifted(0), names, 1e-3), 1e-3);
+}
+
 }  // namespace
 }  // namespace isomer
