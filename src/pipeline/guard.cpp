@@ -191,13 +191,24 @@ std::string SpeedComparison::verdict_text() const {
   return "";
 }
 
+// The verdict is the rounds' median paired ratio; on a busy machine the medians of
+// each side's times can point the other way (a slow spell in the candidate's turns).
+bool SpeedComparison::medians_disagree() const {
+  return before_ms > 0 && after_ms > 0 && (after_ms > before_ms) != (ratio > 1) &&
+         std::fabs(std::log(after_ms / before_ms)) > noise;
+}
+
+std::string SpeedComparison::paired_verdict_text() const {
+  return (medians_disagree() ? "the medians; paired by round: " : "") + verdict_text();
+}
+
 std::string SpeedComparison::text() const {
-  char buf[160];
+  char buf[224];
   std::string runs = runs_per_round == candidate_runs_per_round
                          ? std::to_string(runs_per_round) + (runs_per_round == 1 ? " run" : " runs")
                          : std::to_string(runs_per_round) + " and " + std::to_string(candidate_runs_per_round) + " runs";
   std::snprintf(buf, sizeof buf, "%s -> %s, %s (%d rounds of %s, noise ±%.1f%%)", ms_text(before_ms).c_str(),
-                ms_text(after_ms).c_str(), verdict_text().c_str(), rounds, runs.c_str(), noise * 100);
+                ms_text(after_ms).c_str(), paired_verdict_text().c_str(), rounds, runs.c_str(), noise * 100);
   return buf;
 }
 

@@ -83,6 +83,11 @@ struct SpeedComparison {
 
   // "1.32x faster", "2.10x slower", "the same within noise (1.01x)"
   std::string verdict_text() const;
+  // True where the medians of each side's times point against the paired verdict by
+  // more than the noise (a busy machine); the texts then say which is which.
+  bool medians_disagree() const;
+  // verdict_text(), prefixed "the medians; paired by round: " where medians_disagree().
+  std::string paired_verdict_text() const;
   // "0.133 ms -> 0.094 ms, 1.41x faster (9 rounds of 15 runs, noise ±2.0%)"
   std::string text() const;
 };

@@ -515,7 +515,7 @@ std::string OptimizeReport::to_text() const {
     std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine.c_str(), guard.before_ms,
                   guard.after_ms);
     out << line;
-    if (guard.comparison) out << " (" << guard.comparison->verdict_text() << ")";
+    if (guard.comparison) out << " (" << guard.comparison->paired_verdict_text() << ")";
     out << "\n";
   }
   if (guard.status == "measured") {
@@ -524,7 +524,7 @@ std::string OptimizeReport::to_text() const {
       const SpeedComparison& c = *guard.confirm_comparison;
       std::snprintf(line, sizeof line, "%s on %s: %.3f ms -> %.3f ms (%s)",
                     guard.confirm_status == "confirmed" ? "confirmed" : "slower", other.c_str(), c.before_ms,
-                    c.after_ms, c.verdict_text().c_str());
+                    c.after_ms, c.paired_verdict_text().c_str());
       out << line << "\n";
     } else if (guard.confirm_status == "skipped") {
       out << "not confirmed on " << other << ": " << guard.confirm_reason << "\n";

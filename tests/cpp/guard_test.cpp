@@ -58,6 +58,15 @@ TEST(GuardDecision, PairedRatiosAndTheirNoiseDecide) {
   EXPECT_EQ(noisy.runs_per_round, 1);
   EXPECT_GT(noisy.rounds, 7);  // nominally slower at first: more rounds before it is called the same
   EXPECT_NE(slower.text().find("x slower (7 rounds of 3 and 2 runs, noise ±2.0%)"), std::string::npos) << slower.text();
+  // Medians that point against the paired verdict (a busy machine) are named as such.
+  SpeedComparison odd;
+  odd.before_ms = 34.65, odd.after_ms = 47.96, odd.ratio = 0.999, odd.noise = 0.16, odd.rounds = 7;
+  odd.runs_per_round = odd.candidate_runs_per_round = 1;
+  odd.verdict = SpeedComparison::Verdict::Same;
+  EXPECT_NE(odd.text().find("34.65 ms -> 47.96 ms, the medians; paired by round: the same within noise (1.00x faster)"),
+            std::string::npos)
+      << odd.text();
+  EXPECT_EQ(same.text().find("the medians"), std::string::npos) << same.text();
 }
 
 // TASO's NasRNN at batch 16, the shape of its first step: y = tanh(x W2 + h0 W)
