@@ -169,8 +169,12 @@ bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
 //  - a team for each step (two barriers a step) loses whenever the cores are busy:
 //    LSTM batch 1 H 512 (1M multiply-adds a step) 5.4 ms against 2.2 on one thread;
 //    earlier, at load 7-8, H 128 0.26 ms against 0.09 and H 256 0.56 against 0.37.
-//    So steps take a team only while the cores are free (the threads spin), and
-//    from 1M multiply-adds a step on (some 30 us of work on one core).
+//    So steps take a team only while the cores are free (the threads spin).
+//  - on a quiet machine (load 0.7-1.4, 5 interleaved rounds, isomer/ONNX Runtime at
+//    2 threads), a team from 64K multiply-adds a step on (LSTM batch 1, H 128; some
+//    2 us of work) against one from 1M: LSTM H 256 1.81 -> 1.13, H 128 x 2 layers
+//    1.07 -> 0.84, LSTM at opset 9 1.67 -> 0.96, GRU at opset 23 1.40 -> 0.87; H 512
+//    (already a team) 1.04-1.23.
 //  - a bidirectional layer's directions share nothing: on two threads each runs
 //    whole, one parallel region for the layer and no barrier per step.
 RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch, int64_t gates, int64_t hidden,

@@ -28,7 +28,7 @@ struct RecurrenceTeams {
   int steps = 1;
   bool directions_apart = false;
 };
-constexpr int64_t kTeamMacs = int64_t{1} << 20;
+constexpr int64_t kTeamMacs = int64_t{1} << 16;
 RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch, int64_t gates, int64_t hidden,
                                  bool cores_free);
 

@@ -121,7 +121,7 @@ void check_variant(const Variant& v, uint64_t seed, int threads) {
   const int64_t G = v.op == "LSTM" ? 4 : v.op == "GRU" ? 3 : 1;
   const bool bidirectional = v.direction == "bidirectional";
   EXPECT_EQ(apart, threads > 1 && bidirectional);
-  EXPECT_EQ(team, threads > 1 && !bidirectional && !sleeping && v.batch * G * v.hidden * v.hidden >= (int64_t{1} << 20));
+  EXPECT_EQ(team, threads > 1 && !bidirectional && !sleeping && v.batch * G * v.hidden * v.hidden >= runtime::kTeamMacs);
   for (int run = 0; run < 2; ++run) {
     CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
     EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
@@ -184,10 +184,12 @@ TEST(NativeRecurrence, TeamsFollowTheStepsWorkAndTheCores) {
   // One thread: nothing to share.
   EXPECT_EQ(recurrence_teams(1, 1, 1, 4, 1024, true).steps, 1);
   EXPECT_FALSE(recurrence_teams(1, 2, 1, 4, 256, true).directions_apart);
-  // Small steps (LSTM batch 1, hidden 128 and 256: 64K and 256K multiply-adds) stay on one thread.
-  EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 128, true).steps, 1);
-  EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 256, true).steps, 1);
-  // From 1M multiply-adds a step on, a team, while the cores are free ...
+  // Small steps (LSTM batch 1, hidden 64; GRU hidden 100: 16K and 30K multiply-adds) stay on one thread.
+  EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 64, true).steps, 1);
+  EXPECT_EQ(recurrence_teams(2, 1, 1, 3, 100, true).steps, 1);
+  // From 64K multiply-adds a step on (LSTM batch 1, hidden 128), a team, while the cores are free ...
+  EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 128, true).steps, 2);
+  EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 256, true).steps, 2);
   EXPECT_EQ(recurrence_teams(2, 1, 1, 4, 512, true).steps, 2);
   EXPECT_EQ(recurrence_teams(2, 1, 16, 3, 256, true).steps, 2);
   // ... and never while they are busy.
