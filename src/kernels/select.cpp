@@ -15,11 +15,10 @@ namespace isomer::kernels {
 namespace {
 
 // Threads for `units` independent rows of `work` elements in all: one per 32K
-// elements, at most one per row.
+// elements (team_for_work), at most one per row.
 int team_for(int64_t work, int64_t units, int threads) {
-  const int team = threads > 0 ? threads : omp_get_max_threads();
-  const int64_t by_work = std::max<int64_t>(1, work / 32768);
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_work, units), 1, team));
+  const int team = team_for_work(threads > 0 ? threads : omp_get_max_threads(), static_cast<double>(work) / 32768);
+  return static_cast<int>(std::clamp<int64_t>(units, 1, team));
 }
 
 // Rows [o0, o1) of `outer` for thread t of nt.
