@@ -61,8 +61,41 @@ std::optional<std::string> ExprWriter::reciprocal(int d) const {
   return std::nullopt;
 }
 
+int ExprWriter::gelu_of(int i) const {
+  const std::vector<BOp>& ops = k_.g->ops;
+  auto is = [&](int y, Op o) {
+    return ops[y].kind == BKind::Elementwise && ops[y].op == o && ops[y].args.size() == (o == Op::Erf ? 1u : 2u);
+  };
+  auto inner = [&](int y) { return k_.acc[y].where == Access::Where::Inline && !hoisted.count(y); };
+  auto is_const = [&](int y, double v) {
+    return k_.acc[y].where == Access::Where::Const && std::abs(ops[y].value - v) <= 1e-6 * v;
+  };
+  // The other operand of a binary op one of whose operands is the constant v; -1 if none.
+  auto times = [&](int y, double v) {
+    for (int q = 0; q < 2; ++q)
+      if (is_const(ops[y].args[q], v)) return ops[y].args[1 - q];
+    return -1;
+  };
+  if (!is(i, Op::Mul)) return -1;
+  const int m = times(i, 0.5);
+  if (m < 0 || !inner(m) || !is(m, Op::Mul)) return -1;
+  for (int q = 0; q < 2; ++q) {
+    const int x = ops[m].args[q], a = ops[m].args[1 - q];
+    if (!inner(a) || !is(a, Op::Add)) continue;
+    const int e = times(a, 1.0);
+    if (e < 0 || !inner(e) || !is(e, Op::Erf)) continue;
+    const int d = ops[e].args[0];
+    if (!inner(d)) continue;
+    if ((is(d, Op::Mul) && times(d, M_SQRT1_2) == x) ||
+        (is(d, Op::Div) && ops[d].args[0] == x && is_const(ops[d].args[1], M_SQRT2)))
+      return x;
+  }
+  return -1;
+}
+
 std::string ExprWriter::expr(int i) const {
   const BOp& op = k_.g->ops[i];
+  if (int x = gelu_of(i); x >= 0) return "mg_gelu_erf(" + at(x) + ")";
   auto arg = [&](size_t k) { return at(op.args[k]); };
   switch (op.op) {
     case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";
@@ -96,6 +129,7 @@ std::string ExprWriter::vat(int y, const std::vector<int>& inv) const {
 
 std::string ExprWriter::vexpr(int i, const std::vector<int>& inv) const {
   const BOp& op = k_.g->ops[i];
+  if (int x = gelu_of(i); x >= 0) return "mg_gelu_erfv(" + vat(x, inv) + ")";
   auto arg = [&](size_t k) { return vat(op.args[k], inv); };
   switch (op.op) {
     case Op::Add: return "(" + arg(0) + " + " + arg(1) + ")";

@@ -35,6 +35,10 @@ class ExprWriter {
   // 8 lanes along the lane atom; `inv`: ops read as one hoisted value (splat).
   std::string vat(int y, const std::vector<int>& inv) const;
   std::string vexpr(int i, const std::vector<int>& inv) const;
+  // x where op i is the root of GELU's chain x * (erf(x / sqrt 2) + 1) * 0.5 (as the
+  // runtime matches it: either operand order, x / sqrt 2 or x * sqrt 1/2) and every
+  // op inside it is inlined into i; else -1. Written as one call (mg_gelu_erf).
+  int gelu_of(int i) const;
 
   // While writing a vector statement: `atom`'s index is `lane`, the vector's first element.
   void set_lane(int atom, const std::string& lane) {

@@ -31,13 +31,23 @@ static inline __attribute__((always_inline)) mg_epi mg_epi_rows(mg_epi e, int64_
   if (e.rs) e.rs += m * e.rss;
   return e;
 }
-// exp for the kernels' inner loops: vm::exp's range reduction and polynomial with
-// lean edges (about 20 vector instructions for 8 values, vm::exp ~60, which makes it
+// exp for the kernels' inner loops: vm::exp's range reduction, a shorter polynomial
+// (below) and lean edges (about 20 vector instructions for 8 values, vm::exp ~60, which makes it
 // the bottleneck of softmax). Clamped to [-87, 88.72]: 2^n is built as
 // 2^(n-1) * 2 with n in [-126, 128], so arguments below about -86.7 give exactly 0
 // (no denormal is ever formed: one costs ~100 cycles, and masked softmax entries,
 // exp(-1e9 - m), would hit it every time), 88.72 and above give inf, NaN stays NaN.
-// Relative error below 1e-7 elsewhere.
+// e^r on |r| <= ln2/2 as 1 + r + r^2 Q(r), Q of degree 3 fitted minimax on the
+// relative error (Lawson's iteration in double): 1.05e-7 there, at most 2e-7 in
+// float with the rounding (mugraph_microkernel_test checks every 61st float). The
+// degree-5 Q of vm::exp (Cephes) is below float's resolution, and its two extra
+// multiply-adds of 11 a vector made exp the bound of softmax's rows (ViT's 197-wide
+// rows' exp and sum 0.058 -> 0.049 ms).
+#define MG_EXP_Q3 8.3125010133e-03f
+#define MG_EXP_Q2 4.1890330613e-02f
+#define MG_EXP_Q1 1.6667115688e-01f
+#define MG_EXP_Q0 4.9999231100e-01f
+// Relative error at most 2e-7 elsewhere.
 static inline __attribute__((always_inline)) float mg_exp(float x) {
   float xc = x > -87.0f ? x : -87.0f;
   xc = xc < 88.7228393554688f ? xc : 88.7228393554688f;
@@ -46,12 +56,10 @@ static inline __attribute__((always_inline)) float mg_exp(float x) {
   const int32_t ni = __builtin_bit_cast(int32_t, t) - 0x4B400000;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  float p = MG_EXP_Q3;
+  p = p * r + MG_EXP_Q2;
+  p = p * r + MG_EXP_Q1;
+  p = p * r + MG_EXP_Q0;
   p = p * (r * r) + r + 1.0f;
   const float y = p * __builtin_bit_cast(float, (ni + 126) << 23) * 2.0f;
   return x != x ? x : y;
@@ -508,12 +516,9 @@ static inline __attribute__((always_inline)) void mg_exp8(__m256* v) {
     r[u] = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v[u]);
     r[u] = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r[u]);
   }
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[u], _mm256_set1_ps(1.3981999507e-3f));
-  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(8.3334519073e-3f));
-  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(4.1665795894e-2f));
-  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(1.6666665459e-1f));
-  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(5.0000001201e-1f));
+  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(_mm256_set1_ps(MG_EXP_Q3), r[u], _mm256_set1_ps(MG_EXP_Q2));
+  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(MG_EXP_Q1));
+  for (int u = 0; u < U; ++u) p[u] = _mm256_fmadd_ps(p[u], r[u], _mm256_set1_ps(MG_EXP_Q0));
   for (int u = 0; u < U; ++u)
     p[u] = _mm256_add_ps(_mm256_fmadd_ps(p[u], _mm256_mul_ps(r[u], r[u]), r[u]), _mm256_set1_ps(1.0f));
   for (int u = 0; u < U; ++u) {
@@ -547,12 +552,9 @@ static inline __attribute__((always_inline)) void mg_exp16(__m512* v) {
     r[u] = _mm512_fnmadd_ps(n[u], _mm512_set1_ps(0.693359375f), v[u]);
     r[u] = _mm512_fnmadd_ps(n[u], _mm512_set1_ps(-2.12194440e-4f), r[u]);
   }
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r[u], _mm512_set1_ps(1.3981999507e-3f));
-  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(8.3334519073e-3f));
-  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(4.1665795894e-2f));
-  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(1.6666665459e-1f));
-  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(5.0000001201e-1f));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(_mm512_set1_ps(MG_EXP_Q3), r[u], _mm512_set1_ps(MG_EXP_Q2));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(MG_EXP_Q1));
+  for (int u = 0; u < U; ++u) p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(MG_EXP_Q0));
   for (int u = 0; u < U; ++u)
     p[u] = _mm512_add_ps(_mm512_fmadd_ps(p[u], _mm512_mul_ps(r[u], r[u]), r[u]), _mm512_set1_ps(1.0f));
   for (int u = 0; u < U; ++u) v[u] = _mm512_maskz_scalef_ps(live[u], p[u], n[u]);
@@ -762,6 +764,27 @@ namespace mgv = isomer::kernels::vm16;
 #else
 namespace mgv = isomer::kernels::vm8;
 #endif
+// GELU's x * (erf(x / sqrt 2) + 1) * 0.5 where a kernel computes it (ExprWriter::
+// gelu_of). On 16 lanes the runtime's piecewise erf (vm::gelu_erf: 16 intervals of
+// degree 5, one permute per coefficient, at most 7e-8 from erf), which is what the
+// unfused runtime runs for GELU there: 10 multiply-adds a vector against the chain's
+// 19 on mg_erfv's degree-14 polynomial (LayerNorm + GELU 128x768's kernel 0.051 ->
+// 0.046 ms on Zen 4). On 8 lanes the chain as written, on mg_erfv: there the
+// two-table permutes made the piecewise form no faster (0.070 ms either way).
+static inline __attribute__((always_inline)) float mg_gelu_erf(float x) {
+#if MG_W == 16
+  return vm::gelu_erf(x);
+#else
+  return (x * (mg_erf(x * 0.70710678118654752f) + 1.0f)) * 0.5f;
+#endif
+}
+static inline __attribute__((always_inline)) mgv::vf mg_gelu_erfv(mgv::vf x) {
+#if MG_W == 16
+  return mgv::gelu_erf(x);
+#else
+  return (x * (mg_erfv(x * mgv::splat(0.70710678118654752f)) + mgv::splat(1.0f))) * mgv::splat(0.5f);
+#endif
+}
 )MGPRELUDE";
 
 }  // namespace isomer::mugraph

@@ -156,6 +156,54 @@ TEST_F(MuGraphCodegen, StoreFactorsMatchTheInterpreter) {
   }
 }
 
+// GELU's chain x * (erf(x / sqrt 2) + 1) * 0.5 is written as one call (mg_gelu_erfv:
+// the runtime's piecewise erf on 16 lanes, the chain on mg_erfv on 8), in either
+// operand order and with x * sqrt 1/2 for the division; a chain with another
+// constant is not. Rows of 1, 33 and 197 columns (vector blocks, single vectors and
+// a scalar tail), each kernel against the interpreter as the CPU compiles it and
+// with AVX-512 hidden from the prelude (its 8-lane AVX2 path).
+TEST_F(MuGraphCodegen, GeluChainIsOneCallAtBothWidths) {
+  auto gelu_body = [](int m, int n, const std::string& half) {
+    std::string t = "graph gelu(%x: f32[1," + std::to_string(m) + "," + std::to_string(n) + "], %s: f32[" +
+                    std::to_string(n) + "]) {\n";
+    t += "  %r = const f32[] {0.70710678118654752}\n  %one = const f32[] {1}\n  %half = const f32[] {" + half + "}\n";
+    t += "  %y = Mul(%x, %s)\n  %d = Mul(%r, %y)\n  %e = Erf(%d)\n  %a = Add(%one, %e)\n  %m = Mul(%a, %y)\n";
+    t += "  %g = Mul(%half, %m)\n  return %g\n}\n";
+    return t;
+  };
+  struct Case {
+    std::string body;
+    bool gelu;
+  };
+  const std::vector<Case> cases = {{testing::layernorm_gelu_body(3, 197), true},
+                                   {testing::layernorm_gelu_body(1, 33), true},
+                                   {gelu_body(33, 1, "0.5"), true},
+                                   {gelu_body(2, 197, "0.5"), true},
+                                   {gelu_body(2, 197, "0.6"), false}};
+  for (const Case& c : cases) {
+    Program p = from_body(parse_graph(c.body));
+    const std::vector<BlockGraph> found = {direct_translation(p)};
+    bool called = false;
+    int n = 0;
+    for (const BlockGraph& s : found) {
+      for (const BlockGraph& g : tilings(p, s, 1, 1, {})) {
+        if (++n > 1) break;
+        const std::string src = generate_source(p, g, {});
+        const std::string body = src.substr(src.find("isomer_mugraph_run"));
+        called = called || body.find("mg_gelu_erfv(") != std::string::npos;
+        if (!c.gelu) EXPECT_EQ(body.find("mg_gelu_erf"), std::string::npos) << "not GELU's 0.5\n" << body;
+        for (const std::string& prefix : {std::string(), std::string("#undef __AVX512F__\n")}) {
+          std::string why;
+          auto k = load_kernel(prefix + src, &why);
+          ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+          EXPECT_LT(max_rel_diff(p, g, *k, {}, {}, 1), 1e-5) << prefix << g.to_text(p);
+        }
+      }
+    }
+    EXPECT_EQ(called, c.gelu) << c.body;
+  }
+}
+
 // The ranking that picks a kernel among all structures prices the loop iterations
 // a causal mask lets the kernel skip (estimate_ms): priced without them, causal
 // GQA 16x4 at 128 kept a tiling without a loop over KV blocks, which computes every
