@@ -4,6 +4,7 @@
 // element type (double, int64_t, Fp); see eval/array.h.
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,20 @@ inline Array<double> f64(const Tensor& t) { return {t.dims(), t.to_f64()}; }
 inline Array<int64_t> i64(const Tensor& t) { return {t.dims(), t.to_i64()}; }
 inline Tensor tensor(DType dtype, const Array<double>& a) { return Tensor::from_f64(dtype, a.dims, a.data); }
 inline Tensor tensor(DType dtype, const Array<int64_t>& a) { return Tensor::from_i64(dtype, a.dims, a.data); }
+// A float32 tensor's elements as they are stored, and back (constant folding at the
+// runtime's precision: OpDef::fold).
+inline Array<float> f32(const Tensor& t) {
+  require(t.dtype() == DType::Float32, "f32: a tensor of " + std::string(dtype_name(t.dtype())));
+  Array<float> a;
+  a.dims = t.dims();
+  a.data.resize(static_cast<size_t>(t.numel()));
+  std::memcpy(a.data.data(), t.bytes().data(), t.byte_size());
+  return a;
+}
+inline Tensor tensor(const Array<float>& a) {
+  return Tensor(DType::Float32, a.dims,
+                std::string(reinterpret_cast<const char*>(a.data.data()), a.data.size() * sizeof(float)));
+}
 
 // Strides of `dims` as seen from a broadcast output of rank `rank`: 0 where the
 // dim is broadcast (size 1 or missing).

@@ -1,6 +1,7 @@
 // Contractions: MatMul, Gemm, Conv and ConvTranspose. All reduce to one templated GEMM
 // kernel (C += A·B, ops/reference_gemm.h), instantiated for double (float semantics, accumulating in
-// double), int64_t (integer tensors) and Fp (field semantics). Conv lowers to it
+// double), int64_t (integer tensors), Fp (field semantics) and float (constant folding
+// of float32 MatMul and Gemm at the runtime's precision). Conv lowers to it
 // through im2col, one [C/group · kernel, output positions] matrix per image and
 // group. The same kernels at T = Sym give the symbolic semantics (eval/sym.h).
 #include <algorithm>
@@ -74,6 +75,13 @@ std::vector<Tensor> eval_matmul(const EvalContext& ctx) {
   const Tensor &a = ctx.in(0), &b = ctx.in(1);
   if (is_float(a.dtype())) return {tensor(a.dtype(), matmul(f64(a), f64(b)))};
   return {tensor(a.dtype(), matmul(i64(a), i64(b)))};
+}
+
+// Constant folding: a float32 product summed in float (OpDef::fold).
+std::vector<Tensor> fold_matmul(const EvalContext& ctx) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  if (a.dtype() != DType::Float32 || b.dtype() != DType::Float32) return eval_matmul(ctx);
+  return {tensor(matmul(f32(a), f32(b)))};
 }
 
 template <class T>
@@ -161,6 +169,19 @@ std::vector<Tensor> eval_gemm(const EvalContext& ctx) {
   }
   Array<double> c = ctx.has_input(2) ? f64(ctx.in(2)) : Array<double>();
   return {tensor(a.dtype(), gemm(f64(a), f64(b), ctx.has_input(2) ? &c : nullptr, ta, tb, alpha, beta))};
+}
+
+// Constant folding: a float32 Gemm in float (OpDef::fold), its scales applied in float.
+std::vector<Tensor> fold_gemm(const EvalContext& ctx) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  const bool has_c = ctx.has_input(2);
+  if (a.dtype() != DType::Float32 || b.dtype() != DType::Float32 || (has_c && ctx.in(2).dtype() != DType::Float32))
+    return eval_gemm(ctx);
+  const bool ta = ctx.attrs.get_int("transA", 0) != 0, tb = ctx.attrs.get_int("transB", 0) != 0;
+  const auto alpha = static_cast<float>(ctx.attrs.get_float("alpha", 1.0));
+  const auto beta = static_cast<float>(ctx.attrs.get_float("beta", 1.0));
+  Array<float> c = has_c ? f32(ctx.in(2)) : Array<float>();
+  return {tensor(gemm(f32(a), f32(b), has_c ? &c : nullptr, ta, tb, alpha, beta))};
 }
 
 Fp integral_field_scalar(const Attributes& attrs, const std::string& name) {
@@ -598,6 +619,7 @@ OpDef def_MatMul() {
   d.props.linear_in = {0, 1};
   d.infer = infer_matmul;
   d.eval = eval_matmul;
+  d.fold = fold_matmul;
   d.eval_field = exact_matmul<Fp>;
   d.eval_sym = exact_matmul<Sym>;
   d.lower = Lowering::MatMul;
@@ -613,6 +635,7 @@ OpDef def_Gemm() {
   d.attributes = {{"alpha", "float"}, {"beta", "float"}, {"transA", "int"}, {"transB", "int"}};
   d.infer = infer_gemm;
   d.eval = eval_gemm;
+  d.fold = fold_gemm;
   d.eval_field = field_gemm;
   d.eval_sym = sym_gemm;
   d.onnx_import = import_gemm;

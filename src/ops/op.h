@@ -182,6 +182,11 @@ struct OpDef {
 
   InferFn infer = nullptr;          // required
   EvalFn eval = nullptr;            // required: float reference semantics
+  // Constant folding's evaluation where it may differ from `eval` by rounding: a
+  // float32 product summed in float with the runtime's kernel, as any runtime sums it
+  // (eval sums in double, which folding TASO's BERT's weight products spent a third of
+  // its search on). nullptr = eval.
+  EvalFn fold = nullptr;
   FieldEvalFn eval_field = nullptr; // polynomial operators only; nullptr = no field semantics
   OnnxImportFn onnx_import = nullptr;  // nullptr = ONNX attributes and inputs taken as they are
   OnnxExportFn onnx_export = nullptr;  // nullptr = written as it is

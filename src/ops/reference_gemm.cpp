@@ -1,22 +1,42 @@
-// The AVX2+FMA double kernel of the reference GEMM (reference_gemm.h).
+// The GEMM's thread setting, its float specialization (the runtime's packed kernel)
+// and the AVX2+FMA double kernel (reference_gemm.h).
 #include "ops/reference_gemm.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
+
+#include "kernels/gemm.h"
 
 namespace isomer::ops {
 
 namespace {
 thread_local unsigned gemm_max_threads = 1;
+
+// The most threads one product may take on this thread (gemm_set_max_threads).
+unsigned gemm_thread_cap() {
+  static const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  return gemm_max_threads ? gemm_max_threads : hw;
+}
 }  // namespace
 
 unsigned gemm_set_max_threads(unsigned n) { return std::exchange(gemm_max_threads, n); }
+
+template <>
+void gemm_accumulate<float>(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            float* C, int64_t ldc) {
+  if (M == 0 || N == 0 || K == 0) return;
+  const kernels::PackedB packed = kernels::pack_b(B, K, N, ldb);
+  std::vector<float> product(static_cast<size_t>(M * N));
+  kernels::gemm_packed(A, lda, M, packed, product.data(), N, nullptr, static_cast<int>(gemm_thread_cap()));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] += product[static_cast<size_t>(i * N + j)];
+}
 
 }  // namespace isomer::ops
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-
-#include <thread>
 
 namespace isomer::ops {
 
@@ -77,8 +97,7 @@ static_assert(kNR == 8, "the AVX2 kernel's tile is 8 wide");
 constexpr double kFlopsPerThread = 3e7;  // about a millisecond; below it a thread costs too much
 
 unsigned gemm_threads(int64_t M, int64_t N, int64_t K) {
-  static const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  const unsigned cap = gemm_max_threads, cores = cap ? cap : hw;
+  const unsigned cores = gemm_thread_cap();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   return static_cast<unsigned>(std::clamp(flops / kFlopsPerThread, 1.0, static_cast<double>(cores)));
 }

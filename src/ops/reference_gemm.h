@@ -2,6 +2,8 @@
 // The reference evaluator's GEMM (C += A·B), one template for every element type
 // the semantics run on: double (float semantics), int64_t, Fp (the field) and Sym.
 // MatMul, Gemm, Conv (through im2col) and ConvTranspose reduce to it (ops/linear.cpp).
+// float is constant folding's (OpDef::fold): the runtime's packed kernel, summing in
+// float as the runtime does.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -86,6 +88,14 @@ struct ScopedGemmThreads {
   ScopedGemmThreads& operator=(const ScopedGemmThreads&) = delete;
   unsigned before;
 };
+
+// float: the runtime's float GEMM (kernels/gemm.h), split across up to the threads
+// gemm_set_max_threads allows. Each element is summed by one thread in a fixed order,
+// so the result does not depend on the thread count either; it is within float
+// rounding of the double sum (about K · 2^-24 of the sum of |a·b|), as any runtime's.
+template <>
+void gemm_accumulate<float>(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                            int64_t ldb, float* C, int64_t ldc);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // double picks an AVX2+FMA micro-kernel at run time where the CPU has one

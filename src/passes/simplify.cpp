@@ -32,8 +32,8 @@ UseCounts count_uses(const Graph& g) {
   return uses;
 }
 
-// op(c0, c1, ...) => constant(op.eval(c0, c1, ...))   [deterministic op, result <= limit bytes,
-//                                                     not an op that widens constants]
+// op(c0, c1, ...) => constant(op.fold, else op.eval, of (c0, c1, ...))
+//   [deterministic op, result <= limit bytes, not an op that widens constants]
 std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, GraphBuilder& b, size_t limit) {
   if (!node.op()->props.deterministic || node.op()->props.widens_constants) return {};
   std::vector<Tensor> args;
@@ -58,7 +58,8 @@ std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, Gra
   }
   if (bytes > limit) return {};
   EvalContext ctx{node.attrs(), args, node.num_outputs()};
-  std::vector<Tensor> results = node.op()->eval(ctx);
+  const OpDef& op = *node.op();
+  std::vector<Tensor> results = op.fold ? op.fold(ctx) : op.eval(ctx);
   if (results.size() != node.num_outputs()) return {};
   std::vector<Value> out;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -131,8 +132,9 @@ std::vector<std::string> template_rule_names() {
 
 Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied) {
   // Large products of weights (eqsat's reassociations: TASO BERT's 21 products of
-  // 1024x1024 weights, half of its warm search) are split across the cores; the
-  // sums, and so the weights, are the same to the bit (ops/reference_gemm.h).
+  // 1024x1024 weights, half of its warm search) are split across the cores, and
+  // float32 ones are summed in float with the runtime's kernel (OpDef::fold); the
+  // weights do not depend on the thread count (ops/reference_gemm.h).
   ops::ScopedGemmThreads all_cores(0);
   return rebuild(g, [&](const Node& node, const std::vector<Value>& in, GraphBuilder& b) -> std::vector<Value> {
     if (node.kind() == NodeKind::Op) {

@@ -195,6 +195,37 @@ std::optional<double> ENodePricer::calibration(const std::string& op) {
   return calibration_[op] = std::clamp(ctx / al, 0.0, 10.0);
 }
 
+namespace {
+
+// The classes that class `c`'s value reaches only through projections: those of a
+// multi-output e-node's projections, or of the projections of Splits of it (a merged
+// product or convolution split back into the values it replaces). Empty where
+// anything else reads it.
+std::vector<ClassId> served_through_projections(eg::EGraph& eg, ClassId c) {
+  std::vector<ClassId> served;
+  auto projections_of = [&](ClassId tuple) {
+    for (const auto& [p, pc] : eg.cls(tuple).parents) {
+      if (p.kind != ENodeKind::Proj) return false;
+      served.push_back(eg.find(pc));
+    }
+    return true;
+  };
+  if (eg.cls(c).tuple()) {
+    if (!projections_of(c)) return {};
+  } else {
+    for (const auto& [p, pc] : eg.cls(c).parents) {
+      const bool split = p.kind == ENodeKind::Op && p.op->name == "Split" && eg.find(p.children.at(0)) == eg.find(c) &&
+                         eg.cls(pc).tuple();
+      if (!split || !projections_of(eg.find(pc))) return {};
+    }
+  }
+  std::sort(served.begin(), served.end());
+  served.erase(std::unique(served.begin(), served.end()), served.end());
+  return served;
+}
+
+}  // namespace
+
 eg::CostTable ENodePricer::table(eg::EGraph& eg) {
   eg::CostTable t;
   // The values an e-node reads (constants cost nothing and are left out).
@@ -206,42 +237,77 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     v.erase(std::unique(v.begin(), v.end()), v.end());
     return v;
   };
+  // Every e-node that needs no timing first, in every class: their prices may make
+  // timing the others pointless.
+  enum class State : char { Pending, Priced, Bounded };  // Bounded: its row holds a lower bound
+  std::vector<std::pair<ClassId, size_t>> later;
+  std::unordered_map<ClassId, std::vector<State>> state;
   for (ClassId c : eg.class_ids()) {
     const std::vector<ENode>& nodes = eg.cls(c).nodes;
     std::vector<double>& row = t[c];
     row.assign(nodes.size(), 0);
-    // The e-nodes that need no timing first: their prices may make timing the others
-    // pointless.
-    std::vector<size_t> later;
+    std::vector<State>& st = state[c];
+    st.assign(nodes.size(), State::Priced);
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes.size() > 1 && needs_timing(eg, nodes[i])) later.push_back(i);
+      if (needs_timing(eg, nodes[i])) later.emplace_back(c, i), st[i] = State::Pending;
       else row[i] = price(eg, nodes[i]);
-    std::vector<bool> done(nodes.size(), true);
-    for (size_t i : later) done[i] = false;
-    for (size_t i : later) {
-      // Dominated: another e-node of the class reads only values this one reads
-      // (choosing it instead needs nothing more) and already costs less than this
-      // one's lower bound.
-      const std::vector<ClassId> mine = reads(nodes[i]);
-      double cheapest = -1;
-      for (size_t j = 0; j < nodes.size(); ++j) {
-        if (j == i || !done[j]) continue;
-        const std::vector<ClassId> theirs = reads(nodes[j]);
-        if (std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end()) && (cheapest < 0 || row[j] < cheapest))
-          cheapest = row[j];
+  }
+  // The cheapest e-node of class `c` but `besides` that reads only values of `mine`
+  // (choosing it instead needs nothing more), -1 if there is none. Of the e-node's
+  // own class, any priced or bounded; of a class a merge serves, only a true price
+  // and not a projection (what that costs is its tuple's).
+  auto cheapest_reading = [&](ClassId c, const std::vector<ClassId>& mine, std::optional<size_t> besides,
+                              bool own_class) {
+    const std::vector<ENode>& nodes = eg.cls(c).nodes;
+    double cheapest = -1;
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      const State sj = state[c][j];
+      if (j == besides || sj == State::Pending ||
+          (!own_class && (sj == State::Bounded || nodes[j].kind == ENodeKind::Proj)))
+        continue;
+      const std::vector<ClassId> theirs = reads(nodes[j]);
+      if (std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end()) && (cheapest < 0 || t[c][j] < cheapest))
+        cheapest = t[c][j];
+    }
+    return cheapest;
+  };
+  for (const auto& [c, i] : later) {
+    const ENode& n = eg.cls(c).nodes[i];
+    if (!needs_timing(eg, n)) {  // an e-node of its signature was timed meanwhile
+      t[c][i] = price(eg, n);
+      state[c][i] = State::Priced;
+      continue;
+    }
+    // Dominated: no extraction is cheaper for choosing it when what it computes
+    // costs less another way than its lower bound: another e-node of its class, or,
+    // for a merge whose outputs are only projected, each value it serves computed by
+    // a priced e-node (ResNeXt-50's two 1x1 convolutions of a block's input, enlarged
+    // to 3x3 ones and merged, were timed alone for nothing).
+    const std::vector<ClassId> mine = reads(n);
+    double cheapest = eg.cls(c).nodes.size() > 1 ? cheapest_reading(c, mine, i, true) : -1;
+    const char* instead = "another e-node of its class costs";
+    if (cheapest < 0) {
+      const std::vector<ClassId> served = served_through_projections(eg, c);
+      cheapest = served.empty() ? -1 : 0;
+      for (ClassId v : served) {
+        const double other = cheapest_reading(v, mine, std::nullopt, false);
+        cheapest = other < 0 ? -1 : cheapest + other;
+        if (cheapest < 0) break;
       }
-      std::optional<double> bound;
-      if (cheapest >= 0) bound = lower_bound(eg, nodes[i]);
-      if (bound && *bound > cheapest) {
-        row[i] = *bound;
-        ++bounded_;
-        if (std::getenv("ISOMER_DEBUG_COST"))
-          std::fprintf(stderr, "eqsat: %s priced by its bound %.3f ms (another e-node of its class costs %.3f ms)\n",
-                       signature(eg, nodes[i]).c_str(), *bound, cheapest);
-      } else {
-        row[i] = price(eg, nodes[i]);
-      }
-      done[i] = true;
+      instead = "the values it serves cost, computed otherwise,";
+    }
+    std::optional<double> bound;
+    if (cheapest >= 0) bound = lower_bound(eg, n);
+    if (bound && *bound > cheapest) {
+      t[c][i] = *bound;
+      state[c][i] = State::Bounded;
+      ++bounded_;
+      if (std::getenv("ISOMER_DEBUG_COST"))
+        std::fprintf(stderr, "eqsat: %s priced by its bound %.3f ms (%s %.3f ms)\n", signature(eg, n).c_str(), *bound,
+                     instead, cheapest);
+    } else {
+      t[c][i] = price(eg, n);
+      state[c][i] = State::Priced;
     }
   }
   return t;

@@ -244,6 +244,78 @@ TEST(EqsatCost, DominatedENodesArePricedByTheirBoundNotAlone) {
   EXPECT_NEAR(ex.cost + pricer.unattributed_ms(), plan, 1e-9 * plan);
 }
 
+// The fire module's expand convolutions (those that read the squeeze's Relu).
+std::vector<const Node*> expand_convs(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && n->inputs()[0].node->op_type() == "Relu" &&
+        n->inputs()[0].node->inputs()[0].node->inputs()[0].node->kind() == NodeKind::Input)
+      out.push_back(n.get());
+  return out;
+}
+
+// The fire module in an e-graph, with its expand convolutions' merge added: their
+// input convolved with 32 7x7 filters, split back into the two classes.
+struct MergedExpands {
+  cost::AnalyticCostModel model = fixed_model();
+  Graph g = fire_module();
+  ENodePricer pricer{model};
+  eg::EGraph e;
+  std::unordered_map<const Node*, eg::ClassId> classes;
+  std::vector<eg::ClassId> roots;
+  eg::ClassId merged = eg::kNoClass;
+
+  MergedExpands() {
+    pricer.learn(g);
+    roots = eg::load_graph(e, g, &classes);
+    const std::vector<const Node*> expands = expand_convs(g);
+    EXPECT_EQ(expands.size(), 2u);
+    const eg::ClassId s = e.cls(classes.at(expands[0])).nodes.at(0).children.at(0);
+    Attributes pads, axis;
+    pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+    axis.set("axis", int64_t{1});
+    merged = e.add_op(*find_op("Conv"), {s, e.add_constant(weights({32, 8, 7, 7}, 0.01)),
+                                         e.add_constant(weights({32}, 0.1))}, pads);
+    const eg::ClassId split = e.add_op(*find_op("Split"), {merged, e.add_constant(Tensor::vector_i64({16, 16}))}, axis, 2);
+    for (uint32_t k = 0; k < 2; ++k) e.merge(classes.at(expands[k]), e.add_proj(split, k));
+    e.rebuild();
+  }
+};
+
+// A merge whose outputs are only projected (a product or convolution on concatenated
+// weights, split back into the values it replaces) is priced by its lower bound, not
+// alone, when those values computed by priced e-nodes cost less than the bound: the
+// fire module's two expand convolutions enlarged to 7x7 and merged into one of 32
+// channels. The same merge read by anything but its Split is priced alone.
+TEST(EqsatCost, AMergeDearerThanTheValuesItServesIsPricedByItsBound) {
+  MergedExpands m;
+  eg::CostTable costs = m.pricer.table(m.e);
+  EXPECT_EQ(m.pricer.bounded(), 1u);
+  // Its bound is more than the two convolutions it would replace cost together.
+  double expands = 0;
+  for (const Node* n : expand_convs(m.g)) {
+    const eg::EClass& k = m.e.cls(m.classes.at(n));
+    for (size_t i = 0; i < k.nodes.size(); ++i)
+      if (k.nodes[i].kind == eg::ENodeKind::Op) expands += costs.at(m.e.find(m.classes.at(n))).at(i);
+  }
+  EXPECT_GT(expands, 0);
+  EXPECT_GT(costs.at(m.e.find(m.merged)).at(0), expands);
+  // The extraction keeps the input's convolutions: the graph costs what its plan does.
+  eg::Extraction ex = eg::extract_greedy(m.e, m.roots, costs);
+  const double plan = m.model.graph_ms(m.g);
+  EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
+}
+
+TEST(EqsatCost, AMergeReadByMoreThanItsSplitIsPricedAlone) {
+  MergedExpands m;
+  m.e.add_op(*find_op("Relu"), {m.merged}, Attributes{});
+  m.e.rebuild();
+  const size_t alone = m.pricer.priced_alone();
+  m.pricer.table(m.e);
+  EXPECT_EQ(m.pricer.bounded(), 0u);
+  EXPECT_GT(m.pricer.priced_alone(), alone);
+}
+
 // A model with a symbolic batch: new e-nodes are priced alone at the extents the
 // runtime gives the batch when it prices the whole graph (1), as for a static
 // model, not at a nominal rate per element (which made every new convolution of
