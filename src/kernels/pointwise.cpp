@@ -317,13 +317,47 @@ void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
 struct Space {
   std::vector<int64_t> dims;                   // outer ..., inner
   std::vector<std::vector<int64_t>> strides;   // per operand (inputs, then outputs)
+  // Per operand: 0, or the inner dim is `period` elements of it repeated (see
+  // fold_periodic); its inner stride is then 1 within the period.
+  std::vector<int64_t> period;
 };
+
+// A short inner dim that some inputs repeat along the next dim out (stride 0
+// there, unit stride inside) while every other operand walks both dims as one
+// contiguous run: a per-channel scale over a channels-last image (the gate of a
+// squeeze-excitation block, x[H, W, C] * s[C]). Left as rows of C, each row pays
+// the program's per-instruction dispatch for a few dozen elements; folded, the
+// rows are one long run and those inputs are read from a buffer holding their
+// period repeated. Only where the folded run is long enough for row mode (>= 32).
+void fold_periodic(Space& s, size_t num_inputs) {
+  const size_t nd = s.dims.size();
+  if (nd < 2) return;
+  const int64_t inner = s.dims[nd - 1], outer = s.dims[nd - 2];
+  if (inner >= kBlock || inner * outer < 32) return;
+  bool any = false;
+  for (size_t k = 0; k < s.strides.size(); ++k) {
+    const int64_t so = s.strides[k][nd - 2], si = s.strides[k][nd - 1];
+    const bool repeats = k < num_inputs && so == 0 && si == 1;
+    if (!repeats && so != si * inner) return;
+    any = any || repeats;
+  }
+  if (!any) return;
+  for (size_t k = 0; k < s.strides.size(); ++k) {
+    const int64_t si = s.strides[k][nd - 1];
+    if (k < num_inputs && s.strides[k][nd - 2] == 0 && si == 1) s.period[k] = inner;
+    s.strides[k].pop_back();
+    s.strides[k].back() = si;
+  }
+  s.dims.pop_back();
+  s.dims.back() *= inner;
+}
 
 Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, std::span<const StridedRef> out) {
   const size_t nops = in.size() + out.size();
   auto ref = [&](size_t k) -> const StridedRef& { return k < in.size() ? in[k] : out[k - in.size()]; };
   Space s;
   s.strides.resize(nops);
+  s.period.assign(nops, 0);
   for (size_t d = 0; d < dims.size(); ++d) {
     if (dims[d] == 1) continue;
     s.dims.push_back(dims[d]);
@@ -336,6 +370,7 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key[x] > key[y]; });
     Space t;
     t.strides.resize(nops);
+    t.period = s.period;
     for (size_t d : order) {
       t.dims.push_back(s.dims[d]);
       for (size_t k = 0; k < nops; ++k) t.strides[k].push_back(s.strides[k][d]);
@@ -358,6 +393,7 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
     s.dims.push_back(1);
     for (auto& st : s.strides) st.push_back(0);
   }
+  fold_periodic(s, in.size());
   // Inner runs this short (a blocked layout's 8 lanes against a plain operand)
   // would be gathered element by element; a long dim walked with strides is
   // several times cheaper, so it goes innermost instead.
@@ -405,7 +441,14 @@ struct Runner {
   // How each operand's run along the inner dim is read, and whether each result
   // is computed straight into its output (dense, of the compute type, written by
   // an instruction of its own).
-  enum class Read : uint8_t { InPlace, Broadcast, Strided, Convert };
+  enum class Read : uint8_t { InPlace, Broadcast, Strided, Convert, Periodic };
+
+  // Per thread: each periodic input's period (Space::period) repeated to cover a
+  // block at any phase, and the element offset it was read from (-1: not yet).
+  struct Repeats {
+    std::vector<std::vector<T>> buf;
+    std::vector<int64_t> from;
+  };
   std::vector<Read> reads;
   std::vector<bool> direct;
 
@@ -415,7 +458,10 @@ struct Runner {
       const int64_t st = s.strides[k].back();
       const bool native = (std::is_same_v<T, float> && in[k].dtype == DType::Float32) ||
                           (std::is_same_v<T, int64_t> && in[k].dtype == DType::Int64);
-      reads.push_back(st == 1 && native ? Read::InPlace : st == 0 ? Read::Broadcast : native ? Read::Strided : Read::Convert);
+      reads.push_back(s.period[k] ? Read::Periodic
+                      : st == 1 && native ? Read::InPlace
+                      : st == 0 ? Read::Broadcast
+                      : native ? Read::Strided : Read::Convert);
     }
     for (size_t k = 0; k < out.size(); ++k) {
       const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
@@ -426,7 +472,7 @@ struct Runner {
     }
   }
 
-  void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg,
+  void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg, Repeats& rep,
                    const T* const* staged = nullptr) const {
     const size_t ni = in.size();
     for (size_t k = 0; k < ni; ++k) {
@@ -451,6 +497,19 @@ struct Runner {
           break;
         }
         case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
+        case Read::Periodic: {
+          const int64_t period = s.period[k];
+          std::vector<T>& b = rep.buf[k];
+          if (rep.from[k] != base[k]) {
+            b.resize(static_cast<size_t>(period + kBlock));
+            convert<T>(static_cast<const char*>(in[k].data) + base[k] * static_cast<int64_t>(esize[k]), 1, in[k].dtype,
+                       period, b.data());
+            for (int64_t j = period; j < period + kBlock; ++j) b[j] = b[j - period];
+            rep.from[k] = base[k];
+          }
+          reg[k] = b.data() + j0 % period;
+          break;
+        }
       }
     }
     auto out_ptr = [&](size_t k) {
@@ -502,7 +561,7 @@ struct Runner {
   // Rows [r0, r1) of a space with one row dim (the others of extent 1) in tiles
   // of kTileRows x kTileCols. A transposed input's tile is first gathered row-major
   // into a buffer, reading its columns, which are contiguous in memory, whole.
-  void run_tiles(int64_t r0, int64_t r1, T* scratch, T** reg) const {
+  void run_tiles(int64_t r0, int64_t r1, T* scratch, T** reg, Repeats& rep) const {
     const size_t nops = s.strides.size(), rd = s.dims.size() - 2, ni = in.size();
     std::vector<int64_t> base(nops);
     std::vector<std::vector<T>> buf(ni);
@@ -527,16 +586,16 @@ struct Runner {
           for (size_t k = 0; k < nops; ++k)
             base[k] = (k < ni ? in[k].offset : out[k - ni].offset) + (t0 + r) * s.strides[k][rd];
           for (size_t k = 0; k < ni; ++k) staged[k] = buf[k].empty() ? nullptr : buf[k].data() + r * kTileCols;
-          run_segment(base.data(), j0, n, scratch, reg, staged.data());
+          run_segment(base.data(), j0, n, scratch, reg, rep, staged.data());
         }
       }
     }
   }
 
   // Row mode over rows [r0, r1).
-  void run_rows(int64_t r0, int64_t r1, T* scratch, T** reg) const {
+  void run_rows(int64_t r0, int64_t r1, T* scratch, T** reg, Repeats& rep) const {
     if (tiled()) {
-      run_tiles(r0, r1, scratch, reg);
+      run_tiles(r0, r1, scratch, reg, rep);
       return;
     }
     const size_t nops = s.strides.size(), nd = s.dims.size();
@@ -551,7 +610,7 @@ struct Runner {
       for (size_t d = 0; d + 1 < nd; ++d) base[k] += idx[d] * s.strides[k][d];
     }
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t j0 = 0; j0 < inner; j0 += kBlock) run_segment(base.data(), j0, std::min(kBlock, inner - j0), scratch, reg);
+      for (int64_t j0 = 0; j0 < inner; j0 += kBlock) run_segment(base.data(), j0, std::min(kBlock, inner - j0), scratch, reg, rep);
       for (size_t d = nd - 1; d-- > 0;) {  // odometer over the outer dims
         if (++idx[d] < s.dims[d]) {
           for (size_t k = 0; k < nops; ++k) base[k] += s.strides[k][d];
@@ -627,8 +686,9 @@ struct Runner {
       std::vector<T*> reg(static_cast<size_t>(p.num_regs));
       for (int r = p.num_inputs; r < p.num_regs; ++r) reg[static_cast<size_t>(r)] = scratch.data() + static_cast<int64_t>(r) * kBlock;
       const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+      Repeats rep{std::vector<std::vector<T>>(in.size()), std::vector<int64_t>(in.size(), -1)};
       if (gather) run_flat(u0 * kBlock, std::min(work, u1 * kBlock), scratch.data(), reg.data());
-      else run_rows(u0, u1, scratch.data(), reg.data());
+      else run_rows(u0, u1, scratch.data(), reg.data(), rep);
     };
     parallel_teams(team, body);
   }

@@ -3,6 +3,8 @@
 // oneDNN lowering run through the operator table's reference `eval` hook.
 #include "runtime/compiler.h"
 
+#include <omp.h>
+
 #include <cstring>
 #include <sstream>
 
@@ -333,8 +335,20 @@ void Compiler::add_primitive(dnnl::primitive prim, std::vector<std::pair<int, in
   s.info = std::move(info);
   if (s.info.bytes == 0)
     for (const auto& [arg, id] : s.args) s.info.bytes += static_cast<double>(values_[id].bytes);
-  s.info.signature += " t" + std::to_string(opts_.threads);
-  steps_.push_back(std::move(s));
+  s.info.signature += " t" + std::to_string(threads());
+  add_step(std::move(s));
+}
+
+Compiler::TeamScope::TeamScope(Compiler& c, int team) : c_(c), saved_(c.team_) {
+  if (team <= 0 || team >= c.threads()) return;
+  c.team_ = team;
+  omp_set_num_threads(team);
+}
+
+Compiler::TeamScope::~TeamScope() {
+  if (c_.team_ == saved_) return;
+  c_.team_ = saved_;
+  omp_set_num_threads(c_.threads());
 }
 
 std::vector<TensorType> Compiler::concrete_types(const Node& n) {

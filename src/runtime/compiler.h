@@ -59,6 +59,7 @@ struct RtStep {
   // receives the address of a value's data.
   std::function<std::function<void()>(const std::function<char*(int)>& data)> make_fn;
   std::vector<int> reads, writes;         // value ids
+  int team = 0;  // the threads it runs on; 0: the run's (see Compiler::TeamScope)
 };
 
 // Maps a dtype to oneDNN's, or nullopt where oneDNN has no such type.
@@ -115,6 +116,22 @@ class Compiler {
 
   // --- used by the lowerings ---
   const RuntimeOptions& opts() const { return opts_; }
+  // The threads the steps added now run on: the run's, or a TeamScope's team.
+  int threads() const { return team_ > 0 ? team_ : opts_.threads; }
+  // While one lives, the steps added run on `team` threads (where that is fewer
+  // than the run's), and oneDNN plans the primitives made meanwhile for that many:
+  // it fixes a primitive's thread count when it plans it.
+  class TeamScope {
+   public:
+    TeamScope(Compiler& c, int team);
+    ~TeamScope();
+    TeamScope(const TeamScope&) = delete;
+    TeamScope& operator=(const TeamScope&) = delete;
+
+   private:
+    Compiler& c_;
+    int saved_;
+  };
   const Graph& graph() const { return g_; }
   dnnl::engine& engine() { return eng_; }
   // The value id of an isomer value (lowering its producer first if needed).
@@ -217,7 +234,10 @@ class Compiler {
     add_primitive(dnnl::primitive(pd), std::move(args), std::move(info));
   }
   void add_primitive(dnnl::primitive prim, std::vector<std::pair<int, int>> args, StepInfo info);
-  void add_step(RtStep step) { steps_.push_back(std::move(step)); }
+  void add_step(RtStep step) {
+    step.team = team_;
+    steps_.push_back(std::move(step));
+  }
   // A Concat whose every consumer takes it apart again (1x1 convolutions, each
   // computed as a sum over the parts): its output is never materialized.
   void defer_concat(const Value& out, std::vector<Value> parts) { deferred_concats_[out] = std::move(parts); }
@@ -239,6 +259,7 @@ class Compiler {
 
   const Graph& g_;
   RuntimeOptions opts_;
+  int team_ = 0;  // see TeamScope
   dnnl::engine eng_;
   std::unordered_map<Value, int, ValueHash> ids_;
   std::unordered_map<Value, std::vector<std::pair<const Node*, size_t>>, ValueHash> consumers_;

@@ -232,6 +232,17 @@ struct Executable::Impl {
   }
 
   void run_step(size_t s) {
+    // A step planned for a smaller team (Compiler::TeamScope) runs with that many
+    // OpenMP threads, which is what the native kernels and oneDNN ask for.
+    struct Team {
+      int team, threads;
+      Team(int t, int all) : team(t > 0 && t != all ? t : 0), threads(all) {
+        if (team) omp_set_num_threads(team);
+      }
+      ~Team() {
+        if (team) omp_set_num_threads(threads);
+      }
+    } scope(steps[s].team, threads);
     if (steps[s].prim) steps[s].prim->execute(stream, bound[s]);
     else fns[s]();
   }

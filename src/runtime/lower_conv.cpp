@@ -10,6 +10,7 @@
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 #include "runtime/fusion.h"
 #include "runtime/native.h"
 
@@ -342,6 +343,10 @@ bool lower_conv(Compiler& c, const Node& n) {
 
   int x = c.id(n.inputs()[0]);
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
+  // A thread joins from 64K multiply-adds (kernels::team_for_work): a smaller
+  // convolution (squeeze-excitation's 1x1 ones on a 1x1 image, a few hundred to
+  // some 80K) spent longer waking and waiting for the second thread than computing.
+  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / (64.0 * 1024)));
   std::vector<int64_t> wshape = wd;
   dims_t wdims;
   md_t wei_any;

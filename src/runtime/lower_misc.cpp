@@ -10,6 +10,7 @@
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
 #include "kernels/copy.h"
+#include "kernels/parallel.h"
 #include "kernels/window.h"
 #include "runtime/fusion.h"
 #include "runtime/native.h"
@@ -67,6 +68,9 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
                                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
   int x = c.id(src);
   const md_t md = c.val(x).md;  // a copy: new values may move the table
+  // A thread joins from 64K input elements: the global pools of squeeze-excitation
+  // blocks on 7x7 or 14x14 images read a few thousand.
+  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), static_cast<double>(num_elements(xd)) / (64.0 * 1024)));
   // Max pooling of a channel-blocked 2-D input (what a convolution writes) on the
   // native kernel, which is several times faster than oneDNN's here.
   if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty())

@@ -32,7 +32,7 @@ std::optional<ScatterOperands> scatter_operands(Compiler& c, const Node& n) {
 void add_native_step(Compiler& c, StepInfo info, std::vector<int> reads, std::vector<int> writes,
                      std::function<void(const std::vector<char*>& ptrs)> fn) {
   RtStep s;
-  info.signature += " t" + std::to_string(c.opts().threads);
+  info.signature += " t" + std::to_string(c.threads());
   if (info.bytes == 0) {
     for (int r : reads) info.bytes += static_cast<double>(c.val(r).bytes);
     for (int w : writes) info.bytes += static_cast<double>(c.val(w).bytes);

@@ -585,6 +585,42 @@ TEST(Pointwise, BlockedAgainstPlainOperands) {
       }
 }
 
+// A per-channel gate over a channels-last image, y[n, h, w, c] = x[n, h, w, c] *
+// s[n, c] + bias (squeeze-excitation's Mul): rows of C fold into one run per image,
+// s read as its period repeated (also converted from float64, also as two
+// operands of different periods), at channel counts below, at and above a block.
+TEST(Pointwise, PerChannelGateOverChannelsLast) {
+  for (int64_t C : {3, 24, 40, 96, 255}) {
+    const int64_t N = 2, H = 7, W = 9;
+    std::mt19937 rng(static_cast<unsigned>(C));
+    std::uniform_real_distribution<float> u(-2, 2);
+    std::vector<float> x(static_cast<size_t>(N * H * W * C)), s(static_cast<size_t>(N * C)), y(x.size(), -1);
+    std::vector<double> t(static_cast<size_t>(C));
+    for (float& v : x) v = u(rng);
+    for (float& v : s) v = u(rng);
+    for (double& v : t) v = u(rng);
+    float bias = 0.5f;
+    PwProgram p;
+    p.num_inputs = p.num_regs = 4;
+    const int m = p.emit(PwOp::Mul, 0, 1);
+    const int a = p.emit(PwOp::Add, m, 2);
+    p.results = {p.emit(PwOp::Sub, a, 3)};
+    const std::vector<int64_t> dims = {N, C, H, W};  // logical NCHW, stored NHWC
+    StridedRef in[] = {ref(x.data(), DType::Float32, {H * W * C, 1, W * C, C}),
+                       ref(s.data(), DType::Float32, {C, 1, 0, 0}), ref(&bias, DType::Float32, {0, 0, 0, 0}),
+                       ref(t.data(), DType::Float64, {0, 1, 0, 0})};
+    StridedRef out[] = {ref(y.data(), DType::Float32, {H * W * C, 1, W * C, C})};
+    run_pointwise(p, in, out, dims, 2);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < H * W; ++i)
+        for (int64_t c = 0; c < C; ++c) {
+          const size_t at = static_cast<size_t>((n * H * W + i) * C + c);
+          const float want = x[at] * s[static_cast<size_t>(n * C + c)] + bias - static_cast<float>(t[static_cast<size_t>(c)]);
+          ASSERT_EQ(y[at], want) << C << " " << n << " " << i << " " << c;
+        }
+  }
+}
+
 }  // namespace
 }  // namespace isomer::kernels
 

@@ -197,6 +197,51 @@ def test_small_cnn_matches_onnxruntime_and_benches(tmp_path):
     assert "outputs match ONNX Runtime's" in p.stdout
 
 
+def mobile_block(path, hard):
+    """An MBConv block as torch 2 exports it, batch 2: 1x1 expansion, depthwise 3x3,
+    SiLU (Sigmoid, Mul) or HardSwish, squeeze-excitation (ReduceMean over H and W
+    with the axes as an input, two 1x1 convolutions, Sigmoid or HardSigmoid, the gate
+    multiplied over the image), 1x1 projection and the residual Add."""
+    rng = np.random.default_rng(3)
+    def init(name, shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+    def act(x, y):
+        if hard:
+            return [helper.make_node("HardSwish", [x], [y])]
+        return [helper.make_node("Sigmoid", [x], [y + "_s"]), helper.make_node("Mul", [x, y + "_s"], [y])]
+    c, e, s = 24, 96, 8
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["ce"]), *act("ce", "ae"),
+             helper.make_node("Conv", ["ae", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], group=e), *act("cd", "ad"),
+             helper.make_node("ReduceMean", ["ad", "axes"], ["m"], keepdims=1),
+             helper.make_node("Conv", ["m", "w1", "b1"], ["s1"]), *act("s1", "a1"),
+             helper.make_node("Conv", ["a1", "w2", "b2"], ["s2"]),
+             helper.make_node("HardSigmoid", ["s2"], ["g"], alpha=1 / 6, beta=0.5) if hard
+             else helper.make_node("Sigmoid", ["s2"], ["g"]),
+             helper.make_node("Mul", ["ad", "g"], ["gated"]),
+             helper.make_node("Conv", ["gated", "wp", "bp"], ["p"]),
+             helper.make_node("Add", ["p", "x"], ["y"])]
+    inits = [init("we", (e, c, 1, 1)), init("be", (e,)), init("wd", (e, 1, 3, 3)), init("bd", (e,)),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "axes"), init("w1", (s, e, 1, 1)), init("b1", (s,)),
+             init("w2", (e, s, 1, 1)), init("b2", (e,)), init("wp", (c, e, 1, 1)), init("bp", (c,))]
+    graph = helper.make_graph(nodes, "mbconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 20, 20])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), path)
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["silu", "hardswish"])
+def test_mobile_block_matches_onnxruntime_at_one_and_two_threads(tmp_path, hard):
+    path = str(tmp_path / "block.onnx")
+    mobile_block(path, hard)
+    x = np.random.default_rng(4).uniform(-2, 2, (2, 24, 20, 20)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for threads in ("1", "2"):
+        out = tmp_path / f"out{threads}.npz"
+        isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(out), "--threads", threads,
+               "--no-onnxruntime")
+        np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-5)
+
+
 def test_bench_reports_outputs_that_differ_from_onnxruntime(tmp_path):
     # The runtime and ONNX Runtime disagree only when something is wrong; a tolerance
     # of 0 makes float rounding differences count, so the report must say so and fail.

@@ -1,0 +1,89 @@
+// Mobile CNN blocks as torch exports them (EfficientNet's MBConv with SiLU,
+// MobileNetV3's with HardSwish and a HardSigmoid gate): depthwise convolutions
+// with their activations, squeeze-excitation (global pool, two 1x1 convolutions,
+// the gate multiplied over the image), a residual add; against the reference
+// evaluator at one and two threads, and which steps take a smaller thread team.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime_test_util.h"
+
+namespace isomer {
+namespace {
+
+using testing::random_tensor;
+
+TensorType f32(std::vector<int64_t> dims) { return {DType::Float32, make_shape(dims)}; }
+
+Value conv(GraphBuilder& b, Value x, int64_t in, int64_t out, int64_t k, int64_t group, uint64_t seed) {
+  const int64_t p = k / 2;
+  return b.op1("Conv", {x, b.constant(random_tensor({out, in / group, k, k}, seed)), b.constant(random_tensor({out}, seed + 1))},
+               {{"group", group}, {"pads", std::vector<int64_t>{p, p, p, p}}});
+}
+
+Value silu(GraphBuilder& b, Value x) { return b.op1("Mul", {x, b.op1("Sigmoid", {x})}); }
+
+// x -> expand 1x1 -> act -> depthwise kxk -> act -> x * gate(x) -> project 1x1 -> + x.
+// gate: global average (ReduceMean over H, W, or GlobalAveragePool), 1x1 down to
+// `squeeze` channels, act, 1x1 back up, Sigmoid (or HardSigmoid).
+Graph mbconv(int64_t c, int64_t hw, int64_t expand, int64_t squeeze, bool hard) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({1, c, hw, hw}));
+  auto act = [&](Value v) { return hard ? b.op1("HardSwish", {v}) : silu(b, v); };
+  Value e = act(conv(b, x, c, expand, 1, 1, 1));
+  Value d = act(conv(b, e, expand, expand, hard ? 5 : 3, expand, 3));
+  Value pooled = hard ? b.op1("GlobalAveragePool", {d})
+                      : b.op1("ReduceMean", {d}, {{"axes", std::vector<int64_t>{2, 3}}, {"keepdims", int64_t{1}}});
+  Value s = conv(b, pooled, expand, squeeze, 1, 1, 5);
+  s = hard ? b.op1("Relu", {s}) : silu(b, s);
+  s = conv(b, s, squeeze, expand, 1, 1, 7);
+  Value gate = hard ? b.op1("HardSigmoid", {s}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}}) : b.op1("Sigmoid", {s});
+  Value y = conv(b, b.op1("Mul", {d, gate}), expand, c, 1, 1, 9);
+  return b.finish({b.op1("Add", {y, x})}, {"y"});
+}
+
+// The steps' signatures at `threads` threads, after checking the outputs.
+std::vector<runtime::StepInfo> run_checked(const Graph& g, int threads) {
+  std::vector<Tensor> inputs = random_inputs(g, 3);
+  std::vector<Tensor> want = evaluate(g, inputs);
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  auto exe = runtime::compile(g, o);
+  for (int run = 0; run < 2; ++run) {
+    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << threads << " threads: " << r.reason;
+  }
+  return exe->steps();
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The squeeze-excitation convolutions (1x1 on a 1x1 image, some thousand
+// multiply-adds) and the global pool of a 7x7 image run on one thread at two; the
+// expansion and depthwise convolutions over the whole image keep both.
+TEST(RuntimeCnn, SqueezeExcitationStepsRunOnOneThreadAtTwo) {
+  for (bool hard : {false, true}) {
+    SCOPED_TRACE(hard ? "HardSwish" : "SiLU");
+    const Graph big = mbconv(24, 28, 144, 8, hard);
+    run_checked(big, 1);
+    int one = 0, two = 0;
+    for (const runtime::StepInfo& s : run_checked(big, 2)) {
+      if (s.kind != "conv") continue;
+      const bool gate_conv = s.signature.find("1x144x1x1") != std::string::npos ||
+                             s.signature.find("1x8x1x1") != std::string::npos;
+      EXPECT_TRUE(ends_with(s.signature, gate_conv ? " t1" : " t2")) << s.signature;
+      (gate_conv ? one : two) += 1;
+    }
+    EXPECT_EQ(one, 2);
+    EXPECT_GE(two, 3);
+    const Graph small = mbconv(40, 7, 240, 16, hard);
+    for (const runtime::StepInfo& s : run_checked(small, 2))
+      if (s.kind == "pool") EXPECT_TRUE(ends_with(s.signature, " t1")) << s.signature;
+  }
+}
+
+}  // namespace
+}  // namespace isomer
