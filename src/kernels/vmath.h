@@ -24,16 +24,7 @@ ISOMER_VINLINE float pow2i(float n) {
   return std::bit_cast<float>(i << 23);
 }
 
-// e^r on |r| <= ln2/2 as 1 + r + r^2 Q(r), Q of degree 3 fitted minimax on the
-// relative error: at most 1.84e-7 from e^x in float with the rounding (checked over
-// every 61st float by mugraph_microkernel_test and vmath_test). Cephes' Q of degree 5
-// is below float's resolution, and its two extra multiply-adds made exp the bound of
-// softmax's rows. The generated kernels' prelude (src/mugraph/codegen_prelude.h,
-// MG_EXP_Q*) uses the same four coefficients.
-inline constexpr float kExpQ0 = 4.9999231100e-01f, kExpQ1 = 1.6667115688e-01f, kExpQ2 = 4.1890330613e-02f,
-                       kExpQ3 = 8.3125010133e-03f;
-
-// e^x. Range reduction x = n ln2 + r with |r| <= ln2/2, the polynomial above for
+// e^x. Range reduction x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for
 // e^r, 2^n by building the exponent (in two factors when n is 128, the top of the
 // range). Saturates to 0 below -87.3 and to +inf above 88.72. The clamps are
 // written as (a < b ? a : b), which is exactly minps/maxps.
@@ -44,10 +35,12 @@ ISOMER_VINLINE float exp(float x) {
   const float n = std::nearbyint(xc * 1.44269504088896341f);
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = kExpQ3;
-  p = p * r + kExpQ2;
-  p = p * r + kExpQ1;
-  p = p * r + kExpQ0;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const float top = n > 127.5f ? 1.0f : 0.0f;
   float y = p * pow2i(n - top) * (1.0f + top);
@@ -273,10 +266,10 @@ ISOMER_VINLINE float hmax(V v) {
 }
 
 // e^x = 2^n e^r: range reduction x = n ln2 + r (|r| <= ln2/2, n read from t's low
-// mantissa bits as an integer: bits(t) - bits(magic)) and e^r as 1 + r + r^2 Q(r)
-// (kExpQ*), evaluated in Estrin's form: 3 dependent steps instead of Horner's 5
+// mantissa bits as an integer: bits(t) - bits(magic)) and e^r as a degree-7
+// polynomial, evaluated in Estrin's form: 4 dependent steps instead of Horner's 7
 // (a loop over an array is latency bound; exp+sum went from 0.87 to 0.55 ns per
-// element on one Zen 2 core with the earlier degree-7 form). The input is not clamped: out of range the
+// element on one Zen 2 core). The input is not clamped: out of range the
 // arithmetic gives garbage that the callers' selects replace.
 template <FloatVector V>
 struct ExpParts {
@@ -290,11 +283,12 @@ ISOMER_VINLINE ExpParts<V> exp_parts(V x) {
   const V n = t - magic;
   V r = x - n * splat<V>(0.693359375f);
   r = r - n * splat<V>(-2.12194440e-4f);
-  // e^r - 1 - r = r^2 (Q0 + Q1 r + r^2 (Q2 + Q3 r))
+  // e^r - 1 - r = r^2 (c2 + c3 r + r^2 (c4 + c5 r) + r^4 (c6 + c7 r))
   const V r2 = r * r;
-  const V a = splat<V>(vm::kExpQ1) * r + splat<V>(vm::kExpQ0);
-  const V b = splat<V>(vm::kExpQ3) * r + splat<V>(vm::kExpQ2);
-  return {(b * r2 + a) * r2 + (r + splat<V>(1.0f)), bits(t) - bits(magic)};
+  const V a = splat<V>(1.6666665459e-1f) * r + splat<V>(5.0000001201e-1f);
+  const V b = splat<V>(8.3334519073e-3f) * r + splat<V>(4.1665795894e-2f);
+  const V c = splat<V>(1.9875691500e-4f) * r + splat<V>(1.3981999507e-3f);
+  return {(c * (r2 * r2) + (b * r2 + a)) * r2 + (r + splat<V>(1.0f)), bits(t) - bits(magic)};
 }
 
 // e^x: +inf above 88.72, NaN for NaN, and 0 below -86.99, where e^x < 2^-125 (the
