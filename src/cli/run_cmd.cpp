@@ -187,6 +187,10 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
     c.status = CheckResult::Status::Failed;
     c.reason = "ONNX Runtime gave " + std::to_string(want.size()) + " outputs, isomer " + std::to_string(outputs.size());
   }
+  if (std::string random = random_outputs_reason(g); !random.empty()) {
+    c = CheckResult{};
+    c.reason = random;
+  }
   *mismatch = c.status == CheckResult::Status::Failed;
   if (*mismatch)
     std::printf("outputs DIFFER from ONNX Runtime's (%s): %s\n", against, c.reason.c_str());
