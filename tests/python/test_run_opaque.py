@@ -248,3 +248,23 @@ def test_a_dropout_in_training_mode_with_ratio_zero_is_the_identity_and_optimize
     assert p.returncode == 0, p.stdout + p.stderr
     assert "check: passed" in p.stdout, p.stdout
     assert "Transpose" not in [n.op_type for n in onnx.load(out).graph.node]
+
+
+def test_run_draws_random_indices_within_the_axis_they_index(tmp_path):
+    """BERT's token_type_ids index a table of 2 rows: run's random inputs must stay
+    within it, as optimize's check draws them (they were integers in [0, 4))."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+             helper.make_node("Gather", ["types", "token_type_ids"], ["t"]),
+             helper.make_node("Add", ["w", "t"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float32), "words"),
+             numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "types")]
+    ids = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 16]) for n in ("input_ids", "token_type_ids")]
+    graph = helper.make_graph(nodes, "bert_embeddings", ids, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8])],
+                              inits)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    for seed in ("0", "1", "2"):
+        p = isomer("run", path, "--seed", seed, "--bench", "--repeat", "2", "--outputs", str(tmp_path / "o.npz"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "outputs match ONNX Runtime's" in p.stdout, p.stdout
