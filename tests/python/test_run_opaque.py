@@ -223,13 +223,18 @@ def training_dropout_model(path, ratio):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
 
 
-def test_a_dropout_in_training_mode_is_random_so_optimize_keeps_the_original(tmp_path):
+def optimize_training_dropout(tmp_path, ratio):
     path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
-    training_dropout_model(path, 0.3)
-    # The rewrite cannot be compared with a model that drops at random: the original is
-    # written, and said why, instead of a check that fails on the randomness.
+    training_dropout_model(path, ratio)
     p = isomer("optimize", path, "-o", out)
     assert p.returncode == 0, p.stdout + p.stderr
+    return path, out, p
+
+
+def test_a_dropout_in_training_mode_is_random_so_optimize_keeps_the_original(tmp_path):
+    # The rewrite cannot be compared with a model that drops at random: the original is
+    # written, and said why, instead of a check that fails on the randomness.
+    path, out, p = optimize_training_dropout(tmp_path, 0.3)
     assert "check: skipped: node 'drop' (Dropout) drops at random (training mode)" in p.stdout, p.stdout
     assert "kept: original" in p.stdout, p.stdout
     written = onnx.load(out)
@@ -242,10 +247,7 @@ def test_a_dropout_in_training_mode_is_random_so_optimize_keeps_the_original(tmp
 
 
 def test_a_dropout_in_training_mode_with_ratio_zero_is_the_identity_and_optimized(tmp_path):
-    path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
-    training_dropout_model(path, 0.0)
-    p = isomer("optimize", path, "-o", out)
-    assert p.returncode == 0, p.stdout + p.stderr
+    _, out, p = optimize_training_dropout(tmp_path, 0.0)
     assert "check: passed" in p.stdout, p.stdout
     assert "Transpose" not in [n.op_type for n in onnx.load(out).graph.node]
 
