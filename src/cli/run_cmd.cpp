@@ -92,15 +92,6 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   std::printf("wrote %s\n", path.c_str());
 }
 
-// Random inputs from --seed that the model can run on, as optimize's check draws them
-// (check/inputs.h: indices within the axis they index, ...; BERT's token_type_ids
-// in [0, 2)); plain random ones where no such set exists.
-std::vector<Tensor> seeded_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {
-  ModelInputs valid = valid_random_inputs(g, seed, bindings);
-  if (valid.ok()) return valid.tensors;
-  return random_inputs(g, seed, bindings);
-}
-
 OrtRequest ort_request(const RunArgs& a, const Graph& g, const std::vector<Tensor>& inputs, bool bench, int threads) {
   OrtRequest req;
   req.model = a.model;
@@ -123,7 +114,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
   OrtResult res;
   try {
     res = run_onnxruntime(
-        ort_request(a, g, a.inputs.empty() ? seeded_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
+        ort_request(a, g, a.inputs.empty() ? seeded_random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
     throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")");
   }
@@ -305,7 +296,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
   if (runtime::is_runnable(g, &why, ro)) {
     try {
       exe = runtime::compile(g, ro);
-      if (random) inputs = seeded_inputs(g, a.seed, ro.bindings);
+      if (random) inputs = seeded_random_inputs(g, a.seed, ro.bindings);
       outputs = exe->run(inputs);
     } catch (const Error& e) {
       why = e.what();
