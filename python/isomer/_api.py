@@ -272,7 +272,8 @@ def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, wa
     timed run), repeats, warmup, threads, steps and step_kinds (how many steps of
     each kind: conv, matmul, eltwise, ..., reference, onnxruntime).
 
-    inputs: as for run(); None draws random ones from `seed` (symbolic dims 1).
+    inputs: as for run(); None draws random ones from `seed` that the model can run on
+    (indices within the axis they index, as optimize's check draws them; symbolic dims 1).
     """
     if repeat < 1 or warmup < 0:
         raise Error("benchmark needs repeat >= 1 and warmup >= 0")

@@ -322,10 +322,10 @@ std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>&
   return result;
 }
 
-// inputs empty: random ones from `seed` (symbolic dims 1).
+// inputs empty: random ones from `seed` that the model can run on (symbolic dims 1).
 py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs, int threads, int warmup, int repeat,
                            uint64_t seed) {
-  std::vector<Tensor> in = inputs.empty() ? random_inputs(g, seed) : tensors_from_arrays(inputs, g);
+  std::vector<Tensor> in = inputs.empty() ? seeded_random_inputs(g, seed) : tensors_from_arrays(inputs, g);
   runtime::BenchResult r;
   std::map<std::string, size_t> kinds;
   size_t steps = 0;

@@ -135,16 +135,6 @@ std::vector<Engine> original_order(Engine optimized_on) {
   return {Engine::Reference};
 }
 
-// An operator whose outputs are drawn at random: two runs never agree.
-std::string random_operator(const Graph& g) {
-  static const char* const kRandom[] = {"Bernoulli",         "Multinomial",       "RandomNormal",
-                                        "RandomNormalLike",  "RandomUniform",     "RandomUniformLike"};
-  for (const NodePtr& n : g.topo_order())
-    for (const char* op : kRandom)
-      if (n->op_type() == op) return describe(*n);
-  return "";
-}
-
 CheckResult compare_ran(const Ran& want, const Ran& got, const Graph& g, double tolerance) {
   CheckResult r;
   if (want.outputs.size() != got.outputs.size()) {
@@ -163,6 +153,37 @@ CheckResult compare_ran(const Ran& want, const Ran& got, const Graph& g, double 
 
 }  // namespace
 
+namespace {
+
+bool is_constant_zero(const Value& v) {
+  const Tensor* t = v.present() ? v.constant() : nullptr;
+  if (!t || t->numel() != 1) return false;
+  return t->f64_at(0) == 0.0;
+}
+
+// Dropout is native in inference; one the importer kept opaque drops elements at
+// random unless its training_mode is absent or false, or its ratio is 0 (torch's
+// exporter at opset 23 writes training_mode true for modules in eval mode).
+bool random_dropout(const Node& n) {
+  if (n.kind() != NodeKind::Opaque || n.op_type() != "Dropout") return false;
+  const auto& in = n.inputs();
+  if (in.size() < 3 || !in[2].present() || is_constant_zero(in[2])) return false;
+  return !(in.size() >= 2 && is_constant_zero(in[1]));
+}
+
+}  // namespace
+
+std::string random_outputs_reason(const Graph& g) {
+  static const char* const kRandom[] = {"Bernoulli",         "Multinomial",       "RandomNormal",
+                                        "RandomNormalLike",  "RandomUniform",     "RandomUniformLike"};
+  for (const NodePtr& n : g.topo_order()) {
+    for (const char* op : kRandom)
+      if (n->op_type() == op) return describe(*n) + " draws random values: two runs cannot be compared";
+    if (random_dropout(*n)) return describe(*n) + " drops at random (training mode): two runs cannot be compared";
+  }
+  return "";
+}
+
 CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& optimized, const ModelInputs& inputs,
                          const CheckOptions& opts) {
   require(original.inputs().size() == optimized.inputs().size() &&
@@ -175,8 +196,8 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
     return same;
   }
   CheckResult skipped;
-  if (std::string random = random_operator(original); !random.empty()) {
-    skipped.reason = random + " draws random values: two runs cannot be compared";
+  if (std::string random = random_outputs_reason(original); !random.empty()) {
+    skipped.reason = random;
     return skipped;
   }
   if (!inputs.ok()) {

@@ -60,6 +60,11 @@ struct CheckResult {
 CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& optimized, const ModelInputs& inputs,
                          const CheckOptions& opts);
 
+// Why two runs of `g` cannot be compared: a node whose outputs are drawn at random
+// (Random*, Bernoulli, Multinomial, Dropout in training mode with a ratio that is not
+// a constant 0); "" where there is none.
+std::string random_outputs_reason(const Graph& g);
+
 // The same on valid random inputs from opts.seed, with engines of its own.
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts = {});
 

@@ -475,6 +475,12 @@ ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<st
   return out;
 }
 
+std::vector<Tensor> seeded_random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {
+  ModelInputs valid = valid_random_inputs(g, seed, bindings);
+  if (valid.ok()) return valid.tensors;
+  return random_inputs(g, seed, bindings);
+}
+
 ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& given,
                          const std::string& what) {
   ModelInputs out;

@@ -45,6 +45,12 @@ struct ModelInputs {
 // Symbolic dims take their extents from `bindings`, else 1.
 ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings = {});
 
+// The same tensors where valid ones exist; else plain random ones (eval/evaluator.h:
+// floats in [-1, 1), integers in [0, 4)), for commands that run the model anyway
+// (`isomer run`, benchmarks) and report what fails.
+std::vector<Tensor> seeded_random_inputs(const Graph& g, uint64_t seed,
+                                         const std::map<std::string, int64_t>& bindings = {});
+
 // The user's inputs, matched to the graph's by name: every input must be given
 // with its element type, rank and static dims (symbolic dims are bound by what was
 // given). Throws Error naming `what` (the file) and the input otherwise.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check/compare.h"
+#include "check/inputs.h"
 #include "check/quant_check.h"
 #include "cli/commands.h"
 #include "cli/onnxruntime.h"
@@ -113,7 +114,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
   OrtResult res;
   try {
     res = run_onnxruntime(
-        ort_request(a, g, a.inputs.empty() ? random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
+        ort_request(a, g, a.inputs.empty() ? seeded_random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
     throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")");
   }
@@ -186,6 +187,10 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
   if (want.size() != outputs.size()) {
     c.status = CheckResult::Status::Failed;
     c.reason = "ONNX Runtime gave " + std::to_string(want.size()) + " outputs, isomer " + std::to_string(outputs.size());
+  }
+  if (std::string random = random_outputs_reason(g); !random.empty()) {
+    c = CheckResult{};
+    c.reason = random;
   }
   *mismatch = c.status == CheckResult::Status::Failed;
   if (*mismatch)
@@ -291,7 +296,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
   if (runtime::is_runnable(g, &why, ro)) {
     try {
       exe = runtime::compile(g, ro);
-      if (random) inputs = random_inputs(g, a.seed, ro.bindings);
+      if (random) inputs = seeded_random_inputs(g, a.seed, ro.bindings);
       outputs = exe->run(inputs);
     } catch (const Error& e) {
       why = e.what();

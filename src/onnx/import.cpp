@@ -569,6 +569,7 @@ class Importer {
                                               std::to_string(a.i()));
     }
     OnnxForm form;
+    form.op_type = node.op_type();
     try {
       *reason = convert_attributes(node, base_dir_, &form.attrs);
     } catch (const Error& e) {
@@ -629,9 +630,12 @@ class Importer {
 
   // The table's entry for an ai.onnx node: by its name, or where ONNX once named the
   // operator otherwise, by that: Upsample (opsets 7 to 10) is Resize-10, whose hook
-  // adapts both forms and whose export writes Upsample back before opset 10.
+  // adapts both forms and whose export writes Upsample back before opset 10; Scatter
+  // (9, deprecated at 11) is ScatterElements without a reduction, written back as
+  // Scatter before opset 11.
   static const OpDef* find_native(const onnx::NodeProto& node, int64_t opset) {
     if (node.op_type() == "Upsample" && opset >= 7 && opset <= 10) return find_op("Resize");
+    if (node.op_type() == "Scatter" && opset >= 9) return find_op("ScatterElements");
     return find_op(node.op_type());
   }
 
@@ -640,7 +644,8 @@ class Importer {
   static bool isomer_knows(const onnx::NodeProto& node) {
     if (node.domain() == mugraph::kDomain) return true;
     return is_default_domain(node.domain()) &&
-           (node.op_type() == "Constant" || node.op_type() == "Upsample" || find_op(node.op_type()));
+           (node.op_type() == "Constant" || node.op_type() == "Upsample" || node.op_type() == "Scatter" ||
+            find_op(node.op_type()));
   }
 
   // `count`: an ONNX node (stats count it), not an initializer kept as one.

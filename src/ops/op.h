@@ -53,7 +53,9 @@ struct OnnxForm {
   Attributes attrs;
   std::vector<Value> inputs;
   size_t num_outputs = 1;
-  std::string op_type;  // set by an export hook where the opset names the operator otherwise (Upsample)
+  // The ONNX name: on import the node's (Upsample, Scatter: an older name of the operator);
+  // set by an export hook where the opset names the operator otherwise.
+  std::string op_type;
 };
 
 using InferFn = std::vector<TensorType> (*)(const InferContext&);

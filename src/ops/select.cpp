@@ -190,9 +190,29 @@ std::vector<Tensor> eval_scatter_elements(const EvalContext& ctx) {
   return {tensor(x.dtype(), scatter_elements(i64(x), ints_of(idx), idx.dims(), i64(upd), axis, r))};
 }
 
-// Opset 16 added the reductions add and mul, 18 max and min.
+// Scatter (opset 9, deprecated at 11) is ScatterElements-11 under its older name: the
+// same data, indices and updates, an axis, and no reduction. ScatterElements itself
+// begins at opset 11.
+std::string import_scatter_elements(OnnxForm& form, int64_t opset, GraphBuilder&) {
+  if (form.op_type == "Scatter") {
+    if (form.attrs.has("reduction")) return "Scatter has no attribute 'reduction'";
+    return "";
+  }
+  if (opset < 11) return "ScatterElements does not exist before opset 11 (its older name is Scatter)";
+  return "";
+}
+
+// Opset 16 added the reductions add and mul, 18 max and min. Before opset 11 the
+// operator is written as Scatter, which has no reduction.
 void export_scatter_elements(OnnxForm& form, int64_t opset) {
   const std::string r = form.attrs.get_string("reduction", "none");
+  if (opset < 11) {
+    require(opset >= 9, "neither ScatterElements nor Scatter exists before opset 9");
+    require(r == "none", "Scatter (ScatterElements before opset 11) has no reduction '" + r + "'");
+    form.attrs.erase("reduction");
+    form.op_type = "Scatter";
+    return;
+  }
   const bool fits = opset >= 18 || r == "none" || (opset >= 16 && (r == "add" || r == "mul"));
   require(fits, "ScatterElements reduction '" + r + "' cannot be written at opset " + std::to_string(opset));
   if (opset < 16) form.attrs.erase("reduction");
@@ -278,6 +298,7 @@ OpDef def_ScatterElements() {
   d.attributes = {{"axis", "int"}, {"reduction", "string"}};
   d.infer = infer_scatter_elements;
   d.eval = eval_scatter_elements;
+  d.onnx_import = import_scatter_elements;
   d.onnx_export = export_scatter_elements;
   d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> inputs) {
     Attributes a = attrs;

@@ -267,6 +267,17 @@ def test_run_on_the_runtime_delegates_operators_isomer_does_not_know():
     assert isomer.benchmark(model, repeat=2)["step_kinds"] == {"pointwise": 1, "onnxruntime": 1}
 
 
+def test_benchmark_draws_random_indices_within_the_table_they_index():
+    # A 2-row table (BERT's token types): random integers in [0, 4) ran out of it.
+    table = numpy_helper.from_array(np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32), "types")
+    graph = helper.make_graph([helper.make_node("Gather", ["types", "ids"], ["y"])], "g",
+                              [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 8])], [table])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for seed in (0, 1, 2):
+        assert isomer.benchmark(model, repeat=1, seed=seed)["repeats"] == 1
+
+
 def test_benchmark_reports_latencies():
     r = isomer.benchmark(DEMO, threads=1, repeat=4, warmup=1)
     assert r["repeats"] == 4 and r["warmup"] == 1 and r["threads"] == 1 and len(r["latency_ms"]) == 4

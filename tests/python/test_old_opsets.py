@@ -1,7 +1,8 @@
 """Models of old opsets (the ONNX model zoo's CNNs are opsets 7 to 12) run natively
 and are written back valid at their own opset: Upsample (opsets 7 to 9, as Resize-10),
 Resize-10, LRN, and Gather and Flatten before opset 11, which were kept opaque and
-sent node by node to ONNX Runtime.
+sent node by node to ONNX Runtime; Scatter (opsets 9 and 10, ScatterElements' older
+name), which was kept opaque too.
 """
 import json
 import os
@@ -38,6 +39,15 @@ def scales(*s):
     return numpy_helper.from_array(np.array(s, np.float32), "s")
 
 
+def scatter_operands(axis_extent=4, picked=2):
+    """Indices along axis 1 that are distinct at every other position (a scatter with a
+    repeated index leaves the order of its writes open), and updates of their shape."""
+    rng = np.random.default_rng(11)
+    idx = np.stack([rng.permutation(axis_extent)[:picked] for _ in range(36)], axis=1).reshape(1, picked, 6, 6)
+    upd = rng.standard_normal((1, picked, 6, 6)).astype(np.float32)
+    return [numpy_helper.from_array(idx.astype(np.int64), "i"), numpy_helper.from_array(upd, "v")]
+
+
 CASES = {
     # name: (opset, nodes, initializers)
     "upsample7_nearest": (7, [helper.make_node("Upsample", ["x"], ["u"], mode="nearest", scales=[1.0, 1.0, 2.0, 3.0])], []),
@@ -51,6 +61,8 @@ CASES = {
     "flatten9": (9, [helper.make_node("Flatten", ["x"], ["u"], axis=2)], []),
     "gather9": (9, [helper.make_node("Gather", ["x", "i"], ["u"], axis=1)],
                 [numpy_helper.from_array(np.array([3, 0, 2], np.int64), "i")]),
+    "scatter9": (9, [helper.make_node("Scatter", ["x", "i", "v"], ["u"], axis=1)], scatter_operands()),
+    "scatter10_negative_axis": (10, [helper.make_node("Scatter", ["x", "i", "v"], ["u"], axis=-3)], scatter_operands()),
 }
 
 

@@ -204,3 +204,69 @@ def test_opaque_model_without_onnxruntime_is_reported_not_runnable(tmp_path):
     # And when delegation is switched off.
     q = isomer("run", path, "--no-onnxruntime")
     assert q.returncode != 0 and "not runnable on the isomer runtime" in q.stderr, q.stderr
+
+
+def training_dropout_model(path, ratio):
+    """Transpose -> Transpose back (a rewrite removes both) -> Dropout with training_mode
+    true and the given ratio -> Relu, opset 23: what torch's exporter writes at opset 23
+    for the dropouts of a module in eval mode."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0, 2]),
+        helper.make_node("Dropout", ["u", "ratio", "training"], ["d"], name="drop"),
+        helper.make_node("Relu", ["d"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "training")]
+    graph = helper.make_graph(nodes, "dropout", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8, 16])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
+
+
+def optimize_training_dropout(tmp_path, ratio):
+    path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    training_dropout_model(path, ratio)
+    p = isomer("optimize", path, "-o", out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return path, out, p
+
+
+def test_a_dropout_in_training_mode_is_random_so_optimize_keeps_the_original(tmp_path):
+    # The rewrite cannot be compared with a model that drops at random: the original is
+    # written, and said why, instead of a check that fails on the randomness.
+    path, out, p = optimize_training_dropout(tmp_path, 0.3)
+    assert "check: skipped: node 'drop' (Dropout) drops at random (training mode)" in p.stdout, p.stdout
+    assert "kept: original" in p.stdout, p.stdout
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert [n.op_type for n in written.graph.node] == ["Transpose", "Transpose", "Dropout", "Relu"]
+    # `run --bench` says the outputs were not compared, and succeeds.
+    p = isomer("run", path, "--bench", "--repeat", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "outputs not compared with ONNX Runtime's: node 'drop' (Dropout) drops at random" in p.stdout, p.stdout
+
+
+def test_a_dropout_in_training_mode_with_ratio_zero_is_the_identity_and_optimized(tmp_path):
+    _, out, p = optimize_training_dropout(tmp_path, 0.0)
+    assert "check: passed" in p.stdout, p.stdout
+    assert "Transpose" not in [n.op_type for n in onnx.load(out).graph.node]
+
+
+def test_run_draws_random_indices_within_the_axis_they_index(tmp_path):
+    """BERT's token_type_ids index a table of 2 rows: run's random inputs must stay
+    within it, as optimize's check draws them (they were integers in [0, 4))."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+             helper.make_node("Gather", ["types", "token_type_ids"], ["t"]),
+             helper.make_node("Add", ["w", "t"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float32), "words"),
+             numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "types")]
+    ids = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 16]) for n in ("input_ids", "token_type_ids")]
+    graph = helper.make_graph(nodes, "bert_embeddings", ids, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8])],
+                              inits)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    for seed in ("0", "1", "2"):
+        p = isomer("run", path, "--seed", seed, "--bench", "--repeat", "2", "--outputs", str(tmp_path / "o.npz"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "outputs match ONNX Runtime's" in p.stdout, p.stdout
