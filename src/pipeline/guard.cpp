@@ -58,12 +58,19 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.cmp.ratio <= b.cmp.ratio;
 }
 
-// "The same within noise" but nominally slower beyond the 2% floor: not written.
-// The band can be wide (ONNX Runtime at every thread of a busy 2-core machine
-// measured +-44%), and "the same" inside it could hide a real slowdown; a smaller
-// graph is not worth that risk when the promise is "never slower".
-bool nominally_slower(const SpeedComparison& c, const GuardOptions& o) {
-  return c.verdict == SpeedComparison::Verdict::Same && c.ratio > 1 + o.min_noise;
+// Why "the same within noise" does not show that a candidate is not slower (empty:
+// it does): nominally slower beyond the 2% floor, or a band wider than
+// max_same_noise. The band can be wide (ONNX Runtime at every thread of a busy
+// 2-core machine measured +-44%), and "the same" inside it could hide a real
+// slowdown; a smaller graph is not worth that risk when the promise is "never
+// slower".
+std::string not_shown_not_slower(const SpeedComparison& c, const GuardOptions& o) {
+  if (c.verdict != SpeedComparison::Verdict::Same) return "";
+  if (c.ratio > 1 + o.min_noise) return fmt("nominally %.2fx slower", c.ratio);
+  if (c.noise > o.max_same_noise)
+    return "the same only within a band of " + fmt("±%.0f%%", 100 * c.noise) +
+           ", too wide to show it is not slower (a busy machine: optimize again on a quieter one)";
+  return "";
 }
 
 // A candidate's run failed on the target; the original's did not.
@@ -265,7 +272,7 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
   for (int i = first; i < max_rounds; ++i) {
     if (i >= c.rounds && i % c.rounds == 0) {
       settle();
-      const bool unsettled = log_ratio > opts.min_noise && log_ratio <= c.noise;
+      const bool unsettled = (log_ratio > opts.min_noise && log_ratio <= c.noise) || c.noise > opts.max_same_noise;
       if (!unsettled) break;
     }
     if (i % 2 == 0) {  // A B, then B A: neither always runs first
@@ -370,9 +377,8 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     if (first->verdict == SpeedComparison::Verdict::Same && !smaller(optimized, original))
       return keep_original("the optimized model is the same within noise and no smaller (" +
                            size_text(optimized, original) + ")");
-    if (nominally_slower(*first, opts))
-      return keep_original("the optimized model is the same within noise but nominally " +
-                           fmt("%.2fx", first->ratio) + " slower");
+    if (std::string why = not_shown_not_slower(*first, opts); !why.empty())
+      return keep_original("the optimized model is the same within noise but " + why);
     candidates.push_back(full);
   } else {
     // Slower: find the rules responsible, take them out.
@@ -447,7 +453,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     // model: 0.05 or 0.088 ms a run, whole rounds alike on a busy 2-core machine),
     // so that one comparison of two equal graphs can read 1.4x slower within a
     // noise band of 2%.
-    if (cmp->verdict == SpeedComparison::Verdict::Slower || nominally_slower(*cmp, other_opts)) {
+    if (cmp->verdict == SpeedComparison::Verdict::Slower || !not_shown_not_slower(*cmp, other_opts).empty()) {
       r.log.push_back(c.kind + " looks slower " + on + ": " + cmp->text() + "; measured again");
       if (auto again = other_guard->remeasure(c.graph, c.kind + " " + on, false)) cmp = again;
     }
@@ -455,8 +461,8 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
       r.log.push_back("not written: " + c.kind + " is slower " + on + ": " + cmp->text());
       return false;
     }
-    if (nominally_slower(*cmp, other_opts)) {
-      r.log.push_back("not written: " + c.kind + " is nominally slower " + on + ": " + cmp->text());
+    if (std::string why = not_shown_not_slower(*cmp, other_opts); !why.empty()) {
+      r.log.push_back("not written: " + c.kind + " " + on + " is " + why + ": " + cmp->text());
       return false;
     }
     r.confirm_comparison = cmp;
@@ -480,7 +486,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     if (c.cmp.verdict == SpeedComparison::Verdict::Slower) continue;
     if (same_graph(c.graph, original)) continue;
     if (c.cmp.verdict == SpeedComparison::Verdict::Same && !smaller(c.graph, original)) continue;
-    if (nominally_slower(c.cmp, opts)) continue;
+    if (!not_shown_not_slower(c.cmp, opts).empty()) continue;
     if (ctx.check && !same_graph(c.graph, optimized)) {  // the pipeline checked the optimized graph
       CheckResult check = ctx.check(c.graph);
       if (check.status == CheckResult::Status::Failed) {

@@ -19,12 +19,17 @@
 // A candidate that looks slower by more than the floor but not beyond the band
 // gets more rounds, up to three times as many, before it may be called the same:
 // on a busy machine the band is wide, and "the same" lets a candidate be written.
+// So does one whose band is wider than max_same_noise.
 //
 // Deciding. A candidate that is faster is kept. One that is the same within noise
 // is kept only if it is also smaller (fewer nodes or fewer weight bytes): a
 // smaller graph at equal speed is a fine result, but a rewrite that bought
 // neither speed nor size is not worth a changed model, and the original is
-// written. One that is slower is never written: the guard looks for the rule
+// written. "The same" must also be narrow enough to mean "not slower": one that is
+// nominally slower by more than the 2% floor, or whose band stays wider than
+// max_same_noise after the extra rounds (a busy machine: swin-T's output measured
+// "the same within ±32%" at load 6 and ran 9% slower when timed at load 2), is not
+// written either. One that is slower is never written: the guard looks for the rule
 // responsible by bisection over the rules that fired (rewriting without one half
 // of them and without the other, and following the half whose removal removes
 // the slowdown, or the larger part of it; of two halves that both do, the one
@@ -64,6 +69,9 @@ struct GuardOptions {
   int rounds = 7;                   // interleaved rounds per comparison
   double min_round_ms = 2;          // a round runs each graph at least this long
   double min_noise = 0.02;          // differences below 2% are never called
+  // "The same within noise" in a band wider than this does not show that a candidate
+  // is not slower (see "Deciding"): it is not written.
+  double max_same_noise = 0.10;
   size_t max_reverts = 3;           // culprits taken out before falling back
   bool confirm_other = true;        // also time what is kept on the other engine (see above)
 };

@@ -250,6 +250,35 @@ TEST(Guard, ASmallerCandidateNominallySlowerInsideAWideBandIsNotWritten) {
   EXPECT_NE(log.find("nominally"), std::string::npos) << log;
 }
 
+TEST(Guard, ASmallerCandidateTheSameOnlyWithinAWideBandIsNotWritten) {
+  // As fast as the original, but every round wobbles by 70%: the band stays wider
+  // than max_same_noise through the extra rounds, so "the same" shows nothing.
+  Graph original = parse_graph("graph g(%x: f32[4]) {\n  %0 = Relu(%x)\n  %1 = Neg(%0)\n  return %1\n}");
+  Graph smaller = parse_graph("graph g(%x: f32[4]) {\n  %0 = Neg(%x)\n  return %0\n}");
+  auto guard = [&](double max_same_noise) {
+    Engines engines;
+    engines.set_factory(Engine::Runtime, [&](const Graph& g, const EngineOptions&) {
+      return std::make_unique<Scripted>(100, 0.7, g.num_ops() == 1 ? 2.0 : 0.0);
+    });
+    ModelInputs inputs = valid_random_inputs(original, 0);
+    GuardContext ctx;
+    ctx.engines = &engines;
+    ctx.inputs = &inputs;
+    GuardOptions o;
+    o.confirm_other = false;
+    o.max_same_noise = max_same_noise;
+    return run_guard(original, smaller, ctx, o);
+  };
+  GuardResult r = guard(GuardOptions{}.max_same_noise);
+  std::string log;
+  for (const std::string& line : r.log) log += line + "\n";
+  EXPECT_EQ(r.kept, "original") << log;
+  EXPECT_NE(log.find("too wide to show it is not slower"), std::string::npos) << log;
+  // The same comparison with the band allowed is "the same, and smaller": written.
+  GuardResult wide = guard(1.0);
+  EXPECT_EQ(wide.kept, "optimized");
+}
+
 }  // namespace
 }  // namespace isomer
 
