@@ -622,6 +622,13 @@ struct Runner {
     }
   }
 
+  // Row mode on the only row: its elements [j0, j1), a block at a time.
+  void run_blocks(int64_t j0, int64_t j1, T* scratch, T** reg, Repeats& rep) const {
+    std::vector<int64_t> base(s.strides.size());
+    for (size_t k = 0; k < base.size(); ++k) base[k] = k < in.size() ? in[k].offset : out[k - in.size()].offset;
+    for (int64_t j = j0; j < j1; j += kBlock) run_segment(base.data(), j, std::min(kBlock, j1 - j), scratch, reg, rep);
+  }
+
   // Gather mode over flat elements [e0, e1): offsets element by element.
   void run_flat(int64_t e0, int64_t e1, T* scratch, T** reg) const {
     const size_t nops = s.strides.size(), nd = s.dims.size(), ni = in.size();
@@ -679,7 +686,11 @@ struct Runner {
     const int64_t per_thread = 16384 / std::max<int64_t>(1, static_cast<int64_t>(p.code.size()));
     int team = threads > 0 ? threads : omp_get_max_threads();
     team = static_cast<int>(std::clamp<int64_t>(work / std::max<int64_t>(per_thread, 1), 1, team));
-    const int64_t units = gather ? (work + kBlock - 1) / kBlock : rows;
+    // A tensor whose elements fold into one dense row (most elementwise steps: a
+    // SiLU on a convolution's output, an Add of two equal shapes) splits by blocks
+    // of that row, or a second thread would never start.
+    const bool one_row = !gather && rows == 1;
+    const int64_t units = gather || one_row ? (work + kBlock - 1) / kBlock : rows;
     team = static_cast<int>(std::min<int64_t>(team, units));
     auto body = [&](int t, int nt) {
       std::vector<T> scratch(static_cast<size_t>(p.num_regs) * kBlock);
@@ -688,6 +699,7 @@ struct Runner {
       const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
       Repeats rep{std::vector<std::vector<T>>(in.size()), std::vector<int64_t>(in.size(), -1)};
       if (gather) run_flat(u0 * kBlock, std::min(work, u1 * kBlock), scratch.data(), reg.data());
+      else if (one_row) run_blocks(u0 * kBlock, std::min(inner, u1 * kBlock), scratch.data(), reg.data(), rep);
       else run_rows(u0, u1, scratch.data(), reg.data(), rep);
     };
     parallel_teams(team, body);

@@ -621,6 +621,44 @@ TEST(Pointwise, PerChannelGateOverChannelsLast) {
   }
 }
 
+// A dense tensor folds into one row; its blocks are shared between the threads
+// (before, one row was one unit of work and a second thread never started). The
+// split must not move any element: every length, odd ones included, in place and
+// out of place, with a converted operand, equals the one-thread run.
+TEST(Pointwise, OneDenseRowSplitsByBlocksAcrossThreads) {
+  for (int64_t n : {int64_t{1}, kBlock - 1, 3 * kBlock + 17, int64_t{100003}}) {
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> u(-6, 6);
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<double> t(static_cast<size_t>(n));
+    for (float& v : x) v = u(rng);
+    for (double& v : t) v = u(rng);
+    const float bias = 0.25f;
+    PwProgram p;  // x * sigmoid(x) + bias - t
+    p.num_inputs = p.num_regs = 3;
+    const int sg = p.emit(PwOp::Sigmoid, 0);
+    const int m = p.emit(PwOp::Mul, 0, sg);
+    const int a = p.emit(PwOp::Add, m, 1);
+    p.results = {p.emit(PwOp::Sub, a, 2)};
+    const std::vector<int64_t> dims = {n};
+    auto run = [&](int threads, bool in_place) {
+      std::vector<float> io = x, y(x.size(), -1);
+      StridedRef in[] = {ref(io.data(), DType::Float32, {1}), ref(&bias, DType::Float32, {0}),
+                         ref(t.data(), DType::Float64, {1})};
+      StridedRef out[] = {ref(in_place ? io.data() : y.data(), DType::Float32, {1})};
+      run_pointwise(p, in, out, dims, threads);
+      return in_place ? io : y;
+    };
+    const std::vector<float> one = run(1, false);
+    for (size_t i = 0; i < one.size(); i += 97) {
+      const double xi = x[i];
+      ASSERT_NEAR(one[i], xi / (1 + std::exp(-xi)) + bias - static_cast<float>(t[i]), 1e-5) << n << " " << i;
+    }
+    EXPECT_EQ(run(2, false), one) << n;
+    EXPECT_EQ(run(2, true), one) << n;
+  }
+}
+
 }  // namespace
 }  // namespace isomer::kernels
 
