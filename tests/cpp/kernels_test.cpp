@@ -657,6 +657,30 @@ TEST(Pointwise, OneDenseRowSplitsByBlocksAcrossThreads) {
     EXPECT_EQ(run(2, false), one) << n;
     EXPECT_EQ(run(2, true), one) << n;
   }
+  // A per-channel gate over a channels-last image of one batch folds into one row
+  // read with a periodic operand: each block starts at its own phase of the period.
+  for (int64_t C : {24, 40, 255}) {
+    const int64_t H = 57, W = 61;
+    std::mt19937 rng(static_cast<unsigned>(C));
+    std::uniform_real_distribution<float> u(-2, 2);
+    std::vector<float> x(static_cast<size_t>(H * W * C)), sc(static_cast<size_t>(C));
+    for (float& v : x) v = u(rng);
+    for (float& v : sc) v = u(rng);
+    PwProgram p;
+    p.num_inputs = p.num_regs = 2;
+    p.results = {p.emit(PwOp::Mul, 0, 1)};
+    const std::vector<int64_t> dims = {1, C, H, W};
+    auto run = [&](int threads) {
+      std::vector<float> y(x.size(), -1);
+      StridedRef in[] = {ref(x.data(), DType::Float32, {H * W * C, 1, W * C, C}),
+                         ref(sc.data(), DType::Float32, {C, 1, 0, 0})};
+      StridedRef out[] = {ref(y.data(), DType::Float32, {H * W * C, 1, W * C, C})};
+      run_pointwise(p, in, out, dims, threads);
+      return y;
+    };
+    const std::vector<float> two = run(2);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(two[i], x[i] * sc[i % static_cast<size_t>(C)]) << C << " " << i;
+  }
 }
 
 }  // namespace
