@@ -125,7 +125,10 @@ def test_ir10_opset18_model_is_read(tmp_path):
                               opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     src, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
     onnx.save(model, src)
-    proc = subprocess.run([ISOMER, "optimize", src, "-o", out, "--cost", "none"], capture_output=True, text=True)
+    # No guard: this is about reading and writing; a model of microseconds on a busy
+    # machine can time "the same" in a band too wide to write the rewrite.
+    proc = subprocess.run([ISOMER, "optimize", src, "-o", out, "--cost", "none", "--no-guard"], capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stderr
     opt = onnx.load(out)
     onnx.checker.check_model(opt)

@@ -223,10 +223,10 @@ def training_dropout_model(path, ratio):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
 
 
-def optimize_training_dropout(tmp_path, ratio):
+def optimize_training_dropout(tmp_path, ratio, *flags):
     path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
     training_dropout_model(path, ratio)
-    p = isomer("optimize", path, "-o", out)
+    p = isomer("optimize", path, "-o", out, *flags)
     assert p.returncode == 0, p.stdout + p.stderr
     return path, out, p
 
@@ -247,7 +247,9 @@ def test_a_dropout_in_training_mode_is_random_so_optimize_keeps_the_original(tmp
 
 
 def test_a_dropout_in_training_mode_with_ratio_zero_is_the_identity_and_optimized(tmp_path):
-    _, out, p = optimize_training_dropout(tmp_path, 0.0)
+    # No guard: this is about the check and the rewrite; a model of microseconds on a
+    # busy machine times "the same" in a band too wide to write it (test_optimize_guard.py).
+    _, out, p = optimize_training_dropout(tmp_path, 0.0, "--no-guard")
     assert "check: passed" in p.stdout, p.stdout
     assert "Transpose" not in [n.op_type for n in onnx.load(out).graph.node]
 
