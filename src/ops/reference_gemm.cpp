@@ -6,7 +6,9 @@
 #include <thread>
 #include <utility>
 
+#if !defined(ISOMER_WITHOUT_RUNTIME_KERNELS)
 #include "kernels/gemm.h"
+#endif
 
 namespace isomer::ops {
 
@@ -22,6 +24,7 @@ unsigned gemm_thread_cap() {
 
 unsigned gemm_set_max_threads(unsigned n) { return std::exchange(gemm_max_threads, n); }
 
+#if !defined(ISOMER_WITHOUT_RUNTIME_KERNELS)
 template <>
 void gemm_accumulate<float>(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                             float* C, int64_t ldc) {
@@ -32,6 +35,7 @@ void gemm_accumulate<float>(int64_t M, int64_t N, int64_t K, const float* A, int
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] += product[static_cast<size_t>(i * N + j)];
 }
+#endif
 
 }  // namespace isomer::ops
 

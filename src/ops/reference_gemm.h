@@ -93,9 +93,14 @@ struct ScopedGemmThreads {
 // gemm_set_max_threads allows. Each element is summed by one thread in a fixed order,
 // so the result does not depend on the thread count either; it is within float
 // rounding of the double sum (about K · 2^-24 of the sum of |a·b|), as any runtime's.
+// The fuzzing harnesses, which build the operator table without the runtime's
+// kernels (fuzz/CMakeLists.txt defines ISOMER_WITHOUT_RUNTIME_KERNELS), sum floats
+// with the portable blocked kernel above instead.
+#if !defined(ISOMER_WITHOUT_RUNTIME_KERNELS)
 template <>
 void gemm_accumulate<float>(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                             int64_t ldb, float* C, int64_t ldc);
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // double picks an AVX2+FMA micro-kernel at run time where the CPU has one
