@@ -163,7 +163,8 @@ bool is_constant_zero(const Value& v) {
 
 // Dropout is native in inference; one the importer kept opaque drops elements at
 // random unless its training_mode is absent or false, or its ratio is 0 (torch's
-// exporter at opset 23 writes training_mode true for modules in eval mode).
+// exporter writes training_mode true for a module exported in training mode, such as
+// a Hugging Face model built with from_config and exported without .eval()).
 bool random_dropout(const Node& n) {
   if (n.kind() != NodeKind::Opaque || n.op_type() != "Dropout") return false;
   const auto& in = n.inputs();

@@ -208,8 +208,8 @@ def test_opaque_model_without_onnxruntime_is_reported_not_runnable(tmp_path):
 
 def training_dropout_model(path, ratio):
     """Transpose -> Transpose back (a rewrite removes both) -> Dropout with training_mode
-    true and the given ratio -> Relu, opset 23: what torch's exporter writes at opset 23
-    for the dropouts of a module in eval mode."""
+    true and the given ratio -> Relu, opset 23: what torch's exporter writes for the
+    dropouts of a module exported in training mode (without .eval())."""
     nodes = [
         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
         helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0, 2]),
