@@ -272,7 +272,10 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
   for (int i = first; i < max_rounds; ++i) {
     if (i >= c.rounds && i % c.rounds == 0) {
       settle();
-      const bool unsettled = (log_ratio > opts.min_noise && log_ratio <= c.noise) || c.noise > opts.max_same_noise;
+      // A wide band matters only where it would give "the same": a candidate already
+      // beyond it (faster or slower) needs no more rounds.
+      const bool same_in_wide_band = c.noise > opts.max_same_noise && std::fabs(log_ratio) <= c.noise;
+      const bool unsettled = (log_ratio > opts.min_noise && log_ratio <= c.noise) || same_in_wide_band;
       if (!unsettled) break;
     }
     if (i % 2 == 0) {  // A B, then B A: neither always runs first
