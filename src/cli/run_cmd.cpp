@@ -309,9 +309,11 @@ int run_imported(const RunArgs& a, const Graph& g) {
               exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
   size_t reference = 0, delegated = 0;
+  std::set<std::string> delegated_nodes;  // a delegated step's label is its node's name
   for (const runtime::StepInfo& s : exe->steps()) {
     reference += s.kind == "reference";
     delegated += s.kind == "onnxruntime";
+    if (s.kind == "onnxruntime") delegated_nodes.insert(s.label);
   }
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
   if (delegated) {
@@ -319,7 +321,8 @@ int run_imported(const RunArgs& a, const Graph& g) {
     std::printf("  %zu steps run on ONNX Runtime %s, for the nodes isomer keeps opaque:\n", delegated,
                 bridge::OrtBridge::shared()->version().c_str());
     for (const NodePtr& n : g.topo_order())
-      if (n->kind() == NodeKind::Opaque) std::printf("    %s\n", describe_opaque(*n).c_str());
+      if (n->kind() == NodeKind::Opaque && delegated_nodes.count(n->name()))
+        std::printf("    %s\n", describe_opaque(*n).c_str());
   }
   if (a.print_steps)
     for (const runtime::StepInfo& s : exe->steps()) {

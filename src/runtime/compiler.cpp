@@ -10,6 +10,7 @@
 
 #include "eval/evaluator.h"
 #include "runtime/delegate.h"
+#include "runtime/native.h"
 
 namespace isomer::runtime {
 
@@ -489,6 +490,13 @@ void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& type
 void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
   if (n.kind() == NodeKind::Opaque) {
+    in_progress_.insert(&n);
+    const bool native = lower_random(*this, n);
+    in_progress_.erase(&n);
+    if (native) {
+      mark_done(n);
+      return;
+    }
     require(opts_.delegate_opaque,
             describe_opaque(n) + "; the isomer runtime cannot run it without ONNX Runtime");
     in_progress_.insert(&n);
@@ -553,7 +561,7 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
     }
   }
   for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque) {
+    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n)) {
       if (why) *why = describe_opaque(*n);
       return false;
     }
