@@ -306,3 +306,20 @@ def test_unsqueeze_with_a_0d_axes_tensor_runs_natively(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     written = onnx.load(out)
     onnx.checker.check_model(written, full_check=True)
+
+
+def test_open_dims_that_the_model_contradicts_are_named_with_how_to_set_them(tmp_path):
+    """A TorchScript export with dynamic axes on x only (its initial state static, as
+    torch writes it) cannot run at the extent 1 random inputs give an open dim; the
+    error names the extents taken and the flag that sets them, which then works."""
+    nodes = [helper.make_node("Concat", ["x", "h"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "open", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+                                              helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 7])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    p = isomer("run", path)
+    assert p.returncode == 1 and p.stderr.count("isomer: error:") == 1, p.stdout + p.stderr
+    assert "took the open input dims as batch=1" in p.stderr and "--input-shape" in p.stderr, p.stderr
+    p = isomer("run", path, "--input-shape", "x:2,3")
+    assert p.returncode == 0, p.stdout + p.stderr
