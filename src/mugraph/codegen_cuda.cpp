@@ -105,12 +105,24 @@ struct CudaPlan {
       if (!lay[i].smem) continue;
       const BOp& op = g.ops[i];
       const size_t k = op.axes.size();
+      // An input tile keeps its tensor's axis order (staged by straight, coalesced
+      // copies); other tiles their op's.
+      std::vector<size_t> order(k);
+      for (size_t j = 0; j < k; ++j) order[j] = j;
+      if (op.kind == BKind::Input) {
+        const IoTensor& io = p.inputs[static_cast<size_t>(p.stmts[static_cast<size_t>(op.stmt)].input)];
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+          return io.stride(p.atoms, op.axes[a]) > io.stride(p.atoms, op.axes[b]);
+        });
+      }
       lay[i].stride.assign(k, 1);
       int64_t size = 1;
       for (size_t j = k; j-- > 0;) {
-        int64_t e = g.tile_extent(p, op.axes[j], op.phase);
-        if (j + 1 == k && k >= 2 && e % 32 == 0) e += 1;
-        lay[i].stride[j] = size;
+        int64_t e = g.tile_extent(p, op.axes[order[j]], op.phase);
+        // Rows of a 2-D tile: a multiple of 4 floats (float4 loads along them), an
+        // odd one (rows of 8 consecutive indices fall in different banks).
+        if (j + 1 == k && k >= 2 && e >= 4) e = ((e + 3) / 4 % 2 == 0) ? (e + 3) / 4 * 4 + 4 : (e + 3) / 4 * 4;
+        lay[i].stride[order[j]] = size;
         size *= e;
       }
       lay[i].offset = total;
@@ -354,7 +366,9 @@ class CudaWriter {
   int64_t smem_size(int i) const {
     const Layout& l = k_.lay[static_cast<size_t>(i)];
     const BOp& op = g_.ops[static_cast<size_t>(i)];
-    return op.axes.empty() ? 1 : l.stride[0] * g_.tile_extent(p_, op.axes[0], op.phase);
+    int64_t n = 1;
+    for (size_t j = 0; j < op.axes.size(); ++j) n = std::max(n, l.stride[j] * g_.tile_extent(p_, op.axes[j], op.phase));
+    return n;
   }
   int64_t stab_size() const {
     int64_t n = 1;
@@ -376,7 +390,8 @@ class CudaWriter {
     return k > 0 ? "(" + r + ")" : "(1.f / (" + r + "))";
   }
 
-  std::string global(int i) const {
+  // Input op i's element at the current indices: its address, its value.
+  std::string global_ptr(int i) const {
     const BOp& op = g_.ops[static_cast<size_t>(i)];
     const int in = p_.stmts[static_cast<size_t>(op.stmt)].input;
     const IoTensor& io = p_.inputs[static_cast<size_t>(in)];
@@ -385,8 +400,14 @@ class CudaWriter {
       const int64_t s = io.stride(p_.atoms, a);
       if (s) off += (off.empty() ? "" : " + ") + gidx(a, op.phase) + (s == 1 ? "" : " * " + str(s));
     }
-    std::string e = "__ldg(in" + str(in) + " + " + (off.empty() ? "0" : off) + ")";
-    return io.dtype == DType::Bool ? "static_cast<float>(" + e + ")" : e;
+    return "in" + str(in) + " + " + (off.empty() ? "0" : off);
+  }
+  std::string global(int i) const {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    const std::string e = "__ldg(" + global_ptr(i) + ")";
+    return p_.inputs[static_cast<size_t>(p_.stmts[static_cast<size_t>(op.stmt)].input)].dtype == DType::Bool
+               ? "static_cast<float>(" + e + ")"
+               : e;
   }
 
   // Op i's value at the current indices.
@@ -455,6 +476,145 @@ class CudaWriter {
     std::stable_sort(axes.begin(), axes.end(),
                      [&](int a, int b) { return t.stride(p_.atoms, a) > t.stride(p_.atoms, b); });
     return axes;
+  }
+
+  // Stride of atom a in op o's shared-memory tile (0: not an axis of it).
+  int64_t sstride(int o, int a) const {
+    const BOp& op = g_.ops[static_cast<size_t>(o)];
+    for (size_t j = 0; j < op.axes.size(); ++j)
+      if (op.axes[j] == a) return k_.lay[static_cast<size_t>(o)].stride[j];
+    return 0;
+  }
+
+  // A contraction of two shared-memory tiles over one atom k: a thread sums a
+  // register tile of TJ indices of the outer output atoms (rows) x UI of the
+  // innermost (x), 4 k at a time; an operand whose tile runs along k is read as a
+  // float4 a row, the one over x, where it runs along x, as a float4 across its UI
+  // indices (then a thread's x indices are adjacent, else UI apart); so a shared
+  // load serves 4 or more FMAs (a 4x4 tile: 8 float4 loads for 64 FMAs). false:
+  // not this shape (one operand over x and no other atom of the block's, the other
+  // without x; threads that divide x's tile).
+  bool tiled_contraction(int i, const std::vector<int>& args, const std::string& scale,
+                         const std::function<std::string(const std::string&)>& store) {
+    const BOp& op = g_.ops[static_cast<size_t>(i)];
+    const Phase ph = op.phase;
+    if (args.size() != 2 || op.reduce.size() != 1 || op.axes.size() < 2) return false;
+    const int k = op.reduce[0], x = op.axes.back();
+    const std::vector<int> outer(op.axes.begin(), op.axes.end() - 1);
+    const int64_t nx = g_.tile_extent(p_, x, ph), ny = max_count(k_, outer, ph);
+    if (nx * ny < kCudaThreads) return false;
+    // A ragged last chunk along x: the threads past its end sum stale values and
+    // store nothing.
+    const bool x_ragged = ext_expr(x, ph) != str(nx);
+    int xo = -1, yo = -1;
+    for (int a : args) {
+      if (!k_.lay[static_cast<size_t>(a)].smem || !has(g_.ops[static_cast<size_t>(a)].axes, k)) return false;
+      (has(g_.ops[static_cast<size_t>(a)].axes, x) ? xo : yo) = a;
+    }
+    if (xo < 0 || yo < 0) return false;
+    for (int a : g_.ops[static_cast<size_t>(xo)].axes)
+      if (a != x && a != k && g_.tile_extent(p_, a, ph) != 1) return false;
+    const int64_t sxx = sstride(xo, x), sxk = sstride(xo, k), syk = sstride(yo, k);
+    bool y_rows4 = syk == 1;  // float4 along k, a row of Y
+    for (int a : g_.ops[static_cast<size_t>(yo)].axes) y_rows4 = y_rows4 && (a == k || sstride(yo, a) % 4 == 0);
+    const bool x_rows4 = sxk == 1 && sxx % 4 == 0;  // float4 along k, a row of X
+    // The thread tile with the fewest shared loads a FMA, every output in one pass.
+    int64_t ui = 0, xt = 0, groups = 0, tj = 0;
+    double best = 1e30;
+    for (int64_t u : {4, 2, 1}) {
+      if (nx % u != 0 || kCudaThreads % (nx / u) != 0) continue;
+      const int64_t t = nx / u, gr = kCudaThreads / t, j = (ny + gr - 1) / gr;
+      if (u * j > 16) continue;
+      const bool x_cols = !x_rows4 && sxx == 1 && u > 1 && sxk % u == 0;  // float<u> along x
+      const double loads = (y_rows4 ? j : 4 * j) + (x_rows4 ? u : x_cols ? 4 : 4 * u);
+      if (loads / static_cast<double>(4 * u * j) < best) best = loads / static_cast<double>(4 * u * j), ui = u, xt = t, groups = gr, tj = j;
+    }
+    if (ui == 0) return false;
+    const bool x_cols = !x_rows4 && sxx == 1 && ui > 1 && sxk % ui == 0;
+    const std::string X = "S" + str(xo), Y = "S" + str(yo), U = str(ui), J = str(tj), nk = count({k}, ph);
+    // x of the thread's u-th index, and its offset in X's tile.
+    const std::string xi = x_cols ? "mg_x * " + U + " + u" : "mg_x + u * " + str(xt);
+    line("{");
+    ++depth_;
+    line("const int mg_x = threadIdx.x % " + str(xt) + ", mg_g = threadIdx.x / " + str(xt) + ";");
+    line("const int mg_ny = " + count(outer, ph) + ";");
+    line("int mg_yo[" + J + "];  // Y's row offsets");
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + J + "; ++j) {");
+    ++depth_;
+    decompose("min(mg_g + j * " + str(groups) + ", mg_ny - 1)", outer, ph);
+    std::string yoff;
+    for (int a : g_.ops[static_cast<size_t>(yo)].axes)
+      if (a != k) yoff += (yoff.empty() ? "" : " + ") + ("i" + str(a)) + " * " + str(sstride(yo, a));
+    line("mg_yo[j] = " + (yoff.empty() ? std::string("0") : yoff) + ";");
+    --depth_;
+    line("}");
+    line("const float* const mg_xp = " + X + " + (" + (x_cols ? "mg_x * " + U : "mg_x") + ") * " + str(sxx) + ";");
+    const std::string ustep = x_cols ? str(sxx) : str(xt * sxx);
+    line("float mg_a[" + J + "][" + U + "];");
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + J + "; ++j)");
+    line("  for (int u = 0; u < " + U + "; ++u) mg_a[j][u] = 0.f;");
+    line("int mg_k = 0;");
+    line("#pragma unroll 2");
+    line("for (; mg_k + 4 <= " + nk + "; mg_k += 4) {");
+    ++depth_;
+    line("float mg_yv[" + J + "][4], mg_xv[" + U + "][4];");
+    line("#pragma unroll");
+    if (y_rows4) {
+      line("for (int j = 0; j < " + J + "; ++j) mg_ld<4>(mg_yv[j], " + Y + " + mg_yo[j] + mg_k);");
+    } else {
+      line("for (int j = 0; j < " + J + "; ++j)");
+      line("  for (int kk = 0; kk < 4; ++kk) mg_yv[j][kk] = " + Y + "[mg_yo[j] + (mg_k + kk) * " + str(syk) + "];");
+    }
+    line("#pragma unroll");
+    if (x_rows4) {
+      line("for (int u = 0; u < " + U + "; ++u) mg_ld<4>(mg_xv[u], mg_xp + u * " + ustep + " + mg_k);");
+    } else if (x_cols) {
+      line("for (int kk = 0; kk < 4; ++kk) {");
+      line("  float mg_t[" + U + "];");
+      line("  mg_ld<" + U + ">(mg_t, mg_xp + (mg_k + kk) * " + str(sxk) + ");");
+      line("  for (int u = 0; u < " + U + "; ++u) mg_xv[u][kk] = mg_t[u];");
+      line("}");
+    } else {
+      line("for (int u = 0; u < " + U + "; ++u)");
+      line("  for (int kk = 0; kk < 4; ++kk) mg_xv[u][kk] = mg_xp[u * " + ustep + " + (mg_k + kk) * " + str(sxk) + "];");
+    }
+    line("#pragma unroll");
+    line("for (int kk = 0; kk < 4; ++kk)");
+    line("  for (int j = 0; j < " + J + "; ++j)");
+    line("    for (int u = 0; u < " + U + "; ++u) mg_a[j][u] += mg_yv[j][kk] * mg_xv[u][kk];");
+    --depth_;
+    line("}");
+    const int64_t kmax = g_.tile_extent(p_, k, ph);
+    if (nk != str(kmax) || kmax % 4 != 0) {
+      line("for (; mg_k < " + nk + "; ++mg_k)");
+      line("  for (int j = 0; j < " + J + "; ++j)");
+      line("    for (int u = 0; u < " + U + "; ++u)");
+      line("      mg_a[j][u] += " + Y + "[mg_yo[j] + mg_k * " + str(syk) + "] * mg_xp[u * " + ustep + " + mg_k * " + str(sxk) + "];");
+    }
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + J + "; ++j) {");
+    ++depth_;
+    line("const int mg_y = mg_g + j * " + str(groups) + ";");
+    line("if (mg_y < mg_ny) {");
+    ++depth_;
+    decompose("mg_y", outer, ph);
+    line("#pragma unroll");
+    line("for (int u = 0; u < " + U + "; ++u) {");
+    ++depth_;
+    line("const int i" + str(x) + " = " + xi + ";");
+    line((x_ragged ? "if (i" + str(x) + " < " + ext_expr(x, ph) + ") " : std::string()) + store(scale + "mg_a[j][u]"));
+    --depth_;
+    line("}");
+    --depth_;
+    line("}");
+    --depth_;
+    line("}");
+    --depth_;
+    line("}");
+    line("__syncthreads();");
+    return true;
   }
 
   static int64_t max_count(const CudaPlan& k, const std::vector<int>& axes, Phase ph) {
@@ -605,6 +765,7 @@ class CudaWriter {
           const std::string r = smem_ref(acc);
           return r + " = " + r + acc_factor(acc) + " + " + v + ";";
         };
+        if (op.kind == BKind::Matmul && tiled_contraction(i, args, scale, store)) return;
         reduction(
             op.axes, op.reduce, op.phase,
             [&] { return args.size() == 2 ? val(args[0]) + " * " + val(args[1]) : val(args[0]); }, store, false, scale);
@@ -619,7 +780,30 @@ class CudaWriter {
   void stage(int i, bool sync) {
     const BOp& op = g_.ops[static_cast<size_t>(i)];
     const IoTensor& io = p_.inputs[static_cast<size_t>(p_.stmts[static_cast<size_t>(op.stmt)].input)];
-    for_each({}, by_stride(op.axes, io), op.phase, [&] { line(smem_ref(i) + " = " + global(i) + ";"); }, sync);
+    const std::vector<int> axes = by_stride(op.axes, io);
+    const int in = axes.empty() ? -1 : axes.back();
+    const int64_t e = in < 0 ? 0 : g_.tile_extent(p_, in, op.phase);
+    // float4 copies where the tile's rows along the tensor's unit stride are whole
+    // float4s at both ends (the pointers 16-byte aligned).
+    bool vec = in >= 0 && io.dtype == DType::Float32 && io.stride(p_.atoms, in) == 1 && sstride(i, in) == 1 &&
+               ext_expr(in, op.phase) == str(e) && e % 4 == 0;
+    if (const GridDim* d = g_.grid_dim(in); vec && d) vec = d->tile % 4 == 0;
+    if (vec && in == g_.loop_atom && op.phase == Phase::Loop) vec = g_.chunk % 4 == 0;
+    for (int a : op.axes) vec = vec && (a == in || (io.stride(p_.atoms, a) % 4 == 0 && sstride(i, a) % 4 == 0));
+    if (!vec) {
+      for_each({}, axes, op.phase, [&] { line(smem_ref(i) + " = " + global(i) + ";"); }, sync);
+      return;
+    }
+    const std::vector<int> outer(axes.begin(), axes.end() - 1);
+    line("for (int mg_e = threadIdx.x; mg_e < " + count(outer, op.phase) + " * " + str(e / 4) + "; mg_e += " +
+         str(kCudaThreads) + ") {");
+    ++depth_;
+    line("const int i" + str(in) + " = mg_e % " + str(e / 4) + " * 4;");
+    decompose("mg_e / " + str(e / 4), outer, op.phase);
+    line("*reinterpret_cast<float4*>(&" + smem_ref(i) + ") = __ldg(reinterpret_cast<const float4*>(" + global_ptr(i) + "));");
+    --depth_;
+    line("}");
+    if (sync) line("__syncthreads();");
   }
 
   // The loop's rescale of accumulator i before a chunk is added (" * fac^scale"), or "".
@@ -709,6 +893,19 @@ __device__ __forceinline__ float mg_warp_sum(float v) {
 __device__ __forceinline__ float mg_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+// N (4, 2 or 1) floats from shared memory, 4N-byte aligned, in one load.
+template <int N>
+__device__ __forceinline__ void mg_ld(float* r, const float* s) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(s);
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(s);
+    r[0] = v.x, r[1] = v.y;
+  } else {
+    r[0] = s[0];
+  }
 }
 // Every thread of the block gets the result; `red` holds a float per warp.
 template <bool MAX>
