@@ -536,16 +536,7 @@ class CudaWriter {
     const std::string xi = x_cols ? "mg_x * " + U + " + u" : "mg_x + u * " + str(xt);
     line("{");
     ++depth_;
-    // A warp takes 4 x-threads by 8 row groups where the tile allows: its X
-    // fragments are then 4 distinct float4s and its Y fragments 8 rows in
-    // different banks, one shared-memory wavefront each (16 x-threads by 2 rows
-    // read 16 distinct X float4s, two wavefronts).
-    if (xt % 4 == 0 && groups % 8 == 0) {
-      line("const int mg_w = threadIdx.x >> 5, mg_l = threadIdx.x & 31;");
-      line("const int mg_x = mg_w % " + str(xt / 4) + " * 4 + mg_l % 4, mg_g = mg_w / " + str(xt / 4) + " * 8 + mg_l / 4;");
-    } else {
-      line("const int mg_x = threadIdx.x % " + str(xt) + ", mg_g = threadIdx.x / " + str(xt) + ";");
-    }
+    line("const int mg_x = threadIdx.x % " + str(xt) + ", mg_g = threadIdx.x / " + str(xt) + ";");
     line("const int mg_ny = " + count(outer, ph) + ";");
     line("int mg_yo[" + J + "];  // Y's row offsets");
     line("#pragma unroll");
