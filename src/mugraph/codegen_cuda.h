@@ -17,7 +17,12 @@
 //    loads); elementwise chains are inlined into their users, one element a thread;
 //  - the stabilized exp: a warp per row (its maximum by shuffles, the rescale
 //    factor, the exps and, in the loop, the row sum into its accumulator);
-//  - contractions and row reductions: register
+//  - contractions of two shared tiles: 2-D register tiles (a thread sums up to 4
+//    inner x 4 outer output elements), operands read 4 reduction indices at a time
+//    as float4 loads (tile rows padded to an odd multiple of 4 floats); input
+//    tiles keep their tensor's axis order and are staged with float4 loads (input
+//    pointers 16-byte aligned);
+//  - other contractions and row reductions: register
 //    tiles (a thread sums up to 4 inner x 4 outer output elements, so that each
 //    operand element read serves several) or a thread per output element where
 //    there are enough of them, else a warp per output (shuffle reduction), else
@@ -54,20 +59,22 @@ size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 
 // A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
 // one index a block, other output atoms no op reduces (but the tensors'
-// unit-stride ones, whole in a block) in tiles of up to 16 while that leaves two
-// blocks per multiprocessor (without a loop, row atoms too, up to 4096 output
-// elements a block), the loop in chunks of 64 (256 where a block has fewer than 4
-// rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
+// unit-stride ones, whole in a block) in tiles of up to 32 rows, the most that
+// leave two blocks per multiprocessor with the loop's splits counted (an atom the
+// loop's inputs lack first: GQA's query heads of a KV head; without a loop, row
+// atoms too, up to 4096 output elements a block), the loop in chunks of 64 (256
+// where a block has fewer than 4 rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
 // few blocks for two a multiprocessor anyway), tiles until it fits a block.
 // A grid of fewer tiles than multiprocessors splits its loop (flash-decoding, see
 // BlockGraph::splits) into runs enough for about four blocks a multiprocessor, and
 // keeps the 64-wide chunks.
 // (cuda_tiling.cpp)
 struct CudaTilingOptions {
-  int64_t max_rows = 16;  // product of the non-row grid tiles (H200: 16 rows 17% faster than 32 and 31% than 64 on causal GQA attention, 32x8 heads, 1024)
+  int64_t max_rows = 32;  // product of the non-row grid tiles (H200, causal GQA attention 32x8 heads, 1024, 2-D register tiles: 16 rows 0.442 ms, 32 rows 0.349, 64 rows 0.409)
   int64_t chunk = 64;     // the loop's chunk (before shrinking)
   int64_t sms = 132;      // multiprocessors of the target (H100 SXM, H200)
   int64_t splits = 0;     // the loop's splits: 0 from `sms`, 1 never split
+  int64_t min_blocks = 0;  // fewest blocks larger row tiles may leave: 0, two a multiprocessor
 };
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& g, const CudaTilingOptions& o = {});
 

@@ -38,21 +38,42 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
       if (d.atom == atom) return d.tile;
     throw Error("μGraph CUDA tiling: no grid dim");
   };
-  const int64_t min_blocks = 2 * 132;  // two a multiprocessor on an H100
+  const int64_t min_blocks = opt.min_blocks > 0 ? opt.min_blocks : 2 * opt.sms;
+  // The loop's staged inputs over an atom: an atom none of them has (GQA's query
+  // heads of a KV head) grows first, so that every row it adds shares the whole
+  // chunk (an atom the mask has also brings its own mask rows, and the causal skip
+  // is coarser along it); then the atom with the most tiles.
+  auto loop_inputs_over = [&](int a) {
+    int n = 0;
+    for (const BOp& op : g.ops) n += op.kind == BKind::Input && op.phase == Phase::Loop && has(op.axes, a);
+    return n;
+  };
+  auto before = [&](int a, int b) {
+    const int na = loop_inputs_over(a), nb = loop_inputs_over(b);
+    return na != nb ? na < nb : p.extent(a) / tile_of(a) > p.extent(b) / tile_of(b);
+  };
+  // Blocks: the tiles, times the runs a loop of fewer tiles than multiprocessors
+  // splits into (below): ViT's 13 tiles of 16 rows a head run as 4 splits each.
+  auto blocks = [&] {
+    const int64_t t = g.num_tiles(p);
+    if (g.loop_atom < 0 || t >= opt.sms || opt.splits == 1) return t;
+    return t * std::min(opt.splits > 0 ? opt.splits : (4 * opt.sms + t - 1) / t, g.num_chunks(p));
+  };
+  // The most rows (up to max_rows) that leave min_blocks: not monotonic where a
+  // split comes in (ViT, 6 heads of 197 rows: 4 rows 300 blocks, 8 rows 150, 16
+  // rows 78 tiles split in 4, 312).
+  std::vector<GridDim> chosen = g.grid;
   while (true) {
     int64_t prod = 1;
     for (int a : growable) prod *= tile_of(a);
     int best = -1;
     for (int a : growable)
-      if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || p.extent(a) / tile_of(a) > p.extent(best) / tile_of(best)))
-        best = a;
+      if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || before(a, best))) best = a;
     if (best < 0 || prod * 2 > opt.max_rows) break;
     tile_of(best) *= 2;
-    if (g.num_tiles(p) < min_blocks) {
-      tile_of(best) /= 2;
-      break;
-    }
+    if (blocks() >= min_blocks) chosen = g.grid;
   }
+  g.grid = chosen;
   // Without a loop, short rows: several row-atom indices a block (up to 4096
   // output elements), so that a row's reductions are a warp's, not the block's.
   if (g.loop_atom < 0) {

@@ -6,11 +6,13 @@
 // scripts/cuda_gpu_check.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "ir/text.h"
 #include "mugraph/codegen_cuda.h"
@@ -131,6 +133,33 @@ Buffers<double> random_inputs(const Program& p, uint32_t seed) {
   return in;
 }
 
+std::string find_nvcc() {
+  if (const char* e = std::getenv("ISOMER_NVCC"); e && *e) return e;
+  for (const char* c : {"/usr/local/cuda/bin/nvcc"})
+    if (std::filesystem::exists(c)) return c;
+  if (std::system("nvcc --version > /dev/null 2>&1") == 0) return "nvcc";
+  return "";
+}
+
+// nvcc's messages where `source` fails to compile to PTX for sm_90, "" where it
+// compiles.
+std::string nvcc_errors(const std::string& nvcc, const std::string& source) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("isomer_cuda_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "all.cu") << source;
+  std::string cmd = nvcc + " --ptx -arch=sm_90 -std=c++17 -o " + (dir / "all.ptx").string() + " " +
+                    (dir / "all.cu").string() + " > " + (dir / "log.txt").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream log(dir / "log.txt");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  if (rc == 0) {
+    fs::remove_all(dir);
+    return "";
+  }
+  return "exit " + std::to_string(rc) + ": " + text + "\nsource: " + (dir / "all.cu").string();
+}
+
 class MuGraphCuda : public ::testing::Test {
  protected:
   void SetUp() override { setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0); }
@@ -234,12 +263,62 @@ TEST_F(MuGraphCuda, VerifierRejectsAnUnscaledCombine) {
   EXPECT_FALSE(verify_field(p, whole, {}, 11).ok);
 }
 
-std::string find_nvcc() {
-  if (const char* e = std::getenv("ISOMER_NVCC"); e && *e) return e;
-  for (const char* c : {"/usr/local/cuda/bin/nvcc"})
-    if (std::filesystem::exists(c)) return c;
-  if (std::system("nvcc --version > /dev/null 2>&1") == 0) return "nvcc";
-  return "";
+// Causal GQA attention with a block of 32 query rows: the query heads of a KV
+// head (an atom the staged K, V and mask chunks lack) are whole in a block before
+// its rows grow; the tiling verifies over the field and matches in doubles; both
+// contractions are 2-D register tiles reading float4s from shared memory (Q·Kᵀ
+// along the head dimension, P·V along the keys with a scalar tail where a chunk
+// is not a multiple of 4), the K and V chunks staged with float4 copies, and the
+// text compiles. A denominator that sums the scores, not their exps, is caught.
+TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
+  for (int seq : {256, 197}) {
+    std::vector<float> mask = causal(seq);
+    Program p = from_body(parse_graph(testing::gqa_attention_body(8, 2, seq, 64)));
+    BlockGraph s = loop_structure(p);
+    ASSERT_GE(s.loop_atom, 0);
+    CudaTilingOptions o;
+    o.min_blocks = 8;
+    BlockGraph g = cuda_tiling(p, s, o);
+    int64_t rows = 1;
+    bool along_mask = false, heads_whole = true;
+    for (const GridDim& d : g.grid) {
+      rows *= d.tile;
+      bool staged = false;  // a loop input over the atom
+      for (const BOp& op : g.ops)
+        staged = staged || (op.kind == BKind::Input && op.phase == Phase::Loop &&
+                            std::find(op.axes.begin(), op.axes.end(), d.atom) != op.axes.end());
+      if (staged) along_mask = along_mask || d.tile > 1;
+      else heads_whole = heads_whole && d.tile == p.extent(d.atom);
+    }
+    EXPECT_EQ(rows, 32) << g.to_text(p);
+    EXPECT_TRUE(along_mask && heads_whole) << g.to_text(p);
+    const std::vector<std::vector<float>> constants = {{}, {}, {}, mask};
+    FieldVerdict fv = verify_field(p, g, constants, 11);
+    EXPECT_TRUE(fv.ok) << fv.reason << "\n" << g.to_text(p);
+    Buffers<double> in = random_inputs(p, 7);
+    in[3].assign(mask.begin(), mask.end());
+    Buffers<double> want = evaluate_program(p, in), got;
+    for (const auto& w : want) got.emplace_back(w.size(), NAN);
+    interpret(p, g, in, got, {}, skip_table(p, g, constants));
+    EXPECT_LT(rel_diff(got, want), 1e-9) << g.to_text(p);
+    CudaKernel k = generate_cuda(p, g, skip_table(p, g, constants), "mg_wide");
+    size_t tiled = 0;
+    for (size_t at = 0; (at = k.source.find("mg_ld<4>(mg_yv[j]", at)) != std::string::npos; ++at) ++tiled;
+    EXPECT_EQ(tiled, 2u) << k.source;
+    EXPECT_NE(k.source.find("*reinterpret_cast<float4*>(&S"), std::string::npos) << k.source;
+    EXPECT_EQ(k.source.find("for (; mg_k < ") != std::string::npos, seq % 4 != 0 || g.chunk % 4 != 0) << k.source;
+    if (std::string nvcc = find_nvcc(); !nvcc.empty()) {
+      EXPECT_EQ(nvcc_errors(nvcc, k.source), "");
+    }
+    // The softmax denominator summing the scores rather than their exps.
+    int sum = -1;
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].kind == BKind::Reduce && g.ops[i].args[0] == g.stab_exp) sum = static_cast<int>(i);
+    ASSERT_GE(sum, 0) << g.to_text(p);
+    BlockGraph bad = g;
+    bad.ops[static_cast<size_t>(sum)].args[0] = g.ops[static_cast<size_t>(g.stab_exp)].args[0];
+    EXPECT_FALSE(verify_field(p, bad, constants, 11).ok) << "a sum of the scores passed at\n" << bad.to_text(p);
+  }
 }
 
 // Every region kind's kernels (each structure's GPU tiling, and a split loop's
@@ -247,10 +326,7 @@ std::string find_nvcc() {
 TEST_F(MuGraphCuda, EmittedKernelsCompileWithNvcc) {
   std::string nvcc = find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (set ISOMER_NVCC): the emitted CUDA is not compiled here";
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("isomer_cuda_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream f(dir / "all.cu");
+  std::ostringstream f;
   int n = 0;
   bool prelude = true;
   for (const Case& c : cases()) {
@@ -271,15 +347,8 @@ TEST_F(MuGraphCuda, EmittedKernelsCompileWithNvcc) {
   EXPECT_GT(gd.splits, 1);
   const std::string split_src = generate_cuda(d, gd, {}, "mg_split").source;
   f << split_src.substr(split_src.find("// μGraph:")) << "\n";
-  f.close();
   ASSERT_GT(n, 5);
-  std::string cmd = nvcc + " --ptx -arch=sm_90 -std=c++17 -o " + (dir / "all.ptx").string() + " " +
-                    (dir / "all.cu").string() + " > " + (dir / "log.txt").string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::ifstream log(dir / "log.txt");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(rc, 0) << text << "\nsource: " << (dir / "all.cu").string();
-  if (rc == 0) fs::remove_all(dir);
+  EXPECT_EQ(nvcc_errors(nvcc, f.str()), "");
 }
 
 }  // namespace
