@@ -5,7 +5,13 @@
 // points, on a shrunk instance of the region: every atom cut to a few tiles or
 // chunks of the μGraph's own sizes (the last one ragged, so edge tiles are run) or
 // to 3 where it is whole in a tile, constant inputs (masks) cut to their leading
-// corner, so skip tables are exercised. What this decides, and with what error:
+// corner, so skip tables are exercised, and in a second instance to a window where
+// rows see several chunks of the loop: a causal mask's leading corner lets each
+// kept query row see only the first chunk of keys, so a loop that never rescales
+// its accumulators passes there. The second window is the first of these on which
+// the target is defined everywhere (no row masked whole): the loop's leading
+// elements with the other atoms' last ones (a causal mask's last rows against its
+// first keys), then every atom's last elements. What this decides, and with what error:
 //  - Polynomial and rational parts (+ - * /, sums, matmuls) are exact field
 //    arithmetic: a wrong μGraph differs as a rational function of the inputs, and
 //    by Schwartz-Zippel agrees at a random point with probability <= d/q, d the
@@ -46,13 +52,17 @@ struct FieldVerdict {
   double error_log2 = 0;  // log2 of the error bound (d/q)^points
 };
 
-// A shrunk instance: program, block graph and the corner of each constant input.
+// A shrunk instance: program, block graph and a window of each constant input: its
+// first elements along every atom (Leading), its last along every atom but the
+// loop's (LastRows), or its last along every atom (Trailing).
 struct Shrunk {
   Program program;
   BlockGraph graph;
   std::vector<std::vector<float>> constants;
 };
-Shrunk shrink(const Program& p, const BlockGraph& g, const std::vector<std::vector<float>>& constants);
+enum class Corner { Leading, LastRows, Trailing };
+Shrunk shrink(const Program& p, const BlockGraph& g, const std::vector<std::vector<float>>& constants,
+              Corner corner = Corner::Leading);
 
 FieldVerdict verify_field(const Program& p, const BlockGraph& g, const std::vector<std::vector<float>>& constants,
                           uint64_t seed);

@@ -318,6 +318,22 @@ TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
     BlockGraph bad = g;
     bad.ops[static_cast<size_t>(sum)].args[0] = g.ops[static_cast<size_t>(g.stab_exp)].args[0];
     EXPECT_FALSE(verify_field(p, bad, constants, 11).ok) << "a sum of the scores passed at\n" << bad.to_text(p);
+    // P·V's accumulator never rescaled as the running maximum moves. In the causal
+    // mask's leading corner every kept row sees only the first chunk of keys, where
+    // that is harmless: its last rows against its first keys see several, and catch it.
+    int acc = -1;
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].kind == BKind::Accum && g.ops[i].scale != 0 &&
+          (acc < 0 || g.ops[i].axes.size() > g.ops[static_cast<size_t>(acc)].axes.size()))
+        acc = static_cast<int>(i);
+    ASSERT_GE(acc, 0) << g.to_text(p);
+    BlockGraph unscaled = g;
+    unscaled.ops[static_cast<size_t>(acc)].scale = 0;
+    FieldVerdict uv = verify_field(p, unscaled, constants, 11);
+    EXPECT_FALSE(uv.ok) << "an unrescaled accumulator passed at\n" << unscaled.to_text(p);
+    // Only there: the leading corner alone passes it (verify_field reports that
+    // corner's failure first).
+    EXPECT_NE(uv.reason.find("last rows"), std::string::npos) << uv.reason;
   }
 }
 
