@@ -10,6 +10,7 @@
 
 #include "eval/evaluator.h"
 #include "runtime/delegate.h"
+#include "runtime/lower_control.h"
 
 namespace isomer::runtime {
 
@@ -489,10 +490,22 @@ void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& type
 void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
   if (n.kind() == NodeKind::Opaque) {
-    require(opts_.delegate_opaque,
-            describe_opaque(n) + "; the isomer runtime cannot run it without ONNX Runtime");
     in_progress_.insert(&n);
-    lower_delegated(*this, n);
+    // If and Loop run natively where their output types do not depend on the data.
+    const bool control = is_control_flow(n);
+    const std::string why = control ? lower_control_flow(*this, n) : "";
+    if (!control || !why.empty()) {
+      const std::string not_native = control ? " (not native: " + why + ")" : "";
+      require(opts_.delegate_opaque,
+              describe_opaque(n) + not_native + "; the isomer runtime cannot run it without ONNX Runtime");
+      try {
+        lower_delegated(*this, n);
+      } catch (const Error& e) {
+        if (!control) throw;
+        throw Error(e.what() + not_native);
+      }
+      if (control) steps_.back().info.note = "not native: " + why;
+    }
     mark_done(n);
     in_progress_.erase(&n);
     return;
@@ -553,7 +566,7 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
     }
   }
   for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque) {
+    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !is_control_flow(*n)) {
       if (why) *why = describe_opaque(*n);
       return false;
     }
