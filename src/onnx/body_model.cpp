@@ -48,6 +48,20 @@ std::optional<std::vector<int64_t>> declared_input_dims(const std::string& node_
   return dims;
 }
 
+std::optional<int64_t> node_int_attribute(const std::string& node_proto, const std::string& name) {
+  const onnx::NodeProto node = parse_node(node_proto);
+  for (const auto& a : node.attribute())
+    if (a.name() == name && attribute_type(a) == onnx::AttributeProto::INT) return a.i();
+  return std::nullopt;
+}
+
+std::vector<int64_t> node_ints_attribute(const std::string& node_proto, const std::string& name) {
+  const onnx::NodeProto node = parse_node(node_proto);
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+  return {};
+}
+
 bool is_tensor_type(const std::string& type_proto) {
   onnx::TypeProto t;
   if (type_proto.empty() || !t.ParseFromString(type_proto)) return true;

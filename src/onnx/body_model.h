@@ -36,6 +36,11 @@ Graph import_body(const std::string& node_proto, const std::string& attribute, c
 std::optional<std::vector<int64_t>> declared_input_dims(const std::string& node_proto, const std::string& attribute,
                                                         int index);
 
+// Integer attributes of `node_proto` (Scan's num_scan_inputs and axes): nullopt / empty
+// when the node does not set it.
+std::optional<int64_t> node_int_attribute(const std::string& node_proto, const std::string& name);
+std::vector<int64_t> node_ints_attribute(const std::string& node_proto, const std::string& name);
+
 // True if `type_proto` (a serialized TypeProto, possibly empty: not inferred) is a tensor
 // type or says nothing; false for sequences, optionals and maps.
 bool is_tensor_type(const std::string& type_proto);

@@ -376,12 +376,165 @@ void lower_loop(Compiler& c, const Node& n) {
   c.add_step(std::move(s));
 }
 
+
+// A tensor seen as `outer` blocks of `extent` slices of `inner` bytes each: the slices
+// along one axis, as Scan reads its inputs and writes its outputs.
+struct AxisSlices {
+  size_t outer = 1, inner = 0;
+  int64_t extent = 0;
+  // The address of block o of slice t.
+  size_t at(size_t o, int64_t t) const { return (o * static_cast<size_t>(extent) + static_cast<size_t>(t)) * inner; }
+};
+
+AxisSlices slices_of(const std::vector<int64_t>& dims, size_t axis, DType t) {
+  AxisSlices s;
+  s.extent = dims[axis];
+  s.inner = dtype_size(t);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d < axis) s.outer *= static_cast<size_t>(dims[d]);
+    if (d > axis) s.inner *= static_cast<size_t>(dims[d]);
+  }
+  return s;
+}
+
+// Axis `a` of a rank-`rank` tensor, counted from the end where negative.
+size_t scan_axis(int64_t a, size_t rank, const std::string& what) {
+  const int64_t r = static_cast<int64_t>(rank);
+  if (a < -r || a >= r) throw NotNative(what + " axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+  return static_cast<size_t>(a < 0 ? a + r : a);
+}
+
+void lower_scan(Compiler& c, const Node& n) {
+  if (c.graph().info().opset() < 9) throw NotNative("Scan before opset 9 has a batch axis and sequence lengths");
+  const std::string& proto = n.opaque()->node_proto;
+  const size_t explicit_inputs = n.inputs().size() - body_outer_names(proto).size();
+  const int64_t scans = node_int_attribute(proto, "num_scan_inputs").value_or(0);
+  if (scans < 1 || static_cast<size_t>(scans) > explicit_inputs ||
+      explicit_inputs - static_cast<size_t>(scans) > n.num_outputs())
+    throw NotNative("it has " + std::to_string(scans) + " scan inputs of " + std::to_string(explicit_inputs));
+  const size_t M = static_cast<size_t>(scans), N = explicit_inputs - M, K = n.num_outputs() - N;
+  auto per_value = [&](const char* name, size_t count) {
+    std::vector<int64_t> v = node_ints_attribute(proto, name);
+    if (v.empty()) v.assign(count, 0);
+    if (v.size() != count) throw NotNative(std::string(name) + " has " + std::to_string(v.size()) + " entries");
+    return v;
+  };
+  const std::vector<int64_t> in_axes = per_value("scan_input_axes", M), in_dirs = per_value("scan_input_directions", M);
+  const std::vector<int64_t> out_axes = per_value("scan_output_axes", K),
+                             out_dirs = per_value("scan_output_directions", K);
+  std::vector<TensorType> formal;
+  std::vector<int> state_ids, scan_ids;
+  std::vector<AxisSlices> in_slices;
+  for (size_t k = 0; k < N; ++k) {
+    int id = c.id(n.inputs()[k]);
+    require_feedable(c.val(id), "state " + std::to_string(k));
+    formal.push_back({c.val(id).dtype, make_shape(c.val(id).dims)});
+    state_ids.push_back(c.as_plain(id));
+  }
+  for (size_t j = 0; j < M; ++j) {
+    int id = c.id(n.inputs()[N + j]);
+    const RtValue& r = c.val(id);
+    require_feedable(r, "scan input " + std::to_string(j));
+    if (r.dims.empty()) throw NotNative("scan input " + std::to_string(j) + " is a scalar");
+    const size_t axis = scan_axis(in_axes[j], r.dims.size(), "scan input " + std::to_string(j));
+    in_slices.push_back(slices_of(r.dims, axis, r.dtype));
+    if (in_slices.back().extent != in_slices.front().extent)
+      throw NotNative("its scan inputs differ in length");
+    std::vector<int64_t> elem = r.dims;
+    elem.erase(elem.begin() + static_cast<std::ptrdiff_t>(axis));
+    formal.push_back({r.dtype, make_shape(elem)});
+    scan_ids.push_back(c.as_plain(id));
+  }
+  const int64_t T = in_slices.front().extent;
+  const Outer outer = outer_values(c, n, explicit_inputs);
+  std::shared_ptr<Executable> body = compile_graph(c, body_graph(c, n, "body", formal, outer), "body");
+  const std::vector<TensorType> out = body->output_types();
+  if (out.size() != N + K)
+    throw NotNative("its body gives " + std::to_string(out.size()) + " outputs for " + std::to_string(N + K));
+  for (size_t k = 0; k < N; ++k)
+    if (out[k] != formal[k])
+      throw NotNative("state " + std::to_string(k) + " goes from " + to_string(formal[k]) + " to " + to_string(out[k]));
+  std::vector<TensorType> types(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(N));
+  std::vector<AxisSlices> out_slices;
+  for (size_t k = 0; k < K; ++k) {
+    std::vector<int64_t> dims = static_dims(out[N + k].shape);
+    const size_t axis = scan_axis(out_axes[k], dims.size() + 1, "scan output " + std::to_string(k));
+    dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(axis), T);
+    out_slices.push_back(slices_of(dims, axis, out[N + k].dtype));
+    types.push_back({out[N + k].dtype, make_shape(dims)});
+  }
+  const std::vector<int> outs = bind_outputs(c, n, types);
+  std::ostringstream sig;
+  sig << "scan p" << std::hex << stable_hash(proto) << std::dec << " " << types_text(formal) << " T=" << T;
+  for (const OuterValue& v : outer.values) sig << " " << to_string(v.type) << (v.known ? "c" : "");
+  RtStep s;
+  s.info = control_step_info(n, "scan", sig.str(), {body.get()}, static_cast<double>(T));
+  s.reads = state_ids;
+  s.reads.insert(s.reads.end(), scan_ids.begin(), scan_ids.end());
+  s.reads.insert(s.reads.end(), outer.ids.begin(), outer.ids.end());
+  s.writes = outs;
+  std::vector<size_t> state_bytes;
+  for (size_t k = 0; k < N; ++k) state_bytes.push_back(byte_size(formal[k]));
+  const std::vector<int> ins = outer.ids;
+  s.make_fn = [=](const std::function<char*(int)>& data) {
+    std::vector<const char*> state_at, scan_at, outer_at;
+    std::vector<char*> out_at;
+    for (int i : state_ids) state_at.push_back(data(i));
+    for (int i : scan_ids) scan_at.push_back(data(i));
+    for (int i : ins) outer_at.push_back(data(i));
+    for (int o : outs) out_at.push_back(data(o));
+    return std::function<void()>([=] {
+      std::vector<std::string> cur(N), next(N), in_elem(M), out_elem(K);
+      for (size_t k = 0; k < N; ++k) {
+        cur[k].assign(state_at[k], state_bytes[k]);
+        next[k].resize(state_bytes[k]);
+      }
+      for (size_t j = 0; j < M; ++j) in_elem[j].resize(in_slices[j].outer * in_slices[j].inner);
+      for (size_t k = 0; k < K; ++k) out_elem[k].resize(out_slices[k].outer * out_slices[k].inner);
+      std::vector<const char*> in(N + M);
+      in.insert(in.end(), outer_at.begin(), outer_at.end());
+      std::vector<char*> res(N + K);
+      for (int64_t t = 0; t < T; ++t) {
+        for (size_t k = 0; k < N; ++k) {
+          in[k] = cur[k].data();
+          res[k] = next[k].data();
+        }
+        for (size_t j = 0; j < M; ++j) {
+          const AxisSlices& sl = in_slices[j];
+          const int64_t at = in_dirs[j] ? T - 1 - t : t;
+          if (sl.outer == 1) {
+            in[N + j] = scan_at[j] + sl.at(0, at);  // one contiguous slice: read in place
+            continue;
+          }
+          for (size_t o = 0; o < sl.outer; ++o) std::memcpy(in_elem[j].data() + o * sl.inner, scan_at[j] + sl.at(o, at), sl.inner);
+          in[N + j] = in_elem[j].data();
+        }
+        for (size_t k = 0; k < K; ++k) {
+          const AxisSlices& sl = out_slices[k];
+          const int64_t at = out_dirs[k] ? T - 1 - t : t;
+          res[N + k] = sl.outer == 1 ? out_at[N + k] + sl.at(0, at) : out_elem[k].data();
+        }
+        body->run_raw(in, res);
+        for (size_t k = 0; k < K; ++k) {
+          const AxisSlices& sl = out_slices[k];
+          const int64_t at = out_dirs[k] ? T - 1 - t : t;
+          if (sl.outer != 1)
+            for (size_t o = 0; o < sl.outer; ++o) std::memcpy(out_at[N + k] + sl.at(o, at), out_elem[k].data() + o * sl.inner, sl.inner);
+        }
+        cur.swap(next);
+      }
+      for (size_t k = 0; k < N; ++k) std::memcpy(out_at[k], cur[k].data(), state_bytes[k]);
+    });
+  };
+  c.add_step(std::move(s));
+}
+
 }  // namespace
 
 bool is_control_flow(const Node& n) {
   if (n.kind() != NodeKind::Opaque) return false;
   const std::string& domain = n.opaque()->domain;
-  return (domain.empty() || domain == "ai.onnx") && (n.op_type() == "If" || n.op_type() == "Loop");
+  return (domain.empty() || domain == "ai.onnx") && (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan");
 }
 
 std::string lower_control_flow(Compiler& c, const Node& n) {
@@ -390,7 +543,8 @@ std::string lower_control_flow(Compiler& c, const Node& n) {
       return "output " + std::to_string(k) + " is not a tensor (a sequence or an optional)";
   try {
     if (n.op_type() == "If") lower_if(c, n);
-    else lower_loop(c, n);
+    else if (n.op_type() == "Loop") lower_loop(c, n);
+    else lower_scan(c, n);
   } catch (const NotNative& e) {
     return e.what();
   }

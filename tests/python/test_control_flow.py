@@ -262,3 +262,56 @@ def test_scripted_torch_model_with_if_and_loop(tmp_path):
             out = run(path, {"x": x}, tmp_path)
             assert_native(out)
             assert "if " in out and "loop " in out, out
+
+
+def test_scan_along_axis_one_in_reverse(tmp_path):
+    """Scan (opset 16): a running state over x's columns read last to first, each step's
+    output written as a column (output axis 1) forward, another row-stacked in reverse; the
+    body reads a weight and a run-time value of the enclosing graph."""
+    body = [helper.make_node("Mul", ["col", "w"], ["a"]), helper.make_node("Add", ["s_in", "a"], ["s0"]),
+            helper.make_node("Add", ["s0", "b"], ["s"]), helper.make_node("Tanh", ["s"], ["o1"]),
+            helper.make_node("Neg", ["s"], ["o2"])]
+    body_g = helper.make_graph(body, "body", [vi("s_in", F, [3]), vi("col", F, [3])],
+                               [vi("s", F, [3]), vi("o1", F, [3]), vi("o2", F, [3])])
+    nodes = [helper.make_node("Relu", ["x0"], ["b"]),
+             helper.make_node("Scan", ["s0_init", "x"], ["s_final", "cols", "rows"], body=body_g, num_scan_inputs=1,
+                              scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[1, 0],
+                              scan_output_directions=[0, 1])]
+    rng = np.random.default_rng(4)
+    path = save(tmp_path / "scan.onnx", nodes, [vi("s0_init", F, [3]), vi("x", F, [3, 5]), vi("x0", F, [3])],
+                [vi("s_final", F, [3]), vi("cols", F, [3, 5]), vi("rows", F, [5, 3])],
+                [numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "w")], opset=16)
+    out = run(path, {"s0_init": rng.standard_normal(3).astype(np.float32),
+                     "x": rng.standard_normal((3, 5)).astype(np.float32),
+                     "x0": rng.standard_normal(3).astype(np.float32)}, tmp_path)
+    assert_native(out)
+    assert "scan " in out, out
+
+
+def test_optimize_keeps_control_flow_and_its_output_runs(tmp_path):
+    """`isomer optimize` leaves the bodies as they were (the nodes are opaque to it) and
+    writes a valid model that runs natively again."""
+    path = tmp_path / "nested.onnx"
+    then_g = helper.make_graph([helper.make_node("Add", ["y_in", "v"], ["t"])], "then", [], [vi("t", F, None)])
+    else_g = helper.make_graph([helper.make_node("Sub", ["y_in", "v"], ["e"])], "else", [], [vi("e", F, None)])
+    body = [helper.make_node("Greater", ["i", "one"], ["late"]),
+            helper.make_node("If", ["late"], ["y"], then_branch=then_g, else_branch=else_g),
+            helper.make_node("Identity", ["cond_in"], ["c"])]
+    pre = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["v"])]
+    loop_model(path, body, [vi("c", B, []), vi("y", F, None)], [("y", F, [4])], m="M", pre=pre,
+               inputs=[vi("M", I64, []), vi("x", F, [4]), vi("y0", F, [4])],
+               outputs=[vi("y_out", F, [4])],
+               inits=[numpy_helper.from_array(np.int64(1), "one"), numpy_helper.from_array(np.float32(2), "two")])
+    out = tmp_path / "opt.onnx"
+    p = subprocess.run([ISOMER, "optimize", str(path), "-o", str(out), "--search", "templates", "--threads", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    written = onnx.load(str(out))
+    onnx.checker.check_model(written)
+    bodies = [a.g for n in written.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body"]
+    original = [a.g for n in onnx.load(str(path)).graph.node if n.op_type == "Loop" for a in n.attribute]
+    assert [b.SerializeToString() for b in bodies] == [b.SerializeToString() for b in original]
+    rng = np.random.default_rng(5)
+    feeds = {"M": np.array(4, np.int64), "x": rng.standard_normal(4).astype(np.float32),
+             "y0": rng.standard_normal(4).astype(np.float32)}
+    assert_native(run(out, feeds, tmp_path))
