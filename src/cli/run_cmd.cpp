@@ -105,6 +105,23 @@ OrtRequest ort_request(const RunArgs& a, const Graph& g, const std::vector<Tenso
   return req;
 }
 
+// Where random inputs gave symbolic input dims extents the model did not fix
+// ("batch=1, seq=1"), what they were and how to set them; "" where none were open.
+std::string open_dims_note(const Graph& g, const std::map<std::string, int64_t>& bindings) {
+  const std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
+  std::map<std::string, int64_t> taken;
+  for (size_t i = 0; i < g.inputs().size() && i < dims.size(); ++i) {
+    const Shape& s = g.inputs()[i]->output_types()[0].shape;
+    for (size_t d = 0; d < s.size() && d < dims[i].size(); ++d)
+      if (!s[d].is_static() && !s[d].symbol.empty() && !bindings.count(s[d].symbol)) taken[s[d].symbol] = dims[i][d];
+  }
+  if (taken.empty()) return "";
+  std::string list;
+  for (const auto& [name, extent] : taken) list += (list.empty() ? "" : ", ") + name + "=" + std::to_string(extent);
+  return "; the random inputs took the open input dims as " + list +
+         ", which other dims of the model may contradict: --input-shape sets them";
+}
+
 // Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
 // the isomer runtime cannot run (opaque operators). The inputs are the ones
 // isomer would use, so --inputs / --seed mean the same on both engines.
@@ -118,7 +135,8 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
     res = run_onnxruntime(
         ort_request(a, g, a.inputs.empty() ? seeded_random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
-    throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")");
+    throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")" +
+                (a.inputs.empty() ? open_dims_note(g, bindings) : ""));
   }
   std::printf("%s\nrunning it on ONNX Runtime %s instead\n", not_runnable.c_str(), res.version.c_str());
   if (a.inputs.empty()) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));

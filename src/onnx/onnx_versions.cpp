@@ -2,6 +2,7 @@
 #include "onnx/onnx_versions.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace isomer::onnx_detail {
@@ -17,6 +18,8 @@ struct OnnxOpVersions {
   std::string_view name;
   uint8_t since[16];  // ascending, zero-terminated
   uint16_t types_only;  // bit i: since[i] only widened since[i-1]'s type constraints
+  std::string_view attribute_names;  // every version's, space-separated
+  uint32_t attributes[16];           // bit j of attributes[i]: since[i] has the j-th name
 };
 
 #include "onnx/onnx_versions_table.inc"
@@ -59,6 +62,27 @@ std::vector<int> op_versions(std::string_view domain, std::string_view op) {
     for (uint8_t v : e->since)
       if (v != 0) out.push_back(v);
   return out;
+}
+
+std::optional<std::string> unknown_attribute(std::string_view domain, std::string_view op, int64_t opset,
+                                             const std::vector<std::string_view>& names) {
+  const OnnxOpVersions* e = find_op(domain, op);
+  const int version = op_version(domain, op, opset);
+  if (!e || version == 0) return std::nullopt;
+  uint32_t allowed = 0;
+  for (int i = 0; i < 16 && e->since[i] != 0; ++i)
+    if (e->since[i] == version) allowed = e->attributes[i];
+  for (std::string_view name : names) {
+    bool known = false;
+    std::string_view rest = e->attribute_names;
+    for (int j = 0; !rest.empty() && !known; ++j) {
+      const size_t end = std::min(rest.find(' '), rest.size());
+      known = rest.substr(0, end) == name && (allowed >> j & 1);
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+    if (!known) return std::string(name);
+  }
+  return std::nullopt;
 }
 
 const onnx::OpSchema* libonnx_schema(std::string_view domain, std::string_view op, int64_t opset) {

@@ -14,6 +14,8 @@
 #include <onnx/defs/schema.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +38,11 @@ int64_t newest_opset(std::string_view domain);
 int op_version(std::string_view domain, std::string_view op, int64_t opset);
 // Every since_version of the operator, ascending (empty if the table does not know it).
 std::vector<int> op_versions(std::string_view domain, std::string_view op);
+// The first of `names` that the operator's version at `opset` does not define as an
+// attribute, or nullopt when it defines them all (or the table does not know the
+// operator). It judges the versions newer than libonnx's schemas, which cannot.
+std::optional<std::string> unknown_attribute(std::string_view domain, std::string_view op, int64_t opset,
+                                             const std::vector<std::string_view>& names);
 // libonnx's schema for such a node if it is that version, or an older one from which
 // ONNX only widened the type constraints; nullptr where libonnx has none or an older
 // version with other rules (it would check or infer the node wrongly).

@@ -14,6 +14,13 @@ namespace isomer::onnx_detail {
 
 std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
                              const std::vector<std::optional<onnx::TypeProto>>& input_types) {
+  // Libonnx's schemas stop at an older opset: the table judges a newer version's
+  // attribute names (in libonnx's words), so a misspelt or foreign attribute is
+  // refused whatever the version.
+  std::vector<std::string_view> names;
+  for (const auto& a : node.attribute()) names.push_back(a.name());
+  if (std::optional<std::string> bad = unknown_attribute(node.domain(), node.op_type(), opset, names))
+    return "Unrecognized attribute: " + *bad + " for operator " + node.op_type();
   const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset);
   if (!schema || schema->Deprecated()) return "";
   // Verify compares each attribute's declared type with the schema's; models that

@@ -95,7 +95,16 @@ void export_reshape(OnnxForm& f, int64_t opset) {
 }
 
 std::string import_axes_input(OnnxForm& f, int64_t opset, GraphBuilder& b) {
-  if (opset < 13) attr_to_input(f, "axes", 1, b);
+  if (opset < 13) {
+    attr_to_input(f, "axes", 1, b);
+    return "";
+  }
+  // A 0-d axes tensor names one axis: torch's dynamo exporter (2.15) writes such
+  // Unsqueezes for scaled_dot_product_attention with enable_gqa, and ONNX Runtime
+  // reads them so. It becomes the 1-D tensor the standard asks for.
+  if (f.inputs.size() > 1 && f.inputs[1].present())
+    if (const Tensor* axes = f.inputs[1].constant(); axes && axes->dims().empty())
+      f.inputs[1] = b.constant(axes->reshaped({1}));
   return "";
 }
 

@@ -62,6 +62,13 @@ bool is_rms_norm_root(Compiler& c, const Node& n);
 bool lower_rope(Compiler& c, const Node& n);
 bool is_rope_node(Compiler& c, const Node& n);
 
+// Random operators the optimizer keeps opaque that the runtime runs itself, not on
+// ONNX Runtime (lower_random.cpp: Dropout in training mode on float32 data).
+// runs_natively: what the types tell; lower_random: false, having done nothing,
+// where the node is not one after all.
+bool runs_natively(const Node& n);
+bool lower_random(Compiler& c, const Node& n);
+
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 

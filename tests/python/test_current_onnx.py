@@ -324,3 +324,30 @@ def test_python_api_takes_and_returns_current_model_protos(tmp_path):
     with pytest.raises(isomer.Error, match="came without its directory"):
         isomer.optimize(onnx.load(ext, load_external_data=False), cost="none")
     assert_close(isomer.run(onnx.load(ext), FEEDS), ort_run(ext, FEEDS), rtol=1e-3)
+
+
+@pytest.mark.parametrize("opset,attr,valid", [
+    (17, "saturate", False), (19, "saturate", True), (19, "round_mode", False), (24, "round_mode", True),
+    (24, "perm", False), (28, "perm", False)])
+def test_attributes_are_judged_by_the_operators_version(tmp_path, opset, attr, valid):
+    """Debian's libonnx knows Cast up to version 13; versions 19 (saturate) and 24
+    (round_mode) are judged by isomer's table of ONNX's history. A foreign attribute on
+    a newer version was accepted and written back (ONNX Runtime refuses the model)."""
+    value = {"saturate": 1, "round_mode": "up", "perm": "x" * 100}[attr]
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT, **{attr: value})
+    graph = helper.make_graph([node], "cast", [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    try:
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        checker_ok = True
+    except onnx.checker.ValidationError:
+        checker_ok = False
+    assert checker_ok == valid
+    p = isomer_cli("convert", path, "-o", str(tmp_path / "o.onnx"), check=False)
+    if valid:
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 1 and p.stderr.count("isomer: error:") == 1, p.stderr
+        assert f"Unrecognized attribute: {attr} for operator Cast" in p.stderr and "m.onnx" in p.stderr, p.stderr
