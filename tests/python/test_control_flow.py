@@ -262,6 +262,8 @@ def test_scripted_torch_model_with_if_and_loop(tmp_path):
             out = run(path, {"x": x}, tmp_path)
             assert_native(out)
             assert "if " in out and "loop " in out, out
+        # Native means it needs no ONNX Runtime at all.
+        run(path, {"x": x}, tmp_path, "--no-onnxruntime")
 
 
 def test_scan_along_axis_one_in_reverse(tmp_path):
