@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "check/compare.h"
@@ -250,7 +252,7 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
     for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
     std::printf("  %9.4f %5.1f%%  %-11s %-32s %s%s\n", ms[order[k]], 100 * ms[order[k]] / std::max(total, 1e-12),
                 s.kind.c_str(), ops.substr(0, 32).c_str(), s.label.substr(0, 60).c_str(),
-                s.kind == "reference" ? "  (no fast path)" : "");
+                s.kind == "reference" ? "  (no fast path)" : s.note.empty() ? "" : ("  (" + s.note + ")").c_str());
   }
   nlohmann::json j = nlohmann::json::array();
   for (size_t i = 0; i < steps.size(); ++i)
@@ -261,7 +263,8 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
                  {"label", steps[i].label},
                  {"signature", steps[i].signature},
                  {"flops", steps[i].flops},
-                 {"bytes", steps[i].bytes}});
+                 {"bytes", steps[i].bytes},
+                 {"note", steps[i].note}});
   return j;
 }
 
@@ -326,29 +329,49 @@ int run_imported(const RunArgs& a, const Graph& g) {
   std::printf("%s: %zu steps, %d threads, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
               exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
+  // Steps inside control-flow bodies count as the main graph's do.
   size_t reference = 0, delegated = 0;
-  std::set<std::string> delegated_nodes;  // a delegated step's label is its node's name
-  for (const runtime::StepInfo& s : exe->steps()) {
-    reference += s.kind == "reference";
-    delegated += s.kind == "onnxruntime";
-    if (s.kind == "onnxruntime") delegated_nodes.insert(s.label);
-  }
+  std::set<std::string> delegated_nodes;
+  std::vector<std::string> delegated_in_bodies;
+  std::function<void(const std::vector<runtime::StepInfo>&, const std::string&)> count =
+      [&](const std::vector<runtime::StepInfo>& steps, const std::string& body_of) {
+        for (const runtime::StepInfo& s : steps) {
+          reference += s.kind == "reference";
+          delegated += s.kind == "onnxruntime";
+          if (s.kind == "onnxruntime" && body_of.empty())
+            delegated_nodes.insert(s.label);
+          else if (s.kind == "onnxruntime")
+            delegated_in_bodies.push_back(s.label + " (" + s.ops.front() + ") in the body of " + body_of);
+          count(s.body, s.label);
+        }
+      };
+  count(exe->steps(), "");
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
   if (delegated) {
     // Each opaque node is one such step; say why each is opaque.
     std::printf("  %zu steps run on ONNX Runtime %s, for the nodes isomer keeps opaque:\n", delegated,
                 bridge::OrtBridge::shared()->version().c_str());
-    for (const NodePtr& n : g.topo_order())
-      if (n->kind() == NodeKind::Opaque && delegated_nodes.count(n->name()))
-        std::printf("    %s\n", describe_opaque(*n).c_str());
-  }
-  if (a.print_steps)
-    for (const runtime::StepInfo& s : exe->steps()) {
-      std::string ops;
-      for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
-      std::printf("  %-11s %-28s %s%s\n", s.kind.c_str(), ops.c_str(), s.label.c_str(),
-                  s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
+    for (const NodePtr& n : g.topo_order()) {
+      if (n->kind() != NodeKind::Opaque || !delegated_nodes.count(n->name())) continue;
+      std::string note;
+      for (const runtime::StepInfo& s : exe->steps())
+        if (s.kind == "onnxruntime" && !s.note.empty() && s.label == n->name()) note = " (" + s.note + ")";
+      std::printf("    %s%s\n", describe_opaque(*n).c_str(), note.c_str());
     }
+    for (const std::string& s : delegated_in_bodies) std::printf("    %s\n", s.c_str());
+  }
+  if (a.print_steps) {
+    std::function<void(const std::vector<runtime::StepInfo>&, int)> print = [&](const auto& steps, int depth) {
+      for (const runtime::StepInfo& s : steps) {
+        std::string ops;
+        for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
+        std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", s.kind.c_str(), ops.c_str(), s.label.c_str(),
+                    s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
+        print(s.body, depth + 1);
+      }
+    };
+    print(exe->steps(), 0);
+  }
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
   if (!a.outputs.empty()) {

@@ -10,6 +10,7 @@
 
 #include "eval/evaluator.h"
 #include "runtime/delegate.h"
+#include "runtime/lower_control.h"
 #include "runtime/native.h"
 
 namespace isomer::runtime {
@@ -491,16 +492,22 @@ void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
   if (n.kind() == NodeKind::Opaque) {
     in_progress_.insert(&n);
-    const bool native = lower_random(*this, n);
-    in_progress_.erase(&n);
-    if (native) {
-      mark_done(n);
-      return;
+    const bool random = lower_random(*this, n);
+    // If, Loop and Scan run natively where their output types do not depend on the data.
+    const bool control = !random && is_control_flow(n);
+    const std::string why = control ? lower_control_flow(*this, n) : "";
+    if (!random && (!control || !why.empty())) {
+      const std::string not_native = control ? " (not native: " + why + ")" : "";
+      require(opts_.delegate_opaque,
+              describe_opaque(n) + not_native + "; the isomer runtime cannot run it without ONNX Runtime");
+      try {
+        lower_delegated(*this, n);
+      } catch (const Error& e) {
+        if (!control) throw;
+        throw Error(e.what() + not_native);
+      }
+      if (control) steps_.back().info.note = "not native: " + why;
     }
-    require(opts_.delegate_opaque,
-            describe_opaque(n) + "; the isomer runtime cannot run it without ONNX Runtime");
-    in_progress_.insert(&n);
-    lower_delegated(*this, n);
     mark_done(n);
     in_progress_.erase(&n);
     return;
@@ -561,7 +568,7 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
     }
   }
   for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n)) {
+    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n) && !is_control_flow(*n)) {
       if (why) *why = describe_opaque(*n);
       return false;
     }

@@ -11,17 +11,6 @@
 
 namespace isomer::runtime {
 
-namespace {
-
-// FNV-1a: a hash that stays the same across builds (cost database signatures).
-uint64_t stable_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
-
 void lower_delegated(Compiler& c, const Node& n) {
   const std::string who = describe(n);
   // Messages while lowering say why the node is opaque; those while running, which.

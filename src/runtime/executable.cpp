@@ -253,6 +253,11 @@ Executable::~Executable() = default;
 
 const std::vector<StepInfo>& Executable::steps() const { return impl_->infos; }
 const std::vector<std::vector<int64_t>>& Executable::input_dims() const { return impl_->input_dims; }
+std::vector<TensorType> Executable::output_types() const {
+  std::vector<TensorType> out;
+  for (int id : impl_->output_ids) out.push_back({impl_->values[id].dtype, make_shape(impl_->values[id].dims)});
+  return out;
+}
 int Executable::threads() const { return impl_->threads; }
 size_t Executable::value_bytes() const { return impl_->value_bytes; }
 size_t Executable::arena_bytes() const {
@@ -317,6 +322,28 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
     }
   }
   return out;
+}
+
+void Executable::run_raw(const std::vector<const char*>& inputs, const std::vector<char*>& outputs) {
+  Impl& m = *impl_;
+  require(inputs.size() == m.input_ids.size() && outputs.size() == m.output_ids.size(),
+          "run_raw: " + std::to_string(inputs.size()) + " inputs and " + std::to_string(outputs.size()) +
+              " outputs for a graph of " + std::to_string(m.input_ids.size()) + " and " +
+              std::to_string(m.output_ids.size()));
+  auto plain_bytes = [&](int id) {
+    return static_cast<size_t>(num_elements(m.values[id].dims)) * dtype_size(m.values[id].dtype);
+  };
+  set_threads(m.threads);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int r = m.input_ids[i];
+    // Copied into the arena: a buffer that changes every iteration would rebind steps.
+    if (m.moved.count(r)) m.rebind(r, nullptr, m.in_place_steps[i]);
+    if (const size_t n = plain_bytes(r)) std::memcpy(m.data(r), inputs[i], n);
+  }
+  for (size_t s = 0; s < m.steps.size(); ++s) m.run_step(s);
+  m.stream.wait();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (const size_t n = plain_bytes(m.output_ids[i])) std::memcpy(outputs[i], m.data(m.output_ids[i]), n);
 }
 
 double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms) {

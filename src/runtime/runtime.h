@@ -48,6 +48,11 @@ struct StepInfo {
   double flops = 0;       // arithmetic operations
   double bytes = 0;       // bytes read and written
   bool boundary = false;  // converts a graph input or output between plain and internal layout
+  // Why a node that could have run natively did not (a control-flow node left to ONNX
+  // Runtime: "its branches give different output shapes"); empty otherwise.
+  std::string note;
+  // A control-flow step's bodies, compiled (both branches of an If, in order).
+  std::vector<StepInfo> body;
 };
 
 // Timed runs of a step or graph whose warm-up run took `run_ms`: as many as
@@ -95,8 +100,13 @@ class Executable {
   // producer did not run reads numbers it computes with at its usual speed, never
   // indices or shapes out of range; all false otherwise.
   std::vector<bool> steps_to_skip(const std::function<bool(size_t)>& known = {}) const;
-  // The concrete input dims compiled for.
+  // The concrete input dims compiled for, and the output types.
   const std::vector<std::vector<int64_t>>& input_dims() const;
+  std::vector<TensorType> output_types() const;
+  // Runs the graph on buffers its caller owns (a loop's body, run once per
+  // iteration): copies each input from `inputs` (dense row-major, of the compiled
+  // types) and each output into `outputs`. An input and an output may share a buffer.
+  void run_raw(const std::vector<const char*>& inputs, const std::vector<char*>& outputs);
   int threads() const;
   size_t arena_bytes() const;   // intermediate buffers after liveness sharing
   size_t value_bytes() const;   // the same without sharing
