@@ -172,7 +172,9 @@ TEST(EqsatFuzz, RandomPricesGreedyLocalSearchIsNeverCostlierAndAcyclic) {
     EXPECT_LE(greedy.cost, plain.cost) << "seed " << seed;
     EXPECT_TRUE(eg::find_cycle(e, greedy.choice, roots).empty()) << "seed " << seed;
     EXPECT_DOUBLE_EQ(greedy.cost, eg::dag_cost(e, greedy.choice, roots, costs)) << "seed " << seed;
-    std::optional<eg::Extraction> ilp = eg::extract_ilp(e, roots, costs, plain, 1);
+    // A limit of 1 s ran out once under load 9 (no solution, or cycles still being
+    // cut): the check is of the answers, not the speed.
+    std::optional<eg::Extraction> ilp = eg::extract_ilp(e, roots, costs, plain, 30);
     ASSERT_TRUE(ilp) << "seed " << seed;
     // (The ILP stops within 0.1% of its bound: greedy may beat its cost, never the bound.)
     EXPECT_GE(greedy.cost, ilp->lower_bound - 1e-9 * (1 + ilp->cost)) << "seed " << seed;
