@@ -14,7 +14,7 @@ namespace isomer::runtime {
 namespace {
 
 // FNV-1a: a hash that stays the same across builds (cost database signatures).
-uint64_t stable_hash(const std::string& s) {
+uint64_t stable_hash(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
   return h;
