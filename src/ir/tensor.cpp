@@ -14,7 +14,7 @@ namespace isomer {
 namespace {
 
 template <class T>
-T load(const std::string& bytes, int64_t i) {
+T load(const Bytes& bytes, int64_t i) {
   T v;
   std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
   return v;
@@ -50,7 +50,7 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
   return n;
 }
 
-size_t hash_bytes(DType dtype, const std::vector<int64_t>& dims, const std::string& bytes) {
+size_t hash_bytes(DType dtype, const std::vector<int64_t>& dims, std::string_view bytes) {
   size_t h = std::hash<std::string_view>{}(bytes);
   h ^= static_cast<size_t>(dtype) * 0x9e3779b97f4a7c15ULL;
   for (int64_t d : dims) h = h * 1000003u ^ static_cast<size_t>(d);
@@ -59,7 +59,7 @@ size_t hash_bytes(DType dtype, const std::vector<int64_t>& dims, const std::stri
 
 }  // namespace
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes)
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims, Bytes bytes)
     : dtype_(dtype), dims_(std::move(dims)) {
   numel_ = checked_numel(dims_);
   if (dtype_ != DType::String) {
@@ -70,20 +70,20 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes)
             "tensor data of " + std::to_string(bytes.size()) + " bytes does not match " +
                 std::string(dtype_name(dtype_)) + to_string(dims_));
   }
-  bytes_ = std::make_shared<const std::string>(std::move(bytes));
+  bytes_ = std::make_shared<const Bytes>(std::move(bytes));
 }
 
 size_t Tensor::hash() const {
   size_t h = hash_->load(std::memory_order_relaxed);
   if (h == 0) {  // two threads may both compute it: the same value
-    h = hash_bytes(dtype_, dims_, bytes_ ? *bytes_ : std::string()) | 1;
+    h = hash_bytes(dtype_, dims_, bytes_ ? bytes_->view() : std::string_view()) | 1;
     hash_->store(h, std::memory_order_relaxed);
   }
   return h;
 }
 
 double Tensor::f64_at(int64_t i) const {
-  const std::string& b = *bytes_;
+  const Bytes& b = *bytes_;
   switch (dtype_) {
     case DType::Float32: return load<float>(b, i);
     case DType::Float64: return load<double>(b, i);
@@ -94,7 +94,7 @@ double Tensor::f64_at(int64_t i) const {
 }
 
 int64_t Tensor::i64_at(int64_t i) const {
-  const std::string& b = *bytes_;
+  const Bytes& b = *bytes_;
   switch (dtype_) {
     case DType::Bool:
     case DType::UInt8: return load<uint8_t>(b, i);

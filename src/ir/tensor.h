@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/bytes.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
 
@@ -28,7 +29,7 @@ class Tensor {
  public:
   Tensor() = default;
   // `bytes` must hold exactly numel * dtype_size(dtype) bytes (String: a TensorProto).
-  Tensor(DType dtype, std::vector<int64_t> dims, std::string bytes);
+  Tensor(DType dtype, std::vector<int64_t> dims, Bytes bytes);
 
   static Tensor from_f64(DType dtype, std::vector<int64_t> dims, std::span<const double> values,
                          FloatToInt to_int = FloatToInt::Wrap);
@@ -43,7 +44,7 @@ class Tensor {
   int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
   int64_t numel() const { return numel_; }
   TensorType type() const { return {dtype_, make_shape(dims_)}; }
-  const std::string& bytes() const { return *bytes_; }
+  const Bytes& bytes() const { return *bytes_; }
   size_t byte_size() const { return bytes_ ? bytes_->size() : 0; }
 
   // Element values widened to double / int64 (bool and ints exactly; floats exactly;
@@ -67,7 +68,7 @@ class Tensor {
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;
-  std::shared_ptr<const std::string> bytes_;
+  std::shared_ptr<const Bytes> bytes_;
   std::shared_ptr<std::atomic<size_t>> hash_ = std::make_shared<std::atomic<size_t>>(0);  // 0: not yet computed
 };
 

@@ -122,13 +122,13 @@ std::string float_attr_text(double v) {
 // ---- Tensor elements -------------------------------------------------------------
 
 template <class T>
-T load(const std::string& bytes, int64_t i) {
+T load(std::string_view bytes, int64_t i) {
   T v;
   std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
   return v;
 }
 
-std::string element_text(DType dt, const std::string& b, int64_t i) {
+std::string element_text(DType dt, std::string_view b, int64_t i) {
   switch (dt) {
     case DType::Float32: return shortest(load<float>(b, i));
     case DType::Float64: return shortest(load<double>(b, i));
@@ -157,7 +157,7 @@ std::optional<std::string> inline_values(const Tensor& t) {
     if (!append_element(t.dtype(), e, reread)) return std::nullopt;
     text += (i ? ", " : "") + e;
   }
-  if (reread != t.bytes()) return std::nullopt;
+  if (reread != t.bytes().view()) return std::nullopt;
   return text + "}";
 }
 

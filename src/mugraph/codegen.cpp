@@ -16,7 +16,7 @@
 namespace isomer::mugraph {
 
 std::string Emitter::run() {
-  ind_ = 6;
+  ind_ = 4;
   body();
   const std::string body_text = o_.str();
   std::ostringstream s;
@@ -27,7 +27,7 @@ std::string Emitter::run() {
   // the register blocks lose by them (ViT attention 1.29 -> 1.51 ms: spills).
   if (body_text.find("mg_gemm(") == std::string::npos && body_text.find("mg_dot(") == std::string::npos)
     s << "#pragma GCC optimize(\"unroll-loops\", \"schedule-insns\", \"sched-pressure\")\n";
-  s << "#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <omp.h>\n\n";
+  s << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <omp.h>\n\n";
   s << kVmathText << "\n";
   s << kMicroKernels << "\n";
   s << kVectorMath << "\n";
@@ -46,14 +46,28 @@ std::string Emitter::run() {
   }
   for (size_t k = 0; k < p_.outputs.size(); ++k)
     s << "  float* out" << k << " = static_cast<float*>(out_[" << k << "]);\n";
-  s << "  const int team = threads > 0 ? threads : omp_get_max_threads();\n";
-  s << "#pragma omp parallel num_threads(team)\n  {\n";
-  s << "    float* scratch = static_cast<float*>(std::aligned_alloc(64, " << std::max<size_t>(k_.scratch, 16) * 4
-    << "));\n";
-  s << "#pragma omp for schedule(dynamic, 1)\n";
-  s << "    for (int64_t tile = 0; tile < " << g_.num_tiles(p_) << "; ++tile) {\n";
+  // One tile as a lambda, run by a plain loop on one thread and by an OpenMP team
+  // otherwise. A team of one still cost the region's start and a dynamic grab per
+  // tile; grabbing tiles in chunks keeps about 16 grabs a thread for the balance a
+  // busy machine needs (RMSNorm 128x1024's kernel, 128 tiles of a row, 1 thread:
+  // 21.1 us a call, 18.8 with chunks of 16, 17.8 on the plain loop).
+  const int64_t tiles = g_.num_tiles(p_);
+  const std::string scratch_bytes = std::to_string(std::max<size_t>(k_.scratch, 16) * 4);
+  const std::string alloc = "std::aligned_alloc(64, " + scratch_bytes + ")";
+  s << "  auto mg_tile = [&](const int64_t tile, float* const scratch) {\n";
   s << body_text;
-  s << "    }\n    std::free(scratch);\n  }\n}\n";
+  s << "  };\n";
+  s << "  const int team = threads > 0 ? threads : omp_get_max_threads();\n";
+  s << "  if (team == 1) {\n";
+  s << "    float* scratch = static_cast<float*>(" << alloc << ");\n";
+  s << "    for (int64_t tile = 0; tile < " << tiles << "; ++tile) mg_tile(tile, scratch);\n";
+  s << "    std::free(scratch);\n    return;\n  }\n";
+  s << "  const int64_t chunk = std::max<int64_t>(1, " << tiles << " / (16 * static_cast<int64_t>(team)));\n";
+  s << "#pragma omp parallel num_threads(team)\n  {\n";
+  s << "    float* scratch = static_cast<float*>(" << alloc << ");\n";
+  s << "#pragma omp for schedule(dynamic, chunk)\n";
+  s << "    for (int64_t tile = 0; tile < " << tiles << "; ++tile) mg_tile(tile, scratch);\n";
+  s << "    std::free(scratch);\n  }\n}\n";
   return s.str();
 }
 

@@ -643,7 +643,7 @@ Decision decide_cached(const Region& r, const FuseOptions& opts) {
   for (const NodePtr& in : r.body.inputs()) shape_key += "|" + to_string(in->output_types()[0]);
   for (const Value& v : r.inputs)
     if (const Tensor* t = v.constant()) {
-      key += "|" + std::to_string(std::hash<std::string>{}(t->bytes()));
+      key += "|" + std::to_string(std::hash<std::string_view>{}(t->bytes().view()));
       shape_key += "|" + to_string(t->type());
     }
   std::optional<Decision> like;

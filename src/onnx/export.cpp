@@ -65,7 +65,7 @@ struct ExternalWriter {
   }
 
  private:
-  void write(const std::string& bytes) {
+  void write(std::string_view bytes) {
     const uint64_t pad = (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
     const std::string zeros(pad, '\0');
     out.write(zeros.data(), static_cast<std::streamsize>(pad));

@@ -291,10 +291,10 @@ Tensor onnx_detail::take_tensor_from_proto(onnx::TensorProto* t, const std::stri
 void tensor_to_proto(const Tensor& t, onnx::TensorProto* out) {
   if (t.dtype() == DType::String) {
     onnx::TensorProto canon;
-    require(canon.ParseFromString(t.bytes()), "string tensor data is not a TensorProto");
+    require(canon.ParseFromArray(t.bytes().data(), static_cast<int>(t.byte_size())), "string tensor data is not a TensorProto");
     *out->mutable_string_data() = canon.string_data();
   } else {
-    out->set_raw_data(t.bytes());
+    out->set_raw_data(t.bytes().data(), t.byte_size());
   }
   out->set_data_type(static_cast<int32_t>(t.dtype()));
   out->clear_dims();

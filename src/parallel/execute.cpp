@@ -51,7 +51,7 @@ struct RankExecutor::Impl {
     const size_t g = group.size(), elem = dtype_size(x.dtype());
     const std::vector<int64_t>& dims = x.dims();
     if (c.info.kind == "AllReduce") {
-      std::string data = x.bytes();
+      std::string data = x.bytes().str();
       comm.all_reduce_sum(group, data.data(), static_cast<size_t>(x.numel()), x.dtype());
       return Tensor(x.dtype(), dims, std::move(data));
     }

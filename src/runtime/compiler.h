@@ -73,7 +73,7 @@ dims_t to_dims(const std::vector<int64_t>& v);
 class Compiler;
 
 // FNV-1a: a hash that stays the same across builds (cost database signatures).
-inline uint64_t stable_hash(const std::string& s) {
+inline uint64_t stable_hash(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
   return h;

@@ -96,7 +96,7 @@ struct Executable::Impl {
     if (v.storage) return v.storage->data();
     if (v.known) {
       // A constant read directly by a step: materialize its bytes once.
-      v.storage = std::make_shared<std::vector<char>>(v.known->bytes().begin(), v.known->bytes().end());
+      v.storage = std::make_shared<std::vector<char>>(v.known->bytes().data(), v.known->bytes().data() + v.known->byte_size());
       return v.storage->data();
     }
     return buffers[buffer_of[r]].ptr;
@@ -291,12 +291,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (m.in_place[i]) held.push_back(inputs[i]);
   m.held = std::move(held);
-  // Outputs that can be are written where the returned tensors will hold them
-  // (zero-filled by std::string, which costs a third of copying them afterwards).
-  std::vector<std::string> direct(m.output_ids.size());
+  // Outputs that can be are written where the returned tensors will hold them,
+  // in blocks left uninitialised: the steps write every byte.
+  std::vector<Bytes> direct(m.output_ids.size());
   for (size_t i = 0; i < m.output_ids.size(); ++i)
     if (m.out_direct[i]) {
-      direct[i].assign(m.values[m.output_ids[i]].bytes, '\0');
+      direct[i] = Bytes::uninitialized(m.values[m.output_ids[i]].bytes);
       m.rebind(m.output_ids[i], direct[i].data(), m.out_steps[i]);
     }
   try {

@@ -179,7 +179,7 @@ bool qdq_matmul(Compiler& c, const Node& n) {
   Tensor wt = *w->data;
   if (trans_b) {
     std::string bytes(wt.bytes().size(), '\0');
-    const std::string& src = wt.bytes();
+    std::string_view src = wt.bytes();
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < N; ++j) bytes[static_cast<size_t>(k * N + j)] = src[static_cast<size_t>(j * K + k)];
     wt = Tensor(DType::Int8, {K, N}, std::move(bytes));

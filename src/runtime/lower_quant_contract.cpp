@@ -54,7 +54,7 @@ int zero_point_s32(Compiler& c, const Node& n, int zp) {
 // u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly.
 Tensor as_s8(const Tensor& w, int32_t& zp) {
   if (w.dtype() == DType::Int8) return w;
-  std::string bytes = w.bytes();
+  std::string bytes = w.bytes().str();
   for (char& b : bytes) b = static_cast<char>(static_cast<int>(static_cast<uint8_t>(b)) - 128);
   zp -= 128;
   return Tensor(DType::Int8, w.dims(), std::move(bytes));

@@ -5,6 +5,8 @@
 // that are views or inputs, and one value returned twice still come out right.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "check/compare.h"
 #include "eval/evaluator.h"
 #include "ir/text.h"
@@ -88,6 +90,77 @@ TEST(RuntimeIo, ResidualAddsIntoAnInputsBufferDoNotTouchTheCallersTensor) {
   const Tensor r_before(in[1].dtype(), in[1].dims(), in[1].bytes());
   for (int k = 0; k < 3; ++k) expect_matches(g, in, exe->run(in));
   EXPECT_TRUE(in[1].same_as(r_before));
+}
+
+// Returned outputs are allocated uninitialised (src/ir/bytes.h): every step that
+// writes one must write all of it. Each run's outputs are overwritten with a
+// pattern no step computes (NaN bytes) and dropped before the next run, so that
+// the allocator hands the dirty block back to the next run's outputs; a step that
+// left a byte unwritten would return the pattern.
+void expect_whole_outputs_on_dirty_memory(const Graph& g, int threads = 1) {
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  auto exe = runtime::compile(g, o);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const std::vector<Tensor> in = random_inputs(g, seed);
+    std::vector<Tensor> out = exe->run(in);
+    expect_matches(g, in, out);
+    for (Tensor& t : out)  // the test holds the only reference to these bytes
+      std::memset(const_cast<char*>(t.bytes().data()), 0xff, t.byte_size());
+  }
+}
+
+TEST(RuntimeIo, LargeOutputsAreWrittenWhole) {
+  // 25 MB outputs: above glibc's mmap threshold, as a transformer's logits are.
+  expect_whole_outputs_on_dirty_memory(parse_graph(R"(graph g(%x: f32[2500,2500]) {
+  %a = Relu(%x)
+  return %a
+}
+)"));
+  expect_whole_outputs_on_dirty_memory(parse_graph(R"(graph g(%x: f32[4,1000,1600]) {
+  %a = Softmax(%x) {axis=-1}
+  %b = Tanh(%x)
+  return %a, %b
+}
+)"),
+                                       2);
+}
+
+TEST(RuntimeIo, OutputsOfEveryKindOfStepAreWrittenWhole) {
+  expect_whole_outputs_on_dirty_memory(parse_graph(R"(graph g(%x: f32[1,3,9,9], %m: f32[24,40], %n: f32[40,8]) {
+  %w = const f32[4,3,1,1] {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}
+  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]}
+  %pads = const i64[8] {0, 0, 2, 1, 0, 0, 1, 2}
+  %p = Pad(%x, %pads) {mode="constant"}
+  %t = Transpose(%c) {perm=[0, 2, 3, 1]}
+  %k = Concat(%c, %c) {axis=1}
+  %ax = const i64[1] {1}
+  %s = ReduceSum(%m, %ax) {keepdims=1}
+  %mm = MatMul(%m, %n)
+  %g = const f32[40] {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2}
+  %b = const f32[40] {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+  %ln = LayerNormalization(%m, %g, %b) {axis=-1}
+  %i = const i64[3] {2, 0, 23}
+  %ga = Gather(%m, %i) {axis=0}
+  return %c, %p, %t, %k, %s, %mm, %ln, %ga
+}
+)"));
+}
+
+TEST(RuntimeIo, ZeroSizedOutputs) {
+  const Graph g = parse_graph(R"(graph g(%x: f32[0,4], %y: f32[3,4]) {
+  %a = Relu(%x)
+  %b = Concat(%x, %y) {axis=0}
+  return %a, %b
+}
+)");
+  auto exe = compile1(g);
+  const std::vector<Tensor> in = random_inputs(g, 3);
+  const std::vector<Tensor> out = exe->run(in);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(out[0].byte_size(), 0u);
+  expect_matches(g, in, out);
 }
 
 }  // namespace

@@ -250,6 +250,27 @@ def test_run_on_the_runtime_matches_the_reference_and_onnxruntime(batch):
     assert_close(isomer.run(DEMO, [x], engine="runtime"), ort_run(DEMO, {"input": x}))
 
 
+def test_runtime_outputs_large_and_empty_reach_python_whole():
+    # The runtime writes its outputs into blocks it never zero-fills: a 25 MB output
+    # and an empty one come out as writable arrays with exactly the values computed.
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["big"]), helper.make_node("Relu", ["e"], ["empty"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2500, 2500]),
+         helper.make_tensor_value_info("e", TensorProto.FLOAT, [0, 7])],
+        [helper.make_tensor_value_info("big", TensorProto.FLOAT, [2500, 2500]),
+         helper.make_tensor_value_info("empty", TensorProto.FLOAT, [0, 7])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    rng = np.random.default_rng(11)
+    for _ in range(3):  # later runs may get the blocks the earlier runs' outputs left
+        x = rng.standard_normal((2500, 2500)).astype(np.float32)
+        big, empty = isomer.run(model, {"x": x, "e": np.zeros((0, 7), np.float32)}, engine="runtime", threads=1)
+        np.testing.assert_array_equal(big, np.maximum(x, 0))
+        assert empty.shape == (0, 7) and empty.dtype == np.float32
+        big[0, 0] = -1.0  # the caller's own array
+        assert big[0, 0] == -1.0
+
+
 def test_run_on_the_runtime_delegates_operators_isomer_does_not_know():
     # Shrink is not in isomer's operator table: the runtime hands it to ONNX Runtime.
     graph = helper.make_graph(
