@@ -17,6 +17,7 @@
 #include "egraph/egraph.h"
 #include "egraph/extract.h"
 #include "ir/graph.h"
+#include "onnx/onnx_io.h"
 #include "ops/op.h"
 #include "search/enode_cost.h"
 #include "search/eqsat.h"
@@ -103,6 +104,37 @@ TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {
   // prices used to be made) would not have added up: a Relu alone is a pass over
   // memory.
   EXPECT_GT(conv_ms, 0.5 * plan);
+}
+
+// A model read from ONNX names every node and output: its input plan is the one the
+// pricing of the same graph kept (the templates run's, before a search), not compiled
+// again under other names, and its steps are charged to the same nodes as a graph
+// built in code, which is renamed first.
+TEST(EqsatCost, AModelFromOnnxIsPricedFromThePlanKeptForIt) {
+  const Graph built = fire_module();
+  const Graph named = import_onnx_bytes(export_onnx_bytes(built), ".");
+  for (const NodePtr& n : named.topo_order())
+    if (n->kind() == NodeKind::Op) ASSERT_FALSE(n->name().empty()) << "the export left a node unnamed";
+  cost::AnalyticCostModel model = fixed_model();
+  const double whole = model.graph_cost(named).total_ms;
+  const size_t compiled = model.compiles();
+  ASSERT_GT(compiled, 0u);
+  ENodePricer pricer(model);
+  EXPECT_EQ(pricer.learn(named), whole);
+  EXPECT_EQ(model.compiles(), compiled);
+  EXPECT_EQ(model.plans_reused(), 1u);
+
+  cost::AnalyticCostModel other = fixed_model();
+  ENodePricer renamed(other);
+  renamed.learn(built);
+  EXPECT_EQ(other.compiles(), 1u);
+  auto extracted = [](ENodePricer& p, const Graph& g) {
+    eg::EGraph e;
+    std::vector<eg::ClassId> roots = eg::load_graph(e, g);
+    return eg::extract_greedy(e, roots, p.table(e)).cost;
+  };
+  EXPECT_EQ(extracted(pricer, named), extracted(renamed, built));
+  EXPECT_EQ(pricer.unattributed_ms(), renamed.unattributed_ms());
 }
 
 // A cost database file with its write-ahead log and shared-memory index (SQLite's WAL mode).
