@@ -324,7 +324,7 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
         std::fprintf(stderr, "eqsat: %s priced by its bound %.3f ms (%s %.3f ms)\n", signature(eg, n).c_str(), *bound,
                      instead, cheapest);
     } else {
-      t[c][i] = price(eg, n);
+      t[c][i] = price(eg, n, cheapest);
       state[c][i] = State::Priced;
     }
   }
@@ -367,7 +367,7 @@ std::optional<double> ENodePricer::lower_bound(eg::EGraph& eg, const ENode& n) {
   return it->second / (kRateMargin * flops_per_ms_) * scale(eg, n);
 }
 
-double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
+double ENodePricer::price(eg::EGraph& eg, const ENode& n, double dominated_above) {
   switch (n.kind) {
     case ENodeKind::Input:
     case ENodeKind::Constant:
@@ -383,7 +383,8 @@ double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
   if (auto it = context_.find(sig); it != context_.end()) return it->second.mean();
   if (n.kind == ENodeKind::Opaque) return 1;  // the only way to compute its class
   if (std::optional<double> f = fused(eg, n)) return *f;
-  return alone(eg, n) * scale(eg, n);
+  const double s = scale(eg, n);
+  return alone(eg, n, dominated_above >= 0 && s > 0 ? dominated_above / s : 0) * s;
 }
 
 double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
@@ -408,7 +409,7 @@ double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
   return calibration(std::string(n.op->name)).value_or(1.0);
 }
 
-double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
+double ENodePricer::alone(eg::EGraph& eg, const ENode& n, double enough_ms) {
   const std::string key = signature(eg, n);
   if (auto it = alone_.find(key); it != alone_.end()) return it->second;
   const auto t0 = Clock::now();
@@ -417,7 +418,7 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
     GraphBuilder b;
     std::vector<Value> ins = synthetic_inputs(eg, n, b);
     std::vector<Value> outs = b.op(n.op->name, ins, eg.attrs(n.attrs), n.num_outputs);
-    ms = model_.op_ms(*outs[0].node);
+    ms = model_.op_ms(*outs[0].node, enough_ms);
   } catch (const std::exception&) {
     // Not priceable on the runtime (a symbolic shape): its data volume at a nominal
     // rate, so that smaller graphs still win.
@@ -430,7 +431,8 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
   const double took = seconds_since(t0);
   seconds_alone_ += took;
   if (std::getenv("ISOMER_DEBUG_COST"))
-    std::fprintf(stderr, "eqsat: priced alone %s: %.3f ms in %.3f s\n", key.c_str(), ms, took);
+    std::fprintf(stderr, "eqsat: priced alone %s: %.3f ms in %.3f s (dominated above %.3f ms)\n", key.c_str(), ms, took,
+                 enough_ms);
   alone_[key] = ms;
   if (progress_ && alone_.size() >= reported_ + 25) {
     reported_ = alone_.size();
