@@ -255,6 +255,26 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     v.erase(std::unique(v.begin(), v.end()), v.end());
     return v;
   };
+  // What choosing `n` computes anyway: the values it reads, and those that every
+  // e-node of one of their classes reads (a merge's Concat of the values it stacks:
+  // the products of each of them alone need nothing more than the merge does).
+  auto needed = [&](const ENode& n) {
+    std::vector<ClassId> v = reads(n);
+    const size_t direct = v.size();
+    for (size_t k = 0; k < direct; ++k) {
+      std::optional<std::vector<ClassId>> common;
+      for (const ENode& e : eg.cls(v[k]).nodes) {
+        std::vector<ClassId> theirs = reads(e), both;
+        if (common)
+          std::set_intersection(common->begin(), common->end(), theirs.begin(), theirs.end(), std::back_inserter(both));
+        common = common ? std::move(both) : std::move(theirs);
+      }
+      if (common) v.insert(v.end(), common->begin(), common->end());
+    }
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
   // Every e-node that needs no timing first, in every class: their prices may make
   // timing the others pointless.
   enum class State : char { Pending, Priced, Bounded };  // Bounded: its row holds a lower bound
@@ -301,7 +321,7 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     // for a merge whose outputs are only projected, each value it serves computed by
     // a priced e-node (ResNeXt-50's two 1x1 convolutions of a block's input, enlarged
     // to 3x3 ones and merged, were timed alone for nothing).
-    const std::vector<ClassId> mine = reads(n);
+    const std::vector<ClassId> mine = needed(n);
     double cheapest = eg.cls(c).nodes.size() > 1 ? cheapest_reading(c, mine, i, true) : -1;
     const char* instead = "another e-node of its class costs";
     if (cheapest < 0) {

@@ -338,6 +338,34 @@ TEST(EqsatCost, AMergeDearerThanTheValuesItServesIsPricedByItsBound) {
   EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
 }
 
+// A merge over a Concat (products of several values stacked into one) needs what the
+// Concat reads: the values it serves, computed from those alone, rule it out as
+// they do a merge reading the values itself. The pricer does not look at what the
+// merge computes: here the squeeze's output stacked twice, convolved and split back
+// into the expand convolutions' classes.
+TEST(EqsatCost, AMergeOverAConcatIsRuledOutByTheValuesItServes) {
+  MergedExpands m;
+  const eg::ENode merged = m.e.cls(m.merged).nodes.at(0);
+  Attributes axis;
+  axis.set("axis", int64_t{1});
+  const eg::ClassId s = merged.children.at(0);
+  const eg::ClassId stacked = m.e.add_op(*find_op("Concat"), {s, s}, axis);
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+  const eg::ClassId over_concat = m.e.add_op(
+      *find_op("Conv"), {stacked, m.e.add_constant(weights({32, 16, 7, 7}, 0.01)), merged.children.at(2)}, pads);
+  const eg::ClassId split =
+      m.e.add_op(*find_op("Split"), {over_concat, m.e.add_constant(Tensor::vector_i64({16, 16}))}, axis, 2);
+  const std::vector<const Node*> expands = expand_convs(m.g);
+  for (uint32_t k = 0; k < 2; ++k) m.e.merge(m.classes.at(expands[k]), m.e.add_proj(split, k));
+  m.e.rebuild();
+  eg::CostTable costs = m.pricer.table(m.e);
+  EXPECT_EQ(m.pricer.bounded(), 2u);  // both merges, neither priced alone
+  eg::Extraction ex = eg::extract_greedy(m.e, m.roots, costs);
+  const double plan = m.model.graph_ms(m.g);
+  EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
+}
+
 TEST(EqsatCost, AMergeReadByMoreThanItsSplitIsPricedAlone) {
   MergedExpands m;
   m.e.add_op(*find_op("Relu"), {m.merged}, Attributes{});
