@@ -304,6 +304,9 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
           (!own_class && (sj == State::Bounded || nodes[j].kind == ENodeKind::Proj)))
         continue;
       const std::vector<ClassId> theirs = reads(nodes[j]);
+      // One that reads its own class computes nothing without it (a cycle), whatever
+      // `mine` holds.
+      if (std::binary_search(theirs.begin(), theirs.end(), eg.find(c))) continue;
       if (std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end()) && (cheapest < 0 || t[c][j] < cheapest))
         cheapest = t[c][j];
     }

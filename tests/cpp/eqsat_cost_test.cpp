@@ -366,6 +366,36 @@ TEST(EqsatCost, AMergeOverAConcatIsRuledOutByTheValuesItServes) {
   EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
 }
 
+// An e-node that reads its own class (a cycle the e-graph may hold) computes nothing
+// without it: it never rules out an e-node of its class, though that one needs the
+// class's value through a class it reads (the squeeze convolution redone from its
+// own Relu, an Identity of the squeeze beside it).
+TEST(EqsatCost, AnENodeReadingItsOwnClassRulesNothingOut) {
+  cost::AnalyticCostModel model = fixed_model();
+  Graph g = fire_module();
+  ENodePricer pricer(model);
+  pricer.learn(g);
+  eg::EGraph e;
+  std::unordered_map<const Node*, eg::ClassId> classes;
+  eg::load_graph(e, g, &classes);
+  const Node* squeeze = nullptr;
+  const Node* relu = nullptr;
+  for (const NodePtr& n : g.topo_order())
+    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && !squeeze) squeeze = n.get();
+    else if (n->kind() == NodeKind::Op && n->op_type() == "Relu" && !relu) relu = n.get();
+  ASSERT_TRUE(squeeze && relu && relu->inputs()[0].node.get() == squeeze);
+  const eg::ClassId s = classes.at(squeeze), r = classes.at(relu);
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+  e.merge(s, e.add_op(*find_op("Conv"), {r, e.add_constant(weights({8, 8, 7, 7}, 0.0))}, pads));
+  e.merge(s, e.add_op(*find_op("Identity"), {s}, Attributes{}));
+  e.rebuild();
+  const size_t alone = pricer.priced_alone();
+  pricer.table(e);
+  EXPECT_EQ(pricer.bounded(), 0u);
+  EXPECT_GT(pricer.priced_alone(), alone);
+}
+
 TEST(EqsatCost, AMergeReadByMoreThanItsSplitIsPricedAlone) {
   MergedExpands m;
   m.e.add_op(*find_op("Relu"), {m.merged}, Attributes{});
