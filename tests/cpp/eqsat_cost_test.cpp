@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -233,6 +234,25 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
   EXPECT_NEAR(price, scale * model.op_ms(*alone.outputs()[0].node), 1e-9 * price);
 }
 
+// The fire module priced by a pricer and loaded into an e-graph, with the first
+// node of each operator (the squeeze convolution, the Relu after it).
+struct LearnedFire {
+  cost::AnalyticCostModel model = fixed_model();
+  Graph g = fire_module();
+  ENodePricer pricer{model};
+  eg::EGraph e;
+  std::unordered_map<const Node*, eg::ClassId> classes;
+  std::vector<eg::ClassId> roots;
+  std::map<std::string, const Node*> first;
+
+  LearnedFire() {
+    pricer.learn(g);
+    roots = eg::load_graph(e, g, &classes);
+    for (const NodePtr& n : g.topo_order())
+      if (n->kind() == NodeKind::Op) first.emplace(n->op_type(), n.get());
+  }
+};
+
 // An e-node whose class holds another that reads nothing more and costs less than
 // its lower bound (arithmetic at kRateMargin times the plan's fastest rate) is priced
 // by that bound, not alone: the squeeze 1x1 convolution enlarged to a 7x7 one with
@@ -240,18 +260,14 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
 // squeeze is small enough that, at the fixed rates, the bound of a 3x3 one would be
 // under its memory-bound price).
 TEST(EqsatCost, DominatedENodesArePricedByTheirBoundNotAlone) {
-  cost::AnalyticCostModel model = fixed_model();
-  Graph g = fire_module();
-  ENodePricer pricer(model);
-  pricer.learn(g);
-
-  eg::EGraph e;
-  std::unordered_map<const Node*, eg::ClassId> classes;
-  std::vector<eg::ClassId> roots = eg::load_graph(e, g, &classes);
-  const Node* squeeze = nullptr;
-  for (const NodePtr& n : g.topo_order())
-    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && !squeeze) squeeze = n.get();
-  ASSERT_NE(squeeze, nullptr);
+  LearnedFire f;
+  cost::AnalyticCostModel& model = f.model;
+  const Graph& g = f.g;
+  ENodePricer& pricer = f.pricer;
+  eg::EGraph& e = f.e;
+  const auto& classes = f.classes;
+  const std::vector<eg::ClassId>& roots = f.roots;
+  const Node* squeeze = f.first.at("Conv");
   const eg::ENode squeeze_node = e.cls(classes.at(squeeze)).nodes.at(0);
   const eg::ClassId x = squeeze_node.children.at(0), bias = squeeze_node.children.at(2);
   Attributes pads;
@@ -288,18 +304,10 @@ std::vector<const Node*> expand_convs(const Graph& g) {
 
 // The fire module in an e-graph, with its expand convolutions' merge added: their
 // input convolved with 32 7x7 filters, split back into the two classes.
-struct MergedExpands {
-  cost::AnalyticCostModel model = fixed_model();
-  Graph g = fire_module();
-  ENodePricer pricer{model};
-  eg::EGraph e;
-  std::unordered_map<const Node*, eg::ClassId> classes;
-  std::vector<eg::ClassId> roots;
+struct MergedExpands : LearnedFire {
   eg::ClassId merged = eg::kNoClass;
 
   MergedExpands() {
-    pricer.learn(g);
-    roots = eg::load_graph(e, g, &classes);
     const std::vector<const Node*> expands = expand_convs(g);
     EXPECT_EQ(expands.size(), 2u);
     const eg::ClassId s = e.cls(classes.at(expands[0])).nodes.at(0).children.at(0);
@@ -371,29 +379,20 @@ TEST(EqsatCost, AMergeOverAConcatIsRuledOutByTheValuesItServes) {
 // class's value through a class it reads (the squeeze convolution redone from its
 // own Relu, an Identity of the squeeze beside it).
 TEST(EqsatCost, AnENodeReadingItsOwnClassRulesNothingOut) {
-  cost::AnalyticCostModel model = fixed_model();
-  Graph g = fire_module();
-  ENodePricer pricer(model);
-  pricer.learn(g);
-  eg::EGraph e;
-  std::unordered_map<const Node*, eg::ClassId> classes;
-  eg::load_graph(e, g, &classes);
-  const Node* squeeze = nullptr;
-  const Node* relu = nullptr;
-  for (const NodePtr& n : g.topo_order())
-    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && !squeeze) squeeze = n.get();
-    else if (n->kind() == NodeKind::Op && n->op_type() == "Relu" && !relu) relu = n.get();
-  ASSERT_TRUE(squeeze && relu && relu->inputs()[0].node.get() == squeeze);
-  const eg::ClassId s = classes.at(squeeze), r = classes.at(relu);
+  LearnedFire f;
+  const Node* squeeze = f.first.at("Conv");
+  const Node* relu = f.first.at("Relu");
+  ASSERT_EQ(relu->inputs()[0].node.get(), squeeze);
+  const eg::ClassId s = f.classes.at(squeeze), r = f.classes.at(relu);
   Attributes pads;
   pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
-  e.merge(s, e.add_op(*find_op("Conv"), {r, e.add_constant(weights({8, 8, 7, 7}, 0.0))}, pads));
-  e.merge(s, e.add_op(*find_op("Identity"), {s}, Attributes{}));
-  e.rebuild();
-  const size_t alone = pricer.priced_alone();
-  pricer.table(e);
-  EXPECT_EQ(pricer.bounded(), 0u);
-  EXPECT_GT(pricer.priced_alone(), alone);
+  f.e.merge(s, f.e.add_op(*find_op("Conv"), {r, f.e.add_constant(weights({8, 8, 7, 7}, 0.0))}, pads));
+  f.e.merge(s, f.e.add_op(*find_op("Identity"), {s}, Attributes{}));
+  f.e.rebuild();
+  const size_t alone = f.pricer.priced_alone();
+  f.pricer.table(f.e);
+  EXPECT_EQ(f.pricer.bounded(), 0u);
+  EXPECT_GT(f.pricer.priced_alone(), alone);
 }
 
 TEST(EqsatCost, AMergeReadByMoreThanItsSplitIsPricedAlone) {
