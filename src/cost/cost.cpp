@@ -125,7 +125,7 @@ GraphCost CostModel::graph_cost(const Graph& g) {
   return gc;
 }
 
-double CostModel::op_ms(const Node& n) {
+double CostModel::op_ms(const Node& n, double enough_ms) {
   require(n.kind() == NodeKind::Op, "only operator nodes have a cost");
   GraphBuilder b;
   std::vector<Value> ins;
@@ -149,9 +149,16 @@ double CostModel::op_ms(const Node& n) {
   // runs (NasRNN's merged products: 2.7 ms priced, 7.2 ms run).
   struct Alone {
     std::string& prefix;
-    explicit Alone(std::string& p) : prefix(p) { prefix = "alone|"; }
-    ~Alone() { prefix.clear(); }
-  } alone(key_prefix_);
+    double& enough;
+    Alone(std::string& p, double& e, double enough_ms) : prefix(p), enough(e) {
+      prefix = "alone|";
+      enough = enough_ms;
+    }
+    ~Alone() {
+      prefix.clear();
+      enough = 0;
+    }
+  } alone(key_prefix_, enough_ms_, enough_ms);
   double total = 0;
   // Compiled to conversions of its inputs and outputs alone (a Split or Reshape the
   // runtime makes a view of its input): nothing it does is counted, so nothing is
@@ -338,6 +345,17 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
   const int planned = runtime::timed_runs(repeats_, budget, last);
   std::vector<std::vector<double>> runs;
   std::vector<double> totals;
+  // An operator alone whose every run so far cost more than op_ms's `enough_ms` (what
+  // op_ms counts: its steps but the boundary conversions) is priced by those runs: a
+  // further run would not bring it under the price that decides for the caller.
+  double counted_min = std::numeric_limits<double>::infinity();
+  auto counted = [&](const std::vector<double>& run) {
+    double ms = 0;
+    for (size_t s = 0; s < run.size(); ++s)
+      if (!exe.steps()[s].boundary) ms += run[s];
+    return ms;
+  };
+  bool above = false;
   do {
     runs.push_back(exe.profile_steps(0, 1, 0, left_out));
     totals.push_back(total(runs.back()));
@@ -345,8 +363,12 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
       runs.insert(runs.begin(), std::move(warm));
       totals.insert(totals.begin(), last);
       ++warmups_kept_;
+      counted_min = counted(runs.front());
     }
-  } while (!timing_settled(totals, static_cast<size_t>(planned)));
+    counted_min = std::min(counted_min, counted(runs.back()));
+    above = enough_ms_ > 0 && counted_min > enough_ms_;
+  } while (!above && !timing_settled(totals, static_cast<size_t>(planned)));
+  if (above && !timing_settled(totals, static_cast<size_t>(planned))) ++ended_above_;
   if (std::count(skip.begin(), skip.end(), true) > 0) skipped_runs_ += runs.size();
   timed_runs_ += runs.size();
   // The steps of typical runs, as profile_steps gives them: the runs whose total is

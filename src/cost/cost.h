@@ -61,7 +61,11 @@ class CostModel {
   // inputs kept as constants (weights get their layouts at compile time); the
   // conversions of its graph inputs and outputs are not counted. Measured times of
   // operators alone are stored apart from those of steps in whole graphs.
-  double op_ms(const Node& n);
+  // `enough_ms` (0: none) is the price above which the caller's choice is made
+  // whatever it is: timing ends after the first timed run that shows every run so
+  // far above it (a search's candidate already dearer than what it would replace),
+  // and the price is what those runs took.
+  double op_ms(const Node& n, double enough_ms = 0);
 
   // What compiling `g` gives (its steps, nothing timed): from the plans kept (in this
   // model, then in the cost database where the model has one), else compiled and
@@ -92,6 +96,8 @@ class CostModel {
   size_t measured_new_ = 0, cached_ = 0, noisy_ = 0;
   // Prefixed to step signatures in the database while op_ms prices an operator alone.
   std::string key_prefix_;
+  // op_ms's `enough_ms` while it prices an operator alone (0 otherwise).
+  double enough_ms_ = 0;
 
   // Prices every step of a kept plan as step_ms would, without the executable;
   // false (and nothing counted) when one would have to be timed.
@@ -183,6 +189,8 @@ class MeasuredCostModel : public CostModel {
   size_t runs_without_repeats() const { return skipped_runs_; }
   // Of those, warm-up runs counted as timed runs (keep_warmup_run).
   size_t warmup_runs_kept() const { return warmups_kept_; }
+  // Operators alone whose timing ended early, above op_ms's `enough_ms`.
+  size_t timings_ended_above() const { return ended_above_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -209,6 +217,7 @@ class MeasuredCostModel : public CostModel {
   size_t timed_runs_ = 0;
   size_t skipped_runs_ = 0;
   size_t warmups_kept_ = 0;
+  size_t ended_above_ = 0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

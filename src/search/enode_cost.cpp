@@ -68,6 +68,24 @@ Graph uniquely_named(const Graph& g) {
   return Graph(inputs, outputs, g.output_names());
 }
 
+// Whether every step of `g`'s plan can be told by name which node it computes: each
+// operator named, and no name or first output name (runtime/compiler.h's node_key)
+// shared by two nodes or by a node and a graph input. A model from ONNX is priced
+// as it is, under the plan key the pricing of the same graph before kept (its
+// plan is reused, not compiled again: ResNeXt-50's took 0.3 s); a graph built in
+// code is renamed first.
+bool steps_name_their_nodes(const Graph& g) {
+  std::unordered_map<std::string, const Node*> owner;
+  auto claim = [&](const std::string& key, const Node* n) { return owner.emplace(key, n).first->second == n; };
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() != NodeKind::Op && n->kind() != NodeKind::Opaque) continue;
+    if (n->name().empty() || !claim(n->name(), n.get()) || !claim(step_key(*n), n.get())) return false;
+  }
+  for (const NodePtr& in : g.inputs())
+    if (owner.count(in->name())) return false;
+  return true;
+}
+
 }  // namespace
 
 
@@ -103,7 +121,7 @@ std::string ENodePricer::signature(eg::EGraph& eg, const ENode& n) {
 }
 
 double ENodePricer::learn(const Graph& original) {
-  const Graph g = uniquely_named(original);
+  const Graph g = steps_name_their_nodes(original) ? original : uniquely_named(original);
   if (progress_) progress_("eqsat: pricing the input graph as the runtime runs it (new steps are timed once)");
   cost::GraphCost plan = model_.graph_cost(g);
   std::unordered_map<std::string, const Node*> by_name;
@@ -237,6 +255,26 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     v.erase(std::unique(v.begin(), v.end()), v.end());
     return v;
   };
+  // What choosing `n` computes anyway: the values it reads, and those that every
+  // e-node of one of their classes reads (a merge's Concat of the values it stacks:
+  // the products of each of them alone need nothing more than the merge does).
+  auto needed = [&](const ENode& n) {
+    std::vector<ClassId> v = reads(n);
+    const size_t direct = v.size();
+    for (size_t k = 0; k < direct; ++k) {
+      std::optional<std::vector<ClassId>> common;
+      for (const ENode& e : eg.cls(v[k]).nodes) {
+        std::vector<ClassId> theirs = reads(e), both;
+        if (common)
+          std::set_intersection(common->begin(), common->end(), theirs.begin(), theirs.end(), std::back_inserter(both));
+        common = common ? std::move(both) : std::move(theirs);
+      }
+      if (common) v.insert(v.end(), common->begin(), common->end());
+    }
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
   // Every e-node that needs no timing first, in every class: their prices may make
   // timing the others pointless.
   enum class State : char { Pending, Priced, Bounded };  // Bounded: its row holds a lower bound
@@ -266,6 +304,9 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
           (!own_class && (sj == State::Bounded || nodes[j].kind == ENodeKind::Proj)))
         continue;
       const std::vector<ClassId> theirs = reads(nodes[j]);
+      // One that reads its own class computes nothing without it (a cycle), whatever
+      // `mine` holds.
+      if (std::binary_search(theirs.begin(), theirs.end(), eg.find(c))) continue;
       if (std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end()) && (cheapest < 0 || t[c][j] < cheapest))
         cheapest = t[c][j];
     }
@@ -283,7 +324,7 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     // for a merge whose outputs are only projected, each value it serves computed by
     // a priced e-node (ResNeXt-50's two 1x1 convolutions of a block's input, enlarged
     // to 3x3 ones and merged, were timed alone for nothing).
-    const std::vector<ClassId> mine = reads(n);
+    const std::vector<ClassId> mine = needed(n);
     double cheapest = eg.cls(c).nodes.size() > 1 ? cheapest_reading(c, mine, i, true) : -1;
     const char* instead = "another e-node of its class costs";
     if (cheapest < 0) {
@@ -306,7 +347,7 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
         std::fprintf(stderr, "eqsat: %s priced by its bound %.3f ms (%s %.3f ms)\n", signature(eg, n).c_str(), *bound,
                      instead, cheapest);
     } else {
-      t[c][i] = price(eg, n);
+      t[c][i] = price(eg, n, cheapest);
       state[c][i] = State::Priced;
     }
   }
@@ -349,7 +390,7 @@ std::optional<double> ENodePricer::lower_bound(eg::EGraph& eg, const ENode& n) {
   return it->second / (kRateMargin * flops_per_ms_) * scale(eg, n);
 }
 
-double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
+double ENodePricer::price(eg::EGraph& eg, const ENode& n, double dominated_above) {
   switch (n.kind) {
     case ENodeKind::Input:
     case ENodeKind::Constant:
@@ -365,7 +406,8 @@ double ENodePricer::price(eg::EGraph& eg, const ENode& n) {
   if (auto it = context_.find(sig); it != context_.end()) return it->second.mean();
   if (n.kind == ENodeKind::Opaque) return 1;  // the only way to compute its class
   if (std::optional<double> f = fused(eg, n)) return *f;
-  return alone(eg, n) * scale(eg, n);
+  const double s = scale(eg, n);
+  return alone(eg, n, dominated_above >= 0 && s > 0 ? dominated_above / s : 0) * s;
 }
 
 double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
@@ -390,7 +432,7 @@ double ENodePricer::scale(eg::EGraph& eg, const ENode& n) {
   return calibration(std::string(n.op->name)).value_or(1.0);
 }
 
-double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
+double ENodePricer::alone(eg::EGraph& eg, const ENode& n, double enough_ms) {
   const std::string key = signature(eg, n);
   if (auto it = alone_.find(key); it != alone_.end()) return it->second;
   const auto t0 = Clock::now();
@@ -399,7 +441,7 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
     GraphBuilder b;
     std::vector<Value> ins = synthetic_inputs(eg, n, b);
     std::vector<Value> outs = b.op(n.op->name, ins, eg.attrs(n.attrs), n.num_outputs);
-    ms = model_.op_ms(*outs[0].node);
+    ms = model_.op_ms(*outs[0].node, enough_ms);
   } catch (const std::exception&) {
     // Not priceable on the runtime (a symbolic shape): its data volume at a nominal
     // rate, so that smaller graphs still win.
@@ -412,7 +454,8 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n) {
   const double took = seconds_since(t0);
   seconds_alone_ += took;
   if (std::getenv("ISOMER_DEBUG_COST"))
-    std::fprintf(stderr, "eqsat: priced alone %s: %.3f ms in %.3f s\n", key.c_str(), ms, took);
+    std::fprintf(stderr, "eqsat: priced alone %s: %.3f ms in %.3f s (dominated above %.3f ms)\n", key.c_str(), ms, took,
+                 enough_ms);
   alone_[key] = ms;
   if (progress_ && alone_.size() >= reported_ + 25) {
     reported_ = alone_.size();

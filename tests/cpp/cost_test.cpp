@@ -264,6 +264,40 @@ TEST(Cost, AnOperatorTheRuntimeRunsAsAViewIsPricedWithoutTiming) {
   remove_db(db);
 }
 
+// An operator alone whose runs show it dearer than what the caller needs to know
+// (a candidate of the search already above what it would replace) is timed in one
+// run, not until its runs agree; without that price, the same product (a new
+// database: nothing kept) is timed in the two agreeing runs at least. No warm-up
+// run: a kept one would count as a timed run either way.
+TEST(Cost, AnOperatorAloneDearerThanEnoughIsTimedOnce) {
+  struct Timed {
+    double ms = 0;
+    size_t runs = 0, ended_above = 0;
+  };
+  auto timed = [](const std::string& name, double enough_ms) {
+    const std::string db = temp_db(name);
+    cost::MeasuredCostModel m(db, 1, /*warmup=*/0, /*repeats=*/15);
+    m.set_load_probe([] { return 0.0; });
+    GraphBuilder b;
+    Value y = b.op1("MatMul", {b.input("y", {DType::Float32, make_shape({128, 256})}), b.constant(ones({256, 256}))});
+    Timed t;
+    t.ms = m.op_ms(*y.node, enough_ms);
+    t.runs = m.timed_runs();
+    t.ended_above = m.timings_ended_above();
+    remove_db(db);
+    return t;
+  };
+  const Timed once = timed("alone_enough", 1e-6);
+  EXPECT_EQ(once.runs, 1u);
+  EXPECT_EQ(once.ended_above, 1u);
+  EXPECT_GT(once.ms, 1e-6);
+  for (double enough : {0.0, 1e6}) {  // none, or one never reached: timed as before
+    const Timed all = timed("alone_all", enough);
+    EXPECT_GE(all.runs, cost::kSettledRuns) << enough;
+    EXPECT_EQ(all.ended_above, 0u) << enough;
+  }
+}
+
 // Six equal layers (MatMul + Relu on [128,256] x [256,256]) and a small product out,
 // so that a run's outputs are small next to its time.
 Graph equal_layers() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "egraph/egraph.h"
 #include "egraph/extract.h"
 #include "ir/graph.h"
+#include "onnx/onnx_io.h"
 #include "ops/op.h"
 #include "search/enode_cost.h"
 #include "search/eqsat.h"
@@ -103,6 +105,37 @@ TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {
   // prices used to be made) would not have added up: a Relu alone is a pass over
   // memory.
   EXPECT_GT(conv_ms, 0.5 * plan);
+}
+
+// A model read from ONNX names every node and output: its input plan is the one the
+// pricing of the same graph kept (the templates run's, before a search), not compiled
+// again under other names, and its steps are charged to the same nodes as a graph
+// built in code, which is renamed first.
+TEST(EqsatCost, AModelFromOnnxIsPricedFromThePlanKeptForIt) {
+  const Graph built = fire_module();
+  const Graph named = import_onnx_bytes(export_onnx_bytes(built), ".");
+  for (const NodePtr& n : named.topo_order())
+    if (n->kind() == NodeKind::Op) ASSERT_FALSE(n->name().empty()) << "the export left a node unnamed";
+  cost::AnalyticCostModel model = fixed_model();
+  const double whole = model.graph_cost(named).total_ms;
+  const size_t compiled = model.compiles();
+  ASSERT_GT(compiled, 0u);
+  ENodePricer pricer(model);
+  EXPECT_EQ(pricer.learn(named), whole);
+  EXPECT_EQ(model.compiles(), compiled);
+  EXPECT_EQ(model.plans_reused(), 1u);
+
+  cost::AnalyticCostModel other = fixed_model();
+  ENodePricer renamed(other);
+  renamed.learn(built);
+  EXPECT_EQ(other.compiles(), 1u);
+  auto extracted = [](ENodePricer& p, const Graph& g) {
+    eg::EGraph e;
+    std::vector<eg::ClassId> roots = eg::load_graph(e, g);
+    return eg::extract_greedy(e, roots, p.table(e)).cost;
+  };
+  EXPECT_EQ(extracted(pricer, named), extracted(renamed, built));
+  EXPECT_EQ(pricer.unattributed_ms(), renamed.unattributed_ms());
 }
 
 // A cost database file with its write-ahead log and shared-memory index (SQLite's WAL mode).
@@ -201,6 +234,25 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
   EXPECT_NEAR(price, scale * model.op_ms(*alone.outputs()[0].node), 1e-9 * price);
 }
 
+// The fire module priced by a pricer and loaded into an e-graph, with the first
+// node of each operator (the squeeze convolution, the Relu after it).
+struct LearnedFire {
+  cost::AnalyticCostModel model = fixed_model();
+  Graph g = fire_module();
+  ENodePricer pricer{model};
+  eg::EGraph e;
+  std::unordered_map<const Node*, eg::ClassId> classes;
+  std::vector<eg::ClassId> roots;
+  std::map<std::string, const Node*> first;
+
+  LearnedFire() {
+    pricer.learn(g);
+    roots = eg::load_graph(e, g, &classes);
+    for (const NodePtr& n : g.topo_order())
+      if (n->kind() == NodeKind::Op) first.emplace(n->op_type(), n.get());
+  }
+};
+
 // An e-node whose class holds another that reads nothing more and costs less than
 // its lower bound (arithmetic at kRateMargin times the plan's fastest rate) is priced
 // by that bound, not alone: the squeeze 1x1 convolution enlarged to a 7x7 one with
@@ -208,18 +260,14 @@ TEST(EqsatCost, NewShapesArePricedAloneOnTheSameScale) {
 // squeeze is small enough that, at the fixed rates, the bound of a 3x3 one would be
 // under its memory-bound price).
 TEST(EqsatCost, DominatedENodesArePricedByTheirBoundNotAlone) {
-  cost::AnalyticCostModel model = fixed_model();
-  Graph g = fire_module();
-  ENodePricer pricer(model);
-  pricer.learn(g);
-
-  eg::EGraph e;
-  std::unordered_map<const Node*, eg::ClassId> classes;
-  std::vector<eg::ClassId> roots = eg::load_graph(e, g, &classes);
-  const Node* squeeze = nullptr;
-  for (const NodePtr& n : g.topo_order())
-    if (n->kind() == NodeKind::Op && n->op_type() == "Conv" && !squeeze) squeeze = n.get();
-  ASSERT_NE(squeeze, nullptr);
+  LearnedFire f;
+  cost::AnalyticCostModel& model = f.model;
+  const Graph& g = f.g;
+  ENodePricer& pricer = f.pricer;
+  eg::EGraph& e = f.e;
+  const auto& classes = f.classes;
+  const std::vector<eg::ClassId>& roots = f.roots;
+  const Node* squeeze = f.first.at("Conv");
   const eg::ENode squeeze_node = e.cls(classes.at(squeeze)).nodes.at(0);
   const eg::ClassId x = squeeze_node.children.at(0), bias = squeeze_node.children.at(2);
   Attributes pads;
@@ -256,18 +304,10 @@ std::vector<const Node*> expand_convs(const Graph& g) {
 
 // The fire module in an e-graph, with its expand convolutions' merge added: their
 // input convolved with 32 7x7 filters, split back into the two classes.
-struct MergedExpands {
-  cost::AnalyticCostModel model = fixed_model();
-  Graph g = fire_module();
-  ENodePricer pricer{model};
-  eg::EGraph e;
-  std::unordered_map<const Node*, eg::ClassId> classes;
-  std::vector<eg::ClassId> roots;
+struct MergedExpands : LearnedFire {
   eg::ClassId merged = eg::kNoClass;
 
   MergedExpands() {
-    pricer.learn(g);
-    roots = eg::load_graph(e, g, &classes);
     const std::vector<const Node*> expands = expand_convs(g);
     EXPECT_EQ(expands.size(), 2u);
     const eg::ClassId s = e.cls(classes.at(expands[0])).nodes.at(0).children.at(0);
@@ -304,6 +344,55 @@ TEST(EqsatCost, AMergeDearerThanTheValuesItServesIsPricedByItsBound) {
   eg::Extraction ex = eg::extract_greedy(m.e, m.roots, costs);
   const double plan = m.model.graph_ms(m.g);
   EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
+}
+
+// A merge over a Concat (products of several values stacked into one) needs what the
+// Concat reads: the values it serves, computed from those alone, rule it out as
+// they do a merge reading the values itself. The pricer does not look at what the
+// merge computes: here the squeeze's output stacked twice, convolved and split back
+// into the expand convolutions' classes.
+TEST(EqsatCost, AMergeOverAConcatIsRuledOutByTheValuesItServes) {
+  MergedExpands m;
+  const eg::ENode merged = m.e.cls(m.merged).nodes.at(0);
+  Attributes axis;
+  axis.set("axis", int64_t{1});
+  const eg::ClassId s = merged.children.at(0);
+  const eg::ClassId stacked = m.e.add_op(*find_op("Concat"), {s, s}, axis);
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+  const eg::ClassId over_concat = m.e.add_op(
+      *find_op("Conv"), {stacked, m.e.add_constant(weights({32, 16, 7, 7}, 0.01)), merged.children.at(2)}, pads);
+  const eg::ClassId split =
+      m.e.add_op(*find_op("Split"), {over_concat, m.e.add_constant(Tensor::vector_i64({16, 16}))}, axis, 2);
+  const std::vector<const Node*> expands = expand_convs(m.g);
+  for (uint32_t k = 0; k < 2; ++k) m.e.merge(m.classes.at(expands[k]), m.e.add_proj(split, k));
+  m.e.rebuild();
+  eg::CostTable costs = m.pricer.table(m.e);
+  EXPECT_EQ(m.pricer.bounded(), 2u);  // both merges, neither priced alone
+  eg::Extraction ex = eg::extract_greedy(m.e, m.roots, costs);
+  const double plan = m.model.graph_ms(m.g);
+  EXPECT_NEAR(ex.cost + m.pricer.unattributed_ms(), plan, 1e-9 * plan);
+}
+
+// An e-node that reads its own class (a cycle the e-graph may hold) computes nothing
+// without it: it never rules out an e-node of its class, though that one needs the
+// class's value through a class it reads (the squeeze convolution redone from its
+// own Relu, an Identity of the squeeze beside it).
+TEST(EqsatCost, AnENodeReadingItsOwnClassRulesNothingOut) {
+  LearnedFire f;
+  const Node* squeeze = f.first.at("Conv");
+  const Node* relu = f.first.at("Relu");
+  ASSERT_EQ(relu->inputs()[0].node.get(), squeeze);
+  const eg::ClassId s = f.classes.at(squeeze), r = f.classes.at(relu);
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{3, 3, 3, 3});
+  f.e.merge(s, f.e.add_op(*find_op("Conv"), {r, f.e.add_constant(weights({8, 8, 7, 7}, 0.0))}, pads));
+  f.e.merge(s, f.e.add_op(*find_op("Identity"), {s}, Attributes{}));
+  f.e.rebuild();
+  const size_t alone = f.pricer.priced_alone();
+  f.pricer.table(f.e);
+  EXPECT_EQ(f.pricer.bounded(), 0u);
+  EXPECT_GT(f.pricer.priced_alone(), alone);
 }
 
 TEST(EqsatCost, AMergeReadByMoreThanItsSplitIsPricedAlone) {
