@@ -234,6 +234,16 @@ TEST_F(MuGraphCuda, DecodeSplitsItsLoop) {
   EXPECT_EQ(cuda_tiling(p, s, few).splits, 1);
 }
 
+// The rescaled accumulator with the most atoms (attention's P @ V), or -1.
+int widest_scaled_accumulator(const BlockGraph& g) {
+  int acc = -1;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == BKind::Accum && g.ops[i].scale != 0 &&
+        (acc < 0 || g.ops[i].axes.size() > g.ops[static_cast<size_t>(acc)].axes.size()))
+      acc = static_cast<int>(i);
+  return acc;
+}
+
 // The verifier catches a combine that adds the splits' accumulators without
 // rescaling them to the common maximum: one chunk a split (the loop itself never
 // rescales), and the attention numerator's accumulator marked unscaled (scale 0)
@@ -248,11 +258,7 @@ TEST_F(MuGraphCuda, VerifierRejectsAnUnscaledCombine) {
   ASSERT_EQ(g.splits, 2) << g.to_text(p);
   ASSERT_EQ(g.chunks_per_split(p), 1) << g.to_text(p);
   ASSERT_TRUE(verify_field(p, g, {}, 11).ok);
-  int acc = -1;  // the accumulator with the most atoms: P @ V's
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (g.ops[i].kind == BKind::Accum && g.ops[i].scale != 0 &&
-        (acc < 0 || g.ops[i].axes.size() > g.ops[static_cast<size_t>(acc)].axes.size()))
-      acc = static_cast<int>(i);
+  const int acc = widest_scaled_accumulator(g);
   ASSERT_GE(acc, 0) << g.to_text(p);
   BlockGraph bad = g;
   bad.ops[static_cast<size_t>(acc)].scale = 0;
@@ -321,11 +327,7 @@ TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
     // P·V's accumulator never rescaled as the running maximum moves. In the causal
     // mask's leading corner every kept row sees only the first chunk of keys, where
     // that is harmless: its last rows against its first keys see several, and catch it.
-    int acc = -1;
-    for (size_t i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].kind == BKind::Accum && g.ops[i].scale != 0 &&
-          (acc < 0 || g.ops[i].axes.size() > g.ops[static_cast<size_t>(acc)].axes.size()))
-        acc = static_cast<int>(i);
+    const int acc = widest_scaled_accumulator(g);
     ASSERT_GE(acc, 0) << g.to_text(p);
     BlockGraph unscaled = g;
     unscaled.ops[static_cast<size_t>(acc)].scale = 0;

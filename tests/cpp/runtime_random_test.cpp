@@ -38,22 +38,17 @@ Graph dropout_model(const DropoutForm& f, int64_t rows, int64_t cols) {
   onnx::GraphProto* g = m.mutable_graph();
   g->set_name("dropout");
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {rows, cols});
-  if (f.ratio_is_input) {
-    set_type(g->add_input(), "ratio", onnx::TensorProto::FLOAT, {});
-  } else {
-    onnx::TensorProto* r = g->add_initializer();
-    r->set_name("ratio");
-    r->set_data_type(onnx::TensorProto::FLOAT);
-    r->add_float_data(f.ratio);
-  }
-  if (f.training_is_input) {
-    set_type(g->add_input(), "training", onnx::TensorProto::BOOL, {});
-  } else {
+  // The ratio and the training flag: scalar graph inputs, or constants.
+  auto constant = [&](const char* name, int elem) {
     onnx::TensorProto* t = g->add_initializer();
-    t->set_name("training");
-    t->set_data_type(onnx::TensorProto::BOOL);
-    t->add_int32_data(1);
-  }
+    t->set_name(name);
+    t->set_data_type(elem);
+    return t;
+  };
+  if (f.ratio_is_input) set_type(g->add_input(), "ratio", onnx::TensorProto::FLOAT, {});
+  else constant("ratio", onnx::TensorProto::FLOAT)->add_float_data(f.ratio);
+  if (f.training_is_input) set_type(g->add_input(), "training", onnx::TensorProto::BOOL, {});
+  else constant("training", onnx::TensorProto::BOOL)->add_int32_data(1);
   onnx::NodeProto* d = g->add_node();
   d->set_op_type("Dropout");
   d->set_name("drop");
