@@ -623,5 +623,25 @@ TEST(PassesFuse, GemmBatchNormFires) {
   EXPECT_EQ(out.op_histogram(), (Histogram{{"Gemm", 2}}));
 }
 
+// LeViT's Linear then BatchNorm1d over flatten(0, 1): the MatMul's product of a 3-D
+// input reshaped (dynamo) or flattened (TorchScript) to [rows, channels] before the
+// BatchNormalization. Both fold into the weights and a bias; a reshape that moves
+// the channels off the last axis does not.
+TEST(PassesFuse, MatMulReshapeBatchNormFires) {
+  REQUIRE_OPS("MatMul", "Reshape", "Flatten", "BatchNormalization");
+  GraphBuilder b;
+  Value a = b.input("a", f32({2, 4, 3}));
+  Value w = b.constant(random_tensor({3, 5}, 12));
+  Value rows = b.op1("Reshape", {b.op1("MatMul", {a, w}), b.constant(Tensor::from_i64(DType::Int64, {2}, std::vector<int64_t>{8, 5}))});
+  Value flat = b.op1("Flatten", {b.op1("MatMul", {a, b.constant(random_tensor({3, 5}, 13))})}, {{"axis", int64_t{2}}});
+  Value moved = b.op1("Reshape", {b.op1("MatMul", {a, b.constant(random_tensor({3, 4}, 14))}),
+                                  b.constant(Tensor::from_i64(DType::Int64, {2}, std::vector<int64_t>{4, 8}))});
+  Graph g = b.finish({batchnorm(b, rows, 21, 5), batchnorm(b, flat, 31, 5), batchnorm(b, moved, 41, 8)}, {"y", "z", "u"});
+  PassStats stats;
+  Graph out = simplify_checked(g, stats);
+  EXPECT_EQ(count(stats, "fuse-matmul-reshape-batchnorm"), 2u);
+  EXPECT_EQ(out.op_histogram().at("BatchNormalization"), 1u);  // the one whose channels moved
+}
+
 }  // namespace
 }  // namespace isomer
