@@ -385,7 +385,11 @@ class Importer {
       return;
     }
     std::string reason;
-    if (implicit.empty()) {
+    if (is_control_flow(node)) {
+      // The runtime runs If, Loop and Scan itself where it can plan them
+      // (runtime/lower_control.h); the optimizer leaves them as written.
+      reason = "control flow: the optimizer keeps its subgraphs as written";
+    } else if (implicit.empty()) {
       NodePtr native = make_native(node, inputs, &reason);
       if (native) {
         for (uint32_t i = 0; i < native->num_outputs() && i < static_cast<uint32_t>(node.output_size()); ++i)
@@ -639,10 +643,16 @@ class Importer {
     return find_op(node.op_type());
   }
 
+  static bool is_control_flow(const onnx::NodeProto& node) {
+    return is_default_domain(node.domain()) &&
+           (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan");
+  }
+
   // True if `node` is an operator isomer implements (so a node of it kept opaque
-  // was refused for its attributes, types or shapes, not for what it is).
+  // was refused for its attributes, types or shapes, not for what it is), control
+  // flow included.
   static bool isomer_knows(const onnx::NodeProto& node) {
-    if (node.domain() == mugraph::kDomain) return true;
+    if (node.domain() == mugraph::kDomain || is_control_flow(node)) return true;
     return is_default_domain(node.domain()) &&
            (node.op_type() == "Constant" || node.op_type() == "Upsample" || node.op_type() == "Scatter" ||
             find_op(node.op_type()));
