@@ -75,11 +75,8 @@ std::optional<Scalar> scalar_operand(Compiler& c, const Node& n, size_t k, doubl
   return s;
 }
 
+// `n` passed runs_natively: float32 data, and a bool mask if any.
 bool lower_dropout(Compiler& c, const Node& n, const onnx::NodeProto& proto) {
-  if (n.inputs().empty() || n.num_outputs() < 1 || n.num_outputs() > 2) return false;
-  if (c.dtype(n.inputs()[0]) != DType::Float32) return false;
-  // The mask is bool from opset 12 on; opset 6's is of the data's type.
-  if (n.num_outputs() == 2 && n.output_types()[1].dtype != DType::Bool) return false;
   std::optional<Scalar> ratio, training;
   if (const onnx::AttributeProto* is_test = proto_attr(proto, "is_test")) {
     // Opset 6 and before: the ratio an attribute, training when is_test is 0.
@@ -141,6 +138,7 @@ bool runs_natively(const Node& n) {
   const auto& in = n.inputs();
   if (in.empty() || !in[0].present() || in[0].type().dtype != DType::Float32) return false;
   if (n.num_outputs() < 1 || n.num_outputs() > 2) return false;
+  // The mask is bool from opset 12 on; opset 6's is of the data's type.
   if (n.num_outputs() == 2 && n.output_types()[1].dtype != DType::Bool) return false;
   for (size_t k = 1; k < in.size() && k < 3; ++k) {
     if (!in[k].present() || in[k].constant()) continue;
