@@ -1,5 +1,11 @@
 #include "check/engines.h"
 
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "bridge/bridge.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
@@ -74,6 +80,37 @@ class ReferencePrepared : public Prepared {
   Graph g_;
 };
 
+// A directory of its own under the system's temporary directory, removed with
+// everything in it when this goes.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "isomer-ort-XXXXXX").string();
+    require(::mkdtemp(pattern.data()) != nullptr,
+            "cannot make a temporary directory for ONNX Runtime's model: " + std::string(std::strerror(errno)));
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+bridge::Session load_on_onnxruntime(bridge::OrtBridge& ort, const Graph& g, const bridge::SessionOptions& so) {
+  if (g.constant_bytes() < kLargeGraphBytes) return ort.load_bytes(export_onnx_bytes(g), so);
+  // Serialized bytes, a protobuf message of them here and another in the helper
+  // would each hold the weights again. The session has read them once it exists,
+  // so the files can go.
+  TempDir dir;
+  const std::string path = (dir.path / "model.onnx").string();
+  ExportOptions eo;
+  eo.external_data = true;
+  export_onnx_file(g, path, eo);
+  return ort.load_file(path, so);
+}
+
 }  // namespace
 
 std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions& opts) {
@@ -103,9 +140,8 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
       so.spinning = false;
       std::vector<std::string> names;
       for (const NodePtr& in : g.inputs()) names.push_back(in->name());
-      std::string bytes = export_onnx_bytes(g);
       try {
-        return std::make_unique<OrtPrepared>(ort, ort->load_bytes(bytes, so), std::move(names));
+        return std::make_unique<OrtPrepared>(ort, load_on_onnxruntime(*ort, g, so), std::move(names));
       } catch (const bridge::OrtError& e) {
         throw Error("ONNX Runtime " + ort->version() + " refuses the model: " + e.what());
       }
@@ -139,6 +175,10 @@ Prepared* Engines::get(const Graph& g, Engine e, std::string* why) {
 
 void Engines::forget(const Graph& g) {
   std::erase_if(entries_, [&](const Entry& e) { return same_graph(e.graph, g); });
+}
+
+void Engines::forget(Engine e) {
+  std::erase_if(entries_, [&](const Entry& entry) { return entry.engine == e; });
 }
 
 }  // namespace isomer

@@ -166,6 +166,11 @@ class Guard {
  private:
   SpeedComparison timed(Prepared& candidate) {
     SpeedComparison cmp;
+    if (!original_prepared_) {  // let go while the other engine confirmed
+      std::string why;
+      original_prepared_ = ctx_.engines->get(original_, opts_.target, &why);
+      if (!original_prepared_) throw CandidateFailed("the original no longer prepares (" + why + ")");
+    }
     try {
       cmp = compare_speed(*original_prepared_, candidate, ctx_.inputs->tensors, opts_);
     } catch (const CandidateFailed&) {
@@ -429,6 +434,12 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     };
     if (other != Engine::Runtime && !ctx.engines->options().allow_onnxruntime && !ctx.engines->has_factory(other))
       return skip("ONNX Runtime is switched off");
+    if (original.constant_bytes() >= kLargeGraphBytes) {
+      // The target's compiled graphs would hold their weights while the other
+      // engine loads them again; a later timing on the target prepares anew.
+      ctx.engines->forget(opts.target);
+      guard.original_prepared_ = nullptr;
+    }
     std::string why_not;
     Prepared* po = ctx.engines->get(original, other, &why_not);
     if (!po) return skip("the original does not run there (" + why_not + ")");

@@ -282,6 +282,10 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
     rep.check = check_graphs(engines, g, out, inputs, co);
     if (rep.check.status == CheckResult::Status::Failed) rep.culprit = find_culprit(g, opts, fired, engines, inputs, co);
     rep.check_seconds = rep.phase_seconds["check"] = seconds_since(t1);
+    // The guard times on isomer's runtime and ONNX Runtime with its optimizations;
+    // the check's plain session would hold the model's weights while they run (a
+    // candidate the guard has checked again prepares it anew).
+    engines.forget(Engine::OnnxRuntimePlain);
   } else {
     rep.check.status = CheckResult::Status::Skipped;
     rep.check.reason = "switched off with --no-check";
@@ -353,6 +357,10 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   if (import_stats.onnx_nodes > constant_nodes + imported_ops)
     rep.rules_applied["dce"] += import_stats.onnx_nodes - constant_nodes - imported_ops;
   rep.after = summarize(out);
+  // The check and the guard are done: what they prepared (compiled graphs, ONNX
+  // Runtime sessions, each with its own copy of the weights) goes before pricing
+  // compiles the graphs again.
+  engines.clear();
   if (opts.cost_model != "none") {
     auto t3 = std::chrono::steady_clock::now();
     price(g, out, opts, rep);

@@ -123,3 +123,39 @@ def test_python_guard_target_only():
     _, r = isomer.optimize(DEMO, target="onnxruntime", threads=1, cost="none")
     assert_guard_consistent(r.to_dict())
     assert r.guard_confirm_engine == "isomer"
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_large_model_goes_to_onnxruntime_as_a_file_and_leaves_nothing_behind(tmp_path):
+    """A model of at least 64 MiB of weights reaches ONNX Runtime's helper as a model
+    file with external data in a temporary directory of its own (not as bytes, which
+    held the weights three more times), removed once the session has read it; the
+    check and the guard's confirmation still run on it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4096, 4160), dtype=np.float32) * 0.01  # 68 MB
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("Transpose", ["y"], ["t"], perm=[1, 0]),
+             helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0]),
+             helper.make_node("Relu", ["u"], ["z"])]
+    g = helper.make_graph(nodes, "large", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4096])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4160])],
+                          [numpy_helper.from_array(w, "w")])
+    model = str(tmp_path / "large.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out, report = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
+    p = subprocess.run([ISOMER, "optimize", model, "-o", out, "--report-json", report, "--threads", "1"],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmp)})
+    assert p.returncode == 0, p.stderr
+    r = json.load(open(report))
+    assert r["check"] == "passed" and "ONNX Runtime" in r["check_method"], (r["check"], r["check_method"])
+    assert_guard_consistent(r)
+    assert r["guard_confirm"] != "skipped", r["guard_log"]
+    assert [f.name for f in tmp.iterdir() if f.name.startswith("isomer-")] == []  # others' files aside
+    x = rng.standard_normal((2, 4096), dtype=np.float32)
+    want = np.maximum(x @ w, 0)
+    (got,) = ort.InferenceSession(out).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
