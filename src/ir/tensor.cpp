@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "ir/bfloat16_bits.h"
 #include "ir/error.h"
 #include "ir/float_to_int.h"
 
@@ -241,13 +242,8 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bfloat16_to_float(uint16_t b) { return bfloat16_bits_to_float(b); }
 
-uint16_t float_to_bfloat16(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
+uint16_t float_to_bfloat16(float f) { return float_to_bfloat16_bits(f); }
 
 }  // namespace isomer

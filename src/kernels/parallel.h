@@ -69,6 +69,12 @@ inline int team_for_work(int threads, double units) {
   return team < 1 ? 1 : team >= threads ? threads : static_cast<int>(team);
 }
 
+// The bytes a memory-bound step (a reorder, a normalization) reads and writes that
+// pay for one more thread in team_for_work: attention's head transposes in a small
+// ViT (34 KB) took 0.5 us on one thread and 9 us on two, LeViT's BatchNorm1d over
+// 16x128 tokens 6 us and 17 us, waiting for the second thread to wake.
+constexpr double kTeamBytes = 256.0 * 1024;
+
 // A barrier for a team that meets many times in a row (a recurrence's steps, some
 // microseconds apart). An OpenMP barrier under OMP_WAIT_POLICY=PASSIVE sleeps in
 // the kernel and costs a wake-up (tens of microseconds) at every meeting; this one

@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/float_to_int.h"
 #include "ir/tensor.h"
+#include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "kernels/vector_isa.h"
 #include "kernels/vmath.h"
@@ -280,6 +281,21 @@ void store_element(char* p, DType t, T v) {
   }
 }
 
+// A dense float run stored as float16 / bfloat16 (kernels/half.h); false where
+// the run is not one (the caller stores element by element).
+template <class T>
+bool store_half(char* dst, int64_t st, DType t, const T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (st != 1 || (t != DType::Float16 && t != DType::BFloat16)) return false;
+    auto* h = reinterpret_cast<uint16_t*>(dst);
+    if (t == DType::Float16) float32_to_float16(v, h, n);
+    else float32_to_bfloat16(v, h, n);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // n elements of a run starting at `src` (stride st elements of type t) as T: one
 // loop per type, not a switch per element.
 template <class T>
@@ -302,6 +318,17 @@ void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
     case DType::Int32:
       for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(reinterpret_cast<const int32_t*>(src)[j * st]);
       break;
+    case DType::Float16:
+    case DType::BFloat16:
+      if constexpr (std::is_same_v<T, float>) {
+        if (st == 1) {  // kernels/half.h: vectorized
+          const auto* h = reinterpret_cast<const uint16_t*>(src);
+          if (t == DType::Float16) float16_to_float32(h, dst, n);
+          else bfloat16_to_float32(h, dst, n);
+          break;
+        }
+      }
+      [[fallthrough]];
     default: {
       const int64_t es = static_cast<int64_t>(dtype_size(t));
       for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + j * st * es, t);
@@ -451,6 +478,9 @@ struct Runner {
   };
   std::vector<Read> reads;
   std::vector<bool> direct;
+  // A program that only copies an input to its one result, stored converted (a
+  // Cast): the store reads the input's run itself, with no pass through scratch.
+  bool store_input = false;
 
   void plan_segments() {
     const size_t ni = in.size();
@@ -470,6 +500,8 @@ struct Runner {
       for (size_t o = 0; o < out.size(); ++o) unique = unique && (o == k || p.results[o] != p.results[k]);
       direct.push_back(native && unique && s.strides[ni + k].back() == 1 && p.results[k] >= p.num_inputs);
     }
+    store_input = out.size() == 1 && !direct[0] && p.code.size() == 1 && p.code[0].op == PwOp::Copy &&
+                  p.code[0].a < p.num_inputs && p.results[0] == p.code[0].dst;
   }
 
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg, Repeats& rep,
@@ -516,10 +548,14 @@ struct Runner {
       const int64_t st = s.strides[ni + k].back();
       return static_cast<char*>(const_cast<void*>(out[k].data)) + (base[ni + k] + j0 * st) * static_cast<int64_t>(esize[ni + k]);
     };
-    for (size_t k = 0; k < out.size(); ++k)
-      if (p.results[k] >= p.num_inputs)
-        reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
-    exec(reg, n);
+    if (store_input) {
+      reg[p.results[0]] = reg[p.code[0].a];
+    } else {
+      for (size_t k = 0; k < out.size(); ++k)
+        if (p.results[k] >= p.num_inputs)
+          reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
+      exec(reg, n);
+    }
     for (size_t k = 0; k < out.size(); ++k) {
       if (direct[k]) continue;
       const int64_t st = s.strides[ni + k].back();
@@ -532,7 +568,7 @@ struct Runner {
       } else if (native) {
         T* d = reinterpret_cast<T*>(dst);
         for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
-      } else {
+      } else if (!store_half(dst, st, out[k].dtype, v, n)) {
         for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
       }
     }

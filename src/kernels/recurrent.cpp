@@ -169,11 +169,17 @@ ISOMER_CLONES void gru_lbr_gates(const float* a, const float* b, const float* rb
 }
 
 ISOMER_CLONES void rnn_gates(const float* __restrict a, const float* __restrict b, float* __restrict h, int64_t count,
-                             float clip) {
-  if (clip > 0)
+                             float clip, bool relu) {
+  if (relu) {  // NaN -> 0, as ONNX's Relu in the reference (ops/rnn.cpp)
+    for (int64_t j = 0; j < count; ++j) {
+      const float v = clip > 0 ? bound<true>(a[j] + b[j], clip) : a[j] + b[j];
+      h[j] = v > 0.0f ? v : 0.0f;
+    }
+  } else if (clip > 0) {
     for (int64_t j = 0; j < count; ++j) h[j] = vm::tanh(bound<true>(a[j] + b[j], clip));
-  else
+  } else {
     for (int64_t j = 0; j < count; ++j) h[j] = vm::tanh(a[j] + b[j]);
+  }
 }
 
 }  // namespace isomer::kernels

@@ -29,7 +29,7 @@ void lstm_gates(const float* a, const float* b, float* c, float* h, int64_t coun
 // GRU with linear_before_reset, gates z r h: h = (1 - z) tanh(a_h + r (b_h + rb)) + z h_prev.
 void gru_lbr_gates(const float* a, const float* b, const float* rb, const float* h_prev, float* h, int64_t count,
                    int64_t H, float clip = 0);
-// RNN: h = tanh(a + b).
-void rnn_gates(const float* a, const float* b, float* h, int64_t count, float clip = 0);
+// RNN: h = tanh(a + b), or Relu(a + b) with `relu` (NaN -> 0, as the reference).
+void rnn_gates(const float* a, const float* b, float* h, int64_t count, float clip = 0, bool relu = false);
 
 }  // namespace isomer::kernels

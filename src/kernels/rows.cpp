@@ -19,9 +19,8 @@ namespace isomer::kernels {
 namespace {
 
 int team_for(int64_t work, int64_t units, int threads) {
-  int team = threads > 0 ? threads : omp_get_max_threads();
-  const int64_t by_work = std::max<int64_t>(1, work / 32768);
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_work, units), 1, team));
+  const int team = team_for_work(threads > 0 ? threads : omp_get_max_threads(), static_cast<double>(work) / 32768);
+  return static_cast<int>(std::clamp<int64_t>(units, 1, team));
 }
 
 // The row kernels of reductions (8 lanes in every clone; softmax and normalization

@@ -81,6 +81,11 @@ bool RnnConfig::default_activations() const {
   return true;
 }
 
+bool RnnConfig::relu_rnn() const {
+  return cell == RnnCell::Rnn &&
+         std::all_of(activations.begin(), activations.end(), [](const RnnActivation& a) { return a.name == "Relu"; });
+}
+
 RnnConfig rnn_config(std::string_view op, const Attributes& attrs) {
   RnnConfig c;
   c.cell = op == "LSTM" ? RnnCell::Lstm : op == "GRU" ? RnnCell::Gru : RnnCell::Rnn;

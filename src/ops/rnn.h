@@ -39,6 +39,9 @@ struct RnnConfig {
   // True when every direction uses the cell's default functions (Sigmoid/Tanh/Tanh,
   // Sigmoid/Tanh, Tanh): what fused kernels implement.
   bool default_activations() const;
+  // True for an RNN whose every direction uses Relu (PyTorch's nn.RNN with
+  // nonlinearity='relu'), which the runtime's native recurrence also implements.
+  bool relu_rnn() const;
   int64_t max_inputs() const { return cell == RnnCell::Lstm ? 8 : 6; }
   int64_t max_outputs() const { return cell == RnnCell::Lstm ? 3 : 2; }
 };

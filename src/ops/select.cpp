@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "eval/static_value.h"
 #include "ir/invalid_node.h"
 #include "kernels/copy.h"  // scatter_reduce_named
 #include "ops/kernels.h"
@@ -99,7 +100,7 @@ std::vector<Tensor> eval_top_k(const EvalContext& ctx) {
 std::string import_top_k(OnnxForm& form, int64_t opset, GraphBuilder&) {
   if (opset < 10) return "";
   if (form.inputs.size() < 2 || !form.inputs[1].present()) return "TopK without its k input";
-  const Tensor* k = form.inputs[1].constant();
+  const std::optional<Tensor> k = static_value(form.inputs[1]);
   if (!k) return "TopK k input is not a constant (the output's shape would be known only when it runs)";
   if (k->dtype() != DType::Int64 || num_elements(k->dims()) != 1) return "TopK k input is not one int64";
   form.attrs.set("k", k->i64_at(0));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "eval/evaluator.h"
+#include "kernels/parallel.h"
 #include "runtime/delegate.h"
 #include "runtime/lower_control.h"
 #include "runtime/native.h"
@@ -262,6 +263,7 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
     info.signature = "reorder " + describe_md(from) + " -> " + describe_md(md);
     info.bytes = static_cast<double>(values_[src].bytes + values_[out].bytes);
     info.boundary = boundary;
+    const TeamScope team(*this, kernels::team_for_work(threads(), info.bytes / kernels::kTeamBytes));
     dnnl::reorder::primitive_desc pd(eng_, from, eng_, md);
     add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
   }
@@ -309,6 +311,7 @@ int Compiler::copy_of(int src) {
   info.ops = {"Copy"};
   info.signature = "copy " + describe_md(s.md);
   info.bytes = 2.0 * static_cast<double>(s.bytes);
+  const TeamScope team(*this, kernels::team_for_work(threads(), info.bytes / kernels::kTeamBytes));
   dnnl::reorder::primitive_desc pd(eng_, s.md, eng_, s.md);
   add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
   return out;

@@ -7,6 +7,7 @@
 #include "ops/nn_common.h"
 #include "runtime/contraction.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 #include "kernels/vector_isa.h"
 #include "runtime/fusion.h"
 #include "runtime/native.h"
@@ -14,6 +15,9 @@
 namespace isomer::runtime {
 
 namespace {
+
+// The multiply-adds that pay for one more thread (see emit_contraction).
+constexpr double kMatmulTeamMacs = 256.0 * 1024;
 
 // An md for value `id` that matmul can read without a copy: its own when it is a
 // plain or strided (unblocked) layout, else a plain reorder of it.
@@ -213,6 +217,11 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     bd.back() = ncols;
     bias_md = plain_md(bd, dt::f32);
   }
+  // A thread joins from 256K multiply-adds (kernels::team_for_work: 1M while the
+  // threads sleep): a transformer's small products (DeiT-tiny's 66x64x64, 270K,
+  // 5 us on one thread) took 2.5x as long on two, waiting for the second thread.
+  const double macs = static_cast<double>(num_elements(k.out)) * static_cast<double>(kdim);
+  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / kMatmulTeamMacs));
   dnnl::matmul::desc d(a_md, wmd, bias_md, pdst_md);
   // Binary post-ops oneDNN has only its reference kernel for are left to their
   // own steps (a bias of the full shape cannot be: then the reference kernel runs

@@ -296,6 +296,8 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
     if (e && e->alg == dnnl::algorithm::eltwise_relu && e->alpha == 0) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
     else relu = nullptr;
   }
+  const Compiler::TeamScope team(
+      c, kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(xd)) / kernels::kTeamBytes));
   dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps, flags);
   dnnl::batch_normalization_forward::primitive_desc pd(d, c.engine());
   int dst = c.new_value(DType::Float32, xd, md, n.name());

@@ -8,8 +8,8 @@
 // linear_before_reset runs on oneDNN.
 //
 // The fast paths cover the default activations, no input_forget, no peepholes and
-// constant weights; clip and sequences shorter than the input run on the native
-// recurrence only. Other instances run on the reference kernel (ops/rnn.cpp).
+// constant weights; clip, sequences shorter than the input and an RNN on Relu run
+// on the native recurrence only. Other instances run on the reference kernel (ops/rnn.cpp).
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -68,7 +68,7 @@ std::string unsupported(Compiler& c, const Node& n, const RnnConfig& cfg) {
     if (k != 4 && in[k].present() && in[k].type().dtype != DType::Float32) return "not float32";
   for (const TensorType& t : n.output_types())
     if (t.dtype != DType::Float32) return "not float32";
-  if (!cfg.default_activations()) return "activations other than the defaults";
+  if (!cfg.default_activations() && !cfg.relu_rnn()) return "activations other than the defaults or Relu";
   if (cfg.input_forget) return "input_forget";
   if (in.size() > 7 && in[7].present()) return "peepholes";
   for (size_t k : {size_t{1}, size_t{2}, size_t{3}})
@@ -78,7 +78,7 @@ std::string unsupported(Compiler& c, const Node& n, const RnnConfig& cfg) {
 
 // Whether oneDNN's primitives compute this instance: no clip, every sequence full length.
 bool onednn_supports(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq) {
-  if (cfg.has_clip) return false;
+  if (cfg.has_clip || !cfg.default_activations()) return false;
   const auto& in = n.inputs();
   if (in.size() > 4 && in[4].present()) {
     const Tensor* lens = c.known(in[4]);

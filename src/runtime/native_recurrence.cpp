@@ -29,6 +29,7 @@ struct NativeRecurrence {
   int64_t T = 0, N = 0, I = 0, H = 0, G = 0, D = 1, layout = 0;
   bool reverse = false;
   float clip = 0;                            // 0: no clip
+  bool relu = false;                         // RNN: Relu in place of Tanh
   int threads = 1;                           // for the input product
   int team = 1;                              // for the steps
   bool directions_apart = false;             // bidirectional: one thread per direction
@@ -142,7 +143,7 @@ struct NativeRecurrence {
         float* out = io.y + y_row(t, d, n) + j0;
         if (cell == RnnCell::Lstm) kernels::lstm_gates(a, b, buf.cell_state + n * H + j0, out, j1 - j0, H, clip);
         else if (cell == RnnCell::Gru) kernels::gru_lbr_gates(a, b, rb_cand[d].data() + j0, h_prev[n] + j0, out, j1 - j0, H, clip);
-        else kernels::rnn_gates(a, b, out, j1 - j0, clip);
+        else kernels::rnn_gates(a, b, out, j1 - j0, clip, relu);
       }
       if (barrier) barrier->wait();
       for (int64_t i = 0; i < count; ++i) h_prev[active[i]] = io.y + y_row(time[i], d, active[i]);
@@ -159,7 +160,7 @@ std::vector<float> floats(const Tensor& t) {
 
 bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
   if (cfg.cell == RnnCell::Gru && !cfg.linear_before_reset) return false;  // two products per step: oneDNN's
-  if (cfg.input_forget || !cfg.default_activations()) return false;
+  if (cfg.input_forget || !(cfg.default_activations() || cfg.relu_rnn())) return false;
   const auto& in = n.inputs();
   return !(in.size() > 7 && in[7].present());  // peepholes
 }
@@ -211,6 +212,7 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   k->T = seq, k->N = batch, k->I = input, k->H = H, k->G = cfg.gates, k->D = cfg.directions, k->layout = cfg.layout;
   k->reverse = cfg.reverse;
   k->clip = cfg.has_clip ? static_cast<float>(cfg.clip) : 0.0f;
+  k->relu = cfg.relu_rnn();
   k->threads = c.opts().threads;
   const RecurrenceTeams teams =
       recurrence_teams(c.opts().threads, k->D, batch, cfg.gates, H, !kernels::team_threads_sleep());
@@ -263,7 +265,7 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   const std::string sig = n.op_type() + " native T" + std::to_string(seq) + " N" + std::to_string(batch) + " I" +
                           std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(k->D) + " layout" +
                           std::to_string(cfg.layout) + (has_h0 ? " h0" : "") + (has_c0 ? " c0" : "") +
-                          (cfg.has_clip ? " clip" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
+                          (cfg.has_clip ? " clip" : "") + (k->relu ? " relu" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
                           " team" + std::to_string(k->team) +
                           (k->directions_apart ? " apart" : "");
   const size_t outputs = writes.size();

@@ -1,6 +1,6 @@
 #pragma once
 // isomer's own recurrence for LSTM, linear-before-reset GRU and RNN nodes with the
-// default activations (runtime/native_recurrence.cpp); lower_rnn.cpp decides
+// default activations, and RNN nodes on Relu (runtime/native_recurrence.cpp); lower_rnn.cpp decides
 // between it and oneDNN's recurrent primitives.
 #include <cstdint>
 
@@ -10,7 +10,8 @@
 namespace isomer::runtime {
 
 // Whether the native recurrence can run node `n` at all: an LSTM (no peepholes, no
-// input_forget), a linear-before-reset GRU or an RNN, default activations, clip
+// input_forget), a linear-before-reset GRU or an RNN, default activations (or an
+// RNN on Relu), clip
 // or not, sequence_lens constant or not.
 bool native_recurrence_supports(const Node& n, const RnnConfig& cfg);
 

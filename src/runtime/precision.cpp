@@ -32,10 +32,18 @@ Graph promote_half_to_float(const Graph& g) {
     if (n->kind() == NodeKind::Opaque) return g;
   GraphBuilder b(/*dedupe=*/false);
   std::unordered_map<Value, Value, ValueHash> now;
+  // The half value each widening Cast made here reads: an output that wants that
+  // half type back is the half value itself, not a second rounding of its widening.
+  std::unordered_map<Value, Value, ValueHash> widened_from;
+  auto widen = [&](const Value& h, const std::string& name) {
+    Value f = b.op1("Cast", {h}, cast_to(DType::Float32), name);
+    widened_from[f] = h;
+    return f;
+  };
   for (const NodePtr& in : g.inputs()) {
     const TensorType& t = in->output_types()[0];
     Value v = b.input(in->name(), t);
-    now[in->output(0)] = is_half(t.dtype) ? b.op1("Cast", {v}, cast_to(DType::Float32), in->name() + "/to_float") : v;
+    now[in->output(0)] = is_half(t.dtype) ? widen(v, in->name() + "/to_float") : v;
   }
   for (const NodePtr& n : order) {
     if (n->kind() == NodeKind::Input) continue;
@@ -51,7 +59,11 @@ Graph promote_half_to_float(const Graph& g) {
     if (op == "Cast" && is_half(static_cast<DType>(attrs.get_int("to")))) {
       // Rounded to half as written, then computed on in float32.
       Value h = b.op1("Cast", ins, attrs, n->name());
-      now[n->output(0)] = b.op1("Cast", {h}, cast_to(DType::Float32), n->name() + "/to_float");
+      now[n->output(0)] = widen(h, n->name() + "/to_float");
+      continue;
+    }
+    if (op == "Cast" && ins[0].type().dtype == static_cast<DType>(attrs.get_int("to"))) {
+      now[n->output(0)] = ins[0];  // a Cast of a half value to float32, which it now is
       continue;
     }
     if (op == "ConstantOfShape" && attrs.has("value") && is_half(attrs.get_tensor("value").dtype()))
@@ -61,7 +73,7 @@ Graph promote_half_to_float(const Graph& g) {
       Value v = outs[k];
       // An operator whose output type is its own to choose (a dtype attribute) and
       // still half: computed in half as written, then widened.
-      if (is_half(v.type().dtype)) v = b.op1("Cast", {v}, cast_to(DType::Float32), n->name() + "/to_float");
+      if (is_half(v.type().dtype)) v = widen(v, n->name() + "/to_float");
       now[n->output(static_cast<uint32_t>(k))] = v;
     }
   }
@@ -70,7 +82,9 @@ Graph promote_half_to_float(const Graph& g) {
     const Value& o = g.outputs()[i];
     Value v = now.at(o);
     const DType want = o.type().dtype;
-    outputs.push_back(is_half(want) ? b.op1("Cast", {v}, cast_to(want), g.output_names()[i] + "/to_half") : v);
+    auto half = widened_from.find(v);
+    if (half != widened_from.end() && half->second.type().dtype == want) outputs.push_back(half->second);
+    else outputs.push_back(is_half(want) ? b.op1("Cast", {v}, cast_to(want), g.output_names()[i] + "/to_half") : v);
   }
   return b.finish(outputs, g.output_names(), g.info());
 }

@@ -7,6 +7,7 @@
 // same against ONNX Runtime.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -57,6 +58,7 @@ struct Variant {
   bool h0, c0;
   double clip;  // 0: none
   Lens lens;
+  bool relu = false;  // RNN: activations Relu (PyTorch's nonlinearity='relu')
 };
 
 // The sequence lengths a variant's batch gets (seq >= 2): the first full, the second
@@ -90,6 +92,7 @@ Graph variant_graph(const Variant& v, uint64_t seed) {
   a.set("layout", v.layout);
   if (v.op == "GRU") a.set("linear_before_reset", int64_t{1});
   if (v.clip > 0) a.set("clip", v.clip);
+  if (v.relu) a.set("activations", std::vector<std::string>(static_cast<size_t>(D), "Relu"));
   std::vector<Value> out = b.op(v.op, in, a, v.op == "LSTM" ? 3 : 2);
   std::vector<std::string> names{"y", "y_h", "y_c"};
   names.resize(out.size());
@@ -101,7 +104,7 @@ void check_variant(const Variant& v, uint64_t seed, int threads) {
   SCOPED_TRACE(v.op + " " + v.direction + " layout " + std::to_string(v.layout) + " T" + std::to_string(v.seq) + " N" +
                std::to_string(v.batch) + " I" + std::to_string(v.input) + " H" + std::to_string(v.hidden) +
                (v.h0 ? " h0" : "") + (v.c0 ? " c0" : "") + " clip " + std::to_string(v.clip) + " lens " +
-               std::to_string(static_cast<int>(v.lens)) + " threads " + std::to_string(threads));
+               std::to_string(static_cast<int>(v.lens)) + (v.relu ? " relu" : "") + " threads " + std::to_string(threads));
   Graph g = variant_graph(v, seed);
   std::vector<Tensor> inputs = random_inputs(g, seed + 3);
   if (v.lens == Lens::Input) inputs[1] = Tensor::from_f64(DType::Int32, {v.batch}, lengths(v));
@@ -143,6 +146,27 @@ TEST(NativeRecurrence, EveryVariantMatchesTheReference) {
           check_variant(v, 900 + i, 1);
         }
   unsetenv("ISOMER_RNN");
+}
+
+// An RNN on Relu has no oneDNN path (isomer's primitives there are the default
+// activations): the native step runs it at every batch, clip and direction, and its
+// gate maps NaN to 0 as the reference's Relu does.
+TEST(NativeRecurrence, ReluRnnRunsNatively) {
+  int i = 0;
+  for (const char* direction : {"forward", "reverse", "bidirectional"})
+    for (int64_t batch : {1, 4})
+      for (int threads : {1, 2}) {
+        ++i;
+        Variant v{"RNN", direction, i % 2, 6, batch, 5, 9 + i, i % 3 == 0, false, i % 4 == 1 ? 0.5 : 0.0,
+                  i % 3 == 1 ? Lens::Constant : Lens::Full};
+        v.relu = true;
+        check_variant(v, 700 + i, threads);
+      }
+  float a[3] = {std::nanf(""), -1.0f, 2.0f}, b[3] = {0.0f, 0.5f, 0.25f}, h[3];
+  kernels::rnn_gates(a, b, h, 3, 0.0f, true);
+  EXPECT_EQ(h[0], 0.0f);
+  EXPECT_EQ(h[1], 0.0f);
+  EXPECT_EQ(h[2], 2.25f);
 }
 
 // Ragged sequences, clip and larger batches when clip or ragged lengths keep oneDNN

@@ -85,6 +85,34 @@ TEST(RuntimePrecision, PromotionKeepsTheModelsRoundingsAndInterface) {
   EXPECT_TRUE(same_graph(runtime::promote_half_to_float(f), f));
 }
 
+// A model that casts float32 to half as its output, and half to float32 as
+// another: the output is that rounding itself (not widened and rounded again),
+// and the Cast of an input widened already computes nothing. The runtime gives
+// the reference's bits.
+TEST(RuntimePrecision, CastsAtTheInterfaceAreNotRepeated) {
+  for (DType half : {DType::Float16, DType::BFloat16}) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({3, 40})});
+    Value h = b.input("h", {half, make_shape({3, 40})});
+    Value y = b.op1("Cast", {x}, {{"to", static_cast<int64_t>(half)}});
+    Value z = b.op1("Cast", {h}, {{"to", static_cast<int64_t>(DType::Float32)}});
+    Graph g = b.finish({y, z}, {"y", "z"});
+    Graph p = runtime::promote_half_to_float(g);
+    size_t casts = 0;
+    for (const NodePtr& n : p.topo_order()) casts += n->kind() == NodeKind::Op;
+    EXPECT_EQ(casts, 2u) << dtype_name(half) << ": one rounding of x, one widening of h";
+    EXPECT_EQ(p.outputs()[0].type().dtype, half);
+    std::vector<Tensor> inputs = {random_tensor({3, 40}, 4, -70000.0, 70000.0), as(half, random_tensor({3, 40}, 5))};
+    std::vector<Tensor> want = evaluate(g, inputs);
+    runtime::RuntimeOptions o;
+    o.threads = 1;
+    std::vector<Tensor> got = runtime::compile(g, o)->run(inputs);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(got[0].same_as(want[0])) << dtype_name(half);
+    EXPECT_TRUE(got[1].same_as(want[1])) << dtype_name(half);
+  }
+}
+
 // A half output is compared at its own precision: 3 epsilons of float16 pass, an
 // error of 2% does not; a float32 output keeps the given tolerance.
 TEST(RuntimePrecision, HalfOutputsAreComparedAtTheirPrecision) {

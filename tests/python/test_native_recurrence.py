@@ -17,7 +17,7 @@ isomer = pytest.importorskip("isomer")
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
-def model_and_feeds(op, direction, N, lens, initial, clip, lens_input, lbr=1, T=6, I=5, H=7, seed=0):
+def model_and_feeds(op, direction, N, lens, initial, clip, lens_input, lbr=1, T=6, I=5, H=7, seed=0, activations=None):
     rng = np.random.default_rng(seed)
     D, G = (2 if direction == "bidirectional" else 1), GATES[op]
     f32 = lambda *s: (rng.standard_normal(s) * 0.6).astype(np.float32)
@@ -46,6 +46,8 @@ def model_and_feeds(op, direction, N, lens, initial, clip, lens_input, lbr=1, T=
         attrs["linear_before_reset"] = lbr
     if clip:
         attrs["clip"] = clip
+    if activations:
+        attrs["activations"] = activations * D
     outs = ["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2]
     graph = helper.make_graph([helper.make_node(op, names, outs, **attrs)], "g", inputs,
                               [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
@@ -90,3 +92,13 @@ def test_default_choice_matches_onnxruntime(monkeypatch, lbr, N, lens, clip):
     for threads in (1, 2):
         model, feeds = model_and_feeds("GRU", "bidirectional", N, lens, True, clip, False, lbr=lbr, seed=N + lbr)
         check(model, feeds, threads=threads)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("N,threads", [(1, 1), (3, 1), (3, 2)])
+def test_relu_rnn_matches_onnxruntime(direction, N, threads):
+    """PyTorch's nn.RNN(nonlinearity='relu') exports activations=["Relu"]: the
+    native step runs it (it ran on the reference kernel before)."""
+    model, feeds = model_and_feeds("RNN", direction, N, None, N > 1, 0, False, seed=N + threads,
+                                   activations=["Relu"])
+    check(model, feeds, threads)

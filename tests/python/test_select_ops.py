@@ -76,6 +76,39 @@ def test_moe_router_top2(tmp_path):
     run_both(tmp_path, path, {"x": np.random.default_rng(2).standard_normal((128, 64)).astype(np.float32)}, "topk")
 
 
+class Packed(torch.nn.Module):
+    """An LSTM over pack_padded_sequence(enforce_sorted=False): TorchScript sorts the
+    lengths with a TopK whose k is Gather(Shape(lengths), 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = torch.nn.LSTM(8, 12, batch_first=True)
+
+    def forward(self, x, lengths):
+        p = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        y, _ = self.rnn(p)
+        return torch.nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])[0]
+
+
+def test_topk_whose_k_is_a_static_shape(tmp_path):
+    """k computed from a static shape is known at import: the TopK is isomer's own, not
+    a node kept opaque and run by ONNX Runtime."""
+    path = str(tmp_path / "m.onnx")
+    torch.onnx.export(Packed(), (torch.zeros(3, 7, 8), torch.tensor([7, 3, 5])), path, input_names=["x", "lengths"],
+                      opset_version=16)
+    feeds = {"x": np.random.default_rng(4).standard_normal((3, 7, 8)).astype(np.float32),
+             "lengths": np.array([4, 7, 2], np.int64)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
+                        "--print-steps", "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ONNX Runtime" not in p.stdout and "opaque" not in p.stdout, p.stdout
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = np.load(tmp_path / "out.npz")
+    np.testing.assert_allclose(got[list(got.keys())[0]], want, rtol=1e-5, atol=1e-5)
+
+
 class Scatter(torch.nn.Module):
     def forward(self, x, idx, src):
         return x.scatter(1, idx, src), x.scatter_add(0, idx, src)
