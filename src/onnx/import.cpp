@@ -232,12 +232,7 @@ class Importer {
   // which case `copy` keeps the declared types only.
   static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
     onnx::ModelProto attempt = copy;
-    try {
-      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
-      onnx::shape_inference::InferShapes(attempt, onnx::OpSchemaRegistry::Instance(), options);
-    } catch (const std::exception&) {
-      return false;
-    }
+    if (!run_libonnx_inference(&attempt, data_propagation)) return false;
     copy = std::move(attempt);
     return true;
   }
