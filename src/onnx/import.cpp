@@ -27,6 +27,7 @@
 #include "mugraph/region.h"
 #include "onnx/declared_shapes.h"
 #include "onnx/extras.h"
+#include "onnx/function_check.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
 #include "onnx/onnx_io.h"
@@ -92,6 +93,7 @@ class Importer {
     // "optimized" copy of it would be an empty model.
     require(graph_.output_size() > 0, "the graph has no outputs");
     check_graph_names(graph_);
+    check_model_functions(model_);
     check_subgraphs(model_, opset_);
     infer_types();
     overrule_declared_shapes();
