@@ -122,6 +122,12 @@ class Importer {
     require(ir >= 1 && ir <= newest_ir_version(), "unsupported IR version " + std::to_string(ir) +
                                                       " (this build reads 1 to " +
                                                       std::to_string(newest_ir_version()) + ")");
+    // Opset imports came with IR 3: a model of an older IR version that has them says
+    // two things of itself (onnx.checker refuses it; ONNX Runtime runs it, and computes
+    // other outputs than it does at the model's true IR version).
+    require(ir >= 3 || model_.opset_import_size() == 0,
+            "IR version " + std::to_string(ir) + " predates opset imports (IR 3), yet the model imports " +
+                std::to_string(model_.opset_import_size()) + " opset(s): its IR version is wrong");
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
