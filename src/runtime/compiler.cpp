@@ -407,6 +407,14 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   return true;
 }
 
+bool Compiler::touches_empty(const Node& n, const std::vector<TensorType>& types) {
+  for (const Value& v : n.inputs())
+    if (v.present() && num_elements(val(id(v)).dims) == 0) return true;
+  for (const TensorType& t : types)
+    if (is_static(t.shape) && num_elements(static_dims(t.shape)) == 0) return true;
+  return false;
+}
+
 void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& types) {
   // lower_concat defers a Concat only for consumers lower_conv always handles.
   for (const Value& v : n.inputs())
@@ -524,7 +532,11 @@ void Compiler::lower_node(const Node& n) {
   }
   std::vector<TensorType> types = concrete_types(n);
   bool ok = try_fold(n, types);
-  if (LowerFn lower = ok ? nullptr : lowering_of(n.op()->lower)) {
+  // A node of an empty tensor runs on the reference evaluator: there is nothing to
+  // compute, and oneDNN and the kernels assume at least one element (a Conv of no
+  // output channels divided by zero).
+  const bool empty = !ok && touches_empty(n, types);
+  if (LowerFn lower = ok || empty ? nullptr : lowering_of(n.op()->lower)) {
     try {
       ok = lower(*this, n);
     } catch (const dnnl::error&) {

@@ -262,6 +262,8 @@ class Compiler {
   void lower_node(const Node& n);
   void lower_fallback(const Node& n, const std::vector<TensorType>& types);
   bool try_fold(const Node& n, const std::vector<TensorType>& types);
+  // Whether `n` reads or writes a tensor of no elements (`types`: its outputs').
+  bool touches_empty(const Node& n, const std::vector<TensorType>& types);
 
   const Graph& g_;
   RuntimeOptions opts_;
