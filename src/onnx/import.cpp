@@ -616,8 +616,6 @@ class Importer {
       }
       NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
       return builder_.intern(n);
-    } catch (const ShapeOverflow& e) {
-      throw Error(describe_proto(node) + ": " + e.what());
     } catch (const Error& e) {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
@@ -625,8 +623,9 @@ class Importer {
       if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
-      // A check of what ONNX defines (InvalidNode) refuses it outright.
-      if (dynamic_cast<const InvalidNode*>(&e) || (inputs_static && !onnx_refusal(node, inputs, true).empty()))
+      // A check of what ONNX defines (InvalidNode) and a shape past 64 bits refuse it outright.
+      if (dynamic_cast<const InvalidNode*>(&e) || dynamic_cast<const ShapeOverflow*>(&e) ||
+          (inputs_static && !onnx_refusal(node, inputs, true).empty()))
         throw Error(describe_proto(node) + ": " + why);
       *reason = why;
       return nullptr;
