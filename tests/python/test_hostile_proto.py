@@ -273,3 +273,42 @@ def test_damaged_bytes_are_refused_with_one_line(isomer_bin, tmp_path, how):
     with pytest.raises(Exception):
         onnx.load_model_from_string(data)
     _refused(isomer_bin, path, "not an ONNX model: the protobuf does not parse")
+
+
+# --- Resize scales ----------------------------------------------------------------------------
+
+def _resize_model(scale):
+    sc = numpy_helper.from_array(np.array([1, 1, scale], np.float32), "sc")
+    return _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest", name="rs")],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 3])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [sc], opset=18)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_resize_scale_not_positive_and_finite_is_refused(isomer_bin, tmp_path, scale):
+    m = _resize_model(scale)
+    with pytest.raises(Exception):
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": np.ones([2, 4, 3], np.float32)})
+    path = tmp_path / "resize.onnx"
+    onnx.save(m, str(path))
+    _refused(isomer_bin, path, "node 'rs' (Resize): Resize scales must be positive and finite")
+
+
+def test_resize_extent_past_64_bits_is_refused(isomer_bin, tmp_path):
+    path = tmp_path / "resize.onnx"
+    onnx.save(_resize_model(1e30), str(path))
+    _refused(isomer_bin, path, "which does not fit in 64 bits")
+
+
+def test_output_larger_than_memory_is_refused_before_anything_is_allocated(isomer_bin, tmp_path):
+    """[2,4,3e9] floats (96 GB) under a 4 GiB address-space limit: refused at once, naming
+    the node (it used to build index tables of the output's extent until memory ran out)."""
+    import resource
+    path = tmp_path / "resize.onnx"
+    onnx.save(_resize_model(1e9), str(path))
+    limit = 4 << 30
+    p = subprocess.run([isomer_bin, "run", str(path), "--no-onnxruntime"], capture_output=True, text=True,
+                       timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert p.returncode == 1, p.stderr
+    assert "node 'rs' (Resize): output 0 [2,4,3000000000] needs 91552 MiB, more than the 4096 MiB" in p.stderr
