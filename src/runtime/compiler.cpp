@@ -438,8 +438,14 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
 }
 
 bool Compiler::touches_empty(const Node& n, const std::vector<TensorType>& types) {
-  for (const Value& v : n.inputs())
-    if (v.present() && num_elements(val(id(v)).dims) == 0) return true;
+  // Inputs not lowered yet (a scalar factor deferred into this node) are not lowered here.
+  for (const Value& v : n.inputs()) {
+    if (!v.present()) continue;
+    auto it = ids_.find(v);
+    if (it != ids_.end() ? num_elements(values_[it->second].dims) == 0
+                         : v.node->kind() == NodeKind::Constant && num_elements(v.node->value()->dims()) == 0)
+      return true;
+  }
   for (const TensorType& t : types)
     if (is_static(t.shape) && num_elements(static_dims(t.shape)) == 0) return true;
   return false;
