@@ -5,10 +5,6 @@
 
 #include <omp.h>
 
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -57,30 +53,11 @@ std::string describe_md(const md_t& md) {
   return s.str();
 }
 
-namespace {
-
-// The most bytes one buffer can have here: the machine's memory, or less where the
-// process's address space is limited.
-uint64_t memory_limit_bytes() {
-  uint64_t limit = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) limit = std::min<uint64_t>(limit, as.rlim_cur);
-  return limit;
-}
-
-}  // namespace
-
 void Compiler::require_fits_memory(const Node& n, const std::vector<TensorType>& types) const {
-  static const uint64_t limit = memory_limit_bytes();
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (!is_static(types[i].shape)) continue;
-    const std::vector<int64_t> dims = static_dims(types[i].shape);
-    const double bytes = static_cast<double>(num_elements(dims)) * static_cast<double>(dtype_size(types[i].dtype));
-    require(bytes <= static_cast<double>(limit),
-            describe(n) + ": output " + std::to_string(i) + " " + to_string(dims) + " needs " +
-                std::to_string(static_cast<uint64_t>(bytes / (1 << 20))) + " MiB, more than the " +
-                std::to_string(limit >> 20) + " MiB of memory this process may use");
-  }
+  for (size_t i = 0; i < types.size(); ++i)
+    if (is_static(types[i].shape))
+      require_allocatable(static_dims(types[i].shape), dtype_size(types[i].dtype),
+                          describe(n) + ": output " + std::to_string(i));
 }
 
 Compiler::Compiler(const Graph& g, const RuntimeOptions& opts, dnnl::engine eng)
