@@ -152,10 +152,10 @@ ResizeAttrs read_resize_attrs(const Attributes& attrs, int64_t rank) {
   if (attrs.has("axes")) {
     std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 0)), false);
     for (int64_t ax : attrs.get_ints("axes")) {
-      require(ax >= -rank && ax < rank, "Resize axis " + std::to_string(ax) + " is out of range for rank " +
-                                            std::to_string(rank));
+      require_valid(ax >= -rank && ax < rank, "Resize axis " + std::to_string(ax) + " is out of range for rank " +
+                                                  std::to_string(rank));
       if (ax < 0) ax += rank;
-      require(!seen[ax], "Resize axes " + to_string(attrs.get_ints("axes")) + " repeat an axis");
+      require_valid(!seen[ax], "Resize axes " + to_string(attrs.get_ints("axes")) + " repeat an axis");
       seen[ax] = true;
       a.axes.push_back(ax);
     }
