@@ -25,7 +25,10 @@ timeout and an address-space limit. Every outcome is classified:
   accepted    exit 0 although ONNX Runtime refuses the model (to be triaged: ORT is not
               the specification, but it is a good hint)
   wrong       isomer's outputs differ from ONNX Runtime's on the same inputs
-  triaged     "accepted" or "wrong", but of a class TRIAGED explains: ONNX Runtime is
+  refused     `optimize` or `run` refused (with a clear message) a model ONNX Runtime
+              runs on the same inputs: a valid model isomer must run, or an invalid one
+              ONNX Runtime is lax about (to be triaged)
+  triaged     "accepted", "wrong" or "refused", but of a class TRIAGED explains: ONNX Runtime is
               stricter than the ONNX specification, or the specification leaves the
               difference open (the reason goes into the record's detail)
 
@@ -115,6 +118,10 @@ TRIAGED = [
     ("names", ("optimize",), r"dup_node_names", r"ONNX Runtime cannot run the optimized model",
      r"", "node names repeated: onnx.checker accepts them, ONNX Runtime refuses them (as the IR's text asks); the "
      "model isomer writes keeps them as written, and its outputs match the reference with unique names"),
+    ("typing", ("optimize",), r"^typing opset 6$", r"", r"",
+     "an ai.onnx opset before 7: ONNX Runtime guarantees opset 7 on and lacks kernels of some older versions "
+     "(And-1); isomer keeps nodes older than its forms opaque and `optimize` writes them back as they were (`run "
+     "--no-onnxruntime` refuses them)"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
@@ -313,7 +320,7 @@ def campaign(args):
         ort_ok = _ort_child(ort_model, feeds_path, ort_path, args.mem) if feeds is not None else None
         if ort_ok and bad_index:
             ort_ok = None  # ORT's behaviour on out-of-range indices is not a reference
-        if ort_ok is False and src not in real and feeds is not None and \
+        if ort_ok is False and feeds is not None and \
                 [i.name for i in m.graph.input] == [i.name for i in load(src).graph.input]:
             # The same random feeds may fail the unmutated source (a Resize scale drawn
             # negative): then ONNX Runtime's refusal says nothing of the mutation.
@@ -335,6 +342,8 @@ def campaign(args):
             rc, out, err, secs = run_isomer(cmd, args.timeout, args.mem, env)
             cls = classify(rc, err, path, ort_ok)
             detail = ""
+            if cls == "ok" and rc == 1 and ort_ok and cmd_name != "run_native":
+                cls, detail = "refused", "ONNX Runtime runs it"
             if cls == "ok" and rc == 0 and ort_ok and cmd_name != "optimize" and os.path.exists(npz):
                 detail = compare(npz, ort_path) or ""
                 if detail:
@@ -347,7 +356,7 @@ def campaign(args):
                         cls = "wrong"
                 else:
                     cls, detail = "wrong", "ONNX Runtime cannot run the optimized model"
-            if cls in ("accepted", "wrong"):
+            if cls in ("accepted", "wrong", "refused"):
                 why = triage(mut, note, cmd_name, detail, err)
                 if why:
                     cls, detail = "triaged", (detail + "; " if detail else "") + why
