@@ -13,7 +13,6 @@
 #include <limits>
 
 #include "eval/sym.h"
-#include "ir/invalid_node.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
@@ -28,8 +27,8 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
   std::vector<int64_t> out;
   for (int64_t a : axes) out.push_back(normalize_axis(a, rank, "reduction axis"));
   std::sort(out.begin(), out.end());
-  require_valid(std::adjacent_find(out.begin(), out.end()) == out.end(),
-                "reduction axes " + to_string(axes) + " repeat an axis");
+  require(std::adjacent_find(out.begin(), out.end()) == out.end(),
+          "reduction axes " + to_string(axes) + " repeat an axis");
   if (out.empty())
     for (int64_t a = 0; a < rank; ++a) out.push_back(a);
   return out;
