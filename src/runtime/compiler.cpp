@@ -415,13 +415,17 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
 }
 
 bool Compiler::touches_empty(const Node& n, const std::vector<TensorType>& types) {
-  // Inputs not lowered yet (a scalar factor deferred into this node) are not lowered here.
+  // An empty 1-D constant is how ONNX writes an input left out (Resize's roi and
+  // scales): not data. Inputs not lowered yet (a scalar factor deferred into this
+  // node) are not lowered here.
   for (const Value& v : n.inputs()) {
     if (!v.present()) continue;
     auto it = ids_.find(v);
-    if (it != ids_.end() ? num_elements(values_[it->second].dims) == 0
-                         : v.node->kind() == NodeKind::Constant && num_elements(v.node->value()->dims()) == 0)
-      return true;
+    const std::vector<int64_t>* dims = it != ids_.end() ? &values_[it->second].dims
+                                       : v.node->kind() == NodeKind::Constant ? &v.node->value()->dims()
+                                                                              : nullptr;
+    const bool constant = v.node->kind() == NodeKind::Constant || (it != ids_.end() && values_[it->second].known);
+    if (dims && num_elements(*dims) == 0 && !(constant && dims->size() == 1)) return true;
   }
   for (const TensorType& t : types)
     if (is_static(t.shape) && num_elements(static_dims(t.shape)) == 0) return true;
