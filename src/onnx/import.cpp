@@ -131,10 +131,15 @@ class Importer {
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
-    std::set<std::string> imported;
+    std::map<std::string, int64_t> imported;
     for (const auto& o : model_.opset_import()) {
       const std::string key = is_default_domain(o.domain()) ? "ai.onnx" : o.domain();
-      require(imported.insert(key).second, "the model imports domain '" + key + "' twice");
+      // The same import twice says one thing (onnx.checker and ONNX Runtime accept it);
+      // two versions of one domain leave which one the model means unsaid.
+      auto [it, fresh] = imported.emplace(key, o.version());
+      require(fresh || it->second == o.version(), "the model imports domain '" + key + "' twice, at opsets " +
+                                                      std::to_string(it->second) + " and " +
+                                                      std::to_string(o.version()));
       const int64_t newest = newest_opset(o.domain());
       const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
       if (is_default_domain(o.domain()))

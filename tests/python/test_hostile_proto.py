@@ -333,3 +333,24 @@ def test_pad_axes_out_of_range_or_repeated_are_refused(isomer_bin, tmp_path, axe
     path = tmp_path / "pad.onnx"
     onnx.save(m, str(path))
     _refused(isomer_bin, path, "node 'pad' (Pad): " + want)
+
+
+# --- opset imports ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("imports", [[("", 17), ("", 17)], [("", 17), ("ai.onnx", 17)], [("", 17), ("", 1)]])
+def test_default_domain_imported_twice(isomer_bin, tmp_path, imports):
+    """The same import twice (spelled "" or "ai.onnx") says one thing: onnx.checker and ONNX
+    Runtime accept it, so isomer runs it; two versions leave the model's meaning unsaid
+    (ONNX Runtime silently takes the last): refused, naming both."""
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    del m.opset_import[:]
+    m.opset_import.extend([helper.make_opsetid(d, v) for d, v in imports])
+    onnx.checker.check_model(m)
+    if imports[0][1] != imports[1][1]:
+        path = tmp_path / "twice.onnx"
+        onnx.save(m, str(path))
+        _refused(isomer_bin, path, "the model imports domain 'ai.onnx' twice, at opsets 17 and 1")
+        return
+    x = np.random.default_rng(4).standard_normal([2, 3]).astype(np.float32)
+    _matches_ort(isomer_bin, tmp_path, m, {"x": x})
