@@ -121,6 +121,12 @@ TRIAGED = [
     ("typing", ("optimize", "run"), r"^typing ir [12]$", r"ONNX Runtime runs it", r"predates opset imports",
      "IR version 1 or 2 with opset imports, which came with IR 3: onnx.checker refuses it, ONNX Runtime runs it "
      "(and computes other outputs than at the model's true IR version)"),
+    ("opset", ("optimize", "run"), r"^opset dupopset$", r"ONNX Runtime runs it", r"twice, at opsets",
+     "ai.onnx imported at two versions: onnx.checker does not object and ONNX Runtime takes the last, so which "
+     "one the model means is not said; isomer refuses it naming both (the same import twice it runs)"),
+    ("attr", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"must be 0 or 1, got",
+     "a flag ONNX states as 0 or 1 given another value: engines read it differently (ONNX Runtime keeps dims only "
+     "for keepdims == 1), so the model has no one meaning and isomer refuses it"),
     ("typing", ("optimize",), r"^typing opset 6$", r"", r"",
      "an ai.onnx opset before 7: ONNX Runtime guarantees opset 7 on and lacks kernels of some older versions "
      "(And-1); isomer keeps nodes older than its forms opaque and `optimize` writes them back as they were (`run "
