@@ -564,6 +564,11 @@ void Compiler::lower_node(const Node& n) {
     }
   }
   if (!ok) lower_fallback(n, types);
+  if (empty) {
+    // Not a slow path: there is nothing to compute.
+    steps_.back().info.kind = "empty";
+    steps_.back().info.note = "a tensor of no elements";
+  }
   mark_done(n);
   in_progress_.erase(&n);
 }
