@@ -8,7 +8,10 @@ cycles, duplicate/missing names, broken If/Loop/Scan bodies, escaping external d
 NaN in shape constants, out-of-range run-time indices; and, in hostile_mutators_format.py,
 sparse initializers, strings for numbers, odd-length float16 data, million-entry attributes,
 deeply nested If, 10^5-node chains, external data past the file's end, non-UTF-8 names,
-future opsets, broken nodes inside bodies, ...), and runs
+future opsets, broken nodes inside bodies, ...; and, in hostile_mutators_proto.py, damaged
+protobuf bytes, model-local functions that recurse or mismatch their calls, untyped and
+non-tensor graph inputs, odd IR versions and opsets, NUL and 10 kB names, empty tensors,
+Slice at INT64's ends, Resize scales of 0 or NaN, Conv strides of 0), and runs
 `isomer optimize`, `isomer run --no-onnxruntime` and `isomer run` on each under a
 timeout and an address-space limit. Every outcome is classified:
 
@@ -22,7 +25,10 @@ timeout and an address-space limit. Every outcome is classified:
   accepted    exit 0 although ONNX Runtime refuses the model (to be triaged: ORT is not
               the specification, but it is a good hint)
   wrong       isomer's outputs differ from ONNX Runtime's on the same inputs
-  triaged     "accepted" or "wrong", but of a class TRIAGED explains: ONNX Runtime is
+  refused     `optimize` or `run` refused (with a clear message) a model ONNX Runtime
+              runs on the same inputs: a valid model isomer must run, or an invalid one
+              ONNX Runtime is lax about (to be triaged)
+  triaged     "accepted", "wrong" or "refused", but of a class TRIAGED explains: ONNX Runtime is
               stricter than the ONNX specification, or the specification leaves the
               difference open (the reason goes into the record's detail)
 
@@ -30,7 +36,8 @@ Usage (reproducible: the seed fixes every mutation and every input):
   ISOMER_BIN=build/isomer .venv/bin/python scripts/hostile_campaign.py --seed 1 --count 300 \
       --out /tmp/hostile [--only MUTATOR] [--commands optimize,run_native,run]
 It writes each failing mutant and its log under --out/<class>/ and prints counts by class.
-The mutators live in scripts/hostile_mutators.py and scripts/hostile_mutators_format.py.
+The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_format.py and
+scripts/hostile_mutators_proto.py.
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -51,8 +58,9 @@ from onnx import TensorProto, helper
 
 from hostile_mutators import MUTATORS as BASE_MUTATORS, _init_names
 from hostile_mutators_format import MUTATORS as FORMAT_MUTATORS
+from hostile_mutators_proto import MUTATORS as PROTO_MUTATORS
 
-MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS}
+MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -104,6 +112,25 @@ TRIAGED = [
      "an index out of range is an error when the node runs (ONNX Runtime fails only then); isomer refuses a constant "
      "one where it imports the node, but not inside an If/Loop/Scan body it keeps verbatim, and `optimize` does not "
      "run a model it leaves unchanged (`run` refuses it)"),
+    ("numbers", ("optimize",), r"gather_runtime", r"", r"",
+     "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
+     "model, `run` refuses the inputs"),
+    ("names", ("optimize",), r"dup_node_names", r"ONNX Runtime cannot run the optimized model",
+     r"", "node names repeated: onnx.checker accepts them, ONNX Runtime refuses them (as the IR's text asks); the "
+     "model isomer writes keeps them as written, and its outputs match the reference with unique names"),
+    ("typing", ("optimize", "run"), r"^typing ir [12]$", r"ONNX Runtime runs it", r"predates opset imports",
+     "IR version 1 or 2 with opset imports, which came with IR 3: onnx.checker refuses it, ONNX Runtime runs it "
+     "(and computes other outputs than at the model's true IR version)"),
+    ("opset", ("optimize", "run"), r"^opset dupopset$", r"ONNX Runtime runs it", r"twice, at opsets",
+     "ai.onnx imported at two versions: onnx.checker does not object and ONNX Runtime takes the last, so which "
+     "one the model means is not said; isomer refuses it naming both (the same import twice it runs)"),
+    ("attr", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"must be 0 or 1, got",
+     "a flag ONNX states as 0 or 1 given another value: engines read it differently (ONNX Runtime keeps dims only "
+     "for keepdims == 1), so the model has no one meaning and isomer refuses it"),
+    ("typing", ("optimize",), r"^typing opset 6$", r"", r"",
+     "an ai.onnx opset before 7: ONNX Runtime guarantees opset 7 on and lacks kernels of some older versions "
+     "(And-1); isomer keeps nodes older than its forms opaque and `optimize` writes them back as they were (`run "
+     "--no-onnxruntime` refuses them)"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
@@ -188,8 +215,10 @@ def make_feeds(m, rng, bad_index):
     inits = _init_names(m.graph)
     np_rng = np.random.default_rng(rng.randrange(1 << 30))
     for vi in m.graph.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type"):
+        if vi.name in inits:
             continue
+        if not vi.type.HasField("tensor_type"):  # a sequence, map or optional: no reference run
+            return None
         tt = vi.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else 2 for d in tt.shape.dim]
         if any(d < 0 or d > 4096 for d in dims) or int(np.prod(dims, dtype=np.float64)) > (1 << 22):
@@ -215,11 +244,13 @@ def make_feeds(m, rng, bad_index):
 
 
 def compare(a_path, b_path, tol=1e-3):
-    a, b = np.load(a_path), np.load(b_path)
+    a, b = np.load(a_path, allow_pickle=True), np.load(b_path, allow_pickle=True)
     for k in b.files:
         if k not in a.files:
             continue
         x, y = a[k], b[k]
+        if x.dtype == object or y.dtype == object:  # a sequence or map output: not compared
+            continue
         if x.shape != y.shape:
             return f"output {k}: shape {x.shape} vs {y.shape}"
         if x.dtype.kind in "fc":
@@ -238,6 +269,20 @@ def compare(a_path, b_path, tol=1e-3):
         elif not np.array_equal(x, y):
             return f"output {k}: values differ"
     return None
+
+
+RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+def draws_random(m):
+    """Whether the model's outputs depend on random draws (a random operator, or a Dropout
+    given a training_mode input, as dynamo exports of training-mode models have): its
+    outputs differ between engines by design and are not compared."""
+    nodes = list(m.graph.node)
+    for f in m.functions:
+        nodes += list(f.node)
+    return any(n.op_type in RANDOM_OPS or (n.op_type == "Dropout" and len(n.input) > 2 and n.input[2])
+               for n in nodes)
 
 
 def campaign(args):
@@ -272,10 +317,17 @@ def campaign(args):
             continue
         bad_index = r[2] if len(r) > 2 else None
         m, note = r[0], r[1]
+        # A legal model ONNX Runtime refuses (it is stricter than the specification) comes
+        # with a model it runs that means the same: that one gives the reference outputs.
+        reference = r[4] if len(r) > 4 else None
         path = os.path.join(wd, "model.onnx")
         data = m.SerializeToString()
-        for old, new in (r[3] if len(r) > 3 else []):  # bytes the protobuf library will not write itself
-            data = data.replace(old, new)
+        patch = r[3] if len(r) > 3 else []
+        if callable(patch):  # byte-level damage (hostile_mutators_proto.py)
+            data = patch(data)
+        else:
+            for old, new in patch:  # bytes the protobuf library will not write itself
+                data = data.replace(old, new)
         with open(path, "wb") as f:
             f.write(data)
         feeds = make_feeds(m, crng, bad_index)
@@ -284,10 +336,15 @@ def campaign(args):
             feeds_path = os.path.join(wd, "inputs.npz")
             np.savez(feeds_path, **feeds)
         ort_path = os.path.join(wd, "ort.npz")
-        ort_ok = _ort_child(path, feeds_path, ort_path, args.mem) if feeds is not None else None
-        if ort_ok and bad_index:
-            ort_ok = None  # ORT's behaviour on out-of-range indices is not a reference
-        if ort_ok is False and src not in real and feeds is not None and \
+        ort_model = path
+        if reference is not None:
+            ort_model = os.path.join(wd, "reference.onnx")
+            onnx.save(reference, ort_model)
+        ort_ok = _ort_child(ort_model, feeds_path, ort_path, args.mem) if feeds is not None else None
+        if ort_ok and (bad_index or draws_random(m)):
+            # ORT's behaviour on out-of-range indices is not a reference, nor are random draws.
+            ort_ok = None
+        if ort_ok is False and feeds is not None and \
                 [i.name for i in m.graph.input] == [i.name for i in load(src).graph.input]:
             # The same random feeds may fail the unmutated source (a Resize scale drawn
             # negative): then ONNX Runtime's refusal says nothing of the mutation.
@@ -309,6 +366,8 @@ def campaign(args):
             rc, out, err, secs = run_isomer(cmd, args.timeout, args.mem, env)
             cls = classify(rc, err, path, ort_ok)
             detail = ""
+            if cls == "ok" and rc == 1 and ort_ok and cmd_name != "run_native":
+                cls, detail = "refused", "ONNX Runtime runs it"
             if cls == "ok" and rc == 0 and ort_ok and cmd_name != "optimize" and os.path.exists(npz):
                 detail = compare(npz, ort_path) or ""
                 if detail:
@@ -321,7 +380,7 @@ def campaign(args):
                         cls = "wrong"
                 else:
                     cls, detail = "wrong", "ONNX Runtime cannot run the optimized model"
-            if cls in ("accepted", "wrong"):
+            if cls in ("accepted", "wrong", "refused"):
                 why = triage(mut, note, cmd_name, detail, err)
                 if why:
                     cls, detail = "triaged", (detail + "; " if detail else "") + why

@@ -112,6 +112,8 @@ NodePtr Node::make_op(const OpDef& op, std::vector<Value> inputs, Attributes att
     out = op.infer(ctx);
   } catch (const InvalidNode& e) {
     throw InvalidNode("node " + who + ": " + e.what());
+  } catch (const ShapeOverflow& e) {
+    throw ShapeOverflow("node " + who + ": " + e.what());
   } catch (const Error& e) {
     throw Error("node " + who + ": " + e.what());
   }

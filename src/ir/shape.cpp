@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "ir/error.h"
+#include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
 
 namespace isomer {
@@ -138,8 +139,8 @@ std::vector<int64_t> broadcast_dims(const std::vector<int64_t>& a, const std::ve
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what) {
-  require(axis >= -rank && axis < std::max<int64_t>(rank, 1),
-          what + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  require_valid(axis >= -rank && axis < std::max<int64_t>(rank, 1),
+                what + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -1,8 +1,5 @@
 #include "onnx/declared_shapes.h"
 
-#include <onnx/defs/schema.h>
-#include <onnx/shape_inference/implementation.h>
-
 #include <optional>
 #include <vector>
 
@@ -29,15 +26,6 @@ bool contradict(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   return false;
 }
 
-bool infer(onnx::ModelProto& m, bool data_propagation) {
-  try {
-    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -60,9 +48,9 @@ std::unordered_map<std::string, onnx::TypeProto> inferred_over_declared(onnx::Mo
   const InferencePlan plan = prepare_for_inference(&copy, known);
   // As the importer runs it: data propagation only where libonnx has every node's schema.
   onnx::ModelProto attempt = copy;
-  if (!(plan.all_known && infer(attempt, /*data_propagation=*/true))) {
+  if (!(plan.all_known && run_libonnx_inference(&attempt, /*data_propagation=*/true))) {
     attempt = copy;
-    if (!infer(attempt, false)) return {};
+    if (!run_libonnx_inference(&attempt, false)) return {};
   }
   std::unordered_map<std::string, onnx::TypeProto> out;
   auto overrule = [&](const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, const char* what) {

@@ -27,6 +27,7 @@
 #include "mugraph/region.h"
 #include "onnx/declared_shapes.h"
 #include "onnx/extras.h"
+#include "onnx/function_check.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
 #include "onnx/onnx_io.h"
@@ -92,6 +93,7 @@ class Importer {
     // "optimized" copy of it would be an empty model.
     require(graph_.output_size() > 0, "the graph has no outputs");
     check_graph_names(graph_);
+    check_model_functions(model_);
     check_subgraphs(model_, opset_);
     infer_types();
     overrule_declared_shapes();
@@ -120,13 +122,24 @@ class Importer {
     require(ir >= 1 && ir <= newest_ir_version(), "unsupported IR version " + std::to_string(ir) +
                                                       " (this build reads 1 to " +
                                                       std::to_string(newest_ir_version()) + ")");
+    // Opset imports came with IR 3: a model of an older IR version that has them says
+    // two things of itself (onnx.checker refuses it; ONNX Runtime runs it, and computes
+    // other outputs than it does at the model's true IR version).
+    require(ir >= 3 || model_.opset_import_size() == 0,
+            "IR version " + std::to_string(ir) + " predates opset imports (IR 3), yet the model imports " +
+                std::to_string(model_.opset_import_size()) + " opset(s): its IR version is wrong");
     require(model_.training_info_size() == 0, "models with training_info are not supported");
     ModelInfo info;
     info.ir_version = ir;
-    std::set<std::string> imported;
+    std::map<std::string, int64_t> imported;
     for (const auto& o : model_.opset_import()) {
       const std::string key = is_default_domain(o.domain()) ? "ai.onnx" : o.domain();
-      require(imported.insert(key).second, "the model imports domain '" + key + "' twice");
+      // The same import twice says one thing (onnx.checker and ONNX Runtime accept it);
+      // two versions of one domain leave which one the model means unsaid.
+      auto [it, fresh] = imported.emplace(key, o.version());
+      require(fresh || it->second == o.version(), "the model imports domain '" + key + "' twice, at opsets " +
+                                                      std::to_string(it->second) + " and " +
+                                                      std::to_string(o.version()));
       const int64_t newest = newest_opset(o.domain());
       const std::string domain = o.domain().empty() ? "ai.onnx" : o.domain();
       if (is_default_domain(o.domain()))
@@ -232,12 +245,7 @@ class Importer {
   // which case `copy` keeps the declared types only.
   static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
     onnx::ModelProto attempt = copy;
-    try {
-      onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
-      onnx::shape_inference::InferShapes(attempt, onnx::OpSchemaRegistry::Instance(), options);
-    } catch (const std::exception&) {
-      return false;
-    }
+    if (!run_libonnx_inference(&attempt, data_propagation)) return false;
     copy = std::move(attempt);
     return true;
   }
@@ -613,8 +621,6 @@ class Importer {
       }
       NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
       return builder_.intern(n);
-    } catch (const ShapeOverflow& e) {
-      throw Error(describe_proto(node) + ": " + e.what());
     } catch (const Error& e) {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
@@ -622,8 +628,9 @@ class Importer {
       if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
-      // A check of what ONNX defines (InvalidNode) refuses it outright.
-      if (dynamic_cast<const InvalidNode*>(&e) || (inputs_static && !onnx_refusal(node, inputs, true).empty()))
+      // A check of what ONNX defines (InvalidNode) and a shape past 64 bits refuse it outright.
+      if (dynamic_cast<const InvalidNode*>(&e) || dynamic_cast<const ShapeOverflow*>(&e) ||
+          (inputs_static && !onnx_refusal(node, inputs, true).empty()))
         throw Error(describe_proto(node) + ": " + why);
       *reason = why;
       return nullptr;

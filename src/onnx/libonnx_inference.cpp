@@ -1,5 +1,10 @@
 #include "onnx/libonnx_inference.h"
 
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <unordered_set>
+
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 
@@ -147,6 +152,68 @@ InferencePlan prepare_for_inference(onnx::ModelProto* m, const DimsMap& known) {
   hidden->set_domain(kHiddenDomain);
   hidden->set_version(1);
   return plan;
+}
+
+namespace {
+
+// Marks the types add_shape_input_placeholders adds (inference keeps a denotation).
+constexpr const char* kPlaceholder = "isomer.placeholder";
+
+// Adds an empty tensor type to `g`'s value_info (and its subgraphs') for every value a
+// Shape node of `g` reads that a node of `g` produces and nothing declares a type for;
+// returns how many it added (at the end of each value_info list).
+int add_shape_input_placeholders(onnx::GraphProto* g) {
+  std::unordered_set<std::string> typed, produced;
+  for (const auto& v : g->value_info()) typed.insert(v.name());
+  for (const auto& n : g->node()) produced.insert(n.output().begin(), n.output().end());
+  int added = 0;
+  for (auto& n : *g->mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) added += add_shape_input_placeholders(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) added += add_shape_input_placeholders(&sub);
+    }
+    if (n.op_type() != "Shape" || !is_default_domain(n.domain()) || n.input_size() == 0) continue;
+    const std::string& in = n.input(0);
+    if (in.empty() || !produced.count(in) || !typed.insert(in).second) continue;
+    onnx::ValueInfoProto* v = g->add_value_info();
+    v->set_name(in);
+    v->mutable_type()->mutable_tensor_type();
+    v->mutable_type()->set_denotation(kPlaceholder);
+    ++added;
+  }
+  return added;
+}
+
+// Removes the placeholders add_shape_input_placeholders added that inference left
+// empty, and the mark from those it typed.
+void drop_empty_placeholders(onnx::GraphProto* g) {
+  for (auto& n : *g->mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) drop_empty_placeholders(a.mutable_g());
+      for (auto& sub : *a.mutable_graphs()) drop_empty_placeholders(&sub);
+    }
+  auto* values = g->mutable_value_info();
+  for (int i = values->size() - 1; i >= 0; --i) {
+    onnx::TypeProto* t = values->Mutable(i)->mutable_type();
+    if (t->denotation() != kPlaceholder) continue;
+    t->clear_denotation();
+    if (t->has_tensor_type() && t->tensor_type().elem_type() == 0 && !t->tensor_type().has_shape())
+      values->DeleteSubrange(i, 1);
+  }
+}
+
+}  // namespace
+
+bool run_libonnx_inference(onnx::ModelProto* m, bool data_propagation) {
+  const bool placeholders = data_propagation && add_shape_input_placeholders(m->mutable_graph()) > 0;
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, data_propagation);
+    onnx::shape_inference::InferShapes(*m, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (placeholders) drop_empty_placeholders(m->mutable_graph());
+  return true;
 }
 
 void add_static_dims(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, DimsMap* known) {

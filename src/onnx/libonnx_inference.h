@@ -38,6 +38,14 @@ struct InferencePlan {
 // dims of weights.
 InferencePlan prepare_for_inference(onnx::ModelProto* m, const DimsMap& known);
 
+// libonnx's shape inference (error_mode 0: a node whose inference fails leaves its
+// outputs untyped) on `m` in place; false if it failed as a whole. With
+// `data_propagation`, every value a Shape node reads that the graph declares no type
+// for gets an empty tensor type for the run (removed after it where inference left it
+// empty): libonnx 1.12's Shape propagation reads its input's type unchecked, and a
+// producer whose inference failed (a MatMul of mismatched dims) left none.
+bool run_libonnx_inference(onnx::ModelProto* m, bool data_propagation);
+
 // Adds the static dims of every tensor value `values` types to `known`.
 void add_static_dims(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, DimsMap* known);
 

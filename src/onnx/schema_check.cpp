@@ -64,9 +64,15 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
 }
 
 std::string missing_operator(const onnx::NodeProto& node, const onnx::ModelProto& model) {
+  return missing_operator(node, model.opset_import(), model.functions());
+}
+
+std::string missing_operator(const onnx::NodeProto& node,
+                             const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
+                             const google::protobuf::RepeatedPtrField<onnx::FunctionProto>& functions) {
   const bool default_domain = is_default_domain(node.domain());
   if (!default_domain && newest_opset(node.domain()) == 0) return "";
-  for (const auto& f : model.functions())
+  for (const auto& f : functions)
     if (f.domain() == node.domain() && f.name() == node.op_type()) return "";
   // ONNX's experimental operators (onnx/defs/experiments, removed in ONNX 1.5 and later).
   static const std::set<std::string> kRetiredExperimental = {
@@ -75,7 +81,7 @@ std::string missing_operator(const onnx::NodeProto& node, const onnx::ModelProto
   if (default_domain && kRetiredExperimental.count(node.op_type())) return "";
   int64_t version = 0;
   bool imported = false;
-  for (const auto& o : model.opset_import()) {
+  for (const auto& o : imports) {
     if (is_default_domain(o.domain()) != default_domain || (!default_domain && o.domain() != node.domain())) continue;
     version = o.version();
     imported = true;

@@ -30,5 +30,10 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
 // the default domain, the experimental operators of ONNX's first releases, which
 // are in no opset yet ONNX Runtime still runs, are not judged.
 std::string missing_operator(const onnx::NodeProto& node, const onnx::ModelProto& model);
+// The same for a node of a graph (a function's body) with these imports, in a model
+// with these functions.
+std::string missing_operator(const onnx::NodeProto& node,
+                             const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& imports,
+                             const google::protobuf::RepeatedPtrField<onnx::FunctionProto>& functions);
 
 }  // namespace isomer::onnx_detail

@@ -240,8 +240,8 @@ struct ReshapeOp {
 
 int64_t flatten_axis(const Attributes& attrs, int64_t rank) {
   int64_t axis = attrs.get_int("axis", 1);
-  require(axis >= -rank && axis <= rank,
-          "Flatten axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  require_valid(axis >= -rank && axis <= rank,
+                "Flatten axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "eval/sym.h"
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 
 namespace isomer::ops {
@@ -227,10 +228,10 @@ std::vector<Array<T>> exact_view(const Attributes& attrs, std::span<const Array<
 inline std::vector<int64_t> normalized_axes(const std::vector<int64_t>& axes, int64_t rank, const std::string& op) {
   std::vector<int64_t> out;
   for (int64_t a : axes) {
-    require(a >= -rank && a < rank, op + " axis " + std::to_string(a) + " is out of range for rank " +
-                                        std::to_string(rank));
+    require_valid(a >= -rank && a < rank, op + " axis " + std::to_string(a) + " is out of range for rank " +
+                                              std::to_string(rank));
     int64_t n = a < 0 ? a + rank : a;
-    require(std::find(out.begin(), out.end(), n) == out.end(), op + " axes " + to_string(axes) + " repeat an axis");
+    require_valid(std::find(out.begin(), out.end(), n) == out.end(), op + " axes " + to_string(axes) + " repeat an axis");
     out.push_back(n);
   }
   return out;

@@ -13,6 +13,7 @@
 
 #include "ir/graph.h"
 #include "ir/invalid_node.h"
+#include "ir/shape_overflow.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -151,10 +152,10 @@ ResizeAttrs read_resize_attrs(const Attributes& attrs, int64_t rank) {
   if (attrs.has("axes")) {
     std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 0)), false);
     for (int64_t ax : attrs.get_ints("axes")) {
-      require(ax >= -rank && ax < rank, "Resize axis " + std::to_string(ax) + " is out of range for rank " +
-                                            std::to_string(rank));
+      require_valid(ax >= -rank && ax < rank, "Resize axis " + std::to_string(ax) + " is out of range for rank " +
+                                                  std::to_string(rank));
       if (ax < 0) ax += rank;
-      require(!seen[ax], "Resize axes " + to_string(attrs.get_ints("axes")) + " repeat an axis");
+      require_valid(!seen[ax], "Resize axes " + to_string(attrs.get_ints("axes")) + " repeat an axis");
       seen[ax] = true;
       a.axes.push_back(ax);
     }
@@ -183,10 +184,17 @@ ResizeExtents resize_extents(const ResizeAttrs& a, const std::vector<int64_t>& i
                                     std::to_string(n));
     for (size_t i = 0; i < n; ++i) {
       const size_t ax = static_cast<size_t>(a.axes[i]);
-      require(scales[i] > 0, "Resize scales must be positive, got " + std::to_string(scales[i]));
+      // ONNX asks for scales above 0; ONNX Runtime refuses NaN and infinity too (an
+      // infinite extent has no int64 to be).
+      require_valid(std::isfinite(scales[i]) && scales[i] > 0,
+                    "Resize scales must be positive and finite, got " + std::to_string(scales[i]));
       e.scales[ax] = scales[i];
       const double crop = a.coord == "tf_crop_and_resize" ? e.roi_end[ax] - e.roi_start[ax] : 1.0;
-      e.out[ax] = static_cast<int64_t>(std::floor(static_cast<double>(in[ax]) * crop * scales[i]));
+      const double extent = std::floor(static_cast<double>(in[ax]) * crop * scales[i]);
+      if (!(std::fabs(extent) < 0x1p62))
+        throw ShapeOverflow("Resize scale " + std::to_string(scales[i]) + " makes an extent of " +
+                            std::to_string(extent) + ", which does not fit in 64 bits");
+      e.out[ax] = static_cast<int64_t>(extent);
     }
     return e;
   }

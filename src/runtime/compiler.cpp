@@ -54,6 +54,13 @@ std::string describe_md(const md_t& md) {
   return s.str();
 }
 
+void Compiler::require_fits_memory(const Node& n, const std::vector<TensorType>& types) const {
+  for (size_t i = 0; i < types.size(); ++i)
+    if (is_static(types[i].shape))
+      require_allocatable(static_dims(types[i].shape), dtype_size(types[i].dtype),
+                          describe(n) + ": output " + std::to_string(i));
+}
+
 Compiler::Compiler(const Graph& g, const RuntimeOptions& opts, dnnl::engine eng)
     : g_(g), opts_(opts), eng_(std::move(eng)) {
   for (const NodePtr& n : g.topo_order())
@@ -410,6 +417,24 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   return true;
 }
 
+bool Compiler::touches_empty(const Node& n, const std::vector<TensorType>& types) {
+  // An empty 1-D constant is how ONNX writes an input left out (Resize's roi and
+  // scales): not data. Inputs not lowered yet (a scalar factor deferred into this
+  // node) are not lowered here.
+  for (const Value& v : n.inputs()) {
+    if (!v.present()) continue;
+    auto it = ids_.find(v);
+    const std::vector<int64_t>* dims = it != ids_.end() ? &values_[it->second].dims
+                                       : v.node->kind() == NodeKind::Constant ? &v.node->value()->dims()
+                                                                              : nullptr;
+    const bool constant = v.node->kind() == NodeKind::Constant || (it != ids_.end() && values_[it->second].known);
+    if (dims && num_elements(*dims) == 0 && !(constant && dims->size() == 1)) return true;
+  }
+  for (const TensorType& t : types)
+    if (is_static(t.shape) && num_elements(static_dims(t.shape)) == 0) return true;
+  return false;
+}
+
 void Compiler::lower_fallback(const Node& n, const std::vector<TensorType>& types) {
   // lower_concat defers a Concat only for consumers lower_conv always handles.
   for (const Value& v : n.inputs())
@@ -526,8 +551,13 @@ void Compiler::lower_node(const Node& n) {
     return;
   }
   std::vector<TensorType> types = concrete_types(n);
+  require_fits_memory(n, types);
   bool ok = try_fold(n, types);
-  if (LowerFn lower = ok ? nullptr : lowering_of(n.op()->lower)) {
+  // A node of an empty tensor runs on the reference evaluator: there is nothing to
+  // compute, and oneDNN and the kernels assume at least one element (a Conv of no
+  // output channels divided by zero).
+  const bool empty = !ok && touches_empty(n, types);
+  if (LowerFn lower = ok || empty ? nullptr : lowering_of(n.op()->lower)) {
     try {
       ok = lower(*this, n);
     } catch (const dnnl::error&) {
@@ -537,6 +567,11 @@ void Compiler::lower_node(const Node& n) {
     }
   }
   if (!ok) lower_fallback(n, types);
+  if (empty) {
+    // Not a slow path: there is nothing to compute.
+    steps_.back().info.kind = "empty";
+    steps_.back().info.note = "a tensor of no elements";
+  }
   mark_done(n);
   in_progress_.erase(&n);
 }

@@ -262,6 +262,11 @@ class Compiler {
   void lower_node(const Node& n);
   void lower_fallback(const Node& n, const std::vector<TensorType>& types);
   bool try_fold(const Node& n, const std::vector<TensorType>& types);
+  // Refuses `n` when one of its outputs (`types`) needs more bytes than this process
+  // may have: no buffer that large can be made, and trying it fills memory first.
+  void require_fits_memory(const Node& n, const std::vector<TensorType>& types) const;
+  // Whether `n` reads or writes a tensor of no elements (`types`: its outputs').
+  bool touches_empty(const Node& n, const std::vector<TensorType>& types);
 
   const Graph& g_;
   RuntimeOptions opts_;

@@ -1,0 +1,199 @@
+#include "onnx/function_check.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ir/error.h"
+#include "onnx/libonnx_inference.h"
+#include "onnx/onnx_versions.h"
+#include "onnx/proto_util.h"
+#include "onnx/schema_check.h"
+
+namespace isomer::onnx_detail {
+namespace {
+
+using Imports = google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>;
+
+// IR 10's `overload` (FunctionProto field 13, NodeProto field 8), which this libonnx
+// parses as an unknown field.
+constexpr int kFunctionOverload = 13;
+constexpr int kNodeOverload = 8;
+
+template <class Message>
+std::string overload_of(const Message& m, int field) {
+  const google::protobuf::UnknownFieldSet& unknown = m.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i)
+    if (unknown.field(i).number() == field &&
+        unknown.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      return unknown.field(i).length_delimited();
+  return "";
+}
+
+using Key = std::tuple<std::string, std::string, std::string>;  // domain, name, overload
+
+std::string key_name(const Key& k) {
+  const auto& [domain, name, overload] = k;
+  return domain + ":" + name + (overload.empty() ? "" : ":" + overload);
+}
+
+bool imports_exactly(const Imports& imports, const std::string& domain) {
+  for (const auto& o : imports)
+    if (o.domain() == domain) return true;
+  return false;
+}
+
+// Calls `visit` on every node of `g` and of the subgraphs inside its nodes.
+void for_each_node(const onnx::GraphProto& g, const std::function<void(const onnx::NodeProto&)>& visit) {
+  for (const auto& n : g.node()) {
+    visit(n);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) for_each_node(a.g(), visit);
+      for (const auto& sub : a.graphs()) for_each_node(sub, visit);
+    }
+  }
+}
+
+// Calls `visit` on every node of a function's body, subgraphs included.
+void for_each_node(const onnx::FunctionProto& f, const std::function<void(const onnx::NodeProto&)>& visit) {
+  onnx::GraphProto body;
+  *body.mutable_node() = f.node();
+  for_each_node(body, visit);
+}
+
+class FunctionChecker {
+ public:
+  explicit FunctionChecker(const onnx::ModelProto& model) : model_(model) {
+    for (const auto& f : model.functions()) {
+      const Key k{f.domain(), f.name(), overload_of(f, kFunctionOverload)};
+      require(functions_.emplace(k, &f).second, "model-local function '" + key_name(k) + "' is defined twice");
+    }
+  }
+
+  void run() {
+    if (functions_.empty()) return;
+    for (const auto& [key, f] : functions_) check_body(key, *f);
+    check_recursion();
+    for_each_node(model_.graph(), [&](const onnx::NodeProto& n) {
+      const onnx::FunctionProto* callee = called(n);
+      if (!callee) return;
+      require(imported_by_model(n.domain()), describe_proto(n) + ": calls model-local function '" +
+                                                 key_name(key_of(*callee)) + "', but the model imports no opset of " +
+                                                 "domain '" + n.domain() + "'");
+      check_call(n, *callee, "");
+    });
+  }
+
+ private:
+  static Key key_of(const onnx::FunctionProto& f) { return {f.domain(), f.name(), overload_of(f, kFunctionOverload)}; }
+
+  const onnx::FunctionProto* called(const onnx::NodeProto& n) const {
+    auto it = functions_.find(Key{n.domain(), n.op_type(), overload_of(n, kNodeOverload)});
+    return it == functions_.end() ? nullptr : it->second;
+  }
+
+  bool imported_by_model(const std::string& domain) const {
+    for (const auto& o : model_.opset_import())
+      if (o.domain() == domain || (is_default_domain(o.domain()) && is_default_domain(domain))) return true;
+    return false;
+  }
+
+  void check_body(const Key& key, const onnx::FunctionProto& f) {
+    const std::string where = "model-local function '" + key_name(key) + "' ";
+    std::set<Key>& callees = calls_[key];
+    for_each_node(f, [&](const onnx::NodeProto& n) {
+      require(imports_exactly(f.opset_import(), n.domain()),
+              where + describe_proto(n) + ": the function imports no opset of domain '" + n.domain() + "'");
+      if (std::string why = missing_operator(n, f.opset_import(), model_.functions()); !why.empty())
+        throw Error(where + describe_proto(n) + ": " + why);
+      if (const onnx::FunctionProto* callee = called(n)) {
+        check_call(n, *callee, where);
+        callees.insert(key_of(*callee));
+      }
+    });
+  }
+
+  // A call gives at most the inputs and outputs the function declares, and every input
+  // its body reads where the reading operator requires it.
+  void check_call(const onnx::NodeProto& n, const onnx::FunctionProto& f, const std::string& where) const {
+    const std::string who = where + describe_proto(n) + ": calls model-local function '" + key_name(key_of(f)) + "' ";
+    require(n.input_size() <= f.input_size(), who + "with " + std::to_string(n.input_size()) + " inputs; it declares " +
+                                                  std::to_string(f.input_size()));
+    require(n.output_size() <= f.output_size(), who + "with " + std::to_string(n.output_size()) +
+                                                    " outputs; it declares " + std::to_string(f.output_size()));
+    for (int i = 0; i < f.input_size(); ++i) {
+      if (i < n.input_size() && !n.input(i).empty()) continue;
+      if (std::string reader = required_reader(f, f.input(i)); !reader.empty())
+        throw Error(who + "without its input '" + f.input(i) + "', which " + reader + " requires");
+    }
+  }
+
+  // A node of `f`'s body that reads `name` where its operator requires an input (as
+  // libonnx's schema of its version says), described; "" if none does.
+  static std::string required_reader(const onnx::FunctionProto& f, const std::string& name) {
+    std::string reader;
+    for_each_node(f, [&](const onnx::NodeProto& n) {
+      int64_t version = 0;
+      for (const auto& o : f.opset_import())
+        if (o.domain() == n.domain()) version = o.version();
+      const onnx::OpSchema* schema = libonnx_schema(n.domain(), n.op_type(), version);
+      for (int i = 0; schema && reader.empty() && i < n.input_size(); ++i) {
+        if (n.input(i) != name || schema->inputs().empty()) continue;
+        const size_t formal = std::min<size_t>(static_cast<size_t>(i), schema->inputs().size() - 1);
+        if (schema->inputs()[formal].GetOption() != onnx::OpSchema::Optional) reader = describe_proto(n);
+      }
+    });
+    return reader;
+  }
+
+  // Functions that call themselves, directly or through others (depth-first, without
+  // recursion: a chain of many functions must not overflow the stack).
+  void check_recursion() const {
+    std::map<Key, int> state;  // 0 unvisited, 1 on the path, 2 done
+    for (const auto& [start, unused] : calls_) {
+      if (state[start] != 0) continue;
+      std::vector<std::pair<Key, std::set<Key>::const_iterator>> path;
+      auto enter = [&](const Key& k) {
+        state[k] = 1;
+        path.emplace_back(k, calls_.at(k).begin());
+      };
+      enter(start);
+      while (!path.empty()) {
+        auto& [key, next] = path.back();
+        if (next == calls_.at(key).end()) {
+          state[key] = 2;
+          path.pop_back();
+          continue;
+        }
+        const Key callee = *next++;
+        if (state[callee] == 1) {
+          std::string cycle;
+          bool on = false;
+          for (const auto& [k, unused_it] : path) {
+            on = on || k == callee;
+            if (on) cycle += key_name(k) + " -> ";
+          }
+          throw Error("model-local function '" + key_name(callee) + "' calls itself (" + cycle + key_name(callee) +
+                      "): functions must not be recursive");
+        }
+        if (state[callee] == 0) enter(callee);
+      }
+    }
+  }
+
+  const onnx::ModelProto& model_;
+  std::map<Key, const onnx::FunctionProto*> functions_;
+  std::map<Key, std::set<Key>> calls_;  // function -> the functions its body calls
+};
+
+}  // namespace
+
+void check_model_functions(const onnx::ModelProto& model) { FunctionChecker(model).run(); }
+
+}  // namespace isomer::onnx_detail
