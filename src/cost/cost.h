@@ -162,6 +162,9 @@ bool keep_warmup_run(double warmup_total, double first_total);
 // much as when it was measured (measuring again then would be no better); at a
 // lower load it is measured again, and once the load is back at or below the
 // core count it is replaced by a clean one. Clean entries are always reused.
+// On one thread steps are timed in processor time (RuntimeOptions::processor_clock),
+// which preemption does not inflate: nothing is noisy, and the rows are kept under
+// their own fingerprint ("|clock=cpu").
 class MeasuredCostModel : public CostModel {
  public:
   // `db_path` empty: default_db_path(). A graph is timed in up to `repeats` runs

@@ -62,6 +62,7 @@ struct Executable::Impl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{eng};
   int threads = 1;
+  bool processor_clock = false;  // RuntimeOptions::processor_clock
   std::deque<RtValue> values;
   std::vector<RtStep> steps;
   std::vector<StepInfo> infos;
@@ -231,6 +232,9 @@ struct Executable::Impl {
     }
   }
 
+  // Runs step s and returns its milliseconds, on the wall clock or in processor time.
+  double timed_step(size_t s);
+
   void run_step(size_t s) {
     // A step planned for a smaller team (Compiler::TeamScope) runs with that many
     // OpenMP threads, which is what the native kernels and oneDNN ask for.
@@ -346,46 +350,47 @@ void Executable::run_raw(const std::vector<const char*>& inputs, const std::vect
     if (const size_t n = plain_bytes(m.output_ids[i])) std::memcpy(outputs[i], m.data(m.output_ids[i]), n);
 }
 
+namespace {
+// Milliseconds on the wall clock, or of processor time (of the calling thread, or of
+// the whole process), to subtract from one another.
+enum class StepClock { wall, thread, process };
+double clock_ms(StepClock c) {
+  if (c == StepClock::wall)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};
+  clock_gettime(c == StepClock::thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+}  // namespace
+
+double Executable::Impl::timed_step(size_t s) {
+  // RuntimeOptions::processor_clock (one thread: the step runs on this thread, and
+  // an idle OpenMP worker left spinning does not count), else ISOMER_PROFILE_CLOCK=cpu
+  // (--profile on any number of threads: the whole process). A step run in another
+  // process (ONNX Runtime's delegate) is timed on the wall clock.
+  static const bool from_env = [] {
+    const char* e = std::getenv("ISOMER_PROFILE_CLOCK");
+    return e && std::string(e) == "cpu";
+  }();
+  const StepClock c = infos[s].kind == "onnxruntime" ? StepClock::wall
+                      : processor_clock && threads == 1 ? StepClock::thread
+                      : processor_clock || from_env     ? StepClock::process
+                                                        : StepClock::wall;
+  const double t0 = clock_ms(c);
+  run_step(s);
+  stream.wait();
+  return clock_ms(c) - t0;
+}
+
 double Executable::time_step(size_t i, int warmup, int repeats, double budget_ms) {
   Impl& m = *impl_;
   require(i < m.steps.size(), "no step " + std::to_string(i));
   set_threads(m.threads);
-  using clock = std::chrono::steady_clock;
-  const int runs = warm_up(warmup, repeats, budget_ms, [&] {
-    auto t0 = clock::now();
-    m.run_step(i);
-    m.stream.wait();
-    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  });
+  const int runs = warm_up(warmup, repeats, budget_ms, [&] { return m.timed_step(i); });
   std::vector<double> ms;
-  for (int k = 0; k < runs; ++k) {
-    auto t0 = clock::now();
-    m.run_step(i);
-    m.stream.wait();
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
+  for (int k = 0; k < runs; ++k) ms.push_back(m.timed_step(i));
   return median(ms);
 }
-
-namespace {
-// ISOMER_PROFILE_CLOCK=cpu: --profile times steps in processor time of the whole
-// process (all its threads) rather than wall time, for a busy machine where
-// preemption would land on whichever step was running.
-struct ProfileClock {
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<ProfileClock>;
-  static time_point now() {
-    static const bool cpu = [] {
-      const char* e = std::getenv("ISOMER_PROFILE_CLOCK");
-      return e && std::string(e) == "cpu";
-    }();
-    if (!cpu) return time_point(std::chrono::duration_cast<duration>(std::chrono::steady_clock::now().time_since_epoch()));
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return time_point(duration(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec));
-  }
-};
-}  // namespace
 
 std::vector<bool> Executable::steps_to_skip(const std::function<bool(size_t)>& known) const {
   const Impl& m = *impl_;
@@ -423,23 +428,19 @@ std::vector<bool> Executable::steps_to_skip(const std::function<bool(size_t)>& k
 std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms, const std::vector<bool>* skip) {
   Impl& m = *impl_;
   set_threads(m.threads);
-  using clock = ProfileClock;
   auto runs_step = [&](size_t s) { return !skip || s >= skip->size() || !(*skip)[s]; };
   const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
-    auto t0 = clock::now();
+    double total = 0;
     for (size_t s = 0; s < m.steps.size(); ++s)
-      if (runs_step(s)) m.run_step(s);
-    m.stream.wait();
-    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      if (runs_step(s)) total += m.timed_step(s);
+    return total;
   }));
   std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size(), 0.0));
   std::vector<double> totals(runs, 0.0);
   for (size_t k = 0; k < runs; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) {
       if (!runs_step(s)) continue;
-      auto t0 = clock::now();
-      m.run_step(s);
-      ms[k][s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      ms[k][s] = m.timed_step(s);
       totals[k] += ms[k][s];
     }
   // The steps of typical runs: the runs whose total is in the middle half, each
@@ -464,6 +465,7 @@ std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) 
   require(runnable, "the model is not runnable on the isomer runtime: " + why);
   auto impl = std::make_unique<Executable::Impl>();
   impl->threads = opts.threads > 0 ? opts.threads : hardware_threads();
+  impl->processor_clock = opts.processor_clock;
   set_threads(impl->threads);
   RuntimeOptions o = opts;
   o.threads = impl->threads;

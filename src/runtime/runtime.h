@@ -33,6 +33,12 @@ struct RuntimeOptions {
   // Matmuls with constant weights on isomer's packed-weights GEMM where it is the
   // faster kernel (CPUs without AVX-512, see kernels/gemm.h); false: oneDNN's.
   bool packed_gemm = true;
+  // time_step and profile_steps time in processor time rather than wall time (a
+  // 1-thread cost model on a busy machine, where preemption inflates whichever step
+  // it lands in): the calling thread's on one thread, the process's on more; steps
+  // run in another process (ONNX Runtime's delegate) stay in wall time.
+  // ISOMER_PROFILE_CLOCK=cpu does the same for --profile.
+  bool processor_clock = false;
 };
 
 // One step of a compiled graph, as the cost model sees it.

@@ -35,12 +35,14 @@ Graph conv_relu() {
   return b.finish({b.op1("Relu", {c})}, {"r"});
 }
 
+// Two threads: timed in wall time, which preemption inflates (one thread is timed in
+// processor time, below).
 TEST(CostDbNoisy, OverloadedMeasurementsAreMarkedAndMeasuredAgainLater) {
   std::string db = temp_db("noisy");
   const double busy = 2 * runtime::hardware_threads() + 2.5, idle = 0.1;
   double load = busy;
   auto model = [&] {
-    auto m = std::make_unique<cost::MeasuredCostModel>(db, 1, 1, 3);
+    auto m = std::make_unique<cost::MeasuredCostModel>(db, 2, 1, 3);
     m->set_load_probe([&load] { return load; });
     return m;
   };
@@ -51,7 +53,7 @@ TEST(CostDbNoisy, OverloadedMeasurementsAreMarkedAndMeasuredAgainLater) {
   {
     cost::CostDb d(db);
     EXPECT_EQ(d.noisy_count(), d.size());
-    auto e = d.find(cost::machine_fingerprint(1), a.steps[0].step.signature);
+    auto e = d.find(cost::machine_fingerprint(2), a.steps[0].step.signature);
     ASSERT_TRUE(e.has_value());
     EXPECT_TRUE(e->noisy);
     EXPECT_DOUBLE_EQ(e->load, busy);
@@ -82,11 +84,30 @@ TEST(CostDbNoisy, OverloadedMeasurementsAreMarkedAndMeasuredAgainLater) {
   // Load that rises during a measurement marks it too (the probe is read at both ends).
   remove_db(db);
   int calls = 0;
-  auto m = std::make_unique<cost::MeasuredCostModel>(db, 1, 1, 3);
+  auto m = std::make_unique<cost::MeasuredCostModel>(db, 2, 1, 3);
   m->set_load_probe([&calls, idle, busy] { return calls++ == 0 ? idle : busy; });
   cost::GraphCost rising = m->graph_cost(conv_relu());
   EXPECT_EQ(rising.measured_new, rising.steps.size());
   EXPECT_EQ(rising.noisy, rising.steps.size());
+  remove_db(db);
+}
+
+TEST(CostDbNoisy, OneThreadIsTimedInProcessorTimeAndNeverNoisy) {
+  std::string db = temp_db("cpuclock");
+  const double busy = 2 * runtime::hardware_threads() + 2.5;
+  cost::MeasuredCostModel m(db, 1, 1, 3);
+  m.set_load_probe([busy] { return busy; });
+  EXPECT_EQ(m.fingerprint(), cost::machine_fingerprint(1) + "|clock=cpu");
+  cost::GraphCost a = m.graph_cost(conv_relu());
+  EXPECT_EQ(a.measured_new, a.steps.size());
+  EXPECT_EQ(a.noisy, 0u);
+  cost::CostDb d(db);
+  EXPECT_EQ(d.noisy_count(), 0u);
+  // Kept apart from the wall-clock rows of one thread.
+  EXPECT_FALSE(d.find(cost::machine_fingerprint(1), a.steps[0].step.signature).has_value());
+  auto e = d.find(m.fingerprint(), a.steps[0].step.signature);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->noisy);
   remove_db(db);
 }
 
