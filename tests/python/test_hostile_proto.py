@@ -354,3 +354,16 @@ def test_default_domain_imported_twice(isomer_bin, tmp_path, imports):
         return
     x = np.random.default_rng(4).standard_normal([2, 3]).astype(np.float32)
     _matches_ort(isomer_bin, tmp_path, m, {"x": x})
+
+
+def test_control_characters_in_a_name_are_written_out_not_obeyed(isomer_bin, tmp_path):
+    """A node name with a NUL and a terminal escape in it, on a node isomer refuses: the
+    message goes on past the NUL (it used to end there) and shows both as \\xNN."""
+    name = "bad\x00node\x1b[31m"
+    shape = numpy_helper.from_array(np.array([5], np.int64), "shape")
+    m = _model([helper.make_node("Reshape", ["x", "shape"], ["y"], name=name)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])], [shape])
+    path = tmp_path / "ctl.onnx"
+    path.write_bytes(m.SerializeToString())
+    _refused(isomer_bin, path, "bad\\x00node\\x1b[31m")
