@@ -353,3 +353,35 @@ def test_openmp_wait_policy_follows_the_machine_and_the_user(tmp_path):
     assert waits(2, {"OMP_WAIT_POLICY": "active", "ISOMER_RUNNABLE_TASKS": "9"}) == \
         "OMP_WAIT_POLICY=active (set by the user)"
     assert waits(2, {"GOMP_SPINCOUNT": "5", "ISOMER_RUNNABLE_TASKS": "0"}) == "GOMP_SPINCOUNT=5 (set by the user)"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_hard_sigmoid_and_hard_swish_on_the_pointwise_kernel(threads):
+    """x * HardSigmoid(x) (TorchScript's hardswish before opset 14) and HardSwish on
+    the runtime's own pointwise loop, which clamps by comparisons rather than a libm
+    call an element: the values of fmax(0, fmin(1, t)), NaN going to 1 inside."""
+    isomer_mod = pytest.importorskip("isomer")
+    nodes = [helper.make_node("HardSigmoid", ["x"], ["g"], alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["x", "g"], ["y"]),
+             helper.make_node("HardSwish", ["x"], ["z"]),
+             helper.make_node("HardSigmoid", ["x"], ["h"], alpha=0.3, beta=-0.2)]
+    shape = [1, 8, 37, 29]  # not a multiple of any vector width
+    g = helper.make_graph(nodes, "hard", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("y", "z", "h")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(5).uniform(-5, 5, shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:9] = [np.nan, np.inf, -np.inf, -3.0, 3.0, 0.0, -0.0, 2.9999998, -2.9999998]
+    y, z, h = isomer_mod.run(m, {"x": x}, engine="runtime", threads=threads)
+
+    def clamp(t):
+        return np.fmax(np.float32(0), np.fmin(np.float32(1), t))
+
+    with np.errstate(invalid="ignore"):
+        want_y = x * clamp(np.float32(1 / 6) * x + np.float32(0.5))
+        want_z = x * clamp(x * np.float32(1 / 6) + np.float32(0.5))
+        want_h = clamp(np.float32(0.3) * x + np.float32(-0.2))
+    np.testing.assert_allclose(y, want_y, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(z, want_z, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(h, want_h, rtol=1e-6, atol=1e-7)
+    assert h.reshape(-1)[0] == 1.0  # NaN clamps to 1
