@@ -411,8 +411,11 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
       return false;
     }
   }
+  // Summed as the optimizer's folding and any runtime sum a float32 product (OpDef::fold),
+  // not in double: the reference evaluator spent minutes on products of large weights.
   EvalContext ctx{n.attrs(), args, n.num_outputs()};
-  std::vector<Tensor> out = n.op()->eval(ctx);
+  const OpDef& op = *n.op();
+  std::vector<Tensor> out = op.fold ? op.fold(ctx) : op.eval(ctx);
   for (size_t i = 0; i < out.size(); ++i) bind(n.output(static_cast<uint32_t>(i)), constant_value(out[i], n.name()));
   return true;
 }
