@@ -26,6 +26,13 @@ namespace isomer::cli {
 
 namespace {
 
+// "1 thread", "2 threads"; 0 or less: the engine's default.
+std::string thread_count(int threads) {
+  if (threads <= 0) return "default threads";
+  return std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+
 struct RunArgs {
   std::string model, inputs, outputs, report_json;
   std::vector<std::string> input_shapes;
@@ -147,8 +154,8 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
   }
   if (a.bench) {
     runtime::BenchResult r = bench_result(res.ms, a.warmup, a.threads);
-    std::printf("latency: %s (%d warm-up, %s threads, ONNX Runtime)\n", latency_line(r).c_str(), a.warmup,
-                a.threads > 0 ? std::to_string(a.threads).c_str() : "default");
+    std::printf("latency: %s (%d warm-up, %s, ONNX Runtime)\n", latency_line(r).c_str(), a.warmup,
+                thread_count(a.threads).c_str());
     if (!a.report_json.empty()) {
       nlohmann::json j = latency_json(r);
       j["model"] = a.model;
@@ -185,8 +192,8 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
     return {{"error", e.what()}};
   }
   runtime::BenchResult r = bench_result(res.ms, a.warmup, iso.threads);
-  std::printf("ONNX Runtime %s: %s (all graph optimizations, %d threads)\n", res.version.c_str(),
-              latency_line(r).c_str(), r.threads);
+  std::printf("ONNX Runtime %s: %s (all graph optimizations, %s)\n", res.version.c_str(),
+              latency_line(r).c_str(), thread_count(r.threads).c_str());
   const double ratio = iso.median / r.median;
   std::printf("isomer / ONNX Runtime: %.2fx (median latencies; below 1 is faster)\n", ratio);
   std::vector<Tensor> want, plain;
@@ -326,8 +333,8 @@ int run_imported(const RunArgs& a, const Graph& g) {
   }
   if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why);
   if (random) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
-  std::printf("%s: %zu steps, %d threads, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
-              exe->threads(), static_cast<double>(exe->arena_bytes()) / 1e6,
+  std::printf("%s: %zu steps, %s, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
+              thread_count(exe->threads()).c_str(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
   // Steps inside control-flow bodies count as the main graph's do.
   size_t reference = 0, delegated = 0;
@@ -391,7 +398,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
     return 0;
   }
   runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
-  std::printf("latency: %s (%d warm-up, %d threads)\n", latency_line(r).c_str(), r.warmup, r.threads);
+  std::printf("latency: %s (%d warm-up, %s)\n", latency_line(r).c_str(), r.warmup, thread_count(r.threads).c_str());
   std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
   bool mismatch = false;
   nlohmann::json ort;

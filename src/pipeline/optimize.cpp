@@ -509,7 +509,7 @@ std::string OptimizeReport::to_text() const {
   if (!check.reason.empty()) out << ": " << check.reason;
   out << "\n";
   const std::string engine = target == "onnxruntime" ? "ONNX Runtime" : "isomer's runtime";
-  out << "target: " << engine << ", " << (threads > 0 ? std::to_string(threads) : "all") << " threads\n";
+  out << "target: " << engine << ", " << (threads > 1 ? std::to_string(threads) + " threads" : threads == 1 ? "1 thread" : "all threads") << "\n";
   out << "guard: " << guard.status;
   if (!guard.reason.empty()) out << " (" << guard.reason << ")";
   out << "\n";

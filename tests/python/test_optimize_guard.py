@@ -60,7 +60,7 @@ def test_cli_report_has_the_guard_fields_and_lines(tmp_path):
     assert r["check_method"] == "isomer's runtime against ONNX Runtime (optimizations off)"
     assert r["inputs"] == "random (seed 0)"
     assert isinstance(r["reverted"], list)
-    for line in ("target: isomer's runtime, 1 threads", f"kept: {r['kept']}", "reverted:", "phases: passes",
+    for line in ("target: isomer's runtime, 1 thread", f"kept: {r['kept']}", "reverted:", "phases: passes",
                  "guard: measured", "latency on isomer's runtime:"):
         assert line in stdout, stdout
     # The written model is what the report says was kept.
