@@ -55,15 +55,15 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
   };
   // The loop's splits for a grid of `tiles`: too few tiles to fill the
   // multiprocessors (decode, ViT) split it into runs for about four blocks a
-  // multiprocessor (at most a run a chunk). A loop of two chunks stays whole: the
-  // combine's launch and scratch cost more than the chunk a block saves (H200:
-  // GQA 16/4 heads at 128, 128 tiles, 0.0116 ms whole, 0.0134 in 2; BERT 12
-  // heads of 128, 96 tiles, 0.0114 and 0.0124).
+  // multiprocessor (at most a run a chunk: fit_splits below). A loop of two
+  // chunks stays whole: the combine's launch and scratch cost more than the chunk
+  // a block saves (H200: GQA 16/4 heads at 128, 128 tiles, 0.0116 ms whole,
+  // 0.0134 in 2; BERT 12 heads of 128, 96 tiles, 0.0114 and 0.0124).
   auto splits_for = [&](int64_t tiles) -> int64_t {
     if (g.loop_atom < 0) return 1;
     if (opt.splits > 0) return opt.splits;
     if (tiles >= opt.sms || g.num_chunks(p) <= 2) return 1;
-    return std::min((4 * opt.sms + tiles - 1) / tiles, g.num_chunks(p));
+    return (4 * opt.sms + tiles - 1) / tiles;
   };
   // Rows a block, doubled up to max_rows while the grid keeps the multiprocessors
   // busy: with a loop, a tile for every two of them before any split, or two
@@ -85,9 +85,8 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
       if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || before(a, best))) best = a;
     if (best < 0 || prod * 2 > opt.max_rows) break;
     tile_of(best) *= 2;
-    const int64_t tiles = g.num_tiles(p);
-    if (g.loop_atom < 0 ? tiles >= min_blocks : tiles >= min_tiles || tiles * splits_for(tiles) >= min_blocks)
-      chosen = g.grid;
+    const int64_t tiles = g.num_tiles(p), blocks = tiles * std::min(splits_for(tiles), g.num_chunks(p));
+    if (g.loop_atom < 0 ? tiles >= min_blocks : tiles >= min_tiles || blocks >= min_blocks) chosen = g.grid;
   }
   g.grid = chosen;
   // Without a loop, short rows: several row-atom indices a block (up to 4096
