@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--rows", type=int, help="emit-cuda --rows (a tiling sweep; appended to the directory name)")
     ap.add_argument("--chunk", type=int, help="emit-cuda --chunk (likewise)")
     ap.add_argument("--splits", type=int, help="emit-cuda --splits (likewise)")
+    ap.add_argument("--min-tiles", type=int, help="emit-cuda --min-tiles (likewise)")
     ap.add_argument("--min-blocks", type=int, help="emit-cuda --min-blocks (likewise)")
     ap.add_argument("regions", nargs="*", default=DEFAULT)
     a = ap.parse_args()
@@ -39,6 +40,8 @@ def main():
                 extra, suffix = extra + ["--chunk", str(a.chunk)], suffix + f"_c{a.chunk}"
             if a.splits:
                 extra, suffix = extra + ["--splits", str(a.splits)], suffix + f"_s{a.splits}"
+            if a.min_tiles:
+                extra, suffix = extra + ["--min-tiles", str(a.min_tiles)], suffix + f"_t{a.min_tiles}"
             if a.min_blocks:
                 extra, suffix = extra + ["--min-blocks", str(a.min_blocks)], suffix + f"_b{a.min_blocks}"
             out = os.path.join(a.out, name + suffix)

@@ -193,6 +193,8 @@ def main():
     ap.add_argument("--inner", type=int, default=20)
     ap.add_argument("--compile-budget", type=float, default=150)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="time the kernels only (a tiling sweep): no PyTorch eager, fused operator or torch.compile")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     t_start = time.time()
@@ -210,7 +212,7 @@ def main():
         m = json.load(open(os.path.join(a.dir, n, "manifest.json")))
         for r in m["regions"]:
             regions.append((n, r))
-    with cf.ThreadPoolExecutor(max_workers=8) as ex:
+    with cf.ThreadPoolExecutor(max_workers=max(8, os.cpu_count() or 8)) as ex:
         builds = list(ex.map(lambda nr: build(os.path.join(a.dir, nr[0], nr[1]["source"]), a.arch), regions))
     print(f"built {len(builds)} kernels in {time.time() - t_start:.1f} s", flush=True)
     rows = []
@@ -244,12 +246,13 @@ def main():
             row["err_cuda"] = rel_err(outs[0], ref)
             row["err_eager"] = rel_err(eager, ref)
             row["cuda"] = timings(lambda: k(ins, outs), a.reps, a.inner)
-            row["eager"] = timings(lambda: ref_fn(t32), a.reps, a.inner)
-            if fused:
-                row["fused_name"] = fused[0]
-                row["err_fused"] = rel_err(fused[1](t32), ref)
-                row["fused"] = timings(lambda: fused[1](t32), a.reps, a.inner)
-            row["_fn"] = (ref_fn, t32, ref)
+            if not a.no_torch:
+                row["eager"] = timings(lambda: ref_fn(t32), a.reps, a.inner)
+                if fused:
+                    row["fused_name"] = fused[0]
+                    row["err_fused"] = rel_err(fused[1](t32), ref)
+                    row["fused"] = timings(lambda: fused[1](t32), a.reps, a.inner)
+                row["_fn"] = (ref_fn, t32, ref)
         except Exception as e:  # noqa: BLE001 - reported in the table
             row["note"] = f"{type(e).__name__}: {e}"[:300]
         print(row["region"], {kk: v for kk, v in row.items() if not kk.startswith("_")}, flush=True)

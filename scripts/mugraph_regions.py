@@ -116,4 +116,9 @@ REGIONS = {
     "attention_vit_6x197": lambda: attention_nomask(6, 197, 64),
     "attention_gqa_32x8_1024": lambda: attention(32, 8, 1024, 64),
     "attention_decode_32x8_4096": lambda: attention_decode(32, 8, 4096, 64),
+    # More grid sizes for the GPU's block tiling rule (cuda_tiling): a causal grid
+    # between 128 and 512, ViT-B's 12 heads, BERT-base's 12 heads of 128.
+    "attention_gqa_32x8_256": lambda: attention(32, 8, 256, 64),
+    "attention_vit_12x197": lambda: attention_nomask(12, 197, 64),
+    "attention_bert_12x128": lambda: attention_nomask(12, 128, 64),
 }

@@ -22,7 +22,7 @@ struct EmitCudaArgs {
   std::string model, out;
   std::vector<std::string> input_shapes;
   double seconds = 10;
-  int64_t rows = 32, chunk = 64, sms = 132, splits = 0, min_blocks = 0;
+  int64_t rows = 32, chunk = 64, sms = 132, splits = 0, min_tiles = 0, min_blocks = 0;
 };
 
 std::string dims_json(const std::vector<int64_t>& d) {
@@ -47,6 +47,7 @@ int run_emit_cuda(const EmitCudaArgs& a) {
   opts.tiling.chunk = a.chunk;
   opts.tiling.sms = a.sms;
   opts.tiling.splits = a.splits;
+  opts.tiling.min_tiles = a.min_tiles;
   opts.tiling.min_blocks = a.min_blocks;
   opts.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   std::vector<mugraph::CudaRegion> regions = mugraph::cuda_regions(g, opts);
@@ -107,7 +108,8 @@ void add_mugraph_command(CLI::App& app) {
   e->add_option("--chunk", a->chunk, "the reduction loop's chunk (default 64; 4x where a block has under 4 rows and the loop is not split)");
   e->add_option("--sms", a->sms, "multiprocessors of the target GPU: a grid of fewer tiles splits its loop (default 132, H100/H200)");
   e->add_option("--splits", a->splits, "split the reduction loop into this many runs combined after (default 0: from --sms; 1: never)");
-  e->add_option("--min-blocks", a->min_blocks, "fewest blocks a larger tile of rows may leave (default 0: two a multiprocessor)");
+  e->add_option("--min-tiles", a->min_tiles, "with a loop: fewest tiles (before a split) a larger tile of rows may leave (default 0: half of --sms)");
+  e->add_option("--min-blocks", a->min_blocks, "fewest blocks (tiles x splits) a larger tile of rows may leave otherwise (default 0: two a multiprocessor)");
   e->callback([a] { set_action([a] { return naming_model(a->model, [a] { return run_emit_cuda(*a); }); }); });
 }
 

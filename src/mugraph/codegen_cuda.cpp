@@ -1,5 +1,8 @@
 #include "mugraph/codegen_cuda.h"
 
+#include <sstream>
+
+#include "ir/error.h"
 #include "mugraph/codegen_cuda_writer.h"
 
 namespace isomer::mugraph {

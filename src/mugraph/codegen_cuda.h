@@ -59,22 +59,25 @@ size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 
 // A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
 // one index a block, other output atoms no op reduces (but the tensors'
-// unit-stride ones, whole in a block) in tiles of up to 32 rows, the most that
-// leave two blocks per multiprocessor with the loop's splits counted (an atom the
-// loop's inputs lack first: GQA's query heads of a KV head; without a loop, row
-// atoms too, up to 4096 output elements a block), the loop in chunks of 64 (256
-// where a block has fewer than 4 rows); chunks shrunk until shared memory fits 96 KB (200 KB where there are too
-// few blocks for two a multiprocessor anyway), tiles until it fits a block.
-// A grid of fewer tiles than multiprocessors splits its loop (flash-decoding, see
-// BlockGraph::splits) into runs enough for about four blocks a multiprocessor, and
-// keeps the 64-wide chunks.
+// unit-stride ones, whole in a block) in tiles of up to 32 rows (an atom the
+// loop's staged chunks lack first: GQA's query heads of a KV head), the most that
+// leave, with a loop, a tile for every two multiprocessors before a split or two
+// blocks a multiprocessor with it, without one, two blocks a multiprocessor (row
+// atoms too, up to 4096 output elements a block). The loop in chunks of 64 (256
+// where a block has fewer than 4 rows); chunks shrunk until shared memory fits 96
+// KB (200 KB where there are too few blocks for two a multiprocessor anyway),
+// tiles until it fits a block. A grid of fewer tiles than multiprocessors whose
+// loop has more than two chunks splits it (flash-decoding, see
+// BlockGraph::splits) into runs enough for about four blocks a multiprocessor,
+// and keeps the 64-wide chunks.
 // (cuda_tiling.cpp)
 struct CudaTilingOptions {
   int64_t max_rows = 32;  // product of the non-row grid tiles (H200, causal GQA attention 32x8 heads, 1024, 2-D register tiles: 16 rows 0.442 ms, 32 rows 0.349, 64 rows 0.409)
   int64_t chunk = 64;     // the loop's chunk (before shrinking)
   int64_t sms = 132;      // multiprocessors of the target (H100 SXM, H200)
   int64_t splits = 0;     // the loop's splits: 0 from `sms`, 1 never split
-  int64_t min_blocks = 0;  // fewest blocks larger row tiles may leave: 0, two a multiprocessor
+  int64_t min_tiles = 0;   // with a loop, tiles (before a split) larger row tiles may leave: 0, half of `sms`
+  int64_t min_blocks = 0;  // blocks (tiles x splits) larger row tiles may leave otherwise: 0, two a multiprocessor; fewer may take 200 KB of shared memory
 };
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& g, const CudaTilingOptions& o = {});
 

@@ -39,6 +39,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
     throw Error("μGraph CUDA tiling: no grid dim");
   };
   const int64_t min_blocks = opt.min_blocks > 0 ? opt.min_blocks : 2 * opt.sms;
+  const int64_t min_tiles = opt.min_tiles > 0 ? opt.min_tiles : (opt.sms + 1) / 2;
   // The loop's staged inputs over an atom: an atom none of them has (GQA's query
   // heads of a KV head) grows first, so that every row it adds shares the whole
   // chunk (an atom the mask has also brings its own mask rows, and the causal skip
@@ -52,16 +53,29 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
     const int na = loop_inputs_over(a), nb = loop_inputs_over(b);
     return na != nb ? na < nb : p.extent(a) / tile_of(a) > p.extent(b) / tile_of(b);
   };
-  // Blocks: the tiles, times the runs a loop of fewer tiles than multiprocessors
-  // splits into (below): ViT's 13 tiles of 16 rows a head run as 4 splits each.
-  auto blocks = [&] {
-    const int64_t t = g.num_tiles(p);
-    if (g.loop_atom < 0 || t >= opt.sms || opt.splits == 1) return t;
-    return t * std::min(opt.splits > 0 ? opt.splits : (4 * opt.sms + t - 1) / t, g.num_chunks(p));
+  // The loop's splits for a grid of `tiles`: too few tiles to fill the
+  // multiprocessors (decode, ViT) split it into runs for about four blocks a
+  // multiprocessor (at most a run a chunk: fit_splits below). A loop of two
+  // chunks stays whole: the combine's launch and scratch cost more than the chunk
+  // a block saves (H200: GQA 16/4 heads at 128, 128 tiles, 0.0116 ms whole,
+  // 0.0134 in 2; BERT 12 heads of 128, 96 tiles, 0.0114 and 0.0124).
+  auto splits_for = [&](int64_t tiles) -> int64_t {
+    if (g.loop_atom < 0) return 1;
+    if (opt.splits > 0) return opt.splits;
+    if (tiles >= opt.sms || g.num_chunks(p) <= 2) return 1;
+    return (4 * opt.sms + tiles - 1) / tiles;
   };
-  // The most rows (up to max_rows) that leave min_blocks: not monotonic where a
-  // split comes in (ViT, 6 heads of 197 rows: 4 rows 300 blocks, 8 rows 150, 16
-  // rows 78 tiles split in 4, 312).
+  // Rows a block, doubled up to max_rows while the grid keeps the multiprocessors
+  // busy: with a loop, a tile for every two of them before any split, or two
+  // blocks each with its split; without one, two blocks each. A multiprocessor's
+  // throughput grows with the rows a staged chunk serves more than with the
+  // blocks it runs (H200, rows a block swept: GQA 16/4 heads at 128, 4 rows 0.026
+  // ms, 16 rows (128 tiles) 0.0116, 32 rows (64) 0.0154; BERT 12 heads of 128,
+  // 16 rows (96) 0.0114, 32 (48) 0.0144; ViT 6 heads of 197, 16 rows (78 tiles
+  // split in 4) 0.0187, 32 rows (42, in 4) 0.0233; GQA 32/8 at 256, 16 rows (512)
+  // 0.049, 32 (256) 0.039; decode, 4 rows (8 tiles split in 64) 0.0277, 1 row
+  // (32 in 16) 0.0316). Not monotonic where a split comes in: the most rows that
+  // qualify.
   std::vector<GridDim> chosen = g.grid;
   while (true) {
     int64_t prod = 1;
@@ -71,7 +85,8 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
       if (tile_of(a) * 2 <= p.extent(a) && (best < 0 || before(a, best))) best = a;
     if (best < 0 || prod * 2 > opt.max_rows) break;
     tile_of(best) *= 2;
-    if (blocks() >= min_blocks) chosen = g.grid;
+    const int64_t tiles = g.num_tiles(p), blocks = tiles * std::min(splits_for(tiles), g.num_chunks(p));
+    if (g.loop_atom < 0 ? tiles >= min_blocks : tiles >= min_tiles || blocks >= min_blocks) chosen = g.grid;
   }
   g.grid = chosen;
   // Without a loop, short rows: several row-atom indices a block (up to 4096
@@ -95,13 +110,7 @@ BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const Cuda
       }
     }
   }
-  // Too few tiles to fill the multiprocessors (decode): split the loop into runs
-  // for about four blocks a multiprocessor (at most a run a chunk).
-  int64_t want_splits = 1;
-  if (g.loop_atom >= 0) {
-    const int64_t tiles = g.num_tiles(p);
-    want_splits = opt.splits > 0 ? opt.splits : tiles >= opt.sms ? 1 : (4 * opt.sms + tiles - 1) / tiles;
-  }
+  const int64_t want_splits = splits_for(g.num_tiles(p));
   auto fit_splits = [&] {
     if (g.loop_atom < 0) return;
     const int64_t chunks = g.num_chunks(p), per = (chunks + std::min(want_splits, chunks) - 1) / std::min(want_splits, chunks);

@@ -59,6 +59,16 @@ std::string decode_body(int heads, int kv, int t, int d) {
   return b;
 }
 
+// Attention without a mask, a KV head a query head (ViT, BERT).
+std::string mha_body(int heads, int s, int d) {
+  auto n = [](int v) { return std::to_string(v); };
+  const std::string dims = "f32[1," + n(heads) + "," + n(s) + "," + n(d) + "]";
+  std::string b = "graph mha(%q: " + dims + ", %k: " + dims + ", %v: " + dims + ") {\n";
+  b += "  %c = const f32[] {0.35355339059327379}\n  %qs = Mul(%q, %c)\n  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n";
+  b += "  %ks = Mul(%kt, %c)\n  %s = MatMul(%qs, %ks)\n  %p = Softmax(%s) {axis=-1}\n  %o = MatMul(%p, %v)\n";
+  return b + "  return %o\n}\n";
+}
+
 std::vector<float> causal(int s) {
   std::vector<float> m(static_cast<size_t>(s) * s);
   for (int i = 0; i < s; ++i)
@@ -105,6 +115,13 @@ double rel_diff(const Buffers<double>& a, const Buffers<double>& b) {
     }
   }
   return worst;
+}
+
+// Output rows a block: the product of the grid's tiles.
+int64_t rows_of(const BlockGraph& g) {
+  int64_t rows = 1;
+  for (const GridDim& d : g.grid) rows *= d.tile;
+  return rows;
 }
 
 // The search's structure that loops over the longest atom (attention's key
@@ -195,9 +212,7 @@ TEST_F(MuGraphCuda, TilingSharesKvChunksAcrossQueryRows) {
   BlockGraph s = loop_structure(p);
   ASSERT_GE(s.loop_atom, 0);
   BlockGraph g = cuda_tiling(p, s);
-  int64_t rows = 1;
-  for (const GridDim& d : g.grid) rows *= d.tile;
-  EXPECT_GT(rows, 1) << g.to_text(p);
+  EXPECT_GT(rows_of(g), 1) << g.to_text(p);
   EXPECT_GT(g.chunk, 1);
   EXPECT_TRUE(verify_field(p, g, {{}, {}, {}, mask}, 11).ok) << g.to_text(p);
   Program r = from_body(parse_graph(rmsnorm_body(64, 512)));
@@ -283,12 +298,10 @@ TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
     BlockGraph s = loop_structure(p);
     ASSERT_GE(s.loop_atom, 0);
     CudaTilingOptions o;
-    o.min_blocks = 8;
+    o.min_tiles = 8;
     BlockGraph g = cuda_tiling(p, s, o);
-    int64_t rows = 1;
     bool along_mask = false, heads_whole = true;
     for (const GridDim& d : g.grid) {
-      rows *= d.tile;
       bool staged = false;  // a loop input over the atom
       for (const BOp& op : g.ops)
         staged = staged || (op.kind == BKind::Input && op.phase == Phase::Loop &&
@@ -296,7 +309,7 @@ TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
       if (staged) along_mask = along_mask || d.tile > 1;
       else heads_whole = heads_whole && d.tile == p.extent(d.atom);
     }
-    EXPECT_EQ(rows, 32) << g.to_text(p);
+    EXPECT_EQ(rows_of(g), 32) << g.to_text(p);
     EXPECT_TRUE(along_mask && heads_whole) << g.to_text(p);
     const std::vector<std::vector<float>> constants = {{}, {}, {}, mask};
     FieldVerdict fv = verify_field(p, g, constants, 11);
@@ -336,6 +349,64 @@ TEST_F(MuGraphCuda, WideBlocksShareChunksAcrossQueryHeads) {
     // Only there: the leading corner alone passes it (verify_field reports that
     // corner's failure first).
     EXPECT_NE(uv.reason.find("last rows"), std::string::npos) << uv.reason;
+  }
+}
+
+// Rows a block and splits against the multiprocessors (132 unless set): with a
+// loop, rows double while a tile is left for every two multiprocessors or, with
+// the split, two blocks each; a grid of fewer tiles than multiprocessors splits a
+// loop of more than two chunks. The choices verify over the field, match
+// in doubles and compile.
+TEST_F(MuGraphCuda, RowsAndSplitsFollowTheMultiprocessors) {
+  struct Want {
+    std::string what, body;
+    int seq;
+    bool masked;
+    CudaTilingOptions opt;
+    int64_t rows, tiles, splits;
+    bool check;  // verify and compile (the larger shapes only pick)
+  };
+  CudaTilingOptions dflt, few_sms, short_chunks;
+  few_sms.sms = 16;
+  short_chunks.chunk = 32;
+  const std::vector<Want> wants = {
+      // 16 rows leave 128 tiles (32 would leave 64); two chunks stay whole.
+      {"gqa 16/4 x 128", testing::gqa_attention_body(16, 4, 128, 64), 128, true, dflt, 16, 128, 1, true},
+      // On 16 multiprocessors: 32 rows, 64 tiles, no split.
+      {"gqa 16/4 x 128, 16 SMs", testing::gqa_attention_body(16, 4, 128, 64), 128, true, few_sms, 32, 64, 1, false},
+      // Four chunks of 32: 128 tiles split in 4.
+      {"gqa 16/4 x 128, chunks of 32", testing::gqa_attention_body(16, 4, 128, 64), 128, true, short_chunks, 16, 128, 4,
+       false},
+      {"gqa 32/8 x 256", testing::gqa_attention_body(32, 8, 256, 64), 256, true, dflt, 32, 256, 1, false},
+      // 16 rows leave 13 tiles a head (32 would leave 7); four chunks, split in 4.
+      {"vit 6 x 197", mha_body(6, 197, 64), 197, false, dflt, 16, 78, 4, true},
+      // 16 rows, 96 tiles (32 would leave 48); two chunks stay whole.
+      {"bert 12 x 128", mha_body(12, 128, 64), 128, false, dflt, 16, 96, 1, false},
+      // Decode: 32 tiles at a row a block; the query heads of a KV head, 8 tiles
+      // split in 64, still two blocks a multiprocessor.
+      {"decode 32/8 x 4096", decode_body(32, 8, 4096, 64), 4096, false, dflt, 4, 8, 64, false},
+  };
+  std::string nvcc = find_nvcc();
+  for (const Want& w : wants) {
+    Program p = from_body(parse_graph(w.body));
+    BlockGraph g = cuda_tiling(p, loop_structure(p), w.opt);
+    EXPECT_EQ(rows_of(g), w.rows) << w.what << "\n" << g.to_text(p);
+    EXPECT_EQ(g.num_tiles(p), w.tiles) << w.what;
+    EXPECT_EQ(g.splits, w.splits) << w.what;
+    if (!w.check) continue;
+    std::vector<std::vector<float>> constants(p.inputs.size());
+    if (w.masked) constants.back() = causal(w.seq);
+    FieldVerdict fv = verify_field(p, g, constants, 11);
+    EXPECT_TRUE(fv.ok) << w.what << ": " << fv.reason << "\n" << g.to_text(p);
+    Buffers<double> in = random_inputs(p, 9);
+    if (w.masked) in.back().assign(constants.back().begin(), constants.back().end());
+    Buffers<double> want = evaluate_program(p, in), got;
+    for (const auto& x : want) got.emplace_back(x.size(), NAN);
+    interpret(p, g, in, got, {}, skip_table(p, g, constants));
+    EXPECT_LT(rel_diff(got, want), 1e-9) << w.what;
+    if (!nvcc.empty()) {
+      EXPECT_EQ(nvcc_errors(nvcc, generate_cuda(p, g, skip_table(p, g, constants), "mg_rule").source), "");
+    }
   }
 }
 
