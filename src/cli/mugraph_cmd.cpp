@@ -61,7 +61,8 @@ int run_emit_cuda(const EmitCudaArgs& a) {
     write_text(dir / (k.name + ".cu"), k.source);
     m << (r ? ",\n" : "\n") << "    {\"name\": \"" << k.name << "\", \"source\": \"" << k.name << ".cu\", \"launcher\": \""
       << k.name << "_launch\", \"ops\": \"" << json_escape(cr.ops) << "\", \"kernel\": \"" << json_escape(cr.kernel_summary)
-      << "\", \"cpu_kernel\": \"" << json_escape(cr.cpu_summary) << "\", \"field_check\": \"" << json_escape(cr.field_check)
+      << "\", \"cpu_kernel\": \"" << json_escape(cr.cpu_summary) << "\", \"structure\": \""
+      << json_escape(cr.structure) << "\", \"field_check\": \"" << json_escape(cr.field_check)
       << "\", \"skip_table\": " << (cr.skips ? "true" : "false") << ", \"blocks\": " << k.blocks
       << ", \"threads\": " << k.threads << ", \"smem_bytes\": " << k.smem_bytes << ",\n     \"inputs\": [";
     for (size_t i = 0; i < cr.inputs.size(); ++i) {

@@ -57,6 +57,12 @@ struct CudaKernel {
 // Shared memory (bytes) a block of `g` needs, as generate_cuda() lays it out.
 size_t cuda_smem_bytes(const Program& p, const BlockGraph& g);
 
+// Input elements the grid of `g` reads from global memory: every tile its slice
+// of each input tile (a loop's input its whole extent, chunk by chunk; an input
+// before a split loop once a run), again in every tile along a grid atom the
+// input lacks (K and V once a block of query rows). Skipped chunks count.
+int64_t cuda_global_reads(const Program& p, const BlockGraph& g);
+
 // A GPU tiling of `g`'s structure (its ops and loop atom; stabilized): row atoms
 // one index a block, other output atoms no op reduces (but the tensors'
 // unit-stride ones, whole in a block) in tiles of up to 32 rows (an atom the

@@ -11,6 +11,41 @@
 
 namespace isomer::mugraph {
 
+// Without a loop every block stages the whole K and V for the few rows that leave
+// two blocks a multiprocessor; with one, a block stages each chunk once for all
+// its rows, and the tiling gives it more (a tile for every two multiprocessors).
+BlockGraph cuda_structure(const Program& p, const BlockGraph& cpu, const CudaTilingOptions& tiling,
+                          double search_seconds, std::string* why) {
+  auto say = [&](const std::string& s) {
+    if (why) *why = s;
+  };
+  BlockGraph own = cuda_tiling(p, cpu, tiling);
+  const bool fits = cuda_smem_bytes(p, own) <= kCudaSmemBudget;
+  auto loop_extent = [&](const BlockGraph& s) { return s.loop_atom < 0 ? 0 : p.extent(s.loop_atom); };
+  int64_t longest = 0;
+  for (const BOp& op : cpu.ops)
+    for (int a : op.reduce) longest = std::max(longest, p.extent(a));
+  say("the CPU's");
+  if (fits && loop_extent(cpu) >= longest) return own;
+  SearchOptions so;
+  so.max_seconds = search_seconds;
+  std::vector<BlockGraph> found = search_structures(p, so, nullptr);
+  std::stable_sort(found.begin(), found.end(),
+                   [&](const BlockGraph& a, const BlockGraph& b) { return loop_extent(a) > loop_extent(b); });
+  for (const BlockGraph& s : found) {
+    if (fits && s.loop_atom < 0) break;
+    BlockGraph t = cuda_tiling(p, s, tiling);
+    if (cuda_smem_bytes(p, t) > kCudaSmemBudget) continue;
+    const int64_t own_reads = cuda_global_reads(p, own), reads = cuda_global_reads(p, t);
+    if (fits && reads >= own_reads) break;
+    say((s.loop_atom < 0 ? std::string("no loop") : "a loop over a" + std::to_string(s.loop_atom)) + ": the CPU's " +
+        (fits ? "reads " + std::to_string(own_reads) + " input elements, this " + std::to_string(reads)
+              : "takes " + std::to_string(cuda_smem_bytes(p, own) >> 10) + " KB of shared memory a block"));
+    return t;
+  }
+  return own;
+}
+
 std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts) {
   FuseOptions fo;
   fo.measure = false;
@@ -44,33 +79,17 @@ std::vector<CudaRegion> cuda_regions(const Graph& g, const CudaEmitOptions& opts
     for (const NodePtr& b : fr->body.topo_order())
       if (b->kind() == NodeKind::Op) r.ops += (r.ops.empty() ? "" : " ") + b->op_type();
     r.cpu_summary = fr->kernel->summary(p);
-    // The CPU's choice, unless its tiles take more shared memory than a GPU block
-    // should (a whole K and V a block, or every score of a row when the loop runs
-    // over the head dimension): then the search's structure that fits and loops
-    // over the longest atom (the key positions: flash attention).
-    BlockGraph gg = cuda_tiling(p, *fr->kernel, opts.tiling);
-    if (cuda_smem_bytes(p, gg) > kCudaSmemBudget) {
-      SearchOptions so;
-      so.max_seconds = opts.search_seconds;
-      std::vector<BlockGraph> found = search_structures(p, so, nullptr);
-      auto loop_extent = [&](const BlockGraph& s) { return s.loop_atom < 0 ? 0 : p.extent(s.loop_atom); };
-      std::stable_sort(found.begin(), found.end(),
-                       [&](const BlockGraph& a, const BlockGraph& b) { return loop_extent(a) > loop_extent(b); });
-      for (const BlockGraph& s : found) {
-        BlockGraph t = cuda_tiling(p, s, opts.tiling);
-        if (cuda_smem_bytes(p, t) <= kCudaSmemBudget) {
-          gg = t;
-          break;
-        }
-      }
-    }
+    std::string why;
+    BlockGraph gg = cuda_structure(p, *fr->kernel, opts.tiling, opts.search_seconds, &why);
+    r.structure = why;
     FieldVerdict fv = verify_field(p, gg, constants, 11);
     if (!fv.ok) throw Error("μGraph CUDA: the GPU tiling of region " + r.ops + " fails the field check: " + fv.reason);
     r.field_check = fv.reason;
     std::vector<uint8_t> skip = skip_table(p, gg, constants);
     r.skips = !skip.empty();
     r.kernel_summary = gg.summary(p);
-    if (opts.progress) opts.progress("cuda mg_region" + std::to_string(out.size()) + ": " + r.kernel_summary);
+    if (opts.progress)
+      opts.progress("cuda mg_region" + std::to_string(out.size()) + ": " + r.kernel_summary + " (" + r.structure + ")");
     r.kernel = generate_cuda(p, gg, skip, "mg_region" + std::to_string(out.size()));
     out.push_back(std::move(r));
   }

@@ -14,6 +14,19 @@ bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end()
 
 }  // namespace
 
+int64_t cuda_global_reads(const Program& p, const BlockGraph& g) {
+  int64_t total = 0;
+  for (const BOp& op : g.ops) {
+    if (op.kind != BKind::Input) continue;
+    int64_t n = op.phase == Phase::Pre ? g.splits : 1;
+    for (int a : op.axes) n *= p.extent(a);
+    for (const GridDim& d : g.grid)
+      if (!has(op.axes, d.atom)) n *= (p.extent(d.atom) + d.tile - 1) / d.tile;
+    total += n;
+  }
+  return total;
+}
+
 BlockGraph cuda_tiling(const Program& p, const BlockGraph& structure, const CudaTilingOptions& opt) {
   BlockGraph g = structure;
   g.grid.clear();

@@ -17,6 +17,7 @@
 #include "ir/text.h"
 #include "mugraph/codegen_cuda.h"
 #include "mugraph/cost.h"
+#include "mugraph/cuda_emit.h"
 #include "mugraph/interpreter.h"
 #include "mugraph/search.h"
 #include "mugraph/verify.h"
@@ -408,6 +409,53 @@ TEST_F(MuGraphCuda, RowsAndSplitsFollowTheMultiprocessors) {
       EXPECT_EQ(nvcc_errors(nvcc, generate_cuda(p, g, skip_table(p, g, constants), "mg_rule").source), "");
     }
   }
+}
+
+// The GPU's structure (cuda_structure): attention without a loop stages the whole
+// K and V in every block of the few rows that leave two blocks a multiprocessor
+// (BERT, 12 heads of 128: 384 blocks of 4 rows), the loop over the key positions
+// a chunk at a time for 16 rows (96 blocks), reading 17 elements of q's for 65:
+// the loop's is taken, and verifies. A CPU structure that already loops over the
+// keys (GQA) or reduces nothing longer than it stages (RMSNorm) is kept; one that
+// takes more than 96 KB a block (ViT's 197 keys) gives way whatever it reads.
+TEST_F(MuGraphCuda, GpuStructureReadsEachKvChunkForMoreRows) {
+  // Global reads of attention q, k, v [1,H,S,D] tiled by `rows` query rows: q
+  // once a run, K and V once a tile along the rows.
+  auto mha_reads = [](const BlockGraph& g, int64_t hsd, int64_t s) {
+    return hsd * (g.splits + 2 * ((s + rows_of(g) - 1) / rows_of(g)));
+  };
+  Program bert = from_body(parse_graph(mha_body(12, 128, 64)));
+  const BlockGraph no_loop = direct_translation(bert), own = cuda_tiling(bert, no_loop);
+  ASSERT_LT(no_loop.loop_atom, 0);
+  EXPECT_EQ(rows_of(own), 4);
+  EXPECT_EQ(cuda_global_reads(bert, own), mha_reads(own, 12 * 128 * 64, 128));
+  std::string why;
+  BlockGraph g = cuda_structure(bert, no_loop, {}, 5, &why);
+  ASSERT_GE(g.loop_atom, 0) << why;
+  EXPECT_EQ(bert.extent(g.loop_atom), 128);
+  EXPECT_EQ(rows_of(g), 16) << g.to_text(bert);
+  EXPECT_EQ(g.num_tiles(bert), 96);
+  EXPECT_EQ(cuda_global_reads(bert, g), mha_reads(g, 12 * 128 * 64, 128));
+  EXPECT_EQ(why, "a loop over a3: the CPU's reads 6389760 input elements, this 1671168");
+  FieldVerdict fv = verify_field(bert, g, {}, 11);
+  EXPECT_TRUE(fv.ok) << fv.reason;
+
+  Program gqa = from_body(parse_graph(testing::gqa_attention_body(16, 4, 128, 64)));
+  const BlockGraph looped = loop_structure(gqa);
+  EXPECT_EQ(cuda_structure(gqa, looped, {}, 5, &why).to_text(gqa), cuda_tiling(gqa, looped).to_text(gqa));
+  EXPECT_EQ(why, "the CPU's");
+
+  Program rms = from_body(parse_graph(rmsnorm_body(512, 2048)));
+  const BlockGraph rms_own = direct_translation(rms);
+  EXPECT_EQ(cuda_structure(rms, rms_own, {}, 5, &why).to_text(rms), cuda_tiling(rms, rms_own).to_text(rms));
+  EXPECT_EQ(why, "the CPU's");
+
+  Program vit = from_body(parse_graph(mha_body(6, 197, 64)));
+  BlockGraph gv = cuda_structure(vit, direct_translation(vit), {}, 5, &why);
+  ASSERT_GE(gv.loop_atom, 0) << why;
+  EXPECT_GT(gv.splits, 1);
+  EXPECT_EQ(cuda_global_reads(vit, gv), mha_reads(gv, 6 * 197 * 64, 197));
+  EXPECT_NE(why.find("KB of shared memory a block"), std::string::npos) << why;
 }
 
 // Every region kind's kernels (each structure's GPU tiling, and a split loop's

@@ -90,3 +90,17 @@ def test_decode_splits_its_loop_unless_told_not_to(tmp_path):
         assert p.returncode == 0, p.stderr
         ptx = open(out / "k.ptx").read()
         assert ".entry " + r["name"] + "_runs" in ptx and ".entry " + r["name"] + "_combine" in ptx
+
+
+def test_bert_attention_takes_the_kv_loop_on_the_gpu(tmp_path):
+    """BERT's attention (12 heads of 128) fits 96 KB a block without a loop, but
+    each block would stage the whole K and V for 4 rows: the GPU runs the loop over
+    the key positions, 16 rows a block, and the manifest says why."""
+    model = str(tmp_path / "bert.onnx")
+    onnx.save(mugraph_regions.attention_nomask(12, 128, 64), model)
+    _, r = _emit(tmp_path, model)
+    assert "loop{a" in r["kernel"] and r["blocks"] == 96 and "equal at" in r["field_check"]
+    if "loop{}" in r["cpu_kernel"]:
+        assert r["structure"] == "a loop over a3: the CPU's reads 6389760 input elements, this 1671168"
+    else:
+        assert r["structure"] == "the CPU's"
