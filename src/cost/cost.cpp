@@ -146,10 +146,7 @@ double CostModel::op_ms(const Node& n, double enough_ms) {
   std::vector<Value> outs = b.op(n.op_type(), ins, n.attrs(), n.num_outputs());
   std::vector<std::string> names;
   for (size_t i = 0; i < outs.size(); ++i) names.push_back("out" + std::to_string(i));
-  return alone_ms(b.finish(outs, names), enough_ms);
-}
-
-double CostModel::alone_ms(const Graph& g, double enough_ms) {
+  Graph g = b.finish(outs, names);
   // Kept apart from the steps of whole graphs: alone, an operator runs with its data
   // hot in cache, and a whole graph priced from such a time looks cheaper than it
   // runs (NasRNN's merged products: 2.7 ms priced, 7.2 ms run).

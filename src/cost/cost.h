@@ -66,10 +66,6 @@ class CostModel {
   // far above it (a search's candidate already dearer than what it would replace),
   // and the price is what those runs took.
   double op_ms(const Node& n, double enough_ms = 0);
-  // The same for a small graph of a few operators run alone (its inputs and outputs'
-  // conversions not counted): an operator together with what the runtime folds into
-  // its steps (a concatenation a 1x1 convolution reads in parts).
-  double alone_ms(const Graph& g, double enough_ms = 0);
 
   // What compiling `g` gives (its steps, nothing timed): from the plans kept (in this
   // model, then in the cost database where the model has one), else compiled and

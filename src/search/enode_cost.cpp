@@ -86,57 +86,6 @@ bool steps_name_their_nodes(const Graph& g) {
   return true;
 }
 
-// Whether `n` is a convolution that can read a channel concatenation in parts: 1x1,
-// stride 1, unpadded, one group (runtime lower_concat's is_pointwise_conv_of).
-bool pointwise_conv(eg::EGraph& eg, const ENode& n) {
-  if (n.kind != ENodeKind::Op || n.op->name != "Conv" || n.children.size() < 2 || n.children[0] == eg::kNoClass ||
-      n.children[1] == eg::kNoClass)
-    return false;
-  const Attributes& a = eg.attrs(n.attrs);
-  const Shape& w = eg.type(n.children[1]).shape;
-  const auto all = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; });
-  };
-  return w.size() == 4 && w[2].value == 1 && w[3].value == 1 && a.get_int("group", 1) == 1 &&
-         all(a.get_ints("strides", {}), 1) && all(a.get_ints("pads", {}), 0) && all(a.get_ints("dilations", {}), 1);
-}
-
-// The parts of a channel concatenation that the runtime never makes because only 1x1
-// convolutions read it (runtime lower_concat): each runs as one convolution per part,
-// each after the first adding into the output (NasNet-A's summed branches, merged).
-// For `n`, a 1x1 convolution of a class holding a Concat on axis 1 of two or more
-// 4-D values (not constants), read by nothing but such convolutions in the e-graph
-// (so in any extraction): the parts' classes; else empty (the Concat is made, and
-// `n` reads it whole).
-std::vector<ClassId> concat_parts_read(eg::EGraph& eg, const ENode& n) {
-  if (!pointwise_conv(eg, n)) return {};
-  const ClassId in = eg.find(n.children[0]);
-  for (const auto& [parent, unused] : eg.cls(in).parents) {
-    (void)unused;
-    if (!pointwise_conv(eg, parent) || eg.find(parent.children[0]) != in ||
-        std::any_of(parent.children.begin() + 1, parent.children.end(),
-                    [&](ClassId k) { return k != eg::kNoClass && eg.find(k) == in; }))
-      return {};
-  }
-  for (const ENode& c : eg.cls(in).nodes) {
-    if (c.kind != ENodeKind::Op || c.op->name != "Concat" || c.children.size() < 2) continue;
-    if (eg.attrs(c.attrs).get_int("axis", 0) != 1) continue;
-    const bool values = std::all_of(c.children.begin(), c.children.end(), [&](ClassId k) {
-      return k != eg::kNoClass && !eg.cls(k).constant && eg.type(k).shape.size() == 4;
-    });
-    if (values) return c.children;
-  }
-  return {};
-}
-
-// Whether Concat `n` of class `c` is left unmade in any extraction (see above): its
-// copy is never made, and the convolutions reading it pay for reading it in parts.
-bool unmade_concat(eg::EGraph& eg, ClassId c, const ENode& n) {
-  if (n.kind != ENodeKind::Op || n.op->name != "Concat") return false;
-  const std::vector<std::pair<ENode, ClassId>>& parents = eg.cls(c).parents;
-  return !parents.empty() && concat_parts_read(eg, parents.front().first) == n.children;
-}
-
 }  // namespace
 
 
@@ -153,9 +102,6 @@ std::string ENodePricer::signature(eg::EGraph& eg, const ENode& n) {
     default: return "leaf";
   }
   s.append("/").append(std::to_string(n.num_outputs));
-  // A 1x1 convolution of a concatenation runs in parts: priced as it runs, apart
-  // from one of a dense input of the same type.
-  for (ClassId part : concat_parts_read(eg, n)) s.append("|part ").append(to_string(eg.type(part)));
   for (ClassId c : n.children) {
     if (c == eg::kNoClass) {
       s.append("|_");
@@ -341,8 +287,7 @@ eg::CostTable ENodePricer::table(eg::EGraph& eg) {
     std::vector<State>& st = state[c];
     st.assign(nodes.size(), State::Priced);
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (unmade_concat(eg, c, nodes[i])) row[i] = 0;
-      else if (needs_timing(eg, nodes[i])) later.emplace_back(c, i), st[i] = State::Pending;
+      if (needs_timing(eg, nodes[i])) later.emplace_back(c, i), st[i] = State::Pending;
       else row[i] = price(eg, nodes[i]);
   }
   // The cheapest e-node of class `c` but `besides` that reads only values of `mine`
@@ -496,13 +441,7 @@ double ENodePricer::alone(eg::EGraph& eg, const ENode& n, double enough_ms) {
     GraphBuilder b;
     std::vector<Value> ins = synthetic_inputs(eg, n, b);
     std::vector<Value> outs = b.op(n.op->name, ins, eg.attrs(n.attrs), n.num_outputs);
-    if (concat_parts_read(eg, n).empty()) {
-      ms = model_.op_ms(*outs[0].node, enough_ms);
-    } else {
-      std::vector<std::string> names;
-      for (size_t i = 0; i < outs.size(); ++i) names.push_back("out" + std::to_string(i));
-      ms = model_.alone_ms(b.finish(outs, names), enough_ms);
-    }
+    ms = model_.op_ms(*outs[0].node, enough_ms);
   } catch (const std::exception&) {
     // Not priceable on the runtime (a symbolic shape): its data volume at a nominal
     // rate, so that smaller graphs still win.
@@ -569,48 +508,36 @@ std::optional<double> ENodePricer::fused(eg::EGraph& eg, const ENode& n) {
 }
 
 std::vector<Value> ENodePricer::synthetic_inputs(eg::EGraph& eg, const ENode& n, GraphBuilder& b) {
-  // A 1x1 convolution of a concatenation reads the concatenation of its parts, which
-  // the runtime then leaves unmade (concat_parts_read).
-  const std::vector<ClassId> parts = concat_parts_read(eg, n);
+  // Graph inputs (or constants: the runtime lays weights out at compile time) of the
+  // e-node's children's types.
   std::vector<Value> ins;
   for (size_t i = 0; i < n.children.size(); ++i) {
     const ClassId c = n.children[i];
     if (c == eg::kNoClass) {
       ins.emplace_back();
-    } else if (i == 0 && !parts.empty()) {
-      std::vector<Value> values;
-      for (size_t k = 0; k < parts.size(); ++k) values.push_back(synthetic(eg, parts[k], "part" + std::to_string(k), b));
-      Attributes axis;
-      axis.set("axis", int64_t{1});
-      ins.push_back(b.op("Concat", values, axis, 1).at(0));
-    } else {
-      ins.push_back(synthetic(eg, c, "in" + std::to_string(i), b));
+      continue;
     }
+    // Symbolic dims (a model's batch) at the extents the runtime gives them when it
+    // prices the whole graph (its bindings, else 1): priced alone at a nominal
+    // rate instead, every new e-node of such a model looked 10 to 100 times
+    // cheaper than the input's own operators, and eqsat chose 3x3 convolutions
+    // enlarged from 1x1 ones for nothing.
+    TensorType t = eg.type(c);
+    for (Dim& d : t.shape)
+      if (!d.is_static()) {
+        d = Dim(symbolic_extent(d.symbol, model_.runtime_options().bindings));
+      }
+    require(is_static(t.shape), "the cost needs static shapes");
+    if (eg.cls(c).constant) {
+      // Shapes and axes need their values; a weight only its type (its data does not
+      // change the price), so merged weights are never materialized for pricing.
+      const Tensor* v = eg.cls(c).value ? eg.cls(c).value.get() : eg.constant_value(c, kMaterialize);
+      ins.push_back(b.constant(v ? *v : zeros(t)));
+      continue;
+    }
+    ins.push_back(b.input("in" + std::to_string(i), t));
   }
   return ins;
-}
-
-Value ENodePricer::synthetic(eg::EGraph& eg, ClassId c, const std::string& name, GraphBuilder& b) {
-  // A graph input (or a constant: the runtime lays weights out at compile time) of
-  // class `c`'s type.
-  // Symbolic dims (a model's batch) at the extents the runtime gives them when it
-  // prices the whole graph (its bindings, else 1): priced alone at a nominal
-  // rate instead, every new e-node of such a model looked 10 to 100 times
-  // cheaper than the input's own operators, and eqsat chose 3x3 convolutions
-  // enlarged from 1x1 ones for nothing.
-  TensorType t = eg.type(c);
-  for (Dim& d : t.shape)
-    if (!d.is_static()) {
-      d = Dim(symbolic_extent(d.symbol, model_.runtime_options().bindings));
-    }
-  require(is_static(t.shape), "the cost needs static shapes");
-  if (eg.cls(c).constant) {
-    // Shapes and axes need their values; a weight only its type (its data does not
-    // change the price), so merged weights are never materialized for pricing.
-    const Tensor* v = eg.cls(c).value ? eg.cls(c).value.get() : eg.constant_value(c, kMaterialize);
-    return b.constant(v ? *v : zeros(t));
-  }
-  return b.input(name, t);
 }
 
 const Tensor& ENodePricer::zeros(const TensorType& t) {

@@ -113,7 +113,6 @@ class ENodePricer {
   // A lower bound of price(n) from its arithmetic (nullopt: none known).
   std::optional<double> lower_bound(eg::EGraph& eg, const eg::ENode& n);
   std::vector<Value> synthetic_inputs(eg::EGraph& eg, const eg::ENode& n, GraphBuilder& b);
-  Value synthetic(eg::EGraph& eg, eg::ClassId c, const std::string& name, GraphBuilder& b);
   const Tensor& zeros(const TensorType& t);
   void calibrate(const Graph& g);
 

@@ -292,49 +292,6 @@ TEST(EqsatCost, DominatedENodesArePricedByTheirBoundNotAlone) {
   EXPECT_NEAR(ex.cost + pricer.unattributed_ms(), plan, 1e-9 * plan);
 }
 
-// A 1x1 convolution of a Concat that only such convolutions read runs as one
-// convolution per part (the runtime never makes the Concat): a new one (a merge of
-// NasNet-A's summed branches) is priced as that, not as one of a dense input, and the
-// Concat costs nothing. Once something else reads the Concat it is made, and the
-// convolution reads it whole.
-TEST(EqsatCost, AConvolutionOfAConcatItReadsInPartsIsPricedInParts) {
-  LearnedFire f;
-  eg::EGraph& e = f.e;
-  const Node* cat = f.first.at("Concat");
-  const eg::ClassId cat_class = f.classes.at(cat);
-  const eg::ClassId wide = e.add_op(
-      *find_op("Conv"), {cat_class, e.add_constant(weights({24, 32, 1, 1}, 0.01)), e.add_constant(weights({24}, 0.1))}, {});
-  const eg::ENode& wide_node = e.cls(wide).nodes.at(0);
-  EXPECT_NE(ENodePricer::signature(e, wide_node).find("|part f32[1,16,28,28]"), std::string::npos);
-  eg::CostTable costs = f.pricer.table(e);
-
-  auto concat_then_conv = [&](bool parts, int64_t oc) {
-    GraphBuilder b;
-    std::vector<Value> xs;
-    for (const char* name : {"a", "b"}) xs.push_back(b.input(name, {DType::Float32, make_shape({1, 16, 28, 28})}));
-    Attributes axis;
-    axis.set("axis", int64_t{1});
-    Value in = parts ? b.op1("Concat", xs, axis) : b.input("c", {DType::Float32, make_shape({1, 32, 28, 28})});
-    Value y = b.op1("Conv", {in, b.constant(weights({oc, 32, 1, 1}, 0.01)), b.constant(weights({oc}, 0.1))});
-    return b.finish({y}, {"y"});
-  };
-  // Scaled as the input's convolution of the same Concat is: its plan's price over
-  // its price alone, in parts too.
-  const eg::ClassId next = e.find(e.cls(cat_class).parents.front().second);
-  const double scale = costs.at(next).at(0) / f.model.alone_ms(concat_then_conv(true, 8));
-  const double in_parts = f.model.alone_ms(concat_then_conv(true, 24));
-  const Graph dense = concat_then_conv(false, 24);
-  ASSERT_NE(in_parts, f.model.op_ms(*dense.outputs()[0].node));
-  EXPECT_NEAR(costs.at(e.find(wide)).at(0), scale * in_parts, 1e-9 * in_parts);
-  EXPECT_EQ(costs.at(e.find(cat_class)).at(0), 0);
-
-  // A MaxPool reads the Concat too: it is made, and the convolutions read it whole.
-  Attributes pool;
-  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
-  e.add_op(*find_op("MaxPool"), {cat_class}, pool);
-  EXPECT_EQ(ENodePricer::signature(e, e.cls(wide).nodes.at(0)).find("|part"), std::string::npos);
-}
-
 // The fire module's expand convolutions (those that read the squeeze's Relu).
 std::vector<const Node*> expand_convs(const Graph& g) {
   std::vector<const Node*> out;
