@@ -40,13 +40,61 @@ bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::ve
 }
 
 
+// The same activation on every part of a Split of a convolution's output (merged
+// convolutions whose branches each applied it: Inception's, NasNet-A's) is applied
+// once, as a post-op: act(x) cut into parts is the parts of act(x). The Split's parts
+// are then the activations' values; nothing else reads them.
+struct SplitActivation {
+  const Node* split = nullptr;
+  std::vector<const Node*> acts;  // one per part of the Split
+};
+
+// Finds such a Split after `cur` (the convolution's value, of dims `od`) when nothing
+// else is fused yet, and adds the activation to `fusion`.
+SplitActivation split_activation(Compiler& c, const Value& cur, const std::vector<int64_t>& od, Fusion& fusion) {
+  SplitActivation found;
+  if (!c.opts().fuse || !fusion.ops.empty()) return found;
+  const Node* s = c.sole_consumer(cur);
+  if (!s || s->op_type() != "Split" || s->inputs()[0] != cur || c.lowered(*s) || c.is_pending(*s)) return found;
+  std::optional<EltwiseSpec> common;
+  std::vector<const Node*> acts;
+  for (uint32_t k = 0; k < s->num_outputs(); ++k) {
+    const Value part = s->output(k);
+    const Node* a = c.sole_consumer(part);
+    std::optional<EltwiseSpec> e;
+    const bool same = a && !c.lowered(*a) && !c.is_pending(*a) && a->num_outputs() == 1 &&
+                      a->output_types()[0].dtype == DType::Float32 && a->inputs()[0] == part &&
+                      (e = eltwise_of(c, *a, part, od.size())).has_value() &&
+                      (!common || (common->alg == e->alg && common->alpha == e->alpha && common->beta == e->beta));
+    if (!same) return found;
+    common = e;
+    acts.push_back(a);
+  }
+  if (!common) return found;
+  PostOp p;
+  p.eltwise = common;
+  p.nodes = acts;
+  p.out = cur;
+  fusion.ops.push_back(p);
+  fusion.nodes.insert(fusion.nodes.end(), acts.begin(), acts.end());
+  found.split = s;
+  found.acts = std::move(acts);
+  return found;
+}
+
+// After the convolution is lowered: each activation's value is its part of the Split.
+void bind_split_activation(Compiler& c, const SplitActivation& sa) {
+  if (sa.split)
+    for (uint32_t k = 0; k < sa.split->num_outputs(); ++k) c.bind(sa.acts[k]->output(0), c.id(sa.split->output(k)));
+}
+
 // A 1x1 convolution of a channel concatenation that was never made (see
 // lower_concat): one convolution per part with that part's input channels of
 // the weights, the first with the bias, the others adding into its output (sum
 // post-op), the last with the fused activations.
 bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& parts, const std::vector<double>& w,
                          bool has_bias, const std::vector<double>& bias, const std::vector<int64_t>& od,
-                         const Fusion& fusion) {
+                         const Fusion& fusion, const SplitActivation& split) {
   const int64_t oc = od[1];
   int64_t total = 0;
   for (const Value& p : parts) total += c.dims(p)[1];
@@ -110,6 +158,7 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
     dst = out;
   }
   finish_fusion(c, fusion, dst);
+  bind_split_activation(c, split);
   return true;
 }
 
@@ -307,40 +356,10 @@ bool lower_conv(Compiler& c, const Node& n) {
                &pr = geometry.pad_end;
   Fusion fusion = plan_fusion(c, cur, od, /*allow_add=*/parts == nullptr, /*full_binary=*/false);
   fusion.nodes.insert(fusion.nodes.begin(), folded.begin(), folded.end());
-  if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion);
-  // The same activation on every part of a Split of the output (merged
-  // convolutions whose branches each applied it: Inception's) is applied once, as
-  // a post-op: act(x) cut into parts is the parts of act(x). The Split's parts are
-  // then the activations' values; nothing else reads them.
-  const Node* split = nullptr;
-  std::vector<const Node*> acts;
-  if (c.opts().fuse && fusion.ops.empty())
-    if (const Node* s = c.sole_consumer(cur); s && s->op_type() == "Split" && s->inputs()[0] == cur && !c.lowered(*s) &&
-        !c.is_pending(*s)) {
-      std::optional<EltwiseSpec> common;
-      bool same = true;
-      for (uint32_t k = 0; same && k < s->num_outputs(); ++k) {
-        const Value part = s->output(k);
-        const Node* a = c.sole_consumer(part);
-        std::optional<EltwiseSpec> e;
-        same = a && !c.lowered(*a) && !c.is_pending(*a) && a->num_outputs() == 1 &&
-               a->output_types()[0].dtype == DType::Float32 &&
-               a->inputs()[0] == part && (e = eltwise_of(c, *a, part, od.size())).has_value() &&
-               (!common || (common->alg == e->alg && common->alpha == e->alpha && common->beta == e->beta));
-        common = e;
-        acts.push_back(a);
-      }
-      if (same && common) {
-        PostOp p;
-        p.eltwise = common;
-        p.nodes = acts;
-        p.out = cur;
-        fusion.ops.push_back(p);
-        fusion.nodes.insert(fusion.nodes.end(), acts.begin(), acts.end());
-        split = s;
-      }
-    }
-
+  // Before the parts: a merged convolution of a deferred concatenation (NasNet-A's
+  // summed branches merged with their neighbours) keeps its branches' activation too.
+  const SplitActivation split = split_activation(c, cur, od, fusion);
+  if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion, split);
   int x = c.id(n.inputs()[0]);
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
   // A thread joins from 64K multiply-adds (kernels::team_for_work): a smaller
@@ -493,8 +512,7 @@ bool lower_conv(Compiler& c, const Node& n) {
     add_gate_step(c, dst, *gate, std::move(g));
   }
   finish_fusion(c, fusion, dst);
-  if (split)
-    for (uint32_t k = 0; k < split->num_outputs(); ++k) c.bind(acts[k]->output(0), c.id(split->output(k)));
+  bind_split_activation(c, split);
   return true;
 }
 

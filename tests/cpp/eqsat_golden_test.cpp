@@ -103,7 +103,8 @@ TEST(EqsatGolden, SumOfProductsBecomesOneProduct) {
 
 // SqueezeNet's fire module: a 1x1 and a 3x3 convolution of one input. The 1x1 is
 // enlarged to a 3x3 (its kernel padded by zeros, the input by one) and both become
-// one convolution, split by channels.
+// one convolution, split by channels; the Relu of each part becomes one Relu of the
+// merged convolution before the Split (split_relu_hoist: a post-op the runtime fuses).
 const char* kFire = R"(graph g(%x: f32[1,2,3,3]) {
   %w1 = const f32[1,2,1,1] {1, -2}
   %w3 = const f32[1,2,3,3] {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3, -4, -5, -6, -7, -8, -9}
@@ -117,14 +118,14 @@ const char* kFire = R"(graph g(%x: f32[1,2,3,3]) {
 
 TEST(EqsatGolden, OneByOneAndThreeByThreeConvolutionsMergeIntoOne) {
   // The second output channel is the 1x1 kernel {1, -2} at the centre of zeros.
+  // Outputs "2" and "3" are the Split's second and first parts.
   EXPECT_EQ(merged(kFire), R"(graph isomer(%x: f32[1,2,3,3]) {
   %0 = const f32[2,2,3,3] hex"0000803f0000004000004040000080400000a0400000c0400000e0400000004100001041000080bf000000c0000040c0000080c00000a0c00000c0c00000e0c0000000c1000010c1000000000000000000000000000000000000803f0000000000000000000000000000000000000000000000000000000000000000000000c000000000000000000000000000000000"
   %1 = Conv(%x, %0) {dilations=[1, 1], group=1, pads=[1, 1, 1, 1], strides=[1, 1]} : f32[1,2,3,3]
-  %2 = const i64[2] {1, 1}
-  %3, %4 = Split(%1, %2) {axis=1} : f32[1,1,3,3], f32[1,1,3,3]
-  %5 = Relu(%4) : f32[1,1,3,3]
-  %6 = Relu(%3) : f32[1,1,3,3]
-  return %5 as "2", %6 as "3"
+  %2 = Relu(%1) : f32[1,2,3,3]
+  %3 = const i64[2] {1, 1}
+  %4, %5 = Split(%2, %3) {axis=1} : f32[1,1,3,3], f32[1,1,3,3]
+  return %5 as "2", %4 as "3"
 }
 )");
 }

@@ -98,6 +98,28 @@ TEST(RuntimeSplitView, ActivationOfEveryPartIsAPostOpOfTheConvolution) {
   EXPECT_EQ(conversions_of(steps, "1x64x12x12") + conversions_of(steps, "1x32x12x12"), 0u);
 }
 
+// The same where the merged convolution is a 1x1 one of a concatenation it reads in
+// parts (NasNet-A's summed branches, merged): the activation is the last part's
+// post-op, not a pass of its own over each part.
+TEST(RuntimeSplitView, ActivationOfEveryPartFollowsAConvolutionOfParts) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 10, 10})});
+  Value y = b.input("y", {DType::Float32, make_shape({1, 16, 10, 10})});
+  Value cat = b.op1("Concat", {conv3(b, x, 16, 16, 11), conv3(b, y, 16, 16, 13)}, {{"axis", int64_t{1}}});
+  Value merged = b.op1("Conv", {cat, b.constant(random_tensor({48, 32, 1, 1}, 7))});
+  std::vector<Value> p = split(b, merged, {16, 32});
+  Value r0 = b.op1("Relu", {p[0]}), r1 = b.op1("Relu", {p[1]});
+  Graph g = b.finish({r0, conv3(b, r1, 32, 16, 3)}, {"r0", "a"});
+  auto steps = expect_matches_reference(g);
+  size_t parts = 0, pointwise = 0;
+  for (const runtime::StepInfo& s : steps) {
+    parts += s.label.find(" (part ") != std::string::npos;
+    pointwise += s.kind == "pointwise" || s.kind == "eltwise";
+  }
+  EXPECT_EQ(parts, 2u) << "the concatenation was made";
+  EXPECT_EQ(pointwise, 0u) << "an activation ran as a pass of its own";
+}
+
 // Not every part activated alike (a LeakyRelu, a part also read raw, a graph
 // output): each activation runs on its own, on the raw parts.
 TEST(RuntimeSplitView, PartsActivatedDifferentlyStayApart) {
