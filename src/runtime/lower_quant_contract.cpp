@@ -137,7 +137,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
 int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const RtValue& xv = c.val(s.x);
   const std::vector<int64_t> xd = xv.dims, wd = s.w.dims();
-  if (xd.size() != 4 || wd.size() != 4 || s.w.dtype() != DType::Int8) return -1;  // 2-D convolutions
+  // 1-D, 2-D and 3-D convolutions (TCNs' Conv1d, video models' Conv3d).
+  if (xd.size() < 3 || xd.size() > 5 || wd.size() != xd.size() || s.w.dtype() != DType::Int8) return -1;
   if (xv.dtype != DType::UInt8 && xv.dtype != DType::Int8) return -1;
   const int64_t groups = n.attrs().get_int("group", 1), oc = wd[0];
   ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
@@ -150,12 +151,15 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-  // Activations stay in NHWC between integer convolutions (oneDNN's int8 layout,
-  // and a strided one that the native kernels read as it is).
-  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), tag::nhwc);
-  const md_t y_md(to_dims(od), dnnl_int(s.y_type), tag::nhwc);
-  const md_t w_any = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::any)
-                                : md_t(to_dims(wd), dt::s8, tag::any);
+  // Activations stay channels-last between integer convolutions (oneDNN's int8
+  // layout, and a strided one that the native kernels read as it is).
+  const tag channels_last = xd.size() == 3 ? tag::nwc : xd.size() == 4 ? tag::nhwc : tag::ndhwc;
+  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), channels_last);
+  const md_t y_md(to_dims(od), dnnl_int(s.y_type), channels_last);
+  // Grouped weights as [groups, oc / groups, ic / groups, k...].
+  dims_t gwd = {groups, oc / groups};
+  gwd.insert(gwd.end(), wd.begin() + 1, wd.end());
+  const md_t w_any = groups > 1 ? md_t(gwd, dt::s8, tag::any) : md_t(to_dims(wd), dt::s8, tag::any);
   const md_t bias_md = s.bias.empty() ? md_t() : md_t({oc}, dt::s32, tag::a);
   using conv = dnnl::convolution_forward;
   conv::desc d = s.bias.empty() ? conv::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -167,8 +171,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   int x = s.x;
   if (!xv.md.data.ndims) x = with_md(c, x, xd, plain_md(xd, dnnl_int(xv.dtype)));
   x = c.as_layout(x, x_md);
-  const md_t w_plain = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::goihw)
-                                  : md_t(to_dims(wd), dt::s8, tag::oihw);
+  const md_t w_plain = groups > 1 ? plain_md(std::vector<int64_t>(gwd.begin(), gwd.end()), dt::s8)
+                                  : plain_md(wd, dt::s8);
   const int w = c.as_layout(constant_arg(c, s.w, w_plain, n.name() + ".weights"), pd.weights_desc());
   const int y = c.new_value(s.y_type, od, y_md, n.name());
   std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
