@@ -8,6 +8,12 @@
 namespace isomer::kernels {
 namespace {
 
+// The team for a pass over `elements` values of `bytes_per_element` bytes read and
+// written: a memory-bound step, that pays for a thread per kTeamBytes.
+inline int memory_team(int team, int64_t elements, double bytes_per_element) {
+  return team_for_work(team, static_cast<double>(elements) * bytes_per_element / kTeamBytes);
+}
+
 // [begin, end) of part `t` of `n` items split into `team` parts.
 inline std::pair<int64_t, int64_t> part(int64_t n, int t, int team) {
   return {n * t / team, n * (t + 1) / team};
@@ -38,7 +44,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
   if (s.channels == 1 || s.inner * 4 < 64) {
     // One scale, or channels too short to split by row: split the flat range.
     const int64_t n = rows * s.inner;
-    parallel_teams(team_for_work(team, n / 4096.0), [&](int t, int k) {
+    parallel_teams(memory_team(team, n, sizeof(float) + sizeof(T)), [&](int t, int k) {
       auto [b, e] = part(n, t, k);
       if (s.channels == 1) {
         quantize_run(x + b, y + b, e - b, scale[0], zp ? static_cast<float>(zp[0]) : 0.f, lo, hi);
@@ -51,7 +57,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
     });
     return;
   }
-  parallel_teams(std::min<int64_t>(team, rows), [&](int t, int k) {
+  parallel_teams(std::min<int64_t>(memory_team(team, rows * s.inner, sizeof(float) + sizeof(T)), rows), [&](int t, int k) {
     auto [b, e] = part(rows, t, k);
     for (int64_t r = b; r < e; ++r) {
       const int64_t c = r % s.channels;
@@ -63,7 +69,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
 template <class T>
 void dequantize_t(const T* x, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
   const int64_t rows = s.outer * s.channels;
-  parallel_teams(team_for_work(team, rows * s.inner / 4096.0), [&](int t, int k) {
+  parallel_teams(memory_team(team, rows * s.inner, sizeof(T) + sizeof(float)), [&](int t, int k) {
     auto [b, e] = part(rows * s.inner, t, k);
     while (b < e) {
       const int64_t r = b / s.inner, end = std::min(e, (r + 1) * s.inner);
@@ -91,7 +97,7 @@ template <class T>
 void requantize_t(const int32_t* acc, T* y, QType t, int64_t rows, int64_t cols, const int32_t* bias, const float* mult,
                   bool per_col, int32_t zp, int team) {
   const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
-  parallel_teams(team_for_work(team, rows * cols / 4096.0), [&](int th, int k) {
+  parallel_teams(memory_team(team, rows * cols, sizeof(int32_t) + sizeof(T)), [&](int th, int k) {
     auto [b, e] = part(rows, th, k);
     for (int64_t r = b; r < e; ++r)
       requantize_row(acc + r * cols, y + r * cols, cols, bias, mult, per_col, static_cast<float>(zp), lo, hi);
@@ -144,7 +150,7 @@ void dequantize(const void* x, QType t, float* y, const QShape& s, const float* 
 
 DynamicParams dynamic_params(const float* x, int64_t n, int team) {
   float mn = 0, mx = 0;
-  const int k = team_for_work(team, n / 16384.0);
+  const int k = memory_team(team, n, sizeof(float));
   std::vector<float> mins(static_cast<size_t>(k)), maxs(static_cast<size_t>(k));
   parallel_teams(k, [&](int t, int kk) {
     auto [b, e] = part(n, t, kk);

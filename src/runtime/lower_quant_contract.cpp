@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "kernels/parallel.h"
 #include "ops/nn_common.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
@@ -15,6 +16,14 @@
 namespace isomer::runtime {
 
 namespace {
+
+// The multiply-adds that pay for one more thread in an integer product
+// (kernels::team_for_work): four times a float32 one's (lower_matmul.cpp's 256K,
+// lower_conv.cpp's 64K), as VNNI does four int8 multiply-adds where float32 does one.
+// Dynamically quantized BERT's 32x256x256 products ran slower on two threads than on
+// one, waiting for the second.
+constexpr double kInt8MatmulTeamMacs = 1024.0 * 1024;
+constexpr double kInt8ConvTeamMacs = 256.0 * 1024;
 
 dt dnnl_int(DType t) {
   switch (t) {
@@ -90,6 +99,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   int32_t b_zp = s.b_zp;
   const Tensor b = as_s8(s.b, b_zp);
   const DType y_t = s.out_scale_value >= 0 ? DType::Float32 : s.y_type;
+  const Compiler::TeamScope team(
+      c, kernels::team_for_work(c.threads(), static_cast<double>(rows * K * N) / kInt8MatmulTeamMacs));
   dnnl::primitive_attr attr;
   if (s.a_zp_value >= 0)
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
@@ -145,6 +156,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
   const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
   const std::vector<int64_t>& od = geometry.out;
+  const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
+  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / kInt8ConvTeamMacs));
   const dims_t &strides = geometry.strides, &dil = geometry.dilations, &pl = geometry.pad_begin,
                &pr = geometry.pad_end;
   dnnl::primitive_attr attr;
@@ -188,7 +201,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   else if (s.x_zp != 0)
     args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
   if (s.y_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32(s.y_zp, ".y_zp")});
-  double flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(wd[1] * wd[2] * wd[3]);
+  const double flops = 2.0 * macs;
   c.add_primitive(pd, std::move(args),
                   step_info(n, "int8-conv",
                             "int8-conv " + std::string(dtype_name(xv.dtype)) + to_string(xd) + " w" + to_string(wd) +
