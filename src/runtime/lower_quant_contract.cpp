@@ -69,6 +69,8 @@ Tensor as_s8(const Tensor& w, int32_t& zp) {
   return Tensor(DType::Int8, w.dims(), std::move(bytes));
 }
 
+tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc; }
+
 void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
                        int32_t y_zp, int channel_mask) {
   if (runtime_scale >= 0)
@@ -166,9 +168,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   // Activations stay channels-last between integer convolutions (oneDNN's int8
   // layout, and a strided one that the native kernels read as it is).
-  const tag channels_last = xd.size() == 3 ? tag::nwc : xd.size() == 4 ? tag::nhwc : tag::ndhwc;
-  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), channels_last);
-  const md_t y_md(to_dims(od), dnnl_int(s.y_type), channels_last);
+  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), channels_last(xd.size()));
+  const md_t y_md(to_dims(od), dnnl_int(s.y_type), channels_last(od.size()));
   // Grouped weights as [groups, oc / groups, ic / groups, k...].
   dims_t gwd = {groups, oc / groups};
   gwd.insert(gwd.end(), wd.begin() + 1, wd.end());
@@ -339,13 +340,50 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// A ConvInteger whose weights have a zero point z (oneDNN's convolutions take none),
+// one group: sum (x - xz)(w - z) = sum (x - xz) w - z sum (x - xz). The window sums
+// are one more output channel of all-ones weights, which a native step subtracts z
+// times from the others (in int32, wrapping as the accumulation does).
+int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, int32_t w_zp) {
+  if (n.attrs().get_int("group", 1) != 1) return -1;
+  std::vector<int64_t> wd = s.w.dims();
+  const int64_t oc = wd[0], per_channel = num_elements(wd) / oc;
+  std::string bytes = s.w.bytes().str();
+  bytes.append(static_cast<size_t>(per_channel), static_cast<char>(1));
+  wd[0] = oc + 1;
+  s.w = Tensor(DType::Int8, wd, std::move(bytes));
+  const int acc = add_integer_conv(c, n, s);
+  if (acc < 0) return -1;
+  std::vector<int64_t> od = c.val(acc).dims;
+  od[1] = oc;
+  const int y = c.new_value(DType::Int32, od, md_t(to_dims(od), dt::s32, channels_last(od.size())), n.name());
+  const int64_t rows = num_elements(od) / oc;
+  add_native_step(c, step_info(n, "zero-point", "weight zero-point " + std::to_string(w_zp) + to_string(od)), {acc},
+                  {y}, [rows, oc, w_zp](const std::vector<char*>& p) {
+                    const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
+                    int32_t* out = reinterpret_cast<int32_t*>(p[1]);
+                    for (int64_t r = 0; r < rows; ++r) {
+                      const int32_t* row = a + r * (oc + 1);
+                      const uint32_t sum = static_cast<uint32_t>(row[oc]) * static_cast<uint32_t>(w_zp);
+                      for (int64_t j = 0; j < oc; ++j)
+                        out[r * oc + j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) - sum);
+                    }
+                  });
+  return y;
+}
+
+}  // namespace
+
 bool lower_integer_conv(Compiler& c, const Node& n) {
   const bool qlinear = n.op_type() == "QLinearConv";
   const size_t wi = qlinear ? 3 : 1;
   const Tensor* w = c.known(n.inputs()[wi]);
-  if (!w || w->dtype() != DType::Int8) return false;
+  if (!w || (w->dtype() != DType::Int8 && (qlinear || w->dtype() != DType::UInt8))) return false;
   IntConv s;
   s.w = *w;
+  int32_t w_zp = 0;
   if (qlinear) {
     auto x_p = constant_quant_params(c, n, 1, 2);
     auto w_p = constant_quant_params(c, n, 4, 5);
@@ -364,7 +402,9 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     }
   } else {
     auto wz = scalar_zp(opt_known(c, n, 3));
-    if (!wz || *wz != 0 || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    if (!wz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    w_zp = *wz;
+    s.w = as_s8(*w, w_zp);  // u8 weights as s8, their zero point moved with them
     if (has(n, 2) && !c.known(n.inputs()[2])) {  // DynamicQuantizeLinear's zero point
       s.x_zp_value = c.as_plain(c.id(n.inputs()[2]));
       if (num_elements(c.val(s.x_zp_value).dims) != 1) return false;
@@ -375,7 +415,7 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     }
   }
   s.x = c.id(n.inputs()[0]);
-  const int y = add_integer_conv(c, n, s);
+  const int y = w_zp != 0 ? add_weight_zero_point_conv(c, n, s, w_zp) : add_integer_conv(c, n, s);
   if (y < 0) return false;
   c.bind(n.output(0), y);
   return true;

@@ -77,16 +77,18 @@ class Reader(oq.CalibrationDataReader):
 
 
 def make(kind, tmp_path):
-    """`kind`: qdq, qoperator or dynamic, with _1d or _3d for a CNN of that rank (dynamic: ConvInteger)."""
+    """`kind`: qdq, qoperator or dynamic, with _1d or _3d for a CNN of that rank (dynamic: ConvInteger;
+    dynamic_u8: with u8 weights)."""
     src, dst = str(tmp_path / f"{kind}_float.onnx"), str(tmp_path / f"{kind}.onnx")
-    rank = 1 if kind.endswith("_1d") else 3 if kind.endswith("_3d") else 2
+    rank = 1 if kind.endswith("_1d") else 3 if kind.endswith("_3d") else 2  # _2d: the default
     if kind == "dynamic":
         onnx.save(mlp(1), src)
         oq.quantize_dynamic(src, dst, weight_type=oq.QuantType.QInt8)
         return dst, (2, 8, 64)
     onnx.save(cnn(2, rank), src)
-    if kind.startswith("dynamic"):
-        oq.quantize_dynamic(src, dst, weight_type=oq.QuantType.QInt8)
+    if kind.startswith("dynamic"):  # dynamic_u8: u8 weights with a zero point, which oneDNN's convolutions lack
+        wt = oq.QuantType.QUInt8 if kind.startswith("dynamic_u8") else oq.QuantType.QInt8
+        oq.quantize_dynamic(src, dst, weight_type=wt)
         return dst, cnn_shape(rank)
     fmt = oq.QuantFormat.QDQ if kind.startswith("qdq") else oq.QuantFormat.QOperator
     oq.quantize_static(src, dst, Reader(cnn_shape(rank), 3), quant_format=fmt, per_channel=kind.startswith("qdq"))
@@ -122,7 +124,7 @@ def assert_close_in_steps(got, want, step, max_steps=1, max_fraction=0.1):
     assert (d >= 0.5).mean() <= max_fraction, f"{(d >= 0.5).sum()} of {d.size} elements off by a step"
 
 
-CONV_RANKS = ["qdq_1d", "qdq_3d", "qoperator_1d", "dynamic_1d", "dynamic_3d"]
+CONV_RANKS = ["qdq_1d", "qdq_3d", "qoperator_1d", "dynamic_1d", "dynamic_3d", "dynamic_u8_2d", "dynamic_u8_1d"]
 
 
 @pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"] + CONV_RANKS)
