@@ -1,6 +1,7 @@
 #include "kernels/quant.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/parallel.h"
@@ -104,23 +105,26 @@ void requantize_t(const int32_t* acc, T* y, QType t, int64_t rows, int64_t cols,
   });
 }
 
+// GCC keeps a min/max reduction over an array of lanes scalar (a compare and a
+// branchless move per element, 5x ONNX Runtime's time); a vector of 16 lanes
+// compiles to vminps/vmaxps. NaN never replaces a bound, as before.
 ISOMER_CLONES void min_max(const float* __restrict x, int64_t n, float* mn_out, float* mx_out) {
+  using V = float __attribute__((vector_size(64)));
   constexpr int L = 16;
-  float mn[L], mx[L];
-  for (int l = 0; l < L; ++l) mn[l] = mx[l] = 0.f;
+  V mn = {}, mx = {};  // the range always includes 0
   int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int l = 0; l < L; ++l) {
-      const float v = x[i + l];
-      mn[l] = v < mn[l] ? v : mn[l];
-      mx[l] = v > mx[l] ? v : mx[l];
-    }
-  for (; i < n; ++i) {
-    mn[0] = x[i] < mn[0] ? x[i] : mn[0];
-    mx[0] = x[i] > mx[0] ? x[i] : mx[0];
+  for (; i + L <= n; i += L) {
+    V v;
+    std::memcpy(&v, x + i, sizeof v);
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
   }
   float a = 0, b = 0;
   for (int l = 0; l < L; ++l) a = std::min(a, mn[l]), b = std::max(b, mx[l]);
+  for (; i < n; ++i) {
+    a = x[i] < a ? x[i] : a;
+    b = x[i] > b ? x[i] : b;
+  }
   *mn_out = a;
   *mx_out = b;
 }
