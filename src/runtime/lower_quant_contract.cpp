@@ -360,16 +360,19 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, int32_t w_
   od[1] = oc;
   const int y = c.new_value(DType::Int32, od, md_t(to_dims(od), dt::s32, channels_last(od.size())), n.name());
   const int64_t rows = num_elements(od) / oc;
+  const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
   add_native_step(c, step_info(n, "zero-point", "weight zero-point " + std::to_string(w_zp) + to_string(od)), {acc},
-                  {y}, [rows, oc, w_zp](const std::vector<char*>& p) {
+                  {y}, [rows, oc, w_zp, team](const std::vector<char*>& p) {
                     const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
                     int32_t* out = reinterpret_cast<int32_t*>(p[1]);
-                    for (int64_t r = 0; r < rows; ++r) {
-                      const int32_t* row = a + r * (oc + 1);
-                      const uint32_t sum = static_cast<uint32_t>(row[oc]) * static_cast<uint32_t>(w_zp);
-                      for (int64_t j = 0; j < oc; ++j)
-                        out[r * oc + j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) - sum);
-                    }
+                    kernels::parallel_teams(team, [&](int t, int k) {
+                      for (int64_t r = rows * t / k; r < rows * (t + 1) / k; ++r) {
+                        const int32_t* row = a + r * (oc + 1);
+                        const uint32_t sum = static_cast<uint32_t>(row[oc]) * static_cast<uint32_t>(w_zp);
+                        for (int64_t j = 0; j < oc; ++j)
+                          out[r * oc + j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) - sum);
+                      }
+                    });
                   });
   return y;
 }
