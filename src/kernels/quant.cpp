@@ -1,12 +1,19 @@
 #include "kernels/quant.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/parallel.h"
 
 namespace isomer::kernels {
 namespace {
+
+// The team for a pass over `elements` values of `bytes_per_element` bytes read and
+// written: a memory-bound step, that pays for a thread per kTeamBytes.
+inline int memory_team(int team, int64_t elements, double bytes_per_element) {
+  return team_for_work(team, static_cast<double>(elements) * bytes_per_element / kTeamBytes);
+}
 
 // [begin, end) of part `t` of `n` items split into `team` parts.
 inline std::pair<int64_t, int64_t> part(int64_t n, int t, int team) {
@@ -38,7 +45,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
   if (s.channels == 1 || s.inner * 4 < 64) {
     // One scale, or channels too short to split by row: split the flat range.
     const int64_t n = rows * s.inner;
-    parallel_teams(team_for_work(team, n / 4096.0), [&](int t, int k) {
+    parallel_teams(memory_team(team, n, sizeof(float) + sizeof(T)), [&](int t, int k) {
       auto [b, e] = part(n, t, k);
       if (s.channels == 1) {
         quantize_run(x + b, y + b, e - b, scale[0], zp ? static_cast<float>(zp[0]) : 0.f, lo, hi);
@@ -51,7 +58,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
     });
     return;
   }
-  parallel_teams(std::min<int64_t>(team, rows), [&](int t, int k) {
+  parallel_teams(std::min<int64_t>(memory_team(team, rows * s.inner, sizeof(float) + sizeof(T)), rows), [&](int t, int k) {
     auto [b, e] = part(rows, t, k);
     for (int64_t r = b; r < e; ++r) {
       const int64_t c = r % s.channels;
@@ -63,7 +70,7 @@ void quantize_t(const float* x, T* y, const QShape& s, const float* scale, const
 template <class T>
 void dequantize_t(const T* x, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
   const int64_t rows = s.outer * s.channels;
-  parallel_teams(team_for_work(team, rows * s.inner / 4096.0), [&](int t, int k) {
+  parallel_teams(memory_team(team, rows * s.inner, sizeof(T) + sizeof(float)), [&](int t, int k) {
     auto [b, e] = part(rows * s.inner, t, k);
     while (b < e) {
       const int64_t r = b / s.inner, end = std::min(e, (r + 1) * s.inner);
@@ -91,30 +98,33 @@ template <class T>
 void requantize_t(const int32_t* acc, T* y, QType t, int64_t rows, int64_t cols, const int32_t* bias, const float* mult,
                   bool per_col, int32_t zp, int team) {
   const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
-  parallel_teams(team_for_work(team, rows * cols / 4096.0), [&](int th, int k) {
+  parallel_teams(memory_team(team, rows * cols, sizeof(int32_t) + sizeof(T)), [&](int th, int k) {
     auto [b, e] = part(rows, th, k);
     for (int64_t r = b; r < e; ++r)
       requantize_row(acc + r * cols, y + r * cols, cols, bias, mult, per_col, static_cast<float>(zp), lo, hi);
   });
 }
 
+// GCC keeps a min/max reduction over an array of lanes scalar (a compare and a
+// branchless move per element, 5x ONNX Runtime's time); a vector of 16 lanes
+// compiles to vminps/vmaxps. NaN never replaces a bound, as before.
 ISOMER_CLONES void min_max(const float* __restrict x, int64_t n, float* mn_out, float* mx_out) {
+  using V = float __attribute__((vector_size(64)));
   constexpr int L = 16;
-  float mn[L], mx[L];
-  for (int l = 0; l < L; ++l) mn[l] = mx[l] = 0.f;
+  V mn = {}, mx = {};  // the range always includes 0
   int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int l = 0; l < L; ++l) {
-      const float v = x[i + l];
-      mn[l] = v < mn[l] ? v : mn[l];
-      mx[l] = v > mx[l] ? v : mx[l];
-    }
-  for (; i < n; ++i) {
-    mn[0] = x[i] < mn[0] ? x[i] : mn[0];
-    mx[0] = x[i] > mx[0] ? x[i] : mx[0];
+  for (; i + L <= n; i += L) {
+    V v;
+    std::memcpy(&v, x + i, sizeof v);
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
   }
   float a = 0, b = 0;
   for (int l = 0; l < L; ++l) a = std::min(a, mn[l]), b = std::max(b, mx[l]);
+  for (; i < n; ++i) {
+    a = x[i] < a ? x[i] : a;
+    b = x[i] > b ? x[i] : b;
+  }
   *mn_out = a;
   *mx_out = b;
 }
@@ -144,7 +154,7 @@ void dequantize(const void* x, QType t, float* y, const QShape& s, const float* 
 
 DynamicParams dynamic_params(const float* x, int64_t n, int team) {
   float mn = 0, mx = 0;
-  const int k = team_for_work(team, n / 16384.0);
+  const int k = memory_team(team, n, sizeof(float));
   std::vector<float> mins(static_cast<size_t>(k)), maxs(static_cast<size_t>(k));
   parallel_teams(k, [&](int t, int kk) {
     auto [b, e] = part(n, t, kk);

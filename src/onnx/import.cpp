@@ -8,6 +8,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -20,6 +21,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eval/static_value.h"
 #include "ir/error.h"
 #include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
@@ -610,17 +612,35 @@ class Importer {
     }
     std::vector<std::string> output_names(node.output().begin(), node.output().end());
     while (!output_names.empty() && output_names.back().empty()) output_names.pop_back();
-    form.inputs = inputs;
     form.num_outputs = std::max<size_t>(output_names.size(), 1);
     bool inputs_static = true;
     for (const Value& v : inputs) inputs_static = inputs_static && (!v.present() || is_static(v.type().shape));
-    try {
+    const OnnxForm written = form;
+    auto build = [&](std::vector<Value> args) -> NodePtr {
+      form = written;
+      form.inputs = std::move(args);
       if (op->onnx_import) {
         *reason = op->onnx_import(form, opset_, builder_);
         if (!reason->empty()) return nullptr;
       }
-      NodePtr n = Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
-      return builder_.intern(n);
+      return Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
+    };
+    try {
+      NodePtr n;
+      try {
+        n = build(inputs);
+      } catch (const Error&) {
+        if (!has_static_value(inputs)) throw;
+      }
+      // A shape rule reads only constant inputs: one that constants and static shapes
+      // decide (TorchScript's ConstantOfShape(Shape(s)) of a static-shaped s) is
+      // passed as its constant where the written form leaves an output type unknown.
+      if ((!n || !all_outputs_static(*n)) && has_static_value(inputs)) {
+        const std::string first_reason = *reason;
+        if (NodePtr m = build(with_static_values(inputs))) n = m;
+        else if (n) *reason = first_reason;
+      }
+      return n ? builder_.intern(n) : nullptr;
     } catch (const Error& e) {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
@@ -638,6 +658,27 @@ class Importer {
   }
 
   static constexpr const char* kNotImplemented = "operator not implemented in isomer";
+
+  static bool all_outputs_static(const Node& n) {
+    for (const TensorType& t : n.output_types())
+      if (!is_static(t.shape)) return false;
+    return true;
+  }
+
+  // An integer input computed by operators whose value static_value decides.
+  static bool decided_integer(const Value& v) {
+    return v.present() && !v.constant() && is_integer(v.type().dtype) && static_value(v).has_value();
+  }
+
+  static bool has_static_value(const std::vector<Value>& inputs) {
+    return std::any_of(inputs.begin(), inputs.end(), decided_integer);
+  }
+
+  std::vector<Value> with_static_values(std::vector<Value> inputs) {
+    for (Value& v : inputs)
+      if (decided_integer(v)) v = builder_.constant(*static_value(v));
+    return inputs;
+  }
 
   // The table's entry for an ai.onnx node: by its name, or where ONNX once named the
   // operator otherwise, by that: Upsample (opsets 7 to 10) is Resize-10, whose hook

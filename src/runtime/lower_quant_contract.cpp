@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "kernels/parallel.h"
 #include "ops/nn_common.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
@@ -15,6 +16,14 @@
 namespace isomer::runtime {
 
 namespace {
+
+// The multiply-adds that pay for one more thread in an integer product
+// (kernels::team_for_work): four times a float32 one's (lower_matmul.cpp's 256K,
+// lower_conv.cpp's 64K), as VNNI does four int8 multiply-adds where float32 does one.
+// Dynamically quantized BERT's 32x256x256 products ran slower on two threads than on
+// one, waiting for the second.
+constexpr double kInt8MatmulTeamMacs = 1024.0 * 1024;
+constexpr double kInt8ConvTeamMacs = 256.0 * 1024;
 
 dt dnnl_int(DType t) {
   switch (t) {
@@ -60,6 +69,8 @@ Tensor as_s8(const Tensor& w, int32_t& zp) {
   return Tensor(DType::Int8, w.dims(), std::move(bytes));
 }
 
+tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc; }
+
 void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
                        int32_t y_zp, int channel_mask) {
   if (runtime_scale >= 0)
@@ -90,6 +101,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   int32_t b_zp = s.b_zp;
   const Tensor b = as_s8(s.b, b_zp);
   const DType y_t = s.out_scale_value >= 0 ? DType::Float32 : s.y_type;
+  const Compiler::TeamScope team(
+      c, kernels::team_for_work(c.threads(), static_cast<double>(rows * K * N) / kInt8MatmulTeamMacs));
   dnnl::primitive_attr attr;
   if (s.a_zp_value >= 0)
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
@@ -137,25 +150,30 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
 int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const RtValue& xv = c.val(s.x);
   const std::vector<int64_t> xd = xv.dims, wd = s.w.dims();
-  if (xd.size() != 4 || wd.size() != 4 || s.w.dtype() != DType::Int8) return -1;  // 2-D convolutions
+  // 1-D, 2-D and 3-D convolutions (TCNs' Conv1d, video models' Conv3d).
+  if (xd.size() < 3 || xd.size() > 5 || wd.size() != xd.size() || s.w.dtype() != DType::Int8) return -1;
   if (xv.dtype != DType::UInt8 && xv.dtype != DType::Int8) return -1;
   const int64_t groups = n.attrs().get_int("group", 1), oc = wd[0];
   ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
   std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
   const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
   const std::vector<int64_t>& od = geometry.out;
+  const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
+  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / kInt8ConvTeamMacs));
   const dims_t &strides = geometry.strides, &dil = geometry.dilations, &pl = geometry.pad_begin,
                &pr = geometry.pad_end;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-  // Activations stay in NHWC between integer convolutions (oneDNN's int8 layout,
-  // and a strided one that the native kernels read as it is).
-  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), tag::nhwc);
-  const md_t y_md(to_dims(od), dnnl_int(s.y_type), tag::nhwc);
-  const md_t w_any = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::any)
-                                : md_t(to_dims(wd), dt::s8, tag::any);
+  // Activations stay channels-last between integer convolutions (oneDNN's int8
+  // layout, and a strided one that the native kernels read as it is).
+  const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), channels_last(xd.size()));
+  const md_t y_md(to_dims(od), dnnl_int(s.y_type), channels_last(od.size()));
+  // Grouped weights as [groups, oc / groups, ic / groups, k...].
+  dims_t gwd = {groups, oc / groups};
+  gwd.insert(gwd.end(), wd.begin() + 1, wd.end());
+  const md_t w_any = groups > 1 ? md_t(gwd, dt::s8, tag::any) : md_t(to_dims(wd), dt::s8, tag::any);
   const md_t bias_md = s.bias.empty() ? md_t() : md_t({oc}, dt::s32, tag::a);
   using conv = dnnl::convolution_forward;
   conv::desc d = s.bias.empty() ? conv::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -167,8 +185,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   int x = s.x;
   if (!xv.md.data.ndims) x = with_md(c, x, xd, plain_md(xd, dnnl_int(xv.dtype)));
   x = c.as_layout(x, x_md);
-  const md_t w_plain = groups > 1 ? md_t({groups, oc / groups, wd[1], wd[2], wd[3]}, dt::s8, tag::goihw)
-                                  : md_t(to_dims(wd), dt::s8, tag::oihw);
+  const md_t w_plain = groups > 1 ? plain_md(std::vector<int64_t>(gwd.begin(), gwd.end()), dt::s8)
+                                  : plain_md(wd, dt::s8);
   const int w = c.as_layout(constant_arg(c, s.w, w_plain, n.name() + ".weights"), pd.weights_desc());
   const int y = c.new_value(s.y_type, od, y_md, n.name());
   std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
@@ -184,7 +202,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   else if (s.x_zp != 0)
     args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
   if (s.y_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32(s.y_zp, ".y_zp")});
-  double flops = 2.0 * static_cast<double>(num_elements(od)) * static_cast<double>(wd[1] * wd[2] * wd[3]);
+  const double flops = 2.0 * macs;
   c.add_primitive(pd, std::move(args),
                   step_info(n, "int8-conv",
                             "int8-conv " + std::string(dtype_name(xv.dtype)) + to_string(xd) + " w" + to_string(wd) +
@@ -322,13 +340,53 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// A ConvInteger whose weights have a zero point z (oneDNN's convolutions take none),
+// one group: sum (x - xz)(w - z) = sum (x - xz) w - z sum (x - xz). The window sums
+// are one more output channel of all-ones weights, which a native step subtracts z
+// times from the others (in int32, wrapping as the accumulation does).
+int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, int32_t w_zp) {
+  if (n.attrs().get_int("group", 1) != 1) return -1;
+  std::vector<int64_t> wd = s.w.dims();
+  const int64_t oc = wd[0], per_channel = num_elements(wd) / oc;
+  std::string bytes = s.w.bytes().str();
+  bytes.append(static_cast<size_t>(per_channel), static_cast<char>(1));
+  wd[0] = oc + 1;
+  s.w = Tensor(DType::Int8, wd, std::move(bytes));
+  const int acc = add_integer_conv(c, n, s);
+  if (acc < 0) return -1;
+  std::vector<int64_t> od = c.val(acc).dims;
+  od[1] = oc;
+  const int y = c.new_value(DType::Int32, od, md_t(to_dims(od), dt::s32, channels_last(od.size())), n.name());
+  const int64_t rows = num_elements(od) / oc;
+  const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
+  add_native_step(c, step_info(n, "zero-point", "weight zero-point " + std::to_string(w_zp) + to_string(od)), {acc},
+                  {y}, [rows, oc, w_zp, team](const std::vector<char*>& p) {
+                    const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
+                    int32_t* out = reinterpret_cast<int32_t*>(p[1]);
+                    kernels::parallel_teams(team, [&](int t, int k) {
+                      for (int64_t r = rows * t / k; r < rows * (t + 1) / k; ++r) {
+                        const int32_t* row = a + r * (oc + 1);
+                        const uint32_t sum = static_cast<uint32_t>(row[oc]) * static_cast<uint32_t>(w_zp);
+                        for (int64_t j = 0; j < oc; ++j)
+                          out[r * oc + j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) - sum);
+                      }
+                    });
+                  });
+  return y;
+}
+
+}  // namespace
+
 bool lower_integer_conv(Compiler& c, const Node& n) {
   const bool qlinear = n.op_type() == "QLinearConv";
   const size_t wi = qlinear ? 3 : 1;
   const Tensor* w = c.known(n.inputs()[wi]);
-  if (!w || w->dtype() != DType::Int8) return false;
+  if (!w || (w->dtype() != DType::Int8 && (qlinear || w->dtype() != DType::UInt8))) return false;
   IntConv s;
   s.w = *w;
+  int32_t w_zp = 0;
   if (qlinear) {
     auto x_p = constant_quant_params(c, n, 1, 2);
     auto w_p = constant_quant_params(c, n, 4, 5);
@@ -347,7 +405,9 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     }
   } else {
     auto wz = scalar_zp(opt_known(c, n, 3));
-    if (!wz || *wz != 0 || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    if (!wz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+    w_zp = *wz;
+    s.w = as_s8(*w, w_zp);  // u8 weights as s8, their zero point moved with them
     if (has(n, 2) && !c.known(n.inputs()[2])) {  // DynamicQuantizeLinear's zero point
       s.x_zp_value = c.as_plain(c.id(n.inputs()[2]));
       if (num_elements(c.val(s.x_zp_value).dims) != 1) return false;
@@ -358,7 +418,7 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     }
   }
   s.x = c.id(n.inputs()[0]);
-  const int y = add_integer_conv(c, n, s);
+  const int y = w_zp != 0 ? add_weight_zero_point_conv(c, n, s, w_zp) : add_integer_conv(c, n, s);
   if (y < 0) return false;
   c.bind(n.output(0), y);
   return true;

@@ -85,5 +85,24 @@ TEST(RuntimeCnn, SqueezeExcitationStepsRunOnOneThreadAtTwo) {
   }
 }
 
+// A conformer's convolution module along 399 tokens of 64 channels: a depthwise
+// Conv1d (kernel 7) with its activation, then a residual add. oneDNN 2.6 has only a
+// gemm kernel for the 1-D form; as a unit-height 2-D one it gets a depthwise kernel.
+Graph conformer_conv(bool residual) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({1, 64, 399}));
+  Value d = b.op1("Conv", {x, b.constant(random_tensor({64, 1, 7}, 11)), b.constant(random_tensor({64}, 12))},
+                  {{"group", int64_t{64}}, {"pads", std::vector<int64_t>{3, 3}}});
+  Value y = silu(b, d);
+  return b.finish({residual ? b.op1("Add", {y, x}) : y}, {"y"});
+}
+
+TEST(RuntimeCnn, DepthwiseConv1dRunsOnADepthwiseKernel) {
+  for (bool residual : {false, true})
+    for (int threads : {1, 2})
+      for (const runtime::StepInfo& s : run_checked(conformer_conv(residual), threads))
+        if (s.kind == "conv") EXPECT_EQ(s.signature.find("gemm"), std::string::npos) << s.signature;
+}
+
 }  // namespace
 }  // namespace isomer

@@ -66,5 +66,29 @@ TEST(RuntimeTeams, SleepingThreadsNeedMoreWork) {
   unsetenv("OMP_WAIT_POLICY");
 }
 
+// x [rows, d] -> DynamicQuantizeLinear -> MatMulInteger by s8 weights [d, d] -> Cast
+// to float -> Mul by the two scales: a dynamically quantized linear layer.
+Graph int8_block(int64_t rows, int64_t d) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({rows, d})});
+  std::vector<Value> q = b.op("DynamicQuantizeLinear", {x}, {}, 3);
+  std::string w(static_cast<size_t>(d * d), '\0');
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<char>(static_cast<int>(i * 37 % 255) - 127);
+  Value wv = b.constant(Tensor(DType::Int8, {d, d}, Bytes(std::move(w))));
+  Value acc = b.op1("MatMulInteger", {q[0], wv, q[2], b.constant(Tensor(DType::Int8, {}, Bytes(std::string(1, '\0'))))});
+  Value f = b.op1("Cast", {acc}, {{"to", int64_t{1}}});
+  Value scale = b.op1("Mul", {q[1], b.constant(Tensor::scalar_f32(0.01f))});
+  return b.finish({b.op1("Mul", {f, scale})}, {"y"});
+}
+
+// An integer product pays for a thread from four times a float one's work (VNNI's
+// four int8 multiply-adds per lane), and its quantization from kTeamBytes moved.
+TEST(RuntimeTeams, SmallIntegerProductsRunOnOneThreadAtTwo) {
+  std::map<std::string, std::string> small = teams(int8_block(8, 256));  // 524K multiply-adds, 8 KB
+  EXPECT_EQ(small["int8-matmul"], "t1");
+  std::map<std::string, std::string> big = teams(int8_block(512, 512));  // 134M multiply-adds
+  EXPECT_EQ(big["int8-matmul"], "t2");
+}
+
 }  // namespace
 }  // namespace isomer

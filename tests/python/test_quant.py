@@ -26,23 +26,30 @@ def init(rng, name, *shape, scale=0.3):
     return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
 
 
-def cnn(seed):
-    """Conv-Relu twice with a residual Add, a strided Conv, pooling and a Gemm."""
+def cnn_shape(rank):
+    return (1, 3) + (24 if rank < 3 else 8,) * rank
+
+
+def cnn(seed, rank=2):
+    """Conv-Relu twice with a residual Add, a strided Conv, pooling and a Gemm; `rank`
+    spatial axes (Conv1d of a TCN, Conv3d of a video model)."""
     rng = np.random.default_rng(seed)
-    inits = [init(rng, "w1", 16, 3, 3, 3), init(rng, "b1", 16), init(rng, "w2", 16, 16, 3, 3, scale=0.1),
-             init(rng, "b2", 16), init(rng, "w3", 32, 16, 3, 3, scale=0.1), init(rng, "b3", 32),
+    k = (3,) * rank
+    inits = [init(rng, "w1", 16, 3, *k), init(rng, "b1", 16), init(rng, "w2", 16, 16, *k, scale=0.1),
+             init(rng, "b2", 16), init(rng, "w3", 32, 16, *k, scale=0.1), init(rng, "b3", 32),
              init(rng, "wf", 10, 32), init(rng, "bf", 10)]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+    pads = [1] * (2 * rank)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=pads),
              helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=pads),
              helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("Add", ["r1", "r2"], ["a"]),
-             helper.make_node("Conv", ["a", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["a", "w3", "b3"], ["c3"], pads=pads, strides=[2] * rank),
              helper.make_node("Relu", ["c3"], ["r3"]),
              helper.make_node("GlobalAveragePool", ["r3"], ["p"]),
              helper.make_node("Flatten", ["p"], ["f"]),
              helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
-    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(cnn_shape(rank)))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -70,15 +77,22 @@ class Reader(oq.CalibrationDataReader):
 
 
 def make(kind, tmp_path):
+    """`kind`: qdq, qoperator or dynamic, with _1d or _3d for a CNN of that rank (dynamic: ConvInteger;
+    dynamic_u8: with u8 weights)."""
     src, dst = str(tmp_path / f"{kind}_float.onnx"), str(tmp_path / f"{kind}.onnx")
+    rank = 1 if kind.endswith("_1d") else 3 if kind.endswith("_3d") else 2  # _2d: the default
     if kind == "dynamic":
         onnx.save(mlp(1), src)
         oq.quantize_dynamic(src, dst, weight_type=oq.QuantType.QInt8)
         return dst, (2, 8, 64)
-    onnx.save(cnn(2), src)
-    fmt = oq.QuantFormat.QDQ if kind == "qdq" else oq.QuantFormat.QOperator
-    oq.quantize_static(src, dst, Reader((1, 3, 24, 24), 3), quant_format=fmt, per_channel=(kind == "qdq"))
-    return dst, (1, 3, 24, 24)
+    onnx.save(cnn(2, rank), src)
+    if kind.startswith("dynamic"):  # dynamic_u8: u8 weights with a zero point, which oneDNN's convolutions lack
+        wt = oq.QuantType.QUInt8 if kind.startswith("dynamic_u8") else oq.QuantType.QInt8
+        oq.quantize_dynamic(src, dst, weight_type=wt)
+        return dst, cnn_shape(rank)
+    fmt = oq.QuantFormat.QDQ if kind.startswith("qdq") else oq.QuantFormat.QOperator
+    oq.quantize_static(src, dst, Reader(cnn_shape(rank), 3), quant_format=fmt, per_channel=kind.startswith("qdq"))
+    return dst, cnn_shape(rank)
 
 
 def feeds(shape, seed=5):
@@ -110,7 +124,10 @@ def assert_close_in_steps(got, want, step, max_steps=1, max_fraction=0.1):
     assert (d >= 0.5).mean() <= max_fraction, f"{(d >= 0.5).sum()} of {d.size} elements off by a step"
 
 
-@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+CONV_RANKS = ["qdq_1d", "qdq_3d", "qoperator_1d", "dynamic_1d", "dynamic_3d", "dynamic_u8_2d", "dynamic_u8_1d"]
+
+
+@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"] + CONV_RANKS)
 def test_runtime_matches_onnxruntime(kind, tmp_path):
     path, shape = make(kind, tmp_path)
     x = feeds(shape)
@@ -137,7 +154,7 @@ def test_reference_matches_onnxruntime_as_written(kind, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"])
+@pytest.mark.parametrize("kind", ["qdq", "qoperator", "dynamic"] + CONV_RANKS)
 def test_quantization_runs_on_native_steps(kind, tmp_path):
     path, shape = make(kind, tmp_path)
     np.savez(tmp_path / "in.npz", **feeds(shape))
@@ -145,7 +162,7 @@ def test_quantization_runs_on_native_steps(kind, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     steps = p.stdout + p.stderr
-    want = {"qdq": "int8-conv", "qoperator": "int8-conv", "dynamic": "int8-matmul"}[kind]
+    want = "int8-matmul" if kind == "dynamic" else "int8-conv"
     assert want in steps, steps
     for line in steps.splitlines():
         if "reference" in line or "delegate" in line:
