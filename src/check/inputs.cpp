@@ -500,6 +500,10 @@ ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string
                       to_string(want));
     out.tensors.push_back(*found);
   }
+  // An array for no input is most likely a misspelt name (ONNX Runtime refuses it too).
+  for (const auto& [name, t] : given)
+    require(std::any_of(g.inputs().begin(), g.inputs().end(), [&](const NodePtr& in) { return in->name() == name; }),
+            what + " has an array '" + name + "', which is no input of the model");
   out.bindings = bindings_of(g, out.tensors);
   return out;
 }

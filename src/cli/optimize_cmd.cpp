@@ -79,6 +79,8 @@ int run_optimize(const OptimizeArgs& a) {
   opts.cost_model = a.cost;
   opts.cost_db = a.cost_db;
   opts.cost_threads = a.threads;
+  require_output_path(a.output, "-o");
+  if (!a.report_json.empty()) require_output_path(a.report_json, "--report-json");
   if (!a.inputs.empty()) {
     opts.inputs = runtime::read_npz(a.inputs);
     opts.inputs_source = a.inputs;
