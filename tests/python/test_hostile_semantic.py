@@ -1,0 +1,188 @@
+"""Hostile inputs of the campaign's sixth family (scripts/hostile_mutators_semantic.py): each
+class it found, rebuilt here as a small file.
+
+- Inputs files: a FIFO or a directory given as --inputs (a FIFO hung isomer), an npz whose
+  compressed entry claims gigabytes (allocated before zlib found it short), a .npy shape
+  that is not a number (an uncaught std::invalid_argument) are refused with one line; a
+  Fortran-ordered array (legal) runs and matches its C-ordered copy; an array named for no
+  input is refused by `run` and `optimize` alike.
+- Command lines: -o onto a directory or into a folder that does not exist is refused before
+  any work, naming the path; --input-shape twice for one input with other dims is refused.
+- Scan with a direction other than 0 or 1 is refused (it ran).
+- QuantizeLinear with a float8 zero point: ONNX Runtime hands float8 values to Python as
+  uint8, which isomer took as uint8, computing other outputs; `run` now matches ONNX Runtime.
+"""
+import os
+import subprocess
+import zipfile
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
+
+
+@pytest.fixture(scope="module")
+def isomer_bin():
+    if not os.path.exists(ISOMER_BIN):
+        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
+    return ISOMER_BIN
+
+
+def _isomer(isomer_bin, *args, timeout=120):
+    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _one_error(p, *wants):
+    """Exit 1 with exactly one line, "isomer: error: ...", holding every one of `wants`."""
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), p.stderr
+    for w in wants:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+@pytest.fixture()
+def relu_model(tmp_path):
+    """y = Relu(x) * 2 over x[N, 3]."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "relu.onnx"
+    onnx.save(m, str(path))
+    return path
+
+
+def _x(seed=0):
+    return np.random.default_rng(seed).standard_normal((2, 3)).astype(np.float32)
+
+
+# --- inputs files ---------------------------------------------------------------------------
+
+def test_fifo_or_directory_as_inputs_is_refused(isomer_bin, relu_model, tmp_path):
+    fifo = tmp_path / "pipe.npz"
+    os.mkfifo(fifo)
+    for bad in (fifo, tmp_path):
+        p = _isomer(isomer_bin, "run", relu_model, "--inputs", bad, timeout=60)  # a FIFO hung here
+        _one_error(p, "relu.onnx", str(bad), "not a regular file")
+
+
+def test_compressed_entry_claiming_gigabytes_is_refused(isomer_bin, relu_model, tmp_path):
+    path = tmp_path / "lie.npz"
+    np.savez_compressed(path, x=_x())
+    data = bytearray(path.read_bytes())
+    cd = data.index(b"PK\x01\x02")
+    data[cd + 24:cd + 28] = (0xF0000000).to_bytes(4, "little")  # the uncompressed size
+    path.write_bytes(bytes(data))
+    p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
+    _one_error(p, "lie.npz", "claims 4026531840 bytes")
+
+
+def test_npy_shape_that_is_no_number_is_refused(isomer_bin, relu_model, tmp_path):
+    path = tmp_path / "shape.npz"
+    np.savez(path, x=_x())
+    data = path.read_bytes()
+    assert b"(2, 3)" in data
+    path.write_bytes(data.replace(b"(2, 3)", b"(2, q)"))
+    p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
+    _one_error(p, "shape.npz", "'q' is not a dimension")
+
+
+def test_fortran_ordered_array_runs_as_its_c_ordered_copy(isomer_bin, relu_model, tmp_path):
+    x = _x(1)
+    outs = []
+    for name, arr in (("c", x), ("f", np.asfortranarray(x))):
+        np.savez(tmp_path / f"{name}.npz", x=arr)
+        p = _isomer(isomer_bin, "run", relu_model, "--inputs", tmp_path / f"{name}.npz", "--outputs",
+                    tmp_path / f"{name}.out.npz", "--no-onnxruntime")
+        assert p.returncode == 0, p.stderr
+        outs.append(np.load(tmp_path / f"{name}.out.npz")["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], np.maximum(x, 0) * 2, rtol=1e-6)
+
+
+def test_array_for_no_input_is_refused_by_run_and_optimize(isomer_bin, relu_model, tmp_path):
+    path = tmp_path / "extra.npz"
+    np.savez(path, x=_x(), ghost=np.ones(2, np.float32))
+    p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
+    _one_error(p, "extra.npz", "'ghost', which is no input")
+    p = _isomer(isomer_bin, "optimize", relu_model, "-o", tmp_path / "o.onnx", "--inputs", path, "--budget", "1")
+    _one_error(p, "extra.npz", "'ghost', which is no input")
+    assert not (tmp_path / "o.onnx").exists()
+
+
+# --- command lines ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("out, want", [(".", "is a directory"), ("no/such/o.onnx", "'no/such' does not exist"),
+                                       ("relu.onnx/o.onnx", "is not a folder")])
+def test_output_path_that_cannot_be_written_is_refused_first(isomer_bin, relu_model, tmp_path, out, want):
+    p = subprocess.run([isomer_bin, "optimize", "relu.onnx", "-o", out, "--budget", "1"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    line = _one_error(p, out, want)
+    assert "tmp" not in line  # not the temporary file's name, after the search
+    assert "eqsat" not in p.stdout + p.stderr  # refused before any work
+    p = _isomer(isomer_bin, "run", relu_model, "--outputs", tmp_path / "no" / "o.npz")
+    _one_error(p, "'" + str(tmp_path / "no") + "' does not exist")
+
+
+def test_input_shape_given_twice_with_other_dims_is_refused(isomer_bin, relu_model, tmp_path):
+    p = _isomer(isomer_bin, "run", relu_model, "--input-shape", "x:2,3", "--input-shape", "x:4,3")
+    _one_error(p, "relu.onnx", "--input-shape given twice for 'x'")
+    p = _isomer(isomer_bin, "run", relu_model, "--input-shape", "x:2,3", "--input-shape", "x:2,3")
+    assert p.returncode == 0, p.stderr  # the same dims twice do not conflict
+
+
+# --- models -----------------------------------------------------------------------------------
+
+def test_scan_direction_other_than_0_or_1_is_refused(isomer_bin, tmp_path):
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+                              helper.make_node("Add", ["row", "row"], ["r2"])], "body",
+                             [vi("s_in", TensorProto.FLOAT, [3]), vi("row", TensorProto.FLOAT, [3])],
+                             [vi("s_out", TensorProto.FLOAT, [3]), vi("r2", TensorProto.FLOAT, [3])])
+    for direction, valid in ((1, True), (2, False)):
+        scan = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], name="the_scan", body=body, num_scan_inputs=1,
+                                scan_input_directions=[direction])
+        g = helper.make_graph([scan], "g", [vi("x", TensorProto.FLOAT, [2, 3])],
+                              [vi("s", TensorProto.FLOAT, None), vi("ys", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.zeros(3, np.float32), "s0")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 8
+        path = tmp_path / f"scan{direction}.onnx"
+        onnx.save(m, str(path))
+        np.savez(tmp_path / "in.npz", x=_x())
+        p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz",
+                    "--no-onnxruntime")
+        if valid:
+            assert p.returncode == 0, p.stderr
+            np.testing.assert_allclose(np.load(tmp_path / "o.npz")["ys"], _x()[::-1] * 2, rtol=1e-6)
+        else:
+            _one_error(p, f"scan{direction}.onnx", "Scan", "scan_input_directions holds 2, not 0 or 1")
+
+
+def test_quantize_with_float8_zero_point_matches_onnxruntime(isomer_bin, tmp_path):
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sc", "zp"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "sc", "zp"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([0.05], np.float32), "sc"),
+             helper.make_tensor("zp", TensorProto.FLOAT8E4M3FN, [], [0.0])]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    path = tmp_path / "f8.onnx"
+    onnx.save(m, str(path))
+    x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert (want < 0).any()  # float8 keeps signs: a uint8 reading would clamp them to 0
+    p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], want, rtol=1e-6)
