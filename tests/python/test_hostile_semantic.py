@@ -8,7 +8,10 @@ class it found, rebuilt here as a small file.
   input is refused by `run` and `optimize` alike.
 - Command lines: -o onto a directory or into a folder that does not exist is refused before
   any work, naming the path; --input-shape twice for one input with other dims is refused.
-- Scan with a direction other than 0 or 1 is refused (it ran).
+- Scan with a direction other than 0 or 1 is refused (it ran); a Scan whose axes are out
+  of range, whose attribute lists have another length than its scan inputs, or with no
+  scan input, and a Loop whose condition is not a single bool or whose trip count is not
+  a single int64, are refused where they are imported (`optimize` wrote them back).
 - QuantizeLinear with a float8 zero point: ONNX Runtime hands float8 values to Python as
   uint8, which isomer took as uint8, computing other outputs; `run` now matches ONNX Runtime.
 """
@@ -166,6 +169,62 @@ def test_scan_direction_other_than_0_or_1_is_refused(isomer_bin, tmp_path):
             np.testing.assert_allclose(np.load(tmp_path / "o.npz")["ys"], _x()[::-1] * 2, rtol=1e-6)
         else:
             _one_error(p, f"scan{direction}.onnx", "Scan", "scan_input_directions holds 2, not 0 or 1")
+
+
+def _loop_model(path, cond):
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Neg", ["v_in"], ["v_out"])], "body",
+                             [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []),
+                              vi("v_in", TensorProto.FLOAT, [2, 3])],
+                             [vi("c_out", TensorProto.BOOL, []), vi("v_out", TensorProto.FLOAT, [2, 3])])
+    loop = helper.make_node("Loop", ["trip", "cond", "x"], ["y"], name="the_loop", body=body)
+    g = helper.make_graph([loop], "g", [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])],
+                          [numpy_helper.from_array(np.array(3, np.int64), "trip"), numpy_helper.from_array(cond, "cond")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+@pytest.mark.parametrize("cond, want", [(np.array(1.0, np.float32), "the condition 'cond' is f32, a Loop's is bool"),
+                                        (np.array([True, False]), "the condition 'cond' has a dim of 2")])
+def test_loop_condition_that_is_not_a_single_bool_is_refused(isomer_bin, tmp_path, cond, want):
+    path = tmp_path / "loop.onnx"
+    _loop_model(path, cond)
+    for cmd in (["optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", path]):
+        _one_error(_isomer(isomer_bin, *cmd), "loop.onnx", "the_loop", want)
+    assert not (tmp_path / "o.onnx").exists()
+    _loop_model(path, np.array([True]))  # a one-element condition is a single bool
+    np.savez(tmp_path / "in.npz", x=_x())
+    p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], -_x(), rtol=1e-6)  # Neg three times
+
+
+@pytest.mark.parametrize("attrs, want", [({"num_scan_inputs": 0}, "num_scan_inputs is 0"),
+                                         ({"num_scan_inputs": 1, "scan_input_axes": [2]},
+                                          "scan_input_axes holds 2 for scan input 'x' of rank 2"),
+                                         ({"num_scan_inputs": 1, "scan_input_directions": [0, 1]},
+                                          "scan_input_directions has 2 entries, for 1 scan inputs"),
+                                         ({"num_scan_inputs": 1, "scan_output_directions": [3]},
+                                          "scan_output_directions holds 3, not 0 or 1")])
+def test_scan_attributes_out_of_range_are_refused_by_optimize(isomer_bin, tmp_path, attrs, want):
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+                              helper.make_node("Neg", ["row"], ["r2"])], "body",
+                             [vi("s_in", TensorProto.FLOAT, [3]), vi("row", TensorProto.FLOAT, [3])],
+                             [vi("s_out", TensorProto.FLOAT, [3]), vi("r2", TensorProto.FLOAT, [3])])
+    scan = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], name="the_scan", body=body, **attrs)
+    g = helper.make_graph([scan], "g", [vi("x", TensorProto.FLOAT, [2, 3])],
+                          [vi("s", TensorProto.FLOAT, None), vi("ys", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.zeros(3, np.float32), "s0")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "scan.onnx"
+    onnx.save(m, str(path))
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
+    _one_error(p, "scan.onnx", "the_scan", want)
+    assert not (tmp_path / "o.onnx").exists()
 
 
 def test_quantize_with_float8_zero_point_matches_onnxruntime(isomer_bin, tmp_path):
