@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "onnx/libonnx_inference.h"
+#include "onnx/model_checks.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 
@@ -51,6 +52,12 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
   for (int i = 0; i < node.input_size() && i < static_cast<int>(input_types.size()); ++i) {
     const auto& t = input_types[static_cast<size_t>(i)];
     if (node.input(i).empty() || !t || !t->has_tensor_type() || t->tensor_type().elem_type() == 0) continue;
+    // A type newer than this libonnx (float8, int4) came after this very version of
+    // the operator, which therefore does not take it (libonnx would say only "Invalid
+    // tensor data type").
+    if (!onnx::TensorProto_DataType_IsValid(t->tensor_type().elem_type()))
+      return "input '" + node.input(i) + "' is " + element_type_name(t->tensor_type().elem_type()) + ", which " +
+             node.op_type() + "-" + std::to_string(schema->since_version()) + " does not take";
     storage.push_back(*t);
     types[node.input(i)] = &storage.back();
   }

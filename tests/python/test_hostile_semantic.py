@@ -12,6 +12,9 @@ class it found, rebuilt here as a small file.
   of range, whose attribute lists have another length than its scan inputs, or with no
   scan input, and a Loop whose condition is not a single bool or whose trip count is not
   a single int64, are refused where they are imported (`optimize` wrote them back).
+- An operator given a float8 or int4 initializer that its version does not take (Add-14)
+  is refused naming the node (`optimize` wrote it back: the kept initializer had no type
+  the schema check could see).
 - QuantizeLinear with a float8 zero point: ONNX Runtime hands float8 values to Python as
   uint8, which isomer took as uint8, computing other outputs; `run` now matches ONNX Runtime.
 """
@@ -245,3 +248,38 @@ def test_quantize_with_float8_zero_point_matches_onnxruntime(isomer_bin, tmp_pat
     p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
     assert p.returncode == 0, p.stderr
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT8E4M3FN, TensorProto.INT4])
+def test_rare_typed_initializer_into_an_operator_that_does_not_take_it_is_refused(isomer_bin, tmp_path, dtype):
+    vi = helper.make_tensor_value_info
+    w = helper.make_tensor("w", dtype, [2, 4], [1, 2, 3, 0, 1, 2, 3, 0])
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="the_add")], "g",
+                          [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    path = tmp_path / "rare.onnx"
+    onnx.save(m, str(path))
+    with pytest.raises(Exception):
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
+    _one_error(p, "rare.onnx", "the_add", "input 'w' is element type %d, which Add-14 does not take" % dtype)
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_float8_cast_round_trip_matches_onnxruntime(isomer_bin, tmp_path):
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Cast", ["x"], ["r"], to=TensorProto.FLOAT8E4M3FN),
+             helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    path = tmp_path / "f8cast.onnx"
+    onnx.save(m, str(path))
+    x = (np.random.default_rng(3).standard_normal((2, 4)) * 10).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert not np.array_equal(want, x)  # float8 rounds
+    p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], want)
