@@ -36,8 +36,9 @@ Usage (reproducible: the seed fixes every mutation and every input):
   ISOMER_BIN=build/isomer .venv/bin/python scripts/hostile_campaign.py --seed 1 --count 300 \
       --out /tmp/hostile [--only MUTATOR] [--commands optimize,run_native,run]
 It writes each failing mutant and its log under --out/<class>/ and prints counts by class.
-The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_format.py and
-scripts/hostile_mutators_proto.py.
+The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_format.py,
+scripts/hostile_mutators_proto.py and scripts/hostile_mutators_semantic.py (control flow,
+quantization, rare element types, sequences, hostile inputs files and command lines).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -132,6 +133,24 @@ TRIAGED = [
      "an ai.onnx opset before 7: ONNX Runtime guarantees opset 7 on and lacks kernels of some older versions "
      "(And-1); isomer keeps nodes older than its forms opaque and `optimize` writes them back as they were (`run "
      "--no-onnxruntime` refuses them)"),
+    ("run_inputs", ("run_native", "run"), r"nonfinite", r"NaN positions differ$", r"",
+     "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's Relu returns the other operand, "
+     "ONNX Runtime's keeps the NaN; the numbers agree"),
+    ("run_inputs", ("optimize", "run"), r"scalar_for_vector", r"ONNX Runtime runs it", r"the model declares",
+     "an array of shape [1] for an input declared as a scalar: ONNX Runtime takes it, isomer holds given inputs to "
+     "the declared shape and says so"),
+    ("run_inputs", ("optimize",), r"_bomb", r"", r"",
+     "the model is valid, the inputs are not (a run-time shape asking for terabytes): `optimize` leaves the model "
+     "unchanged and does not run it, `run` refuses the inputs naming the allocation"),
+    ("sequence", ("optimize",), r"", r"", r"",
+     "a position, split or optional that is wrong only when the node runs (ONNX's inference accepts the model, "
+     "ONNX Runtime fails at run time): isomer keeps sequence operators opaque, `optimize` writes the model unchanged "
+     "without running it, and `run` refuses it"),
+    ("rare_dtype", ("optimize",), r"cast_from_string|cast_to (BFLOAT16|FLOAT8|INT4|UINT4|UINT16)", r"", r"",
+     "a valid Cast (strings that do not parse fail only when it runs; ONNX Runtime lacks some Cast kernels): "
+     "`optimize` keeps it opaque and writes the model unchanged"),
+    ("rare_dtype", ("run",), r"cast_to_string", r"ONNX Runtime runs it", r"Cast to unsupported type 8",
+     "a string output: isomer's runtime and its ONNX Runtime bridge hold no string tensors, and `run` says so"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),

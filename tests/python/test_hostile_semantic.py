@@ -283,3 +283,26 @@ def test_float8_cast_round_trip_matches_onnxruntime(isomer_bin, tmp_path):
     p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], want)
+
+
+# --- the Python API and --budget -----------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, err, want", [({"budget": "fast"}, TypeError, "budget must be a number"),
+                                          ({"budget": float("nan")}, ValueError, "budget=nan"),
+                                          ({"budget": -1.0}, ValueError, "budget=-1.0"),
+                                          ({"tolerance": float("inf")}, ValueError, "tolerance=inf"),
+                                          ({"seed": -1}, ValueError, "seed=-1 is out of range"),
+                                          ({"seed": 1.5}, TypeError, "seed must be an int"),
+                                          ({"threads": "2"}, TypeError, "threads must be an int"),
+                                          ({"rules": 5}, TypeError, "rules must be a path")])
+def test_python_optimize_refuses_arguments_of_the_wrong_type_or_range(relu_model, kw, err, want):
+    isomer = pytest.importorskip("isomer")
+    with pytest.raises(err, match=want.replace("(", r"\(").replace(".", r"\.")):
+        isomer.optimize(str(relu_model), **kw)
+
+
+@pytest.mark.parametrize("budget", ["nan", "-1", "inf"])
+def test_budget_that_is_no_number_of_seconds_is_refused(isomer_bin, relu_model, tmp_path, budget):
+    p = _isomer(isomer_bin, "optimize", relu_model, "-o", tmp_path / "o.onnx", "--budget", budget)
+    _one_error(p, "relu.onnx", "--budget", "is not a number of seconds")
+    assert not (tmp_path / "o.onnx").exists()
