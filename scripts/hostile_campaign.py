@@ -142,7 +142,7 @@ TRIAGED = [
     ("run_inputs", ("optimize",), r"_bomb", r"^$", r"",
      "the model is valid, the inputs are not (a run-time shape asking for terabytes): `optimize` leaves the model "
      "unchanged and does not run it, `run` refuses the inputs naming the allocation"),
-    ("sequence", ("optimize",), r"^$", r"", r"",
+    ("sequence", ("optimize",), r"", r"^$", r"",
      "a position, split or optional that is wrong only when the node runs (ONNX's inference accepts the model, "
      "ONNX Runtime fails at run time): isomer keeps sequence operators opaque, `optimize` writes the model unchanged "
      "without running it, and `run` refuses it"),
