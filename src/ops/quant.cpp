@@ -109,6 +109,10 @@ std::string import_qdq(OnnxForm& form, int64_t, GraphBuilder&) {
     return "output_dtype " + std::to_string(out) + " is not supported natively";
   if (form.inputs.size() > 2 && form.inputs[2].present() && !qtype(form.inputs[2].type().dtype))
     return "zero point of type " + tn(form.inputs[2].type().dtype) + " is not supported natively";
+  // A scale of rank 2 or more is a block quantization's and needs its block_size.
+  require_valid(block != 0 || !(form.inputs.size() >= 2 && form.inputs[1].present() && form.inputs[1].type().rank() > 1),
+                "a scale of rank " + std::to_string(form.inputs.size() >= 2 ? form.inputs[1].type().rank() : 0) +
+                    " without block_size (per-tensor and per-axis scales have rank 0 or 1)");
   if (form.inputs.size() >= 2 && form.inputs[1].present() && form.inputs[1].type().rank() > 1)
     return "block quantization (a scale of rank " + std::to_string(form.inputs[1].type().rank()) +
            ") is not supported natively";

@@ -306,3 +306,23 @@ def test_budget_that_is_no_number_of_seconds_is_refused(isomer_bin, relu_model, 
     p = _isomer(isomer_bin, "optimize", relu_model, "-o", tmp_path / "o.onnx", "--budget", budget)
     _one_error(p, "relu.onnx", "--budget", "is not a number of seconds")
     assert not (tmp_path / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("attrs, scale, want", [({"axis": 1, "block_size": -2}, [[0.5], [0.25]], "block_size -2 is negative"),
+                                                ({"axis": 1}, [[0.5], [0.25]], "a scale of rank 2 without block_size")])
+def test_dequantize_with_a_block_form_that_is_not_one_is_refused(isomer_bin, tmp_path, attrs, scale, want):
+    vi = helper.make_tensor_value_info
+    inits = [numpy_helper.from_array(np.arange(8, dtype=np.int8).reshape(2, 4), "q"),
+             numpy_helper.from_array(np.array(scale, np.float32), "sc")]
+    nodes = [helper.make_node("DequantizeLinear", ["q", "sc"], ["d"], name="the_dq", **attrs),
+             helper.make_node("Add", ["d", "x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    path = tmp_path / "dq.onnx"
+    onnx.save(m, str(path))
+    with pytest.raises(Exception):  # ONNX Runtime refuses it when it loads or runs the node
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": _x().repeat(2, 1)[:, :4]})
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
+    _one_error(p, "dq.onnx", "the_dq", want)
+    assert not (tmp_path / "o.onnx").exists()
