@@ -410,6 +410,10 @@ ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<st
     }
   }
   std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
+  // A dim fixed huge (--input-shape x:1048576,1048576) is refused before anything is drawn.
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    require_allocatable(dims[i], dtype_size(g.inputs()[i]->output_types()[0].dtype),
+                        "graph input '" + g.inputs()[i]->name() + "'");
   std::unordered_map<const Node*, size_t> input_index;
   for (size_t i = 0; i < g.inputs().size(); ++i) input_index[g.inputs()[i].get()] = i;
   std::vector<Need> needs(g.inputs().size());

@@ -326,3 +326,33 @@ def test_dequantize_with_a_block_form_that_is_not_one_is_refused(isomer_bin, tmp
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
     _one_error(p, "dq.onnx", "the_dq", want)
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_input_shape_asking_for_terabytes_is_refused_before_allocating(isomer_bin, relu_model, tmp_path):
+    for cmd in (["optimize", relu_model, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", relu_model]):
+        p = _isomer(isomer_bin, *cmd, "--input-shape", "x:1048576,1048576")
+        _one_error(p, "relu.onnx", "[1048576,1048576] needs 4.0 TiB, more than the")
+
+
+@pytest.mark.parametrize("index", [3, -4, 1 << 62])
+def test_constant_gather_index_out_of_a_static_axis_is_refused(isomer_bin, tmp_path, index):
+    """The --real campaign's find: a Gather of a constant index past a static axis was kept
+    opaque (the reason said so) and `optimize` wrote the model, which ONNX Runtime cannot run."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g"], name="the_gather", axis=1),
+             helper.make_node("Relu", ["g"], ["y"])]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.array(index, np.int64), "i")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "gather.onnx"
+    onnx.save(m, str(path))
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
+    _one_error(p, "gather.onnx", "the_gather", f"Gather index {index} is out of range for an axis of extent 3")
+    assert not (tmp_path / "o.onnx").exists()
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(-3, np.int64), "i"))  # in range: runs
+    onnx.save(m, str(path))
+    np.savez(tmp_path / "in.npz", x=_x())
+    p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], np.maximum(_x()[:, 0], 0), rtol=1e-6)
