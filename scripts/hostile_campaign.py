@@ -152,6 +152,12 @@ TRIAGED = [
     ("rare_dtype", ("run",), r"cast_to", r"ONNX Runtime runs it", r"Cast to unsupported type",
      "a string, float8 or int4 output: isomer's runtime and its ONNX Runtime bridge hold no such tensors (ONNX "
      "Runtime hands float8 to Python as uint8), and `run` says so"),
+    ("numbers", ("optimize",), r"resize_scales 1000000000", r"^$", r"",
+     "a valid Resize whose output needs 96 GB: ONNX Runtime runs out of memory; `optimize` writes it back unchanged "
+     "without running it (`run` refuses it, naming the allocation)"),
+    ("value_info_lie", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"value_info declares",
+     "value_info giving a value another element type than its node computes: ONNX's inference refuses the model "
+     "(strict mode), ONNX Runtime ignores value_info; isomer refuses it naming both types"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
