@@ -101,12 +101,14 @@ def _count(name, v):
     return int(v)
 
 
-def _seconds(name, v):
-    """`v` as a finite, non-negative float (a budget, a tolerance)."""
+def _number(name, v, at_least=0.0):
+    """`v` as a finite float of at least `at_least` (a budget; a tolerance, which may be
+    negative to fail every check on purpose)."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, not {type(v).__name__}")
-    if not (0 <= float(v) < float("inf")):
-        raise ValueError(f"{name}={v} must be a finite number of at least 0")
+    if not (at_least <= float(v) < float("inf")):
+        raise ValueError(f"{name}={v} must be a finite number" + (f" of at least {at_least:g}" if at_least > -np.inf
+                                                                  else ""))
     return float(v)
 
 
@@ -189,7 +191,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
     rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
                                            else [os.fspath(r) for r in rules])
     seed, threads = _count("seed", seed), _count("threads", threads)
-    budget, tolerance = _seconds("budget", budget), _seconds("tolerance", tolerance)
+    budget, tolerance = _number("budget", budget), _number("tolerance", tolerance, at_least=-np.inf)
     source, base_dir, name = _model_source(model)
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
