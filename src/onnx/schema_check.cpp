@@ -13,8 +13,26 @@
 
 namespace isomer::onnx_detail {
 
+namespace {
+
+// Cast's target: every ONNX element type but the complex ones (and 0, no type), which no
+// version of Cast produces; libonnx's schema leaves the attribute to inference.
+std::string cast_target_violation(const onnx::NodeProto& node) {
+  if (node.op_type() != "Cast" || !is_default_domain(node.domain())) return "";
+  for (const auto& a : node.attribute()) {
+    if (a.name() != "to") continue;
+    const int64_t to = a.i();
+    if (to <= 0 || to == onnx::TensorProto::COMPLEX64 || to == onnx::TensorProto::COMPLEX128 || to > 23)
+      return "Cast to " + element_type_name(static_cast<int32_t>(to)) + ", which no version of Cast produces";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
                              const std::vector<std::optional<onnx::TypeProto>>& input_types) {
+  if (std::string why = cast_target_violation(node); !why.empty()) return why;
   // Libonnx's schemas stop at an older opset: the table judges a newer version's
   // attribute names (in libonnx's words), so a misspelt or foreign attribute is
   // refused whatever the version.

@@ -305,13 +305,21 @@ class SubgraphChecker {
                     std::to_string(count) + (inputs ? " scan inputs" : " scan outputs"));
       }
       const std::vector<int64_t> axes = lists.count("scan_input_axes") ? lists.at("scan_input_axes") : std::vector<int64_t>{};
-      for (size_t j = 0; j < axes.size(); ++j) {
-        const onnx::TypeProto* t = scope.type(node.input(static_cast<int>(n + static_cast<int64_t>(j))));
+      int64_t length = -1;  // the scanned extent the static scan inputs agree on
+      for (int64_t j = 0; j < m; ++j) {
+        const std::string& name = node.input(static_cast<int>(n + j));
+        const onnx::TypeProto* t = scope.type(name);
         if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) continue;
-        const int64_t r = t->tensor_type().shape().dim_size();
-        require(axes[j] >= -r && axes[j] < r, where + ": scan_input_axes holds " + std::to_string(axes[j]) +
-                                                  " for scan input '" + node.input(static_cast<int>(n + j)) +
-                                                  "' of rank " + std::to_string(r));
+        const int64_t r = t->tensor_type().shape().dim_size(), a = j < static_cast<int64_t>(axes.size()) ? axes[j] : 0;
+        require(a >= -r && a < r, where + ": scan_input_axes holds " + std::to_string(a) + " for scan input '" + name +
+                                      "' of rank " + std::to_string(r));
+        const auto& d = t->tensor_type().shape().dim(static_cast<int>(a < 0 ? a + r : a));
+        if (!d.has_dim_value()) continue;
+        require(length < 0 || d.dim_value() == length, where + ": scan input '" + name + "' has " +
+                                                           std::to_string(d.dim_value()) +
+                                                           " slices along its scan axis, another scan input " +
+                                                           std::to_string(length));
+        length = d.dim_value();
       }
     }
   }

@@ -210,7 +210,9 @@ def test_loop_condition_that_is_not_a_single_bool_is_refused(isomer_bin, tmp_pat
                                          ({"num_scan_inputs": 1, "scan_input_directions": [0, 1]},
                                           "scan_input_directions has 2 entries, for 1 scan inputs"),
                                          ({"num_scan_inputs": 1, "scan_output_directions": [3]},
-                                          "scan_output_directions holds 3, not 0 or 1")])
+                                          "scan_output_directions holds 3, not 0 or 1"),
+                                         ({"num_scan_inputs": 2},
+                                          "scan input 'x' has 2 slices along its scan axis, another scan input 3")])
 def test_scan_attributes_out_of_range_are_refused_by_optimize(isomer_bin, tmp_path, attrs, want):
     vi = helper.make_tensor_value_info
     body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"]),
@@ -356,3 +358,17 @@ def test_constant_gather_index_out_of_a_static_axis_is_refused(isomer_bin, tmp_p
     p = _isomer(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
     assert p.returncode == 0, p.stderr
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], np.maximum(_x()[:, 0], 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("to", [TensorProto.COMPLEX64, TensorProto.COMPLEX128, 99])
+def test_cast_to_a_type_no_cast_produces_is_refused(isomer_bin, tmp_path, to):
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], name="the_cast", to=to)], "g",
+                          [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", to if to != 99 else TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "cast.onnx"
+    onnx.save(m, str(path))
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
+    _one_error(p, "cast.onnx", "the_cast", "which no version of Cast produces")
+    assert not (tmp_path / "o.onnx").exists()
