@@ -36,8 +36,9 @@ Usage (reproducible: the seed fixes every mutation and every input):
   ISOMER_BIN=build/isomer .venv/bin/python scripts/hostile_campaign.py --seed 1 --count 300 \
       --out /tmp/hostile [--only MUTATOR] [--commands optimize,run_native,run]
 It writes each failing mutant and its log under --out/<class>/ and prints counts by class.
-The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_format.py and
-scripts/hostile_mutators_proto.py.
+The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_format.py,
+scripts/hostile_mutators_proto.py and scripts/hostile_mutators_semantic.py (control flow,
+quantization, rare element types, sequences, hostile inputs files and command lines).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -59,8 +60,9 @@ from onnx import TensorProto, helper
 from hostile_mutators import MUTATORS as BASE_MUTATORS, _init_names
 from hostile_mutators_format import MUTATORS as FORMAT_MUTATORS
 from hostile_mutators_proto import MUTATORS as PROTO_MUTATORS
+from hostile_mutators_semantic import MUTATORS as SEMANTIC_MUTATORS
 
-MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS}
+MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -131,6 +133,31 @@ TRIAGED = [
      "an ai.onnx opset before 7: ONNX Runtime guarantees opset 7 on and lacks kernels of some older versions "
      "(And-1); isomer keeps nodes older than its forms opaque and `optimize` writes them back as they were (`run "
      "--no-onnxruntime` refuses them)"),
+    ("run_inputs", ("run_native", "run"), r"nonfinite", r"NaN positions differ$", r"",
+     "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's Relu returns the other operand, "
+     "ONNX Runtime's keeps the NaN; the numbers agree"),
+    ("run_inputs", ("optimize", "run"), r"scalar_for_vector", r"ONNX Runtime runs it", r"the model declares",
+     "an array of shape [1] for an input declared as a scalar: ONNX Runtime takes it, isomer holds given inputs to "
+     "the declared shape and says so"),
+    ("run_inputs", ("optimize",), r"_bomb", r"^$", r"",
+     "the model is valid, the inputs are not (a run-time shape asking for terabytes): `optimize` leaves the model "
+     "unchanged and does not run it, `run` refuses the inputs naming the allocation"),
+    ("sequence", ("optimize",), r"", r"^$", r"",
+     "a position, split or optional that is wrong only when the node runs (ONNX's inference accepts the model, "
+     "ONNX Runtime fails at run time): isomer keeps sequence operators opaque, `optimize` writes the model unchanged "
+     "without running it, and `run` refuses it"),
+    ("rare_dtype", ("optimize",), r"cast_from_string|cast_to (BFLOAT16|FLOAT8|INT4|UINT4|UINT16)", r"^$", r"",
+     "a valid Cast (strings that do not parse fail only when it runs; ONNX Runtime lacks some Cast kernels): "
+     "`optimize` keeps it opaque and writes the model unchanged"),
+    ("rare_dtype", ("run",), r"cast_to", r"ONNX Runtime runs it", r"Cast to unsupported type",
+     "a string, float8 or int4 output: isomer's runtime and its ONNX Runtime bridge hold no such tensors (ONNX "
+     "Runtime hands float8 to Python as uint8), and `run` says so"),
+    ("numbers", ("optimize",), r"resize_scales 1000000000", r"^$", r"",
+     "a valid Resize whose output needs 96 GB: ONNX Runtime runs out of memory; `optimize` writes it back unchanged "
+     "without running it (`run` refuses it, naming the allocation)"),
+    ("value_info_lie", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"value_info declares",
+     "value_info giving a value another element type than its node computes: ONNX's inference refuses the model "
+     "(strict mode), ONNX Runtime ignores value_info; isomer refuses it naming both types"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
@@ -166,7 +193,7 @@ def run_isomer(cmd, timeout, mem, env):
             (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""), timeout
 
 
-def classify(rc, err, model_path, ort_ok):
+def classify(rc, err, model_path, ort_ok, out_path=None):
     lines = [l for l in err.splitlines() if l.strip()]
     if rc is None:
         return "hang"
@@ -181,7 +208,8 @@ def classify(rc, err, model_path, ort_ok):
     errs = [l for l in lines if l.startswith("isomer: error: ")]
     if len(errs) != 1 or len(lines) != 1:
         return "unclear"
-    if os.path.basename(model_path) not in errs[0] and "inputs.npz" not in errs[0]:
+    named = [os.path.basename(model_path), "inputs.npz"] + ([os.path.basename(out_path) or out_path] if out_path else [])
+    if not any(n in errs[0] for n in named):
         return "unclear"
     return "ok"
 
@@ -320,6 +348,10 @@ def campaign(args):
         # A legal model ONNX Runtime refuses (it is stricter than the specification) comes
         # with a model it runs that means the same: that one gives the reference outputs.
         reference = r[4] if len(r) > 4 else None
+        # Hostile inputs files and command lines (hostile_mutators_semantic.py).
+        run = r[5] if len(r) > 5 else {}
+        if "setup" in run:
+            run["setup"](wd)
         path = os.path.join(wd, "model.onnx")
         data = m.SerializeToString()
         patch = r[3] if len(r) > 3 else []
@@ -330,18 +362,22 @@ def campaign(args):
                 data = data.replace(old, new)
         with open(path, "wb") as f:
             f.write(data)
-        feeds = make_feeds(m, crng, bad_index)
+        feeds = run["feeds"] if "feeds" in run else make_feeds(m, crng, bad_index)
         feeds_path = ""
         if feeds is not None:
             feeds_path = os.path.join(wd, "inputs.npz")
             np.savez(feeds_path, **feeds)
+        if "inputs_bytes" in run:  # a damaged inputs file: no reference run
+            feeds, feeds_path = None, os.path.join(wd, "inputs.npz")
+            with open(feeds_path, "wb") as f:
+                f.write(run["inputs_bytes"])
         ort_path = os.path.join(wd, "ort.npz")
         ort_model = path
         if reference is not None:
             ort_model = os.path.join(wd, "reference.onnx")
             onnx.save(reference, ort_model)
         ort_ok = _ort_child(ort_model, feeds_path, ort_path, args.mem) if feeds is not None else None
-        if ort_ok and (bad_index or draws_random(m)):
+        if ort_ok and (bad_index or draws_random(m) or run.get("no_reference")):
             # ORT's behaviour on out-of-range indices is not a reference, nor are random draws.
             ort_ok = None
         if ort_ok is False and feeds is not None and \
@@ -350,21 +386,25 @@ def campaign(args):
             # negative): then ONNX Runtime's refusal says nothing of the mutation.
             if not _ort_child(src, feeds_path, os.path.join(wd, "src_ort.npz"), args.mem):
                 ort_ok = None
+        given = os.path.join(wd, run["model"]) if "model" in run else path
         for cmd_name in commands:
             outp = os.path.join(wd, f"{cmd_name}.out.onnx")
+            if "output" in run:
+                outp = given if run["output"] == "@model" else os.path.join(wd, run["output"])
             npz = os.path.join(wd, f"{cmd_name}.npz")
             if cmd_name == "optimize":
-                cmd = [args.isomer, "optimize", path, "-o", outp, "--budget", str(args.budget), "--threads", "1"]
+                cmd = [args.isomer, "optimize", given, "-o", outp, "--budget", str(args.budget), "--threads", "1"]
                 if feeds_path:
                     cmd += ["--inputs", feeds_path]
             else:
-                cmd = [args.isomer, "run", path, "--threads", "1", "--outputs", npz]
+                cmd = [args.isomer, "run", given, "--threads", "1", "--outputs", npz]
                 if cmd_name == "run_native":
                     cmd.append("--no-onnxruntime")
                 if feeds_path:
                     cmd += ["--inputs", feeds_path]
+            cmd += run.get("args", [])
             rc, out, err, secs = run_isomer(cmd, args.timeout, args.mem, env)
-            cls = classify(rc, err, path, ort_ok)
+            cls = classify(rc, err, given, ort_ok, outp if cmd_name == "optimize" else None)
             detail = ""
             if cls == "ok" and rc == 1 and ort_ok and cmd_name != "run_native":
                 cls, detail = "refused", "ONNX Runtime runs it"

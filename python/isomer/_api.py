@@ -92,6 +92,26 @@ def _input_shapes(input_shapes):
     return out
 
 
+def _count(name, v):
+    """`v` as a non-negative int (a seed, a thread count), or TypeError/ValueError naming `name`."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
+    if v < 0 or v >= 1 << 64:
+        raise ValueError(f"{name}={v} is out of range (0 to 2^64 - 1)")
+    return int(v)
+
+
+def _number(name, v, at_least=0.0):
+    """`v` as a finite float of at least `at_least` (a budget; a tolerance, which may be
+    negative to fail every check on purpose)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, not {type(v).__name__}")
+    if not (at_least <= float(v) < float("inf")):
+        raise ValueError(f"{name}={v} must be a finite number" + (f" of at least {at_least:g}" if at_least > -np.inf
+                                                                  else ""))
+    return float(v)
+
+
 def _to_model_proto(data):
     model = _onnx().ModelProto()
     model.ParseFromString(data)
@@ -166,8 +186,12 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
             a = a.astype(a.dtype.newbyteorder("="))
         arrays[k] = np.ascontiguousarray(a)
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
+    if rules is not None and not isinstance(rules, (str, os.PathLike, list, tuple)):
+        raise TypeError(f"rules must be a path or a list of paths, not {type(rules).__name__}")
     rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
                                            else [os.fspath(r) for r in rules])
+    seed, threads = _count("seed", seed), _count("threads", threads)
+    budget, tolerance = _number("budget", budget), _number("tolerance", tolerance, at_least=-np.inf)
     source, base_dir, name = _model_source(model)
     input_name = name if isinstance(source, str) else ""
     data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),

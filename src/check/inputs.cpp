@@ -410,6 +410,10 @@ ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<st
     }
   }
   std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
+  // A dim fixed huge (--input-shape x:1048576,1048576) is refused before anything is drawn.
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    require_allocatable(dims[i], dtype_size(g.inputs()[i]->output_types()[0].dtype),
+                        "graph input '" + g.inputs()[i]->name() + "'");
   std::unordered_map<const Node*, size_t> input_index;
   for (size_t i = 0; i < g.inputs().size(); ++i) input_index[g.inputs()[i].get()] = i;
   std::vector<Need> needs(g.inputs().size());
@@ -500,6 +504,10 @@ ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string
                       to_string(want));
     out.tensors.push_back(*found);
   }
+  // An array for no input is most likely a misspelt name (ONNX Runtime refuses it too).
+  for (const auto& [name, t] : given)
+    require(std::any_of(g.inputs().begin(), g.inputs().end(), [&](const NodePtr& in) { return in->name() == name; }),
+            what + " has an array '" + name + "', which is no input of the model");
   out.bindings = bindings_of(g, out.tensors);
   return out;
 }

@@ -96,8 +96,24 @@ std::string json_escape(const std::string& s) {
 
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs) {
   std::map<std::string, std::vector<int64_t>> shapes;
-  for (const std::string& s : specs) shapes.insert(parse_input_shape(s));
+  for (const std::string& s : specs) {
+    auto [name, dims] = parse_input_shape(s);
+    // Two flags for one input conflict: neither wins silently.
+    require(shapes.emplace(name, dims).second || shapes[name] == dims,
+            "--input-shape given twice for '" + name + "', with different dims");
+  }
   return shapes;
+}
+
+void require_output_path(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  require(!fs::is_directory(path, ec), flag + " '" + path + "' is a directory, not a file");
+  const fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) return;
+  const fs::file_type type = fs::status(dir, ec).type();
+  require(type != fs::file_type::not_found, flag + " '" + path + "': the folder '" + dir.string() + "' does not exist");
+  require(type == fs::file_type::directory, flag + " '" + path + "': '" + dir.string() + "' is not a folder");
 }
 
 void set_action(std::function<int()> action) { selected = std::move(action); }

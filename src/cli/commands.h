@@ -24,6 +24,10 @@ int naming_model(const std::string& model, const std::function<int()>& action);
 // The --input-shape flags ("name:1,3,224,224", repeatable) as ImportOptions::input_shapes.
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
 
+// Refuses, before any work, an output path (given with `flag`) that is a directory or
+// whose folder does not exist or is not a folder.
+void require_output_path(const std::string& path, const std::string& flag);
+
 // `s` inside a JSON string: quotes and backslashes escaped, control characters dropped.
 std::string json_escape(const std::string& s);
 

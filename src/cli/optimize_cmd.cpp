@@ -3,6 +3,7 @@
 // (or was switched off), and what it writes is never slower than the input on the
 // target engine (the guard).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -79,6 +80,10 @@ int run_optimize(const OptimizeArgs& a) {
   opts.cost_model = a.cost;
   opts.cost_db = a.cost_db;
   opts.cost_threads = a.threads;
+  require(std::isfinite(a.budget) && a.budget >= 0,
+          "--budget " + std::to_string(a.budget) + " is not a number of seconds (finite, at least 0)");
+  require_output_path(a.output, "-o");
+  if (!a.report_json.empty()) require_output_path(a.report_json, "--report-json");
   if (!a.inputs.empty()) {
     opts.inputs = runtime::read_npz(a.inputs);
     opts.inputs_source = a.inputs;

@@ -44,16 +44,7 @@ struct RunArgs {
 };
 
 std::vector<Tensor> read_inputs(const Graph& g, const std::string& path) {
-  std::vector<Tensor> inputs;
-  runtime::NamedTensors given = runtime::read_npz(path);
-  for (const NodePtr& in : g.inputs()) {
-    const Tensor* found = nullptr;
-    for (const auto& [name, t] : given)
-      if (name == in->name()) found = &t;
-    require(found != nullptr, "'" + path + "' has no array for input '" + in->name() + "'");
-    inputs.push_back(*found);
-  }
-  return inputs;
+  return given_inputs(g, runtime::read_npz(path), "'" + path + "'").tensors;
 }
 
 runtime::NamedTensors named(const std::vector<std::string>& names, const std::vector<Tensor>& tensors) {
@@ -279,6 +270,8 @@ int run_imported(const RunArgs& a, const Graph& g);
 
 int run_model(const RunArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
+  if (!a.outputs.empty()) require_output_path(a.outputs, "--outputs");
+  if (!a.report_json.empty()) require_output_path(a.report_json, "--report-json");
   ImportOptions io;
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);

@@ -289,7 +289,8 @@ class Importer {
     } catch (const Error& e) {
       throw Error("initializer '" + t.name() + "': " + e.what());
     }
-    add_opaque(node, {}, {}, "", /*count=*/false);
+    add_opaque(node, {}, {}, "initializer '" + t.name() + "' is " + element_type_name(t.data_type()) +
+                                 ", which isomer keeps as written and does not compute with", /*count=*/false);
   }
 
   void add_inputs() {
@@ -544,13 +545,29 @@ class Importer {
     if (!is_default_domain(node.domain())) return;
     std::vector<std::optional<onnx::TypeProto>> types(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].present() || unknown_type(inputs[i]) || inputs[i].type().dtype == DType::Undefined) continue;
+      if (!inputs[i].present()) continue;
+      if (unknown_type(inputs[i]) || inputs[i].type().dtype == DType::Undefined) {
+        types[i] = onnx_only_element_type(node.input(static_cast<int>(i)));
+        continue;
+      }
       types[i].emplace();
       tensor_type_to_proto(inputs[i].type(), &*types[i]);
     }
     if (std::string why = schema_violation(node, opset_, types); !why.empty())
       throw Error(describe_proto(node) + ": not a valid " + node.op_type() + "-" +
                   std::to_string(op_version(node.domain(), node.op_type(), opset_)) + " node (" + why + ")");
+  }
+
+  // The element type ONNX gives a value isomer has no type for (a float8 or int4
+  // initializer kept verbatim, the output of a node kept opaque), so that the schema
+  // check still sees it: a float8 tensor added to a float one is no valid Add.
+  std::optional<onnx::TypeProto> onnx_only_element_type(const std::string& name) const {
+    const auto it = types_.find(name);
+    if (it == types_.end() || !it->second.has_tensor_type() || it->second.tensor_type().elem_type() == 0)
+      return std::nullopt;
+    onnx::TypeProto t;
+    t.mutable_tensor_type()->set_elem_type(it->second.tensor_type().elem_type());
+    return t;
   }
 
   // Builds the node as a native operator; returns nullptr with `reason` set when it

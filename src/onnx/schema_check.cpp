@@ -7,13 +7,32 @@
 #include <unordered_map>
 
 #include "onnx/libonnx_inference.h"
+#include "onnx/model_checks.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
 
 namespace isomer::onnx_detail {
 
+namespace {
+
+// Cast's target: every ONNX element type but the complex ones (and 0, no type), which no
+// version of Cast produces; libonnx's schema leaves the attribute to inference.
+std::string cast_target_violation(const onnx::NodeProto& node) {
+  if (node.op_type() != "Cast" || !is_default_domain(node.domain())) return "";
+  for (const auto& a : node.attribute()) {
+    if (a.name() != "to") continue;
+    const int64_t to = a.i();
+    if (to <= 0 || to == onnx::TensorProto::COMPLEX64 || to == onnx::TensorProto::COMPLEX128 || to > 23)
+      return "Cast to " + element_type_name(static_cast<int32_t>(to)) + ", which no version of Cast produces";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
                              const std::vector<std::optional<onnx::TypeProto>>& input_types) {
+  if (std::string why = cast_target_violation(node); !why.empty()) return why;
   // Libonnx's schemas stop at an older opset: the table judges a newer version's
   // attribute names (in libonnx's words), so a misspelt or foreign attribute is
   // refused whatever the version.
@@ -51,6 +70,12 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
   for (int i = 0; i < node.input_size() && i < static_cast<int>(input_types.size()); ++i) {
     const auto& t = input_types[static_cast<size_t>(i)];
     if (node.input(i).empty() || !t || !t->has_tensor_type() || t->tensor_type().elem_type() == 0) continue;
+    // A type newer than this libonnx (float8, int4) came after this very version of
+    // the operator, which therefore does not take it (libonnx would say only "Invalid
+    // tensor data type").
+    if (!onnx::TensorProto_DataType_IsValid(t->tensor_type().elem_type()))
+      return "input '" + node.input(i) + "' is " + element_type_name(t->tensor_type().elem_type()) + ", which " +
+             node.op_type() + "-" + std::to_string(schema->since_version()) + " does not take";
     storage.push_back(*t);
     types[node.input(i)] = &storage.back();
   }

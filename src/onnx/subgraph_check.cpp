@@ -78,7 +78,10 @@ class SubgraphChecker {
       for (int i = 0; i < a.graphs_size(); ++i)
         check_graph(a.name(), a.graphs(i), scope, where + " " + a.name() + "[" + std::to_string(i) + "]");
     }
-    if (is_default_domain(node.domain())) check_contract(node, where);
+    if (is_default_domain(node.domain())) {
+      check_contract(node, where);
+      check_control_operands(node, scope, where);
+    }
   }
 
   void check_graph(const std::string& attr, const onnx::GraphProto& g,
@@ -252,6 +255,72 @@ class SubgraphChecker {
       for (int i = 0; i < n; ++i)
         require_same_type(body->input(i), body->output(i), where + " body: state value " + std::to_string(i) +
                                                                 " changes type");
+    }
+  }
+
+  // The operands and attributes of a Loop or Scan that are not its body: a Loop's
+  // trip count and condition single int64 and bool values, a Scan's scan-input count,
+  // axes and directions in range (ONNX's inference refuses the rest; isomer keeps
+  // such nodes opaque and would write them back unchecked).
+  void check_control_operands(const onnx::NodeProto& node, const Scope& scope, const std::string& where) const {
+    const std::string& op = node.op_type();
+    if (op == "Loop") {
+      const char* roles[2] = {"trip count", "condition"};
+      const int32_t wants[2] = {onnx::TensorProto::INT64, onnx::TensorProto::BOOL};
+      for (int i = 0; i < 2 && i < node.input_size(); ++i) {
+        if (node.input(i).empty()) continue;
+        const onnx::TypeProto* t = scope.type(node.input(i));
+        const int32_t have = elem_type(t);
+        require(have == 0 || have == wants[i], where + ": the " + roles[i] + " '" + node.input(i) + "' is " +
+                                                   element_type_name(have) + ", a Loop's is " +
+                                                   element_type_name(wants[i]));
+        if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) continue;
+        for (const auto& d : t->tensor_type().shape().dim())
+          require(!d.has_dim_value() || d.dim_value() == 1,
+                  where + ": the " + roles[i] + " '" + node.input(i) + "' has a dim of " +
+                      std::to_string(d.dim_value()) + ", a Loop's is a single value");
+      }
+    } else if (op == "Scan" && op_version(node.domain(), op, opset_) >= 9) {
+      int64_t m = 0;
+      std::unordered_map<std::string, std::vector<int64_t>> lists;
+      for (const auto& a : node.attribute()) {
+        if (a.name() == "num_scan_inputs") m = a.i();
+        if (a.type() == onnx::AttributeProto::INTS) lists[a.name()].assign(a.ints().begin(), a.ints().end());
+      }
+      require(m >= 1 && m <= node.input_size(), where + ": num_scan_inputs is " + std::to_string(m) +
+                                                    ", but the node has " + std::to_string(node.input_size()) +
+                                                    " inputs (at least one of them scanned)");
+      const int64_t n = node.input_size() - m, k = node.output_size() - n;
+      for (const char* dirs : {"scan_input_directions", "scan_output_directions"})
+        for (int64_t d : lists.count(dirs) ? lists.at(dirs) : std::vector<int64_t>{})
+          require(d == 0 || d == 1, where + ": " + dirs + " holds " + std::to_string(d) + ", not 0 or 1");
+      for (const auto& [name, count] : {std::pair<const char*, int64_t>{"scan_input_axes", m},
+                                        {"scan_input_directions", m}, {"scan_output_axes", k},
+                                        {"scan_output_directions", k}}) {
+        const auto it = lists.find(name);
+        if (it == lists.end()) continue;
+        const bool inputs = std::string(name).find("input") != std::string::npos;
+        require(static_cast<int64_t>(it->second.size()) == count,
+                where + ": " + name + " has " + std::to_string(it->second.size()) + " entries, for " +
+                    std::to_string(count) + (inputs ? " scan inputs" : " scan outputs"));
+      }
+      const std::vector<int64_t> axes = lists.count("scan_input_axes") ? lists.at("scan_input_axes") : std::vector<int64_t>{};
+      int64_t length = -1;  // the scanned extent the static scan inputs agree on
+      for (int64_t j = 0; j < m; ++j) {
+        const std::string& name = node.input(static_cast<int>(n + j));
+        const onnx::TypeProto* t = scope.type(name);
+        if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) continue;
+        const int64_t r = t->tensor_type().shape().dim_size(), a = j < static_cast<int64_t>(axes.size()) ? axes[j] : 0;
+        require(a >= -r && a < r, where + ": scan_input_axes holds " + std::to_string(a) + " for scan input '" + name +
+                                      "' of rank " + std::to_string(r));
+        const auto& d = t->tensor_type().shape().dim(static_cast<int>(a < 0 ? a + r : a));
+        if (!d.has_dim_value()) continue;
+        require(length < 0 || d.dim_value() == length, where + ": scan input '" + name + "' has " +
+                                                           std::to_string(d.dim_value()) +
+                                                           " slices along its scan axis, another scan input " +
+                                                           std::to_string(length));
+        length = d.dim_value();
+      }
     }
   }
 

@@ -223,9 +223,14 @@ struct SliceOp {
 
 // ---- Gather ------------------------------------------------------------------------
 
-void check_index(int64_t i, int64_t extent) {
-  require(i >= -extent && i < extent,
-          "Gather index " + std::to_string(i) + " is out of range for an axis of extent " + std::to_string(extent));
+// An index out of range is an error ONNX states; known at import (a constant index into
+// a static axis), the node is refused rather than kept opaque and written back.
+void check_index(int64_t i, int64_t extent, bool at_import = false) {
+  if (i >= -extent && i < extent) return;
+  const std::string why =
+      "Gather index " + std::to_string(i) + " is out of range for an axis of extent " + std::to_string(extent);
+  if (at_import) throw InvalidNode(why);
+  throw Error(why);
 }
 
 std::vector<TensorType> infer_gather(const InferContext& ctx) {
@@ -234,7 +239,7 @@ std::vector<TensorType> infer_gather(const InferContext& ctx) {
   require(idx.dtype == DType::Int64 || idx.dtype == DType::Int32, "Gather indices must be int32 or int64");
   const int64_t axis = axis_of(ctx.attrs, 0, x.rank(), "Gather");
   if (std::optional<std::vector<int64_t>> v = constant_ints(ctx, 1); v && x.shape[axis].is_static())
-    for (int64_t i : *v) check_index(i, x.shape[axis].value);
+    for (int64_t i : *v) check_index(i, x.shape[axis].value, /*at_import=*/true);
   TensorType out{x.dtype, Shape(x.shape.begin(), x.shape.begin() + axis)};
   out.shape.insert(out.shape.end(), idx.shape.begin(), idx.shape.end());
   out.shape.insert(out.shape.end(), x.shape.begin() + axis + 1, x.shape.end());

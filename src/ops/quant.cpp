@@ -98,7 +98,9 @@ std::vector<int32_t> zero_points(const Tensor* zp, int64_t n) {
 // ONNX import of QuantizeLinear and DequantizeLinear: block quantization and types
 // beyond 16-bit integers stay opaque (ONNX Runtime runs them).
 std::string import_qdq(OnnxForm& form, int64_t, GraphBuilder&) {
-  if (form.attrs.get_int("block_size", 0) != 0) return "block quantization (block_size) is not supported natively";
+  const int64_t block = form.attrs.get_int("block_size", 0);
+  require_valid(block >= 0, "block_size " + std::to_string(block) + " is negative");  // kept opaque, it would pass unchecked
+  if (block != 0) return "block quantization (block_size) is not supported natively";
   const int64_t precision = form.attrs.get_int("precision", 0);
   if (precision != 0 && precision != static_cast<int64_t>(DType::Float32))
     return "precision " + std::to_string(precision) + " is not supported natively (float32 is)";
@@ -107,6 +109,10 @@ std::string import_qdq(OnnxForm& form, int64_t, GraphBuilder&) {
     return "output_dtype " + std::to_string(out) + " is not supported natively";
   if (form.inputs.size() > 2 && form.inputs[2].present() && !qtype(form.inputs[2].type().dtype))
     return "zero point of type " + tn(form.inputs[2].type().dtype) + " is not supported natively";
+  // A scale of rank 2 or more is a block quantization's and needs its block_size.
+  require_valid(block != 0 || !(form.inputs.size() >= 2 && form.inputs[1].present() && form.inputs[1].type().rank() > 1),
+                "a scale of rank " + std::to_string(form.inputs.size() >= 2 ? form.inputs[1].type().rank() : 0) +
+                    " without block_size (per-tensor and per-axis scales have rank 0 or 1)");
   if (form.inputs.size() >= 2 && form.inputs[1].present() && form.inputs[1].type().rank() > 1)
     return "block quantization (a scale of rank " + std::to_string(form.inputs[1].type().rank()) +
            ") is not supported natively";

@@ -254,6 +254,12 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   for (const char* phase : {"passes", "search", "check", "guard", "cost"}) rep.phase_seconds[phase] = 0;
   if (opts.mugraph) rep.phase_seconds["mugraph"] = 0;
 
+  // The inputs the check and the guard run both graphs on, made (or given inputs checked
+  // against the model) before the search, so that an inputs file that does not fit fails first.
+  ModelInputs inputs = opts.inputs.empty()
+                           ? valid_random_inputs(g, opts.check_options.seed, opts.check_options.bindings)
+                           : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
+
   auto t0 = std::chrono::steady_clock::now();
   rep.search = opts.search;
   std::map<std::string, size_t> fired;
@@ -261,10 +267,6 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   Graph out = rewrite_graph(g, opts, &fired, &rep, &templates_only);
   rep.optimize_seconds = seconds_since(t0);
 
-  // The inputs the check and the guard run both graphs on.
-  ModelInputs inputs = opts.inputs.empty()
-                           ? valid_random_inputs(g, opts.check_options.seed, opts.check_options.bindings)
-                           : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
   rep.inputs_source = inputs.source;
   rep.input_notes = inputs.notes;
   EngineOptions eo;

@@ -417,6 +417,10 @@ void lower_scan(Compiler& c, const Node& n) {
     std::vector<int64_t> v = node_ints_attribute(proto, name);
     if (v.empty()) v.assign(count, 0);
     if (v.size() != count) throw NotNative(std::string(name) + " has " + std::to_string(v.size()) + " entries");
+    // A direction is 0 (forward) or 1 (reverse); any other value has no meaning in ONNX.
+    if (std::string(name).find("directions") != std::string::npos)
+      for (int64_t d : v)
+        if (d != 0 && d != 1) throw NotNative(std::string(name) + " holds " + std::to_string(d) + ", not 0 or 1");
     return v;
   };
   const std::vector<int64_t> in_axes = per_value("scan_input_axes", M), in_dirs = per_value("scan_input_directions", M);

@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +60,25 @@ std::string inflate_raw(const std::string& in, size_t out_size) {
   return out;
 }
 
+// An array numpy stored column-major (np.asfortranarray, fortran_order True) in row-major
+// order: the bytes of element (i0, ..., in) sit where the reversed dims put them.
+Tensor from_fortran_order(const Tensor& t) {
+  const std::vector<int64_t>& dims = t.dims();
+  const size_t esize = dtype_size(t.dtype()), n = static_cast<size_t>(num_elements(dims));
+  std::string out(t.bytes().size(), '\0');
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (size_t c = 0; c < n; ++c) {
+    size_t f = 0;  // the column-major offset of the row-major index `idx`
+    for (size_t k = dims.size(); k-- > 0;) f = f * static_cast<size_t>(dims[k]) + static_cast<size_t>(idx[k]);
+    std::memcpy(out.data() + c * esize, t.bytes().data() + f * esize, esize);
+    for (size_t k = dims.size(); k-- > 0;) {
+      if (++idx[k] < dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return Tensor(t.dtype(), dims, std::move(out));
+}
+
 }  // namespace
 
 std::string encode_npy(const Tensor& t) {
@@ -103,21 +124,34 @@ Tensor decode_npy(const std::string& b, const std::string& what) {
     if (descr == k.descr || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(k.descr).substr(1)))
       dtype = k.dtype;
   require(dtype != DType::Undefined, what + ": unsupported .npy type '" + descr + "'");
-  require(field("fortran_order").find("True") > field("fortran_order").find("False"),
-          what + ": Fortran-ordered arrays are not supported");
+  const bool fortran = field("fortran_order").find("True") < field("fortran_order").find("False");
   std::string s = field("shape");
+  require(s.find('(') != std::string::npos && s.find(')') > s.find('('), what + ": .npy header has no shape tuple");
   s = s.substr(s.find('(') + 1, s.find(')') - s.find('(') - 1);
   std::vector<int64_t> dims;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (item.find_first_not_of(" ") != std::string::npos) dims.push_back(std::stoll(item));
-  size_t bytes = static_cast<size_t>(num_elements(dims)) * dtype_size(dtype);
+  while (std::getline(ss, item, ',')) {
+    const size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    if (first == std::string::npos) continue;
+    int64_t d = -1;
+    const auto [end, ec] = std::from_chars(item.data() + first, item.data() + last + 1, d);
+    require(ec == std::errc() && end == item.data() + last + 1 && d >= 0,
+            what + ": .npy shape entry '" + item.substr(first, last + 1 - first) + "' is not a dimension");
+    dims.push_back(d);
+  }
+  const size_t bytes = static_cast<size_t>(checked_num_bytes(dims, dtype_size(dtype), what + ": .npy shape"));
   require(b.size() - start - hlen >= bytes, what + ": .npy data is truncated");
-  return Tensor(dtype, dims, b.substr(start + hlen, bytes));
+  Tensor t(dtype, dims, b.substr(start + hlen, bytes));
+  return fortran ? from_fortran_order(t) : t;
 }
 
 NamedTensors read_npz(const std::string& path) {
+  // A directory, FIFO or device is refused before it is opened: a FIFO would block forever.
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  require(type != std::filesystem::file_type::not_found, "cannot read '" + path + "' (no such file)");
+  require(type == std::filesystem::file_type::regular || ec, "cannot read '" + path + "' (not a regular file)");
   std::ifstream f(path, std::ios::binary);
   require(f.good(), "cannot read '" + path + "'");
   std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -162,6 +196,11 @@ NamedTensors read_npz(const std::string& path) {
       size_t data = local + 30 + u16(b, local + 26) + u16(b, local + 28);
       require(data + csize <= b.size(), "truncated entry '" + name + "'");
       std::string raw = b.substr(data, csize);
+      // Deflate expands at most about 1032 to 1: a larger stated size is a lie that would
+      // allocate gigabytes before zlib finds the entry short.
+      require(method != 8 || usize <= csize * 1032 + 1024,
+              "entry '" + name + "' claims " + std::to_string(usize) + " bytes from " + std::to_string(csize) +
+                  " compressed");
       if (method == 8) raw = inflate_raw(raw, usize);
       else require(method == 0, "entry '" + name + "' uses an unsupported compression method");
       if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
