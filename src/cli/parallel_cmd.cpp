@@ -264,7 +264,7 @@ void add_parallel_commands(CLI::App& app) {
   CLI::App* c = app.add_subcommand("parallelize", "find a parallelization plan for a cluster and write it (with the "
                                                   "per-rank graphs run-plan runs)");
   c->add_option("model", p->model, "model (.onnx)")->required();
-  c->add_option("--cluster", p->cluster, "the machine: cluster.json (see README)")->required();
+  c->add_option("--cluster", p->cluster, "the machine: cluster.json (see docs/parallel.md)")->required();
   c->add_option("-o,--output", p->output, "plan directory to write")->required();
   c->add_option("--mode", p->mode, "infer (forward) or train (a training step; default)")
       ->check(CLI::IsMember({"infer", "train"}));
