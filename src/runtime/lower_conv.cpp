@@ -40,6 +40,49 @@ bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::ve
 }
 
 
+// Conv weights and bias with a following product or sum by a constant of one value
+// per output channel (or one value) folded in: FrozenBatchNorm2d and other affine
+// layers that exports write as Mul and Add rather than BatchNormalization (DETR's
+// backbone), as ONNX Runtime folds them. `cur` is the convolution's value (of
+// rank `rank`), `op` its sole reader. x*k: w' = w k, b' = b k; x/k: w' = w / k,
+// b' = b / k; x+k: b' = b + k; x-k: b' = b - k; k*x and k+x alike.
+bool fold_channel_affine(Compiler& c, const Node& op, const Value& cur, size_t rank, std::vector<double>& w,
+                         std::vector<double>& b, int64_t oc) {
+  const std::string& t = op.op_type();
+  const bool mul = t == "Mul" || t == "Div", add = t == "Add" || t == "Sub";
+  if ((!mul && !add) || op.num_outputs() != 1 || op.inputs().size() != 2) return false;
+  const size_t at = op.inputs()[0] == cur ? 0 : 1;
+  if (op.inputs()[at] != cur || op.inputs()[1 - at] == cur) return false;
+  if ((t == "Div" || t == "Sub") && at != 0) return false;  // k/x, k-x are no affine map of x's weights
+  // The result has the convolution's type: the constant broadcasts into it.
+  if (op.output_types()[0] != cur.type()) return false;
+  const Value& kv = op.inputs()[1 - at];
+  if (c.depends_on_pending(kv)) return false;
+  const Tensor* k = c.known(kv);
+  if (!k || !is_float(k->dtype()) || k->dims().size() > rank) return false;
+  // One value per channel (axis 1), or one value.
+  const std::vector<int64_t>& kd = k->dims();
+  for (size_t i = 0; i < kd.size(); ++i)
+    if (kd[i] != 1 && !(rank - kd.size() + i == 1 && kd[i] == oc)) return false;
+  std::vector<double> kk = k->to_f64();
+  // An infinite or NaN factor (or a zero divisor) meets each weight, not the sum:
+  // 0 * inf inside the sum is not what the graph computes.
+  for (double f : kk)
+    if (!std::isfinite(f) || (t == "Div" && f == 0)) return false;
+  const size_t per = w.size() / static_cast<size_t>(oc);
+  for (int64_t o = 0; o < oc; ++o) {
+    const double f = kk[kk.size() == 1 ? 0 : static_cast<size_t>(o)];
+    if (mul) {
+      const double m = t == "Mul" ? f : 1.0 / f;
+      for (size_t i = 0; i < per; ++i) w[o * per + i] *= m;
+      b[o] *= m;
+    } else {
+      b[o] += t == "Add" ? f : -f;
+    }
+  }
+  return true;
+}
+
 // The same activation on every part of a Split of a convolution's output (merged
 // convolutions whose branches each applied it: Inception's, NasNet-A's) is applied
 // once, as a post-op: act(x) cut into parts is the parts of act(x). The Split's parts
@@ -360,6 +403,14 @@ bool lower_conv(Compiler& c, const Node& n) {
     if (const Node* bn = c.sole_consumer(cur); bn && bn->inputs()[0] == cur && fold_batchnorm(c, *bn, w, bias, oc)) {
       folded.push_back(bn);
       cur = bn->output(0);
+      has_bias = true;
+    }
+  // Then products and sums by one constant per channel.
+  if (c.opts().fuse && cur.type().dtype == DType::Float32)
+    while (const Node* m = c.sole_consumer(cur)) {
+      if (c.lowered(*m) || c.is_pending(*m) || !fold_channel_affine(c, *m, cur, cur.type().rank(), w, bias, oc)) break;
+      folded.push_back(m);
+      cur = m->output(0);
       has_bias = true;
     }
 

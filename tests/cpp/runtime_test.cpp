@@ -71,6 +71,38 @@ TEST(Runtime, ConstantProductsFoldWithTheFloatKernel) {
   EXPECT_TRUE(got[0].same_as(folded));
 }
 
+// FrozenBatchNorm2d as exports write it, x * k + b with one constant per channel
+// (DETR's backbone), folds into the convolution's weights and bias as
+// BatchNormalization does: no binary post-ops left. So do x / k and x - k after a
+// 1-D convolution, and a scalar factor; a constant that varies along another axis
+// stays a post-op.
+TEST(Runtime, ChannelAffineAfterAConvolutionFoldsIntoItsWeights) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 8, 10, 10})});
+  Value c = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 3, 3}, 1))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value k = b.op1("Identity", {b.constant(random_tensor({1, 16, 1, 1}, 2, 0.5, 2))});
+  Value m = b.op1("Mul", {k, c});
+  Value a = b.op1("Add", {m, b.constant(random_tensor({16, 1, 1}, 3))});
+  Value y = b.op1("Relu", {b.op1("Mul", {a, b.constant(Tensor::scalar_f32(0.5f))})});
+  Value x1 = b.input("x1", {DType::Float32, make_shape({2, 4, 12})});
+  Value c1 = b.op1("Conv", {x1, b.constant(random_tensor({6, 4, 3}, 4)), b.constant(random_tensor({6}, 5))});
+  Value d = b.op1("Div", {c1, b.constant(random_tensor({6, 1}, 6, 0.5, 2))});
+  Value z = b.op1("Sub", {d, b.constant(random_tensor({1, 6, 1}, 7))});
+  Value c2 = b.op1("Conv", {x, b.constant(random_tensor({16, 8, 1, 1}, 8))});
+  Value v = b.op1("Mul", {c2, b.constant(random_tensor({1, 1, 10, 1}, 9))});  // along the height: not foldable
+  Graph g = b.finish({y, z, v}, {"y", "z", "v"});
+  std::vector<runtime::StepInfo> steps = testing::run_against_reference(g);
+  size_t convs = 0, binary = 0;
+  for (const runtime::StepInfo& s : steps) {
+    EXPECT_NE(s.kind, "pointwise") << s.signature;
+    if (s.kind != "conv") continue;
+    ++convs;
+    if (s.signature.find("+bin") != std::string::npos) ++binary;
+  }
+  EXPECT_EQ(convs, 3u);
+  EXPECT_EQ(binary, 1u);  // the height-wise product only
+}
+
 TEST(Runtime, GroupedStridedDilatedConvolutions) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({2, 8, 13, 11})});
