@@ -390,7 +390,7 @@ class Importer {
 
     if (node.op_type() == "Constant" && is_default_domain(node.domain()) && node.output_size() == 1) {
       std::string reason;
-      std::optional<Tensor> value = constant_node_value(node, &reason);
+      std::optional<Tensor> value = constant_node_value(node, base_dir_, &reason);
       if (value) define(node.output(0), builder_.constant(std::move(*value), node.output(0)));
       else add_opaque(node, inputs, implicit, reason);
       return;
@@ -412,43 +412,6 @@ class Importer {
     }
     require_onnx_accepts_opaque(node, inputs);
     add_opaque(node, inputs, implicit, reason);
-  }
-
-  // The value of an ONNX Constant node, or nullopt (with the reason) for a form kept
-  // opaque: sparse, or of an element type isomer does not compute with.
-  std::optional<Tensor> constant_node_value(const onnx::NodeProto& node, std::string* reason) {
-    require(node.attribute_size() == 1, describe_proto(node) + " needs exactly one value attribute");
-    const auto& a = node.attribute(0);
-    try {
-      const std::string& kind = a.name();
-      if (kind == "value" && !known_element_type(a.t().data_type())) {
-        *reason = "element type " + std::to_string(a.t().data_type()) + " is not one isomer computes with";
-        return std::nullopt;
-      }
-      if (kind == "value") return tensor_from_proto(a.t(), base_dir_);
-      if (kind == "value_float") return Tensor::scalar_f32(a.f());
-      if (kind == "value_floats") {
-        std::vector<double> v(a.floats().begin(), a.floats().end());
-        return Tensor::from_f64(DType::Float32, {static_cast<int64_t>(v.size())}, v);
-      }
-      if (kind == "value_int") return Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{a.i()});
-      if (kind == "value_ints") return Tensor::vector_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-      if (kind == "value_string" || kind == "value_strings") {
-        onnx::TensorProto t;
-        t.set_data_type(onnx::TensorProto::STRING);
-        if (kind == "value_string") {
-          t.add_string_data(a.s());
-        } else {
-          t.add_dims(a.strings_size());
-          *t.mutable_string_data() = a.strings();
-        }
-        return tensor_from_proto(t, base_dir_);
-      }
-    } catch (const Error& e) {
-      throw Error(describe_proto(node) + ": " + e.what());
-    }
-    *reason = "a sparse constant";
-    return std::nullopt;
   }
 
   // True if `v` is an opaque output or graph input whose type a TensorType cannot state.

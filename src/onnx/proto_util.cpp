@@ -3,6 +3,9 @@
 
 #include <unordered_set>
 
+#include "ir/error.h"
+#include "onnx/onnx_io.h"
+
 namespace isomer::onnx_detail {
 namespace {
 
@@ -88,6 +91,42 @@ std::string one_line(std::string message) {
     out += c;
   }
   return out;
+}
+
+std::optional<Tensor> constant_node_value(const onnx::NodeProto& node, const std::string& base_dir,
+                                          std::string* reason) {
+  require(node.attribute_size() == 1, describe_proto(node) + " needs exactly one value attribute");
+  const auto& a = node.attribute(0);
+  try {
+    const std::string& kind = a.name();
+    if (kind == "value" && !known_element_type(a.t().data_type())) {
+      *reason = "element type " + std::to_string(a.t().data_type()) + " is not one isomer computes with";
+      return std::nullopt;
+    }
+    if (kind == "value") return tensor_from_proto(a.t(), base_dir);
+    if (kind == "value_float") return Tensor::scalar_f32(a.f());
+    if (kind == "value_floats") {
+      std::vector<double> v(a.floats().begin(), a.floats().end());
+      return Tensor::from_f64(DType::Float32, {static_cast<int64_t>(v.size())}, v);
+    }
+    if (kind == "value_int") return Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{a.i()});
+    if (kind == "value_ints") return Tensor::vector_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    if (kind == "value_string" || kind == "value_strings") {
+      onnx::TensorProto t;
+      t.set_data_type(onnx::TensorProto::STRING);
+      if (kind == "value_string") {
+        t.add_string_data(a.s());
+      } else {
+        t.add_dims(a.strings_size());
+        *t.mutable_string_data() = a.strings();
+      }
+      return tensor_from_proto(t, base_dir);
+    }
+  } catch (const Error& e) {
+    throw Error(describe_proto(node) + ": " + e.what());
+  }
+  *reason = "a sparse constant";
+  return std::nullopt;
 }
 
 }  // namespace isomer::onnx_detail

@@ -4,6 +4,7 @@
 // public entry points are in onnx_io.h).
 #include <onnx/onnx_pb.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ bool known_element_type(int32_t code);
 onnx::TensorProto inline_tensor_proto(const onnx::TensorProto& t, const std::string& base_dir);
 // The same for every tensor in `node`'s attributes and subgraphs.
 void inline_external_data(onnx::NodeProto* node, const std::string& base_dir);
+
+// The value of an ONNX Constant node (external data relative to `base_dir`), or
+// nullopt with the reason for a form kept opaque: sparse, or of an element type
+// isomer does not compute with. Throws Error naming the node for a malformed one.
+std::optional<Tensor> constant_node_value(const onnx::NodeProto& node, const std::string& base_dir,
+                                          std::string* reason);
 
 // tensor_from_proto that moves raw_data out of `t` instead of copying it.
 Tensor take_tensor_from_proto(onnx::TensorProto* t, const std::string& base_dir);
