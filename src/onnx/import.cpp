@@ -605,6 +605,7 @@ class Importer {
       }
       return Node::make_op(*op, form.inputs, form.attrs, form.num_outputs, node.name(), output_names);
     };
+    std::vector<Value> tried = inputs;  // the inputs of the last build, for the refusal below
     try {
       NodePtr n;
       try {
@@ -617,7 +618,8 @@ class Importer {
       // passed as its constant where the written form leaves an output type unknown.
       if ((!n || !all_outputs_static(*n)) && has_static_value(inputs)) {
         const std::string first_reason = *reason;
-        if (NodePtr m = build(with_static_values(inputs))) n = m;
+        tried = with_static_values(inputs);
+        if (NodePtr m = build(tried)) n = m;
         else if (n) *reason = first_reason;
       }
       return n ? builder_.intern(n) : nullptr;
@@ -630,7 +632,7 @@ class Importer {
       // fails is a bad model; anything else is a form isomer does not handle yet.
       // A check of what ONNX defines (InvalidNode) and a shape past 64 bits refuse it outright.
       if (dynamic_cast<const InvalidNode*>(&e) || dynamic_cast<const ShapeOverflow*>(&e) ||
-          (inputs_static && !onnx_refusal(node, inputs, true).empty()))
+          (inputs_static && !onnx_refusal(node, tried, true).empty()))
         throw Error(describe_proto(node) + ": " + why);
       *reason = why;
       return nullptr;

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ir/float_to_int.h"
+#include "ir/invalid_node.h"
 #include "ops/layout_kernels.h"
 
 namespace isomer {
@@ -93,7 +94,7 @@ Tensor fill_value(const Attributes& attrs) {
 }
 
 std::vector<int64_t> checked_extents(const std::vector<int64_t>& dims) {
-  for (int64_t d : dims) require(d >= 0, "ConstantOfShape shape " + to_string(dims) + " has a negative dimension");
+  for (int64_t d : dims) require_valid(d >= 0, "ConstantOfShape shape " + to_string(dims) + " has a negative dimension");
   return dims;
 }
 
