@@ -431,21 +431,59 @@ ISOMER_CLONES void row_affine(const float* x, float* y, int64_t n, float a, floa
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] * a + b;
 }
 
+// y[s, l] = x[s, l] * a[l] + b[l] for lanes l < n of `spatial` positions `stride` apart.
+ISOMER_CLONES void block_affine(const float* x, float* y, int64_t spatial, int64_t n, int64_t stride,
+                                const float* a, const float* b) {
+  for (int64_t s = 0; s < spatial; ++s)
+    for (int64_t l = 0; l < n; ++l) y[s * stride + l] = x[s * stride + l] * a[l] + b[l];
+}
+
 void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
-                      const float* scale, const float* bias, float eps, int threads) {
+                      const float* scale, const float* bias, float eps, int threads, int64_t block) {
   const int64_t per = channels / groups, len = per * spatial, rows = batch * groups;
   const int team = team_for(rows * len * 4, rows, threads);
   parallel_teams(team, [&](int t, int nt) {
+    std::vector<float> a(static_cast<size_t>(std::max(block, per))), b(a.size());
     for (int64_t r = rows * t / nt; r < rows * (t + 1) / nt; ++r) {
-      const float* xr = x + r * len;
-      float* yr = y + r * len;
-      const float mean = len ? row_sum(xr, len) / static_cast<float>(len) : 0.0f;
-      const float var = len ? row_sum_sq(xr, len, mean) / static_cast<float>(len) : 0.0f;
+      const int64_t first = (r % groups) * per;
+      const int64_t at = r / groups * channels * spatial + first / block * block * spatial + first % block;
+      const float* xr = x + at;
+      float* yr = y + at;
+      // A group of whole blocks is one contiguous run of per * spatial floats in
+      // any of the layouts; a group inside a block is a segment of `per` lanes at
+      // each position.
+      const bool run = per % block == 0;
+      float mean = 0.0f, var = 0.0f;
+      if (run) {
+        mean = row_sum(xr, len) / static_cast<float>(len);
+        var = row_sum_sq(xr, len, mean) / static_cast<float>(len);
+      } else {
+        for (int64_t s = 0; s < spatial; ++s) mean += row_sum(xr + s * block, per);
+        mean /= static_cast<float>(len);
+        for (int64_t s = 0; s < spatial; ++s) var += row_sum_sq(xr + s * block, per, mean);
+        var /= static_cast<float>(len);
+      }
       const float inv = 1.0f / std::sqrt(var + eps);
-      for (int64_t c = 0; c < per; ++c) {
-        const int64_t ch = (r % groups) * per + c;
-        const float a = inv * scale[ch];
-        row_affine(xr + c * spatial, yr + c * spatial, spatial, a, bias[ch] - mean * a);
+      const auto coefficients = [&](int64_t c0, int64_t n) {
+        for (int64_t l = 0; l < n; ++l) {
+          const float k = inv * scale[c0 + l];
+          a[static_cast<size_t>(l)] = k;
+          b[static_cast<size_t>(l)] = bias[c0 + l] - mean * k;
+        }
+      };
+      if (block == 1) {
+        for (int64_t c = 0; c < per; ++c) {
+          const float k = inv * scale[first + c];
+          row_affine(xr + c * spatial, yr + c * spatial, spatial, k, bias[first + c] - mean * k);
+        }
+      } else if (run) {
+        for (int64_t c0 = 0; c0 < per; c0 += block) {
+          coefficients(first + c0, block);
+          block_affine(xr + c0 * spatial, yr + c0 * spatial, spatial, block, block, a.data(), b.data());
+        }
+      } else {
+        coefficients(first, per);
+        block_affine(xr, yr, spatial, per, block, a.data(), b.data());
       }
     }
   });

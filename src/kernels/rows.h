@@ -56,9 +56,13 @@ void cumsum_axis(const int32_t* x, int32_t* y, int64_t outer, int64_t n, int64_t
 // Group normalization of x, [batch, channels, spatial] with `groups` groups of
 // channels / groups consecutive channels: each group of each batch element is
 // normalized over its channels and spatial positions, then y = x̂ * scale[c] +
-// bias[c] per channel. InstanceNormalization is groups == channels.
+// bias[c] per channel. InstanceNormalization is groups == channels. x and y are
+// dense in blocks of `block` channels: channel c at position s is at
+// (c / block) * block * spatial + s * block + c % block (1: plain; 16: nChw16c
+// without padding; channels: channels last). A group fills whole blocks or lies
+// in one: channels / groups a multiple or a divisor of block.
 void normalize_groups(const float* x, float* y, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
-                      const float* scale, const float* bias, float eps, int threads = 0);
+                      const float* scale, const float* bias, float eps, int threads = 0, int64_t block = 1);
 
 // LRN over NCHW... (dense, channels then `spatial` positions): y = x / (bias +
 // alpha / size * sum of x^2 over channels c - below .. c + above) ^ beta.

@@ -40,6 +40,8 @@ bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::ve
 }
 
 
+}  // namespace
+
 // Conv weights and bias with a following product or sum by a constant of one value
 // per output channel (or one value) folded in: FrozenBatchNorm2d and other affine
 // layers that exports write as Mul and Add rather than BatchNormalization (DETR's
@@ -82,6 +84,8 @@ bool fold_channel_affine(Compiler& c, const Node& op, const Value& cur, size_t r
   }
   return true;
 }
+
+namespace {
 
 // The same activation on every part of a Split of a convolution's output (merged
 // convolutions whose branches each applied it: Inception's, NasNet-A's) is applied

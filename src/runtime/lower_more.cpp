@@ -101,32 +101,149 @@ bool lower_cumsum(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// The layout a group-norm step reads x in and writes y in, as a block of
+// channels (kernels::normalize_groups): plain (1); channel blocks as a
+// convolution leaves them (nChw16c: 16, no padding); channels last (all the
+// channels), each dense. Another layout, or groups that neither fill whole blocks
+// nor fit in one, is converted to plain first. Returns the block and x.
+int64_t group_norm_layout(Compiler& c, int& x, int64_t groups) {
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const dnnl_memory_desc_t& d = c.val(x).md.data;
+  const auto& blk = d.format_desc.blocking;
+  const bool blocked = !c.strides_of(x);
+  if (c.is_dense(x) || xd.size() < 3 || d.ndims == 0 || d.offset0 != 0 || d.format_kind != dnnl_blocked ||
+      c.val(x).md.data_type() != dt::f32 || static_cast<size_t>(d.ndims) != xd.size() ||
+      (blocked && (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1))) {
+    x = c.as_plain(x);
+    return 1;
+  }
+  const int64_t channels = xd[1], per = channels / groups, block = blocked ? blk.inner_blks[0] : channels;
+  bool ok = per % block == 0 || block % per == 0;
+  // Dense in that layout: the block innermost, then the spatial dims, the channel
+  // blocks, the batch (dims of extent 1 have any stride).
+  int64_t expect = block;
+  for (size_t i = xd.size(); ok && i-- > 0;) {
+    const int64_t extent = i == 1 ? channels / block : xd[i];
+    ok = d.padded_dims[i] == xd[i] && (extent == 1 || blk.strides[i] == expect);
+    expect *= extent;
+  }
+  if (ok) return block;
+  x = c.as_plain(x);
+  return 1;
+}
+
+// One step normalizing x [batch, channels, ...] in `groups` groups, y = x̂ *
+// scale[c] + bias[c], y in x's layout.
+int add_group_norm_step(Compiler& c, StepInfo info, int x, int scale, int bias, int64_t groups, float eps,
+                        const std::string& name) {
+  const int64_t block = group_norm_layout(c, x, groups);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const int64_t batch = xd[0], channels = xd[1], spatial = num_elements(xd, 2, xd.size());
+  const md_t md = block > 1 ? md_t(c.val(x).md) : plain_md(xd, dt::f32);
+  int y = c.new_value(DType::Float32, xd, md, name);
+  info.signature = "groupnorm " + to_string(std::vector<int64_t>{batch, channels, spatial}) + " g" +
+                   std::to_string(groups) + (block > 1 ? " b" + std::to_string(block) : "");
+  info.flops = 8.0 * static_cast<double>(num_elements(xd));
+  add_native_step(c, std::move(info), {x, scale, bias}, {y},
+                  [batch, channels, spatial, groups, eps, block](const std::vector<char*>& p) {
+                    kernels::normalize_groups(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[3]),
+                                              batch, channels, spatial, groups, reinterpret_cast<const float*>(p[1]),
+                                              reinterpret_cast<const float*>(p[2]), eps, 0, block);
+                  });
+  return y;
+}
+
+}  // namespace
+
 // GroupNormalization and InstanceNormalization (a group per channel). Scale and
 // bias are read when the step runs: they need not be constants.
 bool lower_group_norm(Compiler& c, const Node& n) {
-  int x = dense_f32(c, n.inputs()[0]);
+  if (c.dtype(n.inputs()[0]) != DType::Float32) return false;
+  int x = c.id(n.inputs()[0]);
   int scale = dense_f32(c, n.inputs()[1]), bias = dense_f32(c, n.inputs()[2]);
-  if (x < 0 || scale < 0 || bias < 0) return false;
+  if (scale < 0 || bias < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;
   if (xd.size() < 2) return false;
-  const int64_t batch = xd[0], channels = xd[1], spatial = num_elements(xd, 2, xd.size());
+  const int64_t channels = xd[1];
   const int64_t groups = n.op_type() == "GroupNormalization" ? n.attrs().get_int("num_groups", 0) : channels;
   if (groups <= 0 || channels % groups != 0 || num_elements(c.val(scale).dims) != channels ||
       num_elements(c.val(bias).dims) != channels)
     return false;
   const float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
-  int y = dense_output(c, n);
-  add_native_step(c,
-                  step_info(n, "groupnorm",
-                            "groupnorm " + to_string(std::vector<int64_t>{batch, channels, spatial}) + " g" +
-                                std::to_string(groups),
-                            8.0 * static_cast<double>(num_elements(xd))),
-                  {x, scale, bias}, {y}, [batch, channels, spatial, groups, eps](const std::vector<char*>& p) {
-                    kernels::normalize_groups(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[3]),
-                                              batch, channels, spatial, groups, reinterpret_cast<const float*>(p[1]),
-                                              reinterpret_cast<const float*>(p[2]), eps);
-                  });
-  c.bind(n.output(0), y);
+  c.bind(n.output(0), add_group_norm_step(c, step_info(n, "groupnorm", ""), x, scale, bias, groups, eps, n.name()));
+  return true;
+}
+
+// True if Reshape `n` takes dims `from` to `to` (its shape a constant). Its
+// output's type cannot be asked for: that would lower its producer.
+static bool reshapes_to(Compiler& c, const Node& n, const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (c.depends_on_pending(n.inputs()[1])) return false;
+  const Tensor* shape = c.known(n.inputs()[1]);
+  if (!shape || n.attrs().get_int("allowzero", 0) != 0) return false;
+  std::vector<int64_t> dims = shape->to_i64();
+  if (dims.size() != to.size()) return false;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && i < from.size()) dims[i] = from[i];
+    if (dims[i] == -1 && infer < 0) infer = static_cast<int64_t>(i);
+    else known *= dims[i];
+  }
+  if (infer >= 0 && known > 0) dims[static_cast<size_t>(infer)] = num_elements(from) / known;
+  return dims == to;
+}
+
+// PyTorch's GroupNorm as TorchScript (opset 17) and dynamo's decomposition write
+// it: Reshape x [N, C, ...] to [N, G, -1], InstanceNormalization (scale and bias
+// per group), Reshape back, then a product and a sum by constants per channel.
+// One group-norm step on x with the affine folded into its scale and bias, in x's
+// layout: the Reshape alone would copy a convolution's blocked output to plain.
+bool lower_reshaped_group_norm(Compiler& c, const Node& reshape) {
+  const Value in = reshape.inputs()[0];
+  if (c.dtype(in) != DType::Float32) return false;
+  const Node* norm = c.sole_consumer(reshape.output(0));
+  if (!norm || norm->op_type() != "InstanceNormalization" || c.lowered(*norm) || c.is_pending(*norm) ||
+      norm->inputs()[0] != reshape.output(0))
+    return false;
+  const Node* back = c.sole_consumer(norm->output(0));
+  if (!back || back->op_type() != "Reshape" || c.lowered(*back) || c.is_pending(*back)) return false;
+  const std::vector<int64_t> xd = c.dims(in);
+  const std::vector<int64_t> rd = static_dims(c.concrete_types(reshape)[0].shape);
+  if (xd.size() < 3 || rd.size() != 3 || rd[0] != xd[0] || !reshapes_to(c, *back, rd, xd)) return false;
+  const int64_t channels = xd[1], groups = rd[1];
+  if (groups <= 0 || channels % groups != 0) return false;
+  if (c.depends_on_pending(norm->inputs()[1]) || c.depends_on_pending(norm->inputs()[2])) return false;
+  const Tensor* s = c.known(norm->inputs()[1]);
+  const Tensor* b = c.known(norm->inputs()[2]);
+  if (!s || !b || !is_float(s->dtype()) || !is_float(b->dtype()) || num_elements(s->dims()) != groups ||
+      num_elements(b->dims()) != groups)
+    return false;
+  const std::vector<double> sg = s->to_f64(), bg = b->to_f64();
+  std::vector<double> w(static_cast<size_t>(channels)), bias(static_cast<size_t>(channels));
+  for (int64_t k = 0; k < channels; ++k) {
+    w[static_cast<size_t>(k)] = sg[static_cast<size_t>(k / (channels / groups))];
+    bias[static_cast<size_t>(k)] = bg[static_cast<size_t>(k / (channels / groups))];
+  }
+  std::vector<const Node*> chain{norm, back};
+  Value cur = back->output(0);
+  if (c.opts().fuse)
+    while (const Node* m = c.sole_consumer(cur)) {
+      if (c.lowered(*m) || c.is_pending(*m) || !fold_channel_affine(c, *m, cur, xd.size(), w, bias, channels)) break;
+      chain.push_back(m);
+      cur = m->output(0);
+    }
+  StepInfo info = step_info(reshape, "groupnorm", "");
+  info.label = norm->name();
+  for (const Node* m : chain) {
+    info.ops.push_back(m->op_type());
+    info.nodes.push_back(node_key(*m));
+  }
+  const int sid = c.constant_value(Tensor::from_f64(DType::Float32, {channels}, w), norm->name() + ".scale");
+  const int bid = c.constant_value(Tensor::from_f64(DType::Float32, {channels}, bias), norm->name() + ".bias");
+  const float eps = static_cast<float>(norm->attrs().get_float("epsilon", 1e-5));
+  c.bind(cur, add_group_norm_step(c, std::move(info), c.id(in), sid, bid, groups, eps, norm->name()));
+  for (const Node* m : chain) c.mark_done(*m);
   return true;
 }
 

@@ -135,6 +135,7 @@ bool lower_identity(Compiler& c, const Node& n) {
 }
 
 bool lower_reshape(Compiler& c, const Node& n) {
+  if (lower_reshaped_group_norm(c, n)) return true;
   const std::vector<int64_t> out_dims = static_dims(c.concrete_types(n)[0].shape);
   int x = c.id(n.inputs()[0]);
   if (!c.strides_of(x)) {

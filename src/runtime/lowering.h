@@ -36,6 +36,10 @@ bool lower_concat(Compiler& c, const Node& n);
 // Views: no step at all (lower_views.cpp).
 bool lower_identity(Compiler& c, const Node& n);
 bool lower_reshape(Compiler& c, const Node& n);
+// Folds x*k, x/k, x+k, x-k by a constant of one value per channel (axis 1) or one
+// value, `op` reading `cur` (rank `rank`), into weights w (oc rows) and bias b.
+bool fold_channel_affine(Compiler& c, const Node& op, const Value& cur, size_t rank, std::vector<double>& w,
+                         std::vector<double>& b, int64_t oc);
 bool lower_transpose(Compiler& c, const Node& n);
 bool lower_slice(Compiler& c, const Node& n);
 bool lower_split(Compiler& c, const Node& n);
@@ -54,6 +58,9 @@ bool lower_constant_of_shape(Compiler& c, const Node& n);
 bool lower_arg_extreme(Compiler& c, const Node& n);  // ArgMax, ArgMin
 bool lower_cumsum(Compiler& c, const Node& n);
 bool lower_group_norm(Compiler& c, const Node& n);   // GroupNormalization, InstanceNormalization
+// Reshape -> InstanceNormalization -> Reshape -> per-channel affine (PyTorch's
+// GroupNorm) as one step, from its first Reshape (else false, nothing changed).
+bool lower_reshaped_group_norm(Compiler& c, const Node& reshape);
 bool lower_lrn(Compiler& c, const Node& n);          // LRN
 bool lower_range(Compiler& c, const Node& n);
 bool lower_tile(Compiler& c, const Node& n);

@@ -328,6 +328,42 @@ TEST(Rows, CumSumAndGroupNormalization) {
   EXPECT_NEAR(out[4], -4 / std::sqrt(14.0) + 1, 1e-6);
 }
 
+// The layouts a convolution leaves (channel blocks of 8 or 16, channels last)
+// normalize to the plain result, moved the same way: groups of whole blocks,
+// groups inside one block, one group, a group per channel; two batch elements.
+TEST(Rows, GroupNormalizationInChannelBlocks) {
+  const int64_t batch = 2, channels = 32, spatial = 5;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> x(static_cast<size_t>(batch * channels * spatial)), scale(channels), bias(channels);
+  for (float& v : x) v = u(rng);
+  for (float& v : scale) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  // Plain index of (n, c, s) in a layout of blocks of `block` channels.
+  const auto at = [&](int64_t block, int64_t n, int64_t c, int64_t s) {
+    return static_cast<size_t>(n * channels * spatial + c / block * block * spatial + s * block + c % block);
+  };
+  for (int64_t groups : {1, 2, 4, 8, 32}) {
+    std::vector<float> want(x.size());
+    normalize_groups(x.data(), want.data(), batch, channels, spatial, groups, scale.data(), bias.data(), 1e-5f);
+    for (int64_t block : {int64_t{8}, int64_t{16}, channels}) {
+      const int64_t per = channels / groups;
+      if (per % block != 0 && block % per != 0) continue;
+      std::vector<float> bx(x.size()), by(x.size(), std::nanf(""));
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t s = 0; s < spatial; ++s) bx[at(block, n, c, s)] = x[at(1, n, c, s)];
+      normalize_groups(bx.data(), by.data(), batch, channels, spatial, groups, scale.data(), bias.data(), 1e-5f, 0,
+                       block);
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t s = 0; s < spatial; ++s)
+            ASSERT_NEAR(by[at(block, n, c, s)], want[at(1, n, c, s)], 1e-4)
+                << "groups " << groups << " block " << block << " at " << n << "," << c << "," << s;
+    }
+  }
+}
+
 TEST(Copy, TriluGatherElementsScatterND) {
   std::vector<int32_t> m = {1, 2, 3, 4, 5, 6, 7, 8, 9}, t(9);
   trilu(4, m.data(), t.data(), 1, 3, 3, 0, true);

@@ -248,5 +248,56 @@ TEST(RuntimeMore, ElementwiseOfATransposedViewRunsInTiles) {
   }
 }
 
+// PyTorch's GroupNorm as TorchScript exports it (Reshape to [N, G, -1],
+// InstanceNormalization, Reshape back, Mul and Add per channel), after
+// convolutions and on a plain input: one groupnorm step per chain with the affine
+// folded in, reading and writing the convolution's layout (channel blocks or
+// channels last) wherever the groups allow, so no reorder runs around it. Groups
+// of one, several and one per channel; channel counts not a multiple of 16. A
+// GroupNormalization node reads the convolution's layout too.
+TEST(RuntimeMore, ReshapedGroupNormFoldsItsAffineInTheConvolutionsLayout) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 8, 6, 5}));
+  std::vector<Value> outs;
+  std::vector<std::string> names;
+  uint64_t seed = 20;
+  const auto chain = [&](Value v, int64_t channels, int64_t groups, const std::vector<int64_t>& dims) {
+    Value r = b.op1("Reshape", {v, b.constant(ints({3}, {0, groups, -1}))});
+    Value n = b.op1("InstanceNormalization",
+                    {r, b.constant(random_f32({groups}, seed++, 0.5, 1.5)), b.constant(random_f32({groups}, seed++))},
+                    {{"epsilon", 1e-5}});
+    Value back = b.op1("Reshape", {n, b.constant(ints({4}, dims))});
+    Value m = b.op1("Mul", {back, b.constant(random_f32({channels, 1, 1}, seed++, 0.5, 2))});
+    outs.push_back(b.op1("Add", {m, b.constant(random_f32({channels, 1, 1}, seed++))}));
+    names.push_back("y" + std::to_string(outs.size()));
+  };
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{32, 1}, {32, 2}, {32, 8}, {32, 32}, {20, 5}, {7, 7}};
+  for (auto [channels, groups] : cases) {
+    Value c = b.op1("Conv", {x, b.constant(random_f32({channels, 8, 3, 3}, seed++))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    chain(c, channels, groups, {2, channels, 6, 5});
+  }
+  chain(b.input("p", f32({1, 6, 4, 4})), 6, 3, {-1, 6, 4, 4});
+  Value c = b.op1("Conv", {x, b.constant(random_f32({32, 8, 1, 1}, seed++))});
+  outs.push_back(b.op1("GroupNormalization",
+                       {c, b.constant(random_f32({32}, seed++, 0.5, 1.5)), b.constant(random_f32({32}, seed++))},
+                       {{"num_groups", int64_t{4}}}));
+  names.push_back("gn");
+  Graph g = b.finish(outs, names);
+  expect_native_and_right(g);
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  size_t norms = 0, in_layout = 0;
+  for (const runtime::StepInfo& s : runtime::compile(g, o)->steps()) {
+    EXPECT_NE(s.kind, "pointwise") << s.label;
+    if (s.kind != "groupnorm") continue;
+    ++norms;
+    if (s.signature.find(" b") != std::string::npos) ++in_layout;
+    if (s.ops[0] == "Reshape") EXPECT_EQ(s.ops.size(), 5u) << s.label;  // Reshape, norm, Reshape, Mul, Add
+  }
+  EXPECT_EQ(norms, cases.size() + 2);
+  EXPECT_GE(in_layout, 5u);  // the four chains of 32 channels and the GroupNormalization
+}
+
 }  // namespace
 }  // namespace isomer
