@@ -108,9 +108,11 @@ ISOMER_CLONES bool scale_select_row(float* __restrict x, const bool* __restrict 
 
 // Scale, softcap, bias and softmax of one row of T scores for query i of batch b.
 // `mask` points at the row's mask (nullptr: none), `valid` is the number of
-// non-padding keys.
+// non-padding keys. With `inv_sum`, the row is left unnormalized and *inv_sum is
+// what its product with V is to be multiplied by (0 for a row with no key).
 void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
-                   const char* mask) {
+                   const char* mask, float* inv_sum = nullptr) {
+  if (inv_sum) *inv_sum = 0;
   const int64_t T = r.d.total;
   // Keys allowed by the causal frontier, the window and the padding: [lo, hi).
   int64_t lo = 0, hi = std::min(valid, T);
@@ -162,7 +164,8 @@ void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
     return;
   }
-  kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
+  if (inv_sum) *inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
+  else kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
   if (lo > 0) std::memset(x, 0, static_cast<size_t>(lo) * sizeof(float));
   if (hi < T) std::memset(x + hi, 0, static_cast<size_t>(T - hi) * sizeof(float));
 }
@@ -369,13 +372,13 @@ bool lower_attention(Compiler& c, const Node& n) {
                     const size_t melem = r.bool_mask ? 1 : sizeof(float);
                     const int64_t* nonpad = r.has_nonpad ? reinterpret_cast<const int64_t*>(p[nonpad_at]) : nullptr;
                     const kernels::VectorIsa isa = kernels::best_vector_isa();
-                    auto row_pass = [&](int64_t row) {
+                    auto row_pass = [&](int64_t row, float* inv_sum) {
                       const int64_t i = row % d.q_len, bh = row / d.q_len, h = bh % d.q_heads, b = bh / d.q_heads;
                       const int64_t valid = nonpad ? nonpad[b] : d.total;
                       const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
                       const char* m =
                           mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
-                      attention_row(r, isa, s + row * d.total, i, offset, valid, m);
+                      attention_row(r, isa, s + row * d.total, i, offset, valid, m, inv_sum);
                     };
                     const int64_t n_units = static_cast<int64_t>(units->size());
                     const int want = kernels::team_for_work(omp_get_max_threads(), work / 4e6);
@@ -384,13 +387,23 @@ bool lower_attention(Compiler& c, const Node& n) {
                       // Sq x T) are still in L2 when the row pass and P V read them:
                       // in three passes over all heads, a 4-head 399-token layer's 2.5 MB
                       // of scores went through L3 twice more.
+                      // P is left unnormalized and each row of P V divided instead: Dv
+                      // products a row, not T (a pass over the scores fewer).
                       kernels::parallel_teams(want, [&](int t, int nt) {
+                        std::vector<float> inv;
                         for (int64_t u = n_units * t / nt; u < n_units * (t + 1) / nt; ++u) {
                           const Item& it = (*units)[static_cast<size_t>(u)];
                           kernels::gemm_batched(q, kk, s, it.qk, nullptr, 1);
+                          inv.resize(static_cast<size_t>(it.heads * it.rows));
                           for (int64_t hh = 0; hh < it.heads; ++hh)
-                            for (int64_t row = 0; row < it.rows; ++row) row_pass(it.row0 + hh * d.q_len + row);
+                            for (int64_t row = 0; row < it.rows; ++row)
+                              row_pass(it.row0 + hh * d.q_len + row, &inv[static_cast<size_t>(hh * it.rows + row)]);
                           kernels::gemm_batched(s, vv, y, it.pv, nullptr, 1);
+                          for (int64_t m = 0; m < it.pv.M; ++m) {
+                            float* yr = y + it.pv.c_off[0] + m * it.pv.c_row;
+                            const float f = inv[static_cast<size_t>(m)];
+                            for (int64_t e = 0; e < it.pv.N; ++e) yr[e] *= f;
+                          }
                         }
                       });
                       return;
@@ -403,7 +416,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                     // 20 us on one thread and 30 us on two, waiting for the second to wake.
                     const int team = static_cast<int>(std::min<int64_t>(want, rows));
                     kernels::parallel_teams(team, [&](int t, int nt) {
-                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row);
+                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, nullptr);
                     });
                     for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
                   });
