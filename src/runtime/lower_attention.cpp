@@ -5,10 +5,12 @@
 //      query head of a grouped-query node reads its key/value head's rows (no
 //      expanded copy of K or V).
 //   2. each row of S: scale, softcap, mask, causal frontier, sliding window and
-//      padding, then the row softmax (kernels/rows.h); keys outside the causal or
-//      window frontier are never exponentiated, and a row with no key left is zero.
+//      padding, then exp(s - max) (kernels/rows.h), left unnormalized; keys outside
+//      the causal or window frontier are never exponentiated, and a row with no key
+//      left is zero.
 //   3. Y = P V on the batched GEMM, written straight into Y's layout (the 3-D
-//      form's [B, S, heads * Dv] rows included).
+//      form's [B, S, heads * Dv] rows included), each row then divided by its sum.
+// Scores too big for L2 go through the three passes one head (or band) at a time.
 // With past_key/past_value the present tensors are written first (past, then the
 // new keys) and the products read them. float32 only; the qk_matmul_output
 // output, other types and blocked layouts go to the reference kernel.
@@ -108,11 +110,10 @@ ISOMER_CLONES bool scale_select_row(float* __restrict x, const bool* __restrict 
 
 // Scale, softcap, bias and softmax of one row of T scores for query i of batch b.
 // `mask` points at the row's mask (nullptr: none), `valid` is the number of
-// non-padding keys. With `inv_sum`, the row is left unnormalized and *inv_sum is
-// what its product with V is to be multiplied by (0 for a row with no key).
-void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
-                   const char* mask, float* inv_sum = nullptr) {
-  if (inv_sum) *inv_sum = 0;
+// non-padding keys. The row is left unnormalized: the result is what its product
+// with V is to be multiplied by (0 for a row with no key).
+float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
+                    const char* mask) {
   const int64_t T = r.d.total;
   // Keys allowed by the causal frontier, the window and the padding: [lo, hi).
   int64_t lo = 0, hi = std::min(valid, T);
@@ -122,7 +123,7 @@ void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i
   if (r.has_mask) hi = std::min(hi, r.mask_len);  // keys past a short mask's end are masked
   if (lo >= hi) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return;
+    return 0;
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const float scale = r.scale;
@@ -162,12 +163,12 @@ void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i
   }
   if (!any) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return;
+    return 0;
   }
-  if (inv_sum) *inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
-  else kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
+  const float inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
   if (lo > 0) std::memset(x, 0, static_cast<size_t>(lo) * sizeof(float));
   if (hi < T) std::memset(x + hi, 0, static_cast<size_t>(T - hi) * sizeof(float));
+  return inv_sum;
 }
 
 // One product of Q K^T and of P V (one head, or a merged group of heads, or one
@@ -378,7 +379,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                       const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
                       const char* m =
                           mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
-                      attention_row(r, isa, s + row * d.total, i, offset, valid, m, inv_sum);
+                      *inv_sum = attention_row(r, isa, s + row * d.total, i, offset, valid, m);
                     };
                     const int64_t n_units = static_cast<int64_t>(units->size());
                     const int want = kernels::team_for_work(omp_get_max_threads(), work / 4e6);
@@ -388,7 +389,8 @@ bool lower_attention(Compiler& c, const Node& n) {
                       // in three passes over all heads, a 4-head 399-token layer's 2.5 MB
                       // of scores went through L3 twice more.
                       // P is left unnormalized and each row of P V divided instead: Dv
-                      // products a row, not T (a pass over the scores fewer).
+                      // products a row, not T (a pass over the scores fewer; BEiT's rows
+                      // of 65 spent more in the softmax than in both products).
                       kernels::parallel_teams(want, [&](int t, int nt) {
                         std::vector<float> inv;
                         for (int64_t u = n_units * t / nt; u < n_units * (t + 1) / nt; ++u) {
@@ -408,17 +410,27 @@ bool lower_attention(Compiler& c, const Node& n) {
                       });
                       return;
                     }
-                    // Fewer units than threads (one head, a long sequence): the products
-                    // as they are, the rows split among the threads.
+                    // Fewer units than threads (one head, a long sequence), or scores that
+                    // fit in L2: the products as they are, the rows split among the team,
+                    // P unnormalized here too.
                     for (const auto& g : *shapes) kernels::gemm_batched(q, kk, s, g.first);
                     const int64_t rows = d.batch * d.q_heads * d.q_len;
+                    thread_local std::vector<float> inv;
+                    inv.resize(static_cast<size_t>(rows));
+                    float* inv_sum = inv.data();
                     // The same team as the products: a small ViT's 4 x 66 x 66 scores took
                     // 20 us on one thread and 30 us on two, waiting for the second to wake.
                     const int team = static_cast<int>(std::min<int64_t>(want, rows));
                     kernels::parallel_teams(team, [&](int t, int nt) {
-                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, nullptr);
+                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, inv_sum + row);
                     });
                     for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
+                    const int64_t Hq = d.q_heads, Sq = d.q_len, Dv = d.v_head;
+                    for (int64_t row = 0; row < rows; ++row) {
+                      const int64_t i = row % Sq, bh = row / Sq, h = bh % Hq, b = bh / Hq;
+                      float* yr = y + (d.rank3 ? (b * Sq + i) * Hq * Dv + h * Dv : row * Dv);
+                      for (int64_t e = 0; e < Dv; ++e) yr[e] *= inv_sum[row];
+                    }
                   });
   c.bind(n.output(0), y);
   // present_key and present_value: the concatenation, or (no past) K and V as [B, heads, S, d].
