@@ -73,6 +73,9 @@ struct RowPlan {
   bool has_mask = false, bool_mask = false;
   int64_t mask_len = 0, ms[4] = {0, 0, 0, 0};  // the mask's strides over [B, Hq, Sq, its length]
   bool has_nonpad = false;
+  // Rows normalized in place (short rows: dividing each row of P V afterwards cost
+  // Qwen3's 16-key rows more than it saved), else left for P V's rows to divide.
+  bool normalize = false;
 };
 
 // x[j] *= scale over a row, then the mask: added (float; `any` says whether some
@@ -110,8 +113,8 @@ ISOMER_CLONES bool scale_select_row(float* __restrict x, const bool* __restrict 
 
 // Scale, softcap, bias and softmax of one row of T scores for query i of batch b.
 // `mask` points at the row's mask (nullptr: none), `valid` is the number of
-// non-padding keys. The row is left unnormalized: the result is what its product
-// with V is to be multiplied by (0 for a row with no key).
+// non-padding keys. Unless r.normalize, the row is left unnormalized: the result
+// is what its product with V is to be multiplied by (0 for a row with no key).
 float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
                     const char* mask) {
   const int64_t T = r.d.total;
@@ -129,18 +132,24 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
   const float scale = r.scale;
   const int64_t ms = r.ms[3];
   // The scale goes with the mask in one pass, unless a softcap comes between them.
-  const bool softcap = r.a.softcap > 0;
+  // Rows shorter than two vectors stay inline: a call per 16 keys (Qwen3's rows)
+  // cost more than the scalar loop.
+  const bool softcap = r.a.softcap > 0, vector = hi - lo >= 32;
   bool any = true;
-  if (mask && ms == 1 && !softcap) {
+  if (mask && ms == 1 && !softcap && vector) {
     any = r.bool_mask ? scale_select_row(x + lo, reinterpret_cast<const bool*>(mask) + lo, hi - lo, scale)
                       : scale_add_row(x + lo, reinterpret_cast<const float*>(mask) + lo, hi - lo, scale);
   } else {
-    scale_row(x + lo, hi - lo, scale);
+    if (vector) {
+      scale_row(x + lo, hi - lo, scale);
+    } else {
+      for (int64_t j = lo; j < hi; ++j) x[j] *= scale;
+    }
     if (softcap) {
       const float cap = static_cast<float>(r.a.softcap), inv = 1.0f / cap;
       for (int64_t j = lo; j < hi; ++j) x[j] = cap * std::tanh(x[j] * inv);
     }
-    if (mask && ms == 1) {
+    if (mask && ms == 1 && vector) {
       any = r.bool_mask ? scale_select_row(x + lo, reinterpret_cast<const bool*>(mask) + lo, hi - lo, 1.0f)
                         : scale_add_row(x + lo, reinterpret_cast<const float*>(mask) + lo, hi - lo, 1.0f);
     } else if (mask) {
@@ -165,7 +174,9 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
     return 0;
   }
-  const float inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
+  float inv_sum = 1.0f;
+  if (r.normalize) kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
+  else inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
   if (lo > 0) std::memset(x, 0, static_cast<size_t>(lo) * sizeof(float));
   if (hi < T) std::memset(x + hi, 0, static_cast<size_t>(T - hi) * sizeof(float));
   return inv_sum;
@@ -226,6 +237,7 @@ bool lower_attention(Compiler& c, const Node& n) {
   d.past = input(kAttnPastKey) ? c.dims(in[kAttnPastKey])[2] : 0;
   d.total = d.past + d.kv_len;
   if (d.batch == 0 || d.q_heads == 0 || d.q_len == 0 || d.total == 0 || d.head == 0 || d.v_head == 0) return false;
+  r.normalize = d.total < 64;
   r.scale = static_cast<float>(a.has_scale ? a.scale : 1.0 / std::sqrt(static_cast<double>(d.head)));
   const int64_t B = d.batch, Hq = d.q_heads, Hk = d.kv_heads, Sq = d.q_len, T = d.total, D = d.head,
                 Dv = d.v_head, group = d.group();
@@ -382,7 +394,8 @@ bool lower_attention(Compiler& c, const Node& n) {
                       *inv_sum = attention_row(r, isa, s + row * d.total, i, offset, valid, m);
                     };
                     const int64_t n_units = static_cast<int64_t>(units->size());
-                    const int want = kernels::team_for_work(omp_get_max_threads(), work / 4e6);
+                    // (team_for_work reads the environment: not for a step too small for two)
+                    const int want = work < 8e6 ? 1 : kernels::team_for_work(omp_get_max_threads(), work / 4e6);
                     if (spills && n_units >= want) {
                       // Each unit's three passes in turn, so that its scores (one head's
                       // Sq x T) are still in L2 when the row pass and P V read them:
@@ -401,7 +414,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                             for (int64_t row = 0; row < it.rows; ++row)
                               row_pass(it.row0 + hh * d.q_len + row, &inv[static_cast<size_t>(hh * it.rows + row)]);
                           kernels::gemm_batched(s, vv, y, it.pv, nullptr, 1);
-                          for (int64_t m = 0; m < it.pv.M; ++m) {
+                          for (int64_t m = 0; m < it.pv.M && !r.normalize; ++m) {
                             float* yr = y + it.pv.c_off[0] + m * it.pv.c_row;
                             const float f = inv[static_cast<size_t>(m)];
                             for (int64_t e = 0; e < it.pv.N; ++e) yr[e] *= f;
@@ -426,11 +439,15 @@ bool lower_attention(Compiler& c, const Node& n) {
                     });
                     for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
                     const int64_t Hq = d.q_heads, Sq = d.q_len, Dv = d.v_head;
-                    for (int64_t row = 0; row < rows; ++row) {
-                      const int64_t i = row % Sq, bh = row / Sq, h = bh % Hq, b = bh / Hq;
-                      float* yr = y + (d.rank3 ? (b * Sq + i) * Hq * Dv + h * Dv : row * Dv);
-                      for (int64_t e = 0; e < Dv; ++e) yr[e] *= inv_sum[row];
-                    }
+                    if (r.normalize) return;
+                    const int64_t i_step = d.rank3 ? Hq * Dv : Dv, h_step = d.rank3 ? Dv : Sq * Dv;
+                    for (int64_t b = 0; b < d.batch; ++b)
+                      for (int64_t h = 0; h < Hq; ++h) {
+                        const float* f = inv_sum + (b * Hq + h) * Sq;
+                        float* yh = y + b * Hq * Sq * Dv + h * h_step;
+                        for (int64_t i = 0; i < Sq; ++i)
+                          for (int64_t e = 0; e < Dv; ++e) yh[i * i_step + e] *= f[i];
+                      }
                   });
   c.bind(n.output(0), y);
   // present_key and present_value: the concatenation, or (no past) K and V as [B, heads, S, d].

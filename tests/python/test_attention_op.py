@@ -188,6 +188,10 @@ RUNTIME_CASES = {
                                      {"is_causal": 1, "q_num_heads": 2, "kv_num_heads": 2},
                                      np.random.default_rng(8).random((1, 2, 200, 210)) > 0.2,
                                      ((1, 2, 10, 8), (1, 2, 10, 8)), 3),
+    # Rows of 64 keys and more are left unnormalized (each row of P V divided) also
+    # where the scores fit in L2.
+    "unnormalized_float_mask_3d": ((2, 80, 3 * 8), (2, 90, 3 * 8), (2, 90, 3 * 4), {"q_num_heads": 3, "kv_num_heads": 3},
+                                   np.random.default_rng(9).standard_normal((80, 90)).astype(np.float32), None, 1),
     # One head too long for L2: the products whole, the rows split among the team.
     "spilling_one_head": ((1, 1, 300, 32), (1, 1, 300, 32), (1, 1, 300, 32), {}, None, None, 1),
 }
