@@ -402,8 +402,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                       // in three passes over all heads, a 4-head 399-token layer's 2.5 MB
                       // of scores went through L3 twice more.
                       // P is left unnormalized and each row of P V divided instead: Dv
-                      // products a row, not T (a pass over the scores fewer; BEiT's rows
-                      // of 65 spent more in the softmax than in both products).
+                      // products a row, not T (a pass over the scores fewer).
                       kernels::parallel_teams(want, [&](int t, int nt) {
                         std::vector<float> inv;
                         for (int64_t u = n_units * t / nt; u < n_units * (t + 1) / nt; ++u) {
@@ -432,7 +431,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                     inv.resize(static_cast<size_t>(rows));
                     float* inv_sum = inv.data();
                     // The same team as the products: a small ViT's 4 x 66 x 66 scores took
-                    // 20 us on one thread and 30 us on two, waiting for the second to wake.
+                    // 35 us on one thread and 45 us on two, waiting for the second to wake.
                     const int team = static_cast<int>(std::min<int64_t>(want, rows));
                     kernels::parallel_teams(team, [&](int t, int nt) {
                       for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, inv_sum + row);
