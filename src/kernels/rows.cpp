@@ -50,6 +50,18 @@ void softmax_row_baseline(const float* x, float* y, int64_t n, bool log, const f
   rowv::softmax<vm8::v8>(x, y, n, log, nan_to);
 }
 
+template <rowv::FloatVector V>
+ISOMER_VINLINE float exp_row(const float* x, float* y, int64_t n) {
+  float m = rowv::max<V>(x, n);
+  if (std::isinf(m) && m < 0) m = 0;
+  return rowv::exp_sum<V>(x, y, n, m);
+}
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN float exp_row_avx512(const float* x, float* y, int64_t n) {
+  return exp_row<vm16::v16>(x, y, n);
+}
+ISOMER_TARGET_AVX2 float exp_row_avx2(const float* x, float* y, int64_t n) { return exp_row<vm8::v8>(x, y, n); }
+float exp_row_baseline(const float* x, float* y, int64_t n) { return exp_row<vm8::v8>(x, y, n); }
+
 ISOMER_TARGET_AVX512 ISOMER_FLATTEN void layer_norm_row_avx512(const float* x, float* y, int64_t n, const float* scale,
                                                 const float* bias, float eps, bool rms) {
   rowv::layer_norm<vm16::v16>(x, y, n, scale, bias, eps, rms);
@@ -262,6 +274,14 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
 void softmax_row(VectorIsa isa, const float* x, float* y, int64_t n, bool log) {
   if (!vector_isa_available(isa)) throw Error(std::string("softmax_row: this CPU has no ") + vector_isa_name(isa));
   softmax_row_for(isa)(x, y, n, log, nullptr);
+}
+
+float softmax_exp_row(VectorIsa isa, const float* x, float* y, int64_t n) {
+  switch (isa) {
+    case VectorIsa::Avx512: return exp_row_avx512(x, y, n);
+    case VectorIsa::Avx2: return exp_row_avx2(x, y, n);
+    default: return exp_row_baseline(x, y, n);
+  }
 }
 
 void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const float* scale, const float* bias,

@@ -32,6 +32,10 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t n, const flo
 // one instruction set (the axis functions take the best the CPU has), so that
 // tests can compare the paths; throws if the CPU lacks `isa`.
 void softmax_row(VectorIsa isa, const float* x, float* y, int64_t n, bool log);
+// A softmax row left unnormalized: y = exp(x - max x) (zeros for a row of -inf),
+// returning the sum of y; for a caller that divides later, fewer numbers than the
+// row (attention divides each row of P V, Dv numbers, not P's T).
+float softmax_exp_row(VectorIsa isa, const float* x, float* y, int64_t n);
 void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const float* scale, const float* bias,
                     float eps, bool rms);
 

@@ -5,15 +5,19 @@
 //      query head of a grouped-query node reads its key/value head's rows (no
 //      expanded copy of K or V).
 //   2. each row of S: scale, softcap, mask, causal frontier, sliding window and
-//      padding, then the row softmax (kernels/rows.h); keys outside the causal or
-//      window frontier are never exponentiated, and a row with no key left is zero.
+//      padding, then exp(s - max) (kernels/rows.h), left unnormalized; keys outside
+//      the causal or window frontier are never exponentiated, and a row with no key
+//      left is zero.
 //   3. Y = P V on the batched GEMM, written straight into Y's layout (the 3-D
-//      form's [B, S, heads * Dv] rows included).
+//      form's [B, S, heads * Dv] rows included), each row then divided by its sum.
+// Scores too big for L2 go through the three passes one head (or band) at a time.
 // With past_key/past_value the present tensors are written first (past, then the
 // new keys) and the products read them. float32 only; the qk_matmul_output
 // output, other types and blocked layouts go to the reference kernel.
 #include <omp.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -69,13 +73,50 @@ struct RowPlan {
   bool has_mask = false, bool_mask = false;
   int64_t mask_len = 0, ms[4] = {0, 0, 0, 0};  // the mask's strides over [B, Hq, Sq, its length]
   bool has_nonpad = false;
+  // Rows normalized in place (short rows: dividing each row of P V afterwards cost
+  // Qwen3's 16-key rows more than it saved), else left for P V's rows to divide.
+  bool normalize = false;
 };
+
+// x[j] *= scale over a row, then the mask: added (float; `any` says whether some
+// key is not -inf) or selected (bool: a dropped key is -inf). Unit-stride masks
+// (an expanded [.., Sq, T] mask's rows) take loops the compiler vectorizes; these
+// are cloned per instruction set, since the lowering itself is built for the
+// baseline ISA (a scalar scale and a strided gather per key cost as much as the
+// softmax on a 399-key row).
+ISOMER_CLONES void scale_row(float* x, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= scale;
+}
+ISOMER_CLONES bool scale_add_row(float* __restrict x, const float* __restrict m, int64_t n, float scale) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int any = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = x[j] * scale + m[j];
+    any |= m[j] != kNegInf;
+  }
+  return any != 0;
+}
+// The select as bit operations on the float (a branch per key, as GCC compiles
+// `keep ? x : -inf` from bools, ran as long as the softmax).
+ISOMER_CLONES bool scale_select_row(float* __restrict x, const bool* __restrict m, int64_t n, float scale) {
+  const uint32_t neg_inf = 0xff800000u;
+  const unsigned char* keep = reinterpret_cast<const unsigned char*>(m);
+  uint32_t any = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t on = 0u - static_cast<uint32_t>(keep[j] != 0);
+    const uint32_t v = std::bit_cast<uint32_t>(x[j] * scale);
+    x[j] = std::bit_cast<float>((v & on) | (neg_inf & ~on));
+    any |= on;
+  }
+  return any != 0;
+}
 
 // Scale, softcap, bias and softmax of one row of T scores for query i of batch b.
 // `mask` points at the row's mask (nullptr: none), `valid` is the number of
-// non-padding keys.
-void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
-                   const char* mask) {
+// non-padding keys. Unless r.normalize, the row is left unnormalized: the result
+// is what its product with V is to be multiplied by (0 for a row with no key).
+float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
+                    const char* mask) {
   const int64_t T = r.d.total;
   // Keys allowed by the causal frontier, the window and the padding: [lo, hi).
   int64_t lo = 0, hi = std::min(valid, T);
@@ -85,41 +126,69 @@ void attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i
   if (r.has_mask) hi = std::min(hi, r.mask_len);  // keys past a short mask's end are masked
   if (lo >= hi) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return;
+    return 0;
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const float scale = r.scale;
-  for (int64_t j = lo; j < hi; ++j) x[j] *= scale;
-  if (r.a.softcap > 0) {
-    const float cap = static_cast<float>(r.a.softcap), inv = 1.0f / cap;
-    for (int64_t j = lo; j < hi; ++j) x[j] = cap * std::tanh(x[j] * inv);
-  }
-  if (mask) {
-    bool any = false;
-    const int64_t ms = r.ms[3];
-    if (r.bool_mask) {
-      const bool* m = reinterpret_cast<const bool*>(mask);
-      for (int64_t j = lo; j < hi; ++j) {
-        const bool keep = m[j * ms];
-        x[j] = keep ? x[j] : kNegInf;
-        any = any || keep;
-      }
+  const int64_t ms = r.ms[3];
+  // The scale goes with the mask in one pass, unless a softcap comes between them.
+  // Rows shorter than two vectors stay inline: a call per 16 keys (Qwen3's rows)
+  // cost more than the scalar loop.
+  const bool softcap = r.a.softcap > 0, vector = hi - lo >= 32;
+  bool any = true;
+  if (mask && ms == 1 && !softcap && vector) {
+    any = r.bool_mask ? scale_select_row(x + lo, reinterpret_cast<const bool*>(mask) + lo, hi - lo, scale)
+                      : scale_add_row(x + lo, reinterpret_cast<const float*>(mask) + lo, hi - lo, scale);
+  } else {
+    if (vector) {
+      scale_row(x + lo, hi - lo, scale);
     } else {
-      const float* m = reinterpret_cast<const float*>(mask);
-      for (int64_t j = lo; j < hi; ++j) {
-        x[j] += m[j * ms];
-        any = any || m[j * ms] != kNegInf;
+      for (int64_t j = lo; j < hi; ++j) x[j] *= scale;
+    }
+    if (softcap) {
+      const float cap = static_cast<float>(r.a.softcap), inv = 1.0f / cap;
+      for (int64_t j = lo; j < hi; ++j) x[j] = cap * std::tanh(x[j] * inv);
+    }
+    if (mask && ms == 1 && vector) {
+      any = r.bool_mask ? scale_select_row(x + lo, reinterpret_cast<const bool*>(mask) + lo, hi - lo, 1.0f)
+                        : scale_add_row(x + lo, reinterpret_cast<const float*>(mask) + lo, hi - lo, 1.0f);
+    } else if (mask) {
+      any = false;
+      if (r.bool_mask) {
+        const bool* m = reinterpret_cast<const bool*>(mask);
+        for (int64_t j = lo; j < hi; ++j) {
+          const bool keep = m[j * ms];
+          x[j] = keep ? x[j] : kNegInf;
+          any = any || keep;
+        }
+      } else {
+        const float* m = reinterpret_cast<const float*>(mask);
+        for (int64_t j = lo; j < hi; ++j) {
+          x[j] += m[j * ms];
+          any = any || m[j * ms] != kNegInf;
+        }
       }
     }
-    if (!any) {
-      std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-      return;
-    }
   }
-  kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
+  if (!any) {
+    std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
+    return 0;
+  }
+  float inv_sum = 1.0f;
+  if (r.normalize) kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
+  else inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
   if (lo > 0) std::memset(x, 0, static_cast<size_t>(lo) * sizeof(float));
   if (hi < T) std::memset(x + hi, 0, static_cast<size_t>(T - hi) * sizeof(float));
+  return inv_sum;
 }
+
+// One product of Q K^T and of P V (one head, or a merged group of heads, or one
+// band of a causal block) with the rows of scores between them: `heads` runs of
+// `rows` score rows, Sq apart, from row `row0` of [B * Hq * Sq, T].
+struct Item {
+  kernels::BatchedGemm qk, pv;
+  int64_t row0 = 0, heads = 1, rows = 0;
+};
 
 // Copies [B, heads, n, d] (through strides, `from`) into rows [start, start + n) of
 // the dense [B, heads, total, d] buffer `to`.
@@ -168,6 +237,7 @@ bool lower_attention(Compiler& c, const Node& n) {
   d.past = input(kAttnPastKey) ? c.dims(in[kAttnPastKey])[2] : 0;
   d.total = d.past + d.kv_len;
   if (d.batch == 0 || d.q_heads == 0 || d.q_len == 0 || d.total == 0 || d.head == 0 || d.v_head == 0) return false;
+  r.normalize = d.total < 64;
   r.scale = static_cast<float>(a.has_scale ? a.scale : 1.0 / std::sqrt(static_cast<double>(d.head)));
   const int64_t B = d.batch, Hq = d.q_heads, Hk = d.kv_heads, Sq = d.q_len, T = d.total, D = d.head,
                 Dv = d.v_head, group = d.group();
@@ -217,6 +287,7 @@ bool lower_attention(Compiler& c, const Node& n) {
   const bool merge = !banded && group > 1 && (Sq == 1 || q->s[1] == Sq * q->s[2]) && (!d.rank3 || Sq == 1);
   const int64_t per = merge ? group : 1;
   std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>> products;
+  std::vector<Item> items;
   for (int64_t i0 = 0; i0 < Sq; i0 += banded ? kBand : Sq) {
     const int64_t rows = banded ? std::min(kBand, Sq - i0) : Sq;
     const int64_t keys_seen = banded ? std::min(T, i0 + rows + d.past) : T;
@@ -238,6 +309,16 @@ bool lower_attention(Compiler& c, const Node& n) {
         g2.b_off.push_back(b * values.s[0] + (h / group) * values.s[1]);
         g2.c_off.push_back((d.rank3 ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * g2.c_row);
       }
+    for (size_t bi = 0; bi < g1.a_off.size(); ++bi) {
+      auto one = [bi](const kernels::BatchedGemm& g) {
+        kernels::BatchedGemm o = g;
+        o.batch = 1;
+        o.a_off = {g.a_off[bi]}, o.b_off = {g.b_off[bi]}, o.c_off = {g.c_off[bi]};
+        return o;
+      };
+      const int64_t b = static_cast<int64_t>(bi) / (Hq / per), h = static_cast<int64_t>(bi) % (Hq / per) * per;
+      items.push_back(Item{one(g1), one(g2), (b * Hq + h) * Sq + i0, per, rows});
+    }
     products.emplace_back(std::move(g1), std::move(g2));
   }
 
@@ -281,35 +362,94 @@ bool lower_attention(Compiler& c, const Node& n) {
                     (r.has_mask ? (r.bool_mask ? " bool-mask" : " mask") : "") + (a.softcap > 0 ? " softcap" : "") +
                     (r.has_nonpad ? " nonpad" : "") + (a.left_window >= 0 || a.right_window >= 0 ? " window" : "");
   const double flops = 2.0 * static_cast<double>(B * Hq * Sq * T) * static_cast<double>(D + Dv);
+  // Work for a team (4e6 of it pays for one more thread, as gemm_batched counts):
+  // the products, and about 20 flops' worth per score for the row pass (scale,
+  // mask, exp, normalization).
+  const double work = flops + 20.0 * static_cast<double>(B * Hq * Sq * T);
+  // Scores that fit in L2 all together gain nothing from going unit by unit, and
+  // small units pay for each product's call (qwen3's 4 heads of 16 x 16: 12% slower).
+  const bool spills = static_cast<double>(B * Hq * Sq * T) * sizeof(float) > 256.0 * 1024;
   auto plan = std::make_shared<const RowPlan>(r);
   auto shapes = std::make_shared<const std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>>>(std::move(products));
+  auto units = std::make_shared<const std::vector<Item>>(std::move(items));
   add_native_step(c, step_info(n, "attention", sig, flops), reads, writes,
-                  [plan, shapes, mask_at, nonpad_at, scores_at, y_at](const std::vector<char*>& p) {
+                  [plan, shapes, units, work, spills, mask_at, nonpad_at, scores_at, y_at](const std::vector<char*>& p) {
                     const RowPlan& r = *plan;
                     const AttentionDims& d = r.d;
+                    const float* q = reinterpret_cast<const float*>(p[0]);
+                    const float* kk = reinterpret_cast<const float*>(p[1]);
+                    const float* vv = reinterpret_cast<const float*>(p[2]);
                     float* s = reinterpret_cast<float*>(p[scores_at]);
-                    for (const auto& g : *shapes)
-                      kernels::gemm_batched(reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
-                                            s, g.first);
+                    float* y = reinterpret_cast<float*>(p[y_at]);
                     const char* mask = r.has_mask ? p[mask_at] : nullptr;
                     const size_t melem = r.bool_mask ? 1 : sizeof(float);
                     const int64_t* nonpad = r.has_nonpad ? reinterpret_cast<const int64_t*>(p[nonpad_at]) : nullptr;
-                    const int64_t rows = d.batch * d.q_heads * d.q_len;
-                    const int team = rows * d.total >= 16384 ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows)) : 1;
                     const kernels::VectorIsa isa = kernels::best_vector_isa();
+                    auto row_pass = [&](int64_t row, float* inv_sum) {
+                      const int64_t i = row % d.q_len, bh = row / d.q_len, h = bh % d.q_heads, b = bh / d.q_heads;
+                      const int64_t valid = nonpad ? nonpad[b] : d.total;
+                      const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
+                      const char* m =
+                          mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
+                      *inv_sum = attention_row(r, isa, s + row * d.total, i, offset, valid, m);
+                    };
+                    const int64_t n_units = static_cast<int64_t>(units->size());
+                    // (team_for_work reads the environment: not for a step too small for two)
+                    const int want = work < 8e6 ? 1 : kernels::team_for_work(omp_get_max_threads(), work / 4e6);
+                    if (spills && n_units >= want) {
+                      // Each unit's three passes in turn, so that its scores (one head's
+                      // Sq x T) are still in L2 when the row pass and P V read them:
+                      // in three passes over all heads, a 4-head 399-token layer's 2.5 MB
+                      // of scores went through L3 twice more.
+                      // P is left unnormalized and each row of P V divided instead: Dv
+                      // products a row, not T (a pass over the scores fewer).
+                      kernels::parallel_teams(want, [&](int t, int nt) {
+                        std::vector<float> inv;
+                        // Round robin: the units go band by band, and a causal block's
+                        // later bands are longer (a prefill of 512 in halves ran 1.3x
+                        // slower on two threads than the three passes).
+                        for (int64_t u = t; u < n_units; u += nt) {
+                          const Item& it = (*units)[static_cast<size_t>(u)];
+                          kernels::gemm_batched(q, kk, s, it.qk, nullptr, 1);
+                          inv.resize(static_cast<size_t>(it.heads * it.rows));
+                          for (int64_t hh = 0; hh < it.heads; ++hh)
+                            for (int64_t row = 0; row < it.rows; ++row)
+                              row_pass(it.row0 + hh * d.q_len + row, &inv[static_cast<size_t>(hh * it.rows + row)]);
+                          kernels::gemm_batched(s, vv, y, it.pv, nullptr, 1);
+                          for (int64_t m = 0; m < it.pv.M && !r.normalize; ++m) {
+                            float* yr = y + it.pv.c_off[0] + m * it.pv.c_row;
+                            const float f = inv[static_cast<size_t>(m)];
+                            for (int64_t e = 0; e < it.pv.N; ++e) yr[e] *= f;
+                          }
+                        }
+                      });
+                      return;
+                    }
+                    // Fewer units than threads (one head, a long sequence), or scores that
+                    // fit in L2: the products as they are, the rows split among the team,
+                    // P unnormalized here too.
+                    for (const auto& g : *shapes) kernels::gemm_batched(q, kk, s, g.first);
+                    const int64_t rows = d.batch * d.q_heads * d.q_len;
+                    thread_local std::vector<float> inv;
+                    inv.resize(static_cast<size_t>(rows));
+                    float* inv_sum = inv.data();
+                    // The same team as the products: a small ViT's 4 x 66 x 66 scores took
+                    // 35 us on one thread and 45 us on two, waiting for the second to wake.
+                    const int team = static_cast<int>(std::min<int64_t>(want, rows));
                     kernels::parallel_teams(team, [&](int t, int nt) {
-                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) {
-                        const int64_t i = row % d.q_len, bh = row / d.q_len, h = bh % d.q_heads, b = bh / d.q_heads;
-                        const int64_t valid = nonpad ? nonpad[b] : d.total;
-                        const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
-                        const char* m =
-                            mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
-                        attention_row(r, isa, s + row * d.total, i, offset, valid, m);
-                      }
+                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, inv_sum + row);
                     });
-                    for (const auto& g : *shapes)
-                      kernels::gemm_batched(s, reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[y_at]),
-                                            g.second);
+                    for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
+                    const int64_t Hq = d.q_heads, Sq = d.q_len, Dv = d.v_head;
+                    if (r.normalize) return;
+                    const int64_t i_step = d.rank3 ? Hq * Dv : Dv, h_step = d.rank3 ? Dv : Sq * Dv;
+                    for (int64_t b = 0; b < d.batch; ++b)
+                      for (int64_t h = 0; h < Hq; ++h) {
+                        const float* f = inv_sum + (b * Hq + h) * Sq;
+                        float* yh = y + b * Hq * Sq * Dv + h * h_step;
+                        for (int64_t i = 0; i < Sq; ++i)
+                          for (int64_t e = 0; e < Dv; ++e) yh[i * i_step + e] *= f[i];
+                      }
                   });
   c.bind(n.output(0), y);
   // present_key and present_value: the concatenation, or (no past) K and V as [B, heads, S, d].

@@ -201,6 +201,26 @@ TEST(RowsWide, SoftmaxRowsOfEveryTailOnEachInstructionSet) {
         }
 }
 
+// Attention's unnormalized rows: exp(x - max) and their sum, each row divided later.
+TEST(RowsWide, UnnormalizedSoftmaxRowsAndTheirSumsOnEachInstructionSet) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 4.f);
+  for (VectorIsa isa : isas())
+    for (int64_t n : kLengths) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (size_t j = 0; j < x.size(); ++j) x[j] = j > 0 && j % 3 == 1 ? -std::numeric_limits<float>::infinity() : d(rng);
+      std::vector<float> y(x.size(), NAN);
+      const float sum = softmax_exp_row(isa, x.data(), y.data(), n);
+      const std::vector<double> want = softmax_ref(x, false);
+      for (size_t j = 0; j < x.size(); ++j)
+        ASSERT_NEAR(y[j] / sum, want[j], 2e-6 * std::max(want[j], 1e-3)) << vector_isa_name(isa) << " n=" << n << " j=" << j;
+      // A row of -inf (every key masked): zeros and a zero sum, no NaN.
+      std::fill(x.begin(), x.end(), -std::numeric_limits<float>::infinity());
+      EXPECT_EQ(softmax_exp_row(isa, x.data(), y.data(), n), 0.0f) << vector_isa_name(isa) << " n=" << n;
+      for (float v : y) EXPECT_EQ(v, 0.0f) << vector_isa_name(isa) << " n=" << n;
+    }
+}
+
 TEST(RowsWide, SoftmaxPropagatesNaNAndAllMaskedRowsAreNaN) {
   for (VectorIsa isa : isas())
     for (int64_t n : kLengths) {

@@ -173,6 +173,27 @@ RUNTIME_CASES = {
     "present_without_past_4d": ((2, 4, 6, 4), (2, 2, 6, 4), (2, 2, 6, 3), {"is_causal": 1}, None, None, 3),
     "fully_masked_row": ((1, 1, 3, 4), (1, 1, 5, 4), (1, 1, 5, 4), {},
                          np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool), None, 1),
+    # Scores past 256 KB run one head (or group, or band) at a time through all
+    # three passes, on a team when the work pays for one; masks with unit-stride
+    # rows take the vectorized scale-and-mask loops (rows not a multiple of 16 long).
+    "spilling_bool_mask_expanded": ((1, 4, 130, 16), (1, 4, 130, 16), (1, 4, 130, 16), {},
+                                    np.random.default_rng(4).random((1, 1, 130, 130)) > 0.3, None, 1),
+    "spilling_float_mask_team": ((2, 4, 201, 32), (2, 4, 201, 32), (2, 4, 201, 32), {"scale": 0.2},
+                                 np.where(np.random.default_rng(5).random((2, 1, 201, 201)) > 0.1,
+                                          np.random.default_rng(6).standard_normal((2, 1, 201, 201)),
+                                          -np.inf).astype(np.float32), None, 1),
+    "spilling_grouped_softcap_bool_mask": ((1, 4, 140, 16), (1, 2, 140, 16), (1, 2, 140, 16), {"softcap": 2.0},
+                                           np.random.default_rng(7).random((140, 140)) > 0.5, None, 1),
+    "spilling_banded_3d_past_mask": ((1, 200, 2 * 8), (1, 200, 2 * 8), (1, 200, 2 * 8),
+                                     {"is_causal": 1, "q_num_heads": 2, "kv_num_heads": 2},
+                                     np.random.default_rng(8).random((1, 2, 200, 210)) > 0.2,
+                                     ((1, 2, 10, 8), (1, 2, 10, 8)), 3),
+    # Rows of 64 keys and more are left unnormalized (each row of P V divided) also
+    # where the scores fit in L2.
+    "unnormalized_float_mask_3d": ((2, 80, 3 * 8), (2, 90, 3 * 8), (2, 90, 3 * 4), {"q_num_heads": 3, "kv_num_heads": 3},
+                                   np.random.default_rng(9).standard_normal((80, 90)).astype(np.float32), None, 1),
+    # One head too long for L2: the products whole, the rows split among the team.
+    "spilling_one_head": ((1, 1, 300, 32), (1, 1, 300, 32), (1, 1, 300, 32), {}, None, None, 1),
 }
 
 
