@@ -9,6 +9,8 @@ import glob
 import os
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -50,3 +52,12 @@ def _module_tests():
 collect_ignore = []
 if _sanitizer_build(_build_dir()) and not glob.glob(os.path.join(_package_parent, "isomer", "_core*.so")):
     collect_ignore = _module_tests()
+
+
+@pytest.fixture(scope="module")
+def isomer_bin():
+    """The isomer CLI under test ($ISOMER_BIN); the test is skipped without one."""
+    path = os.environ["ISOMER_BIN"]
+    if not os.path.exists(path):
+        pytest.skip(f"no isomer binary at {path}")
+    return path

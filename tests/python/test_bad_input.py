@@ -221,13 +221,6 @@ def _listing(d):
     return sorted(os.listdir(d))
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 @pytest.mark.parametrize("existing_output", [False, True], ids=["fresh", "existing-output"])
 @pytest.mark.parametrize("make", CASES, ids=[c.__name__ for c in CASES])
 def test_bad_model_is_refused(tmp_path, isomer_bin, make, existing_output, request):

@@ -29,13 +29,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 def _small_model_bytes():
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],

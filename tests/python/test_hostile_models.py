@@ -253,13 +253,6 @@ CASES = [no_opset_import, rnn_hidden_size_not_positive, space_to_depth_blocksize
 MAY_PASS_UNCHANGED = {("constant_of_shape_too_big", "optimize")}
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 def _limit_memory():
     # 8 GiB of address space: a model that allocates what it asks for is killed here,
     # not by the machine's OOM killer.

@@ -34,13 +34,6 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import hostile_mutators_proto as proto  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 def _model(nodes, inputs, outputs, inits=(), opset=17, functions=(), extra_imports=()):
     g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] + list(extra_imports),

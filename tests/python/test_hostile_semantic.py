@@ -33,13 +33,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 def _isomer(isomer_bin, *args, timeout=120):
     return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
 

@@ -188,13 +188,6 @@ COMMANDS = {"optimize": ["optimize", "{model}", "-o", "{out}", "--budget", "1"],
             "run-native": ["run", "--no-onnxruntime", "{model}"]}
 
 
-@pytest.fixture(scope="module")
-def isomer_bin():
-    if not os.path.exists(ISOMER_BIN):
-        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
-    return ISOMER_BIN
-
-
 def _ort_refuses(path):
     """ONNX Runtime refuses the model when it loads it or, some body rules, when it runs it."""
     so = ort.SessionOptions()
