@@ -39,9 +39,6 @@ bool fold_batchnorm(Compiler& c, const Node& bn, std::vector<double>& w, std::ve
   return true;
 }
 
-
-}  // namespace
-
 // Conv weights and bias with a following product or sum by a constant of one value
 // per output channel (or one value) folded in: FrozenBatchNorm2d and other affine
 // layers that exports write as Mul and Add rather than BatchNormalization (DETR's
@@ -83,6 +80,19 @@ bool fold_channel_affine(Compiler& c, const Node& op, const Value& cur, size_t r
     }
   }
   return true;
+}
+
+}  // namespace
+
+Value fold_channel_affines(Compiler& c, Value cur, size_t rank, std::vector<double>& w, std::vector<double>& b,
+                           int64_t oc, std::vector<const Node*>& folded) {
+  if (!c.opts().fuse || cur.type().dtype != DType::Float32) return cur;
+  while (const Node* m = c.sole_consumer(cur)) {
+    if (c.lowered(*m) || c.is_pending(*m) || !fold_channel_affine(c, *m, cur, rank, w, b, oc)) break;
+    folded.push_back(m);
+    cur = m->output(0);
+  }
+  return cur;
 }
 
 namespace {
@@ -410,13 +420,9 @@ bool lower_conv(Compiler& c, const Node& n) {
       has_bias = true;
     }
   // Then products and sums by one constant per channel.
-  if (c.opts().fuse && cur.type().dtype == DType::Float32)
-    while (const Node* m = c.sole_consumer(cur)) {
-      if (c.lowered(*m) || c.is_pending(*m) || !fold_channel_affine(c, *m, cur, cur.type().rank(), w, bias, oc)) break;
-      folded.push_back(m);
-      cur = m->output(0);
-      has_bias = true;
-    }
+  const size_t before_affine = folded.size();
+  cur = fold_channel_affines(c, cur, cur.type().rank(), w, bias, oc, folded);
+  has_bias = has_bias || folded.size() > before_affine;
 
   const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
   const std::vector<int64_t>& od = geometry.out;

@@ -176,22 +176,20 @@ bool lower_group_norm(Compiler& c, const Node& n) {
   return true;
 }
 
-// True if Reshape `n` takes dims `from` to `to` (its shape a constant). Its
-// output's type cannot be asked for: that would lower its producer.
+// True if Reshape `n` takes dims `from` to `to`, by the operator's shape rule on its
+// constant shape. Its output's type cannot be asked for: that would lower its producer.
 static bool reshapes_to(Compiler& c, const Node& n, const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
   if (c.depends_on_pending(n.inputs()[1])) return false;
   const Tensor* shape = c.known(n.inputs()[1]);
-  if (!shape || n.attrs().get_int("allowzero", 0) != 0) return false;
-  std::vector<int64_t> dims = shape->to_i64();
-  if (dims.size() != to.size()) return false;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0 && i < from.size()) dims[i] = from[i];
-    if (dims[i] == -1 && infer < 0) infer = static_cast<int64_t>(i);
-    else known *= dims[i];
+  if (!shape) return false;
+  const TensorType types[2] = {{DType::Float32, make_shape(from)}, {shape->dtype(), make_shape(shape->dims())}};
+  const Tensor* constants[2] = {nullptr, shape};
+  try {
+    const std::vector<TensorType> out = n.op()->infer(InferContext{n.attrs(), types, constants, 1});
+    return is_static(out[0].shape) && static_dims(out[0].shape) == to;
+  } catch (const Error&) {
+    return false;  // a shape this Reshape cannot take: not the chain
   }
-  if (infer >= 0 && known > 0) dims[static_cast<size_t>(infer)] = num_elements(from) / known;
-  return dims == to;
 }
 
 // PyTorch's GroupNorm as TorchScript (opset 17) and dynamo's decomposition write
@@ -226,13 +224,7 @@ bool lower_reshaped_group_norm(Compiler& c, const Node& reshape) {
     bias[static_cast<size_t>(k)] = bg[static_cast<size_t>(k / (channels / groups))];
   }
   std::vector<const Node*> chain{norm, back};
-  Value cur = back->output(0);
-  if (c.opts().fuse)
-    while (const Node* m = c.sole_consumer(cur)) {
-      if (c.lowered(*m) || c.is_pending(*m) || !fold_channel_affine(c, *m, cur, xd.size(), w, bias, channels)) break;
-      chain.push_back(m);
-      cur = m->output(0);
-    }
+  const Value cur = fold_channel_affines(c, back->output(0), xd.size(), w, bias, channels, chain);
   StepInfo info = step_info(reshape, "groupnorm", "");
   info.label = norm->name();
   for (const Node* m : chain) {

@@ -36,10 +36,12 @@ bool lower_concat(Compiler& c, const Node& n);
 // Views: no step at all (lower_views.cpp).
 bool lower_identity(Compiler& c, const Node& n);
 bool lower_reshape(Compiler& c, const Node& n);
-// Folds x*k, x/k, x+k, x-k by a constant of one value per channel (axis 1) or one
-// value, `op` reading `cur` (rank `rank`), into weights w (oc rows) and bias b.
-bool fold_channel_affine(Compiler& c, const Node& op, const Value& cur, size_t rank, std::vector<double>& w,
-                         std::vector<double>& b, int64_t oc);
+// Folds the products and sums by a constant of one value per channel (axis 1) or
+// one value (x*k, x/k, x+k, x-k) that read float32 `cur` (rank `rank`) one after
+// another into weights w (oc rows) and bias b, when fusing; appends the nodes folded
+// to `folded` and returns the value the last computes (`cur` when none).
+Value fold_channel_affines(Compiler& c, Value cur, size_t rank, std::vector<double>& w, std::vector<double>& b,
+                           int64_t oc, std::vector<const Node*>& folded);
 bool lower_transpose(Compiler& c, const Node& n);
 bool lower_slice(Compiler& c, const Node& n);
 bool lower_split(Compiler& c, const Node& n);
