@@ -368,18 +368,22 @@ void add_gate_step(Compiler& c, int id, kernels::PwOp gate, StepInfo info) {
 
 }  // namespace
 
-bool lower_conv(Compiler& c, const Node& n) {
+namespace {
+
+// The convolution `n`, reading `pad`'s input with its padding where `pad` is set.
+bool lower_conv_reading(Compiler& c, const Node& n, const FoldedPad* pad) {
   if (!all_float32(n)) return false;
   const Tensor* wt = c.known(n.inputs()[1]);
   if (!wt) return false;  // weights computed at run time: the reference kernel handles it
-  const std::vector<Value>* parts = c.deferred_concat(n.inputs()[0]);
+  const Value& input = pad ? pad->src : n.inputs()[0];
+  const std::vector<Value>* parts = pad ? nullptr : c.deferred_concat(input);
   std::vector<int64_t> xd;
   if (parts) {
     xd = c.dims((*parts)[0]);
     xd[1] = 0;
     for (const Value& p : *parts) xd[1] += c.dims(p)[1];
   } else {
-    xd = c.dims(n.inputs()[0]);
+    xd = c.dims(input);
   }
   const std::vector<int64_t>& wd = wt->dims();
   size_t sp = xd.size() - 2;
@@ -387,7 +391,8 @@ bool lower_conv(Compiler& c, const Node& n) {
   int64_t groups = n.attrs().get_int("group", 1);
   int64_t oc = wd[0];
   ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
-  std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  std::vector<ops::WindowAxis> axes =
+      plan_padded_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()), pad ? pad->extra : std::vector<int64_t>{});
   // A grouped 1-D convolution (a conformer's depthwise one) runs as a 2-D one of
   // unit height: oneDNN 2.6 has only its gemm kernel for the 1-D form (2.7 ms for
   // 64 channels of 399 with a kernel of 7, ONNX Runtime 0.05 ms), its depthwise
@@ -438,7 +443,7 @@ bool lower_conv(Compiler& c, const Node& n) {
   // A 1-D convolution run as a 2-D one of height 1 has no Split of its own dims.
   const SplitActivation split = unit_height ? SplitActivation{} : split_activation(c, cur, od, fusion);
   if (parts) return lower_conv_of_parts(c, n, *parts, w, has_bias, bias, od, fusion, split);
-  int x = c.id(n.inputs()[0]);
+  int x = c.id(input);
   if (unit_height) x = c.alias(c.as_plain(x), xd, plain_md(xd, dt::f32), c.val(x).name);
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);
   // A thread joins from 64K multiply-adds (kernels::team_for_work): a smaller
@@ -580,6 +585,10 @@ bool lower_conv(Compiler& c, const Node& n) {
     info.ops = fusion_ops("Conv", {}, prim_fusion);
     info.nodes = fusion_nodes(n, prim_fusion);
   }
+  if (pad) {
+    info.ops.insert(info.ops.begin() + 1, "Pad");
+    info.nodes.insert(info.nodes.begin() + 1, node_key(*pad->pad));
+  }
   c.add_primitive(pd, args, info);
   if (gate) {
     StepInfo g;
@@ -593,6 +602,14 @@ bool lower_conv(Compiler& c, const Node& n) {
   finish_fusion(c, fusion, unit_height ? c.alias(dst, graph_od, pd.dst_desc().reshape(to_dims(graph_od)), n.name()) : dst);
   bind_split_activation(c, split);
   return true;
+}
+
+}  // namespace
+
+bool lower_conv(Compiler& c, const Node& n) { return lower_conv_reading(c, n, nullptr); }
+
+bool lower_conv_padded(Compiler& c, const Node& conv, const FoldedPad& pad) {
+  return lower_conv_reading(c, conv, &pad);
 }
 
 }  // namespace isomer::runtime

@@ -13,6 +13,8 @@
 #include "kernels/parallel.h"
 #include "kernels/window.h"
 #include "runtime/fusion.h"
+#include "runtime/lower_quant.h"
+#include "runtime/lowering.h"
 #include "runtime/native.h"
 
 namespace isomer::runtime {
@@ -48,19 +50,14 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
     }
   } else {
     ops::Window w = ops::read_window(n.attrs(), n.attrs().get_ints("kernel_shape"));
-    std::vector<int64_t> padded = spatial;
-    for (size_t i = 0; i < extra.size() / 2; ++i) padded[i] += extra[i] + extra[extra.size() / 2 + i];
-    auto axes = ops::plan_window(w, padded);
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const ops::WindowAxis& a = axes[i];
-      int64_t eb = extra.empty() ? 0 : extra[i];
-      kernel.push_back(a.kernel);
-      strides.push_back(a.stride);
-      dil.push_back(a.dilation - 1);
-      pl.push_back(a.pad_begin + eb);
-      pr.push_back((a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - spatial[i] - (a.pad_begin + eb));
-      od.push_back(a.out);
-    }
+    const std::vector<ops::WindowAxis> axes = plan_padded_window(w, spatial, extra);
+    const ConvGeometry g = conv_geometry(xd[0], xd[1], axes);
+    od = g.out;
+    strides = g.strides;
+    dil = g.dilations;
+    pl = g.pad_begin;
+    pr = g.pad_end;
+    for (const ops::WindowAxis& a : axes) kernel.push_back(a.kernel);
   }
   dnnl::algorithm alg = dnnl::algorithm::pooling_max;
   if (op == "AveragePool" || op == "GlobalAveragePool")
@@ -184,39 +181,70 @@ bool lower_spatial_reduce_as_pool(Compiler& c, const Node& n) {
 
 namespace {
 
+}  // namespace
+
+std::optional<FoldedPad> zero_spatial_pad(Compiler& c, const Node& pad) {
+  const auto& in = pad.inputs();
+  if (pad.attrs().get_string("mode", "constant") != "constant") return std::nullopt;
+  if (in.size() > 3 && in[3].present()) return std::nullopt;  // axes
+  if (in.size() > 2 && in[2].present()) {
+    const Tensor* v = c.known(in[2]);
+    if (!v || v->numel() != 1 || v->f64_at(0) != 0.0) return std::nullopt;
+  }
+  const Tensor* pt = c.known(in[1]);
+  if (!pt) return std::nullopt;
+  const std::vector<int64_t> pads = pt->to_i64();
+  const size_t r = in[0].type().rank();  // not c.dims: a DequantizeLinear under way may ask (lower_quant.cpp)
+  if (pads.size() != 2 * r || r < 3 || r > 5) return std::nullopt;
+  FoldedPad f{&pad, in[0], {}};
+  std::vector<int64_t> end;
+  for (size_t i = 0; i < r; ++i) {
+    if (pads[i] < 0 || pads[r + i] < 0 || (i < 2 && (pads[i] || pads[r + i]))) return std::nullopt;
+    if (i >= 2) f.extra.push_back(pads[i]), end.push_back(pads[r + i]);
+  }
+  f.extra.insert(f.extra.end(), end.begin(), end.end());
+  return f;
+}
+
+namespace {
+
 // Zero Pad feeding only an AveragePool (torch's export of count_include_pad):
 // the padding becomes the pool's, counted in the average as the zeros were.
 bool pad_into_pool(Compiler& c, const Node& pad) {
   if (pad.inputs()[0].type().dtype != DType::Float32) return false;
   const Node* pool = c.sole_consumer(pad.output(0));
-  if (!c.opts().fuse || !pool || pool->op_type() != "AveragePool" || pool->num_outputs() != 1 ||
-      pad.attrs().get_string("mode", "constant") != "constant")
-    return false;
-  const auto& in = pad.inputs();
-  if (in.size() > 3 && in[3].present()) return false;  // axes
-  if (in.size() > 2 && in[2].present()) {
-    const Tensor* v = c.known(in[2]);
-    if (!v || v->numel() != 1 || v->f64_at(0) != 0.0) return false;
-  }
-  const Tensor* pt = c.known(in[1]);
-  if (!pt) return false;
-  std::vector<int64_t> pads = pt->to_i64();
-  size_t r = c.dims(in[0]).size();
-  if (pads.size() != 2 * r || r < 3) return false;
-  std::vector<int64_t> begin, end;
-  for (size_t i = 0; i < r; ++i) {
-    if (pads[i] < 0 || pads[r + i] < 0 || (i < 2 && (pads[i] || pads[r + i]))) return false;
-    if (i >= 2) begin.push_back(pads[i]), end.push_back(pads[r + i]);
-  }
+  if (!c.opts().fuse || !pool || pool->op_type() != "AveragePool" || pool->num_outputs() != 1) return false;
+  const std::optional<FoldedPad> f = zero_spatial_pad(c, pad);
+  if (!f) return false;
   // The pool's own padding must count its zeros too, or be absent.
   std::vector<int64_t> own = pool->attrs().get_ints("pads", {});
   bool own_pads = std::any_of(own.begin(), own.end(), [](int64_t p) { return p != 0; }) ||
                   pool->attrs().get_string("auto_pad", "NOTSET") != "NOTSET";
   if (own_pads && !pool->attrs().get_int("count_include_pad", 0)) return false;
-  begin.insert(begin.end(), end.begin(), end.end());
-  if (!pool_with_padding(c, *pool, in[0], begin, pool->op_type())) return false;
+  if (!pool_with_padding(c, *pool, f->src, f->extra, pool->op_type())) return false;
   c.mark_done(*pool);
   return true;
+}
+
+// Zero Pad read only by a float convolution (causal and dilated Conv1d written as
+// F.pad then conv, TensorFlow's "same" padding ported as an explicit Pad): the
+// padding becomes the convolution's, and the padded copy is never made.
+bool pad_into_conv(Compiler& c, const Node& pad) {
+  if (pad.inputs()[0].type().dtype != DType::Float32 || !c.opts().fuse) return false;
+  const Node* conv = c.sole_consumer(pad.output(0));
+  if (!conv || conv->op_type() != "Conv" || conv->inputs()[0] != pad.output(0) || c.lowered(*conv)) return false;
+  const std::optional<FoldedPad> f = zero_spatial_pad(c, pad);
+  if (!f) return false;
+  bool ok = false;
+  c.set_pending(*conv, true);  // under way: its fused epilogue must not read it back
+  try {
+    ok = lower_conv_padded(c, *conv, *f);
+  } catch (const dnnl::error&) {
+    ok = false;  // no oneDNN primitive for this instance: the Pad and the convolution run apart
+  }
+  c.set_pending(*conv, false);
+  if (ok) c.mark_done(*conv);
+  return ok;
 }
 
 // Constant padding by non-negative amounts: the output filled with the value, the
@@ -269,7 +297,9 @@ bool pad_constant(Compiler& c, const Node& pad) {
 
 }  // namespace
 
-bool lower_pad(Compiler& c, const Node& pad) { return pad_into_pool(c, pad) || pad_constant(c, pad); }
+bool lower_pad(Compiler& c, const Node& pad) {
+  return pad_into_pool(c, pad) || pad_into_conv(c, pad) || lower_qdq_pad_into_convs(c, pad) || pad_constant(c, pad);
+}
 
 bool lower_batchnorm(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;

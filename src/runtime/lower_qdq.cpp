@@ -15,6 +15,8 @@
 #include "runtime/lower_quant.h"
 #include <cmath>
 
+#include "runtime/lowering.h"
+
 namespace isomer::runtime {
 
 namespace {
@@ -59,8 +61,11 @@ struct Ends {
   float y_scale = 1;
   int32_t y_zp = 0;
   DType y_type = DType::UInt8;
+  std::vector<int64_t> extra_pads;
 };
-std::optional<Ends> group_ends(Compiler& c, const Value& in, const Value& out) {
+// `pad`, where set, is a requantized zero Pad before the input's DequantizeLinear
+// (lower_qdq_pad_into_convs): the group reads its integer source.
+std::optional<Ends> group_ends(Compiler& c, const Value& in, const Value& out, const FoldedPad* pad = nullptr) {
   Ends e;
   const Node* dqx = producer(in, "DequantizeLinear");
   if (!dqx) return std::nullopt;
@@ -83,7 +88,8 @@ std::optional<Ends> group_ends(Compiler& c, const Value& in, const Value& out) {
   e.x_zp = xp->zp[0];
   e.y_scale = yp->scale[0];
   e.y_zp = yp->zp[0];
-  e.x = c.id(dqx->inputs()[0]);
+  e.x = c.id(pad ? pad->src : dqx->inputs()[0]);
+  if (pad) e.extra_pads = pad->extra;
   return e;
 }
 
@@ -126,14 +132,15 @@ void finish(Compiler& c, const Ends& e, int y) {
   c.mark_done(*e.q);
 }
 
-bool qdq_conv(Compiler& c, const Node& n) {
+bool qdq_conv(Compiler& c, const Node& n, const FoldedPad* pad = nullptr) {
   auto w = constant_dq(c, n.inputs()[1], DType::Int8);
   if (!w || (w->p.scale.size() > 1 && w->axis != 0)) return false;
   const int64_t oc = w->data->dims()[0];
   if (w->p.scale.size() != 1 && static_cast<int64_t>(w->p.scale.size()) != oc) return false;
-  auto e = group_ends(c, n.inputs()[0], n.output(0));
+  auto e = group_ends(c, n.inputs()[0], n.output(0), pad);
   if (!e) return false;
   IntConv s;
+  s.extra_pads = e->extra_pads;
   if (n.inputs().size() > 2 && n.inputs()[2].present()) {
     auto b = integer_bias(c, n.inputs()[2], e->x_scale, w->p.scale, oc);
     if (!b) return false;
@@ -201,7 +208,53 @@ bool qdq_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+// One scalar scale and zero point, both constant.
+std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& n) {
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p || p->scale.size() != 1) return std::nullopt;
+  return std::make_pair(p->scale[0], p->zp[0]);
+}
+
 }  // namespace
+
+bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad) {
+  if (!c.opts().fuse || pad.inputs()[0].type().dtype != DType::Float32) return false;
+  const Node* dq = producer(pad.inputs()[0], "DequantizeLinear");
+  const Node* q = c.sole_consumer(pad.output(0));
+  if (!dq || !q || q->op_type() != "QuantizeLinear" || q->inputs()[0] != pad.output(0) || c.lowered(*q)) return false;
+  const Node* dq2 = c.sole_consumer(q->output(0));
+  if (!dq2 || dq2->op_type() != "DequantizeLinear" || c.lowered(*dq2)) return false;
+  // Q(Pad(DQ(x), 0)) is x padded with the zero point exactly where all three share
+  // one scale and zero point and Q writes x's type: Q(DQ(x)) = x and Q(0) = zp.
+  const DType t = dq->inputs()[0].type().dtype;
+  if ((t != DType::UInt8 && t != DType::Int8) || q->output_types()[0].dtype != t) return false;
+  const auto p = scalar_params(c, *dq);
+  if (!p || scalar_params(c, *q) != p || scalar_params(c, *dq2) != p) return false;
+  std::optional<FoldedPad> f = zero_spatial_pad(c, pad);
+  const Value out = dq2->output(0);
+  if (!f || c.is_output(out) || c.consumers(out).empty()) return false;
+  for (const auto& [m, index] : c.consumers(out))
+    if (index != 0 || m->op_type() != "Conv" || c.lowered(*m)) return false;
+  f->src = dq->inputs()[0];
+  bool all = true;
+  for (const auto& [m, index] : c.consumers(out)) {
+    if (c.lowered(*m)) continue;  // a node reading it twice
+    bool ok = false;
+    c.set_pending(*m, true);
+    try {
+      ok = all_float32(*m) && qdq_conv(c, *m, &*f);
+    } catch (const dnnl::error&) {
+      ok = false;
+    }
+    c.set_pending(*m, false);
+    if (ok) c.mark_done(*m);
+    all = all && ok;
+  }
+  if (!all) return false;
+  c.mark_done(*q);
+  c.mark_done(*dq2);
+  return true;
+}
 
 bool lower_qdq_group(Compiler& c, const Node& n) {
   if (!c.opts().fuse || !all_float32(n)) return false;

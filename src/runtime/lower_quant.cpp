@@ -103,7 +103,8 @@ bool lower_quantize(Compiler& c, const Node& n) {
 }
 
 // A DequantizeLinear read only by contractions that each run as one integer
-// primitive with their QDQ group (lower_qdq.cpp): those are lowered now, and the
+// primitive with their QDQ group, or by requantized zero Pads that such
+// convolutions take (lower_qdq.cpp): those are lowered now, and the
 // float value, which nothing then reads, is never computed. False if some
 // consumer still needs it (the groups that could be taken are taken).
 bool only_feeds_qdq_groups(Compiler& c, const Node& n) {
@@ -111,13 +112,14 @@ bool only_feeds_qdq_groups(Compiler& c, const Node& n) {
   if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
   for (const auto& [m, index] : c.consumers(out)) {
     const std::string& op = m->op_type();
-    if (index != 0 || m->kind() != NodeKind::Op || c.lowered(*m) || (op != "Conv" && op != "Gemm" && op != "MatMul"))
+    if (index != 0 || m->kind() != NodeKind::Op || c.lowered(*m) ||
+        (op != "Conv" && op != "Gemm" && op != "MatMul" && op != "Pad"))
       return false;
   }
   bool all = true;
   for (const auto& [m, index] : c.consumers(out)) {
     if (c.lowered(*m)) continue;  // a node reading it twice
-    if (lower_qdq_group(c, *m))
+    if (m->op_type() == "Pad" ? lower_qdq_pad_into_convs(c, *m) : lower_qdq_group(c, *m))
       c.mark_done(*m);
     else
       all = false;

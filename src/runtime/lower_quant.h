@@ -35,6 +35,12 @@ bool lower_integer_conv(Compiler& c, const Node& n);  // ConvInteger, QLinearCon
 // primitive that requantizes as ONNX Runtime's QLinearConv does; false, having
 // changed nothing, where `n` is no such group (lower_qdq.cpp).
 bool lower_qdq_group(Compiler& c, const Node& n);
+// A zero Pad between a DequantizeLinear and a QuantizeLinear of one scalar scale
+// and zero point, read (through a DequantizeLinear of the same) only by QDQ
+// convolutions: in integers it pads with the zero point, which each convolution
+// takes as its own padding. True if every convolution took it (nothing of the
+// chain is computed then); false if some did not (the Pad must run for them).
+bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad);
 
 // An integer convolution on oneDNN: x (u8/s8, run time) with a constant zero
 // point, weights s8 constant with zero point 0, an optional int32 bias, and either
@@ -50,6 +56,7 @@ struct IntConv {
   DType y_type = DType::Int32;
   int32_t y_zp = 0;
   bool relu = false;
+  std::vector<int64_t> extra_pads;  // padding by the zero point before the node's own (begins, then ends)
 };
 int add_integer_conv(Compiler& c, const Node& n, const IntConv& spec);
 

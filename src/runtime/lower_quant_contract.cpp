@@ -155,7 +155,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   if (xv.dtype != DType::UInt8 && xv.dtype != DType::Int8) return -1;
   const int64_t groups = n.attrs().get_int("group", 1), oc = wd[0];
   ops::Window win = ops::read_window(n.attrs(), std::vector<int64_t>(wd.begin() + 2, wd.end()));
-  std::vector<ops::WindowAxis> axes = ops::plan_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()));
+  std::vector<ops::WindowAxis> axes = plan_padded_window(win, std::vector<int64_t>(xd.begin() + 2, xd.end()), s.extra_pads);
   const ConvGeometry geometry = conv_geometry(xd[0], oc, axes);
   const std::vector<int64_t>& od = geometry.out;
   const double macs = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(wd) / oc);

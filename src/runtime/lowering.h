@@ -18,6 +18,17 @@ LowerFn lowering_of(Lowering l);
 
 // Contractions and their fused epilogues (lower_conv.cpp, lower_matmul.cpp).
 bool lower_conv(Compiler& c, const Node& n);
+// A constant-mode Pad of zeros along spatial axes only (rank 3-5, no negative
+// amounts), which a convolution or pooling can take as its own padding: it reads
+// `src` and pads `extra` more (begins, then ends, per spatial axis).
+struct FoldedPad {
+  const Node* pad = nullptr;
+  Value src;
+  std::vector<int64_t> extra;
+};
+std::optional<FoldedPad> zero_spatial_pad(Compiler& c, const Node& pad);
+// lower_conv for `conv`, whose input is `pad`'s output, reading pad.src instead.
+bool lower_conv_padded(Compiler& c, const Node& conv, const FoldedPad& pad);
 bool lower_matmul(Compiler& c, const Node& n);
 bool lower_gemm(Compiler& c, const Node& n);
 // The factor of a Mul of a run-time tensor by a float scalar constant whose only

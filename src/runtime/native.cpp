@@ -94,4 +94,17 @@ ConvGeometry conv_geometry(int64_t batch, int64_t channels, const std::vector<op
   return g;
 }
 
+std::vector<ops::WindowAxis> plan_padded_window(const ops::Window& w, const std::vector<int64_t>& in,
+                                                const std::vector<int64_t>& extra) {
+  std::vector<int64_t> padded = in;
+  const size_t r = extra.size() / 2;
+  for (size_t i = 0; i < r; ++i) padded[i] += extra[i] + extra[r + i];
+  std::vector<ops::WindowAxis> axes = ops::plan_window(w, padded);
+  for (size_t i = 0; i < r; ++i) {
+    axes[i].pad_begin += extra[i];
+    axes[i].in = in[i];
+  }
+  return axes;
+}
+
 }  // namespace isomer::runtime

@@ -79,5 +79,10 @@ struct ConvGeometry {
   dims_t strides, dilations, pad_begin, pad_end;
 };
 ConvGeometry conv_geometry(int64_t batch, int64_t channels, const std::vector<ops::WindowAxis>& axes);
+// The window over spatial extents `in` padded first by `extra` zeros (begins, then
+// ends; empty: none), as axes over `in` itself: the extra padding moves into each
+// axis's pad_begin and, through conv_geometry, its pad_end.
+std::vector<ops::WindowAxis> plan_padded_window(const ops::Window& w, const std::vector<int64_t>& in,
+                                                const std::vector<int64_t>& extra);
 
 }  // namespace isomer::runtime

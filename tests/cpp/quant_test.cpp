@@ -215,13 +215,22 @@ TEST(QuantRuntime, IntegerContractionsMatchTheReference) {
 
 // A QDQ convolution as quantize_static writes it: DQ(x), DQ(w) per channel, DQ(bias
 // int32 at scale s_x s_w) -> Conv -> Relu -> Q -> DQ. The weights' scales run along
-// w_axis (0 is right; 1, of the same extent, is the wrong axis).
-Graph qdq_conv(int32_t out_zp, float out_scale, int64_t w_axis) {
+// w_axis (0 is right; 1, of the same extent, is the wrong axis). With `pad_first`,
+// the input is first padded with zeros between a DQ and a Q of its own parameters
+// (quantize_static's form of F.pad before a convolution).
+Graph qdq_conv(int32_t out_zp, float out_scale, int64_t w_axis, std::vector<int64_t> pad_first = {}) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 6, 10, 10})});
   const float xs = 2.0f / 255.0f;
-  Value xq = b.op1("QuantizeLinear", {x, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
-  Value xd = b.op1("DequantizeLinear", {xq, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
+  auto q = [&](Value v) {
+    return b.op1("QuantizeLinear", {v, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
+  };
+  auto dq = [&](Value v) {
+    return b.op1("DequantizeLinear", {v, b.constant(Tensor::scalar_f32(xs)), b.constant(ints(DType::UInt8, {}, {128}))});
+  };
+  Value xd = dq(q(x));
+  if (!pad_first.empty())
+    xd = dq(q(b.op1("Pad", {xd, b.constant(Tensor::from_i64(DType::Int64, {8}, pad_first))})));
   std::vector<int64_t> wv;
   for (int i = 0; i < 6 * 6 * 3 * 3; ++i) wv.push_back((i * 41) % 255 - 127);
   std::vector<double> ws = {0.004, 0.003, 0.005, 0.002, 0.006, 0.004};
@@ -249,6 +258,22 @@ TEST(QuantRuntime, QdqConvolutionRunsAsOneIntegerConvolution) {
   CheckResult c = compare_quantized_outputs(r.want, r.got, {"y"}, 1e-3, output_quant_steps(g));
   EXPECT_EQ(c.status, CheckResult::Status::Passed) << c.reason;
   EXPECT_LE(c.max_abs_error, 0.02 + 1e-6);
+}
+
+// The requantized Pad is the integer convolution's own padding (by the zero point,
+// 128): no float Pad, Quantize or Dequantize step runs for it.
+TEST(QuantRuntime, RequantizedZeroPadIsTheIntegerConvolutionsPadding) {
+  Graph g = qdq_conv(0, 0.02f, 0, {0, 0, 2, 0, 0, 0, 1, 3});
+  for (int threads : {1, 2}) {
+    Ran r = run_both(g, threads);
+    EXPECT_EQ(count(r.kinds, "int8-conv"), 1u);
+    EXPECT_EQ(count(r.kinds, "pad"), 0u);
+    EXPECT_EQ(count(r.kinds, "dequantize"), 1u);  // the output's
+    EXPECT_EQ(count(r.kinds, "quantize"), 1u);    // the input's
+    CheckResult c = compare_quantized_outputs(r.want, r.got, {"y"}, 1e-3, output_quant_steps(g));
+    EXPECT_EQ(c.status, CheckResult::Status::Passed) << c.reason;
+    EXPECT_LE(c.max_abs_error, 0.02 + 1e-6);
+  }
 }
 
 TEST(QuantCheck, RoundingFlipsPassAndShiftsFail) {

@@ -3,6 +3,7 @@
 // with their activations, squeeze-excitation (global pool, two 1x1 convolutions,
 // the gate multiplied over the image), a residual add; against the reference
 // evaluator at one and two threads, and which steps take a smaller thread team.
+// Causal and "same" convolutions written as an explicit zero Pad, then the Conv.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -102,6 +103,56 @@ TEST(RuntimeCnn, DepthwiseConv1dRunsOnADepthwiseKernel) {
     for (int threads : {1, 2})
       for (const runtime::StepInfo& s : run_checked(conformer_conv(residual), threads))
         if (s.kind == "conv") EXPECT_EQ(s.signature.find("gemm"), std::string::npos) << s.signature;
+}
+
+// Pad(x, pads, value) -> Conv, the convolution with pads `own` and `stride`, a
+// Relu after: a TCN's causal Conv1d (F.pad on the left), TensorFlow's asymmetric
+// "same" padding ported to 2-D, a dilated 3-D one.
+Graph padded_conv(std::vector<int64_t> xd, std::vector<int64_t> pads, std::vector<int64_t> own, int64_t stride,
+                  int64_t dilation, float value, bool mode_reflect = false) {
+  GraphBuilder b;
+  Value x = b.input("x", f32(xd));
+  const size_t sp = xd.size() - 2;
+  std::vector<int64_t> wd = {8, xd[1]};
+  for (size_t i = 0; i < sp; ++i) wd.push_back(3);
+  std::vector<Value> pad_in = {x, b.constant(Tensor::from_i64(DType::Int64, {static_cast<int64_t>(pads.size())}, pads))};
+  if (value != 0.0f || mode_reflect) pad_in.push_back(b.constant(Tensor::scalar_f32(value)));
+  Attributes pa;
+  if (mode_reflect) pa.set("mode", std::string("reflect"));
+  Value p = b.op1("Pad", pad_in, pa);
+  Value y = b.op1("Conv", {p, b.constant(random_tensor(wd, 21)), b.constant(random_tensor({8}, 22))},
+                  {{"pads", own},
+                   {"strides", std::vector<int64_t>(sp, stride)},
+                   {"dilations", std::vector<int64_t>(sp, dilation)}});
+  return b.finish({b.op1("Relu", {y})}, {"y"});
+}
+
+size_t count_kind(const std::vector<runtime::StepInfo>& steps, const std::string& kind) {
+  size_t n = 0;
+  for (const runtime::StepInfo& s : steps) n += s.kind == kind;
+  return n;
+}
+
+TEST(RuntimeCnn, ZeroPadBeforeAConvolutionBecomesItsPadding) {
+  struct Case {
+    std::vector<int64_t> xd, pads, own;
+    int64_t stride, dilation;
+  };
+  const std::vector<Case> cases = {
+      {{1, 6, 50}, {0, 0, 4, 0, 0, 0}, {0, 0}, 1, 2},                          // causal, dilated
+      {{2, 5, 13, 11}, {0, 0, 0, 1, 0, 0, 1, 2}, {1, 0, 1, 0}, 2, 1},          // asymmetric, own pads, stride 2
+      {{1, 4, 6, 7, 5}, {0, 0, 1, 2, 0, 0, 0, 1, 2, 2}, {0, 0, 0, 0, 0, 0}, 1, 2}};  // 3-D
+  for (const Case& k : cases) {
+    SCOPED_TRACE(to_string(k.xd));
+    for (int threads : {1, 2}) {
+      const auto steps = run_checked(padded_conv(k.xd, k.pads, k.own, k.stride, k.dilation, 0.0f), threads);
+      EXPECT_EQ(count_kind(steps, "pad"), 0u);
+      EXPECT_EQ(count_kind(steps, "conv"), 1u);
+    }
+  }
+  // Not zeros, or not constant: the Pad runs as its own step.
+  EXPECT_EQ(count_kind(run_checked(padded_conv({1, 6, 50}, {0, 0, 4, 0, 0, 0}, {0, 0}, 1, 1, 0.5f), 1), "pad"), 1u);
+  EXPECT_EQ(count_kind(run_checked(padded_conv({1, 6, 50}, {0, 0, 2, 0, 0, 2}, {0, 0}, 1, 1, 0.0f, true), 1), "conv"), 1u);
 }
 
 }  // namespace
