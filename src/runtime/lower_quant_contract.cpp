@@ -60,12 +60,13 @@ int zero_point_s32(Compiler& c, const Node& n, int zp) {
   return out;
 }
 
-// u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly.
-Tensor as_s8(const Tensor& w, int32_t& zp) {
+// u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly (zero points per
+// tensor or per output channel).
+Tensor as_s8(const Tensor& w, std::vector<int32_t>& zp) {
   if (w.dtype() == DType::Int8) return w;
   std::string bytes = w.bytes().str();
   for (char& b : bytes) b = static_cast<char>(static_cast<int>(static_cast<uint8_t>(b)) - 128);
-  zp -= 128;
+  for (int32_t& z : zp) z -= 128;
   return Tensor(DType::Int8, w.dims(), std::move(bytes));
 }
 
@@ -98,8 +99,9 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   const int64_t rows = av.dims[0], K = av.dims[1], N = s.b.dims()[1];
   const DType a_t = av.dtype;
   if (a_t != DType::UInt8 && a_t != DType::Int8) return -1;
-  int32_t b_zp = s.b_zp;
-  const Tensor b = as_s8(s.b, b_zp);
+  std::vector<int32_t> b_zps = {s.b_zp};
+  const Tensor b = as_s8(s.b, b_zps);
+  const int32_t b_zp = b_zps[0];
   const DType y_t = s.out_scale_value >= 0 ? DType::Float32 : s.y_type;
   const Compiler::TeamScope team(
       c, kernels::team_for_work(c.threads(), static_cast<double>(rows * K * N) / kInt8MatmulTeamMacs));
@@ -342,38 +344,95 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
 
 namespace {
 
-// A ConvInteger whose weights have a zero point z (oneDNN's convolutions take none),
-// one group: sum (x - xz)(w - z) = sum (x - xz) w - z sum (x - xz). The window sums
-// are one more output channel of all-ones weights, which a native step subtracts z
-// times from the others (in int32, wrapping as the accumulation does).
-int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, int32_t w_zp) {
-  if (n.attrs().get_int("group", 1) != 1) return -1;
-  std::vector<int64_t> wd = s.w.dims();
+// An integer convolution whose weights have zero points z[m] (oneDNN's
+// convolutions take none; u8 weights as quantizers write them, per tensor or per
+// output channel): sum (x - xz)(w - z) = sum (x - xz) w - z sum (x - xz). The
+// window sums of x - xz are one more output channel of all-ones weights (one
+// group), or a convolution of all-ones weights of the same shape (grouped and
+// depthwise ones: an extra channel per group, or one output per group, leaves
+// oneDNN only its gemm kernel, 13x slower on 4 groups of 8). A native step subtracts z[m] times the sum (in
+// int32, wrapping as the accumulation does), then adds the bias and requantizes
+// where `s` asks (QLinearConv), rounding half to even as oneDNN does.
+int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std::vector<int32_t>& w_zp) {
+  const int64_t groups = n.attrs().get_int("group", 1);
+  const std::vector<int64_t> wd = s.w.dims();
   const int64_t oc = wd[0], per_channel = num_elements(wd) / oc;
-  std::string bytes = s.w.bytes().str();
-  bytes.append(static_cast<size_t>(per_channel), static_cast<char>(1));
-  wd[0] = oc + 1;
-  s.w = Tensor(DType::Int8, wd, std::move(bytes));
-  const int acc = add_integer_conv(c, n, s);
+  if (w_zp.size() != 1 && static_cast<int64_t>(w_zp.size()) != oc) return -1;
+  IntConv acc_spec = s;
+  acc_spec.bias.clear();
+  acc_spec.scales.clear();
+  acc_spec.y_type = DType::Int32;
+  acc_spec.y_zp = 0;
+  acc_spec.relu = false;
+  IntConv ones = acc_spec;
+  std::vector<int64_t> ones_dims = wd;
+  ones_dims[0] = groups == 1 ? 1 : oc;
+  ones.w = Tensor(DType::Int8, ones_dims, std::string(static_cast<size_t>(ones_dims[0] * per_channel), static_cast<char>(1)));
+  int acc = -1, sums = -1;
+  if (groups == 1) {
+    std::vector<int64_t> both = wd;
+    both[0] = oc + 1;
+    acc_spec.w = Tensor(DType::Int8, both, s.w.bytes().str() + ones.w.bytes().str());
+    acc = add_integer_conv(c, n, acc_spec);
+  } else {
+    acc = add_integer_conv(c, n, acc_spec);
+    sums = acc < 0 ? -1 : add_integer_conv(c, n, ones);
+    if (sums < 0) return -1;
+  }
   if (acc < 0) return -1;
   std::vector<int64_t> od = c.val(acc).dims;
   od[1] = oc;
-  const int y = c.new_value(DType::Int32, od, md_t(to_dims(od), dt::s32, channels_last(od.size())), n.name());
+  const bool requant = !s.scales.empty();
+  const DType yt = requant ? s.y_type : DType::Int32;
+  const int y = c.new_value(yt, od, md_t(to_dims(od), dnnl_int(yt), channels_last(od.size())), n.name());
   const int64_t rows = num_elements(od) / oc;
   const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
-  add_native_step(c, step_info(n, "zero-point", "weight zero-point " + std::to_string(w_zp) + to_string(od)), {acc},
-                  {y}, [rows, oc, w_zp, team](const std::vector<char*>& p) {
-                    const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
-                    int32_t* out = reinterpret_cast<int32_t*>(p[1]);
-                    kernels::parallel_teams(team, [&](int t, int k) {
-                      for (int64_t r = rows * t / k; r < rows * (t + 1) / k; ++r) {
-                        const int32_t* row = a + r * (oc + 1);
-                        const uint32_t sum = static_cast<uint32_t>(row[oc]) * static_cast<uint32_t>(w_zp);
-                        for (int64_t j = 0; j < oc; ++j)
-                          out[r * oc + j] = static_cast<int32_t>(static_cast<uint32_t>(row[j]) - sum);
-                      }
-                    });
-                  });
+  std::vector<int32_t> zp(static_cast<size_t>(oc)), bias(static_cast<size_t>(oc), 0);
+  std::vector<float> scale(static_cast<size_t>(oc), 1.0f);
+  for (int64_t m = 0; m < oc; ++m) {
+    const auto i = static_cast<size_t>(m);
+    zp[i] = w_zp[w_zp.size() == 1 ? 0 : i];
+    if (!s.bias.empty()) bias[i] = s.bias[i];
+    if (requant) scale[i] = s.scales[s.scales.size() == 1 ? 0 : i];
+  }
+  // Row r's products at a + r * a_stride, channel m's window sum at
+  // sum + r * a_stride + m * sum_step.
+  const int64_t a_stride = groups == 1 ? oc + 1 : oc, sum_step = groups == 1 ? 0 : 1;
+  const int64_t sum_offset = groups == 1 ? oc : 0;
+  const int32_t y_zp = s.y_zp;
+  const kernels::QType qt = yt == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8;
+  std::vector<int> ins = {acc};
+  if (sums >= 0) ins.push_back(sums);
+  add_native_step(
+      c,
+      step_info(n, "zero-point",
+                "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
+                    (s.bias.empty() ? "" : " bias") + requant_text(s.scales, false, yt)),
+      ins, {y}, [=](const std::vector<char*>& p) {
+        const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
+        const int32_t* sum = reinterpret_cast<const int32_t*>(p[groups == 1 ? 0 : 1]) + sum_offset;
+        char* out = p[groups == 1 ? 1 : 2];
+        kernels::parallel_teams(team, [&](int t, int k) {
+          constexpr int64_t kBlock = 64;  // rows corrected, then requantized together
+          std::vector<int32_t> block(requant ? static_cast<size_t>(kBlock * oc) : 0);
+          const int64_t end = rows * (t + 1) / k;
+          for (int64_t r0 = rows * t / k; r0 < end; r0 += kBlock) {
+            const int64_t nb = std::min(kBlock, end - r0);
+            int32_t* v = requant ? block.data() : reinterpret_cast<int32_t*>(out) + r0 * oc;
+            for (int64_t b = 0; b < nb; ++b) {
+              const int32_t* ar = a + (r0 + b) * a_stride;
+              const int32_t* sr = sum + (r0 + b) * a_stride;
+              int32_t* vr = v + b * oc;
+              for (int64_t m = 0; m < oc; ++m)
+                vr[m] = static_cast<int32_t>(static_cast<uint32_t>(ar[m]) -
+                                             static_cast<uint32_t>(sr[m * sum_step]) * static_cast<uint32_t>(zp[m]) +
+                                             (requant ? 0u : static_cast<uint32_t>(bias[m])));
+            }
+            if (requant)
+              kernels::requantize(v, out + r0 * oc, qt, nb, oc, bias.data(), scale.data(), true, y_zp, 1);
+          }
+        });
+      });
   return y;
 }
 
@@ -383,17 +442,16 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
   const bool qlinear = n.op_type() == "QLinearConv";
   const size_t wi = qlinear ? 3 : 1;
   const Tensor* w = c.known(n.inputs()[wi]);
-  if (!w || (w->dtype() != DType::Int8 && (qlinear || w->dtype() != DType::UInt8))) return false;
+  if (!w || (w->dtype() != DType::Int8 && w->dtype() != DType::UInt8)) return false;
   IntConv s;
-  s.w = *w;
-  int32_t w_zp = 0;
+  std::vector<int32_t> w_zp;  // u8 weights as s8 (as_s8), their zero points moved with them
   if (qlinear) {
     auto x_p = constant_quant_params(c, n, 1, 2);
     auto w_p = constant_quant_params(c, n, 4, 5);
     auto y_p = constant_quant_params(c, n, 6, 7);
-    if (!x_p || !w_p || !y_p) return false;
-    for (int32_t z : w_p->zp)
-      if (z != 0) return false;  // oneDNN's convolutions take no weight zero point
+    if (!x_p || !w_p || !y_p || x_p->scale.size() != 1 || y_p->scale.size() != 1) return false;
+    w_zp = w_p->zp;
+    s.w = as_s8(*w, w_zp);
     s.x_zp = x_p->zp[0];
     for (float ws : w_p->scale) s.scales.push_back(x_p->scale[0] * ws / y_p->scale[0]);
     s.y_type = n.output_types()[0].dtype;
@@ -404,10 +462,14 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
       for (int64_t v : bias->to_i64()) s.bias.push_back(static_cast<int32_t>(v));
     }
   } else {
-    auto wz = scalar_zp(opt_known(c, n, 3));
-    if (!wz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
-    w_zp = *wz;
-    s.w = as_s8(*w, w_zp);  // u8 weights as s8, their zero point moved with them
+    if (has(n, 3) && !c.known(n.inputs()[3])) return false;
+    const Tensor* wz = opt_known(c, n, 3);
+    if (wz) {
+      for (int64_t z : wz->to_i64()) w_zp.push_back(static_cast<int32_t>(z));
+    } else {
+      w_zp = {0};
+    }
+    s.w = as_s8(*w, w_zp);
     if (has(n, 2) && !c.known(n.inputs()[2])) {  // DynamicQuantizeLinear's zero point
       s.x_zp_value = c.as_plain(c.id(n.inputs()[2]));
       if (num_elements(c.val(s.x_zp_value).dims) != 1) return false;
@@ -418,7 +480,8 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     }
   }
   s.x = c.id(n.inputs()[0]);
-  const int y = w_zp != 0 ? add_weight_zero_point_conv(c, n, s, w_zp) : add_integer_conv(c, n, s);
+  const bool zero = std::all_of(w_zp.begin(), w_zp.end(), [](int32_t z) { return z == 0; });
+  const int y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
   if (y < 0) return false;
   c.bind(n.output(0), y);
   return true;

@@ -213,6 +213,45 @@ TEST(QuantRuntime, IntegerContractionsMatchTheReference) {
   EXPECT_EQ(count(r.kinds, "int8-matmul"), 1u);
 }
 
+// u8 weights with zero points other than 128 (per tensor and per output channel;
+// ONNX Runtime's quantizer writes them for asymmetric weights), one group, 4
+// groups and depthwise: one integer convolution plus the window sums' correction,
+// never the reference kernel; the int32 accumulators exact, the requantized
+// outputs equal to the reference's.
+TEST(QuantRuntime, U8WeightsWithZeroPointsRunAsIntegerConvolutions) {
+  for (int64_t groups : {1, 4, 8}) {
+    for (bool per_channel : {false, true}) {
+      SCOPED_TRACE(std::to_string(groups) + (per_channel ? " groups, per channel" : " groups, per tensor"));
+      GraphBuilder b;
+      Value x = b.input("x", {DType::UInt8, make_shape({1, 8, 9, 9})});
+      std::vector<int64_t> wv, zv, bias;
+      for (int64_t i = 0; i < 8 * (8 / groups) * 9; ++i) wv.push_back((i * 53 + 7) % 256);
+      for (int64_t m = 0; m < 8; ++m) zv.push_back(per_channel ? 90 + 9 * m : 101), bias.push_back(m * 700 - 2500);
+      const std::vector<int64_t> zd = per_channel ? std::vector<int64_t>{8} : std::vector<int64_t>{};
+      Value w = b.constant(ints(DType::UInt8, {8, 8 / groups, 3, 3}, wv));
+      Value wz = b.constant(ints(DType::UInt8, zd, per_channel ? zv : std::vector<int64_t>{101}));
+      Value xz = b.constant(ints(DType::UInt8, {}, {120}));
+      const Attributes a = {{"group", groups}, {"pads", std::vector<int64_t>{1, 0, 1, 2}}};
+      Value ci = b.op1("ConvInteger", {x, w, xz, per_channel ? b.constant(ints(DType::UInt8, {}, {77})) : wz}, a);
+      std::vector<double> ws;
+      for (int64_t m = 0; m < 8; ++m) ws.push_back(per_channel ? 0.002 + 0.001 * static_cast<double>(m) : 0.004);
+      Value qc = b.op1("QLinearConv", {x, b.constant(Tensor::scalar_f32(0.02f)), xz, w,
+                                       per_channel ? b.constant(f32({8}, ws)) : b.constant(Tensor::scalar_f32(0.004f)), wz,
+                                       b.constant(Tensor::scalar_f32(0.1f)), b.constant(ints(DType::UInt8, {}, {128})),
+                                       b.constant(ints(DType::Int32, {8}, bias))},
+                       a);
+      Graph g = b.finish({ci, qc}, {"ci", "qc"});
+      for (int threads : {1, 2}) {
+        Ran r = run_both(g, threads);
+        EXPECT_TRUE(r.want[0].same_as(r.got[0]));
+        EXPECT_TRUE(r.want[1].same_as(r.got[1]));
+        EXPECT_EQ(count(r.kinds, "reference"), 0u);
+        EXPECT_EQ(count(r.kinds, "zero-point"), 2u);
+      }
+    }
+  }
+}
+
 // A QDQ convolution as quantize_static writes it: DQ(x), DQ(w) per channel, DQ(bias
 // int32 at scale s_x s_w) -> Conv -> Relu -> Q -> DQ. The weights' scales run along
 // w_axis (0 is right; 1, of the same extent, is the wrong axis). With `pad_first`,
