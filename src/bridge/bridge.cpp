@@ -184,6 +184,18 @@ Session OrtBridge::loaded(const std::string& reply) {
     s.input_types.push_back({static_cast<DType>(in[1].get<int>()), shape});
   }
   s.output_names = r.at("outputs").get<std::vector<std::string>>();
+  if (r.contains("output_types"))
+    for (const auto& t : r.at("output_types")) {
+      Session::StatedType st;
+      st.elem_type = t[0].get<int>();
+      st.ranked = !t[1].is_null();
+      if (st.ranked)
+        for (const auto& d : t[1]) {
+          st.dims.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
+          st.symbols.push_back(d.is_string() ? d.get<std::string>() : std::string());
+        }
+      s.output_types.push_back(std::move(st));
+    }
   if (r.contains("probes"))
     for (const auto& probe : r.at("probes")) {
       s.probes.emplace_back();

@@ -57,6 +57,16 @@ struct Session {
   std::vector<std::string> input_names;
   std::vector<TensorType> input_types;  // dims -1 where the model leaves them open
   std::vector<std::string> output_names;
+  // The outputs' types as ONNX Runtime infers them: an element type code (0 where
+  // it has none isomer knows) and, where ranked, per dim an extent or -1 with the
+  // symbol's name (or "" where the dim is open).
+  struct StatedType {
+    int elem_type = 0;
+    bool ranked = false;
+    std::vector<int64_t> dims;
+    std::vector<std::string> symbols;
+  };
+  std::vector<StatedType> output_types;
   // With probe inputs: the output types of runs on all-zero, all-one and
   // distinct-valued inputs of those types (the runs that succeeded; the first must).
   std::vector<std::vector<TensorType>> probes;

@@ -13,7 +13,9 @@
 #
 # Requests:
 #   load  {model_path | one blob, threads, optimization, spinning, probe?}
-#         -> {id, inputs: [[name, dtype, dims]], outputs: [name], probes?}
+#         -> {id, inputs: [[name, dtype, dims]], outputs: [name], output_types, probes?}
+#         output_types: per output [dtype, dims], dims null where unranked, each an
+#         extent, a symbol's name or null (ONNX Runtime's own type inference)
 #   run   {id, names?, dtypes, dims, lens} + input blobs
 #         -> {names, dtypes, dims, lens} + output blobs
 #   time  {id, names?, dtypes, dims, lens, warmup, repeats} + input blobs -> {ms: [...]}
@@ -130,7 +132,10 @@ def handle(h, blobs, sessions):
         sid = max(sessions, default=-1) + 1
         sessions[sid] = s
         out = {"id": sid, "inputs": [[i.name, ORT_TYPES.get(i.type, 0), dims_of(i.shape)] for i in s.get_inputs()],
-               "outputs": [o.name for o in s.get_outputs()]}
+               "outputs": [o.name for o in s.get_outputs()],
+               "output_types": [[ORT_TYPES.get(o.type, 0), None if o.shape is None else
+                                 [d if isinstance(d, (int, str)) else None for d in o.shape]]
+                                for o in s.get_outputs()]}
         if "probe" in h:
             out["probes"] = probe(s, h["probe"])
         return out, []

@@ -179,4 +179,102 @@ void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols
   }
 }
 
+namespace {
+
+// One stretch of outputs whose operands advance by a_step and b_step (1, or 0 for
+// an operand held still).
+template <class T>
+ISOMER_CLONES void qlinear_stretch(const T* __restrict a, const T* __restrict b, T* __restrict c, int64_t n,
+                                   int64_t a_step, int64_t b_step, QLinearBinary p, float lo, float hi) {
+  const float za = static_cast<float>(p.za), zb = static_cast<float>(p.zb), zc = static_cast<float>(p.zc);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(a[i * a_step]) - za, y = static_cast<float>(b[i * b_step]) - zb;
+    float r = std::nearbyint(p.mul ? x * y * p.ra : x * p.ra + y * p.rb) + zc;
+    r = r >= lo ? r : lo;
+    r = r <= hi ? r : hi;
+    c[i] = static_cast<T>(r);
+  }
+}
+
+template <class T>
+void qlinear_binary_t(const T* a, const T* b, T* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+                      const QLinearBinary& p, int team) {
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
+  // Stretches over which neither operand changes how it advances: a run of the
+  // broadcast operand, or blocks of 4096 where both are elementwise.
+  const int64_t stretch = a_run == 1 && b_run == 1 ? 4096 : std::max<int64_t>(std::max(a_run, b_run), 1);
+  const int64_t stretches = (n + stretch - 1) / stretch;
+  parallel_teams(memory_team(team, n, 3), [&](int th, int k) {
+    auto [s0, s1] = part(stretches, th, k);
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t i = s * stretch, len = std::min(stretch, n - i);
+      if (a_run == 1 || b_run == 1 || a_run == b_run) {
+        qlinear_stretch(a + (a_run == 1 ? i : i / a_run), b + (b_run == 1 ? i : i / b_run), c + i, len,
+                        a_run == 1 ? 1 : 0, b_run == 1 ? 1 : 0, p, lo, hi);
+        continue;
+      }
+      for (int64_t j = i; j < i + len; ++j)  // both broadcast, by different runs
+        qlinear_stretch(a + j / a_run, b + j / b_run, c + j, 1, 0, 0, p, lo, hi);
+    }
+  });
+}
+
+}  // namespace
+
+void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+                    const QLinearBinary& p, int team) {
+  if (t == QType::U8)
+    qlinear_binary_t(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), static_cast<uint8_t*>(c), t, n,
+                     a_run, b_run, p, team);
+  else if (t == QType::S8)
+    qlinear_binary_t(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), static_cast<int8_t*>(c), t, n,
+                     a_run, b_run, p, team);
+}
+
+namespace {
+
+template <class T>
+void qlinear_mean_t(const T* x, T* y, QType t, int64_t images, int64_t channels, int64_t size, bool channels_last,
+                    float scale, int32_t zx, int32_t zy, int team) {
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
+  auto out = [&](int64_t sum) {
+    float r = std::nearbyint(static_cast<float>(sum - static_cast<int64_t>(zx) * size) * scale) + static_cast<float>(zy);
+    r = r >= lo ? r : lo;
+    r = r <= hi ? r : hi;
+    return static_cast<T>(r);
+  };
+  parallel_teams(memory_team(team, images * channels * size, 1), [&](int th, int k) {
+    if (!channels_last) {
+      auto [b, e] = part(images * channels, th, k);
+      for (int64_t r = b; r < e; ++r) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += x[r * size + i];
+        y[r] = out(sum);
+      }
+      return;
+    }
+    auto [b, e] = part(images, th, k);
+    std::vector<int64_t> sums(static_cast<size_t>(channels));
+    for (int64_t img = b; img < e; ++img) {
+      std::fill(sums.begin(), sums.end(), 0);
+      const T* xi = x + img * size * channels;
+      for (int64_t i = 0; i < size; ++i)
+        for (int64_t ch = 0; ch < channels; ++ch) sums[static_cast<size_t>(ch)] += xi[i * channels + ch];
+      for (int64_t ch = 0; ch < channels; ++ch) y[img * channels + ch] = out(sums[static_cast<size_t>(ch)]);
+    }
+  });
+}
+
+}  // namespace
+
+void qlinear_mean(const void* x, void* y, QType t, int64_t images, int64_t channels, int64_t size,
+                  bool channels_last, float scale, int32_t zx, int32_t zy, int team) {
+  if (t == QType::U8)
+    qlinear_mean_t(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), t, images, channels, size, channels_last,
+                   scale, zx, zy, team);
+  else if (t == QType::S8)
+    qlinear_mean_t(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), t, images, channels, size, channels_last,
+                   scale, zx, zy, team);
+}
+
 }  // namespace isomer::kernels

@@ -52,4 +52,25 @@ DynamicParams dynamic_params(const float* x, int64_t n, int team = 1);
 void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols, const int32_t* bias,
                 const float* mult, bool per_col, int32_t zp, int team = 1);
 
+// ONNX Runtime's QLinearAdd (mul false) and QLinearMul over n output elements of
+// u8 or s8, each operand read one element per a_run (b_run) consecutive outputs
+// (1: elementwise; n: a scalar; the spatial size: a per-channel gate):
+//   Add: c = (a - za) * ra + (b - zb) * rb,  ra = sa / sc, rb = sb / sc
+//   Mul: c = (a - za) * (b - zb) * ra,       ra = sa * sb / sc
+// rounded half to even, plus zc, saturated.
+struct QLinearBinary {
+  bool mul = false;
+  float ra = 1, rb = 1;
+  int32_t za = 0, zb = 0, zc = 0;
+};
+void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+                    const QLinearBinary& p, int team = 1);
+
+// ONNX Runtime's QLinearGlobalAveragePool: each of `rows` rows of `size` u8 or s8
+// values (an image's channel), read `stride` apart (1 for NCHW; the channel count
+// for NHWC, rows then consecutive per image), becomes
+// round((sum - zx * size) * scale) + zy, saturated, scale = sx / (sy * size).
+void qlinear_mean(const void* x, void* y, QType t, int64_t images, int64_t channels, int64_t size,
+                  bool channels_last, float scale, int32_t zx, int32_t zy, int team = 1);
+
 }  // namespace isomer::kernels

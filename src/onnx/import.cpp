@@ -35,6 +35,7 @@
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
+#include "onnx/vendor_types.h"
 #include "onnx/schema_check.h"
 #include "onnx/subgraph_check.h"
 #include "ops/op.h"
@@ -99,6 +100,7 @@ class Importer {
     check_subgraphs(model_, opset_);
     infer_types();
     overrule_declared_shapes();
+    type_after_vendor_operators();
     add_initializers();
     add_inputs();
     for (int index : node_order()) add_node(index);
@@ -178,6 +180,25 @@ class Importer {
     std::string type_lie;
     for (auto& [name, type] : inferred_over_declared(std::move(copy), known, &type_lie)) types_[name] = std::move(type);
     require(type_lie.empty(), type_lie);
+  }
+
+  // Values ONNX's inference leaves untyped after vendor operators: ONNX Runtime's
+  // types for them (vendor_types.h).
+  void type_after_vendor_operators() {
+    const bool vendor = std::any_of(graph_.node().begin(), graph_.node().end(), [](const onnx::NodeProto& n) {
+      return !is_default_domain(n.domain()) && n.domain() != mugraph::kDomain;
+    });
+    if (!vendor) return;
+    std::set<std::string> declared;
+    for (const auto& o : graph_.output()) declared.insert(o.name());
+    std::vector<std::string> untyped;
+    for (const auto& n : graph_.node())
+      for (const auto& o : n.output()) {
+        auto it = types_.find(o);
+        if (!o.empty() && !declared.count(o) && (it == types_.end() || !it->second.tensor_type().has_shape()))
+          untyped.push_back(o);
+      }
+    for (auto& [name, type] : onnxruntime_types(inference_copy(), untyped)) types_[name] = std::move(type);
   }
 
   // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,

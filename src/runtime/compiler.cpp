@@ -523,7 +523,7 @@ void Compiler::lower_node(const Node& n) {
   if (done_.count(&n)) return;
   if (n.kind() == NodeKind::Opaque) {
     in_progress_.insert(&n);
-    const bool random = lower_random(*this, n);
+    const bool random = lower_random(*this, n) || lower_vendor(*this, n);
     // If, Loop and Scan run natively where their output types do not depend on the data.
     const bool control = !random && is_control_flow(n);
     const std::string why = control ? lower_control_flow(*this, n) : "";
@@ -609,7 +609,8 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
     }
   }
   for (const NodePtr& n : g.topo_order()) {
-    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n) && !is_control_flow(*n)) {
+    if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n) && !vendor_runs_natively(*n) &&
+        !is_control_flow(*n)) {
       if (why) *why = describe_opaque(*n);
       return false;
     }

@@ -183,14 +183,7 @@ bool qdq_matmul(Compiler& c, const Node& n) {
     if (!b) return false;
     s.bias = *b;
   }
-  Tensor wt = *w->data;
-  if (trans_b) {
-    std::string bytes(wt.bytes().size(), '\0');
-    std::string_view src = wt.bytes();
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < N; ++j) bytes[static_cast<size_t>(k * N + j)] = src[static_cast<size_t>(j * K + k)];
-    wt = Tensor(DType::Int8, {K, N}, std::move(bytes));
-  }
+  const Tensor wt = trans_b ? transposed_bytes(*w->data) : *w->data;
   int a = c.as_plain(e->x);
   s.a = c.alias(a, {num_elements(xd) / K, K}, md_t(), c.val(a).name);
   c.val(s.a).step_local = true;

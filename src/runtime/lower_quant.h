@@ -80,5 +80,7 @@ struct IntMatMul {
 };
 // Returns the [rows, N] output value (row-major), or -1.
 int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& spec);
+// A 2-D tensor of one-byte elements, transposed ([N, K] weights read as [K, N]).
+Tensor transposed_bytes(const Tensor& w);
 
 }  // namespace isomer::runtime

@@ -93,6 +93,15 @@ std::string requant_text(const std::vector<float>& scales, bool relu, DType y) {
 
 }  // namespace
 
+Tensor transposed_bytes(const Tensor& w) {
+  const int64_t N = w.dims()[0], K = w.dims()[1];
+  std::string bytes(w.bytes().size(), '\0');
+  std::string_view src = w.bytes();
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) bytes[static_cast<size_t>(k * N + j)] = src[static_cast<size_t>(j * K + k)];
+  return Tensor(w.dtype(), {K, N}, std::move(bytes));
+}
+
 int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   const RtValue& av = c.val(s.a);
   if (av.dims.size() != 2 || s.b.rank() != 2 || av.dims[1] != s.b.dims()[0]) return -1;

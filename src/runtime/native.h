@@ -68,6 +68,11 @@ bool is_rope_node(Compiler& c, const Node& n);
 // where the node is not one after all.
 bool runs_natively(const Node& n);
 bool lower_random(Compiler& c, const Node& n);
+// Vendor operators the runtime runs itself, not on ONNX Runtime (lower_vendor.cpp:
+// com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm); the
+// same contract.
+bool vendor_runs_natively(const Node& n);
+bool lower_vendor(Compiler& c, const Node& n);
 
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);

@@ -1,0 +1,185 @@
+// Vendor operators the runtime runs itself: ONNX Runtime's com.microsoft QLinearAdd,
+// QLinearMul, QLinearGlobalAveragePool and QGemm, which its quantizer writes in the
+// QOperator format (the residual adds of a quantized ResNet or MobileNet, the gates
+// of squeeze-excitation, the pool and the classifier). Delegated, each was a
+// round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
+// adds took 70% of the run. The arithmetic is ONNX Runtime's (kernels/quant.h), in
+// float32. Forms these kernels do not take (run-time scales, per-axis parameters,
+// other broadcasts) are still delegated.
+#include <onnx/onnx_pb.h>
+
+#include "kernels/quant.h"
+#include "runtime/compiler.h"
+#include "runtime/lower_quant.h"
+#include "runtime/native.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+constexpr const char* kVendor = "com.microsoft";
+
+bool is_vendor(const Node& n, const char* op) {
+  return n.kind() == NodeKind::Opaque && n.opaque()->domain == kVendor && n.op_type() == op;
+}
+
+bool quantized(DType t) { return t == DType::UInt8 || t == DType::Int8; }
+kernels::QType qtype(DType t) { return t == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8; }
+
+// The node's integer attribute `name`, or `fallback`.
+int64_t proto_int(const Node& n, const std::string& name, int64_t fallback) {
+  onnx::NodeProto p;
+  if (!p.ParseFromString(n.opaque()->node_proto)) return fallback;
+  for (const onnx::AttributeProto& a : p.attribute())
+    if (a.name() == name && a.type() == onnx::AttributeProto::INT) return a.i();
+  return fallback;
+}
+
+float proto_float(const Node& n, const std::string& name, float fallback) {
+  onnx::NodeProto p;
+  if (!p.ParseFromString(n.opaque()->node_proto)) return fallback;
+  for (const onnx::AttributeProto& a : p.attribute())
+    if (a.name() == name && a.type() == onnx::AttributeProto::FLOAT) return a.f();
+  return fallback;
+}
+
+// QGemm with a quantized output: A [M, K] (not transposed), B constant [K, N] or
+// [N, K] (transB), per-tensor zero points, an int32 bias at scale sa sb, alpha 1:
+// one integer matmul that requantizes as QLinearMatMul does.
+bool lower_qgemm(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  if (in.size() < 9 || !in[7].present() || proto_int(n, "transA", 0) != 0 || proto_float(n, "alpha", 1.0f) != 1.0f)
+    return false;
+  const Tensor* b = c.known(in[3]);
+  const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
+             py = constant_quant_params(c, n, 7, 8);
+  if (!b || b->rank() != 2 || !quantized(b->dtype()) || !pa || !pb || !py || pa->scale.size() != 1 ||
+      py->scale.size() != 1 || !(py->scale[0] > 0))
+    return false;
+  for (int32_t z : pb->zp)
+    if (z != pb->zp[0]) return false;
+  const Tensor w = proto_int(n, "transB", 0) ? transposed_bytes(*b) : *b;
+  const int64_t K = w.dims()[0], N = w.dims()[1];
+  if (pb->scale.size() != 1 && static_cast<int64_t>(pb->scale.size()) != N) return false;
+  IntMatMul s;
+  if (in[6].present()) {
+    const Tensor* bias = c.known(in[6]);
+    if (!bias || bias->dtype() != DType::Int32 || bias->numel() != N) return false;
+    for (int64_t v : bias->to_i64()) s.bias.push_back(static_cast<int32_t>(v));
+  }
+  const int a = c.as_plain(c.id(in[0]));
+  const std::vector<int64_t> ad = c.val(a).dims;
+  if (ad.size() != 2 || ad[1] != K) return false;
+  s.a = a;
+  s.a_zp = pa->zp[0];
+  s.b = w;
+  s.b_zp = pb->zp[0];
+  for (float bs : pb->scale) s.scales.push_back(pa->scale[0] * bs / py->scale[0]);
+  s.y_type = n.output_types()[0].dtype;
+  s.y_zp = py->zp[0];
+  const int y = add_integer_matmul(c, n, s);
+  if (y < 0) return false;
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_qlinear_global_pool(Compiler& c, const Node& n) {
+  const auto px = constant_quant_params(c, n, 1, 2), py = constant_quant_params(c, n, 3, 4);
+  if (!px || !py || px->scale.size() != 1 || py->scale.size() != 1 || !(py->scale[0] > 0)) return false;
+  const int64_t channels_last = proto_int(n, "channels_last", 0);
+  if (channels_last != 0 && channels_last != 1) return false;
+  const int x = c.as_plain(c.id(n.inputs()[0]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.size() < 3) return false;
+  const int64_t channels = channels_last ? xd.back() : xd[1];
+  const int64_t size = num_elements(xd) / (xd[0] * channels);
+  if (size == 0 || channels == 0) return false;
+  std::vector<int64_t> od(xd.size(), 1);
+  od[0] = xd[0];
+  od[channels_last ? xd.size() - 1 : 1] = channels;
+  const DType t = c.val(x).dtype;
+  const int y = plain_output(c, t, od, n.name());
+  const float scale = px->scale[0] / (py->scale[0] * static_cast<float>(size));
+  const int32_t zx = px->zp[0], zy = py->zp[0];
+  const int64_t images = xd[0];
+  const int team = c.threads();
+  const kernels::QType qt = qtype(t);
+  add_native_step(c,
+                  step_info(n, "pool", "qlinear-global-average " + std::string(dtype_name(t)) + to_string(xd),
+                            static_cast<double>(num_elements(xd))),
+                  {x}, {y}, [=](const std::vector<char*>& p) {
+                    kernels::qlinear_mean(p[0], p[1], qt, images, channels, size, channels_last == 1, scale, zx, zy,
+                                          team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+// How many consecutive output elements read one element of an operand of `dims`
+// (1: the operand has the output's dims; the output's size: a scalar), or 0 where
+// the operand does not broadcast that way (its dims are the output's, then 1s).
+int64_t run_length(std::vector<int64_t> dims, const std::vector<int64_t>& out) {
+  while (dims.size() < out.size()) dims.insert(dims.begin(), 1);
+  size_t k = out.size();
+  int64_t inner = 1;
+  while (k > 0 && dims[k - 1] == 1) inner *= out[--k];
+  for (size_t i = 0; i < k; ++i)
+    if (dims[i] != out[i]) return 0;
+  return inner;
+}
+
+}  // namespace
+
+bool vendor_runs_natively(const Node& n) {
+  if (n.kind() != NodeKind::Opaque || n.num_outputs() != 1 || n.inputs().empty() || !n.inputs()[0].present())
+    return false;
+  const DType t = n.inputs()[0].type().dtype;
+  if (!quantized(t) || n.output_types()[0].dtype != t) return false;
+  if (is_vendor(n, "QLinearGlobalAveragePool")) return n.inputs().size() >= 4;
+  if (is_vendor(n, "QGemm")) return n.inputs().size() >= 9 && n.inputs()[3].present() && n.inputs()[3].constant();
+  return (is_vendor(n, "QLinearAdd") || is_vendor(n, "QLinearMul")) && n.inputs().size() >= 7 &&
+         n.inputs()[3].present() && n.inputs()[3].type().dtype == t;
+}
+
+bool lower_vendor(Compiler& c, const Node& n) {
+  if (!vendor_runs_natively(n)) return false;
+  if (is_vendor(n, "QLinearGlobalAveragePool")) return lower_qlinear_global_pool(c, n);
+  if (is_vendor(n, "QGemm")) return lower_qgemm(c, n);
+  const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
+             pc = constant_quant_params(c, n, 6, 7);
+  if (!pa || !pb || !pc || pa->scale.size() != 1 || pb->scale.size() != 1 || pc->scale.size() != 1) return false;
+  if (!(pc->scale[0] > 0)) return false;
+  const int a = c.as_plain(c.id(n.inputs()[0])), b = c.as_plain(c.id(n.inputs()[3]));
+  const std::vector<int64_t> ad = c.val(a).dims, bd = c.val(b).dims;
+  std::vector<int64_t> od;
+  try {
+    od = broadcast_dims(ad, bd);
+  } catch (const Error&) {
+    return false;  // ONNX Runtime says what is wrong
+  }
+  const int64_t a_run = run_length(ad, od), b_run = run_length(bd, od), count = num_elements(od);
+  if (a_run == 0 || b_run == 0 || count == 0) return false;
+  kernels::QLinearBinary q;
+  q.mul = n.op_type() == "QLinearMul";
+  q.ra = q.mul ? pa->scale[0] * pb->scale[0] / pc->scale[0] : pa->scale[0] / pc->scale[0];
+  q.rb = pb->scale[0] / pc->scale[0];
+  q.za = pa->zp[0];
+  q.zb = pb->zp[0];
+  q.zc = pc->zp[0];
+  const DType t = c.val(a).dtype;
+  const kernels::QType qt = qtype(t);
+  const int y = plain_output(c, t, od, n.name());
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "pointwise",
+                            std::string(q.mul ? "qlinear-mul " : "qlinear-add ") + std::string(dtype_name(t)) +
+                                to_string(od),
+                            static_cast<double>(count)),
+                  {a, b}, {y}, [=](const std::vector<char*>& p) {
+                    kernels::qlinear_binary(p[0], p[1], p[2], qt, count, a_run, b_run, q, team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+}  // namespace isomer::runtime
