@@ -1,6 +1,7 @@
 #include "kernels/quant.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <vector>
 
@@ -197,38 +198,36 @@ ISOMER_CLONES void qlinear_stretch(const T* __restrict a, const T* __restrict b,
 }
 
 template <class T>
-void qlinear_binary_t(const T* a, const T* b, T* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+void qlinear_binary_t(const T* a, const T* b, T* c, QType t, int64_t n, Broadcast ab, Broadcast bb,
                       const QLinearBinary& p, int team) {
   const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
-  // Stretches over which neither operand changes how it advances: a run of the
-  // broadcast operand, or blocks of 4096 where both are elementwise.
-  const int64_t stretch = a_run == 1 && b_run == 1 ? 4096 : std::max<int64_t>(std::max(a_run, b_run), 1);
-  const int64_t stretches = (n + stretch - 1) / stretch;
+  // Blocks of `block` outputs within which each operand either advances one element
+  // at a time (run 1: blocks of its period) or holds still (blocks of its run),
+  // cut into pieces of at most 4096.
+  auto span = [](Broadcast x) { return x.run == 1 ? x.period : x.run; };
+  const int64_t block = std::gcd(span(ab), span(bb)), piece = std::min<int64_t>(block, 4096);
+  const int64_t per_block = (block + piece - 1) / piece, pieces = n / block * per_block;
   parallel_teams(memory_team(team, n, 3), [&](int th, int k) {
-    auto [s0, s1] = part(stretches, th, k);
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t i = s * stretch, len = std::min(stretch, n - i);
-      if (a_run == 1 || b_run == 1 || a_run == b_run) {
-        qlinear_stretch(a + (a_run == 1 ? i : i / a_run), b + (b_run == 1 ? i : i / b_run), c + i, len,
-                        a_run == 1 ? 1 : 0, b_run == 1 ? 1 : 0, p, lo, hi);
-        continue;
-      }
-      for (int64_t j = i; j < i + len; ++j)  // both broadcast, by different runs
-        qlinear_stretch(a + j / a_run, b + j / b_run, c + j, 1, 0, 0, p, lo, hi);
+    auto [p0, p1] = part(pieces, th, k);
+    for (int64_t q = p0; q < p1; ++q) {
+      const int64_t start = q / per_block * block + q % per_block * piece;
+      const int64_t len = std::min(piece, block - q % per_block * piece);
+      qlinear_stretch(a + start / ab.run % ab.period, b + start / bb.run % bb.period, c + start, len,
+                      ab.run == 1 ? 1 : 0, bb.run == 1 ? 1 : 0, p, lo, hi);
     }
   });
 }
 
 }  // namespace
 
-void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, Broadcast ab, Broadcast bb,
                     const QLinearBinary& p, int team) {
   if (t == QType::U8)
     qlinear_binary_t(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), static_cast<uint8_t*>(c), t, n,
-                     a_run, b_run, p, team);
+                     ab, bb, p, team);
   else if (t == QType::S8)
     qlinear_binary_t(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), static_cast<int8_t*>(c), t, n,
-                     a_run, b_run, p, team);
+                     ab, bb, p, team);
 }
 
 namespace {

@@ -53,8 +53,9 @@ void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols
                 const float* mult, bool per_col, int32_t zp, int team = 1);
 
 // ONNX Runtime's QLinearAdd (mul false) and QLinearMul over n output elements of
-// u8 or s8, each operand read one element per a_run (b_run) consecutive outputs
-// (1: elementwise; n: a scalar; the spatial size: a per-channel gate):
+// u8 or s8, output element i reading operand element (i / run) % period (run 1 and
+// period n: elementwise; run n: a scalar; run the spatial size and period the
+// channels: a per-channel gate, repeated over the batch):
 //   Add: c = (a - za) * ra + (b - zb) * rb,  ra = sa / sc, rb = sb / sc
 //   Mul: c = (a - za) * (b - zb) * ra,       ra = sa * sb / sc
 // rounded half to even, plus zc, saturated.
@@ -63,7 +64,10 @@ struct QLinearBinary {
   float ra = 1, rb = 1;
   int32_t za = 0, zb = 0, zc = 0;
 };
-void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, int64_t a_run, int64_t b_run,
+struct Broadcast {
+  int64_t run = 1, period = 1;
+};
+void qlinear_binary(const void* a, const void* b, void* c, QType t, int64_t n, Broadcast ab, Broadcast bb,
                     const QLinearBinary& p, int team = 1);
 
 // ONNX Runtime's QLinearGlobalAveragePool: each of `rows` rows of `size` u8 or s8

@@ -1,7 +1,8 @@
 // Vendor operators the runtime runs itself: ONNX Runtime's com.microsoft QLinearAdd,
 // QLinearMul, QLinearGlobalAveragePool and QGemm, which its quantizer writes in the
 // QOperator format (the residual adds of a quantized ResNet or MobileNet, the gates
-// of squeeze-excitation, the pool and the classifier). Delegated, each was a
+// of squeeze-excitation, the pool and the classifier), and SkipLayerNormalization,
+// which its transformer optimizer writes for each residual add and LayerNorm. Delegated, each was a
 // round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
 // adds took 70% of the run. The arithmetic is ONNX Runtime's (kernels/quant.h), in
 // float32. Forms these kernels do not take (run-time scales, per-axis parameters,
@@ -9,6 +10,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "kernels/quant.h"
+#include "kernels/rows.h"
 #include "runtime/compiler.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
@@ -83,6 +85,59 @@ bool lower_qgemm(Compiler& c, const Node& n) {
   return true;
 }
 
+// The values of a constant float32 vector of n entries, or nullopt; empty where
+// the input is absent.
+std::optional<std::vector<float>> row_param(Compiler& c, const Node& n, size_t i, int64_t cols) {
+  if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
+  const Tensor* t = c.known(n.inputs()[i]);
+  if (!t || t->dtype() != DType::Float32 || t->numel() != cols) return std::nullopt;
+  std::vector<float> v;
+  for (double d : t->to_f64()) v.push_back(static_cast<float>(d));
+  return v;
+}
+
+// SkipLayerNormalization: LayerNorm(input + skip + bias) * gamma + beta over the
+// last axis, and the sum itself as output 3 where asked. Skip of the input's
+// shape; the mean and inverse-deviation outputs are left to ONNX Runtime.
+bool lower_skip_layernorm(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  for (uint32_t k = 1; k < 3 && k < n.num_outputs(); ++k)
+    if (!c.consumers(n.output(k)).empty() || c.is_output(n.output(k))) return false;
+  const int x = c.as_plain(c.id(in[0])), skip = c.as_plain(c.id(in[1]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty() || c.val(skip).dims != xd || c.val(x).dtype != DType::Float32 || c.val(skip).dtype != DType::Float32)
+    return false;
+  const int64_t cols = xd.back(), rows = num_elements(xd) / std::max<int64_t>(cols, 1);
+  auto gamma = row_param(c, n, 2, cols), beta = row_param(c, n, 3, cols), bias = row_param(c, n, 4, cols);
+  if (!gamma || gamma->empty() || !beta || !bias || cols == 0) return false;
+  const float eps = proto_float(n, "epsilon", 1e-12f);
+  const bool want_sum = n.num_outputs() > 3 && (!c.consumers(n.output(3)).empty() || c.is_output(n.output(3)));
+  const int sum = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name() + ".sum");
+  const int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
+  auto g = std::make_shared<std::vector<float>>(std::move(*gamma));
+  auto be = std::make_shared<std::vector<float>>(std::move(*beta));
+  auto bi = std::make_shared<std::vector<float>>(std::move(*bias));
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "layernorm", "skip-layernorm " + std::to_string(rows) + "x" + std::to_string(cols),
+                            10.0 * static_cast<double>(rows * cols)),
+                  {x, skip}, {sum, y}, [=](const std::vector<char*>& p) {
+                    const float* a = reinterpret_cast<const float*>(p[0]);
+                    const float* b = reinterpret_cast<const float*>(p[1]);
+                    float* s = reinterpret_cast<float*>(p[2]);
+                    for (int64_t r = 0; r < rows; ++r)
+                      for (int64_t k = 0; k < cols; ++k) {
+                        const int64_t i = r * cols + k;
+                        s[i] = a[i] + b[i] + (bi->empty() ? 0.0f : (*bi)[static_cast<size_t>(k)]);
+                      }
+                    kernels::normalize_rows(s, reinterpret_cast<float*>(p[3]), rows, cols, g->data(),
+                                            be->empty() ? nullptr : be->data(), eps, /*rms=*/false, team);
+                  });
+  c.bind(n.output(0), y);
+  if (want_sum) c.bind(n.output(3), sum);
+  return true;
+}
+
 bool lower_qlinear_global_pool(Compiler& c, const Node& n) {
   const auto px = constant_quant_params(c, n, 1, 2), py = constant_quant_params(c, n, 3, 4);
   if (!px || !py || px->scale.size() != 1 || py->scale.size() != 1 || !(py->scale[0] > 0)) return false;
@@ -115,25 +170,32 @@ bool lower_qlinear_global_pool(Compiler& c, const Node& n) {
   return true;
 }
 
-// How many consecutive output elements read one element of an operand of `dims`
-// (1: the operand has the output's dims; the output's size: a scalar), or 0 where
-// the operand does not broadcast that way (its dims are the output's, then 1s).
-int64_t run_length(std::vector<int64_t> dims, const std::vector<int64_t>& out) {
+// How an operand of `dims` broadcasts to `out`: output element i reads its element
+// (i / run) % period; nullopt where it broadcasts otherwise. Its dims must be the
+// output's between leading and trailing 1s (a scalar, a per-channel gate, a tensor
+// repeated over the batch).
+std::optional<kernels::Broadcast> broadcast_of(std::vector<int64_t> dims, const std::vector<int64_t>& out) {
   while (dims.size() < out.size()) dims.insert(dims.begin(), 1);
-  size_t k = out.size();
-  int64_t inner = 1;
-  while (k > 0 && dims[k - 1] == 1) inner *= out[--k];
-  for (size_t i = 0; i < k; ++i)
-    if (dims[i] != out[i]) return 0;
-  return inner;
+  size_t lo = 0, hi = out.size();
+  kernels::Broadcast b;
+  while (hi > 0 && dims[hi - 1] == 1) b.run *= out[--hi];
+  while (lo < hi && dims[lo] == 1) ++lo;
+  for (size_t i = lo; i < hi; ++i) {
+    if (dims[i] != out[i]) return std::nullopt;
+    b.period *= dims[i];
+  }
+  return b;
 }
 
 }  // namespace
 
 bool vendor_runs_natively(const Node& n) {
-  if (n.kind() != NodeKind::Opaque || n.num_outputs() != 1 || n.inputs().empty() || !n.inputs()[0].present())
-    return false;
+  if (n.kind() != NodeKind::Opaque || n.inputs().empty() || !n.inputs()[0].present()) return false;
   const DType t = n.inputs()[0].type().dtype;
+  if (is_vendor(n, "SkipLayerNormalization"))
+    return t == DType::Float32 && n.inputs().size() >= 3 && n.num_outputs() >= 1 &&
+           n.output_types()[0].dtype == DType::Float32;
+  if (n.num_outputs() != 1) return false;
   if (!quantized(t) || n.output_types()[0].dtype != t) return false;
   if (is_vendor(n, "QLinearGlobalAveragePool")) return n.inputs().size() >= 4;
   if (is_vendor(n, "QGemm")) return n.inputs().size() >= 9 && n.inputs()[3].present() && n.inputs()[3].constant();
@@ -145,6 +207,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (!vendor_runs_natively(n)) return false;
   if (is_vendor(n, "QLinearGlobalAveragePool")) return lower_qlinear_global_pool(c, n);
   if (is_vendor(n, "QGemm")) return lower_qgemm(c, n);
+  if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
              pc = constant_quant_params(c, n, 6, 7);
   if (!pa || !pb || !pc || pa->scale.size() != 1 || pb->scale.size() != 1 || pc->scale.size() != 1) return false;
@@ -157,8 +220,10 @@ bool lower_vendor(Compiler& c, const Node& n) {
   } catch (const Error&) {
     return false;  // ONNX Runtime says what is wrong
   }
-  const int64_t a_run = run_length(ad, od), b_run = run_length(bd, od), count = num_elements(od);
-  if (a_run == 0 || b_run == 0 || count == 0) return false;
+  const auto ab = broadcast_of(ad, od), bb = broadcast_of(bd, od);
+  const int64_t count = num_elements(od);
+  if (!ab || !bb || count == 0) return false;
+  const kernels::Broadcast a_b = *ab, b_b = *bb;
   kernels::QLinearBinary q;
   q.mul = n.op_type() == "QLinearMul";
   q.ra = q.mul ? pa->scale[0] * pb->scale[0] / pc->scale[0] : pa->scale[0] / pc->scale[0];
@@ -176,7 +241,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
                                 to_string(od),
                             static_cast<double>(count)),
                   {a, b}, {y}, [=](const std::vector<char*>& p) {
-                    kernels::qlinear_binary(p[0], p[1], p[2], qt, count, a_run, b_run, q, team);
+                    kernels::qlinear_binary(p[0], p[1], p[2], qt, count, a_b, b_b, q, team);
                   });
   c.bind(n.output(0), y);
   return true;

@@ -69,8 +69,8 @@ bool is_rope_node(Compiler& c, const Node& n);
 bool runs_natively(const Node& n);
 bool lower_random(Compiler& c, const Node& n);
 // Vendor operators the runtime runs itself, not on ONNX Runtime (lower_vendor.cpp:
-// com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm); the
-// same contract.
+// com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm,
+// SkipLayerNormalization); the same contract.
 bool vendor_runs_natively(const Node& n);
 bool lower_vendor(Compiler& c, const Node& n);
 

@@ -1,0 +1,106 @@
+"""Models with ONNX Runtime's com.microsoft operators, written as its quantizer and
+transformer optimizer write them: without value_info for what those operators
+compute. ONNX's shape inference has no schemas for them, so isomer asks ONNX
+Runtime for those types at import (src/onnx/vendor_types.cpp); the standard
+operators after them then run natively, and SkipLayerNormalization, QLinearAdd,
+QLinearMul and QLinearGlobalAveragePool run as isomer's own steps
+(src/runtime/lower_vendor.cpp). Outputs are held to ONNX Runtime's.
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+isomer = pytest.importorskip("isomer")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+MS = "com.microsoft"
+
+
+def save(nodes, inputs, output, inits, path):
+    g = helper.make_graph(nodes, "vendor", inputs, [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)], ir_version=8)
+    onnx.save(m, path)
+    return path
+
+
+def skip_layernorm_model(path):
+    """Two residual blocks as the transformer optimizer writes them: MatMul, then
+    SkipLayerNormalization (bias, and its sum output feeding the next block)."""
+    rng = np.random.default_rng(4)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.3, name)
+    inits = [f("w1", 32, 32), f("w2", 32, 32), f("g", 32), f("b", 32), f("bias", 32)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+             helper.make_node("SkipLayerNormalization", ["m1", "x", "g", "b", "bias"], ["n1", "", "", "s1"],
+                              domain=MS, epsilon=1e-5),
+             helper.make_node("MatMul", ["n1", "w2"], ["m2"]),
+             helper.make_node("SkipLayerNormalization", ["m2", "s1", "g", "b"], ["n2"], domain=MS, epsilon=1e-5),
+             helper.make_node("Relu", ["n2"], ["y"])]
+    return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 32])], "y", inits, path)
+
+
+def qlinear_model(path, channels_last):
+    """u8 activations: a residual QLinearAdd, a squeeze-excitation gate as QLinearMul by
+    a per-channel [1, C, 1, 1] tensor (and by a scalar), QLinearGlobalAveragePool."""
+    rng = np.random.default_rng(6)
+    u8 = lambda name, *shape: numpy_helper.from_array(rng.integers(0, 256, shape).astype(np.uint8), name)
+    s = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    z = lambda name, v: numpy_helper.from_array(np.array(v, np.uint8), name)
+    inits = [u8("gate", 1, 8, 1, 1), u8("one", 1), s("sx", 0.05), z("zx", 120), s("sg", 0.004), z("zg", 0),
+             s("sa", 0.07), z("za", 128), s("sm", 0.03), z("zm", 100), s("sp", 0.02), z("zp", 90)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q"]),
+             helper.make_node("QLinearAdd", ["q", "sx", "zx", "q", "sx", "zx", "sa", "za"], ["a"], domain=MS),
+             helper.make_node("QLinearMul", ["a", "sa", "za", "gate", "sg", "zg", "sm", "zm"], ["m"], domain=MS),
+             helper.make_node("QLinearMul", ["one", "sg", "zg", "m", "sm", "zm", "sm", "zm"], ["m2"], domain=MS)]
+    pool_in = "m2"
+    if channels_last:
+        nodes.append(helper.make_node("Transpose", ["m2"], ["t"], perm=[0, 2, 3, 1]))
+        pool_in = "t"
+    nodes += [helper.make_node("QLinearGlobalAveragePool", [pool_in, "sm", "zm", "sp", "zp"], ["p"], domain=MS,
+                               channels_last=int(channels_last)),
+              helper.make_node("DequantizeLinear", ["p", "sp", "zp"], ["y"])]
+    return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 6, 5])], "y", inits, path)
+
+
+def steps_of(path):
+    p = subprocess.run([ISOMER, "run", path, "--threads", "1", "--print-steps"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    # Step lines: two spaces, the step's kind, its operators (the lines above them name opaque nodes).
+    return [line.split() for line in (p.stdout + p.stderr).splitlines()
+            if line.startswith("  ") and not line.startswith("   ") and line.split()]
+
+
+def ort_run(path, x):
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
+
+
+def test_skip_layernorm_runs_natively_and_matches_onnxruntime(tmp_path):
+    path = skip_layernorm_model(str(tmp_path / "skip.onnx"))
+    steps = steps_of(path)
+    assert not any(s[0] == "onnxruntime" for s in steps), steps
+    assert sum(s[0] == "layernorm" for s in steps) == 2, steps
+    x = {"x": np.random.default_rng(1).standard_normal((2, 7, 32)).astype(np.float32)}
+    want = ort_run(path, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_qlinear_vendor_operators_run_natively_and_match_onnxruntime(channels_last, tmp_path):
+    path = qlinear_model(str(tmp_path / "q.onnx"), channels_last)
+    steps = steps_of(path)
+    assert not any(s[0] == "onnxruntime" for s in steps), steps
+    x = {"x": (np.random.default_rng(2).random((2, 8, 6, 5)) * 4 - 1).astype(np.float32)}
+    want = ort_run(path, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        # The same float32 arithmetic as ONNX Runtime's: at most a rounding flip (one output step, 0.02).
+        assert np.abs(got - want).max() <= 0.02 + 1e-6
+        assert (np.abs(got - want) > 1e-6).mean() <= 0.1
