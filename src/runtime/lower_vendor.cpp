@@ -2,13 +2,15 @@
 // QLinearMul, QLinearGlobalAveragePool and QGemm, which its quantizer writes in the
 // QOperator format (the residual adds of a quantized ResNet or MobileNet, the gates
 // of squeeze-excitation, the pool and the classifier), and SkipLayerNormalization,
-// which its transformer optimizer writes for each residual add and LayerNorm. Delegated, each was a
+// Gelu, FastGelu, BiasGelu and QuickGelu, which its transformer optimizer writes for
+// each residual add and LayerNorm and each feed-forward activation. Delegated, each was a
 // round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
 // adds took 70% of the run. The arithmetic is ONNX Runtime's (kernels/quant.h), in
 // float32. Forms these kernels do not take (run-time scales, per-axis parameters,
 // other broadcasts) are still delegated.
 #include <onnx/onnx_pb.h>
 
+#include "kernels/pointwise.h"
 #include "kernels/quant.h"
 #include "kernels/rows.h"
 #include "runtime/compiler.h"
@@ -138,6 +140,56 @@ bool lower_skip_layernorm(Compiler& c, const Node& n) {
   return true;
 }
 
+bool is_gelu(const Node& n) {
+  return is_vendor(n, "Gelu") || is_vendor(n, "FastGelu") || is_vendor(n, "BiasGelu") || is_vendor(n, "QuickGelu");
+}
+
+// Gelu (erf form), BiasGelu (of x + bias), FastGelu (tanh form, optional bias) and
+// QuickGelu (x sigmoid(alpha x)) on float32, the bias a vector over the last axis:
+// one pointwise program (the runtime's own GeluErf and GeluTanh).
+bool lower_gelu(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  const bool has_bias = in.size() > 1 && in[1].present() && !is_vendor(n, "Gelu") && !is_vendor(n, "QuickGelu");
+  const int x = c.as_plain(c.id(in[0]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty() || c.val(x).dtype != DType::Float32) return false;
+  int bias = -1;
+  if (has_bias) {
+    bias = c.as_plain(c.id(in[1]));
+    if (c.val(bias).dtype != DType::Float32 || c.val(bias).dims != std::vector<int64_t>{xd.back()}) return false;
+  }
+  kernels::PwProgram prog;
+  prog.num_inputs = prog.num_regs = has_bias ? 2 : 1;
+  int r = has_bias ? prog.emit(kernels::PwOp::Add, 0, 1) : 0;
+  if (is_vendor(n, "FastGelu")) {
+    r = prog.emit(kernels::PwOp::GeluTanh, r);
+  } else if (is_vendor(n, "QuickGelu")) {
+    const int t = prog.emit(kernels::PwOp::Affine, r, 0, 0, proto_float(n, "alpha", 1.702f), 0);
+    r = prog.emit(kernels::PwOp::Mul, r, prog.emit(kernels::PwOp::Sigmoid, t));
+  } else {
+    r = prog.emit(kernels::PwOp::GeluErf, r);
+  }
+  prog.results = {r};
+  const int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
+  std::vector<int64_t> bias_strides(xd.size(), 0);
+  bias_strides.back() = 1;
+  const std::vector<int64_t> strides = kernels::contiguous_strides(xd);
+  std::vector<int> reads = {x};
+  if (has_bias) reads.push_back(bias);
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "pointwise", n.op_type() + " " + prog.text() + " dims" + to_string(xd),
+                            static_cast<double>(num_elements(xd) * static_cast<int64_t>(prog.code.size()))),
+                  reads, {y}, [=](const std::vector<char*>& p) {
+                    std::vector<kernels::StridedRef> ins = {{p[0], DType::Float32, strides, 0}};
+                    if (has_bias) ins.push_back({p[1], DType::Float32, bias_strides, 0});
+                    const kernels::StridedRef out{p[has_bias ? 2 : 1], DType::Float32, strides, 0};
+                    kernels::run_pointwise(prog, ins, std::span<const kernels::StridedRef>(&out, 1), xd, team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
 bool lower_qlinear_global_pool(Compiler& c, const Node& n) {
   const auto px = constant_quant_params(c, n, 1, 2), py = constant_quant_params(c, n, 3, 4);
   if (!px || !py || px->scale.size() != 1 || py->scale.size() != 1 || !(py->scale[0] > 0)) return false;
@@ -196,6 +248,7 @@ bool vendor_runs_natively(const Node& n) {
     return t == DType::Float32 && n.inputs().size() >= 3 && n.num_outputs() >= 1 &&
            n.output_types()[0].dtype == DType::Float32;
   if (n.num_outputs() != 1) return false;
+  if (is_gelu(n)) return t == DType::Float32 && n.output_types()[0].dtype == DType::Float32;
   if (!quantized(t) || n.output_types()[0].dtype != t) return false;
   if (is_vendor(n, "QLinearGlobalAveragePool")) return n.inputs().size() >= 4;
   if (is_vendor(n, "QGemm")) return n.inputs().size() >= 9 && n.inputs()[3].present() && n.inputs()[3].constant();
@@ -208,6 +261,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (is_vendor(n, "QLinearGlobalAveragePool")) return lower_qlinear_global_pool(c, n);
   if (is_vendor(n, "QGemm")) return lower_qgemm(c, n);
   if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
+  if (is_gelu(n)) return lower_gelu(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
              pc = constant_quant_params(c, n, 6, 7);
   if (!pa || !pb || !pc || pa->scale.size() != 1 || pb->scale.size() != 1 || pc->scale.size() != 1) return false;

@@ -70,7 +70,7 @@ bool runs_natively(const Node& n);
 bool lower_random(Compiler& c, const Node& n);
 // Vendor operators the runtime runs itself, not on ONNX Runtime (lower_vendor.cpp:
 // com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm,
-// SkipLayerNormalization); the same contract.
+// SkipLayerNormalization and the Gelu forms); the same contract.
 bool vendor_runs_natively(const Node& n);
 bool lower_vendor(Compiler& c, const Node& n);
 

@@ -2,8 +2,8 @@
 transformer optimizer write them: without value_info for what those operators
 compute. ONNX's shape inference has no schemas for them, so isomer asks ONNX
 Runtime for those types at import (src/onnx/vendor_types.cpp); the standard
-operators after them then run natively, and SkipLayerNormalization, QLinearAdd,
-QLinearMul and QLinearGlobalAveragePool run as isomer's own steps
+operators after them then run natively, and SkipLayerNormalization, the Gelu
+forms, QLinearAdd, QLinearMul and QLinearGlobalAveragePool run as isomer's own steps
 (src/runtime/lower_vendor.cpp). Outputs are held to ONNX Runtime's.
 """
 import os
@@ -42,6 +42,21 @@ def skip_layernorm_model(path):
              helper.make_node("SkipLayerNormalization", ["m2", "s1", "g", "b"], ["n2"], domain=MS, epsilon=1e-5),
              helper.make_node("Relu", ["n2"], ["y"])]
     return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 32])], "y", inits, path)
+
+
+def gelu_model(path):
+    """The feed-forward activations the transformer optimizer writes below opset 20:
+    Gelu, BiasGelu, FastGelu with and without a bias, QuickGelu."""
+    rng = np.random.default_rng(5)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+    inits = [f("w", 16, 16), f("b", 16)]
+    nodes = [helper.make_node("Gelu", ["x"], ["g1"], domain=MS),
+             helper.make_node("BiasGelu", ["g1", "b"], ["g2"], domain=MS),
+             helper.make_node("MatMul", ["g2", "w"], ["m"]),
+             helper.make_node("FastGelu", ["m", "b"], ["g3"], domain=MS),
+             helper.make_node("FastGelu", ["g3"], ["g4"], domain=MS),
+             helper.make_node("QuickGelu", ["g4"], ["y"], domain=MS, alpha=1.5)]
+    return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, 16])], "y", inits, path)
 
 
 def qlinear_model(path, channels_last):
@@ -86,6 +101,17 @@ def test_skip_layernorm_runs_natively_and_matches_onnxruntime(tmp_path):
     assert not any(s[0] == "onnxruntime" for s in steps), steps
     assert sum(s[0] == "layernorm" for s in steps) == 2, steps
     x = {"x": np.random.default_rng(1).standard_normal((2, 7, 32)).astype(np.float32)}
+    want = ort_run(path, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gelu_forms_run_natively_and_match_onnxruntime(tmp_path):
+    path = gelu_model(str(tmp_path / "gelu.onnx"))
+    steps = steps_of(path)
+    assert not any(s[0] == "onnxruntime" for s in steps), steps
+    x = {"x": np.random.default_rng(3).standard_normal((3, 5, 16)).astype(np.float32) * 2}
     want = ort_run(path, x)
     for threads in (1, 2):
         got = isomer.run(path, x, engine="runtime", threads=threads)[0]
