@@ -30,21 +30,22 @@ bool is_vendor(const Node& n, const char* op) {
 bool quantized(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 kernels::QType qtype(DType t) { return t == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8; }
 
-// The node's integer attribute `name`, or `fallback`.
-int64_t proto_int(const Node& n, const std::string& name, int64_t fallback) {
+// The opaque node's attribute `name` of `type`, or nullopt.
+std::optional<onnx::AttributeProto> proto_attr(const Node& n, const std::string& name,
+                                               onnx::AttributeProto::AttributeType type) {
   onnx::NodeProto p;
-  if (!p.ParseFromString(n.opaque()->node_proto)) return fallback;
+  if (!p.ParseFromString(n.opaque()->node_proto)) return std::nullopt;
   for (const onnx::AttributeProto& a : p.attribute())
-    if (a.name() == name && a.type() == onnx::AttributeProto::INT) return a.i();
-  return fallback;
+    if (a.name() == name && a.type() == type) return a;
+  return std::nullopt;
 }
-
+int64_t proto_int(const Node& n, const std::string& name, int64_t fallback) {
+  const auto a = proto_attr(n, name, onnx::AttributeProto::INT);
+  return a ? a->i() : fallback;
+}
 float proto_float(const Node& n, const std::string& name, float fallback) {
-  onnx::NodeProto p;
-  if (!p.ParseFromString(n.opaque()->node_proto)) return fallback;
-  for (const onnx::AttributeProto& a : p.attribute())
-    if (a.name() == name && a.type() == onnx::AttributeProto::FLOAT) return a.f();
-  return fallback;
+  const auto a = proto_attr(n, name, onnx::AttributeProto::FLOAT);
+  return a ? a->f() : fallback;
 }
 
 // QGemm with a quantized output: A [M, K] (not transposed), B constant [K, N] or
