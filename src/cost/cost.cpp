@@ -426,6 +426,7 @@ void MeasuredCostModel::to_database_scale(runtime::Executable& exe, const std::v
   if (now < kScaleMinKnownMs) return;
   const double scale = std::clamp(rows / now, 1.0 / kScaleLimit, kScaleLimit);
   ++rescaled_;
+  last_scale_ = scale;
   for (size_t s = 0; s < out.size(); ++s)
     if (!skip[s] && !usable(db_key(exe.steps()[s].signature))) out[s] *= scale;
 }

@@ -198,8 +198,10 @@ class MeasuredCostModel : public CostModel {
   size_t warmup_runs_kept() const { return warmups_kept_; }
   // Operators alone whose timing ended early, above op_ms's `enough_ms`.
   size_t timings_ended_above() const { return ended_above_; }
-  // Profiles whose new steps were put on the database's scale (to_database_scale).
+  // Profiles whose new steps were put on the database's scale (to_database_scale),
+  // and the last factor applied.
   size_t profiles_rescaled() const { return rescaled_; }
+  double last_scale() const { return last_scale_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -231,6 +233,7 @@ class MeasuredCostModel : public CostModel {
   size_t warmups_kept_ = 0;
   size_t ended_above_ = 0;
   size_t rescaled_ = 0;
+  double last_scale_ = 1.0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);
