@@ -399,8 +399,36 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
       if (!skip[s]) first.emplace(sig, out[s]);
       else if (auto it = first.find(sig); it != first.end()) out[s] = it->second;
     }
+    if (key_prefix_.empty()) to_database_scale(exe, skip, out);
   }
   return out;
+}
+
+void MeasuredCostModel::to_database_scale(runtime::Executable& exe, const std::vector<bool>& skip,
+                                          std::vector<double>& out) {
+  // The steps the database prices already that ran anyway (they write what a new
+  // step reads): their rows against their times now say how much slower or faster
+  // the machine runs than when the rows were timed. Processor time is not immune
+  // to other jobs (a core's sibling, caches, the host's steal): NasNet-A's input,
+  // timed in a burst of other jobs, priced 421 ms and five minutes later 313 ms,
+  // so that its search's new steps, timed after the burst, made merges look 8%
+  // cheaper that ran 2-3% slower. New steps go on the rows' scale, as the
+  // priced graph compares them with those rows.
+  double rows = 0, now = 0;
+  for (size_t s = 0; s < out.size(); ++s) {
+    if (skip[s] || exe.steps()[s].boundary) continue;
+    const std::optional<CostDb::Entry> e = db_->find(fingerprint_, db_key(exe.steps()[s].signature));
+    if (!usable(e) || e->ms <= 0 || out[s] <= 0) continue;
+    rows += e->ms;
+    now += out[s];
+  }
+  // Too little known work timed to tell a scale from a step's own noise.
+  if (now < kScaleMinKnownMs) return;
+  const double scale = std::clamp(rows / now, 1.0 / kScaleLimit, kScaleLimit);
+  ++rescaled_;
+  last_scale_ = scale;
+  for (size_t s = 0; s < out.size(); ++s)
+    if (!skip[s] && !usable(db_key(exe.steps()[s].signature))) out[s] *= scale;
 }
 
 bool keep_warmup_run(double warmup_total, double first_total) {

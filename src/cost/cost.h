@@ -148,6 +148,10 @@ inline constexpr size_t kSettledRuns = 2;
 // 15 ms convolution alone took 15 runs and a quarter of a second, ResNeXt-50's
 // twenty such shapes most of its cold search; a few runs price it as well.
 inline constexpr double kAloneBudget = 0.4;
+// MeasuredCostModel::to_database_scale: the known work (ms) a profile must have
+// timed beside its new steps to rescale them, and the largest factor it applies.
+inline constexpr double kScaleMinKnownMs = 2.0;
+inline constexpr double kScaleLimit = 2.0;
 inline constexpr double kSettledSpread = 0.01;
 bool timing_settled(const std::vector<double>& totals, size_t planned);
 // Whether the last warm-up run (taken as the timed runs are) counts as a timed run:
@@ -194,6 +198,10 @@ class MeasuredCostModel : public CostModel {
   size_t warmup_runs_kept() const { return warmups_kept_; }
   // Operators alone whose timing ended early, above op_ms's `enough_ms`.
   size_t timings_ended_above() const { return ended_above_; }
+  // Profiles whose new steps were put on the database's scale (to_database_scale),
+  // and the last factor applied.
+  size_t profiles_rescaled() const { return rescaled_; }
+  double last_scale() const { return last_scale_; }
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 
@@ -204,6 +212,9 @@ class MeasuredCostModel : public CostModel {
   // Times every step of `exe` inside whole runs (see timing_settled): per step, the
   // mean over the typical runs.
   std::vector<double> profile(runtime::Executable& exe);
+  // A profile that left out steps the database prices: its new steps' times put on
+  // the scale of the database's rows for the known steps that ran with them.
+  void to_database_scale(runtime::Executable& exe, const std::vector<bool>& skip, std::vector<double>& out);
   std::string db_key(const std::string& signature) const;  // the signature under key_prefix_
   bool price_plan(const Plan& plan, std::vector<StepCost>& out) override;
   std::optional<Plan> load_plan(const std::string& key) override;
@@ -221,6 +232,8 @@ class MeasuredCostModel : public CostModel {
   size_t skipped_runs_ = 0;
   size_t warmups_kept_ = 0;
   size_t ended_above_ = 0;
+  size_t rescaled_ = 0;
+  double last_scale_ = 1.0;
 };
 
 // The 1-minute load average (/proc/loadavg; $ISOMER_LOAD_AVERAGE overrides it);

@@ -38,6 +38,16 @@ struct AlignedBuffer {
   ~AlignedBuffer() { std::free(ptr); }
 };
 
+// The cache a core holds data in between steps (L2), or 1 MiB where the system
+// does not say.
+size_t cache_bytes_per_core() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+  }();
+  return bytes;
+}
+
 template <class Once>
 int warm_up(int warmup, int repeats, double budget_ms, Once once) {
   double spent = 0, last = 0;
@@ -235,6 +245,59 @@ struct Executable::Impl {
   // Runs step s and returns its milliseconds, on the wall clock or in processor time.
   double timed_step(size_t s);
 
+  // Per step left in a run that leaves out `skip`: whether a whole run moves more
+  // data through the cores than their caches (L2) hold between the write of a value
+  // the step reads and the step, so that it reads that value cold. A whole run's
+  // steps that are left out no longer evict it: a merged convolution over parts
+  // that other branches made long before (NasNet-A's deferred Concats) was timed as
+  // if they were hot, and priced too cheap. Weights and graph inputs, read once a
+  // run, are cold in a whole run that moves more than the caches hold, and hot in a
+  // run of a few steps: the first step that runs is marked then, so that each such
+  // run starts from evicted caches (one eviction a run, not one before every step
+  // that reads a weight).
+  std::vector<bool> cold_reads(const std::vector<bool>& skip) const {
+    const size_t n = steps.size();
+    std::vector<bool> cold(n, false);
+    const double cache = static_cast<double>(cache_bytes_per_core()) * std::max(threads, 1);
+    std::vector<double> before(n + 1, 0.0);  // bytes the steps before s move
+    for (size_t s = 0; s < n; ++s) {
+      double moved_bytes = 0;
+      for (int v : steps[s].reads) moved_bytes += static_cast<double>(values[v].bytes);
+      for (int v : steps[s].writes) moved_bytes += static_cast<double>(values[v].bytes);
+      before[s + 1] = before[s] + moved_bytes;
+    }
+    for (size_t s = 0; s < n; ++s)
+      if (!skip[s]) {
+        cold[s] = before[n] > cache;
+        break;
+      }
+    std::unordered_map<int, size_t> last_touch;  // root written this run -> the last step touching it
+    for (size_t s = 0; s < n; ++s) {
+      if (!skip[s])
+        for (int v : steps[s].reads)
+          if (auto it = last_touch.find(root(v)); it != last_touch.end() && before[s] - before[it->second + 1] > cache)
+            cold[s] = true;
+      for (int v : steps[s].writes) last_touch[root(v)] = s;
+      for (int v : steps[s].reads)
+        if (auto it = last_touch.find(root(v)); it != last_touch.end()) it->second = s;
+    }
+    return cold;
+  }
+
+  // Moves the caches' contents out to memory beyond them (L3 on most CPUs), on each
+  // of the run's threads, by writing a scratch buffer twice their size.
+  void evict_caches() {
+    const size_t per = 2 * cache_bytes_per_core();
+    scratch.resize(std::max(scratch.size(), per * static_cast<size_t>(std::max(threads, 1))));
+    char* base = scratch.data();
+#pragma omp parallel num_threads(std::max(threads, 1))
+    {
+      char* mine = base + per * static_cast<size_t>(omp_get_thread_num());
+      for (size_t k = 0; k < per; k += 64) mine[k] = static_cast<char>(mine[k] + 1);
+    }
+  }
+  std::vector<char> scratch;  // evict_caches' buffer
+
   void run_step(size_t s) {
     // A step planned for a smaller team (Compiler::TeamScope) runs with that many
     // OpenMP threads, which is what the native kernels and oneDNN ask for.
@@ -425,14 +488,27 @@ std::vector<bool> Executable::steps_to_skip(const std::function<bool(size_t)>& k
   return out;
 }
 
+std::vector<bool> Executable::cold_reads(const std::vector<bool>& skip) const {
+  require(skip.size() == impl_->steps.size(), "cold_reads: one flag per step");
+  return impl_->cold_reads(skip);
+}
+
 std::vector<double> Executable::profile_steps(int warmup, int repeats, double budget_ms, const std::vector<bool>* skip) {
   Impl& m = *impl_;
   set_threads(m.threads);
   auto runs_step = [&](size_t s) { return !skip || s >= skip->size() || !(*skip)[s]; };
+  // A run that leaves steps out reads cold, before a step, what a whole run would
+  // have left cold (Impl::cold_reads); the eviction itself is not timed.
+  const bool leaves_out = skip && skip->size() == m.steps.size() && std::count(skip->begin(), skip->end(), true) > 0;
+  const std::vector<bool> cold = leaves_out ? m.cold_reads(*skip) : std::vector<bool>(m.steps.size(), false);
+  auto step_ms = [&](size_t s) {
+    if (cold[s]) m.evict_caches();
+    return m.timed_step(s);
+  };
   const size_t runs = static_cast<size_t>(warm_up(warmup, repeats, budget_ms, [&] {
     double total = 0;
     for (size_t s = 0; s < m.steps.size(); ++s)
-      if (runs_step(s)) total += m.timed_step(s);
+      if (runs_step(s)) total += step_ms(s);
     return total;
   }));
   std::vector<std::vector<double>> ms(runs, std::vector<double>(m.steps.size(), 0.0));
@@ -440,7 +516,7 @@ std::vector<double> Executable::profile_steps(int warmup, int repeats, double bu
   for (size_t k = 0; k < runs; ++k)
     for (size_t s = 0; s < m.steps.size(); ++s) {
       if (!runs_step(s)) continue;
-      ms[k][s] = m.timed_step(s);
+      ms[k][s] = step_ms(s);
       totals[k] += ms[k][s];
     }
   // The steps of typical runs: the runs whose total is in the middle half, each

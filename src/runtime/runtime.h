@@ -106,6 +106,12 @@ class Executable {
   // producer did not run reads numbers it computes with at its usual speed, never
   // indices or shapes out of range; all false otherwise.
   std::vector<bool> steps_to_skip(const std::function<bool(size_t)>& known = {}) const;
+  // Per step that a run leaving out `skip` runs: whether a whole run moves more
+  // data than the cores' caches (L2) hold between the write of a value it reads and
+  // the step, so that a whole run has it read that value cold. profile_steps with
+  // `skip` evicts the caches (untimed) before such a step, so that it is timed as a
+  // whole run would time it.
+  std::vector<bool> cold_reads(const std::vector<bool>& skip) const;
   // The concrete input dims compiled for, and the output types.
   const std::vector<std::vector<int64_t>>& input_dims() const;
   std::vector<TensorType> output_types() const;

@@ -345,6 +345,45 @@ TEST(Cost, LongGraphsAreTimedWithoutTheirRepeatedSteps) {
   remove_db(db2);
 }
 
+// Layers of [512,512] x [512,512] products (each a few ms: known work enough to
+// tell a scale), then a product down to `out` columns.
+Graph wide_layers(int64_t out) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({512, 512})});
+  for (int i = 0; i < 3; ++i) x = b.op1("Relu", {b.op1("MatMul", {x, b.constant(ones({512, 512}))})});
+  return b.finish({b.op1("MatMul", {x, b.constant(ones({512, out}))})}, {"y"});
+}
+
+TEST(Cost, NewStepsArePricedOnTheScaleOfTheRowsTheyJoin) {
+  // The layers priced first; then their rows made 4x dearer (as a burst of other
+  // jobs leaves them) or 4x cheaper; then a graph of the same layers and a new last
+  // product is priced in runs that leave out the known layers but the last (it
+  // feeds the new product): the new product goes on the rows' scale, the factor
+  // capped at kScaleLimit either way.
+  auto quiet = [] { return 0.0; };
+  auto new_product_ms = [&](double factor) {
+    std::string db = temp_db("scale");
+    cost::MeasuredCostModel first(db, 1, 1, 5, /*budget_ms=*/1e-6);
+    first.set_load_probe(quiet);
+    const cost::GraphCost layers = first.graph_cost(wide_layers(8));
+    {
+      cost::CostDb rows(db);
+      for (const cost::StepCost& s : layers.steps) rows.store(first.fingerprint(), s.step.signature, s.ms * factor, 5);
+    }
+    cost::MeasuredCostModel then(db, 1, 1, 5, /*budget_ms=*/1e-6);
+    then.set_load_probe(quiet);
+    const cost::GraphCost gc = then.graph_cost(wide_layers(24));
+    EXPECT_GT(then.runs_without_repeats(), 0u);
+    EXPECT_EQ(then.profiles_rescaled(), 1u);
+    EXPECT_EQ(then.last_scale(), factor > 1 ? cost::kScaleLimit : 1.0 / cost::kScaleLimit);
+    remove_db(db);
+    return gc.steps.back().ms;
+  };
+  const double cheaper = new_product_ms(0.25), dearer = new_product_ms(4.0);
+  // kScaleLimit^2 (4) apart, give or take the two timings' noise.
+  EXPECT_GT(dearer / cheaper, 2.0) << cheaper << " " << dearer;
+}
+
 TEST(Cost, PricingFromTheDatabaseMakesNoInputs) {
   std::string db = temp_db("lazy_inputs");
   auto quiet = [] { return 0.0; };

@@ -219,5 +219,59 @@ TEST(RuntimeIo, RepeatedAndKnownStepsCanBeLeftOutOfTimedRunsOnlyWhereAllValuesAr
   EXPECT_EQ(none, std::vector<bool>(hexe->steps().size(), false));
 }
 
+TEST(RuntimeIo, AStepLeftOutOfTimedRunsStillMakesTheNextReadCold) {
+  // A small product a, then a large one (about 40 MB moved, more than any core's
+  // L2, with the addition before it) that depends on it and that a timed run leaves
+  // out, then a small product of a plus the large one's mean: a whole run reads a
+  // cold there, so a run leaving the large one out must too. With a small product
+  // in the middle, nothing is cold.
+  auto weight = [](int64_t k, int64_t n) { return Tensor::from_f64(DType::Float32, {k, n}, std::vector<double>(k * n, 0.01)); };
+  for (const bool large : {true, false}) {
+    const int64_t rows = large ? 2048 : 4, width = large ? 1024 : 16;
+    GraphBuilder gb;
+    Value x = gb.input("x", {DType::Float32, make_shape({64, 64})});
+    Value z = gb.input("z", {DType::Float32, make_shape({rows, width})});
+    Value a = gb.op1("MatMul", {x, gb.constant(weight(64, 64))});
+    Value shifted = gb.op1("Add", {z, gb.op1("ReduceMean", {a}, {{"keepdims", int64_t{0}}})});
+    Value middle_out = gb.op1("MatMul", {shifted, gb.constant(weight(width, width))});
+    Value mean = gb.op1("ReduceMean", {middle_out}, {{"keepdims", int64_t{0}}});
+    Value c = gb.op1("Add", {gb.op1("MatMul", {a, gb.constant(weight(64, 32))}), mean});
+    const Graph g = gb.finish({c}, {"c"});
+    auto exe = compile1(g);
+    // The products by their arithmetic (the compiler may order independent steps
+    // either way).
+    size_t first = 0, middle = 0, reader = 0, products = 0;
+    for (size_t i = 0; i < exe->steps().size(); ++i) {
+      const runtime::StepInfo& st = exe->steps()[i];
+      if (st.kind != "matmul") continue;
+      ++products;
+      if (st.flops == 2.0 * 64 * 64 * 64) first = i;
+      else if (st.flops == 2.0 * 64 * 64 * 32) reader = i;
+      else middle = i;
+    }
+    ASSERT_EQ(products, 3u);
+    ASSERT_LT(first, reader);
+    // Everything but the first and last products is known (the middle one and any
+    // conversions of the outputs).
+    const std::vector<bool> skip = exe->steps_to_skip([&](size_t i) { return i != first && i != reader; });
+    std::string listing;
+    for (size_t i = 0; i < skip.size(); ++i) listing += exe->steps()[i].kind + (skip[i] ? "(left out) " : " ");
+    ASSERT_TRUE(skip[middle]) << listing;
+    ASSERT_FALSE(skip[reader]) << listing;
+    const std::vector<bool> cold = exe->cold_reads(skip);
+    EXPECT_EQ(cold[reader], large);
+    // The first step that runs reads the weights cold where a whole run moves more
+    // than the caches hold.
+    const size_t runs_first = static_cast<size_t>(std::find(skip.begin(), skip.end(), false) - skip.begin());
+    EXPECT_EQ(cold[runs_first], large);
+    EXPECT_FALSE(cold[middle]) << "a step left out is not timed";
+    // Timed so, the steps that run take time and the one left out none.
+    exe->run(random_inputs(g, 1));
+    const std::vector<double> ms = exe->profile_steps(0, 2, 0, &skip);
+    EXPECT_EQ(ms[middle], 0.0);
+    EXPECT_GT(ms[reader], 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace isomer
