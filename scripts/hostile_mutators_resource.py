@@ -194,8 +194,7 @@ def m_sparse_external(m, rng, wd):
     path = os.path.join(wd, "weights.bin")
     with open(path, "wb") as f:
         f.truncate(rows * cols * 4)
-    w = helper.make_tensor("w", TensorProto.FLOAT, [rows, cols], vals=[])
-    w.data_location = TensorProto.EXTERNAL
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[rows, cols], data_location=TensorProto.EXTERNAL)
     for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(rows * cols * 4))):
         e = w.external_data.add()
         e.key, e.value = k, v
