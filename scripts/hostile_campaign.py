@@ -101,7 +101,7 @@ def load(path):
 # --- triage ----------------------------------------------------------------------------------
 
 # Classes of "accepted" and "wrong" results that are not isomer's to fix, each with why:
-# (mutator, commands, regex on the mutation's note, on the detail, on isomer's stderr, reason).
+# (mutators (a regular expression), commands, regex on the mutation's note, on the detail, on isomer's stderr, reason).
 TRIAGED = [
     ("nonfinite_shape", ("run_native", "run"), r"non-finite|Cast", r"NaN positions differ$",
      r"isomer: warning: .* holds (NaN|Inf) at element",
@@ -112,7 +112,7 @@ TRIAGED = [
      "a node of a vendor domain: ONNX Runtime refuses it for want of that domain's custom-op library, not because "
      "the model is invalid; `optimize` keeps it verbatim, `run` refuses it (a node of an ONNX domain that lacks its "
      "operator, such as ai.onnx.ml, isomer refuses)"),
-    ("index", ("optimize",), r"run-time index", r"", r"",
+    ("index|const_index", ("optimize",), r"run-time index", r"", r"",
      "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
      "model, `run` refuses the inputs"),
     ("index", ("optimize",), r"constant index", r"", r"",
@@ -166,9 +166,6 @@ TRIAGED = [
     ("huge_extent", ("optimize",), r"", r"", r"",
      "a valid Resize, Pad or ConvTranspose whose output needs terabytes: ONNX Runtime runs out of memory; "
      "`optimize` writes it back unchanged without running it (`run` refuses it, naming the allocation)"),
-    ("const_index", ("optimize",), r"run-time index", r"", r"",
-     "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
-     "model, `run` refuses the inputs"),
     ("shape_bomb", ("optimize",), r"^appended \w+ bomb", r"", r"",
      "a valid model whose output needs terabytes: ONNX Runtime runs out of memory; `optimize` writes it back "
      "unchanged without running it (`run` refuses it, naming the allocation)"),
@@ -177,7 +174,7 @@ TRIAGED = [
 
 def triage(mutator, note, command, detail, stderr):
     for mut, commands, note_re, detail_re, stderr_re, reason in TRIAGED:
-        if mut == mutator and command in commands and re.search(note_re, note) and re.search(detail_re, detail) \
+        if re.fullmatch(mut, mutator) and command in commands and re.search(note_re, note) and re.search(detail_re, detail) \
                 and re.search(stderr_re, stderr):
             return reason
     return None
