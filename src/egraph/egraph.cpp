@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "ops/fold_cost.h"
 #include "ops/op.h"
 
 namespace isomer::eg {
@@ -258,7 +259,7 @@ const Tensor* EGraph::constant_value(ClassId c, int64_t max_elements) {
   if (k.value) return k.value.get();
   if (!k.constant || k.tuple()) return nullptr;
   std::optional<int64_t> numel = num_elements(k.types[0].shape);
-  if (!numel || *numel > max_elements || !is_numeric(k.types[0].dtype)) return nullptr;
+  if (!numel || *numel > std::min(max_elements, kEvaluateConstantLimit) || !is_numeric(k.types[0].dtype)) return nullptr;
   // Evaluate a constant e-node of the class (children first).
   for (const ENode& n : std::vector<ENode>(k.nodes)) {
     const ENode* op_node = &n;
@@ -292,6 +293,12 @@ const Tensor* EGraph::constant_value(ClassId c, int64_t max_elements) {
       args.push_back(*t);
     }
     if (!ok) continue;
+    const TensorType out_type = classes_[find(c)].types[0];
+    std::vector<TensorType> in_types;
+    for (const Tensor& t : args) in_types.push_back({t.dtype(), Shape(t.dims().begin(), t.dims().end())});
+    const std::optional<double> flops =
+        fold_flops(op_node->op->name, attrs_.at(op_node->attrs), in_types, std::span(&out_type, 1));
+    if (!flops || *flops > kEvaluateFlopsLimit) continue;
     try {
       EvalContext ctx{attrs_.at(op_node->attrs), args, op_node->num_outputs};
       std::vector<Tensor> results = op_node->op->eval(ctx);

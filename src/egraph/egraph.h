@@ -76,6 +76,12 @@ class EGraph {
  public:
   // Constant data is materialized for a shape rule only up to this many elements.
   static constexpr int64_t kInferConstantLimit = 1 << 16;
+  // No constant is evaluated (for a match, or as the operand of one) past this many
+  // elements, nor past this much arithmetic (passes/passes.h, fold_flops): a scalar
+  // expanded to 10^9 elements under a ReduceSum, or a product of two 4096x4096 weights,
+  // is left to the runtime as the optimizer's folding leaves it.
+  static constexpr int64_t kEvaluateConstantLimit = 16 << 20;
+  static constexpr double kEvaluateFlopsLimit = 4e9;
 
   EGraph() = default;
   EGraph(const EGraph&) = delete;
@@ -115,7 +121,8 @@ class EGraph {
   const NodePtr& leaf_node(uint32_t id) const { return leaves_.at(id); }
 
   // The constant's data (nullptr if the class is not constant, the value is larger
-  // than `max_elements`, or evaluating it fails). Kept once computed.
+  // than `max_elements` or, evaluated, past the limits above, or evaluating it fails).
+  // Kept once computed.
   const Tensor* constant_value(ClassId c, int64_t max_elements = INT64_MAX);
   // The value's type: output `output` of the class.
   const TensorType& type(ClassId c, uint32_t output = 0) const { return cls(c).types.at(output); }

@@ -99,7 +99,8 @@ std::vector<TensorType> infer_gather_elements(const InferContext& ctx) {
   require(idx.dtype == DType::Int64 || idx.dtype == DType::Int32, "GatherElements indices must be int64 or int32");
   require(idx.rank() == x.rank(), "GatherElements indices " + to_string(idx.shape) + " and data " +
                                       to_string(x.shape) + " differ in rank");
-  axis_of(ctx.attrs, 0, x.rank(), "GatherElements");
+  const int64_t axis = axis_of(ctx.attrs, 0, x.rank(), "GatherElements");
+  require_constant_indices(ctx, 1, [&](size_t) { return static_extent(x.shape[axis]); }, "GatherElements");
   return {{x.dtype, idx.shape}};
 }
 
@@ -154,6 +155,7 @@ std::vector<TensorType> infer_gather_nd(const InferContext& ctx) {
     require(!x.shape[d].is_static() || !idx.shape[d].is_static() || x.shape[d].value == idx.shape[d].value,
             "GatherND batch axis " + std::to_string(d) + " differs between data " + to_string(x.shape) +
                 " and indices " + to_string(idx.shape));
+  require_constant_indices(ctx, 1, [&](size_t n) { return static_extent(x.shape[b + n % k.value]); }, "GatherND");
   Shape out(idx.shape.begin(), idx.shape.end() - 1);
   out.insert(out.end(), x.shape.begin() + b + k.value, x.shape.end());
   return {{x.dtype, out}};
@@ -207,6 +209,9 @@ std::vector<TensorType> infer_scatter_nd(const InferContext& ctx) {
     require(upd.rank() == idx.rank() - 1 + x.rank() - k.value,
             "ScatterND updates " + to_string(upd.shape) + " do not match indices " + to_string(idx.shape) +
                 " and data " + to_string(x.shape));
+    // Index value k addresses axis k % (tuple length) of the data.
+    require_constant_indices(ctx, 1, [&](size_t n) { return k.value ? static_extent(x.shape[n % k.value]) : std::nullopt; },
+                             "ScatterND");
   }
   return {x};
 }

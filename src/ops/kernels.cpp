@@ -1,5 +1,7 @@
 #include "ops/kernels.h"
 
+#include "ir/invalid_node.h"
+
 namespace isomer::ops {
 
 std::vector<TensorType> same_as_input0(const InferContext& ctx) { return {ctx.in(0)}; }
@@ -24,6 +26,18 @@ std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_
   if (!t) return std::nullopt;
   require(is_integer(t->dtype()), "input " + std::to_string(i) + " must be an integer tensor");
   return t->to_i64();
+}
+
+void require_constant_indices(const InferContext& ctx, size_t i, const std::function<std::optional<int64_t>(size_t)>& extent,
+                              std::string_view op) {
+  const std::optional<std::vector<int64_t>> v = constant_ints(ctx, i);
+  if (!v) return;
+  for (size_t k = 0; k < v->size(); ++k) {
+    const int64_t x = (*v)[k];
+    const std::optional<int64_t> e = extent(k);
+    require_valid(!e || (x >= -*e && x < *e), std::string(op) + " index " + std::to_string(x) +
+                                                  " is out of range for an axis of extent " + std::to_string(e.value_or(0)));
+  }
 }
 
 std::vector<int64_t> ints_of(const Tensor& t) {

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,6 +119,16 @@ std::vector<TensorType> broadcast_inputs(const InferContext& ctx);
 void require_float(const TensorType& t, const std::string& what);
 // The values of input i if it is a constant integer tensor, else nullopt.
 std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_t i);
+// A dim's extent where it is static.
+inline std::optional<int64_t> static_extent(const Dim& d) {
+  return d.is_static() ? std::optional<int64_t>(d.value) : std::nullopt;
+}
+// Shape rules: the constant index input `i` (known at import) checked against `extent(k)`,
+// the static extent the k-th index value selects along (nullopt: not static, unchecked).
+// ONNX makes an index out of range an error when the node runs, so a node whose constant
+// index is out of range is refused at import (InvalidNode) rather than written back.
+void require_constant_indices(const InferContext& ctx, size_t i, const std::function<std::optional<int64_t>(size_t)>& extent,
+                              std::string_view op);
 // Reads an integer input as a vector (evaluation time).
 std::vector<int64_t> ints_of(const Tensor& t);
 

@@ -141,6 +141,7 @@ std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
     require(d == axis || !a.is_static() || !e.is_static() || a.value <= e.value,
             "ScatterElements indices " + to_string(idx.shape) + " exceed the data " + to_string(x.shape));
   }
+  require_constant_indices(ctx, 1, [&](size_t) { return static_extent(x.shape[axis]); }, "ScatterElements");
   return {x};
 }
 

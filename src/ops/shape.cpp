@@ -6,6 +6,7 @@
 // as those are static. Both have field semantics: extents are small integers.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ir/float_to_int.h"
 #include "ir/invalid_node.h"
@@ -115,13 +116,23 @@ Array<T> constant_of_shape(const std::vector<int64_t>& dims, T value) {
   return Array<T>(checked_extents(dims), value);
 }
 
+// The value's bytes repeated into the tensor itself: a constant of 10^9 elements takes
+// its own size, not twice it (an array of the elements beside the tensor ran the
+// runtime's compile out of memory where ONNX Runtime runs the model).
 std::vector<Tensor> eval_constant_of_shape(const EvalContext& ctx) {
   const Tensor value = fill_value(ctx.attrs);
-  const std::vector<int64_t> dims = ints_of(ctx.in(0));
-  return with_raw_type(value.dtype(), [&](auto tag) {
-    using U = decltype(tag);
-    return std::vector<Tensor>{raw_tensor(value.dtype(), constant_of_shape(dims, raw_array<U>(value).data[0]))};
-  });
+  std::vector<int64_t> dims = checked_extents(ints_of(ctx.in(0)));
+  const size_t size = dtype_size(value.dtype());
+  size_t total = size;
+  for (int64_t d : dims)
+    require(!__builtin_mul_overflow(total, static_cast<size_t>(d), &total),
+            "ConstantOfShape shape " + to_string(dims) + " has more bytes than memory can address");
+  Bytes bytes = Bytes::uninitialized(total);
+  // One element, then the filled prefix copied onto the rest, doubling.
+  if (total) std::memcpy(bytes.data(), value.bytes().data(), size);
+  for (size_t filled = size; filled < total; filled *= 2)
+    std::memcpy(bytes.data() + filled, bytes.data(), std::min(filled, total - filled));
+  return {Tensor(value.dtype(), std::move(dims), std::move(bytes))};
 }
 
 std::vector<FieldArray> field_constant_of_shape(const Attributes& attrs, std::span<const FieldArray> in) {

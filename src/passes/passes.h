@@ -23,6 +23,13 @@ struct PassStats {
 struct PassOptions {
   size_t max_iterations = 32;
   size_t fold_limit_bytes = 64 << 20;  // don't materialize constants bigger than this
+  // Folding runs at optimization time and writes its results into the model: a fold
+  // whose arithmetic is larger than this (a product of two 2048x2048 weights is 1.7e10)
+  // is left to the runtime,
+  double fold_flops_limit = 4e9;
+  // and a call adds at most this many bytes of constants beyond what folding removes (a
+  // scalar expanded to a 4 MB bias, an outer product of two vectors).
+  size_t fold_growth_bytes = 1 << 20;
   std::vector<std::string> disabled;   // rule names (see template_rule_names)
   // Leave out the rules marked `leave-to-search` (the pass that runs before
   // `--search eqsat`, which decides them by price) and `templates-only` (which the
@@ -59,9 +66,17 @@ std::vector<std::string> template_rule_names();
 // The template rules (rules/templates.rules, compiled into isomer), parsed once.
 const RuleSet& template_rules();
 
+// What folding may still spend (PassOptions' fold limits); `growth_left` goes down as
+// folds add constant bytes.
+struct FoldBudget {
+  size_t result_bytes = 64 << 20;
+  double flops = 4e9;
+  size_t growth_left = 1 << 20;
+};
+
 // One round's worth of the generic C++ folding: operators whose inputs are all
-// constants evaluated (up to `fold_limit_bytes` per result), equal nodes merged unless
-// `merge_equal` is false. Counts go to `applied` ("fold-constants", "cse").
-Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied);
+// constants evaluated (within `budget`), equal nodes merged unless `merge_equal` is
+// false. Counts go to `applied` ("fold-constants", "cse").
+Graph fold_constants(const Graph& g, FoldBudget& budget, bool merge_equal, std::map<std::string, size_t>& applied);
 
 }  // namespace isomer

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ops/fold_cost.h"
 #include "ops/op.h"
 #include "ops/reference_gemm.h"
 #include "passes/passes.h"
@@ -33,18 +34,24 @@ UseCounts count_uses(const Graph& g) {
 }
 
 // op(c0, c1, ...) => constant(op.fold, else op.eval, of (c0, c1, ...))
-//   [deterministic op, result <= limit bytes, not an op that widens constants]
-std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, GraphBuilder& b, size_t limit) {
+//   [deterministic op, not an op that widens constants, within `budget`: result bytes,
+//    arithmetic, constant bytes added]
+std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, GraphBuilder& b, FoldBudget& budget) {
   if (!node.op()->props.deterministic || node.op()->props.widens_constants) return {};
   std::vector<Tensor> args;
+  std::vector<TensorType> in_types;
+  size_t in_bytes = 0;
   for (const Value& v : in) {
     if (!v.present()) {
       args.emplace_back();  // an omitted optional input, as the evaluator passes it
+      in_types.emplace_back();
       continue;
     }
     const Tensor* t = v.constant();
     if (!t || !is_numeric(t->dtype())) return {};
     args.push_back(*t);
+    in_types.push_back(v.type());
+    in_bytes += t->bytes().size();
   }
   // Size the result from the shape rule before computing it: a large Expand or
   // ConstantOfShape must not be materialized at all.
@@ -56,11 +63,16 @@ std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, Gra
     if (!numel || !is_numeric(t.dtype)) return {};
     bytes += static_cast<size_t>(*numel) * dtype_size(t.dtype);
   }
-  if (bytes > limit) return {};
+  if (bytes > budget.result_bytes) return {};
+  const std::optional<double> flops = fold_flops(node.op_type(), node.attrs(), in_types, types);
+  if (!flops || *flops > budget.flops) return {};
+  const size_t growth = bytes > in_bytes ? bytes - in_bytes : 0;
+  if (growth > budget.growth_left) return {};
   EvalContext ctx{node.attrs(), args, node.num_outputs()};
   const OpDef& op = *node.op();
   std::vector<Tensor> results = op.fold ? op.fold(ctx) : op.eval(ctx);
   if (results.size() != node.num_outputs()) return {};
+  budget.growth_left -= growth;
   std::vector<Value> out;
   for (size_t i = 0; i < results.size(); ++i) {
     std::string name = i < node.output_names().size() ? node.output_names()[i] : "";
@@ -130,7 +142,7 @@ std::vector<std::string> template_rule_names() {
   return names;
 }
 
-Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, std::map<std::string, size_t>& applied) {
+Graph fold_constants(const Graph& g, FoldBudget& budget, bool merge_equal, std::map<std::string, size_t>& applied) {
   // Large products of weights (eqsat's reassociations: TASO BERT's 21 products of
   // 1024x1024 weights, half of its warm search) are split across the cores, and
   // float32 ones are summed in float with the runtime's kernel (OpDef::fold); the
@@ -140,7 +152,7 @@ Graph fold_constants(const Graph& g, size_t fold_limit_bytes, bool merge_equal, 
     if (node.kind() == NodeKind::Op) {
       std::vector<Value> folded;
       try {
-        folded = fold_node(node, in, b, fold_limit_bytes);
+        folded = fold_node(node, in, b, budget);
       } catch (const Error&) {
         folded.clear();  // an operator the evaluator rejects at these values stays
       }
@@ -182,13 +194,15 @@ Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
 
   PassStats local;
   Graph current = g;
+  FoldBudget budget{opts.fold_limit_bytes, opts.fold_flops_limit, opts.fold_growth_bytes};
+  FoldBudget merge_only{0, 0, 0};
   std::set<std::pair<const Rule*, const Node*>> failed;
   std::vector<NodePtr> keep_alive;  // the nodes `failed` names stay valid
   while (local.iterations < opts.max_iterations) {
     ++local.iterations;
     std::map<std::string, size_t> round;
-    current = fold ? fold_constants(current, opts.fold_limit_bytes, merge_equal, round)
-                   : (merge_equal ? fold_constants(current, 0, true, round) : current);
+    current = fold ? fold_constants(current, budget, merge_equal, round)
+                   : (merge_equal ? fold_constants(current, merge_only, true, round) : current);
     const UseCounts uses = count_uses(current);
     std::vector<Match> chosen_matches;
     std::vector<const Rule*> chosen_rules;

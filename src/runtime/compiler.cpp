@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "eval/evaluator.h"
+#include "ops/fold_cost.h"
 #include "kernels/parallel.h"
 #include "runtime/delegate.h"
 #include "runtime/lower_control.h"
@@ -389,6 +390,11 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
   return out;
 }
 
+namespace {
+constexpr size_t kFoldBlowUpBytes = 64 << 20;
+constexpr double kFoldFlops = 4e9;
+}  // namespace
+
 bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   if (!n.op()->props.deterministic) return false;
   for (const Value& v : n.inputs())  // a deferred scalar factor's value is a run-time one
@@ -411,6 +417,21 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
       return false;
     }
   }
+  // A blow-up of small constants (a scalar expanded to 10^9 elements under a ReduceSum)
+  // runs as a step, not folded: folding materializes it with the reference kernels, which
+  // hold an index table of 8 bytes an element beside it. Weights transformed at their
+  // own size still fold.
+  size_t in_bytes = 0, out_bytes = 0;
+  for (const Tensor& t : args) in_bytes += t.bytes().size();
+  for (const TensorType& t : types) out_bytes += static_cast<size_t>(num_elements(t.shape).value_or(0)) * dtype_size(t.dtype);
+  if (out_bytes > kFoldBlowUpBytes && out_bytes > 2 * in_bytes) return false;
+  // Arithmetic past the optimizer's folding limit (a convolution of a constant image,
+  // products of large weights) runs as a step on the fast kernels: folded, it ran on the
+  // reference ones at every compile (the optimizer compiles a graph several times).
+  std::vector<TensorType> in_types;
+  for (const Tensor& t : args) in_types.push_back({t.dtype(), Shape(t.dims().begin(), t.dims().end())});
+  const std::optional<double> flops = fold_flops(n.op_type(), n.attrs(), in_types, types);
+  if (flops && *flops > kFoldFlops) return false;
   // Summed as the optimizer's folding and any runtime sum a float32 product (OpDef::fold),
   // not in double: the reference evaluator spent minutes on products of large weights.
   EvalContext ctx{n.attrs(), args, n.num_outputs()};
