@@ -102,7 +102,7 @@ Value Generator::normalize_more(const Value& x, const Dims& d) {
 Value Generator::place_elements(const Value& x, const Dims& d) {
   const int64_t r = static_cast<int64_t>(d.size());
   if (r == 0) throw Error("scalar");
-  switch (rnd(10)) {
+  switch (rnd(11)) {
     case 0: {
       Dims reps;
       for (int64_t i = 0; i < r; ++i) reps.push_back(1 + rnd(2));
@@ -185,6 +185,18 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       return op1("GridSample", {img, grid},
                  {{"mode", std::string(kModes[rnd(3)])}, {"padding_mode", std::string(kPaddings[rnd(3)])},
                   {"align_corners", int64_t{rnd(2)}}});
+    }
+    case 10: {
+      // torch.fft: a real signal (parts axis 1) or a complex one (x and -x), along
+      // any axis (counted from either end), padded or cut by dft_length.
+      const auto i64 = [&](int64_t v) { return b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{v})); };
+      Value z = op1("Unsqueeze", {x, iconst({r})});
+      const bool complex = coin();
+      if (complex) z = op1("Concat", {z, op1("Neg", {z})}, {{"axis", r}});
+      const int64_t axis = rnd(r);
+      const bool onesided = !complex && coin(30);
+      return op1("DFT", {z, i64(1 + rnd(2 * d[axis])), i64(coin() ? axis : axis - r - 1)},
+                 {{"inverse", int64_t{onesided ? 0 : rnd(2)}}, {"onesided", int64_t{onesided ? 1 : 0}}});
     }
     default: return op1("GlobalMaxPool", {pick_float_rank(4)});
   }

@@ -150,6 +150,7 @@ enum class Lowering : uint8_t {
   ScatterElements,
   OneHot,
   GridSample,
+  Dft,         // DFT along one axis (kernels/dft.h)
   Quant,       // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer contractions
 };
 

@@ -80,6 +80,8 @@ ISOMER_OP(Conv)
 ISOMER_OP(ConvTranspose)
 // einsum.cpp
 ISOMER_OP(Einsum)
+// dft.cpp: discrete Fourier transform along one axis (torch.fft)
+ISOMER_OP(DFT)
 // pool.cpp
 ISOMER_OP(MaxPool)
 ISOMER_OP(AveragePool)

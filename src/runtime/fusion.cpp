@@ -390,6 +390,7 @@ Fusion plan_fusion(Compiler& c, const Value& v, const std::vector<int64_t>& dims
     f.nodes.push_back(n);
     f.last = n->output(0);
   }
+  f.drop_repeated_eltwise();
   return f;
 }
 
@@ -397,11 +398,30 @@ bool Fusion::drop_binary() {
   size_t k = 0;
   while (k < ops.size() && !ops[k].binary) ++k;
   if (k == ops.size()) return false;
+  drop_from(k);
+  return true;
+}
+
+bool Fusion::drop_repeated_eltwise() {
+  for (size_t k = 1; k < ops.size(); ++k) {
+    if (!ops[k].eltwise) continue;
+    const EltwiseSpec& e = *ops[k].eltwise;
+    for (size_t j = 0; j < k; ++j) {
+      const std::optional<EltwiseSpec>& d = ops[j].eltwise;
+      if (d && d->alg == e.alg && (d->alpha != e.alpha || d->beta != e.beta)) {
+        drop_from(k);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void Fusion::drop_from(size_t k) {
   for (size_t j = k; j < ops.size(); ++j)
     for (const Node* n : ops[j].nodes) nodes.erase(std::find(nodes.begin(), nodes.end(), n));
   ops.resize(k);
   last = k ? ops[k - 1].out : first;
-  return true;
 }
 
 dnnl::primitive_attr probe_attr(Compiler& c, const Fusion& f, size_t rank, size_t prim_rank, bool with_sum) {

@@ -41,6 +41,15 @@ struct Fusion {
   // primitive that would otherwise run on oneDNN's reference implementation);
   // false if there were none.
   bool drop_binary();
+  // Drops the post-ops from the first eltwise one whose algorithm an earlier one
+  // has with other parameters: oneDNN 2.6's jit kernels (matmul's brgemm, the
+  // convolutions) apply the first one's alpha and beta to both (Gemma-2's logit
+  // soft-cap, x / 30, tanh, x 30, came out 900 times too small). False if none.
+  bool drop_repeated_eltwise();
+
+ private:
+  // Drops ops[k] and every post-op after it, with the nodes they stand for.
+  void drop_from(size_t k);
 };
 
 // The elementwise function node `n` applies to `x` (its only non-constant

@@ -59,6 +59,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::ScatterElements: return lower_scatter_elements;
     case Lowering::OneHot: return lower_one_hot;
     case Lowering::GridSample: return lower_grid_sample;
+    case Lowering::Dft: return lower_dft;
   }
   return nullptr;
 }

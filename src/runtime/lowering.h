@@ -106,5 +106,7 @@ bool lower_top_k(Compiler& c, const Node& n);
 bool lower_scatter_elements(Compiler& c, const Node& n);
 bool lower_one_hot(Compiler& c, const Node& n);
 bool lower_grid_sample(Compiler& c, const Node& n);
+// DFT along one axis (lower_dft.cpp) on kernels/dft.h.
+bool lower_dft(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime
