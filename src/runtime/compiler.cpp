@@ -6,7 +6,10 @@
 #include <omp.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "eval/evaluator.h"
 #include "kernels/parallel.h"
@@ -99,7 +102,48 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
 
 void Compiler::bind(const Value& v, int id) { ids_[v] = id; }
 
+namespace {
+
+// Data derived from a constant once (its weights packed for the GEMM, reordered to
+// a oneDNN layout), shared by every graph compiled in this process while one of
+// them runs: the check and the guard compile the input and its rewrites, whose
+// weights are the same tensors, and each derived copy is as large as the weights.
+// An entry holds its source, so the address that keys it stays that tensor's.
+template <class Payload>
+struct Derived {
+  Tensor source;
+  Payload payload;
+};
+
+template <class Payload, class Make>
+std::shared_ptr<Payload> shared_derived(const Tensor& source, const std::string& kind, Make make) {
+  using Key = std::tuple<const char*, size_t, std::string>;
+  static std::mutex mutex;
+  static std::map<Key, std::weak_ptr<Derived<Payload>>> cache;
+  const Key key{source.bytes().data(), source.byte_size(), kind};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = cache.find(key); it != cache.end())
+      if (auto hit = it->second.lock()) return {hit, &hit->payload};
+  }
+  auto made = std::make_shared<Derived<Payload>>(Derived<Payload>{source, make()});
+  std::lock_guard<std::mutex> lock(mutex);
+  std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+  if (auto raced = cache[key].lock()) return {raced, &raced->payload};
+  cache[key] = made;
+  return {made, &made->payload};
+}
+
+}  // namespace
+
 std::shared_ptr<const kernels::PackedB> Compiler::packed_weights(const Tensor& b, int64_t K, int64_t N) {
+  // Weights this compiler converted (gemm_weights) die with it: they are packed for it alone.
+  bool converted = false;
+  for (const auto& entry : gemm_weights_) converted = converted || entry.second.second.bytes().data() == b.bytes().data();
+  if (!converted)
+    return shared_derived<kernels::PackedB>(b, "packed " + std::to_string(K) + "x" + std::to_string(N), [&] {
+      return kernels::pack_b(reinterpret_cast<const float*>(b.bytes().data()), K, N, N);
+    });
   const auto key = std::make_tuple(b.bytes().data(), K, N);
   auto it = packed_.find(key);
   if (it == packed_.end()) {
@@ -253,12 +297,17 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
     out = new_value(s.dtype, s.dims, md, s.name);
     RtValue& o = values_[out];
     const RtValue& si = values_[src];
-    o.storage = std::make_shared<std::vector<char>>(o.bytes);
-    dnnl::memory from(si.md, eng_, const_cast<char*>(si.known->bytes().data()));
-    dnnl::memory to(md, eng_, o.storage->data());
-    dnnl::stream st(eng_);
-    dnnl::reorder(from, to).execute(st, from, to);
-    st.wait();
+    // Keyed by both descriptors whole (data type, and layouts describe_md does not spell out).
+    auto md_bytes = [](const md_t& m) { return std::string(reinterpret_cast<const char*>(&m.data), sizeof m.data); };
+    o.storage = shared_derived<std::vector<char>>(*si.known, "reorder " + md_bytes(si.md) + md_bytes(md), [&] {
+      std::vector<char> bytes(o.bytes);
+      dnnl::memory from(si.md, eng_, const_cast<char*>(si.known->bytes().data()));
+      dnnl::memory to(md, eng_, bytes.data());
+      dnnl::stream st(eng_);
+      dnnl::reorder(from, to).execute(st, from, to);
+      st.wait();
+      return bytes;
+    });
   } else {
     std::string name = s.name;
     md_t from = s.md;

@@ -96,8 +96,11 @@ struct Executable::Impl {
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {
-      // A constant read directly by a step: materialize its bytes once.
-      v.storage = std::make_shared<std::vector<char>>(v.known->bytes().data(), v.known->bytes().data() + v.known->byte_size());
+      // A constant read directly by a step: its own bytes, shared with the graph (no
+      // step writes a constant), aligned as a heap copy would be; else copied once.
+      const char* bytes = v.known->bytes().data();
+      if (reinterpret_cast<uintptr_t>(bytes) % alignof(std::max_align_t) == 0) return const_cast<char*>(bytes);
+      v.storage = std::make_shared<std::vector<char>>(bytes, bytes + v.known->byte_size());
       return v.storage->data();
     }
     return buffers[buffer_of[r]].ptr;
