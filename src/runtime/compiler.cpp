@@ -6,16 +6,14 @@
 #include <omp.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <sstream>
-#include <tuple>
 
 #include "eval/evaluator.h"
 #include "kernels/parallel.h"
 #include "runtime/delegate.h"
 #include "runtime/lower_control.h"
 #include "runtime/native.h"
+#include "runtime/shared_derived.h"
 
 namespace isomer::runtime {
 
@@ -101,40 +99,6 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
 }
 
 void Compiler::bind(const Value& v, int id) { ids_[v] = id; }
-
-namespace {
-
-// Data derived from a constant once (its weights packed for the GEMM, reordered to
-// a oneDNN layout), shared by every graph compiled in this process while one of
-// them runs: the check and the guard compile the input and its rewrites, whose
-// weights are the same tensors, and each derived copy is as large as the weights.
-// An entry holds its source, so the address that keys it stays that tensor's.
-template <class Payload>
-struct Derived {
-  Tensor source;
-  Payload payload;
-};
-
-template <class Payload, class Make>
-std::shared_ptr<Payload> shared_derived(const Tensor& source, const std::string& kind, Make make) {
-  using Key = std::tuple<const char*, size_t, std::string>;
-  static std::mutex mutex;
-  static std::map<Key, std::weak_ptr<Derived<Payload>>> cache;
-  const Key key{source.bytes().data(), source.byte_size(), kind};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache.find(key); it != cache.end())
-      if (auto hit = it->second.lock()) return {hit, &hit->payload};
-  }
-  auto made = std::make_shared<Derived<Payload>>(Derived<Payload>{source, make()});
-  std::lock_guard<std::mutex> lock(mutex);
-  std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
-  if (auto raced = cache[key].lock()) return {raced, &raced->payload};
-  cache[key] = made;
-  return {made, &made->payload};
-}
-
-}  // namespace
 
 std::shared_ptr<const kernels::PackedB> Compiler::packed_weights(const Tensor& b, int64_t K, int64_t N) {
   // Weights this compiler converted (gemm_weights) die with it: they are packed for it alone.

@@ -85,6 +85,7 @@ struct Executable::Impl {
   std::vector<std::vector<size_t>> out_steps;
   std::unordered_map<int, const char*> moved;  // root -> where its bytes are this run
   std::vector<Tensor> held;  // the last run's in-place inputs: steps timed alone read them
+  std::vector<std::shared_ptr<const void>> shared_constants;  // keeps shared derived constants shared
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
@@ -472,7 +473,8 @@ std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) 
   set_threads(impl->threads);
   RuntimeOptions o = opts;
   o.threads = impl->threads;
-  const Graph work = promote_half_to_float(g);  // half models compute in float32 (runtime/precision.h)
+  // Half models compute in float32 (runtime/precision.h).
+  const Graph work = promote_half_to_float(g, &impl->shared_constants);
   Compiler c(work, o, impl->eng);
   c.run();
   impl->values = std::move(c.values_);

@@ -51,6 +51,30 @@ TEST(RuntimeWeights, CompiledGraphsShareTheGraphsWeights) {
   testing::run_against_reference(g);
 }
 
+// A half-precision model computes in float32: the float32 form of its weights is
+// made once, and so is its packing, while a compiled graph holds them.
+TEST(RuntimeWeights, HalfWeightsAreWidenedAndPackedOnce) {
+  const int64_t k = 512, n = 1024;
+  auto half = [](const Tensor& t) { return Tensor::from_f64(DType::Float16, t.dims(), t.to_f64()); };
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float16, make_shape({128, k})});
+  Value y = b.op1("MatMul", {x, b.constant(half(random_tensor({k, n}, 15)), "w")});
+  Graph g = b.finish({y}, {"y"});
+  const std::vector<Tensor> inputs = {half(random_tensor({128, k}, 16))};
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  auto first = runtime::compile(g, o);
+  const std::vector<Tensor> want = first->run(inputs);
+  const size_t before = heap_in_use();
+  auto second = runtime::compile(g, o);
+  const size_t grown = heap_in_use() - before;
+  // Widened (2 MiB) and packed (2 MiB) again would each pass this.
+  EXPECT_LT(grown, static_cast<size_t>(k * n) * 4 / 2) << "the second compile holds " << grown << " more bytes";
+  EXPECT_TRUE(second->run(inputs)[0].same_as(want[0]));
+  first.reset();
+  EXPECT_TRUE(second->run(inputs)[0].same_as(want[0]));  // what it shared outlives the first
+}
+
 // Each compile's share of the packed weights lives as long as it runs: a graph
 // compiled after the others are gone packs its weights anew, and runs correctly.
 TEST(RuntimeWeights, PackedWeightsOutliveTheCompilerThatMadeThem) {
