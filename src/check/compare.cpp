@@ -220,6 +220,10 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
     r.reason = "the optimized graph does not run where the original does (" + got.error + ")";
     return r;
   }
+  // Each engine that prepared a large graph holds its weights again (a compiled graph
+  // its packed copy, ONNX Runtime's helper its own): the one that ran the rewrite lets
+  // go before another prepares the original (the guard prepares it anew if it times it).
+  if (original.constant_bytes() >= kLargeGraphBytes) engines.forget(optimized);
   std::vector<Engine> want_order = original_order(got.engine);
   // A quantized model runs as deployed: ONNX Runtime with its optimizations on runs
   // QDQ groups on integer kernels, as isomer's runtime does (check/quant_check.h).

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -513,7 +514,16 @@ std::string temp_name(const std::string& path) {
 
 std::string export_onnx_bytes(const Graph& g) { return serialize(Exporter(g, nullptr).run()); }
 
-void export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts) {
+std::string ExportedFiles::describe() const {
+  char line[128];
+  std::snprintf(line, sizeof line, " (%.1f MB)", static_cast<double>(model_bytes) / 1e6);
+  std::string out = line;
+  if (data_path.empty()) return "one file" + out + ", every tensor inline";
+  std::snprintf(line, sizeof line, " (%.1f MB)", static_cast<double>(data_bytes) / 1e6);
+  return "the model" + out + " and its external data " + data_path + line;
+}
+
+ExportedFiles export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts) {
   namespace fs = std::filesystem;
   const bool external = opts.external_data || g.constant_bytes() > kAutoExternalBytes;
   const std::string data_path = path + ".data";
@@ -548,6 +558,13 @@ void export_onnx_file(const Graph& g, const std::string& path, const ExportOptio
     }
     fs::rename(tmp_model, path, ec);
     require(!ec, "cannot rename '" + tmp_model + "' to '" + path + "': " + ec.message());
+    ExportedFiles files;
+    files.model_bytes = fs::file_size(path, ec);
+    if (writer) {
+      files.data_path = data_path;
+      files.data_bytes = fs::file_size(data_path, ec);
+    }
+    return files;
   } catch (const Error& e) {
     std::error_code ignored;
     fs::remove(tmp_model, ignored);

@@ -48,10 +48,18 @@ struct ExportOptions {
   size_t external_threshold_bytes = 1024;   // tensors at least this large go to the data file
 };
 
+// What export_onnx_file wrote.
+struct ExportedFiles {
+  uint64_t model_bytes = 0;
+  std::string data_path;    // the external data file ("" when every tensor is inline)
+  uint64_t data_bytes = 0;  // its size
+  std::string describe() const;  // "m.onnx (2.4 MB) and its external data m.onnx.data (4401.7 MB)"
+};
+
 // Writes `path` (and `path`.data when external data is used: forced, or when the
 // constants would not fit in one protobuf). Writes temporary files and renames
 // them, so a failed export leaves no partial file and keeps an existing one.
-void export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts = {});
+ExportedFiles export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts = {});
 // The serialized model, all data inline.
 std::string export_onnx_bytes(const Graph& g);
 

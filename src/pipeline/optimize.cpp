@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -69,25 +70,60 @@ std::string find_culprit(const Graph& g, const OptimizeOptions& opts, const std:
 // NaN weights make a model compute NaN, so there is nothing to optimize or check;
 // Inf in a weight tensor is as suspicious. A single-element Inf constant is the
 // fill value of an attention mask (Where(mask, x, -inf)) and is legitimate.
+namespace {
+
+// The first element of `t` that is NaN, or Inf in a tensor of more than one element,
+// read in place (widening a 4 GB model's weights to double took twice their size
+// and most of the import's time); -1 when there is none.
+int64_t first_nonfinite(const Tensor& t) {
+  const char* p = t.bytes().data();
+  auto scan = [&](auto widen, size_t size) -> int64_t {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = widen(p + static_cast<size_t>(i) * size);
+      if (std::isnan(v) || (std::isinf(v) && t.numel() > 1)) return i;
+    }
+    return -1;
+  };
+  auto bits16 = [](const char* q) {
+    uint16_t b;
+    std::memcpy(&b, q, 2);
+    return b;
+  };
+  switch (t.dtype()) {
+    case DType::Float32:
+      return scan([](const char* q) { float f; std::memcpy(&f, q, 4); return static_cast<double>(f); }, 4);
+    case DType::Float64: return scan([](const char* q) { double d; std::memcpy(&d, q, 8); return d; }, 8);
+    case DType::Float16: return scan([&](const char* q) { return static_cast<double>(half_to_float(bits16(q))); }, 2);
+    case DType::BFloat16:
+      return scan([&](const char* q) { return static_cast<double>(bfloat16_to_float(bits16(q))); }, 2);
+    default: {
+      const std::vector<double> v = t.to_f64();
+      for (size_t i = 0; i < v.size(); ++i)
+        if (std::isnan(v[i]) || (std::isinf(v[i]) && v.size() > 1)) return static_cast<int64_t>(i);
+      return -1;
+    }
+  }
+}
+
+}  // namespace
+
 std::string nonfinite_weight(const Graph& g) {
   std::vector<NodePtr> order = g.topo_order();
   for (const NodePtr& n : order) {
     if (n->kind() != NodeKind::Constant || !is_float(n->value()->dtype())) continue;
-    std::vector<double> v = n->value()->to_f64();
-    for (size_t i = 0; i < v.size(); ++i) {
-      bool nan = std::isnan(v[i]);
-      if (!nan && (!std::isinf(v[i]) || v.size() == 1)) continue;
-      std::string what = n->name().empty() ? "a constant" : "initializer '" + n->name() + "'";
-      for (const NodePtr& user : order) {
-        bool uses = false;
-        for (const Value& in : user->inputs()) uses = uses || in.node == n;
-        if (uses) {
-          what += " (input of node '" + (user->name().empty() ? user->op_type() : user->name()) + "')";
-          break;
-        }
+    const int64_t i = first_nonfinite(*n->value());
+    if (i < 0) continue;
+    const bool nan = std::isnan(n->value()->f64_at(i));
+    std::string what = n->name().empty() ? "a constant" : "initializer '" + n->name() + "'";
+    for (const NodePtr& user : order) {
+      bool uses = false;
+      for (const Value& in : user->inputs()) uses = uses || in.node == n;
+      if (uses) {
+        what += " (input of node '" + (user->name().empty() ? user->op_type() : user->name()) + "')";
+        break;
       }
-      return what + " holds " + (nan ? "NaN" : "Inf") + " at element " + std::to_string(i);
     }
+    return what + " holds " + (nan ? "NaN" : "Inf") + " at element " + std::to_string(i);
   }
   return "";
 }
@@ -373,7 +409,13 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
 
 OptimizeReport optimize_file(const std::string& in_path, const std::string& out_path, const OptimizeOptions& opts) {
   ImportStats stats;
+  auto t0 = std::chrono::steady_clock::now();
   Graph g = import_onnx_file(in_path, opts.import, &stats);
+  const double import_seconds = seconds_since(t0);
+  const bool large = g.constant_bytes() >= kLargeGraphBytes;
+  if (large)
+    std::fprintf(stderr, "isomer: imported %s in %.1f s (%.1f MB of weights)\n", in_path.c_str(), import_seconds,
+                 static_cast<double>(g.constant_bytes()) / 1e6);
   if (!opts.allow_nonfinite) {
     try {
       require_finite_weights(g);
@@ -382,6 +424,7 @@ OptimizeReport optimize_file(const std::string& in_path, const std::string& out_
     }
   }
   OptimizeResult r = optimize_graph(g, stats, opts);
+  r.report.phase_seconds["import"] = import_seconds;
   r.report.input_path = in_path;
   r.report.output_path = out_path;
   if (r.report.check.status == CheckResult::Status::Failed) {
@@ -389,7 +432,12 @@ OptimizeReport optimize_file(const std::string& in_path, const std::string& out_
     if (!r.report.culprit.empty()) msg += "; rule '" + r.report.culprit + "' is responsible";
     throw Error(msg + "; nothing was written");
   }
-  if (!out_path.empty()) export_onnx_file(r.graph, out_path);
+  if (!out_path.empty()) {
+    if (large) std::fprintf(stderr, "isomer: writing %s\n", out_path.c_str());
+    auto t1 = std::chrono::steady_clock::now();
+    r.report.written = export_onnx_file(r.graph, out_path).describe();
+    r.report.phase_seconds["write"] = seconds_since(t1);
+  }
   return r.report;
 }
 
@@ -449,6 +497,7 @@ std::string OptimizeReport::to_json() const {
   j["guard_confirm_verdict"] = ccmp ? nlohmann::ordered_json(ccmp->verdict_text()) : nlohmann::ordered_json();
   j["guard_log"] = guard.log;
   j["phase_seconds"] = phase_seconds;
+  j["written"] = written;
   j["rules_applied"] = rules_applied;
   j["search"] = search;
   if (!mugraph.empty()) j["mugraph"] = mugraph;
@@ -554,14 +603,17 @@ std::string OptimizeReport::to_text() const {
     out << line;
   }
   out << "\nphases:";
-  for (const char* phase : {"passes", "search", "mugraph", "check", "guard", "cost"}) {
-    if (std::string(phase) == "mugraph" && !phase_seconds.count(phase)) continue;
+  const char* sep = "";
+  for (const char* phase : {"import", "passes", "search", "mugraph", "check", "guard", "cost", "write"}) {
+    const bool always = std::string(phase) != "mugraph" && std::string(phase) != "import" && std::string(phase) != "write";
     auto it = phase_seconds.find(phase);
-    std::snprintf(line, sizeof line, " %s %.3f s%s", phase, it == phase_seconds.end() ? 0.0 : it->second,
-                  std::string(phase) == "cost" ? "" : ",");
+    if (it == phase_seconds.end() && !always) continue;
+    std::snprintf(line, sizeof line, "%s %s %.3f s", sep, phase, it == phase_seconds.end() ? 0.0 : it->second);
     out << line;
+    sep = ",";
   }
   out << "\n";
+  if (!written.empty()) out << "written: " << written << "\n";
   return out.str();
 }
 

@@ -91,6 +91,7 @@ struct OptimizeReport {
   double check_seconds = 0;
   // Wall time of each phase: passes, search, check, guard, cost.
   std::map<std::string, double> phase_seconds;
+  std::string written;  // the files written and their layout (optimize_file), "" before
   std::string target;  // "isomer" or "onnxruntime"
   int threads = 0;     // of the check's and the guard's engines (0: every core)
   std::string inputs_source;             // where the check's and the guard's inputs came from

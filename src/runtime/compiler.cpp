@@ -14,6 +14,7 @@
 #include "runtime/delegate.h"
 #include "runtime/lower_control.h"
 #include "runtime/native.h"
+#include "runtime/shared_derived.h"
 
 namespace isomer::runtime {
 
@@ -101,6 +102,13 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
 void Compiler::bind(const Value& v, int id) { ids_[v] = id; }
 
 std::shared_ptr<const kernels::PackedB> Compiler::packed_weights(const Tensor& b, int64_t K, int64_t N) {
+  // Weights this compiler converted (gemm_weights) die with it: they are packed for it alone.
+  bool converted = false;
+  for (const auto& entry : gemm_weights_) converted = converted || entry.second.second.bytes().data() == b.bytes().data();
+  if (!converted)
+    return shared_derived<kernels::PackedB>(b, "packed " + std::to_string(K) + "x" + std::to_string(N), [&] {
+      return kernels::pack_b(reinterpret_cast<const float*>(b.bytes().data()), K, N, N);
+    });
   const auto key = std::make_tuple(b.bytes().data(), K, N);
   auto it = packed_.find(key);
   if (it == packed_.end()) {
@@ -254,12 +262,17 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
     out = new_value(s.dtype, s.dims, md, s.name);
     RtValue& o = values_[out];
     const RtValue& si = values_[src];
-    o.storage = std::make_shared<std::vector<char>>(o.bytes);
-    dnnl::memory from(si.md, eng_, const_cast<char*>(si.known->bytes().data()));
-    dnnl::memory to(md, eng_, o.storage->data());
-    dnnl::stream st(eng_);
-    dnnl::reorder(from, to).execute(st, from, to);
-    st.wait();
+    // Keyed by both descriptors whole (data type, and layouts describe_md does not spell out).
+    auto md_bytes = [](const md_t& m) { return std::string(reinterpret_cast<const char*>(&m.data), sizeof m.data); };
+    o.storage = shared_derived<std::vector<char>>(*si.known, "reorder " + md_bytes(si.md) + md_bytes(md), [&] {
+      std::vector<char> bytes(o.bytes);
+      dnnl::memory from(si.md, eng_, const_cast<char*>(si.known->bytes().data()));
+      dnnl::memory to(md, eng_, bytes.data());
+      dnnl::stream st(eng_);
+      dnnl::reorder(from, to).execute(st, from, to);
+      st.wait();
+      return bytes;
+    });
   } else {
     std::string name = s.name;
     md_t from = s.md;

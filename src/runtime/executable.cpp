@@ -95,6 +95,7 @@ struct Executable::Impl {
   std::vector<std::vector<size_t>> out_steps;
   std::unordered_map<int, const char*> moved;  // root -> where its bytes are this run
   std::vector<Tensor> held;  // the last run's in-place inputs: steps timed alone read them
+  std::vector<std::shared_ptr<const void>> shared_constants;  // keeps shared derived constants shared
 
   int root(int id) const { return values[id].alias_of >= 0 ? values[id].alias_of : id; }
 
@@ -106,8 +107,11 @@ struct Executable::Impl {
     RtValue& v = values[r];
     if (v.storage) return v.storage->data();
     if (v.known) {
-      // A constant read directly by a step: materialize its bytes once.
-      v.storage = std::make_shared<std::vector<char>>(v.known->bytes().data(), v.known->bytes().data() + v.known->byte_size());
+      // A constant read directly by a step: its own bytes, shared with the graph (no
+      // step writes a constant), aligned as a heap copy would be; else copied once.
+      const char* bytes = v.known->bytes().data();
+      if (reinterpret_cast<uintptr_t>(bytes) % alignof(std::max_align_t) == 0) return const_cast<char*>(bytes);
+      v.storage = std::make_shared<std::vector<char>>(bytes, bytes + v.known->byte_size());
       return v.storage->data();
     }
     return buffers[buffer_of[r]].ptr;
@@ -545,7 +549,8 @@ std::unique_ptr<Executable> compile(const Graph& g, const RuntimeOptions& opts) 
   set_threads(impl->threads);
   RuntimeOptions o = opts;
   o.threads = impl->threads;
-  const Graph work = promote_half_to_float(g);  // half models compute in float32 (runtime/precision.h)
+  // Half models compute in float32 (runtime/precision.h).
+  const Graph work = promote_half_to_float(g, &impl->shared_constants);
   Compiler c(work, o, impl->eng);
   c.run();
   impl->values = std::move(c.values_);

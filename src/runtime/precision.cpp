@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "runtime/shared_derived.h"
+
 namespace isomer::runtime {
 
 namespace {
@@ -25,7 +27,7 @@ bool has_half_values(const Graph& g) {
   return false;
 }
 
-Graph promote_half_to_float(const Graph& g) {
+Graph promote_half_to_float(const Graph& g, std::vector<std::shared_ptr<const void>>* keep) {
   if (!has_half_values(g)) return g;
   const std::vector<NodePtr> order = g.topo_order();
   for (const NodePtr& n : order)
@@ -49,7 +51,13 @@ Graph promote_half_to_float(const Graph& g) {
     if (n->kind() == NodeKind::Input) continue;
     if (n->kind() == NodeKind::Constant) {
       const Tensor& t = *n->value();
-      now[n->output(0)] = b.constant(is_half(t.dtype()) ? to_float(t) : t, n->name());
+      if (!is_half(t.dtype())) {
+        now[n->output(0)] = b.constant(t, n->name());
+        continue;
+      }
+      auto widened = shared_derived<Tensor>(t, "float32", [&] { return to_float(t); });
+      if (keep) keep->push_back(widened);
+      now[n->output(0)] = b.constant(*widened, n->name());
       continue;
     }
     std::vector<Value> ins;

@@ -13,6 +13,9 @@
 // type and back, so values the model rounds are rounded as written. Everything
 // else computes in float32, which rounds less than the model would in half: the
 // results agree to half precision, not bit for bit.
+#include <memory>
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace isomer::runtime {
@@ -22,6 +25,9 @@ bool has_half_values(const Graph& g);
 
 // `g` computing in float32 as described above; `g` itself when it has no half
 // values or holds an opaque node (ONNX Runtime runs those on their written types).
-Graph promote_half_to_float(const Graph& g);
+// The float32 form of a half constant is made once and shared while anything holds
+// it (runtime/shared_derived.h): `keep` receives what the returned graph's
+// constants need kept alive to stay shared (a compiled graph holds it).
+Graph promote_half_to_float(const Graph& g, std::vector<std::shared_ptr<const void>>* keep = nullptr);
 
 }  // namespace isomer::runtime

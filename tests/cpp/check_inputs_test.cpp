@@ -228,6 +228,44 @@ TEST(Check, RunsTheGraphsOnTwoEnginesAndAsksTheReferenceWhenTheyDisagree) {
   }
 }
 
+// An engine that counts how many graphs it holds prepared at once (each would hold
+// the graph's weights again); every graph it runs answers [0].
+class Counted : public Prepared {
+ public:
+  Counted(int* live, int* most) : live_(live) { *most = std::max(*most, ++*live_); }
+  ~Counted() override { --*live_; }
+  std::vector<Tensor> run(const std::vector<Tensor>&) override {
+    return {Tensor::from_f64(DType::Float32, {1}, std::vector<double>{0})};
+  }
+  std::vector<double> time(const std::vector<Tensor>&, int, int repeats) override {
+    return std::vector<double>(static_cast<size_t>(repeats), 1.0);
+  }
+
+ private:
+  int* live_;
+};
+
+// A large graph (its weights at kLargeGraphBytes) is prepared on one engine at a
+// time by the check: the engine that ran the rewrite lets it go before the other
+// prepares the original. A small one keeps both (the guard times them next).
+TEST(Check, ALargeGraphIsPreparedOnOneEngineAtATime) {
+  for (size_t bytes : {kLargeGraphBytes, size_t{4096}}) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({1})});
+    Value w = b.constant(Tensor(DType::Float32, {static_cast<int64_t>(bytes / 4)}, std::string(bytes, '\0')), "w");
+    Value s = b.op1("ReduceSum", {w}, {{"keepdims", int64_t{1}}});
+    Graph original = b.finish({b.op1("Add", {x, s})}, {"y"});
+    Graph optimized = b.finish({b.op1("Add", {s, x})}, {"y"});
+    int live = 0, most = 0;
+    Engines engines;
+    for (Engine e : {Engine::Runtime, Engine::OnnxRuntimePlain, Engine::OnnxRuntime, Engine::Reference})
+      engines.set_factory(e, [&](const Graph&, const EngineOptions&) { return std::make_unique<Counted>(&live, &most); });
+    CheckResult r = check_graphs(engines, original, optimized, valid_random_inputs(original, 0), CheckOptions{});
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << r.reason;
+    EXPECT_EQ(most, bytes >= kLargeGraphBytes ? 1 : 2) << bytes << " bytes of weights";
+  }
+}
+
 TEST(Check, OnOnnxRuntimeTheOriginalRunsAsWritten) {
   try {
     bridge::OrtBridge::shared();

@@ -490,19 +490,30 @@ TEST(OnnxExternalData, WriteAndReadBack) {
   ExportOptions opts;
   opts.external_data = true;
   opts.external_threshold_bytes = 64;
-  export_onnx_file(g, dir.file("m.onnx"), opts);
+  const ExportedFiles files_written = export_onnx_file(g, dir.file("m.onnx"), opts);
   ASSERT_TRUE(fs::exists(dir.file("m.onnx.data")));
   EXPECT_EQ(fs::file_size(dir.file("m.onnx.data")), 256u);
+  EXPECT_EQ(files_written.data_path, dir.file("m.onnx.data"));
+  EXPECT_EQ(files_written.data_bytes, 256u);
+  EXPECT_EQ(files_written.model_bytes, fs::file_size(dir.file("m.onnx")));
+  EXPECT_NE(files_written.describe().find("external data"), std::string::npos) << files_written.describe();
   onnx::ModelProto proto = parse(read_file(dir.file("m.onnx")));
   ASSERT_EQ(proto.graph().initializer_size(), 2);
   EXPECT_EQ(proto.graph().initializer(0).data_location(), onnx::TensorProto::EXTERNAL);
   EXPECT_EQ(proto.graph().initializer(1).data_location(), onnx::TensorProto::DEFAULT);  // under the threshold
+  // The location is relative to the model, so the pair can be moved together.
+  bool relative_location = false;
+  for (const auto& e : proto.graph().initializer(0).external_data())
+    relative_location = relative_location || (e.key() == "location" && e.value() == "m.onnx.data");
+  EXPECT_TRUE(relative_location);
   EXPECT_NO_THROW(check_onnx_file(dir.file("m.onnx")));
   Graph back = import_onnx_file(dir.file("m.onnx"));
   EXPECT_TRUE(same_graph(g, back));
   // Without the option the same graph is written inline, and no temporary files remain.
-  export_onnx_file(g, dir.file("inline.onnx"));
+  const ExportedFiles inline_written = export_onnx_file(g, dir.file("inline.onnx"));
   EXPECT_FALSE(fs::exists(dir.file("inline.onnx.data")));
+  EXPECT_TRUE(inline_written.data_path.empty());
+  EXPECT_EQ(inline_written.describe().rfind("one file", 0), 0u) << inline_written.describe();
   EXPECT_TRUE(same_graph(g, import_onnx_file(dir.file("inline.onnx"))));
   EXPECT_EQ(read_file(dir.file("inline.onnx")), export_onnx_bytes(g));
   size_t files = 0;
