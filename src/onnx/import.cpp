@@ -4,7 +4,7 @@
 // the file is not), each becomes one IR node through a non-deduplicating builder.
 // A node isomer cannot represent natively becomes an opaque node that keeps its
 // NodeProto; the reason is recorded in ImportStats. Types of opaque outputs come
-// from ONNX shape inference run on a copy of the model.
+// from ONNX shape inference run on a copy of the model (import_types.h).
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -35,7 +35,7 @@
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
-#include "onnx/vendor_types.h"
+#include "onnx/import_types.h"
 #include "onnx/schema_check.h"
 #include "onnx/subgraph_check.h"
 #include "ops/op.h"
@@ -46,10 +46,6 @@ namespace {
 using namespace onnx_detail;
 
 std::atomic<uint64_t> g_next_opaque_uid{1};
-
-// Initializers larger than this are copied without data for shape inference:
-// inference reads data only of small shape-like tensors.
-constexpr size_t kInferenceDataLimit = 1 << 16;
 
 
 std::string attr_type_name(onnx::AttributeProto::AttributeType t) {
@@ -98,9 +94,7 @@ class Importer {
     check_graph_names(graph_);
     check_model_functions(model_);
     check_subgraphs(model_, opset_);
-    infer_types();
-    overrule_declared_shapes();
-    type_after_vendor_operators();
+    types_ = value_types(model_, opts_);
     add_initializers();
     add_inputs();
     for (int index : node_order()) add_node(index);
@@ -168,109 +162,6 @@ class Importer {
     if (std::string extras = collect_extras(model_); !extras.empty())
       info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
-  }
-
-  // A declared shape ONNX's inference contradicts is overruled, as ONNX Runtime does
-  // (declared_shapes.h): the types of opaque nodes' outputs come from types_.
-  void overrule_declared_shapes() {
-    DimsMap known;
-    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
-    onnx::ModelProto copy = inference_copy();
-    add_static_dims(copy.graph().input(), &known);
-    std::string type_lie;
-    for (auto& [name, type] : inferred_over_declared(std::move(copy), known, &type_lie)) types_[name] = std::move(type);
-    require(type_lie.empty(), type_lie);
-  }
-
-  // Values ONNX's inference leaves untyped after vendor operators: ONNX Runtime's
-  // types for them (vendor_types.h).
-  void type_after_vendor_operators() {
-    const bool vendor = std::any_of(graph_.node().begin(), graph_.node().end(), [](const onnx::NodeProto& n) {
-      return !is_default_domain(n.domain()) && n.domain() != mugraph::kDomain;
-    });
-    if (!vendor) return;
-    std::set<std::string> declared;
-    for (const auto& o : graph_.output()) declared.insert(o.name());
-    std::vector<std::string> untyped;
-    for (const auto& n : graph_.node())
-      for (const auto& o : n.output()) {
-        auto it = types_.find(o);
-        if (!o.empty() && !declared.count(o) && (it == types_.end() || !it->second.tensor_type().has_shape()))
-          untyped.push_back(o);
-      }
-    for (auto& [name, type] : onnxruntime_types(inference_copy(), untyped)) types_[name] = std::move(type);
-  }
-
-  // Runs ONNX shape inference on a copy of the model (inputs fixed as requested,
-  // large weights without data) and keeps every value's type by name. Convolutions
-  // whose weight's dims are not known up front (a weight computed by another node)
-  // wait for a later pass, which knows the dims the earlier one inferred.
-  void infer_types() {
-    DimsMap known;
-    for (const auto& t : graph_.initializer()) known[t.name()] = {t.dims().begin(), t.dims().end()};
-    int waiting = INT_MAX;
-    for (int pass = 0; pass < 4; ++pass) {
-      onnx::ModelProto copy = inference_copy();
-      add_static_dims(copy.graph().input(), &known);
-      add_static_dims(copy.graph().value_info(), &known);
-      const InferencePlan plan = prepare_for_inference(&copy, known);
-      // libonnx crashes propagating data through operators it has no schema for
-      // (vendor domains, versions newer than it, hidden nodes), so data propagation
-      // runs only when it has every node's own version.
-      if (!(plan.all_known && run_inference(copy, /*data_propagation=*/true))) run_inference(copy, false);
-      types_.clear();
-      for (const auto& v : copy.graph().value_info()) types_[v.name()] = v.type();
-      for (const auto& v : copy.graph().output()) types_[v.name()] = v.type();
-      for (const auto& v : copy.graph().input()) types_[v.name()] = v.type();
-      if (plan.want_weight == 0 || plan.want_weight >= waiting) return;
-      waiting = plan.want_weight;
-      add_static_dims(copy.graph().value_info(), &known);
-    }
-  }
-
-  // The model as shape inference sees it: graph inputs fixed as requested, initializers
-  // over kInferenceDataLimit without their data (inference reads only small,
-  // shape-like tensors).
-  onnx::ModelProto inference_copy() const {
-    onnx::ModelProto copy;
-    copy.set_ir_version(model_.ir_version());
-    *copy.mutable_opset_import() = model_.opset_import();
-    *copy.mutable_functions() = model_.functions();
-    onnx::GraphProto* g = copy.mutable_graph();
-    *g->mutable_node() = graph_.node();
-    *g->mutable_input() = graph_.input();
-    *g->mutable_output() = graph_.output();
-    *g->mutable_value_info() = graph_.value_info();
-    for (const auto& t : graph_.initializer()) {
-      onnx::TensorProto* c = g->add_initializer();
-      if (t.ByteSizeLong() <= kInferenceDataLimit) {
-        // libonnx's inference copies an initializer's data without checking its size.
-        if (std::string why = onnx_detail::inline_data_mismatch(t); !why.empty()) throw Error(why);
-        *c = t;
-        continue;
-      }
-      c->set_name(t.name());
-      c->set_data_type(t.data_type());
-      *c->mutable_dims() = t.dims();
-    }
-    check_inline_tensors(*g, /*initializers=*/false);  // checked above, and the large ones stripped
-    for (auto& in : *g->mutable_input()) {
-      auto it = opts_.input_shapes.find(in.name());
-      if (it == opts_.input_shapes.end() || !in.type().has_tensor_type()) continue;
-      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-      shape->clear_dim();
-      for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
-    }
-    return copy;
-  }
-
-  // libonnx's shape inference on `copy` (in place); false if it failed as a whole, in
-  // which case `copy` keeps the declared types only.
-  static bool run_inference(onnx::ModelProto& copy, bool data_propagation) {
-    onnx::ModelProto attempt = copy;
-    if (!run_libonnx_inference(&attempt, data_propagation)) return false;
-    copy = std::move(attempt);
-    return true;
   }
 
   void define(const std::string& name, Value v) { values_[name] = std::move(v); }
