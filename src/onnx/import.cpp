@@ -469,7 +469,7 @@ class Importer {
       static const std::set<std::string> kFlags = {"keepdims", "noop_with_empty_axes", "select_last_index",
                                                    "ceil_mode", "count_include_pad", "transA", "transB",
                                                    "exclusive", "reverse", "largest", "sorted", "upper",
-                                                   "fmod", "allowzero", "storage_order"};
+                                                   "fmod", "allowzero", "storage_order", "onesided", "inverse"};
       if (a.type() == onnx::AttributeProto::INT && kFlags.count(a.name()))
         require(a.i() == 0 || a.i() == 1, describe_proto(node) + ": attribute '" + a.name() + "' must be 0 or 1, got " +
                                               std::to_string(a.i()));

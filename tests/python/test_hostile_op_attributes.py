@@ -37,7 +37,7 @@ BAD = {"int": [-1, 0, 1 << 40, -(1 << 40)],
        "float": [math.nan, -math.inf]}
 
 FLAGS = {"keepdims", "noop_with_empty_axes", "select_last_index", "ceil_mode", "count_include_pad", "transA",
-         "transB", "exclusive", "reverse", "largest", "sorted", "upper", "align_corners"}
+         "transB", "exclusive", "reverse", "largest", "sorted", "upper", "align_corners", "onesided", "inverse"}
 
 
 _REGISTRY = {}
