@@ -82,5 +82,23 @@ struct IntMatMul {
 int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& spec);
 // A 2-D tensor of one-byte elements, transposed ([N, K] weights read as [K, N]).
 Tensor transposed_bytes(const Tensor& w);
+// u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly (zp per tensor or per
+// output channel, moved with them); s8 weights as they are.
+Tensor as_s8(const Tensor& w, std::vector<int32_t>& zp);
+
+// Products whose weights had zero points z[m] (oneDNN takes none for weights):
+// sum (x - xz)(w - z) = sum (x - xz) w - z[m] sum (x - xz). Row r's products are at
+// acc + r * stride; column m's sum of x - xz at (sums, or acc itself where sums < 0)
+// + sum_offset + r * stride + m * sum_step.
+struct ZeroPointSums {
+  int acc = -1, sums = -1;
+  int64_t stride = 0, sum_offset = 0, sum_step = 0;
+};
+// A native step writing y (dims `od`, [.., columns at od[1], ..] in `y_md`): the
+// corrected int32 products, or with `scales` the bias added and requantized to
+// y_type as oneDNN does (round half to even, y_zp, saturated). Returns y.
+int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
+                              const md_t& y_md, const std::vector<int32_t>& w_zp, const std::vector<int32_t>& bias,
+                              const std::vector<float>& scales, DType y_type, int32_t y_zp);
 
 }  // namespace isomer::runtime

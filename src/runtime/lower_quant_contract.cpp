@@ -60,8 +60,8 @@ int zero_point_s32(Compiler& c, const Node& n, int zp) {
   return out;
 }
 
-// u8 weights as s8: w - zp == (w - 128) - (zp - 128), exactly (zero points per
-// tensor or per output channel).
+}  // namespace
+
 Tensor as_s8(const Tensor& w, std::vector<int32_t>& zp) {
   if (w.dtype() == DType::Int8) return w;
   std::string bytes = w.bytes().str();
@@ -69,6 +69,8 @@ Tensor as_s8(const Tensor& w, std::vector<int32_t>& zp) {
   for (int32_t& z : zp) z -= 128;
   return Tensor(DType::Int8, w.dims(), std::move(bytes));
 }
+
+namespace {
 
 tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc; }
 
@@ -351,6 +353,61 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
+                              const md_t& y_md, const std::vector<int32_t>& w_zp, const std::vector<int32_t>& bias_in,
+                              const std::vector<float>& scales, DType y_type, int32_t y_zp) {
+  const int64_t cols = od[1];  // output channels, or a matmul's columns
+  const int64_t rows = num_elements(od) / cols;
+  const bool requant = !scales.empty();
+  const DType yt = requant ? y_type : DType::Int32;
+  const int y = c.new_value(yt, od, y_md, n.name());
+  const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
+  std::vector<int32_t> zp(static_cast<size_t>(cols)), bias(static_cast<size_t>(cols), 0);
+  std::vector<float> scale(static_cast<size_t>(cols), 1.0f);
+  for (int64_t m = 0; m < cols; ++m) {
+    const auto i = static_cast<size_t>(m);
+    zp[i] = w_zp[w_zp.size() == 1 ? 0 : i];
+    if (!bias_in.empty()) bias[i] = bias_in[i];
+    if (requant) scale[i] = scales[scales.size() == 1 ? 0 : i];
+  }
+  const kernels::QType qt = yt == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8;
+  const int64_t stride = z.stride, sum_offset = z.sum_offset, sum_step = z.sum_step;
+  const bool apart = z.sums >= 0;
+  std::vector<int> ins = {z.acc};
+  if (apart) ins.push_back(z.sums);
+  add_native_step(
+      c,
+      step_info(n, "zero-point",
+                "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
+                    (bias_in.empty() ? "" : " bias") + requant_text(scales, false, yt)),
+      ins, {y}, [=](const std::vector<char*>& p) {
+        const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
+        const int32_t* sum = reinterpret_cast<const int32_t*>(p[apart ? 1 : 0]) + sum_offset;
+        char* out = p[apart ? 2 : 1];
+        kernels::parallel_teams(team, [&](int t, int k) {
+          constexpr int64_t kBlock = 64;  // rows corrected, then requantized together
+          std::vector<int32_t> block(requant ? static_cast<size_t>(kBlock * cols) : 0);
+          const int64_t end = rows * (t + 1) / k;
+          for (int64_t r0 = rows * t / k; r0 < end; r0 += kBlock) {
+            const int64_t nb = std::min(kBlock, end - r0);
+            int32_t* v = requant ? block.data() : reinterpret_cast<int32_t*>(out) + r0 * cols;
+            for (int64_t b = 0; b < nb; ++b) {
+              const int32_t* ar = a + (r0 + b) * stride;
+              const int32_t* sr = sum + (r0 + b) * stride;
+              int32_t* vr = v + b * cols;
+              for (int64_t m = 0; m < cols; ++m)
+                vr[m] = static_cast<int32_t>(static_cast<uint32_t>(ar[m]) -
+                                             static_cast<uint32_t>(sr[m * sum_step]) * static_cast<uint32_t>(zp[m]) +
+                                             (requant ? 0u : static_cast<uint32_t>(bias[m])));
+            }
+            if (requant)
+              kernels::requantize(v, out + r0 * cols, qt, nb, cols, bias.data(), scale.data(), true, y_zp, 1);
+          }
+        });
+      });
+  return y;
+}
+
 namespace {
 
 // An integer convolution whose weights have zero points z[m] (oneDNN's
@@ -391,57 +448,17 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   if (acc < 0) return -1;
   std::vector<int64_t> od = c.val(acc).dims;
   od[1] = oc;
-  const bool requant = !s.scales.empty();
-  const DType yt = requant ? s.y_type : DType::Int32;
-  const int y = c.new_value(yt, od, md_t(to_dims(od), dnnl_int(yt), channels_last(od.size())), n.name());
-  const int64_t rows = num_elements(od) / oc;
-  const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
-  std::vector<int32_t> zp(static_cast<size_t>(oc)), bias(static_cast<size_t>(oc), 0);
-  std::vector<float> scale(static_cast<size_t>(oc), 1.0f);
-  for (int64_t m = 0; m < oc; ++m) {
-    const auto i = static_cast<size_t>(m);
-    zp[i] = w_zp[w_zp.size() == 1 ? 0 : i];
-    if (!s.bias.empty()) bias[i] = s.bias[i];
-    if (requant) scale[i] = s.scales[s.scales.size() == 1 ? 0 : i];
-  }
-  // Row r's products at a + r * a_stride, channel m's window sum at
-  // sum + r * a_stride + m * sum_step.
-  const int64_t a_stride = groups == 1 ? oc + 1 : oc, sum_step = groups == 1 ? 0 : 1;
-  const int64_t sum_offset = groups == 1 ? oc : 0;
-  const int32_t y_zp = s.y_zp;
-  const kernels::QType qt = yt == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8;
-  std::vector<int> ins = {acc};
-  if (sums >= 0) ins.push_back(sums);
-  add_native_step(
-      c,
-      step_info(n, "zero-point",
-                "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
-                    (s.bias.empty() ? "" : " bias") + requant_text(s.scales, false, yt)),
-      ins, {y}, [=](const std::vector<char*>& p) {
-        const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
-        const int32_t* sum = reinterpret_cast<const int32_t*>(p[groups == 1 ? 0 : 1]) + sum_offset;
-        char* out = p[groups == 1 ? 1 : 2];
-        kernels::parallel_teams(team, [&](int t, int k) {
-          constexpr int64_t kBlock = 64;  // rows corrected, then requantized together
-          std::vector<int32_t> block(requant ? static_cast<size_t>(kBlock * oc) : 0);
-          const int64_t end = rows * (t + 1) / k;
-          for (int64_t r0 = rows * t / k; r0 < end; r0 += kBlock) {
-            const int64_t nb = std::min(kBlock, end - r0);
-            int32_t* v = requant ? block.data() : reinterpret_cast<int32_t*>(out) + r0 * oc;
-            for (int64_t b = 0; b < nb; ++b) {
-              const int32_t* ar = a + (r0 + b) * a_stride;
-              const int32_t* sr = sum + (r0 + b) * a_stride;
-              int32_t* vr = v + b * oc;
-              for (int64_t m = 0; m < oc; ++m)
-                vr[m] = static_cast<int32_t>(static_cast<uint32_t>(ar[m]) -
-                                             static_cast<uint32_t>(sr[m * sum_step]) * static_cast<uint32_t>(zp[m]) +
-                                             (requant ? 0u : static_cast<uint32_t>(bias[m])));
-            }
-            if (requant)
-              kernels::requantize(v, out + r0 * oc, qt, nb, oc, bias.data(), scale.data(), true, y_zp, 1);
-          }
-        });
-      });
+  const DType yt = s.scales.empty() ? DType::Int32 : s.y_type;
+  // Row r's products at acc + r * stride, channel m's window sum at the extra
+  // channel (one group) or at the sums' channel m.
+  ZeroPointSums z;
+  z.acc = acc;
+  z.sums = sums;
+  z.stride = groups == 1 ? oc + 1 : oc;
+  z.sum_offset = groups == 1 ? oc : 0;
+  z.sum_step = groups == 1 ? 0 : 1;
+  const int y = add_zero_point_correction(c, n, z, od, md_t(to_dims(od), dnnl_int(yt), channels_last(od.size())), w_zp,
+                                          s.bias, s.scales, s.y_type, s.y_zp);
   return y;
 }
 

@@ -61,11 +61,10 @@ bool lower_qgemm(Compiler& c, const Node& n) {
   if (!b || b->rank() != 2 || !quantized(b->dtype()) || !pa || !pb || !py || pa->scale.size() != 1 ||
       py->scale.size() != 1 || !(py->scale[0] > 0))
     return false;
-  for (int32_t z : pb->zp)
-    if (z != pb->zp[0]) return false;
   const Tensor w = proto_int(n, "transB", 0) ? transposed_bytes(*b) : *b;
   const int64_t K = w.dims()[0], N = w.dims()[1];
   if (pb->scale.size() != 1 && static_cast<int64_t>(pb->scale.size()) != N) return false;
+  if (pb->zp.size() != 1 && static_cast<int64_t>(pb->zp.size()) != N) return false;
   IntMatMul s;
   if (in[6].present()) {
     const Tensor* bias = c.known(in[6]);
@@ -77,14 +76,46 @@ bool lower_qgemm(Compiler& c, const Node& n) {
   if (ad.size() != 2 || ad[1] != K) return false;
   s.a = a;
   s.a_zp = pa->zp[0];
-  s.b = w;
-  s.b_zp = pb->zp[0];
   for (float bs : pb->scale) s.scales.push_back(pa->scale[0] * bs / py->scale[0]);
   s.y_type = n.output_types()[0].dtype;
   s.y_zp = py->zp[0];
-  const int y = add_integer_matmul(c, n, s);
-  if (y < 0) return false;
-  c.bind(n.output(0), y);
+  std::vector<int32_t> zps = pb->zp;
+  const bool one_zp = std::all_of(zps.begin(), zps.end(), [&](int32_t z) { return z == zps[0]; });
+  if (one_zp) {  // oneDNN's matmul takes one weight zero point
+    s.b = w;
+    s.b_zp = zps[0];
+    const int y = add_integer_matmul(c, n, s);
+    if (y < 0) return false;
+    c.bind(n.output(0), y);
+    return true;
+  }
+  // Per-column zero points (per-channel quantization of u8 weights): int32 products
+  // with one more column of ones, its row sums of a - za, then the correction.
+  const Tensor ws8 = as_s8(w, zps);
+  const std::string_view src = ws8.bytes();
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(K * (N + 1)));
+  for (int64_t k = 0; k < K; ++k) {
+    bytes.append(src.substr(static_cast<size_t>(k * N), static_cast<size_t>(N)));
+    bytes.push_back(static_cast<char>(1));
+  }
+  IntMatMul products = s;
+  products.b = Tensor(DType::Int8, {K, N + 1}, std::move(bytes));
+  products.b_zp = 0;
+  products.bias.clear();
+  products.scales.clear();
+  products.y_type = DType::Int32;
+  products.y_zp = 0;
+  const int acc = add_integer_matmul(c, n, products);
+  if (acc < 0) return false;
+  ZeroPointSums z;
+  z.acc = acc;
+  z.stride = N + 1;
+  z.sum_offset = N;
+  const std::vector<int64_t> od = {ad[0], N};
+  const DType yt = s.y_type;
+  c.bind(n.output(0), add_zero_point_correction(c, n, z, od, plain_md(od, yt == DType::UInt8 ? dt::u8 : dt::s8), zps, s.bias, s.scales, yt,
+                                                s.y_zp));
   return true;
 }
 

@@ -82,6 +82,25 @@ def qlinear_model(path, channels_last):
     return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 6, 5])], "y", inits, path)
 
 
+def qgemm_model(path, per_column):
+    """The classifier of a per-channel QOperator model: QGemm with u8 weights [N, K]
+    (transB) whose zero points differ by column, an int32 bias, a u8 output."""
+    rng = np.random.default_rng(8)
+    t = lambda name, v: numpy_helper.from_array(v, name)
+    n, k = 10, 24
+    zb = rng.integers(100, 150, n).astype(np.uint8) if per_column else np.array(128, np.uint8)
+    sb = (rng.random(n) * 0.01 + 0.002).astype(np.float32) if per_column else np.array(0.005, np.float32)
+    inits = [t("w", rng.integers(0, 256, (n, k)).astype(np.uint8)), t("sa", np.array(0.05, np.float32)),
+             t("za", np.array(110, np.uint8)), t("sb", sb), t("zb", zb),
+             t("bias", rng.integers(-3000, 3000, n).astype(np.int32)), t("sy", np.array(0.2, np.float32)),
+             t("zy", np.array(120, np.uint8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sa", "za"], ["q"]),
+             helper.make_node("QGemm", ["q", "sa", "za", "w", "sb", "zb", "bias", "sy", "zy"], ["g"], domain=MS,
+                              transB=1),
+             helper.make_node("DequantizeLinear", ["g", "sy", "zy"], ["y"])]
+    return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, k])], "y", inits, path)
+
+
 def steps_of(path):
     p = subprocess.run([ISOMER, "run", path, "--threads", "1", "--print-steps"], capture_output=True, text=True,
                        timeout=120)
@@ -129,4 +148,17 @@ def test_qlinear_vendor_operators_run_natively_and_match_onnxruntime(channels_la
         got = isomer.run(path, x, engine="runtime", threads=threads)[0]
         # The same float32 arithmetic as ONNX Runtime's: at most a rounding flip (one output step, 0.02).
         assert np.abs(got - want).max() <= 0.02 + 1e-6
+        assert (np.abs(got - want) > 1e-6).mean() <= 0.1
+
+
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qgemm_runs_natively_and_matches_onnxruntime(per_column, tmp_path):
+    path = qgemm_model(str(tmp_path / "qgemm.onnx"), per_column)
+    steps = steps_of(path)
+    assert not any(s[0] == "onnxruntime" for s in steps), steps
+    x = {"x": (np.random.default_rng(4).random((3, 24)) * 4 - 2).astype(np.float32)}
+    want = ort_run(path, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        assert np.abs(got - want).max() <= 0.2 + 1e-6  # at most a rounding flip of one output step
         assert (np.abs(got - want) > 1e-6).mean() <= 0.1
