@@ -17,17 +17,11 @@
 #include "kernels/random.h"
 #include "runtime/compiler.h"
 #include "runtime/native.h"
+#include "runtime/opaque_attr.h"
 
 namespace isomer::runtime {
 
 namespace {
-
-// The node's NodeProto attribute `name`, or nullptr.
-const onnx::AttributeProto* proto_attr(const onnx::NodeProto& p, const std::string& name) {
-  for (const onnx::AttributeProto& a : p.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
 
 // A scalar operand read when the step runs: a compile-time value, or a buffer of
 // a type the step can read (float32, float64, bool).

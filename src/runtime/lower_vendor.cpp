@@ -16,6 +16,7 @@
 #include "runtime/compiler.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
+#include "runtime/opaque_attr.h"
 
 namespace isomer::runtime {
 
@@ -31,20 +32,20 @@ bool quantized(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 kernels::QType qtype(DType t) { return t == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8; }
 
 // The opaque node's attribute `name` of `type`, or nullopt.
-std::optional<onnx::AttributeProto> proto_attr(const Node& n, const std::string& name,
+std::optional<onnx::AttributeProto> typed_attr(const Node& n, const std::string& name,
                                                onnx::AttributeProto::AttributeType type) {
   onnx::NodeProto p;
   if (!p.ParseFromString(n.opaque()->node_proto)) return std::nullopt;
-  for (const onnx::AttributeProto& a : p.attribute())
-    if (a.name() == name && a.type() == type) return a;
-  return std::nullopt;
+  const onnx::AttributeProto* a = proto_attr(p, name);
+  if (!a || a->type() != type) return std::nullopt;
+  return *a;
 }
 int64_t proto_int(const Node& n, const std::string& name, int64_t fallback) {
-  const auto a = proto_attr(n, name, onnx::AttributeProto::INT);
+  const auto a = typed_attr(n, name, onnx::AttributeProto::INT);
   return a ? a->i() : fallback;
 }
 float proto_float(const Node& n, const std::string& name, float fallback) {
-  const auto a = proto_attr(n, name, onnx::AttributeProto::FLOAT);
+  const auto a = typed_attr(n, name, onnx::AttributeProto::FLOAT);
   return a ? a->f() : fallback;
 }
 
