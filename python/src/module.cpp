@@ -280,7 +280,7 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
     py::gil_scoped_release release;
     OptimizeResult r = optimize_graph(g, stats, opts);
     r.report.input_path = input_name;
-    failed = r.report.check.status == CheckResult::Status::Failed;
+    failed = r.report.check.status == CheckResult::Status::Failed && !r.report.check.engine_fault;
     if (!failed) model = export_onnx_bytes(r.graph);
     json = r.report.to_json();
     text = r.report.to_text();

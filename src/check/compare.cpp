@@ -244,9 +244,23 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
   Ran ref_got = run_first(engines, optimized, {Engine::Reference}, inputs.tensors);
   if (!ref_want.ok || !ref_got.ok) return fast;
   CheckResult ref = compare_ran(ref_want, ref_got, original, opts.tolerance);
-  if (ref.status == CheckResult::Status::Passed)
-    ref.reason = fast.method + " disagreed (" + fast.reason + "); the reference evaluator finds the graphs equal";
-  return ref;
+  if (ref.status != CheckResult::Status::Passed) return ref;
+  ref.reason = fast.method + " disagreed (" + fast.reason + "); the reference evaluator finds the graphs equal";
+  if (got.engine == Engine::Reference) return ref;
+  // The graphs are equal, but is the engine that ran the rewrite right on it? If it
+  // computes the original right and the rewrite wrong, the rewrite exposes a fault of
+  // that engine: a model written for it would give wrong outputs there.
+  CheckResult on_got = compare_ran(ref_got, got, original, opts.tolerance);
+  if (on_got.status != CheckResult::Status::Failed) return ref;
+  Ran orig_there = run_first(engines, original, {got.engine}, inputs.tensors);
+  if (!orig_there.ok || compare_ran(ref_want, orig_there, original, opts.tolerance).status == CheckResult::Status::Failed) {
+    ref.reason += "; " + engine_name(got.engine) + " is as far from it on the original";
+    return ref;
+  }
+  on_got.engine_fault = true;
+  on_got.reason = engine_name(got.engine) + " computes the rewritten graph wrongly (" + on_got.reason +
+                  ") and the original right; the reference evaluator finds the graphs equal";
+  return on_got;
 }
 
 CheckResult compare_graphs(const Graph& original, const Graph& optimized, const CheckOptions& opts) {

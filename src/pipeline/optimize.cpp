@@ -340,6 +340,17 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
     rep.guard.graph = g;
     out = g;
     written_rules.clear();
+  } else if (rep.check.status == CheckResult::Status::Failed && rep.check.engine_fault) {
+    // The rewrite is right but the target engine computes it wrongly: writing it would
+    // give users wrong outputs there, so the original is kept (and the fault named).
+    rep.guard.status = "skipped";
+    rep.guard.kept = "original";
+    rep.guard.reason = rep.check.reason;
+    if (!rep.culprit.empty()) rep.guard.reason += "; rule '" + rep.culprit + "' exposes it";
+    rep.guard.reason += ": the original is kept";
+    rep.guard.graph = g;
+    out = g;
+    written_rules.clear();
   } else if (rep.check.status != CheckResult::Status::Failed) {
     auto t2 = std::chrono::steady_clock::now();
     // Rewrites without some rules, each with the rules that made it.
@@ -427,7 +438,7 @@ OptimizeReport optimize_file(const std::string& in_path, const std::string& out_
   r.report.phase_seconds["import"] = import_seconds;
   r.report.input_path = in_path;
   r.report.output_path = out_path;
-  if (r.report.check.status == CheckResult::Status::Failed) {
+  if (r.report.check.status == CheckResult::Status::Failed && !r.report.check.engine_fault) {
     std::string msg = in_path + ": the optimized model does not match the original (" + r.report.check.reason + ")";
     if (!r.report.culprit.empty()) msg += "; rule '" + r.report.culprit + "' is responsible";
     throw Error(msg + "; nothing was written");
@@ -461,6 +472,7 @@ std::string OptimizeReport::to_json() const {
   j["check"] = check.status_name();
   j["check_reason"] = check.reason;
   j["check_method"] = check.method;
+  j["check_engine_fault"] = check.engine_fault;
   j["check_seconds"] = check_seconds;
   j["check_seed"] = seed;
   j["max_abs_error"] = check.max_abs_error;

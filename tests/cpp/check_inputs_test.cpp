@@ -217,6 +217,22 @@ TEST(Check, RunsTheGraphsOnTwoEnginesAndAsksTheReferenceWhenTheyDisagree) {
     EXPECT_EQ(r.status, CheckResult::Status::Passed);
     EXPECT_EQ(r.method, "reference evaluator");
     EXPECT_NE(r.reason.find("disagreed"), std::string::npos) << r.reason;
+    EXPECT_FALSE(r.engine_fault);
+    EXPECT_NE(r.reason.find("as far from it on the original"), std::string::npos) << r.reason;
+  }
+  {
+    // The runtime is right on the original and wrong on the rewrite only: the rewrite
+    // exposes a fault of the engine it is written for, which the check reports (and
+    // optimize keeps the original) although the graphs are equal.
+    Engines engines(eo);
+    engines.set_factory(Engine::Runtime, [](const Graph& g, const EngineOptions&) {
+      return std::make_unique<Skewed>(g, g.num_ops() == 1 ? 0.5 : 0.0);
+    });
+    CheckResult r = check_graphs(engines, original, optimized, in, co);
+    EXPECT_EQ(r.status, CheckResult::Status::Failed);
+    EXPECT_TRUE(r.engine_fault);
+    EXPECT_EQ(r.method, "isomer's runtime against reference evaluator");
+    EXPECT_NE(r.reason.find("isomer's runtime computes the rewritten graph wrongly"), std::string::npos) << r.reason;
   }
   {
     // A wrong rewrite (Relu dropped) fails on both.

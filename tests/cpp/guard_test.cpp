@@ -448,6 +448,48 @@ TEST(GuardConfirm, AnOtherEngineThatCannotRunTheOriginalIsSkipped) {
   }
 }
 
+// A rewrite the target runtime computes wrongly (while it computes the original right
+// and the reference evaluator finds both equal) is not written: optimize keeps the
+// original, names the fault, and still succeeds.
+TEST(Guard, ARewriteTheRuntimeComputesWronglyKeepsTheOriginal) {
+  Graph g = nasrnn_step();
+  OptimizeOptions o = guarded(false);
+  o.engine_factories[Engine::Runtime] = [g](const Graph& h, const EngineOptions& eo) -> std::unique_ptr<Prepared> {
+    class Off : public Prepared {
+     public:
+      Off(std::unique_ptr<Prepared> inner, bool wrong) : inner_(std::move(inner)), wrong_(wrong) {}
+      std::vector<Tensor> run(const std::vector<Tensor>& in) override {
+        std::vector<Tensor> out = inner_->run(in);
+        if (wrong_)
+          for (Tensor& t : out) {
+            std::vector<double> v = t.to_f64();
+            for (double& x : v) x = x * 2 + 1;
+            t = Tensor::from_f64(t.dtype(), t.dims(), v);
+          }
+        return out;
+      }
+      std::vector<double> time(const std::vector<Tensor>& in, int warmup, int repeats) override {
+        return inner_->time(in, warmup, repeats);
+      }
+
+     private:
+      std::unique_ptr<Prepared> inner_;
+      bool wrong_;
+    };
+    return std::make_unique<Off>(prepare(h, Engine::Runtime, eo), !same_graph(h, g));
+  };
+  OptimizeResult r = optimize_graph(g, {}, o);
+  EXPECT_EQ(r.report.check.status, CheckResult::Status::Failed);
+  EXPECT_TRUE(r.report.check.engine_fault);
+  EXPECT_EQ(r.report.guard.kept, "original") << r.report.to_text();
+  EXPECT_TRUE(same_graph(r.graph, g));
+  EXPECT_TRUE(r.report.rules_applied.empty()) << r.report.to_text();
+  EXPECT_NE(r.report.guard.reason.find("computes the rewritten graph wrongly"), std::string::npos)
+      << r.report.guard.reason;
+  EXPECT_NE(r.report.guard.reason.find("the original is kept"), std::string::npos) << r.report.guard.reason;
+  EXPECT_NE(r.report.to_json().find("\"check_engine_fault\": true"), std::string::npos);
+}
+
 // The whole pipeline: the options reach the guard, the report carries the confirmation.
 TEST(GuardConfirm, ThePipelineFallsBackWhenEveryRewriteIsSlowerOnOnnxRuntime) {
   Graph g = nasrnn_step();
