@@ -52,6 +52,21 @@ DynamicParams dynamic_params(const float* x, int64_t n, int team = 1);
 void requantize(const int32_t* acc, void* y, QType t, int64_t rows, int64_t cols, const int32_t* bias,
                 const float* mult, bool per_col, int32_t zp, int team = 1);
 
+// Products of weights moved by zero points z[col], corrected (oneDNN's integer
+// convolutions and matmuls take no weight zero point): row r's int32 products at
+// acc + r * acc_stride, its window sums of the input at sums + r * sum_stride (one
+// per row, or with sum_per_col one per column). y = acc - z * sum + bias, wrapping
+// as the accumulation does; for t other than S32 then requantized as requantize()
+// does (mult per column with per_col). bias has `cols` entries.
+struct ZeroPointRows {
+  const int32_t* acc = nullptr;
+  const int32_t* sums = nullptr;
+  int64_t acc_stride = 0, sum_stride = 0;
+  bool sum_per_col = false;
+};
+void correct_zero_points(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, const int32_t* bias,
+                         void* y, QType t, const float* mult, bool per_col, int32_t y_zp, int team = 1);
+
 // ONNX Runtime's QLinearAdd (mul false) and QLinearMul over n output elements of
 // u8 or s8, output element i reading operand element (i / run) % period (run 1 and
 // period n: elementwise; run n: a scalar; run the spatial size and period the

@@ -361,7 +361,7 @@ int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z
   const bool requant = !scales.empty();
   const DType yt = requant ? y_type : DType::Int32;
   const int y = c.new_value(yt, od, y_md, n.name());
-  const int team = kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(od)) / kernels::kTeamBytes);
+  const int team = c.threads();  // the kernel takes what the pass pays for
   std::vector<int32_t> zp(static_cast<size_t>(cols)), bias(static_cast<size_t>(cols), 0);
   std::vector<float> scale(static_cast<size_t>(cols), 1.0f);
   for (int64_t m = 0; m < cols; ++m) {
@@ -370,8 +370,9 @@ int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z
     if (!bias_in.empty()) bias[i] = bias_in[i];
     if (requant) scale[i] = scales[scales.size() == 1 ? 0 : i];
   }
-  const kernels::QType qt = yt == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8;
-  const int64_t stride = z.stride, sum_offset = z.sum_offset, sum_step = z.sum_step;
+  const kernels::QType qt =
+      !requant ? kernels::QType::S32 : yt == DType::UInt8 ? kernels::QType::U8 : kernels::QType::S8;
+  const bool per_col = scales.size() > 1;
   const bool apart = z.sums >= 0;
   std::vector<int> ins = {z.acc};
   if (apart) ins.push_back(z.sums);
@@ -381,29 +382,13 @@ int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z
                 "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
                     (bias_in.empty() ? "" : " bias") + requant_text(scales, false, yt)),
       ins, {y}, [=](const std::vector<char*>& p) {
-        const int32_t* a = reinterpret_cast<const int32_t*>(p[0]);
-        const int32_t* sum = reinterpret_cast<const int32_t*>(p[apart ? 1 : 0]) + sum_offset;
-        char* out = p[apart ? 2 : 1];
-        kernels::parallel_teams(team, [&](int t, int k) {
-          constexpr int64_t kBlock = 64;  // rows corrected, then requantized together
-          std::vector<int32_t> block(requant ? static_cast<size_t>(kBlock * cols) : 0);
-          const int64_t end = rows * (t + 1) / k;
-          for (int64_t r0 = rows * t / k; r0 < end; r0 += kBlock) {
-            const int64_t nb = std::min(kBlock, end - r0);
-            int32_t* v = requant ? block.data() : reinterpret_cast<int32_t*>(out) + r0 * cols;
-            for (int64_t b = 0; b < nb; ++b) {
-              const int32_t* ar = a + (r0 + b) * stride;
-              const int32_t* sr = sum + (r0 + b) * stride;
-              int32_t* vr = v + b * cols;
-              for (int64_t m = 0; m < cols; ++m)
-                vr[m] = static_cast<int32_t>(static_cast<uint32_t>(ar[m]) -
-                                             static_cast<uint32_t>(sr[m * sum_step]) * static_cast<uint32_t>(zp[m]) +
-                                             (requant ? 0u : static_cast<uint32_t>(bias[m])));
-            }
-            if (requant)
-              kernels::requantize(v, out + r0 * cols, qt, nb, cols, bias.data(), scale.data(), true, y_zp, 1);
-          }
-        });
+        kernels::ZeroPointRows in;
+        in.acc = reinterpret_cast<const int32_t*>(p[0]);
+        in.sums = reinterpret_cast<const int32_t*>(p[apart ? 1 : 0]) + z.sum_offset;
+        in.acc_stride = in.sum_stride = z.stride;
+        in.sum_per_col = z.sum_step != 0;
+        kernels::correct_zero_points(in, rows, cols, zp.data(), bias.data(), p[apart ? 2 : 1], qt, scale.data(),
+                                     per_col, y_zp, team);
       });
   return y;
 }
