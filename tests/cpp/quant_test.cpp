@@ -215,13 +215,15 @@ TEST(QuantRuntime, IntegerContractionsMatchTheReference) {
 
 // u8 weights with zero points other than 128 (per tensor and per output channel;
 // ONNX Runtime's quantizer writes them for asymmetric weights), one group, 4
-// groups and depthwise: one integer convolution plus the window sums' correction,
-// never the reference kernel; the int32 accumulators exact, the requantized
-// outputs equal to the reference's.
+// groups and depthwise, padded unevenly, strided and dilated: one integer
+// convolution plus the window sums' correction, never the reference kernel;
+// the int32 accumulators exact, the requantized outputs equal to the reference's.
 TEST(QuantRuntime, U8WeightsWithZeroPointsRunAsIntegerConvolutions) {
   for (int64_t groups : {1, 4, 8}) {
     for (bool per_channel : {false, true}) {
-      SCOPED_TRACE(std::to_string(groups) + (per_channel ? " groups, per channel" : " groups, per tensor"));
+     for (bool strided : {false, true}) {
+      SCOPED_TRACE(std::to_string(groups) + (per_channel ? " groups, per channel" : " groups, per tensor") +
+                   (strided ? ", strided and dilated" : ""));
       GraphBuilder b;
       Value x = b.input("x", {DType::UInt8, make_shape({1, 8, 9, 9})});
       std::vector<int64_t> wv, zv, bias;
@@ -231,7 +233,8 @@ TEST(QuantRuntime, U8WeightsWithZeroPointsRunAsIntegerConvolutions) {
       Value w = b.constant(ints(DType::UInt8, {8, 8 / groups, 3, 3}, wv));
       Value wz = b.constant(ints(DType::UInt8, zd, per_channel ? zv : std::vector<int64_t>{101}));
       Value xz = b.constant(ints(DType::UInt8, {}, {120}));
-      const Attributes a = {{"group", groups}, {"pads", std::vector<int64_t>{1, 0, 1, 2}}};
+      Attributes a = {{"group", groups}, {"pads", std::vector<int64_t>{1, 0, 1, 2}}};
+      if (strided) a.set("strides", std::vector<int64_t>{2, 3}), a.set("dilations", std::vector<int64_t>{2, 1});
       Value ci = b.op1("ConvInteger", {x, w, xz, per_channel ? b.constant(ints(DType::UInt8, {}, {77})) : wz}, a);
       std::vector<double> ws;
       for (int64_t m = 0; m < 8; ++m) ws.push_back(per_channel ? 0.002 + 0.001 * static_cast<double>(m) : 0.004);
@@ -248,6 +251,7 @@ TEST(QuantRuntime, U8WeightsWithZeroPointsRunAsIntegerConvolutions) {
         EXPECT_EQ(count(r.kinds, "reference"), 0u);
         EXPECT_EQ(count(r.kinds, "zero-point"), 2u);
       }
+     }
     }
   }
 }
