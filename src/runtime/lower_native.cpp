@@ -203,6 +203,16 @@ bool lower_rms_norm(Compiler& c, const Node& n) {
   return true;
 }
 
+std::optional<std::vector<float>> row_param(Compiler& c, const Node& n, size_t i, int64_t cols) {
+  if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
+  const Tensor* t = c.known(n.inputs()[i]);
+  if (!t || t->dtype() != DType::Float32 || (t->numel() != cols && t->numel() != 1)) return std::nullopt;
+  std::vector<double> v = t->to_f64();
+  std::vector<float> f(static_cast<size_t>(cols));
+  for (int64_t k = 0; k < cols; ++k) f[static_cast<size_t>(k)] = static_cast<float>(v[t->numel() == 1 ? 0 : static_cast<size_t>(k)]);
+  return f;
+}
+
 bool lower_layernorm(Compiler& c, const Node& n) {
   if (n.num_outputs() != 1) return false;  // mean / inverse std outputs: the reference kernel
   int x = dense_f32(c, n.inputs()[0]);
@@ -212,17 +222,8 @@ bool lower_layernorm(Compiler& c, const Node& n) {
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", -1), static_cast<int64_t>(xd.size())));
   const int64_t rows = num_elements(xd, 0, axis), cols = num_elements(xd, axis, xd.size());
   // Scale and bias broadcast over the normalized dims; anything else is the reference kernel's.
-  auto param = [&](size_t i) -> std::optional<std::vector<float>> {
-    if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
-    const Tensor* t = c.known(n.inputs()[i]);
-    if (!t || t->dtype() != DType::Float32 || (t->numel() != cols && t->numel() != 1)) return std::nullopt;
-    std::vector<double> v = t->to_f64();
-    std::vector<float> f(static_cast<size_t>(cols));
-    for (int64_t k = 0; k < cols; ++k) f[static_cast<size_t>(k)] = static_cast<float>(v[t->numel() == 1 ? 0 : static_cast<size_t>(k)]);
-    return f;
-  };
   const bool rms = n.op_type() == "RMSNormalization";  // no mean, no bias
-  auto scale = param(1), bias = rms ? std::optional<std::vector<float>>(std::vector<float>()) : param(2);
+  auto scale = row_param(c, n, 1, cols), bias = rms ? std::optional<std::vector<float>>(std::vector<float>()) : row_param(c, n, 2, cols);
   if (!scale || !bias || scale->empty()) return false;
   const float eps = static_cast<float>(n.attrs().get_float("epsilon", 1e-5));
   int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());

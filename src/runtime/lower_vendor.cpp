@@ -15,6 +15,7 @@
 #include "kernels/rows.h"
 #include "runtime/compiler.h"
 #include "runtime/lower_quant.h"
+#include "runtime/lowering.h"
 #include "runtime/native.h"
 #include "runtime/opaque_attr.h"
 
@@ -118,17 +119,6 @@ bool lower_qgemm(Compiler& c, const Node& n) {
   c.bind(n.output(0), add_zero_point_correction(c, n, z, od, plain_md(od, yt == DType::UInt8 ? dt::u8 : dt::s8), zps, s.bias, s.scales, yt,
                                                 s.y_zp));
   return true;
-}
-
-// The values of a constant float32 vector of n entries, or nullopt; empty where
-// the input is absent.
-std::optional<std::vector<float>> row_param(Compiler& c, const Node& n, size_t i, int64_t cols) {
-  if (i >= n.inputs().size() || !n.inputs()[i].present()) return std::vector<float>();
-  const Tensor* t = c.known(n.inputs()[i]);
-  if (!t || t->dtype() != DType::Float32 || t->numel() != cols) return std::nullopt;
-  std::vector<float> v;
-  for (double d : t->to_f64()) v.push_back(static_cast<float>(d));
-  return v;
 }
 
 // SkipLayerNormalization: LayerNorm(input + skip + bias) * gamma + beta over the

@@ -63,6 +63,10 @@ bool lower_pointwise(Compiler& c, const Node& n);
 // Native kernels along an axis and data movement (lower_native.cpp).
 bool lower_softmax(Compiler& c, const Node& n);
 bool lower_layernorm(Compiler& c, const Node& n);
+// A normalization's per-column parameter: input i of n as `cols` floats (a constant
+// float32 of cols entries, or of one broadcast); empty where the input is absent,
+// nullopt where it is not such a constant.
+std::optional<std::vector<float>> row_param(Compiler& c, const Node& n, size_t i, int64_t cols);
 bool lower_reduce(Compiler& c, const Node& n);
 bool lower_gather(Compiler& c, const Node& n);
 bool lower_shape_of(Compiler& c, const Node& n);
