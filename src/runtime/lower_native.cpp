@@ -9,6 +9,7 @@
 #include "kernels/copy.h"
 #include "kernels/rows.h"
 #include "runtime/compiler.h"
+#include "runtime/lowering.h"
 #include "runtime/native.h"
 
 namespace isomer::runtime {
