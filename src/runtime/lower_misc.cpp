@@ -64,6 +64,9 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
     alg = n.attrs().get_int("count_include_pad", 0) || !extra.empty() ? dnnl::algorithm::pooling_avg_include_padding
                                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
   int x = c.id(src);
+  const DType type = c.val(x).dtype;
+  const dt ty = type == DType::Float32 ? dt::f32 : dnnl_int(type);
+  if (!c.val(x).md.data.ndims) x = with_md(c, x, xd, plain_md(xd, ty));
   const md_t md = c.val(x).md;  // a copy: new values may move the table
   // A thread joins from 64K elements read (each output element reads its window):
   // the global pools of squeeze-excitation blocks on 7x7 or 14x14 images read a few
@@ -99,7 +102,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       c.bind(n.output(0), dst);
       return true;
     }
-  md_t dst_any(to_dims(od), dt::f32, tag::any);
+  md_t dst_any(to_dims(od), ty, tag::any);
   auto make_pd = [&](const md_t& src_md) {
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, strides, kernel, dil,
                                      pl, pr);
@@ -113,7 +116,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   // first into the channel-last or channel-blocked layout a fast kernel takes.
   if (is_reference(pd) && xd.size() == 4)
     for (const tag layout : {tag::nhwc, tag::nChw16c, tag::nChw8c, tag::nchw}) {
-      const md_t want(to_dims(xd), dt::f32, layout);
+      const md_t want(to_dims(xd), ty, layout);
       if (want == md) continue;
       try {
         auto dense = make_pd(want);
@@ -125,7 +128,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       }
     }
   const md_t src_md = c.val(x).md;  // a copy: new values may move the table
-  int dst = c.new_value(DType::Float32, od, pd.dst_desc(), n.name());
+  int dst = c.new_value(type, od, pd.dst_desc(), n.name());
   double flops = static_cast<double>(num_elements(od)) * static_cast<double>(num_elements(std::vector<int64_t>(kernel.begin(), kernel.end())));
   c.add_primitive(pd, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, dst}},
                   step_info(n, "pool",
@@ -141,7 +144,12 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
 }  // namespace
 
 bool lower_pool(Compiler& c, const Node& n) {
-  if (!all_float32(n)) return false;
+  // MaxPool of u8 or s8 (QOperator models pool their quantized activations) is exact
+  // on integers; every other pooling is of float32.
+  const DType t = n.inputs()[0].type().dtype;
+  const bool integer_max = n.op_type() == "MaxPool" && (t == DType::UInt8 || t == DType::Int8) &&
+                           n.output_types()[0].dtype == t;
+  if (!all_float32(n) && !integer_max) return false;
   if (n.num_outputs() != 1) return false;  // MaxPool's Indices: the reference kernel
   return pool_with_padding(c, n, n.inputs()[0], {}, n.op_type());
 }

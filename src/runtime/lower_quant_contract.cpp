@@ -15,16 +15,6 @@
 
 namespace isomer::runtime {
 
-namespace {
-
-// The multiply-adds that pay for one more thread in an integer product
-// (kernels::team_for_work): four times a float32 one's (lower_matmul.cpp's 256K,
-// lower_conv.cpp's 64K), as VNNI does four int8 multiply-adds where float32 does one.
-// Dynamically quantized BERT's 32x256x256 products ran slower on two threads than on
-// one, waiting for the second.
-constexpr double kInt8MatmulTeamMacs = 1024.0 * 1024;
-constexpr double kInt8ConvTeamMacs = 256.0 * 1024;
-
 dt dnnl_int(DType t) {
   switch (t) {
     case DType::UInt8: return dt::u8;
@@ -40,6 +30,16 @@ int with_md(Compiler& c, int id, const std::vector<int64_t>& dims, const md_t& m
   c.val(a).step_local = true;
   return a;
 }
+
+namespace {
+
+// The multiply-adds that pay for one more thread in an integer product
+// (kernels::team_for_work): four times a float32 one's (lower_matmul.cpp's 256K,
+// lower_conv.cpp's 64K), as VNNI does four int8 multiply-adds where float32 does one.
+// Dynamically quantized BERT's 32x256x256 products ran slower on two threads than on
+// one, waiting for the second.
+constexpr double kInt8MatmulTeamMacs = 1024.0 * 1024;
+constexpr double kInt8ConvTeamMacs = 256.0 * 1024;
 
 // A constant for a primitive argument, in oneDNN layout `md`.
 int constant_arg(Compiler& c, const Tensor& t, const md_t& md, const std::string& name) {

@@ -77,6 +77,11 @@ bool lower_vendor(Compiler& c, const Node& n);
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 
+// oneDNN's data type for u8, s8 and s32 values (f32 otherwise).
+dnnl::memory::data_type dnnl_int(DType t);
+// A step-local view of value `id` (row-major, any dtype) with oneDNN layout `md`.
+int with_md(Compiler& c, int id, const std::vector<int64_t>& dims, const md_t& md);
+
 // A convolution's output dims [batch, channels, spatial...] and oneDNN's strides,
 // dilations (less one) and paddings, from the window's planned axes.
 struct ConvGeometry {
