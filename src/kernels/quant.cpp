@@ -6,6 +6,11 @@
 #include <vector>
 
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
+
+#if ISOMER_HAVE_ISA_TARGETS
+#include <immintrin.h>
+#endif
 
 namespace isomer::kernels {
 namespace {
@@ -242,6 +247,69 @@ void correct_zero_points(const ZeroPointRows& in, int64_t rows, int64_t cols, co
     case QType::S16: return correct_requantized<int16_t>(in, rows, cols, zp, bias, y, t, mult, per_col, y_zp, team);
     case QType::S32: return correct_rows_of<int32_t, false, false>(in, rows, cols, zp, bias, y, t, mult, y_zp, team);
   }
+}
+
+namespace {
+
+void lookup_scalar(const uint8_t* table, const uint8_t* in, uint8_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]];
+}
+
+#if ISOMER_HAVE_ISA_TARGETS
+// 64 bytes an iteration with AVX-512 VBMI: the table's halves are each two
+// registers of one two-source byte permute, and the index's top bit picks the half
+// (a byte at a time, a lookup took 1.2 ns: most of a quantized EfficientNet's SiLUs).
+__attribute__((target("arch=x86-64-v4,avx512vbmi"))) void lookup_vbmi(const uint8_t* table, const uint8_t* in,
+                                                                       uint8_t* out, int64_t n) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i idx = _mm512_loadu_si512(in + i);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1), hi = _mm512_permutex2var_epi8(t2, idx, t3);
+    _mm512_storeu_si512(out + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+  }
+  lookup_scalar(table, in + i, out + i, n - i);
+}
+
+bool have_vbmi() {
+  static const bool yes = vector_isa_available(VectorIsa::Avx512) && __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void lookup(const uint8_t* table, const void* x, void* y, int64_t n, int team) {
+  const auto* in = static_cast<const uint8_t*>(x);
+  auto* out = static_cast<uint8_t*>(y);
+  parallel_teams(memory_team(team, n, 2.0), [&](int th, int k) {
+    auto [b, e] = part(n, th, k);
+#if ISOMER_HAVE_ISA_TARGETS
+    if (have_vbmi()) return lookup_vbmi(table, in + b, out + b, e - b);
+#endif
+    lookup_scalar(table, in + b, out + b, e - b);
+  });
+}
+
+void concat_rows(const ConcatPart* parts, size_t count, int64_t rows, void* y, int team) {
+  int64_t width = 0;
+  for (size_t i = 0; i < count; ++i) width += parts[i].width;
+  parallel_teams(memory_team(team, rows * width, 2.0), [&](int th, int k) {
+    auto [b, e] = part(rows, th, k);
+    for (int64_t r = b; r < e; ++r) {
+      uint8_t* out = static_cast<uint8_t*>(y) + r * width;
+      for (size_t i = 0; i < count; ++i) {
+        const ConcatPart& p = parts[i];
+        const uint8_t* in = static_cast<const uint8_t*>(p.data) + r * p.width;
+        if (p.table)
+          for (int64_t j = 0; j < p.width; ++j) out[j] = p.table[in[j]];
+        else
+          std::memcpy(out, in, static_cast<size_t>(p.width));
+        out += p.width;
+      }
+    }
+  });
 }
 
 namespace {

@@ -67,6 +67,20 @@ struct ZeroPointRows {
 void correct_zero_points(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, const int32_t* bias,
                          void* y, QType t, const float* mult, bool per_col, int32_t y_zp, int team = 1);
 
+// y[i] = table[byte of x[i]] over n bytes (u8 or s8 data; the table indexed by the
+// byte, so s8's -1 at 255): ONNX Runtime's lookup-table operators (QLinearSigmoid,
+// QLinearLeakyRelu, the requantized inputs of QLinearConcat).
+void lookup(const uint8_t* table, const void* x, void* y, int64_t n, int team = 1);
+
+// A concatenation row by row: output row r (of the parts' widths together, in
+// bytes) is each part's row r in turn, mapped through its table where it has one.
+struct ConcatPart {
+  const void* data = nullptr;
+  int64_t width = 0;
+  const uint8_t* table = nullptr;
+};
+void concat_rows(const ConcatPart* parts, size_t count, int64_t rows, void* y, int team = 1);
+
 // ONNX Runtime's QLinearAdd (mul false) and QLinearMul over n output elements of
 // u8 or s8, output element i reading operand element (i / run) % period (run 1 and
 // period n: elementwise; run n: a scalar; run the spatial size and period the

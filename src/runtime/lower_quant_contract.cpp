@@ -70,9 +70,9 @@ Tensor as_s8(const Tensor& w, std::vector<int32_t>& zp) {
   return Tensor(DType::Int8, w.dims(), std::move(bytes));
 }
 
-namespace {
-
 tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : tag::ndhwc; }
+
+namespace {
 
 void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
                        int32_t y_zp, int channel_mask) {

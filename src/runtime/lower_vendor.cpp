@@ -10,6 +10,12 @@
 // other broadcasts) are still delegated.
 #include <onnx/onnx_pb.h>
 
+#include <array>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <numeric>
+
 #include "kernels/pointwise.h"
 #include "kernels/quant.h"
 #include "kernels/rows.h"
@@ -245,6 +251,166 @@ bool lower_qlinear_global_pool(Compiler& c, const Node& n) {
   return true;
 }
 
+// ONNX Runtime's lookup tables: every u8 or s8 value x of (sx, zx), at its byte,
+// mapped to quantize(f(dequantize(x)), sy, zy) with kernels/quant.h's arithmetic.
+using Table = std::array<uint8_t, 256>;
+std::shared_ptr<const Table> lookup_table(DType t, float sx, int32_t zx, float sy, int32_t zy,
+                                          const std::function<float(float)>& f) {
+  Table raw;
+  std::iota(raw.begin(), raw.end(), uint8_t{0});
+  std::array<float, 256> v;
+  kernels::QShape shape;
+  shape.inner = 256;
+  kernels::dequantize(raw.data(), qtype(t), v.data(), shape, &sx, &zx);
+  for (float& x : v) x = f(x);
+  auto table = std::make_shared<Table>();
+  kernels::quantize(v.data(), table->data(), qtype(t), shape, &sy, &zy);
+  return table;
+}
+
+// Value id as it is where it is channels-last (an integer convolution's output) or
+// row-major, else made row-major; *last says which.
+int dense_quantized(Compiler& c, int id, bool* last) {
+  const RtValue& v = c.val(id);
+  const size_t r = v.dims.size();
+  *last = r >= 3 && r <= 5 && v.md.data.ndims && v.md == md_t(to_dims(v.dims), dnnl_int(v.dtype), channels_last(r));
+  return *last ? id : c.as_plain(id);
+}
+
+// The QLinearMul that is sigmoid node s's only reader and multiplies it by s's own
+// input (SiLU), or nullptr; *at: the input it reads s at (0 or 3).
+const Node* silu_mul(Compiler& c, const Node& s, size_t* at_out) {
+  if (c.is_output(s.output(0))) return nullptr;
+  const auto& readers = c.consumers(s.output(0));
+  if (readers.size() != 1) return nullptr;
+  const auto [m, at] = readers[0];
+  if (!is_vendor(*m, "QLinearMul") || m->num_outputs() != 1 || m->inputs().size() < 8 || (at != 0 && at != 3))
+    return nullptr;
+  const Value& other = m->inputs()[at == 0 ? 3 : 0];
+  *at_out = at;
+  return other == s.inputs()[0] && m->output_types()[0].dtype == s.output_types()[0].dtype ? m : nullptr;
+}
+
+// SiLU's table: for each x, QLinearMul's arithmetic on x and sigmoid's table at x.
+std::shared_ptr<const Table> silu_table(Compiler& c, const Node& mul, bool sigmoid_first, const Table& sigmoid,
+                                        DType t) {
+  const auto pa = constant_quant_params(c, mul, 1, 2), pb = constant_quant_params(c, mul, 4, 5),
+             pc = constant_quant_params(c, mul, 6, 7);
+  if (!pa || !pb || !pc || pa->scale.size() != 1 || pb->scale.size() != 1 || pc->scale.size() != 1 ||
+      !(pc->scale[0] > 0))
+    return nullptr;
+  kernels::QLinearBinary q;
+  q.mul = true;
+  q.ra = pa->scale[0] * pb->scale[0] / pc->scale[0];
+  q.za = pa->zp[0];
+  q.zb = pb->zp[0];
+  q.zc = pc->zp[0];
+  Table x;
+  std::iota(x.begin(), x.end(), uint8_t{0});
+  auto table = std::make_shared<Table>();
+  const kernels::Broadcast each{1, 256};
+  kernels::qlinear_binary(sigmoid_first ? sigmoid.data() : x.data(), sigmoid_first ? x.data() : sigmoid.data(),
+                          table->data(), qtype(t), 256, each, each, q, 1);
+  return table;
+}
+
+// QLinearSigmoid and QLinearLeakyRelu (alpha): a lookup table per node, the input's
+// layout kept where it is channels-last.
+bool lower_qlinear_lookup(Compiler& c, const Node& n) {
+  const auto px = constant_quant_params(c, n, 1, 2), py = constant_quant_params(c, n, 3, 4);
+  if (!px || !py || px->scale.size() != 1 || py->scale.size() != 1 || !(py->scale[0] > 0)) return false;
+  bool last = false;
+  const int x = dense_quantized(c, c.id(n.inputs()[0]), &last);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const DType t = c.val(x).dtype;
+  const bool sigmoid = n.op_type() == "QLinearSigmoid";
+  const float alpha = proto_float(n, "alpha", 0.01f);
+  std::shared_ptr<const Table> table = lookup_table(t, px->scale[0], px->zp[0], py->scale[0], py->zp[0], [&](float v) {
+    return sigmoid ? 1.0f / (1.0f + std::exp(-v)) : v >= 0 ? v : v * alpha;
+  });
+  // SiLU as ONNX Runtime's quantizer writes it, QLinearMul(x, QLinearSigmoid(x)):
+  // both are functions of x alone, so one table does both, rounding twice as they do.
+  size_t sigmoid_at = 0;
+  const Node* mul = sigmoid ? silu_mul(c, n, &sigmoid_at) : nullptr;
+  if (mul) table = silu_table(c, *mul, sigmoid_at == 0, *table, t);
+  if (!table) return false;
+  const Node& last_node = mul ? *mul : n;
+  const int y = last ? c.new_value(t, xd, c.val(x).md, last_node.name()) : plain_output(c, t, xd, last_node.name());
+  const int64_t count = num_elements(xd);
+  const int team = c.threads();
+  StepInfo info = step_info(n, "pointwise",
+                            std::string(mul ? "qlinear-silu " : "qlinear-lookup ") + std::string(dtype_name(t)) + to_string(xd),
+                            static_cast<double>(count));
+  if (mul) {
+    info.ops.push_back(mul->op_type());
+    info.nodes.push_back(node_key(*mul));
+  }
+  add_native_step(c, info, {x}, {y},
+                  [=](const std::vector<char*>& p) { kernels::lookup(table->data(), p[0], p[1], count, team); });
+  c.bind(last_node.output(0), y);
+  if (mul) c.mark_done(*mul);
+  return true;
+}
+
+// QLinearConcat(y_scale, y_zp, (x, x_scale, x_zp)...): each input requantized to the
+// output's parameters through a lookup table (copied where they are its own), rows
+// of the output made of the inputs' rows in turn. Channels-last inputs joined on the
+// channel axis stay so (rows are positions); others are row-major.
+bool lower_qlinear_concat(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  const auto py = constant_quant_params(c, n, 0, 1);
+  if (!py || py->scale.size() != 1 || !(py->scale[0] > 0) || in.size() < 5 || (in.size() - 2) % 3 != 0) return false;
+  const DType t = n.output_types()[0].dtype;
+  std::vector<int> xs;
+  std::vector<std::shared_ptr<const Table>> tables;
+  bool all_last = true;
+  for (size_t i = 2; i < in.size(); i += 3) {
+    if (!in[i].present() || in[i].type().dtype != t) return false;
+    const auto px = constant_quant_params(c, n, i + 1, i + 2);
+    if (!px || px->scale.size() != 1) return false;
+    const bool same = px->scale[0] == py->scale[0] && px->zp[0] == py->zp[0];
+    tables.push_back(same ? nullptr
+                          : lookup_table(t, px->scale[0], px->zp[0], py->scale[0], py->zp[0], [](float v) { return v; }));
+    bool last = false;
+    xs.push_back(dense_quantized(c, c.id(in[i]), &last));
+    all_last = all_last && last;
+  }
+  const size_t rank = c.val(xs[0]).dims.size();
+  int64_t axis = proto_int(n, "axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(rank);
+  if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
+  const bool last = all_last && axis == 1;
+  if (!last)
+    for (int& x : xs) x = c.as_plain(x);
+  std::vector<int64_t> od = c.val(xs[0]).dims;
+  od[static_cast<size_t>(axis)] = 0;
+  std::vector<int64_t> widths;
+  // Rows: the positions (channels-last), or the dims before the axis.
+  const int64_t rows = last ? od[0] * num_elements(std::vector<int64_t>(od.begin() + 2, od.end()))
+                            : num_elements(std::vector<int64_t>(od.begin(), od.begin() + axis));
+  for (int x : xs) {
+    const std::vector<int64_t>& d = c.val(x).dims;
+    if (d.size() != rank) return false;
+    for (size_t k = 0; k < rank; ++k)
+      if (k != static_cast<size_t>(axis) && d[k] != od[k]) return false;
+    od[static_cast<size_t>(axis)] += d[static_cast<size_t>(axis)];
+    widths.push_back(last ? d[1] : num_elements(std::vector<int64_t>(d.begin() + axis, d.end())));
+  }
+  const int y = last ? c.new_value(t, od, md_t(to_dims(od), dnnl_int(t), channels_last(rank)), n.name())
+                     : plain_output(c, t, od, n.name());
+  const int team = c.threads();
+  add_native_step(c, step_info(n, "concat", "qlinear-concat " + std::string(dtype_name(t)) + to_string(od),
+                               static_cast<double>(num_elements(od))),
+                  xs, {y}, [=](const std::vector<char*>& p) {
+                    std::vector<kernels::ConcatPart> parts(widths.size());
+                    for (size_t i = 0; i < parts.size(); ++i)
+                      parts[i] = {p[i], widths[i], tables[i] ? tables[i]->data() : nullptr};
+                    kernels::concat_rows(parts.data(), parts.size(), rows, p[parts.size()], team);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
 // How an operand of `dims` broadcasts to `out`: output element i reads its element
 // (i / run) % period; nullopt where it broadcasts otherwise. Its dims must be the
 // output's between leading and trailing 1s (a scalar, a per-channel gate, a tensor
@@ -272,8 +438,10 @@ bool vendor_runs_natively(const Node& n) {
            n.output_types()[0].dtype == DType::Float32;
   if (n.num_outputs() != 1) return false;
   if (is_gelu(n)) return t == DType::Float32 && n.output_types()[0].dtype == DType::Float32;
+  if (is_vendor(n, "QLinearConcat")) return quantized(n.output_types()[0].dtype);
   if (!quantized(t) || n.output_types()[0].dtype != t) return false;
   if (is_vendor(n, "QLinearGlobalAveragePool")) return n.inputs().size() >= 4;
+  if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return n.inputs().size() >= 4;
   if (is_vendor(n, "QGemm")) return n.inputs().size() >= 9 && n.inputs()[3].present() && n.inputs()[3].constant();
   return (is_vendor(n, "QLinearAdd") || is_vendor(n, "QLinearMul")) && n.inputs().size() >= 7 &&
          n.inputs()[3].present() && n.inputs()[3].type().dtype == t;
@@ -283,13 +451,15 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (!vendor_runs_natively(n)) return false;
   if (is_vendor(n, "QLinearGlobalAveragePool")) return lower_qlinear_global_pool(c, n);
   if (is_vendor(n, "QGemm")) return lower_qgemm(c, n);
+  if (is_vendor(n, "QLinearConcat")) return lower_qlinear_concat(c, n);
+  if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return lower_qlinear_lookup(c, n);
   if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
   if (is_gelu(n)) return lower_gelu(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
              pc = constant_quant_params(c, n, 6, 7);
   if (!pa || !pb || !pc || pa->scale.size() != 1 || pb->scale.size() != 1 || pc->scale.size() != 1) return false;
   if (!(pc->scale[0] > 0)) return false;
-  const int a = c.as_plain(c.id(n.inputs()[0])), b = c.as_plain(c.id(n.inputs()[3]));
+  int a = c.id(n.inputs()[0]), b = c.id(n.inputs()[3]);
   const std::vector<int64_t> ad = c.val(a).dims, bd = c.val(b).dims;
   std::vector<int64_t> od;
   try {
@@ -297,7 +467,34 @@ bool lower_vendor(Compiler& c, const Node& n) {
   } catch (const Error&) {
     return false;  // ONNX Runtime says what is wrong
   }
-  const auto ab = broadcast_of(ad, od), bb = broadcast_of(bd, od);
+  // A channels-last operand of the output's dims (the residual adds and gates of a
+  // quantized CNN read integer convolutions' outputs) is read where it lies, the
+  // other operand with it where it is the same in memory (channels-last too, or one
+  // whose spatial extents are 1: a per-channel gate); row-major otherwise.
+  auto full = [&](std::vector<int64_t> d) {  // the operand's dims at the output's rank
+    d.insert(d.begin(), od.size() - std::min(d.size(), od.size()), 1);
+    return d;
+  };
+  auto spatial_ones = [&](const std::vector<int64_t>& d) {
+    const std::vector<int64_t> f = full(d);
+    return f.size() >= 3 && std::all_of(f.begin() + 2, f.end(), [](int64_t e) { return e == 1; });
+  };
+  bool a_last = false, b_last = false;
+  const int a_dense = dense_quantized(c, a, &a_last), b_dense = dense_quantized(c, b, &b_last);
+  const bool last = (a_last && ad == od && (b_last || spatial_ones(bd))) || (b_last && bd == od && spatial_ones(ad));
+  a = last && a_last ? a_dense : c.as_plain(a_dense);
+  b = last && b_last ? b_dense : c.as_plain(b_dense);
+  // In channels-last order the channel axis moves last.
+  auto physical = [&](const std::vector<int64_t>& dims) {
+    std::vector<int64_t> d = full(dims);
+    if (!last) return d;
+    const int64_t ch = d[1];
+    d.erase(d.begin() + 1);
+    d.push_back(ch);
+    return d;
+  };
+  const std::vector<int64_t> pd = physical(od);
+  const auto ab = broadcast_of(physical(ad), pd), bb = broadcast_of(physical(bd), pd);
   const int64_t count = num_elements(od);
   if (!ab || !bb || count == 0) return false;
   const kernels::Broadcast a_b = *ab, b_b = *bb;
@@ -310,12 +507,13 @@ bool lower_vendor(Compiler& c, const Node& n) {
   q.zc = pc->zp[0];
   const DType t = c.val(a).dtype;
   const kernels::QType qt = qtype(t);
-  const int y = plain_output(c, t, od, n.name());
+  const int y = last ? c.new_value(t, od, md_t(to_dims(od), dnnl_int(t), channels_last(od.size())), n.name())
+                     : plain_output(c, t, od, n.name());
   const int team = c.threads();
   add_native_step(c,
                   step_info(n, "pointwise",
                             std::string(q.mul ? "qlinear-mul " : "qlinear-add ") + std::string(dtype_name(t)) +
-                                to_string(od),
+                                to_string(od) + (last ? " channels-last" : ""),
                             static_cast<double>(count)),
                   {a, b}, {y}, [=](const std::vector<char*>& p) {
                     kernels::qlinear_binary(p[0], p[1], p[2], qt, count, a_b, b_b, q, team);

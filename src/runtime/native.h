@@ -79,6 +79,9 @@ std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
 
 // oneDNN's data type for u8, s8 and s32 values (f32 otherwise).
 dnnl::memory::data_type dnnl_int(DType t);
+// The channels-last tag of a rank-3 to rank-5 tensor (nwc, nhwc, ndhwc): integer
+// convolutions write their activations so.
+dnnl::memory::format_tag channels_last(size_t rank);
 // A step-local view of value `id` (row-major, any dtype) with oneDNN layout `md`.
 int with_md(Compiler& c, int id, const std::vector<int64_t>& dims, const md_t& md);
 

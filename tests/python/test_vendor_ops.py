@@ -3,7 +3,8 @@ transformer optimizer write them: without value_info for what those operators
 compute. ONNX's shape inference has no schemas for them, so isomer asks ONNX
 Runtime for those types at import (src/onnx/vendor_types.cpp); the standard
 operators after them then run natively, and SkipLayerNormalization, the Gelu
-forms, QLinearAdd, QLinearMul and QLinearGlobalAveragePool run as isomer's own steps
+forms, QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm, QLinearConcat,
+QLinearSigmoid and QLinearLeakyRelu run as isomer's own steps
 (src/runtime/lower_vendor.cpp). Outputs are held to ONNX Runtime's.
 """
 import os
@@ -99,6 +100,49 @@ def qgemm_model(path, per_column):
                               transB=1),
              helper.make_node("DequantizeLinear", ["g", "sy", "zy"], ["y"])]
     return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, k])], "y", inits, path)
+
+
+def qlinear_cnn_model(path):
+    """What ONNX Runtime's quantizer writes for EfficientNet, DenseNet and ShuffleNet
+    (u8): SiLU as QLinearMul(x, QLinearSigmoid(x)), QLinearLeakyRelu, QLinearConcat of
+    parts with their own scales on the channel axis (integer convolutions' channels-last
+    outputs) and on a spatial one, and a squeeze-excitation gate QLinearMul by [1, C, 1, 1]."""
+    rng = np.random.default_rng(9)
+    t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    f32, u8 = np.float32, np.uint8
+    inits = [t("w", rng.integers(-60, 60, (8, 4, 3, 3)).astype(np.int8)), t("sw", f32(0.01)), t("zw", np.int8(0)),
+             t("sx", f32(0.05)), t("zx", u8(120)), t("sc", f32(0.08)), t("zc", u8(100)), t("ss", f32(1 / 256)),
+             t("zs", u8(0)), t("sm", f32(0.06)), t("zm", u8(90)), t("sl", f32(0.03)), t("zl", u8(140)),
+             t("sy", f32(0.07)), t("zy", u8(110)), t("gate", rng.integers(0, 256, (1, 16, 1, 1)).astype(u8)),
+             t("sg", f32(0.004)), t("zg", u8(0))]
+    conv = lambda out: helper.make_node("QLinearConv", ["q", "sx", "zx", "w", "sw", "zw", "sc", "zc"], [out], pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q"]), conv("c1"), conv("c2"),
+             helper.make_node("QLinearSigmoid", ["c1", "sc", "zc", "ss", "zs"], ["sig"], domain=MS),
+             helper.make_node("QLinearMul", ["c1", "sc", "zc", "sig", "ss", "zs", "sm", "zm"], ["silu"], domain=MS),
+             helper.make_node("QLinearLeakyRelu", ["c2", "sc", "zc", "sl", "zl"], ["lr"], domain=MS, alpha=0.2),
+             helper.make_node("QLinearConcat", ["sy", "zy", "silu", "sm", "zm", "lr", "sl", "zl"], ["cat"], domain=MS,
+                              axis=1),
+             helper.make_node("QLinearMul", ["gate", "sg", "zg", "cat", "sy", "zy", "sy", "zy"], ["gated"], domain=MS),
+             helper.make_node("QLinearConcat", ["sy", "zy", "gated", "sy", "zy", "cat", "sy", "zy"], ["tall"],
+                              domain=MS, axis=-2),
+             helper.make_node("DequantizeLinear", ["tall", "sy", "zy"], ["y"])]
+    return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 7, 6])], "y", inits, path)
+
+
+def test_qlinear_lookup_and_concat_operators_run_natively_and_match_onnxruntime(tmp_path):
+    path = qlinear_cnn_model(str(tmp_path / "qcnn.onnx"))
+    steps = steps_of(path)
+    assert not any(s[0] == "onnxruntime" for s in steps), steps
+    kinds = [s[0] for s in steps]
+    assert kinds.count("concat") == 2, steps
+    # The sigmoid and its product are one table; the mul read the convolution in place.
+    assert sum(s[1] == "QLinearSigmoid+QLinearMul" for s in steps) == 1, steps
+    x = {"x": (np.random.default_rng(5).random((2, 4, 7, 6)) * 6 - 3).astype(np.float32)}
+    want = ort_run(path, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        assert np.abs(got - want).max() <= 0.07 + 1e-6  # at most a rounding flip of one output step
+        assert (np.abs(got - want) > 1e-6).mean() <= 0.05
 
 
 def steps_of(path):
