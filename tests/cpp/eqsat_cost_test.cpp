@@ -466,15 +466,19 @@ class ProductCounter : public cost::CostModel {
   double per_flop_;
 };
 
-TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
-  ProductCounter model;
-  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
-  // NasRNN's gates in small: three products of one input.
+// NasRNN's gates in small: three products of one input, each under a Tanh.
+Graph three_gates() {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 64})});
   std::vector<Value> outs;
   for (int i = 0; i < 3; ++i) outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
-  Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  return simplify(b.finish(outs, {"a", "b", "c"}));
+}
+
+TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
+  ProductCounter model;
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  Graph g = three_gates();
   SearchOptions o;
   o.min_gain = 0;
   SearchStats st;
@@ -500,11 +504,7 @@ TEST(EqsatCost, ResultMustBeCheaperByTheMinimumGain) {
 // 2 ms of about 33, 6%.
 TEST(EqsatCost, AResultItsPricesShowShortOfTheMinimumGainIsNotPricedWhole) {
   const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
-  GraphBuilder b;
-  Value x = b.input("x", {DType::Float32, make_shape({1, 64})});
-  std::vector<Value> outs;
-  for (int i = 0; i < 3; ++i) outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
-  Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  Graph g = three_gates();
   const double per_flop = 10.0 / (2 * 64 * 64);
   auto search = [&](double min_gain, ProductCounter& model, SearchStats& st) {
     SearchOptions o;
