@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ir/error.h"
@@ -77,8 +78,15 @@ struct NativeRecurrence {
   void direction(int64_t d, const Io& io, const std::vector<int64_t>& lens, int product_threads, int members) const {
     const bool rev = reverse || d == 1;
     const int64_t GH = G * H;
-    std::vector<float> xw(static_cast<size_t>(T * N * GH)), hr(static_cast<size_t>(N * GH));
-    std::vector<float> h_init(static_cast<size_t>(N * H)), cell_state(static_cast<size_t>(N * H));
+    // The direction's working memory, kept by its thread between runs: X W^T alone
+    // is T N G H floats (8 MB at T 256, batch 16, LSTM H 128), which a fresh vector
+    // zeroed and, past malloc's mmap threshold, faulted in page by page on every run.
+    thread_local std::vector<float> work;
+    const size_t xw_size = static_cast<size_t>(T * N * GH), hr_size = static_cast<size_t>(N * GH);
+    const size_t state_size = static_cast<size_t>(N * H);
+    if (work.size() < xw_size + hr_size + 2 * state_size) work.resize(xw_size + hr_size + 2 * state_size);
+    const std::span<float> xw(work.data(), xw_size), hr(xw.data() + xw_size, hr_size);
+    const std::span<float> h_init(hr.data() + hr_size, state_size), cell_state(h_init.data() + state_size, state_size);
     for (int64_t n = 0; n < N; ++n) {
       if (io.h0) std::copy_n(io.h0 + state_row(d, n), H, h_init.data() + n * H);
       else std::fill_n(h_init.data() + n * H, H, 0.0f);
