@@ -206,10 +206,15 @@ RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch,
 //  - 2 threads, batch 2-16, hidden up to 256: oneDNN's threaded primitive 1.1x-7x
 //    slower than the native step on one thread (GRU batch 2 H 128: 0.29 ms against
 //    0.10); native runs. At hidden 512 they were even, and oneDNN keeps it.
+//  - 1 thread, batch 2-4, once the step product kept each loaded panel in a register
+//    (kernels/recurrent.cpp; load 7-8, 2 rounds, one-node models): bidirectional
+//    LSTM T 40 batch 2 H 128 0.44 ms against oneDNN's 0.55 (input 100) and 0.66
+//    against 0.87 (input 256); GRU T 64 batch 4 H 256 1.54-1.55 against 1.58; so
+//    native runs there. Batch 8 H 512 and batch 16 H 128 stayed 2-7% faster on oneDNN.
 bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden, int threads) {
   (void)cfg;
   if (const char* e = std::getenv("ISOMER_RNN")) return std::string(e) == "native";
-  return batch == 1 || (threads > 1 && batch <= 16 && hidden <= 256);
+  return batch <= 4 || (threads > 1 && batch <= 16 && hidden <= 256);
 }
 
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
