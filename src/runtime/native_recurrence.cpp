@@ -9,6 +9,7 @@
 #include "runtime/native_recurrence.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -34,6 +35,7 @@ struct NativeRecurrence {
   int threads = 1;                           // for the input product
   int team = 1;                              // for the steps
   bool directions_apart = false;             // bidirectional: one thread per direction
+  std::unique_ptr<ParallelProbe> probe = std::make_unique<ParallelProbe>();  // planned threads or one, measured
   std::string name;                          // the node, for errors
   std::vector<int64_t> fixed_lens;           // constant sequence_lens, or empty
   std::vector<kernels::PackedB> w;           // per direction, ONNX's gate order kept
@@ -60,11 +62,16 @@ struct NativeRecurrence {
                                                   " is outside [0, " + std::to_string(T) + "]");
       }
     const Io io{x, h0, c0, y, yh, yc};
-    // Two directions on two threads share nothing: each runs whole on its own.
-    if (D == 2 && directions_apart)
+    const bool parallel = threads > 1 && probe->next_runs_parallel();
+    const auto start = std::chrono::steady_clock::now();
+    if (!parallel)
+      for (int64_t d = 0; d < D; ++d) direction(d, io, lens, 1, 1);
+    else if (D == 2 && directions_apart)  // two directions share nothing: each runs whole on a thread
       kernels::parallel_teams(2, [&](int d, int) { direction(d, io, lens, 1, 1); });
     else
       for (int64_t d = 0; d < D; ++d) direction(d, io, lens, threads, team);
+    if (threads > 1)
+      probe->record(parallel, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
  private:
@@ -165,6 +172,19 @@ std::vector<float> floats(const Tensor& t) {
 }
 
 }  // namespace
+
+bool ParallelProbe::next_runs_parallel() {
+  const int64_t phase = runs_.fetch_add(1, std::memory_order_relaxed) % kPeriod;
+  if (phase == 0) total_[0] = total_[1] = 0;
+  return phase < 2 * kProbe ? phase % 2 == 0 : parallel_wins_.load(std::memory_order_relaxed);
+}
+
+void ParallelProbe::record(bool parallel, double seconds) {
+  const int64_t phase = (runs_.load(std::memory_order_relaxed) - 1) % kPeriod;
+  if (phase >= 2 * kProbe) return;
+  total_[parallel ? 1 : 0] += seconds;
+  if (phase == 2 * kProbe - 1) parallel_wins_.store(total_[1] <= total_[0], std::memory_order_relaxed);
+}
 
 bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
   if (cfg.cell == RnnCell::Gru && !cfg.linear_before_reset) return false;  // two products per step: oneDNN's
