@@ -9,9 +9,11 @@
 #include "runtime/native_recurrence.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ir/error.h"
@@ -33,6 +35,7 @@ struct NativeRecurrence {
   int threads = 1;                           // for the input product
   int team = 1;                              // for the steps
   bool directions_apart = false;             // bidirectional: one thread per direction
+  std::unique_ptr<ParallelProbe> probe = std::make_unique<ParallelProbe>();  // planned threads or one, measured
   std::string name;                          // the node, for errors
   std::vector<int64_t> fixed_lens;           // constant sequence_lens, or empty
   std::vector<kernels::PackedB> w;           // per direction, ONNX's gate order kept
@@ -59,11 +62,16 @@ struct NativeRecurrence {
                                                   " is outside [0, " + std::to_string(T) + "]");
       }
     const Io io{x, h0, c0, y, yh, yc};
-    // Two directions on two threads share nothing: each runs whole on its own.
-    if (D == 2 && directions_apart)
+    const bool parallel = threads > 1 && probe->next_runs_parallel();
+    const auto start = std::chrono::steady_clock::now();
+    if (!parallel)
+      for (int64_t d = 0; d < D; ++d) direction(d, io, lens, 1, 1);
+    else if (D == 2 && directions_apart)  // two directions share nothing: each runs whole on a thread
       kernels::parallel_teams(2, [&](int d, int) { direction(d, io, lens, 1, 1); });
     else
       for (int64_t d = 0; d < D; ++d) direction(d, io, lens, threads, team);
+    if (threads > 1)
+      probe->record(parallel, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
  private:
@@ -77,8 +85,15 @@ struct NativeRecurrence {
   void direction(int64_t d, const Io& io, const std::vector<int64_t>& lens, int product_threads, int members) const {
     const bool rev = reverse || d == 1;
     const int64_t GH = G * H;
-    std::vector<float> xw(static_cast<size_t>(T * N * GH)), hr(static_cast<size_t>(N * GH));
-    std::vector<float> h_init(static_cast<size_t>(N * H)), cell_state(static_cast<size_t>(N * H));
+    // The direction's working memory, kept by its thread between runs: X W^T alone
+    // is T N G H floats (8 MB at T 256, batch 16, LSTM H 128), which a fresh vector
+    // zeroed and, past malloc's mmap threshold, faulted in page by page on every run.
+    thread_local std::vector<float> work;
+    const size_t xw_size = static_cast<size_t>(T * N * GH), hr_size = static_cast<size_t>(N * GH);
+    const size_t state_size = static_cast<size_t>(N * H);
+    if (work.size() < xw_size + hr_size + 2 * state_size) work.resize(xw_size + hr_size + 2 * state_size);
+    const std::span<float> xw(work.data(), xw_size), hr(xw.data() + xw_size, hr_size);
+    const std::span<float> h_init(hr.data() + hr_size, state_size), cell_state(h_init.data() + state_size, state_size);
     for (int64_t n = 0; n < N; ++n) {
       if (io.h0) std::copy_n(io.h0 + state_row(d, n), H, h_init.data() + n * H);
       else std::fill_n(h_init.data() + n * H, H, 0.0f);
@@ -158,6 +173,19 @@ std::vector<float> floats(const Tensor& t) {
 
 }  // namespace
 
+bool ParallelProbe::next_runs_parallel() {
+  const int64_t phase = runs_.fetch_add(1, std::memory_order_relaxed) % kPeriod;
+  if (phase == 0) total_[0] = total_[1] = 0;
+  return phase < 2 * kProbe ? phase % 2 == 0 : parallel_wins_.load(std::memory_order_relaxed);
+}
+
+void ParallelProbe::record(bool parallel, double seconds) {
+  const int64_t phase = (runs_.load(std::memory_order_relaxed) - 1) % kPeriod;
+  if (phase >= 2 * kProbe) return;
+  total_[parallel ? 1 : 0] += seconds;
+  if (phase == 2 * kProbe - 1) parallel_wins_.store(total_[1] <= total_[0], std::memory_order_relaxed);
+}
+
 bool native_recurrence_supports(const Node& n, const RnnConfig& cfg) {
   if (cfg.cell == RnnCell::Gru && !cfg.linear_before_reset) return false;  // two products per step: oneDNN's
   if (cfg.input_forget || !(cfg.default_activations() || cfg.relu_rnn())) return false;
@@ -198,10 +226,15 @@ RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch,
 //  - 2 threads, batch 2-16, hidden up to 256: oneDNN's threaded primitive 1.1x-7x
 //    slower than the native step on one thread (GRU batch 2 H 128: 0.29 ms against
 //    0.10); native runs. At hidden 512 they were even, and oneDNN keeps it.
+//  - 1 thread, batch 2-4, once the step product kept each loaded panel in a register
+//    (kernels/recurrent.cpp; load 7-8, 2 rounds, one-node models): bidirectional
+//    LSTM T 40 batch 2 H 128 0.44 ms against oneDNN's 0.55 (input 100) and 0.66
+//    against 0.87 (input 256); GRU T 64 batch 4 H 256 1.54-1.55 against 1.58; so
+//    native runs there. Batch 8 H 512 and batch 16 H 128 stayed 2-7% faster on oneDNN.
 bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hidden, int threads) {
   (void)cfg;
   if (const char* e = std::getenv("ISOMER_RNN")) return std::string(e) == "native";
-  return batch == 1 || (threads > 1 && batch <= 16 && hidden <= 256);
+  return batch <= 4 || (threads > 1 && batch <= 16 && hidden <= 256);
 }
 
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,

@@ -2,6 +2,7 @@
 // isomer's own recurrence for LSTM, linear-before-reset GRU and RNN nodes with the
 // default activations, and RNN nodes on Relu (runtime/native_recurrence.cpp); lower_rnn.cpp decides
 // between it and oneDNN's recurrent primitives.
+#include <atomic>
 #include <cstdint>
 
 #include "ops/rnn.h"
@@ -32,6 +33,30 @@ struct RecurrenceTeams {
 constexpr int64_t kTeamMacs = int64_t{1} << 16;
 RecurrenceTeams recurrence_teams(int threads, int64_t directions, int64_t batch, int64_t gates, int64_t hidden,
                                  bool cores_free);
+
+// Whether the node's threads still pay on the machine as it is now: the cores may have
+// filled up since the graph was compiled, and a team whose second thread waits for a
+// core stalls every step at its barrier (LSTM batch 1 H 512 at load 12 on 2 cores:
+// 3.3-4.0 ms on a team of two against ONNX Runtime's 1.7, which runs it on one
+// thread). So every kPeriod runs start with kProbe runs each of the planned threads
+// (a team, directions apart, the input product shared) and of one thread for all,
+// alternating, and the rest take the kind whose probes took less time in all (the
+// fastest probe alone picked the team after one lucky run). Runs of one executable
+// are sequential; the counters are atomic only so that concurrent runs stay well
+// defined.
+class ParallelProbe {
+ public:
+  static constexpr int64_t kProbe = 3, kPeriod = 50;
+  // Whether the next run takes the planned threads (else one thread).
+  bool next_runs_parallel();
+  // Records how long a run took (seconds), on the planned threads or not.
+  void record(bool parallel, double seconds);
+
+ private:
+  std::atomic<int64_t> runs_{0};
+  std::atomic<bool> parallel_wins_{true};
+  double total_[2] = {0, 0};  // one thread, planned threads: this period's probes, summed
+};
 
 // Lowers `n` (weights constant, float32) as one native step that reads and writes
 // ONNX's layouts directly.

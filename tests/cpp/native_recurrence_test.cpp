@@ -7,6 +7,7 @@
 // same against ONNX Runtime.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -177,6 +178,45 @@ TEST(NativeRecurrence, ClipAndRaggedBatchesRunNativelyByDefault) {
   check_variant({"RNN", "reverse", 0, 4, 2, 3, 7, false, false, 0.0, Lens::Input}, 33, 1);
 }
 
+// With no override, batches up to 4 run natively on one thread too (the step product
+// keeps each panel in a register for every row there), larger ones on oneDNN.
+TEST(NativeRecurrence, BatchesUpToFourRunNativelyOnOneThreadByDefault) {
+  check_variant({"LSTM", "bidirectional", 1, 6, 2, 7, 20, false, false, 0.0, Lens::Full}, 61, 1);
+  check_variant({"GRU", "forward", 0, 5, 3, 9, 33, true, false, 0.0, Lens::Full}, 62, 1);
+  check_variant({"RNN", "reverse", 0, 4, 4, 6, 17, true, false, 0.0, Lens::Full}, 63, 1);
+  const Variant large{"LSTM", "forward", 0, 4, 8, 5, 16, false, false, 0.0, Lens::Full};
+  runtime::RuntimeOptions one_thread;
+  one_thread.threads = 1;
+  auto exe = runtime::compile(variant_graph(large, 64), one_thread);
+  for (const runtime::StepInfo& st : exe->steps())
+    EXPECT_EQ(st.signature.find(" native "), std::string::npos) << "batch 8 ran natively: " << st.signature;
+}
+
+// Each thread keeps its directions' working memory between runs; nodes of different
+// sizes taking turns on it (the larger first, then a smaller, then the larger again)
+// still match the reference on every run.
+TEST(NativeRecurrence, NodesOfDifferentSizesShareAThreadsWorkingMemory) {
+  setenv("ISOMER_RNN", "native", 1);
+  const Variant big{"LSTM", "bidirectional", 0, 9, 3, 11, 40, true, true, 0.0, Lens::Constant};
+  const Variant small{"GRU", "reverse", 1, 4, 2, 5, 12, true, false, 0.0, Lens::Full};
+  for (int threads : {1, 2}) {
+    runtime::RuntimeOptions o;
+    o.threads = threads;
+    const Graph gb = variant_graph(big, 71 + threads), gs = variant_graph(small, 81 + threads);
+    auto eb = runtime::compile(gb, o), es = runtime::compile(gs, o);
+    const std::vector<Tensor> ib = random_inputs(gb, 91), is = random_inputs(gs, 92);
+    const std::vector<Tensor> wb = evaluate(gb, ib), ws = evaluate(gs, is);
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + " round " + std::to_string(round));
+      CheckResult r = compare_outputs(wb, eb->run(ib), gb.output_names(), 1e-4);
+      EXPECT_EQ(r.status, CheckResult::Status::Passed) << "LSTM: " << r.reason;
+      r = compare_outputs(ws, es->run(is), gs.output_names(), 1e-4);
+      EXPECT_EQ(r.status, CheckResult::Status::Passed) << "GRU: " << r.reason;
+    }
+  }
+  unsetenv("ISOMER_RNN");
+}
+
 // A team of two splits each step's product by panels and its gates by units (steps of
 // 1M multiply-adds or more: G * H * H * batch >= 2^20), also when the rows of a
 // ragged batch sit at different time steps; smaller cells run on one thread of two;
@@ -225,6 +265,30 @@ TEST(NativeRecurrence, TeamsFollowTheStepsWorkAndTheCores) {
     EXPECT_TRUE(t.directions_apart);
     EXPECT_EQ(t.steps, 1);
   }
+}
+
+// The probe alternates runs on the planned threads and on one thread at the start of
+// each period, then keeps the kind whose probes took less time in all, until the next
+// period probes again.
+TEST(NativeRecurrence, ParallelProbeKeepsTheFasterKindUntilTheNextPeriod) {
+  using runtime::ParallelProbe;
+  ParallelProbe p;
+  auto period = [&](double team_seconds, double solo_seconds) {
+    std::vector<bool> kinds;
+    for (int64_t r = 0; r < ParallelProbe::kPeriod; ++r) {
+      const bool team = p.next_runs_parallel();
+      kinds.push_back(team);
+      // One lucky team probe (a tenth of its usual time) does not outweigh two slow ones.
+      const double t = (team ? team_seconds : solo_seconds) * (team && r == 0 ? 0.1 : 1.0);
+      p.record(team, t);
+    }
+    return kinds;
+  };
+  std::vector<bool> k = period(2e-3, 1e-3);  // busy cores: one thread is faster
+  for (int64_t r = 0; r < 2 * ParallelProbe::kProbe; ++r) EXPECT_EQ(k[r], r % 2 == 0) << "probe run " << r;
+  EXPECT_EQ(std::count(k.begin() + 2 * ParallelProbe::kProbe, k.end(), true), 0);
+  k = period(1e-3, 2e-3);  // the cores are free again: the team comes back
+  EXPECT_EQ(std::count(k.begin() + 2 * ParallelProbe::kProbe, k.end(), false), 0);
 }
 
 TEST(NativeRecurrence, SequenceLengthOutsideTheSequenceIsAnErrorNamingTheNode) {

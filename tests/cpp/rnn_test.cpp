@@ -153,7 +153,7 @@ void random_shapes_against_reference() {
   }
 }
 
-// By default batch 1 runs isomer's own recurrence and larger batches oneDNN's
+// By default batches up to 4 run isomer's own recurrence and larger ones oneDNN's
 // primitives; $ISOMER_RNN forces either, so both are checked on every shape.
 TEST(Rnn, RuntimeMatchesTheReferenceOnRandomShapes) {
   for (const char* impl : {"", "native", "onednn"}) {
