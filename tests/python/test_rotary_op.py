@@ -24,7 +24,10 @@ def _cases():
         warnings.simplefilter("ignore")
         from onnx.backend.test.case.node import collect_testcases
 
-        return [c for c in collect_testcases("RotaryEmbedding") if "expanded" not in c.name]
+        # (onnx keeps one list across calls: after another test module's collect_testcases it holds
+        # that operator's cases too)
+        return [c for c in collect_testcases("RotaryEmbedding") if "expanded" not in c.name
+                and any(n.op_type == "RotaryEmbedding" for n in c.model.graph.node)]
 
 
 CASES = {c.name: c for c in _cases()}
