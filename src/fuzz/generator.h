@@ -124,6 +124,9 @@ class Generator {
   // many key/value heads, or 3-D [B, S, heads * D] with the heads dividing x's last
   // dim; sometimes causal, masked, softcapped or with a past.
   Value attention(const Value& x, const Dims& d);
+  // ONNX RotaryEmbedding of x (4-D [B, heads, S, head] or 3-D with num_heads), caches
+  // read at constant position_ids or given per token; sometimes interleaved or partial.
+  Value rotary(const Value& x, const Dims& d);
   // x plus a value the quantization operators compute from constants.
   Value quantized(const Value& x);
   // A fused μGraph region (no kernel: its body's semantics run) around a small chain.

@@ -206,6 +206,7 @@ Value Generator::einsum_or_range(const Value& x, const Dims& d) {
   const int64_t r = static_cast<int64_t>(d.size());
   if (r == 3 && coin(30)) return recurrent(x, d);
   if ((r == 3 || r == 4) && coin(25)) return attention(x, d);
+  if ((r == 3 || r == 4) && coin(15)) return rotary(x, d);
   if (coin(10)) return quantized(x);
   if (coin(25)) {
     Value n = b_.constant(Tensor::scalar_f32(static_cast<float>(1 + rnd(6))));
@@ -273,6 +274,25 @@ Value Generator::attention(const Value& x, const Dims& d) {
   const size_t outputs = past > 0 && coin() ? 3 : 1;
   std::vector<Value> out = op("Attention", in, a, outputs);
   return out[static_cast<size_t>(rnd(static_cast<int64_t>(outputs)))];
+}
+
+Value Generator::rotary(const Value& x, const Dims& d) {
+  // Head size: the last dim of a 4-D x; of a 3-D one, split into 2 heads when that
+  // leaves an even size, else 1.
+  const bool split = d.size() == 3 && d[2] % 4 == 0 && coin();
+  const int64_t B = d[0], S = d.size() == 4 ? d[2] : d[1], head = d.back() / (split ? 2 : 1);
+  if (head % 2 != 0) return attention(x, d);
+  Attributes a;
+  if (d.size() == 3) a.set("num_heads", int64_t{split ? 2 : 1});
+  if (coin(30)) a.set("interleaved", int64_t{1});
+  const int64_t rot = head > 2 && coin(30) ? 2 * (1 + rnd(head / 2 - 1)) : head;
+  if (rot != head) a.set("rotary_embedding_dim", rot);
+  if (coin(25)) return op1("RotaryEmbedding", {x, fconst({B, S, rot / 2}), fconst({B, S, rot / 2})}, a);
+  const int64_t positions = S + rnd(4);
+  std::vector<int64_t> ids(static_cast<size_t>(B * S));
+  for (int64_t& i : ids) i = rnd(positions);
+  Value pos = b_.constant(Tensor::from_i64(DType::Int64, {B, S}, ids));
+  return op1("RotaryEmbedding", {x, fconst({positions, rot / 2}), fconst({positions, rot / 2}), pos}, a);
 }
 
 Value Generator::fused(const Value& x) {

@@ -72,6 +72,27 @@ void top_k_rows(const float* x, float* values, int64_t* indices, int64_t outer, 
   });
 }
 
+void combine(float* d, float u, ScatterReduce reduce) {
+  switch (reduce) {
+    case ScatterReduce::Add: *d += u; break;
+    case ScatterReduce::Mul: *d *= u; break;
+    case ScatterReduce::Max: *d = std::max(*d, u); break;
+    case ScatterReduce::Min: *d = std::min(*d, u); break;
+    case ScatterReduce::None: *d = u; break;
+  }
+}
+
+// combine over a run of n elements, the reduction chosen once (the loops vectorize).
+void combine_run(float* __restrict d, const float* __restrict u, int64_t n, ScatterReduce reduce) {
+  switch (reduce) {
+    case ScatterReduce::Add: for (int64_t j = 0; j < n; ++j) d[j] += u[j]; break;
+    case ScatterReduce::Mul: for (int64_t j = 0; j < n; ++j) d[j] *= u[j]; break;
+    case ScatterReduce::Max: for (int64_t j = 0; j < n; ++j) d[j] = std::max(d[j], u[j]); break;
+    case ScatterReduce::Min: for (int64_t j = 0; j < n; ++j) d[j] = std::min(d[j], u[j]); break;
+    case ScatterReduce::None: for (int64_t j = 0; j < n; ++j) d[j] = u[j]; break;
+  }
+}
+
 int64_t index_at(const void* index, size_t index_elem, int64_t p) {
   return index_elem == 4 ? static_cast<const int32_t*>(index)[p] : static_cast<const int64_t*>(index)[p];
 }
@@ -108,31 +129,40 @@ bool scatter_elements(size_t elem, void* y, std::span<const int64_t> y_dims, con
   for (size_t d = rank; d-- > 1;) ys[d - 1] = ys[d] * y_dims[d];
   char* yb = static_cast<char*>(y);
   const char* ub = static_cast<const char*>(updates);
-  // In order: a later position naming the same element wins (or combines last).
-  for (int64_t p = 0; p < count; ++p) {
-    int64_t off = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      int64_t c = coord[d];
-      if (d == ax) {
-        c = index_at(index, index_elem, p);
-        if (c < 0) c += extent;
-      }
-      off += c * ys[d];
-    }
-    if (reduce == ScatterReduce::None) {
-      std::memcpy(yb + static_cast<size_t>(off) * elem, ub + static_cast<size_t>(p) * elem, elem);
+  auto put = [&](int64_t off, int64_t p) {
+    if (reduce == ScatterReduce::None) std::memcpy(yb + static_cast<size_t>(off) * elem, ub + static_cast<size_t>(p) * elem, elem);
+    else combine(reinterpret_cast<float*>(yb) + off, reinterpret_cast<const float*>(ub)[p], reduce);
+  };
+  // Row by row along the last axis, in order: a later position naming the same
+  // element wins (or combines last). A row whose indices are all one value (the
+  // scatter along a leading axis of an index expanded over the columns: index_add,
+  // scatter_add in GNN message passing) names a contiguous run of y.
+  const size_t last = rank - 1;
+  const int64_t len = index_dims[last];
+  if (len == 0) return true;
+  for (int64_t p0 = 0; p0 < count; p0 += len) {
+    int64_t base = 0;
+    for (size_t d = 0; d < last; ++d)
+      if (d != ax) base += coord[d] * ys[d];
+    auto at = [&](int64_t j) {
+      const int64_t c = index_at(index, index_elem, p0 + j);
+      return c < 0 ? c + extent : c;
+    };
+    if (ax == last) {
+      for (int64_t j = 0; j < len; ++j) put(base + at(j), p0 + j);
     } else {
-      float* d = reinterpret_cast<float*>(yb) + off;
-      const float u = reinterpret_cast<const float*>(ub)[p];
-      switch (reduce) {
-        case ScatterReduce::Add: *d += u; break;
-        case ScatterReduce::Mul: *d *= u; break;
-        case ScatterReduce::Max: *d = std::max(*d, u); break;
-        case ScatterReduce::Min: *d = std::min(*d, u); break;
-        case ScatterReduce::None: break;
+      const int64_t first = index_at(index, index_elem, p0);
+      bool uniform = true;
+      for (int64_t j = 1; j < len && uniform; ++j) uniform = index_at(index, index_elem, p0 + j) == first;
+      if (uniform) {
+        const int64_t off = base + at(0) * ys[ax];
+        if (reduce == ScatterReduce::None) std::memcpy(yb + static_cast<size_t>(off) * elem, ub + static_cast<size_t>(p0) * elem, static_cast<size_t>(len) * elem);
+        else combine_run(reinterpret_cast<float*>(yb) + off, reinterpret_cast<const float*>(ub) + p0, len, reduce);
+      } else {
+        for (int64_t j = 0; j < len; ++j) put(base + at(j) * ys[ax] + j, p0 + j);
       }
     }
-    for (size_t d = rank; d-- > 0;) {
+    for (size_t d = last; d-- > 0;) {
       if (++coord[d] < index_dims[d]) break;
       coord[d] = 0;
     }

@@ -145,6 +145,7 @@ enum class Lowering : uint8_t {
   Resize,
   SpaceDepth,  // DepthToSpace, SpaceToDepth
   Attention,   // ONNX Attention: batched GEMMs around a masked row softmax
+  Rotary,      // ONNX RotaryEmbedding: one row kernel (kernels/rotary.h)
   Lrn,         // LRN: each element over its channel neighbours' sum of squares
   TopK,
   ScatterElements,

@@ -102,6 +102,8 @@ ISOMER_OP(InstanceNormalization)
 ISOMER_OP(LRN)
 // attention.cpp: scaled dot-product attention (ONNX Attention, opset 23 on)
 ISOMER_OP(Attention)
+// rotary.cpp: ONNX RotaryEmbedding (opset 23 on)
+ISOMER_OP(RotaryEmbedding)
 // reduce.cpp
 ISOMER_OP(ReduceMean)
 ISOMER_OP(ReduceSum)

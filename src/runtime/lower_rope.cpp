@@ -10,7 +10,9 @@
 #include <optional>
 
 #include "kernels/rope.h"
+#include "kernels/rotary.h"
 #include "ops/layout_common.h"
+#include "ops/rotary.h"
 #include "runtime/compiler.h"
 #include "runtime/native.h"
 
@@ -211,6 +213,46 @@ bool lower_rope(Compiler& c, const Node& n) {
   c.bind(add.output(0), y);
   for (const Node* p : {m->lo, m->hi}) c.mark_done(*p);
   for (const Node* p : m->nodes) c.mark_done(*p);
+  return true;
+}
+
+// ONNX's own RotaryEmbedding: X, the caches and position_ids dense; where an
+// operand does not fit (other types, shapes the shape rule could not check), the
+// reference kernel runs the node and says why.
+bool lower_rotary_embedding(Compiler& c, const Node& n) {
+  const bool positions = n.inputs().size() > 3 && n.inputs()[3].present();
+  if (positions && c.dtype(n.inputs()[3]) != DType::Int64) return false;
+  const int x = dense_f32(c, n.inputs()[0]), cos = dense_f32(c, n.inputs()[1]), sin = dense_f32(c, n.inputs()[2]);
+  if (x < 0 || cos < 0 || sin < 0 || c.val(cos).dims != c.val(sin).dims) return false;
+  kernels::RotaryShape g;
+  try {
+    g = rotary_shape(n.attrs(), c.val(x).dims, c.val(cos).dims, positions);
+  } catch (const Error&) {
+    return false;
+  }
+  std::vector<int> reads{x, cos, sin};
+  if (positions) {
+    const int pos = c.as_plain(c.id(n.inputs()[3]));
+    if (num_elements(c.val(pos).dims) != g.batch * g.seq) return false;
+    reads.push_back(pos);
+  }
+  const int y = dense_output(c, n);
+  const std::string who = n.name();
+  add_native_step(c,
+                  step_info(n, "pointwise",
+                            std::string("rotary ") + (g.interleaved ? "interleaved " : "") + to_string(c.val(x).dims) +
+                                " rot" + std::to_string(g.rot) + (positions ? " at positions" : ""),
+                            3.0 * static_cast<double>(g.rows() * g.rot)),
+                  reads, {y}, [g, positions, who](const std::vector<char*>& p) {
+                    const int64_t bad = kernels::rotary_embedding(
+                        g, reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
+                        reinterpret_cast<const float*>(p[2]), positions ? reinterpret_cast<const int64_t*>(p[3]) : nullptr,
+                        reinterpret_cast<float*>(p[positions ? 4 : 3]));
+                    if (bad >= 0)
+                      throw Error("RotaryEmbedding '" + who + "': position " + std::to_string(bad) +
+                                  " is outside the caches' " + std::to_string(g.cache_rows) + " rows");
+                  });
+  c.bind(n.output(0), y);
   return true;
 }
 

@@ -54,6 +54,7 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::Resize: return lower_resize;
     case Lowering::SpaceDepth: return lower_space_depth;
     case Lowering::Attention: return lower_attention;
+    case Lowering::Rotary: return lower_rotary_embedding;
     case Lowering::Quant: return lower_quant;
     case Lowering::TopK: return lower_top_k;
     case Lowering::ScatterElements: return lower_scatter_elements;

@@ -100,6 +100,8 @@ bool lower_recurrent(Compiler& c, const Node& n);
 // ONNX Attention: Q K^T and P V on isomer's batched GEMM, the scale, softcap, mask and
 // causal frontier applied in the row softmax between them (lower_attention.cpp).
 bool lower_attention(Compiler& c, const Node& n);
+// ONNX RotaryEmbedding: kernels/rotary.h over dense operands (lower_rope.cpp).
+bool lower_rotary_embedding(Compiler& c, const Node& n);
 // Quantization (lower_quant.cpp): QuantizeLinear, DequantizeLinear and
 // DynamicQuantizeLinear on isomer's kernels (kernels/quant.h), the integer
 // contractions on oneDNN's int8 primitives with int32 accumulation.

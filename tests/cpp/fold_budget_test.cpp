@@ -4,6 +4,7 @@
 // constants (the seventh family of the hostile campaign, scripts/hostile_mutators_resource.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "egraph/egraph.h"
@@ -128,6 +129,23 @@ TEST(FoldBudget, RuntimeRunsBlowUpAsAStep) {
   EXPECT_GE(exe->steps().size(), 2u);
   std::vector<Tensor> got = exe->run({Tensor::from_f64(DType::Float32, {2}, std::vector<double>{1, 2})});
   EXPECT_EQ(got[0].to_f64(), (std::vector<double>{1 + (1 << 23), 2 + (1 << 23)}));
+}
+
+TEST(FoldBudget, RuntimeFoldsNodesWithAnOmittedOptionalInput) {
+  // Clip of a constant with its min left out (Deformable DETR's dynamo export has such
+  // nodes): every present input is known, so the runtime folds it; the omitted input
+  // has no data to count (counting it crashed the compile).
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({4})});
+  Tensor c = floats({4}, 3);
+  Value clipped = b.op1("Clip", {b.constant(c), Value{}, b.constant(Tensor::scalar_f32(0.25f))});
+  Graph g = b.finish({b.op1("Add", {x, clipped})}, {"y"});
+  runtime::RuntimeOptions o;
+  o.threads = 1;
+  auto exe = runtime::compile(g, o);
+  std::vector<Tensor> got = exe->run({Tensor::from_f64(DType::Float32, {4}, std::vector<double>(4, 1.0))});
+  const std::vector<double> cv = c.to_f64(), y = got[0].to_f64();
+  for (size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y[i], 1 + std::min(cv[i], 0.25));
 }
 
 }  // namespace

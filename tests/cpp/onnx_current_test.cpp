@@ -142,6 +142,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // window, both implemented; the hooks drop 23/24's ignored 4-D head counts and refuse
       // to write what an older opset cannot say.
       {"Attention", {23, 24, 25}},
+      {"RotaryEmbedding", {23}},
       // Quantization (ops/quant.cpp): 19-28 widen the types (float8, int4, int2, float8e8m0
       // scales: refused, or kept opaque), 21 added block quantization (kept opaque) and
       // output_dtype, 23 precision (float32 only); QLinearMatMul-21 widened the scales.

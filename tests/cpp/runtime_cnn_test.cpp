@@ -133,6 +133,35 @@ size_t count_kind(const std::vector<runtime::StepInfo>& steps, const std::string
   return n;
 }
 
+TEST(RuntimeCnn, BatchNorm1dOnAPlainInputRunsAsFourD) {
+  // BatchNorm1d over [N, C, L] (PatchTST's, after a Transpose) runs on a [N, C, L, 1]
+  // view: oneDNN has only its reference kernel for the 3-D plain layout (5.5x as
+  // slow). The Relu after one of them is still taken into the same pass.
+  GraphBuilder b;
+  Value x = b.input("x", f32({7, 11, 64}));
+  auto bn = [&](Value v, uint64_t seed) {
+    Tensor var = random_tensor({64}, seed + 3);
+    std::vector<double> pv = var.to_f64();
+    for (double& d : pv) d = d * d + 0.5;
+    return b.op1("BatchNormalization", {v, b.constant(random_tensor({64}, seed)), b.constant(random_tensor({64}, seed + 1)),
+                                        b.constant(random_tensor({64}, seed + 2)),
+                                        b.constant(Tensor::from_f64(DType::Float32, {64}, pv))});
+  };
+  Value t = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  Value y = b.op1("Relu", {bn(t, 1)});
+  Value z = bn(y, 11);
+  Graph g = b.finish({z}, {"z"});
+  for (int threads : {1, 2}) {
+    int bns = 0;
+    for (const runtime::StepInfo& s : run_checked(g, threads))
+      if (s.kind == "batchnorm") {
+        ++bns;
+        EXPECT_NE(s.signature.find("7x64x11x1"), std::string::npos) << s.signature;
+      }
+    EXPECT_EQ(bns, 2);
+  }
+}
+
 TEST(RuntimeCnn, ZeroPadBeforeAConvolutionBecomesItsPadding) {
   struct Case {
     std::vector<int64_t> xd, pads, own;

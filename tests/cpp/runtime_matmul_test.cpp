@@ -148,6 +148,25 @@ TEST(RuntimeMatmul, TransposedActivationsOnThePackedGemm) {
   EXPECT_EQ(steps.size(), 2u);
 }
 
+TEST(RuntimeMatmul, AViewOnlyTheReferenceMatmulReadsIsMadeDense) {
+  // PatchTST's patch embedding: patches gathered as [B, patches, len, channels], then
+  // transposed to [B, channels, patches, len] for the product: K at a stride of the
+  // channel count, rows at two strides. Neither native GEMM reads that view and
+  // oneDNN had only its reference matmul for it (2.4 ms for a 77x16x64 product); a
+  // copy makes it dense and the packed GEMM runs it.
+  setenv("ISOMER_GEMM", "native", 1);
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 11, 16, 7})});
+  Value xt = b.op1("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+  Value h = b.op1("Add", {b.op1("MatMul", {xt, b.constant(random_weights({16, 64}, 1))}), b.constant(random_weights({64}, 2))});
+  Graph g = b.finish({h}, {"y"});
+  std::vector<runtime::StepInfo> steps = check(g, /*packed_gemm=*/true);
+  unsetenv("ISOMER_GEMM");
+  auto mm = matmuls(steps);
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_EQ(mm[0]->signature.rfind("gemm-packed 77x16x64", 0), 0u) << mm[0]->signature;
+}
+
 TEST(RuntimeMatmul, RuntimeOperandsOnTheBatchedGemmWithAMaskedEpilogue) {
   // Attention with grouped keys: q [2, 4, 5, 8] against k [2, 1, 8, 7] (one key
   // head broadcast over 4 query heads, read through a transposed view), scaled and

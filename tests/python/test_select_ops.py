@@ -124,6 +124,31 @@ def test_scatter_and_scatter_add(tmp_path):
     run_both(tmp_path, path, feeds, "scatter")
 
 
+class MessagePassing(torch.nn.Module):
+    """GNN aggregation: scatter_add of edge messages at their targets, the target index
+    expanded over the feature columns (what index_add exports as: every index row is one
+    value), degrees, and a 3-D scatter whose index rows mix values."""
+    def forward(self, h, src, dst, idx3, upd3):
+        m = h[src]
+        summed = torch.zeros_like(h).scatter_add(0, dst[:, None].expand(-1, h.shape[1]), m)
+        deg = torch.zeros(h.shape[0]).scatter_add(0, dst, torch.ones(dst.shape[0]))
+        mixed = torch.zeros(3, 5, 6).scatter_add(1, idx3, upd3)
+        return summed, deg, mixed
+
+
+def test_scatter_add_of_expanded_rows_and_mixed_rows(tmp_path):
+    path = export(tmp_path, MessagePassing(), (torch.zeros(20, 16), torch.zeros(90, dtype=torch.long),
+                                               torch.zeros(90, dtype=torch.long), torch.zeros(3, 4, 6, dtype=torch.long),
+                                               torch.zeros(3, 4, 6)), ["h", "src", "dst", "idx3", "upd3"], opset=17)
+    rng = np.random.default_rng(5)
+    idx3 = rng.integers(0, 5, (3, 4, 6)).astype(np.int64)
+    idx3[1, 2, :] = 3  # one uniform row among mixed ones
+    feeds = {"h": rng.standard_normal((20, 16)).astype(np.float32),
+             "src": rng.integers(0, 20, 90).astype(np.int64), "dst": rng.integers(0, 20, 90).astype(np.int64),
+             "idx3": idx3, "upd3": rng.standard_normal((3, 4, 6)).astype(np.float32)}
+    run_both(tmp_path, path, feeds, "scatter")
+
+
 class OneHot(torch.nn.Module):
     def forward(self, idx, x):
         return F.one_hot(idx, 10).to(torch.float32) * x
