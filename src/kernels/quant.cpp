@@ -292,6 +292,78 @@ void lookup(const uint8_t* table, const void* x, void* y, int64_t n, int team) {
   });
 }
 
+namespace {
+
+// Where window o of axis a lies: its kernel offsets inside x, [*k0, *k1).
+void window_span(const PoolAxis& a, int64_t o, int64_t* k0, int64_t* k1) {
+  const int64_t start = o * a.stride - a.pad_begin;
+  *k0 = std::max<int64_t>(0, -start);
+  *k1 = std::min(a.kernel, a.in - start);
+}
+
+template <class T>
+void qlinear_average_pool_t(const T* x, T* y, QType t, const QLinearPool& p, int team) {
+  const PoolAxis &a0 = p.axes[0], &a1 = p.axes[1], &a2 = p.axes[2];
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t));
+  const int64_t C = p.channels, in_size = a0.in * a1.in * a2.in, out_size = a0.out * a1.out * a2.out;
+  const float ratio = p.sx;
+  auto quantized = [&](int32_t sum, int64_t count) {
+    const float avg = static_cast<float>(sum) * ratio / static_cast<float>(count);
+    float r = std::nearbyint(avg / p.sy) + static_cast<float>(p.zy);
+    r = r >= lo ? r : lo;
+    return static_cast<T>(r <= hi ? r : hi);
+  };
+  // Each output position: its taps' offsets in x (in positions), and its count.
+  const int64_t positions = p.batch * out_size;
+  parallel_teams(memory_team(team, positions * C * a0.kernel * a1.kernel * a2.kernel, 1.0), [&](int th, int k) {
+    auto [b, e] = part(positions, th, k);
+    std::vector<int64_t> taps(static_cast<size_t>(a0.kernel * a1.kernel * a2.kernel));
+    std::vector<int32_t> acc(static_cast<size_t>(C));
+    for (int64_t q = b; q < e; ++q) {
+      const int64_t n = q / out_size, o = q % out_size;
+      const int64_t o2 = o % a2.out, o1 = (o / a2.out) % a1.out, o0 = o / (a2.out * a1.out);
+      int64_t k00, k01, k10, k11, k20, k21;
+      window_span(a0, o0, &k00, &k01);
+      window_span(a1, o1, &k10, &k11);
+      window_span(a2, o2, &k20, &k21);
+      size_t nt = 0;
+      for (int64_t i0 = k00; i0 < k01; ++i0)
+        for (int64_t i1 = k10; i1 < k11; ++i1)
+          for (int64_t i2 = k20; i2 < k21; ++i2)
+            taps[nt++] = ((o0 * a0.stride - a0.pad_begin + i0) * a1.in + o1 * a1.stride - a1.pad_begin + i1) * a2.in +
+                         o2 * a2.stride - a2.pad_begin + i2;
+      // With the padding included ONNX Runtime counts the whole kernel, also where a
+      // ceil-mode window reaches past the end padding.
+      const int64_t count = std::max<int64_t>(1, p.include_pad ? a0.kernel * a1.kernel * a2.kernel : static_cast<int64_t>(nt));
+      const int32_t shift = static_cast<int32_t>(nt) * p.zx;
+      if (p.channels_last) {
+        std::fill(acc.begin(), acc.end(), -shift);
+        for (size_t i = 0; i < nt; ++i) {
+          const T* xp = x + (n * in_size + taps[i]) * C;
+          for (int64_t c = 0; c < C; ++c) acc[static_cast<size_t>(c)] += static_cast<int32_t>(xp[c]);
+        }
+        T* yp = y + (n * out_size + o) * C;
+        for (int64_t c = 0; c < C; ++c) yp[c] = quantized(acc[static_cast<size_t>(c)], count);
+      } else {
+        for (int64_t c = 0; c < C; ++c) {
+          const T* xp = x + (n * C + c) * in_size;
+          int32_t sum = -shift;
+          for (size_t i = 0; i < nt; ++i) sum += static_cast<int32_t>(xp[taps[i]]);
+          y[(n * C + c) * out_size + o] = quantized(sum, count);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void qlinear_average_pool(const void* x, void* y, QType t, const QLinearPool& p, int team) {
+  if (t == QType::U8)
+    return qlinear_average_pool_t(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), t, p, team);
+  qlinear_average_pool_t(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), t, p, team);
+}
+
 void concat_rows(const ConcatPart* parts, size_t count, int64_t rows, void* y, int team) {
   int64_t width = 0;
   for (size_t i = 0; i < count; ++i) width += parts[i].width;

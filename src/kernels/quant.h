@@ -81,6 +81,24 @@ struct ConcatPart {
 };
 void concat_rows(const ConcatPart* parts, size_t count, int64_t rows, void* y, int team = 1);
 
+// ONNX Runtime's QLinearAveragePool over u8 or s8 x [batch, channels, in...] (or
+// channels-last [batch, in..., channels]): the average of x's dequantized values in
+// each window, quantized: saturate(round(sum(x - zx) * sx / count / sy) + zy), count
+// the window's positions inside x, or with include_pad the whole kernel (as ONNX
+// Runtime counts it, also past the end padding in ceil mode).
+// Up to three spatial axes; unused ones have extent 1.
+struct PoolAxis {
+  int64_t in = 1, out = 1, kernel = 1, stride = 1, pad_begin = 0;
+};
+struct QLinearPool {
+  int64_t batch = 1, channels = 1;
+  PoolAxis axes[3];
+  bool channels_last = false, include_pad = false;
+  float sx = 1, sy = 1;
+  int32_t zx = 0, zy = 0;
+};
+void qlinear_average_pool(const void* x, void* y, QType t, const QLinearPool& p, int team = 1);
+
 // ONNX Runtime's QLinearAdd (mul false) and QLinearMul over n output elements of
 // u8 or s8, output element i reading operand element (i / run) % period (run 1 and
 // period n: elementwise; run n: a scalar; run the spatial size and period the

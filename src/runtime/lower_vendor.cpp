@@ -23,6 +23,7 @@
 #include "runtime/lower_quant.h"
 #include "runtime/lowering.h"
 #include "runtime/native.h"
+#include "ops/nn_common.h"
 #include "runtime/opaque_attr.h"
 
 namespace isomer::runtime {
@@ -411,6 +412,68 @@ bool lower_qlinear_concat(Compiler& c, const Node& n) {
   return true;
 }
 
+// The opaque node's ints attribute `name`, or `fallback`.
+std::vector<int64_t> proto_ints(const Node& n, const std::string& name, std::vector<int64_t> fallback = {}) {
+  const auto a = typed_attr(n, name, onnx::AttributeProto::INTS);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+}
+
+// QLinearAveragePool (kernels::qlinear_average_pool): its window read as
+// AveragePool's, over NCHW or (channels_last 1) NHWC input; an NCHW input an integer
+// convolution wrote channels-last is read where it lies.
+bool lower_qlinear_average_pool(Compiler& c, const Node& n) {
+  const auto px = constant_quant_params(c, n, 1, 2), py = constant_quant_params(c, n, 3, 4);
+  if (!px || !py || px->scale.size() != 1 || py->scale.size() != 1 || !(py->scale[0] > 0)) return false;
+  const int64_t nhwc = proto_int(n, "channels_last", 0), include = proto_int(n, "count_include_pad", 0);
+  if ((nhwc != 0 && nhwc != 1) || (include != 0 && include != 1)) return false;
+  bool last = false;
+  const int x = dense_quantized(c, c.id(n.inputs()[0]), &last);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.size() < 3 || xd.size() > 5 || (nhwc && last)) return false;
+  const size_t spatial_begin = nhwc ? 1 : 2;
+  const std::vector<int64_t> spatial(xd.begin() + static_cast<std::ptrdiff_t>(spatial_begin),
+                                     xd.begin() + static_cast<std::ptrdiff_t>(spatial_begin + xd.size() - 2));
+  Attributes attrs;
+  for (const char* name : {"strides", "pads"})
+    if (auto v = proto_ints(n, name); !v.empty()) attrs.set(name, v);
+  if (auto a = typed_attr(n, "auto_pad", onnx::AttributeProto::STRING)) attrs.set("auto_pad", a->s());
+  attrs.set("ceil_mode", proto_int(n, "ceil_mode", 0));
+  kernels::QLinearPool p;
+  std::vector<int64_t> od = xd;
+  try {
+    const ops::Window w = ops::read_window(attrs, proto_ints(n, "kernel_shape"));
+    if (w.rank() != spatial.size()) return false;
+    const std::vector<ops::WindowAxis> axes = ops::plan_window(w, spatial);
+    const size_t skip = 3 - axes.size();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const ops::WindowAxis& a = axes[i];
+      if (a.dilation != 1) return false;
+      p.axes[skip + i] = {a.in, a.out, a.kernel, a.stride, a.pad_begin};
+      od[spatial_begin + i] = a.out;
+    }
+  } catch (const Error&) {
+    return false;  // ONNX Runtime says what is wrong
+  }
+  p.batch = xd[0];
+  p.channels = nhwc ? xd.back() : xd[1];
+  p.channels_last = nhwc || last;
+  p.include_pad = include == 1;
+  p.sx = px->scale[0];
+  p.zx = px->zp[0];
+  p.sy = py->scale[0];
+  p.zy = py->zp[0];
+  const DType t = c.val(x).dtype;
+  const int y = last ? c.new_value(t, od, md_t(to_dims(od), dnnl_int(t), channels_last(od.size())), n.name())
+                     : plain_output(c, t, od, n.name());
+  const kernels::QType qt = qtype(t);
+  const int team = c.threads();
+  add_native_step(c, step_info(n, "pool", "qlinear-average " + std::string(dtype_name(t)) + to_string(xd),
+                               static_cast<double>(num_elements(od))),
+                  {x}, {y}, [=](const std::vector<char*>& ptr) { kernels::qlinear_average_pool(ptr[0], ptr[1], qt, p, team); });
+  c.bind(n.output(0), y);
+  return true;
+}
+
 // How an operand of `dims` broadcasts to `out`: output element i reads its element
 // (i / run) % period; nullopt where it broadcasts otherwise. Its dims must be the
 // output's between leading and trailing 1s (a scalar, a per-channel gate, a tensor
@@ -440,7 +503,7 @@ bool vendor_runs_natively(const Node& n) {
   if (is_gelu(n)) return t == DType::Float32 && n.output_types()[0].dtype == DType::Float32;
   if (is_vendor(n, "QLinearConcat")) return quantized(n.output_types()[0].dtype);
   if (!quantized(t) || n.output_types()[0].dtype != t) return false;
-  if (is_vendor(n, "QLinearGlobalAveragePool")) return n.inputs().size() >= 4;
+  if (is_vendor(n, "QLinearGlobalAveragePool") || is_vendor(n, "QLinearAveragePool")) return n.inputs().size() >= 4;
   if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return n.inputs().size() >= 4;
   if (is_vendor(n, "QGemm")) return n.inputs().size() >= 9 && n.inputs()[3].present() && n.inputs()[3].constant();
   return (is_vendor(n, "QLinearAdd") || is_vendor(n, "QLinearMul")) && n.inputs().size() >= 7 &&
@@ -452,6 +515,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (is_vendor(n, "QLinearGlobalAveragePool")) return lower_qlinear_global_pool(c, n);
   if (is_vendor(n, "QGemm")) return lower_qgemm(c, n);
   if (is_vendor(n, "QLinearConcat")) return lower_qlinear_concat(c, n);
+  if (is_vendor(n, "QLinearAveragePool")) return lower_qlinear_average_pool(c, n);
   if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return lower_qlinear_lookup(c, n);
   if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
   if (is_gelu(n)) return lower_gelu(c, n);

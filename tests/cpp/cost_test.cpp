@@ -379,9 +379,17 @@ TEST(Cost, NewStepsArePricedOnTheScaleOfTheRowsTheyJoin) {
     remove_db(db);
     return gc.steps.back().ms;
   };
-  const double cheaper = new_product_ms(0.25), dearer = new_product_ms(4.0);
-  // kScaleLimit^2 (4) apart, give or take the two timings' noise.
-  EXPECT_GT(dearer / cheaper, 2.0) << cheaper << " " << dearer;
+  // kScaleLimit^2 (4) apart, give or take the timings' noise: the median of three
+  // pairs (one pair at CI's load came out 1.9x apart).
+  std::vector<double> ratios;
+  std::string seen;
+  for (int i = 0; i < 3; ++i) {
+    const double cheaper = new_product_ms(0.25), dearer = new_product_ms(4.0);
+    ratios.push_back(dearer / cheaper);
+    seen += " " + std::to_string(cheaper) + "/" + std::to_string(dearer);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_GT(ratios[1], 2.0) << seen;
 }
 
 TEST(Cost, PricingFromTheDatabaseMakesNoInputs) {

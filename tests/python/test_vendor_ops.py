@@ -106,7 +106,8 @@ def qlinear_cnn_model(path):
     """What ONNX Runtime's quantizer writes for EfficientNet, DenseNet and ShuffleNet
     (u8): SiLU as QLinearMul(x, QLinearSigmoid(x)), QLinearLeakyRelu, QLinearConcat of
     parts with their own scales on the channel axis (integer convolutions' channels-last
-    outputs) and on a spatial one, and a squeeze-excitation gate QLinearMul by [1, C, 1, 1]."""
+    outputs) and on a spatial one, a squeeze-excitation gate QLinearMul by [1, C, 1, 1], and
+    QLinearAveragePool counting the padding (ceil mode) and not."""
     rng = np.random.default_rng(9)
     t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
     f32, u8 = np.float32, np.uint8
@@ -114,7 +115,7 @@ def qlinear_cnn_model(path):
              t("sx", f32(0.05)), t("zx", u8(120)), t("sc", f32(0.08)), t("zc", u8(100)), t("ss", f32(1 / 256)),
              t("zs", u8(0)), t("sm", f32(0.06)), t("zm", u8(90)), t("sl", f32(0.03)), t("zl", u8(140)),
              t("sy", f32(0.07)), t("zy", u8(110)), t("gate", rng.integers(0, 256, (1, 16, 1, 1)).astype(u8)),
-             t("sg", f32(0.004)), t("zg", u8(0))]
+             t("sg", f32(0.004)), t("zg", u8(0)), t("sp", f32(0.05)), t("zp", u8(105))]
     conv = lambda out: helper.make_node("QLinearConv", ["q", "sx", "zx", "w", "sw", "zw", "sc", "zc"], [out], pads=[1, 1, 1, 1])
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["q"]), conv("c1"), conv("c2"),
              helper.make_node("QLinearSigmoid", ["c1", "sc", "zc", "ss", "zs"], ["sig"], domain=MS),
@@ -123,9 +124,13 @@ def qlinear_cnn_model(path):
              helper.make_node("QLinearConcat", ["sy", "zy", "silu", "sm", "zm", "lr", "sl", "zl"], ["cat"], domain=MS,
                               axis=1),
              helper.make_node("QLinearMul", ["gate", "sg", "zg", "cat", "sy", "zy", "sy", "zy"], ["gated"], domain=MS),
-             helper.make_node("QLinearConcat", ["sy", "zy", "gated", "sy", "zy", "cat", "sy", "zy"], ["tall"],
+             helper.make_node("QLinearAveragePool", ["gated", "sy", "zy", "sp", "zp"], ["p1"], domain=MS,
+                              kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+             helper.make_node("QLinearConcat", ["sp", "zp", "p1", "sp", "zp", "p1", "sp", "zp"], ["tall"],
                               domain=MS, axis=-2),
-             helper.make_node("DequantizeLinear", ["tall", "sy", "zy"], ["y"])]
+             helper.make_node("QLinearAveragePool", ["tall", "sp", "zp", "sy", "zy"], ["p2"], domain=MS,
+                              kernel_shape=[2, 2], pads=[0, 1, 1, 0]),
+             helper.make_node("DequantizeLinear", ["p2", "sy", "zy"], ["y"])]
     return save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 7, 6])], "y", inits, path)
 
 
@@ -134,7 +139,7 @@ def test_qlinear_lookup_and_concat_operators_run_natively_and_match_onnxruntime(
     steps = steps_of(path)
     assert not any(s[0] == "onnxruntime" for s in steps), steps
     kinds = [s[0] for s in steps]
-    assert kinds.count("concat") == 2, steps
+    assert kinds.count("concat") == 2 and kinds.count("pool") == 2, steps
     # The sigmoid and its product are one table; the mul read the convolution in place.
     assert sum(s[1] == "QLinearSigmoid+QLinearMul" for s in steps) == 1, steps
     x = {"x": (np.random.default_rng(5).random((2, 4, 7, 6)) * 6 - 3).astype(np.float32)}
