@@ -288,6 +288,41 @@ TEST(QuantRuntime, MaxPoolOfIntegersRunsOnAPoolingPrimitive) {
   }
 }
 
+// QOperator DenseNet: a dequantized integer convolution's (channels-last) output
+// feeds a float BatchNormalization and Relu, then is quantized again. The batch norm
+// reads the channels-last floats where they lie (it had reordered them to NCHW, where
+// oneDNN's batch norm is 10x slower): two reorders, the input's to channels-last and
+// the output's back, and none between.
+TEST(QuantRuntime, BatchNormOfADequantizedConvolutionStaysChannelsLast) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::UInt8, make_shape({1, 8, 9, 9})});
+  std::vector<int64_t> wv;
+  for (int64_t i = 0; i < 16 * 8 * 9; ++i) wv.push_back((i * 29 + 3) % 255 - 127);
+  Value xz = b.constant(ints(DType::UInt8, {}, {110})), yz = b.constant(ints(DType::UInt8, {}, {100}));
+  Value ys = b.constant(Tensor::scalar_f32(0.1f));
+  Value conv = b.op1("QLinearConv", {x, b.constant(Tensor::scalar_f32(0.02f)), xz, b.constant(ints(DType::Int8, {16, 8, 3, 3}, wv)),
+                                     b.constant(Tensor::scalar_f32(0.004f)), b.constant(ints(DType::Int8, {}, {0})), ys, yz},
+                     {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value d = b.op1("DequantizeLinear", {conv, ys, yz});
+  std::vector<double> var(16), scale(16), shift(16), mean(16);
+  for (int i = 0; i < 16; ++i) var[i] = 0.5 + 0.1 * i, scale[i] = 1.0 - 0.05 * i, shift[i] = 0.1 * i - 0.4, mean[i] = 0.2 * i - 1.0;
+  auto v16 = [&](const std::vector<double>& v) { return b.constant(Tensor::from_f64(DType::Float32, {16}, v)); };
+  Value bn = b.op1("Relu", {b.op1("BatchNormalization", {d, v16(scale), v16(shift), v16(mean), v16(var)})});
+  Value q = b.op1("QuantizeLinear", {bn, b.constant(Tensor::scalar_f32(0.05f)), yz});
+  Graph g = b.finish({q}, {"q"});
+  for (int threads : {1, 2}) {
+    Ran r = run_both(g, threads);
+    std::vector<double> want = r.want[0].to_f64(), got = r.got[0].to_f64();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(std::abs(want[i] - got[i]), 1.0) << i;  // a rounding flip
+    EXPECT_EQ(count(r.kinds, "batchnorm"), 1u);
+    EXPECT_EQ(count(r.kinds, "reorder"), 2u) << [&] {
+      std::string k;
+      for (const std::string& s : r.kinds) k += s + " ";
+      return k;
+    }();
+  }
+}
+
 // A QDQ convolution as quantize_static writes it: DQ(x), DQ(w) per channel, DQ(bias
 // int32 at scale s_x s_w) -> Conv -> Relu -> Q -> DQ. The weights' scales run along
 // w_axis (0 is right; 1, of the same extent, is the wrong axis). With `pad_first`,
