@@ -1,7 +1,9 @@
 // Vendor operators the runtime runs itself: ONNX Runtime's com.microsoft QLinearAdd,
-// QLinearMul, QLinearGlobalAveragePool and QGemm, which its quantizer writes in the
+// QLinearMul, QLinearGlobalAveragePool, QGemm, QLinearConcat, QLinearSigmoid,
+// QLinearLeakyRelu and QLinearAveragePool, which its quantizer writes in the
 // QOperator format (the residual adds of a quantized ResNet or MobileNet, the gates
-// of squeeze-excitation, the pool and the classifier), and SkipLayerNormalization,
+// of squeeze-excitation, DenseNet's concatenations, EfficientNet's SiLU, the pools
+// and the classifier), and SkipLayerNormalization,
 // Gelu, FastGelu, BiasGelu and QuickGelu, which its transformer optimizer writes for
 // each residual add and LayerNorm and each feed-forward activation. Delegated, each was a
 // round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
