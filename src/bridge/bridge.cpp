@@ -1,18 +1,24 @@
 #include "bridge/bridge.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "ir/run_limit.h"
 #include "bridge/ort_bridge_script.h"  // kOrtBridgeScript: ort_bridge.py, embedded by the build
 
 extern char** environ;
@@ -73,6 +79,7 @@ std::shared_ptr<OrtBridge> OrtBridge::shared() {
   static std::shared_ptr<OrtBridge> bridge;
   static std::string failed;  // why the first start failed: not tried again
   std::lock_guard<std::mutex> lock(mu);
+  if (bridge && bridge->fd_ < 0) bridge.reset();  // abandoned past a run limit: a fresh one
   if (bridge) return bridge;
   require(failed.empty(), failed);
   try {
@@ -129,6 +136,7 @@ void OrtBridge::died(const std::string& doing) {
 }
 
 void OrtBridge::send(const std::string& header, const std::vector<std::pair<const char*, size_t>>& blobs) {
+  if (fd_ < 0) died("reading a request");
   uint32_t n = static_cast<uint32_t>(header.size());
   char len[4] = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
                  static_cast<char>(n >> 24)};
@@ -144,7 +152,28 @@ void OrtBridge::send(const std::string& header, const std::vector<std::pair<cons
     }
 }
 
+void OrtBridge::wait_for_answer() {
+  // Without a run limit (ir/run_limit.h) the helper is waited for as long as it takes.
+  for (std::optional<std::chrono::steady_clock::duration> left; (left = run_time_left());) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*left).count();
+    if (ms <= 0) {
+      // The helper is busy with a run that will not end in time: it goes, and the
+      // next use starts a fresh one.
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      ::close(fd_);
+      fd_ = pid_ = -1;
+      exceed_run_limit();
+    }
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
+    if (r > 0 || (r < 0 && errno != EINTR)) return;
+  }
+}
+
 void OrtBridge::receive_exact(char* to, size_t n) {
+  if (fd_ < 0) died("answering");
+  wait_for_answer();
   while (n > 0) {
     ssize_t k = ::recv(fd_, to, n, 0);
     if (k < 0 && errno == EINTR) continue;

@@ -110,6 +110,7 @@ class OrtBridge {
   void send(const std::string& header, const std::vector<std::pair<const char*, size_t>>& blobs);
   std::string receive_header();
   void receive_exact(char* to, size_t n);
+  void wait_for_answer();  // kills the helper past a run limit's deadline
   [[noreturn]] void died(const std::string& doing);
 
   int fd_ = -1;

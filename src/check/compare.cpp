@@ -5,6 +5,7 @@
 
 #include "check/quant_check.h"
 #include "ir/error.h"
+#include "ir/run_limit.h"
 
 namespace isomer {
 
@@ -208,6 +209,10 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
   std::vector<Engine> order = optimized_order(opts.target);
   if (!opts.allow_onnxruntime) order = {Engine::Runtime, Engine::Reference};
   Ran got = run_first(engines, optimized, order, inputs.tensors);
+  if (std::string limit = RunLimit::exceeded(); !limit.empty()) {  // every later run would fail the same way
+    skipped.reason = limit;
+    return skipped;
+  }
   if (!got.ok) {
     Ran orig = run_first(engines, original, order, inputs.tensors);
     if (!orig.ok) {
@@ -232,6 +237,10 @@ CheckResult check_graphs(Engines& engines, const Graph& original, const Graph& o
     std::erase_if(want_order, [](Engine e) { return e == Engine::OnnxRuntime || e == Engine::OnnxRuntimePlain; });
   if (want_order.empty()) want_order = {Engine::Reference};
   Ran want = run_first(engines, original, want_order, inputs.tensors);
+  if (std::string limit = RunLimit::exceeded(); !limit.empty()) {
+    skipped.reason = limit;
+    return skipped;
+  }
   if (!want.ok) {
     skipped.reason = "the original does not run on the " + inputs.source + " inputs (" + want.error + ")";
     return skipped;

@@ -9,6 +9,7 @@
 #include "bridge/bridge.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "ir/run_limit.h"
 #include "onnx/onnx_io.h"
 #include "runtime/runtime.h"
 
@@ -26,11 +27,17 @@ std::string engine_name(Engine e) {
 
 namespace {
 
+constexpr size_t kOnnxRuntimeMaxConstants = 20000;
+
 class RuntimePrepared : public Prepared {
  public:
   explicit RuntimePrepared(std::unique_ptr<runtime::Executable> exe) : exe_(std::move(exe)) {}
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override { return exe_->run(inputs); }
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    RunScope scope;
+    return exe_->run(inputs);
+  }
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
+    RunScope scope(warmup + repeats);
     return runtime::benchmark(*exe_, inputs, warmup, repeats).ms;
   }
 
@@ -49,11 +56,13 @@ class OrtPrepared : public Prepared {
     }
   }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    RunScope scope;
     std::vector<Tensor> out;
     for (auto& [name, t] : ort_->run(s_.id, named(inputs))) out.push_back(std::move(t));
     return out;
   }
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
+    RunScope scope(warmup + repeats);
     return ort_->time(s_.id, named(inputs), warmup, repeats);
   }
 
@@ -71,7 +80,10 @@ class OrtPrepared : public Prepared {
 class ReferencePrepared : public Prepared {
  public:
   explicit ReferencePrepared(Graph g) : g_(std::move(g)) {}
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override { return evaluate(g_, inputs); }
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    RunScope scope;
+    return evaluate(g_, inputs);
+  }
   std::vector<double> time(const std::vector<Tensor>&, int, int) override {
     throw Error("the reference evaluator is not timed");
   }
@@ -127,6 +139,11 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
     case Engine::OnnxRuntime:
     case Engine::OnnxRuntimePlain: {
       require(opts.allow_onnxruntime, "ONNX Runtime is switched off");
+      size_t constants = 0;
+      for (const NodePtr& n : g.topo_order()) constants += n->kind() == NodeKind::Constant;
+      require(constants <= kOnnxRuntimeMaxConstants,
+              "ONNX Runtime's load time grows with the square of a model's initializers (1 s for 20000, 40 s for "
+              "100000): not used for a graph of " + std::to_string(constants) + " initializers");
       auto ort = bridge::OrtBridge::shared();
       bridge::SessionOptions so;
       so.threads = opts.threads > 0 ? opts.threads : runtime::hardware_threads();

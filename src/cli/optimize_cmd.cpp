@@ -36,6 +36,7 @@ struct OptimizeArgs {
   int threads = 0;
   bool mugraph = false, mugraph_untimed = false;
   double mugraph_seconds = 10;
+  double run_limit = 0;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -75,6 +76,8 @@ int run_optimize(const OptimizeArgs& a) {
   opts.mugraph_seconds = a.mugraph_seconds;
   opts.mugraph_untimed = a.mugraph_untimed;
   opts.allow_nonfinite = a.allow_nonfinite;
+  require(std::isfinite(a.run_limit), "--run-limit " + std::to_string(a.run_limit) + " is not a number of seconds");
+  opts.run_limit_seconds = a.run_limit;
   opts.check_options.seed = a.seed;
   opts.check_options.tolerance = a.tolerance;
   opts.cost_model = a.cost;
@@ -143,6 +146,9 @@ void add_optimize_command(CLI::App& app) {
               "time only on the --target engine: do not confirm on the other one (isomer's runtime <-> ONNX "
               "Runtime) that the written model is not slower there");
   o->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf weights (refused by default)");
+  o->add_option("--run-limit", opt->run_limit,
+                "seconds one run of the model by the check, the guard or the pricing may take; past it they are "
+                "skipped and the original is written (default 0: from the model's size, at least 10 s; < 0: none)");
   o->add_option("--cost", opt->cost, "cost model for the predicted before/after time: measured (default), analytic, none")
       ->check(CLI::IsMember({"measured", "analytic", "none"}));
   o->add_option("--cost-db", opt->cost_db, "cache of measured operator costs (default ~/.cache/isomer/costs.sqlite)");

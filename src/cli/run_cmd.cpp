@@ -2,11 +2,15 @@
 // inputs from an .npz file or random ones (seed printed), optionally writes the
 // outputs and benchmarks end-to-end latency next to ONNX Runtime's.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "check/compare.h"
@@ -25,6 +29,40 @@
 namespace isomer::cli {
 
 namespace {
+
+// `run` runs what the user asked, however long (a Loop of 10^9 iterations takes hours);
+// past 10 s it says so on stderr every 30 s, so a long run is not taken for a hang.
+class LongRunNotice {
+ public:
+  explicit LongRunNotice(std::string model)
+      : model_(std::move(model)), thread_([this] {
+          const auto start = std::chrono::steady_clock::now();
+          auto next = start + std::chrono::seconds(10);
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_.wait_until(lock, next, [this] { return finished_; })) {
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::fprintf(stderr, "isomer: still running %s: %.0f s so far (Ctrl-C stops it)\n", model_.c_str(), s);
+            next += std::chrono::seconds(30);
+          }
+        }) {}
+  ~LongRunNotice() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+  LongRunNotice(const LongRunNotice&) = delete;
+  LongRunNotice& operator=(const LongRunNotice&) = delete;
+
+ private:
+  std::string model_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;  // last: starts once the members it reads exist
+};
 
 // "1 thread", "2 threads"; 0 or less: the engine's default.
 std::string thread_count(int threads) {
@@ -311,6 +349,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
   // isomer runtime cannot run after all (a shape it cannot know before running, a
   // delegated node whose output shape depends on data) runs on ONNX Runtime whole.
   const bool random = inputs.empty();
+  LongRunNotice notice(a.model);
   std::string why;
   std::unique_ptr<runtime::Executable> exe;
   std::vector<Tensor> outputs;

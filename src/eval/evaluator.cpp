@@ -9,6 +9,7 @@
 
 #include "ir/error.h"
 #include "ir/float_to_int.h"
+#include "ir/run_limit.h"
 #include "ops/op.h"
 
 namespace isomer {
@@ -47,6 +48,7 @@ std::vector<V> walk(const Graph& g, Leaf leaf, Apply apply) {
       values[n.get()] = {leaf(*n)};
       continue;
     }
+    check_run_limit();  // a Loop's body runs through here once per iteration
     std::vector<V> args;
     for (const Value& v : n->inputs()) {
       if (!v.present()) {

@@ -76,7 +76,8 @@ Graph Graph::with_outputs(std::vector<Value> outputs) const {
 }
 
 Value GraphBuilder::input(std::string name, TensorType type) {
-  for (const NodePtr& in : inputs_) require(in->name() != name, "duplicate graph input '" + name + "'");
+  for (const NodePtr& in : inputs_)
+    if (in->name() == name) throw Error("duplicate graph input '" + name + "'");
   NodePtr n = Node::make_input(std::move(name), std::move(type));
   inputs_.push_back(n);
   return n->output(0);

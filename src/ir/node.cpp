@@ -22,7 +22,7 @@ const Tensor* Value::constant() const {
 }
 
 Value Node::output(uint32_t i) const {
-  require(i < output_types_.size(), describe(*this) + " has no output " + std::to_string(i));
+  if (i >= output_types_.size()) throw Error(describe(*this) + " has no output " + std::to_string(i));
   return Value{shared_from_this(), i};
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "ir/error.h"
+#include "ir/human_bytes.h"
 #include "ir/invalid_node.h"
 #include "ir/shape_overflow.h"
 
@@ -62,7 +63,6 @@ uint64_t max_tensor_bytes() {
   return limit;
 }
 
-namespace {
 std::string human_bytes(long double b) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
@@ -71,7 +71,6 @@ std::string human_bytes(long double b) {
   std::snprintf(buf, sizeof buf, u ? "%.1Lf %s" : "%.0Lf %s", b, units[u]);
   return buf;
 }
-}  // namespace
 
 int64_t require_allocatable(const std::vector<int64_t>& dims, size_t elem_bytes, const std::string& what) {
   const int64_t n = checked_num_elements(dims, what);

@@ -13,9 +13,11 @@
 #include <onnx/checker.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -66,12 +68,20 @@ struct ExternalWriter {
   }
 
  private:
+  // Blocks of zeros are skipped, not written: a weight that is mostly zeros (a sparse
+  // 2 GB file read in) stays sparse on disk. close() gives the file its full length.
   void write(std::string_view bytes) {
-    const uint64_t pad = (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
-    const std::string zeros(pad, '\0');
-    out.write(zeros.data(), static_cast<std::streamsize>(pad));
-    offset += pad;
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    static constexpr size_t kBlock = 1 << 16;
+    static const std::string kZeros(kBlock, '\0');
+    offset += (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
+    out.seekp(static_cast<std::streamoff>(offset));
+    for (size_t at = 0; at < bytes.size(); at += kBlock) {
+      const size_t n = std::min(kBlock, bytes.size() - at);
+      if (std::memcmp(bytes.data() + at, kZeros.data(), n) == 0)
+        out.seekp(static_cast<std::streamoff>(n), std::ios::cur);
+      else
+        out.write(bytes.data() + at, static_cast<std::streamsize>(n));
+    }
     require(out.good(), "writing the external data file failed");
   }
 
@@ -542,6 +552,9 @@ ExportedFiles export_onnx_file(const Graph& g, const std::string& path, const Ex
     if (writer) {
       writer->out.close();
       require(!writer->out.fail(), "writing '" + tmp_data + "' failed");
+      std::error_code ec;
+      fs::resize_file(tmp_data, writer->offset, ec);  // a file that ends in skipped zeros
+      require(!ec, "writing '" + tmp_data + "' failed: " + ec.message());
     }
     std::ofstream out(tmp_model, std::ios::binary | std::ios::trunc);
     require(out.good(), "cannot write '" + tmp_model + "'");

@@ -32,6 +32,7 @@
 #include "onnx/function_check.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
+#include "onnx/sparse_initializer.h"
 #include "onnx/onnx_io.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
@@ -182,8 +183,6 @@ class Importer {
       }
       define(t.name(), builder_.constant(std::move(value), t.name()));
     }
-    for (const auto& t : graph_.sparse_initializer())
-      throw Error("sparse initializer '" + t.values().name() + "' is not supported");
   }
 
   // An initializer of an element type isomer does not compute with (float8, int4, ...
@@ -680,6 +679,7 @@ onnx::ModelProto parse_model(const std::string& bytes) {
 Graph import_model(onnx::ModelProto& model, const std::string& base_dir, const ImportOptions& opts,
                    ImportStats* stats) {
   if (stats) *stats = ImportStats{};
+  onnx_detail::densify_sparse_initializers(model.mutable_graph(), base_dir);
   return Importer(model, base_dir, opts, stats).run();
 }
 

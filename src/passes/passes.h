@@ -18,6 +18,9 @@ namespace isomer {
 struct PassStats {
   std::map<std::string, size_t> applied;  // rule name -> times applied (rules that fired only)
   size_t iterations = 0;                  // rounds run, including the one that found nothing to do
+  // Folds left to the runtime by the fold budget (PassOptions' fold limits): the node
+  // and why, one line each, in the order first met.
+  std::vector<std::string> fold_skipped;
 };
 
 struct PassOptions {
@@ -72,6 +75,9 @@ struct FoldBudget {
   size_t result_bytes = 64 << 20;
   double flops = 4e9;
   size_t growth_left = 1 << 20;
+  size_t growth = 1 << 20;  // what growth_left started at
+  // The folds the budget left out: the node and why (see PassStats::fold_skipped).
+  std::vector<std::string> skipped;
 };
 
 // One round's worth of the generic C++ folding: operators whose inputs are all

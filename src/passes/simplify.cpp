@@ -1,6 +1,7 @@
 // The greedy template engine (passes/passes.h): rounds of constant folding + CSE and
 // of template-rule rewrites until nothing changes.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -9,6 +10,7 @@
 #include "ops/fold_cost.h"
 #include "ops/op.h"
 #include "ops/reference_gemm.h"
+#include "ir/human_bytes.h"
 #include "passes/passes.h"
 #include "rules/match.h"
 
@@ -31,6 +33,21 @@ UseCounts count_uses(const Graph& g) {
       if (v.present()) ++uses[v];
   for (const Value& v : g.outputs()) ++uses[v];
   return uses;
+}
+
+std::string scientific(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", x);
+  return buf;
+}
+
+// A fold the budget leaves to the runtime, said once per node (simplify's rounds meet
+// it again): the model written stays about the input's size, and the report says why.
+std::vector<Value> skip_fold(FoldBudget& budget, const Node& node, const std::string& why) {
+  std::string line = describe(node) + ": " + why + " (left to the runtime)";
+  if (std::find(budget.skipped.begin(), budget.skipped.end(), line) == budget.skipped.end())
+    budget.skipped.push_back(std::move(line));
+  return {};
 }
 
 // op(c0, c1, ...) => constant(op.fold, else op.eval, of (c0, c1, ...))
@@ -63,11 +80,18 @@ std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, Gra
     if (!numel || !is_numeric(t.dtype)) return {};
     bytes += static_cast<size_t>(*numel) * dtype_size(t.dtype);
   }
-  if (bytes > budget.result_bytes) return {};
+  if (bytes > budget.result_bytes)
+    return skip_fold(budget, node, "its result of " + human_bytes(bytes) + " is past folding's " +
+                                       human_bytes(budget.result_bytes));
   const std::optional<double> flops = fold_flops(node.op_type(), node.attrs(), in_types, types);
-  if (!flops || *flops > budget.flops) return {};
+  if (!flops) return {};
+  if (*flops > budget.flops)
+    return skip_fold(budget, node, "its " + scientific(*flops) + " multiply-adds are past folding's " +
+                                       scientific(budget.flops));
   const size_t growth = bytes > in_bytes ? bytes - in_bytes : 0;
-  if (growth > budget.growth_left) return {};
+  if (growth > budget.growth_left)
+    return skip_fold(budget, node, "its result adds " + human_bytes(growth) + " of constants, past the " +
+                                       human_bytes(budget.growth) + " a template pass may add");
   EvalContext ctx{node.attrs(), args, node.num_outputs()};
   const OpDef& op = *node.op();
   std::vector<Tensor> results = op.fold ? op.fold(ctx) : op.eval(ctx);
@@ -194,8 +218,8 @@ Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
 
   PassStats local;
   Graph current = g;
-  FoldBudget budget{opts.fold_limit_bytes, opts.fold_flops_limit, opts.fold_growth_bytes};
-  FoldBudget merge_only{0, 0, 0};
+  FoldBudget budget{opts.fold_limit_bytes, opts.fold_flops_limit, opts.fold_growth_bytes, opts.fold_growth_bytes, {}};
+  FoldBudget merge_only{0, 0, 0, 0, {}};
   std::set<std::pair<const Rule*, const Node*>> failed;
   std::vector<NodePtr> keep_alive;  // the nodes `failed` names stay valid
   while (local.iterations < opts.max_iterations) {
@@ -260,6 +284,7 @@ Graph simplify(const Graph& g, const PassOptions& opts, PassStats* stats) {
     if (round.empty()) break;
   }
   check_interface(g, current);
+  local.fold_skipped = std::move(budget.skipped);
   if (stats) *stats = std::move(local);
   return current;
 }

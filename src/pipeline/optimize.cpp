@@ -10,7 +10,9 @@
 
 #include "cost/cost.h"
 #include "ir/error.h"
+#include "ir/run_limit.h"
 #include "mugraph/fuse.h"
+#include "pipeline/run_limit_default.h"
 #include "runtime/runtime.h"
 #include "search/eqsat.h"
 
@@ -198,7 +200,13 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
     out = simplify(g, deferred, &stats);
   }
   if (applied) *applied = stats.applied;
-  if (report) report->phase_seconds["passes"] = seconds_since(t0);
+  if (report) {
+    report->phase_seconds["passes"] = seconds_since(t0);
+    report->fold_skipped = template_stats.fold_skipped;
+    for (const std::string& line : stats.fold_skipped)
+      if (std::find(report->fold_skipped.begin(), report->fold_skipped.end(), line) == report->fold_skipped.end())
+        report->fold_skipped.push_back(line);
+  }
   if (!search) return out;
 
   auto t1 = std::chrono::steady_clock::now();
@@ -261,6 +269,7 @@ void price(const Graph& g, const Graph& out, const OptimizeOptions& opts, Optimi
     return;
   }
   try {
+    RunScope scope(2);  // each graph runs about once as it is profiled
     auto model = cost::make_cost_model(opts.cost_model, opts.cost_db, opts.cost_threads);
     rep.cost_before_ms = model->graph_ms(g);
     rep.cost_after_ms = model->graph_ms(out);
@@ -305,6 +314,12 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
 
   rep.inputs_source = inputs.source;
   rep.input_notes = inputs.notes;
+  // The check, the guard and the pricing run the model: a valid one may ask for hours.
+  rep.run_limit_seconds = opts.run_limit_seconds > 0   ? opts.run_limit_seconds
+                          : opts.run_limit_seconds < 0 ? 0
+                                                       : default_run_limit_seconds(g);
+  RunLimit run_limit(rep.run_limit_seconds, opts.run_limit_seconds > 0 ? "--run-limit"
+                                                                       : "set from the model's size; --run-limit changes it");
   EngineOptions eo;
   eo.threads = opts.threads;
   eo.bindings = inputs.bindings;
@@ -415,6 +430,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
     price(g, out, opts, rep);
     rep.phase_seconds["cost"] = seconds_since(t3);
   }
+  rep.run_limit_exceeded = RunLimit::exceeded();
   return {std::move(out), std::move(rep)};
 }
 
@@ -513,6 +529,9 @@ std::string OptimizeReport::to_json() const {
   j["rules_applied"] = rules_applied;
   j["search"] = search;
   if (!mugraph.empty()) j["mugraph"] = mugraph;
+  j["run_limit_seconds"] = run_limit_seconds > 0 ? nlohmann::ordered_json(run_limit_seconds) : nlohmann::ordered_json();
+  j["run_limit_exceeded"] = run_limit_exceeded;
+  j["fold_skipped"] = fold_skipped;
   if (search == "backtrack" || search == "eqsat") {
     j["search_rules_loaded"] = rules_loaded;
     search_stats.to_json(j);
@@ -549,6 +568,8 @@ std::string OptimizeReport::to_text() const {
     std::snprintf(line, sizeof line, "  %-28s %8zu\n", rule.c_str(), n);
     out << line;
   }
+  for (size_t i = 0; i < fold_skipped.size() && i < kShown; ++i) out << "  fold skipped: " << fold_skipped[i] << "\n";
+  if (fold_skipped.size() > kShown) out << "  ... and " << fold_skipped.size() - kShown << " more folds skipped\n";
   std::snprintf(line, sizeof line, "\noptimized in %.3f s\n", optimize_seconds);
   out << line;
   if (search == "backtrack" || search == "eqsat") out << search_stats.to_text(rules_loaded);
@@ -603,6 +624,8 @@ std::string OptimizeReport::to_text() const {
       out << "not confirmed on " << other << ": switched off\n";
     }
   }
+  if (!run_limit_exceeded.empty())
+    out << "run limit: " << run_limit_exceeded << ": the runs after it were skipped\n";
   out << "kept: " << guard.kept << "\n";
   // Rules the guard took out while bisecting a slowdown; written only when the model
   // written is the rewrite without them.

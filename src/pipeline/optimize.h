@@ -67,6 +67,11 @@ struct OptimizeOptions {
   bool mugraph = false;
   double mugraph_seconds = 10;  // search time per loop choice of one region
   bool mugraph_untimed = false; // keep verified kernels without timing each region
+  // Seconds one of optimize's own runs of the model (the check, each of the guard's
+  // timings, the pricing) may take (ir/run_limit.h): 0 picks it from the model's size
+  // (pipeline/run_limit_default.h), < 0 sets none. Past it the rest is skipped, the
+  // original is written, and the report says so.
+  double run_limit_seconds = 0;
 };
 
 // "isomer" -> Engine::Runtime, "onnxruntime" -> Engine::OnnxRuntime; Error otherwise.
@@ -106,6 +111,9 @@ struct OptimizeReport {
   double cost_after_ms = -1;
   std::string cost_note;         // why there is no cost
   std::string mugraph;           // --mugraph: each candidate region and its verdict
+  double run_limit_seconds = 0;      // per run of the model by the check, the guard, the pricing (0: none)
+  std::string run_limit_exceeded;    // what exceeded it ("" when nothing did): what came after was skipped
+  std::vector<std::string> fold_skipped;  // folds the template passes' budget left to the runtime, and why
 
   std::string to_json() const;  // the --report-json document
   std::string to_text() const;  // the table `isomer optimize` prints

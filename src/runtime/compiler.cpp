@@ -435,8 +435,7 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   // hold an index table of 8 bytes an element beside it. Weights transformed at their
   // own size still fold.
   size_t in_bytes = 0, out_bytes = 0;
-  for (const Tensor& t : args)  // an omitted optional input has no data
-    if (t.dtype() != DType::Undefined) in_bytes += t.bytes().size();
+  for (const Tensor& t : args) in_bytes += t.byte_size();  // an omitted optional input holds no bytes
   for (const TensorType& t : types) out_bytes += static_cast<size_t>(num_elements(t.shape).value_or(0)) * dtype_size(t.dtype);
   if (out_bytes > kFoldBlowUpBytes && out_bytes > 2 * in_bytes) return false;
   // Arithmetic past the optimizer's folding limit (a convolution of a constant image,

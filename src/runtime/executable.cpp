@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "ir/run_limit.h"
 #include "runtime/compiler.h"
 #include "runtime/precision.h"
 
@@ -303,6 +304,7 @@ struct Executable::Impl {
   std::vector<char> scratch;  // evict_caches' buffer
 
   void run_step(size_t s) {
+    check_run_limit();  // a Loop's body runs its steps through here once per iteration
     // A step planned for a smaller team (Compiler::TeamScope) runs with that many
     // OpenMP threads, which is what the native kernels and oneDNN ask for.
     struct Team {

@@ -306,3 +306,25 @@ def test_nonfinite_weight_runs_with_a_warning(tmp_path, isomer_bin, value):
     got = np.load(tmp_path / "out.npz")["y"]
     want = x @ w
     assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_constant_node_with_an_omitted_optional_input_runs(isomer_bin, tmp_path):
+    # The runtime's compile folds a node whose inputs are all constants; an omitted optional
+    # input ("" for Clip's min) held no bytes and crashed it (hf_yolos from torch's exporter).
+    ort = pytest.importorskip("onnxruntime")
+    nodes = [helper.make_node("Clip", ["c", "", "mx"], ["k"], name="clip_const"), helper.make_node("Add", ["x", "k"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([-3, 0.5, 9], np.float32), "c"),
+             numpy_helper.from_array(np.array(2, np.float32), "mx")]
+    g = helper.make_graph(nodes, "clip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "clip.onnx"
+    onnx.save(m, str(path))
+    x = np.array([1, 2, 3], np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = subprocess.run([isomer_bin, "run", str(path), "--no-onnxruntime", "--inputs", str(tmp_path / "in.npz"),
+                        "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], want)

@@ -126,3 +126,118 @@ def test_reduce_of_a_blown_up_scalar_runs(isomer_bin, tmp_path):
                 "--outputs", tmp_path / "out.npz", mem=5 << 29)  # 2.5 GB of address space
     assert p.returncode == 0, p.stderr
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], [1 + numel / 2, 2 + numel / 2])
+
+
+def _long_loop(tmp_path):
+    """A Loop whose trip count is 10^9 and whose condition never ends it: valid, hours to run."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "step"], ["v_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("v_in", TensorProto.FLOAT, [3])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("v_out", TensorProto.FLOAT, [3])],
+        initializer=[numpy_helper.from_array(np.array([1, 2, 3], np.float32), "step")])
+    nodes = [helper.make_node("Loop", ["trip", "cond", "v0"], ["v"], name="forever", body=body),
+             helper.make_node("Add", ["x", "v"], ["y0"]), helper.make_node("Add", ["c1", "c2"], ["s"]),
+             helper.make_node("Add", ["y0", "s"], ["y"])]  # c1 + c2 folds: the check has a rewrite to run
+    inits = [numpy_helper.from_array(np.array(10 ** 9, np.int64), "trip"),
+             numpy_helper.from_array(np.array(True), "cond"),
+             numpy_helper.from_array(np.zeros(3, np.float32), "v0"),
+             numpy_helper.from_array(np.ones(3, np.float32), "c1"), numpy_helper.from_array(np.ones(3, np.float32), "c2")]
+    return _model(tmp_path, "long_loop", nodes, [vi("x", TensorProto.FLOAT, [2, 3])], inits, [2, 3])
+
+
+@pytest.mark.parametrize("target", ["isomer", "onnxruntime"])
+def test_optimize_stops_running_a_loop_of_a_billion_iterations(isomer_bin, tmp_path, target):
+    # optimize ran it to its count in the check and the pricing (hours); each of its own
+    # runs now has a limit, past which the rest is skipped and the original written.
+    path = _long_loop(tmp_path)
+    out = tmp_path / "out.onnx"
+    p = _isomer(isomer_bin, "optimize", path, "-o", out, "--threads", "1", "--budget", "1", "--run-limit", "2",
+                "--target", target, "--report-json", tmp_path / "r.json", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "run limit: a run of the model took longer than optimize's limit of 2 s per run" in p.stdout, p.stdout
+    assert "kept: original" in p.stdout
+    import json
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["check"] == "skipped" and "limit of 2 s" in report["check_reason"], report["check_reason"]
+    assert report["run_limit_seconds"] == 2
+    assert onnx.load(str(out)).graph.node[0].op_type == "Loop"
+
+
+def test_long_run_says_so_and_stops_at_ctrl_c(isomer_bin, tmp_path):
+    # `run` runs what was asked, however long, but said nothing while it did.
+    import signal
+    import time
+    path = _long_loop(tmp_path)
+    p = subprocess.Popen([isomer_bin, "run", str(path), "--threads", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(12)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == -signal.SIGINT, (p.returncode, err)
+    assert f"isomer: still running {path}: 10 s so far (Ctrl-C stops it)" in err, err
+
+
+def test_skipped_fold_is_reported(isomer_bin, tmp_path):
+    # The fold budget left the 16 MB outer product to the runtime without a word.
+    n = 2048
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("MatMul", ["col", "row"], ["c"], name="outer"), helper.make_node("Add", ["x", "c"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((n, 1)).astype(np.float32), "col"),
+             numpy_helper.from_array(rng.standard_normal((1, n)).astype(np.float32), "row")]
+    path = _model(tmp_path, "outer", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])], inits, [n, n])
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1", "--threads", "1",
+                "--no-guard", "--cost", "none", "--report-json", tmp_path / "r.json")
+    assert p.returncode == 0, p.stderr
+    want = "node 'outer' (MatMul): its result adds 16.0 MiB of constants, past the 1.0 MiB a template pass may add"
+    assert "fold skipped: " + want in p.stdout, p.stdout
+    import json
+    assert any(want in line for line in json.loads((tmp_path / "r.json").read_text())["fold_skipped"])
+
+
+def test_concat_of_a_hundred_thousand_initializers_is_quick(isomer_bin, tmp_path):
+    # ONNX Runtime takes 40 s (more on a busy machine) to load 10^5 initializers, and the
+    # check and the guard's confirmation loaded it twice: now neither hands it over.
+    count = 100_000
+    inits = [numpy_helper.from_array(np.array([float(i % 13)], np.float32), f"t{i}") for i in range(count)]
+    nodes = [helper.make_node("Concat", [t.name for t in inits], ["c"], axis=0),
+             helper.make_node("ReduceSum", ["c"], ["r"], keepdims=1), helper.make_node("Add", ["x", "r"], ["y"])]
+    path = _model(tmp_path, "many_inits", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], inits,
+                  [2, 3])
+    out = tmp_path / "out.onnx"
+    p = _isomer(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1", timeout=300)
+    assert p.returncode == 0, p.stderr
+    # The check runs the original on the engine after ONNX Runtime (the guard may keep the
+    # original before it would confirm on ONNX Runtime, which it would skip as well).
+    assert "check: passed (isomer's runtime against reference evaluator" in p.stdout, p.stdout
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(_ort(out, {"x": x}), x + sum(float(i % 13) for i in range(count)), rtol=1e-6)
+
+
+def test_sparse_external_weight_stays_sparse(isomer_bin, tmp_path):
+    # A 2 GB weight, sparse on disk, was written back dense (2 GB of disk).
+    rows, cols = 500_000, 1024
+    with open(tmp_path / "weights.bin", "wb") as f:
+        f.truncate(rows * cols * 4)
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[rows, cols], data_location=TensorProto.EXTERNAL)
+    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(rows * cols * 4))):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    g = helper.make_graph([helper.make_node("Gather", ["w", "idx"], ["y"], axis=0)], "sparse",
+                          [helper.make_tensor_value_info("idx", TensorProto.INT64, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, cols])], initializer=[w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "sparse.onnx"
+    onnx.save(m, str(path))
+    np.savez(tmp_path / "in.npz", idx=np.array([0, 1, rows // 2, rows - 1], np.int64))
+    out = tmp_path / "out.onnx"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    p = _isomer(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1", "--inputs",
+                tmp_path / "in.npz")
+    assert p.returncode == 0, p.stderr
+    data = str(out) + ".data"
+    assert os.path.getsize(data) == rows * cols * 4
+    assert os.stat(data).st_blocks * 512 < (16 << 20), os.stat(data).st_blocks  # as sparse as the input
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, of the largest child so far
+    assert peak == before or peak < 3 * (1 << 20), peak  # about the weight's 2 GB
