@@ -190,6 +190,8 @@ class Compiler {
   int as_layout(int id, const md_t& md, bool boundary = false);
   // Value `id` as a dense row-major buffer: itself, or a copy made by a step
   // (a oneDNN reorder for float32, the native strided copy for other types).
+  // True for an unblocked view with a dim of extent > 1 and stride 0.
+  bool broadcast_view(int id) const;
   int as_plain(int id, bool boundary = false);
   // Drops the shared reorder of `id` into `md` (its buffer is about to be overwritten).
   void forget_layout(int id, const md_t& md) { layout_cache_.erase({id, describe_md(md)}); }
