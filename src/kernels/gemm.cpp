@@ -79,7 +79,7 @@ inline __attribute__((always_inline)) void row_times_panel(const float* a, int64
   int64_t k = 0;
   for (; k + 4 <= K; k += 4) {
     const float* p = panel + k * kPanel;
-    // The weights stream from L3 (a decode step's): ask for them 4 KB ahead.
+    // The weights stream from L3 (a decode step's): ask for them kPrefetchFloats ahead.
     __builtin_prefetch(p + kPrefetchFloats);
     __builtin_prefetch(p + kPrefetchFloats + 16);
     __builtin_prefetch(p + kPrefetchFloats + 32);
