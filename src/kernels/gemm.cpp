@@ -65,13 +65,16 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
   }
 }
 
+// How far ahead the matrix-vector product asks for its weights: 8 KB (4 and 16 KB
+// measured slower on a LLaMA decode step).
+constexpr int64_t kPrefetchFloats = 2048;
+
 // One row of A (element k at a[k * step]) times one panel over all of K, into
 // `out` (kPanel values), from `init` (a bias row) when given: a matrix-vector
 // product, bound by streaming the packed weights. Four k in flight, each with its
 // own accumulators: one pair of accumulators waits on the FMA latency every k and
 // read B at a third of what the caches deliver (AlexNet's 4096 x 1000 layer, in L3:
 // 48 GB/s against ONNX Runtime's 69).
-constexpr int64_t kPrefetchFloats = 2048;
 inline __attribute__((always_inline)) void row_times_panel(const float* a, int64_t step, const float* panel, int64_t K,
                                                            float* out, const float* init) {
   v8 s0 = init ? load8(init) : v8{}, s1 = init ? load8(init + 8) : v8{};
