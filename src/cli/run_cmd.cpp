@@ -230,9 +230,11 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
   for (const auto& [name, t] : res.plain_outputs) plain.push_back(t);
   // A quantized model's float outputs: within the tolerance or within what ONNX
   // Runtime's two configurations differ by (check/quant_check.h), said when wider.
+  bool as_written = false;
   const double tolerance = quantized ? rounding_spread_tolerance(want, plain, g.output_names(), a.tolerance) : a.tolerance;
   CheckResult c = want.size() != outputs.size() ? CheckResult{}
-                 : quantized ? compare_quantized_outputs(want, outputs, g.output_names(), tolerance, output_quant_steps(g))
+                 : quantized ? compare_quantized_with_references(want, plain, outputs, g.output_names(), tolerance,
+                                                                  output_quant_steps(g), &as_written)
                              : compare_outputs(want, outputs, g.output_names(), tolerance);
   if (tolerance > a.tolerance && c.status == CheckResult::Status::Passed) {
     char buf[160];
@@ -248,6 +250,7 @@ nlohmann::json compare_with_onnxruntime(const RunArgs& a, const Graph& g, const 
     c = CheckResult{};
     c.reason = random;
   }
+  if (as_written) against = "graph optimizations off: the model as written";
   *mismatch = c.status == CheckResult::Status::Failed;
   if (*mismatch)
     std::printf("outputs DIFFER from ONNX Runtime's (%s): %s\n", against, c.reason.c_str());

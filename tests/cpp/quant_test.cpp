@@ -406,6 +406,73 @@ TEST(QuantCheck, RoundingFlipsPassAndShiftsFail) {
   EXPECT_EQ(cmp(scaled).status, CheckResult::Status::Failed);
 }
 
+// Two valid references that drifted apart. Elements are shifted by a step where
+// (i % 10) is listed: `plus` up, `minus` down.
+std::vector<double> shifted_steps(const std::vector<double>& base, double s, std::vector<int> plus,
+                                  std::vector<int> minus) {
+  std::vector<double> v = base;
+  for (size_t i = 0; i < v.size(); ++i) {
+    for (int p : plus) v[i] += static_cast<int>(i % 10) == p ? s : 0;
+    for (int m : minus) v[i] -= static_cast<int>(i % 10) == m ? s : 0;
+  }
+  return v;
+}
+
+TEST(QuantCheck, EitherOfTwoValidRoundingsMatches) {
+  const double s = 0.5;
+  std::vector<double> as_written;
+  for (int i = 0; i < 400; ++i) as_written.push_back(s * (i % 37));
+  const std::vector<std::optional<double>> steps = {s};
+  auto cmp = [&](const std::vector<double>& deployed, const std::vector<double>* written_ref,
+                 const std::vector<double>& got, bool* written) {
+    std::vector<Tensor> w;
+    if (written_ref) w.push_back(f32({400}, *written_ref));
+    return compare_quantized_with_references({f32({400}, deployed)}, w, {f32({400}, got)}, {"y"}, 1e-3, steps, written);
+  };
+  bool written = true;
+  // The deployed reference rounds 30% of the elements up: a bias against the model as
+  // written, which isomer computes. Against the deployed one alone that fails.
+  const std::vector<double> biased = shifted_steps(as_written, s, {0, 1, 2}, {});
+  EXPECT_EQ(cmp(biased, nullptr, as_written, &written).status, CheckResult::Status::Failed);
+  EXPECT_FALSE(written);
+  CheckResult both = cmp(biased, &as_written, as_written, &written);
+  EXPECT_EQ(both.status, CheckResult::Status::Passed) << both.reason;
+  EXPECT_TRUE(written);
+  EXPECT_NE(both.reason.find("with its optimizations on: output 'y'"), std::string::npos) << both.reason;
+  // A zero point one off matches neither.
+  const std::vector<double> shifted = shifted_steps(as_written, s, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {});
+  EXPECT_EQ(cmp(biased, &as_written, shifted, &written).status, CheckResult::Status::Failed);
+}
+
+// Rounding drift through a deep network: many elements a step or two off, without a
+// direction or a trend with the value, passes however many; a scale 2% off, which
+// moves only the largest values by a step, fails on its trend.
+TEST(QuantCheck, DriftWithoutTrendPassesAndASmallScaleErrorFails) {
+  const double s = 0.5;
+  std::vector<double> want;
+  for (int i = 0; i < 1000; ++i) want.push_back(s * ((i * 7) % 81 - 40));
+  const std::vector<std::optional<double>> steps = {s};
+  auto cmp = [&](const std::vector<double>& got) {
+    return compare_quantized_outputs({f32({1000}, want)}, {f32({1000}, got)}, {"y"}, 1e-3, steps);
+  };
+  std::vector<double> drift = shifted_steps(want, s, {0, 3, 6, 8}, {1, 4, 7, 9});
+  drift[12] += 2 * s;
+  drift[15] -= 2 * s;
+  CheckResult ok = cmp(drift);
+  EXPECT_EQ(ok.status, CheckResult::Status::Passed) << ok.reason;
+  EXPECT_NE(ok.reason.find("802 of 1000 elements off"), std::string::npos) << ok.reason;
+  std::vector<double> scaled = want;
+  for (double& v : scaled) v = s * std::nearbyint(v * 1.02 / s);
+  CheckResult bad = cmp(scaled);
+  EXPECT_EQ(bad.status, CheckResult::Status::Failed) << bad.reason;
+  EXPECT_NE(bad.reason.find("trend"), std::string::npos) << bad.reason;
+  // Too few elements to tell a trend: the count of those off decides.
+  std::vector<double> few(want.begin(), want.begin() + 40), few_drift(drift.begin() + 20, drift.begin() + 60);
+  for (size_t k = 0; k < few.size(); ++k) few_drift[k] = few[k] + (drift[k + 20] - want[k + 20]);
+  EXPECT_EQ(compare_quantized_outputs({f32({40}, few)}, {f32({40}, few_drift)}, {"y"}, 1e-3, steps).status,
+            CheckResult::Status::Failed);
+}
+
 TEST(QuantCheck, WrongZeroPointScaleOrAxisIsCaught) {
   CheckOptions o;
   o.allow_onnxruntime = false;  // isomer's runtime against the reference evaluator
