@@ -1,0 +1,186 @@
+"""Hostile inputs of the campaign's seventh family (scripts/hostile_mutators_traps.py) and of
+the commands it added (`cost`, `show`, `convert`, isomer.optimize and isomer.run): each class
+it found, rebuilt here as a small file.
+
+- External data in a FIFO (for an initializer, a Constant node's tensor or an initializer
+  inside an If branch): opening it blocked every command forever; it is refused as not a
+  regular file.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import hostile_mutators_traps as traps  # noqa: E402
+
+
+def _isomer(isomer_bin, *args, timeout=60):
+    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _one_error(p, *wants):
+    """Exit 1 with exactly one line, "isomer: error: ...", holding every one of `wants`."""
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), p.stderr
+    for w in wants:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def _python(code, timeout=60):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+# --- external data -------------------------------------------------------------------------------
+
+def _fifo_model(tmp_path, where):
+    """x + w, w's data external in the FIFO pipe.bin: as an initializer, a Constant node's
+    tensor or an initializer of an If branch."""
+    w = numpy_helper.from_array(np.ones([4, 8], np.float32), "w")
+    traps._external(w, "pipe.bin")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    inputs, inits = [x], [w]
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    if where == "constant":
+        w.name = ""
+        nodes.insert(0, helper.make_node("Constant", [], ["w"], value=w))
+        inits = []
+    elif where == "body":
+        then_g = helper.make_graph([helper.make_node("Identity", ["w"], ["wt"])], "then", [],
+                                   [helper.make_tensor_value_info("wt", TensorProto.FLOAT, [4, 8])], initializer=[w])
+        else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["we"])], "else", [],
+                                   [helper.make_tensor_value_info("we", TensorProto.FLOAT, [4, 8])])
+        nodes.insert(0, helper.make_node("If", ["c"], ["w"], then_branch=then_g, else_branch=else_g))
+        inputs.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+        inits = []
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], initializer=inits),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "model.onnx"
+    path.write_bytes(m.SerializeToString())
+    os.mkfifo(tmp_path / "pipe.bin")
+    return path
+
+
+@pytest.mark.parametrize("where", ["initializer", "constant", "body"])
+@pytest.mark.parametrize("command", [["run", "--no-onnxruntime"], ["optimize", "-o", "OUT"], ["cost"], ["show"],
+                                     ["convert", "-o", "OUT"]])
+def test_external_data_in_a_fifo_is_refused_not_waited_on(isomer_bin, tmp_path, where, command):
+    path = _fifo_model(tmp_path, where)
+    args = [str(tmp_path / "out.onnx") if a == "OUT" else a for a in command]
+    p = _isomer(isomer_bin, args[0], path, *args[1:], timeout=60)  # opening the FIFO hung here
+    _one_error(p, "model.onnx", "pipe.bin", "not a regular file")
+
+
+def test_python_module_refuses_external_data_in_a_fifo(tmp_path):
+    path = _fifo_model(tmp_path, "initializer")
+    p = _python("import isomer, sys\n"
+                "try:\n"
+                f"    isomer.optimize({str(path)!r}, budget=1)\n"
+                "except isomer.Error as e:\n"
+                "    print('ERROR', e); sys.exit(3)\n")
+    if "No module named 'isomer'" in p.stderr:
+        pytest.skip("no isomer Python module in this build")
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert "not a regular file" in p.stdout and "model.onnx" in p.stdout, p.stdout
+
+
+# --- element data past its type -------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
+@pytest.mark.parametrize("bad", [0x3C00 | (1 << 20), 0xFFFFF, -40000])
+def test_half_bits_past_16_are_refused_not_narrowed(isomer_bin, tmp_path, dtype, bad):
+    """float16/bfloat16 int32_data holds bit patterns: 0x103C00 was narrowed to 0x3C00 (1.0)
+    and run, where ONNX Runtime refuses the model (a data overflow)."""
+    t = onnx.TensorProto()
+    t.name, t.data_type = "d", dtype
+    t.dims.extend([2])
+    t.int32_data.extend([0x3C00, bad])
+    nodes = [helper.make_node("Cast", ["d"], ["dc"], to=TensorProto.FLOAT), helper.make_node("Add", ["x", "dc"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=[t])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "half.onnx"
+    path.write_bytes(m.SerializeToString())
+    for args in (["run", path, "--no-onnxruntime"], ["optimize", path, "-o", tmp_path / "o.onnx"], ["show", path]):
+        _one_error(_isomer(isomer_bin, *args), "half.onnx", "tensor 'd'", str(bad), "16-bit pattern")
+
+
+def test_half_bits_in_range_still_load(isomer_bin, tmp_path):
+    """The valid counterpart: patterns within 16 bits (also written sign-extended) run."""
+    t = onnx.TensorProto()
+    t.name, t.data_type = "d", TensorProto.FLOAT16
+    t.dims.extend([2])
+    t.int32_data.extend([0x3C00, 0x4000])
+    nodes = [helper.make_node("Cast", ["d"], ["y"], to=TensorProto.FLOAT)]
+    g = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                          initializer=[t])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "half.onnx"
+    path.write_bytes(m.SerializeToString())
+    p = _isomer(isomer_bin, "run", path, "--no-onnxruntime", "--outputs", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], [1.0, 2.0])
+
+
+# --- every command names the file ------------------------------------------------------------------
+
+def _opaque_pad_model(tmp_path):
+    """A Pad removing INT64_MIN elements: isomer keeps it opaque, and neither its runtime nor
+    ONNX Runtime can run it; the errors said so without naming the file."""
+    nodes = [helper.make_node("Pad", ["x", "pp"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(np.array([0, -(1 << 63), 0, 0], np.int64), "pp")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "padwrap.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def test_cost_errors_name_the_file(isomer_bin, tmp_path):
+    path = _opaque_pad_model(tmp_path)
+    for kind in ("analytic", "measured"):
+        p = _isomer(isomer_bin, "cost", path, "--cost", kind, "--threads", "1", "--cost-db", tmp_path / "c.db")
+        _one_error(p, "padwrap.onnx", "Pad")
+
+
+def test_python_module_errors_name_the_file(tmp_path):
+    """isomer.optimize's refusal of a non-finite weight and isomer.run's of an operator it
+    cannot evaluate named no file (the CLI's messages do)."""
+    nan_path = tmp_path / "nanw.onnx"
+    w = numpy_helper.from_array(np.array([1.0, np.nan], np.float32), "w")
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=[w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    nan_path.write_bytes(m.SerializeToString())
+    pad_path = _opaque_pad_model(tmp_path)
+    p = _python("import isomer, sys, numpy as np\n"
+                "for call in (lambda: isomer.optimize(%r, budget=1),\n"
+                "             lambda: isomer.run(%r, {'x': np.zeros([1, 4], np.float32)})):\n"
+                "    try:\n"
+                "        call()\n"
+                "        print('ACCEPTED')\n"
+                "    except isomer.Error as e:\n"
+                "        print('ERROR', type(e).__name__, e)\n" % (str(nan_path), str(pad_path)))
+    if "No module named 'isomer'" in p.stderr:
+        pytest.skip("no isomer Python module in this build")
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and len(lines) == 2, (p.stdout, p.stderr)
+    assert lines[0].startswith("ERROR Error ") and "nanw.onnx" in lines[0] and "NaN" in lines[0], lines[0]
+    assert lines[1].startswith("ERROR Error ") and "padwrap.onnx" in lines[1] and "Pad" in lines[1], lines[1]
