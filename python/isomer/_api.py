@@ -204,7 +204,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
         a = np.asarray(v)
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-        arrays[k] = np.ascontiguousarray(a)
+        arrays[k] = _c_order(a)
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
     if rules is not None and not isinstance(rules, (str, os.PathLike, list, tuple)):
         raise TypeError(f"rules must be a path or a list of paths, not {type(rules).__name__}")
@@ -250,6 +250,12 @@ _ISOMER_TO_NUMPY = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": 
                     "u64": "uint64", "bool": "bool"}
 
 
+def _c_order(a):
+    """`a` C-contiguous, its rank kept (np.ascontiguousarray makes a 0-d array 1-d before
+    numpy 2, and a scalar input then had the wrong shape)."""
+    return np.asarray(a, order="C")
+
+
 def _as_array(value, declared_dtype, what):
     """A C-contiguous, native-endian numpy array. Arrays keep their dtype (a wrong one is
     reported by the evaluator); Python scalars and lists take the declared dtype."""
@@ -257,9 +263,9 @@ def _as_array(value, declared_dtype, what):
         a = np.asarray(value)
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-        return np.ascontiguousarray(a)
+        return _c_order(a)
     try:
-        return np.ascontiguousarray(np.asarray(value, dtype=_numpy_name(declared_dtype)))
+        return _c_order(np.asarray(value, dtype=_numpy_name(declared_dtype)))
     except (TypeError, ValueError) as e:
         raise TypeError(f"{what}: cannot make a {_numpy_name(declared_dtype)} array of "
                         f"{type(value).__name__} ({e})") from None

@@ -184,3 +184,88 @@ def test_python_module_errors_name_the_file(tmp_path):
     assert p.returncode == 0 and len(lines) == 2, (p.stdout, p.stderr)
     assert lines[0].startswith("ERROR Error ") and "nanw.onnx" in lines[0] and "NaN" in lines[0], lines[0]
     assert lines[1].startswith("ERROR Error ") and "padwrap.onnx" in lines[1] and "Pad" in lines[1], lines[1]
+
+
+# --- the reference evaluator (isomer.run's default engine) ----------------------------------------
+
+def _tile_model(tmp_path, x_dims, reps):
+    nodes = [helper.make_node("Tile", ["x", "rep"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(np.array(reps, np.int64), "rep")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "tile.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("x_dims,reps,want", [
+    ([0, 4], [(1 << 63) - 1, 2], "shape (0, 8)"),           # looped 2^63 times over an empty axis
+    ([2, 0], [2, (1 << 63) - 1], "shape (4, 0)"),
+    ([1, 4], [2, (1 << 63) - 1], "Tile"),                    # 4 x (2^63 - 1): the index table grew to bad_alloc
+    ([1, 4], [1 << 20, 1 << 20], "more than"),               # 2^42 elements: refused before any table
+])
+def test_reference_tile_is_bounded(tmp_path, x_dims, reps, want):
+    path = _tile_model(tmp_path, x_dims, reps)
+    code = ("import resource, isomer, numpy as np\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+            "try:\n"
+            f"    y, = isomer.run({str(path)!r}, {{'x': np.ones({x_dims}, np.float32)}})\n"
+            "    print('shape', y.shape)\n"
+            "except isomer.Error as e:\n"
+            "    print('ERROR', e)\n")
+    p = _python(code, timeout=60)
+    if "No module named 'isomer'" in p.stderr:
+        pytest.skip("no isomer Python module in this build")
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert want in p.stdout, p.stdout
+    if want.startswith("shape"):
+        assert p.stdout.startswith("shape"), p.stdout
+    else:
+        assert p.stdout.startswith("ERROR") and "tile.onnx" in p.stdout, p.stdout
+
+
+def test_tile_extent_past_int64_is_refused_at_import(isomer_bin, tmp_path):
+    """4 x (2^63 - 1) in shape inference was signed overflow (undefined behaviour)."""
+    path = _tile_model(tmp_path, [1, 4], [2, (1 << 63) - 1])
+    _one_error(_isomer(isomer_bin, "run", path, "--no-onnxruntime"), "tile.onnx", "Tile", "past int64")
+
+
+# --- scalar inputs through the Python module ---------------------------------------------------------
+
+def test_python_module_takes_scalar_inputs(tmp_path):
+    """A 0-d input array (an If condition, a step count) became 1-d on its way in
+    (np.ascontiguousarray before numpy 2), and isomer.optimize refused it as bool[1]."""
+    then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Relu", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("If", ["c"], ["y0"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Mul", ["y0", "s"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                       helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                       helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "scalar.onnx"
+    path.write_bytes(m.SerializeToString())
+    g2 = helper.make_graph([helper.make_node("Mul", ["x", "s"], ["y"])], "g2", list(g.input)[1:], list(g.output))
+    m2 = helper.make_model(g2, opset_imports=[helper.make_opsetid("", 18)])
+    m2.ir_version = 8
+    path2 = tmp_path / "scalar_mul.onnx"  # the reference evaluator runs no If
+    path2.write_bytes(m2.SerializeToString())
+    p = _python("import isomer, numpy as np\n"
+                "x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2\n"
+                "f = {'c': np.array(True), 'x': x, 's': np.array(3.0, np.float32)}\n"
+                f"m, r = isomer.optimize({str(path)!r}, budget=1, inputs=f, threads=1)\n"
+                "print('check', r.check)\n"
+                f"y, = isomer.run({str(path2)!r}, {{'x': x, 's': np.array(3.0, np.float32)}})\n"
+                "print('same', np.array_equal(y, x * 3))\n"
+                f"y, = isomer.run({str(path2)!r}, {{'x': x, 's': 2.0}}, engine='runtime', threads=1)\n"
+                "print('same', np.array_equal(y, x * 2))\n", timeout=120)
+    if "No module named 'isomer'" in p.stderr:
+        pytest.skip("no isomer Python module in this build")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["check", "passed", "same", "True", "same", "True"], p.stdout
