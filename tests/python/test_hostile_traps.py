@@ -269,3 +269,56 @@ def test_python_module_takes_scalar_inputs(tmp_path):
         pytest.skip("no isomer Python module in this build")
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["check", "passed", "same", "True", "same", "True"], p.stdout
+
+
+# --- folding an empty tensor whose other axis is huge -----------------------------------------------
+
+def _empty_fold_model(tmp_path, op):
+    """y = x + ReduceSum(op(c)): op(c) is empty ([0, 2^40]), valid, and its sum is 0. Folding
+    built an index table of 2^40 entries for the long axis: `optimize` refused a valid
+    model as out of memory (under an address-space limit) or exhausted the machine."""
+    if op == "Expand":
+        inits = [numpy_helper.from_array(np.ones([1, 1], np.float32), "c"),
+                 numpy_helper.from_array(np.array([0, 1 << 40], np.int64), "s")]
+    else:
+        inits = [numpy_helper.from_array(np.ones([0, 1], np.float32), "c"),
+                 numpy_helper.from_array(np.array([0, 0, 0, 1 << 40], np.int64), "s")]
+    nodes = [helper.make_node(op, ["c", "s"], ["e"]), helper.make_node("ReduceSum", ["e"], ["r"], keepdims=0),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / f"{op.lower()}_empty.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def _limited(limit):
+    def f():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return f
+
+
+@pytest.mark.parametrize("op", ["Expand", "Pad"])
+def test_folding_an_empty_tensor_with_a_huge_axis(isomer_bin, tmp_path, op):
+    path = _empty_fold_model(tmp_path, op)
+    out = tmp_path / "out.onnx"
+    p = subprocess.run([isomer_bin, "optimize", str(path), "-o", str(out), "--budget", "1", "--threads", "1"],
+                       capture_output=True, text=True, timeout=120, preexec_fn=_limited(8 << 30))
+    assert p.returncode == 0, p.stderr
+    m = onnx.load(str(out))
+    assert [n.op_type for n in m.graph.node] == ["Identity"] or len(m.graph.node) <= 1, m.graph.node
+    x = np.array([1.5, -2.0], np.float32)
+    p = _isomer(isomer_bin, "run", out, "--no-onnxruntime", "--inputs", tmp_path / "x.npz", "--outputs", tmp_path / "y.npz") \
+        if np.savez(tmp_path / "x.npz", x=x) is None else None
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["y"], x)
+    code = ("import isomer, numpy as np, resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+            f"y, = isomer.run({str(path)!r}, {{'x': np.array([1.5, -2.0], np.float32)}})\n"
+            "print(y.tolist())\n")
+    p = _python(code, timeout=120)
+    if "No module named 'isomer'" not in p.stderr:
+        assert p.returncode == 0 and p.stdout.strip() == str(x.tolist()), (p.stdout, p.stderr[-1500:])
