@@ -186,6 +186,9 @@ TRIAGED = [
     (".*", ("show",), r"", r"", r"",
      "`show` summarizes a model without running it or checking what ONNX Runtime checks when it loads it (a "
      "node that fails only when it runs, a value past its type): it refuses only what isomer cannot import"),
+    ("int64_ends", ("optimize",), r"tile_empty", r"^$", r"",
+     "a Tile of an empty tensor by repeats of INT64_MAX: its output is empty and valid by ONNX's definition "
+     "(ONNX Runtime refuses the repeats); isomer folds it to the empty tensor it is"),
     ("int64_ends", ("optimize",), r"pad_wrap|slice_step_min|split_wrap|range_wide|pool_pads|pool_kernel|conv_dil",
      r"^$", r"",
      "a Pad, Slice, Split, Range, pooling or convolution whose amounts are int64s at their ends (sizes that wrap, "
@@ -508,7 +511,9 @@ def campaign(args):
             if not _ort_child(src, feeds_path, os.path.join(wd, "src_ort.npz"), args.mem):
                 ort_ok = None
         given = os.path.join(wd, run["model"]) if "model" in run else path
-        for cmd_name in [c for c in commands if c in run.get("commands", commands)]:
+        # The Python module takes arrays, not an inputs file: a damaged file is the CLI's case alone.
+        skip = ("py_optimize", "py_run") if "inputs_bytes" in run else ()
+        for cmd_name in [c for c in commands if c in run.get("commands", commands) and c not in skip]:
             outp = os.path.join(wd, f"{cmd_name}.out.onnx")
             if "output" in run:
                 outp = given if run["output"] == "@model" else os.path.join(wd, run["output"])
