@@ -275,16 +275,34 @@ def test_python_module_takes_scalar_inputs(tmp_path):
 
 def _empty_fold_model(tmp_path, op):
     """y = x + ReduceSum(op(c)): op(c) is empty ([0, 2^40]), valid, and its sum is 0. Folding
-    built an index table of 2^40 entries for the long axis: `optimize` refused a valid
-    model as out of memory (under an address-space limit) or exhausted the machine."""
+    built an index table of 2^40 entries for the long axis: `optimize` and `run` refused a
+    valid model as out of memory (under an address-space limit) or exhausted the machine.
+    Pad, Expand and Tile size their outputs first."""
+    big = 1 << 40
+    one = numpy_helper.from_array(np.ones([1, 1], np.float32), "c")
+    empty = [numpy_helper.from_array(np.array([0, big], np.int64), "s")]
+    nodes = [helper.make_node("Expand", ["c", "s"], ["e0"])]
     if op == "Expand":
-        inits = [numpy_helper.from_array(np.ones([1, 1], np.float32), "c"),
-                 numpy_helper.from_array(np.array([0, 1 << 40], np.int64), "s")]
-    else:
+        inits, nodes = [one] + empty, [helper.make_node("Expand", ["c", "s"], ["e"])]
+    elif op == "Pad":
         inits = [numpy_helper.from_array(np.ones([0, 1], np.float32), "c"),
-                 numpy_helper.from_array(np.array([0, 0, 0, 1 << 40], np.int64), "s")]
-    nodes = [helper.make_node(op, ["c", "s"], ["e"]), helper.make_node("ReduceSum", ["e"], ["r"], keepdims=0),
-             helper.make_node("Add", ["x", "r"], ["y"])]
+                 numpy_helper.from_array(np.array([0, 0, 0, big], np.int64), "s")]
+        nodes = [helper.make_node("Pad", ["c", "s"], ["e"])]
+    elif op == "Transpose":
+        inits = [one] + empty
+        nodes.append(helper.make_node("Transpose", ["e0"], ["e"]))
+    elif op == "Slice":
+        inits = [one] + empty + [numpy_helper.from_array(np.array([0, 1], np.int64), "st"),
+                                 numpy_helper.from_array(np.array([0, big], np.int64), "en")]
+        nodes.append(helper.make_node("Slice", ["e0", "st", "en"], ["e"]))
+    elif op == "Gather":
+        inits = [one] + empty + [numpy_helper.from_array(np.array([0, 1], np.int64), "gi")]
+        nodes.append(helper.make_node("Gather", ["e0", "gi"], ["e"], axis=1))
+    else:  # DepthToSpace
+        inits = [numpy_helper.from_array(np.ones([1, 1, 1, 1], np.float32), "c"),
+                 numpy_helper.from_array(np.array([0, 4, big, 2], np.int64), "s")]
+        nodes.append(helper.make_node("DepthToSpace", ["e0"], ["e"], blocksize=2))
+    nodes += [helper.make_node("ReduceSum", ["e"], ["r"], keepdims=0), helper.make_node("Add", ["x", "r"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
@@ -301,6 +319,8 @@ def _limited(limit):
     return f
 
 
+# Not yet: Transpose, Slice, Gather and DepthToSpace of such a tensor still build their index
+# tables first (they need one made by Expand, Tile, Pad or ConstantOfShape).
 @pytest.mark.parametrize("op", ["Expand", "Pad"])
 def test_folding_an_empty_tensor_with_a_huge_axis(isomer_bin, tmp_path, op):
     path = _empty_fold_model(tmp_path, op)
