@@ -405,6 +405,7 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
 
 namespace {
 constexpr size_t kFoldBlowUpBytes = 64 << 20;
+constexpr size_t kFoldEvalElements = size_t{128} << 20;  // 1 GB as doubles
 constexpr double kFoldFlops = 4e9;
 }  // namespace
 
@@ -438,6 +439,13 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   for (const Tensor& t : args) in_bytes += t.byte_size();  // an omitted optional input holds no bytes
   for (const TensorType& t : types) out_bytes += static_cast<size_t>(num_elements(t.shape).value_or(0)) * dtype_size(t.dtype);
   if (out_bytes > kFoldBlowUpBytes && out_bytes > 2 * in_bytes) return false;
+  // The other way round: a reduction of a constant of 10^9 elements (a ConstantOfShape
+  // made known here under a ReduceMax) held every element again as a double in the
+  // reference kernel, 8 GB, and `optimize` refused a model ONNX Runtime runs as out of
+  // memory; it runs as a step over the constant.
+  size_t in_elements = 0;
+  for (const Tensor& t : args) in_elements += static_cast<size_t>(t.numel());
+  if (in_elements > kFoldEvalElements && 2 * out_bytes < in_bytes) return false;
   // Arithmetic past the optimizer's folding limit (a convolution of a constant image,
   // products of large weights) runs as a step on the fast kernels: folded, it ran on the
   // reference ones at every compile (the optimizer compiles a graph several times).

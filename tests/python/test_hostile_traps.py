@@ -342,3 +342,26 @@ def test_folding_an_empty_tensor_with_a_huge_axis(isomer_bin, tmp_path, op):
     p = _python(code, timeout=120)
     if "No module named 'isomer'" not in p.stderr:
         assert p.returncode == 0 and p.stdout.strip() == str(x.tolist()), (p.stdout, p.stderr[-1500:])
+
+
+def test_reduction_of_a_huge_known_constant_is_not_folded_in_doubles(isomer_bin, tmp_path):
+    """ReduceMax(ConstantOfShape([2*10^8], 0.5)): the runtime's compiler makes the constant
+    known (800 MB) and folded the reduction in the reference kernel, which held every
+    element again as a double (1.6 GB): `run` and `optimize` refused, as out of memory, a
+    model ONNX Runtime runs (a current PyTorch transformer with such a bomb found it)."""
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c"],
+                              value=numpy_helper.from_array(np.array([0.5], np.float32))),
+             helper.make_node("ReduceMax", ["c"], ["r"], keepdims=0), helper.make_node("Add", ["x", "r"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                          initializer=[numpy_helper.from_array(np.array([200_000_000], np.int64), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "redmax.onnx"
+    path.write_bytes(m.SerializeToString())
+    np.savez(tmp_path / "x.npz", x=np.array([1.0, -1.0], np.float32))
+    p = subprocess.run([isomer_bin, "run", str(path), "--no-onnxruntime", "--threads", "1", "--inputs",
+                        str(tmp_path / "x.npz"), "--outputs", str(tmp_path / "y.npz")],
+                       capture_output=True, text=True, timeout=120, preexec_fn=_limited(3 << 30))
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["y"], [1.5, -0.5])
