@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "eval/empty_outputs.h"
 #include "eval/evaluator.h"
 #include "ops/fold_cost.h"
 #include "kernels/parallel.h"
@@ -457,7 +458,8 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   // not in double: the reference evaluator spent minutes on products of large weights.
   EvalContext ctx{n.attrs(), args, n.num_outputs()};
   const OpDef& op = *n.op();
-  std::vector<Tensor> out = op.fold ? op.fold(ctx) : op.eval(ctx);
+  const std::optional<std::vector<Tensor>> empty = empty_outputs(types);
+  std::vector<Tensor> out = empty ? *empty : op.fold ? op.fold(ctx) : op.eval(ctx);
   for (size_t i = 0; i < out.size(); ++i) bind(n.output(static_cast<uint32_t>(i)), constant_value(out[i], n.name()));
   return true;
 }
