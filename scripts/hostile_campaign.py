@@ -13,7 +13,8 @@ protobuf bytes, model-local functions that recurse or mismatch their calls, unty
 non-tensor graph inputs, odd IR versions and opsets, NUL and 10 kB names, empty tensors,
 Slice at INT64's ends, Resize scales of 0 or NaN, Conv strides of 0), and runs
 `isomer optimize`, `isomer run --no-onnxruntime` and `isomer run` on each under a
-timeout and an address-space limit. Every outcome is classified:
+timeout and an address-space limit (and, with --commands, `isomer cost`, `show`,
+`convert`, and the Python module's isomer.optimize and isomer.run in a child interpreter). Every outcome is classified:
 
   ok          exit 0 and (where ONNX Runtime runs the model too) the same outputs, or
               exit 1 with one "isomer: error: ..." line
@@ -42,7 +43,9 @@ The mutators live in scripts/hostile_mutators.py, scripts/hostile_mutators_forma
 scripts/hostile_mutators_proto.py, scripts/hostile_mutators_semantic.py (control flow,
 quantization, rare element types, sequences, hostile inputs files and command lines) and
 scripts/hostile_mutators_resource.py (valid models that ask for unbounded time, memory or disk,
-or a bloated output).
+or a bloated output) and scripts/hostile_mutators_traps.py (external data through FIFOs, links
+and odd numbers, int64 arithmetic that wraps, element data past its type's range, quantized
+scales of 0, NaN or Inf).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -66,8 +69,10 @@ from hostile_mutators_format import MUTATORS as FORMAT_MUTATORS
 from hostile_mutators_proto import MUTATORS as PROTO_MUTATORS
 from hostile_mutators_semantic import MUTATORS as SEMANTIC_MUTATORS
 from hostile_mutators_resource import MUTATORS as RESOURCE_MUTATORS
+from hostile_mutators_traps import MUTATORS as TRAP_MUTATORS
 
-MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS, **RESOURCE_MUTATORS}
+MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS, **RESOURCE_MUTATORS,
+            **TRAP_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -166,17 +171,29 @@ TRIAGED = [
     ("many_inits", ("run_native", "run"), r"concat 100000", r"", r"",
      "valid: ONNX Runtime runs it, but takes 40-90 s to load 10^5 initializers on a busy machine, past the "
      "campaign's 60 s for its reference run (isomer's outputs were compared by hand: 599983 each)"),
-    ("nonfinite_shape", ("optimize",), r"", r"ONNX Runtime runs it", r"refusing to optimize a model with non-finite",
+    ("nonfinite_shape|quant_scale", ("optimize",), r"", r"ONNX Runtime runs it",
+     r"refusing to optimize a model with non-finite",
      "a weight holding NaN or Inf: `optimize` refuses it by design, naming the initializer and its reader "
      "(docs/optimize.md; --allow-nonfinite accepts it), and `run` computes with it as ONNX Runtime does"),
     ("fold_bomb", ("run_native", "run"), r"^fold_bomb range \d+ ReduceSum", r"max abs diff", r"",
      "a float32 ReduceSum of Range(0, 10^8): ONNX Runtime's float32 accumulation comes out 70% short of the exact "
      "sum (1.54e15 for 5.0e15), isomer's within float32 rounding of it; ONNX leaves the summation order open"),
-    ("huge_attr|attr", ("optimize", "run"), r"", r"ONNX Runtime runs it",
+    ("huge_attr|attr|int64_ends", ("optimize", "run"), r"", r"ONNX Runtime runs it",
      r"Unrecognized attribute|axis -?\d+ is out of range for rank",
      "an attribute the operator's schema does not have (onnx.checker refuses the node), or an axis outside the "
      "[-rank, rank-1] the operator's specification states (onnx.checker does not test it): ONNX Runtime ignores the "
      "attribute or takes the axis anyway; isomer refuses it naming the node"),
+    (".*", ("show",), r"", r"", r"",
+     "`show` summarizes a model without running it or checking what ONNX Runtime checks when it loads it (a "
+     "node that fails only when it runs, a value past its type): it refuses only what isomer cannot import"),
+    ("int64_ends", ("optimize",), r"tile_empty", r"^$", r"",
+     "a Tile of an empty tensor by repeats of INT64_MAX: its output is empty and valid by ONNX's definition "
+     "(ONNX Runtime refuses the repeats); isomer folds it to the empty tensor it is"),
+    ("int64_ends", ("optimize",), r"pad_wrap|slice_step_min|split_wrap|range_wide|pool_pads|pool_kernel|conv_dil",
+     r"^$", r"",
+     "a Pad, Slice, Split, Range, pooling or convolution whose amounts are int64s at their ends (sizes that wrap, "
+     "pads past the kernel, outputs of terabytes): isomer keeps the node opaque or prices it as written, and "
+     "`optimize` writes the model back unchanged without running it (`run` refuses it, naming the node)"),
     ("shape_bomb|huge_extent", ("optimize",), r"^appended \w+ bomb|^huge_extent", r"", r"",
      "a valid model (a shape operator, or a Resize, Pad or ConvTranspose from valid attributes) whose output needs "
      "terabytes: ONNX Runtime runs out of memory; `optimize` writes it back unchanged without running it (`run` "
@@ -184,7 +201,14 @@ TRIAGED = [
 ]
 
 
+# Commands triaged as the one they share a path with: the Python module's optimize and
+# `convert` write a model as `optimize` does; the Python module's reference run computes
+# outputs as `run --no-onnxruntime` does.
+TRIAGE_AS = {"py_optimize": "optimize", "convert": "optimize", "py_run": "run_native"}
+
+
 def triage(mutator, note, command, detail, stderr):
+    command = TRIAGE_AS.get(command, command)
     for mut, commands, note_re, detail_re, stderr_re, reason in TRIAGED:
         if re.fullmatch(mut, mutator) and command in commands and re.search(note_re, note) and re.search(detail_re, detail) \
                 and re.search(stderr_re, stderr):
@@ -232,6 +256,64 @@ def classify(rc, err, model_path, ort_ok, out_path=None):
     if not any(n in errs[0] for n in named):
         return "unclear"
     return "ok"
+
+
+# The Python module in a child interpreter (an abort shows as its exit status): its
+# isomer.Error is printed as the CLI prints its errors, anything else (a traceback, a
+# TypeError, a MemoryError) is left as it came and classified unclear.
+PY_DRIVER = r"""
+import sys
+import numpy as np
+mode, path, out, feeds, budget = sys.argv[1:6]
+import isomer
+f = dict(np.load(feeds)) if feeds else {}
+try:
+    if mode == "py_optimize":
+        m, _ = isomer.optimize(path, budget=float(budget), threads=1, inputs=f)
+        import onnx
+        onnx.save(m, out)
+    else:
+        outs = isomer.run(path, f, engine="reference")
+        try:
+            import onnx
+            names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+        except Exception:
+            names = []
+        if len(names) != len(outs):
+            names = [f"output_{i}" for i in range(len(outs))]
+        np.savez(out, **dict(zip(names, outs)))
+except isomer.Error as e:
+    sys.stderr.write(f"isomer: error: {e}\n")
+    sys.exit(1)
+"""
+
+
+def command_line(args, cmd_name, given, outp, npz, feeds_path):
+    """The command line of one of the campaign's commands on model `given`."""
+    if cmd_name == "optimize":
+        cmd = [args.isomer, "optimize", given, "-o", outp, "--budget", str(args.budget), "--threads", "1"]
+        return cmd + (["--inputs", feeds_path] if feeds_path else [])
+    if cmd_name in ("run", "run_native"):
+        cmd = [args.isomer, "run", given, "--threads", "1", "--outputs", npz]
+        if cmd_name == "run_native":
+            cmd.append("--no-onnxruntime")
+        return cmd + (["--inputs", feeds_path] if feeds_path else [])
+    if cmd_name == "cost":
+        return [args.isomer, "cost", given, "--threads", "1", "--cost", "analytic"]
+    if cmd_name == "cost_measured":
+        return [args.isomer, "cost", given, "--threads", "1", "--cost-db", os.path.join(os.path.dirname(npz), "c.db")]
+    if cmd_name == "show":
+        return [args.isomer, "show", given]
+    if cmd_name == "convert":
+        return [args.isomer, "convert", given, "-o", outp]
+    if cmd_name in ("py_optimize", "py_run"):
+        return [sys.executable, "-c", PY_DRIVER, cmd_name, given, outp if cmd_name == "py_optimize" else npz,
+                feeds_path, str(args.budget)]
+    raise ValueError(f"unknown campaign command {cmd_name}")
+
+
+WRITES_MODEL = ("optimize", "convert", "py_optimize")  # compared with ONNX Runtime on the model they write
+COMPUTES = ("run", "run_native", "py_run")  # compared with ONNX Runtime on the outputs they compute
 
 
 def model_bytes(path):
@@ -360,6 +442,10 @@ def campaign(args):
     commands = args.commands.split(",")
     env = dict(os.environ)
     env.setdefault("ISOMER_PYTHON", sys.executable)
+    # The Python module's commands import the build's isomer (its _core) and the sources'.
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(os.path.abspath(args.isomer)), "python"),
+                                         os.path.join(repo, "python")] + env.get("PYTHONPATH", "").split(os.pathsep))
     counts = collections.Counter()
     by_mut = collections.defaultdict(collections.Counter)
     os.makedirs(args.out, exist_ok=True)
@@ -413,7 +499,8 @@ def campaign(args):
         if reference is not None:
             ort_model = os.path.join(wd, "reference.onnx")
             onnx.save(reference, ort_model)
-        ort_ok = _ort_child(ort_model, feeds_path, ort_path, args.mem) if feeds is not None else None
+        ort_ok = _ort_child(ort_model, feeds_path, ort_path, args.mem) \
+            if feeds is not None and not run.get("no_reference") else None
         if ort_ok and (bad_index or draws_random(m) or run.get("no_reference")):
             # ORT's behaviour on out-of-range indices is not a reference, nor are random draws.
             ort_ok = None
@@ -424,35 +511,28 @@ def campaign(args):
             if not _ort_child(src, feeds_path, os.path.join(wd, "src_ort.npz"), args.mem):
                 ort_ok = None
         given = os.path.join(wd, run["model"]) if "model" in run else path
-        for cmd_name in [c for c in commands if c in run.get("commands", commands)]:
+        # The Python module takes arrays, not an inputs file: a damaged file is the CLI's case alone.
+        skip = ("py_optimize", "py_run") if "inputs_bytes" in run else ()
+        for cmd_name in [c for c in commands if c in run.get("commands", commands) and c not in skip]:
             outp = os.path.join(wd, f"{cmd_name}.out.onnx")
             if "output" in run:
                 outp = given if run["output"] == "@model" else os.path.join(wd, run["output"])
             npz = os.path.join(wd, f"{cmd_name}.npz")
-            if cmd_name == "optimize":
-                cmd = [args.isomer, "optimize", given, "-o", outp, "--budget", str(args.budget), "--threads", "1"]
-                if feeds_path:
-                    cmd += ["--inputs", feeds_path]
-            else:
-                cmd = [args.isomer, "run", given, "--threads", "1", "--outputs", npz]
-                if cmd_name == "run_native":
-                    cmd.append("--no-onnxruntime")
-                if feeds_path:
-                    cmd += ["--inputs", feeds_path]
-            cmd += run.get("args", [])
+            cmd = command_line(args, cmd_name, given, outp, npz, feeds_path)
+            cmd += run.get("args", []) if cmd_name in ("optimize", "run", "run_native") else []
             rc, out, err, secs = run_isomer(cmd, args.timeout, args.mem, env)
-            cls = classify(rc, err, given, ort_ok, outp if cmd_name == "optimize" else None)
+            cls = classify(rc, err, given, ort_ok, outp if cmd_name in WRITES_MODEL else None)
             detail = ""
-            if cls == "ok" and rc == 0 and cmd_name == "optimize" and \
+            if cls == "ok" and rc == 0 and cmd_name in WRITES_MODEL and \
                     model_bytes(outp) > 2 * model_bytes(given) + (1 << 20):
                 cls, detail = "bloated", f"{model_bytes(given)} bytes in, {model_bytes(outp)} out"
-            if cls == "ok" and rc == 1 and ort_ok and cmd_name != "run_native":
+            if cls == "ok" and rc == 1 and ort_ok and cmd_name in ("optimize", "run", "py_optimize", "convert"):
                 cls, detail = "refused", "ONNX Runtime runs it"
-            if cls == "ok" and rc == 0 and ort_ok and cmd_name != "optimize" and os.path.exists(npz):
+            if cls == "ok" and rc == 0 and ort_ok and cmd_name in COMPUTES and os.path.exists(npz):
                 detail = compare(npz, ort_path) or ""
                 if detail:
                     cls = "wrong"
-            if cls == "ok" and rc == 0 and ort_ok and cmd_name == "optimize" and os.path.exists(outp):
+            if cls == "ok" and rc == 0 and ort_ok and cmd_name in WRITES_MODEL and os.path.exists(outp):
                 opt_npz = os.path.join(wd, "opt_ort.npz")
                 if _ort_child(outp, feeds_path, opt_npz, args.mem):
                     detail = compare(opt_npz, ort_path) or ""
@@ -499,7 +579,9 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--out", default="/tmp/hostile")
     ap.add_argument("--only", default="")
-    ap.add_argument("--commands", default="optimize,run_native,run")
+    ap.add_argument("--commands", default="optimize,run_native,run",
+                    help="of optimize, run_native, run, cost (analytic), cost_measured, show, convert, "
+                         "py_optimize (isomer.optimize), py_run (isomer.run, the reference evaluator)")
     ap.add_argument("--isomer", default=os.environ.get("ISOMER_BIN", "build/isomer"))
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--mem", type=int, default=6 << 30, help="address-space limit per process (bytes)")

@@ -4,6 +4,7 @@ Models cross into C++ as serialized ONNX bytes (or as a path, so that external d
 next to the file is found) and come back as onnx.ModelProto.
 """
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -70,6 +71,25 @@ def _model_source(model):
                         "and pass its path instead") from e
         return data, "", "<ModelProto>"
     raise TypeError(f"expected an onnx.ModelProto, a path, bytes or an isomer.Graph, not {type(model).__name__}")
+
+
+@contextlib.contextmanager
+def _naming(source, name):
+    """Errors about a model given as a path name the file, as the CLI's do (the core
+    names it where it reads the file, not where it later refuses a node or a weight);
+    running out of memory is an isomer.Error that says so, not a bare MemoryError."""
+    try:
+        yield
+    except Error as e:
+        text = str(e)
+        if not isinstance(source, str) or name in text or os.path.basename(name) in text:
+            raise
+        if isinstance(e, CheckFailedError):
+            raise
+        raise Error(f"{name}: {text}") from None
+    except MemoryError:
+        where = f"{name}: " if isinstance(source, str) else ""
+        raise Error(where + "out of memory (the model asks for more memory than this machine has)") from None
 
 
 def _input_shapes(input_shapes):
@@ -184,7 +204,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
         a = np.asarray(v)
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-        arrays[k] = np.ascontiguousarray(a)
+        arrays[k] = _c_order(a)
     disabled = [] if disable is None else ([disable] if isinstance(disable, str) else list(disable))
     if rules is not None and not isinstance(rules, (str, os.PathLike, list, tuple)):
         raise TypeError(f"rules must be a path or a list of paths, not {type(rules).__name__}")
@@ -194,11 +214,12 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
     budget, tolerance = _number("budget", budget), _number("tolerance", tolerance, at_least=-np.inf)
     source, base_dir, name = _model_source(model)
     input_name = name if isinstance(source, str) else ""
-    data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
-                                                search, disabled, bool(check), int(seed), float(tolerance),
-                                                bool(allow_nonfinite), float(budget), rule_paths, cost, target,
-                                                int(threads), bool(guard), arrays,
-                                                extractor, bool(guard_target_only))
+    with _naming(source, name):
+        data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
+                                                    search, disabled, bool(check), int(seed), float(tolerance),
+                                                    bool(allow_nonfinite), float(budget), rule_paths, cost, target,
+                                                    int(threads), bool(guard), arrays,
+                                                    extractor, bool(guard_target_only))
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"
@@ -214,8 +235,9 @@ def valid_inputs(model, *, seed=0, input_shapes=None):
     what their consumers need (indices within the indexed axis, shapes and axes
     that fit the data, non-zero divisors); see src/check/inputs.h. Raises
     isomer.Error saying why when no such inputs exist."""
-    source, base_dir, _ = _model_source(model)
-    arrays, _notes = _core.valid_inputs(source, base_dir, _input_shapes(input_shapes), int(seed))
+    source, base_dir, name = _model_source(model)
+    with _naming(source, name):
+        arrays, _notes = _core.valid_inputs(source, base_dir, _input_shapes(input_shapes), int(seed))
     return dict(arrays)
 
 
@@ -228,6 +250,12 @@ _ISOMER_TO_NUMPY = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": 
                     "u64": "uint64", "bool": "bool"}
 
 
+def _c_order(a):
+    """`a` C-contiguous, its rank kept (np.ascontiguousarray makes a 0-d array 1-d before
+    numpy 2, and a scalar input then had the wrong shape)."""
+    return np.asarray(a, order="C")
+
+
 def _as_array(value, declared_dtype, what):
     """A C-contiguous, native-endian numpy array. Arrays keep their dtype (a wrong one is
     reported by the evaluator); Python scalars and lists take the declared dtype."""
@@ -235,9 +263,9 @@ def _as_array(value, declared_dtype, what):
         a = np.asarray(value)
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-        return np.ascontiguousarray(a)
+        return _c_order(a)
     try:
-        return np.ascontiguousarray(np.asarray(value, dtype=_numpy_name(declared_dtype)))
+        return _c_order(np.asarray(value, dtype=_numpy_name(declared_dtype)))
     except (TypeError, ValueError) as e:
         raise TypeError(f"{what}: cannot make a {_numpy_name(declared_dtype)} array of "
                         f"{type(value).__name__} ({e})") from None
@@ -283,11 +311,12 @@ def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
     """
     if engine not in ENGINES:
         raise Error(f"unknown engine '{engine}' (choose {' or '.join(ENGINES)})")
-    source, base_dir, _ = _model_source(model)
-    graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
-    if engine == "reference":
-        return evaluate_graph(graph, inputs)
-    return graph.run_on_runtime(_ordered_arrays(graph, inputs), int(threads))
+    source, base_dir, name = _model_source(model)
+    with _naming(source, name):
+        graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
+        if engine == "reference":
+            return evaluate_graph(graph, inputs)
+        return graph.run_on_runtime(_ordered_arrays(graph, inputs), int(threads))
 
 
 def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, warmup=5, seed=0):
@@ -301,10 +330,11 @@ def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, wa
     """
     if repeat < 1 or warmup < 0:
         raise Error("benchmark needs repeat >= 1 and warmup >= 0")
-    source, base_dir, _ = _model_source(model)
-    graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
-    arrays = [] if inputs is None else _ordered_arrays(graph, inputs)
-    return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
+    source, base_dir, name = _model_source(model)
+    with _naming(source, name):
+        graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
+        arrays = [] if inputs is None else _ordered_arrays(graph, inputs)
+        return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
 
 
 def template_rules():

@@ -150,13 +150,13 @@ void add_commands(CLI::App& app) {
   c->add_option("-o,--output", conv->output, "where to write it")->required();
   c->add_option("--input-shape", conv->input_shapes, "fix an input's dims (repeatable)");
   c->add_flag("--external-data", conv->external_data, "store weights in an external data file");
-  c->callback([conv] { set_action([conv] { return run_convert(*conv); }); });
+  c->callback([conv] { set_action([conv] { return naming_model(conv->input, [&] { return run_convert(*conv); }); }); });
 
   auto show = std::make_shared<ShowArgs>();
   CLI::App* s = app.add_subcommand("show", "summarize a model: inputs, outputs, operators, opaque nodes");
   s->add_option("input", show->input, "model (.onnx)")->required();
   s->add_option("--input-shape", show->input_shapes, "fix an input's dims (repeatable)");
-  s->callback([show] { set_action([show] { return run_show(*show); }); });
+  s->callback([show] { set_action([show] { return naming_model(show->input, [&] { return run_show(*show); }); }); });
 
   add_run_command(app);
   add_cost_command(app);

@@ -80,7 +80,7 @@ void add_cost_command(CLI::App& app) {
   c->add_option("--threads", args->threads, "threads (default: every core)");
   c->add_option("--report-json", args->report_json, "write the costs as JSON here");
   c->add_flag("-q,--quiet", args->quiet, "print only the total");
-  c->callback([args] { set_action([args] { return run_cost(*args); }); });
+  c->callback([args] { set_action([args] { return naming_model(args->model, [&] { return run_cost(*args); }); }); });
 }
 
 }  // namespace isomer::cli

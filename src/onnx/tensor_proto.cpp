@@ -41,9 +41,19 @@ std::string typed_field_bytes(const onnx::TensorProto& t, DType dtype) {
     case DType::Int32: return pack<int32_t>(t.int32_data());
     case DType::Int16: return pack<int16_t>(t.int32_data());
     case DType::Int8: return pack<int8_t>(t.int32_data());
-    case DType::UInt16:
+    case DType::UInt16: return pack<uint16_t>(t.int32_data());
     case DType::Float16:
-    case DType::BFloat16: return pack<uint16_t>(t.int32_data());  // bit patterns
+    case DType::BFloat16: {
+      // Bit patterns of 16 bits: a value past them is no float of this type (ONNX Runtime
+      // refuses it as a data overflow), and narrowing it would make up a number.
+      for (int i = 0; i < t.int32_data_size(); ++i) {
+        const int32_t v = t.int32_data(i);
+        require(v >= -32768 && v <= 65535, tensor_label(t) + ": int32_data element " + std::to_string(i) + " (" +
+                                               std::to_string(v) + ") is not a 16-bit pattern of " +
+                                               (dtype == DType::Float16 ? "float16" : "bfloat16"));
+      }
+      return pack<uint16_t>(t.int32_data());
+    }
     case DType::UInt8: return pack<uint8_t>(t.int32_data());
     case DType::Bool: {
       std::string bytes = pack<uint8_t>(t.int32_data());
@@ -154,9 +164,15 @@ std::string read_external_data(const onnx::TensorProto& t, const std::string& ba
     require(!rel.empty() && !escapes_directory(rel), tensor_label(t) + ": external data location '" + location +
                                                          "' leads outside the model's directory (refused)");
   }
+  // Only a regular file (a link to one in the directory): a FIFO would block the open
+  // forever, and a device has no size to check the offset and length against.
+  const auto type = fs::status(file, ec).type();
+  require(type != fs::file_type::not_found,
+          tensor_label(t) + ": external data file '" + file.string() + "' cannot be opened (no such file)");
+  require(!ec && type == fs::file_type::regular,
+          tensor_label(t) + ": external data file '" + file.string() + "' is not a regular file (refused)");
   std::ifstream in(file, std::ios::binary);
-  require(in.good() && !fs::is_directory(file),
-          tensor_label(t) + ": external data file '" + file.string() + "' cannot be opened");
+  require(in.good(), tensor_label(t) + ": external data file '" + file.string() + "' cannot be opened");
   in.seekg(0, std::ios::end);
   const int64_t size = static_cast<int64_t>(in.tellg());
   const int64_t begin = offset.value_or(0);

@@ -34,7 +34,12 @@ std::vector<TensorType> infer_tile(const InferContext& ctx) {
     if (!reps) continue;
     const int64_t r = (*reps)[a];
     require(r >= 0, "Tile repeats " + to_string(*reps) + " has a negative value");
-    if (x.shape[a].is_static()) out[a] = x.shape[a].value * r;
+    int64_t extent = 0;
+    if (x.shape[a].is_static())
+      require(!__builtin_mul_overflow(x.shape[a].value, r, &extent),
+              "Tile repeats " + to_string(*reps) + " make an extent past int64 (" + std::to_string(x.shape[a].value) +
+                  " x " + std::to_string(r) + ")");
+    if (x.shape[a].is_static()) out[a] = extent;
     else if (r == 1) out[a] = x.shape[a];
     else if (r == 0) out[a] = 0;
   }
@@ -49,10 +54,18 @@ struct TileOp {
     const std::vector<int64_t>& reps = a.ints[1];
     require(static_cast<int64_t>(reps.size()) == x.rank(), "Tile repeats does not match the input's rank");
     const std::vector<int64_t> st = strides_of(x.dims);
-    AxisTables tables;
+    // The output's size first: repeats of 2^63 over an empty axis looped 2^63 times, and
+    // over a non-empty one grew the index table until memory ran out.
+    std::vector<int64_t> out_dims(x.dims.size());
     for (int64_t k = 0; k < x.rank(); ++k) {
       require(reps[k] >= 0, "Tile repeats has a negative value");
+      require(!__builtin_mul_overflow(x.dims[k], reps[k], &out_dims[k]), "Tile repeats make an extent past int64");
+    }
+    if (require_allocatable(out_dims, sizeof(T), "Tile output") == 0) return {Array<T>(out_dims)};
+    AxisTables tables;
+    for (int64_t k = 0; k < x.rank(); ++k) {
       std::vector<int64_t> t;
+      t.reserve(static_cast<size_t>(out_dims[k]));
       for (int64_t r = 0; r < reps[k]; ++r)
         for (int64_t i = 0; i < x.dims[k]; ++i) t.push_back(i * st[k]);
       tables.push_back(std::move(t));

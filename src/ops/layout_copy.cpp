@@ -279,7 +279,9 @@ std::string pad_mode(const Attributes& attrs) {
 
 // Checks one axis of Pad and returns its output extent.
 int64_t padded_extent(int64_t extent, int64_t lo, int64_t hi, const std::string& mode) {
-  const int64_t n = extent + lo + hi;
+  int64_t n = 0;
+  require(!__builtin_add_overflow(extent, lo, &n) && !__builtin_add_overflow(n, hi, &n),
+          "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " makes an extent past int64");
   require(n >= 0, "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " removes more than extent " +
                       std::to_string(extent));
   if (mode == "edge") require(extent > 0 || (lo <= 0 && hi <= 0), "Pad mode 'edge' on an empty axis");
@@ -343,6 +345,11 @@ struct PadOp {
     require(static_cast<int64_t>(pads.size()) == 2 * rank, "Pad pads " + list(pads) + " must have 2 * rank = " +
                                                                std::to_string(2 * rank) + " entries");
     std::vector<int64_t> st = strides_of(x.dims);
+    // The output's size before any table: an empty output with an axis padded by 2^40
+    // built that axis's table of 2^40 entries (the same in Expand below).
+    std::vector<int64_t> out_dims(static_cast<size_t>(rank));
+    for (int64_t k = 0; k < rank; ++k) out_dims[k] = padded_extent(x.dims[k], pads[k], pads[k + rank], mode);
+    if (require_allocatable(out_dims, sizeof(T), "Pad output") == 0) return {Array<T>(out_dims)};
     AxisTables tables;
     for (int64_t k = 0; k < rank; ++k) tables.push_back(pad_table(x.dims[k], pads[k], pads[k + rank], mode, st[k]));
     const T fill = a.has(2) ? a.data[2].data.at(0) : T();
@@ -377,6 +384,7 @@ struct ExpandOp {
   static std::vector<Array<T>> run(const LayoutArgs<T>& a) {
     const Array<T>& x = a.data[0];
     std::vector<int64_t> out_dims = broadcast_dims(x.dims, a.ints[1]);
+    if (require_allocatable(out_dims, sizeof(T), "Expand output") == 0) return {Array<T>(out_dims)};
     std::vector<int64_t> st = broadcast_strides(x.dims, out_dims);
     AxisTables tables;
     for (size_t k = 0; k < out_dims.size(); ++k) tables.push_back(axis_range(out_dims[k], 0, 1, st[k]));

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eval/empty_outputs.h"
 #include "ir/error.h"
 #include "ops/fold_cost.h"
 #include "ops/op.h"
@@ -94,7 +95,8 @@ std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, Gra
                                        human_bytes(budget.growth) + " a template pass may add");
   EvalContext ctx{node.attrs(), args, node.num_outputs()};
   const OpDef& op = *node.op();
-  std::vector<Tensor> results = op.fold ? op.fold(ctx) : op.eval(ctx);
+  const std::optional<std::vector<Tensor>> empty = empty_outputs(types);
+  std::vector<Tensor> results = empty ? *empty : op.fold ? op.fold(ctx) : op.eval(ctx);
   if (results.size() != node.num_outputs()) return {};
   budget.growth_left -= growth;
   std::vector<Value> out;

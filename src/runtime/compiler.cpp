@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "eval/empty_outputs.h"
 #include "eval/evaluator.h"
 #include "ops/fold_cost.h"
 #include "kernels/parallel.h"
@@ -418,6 +419,7 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
 
 namespace {
 constexpr size_t kFoldBlowUpBytes = 64 << 20;
+constexpr size_t kFoldEvalElements = size_t{128} << 20;  // 1 GB as doubles
 constexpr double kFoldFlops = 4e9;
 }  // namespace
 
@@ -451,6 +453,13 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   for (const Tensor& t : args) in_bytes += t.byte_size();  // an omitted optional input holds no bytes
   for (const TensorType& t : types) out_bytes += static_cast<size_t>(num_elements(t.shape).value_or(0)) * dtype_size(t.dtype);
   if (out_bytes > kFoldBlowUpBytes && out_bytes > 2 * in_bytes) return false;
+  // The other way round: a reduction of a constant of 10^9 elements (a ConstantOfShape
+  // made known here under a ReduceMax) held every element again as a double in the
+  // reference kernel, 8 GB, and `optimize` refused a model ONNX Runtime runs as out of
+  // memory; it runs as a step over the constant.
+  size_t in_elements = 0;
+  for (const Tensor& t : args) in_elements += static_cast<size_t>(t.numel());
+  if (in_elements > kFoldEvalElements && 2 * out_bytes < in_bytes) return false;
   // Arithmetic past the optimizer's folding limit (a convolution of a constant image,
   // products of large weights) runs as a step on the fast kernels: folded, it ran on the
   // reference ones at every compile (the optimizer compiles a graph several times).
@@ -462,7 +471,8 @@ bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   // not in double: the reference evaluator spent minutes on products of large weights.
   EvalContext ctx{n.attrs(), args, n.num_outputs()};
   const OpDef& op = *n.op();
-  std::vector<Tensor> out = op.fold ? op.fold(ctx) : op.eval(ctx);
+  const std::optional<std::vector<Tensor>> empty = empty_outputs(types);
+  std::vector<Tensor> out = empty ? *empty : op.fold ? op.fold(ctx) : op.eval(ctx);
   for (size_t i = 0; i < out.size(); ++i) bind(n.output(static_cast<uint32_t>(i)), constant_value(out[i], n.name()));
   return true;
 }

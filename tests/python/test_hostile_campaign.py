@@ -28,3 +28,23 @@ def test_campaign_subset_has_no_crash_hang_or_unclear_error(tmp_path):
     assert results, "the campaign ran no mutant"
     bad = [r for r in results if r["class"] in ("crash", "hang", "memory", "unclear")]
     assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_traps_on_every_command(tmp_path):
+    """The seventh family (hostile_mutators_traps.py) through the commands the campaign
+    added: `cost`, `show`, `convert` and the Python module's reference run. A FIFO as
+    external data hung them; their errors named no file."""
+    if not os.path.exists(ISOMER_BIN):
+        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
+    if not os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+        pytest.skip("no libonnx-testdata node cases (the campaign's sources)")
+    out = tmp_path / "campaign"
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "hostile_campaign.py"), "--seed", "4", "--count", "8",
+                    "--only", "external_trap,int64_ends,data_range,quant_scale",
+                    "--commands", "run_native,cost,show,convert,py_run", "--timeout", "60", "--out", str(out),
+                    "--isomer", ISOMER_BIN], capture_output=True, text=True, timeout=900)
+    results = json.loads((out / "results.json").read_text())
+    assert results, "the campaign ran no mutant"
+    assert {r["command"] for r in results} >= {"cost", "show", "convert", "py_run"}, results
+    bad = [r for r in results if r["class"] in ("crash", "hang", "memory", "unclear")]
+    assert not bad, json.dumps(bad, indent=1)
