@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/error.h"
@@ -294,16 +295,21 @@ namespace {
 
 // a beats b as the extreme value: larger (Max) or smaller, and a NaN beats every
 // number (NumPy's and ONNX Runtime's arg-max and arg-min both find the first NaN).
-template <bool Max>
-inline bool beats(float a, float b) {
-  const bool a_nan = a != a, b_nan = b != b;
-  return a_nan ? !b_nan : (!b_nan && (Max ? a > b : a < b));
+// Integers have no NaN and compare plainly.
+template <bool Max, class T>
+inline bool beats(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const bool a_nan = a != a, b_nan = b != b;
+    return a_nan ? !b_nan : (!b_nan && (Max ? a > b : a < b));
+  } else {
+    return Max ? a > b : a < b;
+  }
 }
 
 // Whether v replaces the best so far b, met at a later index: strictly better, or
 // (Last) at least as good.
-template <bool Max, bool Last>
-inline bool takes(float v, float b) {
+template <bool Max, bool Last, class T>
+inline bool takes(T v, T b) {
   return Last ? !beats<Max>(b, v) : beats<Max>(v, b);
 }
 
@@ -313,17 +319,17 @@ inline bool takes(float v, float b) {
 // Lanes of arg-max/min partial results (a best value and its index each).
 constexpr int64_t kArgLanes = 16;
 
-template <bool Max, bool Last>
-ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
-  float b = x[0];
+template <bool Max, bool Last, class T>
+ISOMER_CLONES int64_t row_arg(const T* x, int64_t n) {
+  T b = x[0];
   int64_t best = 0, j = 1;
   if (n >= 2 * kArgLanes) {
-    float bv[kArgLanes];
+    T bv[kArgLanes];
     int64_t bi[kArgLanes];
     for (int64_t l = 0; l < kArgLanes; ++l) bv[l] = x[l], bi[l] = l;
     for (j = kArgLanes; j + kArgLanes <= n; j += kArgLanes)
       for (int64_t l = 0; l < kArgLanes; ++l) {
-        const float v = x[j + l];
+        const T v = x[j + l];
         const bool take = takes<Max, Last>(v, bv[l]);
         bv[l] = take ? v : bv[l];
         bi[l] = take ? j + l : bi[l];
@@ -345,14 +351,14 @@ ISOMER_CLONES int64_t row_arg(const float* x, int64_t n) {
 }
 
 // The same along a strided axis, all inner lanes side by side.
-template <bool Max, bool Last>
-ISOMER_CLONES void cols_arg(const float* x, int64_t* out, int64_t n, int64_t inner, float* best) {
+template <bool Max, bool Last, class T>
+ISOMER_CLONES void cols_arg(const T* x, int64_t* out, int64_t n, int64_t inner, T* best) {
   std::copy(x, x + inner, best);
   std::fill(out, out + inner, 0);
   for (int64_t k = 1; k < n; ++k) {
-    const float* xk = x + k * inner;
+    const T* xk = x + k * inner;
     for (int64_t i = 0; i < inner; ++i) {
-      const float v = xk[i];
+      const T v = xk[i];
       const bool take = takes<Max, Last>(v, best[i]);
       best[i] = take ? v : best[i];
       out[i] = take ? k : out[i];
@@ -360,11 +366,11 @@ ISOMER_CLONES void cols_arg(const float* x, int64_t* out, int64_t n, int64_t inn
   }
 }
 
-template <bool Max, bool Last>
-void arg_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, int threads) {
+template <bool Max, bool Last, class T>
+void arg_axis(const T* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, int threads) {
   const int team = team_for(outer * n * inner, outer, threads);
   parallel_teams(team, [&](int t, int nt) {
-    std::vector<float> best(static_cast<size_t>(inner));
+    std::vector<T> best(static_cast<size_t>(inner));
     for (int64_t o = outer * t / nt; o < outer * (t + 1) / nt; ++o) {
       if (inner == 1) out[o] = row_arg<Max, Last>(x + o * n, n);
       else cols_arg<Max, Last>(x + o * n * inner, out + o * inner, n, inner, best.data());
@@ -374,10 +380,28 @@ void arg_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t in
 
 }  // namespace
 
+namespace {
+
+template <class T>
+void arg_axis_any(const T* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                  int threads) {
+  if (max) (last ? arg_axis<true, true, T> : arg_axis<true, false, T>)(x, out, outer, n, inner, threads);
+  else (last ? arg_axis<false, true, T> : arg_axis<false, false, T>)(x, out, outer, n, inner, threads);
+}
+
+}  // namespace
+
 void argmax_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
                  int threads) {
-  if (max) (last ? arg_axis<true, true> : arg_axis<true, false>)(x, out, outer, n, inner, threads);
-  else (last ? arg_axis<false, true> : arg_axis<false, false>)(x, out, outer, n, inner, threads);
+  arg_axis_any(x, out, outer, n, inner, max, last, threads);
+}
+void argmax_axis(const int32_t* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads) {
+  arg_axis_any(x, out, outer, n, inner, max, last, threads);
+}
+void argmax_axis(const int64_t* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads) {
+  arg_axis_any(x, out, outer, n, inner, max, last, threads);
 }
 
 namespace {

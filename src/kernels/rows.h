@@ -44,6 +44,11 @@ void layer_norm_row(VectorIsa isa, const float* x, float* y, int64_t n, const fl
 // (the first NaN, as NumPy's argmax and argmin find it). n >= 1.
 void argmax_axis(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
                  int threads = 0);
+// The same over int32 and int64 data (CLIP's pooling takes the arg-max of token ids).
+void argmax_axis(const int32_t* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads = 0);
+void argmax_axis(const int64_t* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max, bool last,
+                 int threads = 0);
 
 // Running sums along the middle axis of [outer, n, inner]: y[o, k, i] = sum of
 // x[o, j, i] for j <= k (exclusive: j < k; reverse: j >= k, resp. j > k).

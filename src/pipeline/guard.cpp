@@ -304,9 +304,11 @@ SpeedComparison compare_speed(Prepared& original, Prepared& candidate, const std
 Engine other_engine(Engine target) { return target == Engine::Runtime ? Engine::OnnxRuntime : Engine::Runtime; }
 
 GuardResult run_guard(const Graph& original, const Graph& optimized, const GuardContext& ctx,
-                      const GuardOptions& opts) {
+                      const GuardOptions& requested) {
+  GuardOptions opts = requested;
   GuardResult r;
   r.graph = optimized;
+  r.engine = opts.target;
   r.confirm_engine = other_engine(opts.target);
   if (!opts.enabled) {
     r.status = "off";
@@ -325,18 +327,42 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     r.reason = "no valid inputs: " + ctx.inputs->impossible;
     return r;
   }
+  // The original prepared on `engine` and run once, or null with the reason.
+  auto prepare = [&](Engine engine, std::string* why) -> Prepared* {
+    std::string not_planned;
+    Prepared* p = ctx.engines->get(original, engine, &not_planned);
+    if (!p) {
+      *why = "the original does not run on " + engine_name(engine) + " (" + not_planned + ")";
+      return nullptr;
+    }
+    try {
+      p->time(ctx.inputs->tensors, 0, 1);
+    } catch (const Error& e) {
+      *why = "the original does not run on " + engine_name(engine) + " on the " + ctx.inputs->source + " inputs (" +
+             e.what() + ")";
+      return nullptr;
+    }
+    return p;
+  };
   std::string why;
-  Prepared* o = ctx.engines->get(original, opts.target, &why);
+  Prepared* o = prepare(opts.target, &why);
   if (!o) {
-    r.reason = "the original does not run on " + engine_name(opts.target) + " (" + why + ")";
-    return r;
-  }
-  try {
-    o->time(ctx.inputs->tensors, 0, 1);
-  } catch (const Error& e) {
-    r.reason = "the original does not run on " + engine_name(opts.target) + " on the " + ctx.inputs->source +
-               " inputs (" + e.what() + ")";
-    return r;
+    // `isomer run` runs such a model (data-dependent shapes, say) on the other
+    // engine: the rewrite must not be slower there. Where neither runs it, nothing
+    // shows that the rewrite is not slower, and the original is written.
+    std::string why_other;
+    const Engine other = other_engine(opts.target);
+    o = prepare(other, &why_other);
+    if (!o) {
+      r.kept = "original";
+      r.graph = original;
+      r.reason = why + "; " + why_other + ": nothing shows the rewrite is not slower, so the original is kept";
+      return r;
+    }
+    r.reason = why + ": timed on " + engine_name(other) + ", which runs it instead";
+    opts.target = other;
+    r.engine = other;
+    r.confirm_engine = other_engine(other);
   }
   r.status = "measured";
   r.load_average = cost::load_average();

@@ -117,7 +117,10 @@ struct GuardResult {
   // "original".
   std::string kept = "optimized";
   Graph graph;  // the graph to write
-  double before_ms = -1, after_ms = -1;  // the original and the kept graph on the target (-1: not measured)
+  // The engine the guard timed on: the target, or the other engine where the
+  // original does not run on the target (as `isomer run` then runs it there).
+  Engine engine = Engine::Runtime;
+  double before_ms = -1, after_ms = -1;  // the original and the kept graph on `engine` (-1: not measured)
   std::optional<SpeedComparison> comparison;  // the kept graph's, when one was measured
   std::vector<RevertedRule> reverted;
   std::vector<std::string> log;  // each decision and its numbers

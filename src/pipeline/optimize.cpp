@@ -505,6 +505,7 @@ std::string OptimizeReport::to_json() const {
   j["reverted"] = nlohmann::ordered_json::array();
   for (const RevertedRule& r : guard.reverted) j["reverted"].push_back({{"rule", r.rule}, {"slowdown", r.slowdown}});
   j["guard"] = guard.status;
+  j["guard_engine"] = guard.engine == Engine::OnnxRuntime ? "onnxruntime" : "isomer";
   j["guard_reason"] = guard.reason;
   const auto& cmp = guard.comparison;
   j["guard_ratio"] = cmp ? nlohmann::ordered_json(cmp->ratio) : nlohmann::ordered_json();
@@ -604,7 +605,7 @@ std::string OptimizeReport::to_text() const {
   }
   for (const std::string& entry : guard.log) out << "  " << entry << "\n";
   if (guard.before_ms >= 0 && guard.after_ms >= 0) {
-    std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine.c_str(), guard.before_ms,
+    std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine_name(guard.engine).c_str(), guard.before_ms,
                   guard.after_ms);
     out << line;
     if (guard.comparison) out << " (" << guard.comparison->paired_verdict_text() << ")";

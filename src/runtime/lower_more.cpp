@@ -19,9 +19,11 @@ std::string shape3(int64_t outer, int64_t len, int64_t inner) {
 
 }  // namespace
 
+// Float32, int32 and int64 data (CLIP's text pooling takes the arg-max of token ids).
 bool lower_arg_extreme(Compiler& c, const Node& n) {
-  int x = dense_f32(c, n.inputs()[0]);
-  if (x < 0) return false;
+  const DType t = c.dtype(n.inputs()[0]);
+  if (t != DType::Float32 && t != DType::Int32 && t != DType::Int64) return false;
+  int x = c.as_plain(c.id(n.inputs()[0]));
   const std::vector<int64_t> xd = c.val(x).dims;
   const auto axis = static_cast<size_t>(normalize_axis(n.attrs().get_int("axis", 0), static_cast<int64_t>(xd.size())));
   const int64_t outer = num_elements(xd, 0, axis), len = xd[axis], inner = num_elements(xd, axis + 1, xd.size());
@@ -31,9 +33,14 @@ bool lower_arg_extreme(Compiler& c, const Node& n) {
   add_native_step(c,
                   step_info(n, "argmax", n.op_type() + (last ? " last " : " ") + shape3(outer, len, inner),
                             static_cast<double>(num_elements(xd))),
-                  {x}, {y}, [outer, len, inner, max, last](const std::vector<char*>& p) {
-                    kernels::argmax_axis(reinterpret_cast<const float*>(p[0]), reinterpret_cast<int64_t*>(p[1]), outer,
-                                         len, inner, max, last);
+                  {x}, {y}, [t, outer, len, inner, max, last](const std::vector<char*>& p) {
+                    auto* out = reinterpret_cast<int64_t*>(p[1]);
+                    if (t == DType::Int32)
+                      kernels::argmax_axis(reinterpret_cast<const int32_t*>(p[0]), out, outer, len, inner, max, last);
+                    else if (t == DType::Int64)
+                      kernels::argmax_axis(reinterpret_cast<const int64_t*>(p[0]), out, outer, len, inner, max, last);
+                    else
+                      kernels::argmax_axis(reinterpret_cast<const float*>(p[0]), out, outer, len, inner, max, last);
                   });
   c.bind(n.output(0), y);
   return true;

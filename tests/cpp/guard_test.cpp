@@ -448,6 +448,45 @@ TEST(GuardConfirm, AnOtherEngineThatCannotRunTheOriginalIsSkipped) {
   }
 }
 
+// isomer's runtime cannot plan the original (data-dependent shapes), so `isomer run`
+// runs it on ONNX Runtime: the guard times the rewrite there, and keeps the original
+// where it is slower there or where no engine runs it.
+TEST(GuardConfirm, AnOriginalTheTargetCannotRunIsTimedOnTheOtherEngine) {
+  auto cannot_plan = [](const Graph&, const EngineOptions&) -> std::unique_ptr<Prepared> {
+    throw Error("NonZero: its output shapes depend on the data");
+  };
+  {  // faster on ONNX Runtime: written, timed there
+    TwoEngines t({10, 5, 9}, {10, 5, 9});
+    t.engines.set_factory(Engine::Runtime, cannot_plan);
+    GuardResult r = t.run();
+    EXPECT_EQ(r.status, "measured") << r.reason;
+    EXPECT_EQ(r.engine, Engine::OnnxRuntime);
+    EXPECT_EQ(r.kept, "optimized") << log_of(r);
+    EXPECT_NEAR(r.before_ms, 10, 0.5);
+    EXPECT_NE(r.reason.find("timed on ONNX Runtime, which runs it instead"), std::string::npos) << r.reason;
+    EXPECT_EQ(r.confirm_engine, Engine::Runtime);
+    EXPECT_EQ(r.confirm_status, "skipped");
+  }
+  {  // 1.3x slower on ONNX Runtime, as the templates are: the original is written
+    TwoEngines t({10, 5, 5}, {10, 13, 13});
+    t.engines.set_factory(Engine::Runtime, cannot_plan);
+    GuardResult r = t.run();
+    EXPECT_EQ(r.status, "measured");
+    EXPECT_EQ(r.kept, "original") << log_of(r);
+    EXPECT_TRUE(same_graph(r.graph, t.original));
+  }
+  {  // no engine runs it: nothing shows the rewrite is not slower
+    TwoEngines t({10, 5, 9}, {10, 5, 9});
+    t.engines.set_factory(Engine::Runtime, cannot_plan);
+    t.engines.set_factory(Engine::OnnxRuntime, cannot_plan);
+    GuardResult r = t.run();
+    EXPECT_EQ(r.status, "skipped");
+    EXPECT_EQ(r.kept, "original");
+    EXPECT_TRUE(same_graph(r.graph, t.original));
+    EXPECT_NE(r.reason.find("so the original is kept"), std::string::npos) << r.reason;
+  }
+}
+
 // A rewrite the target runtime computes wrongly (while it computes the original right
 // and the reference evaluator finds both equal) is not written: optimize keeps the
 // original, names the fault, and still succeeds.

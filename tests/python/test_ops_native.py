@@ -131,6 +131,25 @@ def test_masks_positions_and_argmax_as_exporters_write_them(tmp_path):
     run_both(tmp_path, path, {"mask": mask, "scores": rng.standard_normal((2, 6, 6)).astype(np.float32)})
 
 
+def test_argmax_of_integer_ids_as_clip_pools_them(tmp_path):
+    # CLIP's text model pools at the end-of-text token: (ids == eos).int().argmax(-1),
+    # an ArgMax over int32; ArgMin and select_last_index over int64 along a strided axis.
+    eos = numpy_helper.from_array(np.array(7, np.int64), "eos")
+    nodes = [
+        helper.make_node("Equal", ["ids", "eos"], ["is_eos"]),
+        helper.make_node("Cast", ["is_eos"], ["is_eos32"], to=TensorProto.INT32),
+        helper.make_node("ArgMax", ["is_eos32"], ["at"], axis=-1, keepdims=0),
+        helper.make_node("ArgMax", ["ids"], ["top"], axis=0, keepdims=1, select_last_index=1),
+        helper.make_node("ArgMin", ["ids"], ["low"], axis=1, keepdims=0),
+    ]
+    path = save(tmp_path, nodes, [("ids", TensorProto.INT64, [3, 40])],
+                [("at", TensorProto.INT64), ("top", TensorProto.INT64), ("low", TensorProto.INT64)], 18, [eos])
+    ids = rng.integers(0, 9, (3, 40)).astype(np.int64)
+    ids[:, 0] = np.iinfo(np.int64).min  # extremes at either end of int64
+    ids[1, 39] = np.iinfo(np.int64).max
+    run_both(tmp_path, path, {"ids": ids})
+
+
 def test_einsum_attention_is_matmuls(tmp_path):
     nodes = [helper.make_node("Einsum", ["q", "k"], ["s"], equation="bqhd,bkhd->bhqk"),
              helper.make_node("Softmax", ["s"], ["p"], axis=-1),

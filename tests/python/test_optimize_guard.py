@@ -162,3 +162,44 @@ def test_large_model_goes_to_onnxruntime_as_a_file_and_leaves_nothing_behind(tmp
     want = np.maximum(x @ w, 0)
     (got,) = ort.InferenceSession(out).run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_model_the_runtime_cannot_plan_is_timed_on_onnxruntime(tmp_path):
+    # An MoE layer exported by tracing routes tokens with NonZero, whose output shape
+    # depends on the data: isomer's runtime cannot plan it and `isomer run` runs it on
+    # ONNX Runtime. The guard must time the rewrite there, not write it untimed.
+    from onnx import TensorProto, helper
+    nodes = [
+        helper.make_node("Greater", ["gate", "zero"], ["hit"]),
+        helper.make_node("NonZero", ["hit"], ["where"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("Transpose", ["xt"], ["xtt"], perm=[1, 0]),
+        helper.make_node("Relu", ["xtt"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("gate", TensorProto.FLOAT, [4, 8]),
+                     helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 32])],
+        [helper.make_tensor_value_info("where", TensorProto.INT64, None),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    path, out, report = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx"), str(tmp_path / "r.json")
+    onnx.save(model, path)
+    p = subprocess.run([ISOMER, "optimize", path, "-o", out, "--report-json", report, "--threads", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.load(open(report))
+    assert r["guard"] == "measured" and r["guard_engine"] == "onnxruntime", (r["guard"], r["guard_reason"])
+    assert "NonZero" in r["guard_reason"] and "timed on ONNX Runtime" in r["guard_reason"], r["guard_reason"]
+    assert r["latency_before_ms"] > 0 and r["latency_after_ms"] > 0
+    assert "latency on ONNX Runtime" in p.stdout, p.stdout
+    # The confirmation on isomer's runtime cannot run the original: said, not claimed.
+    assert r["guard_confirm"] in ("skipped", "none"), r["guard_log"]
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+    feeds = {"gate": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32),
+             "x": np.random.default_rng(1).standard_normal((16, 32)).astype(np.float32)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)
