@@ -307,6 +307,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
                       const GuardOptions& opts) {
   GuardResult r;
   r.graph = optimized;
+  r.engine = opts.target;
   r.confirm_engine = other_engine(opts.target);
   if (!opts.enabled) {
     r.status = "off";
@@ -329,7 +330,22 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
   Prepared* o = ctx.engines->get(original, opts.target, &why);
   if (!o) {
     r.reason = "the original does not run on " + engine_name(opts.target) + " (" + why + ")";
-    return r;
+    if (opts.target != Engine::Runtime) return r;
+    // What isomer's runtime cannot run, `isomer run` runs on ONNX Runtime whole:
+    // time there, or the rewrite would be written unguarded.
+    GuardOptions there = opts;
+    there.target = Engine::OnnxRuntime;
+    there.confirm_other = false;
+    GuardResult t = run_guard(original, optimized, ctx, there);
+    if (t.status != "measured") {
+      r.reason += "; on " + engine_name(Engine::OnnxRuntime) + ": " + t.reason;
+      return r;
+    }
+    // Nothing to confirm on isomer's runtime, which cannot run either graph.
+    std::erase(t.log, "not confirmed on " + engine_name(Engine::Runtime) + ": switched off");
+    t.log.insert(t.log.begin(), r.reason + ": timed on " + engine_name(Engine::OnnxRuntime) + ", which runs it");
+    t.confirm_status = "none";
+    return t;
   }
   try {
     o->time(ctx.inputs->tensors, 0, 1);

@@ -116,6 +116,10 @@ struct GuardResult {
   // without the rules in `reverted`), "templates" (the template passes alone),
   // "original".
   std::string kept = "optimized";
+  // The engine the guard timed on: the target, or ONNX Runtime where the original
+  // does not run on isomer's runtime (a data-dependent shape: `isomer run` hands
+  // such a model to ONNX Runtime whole, so that is where it must not be slower).
+  Engine engine = Engine::Runtime;
   Graph graph;  // the graph to write
   double before_ms = -1, after_ms = -1;  // the original and the kept graph on the target (-1: not measured)
   std::optional<SpeedComparison> comparison;  // the kept graph's, when one was measured

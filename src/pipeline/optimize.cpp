@@ -604,7 +604,7 @@ std::string OptimizeReport::to_text() const {
   }
   for (const std::string& entry : guard.log) out << "  " << entry << "\n";
   if (guard.before_ms >= 0 && guard.after_ms >= 0) {
-    std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine.c_str(), guard.before_ms,
+    std::snprintf(line, sizeof line, "latency on %s: %.3f ms -> %.3f ms", engine_name(guard.engine).c_str(), guard.before_ms,
                   guard.after_ms);
     out << line;
     if (guard.comparison) out << " (" << guard.comparison->paired_verdict_text() << ")";
