@@ -346,7 +346,7 @@ std::vector<std::string> generated_op_types() {
           "ReduceMean", "ReduceSum", "Concat",   "Split",             "Transpose",         "Reshape",
           "Flatten",   "Squeeze",   "Unsqueeze", "Slice",             "Gather",            "Pad",
           "Expand",    "Shape",     "ConstantOfShape", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus",
-          "Mish", "Selu", "Elu", "Celu", "ThresholdedRelu", "Mod", "Sum", "Mean", "PRelu", "Less", "LessOrEqual",
+          "Mish", "Swish", "Selu", "Elu", "Celu", "ThresholdedRelu", "Mod", "Sum", "Mean", "PRelu", "Less", "LessOrEqual",
           "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
           "ArgMin", "CumSum", "LogSoftmax", "RMSNormalization", "InstanceNormalization", "GroupNormalization", "LRN",

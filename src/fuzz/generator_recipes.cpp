@@ -12,12 +12,12 @@
 namespace isomer::fuzz::detail {
 
 Value Generator::unary_more(const Value& x) {
-  static const char* const kPlain[] = {"Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus", "Mish", "Selu"};
+  static const char* const kPlain[] = {"Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Softplus", "Mish", "Selu", "Swish"};
   // Functions with poles or bounded domains, on tanh(x) scaled into where each is tame.
   static const char* const kBounded[] = {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh", "Softsign"};
   switch (rnd(8)) {
     case 0:
-    case 6: return op1(kPlain[rnd(9)], {x});
+    case 6: return op1(kPlain[rnd(10)], {x});
     case 4:
     case 7: return op1(kBounded[rnd(9)], {op1("Mul", {op1("Tanh", {x}), scalar(0.9)})});
     case 5: {

@@ -1,5 +1,5 @@
 // Activation functions beyond the basic ones of ops/unary.cpp: the exponential
-// linear units (Elu, Selu, Celu), Softplus, Mish, ThresholdedRelu, and PRelu with
+// linear units (Elu, Selu, Celu), Softplus, Mish, Swish, ThresholdedRelu, and PRelu with
 // its broadcast slope. Piecewise ones are written once over double and Sym, with
 // the exponential as the verifier's uninterpreted Exp (the Exp operator's own), so
 // a rule such as Elu(x) = Where(x >= 0, x, Exp(x) - 1) can be proved.
@@ -23,6 +23,12 @@ struct SoftplusFn {
 };
 struct MishFn {
   static double apply(double x, const Attributes& a) { return x * std::tanh(SoftplusFn::apply(x, a)); }
+};
+// x sigmoid(alpha x) (opset 24); the verifier sees the Sigmoid operator's own
+// uninterpreted function, so Swish(x) = x * Sigmoid(x) at alpha 1 can be proved.
+struct SwishFn {
+  static double apply(double x, const Attributes& a) { return x / (1.0 + std::exp(-a.get_float("alpha", 1.0) * x)); }
+  static Sym apply(Sym x, const Attributes& a) { return x * sym_call("Sigmoid", Sym(a.get_float("alpha", 1.0)) * x); }
 };
 struct EluFn {
   template <class T>
@@ -63,6 +69,12 @@ int emit_selu(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 int emit_celu(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
   const float alpha = attr_f(a, "alpha", 1.0);
   return alpha > 0 ? p.emit(PwOp::Celu, in[0], 0, 0, alpha) : -1;
+}
+// Alpha 1 is SiLU, which oneDNN fuses into a convolution or a product as eltwise_swish.
+int emit_swish(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {
+  const float alpha = attr_f(a, "alpha", 1.0);
+  if (alpha == 1.0f) return p.emit(PwOp::Silu, in[0]);
+  return p.emit(PwOp::Mul, in[0], p.emit(PwOp::Sigmoid, p.emit(PwOp::Affine, in[0], 0, 0, alpha, 0.0f)));
 }
 int emit_thresholded_relu(kernels::PwProgram& p, const Attributes& a, std::span<const int> in,
                           std::span<const Tensor* const>) {
@@ -126,6 +138,17 @@ OpDef def_Mish() {
   OpDef d = transcendental<MishFn, "Mish">("Mish");
   d.min_opset = 18;
   d.emit_pointwise = emit_unary<PwOp::Mish>;
+  d.lower = Lowering::Pointwise;
+  return d;
+}
+
+OpDef def_Swish() {
+  OpDef d = unary<SwishFn>("Swish");
+  d.min_opset = 24;
+  d.attributes = {{"alpha", "float"}};
+  d.eval_sym = sym_unary<SwishFn>;
+  d.canonical_attrs = float_defaults<kAlpha, kOne, 1>;
+  d.emit_pointwise = emit_swish;
   d.lower = Lowering::Pointwise;
   return d;
 }

@@ -68,6 +68,7 @@ ISOMER_OP(IsInf)
 // activation.cpp: activation functions beyond unary.cpp's
 ISOMER_OP(Softplus)
 ISOMER_OP(Mish)
+ISOMER_OP(Swish)
 ISOMER_OP(Elu)
 ISOMER_OP(Selu)
 ISOMER_OP(Celu)

@@ -103,7 +103,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"Sign", {9, 13}}, {"Mod", {10, 13, 28}}, {"Sum", {1, 6, 8, 13}}, {"Mean", {1, 6, 8, 13}},
       {"Less", {1, 7, 9, 13}}, {"LessOrEqual", {12, 16}}, {"Greater", {1, 7, 9, 13}},
       {"GreaterOrEqual", {12, 16}}, {"Not", {1}}, {"And", {1, 7}}, {"Or", {1, 7}}, {"Xor", {1, 7}},
-      {"IsNaN", {9, 13, 20}}, {"IsInf", {10, 20}}, {"Softplus", {1, 22}}, {"Mish", {18, 22}},
+      {"IsNaN", {9, 13, 20}}, {"IsInf", {10, 20}}, {"Softplus", {1, 22}}, {"Mish", {18, 22}}, {"Swish", {24}},
       {"Elu", {1, 6, 22}}, {"Selu", {1, 6, 22}}, {"Celu", {12, 28}}, {"ThresholdedRelu", {10, 22}},
       {"PRelu", {1, 6, 7, 9, 16}}, {"Einsum", {12, 28}}, {"GlobalMaxPool", {1, 22}}, {"LogSoftmax", {1, 11, 13}},
       {"RMSNormalization", {23}}, {"GroupNormalization", {18, 21}}, {"InstanceNormalization", {1, 6, 22}},
