@@ -347,19 +347,24 @@ TEST(Cost, LongGraphsAreTimedWithoutTheirRepeatedSteps) {
 
 // Layers of [512,512] x [512,512] products (each a few ms: known work enough to
 // tell a scale), then a product down to `out` columns.
+// Layers wide enough that the known product timed alongside a new one is well past
+// kScaleMinKnownMs on a fast core: 1024 x 768 x 768 is 1.2 GFLOP, over 8 ms at 140
+// GFLOP/s (512 x 512 x 512 took 2.0-2.3 ms on session 24's Xeon, and fell below the
+// 2 ms floor about half the time, so nothing was rescaled).
 Graph wide_layers(int64_t out) {
   GraphBuilder b;
-  Value x = b.input("x", {DType::Float32, make_shape({512, 512})});
-  for (int i = 0; i < 3; ++i) x = b.op1("Relu", {b.op1("MatMul", {x, b.constant(ones({512, 512}))})});
-  return b.finish({b.op1("MatMul", {x, b.constant(ones({512, out}))})}, {"y"});
+  Value x = b.input("x", {DType::Float32, make_shape({1024, 768})});
+  for (int i = 0; i < 3; ++i) x = b.op1("Relu", {b.op1("MatMul", {x, b.constant(ones({768, 768}))})});
+  return b.finish({b.op1("MatMul", {x, b.constant(ones({768, out}))})}, {"y"});
 }
 
 TEST(Cost, NewStepsArePricedOnTheScaleOfTheRowsTheyJoin) {
-  // The layers priced first; then their rows made 4x dearer (as a burst of other
-  // jobs leaves them) or 4x cheaper; then a graph of the same layers and a new last
-  // product is priced in runs that leave out the known layers but the last (it
-  // feeds the new product): the new product goes on the rows' scale, the factor
-  // capped at kScaleLimit either way.
+  // The layers priced first; then their rows made 16x dearer (as a burst of other
+  // jobs leaves them) or 16x cheaper (far past kScaleLimit, so that one timing
+  // several times off, as a first run can be, still clamps); then a graph of the
+  // same layers and a new last product is priced in runs that leave out the known
+  // layers but the last (it feeds the new product): the new product goes on the
+  // rows' scale, the factor capped at kScaleLimit either way.
   auto quiet = [] { return 0.0; };
   auto new_product_ms = [&](double factor) {
     std::string db = temp_db("scale");
@@ -384,7 +389,7 @@ TEST(Cost, NewStepsArePricedOnTheScaleOfTheRowsTheyJoin) {
   std::vector<double> ratios;
   std::string seen;
   for (int i = 0; i < 3; ++i) {
-    const double cheaper = new_product_ms(0.25), dearer = new_product_ms(4.0);
+    const double cheaper = new_product_ms(1.0 / 16), dearer = new_product_ms(16.0);
     ratios.push_back(dearer / cheaper);
     seen += " " + std::to_string(cheaper) + "/" + std::to_string(dearer);
   }
