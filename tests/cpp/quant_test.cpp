@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "check/compare.h"
 #include "check/quant_check.h"
@@ -442,6 +443,21 @@ TEST(QuantCheck, EitherOfTwoValidRoundingsMatches) {
   // A zero point one off matches neither.
   const std::vector<double> shifted = shifted_steps(as_written, s, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {});
   EXPECT_EQ(cmp(biased, &as_written, shifted, &written).status, CheckResult::Status::Failed);
+}
+
+// A reference with an infinity where the other has a number does not widen the
+// bound on steps without end: an element six steps off still fails.
+TEST(QuantCheck, AnInfiniteSpreadDoesNotWidenTheBounds) {
+  const double s = 0.5;
+  std::vector<double> as_written;
+  for (int i = 0; i < 400; ++i) as_written.push_back(s * (i % 37));
+  std::vector<double> deployed = as_written, got = as_written;
+  deployed[7] = std::numeric_limits<double>::infinity();
+  got[100] += 6 * s;
+  bool written = true;
+  CheckResult c = compare_quantized_with_references({f32({400}, deployed)}, {f32({400}, as_written)},
+                                                    {f32({400}, got)}, {"y"}, 1e-3, {s}, &written);
+  EXPECT_EQ(c.status, CheckResult::Status::Failed) << c.reason;
 }
 
 // Rounding drift through a deep network: many elements a step or two off, without a
