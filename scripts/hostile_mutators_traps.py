@@ -14,23 +14,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from hostile_mutators_semantic import _init, _model, _vi
+
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=21, ir=10):
-    g = helper.make_graph(nodes, "traps", inputs, outputs, initializer=list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile")
-    m.ir_version = ir
-    return m
-
-
-def _vi(name, dtype=TensorProto.FLOAT, dims=None):
-    return helper.make_tensor_value_info(name, dtype, dims)
-
-
-def _init(name, value, dtype=np.int64):
-    return numpy_helper.from_array(np.array(value, dtype), name)
 
 
 # --- external data ---------------------------------------------------------------------------

@@ -20,7 +20,6 @@ class it found, rebuilt here as a small file.
 """
 import os
 import subprocess
-import zipfile
 
 import pytest
 
@@ -28,23 +27,14 @@ onnx = pytest.importorskip("onnx")
 np = pytest.importorskip("numpy")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from hostile_util import isomer_cli, one_error  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ISOMER_BIN = os.environ.get("ISOMER_BIN", os.path.join(REPO, "build", "isomer"))
 
 
 def _isomer(isomer_bin, *args, timeout=120):
-    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
-
-
-def _one_error(p, *wants):
-    """Exit 1 with exactly one line, "isomer: error: ...", holding every one of `wants`."""
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert p.returncode == 1, (p.returncode, p.stderr)
-    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), p.stderr
-    for w in wants:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
+    return isomer_cli(isomer_bin, *args, timeout=timeout)
 
 
 @pytest.fixture()
@@ -71,7 +61,7 @@ def test_fifo_or_directory_as_inputs_is_refused(isomer_bin, relu_model, tmp_path
     os.mkfifo(fifo)
     for bad in (fifo, tmp_path):
         p = _isomer(isomer_bin, "run", relu_model, "--inputs", bad, timeout=60)  # a FIFO hung here
-        _one_error(p, "relu.onnx", str(bad), "not a regular file")
+        one_error(p, "relu.onnx", str(bad), "not a regular file")
 
 
 def test_compressed_entry_claiming_gigabytes_is_refused(isomer_bin, relu_model, tmp_path):
@@ -82,7 +72,7 @@ def test_compressed_entry_claiming_gigabytes_is_refused(isomer_bin, relu_model, 
     data[cd + 24:cd + 28] = (0xF0000000).to_bytes(4, "little")  # the uncompressed size
     path.write_bytes(bytes(data))
     p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
-    _one_error(p, "lie.npz", "claims 4026531840 bytes")
+    one_error(p, "lie.npz", "claims 4026531840 bytes")
 
 
 def test_npy_shape_that_is_no_number_is_refused(isomer_bin, relu_model, tmp_path):
@@ -92,7 +82,7 @@ def test_npy_shape_that_is_no_number_is_refused(isomer_bin, relu_model, tmp_path
     assert b"(2, 3)" in data
     path.write_bytes(data.replace(b"(2, 3)", b"(2, q)"))
     p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
-    _one_error(p, "shape.npz", "'q' is not a dimension")
+    one_error(p, "shape.npz", "'q' is not a dimension")
 
 
 def test_fortran_ordered_array_runs_as_its_c_ordered_copy(isomer_bin, relu_model, tmp_path):
@@ -112,9 +102,9 @@ def test_array_for_no_input_is_refused_by_run_and_optimize(isomer_bin, relu_mode
     path = tmp_path / "extra.npz"
     np.savez(path, x=_x(), ghost=np.ones(2, np.float32))
     p = _isomer(isomer_bin, "run", relu_model, "--inputs", path)
-    _one_error(p, "extra.npz", "'ghost', which is no input")
+    one_error(p, "extra.npz", "'ghost', which is no input")
     p = _isomer(isomer_bin, "optimize", relu_model, "-o", tmp_path / "o.onnx", "--inputs", path, "--budget", "1")
-    _one_error(p, "extra.npz", "'ghost', which is no input")
+    one_error(p, "extra.npz", "'ghost', which is no input")
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -125,16 +115,16 @@ def test_array_for_no_input_is_refused_by_run_and_optimize(isomer_bin, relu_mode
 def test_output_path_that_cannot_be_written_is_refused_first(isomer_bin, relu_model, tmp_path, out, want):
     p = subprocess.run([isomer_bin, "optimize", "relu.onnx", "-o", out, "--budget", "1"], capture_output=True,
                        text=True, timeout=120, cwd=tmp_path)
-    line = _one_error(p, out, want)
+    line = one_error(p, out, want)
     assert "tmp" not in line  # not the temporary file's name, after the search
     assert "eqsat" not in p.stdout + p.stderr  # refused before any work
     p = _isomer(isomer_bin, "run", relu_model, "--outputs", tmp_path / "no" / "o.npz")
-    _one_error(p, "'" + str(tmp_path / "no") + "' does not exist")
+    one_error(p, "'" + str(tmp_path / "no") + "' does not exist")
 
 
 def test_input_shape_given_twice_with_other_dims_is_refused(isomer_bin, relu_model, tmp_path):
     p = _isomer(isomer_bin, "run", relu_model, "--input-shape", "x:2,3", "--input-shape", "x:4,3")
-    _one_error(p, "relu.onnx", "--input-shape given twice for 'x'")
+    one_error(p, "relu.onnx", "--input-shape given twice for 'x'")
     p = _isomer(isomer_bin, "run", relu_model, "--input-shape", "x:2,3", "--input-shape", "x:2,3")
     assert p.returncode == 0, p.stderr  # the same dims twice do not conflict
 
@@ -164,7 +154,7 @@ def test_scan_direction_other_than_0_or_1_is_refused(isomer_bin, tmp_path):
             assert p.returncode == 0, p.stderr
             np.testing.assert_allclose(np.load(tmp_path / "o.npz")["ys"], _x()[::-1] * 2, rtol=1e-6)
         else:
-            _one_error(p, f"scan{direction}.onnx", "Scan", "scan_input_directions holds 2, not 0 or 1")
+            one_error(p, f"scan{direction}.onnx", "Scan", "scan_input_directions holds 2, not 0 or 1")
 
 
 def _loop_model(path, cond):
@@ -188,7 +178,7 @@ def test_loop_condition_that_is_not_a_single_bool_is_refused(isomer_bin, tmp_pat
     path = tmp_path / "loop.onnx"
     _loop_model(path, cond)
     for cmd in (["optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", path]):
-        _one_error(_isomer(isomer_bin, *cmd), "loop.onnx", "the_loop", want)
+        one_error(_isomer(isomer_bin, *cmd), "loop.onnx", "the_loop", want)
     assert not (tmp_path / "o.onnx").exists()
     _loop_model(path, np.array([True]))  # a one-element condition is a single bool
     np.savez(tmp_path / "in.npz", x=_x())
@@ -221,7 +211,7 @@ def test_scan_attributes_out_of_range_are_refused_by_optimize(isomer_bin, tmp_pa
     path = tmp_path / "scan.onnx"
     onnx.save(m, str(path))
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
-    _one_error(p, "scan.onnx", "the_scan", want)
+    one_error(p, "scan.onnx", "the_scan", want)
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -258,7 +248,7 @@ def test_rare_typed_initializer_into_an_operator_that_does_not_take_it_is_refuse
     with pytest.raises(Exception):
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
-    _one_error(p, "rare.onnx", "the_add", "input 'w' is element type %d, which Add-14 does not take" % dtype)
+    one_error(p, "rare.onnx", "the_add", "input 'w' is element type %d, which Add-14 does not take" % dtype)
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -299,7 +289,7 @@ def test_python_optimize_refuses_arguments_of_the_wrong_type_or_range(relu_model
 @pytest.mark.parametrize("budget", ["nan", "-1", "inf"])
 def test_budget_that_is_no_number_of_seconds_is_refused(isomer_bin, relu_model, tmp_path, budget):
     p = _isomer(isomer_bin, "optimize", relu_model, "-o", tmp_path / "o.onnx", "--budget", budget)
-    _one_error(p, "relu.onnx", "--budget", "is not a number of seconds")
+    one_error(p, "relu.onnx", "--budget", "is not a number of seconds")
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -319,14 +309,14 @@ def test_dequantize_with_a_block_form_that_is_not_one_is_refused(isomer_bin, tmp
     with pytest.raises(Exception):  # ONNX Runtime refuses it when it loads or runs the node
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": _x().repeat(2, 1)[:, :4]})
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
-    _one_error(p, "dq.onnx", "the_dq", want)
+    one_error(p, "dq.onnx", "the_dq", want)
     assert not (tmp_path / "o.onnx").exists()
 
 
 def test_input_shape_asking_for_terabytes_is_refused_before_allocating(isomer_bin, relu_model, tmp_path):
     for cmd in (["optimize", relu_model, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", relu_model]):
         p = _isomer(isomer_bin, *cmd, "--input-shape", "x:1048576,1048576")
-        _one_error(p, "relu.onnx", "[1048576,1048576] needs 4.0 TiB, more than the")
+        one_error(p, "relu.onnx", "[1048576,1048576] needs 4.0 TiB, more than the")
 
 
 @pytest.mark.parametrize("index", [3, -4, 1 << 62])
@@ -343,7 +333,7 @@ def test_constant_gather_index_out_of_a_static_axis_is_refused(isomer_bin, tmp_p
     path = tmp_path / "gather.onnx"
     onnx.save(m, str(path))
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
-    _one_error(p, "gather.onnx", "the_gather", f"Gather index {index} is out of range for an axis of extent 3")
+    one_error(p, "gather.onnx", "the_gather", f"Gather index {index} is out of range for an axis of extent 3")
     assert not (tmp_path / "o.onnx").exists()
     m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(-3, np.int64), "i"))  # in range: runs
     onnx.save(m, str(path))
@@ -363,5 +353,5 @@ def test_cast_to_a_type_no_cast_produces_is_refused(isomer_bin, tmp_path, to):
     path = tmp_path / "cast.onnx"
     onnx.save(m, str(path))
     p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1")
-    _one_error(p, "cast.onnx", "the_cast", "which no version of Cast produces")
+    one_error(p, "cast.onnx", "the_cast", "which no version of Cast produces")
     assert not (tmp_path / "o.onnx").exists()

@@ -15,6 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 np = pytest.importorskip("numpy")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from hostile_util import isomer_cli, one_error  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -22,17 +23,7 @@ import hostile_mutators_traps as traps  # noqa: E402
 
 
 def _isomer(isomer_bin, *args, timeout=60):
-    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
-
-
-def _one_error(p, *wants):
-    """Exit 1 with exactly one line, "isomer: error: ...", holding every one of `wants`."""
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert p.returncode == 1, (p.returncode, p.stderr)
-    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), p.stderr
-    for w in wants:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
+    return isomer_cli(isomer_bin, *args, timeout=timeout)
 
 
 def _python(code, timeout=60):
@@ -79,7 +70,7 @@ def test_external_data_in_a_fifo_is_refused_not_waited_on(isomer_bin, tmp_path, 
     path = _fifo_model(tmp_path, where)
     args = [str(tmp_path / "out.onnx") if a == "OUT" else a for a in command]
     p = _isomer(isomer_bin, args[0], path, *args[1:], timeout=60)  # opening the FIFO hung here
-    _one_error(p, "model.onnx", "pipe.bin", "not a regular file")
+    one_error(p, "model.onnx", "pipe.bin", "not a regular file")
 
 
 def test_python_module_refuses_external_data_in_a_fifo(tmp_path):
@@ -114,7 +105,7 @@ def test_half_bits_past_16_are_refused_not_narrowed(isomer_bin, tmp_path, dtype,
     path = tmp_path / "half.onnx"
     path.write_bytes(m.SerializeToString())
     for args in (["run", path, "--no-onnxruntime"], ["optimize", path, "-o", tmp_path / "o.onnx"], ["show", path]):
-        _one_error(_isomer(isomer_bin, *args), "half.onnx", "tensor 'd'", str(bad), "16-bit pattern")
+        one_error(_isomer(isomer_bin, *args), "half.onnx", "tensor 'd'", str(bad), "16-bit pattern")
 
 
 def test_half_bits_in_range_still_load(isomer_bin, tmp_path):
@@ -155,7 +146,7 @@ def test_cost_errors_name_the_file(isomer_bin, tmp_path):
     path = _opaque_pad_model(tmp_path)
     for kind in ("analytic", "measured"):
         p = _isomer(isomer_bin, "cost", path, "--cost", kind, "--threads", "1", "--cost-db", tmp_path / "c.db")
-        _one_error(p, "padwrap.onnx", "Pad")
+        one_error(p, "padwrap.onnx", "Pad")
 
 
 def test_python_module_errors_name_the_file(tmp_path):
@@ -229,7 +220,7 @@ def test_reference_tile_is_bounded(tmp_path, x_dims, reps, want):
 def test_tile_extent_past_int64_is_refused_at_import(isomer_bin, tmp_path):
     """4 x (2^63 - 1) in shape inference was signed overflow (undefined behaviour)."""
     path = _tile_model(tmp_path, [1, 4], [2, (1 << 63) - 1])
-    _one_error(_isomer(isomer_bin, "run", path, "--no-onnxruntime"), "tile.onnx", "Tile", "past int64")
+    one_error(_isomer(isomer_bin, "run", path, "--no-onnxruntime"), "tile.onnx", "Tile", "past int64")
 
 
 # --- scalar inputs through the Python module ---------------------------------------------------------

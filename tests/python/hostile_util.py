@@ -1,0 +1,16 @@
+"""What the hostile-input tests share: running the CLI, and the one-line refusal they expect."""
+import subprocess
+
+
+def isomer_cli(isomer_bin, *args, timeout=120):
+    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def one_error(p, *wants):
+    """Exit 1 with exactly one line, "isomer: error: ...", holding every one of `wants`."""
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("isomer: error: "), p.stderr
+    for w in wants:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
