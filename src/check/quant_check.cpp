@@ -37,45 +37,55 @@ std::optional<double> step_of(Value v) {
   return step;
 }
 
-// How much `got - want` grows with `want`, both in steps: the least-squares slope of
-// the difference on the centred reference, and its standard error. A wrong scale
-// makes the difference proportional to the value (a slope of its relative error);
-// rounding drift does not.
-struct Trend {
-  bool valid = false;
+// What one quantized output's differences are, in steps, from one pass over it. NaN
+// is compared by place; equal infinities agree, unequal ones make the output
+// unbounded. `slope` is how much `got - want` grows with `want`, both in steps: the
+// least-squares slope of the difference on the centred reference, with its standard
+// error. A wrong scale makes the difference proportional to the value (a slope of its
+// relative error); rounding drift does not.
+struct StepStats {
+  size_t compared = 0, off = 0;
+  double worst = 0, mean = 0, max_abs = 0, max_want = 0;
+  bool nan_mismatch = false, unbounded = false;
+  bool has_trend = false;
   double slope = 0, standard_error = 0;
 };
 
-Trend scale_trend(const std::vector<double>& want, const std::vector<double>& got, double step) {
-  double n = 0, mean_w = 0, mean_d = 0;
-  for (size_t k = 0; k < want.size(); ++k)
-    if (!std::isnan(want[k]) && !std::isnan(got[k]) && std::isfinite(want[k]) && std::isfinite(got[k])) {
-      n += 1;
-      mean_w += want[k] / step;
-      mean_d += (got[k] - want[k]) / step;
+StepStats step_stats(const std::vector<double>& want, const std::vector<double>& got, double step) {
+  StepStats st;
+  double sw = 0, sd = 0, sww = 0, swd = 0, sdd = 0;
+  for (size_t k = 0; k < want.size() && k < got.size(); ++k) {
+    if (std::isnan(want[k]) || std::isnan(got[k])) {
+      st.nan_mismatch = st.nan_mismatch || std::isnan(want[k]) != std::isnan(got[k]);
+      continue;
     }
-  Trend t;
-  if (n < kMinForTrend) return t;
-  mean_w /= n;
-  mean_d /= n;
-  double sww = 0, swd = 0;
-  for (size_t k = 0; k < want.size(); ++k)
-    if (!std::isnan(want[k]) && !std::isnan(got[k]) && std::isfinite(want[k]) && std::isfinite(got[k])) {
-      const double w = want[k] / step - mean_w, d = (got[k] - want[k]) / step - mean_d;
-      sww += w * w;
-      swd += w * d;
+    const double diff = got[k] - want[k];
+    if (!std::isfinite(diff)) {
+      st.unbounded = st.unbounded || want[k] != got[k];
+      continue;
     }
-  if (!(sww > 0)) return t;
-  t.slope = swd / sww;
-  double residual = 0;
-  for (size_t k = 0; k < want.size(); ++k)
-    if (!std::isnan(want[k]) && !std::isnan(got[k]) && std::isfinite(want[k]) && std::isfinite(got[k])) {
-      const double w = want[k] / step - mean_w, d = (got[k] - want[k]) / step - mean_d;
-      residual += (d - t.slope * w) * (d - t.slope * w);
-    }
-  t.standard_error = std::sqrt(residual / (n - 2)) / std::sqrt(sww);
-  t.valid = true;
-  return t;
+    const double w = want[k] / step, d = diff / step;
+    ++st.compared;
+    st.worst = std::max(st.worst, std::fabs(d));
+    st.off += std::fabs(d) >= 0.5;
+    st.max_abs = std::max(st.max_abs, std::fabs(diff));
+    st.max_want = std::max(st.max_want, std::fabs(want[k]));
+    sw += w;
+    sd += d;
+    sww += w * w;
+    swd += w * d;
+    sdd += d * d;
+  }
+  const double n = static_cast<double>(st.compared);
+  if (n == 0) return st;
+  st.mean = sd / n;
+  // Centred sums; the values are a few hundred steps at most, so doubles hold them exactly enough.
+  const double cww = sww - sw * sw / n, cwd = swd - sw * sd / n, cdd = sdd - sd * sd / n;
+  if (n < kMinForTrend || !(cww > 0)) return st;
+  st.slope = cwd / cww;
+  st.standard_error = std::sqrt(std::max(0.0, cdd - st.slope * cwd) / (n - 2)) / std::sqrt(cww);
+  st.has_trend = true;
+  return st;
 }
 
 }  // namespace
@@ -124,47 +134,33 @@ CheckResult compare_quantized_outputs(const std::vector<Tensor>& want, const std
     }
     const std::vector<double> a = want[i].to_f64(), b = got[i].to_f64();
     const double s = *steps[i];
-    double worst = 0, scale = 0, err = 0, sum = 0;
-    size_t off = 0, compared = 0;
-    bool nan_mismatch = false;
-    for (size_t k = 0; k < a.size(); ++k) {
-      if (std::isnan(a[k]) || std::isnan(b[k])) {
-        nan_mismatch = nan_mismatch || std::isnan(a[k]) != std::isnan(b[k]);
-        continue;
-      }
-      sum += (b[k] - a[k]) / s;
-      ++compared;
-      const double d = std::fabs(a[k] - b[k]);
-      err = std::max(err, d);
-      scale = std::max(scale, std::fabs(a[k]));
-      worst = std::max(worst, d / s);
-      off += d / s >= 0.5;
-    }
-    const double rel = err / std::max(scale, 1e-6);
-    r.max_abs_error = std::max(r.max_abs_error, err);
+    const StepStats st = step_stats(a, b, s);
+    const double rel = st.max_abs / std::max(st.max_want, 1e-6);
+    r.max_abs_error = std::max(r.max_abs_error, st.max_abs);
     if (rel >= r.max_rel_error) {
       r.max_rel_error = rel;
       r.worst_output = name;
     }
     const StepBounds bound_i = i < bounds.size() ? bounds[i] : StepBounds{};
     const size_t allowed = static_cast<size_t>(bound_i.off_fraction * static_cast<double>(a.size()));
-    const double bias = compared ? sum / static_cast<double>(compared) : 0;
-    const double bias_bound = kMaxBias + 2 / std::sqrt(std::max<double>(static_cast<double>(compared), 1));
-    const Trend trend = scale_trend(a, b, s);
-    const double slope_bound = kMaxSlope + 4 * trend.standard_error;
+    const double bias_bound = kMaxBias + 2 / std::sqrt(std::max<double>(static_cast<double>(st.compared), 1));
+    const double slope_bound = kMaxSlope + 4 * st.standard_error;
     std::ostringstream line;
-    line << "output '" << name << "' (quantized, step " << s << "): " << off << " of " << a.size()
+    line << "output '" << name << "' (quantized, step " << s << "): " << st.off << " of " << a.size()
          << " elements off by a step or more (at most " << allowed << " allowed"
-         << (trend.valid ? " without a trend" : "") << "), at most " << worst << " steps (at most "
-         << bound_i.max_steps << "), mean difference " << bias << " steps (at most " << bias_bound << ")";
-    if (trend.valid) line << ", trend " << trend.slope << " steps a step (at most " << slope_bound << ")";
-    const bool scaled = trend.valid && std::fabs(trend.slope) > slope_bound;
+         << (st.has_trend ? " without a trend" : "") << "), at most " << st.worst << " steps (at most "
+         << bound_i.max_steps << "), mean difference " << st.mean << " steps (at most " << bias_bound << ")";
+    if (st.has_trend) line << ", trend " << st.slope << " steps a step (at most " << slope_bound << ")";
+    if (st.unbounded) line << ", infinite where the other is not";
+    const bool scaled = st.has_trend && std::fabs(st.slope) > slope_bound;
     // Many elements a step or two off are rounding drift when the differences have
     // neither a direction nor a trend with the value; where there are too few
     // elements to tell a trend, their count decides.
-    const bool too_many = off > allowed && (!trend.valid || worst >= 2.5);
-    if (nan_mismatch || worst > bound_i.max_steps || too_many || scaled || std::fabs(bias) > bias_bound) {
-      if (r.status != CheckResult::Status::Failed) r.reason = line.str() + (nan_mismatch ? "; NaN in different places" : "");
+    const bool too_many = st.off > allowed && (!st.has_trend || st.worst >= 2.5);
+    if (st.nan_mismatch || st.unbounded || st.worst > bound_i.max_steps || too_many || scaled ||
+        std::fabs(st.mean) > bias_bound) {
+      if (r.status != CheckResult::Status::Failed)
+        r.reason = line.str() + (st.nan_mismatch ? "; NaN in different places" : "");
       r.status = CheckResult::Status::Failed;
     } else {
       bound << (bound.tellp() > 0 ? "; " : "") << line.str();
@@ -190,18 +186,12 @@ CheckResult compare_quantized_with_references(const std::vector<Tensor>& deploye
   std::vector<StepBounds> bounds(deployed.size());
   for (size_t i = 0; i < deployed.size() && i < steps.size(); ++i) {
     if (!steps[i] || deployed[i].dims() != as_written[i].dims()) continue;
-    const std::vector<double> a = deployed[i].to_f64(), b = as_written[i].to_f64();
-    double worst = 0;
-    size_t off = 0;
-    for (size_t k = 0; k < a.size(); ++k) {
-      const double d = std::fabs(a[k] - b[k]) / *steps[i];
-      if (!std::isfinite(d)) continue;  // NaN or infinity: the comparison itself holds those
-      worst = std::max(worst, d);
-      off += d >= 0.5;
-    }
+    // NaN and infinities are left out: the comparison itself holds those.
+    const std::vector<double> a = deployed[i].to_f64();
+    const StepStats st = step_stats(a, as_written[i].to_f64(), *steps[i]);
     const double n = static_cast<double>(std::max<size_t>(a.size(), 1));
-    bounds[i].off_fraction = std::min(1.0, std::max(kMaxOffFraction, kSpreadFactor * static_cast<double>(off) / n));
-    bounds[i].max_steps = std::max(kMaxSteps, std::ceil(kSpreadFactor * worst));
+    bounds[i].off_fraction = std::min(1.0, std::max(kMaxOffFraction, kSpreadFactor * static_cast<double>(st.off) / n));
+    bounds[i].max_steps = std::max(kMaxSteps, std::ceil(kSpreadFactor * st.worst));
   }
   CheckResult c = compare_quantized_outputs(deployed, got, names, tolerance, steps, bounds);
   if (c.status != CheckResult::Status::Failed) return c;
