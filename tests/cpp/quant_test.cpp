@@ -460,6 +460,26 @@ TEST(QuantCheck, AnInfiniteSpreadDoesNotWidenTheBounds) {
   EXPECT_EQ(c.status, CheckResult::Status::Failed) << c.reason;
 }
 
+// Equal infinities in both agree and leave the statistics finite; an infinity
+// where the other holds a number fails.
+TEST(QuantCheck, EqualInfinitiesAgreeAndUnequalOnesFail) {
+  const double s = 0.5, inf = std::numeric_limits<double>::infinity();
+  std::vector<double> want;
+  for (int i = 0; i < 400; ++i) want.push_back(s * (i % 37));
+  want[5] = inf;
+  std::vector<double> got = want;
+  auto cmp = [&](const std::vector<double>& g) {
+    return compare_quantized_outputs({f32({400}, want)}, {f32({400}, g)}, {"y"}, 1e-3, {s});
+  };
+  CheckResult same = cmp(got);
+  EXPECT_EQ(same.status, CheckResult::Status::Passed) << same.reason;
+  EXPECT_EQ(same.reason.find("nan"), std::string::npos) << same.reason;
+  got[5] = 3;
+  CheckResult other = cmp(got);
+  EXPECT_EQ(other.status, CheckResult::Status::Failed) << other.reason;
+  EXPECT_NE(other.reason.find("infinite where the other is not"), std::string::npos) << other.reason;
+}
+
 // Rounding drift through a deep network: many elements a step or two off, without a
 // direction or a trend with the value, passes however many; a scale 2% off, which
 // moves only the largest values by a step, fails on its trend.
