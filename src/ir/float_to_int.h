@@ -37,6 +37,16 @@ std::optional<T> exact_float_to_int(double v) {
   return float_to_int<T>(v);
 }
 
+// trunc(v) clamped to T's range, infinities included, and NaN -> 0: how isomer's
+// runtime and its evaluator turn floats into integers where ONNX leaves NaN and values
+// out of range undefined (Cast: to int64 through this, then wrapped to the target).
+template <class T>
+T cast_float_to_int(double v) {
+  if (std::optional<T> exact = float_to_int<T>(v)) return *exact;
+  if (std::isnan(v)) return 0;
+  return v < 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+}
+
 // trunc(v) clamped to T's range (an infinity too). For values that are numbers rather
 // than results of integer arithmetic: bounds (Clip's defaults are the type's limits),
 // fill values, Cast (ONNX leaves out-of-range results undefined; isomer's runtime,
@@ -44,8 +54,7 @@ std::optional<T> exact_float_to_int(double v) {
 template <class T>
 T saturate_float_to_int(double v, std::string_view what) {
   if (std::isnan(v)) throw Error(std::string(what) + ": NaN has no integer value");
-  if (std::optional<T> exact = float_to_int<T>(v)) return *exact;
-  return v < 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+  return cast_float_to_int<T>(v);
 }
 
 // "int8", "uint64", ... for messages.

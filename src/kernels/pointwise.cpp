@@ -11,6 +11,7 @@
 
 #include "ir/error.h"
 #include "ir/float_to_int.h"
+#include "ir/int_arith.h"
 #include "ir/tensor.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
@@ -30,6 +31,12 @@ using namespace pointwise_elements;  // NOLINT: the file's element readers and w
 inline float unit_clamp(float t) {
   const float u = t < 1.0f ? t : 1.0f;
   return u > 0.0f ? u : 0.0f;
+}
+
+// min(max(x, lo), hi) as comparisons that keep a NaN x (ONNX's Clip); lo > hi gives hi.
+inline float clamp_nan(float x, float lo, float hi) {
+  const float t = x < lo ? lo : x;
+  return t > hi ? hi : t;
 }
 
 // Runs the program's instructions over n elements, the transcendental functions on
@@ -69,7 +76,9 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::Copy: LOOP1(x);
       case PwOp::Neg: LOOP1(-x);
       case PwOp::Abs: LOOP1(std::fabs(x));
-      case PwOp::Relu: LOOP1(x > 0.0f ? x : 0.0f);
+      // Relu and Clip keep NaN (ONNX's max and min propagate it); Clip with min > max
+      // gives max, as ONNX says (min(max(x, lo), hi)).
+      case PwOp::Relu: LOOP1(x < 0.0f ? 0.0f : x);
       case PwOp::LeakyRelu: LOOP1(x >= 0.0f ? x : al * x);
       case PwOp::Sigmoid: LOOPV(vmv::sigmoid(x));
       case PwOp::Tanh: LOOPV(vmv::tanh(x));
@@ -81,7 +90,7 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::Erf: LOOPV(vmv::erf(x));
       case PwOp::GeluErf: LOOPV(vmv::gelu_erf(x));
       case PwOp::GeluTanh: LOOPV(vmv::gelu_tanh(x));
-      case PwOp::Clip: LOOP1(x < al ? al : (x > be ? be : x));
+      case PwOp::Clip: LOOP1(clamp_nan(x, al, be));
       // fmax(0, fmin(1, t)) as comparisons, which vectorize (std::fmin and std::fmax
       // are a libm call an element: 12x ONNX Runtime's time on MobileNetV3's opset-13
       // x * HardSigmoid(x)). A NaN t gives 1, as fmin(1, NaN) does.
@@ -177,8 +186,6 @@ void exec_f32(const PwInstr* code, size_t ncode, float* const* reg, int64_t n) {
 
 // --- the int64 instruction loop ---------------------------------------------------
 
-int64_t wrap_neg(int64_t x) { return static_cast<int64_t>(0 - static_cast<uint64_t>(x)); }
-
 void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n) {
   for (size_t k = 0; k < ncode; ++k) {
     const PwInstr& in = code[k];
@@ -197,22 +204,22 @@ void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n)
       case PwOp::Copy: LOOP1(x);
       case PwOp::Trunc: LOOP1(x);
       case PwOp::Neg: LOOP1(wrap_neg(x));
-      case PwOp::Abs: LOOP1(x < 0 ? wrap_neg(x) : x);
+      case PwOp::Abs: LOOP1(wrap_abs(x));
       case PwOp::Relu: LOOP1(x > 0 ? x : 0);
-      case PwOp::Clip: LOOP1(x < lo ? lo : (x > hi ? hi : x));
-      case PwOp::Square: LOOP1(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(x)));
+      case PwOp::Clip: LOOP1(std::min(std::max(x, lo), hi));
+      case PwOp::Square: LOOP1(wrap_mul(x, x));
       case PwOp::Sign: LOOP1(x > 0 ? 1 : (x < 0 ? -1 : 0));
       case PwOp::Not: LOOP1(x == 0 ? 1 : 0);
       // Integer arithmetic wraps (two's complement), as ONNX Runtime's does; division
-      // by zero gives 0 rather than a trap.
-      case PwOp::Add: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)));
-      case PwOp::Sub: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)));
-      case PwOp::Mul: LOOP2(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)));
-      case PwOp::Div: LOOP2(y == 0 ? 0 : (y == -1 ? wrap_neg(x) : x / y));
+      // by zero gives 0 rather than a trap (ir/int_arith.h).
+      case PwOp::Add: LOOP2(wrap_add(x, y));
+      case PwOp::Sub: LOOP2(wrap_sub(x, y));
+      case PwOp::Mul: LOOP2(wrap_mul(x, y));
+      case PwOp::Div: LOOP2(int_div(x, y).value_or(0));
       case PwOp::Max: LOOP2(x > y ? x : y);
       case PwOp::Min: LOOP2(x < y ? x : y);
-      case PwOp::Mod: LOOP2(y == 0 || y == -1 ? 0 : ((x % y != 0 && ((x % y < 0) != (y < 0))) ? x % y + y : x % y));
-      case PwOp::FMod: LOOP2(y == 0 || y == -1 ? 0 : x % y);
+      case PwOp::Mod: LOOP2(int_mod(x, y, false).value_or(0));
+      case PwOp::FMod: LOOP2(int_mod(x, y, true).value_or(0));
       case PwOp::Equal: LOOP2(x == y ? 1 : 0);
       case PwOp::Less: LOOP2(x < y ? 1 : 0);
       case PwOp::LessEqual: LOOP2(x <= y ? 1 : 0);

@@ -17,12 +17,10 @@
 namespace isomer::kernels::pointwise_elements {
 
 // A float that becomes an integer of [lo, hi]: truncated toward zero, saturated,
-// NaN -> 0 (never undefined behaviour on hostile data).
+// NaN -> 0 (never undefined behaviour on hostile data), as the evaluator's Cast.
 template <class I>
 I saturate(double v) {
-  if (std::optional<I> exact = float_to_int<I>(v)) return *exact;  // ir/float_to_int.h
-  if (!(v == v)) return 0;
-  return v < 0 ? std::numeric_limits<I>::min() : std::numeric_limits<I>::max();
+  return cast_float_to_int<I>(v);  // ir/float_to_int.h
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 
 #include "eval/sym.h"
 #include "ir/float_to_int.h"
+#include "ir/int_arith.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
@@ -44,15 +45,19 @@ OpDef binary(std::string_view name) {
   return d;
 }
 
-struct AddFn { template <class T> static T apply(T x, T y) { return x + y; } };
-struct SubFn { template <class T> static T apply(T x, T y) { return x - y; } };
-struct MulFn { template <class T> static T apply(T x, T y) { return x * y; } };
+// Integers wrap (ir/int_arith.h); the other types have no overflow.
+struct AddFn { template <class T> static T apply(T x, T y) { return add_wrapping(x, y); } };
+struct SubFn { template <class T> static T apply(T x, T y) { return sub_wrapping(x, y); } };
+struct MulFn { template <class T> static T apply(T x, T y) { return mul_wrapping(x, y); } };
+// An integer divisor of 0 is an error here (a fold of it is left to the runtime,
+// whose kernel gives 0); INT64_MIN / -1 wraps.
 struct DivFn {
   static double apply(double x, double y) { return x / y; }
   static Sym apply(Sym x, Sym y) { return x / y; }  // real division
   static int64_t apply(int64_t x, int64_t y) {
-    require(y != 0, "integer division by zero");
-    return x / y;
+    std::optional<int64_t> q = int_div(x, y);
+    require(q.has_value(), "integer division by zero");
+    return *q;
   }
 };
 struct PowFn {
@@ -157,10 +162,9 @@ double mod_floor(double x, double y) {
   return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
 int64_t mod_int(int64_t x, int64_t y, bool fmod) {
-  require(y != 0, "integer modulo by zero");
-  if (y == -1) return 0;  // x % -1 overflows for INT64_MIN
-  const int64_t r = x % y;
-  return !fmod && r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+  std::optional<int64_t> r = int_mod(x, y, fmod);
+  require(r.has_value(), "integer modulo by zero");
+  return *r;
 }
 
 std::vector<Tensor> eval_mod(const EvalContext& ctx) {
@@ -188,7 +192,7 @@ std::vector<Tensor> eval_mean(const EvalContext& ctx) {
 template <class T>
 std::vector<Array<T>> exact_sum(const Attributes&, std::span<const Array<T>> in) {
   Array<T> acc = in[0];
-  for (size_t i = 1; i < in.size(); ++i) acc = broadcast_map(acc, in[i], [](T x, T y) { return x + y; });
+  for (size_t i = 1; i < in.size(); ++i) acc = broadcast_map(acc, in[i], [](T x, T y) { return add_wrapping(x, y); });
   return {acc};
 }
 
@@ -206,14 +210,20 @@ int emit_mean(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 }
 
 // A constant exponent picks a cheaper instruction (x^2 is x*x, x^0.5 a square root).
+// pow and the square root differ at -0 and -inf (pow(-0, 0.5) = +0, pow(-inf, 0.5) =
+// +inf; sqrt gives -0 and NaN): |sqrt(x)| makes the zero +0 and -inf is chosen apart.
 int emit_pow(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const> c) {
   if (auto e = scalar_constant(c, 1)) {
     if (*e == 1) return p.emit(PwOp::Copy, in[0]);
     if (*e == 2) return p.emit(PwOp::Square, in[0]);
     if (*e == 3) return p.emit(PwOp::Mul, p.emit(PwOp::Square, in[0]), in[0]);
-    if (*e == 0.5) return p.emit(PwOp::Sqrt, in[0]);
     if (*e == -1) return p.emit(PwOp::Reciprocal, in[0]);
-    if (*e == -0.5) return p.emit(PwOp::Rsqrt, in[0]);
+    if (*e == 0.5 || *e == -0.5) {
+      const int minus_inf = p.emit(PwOp::IsInf, in[0], 0, 0, 0.0f, 1.0f);
+      const int at_inf = *e > 0 ? p.emit(PwOp::Abs, in[0]) : p.emit(PwOp::Reciprocal, p.emit(PwOp::Abs, in[0]));
+      const int root = p.emit(PwOp::Abs, p.emit(*e > 0 ? PwOp::Sqrt : PwOp::Rsqrt, in[0]));
+      return p.emit(PwOp::Where, minus_inf, at_inf, root);
+    }
     return p.emit(PwOp::PowConst, in[0], 0, 0, static_cast<float>(*e));
   }
   return p.emit(PwOp::Pow, in[0], in[1]);

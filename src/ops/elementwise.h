@@ -6,6 +6,7 @@
 // and transcendental functions as uninterpreted functions of the verifier.
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <string>
 #include <variant>
 
@@ -15,10 +16,19 @@
 namespace isomer::ops {
 
 // Evaluates an elementwise float function F::apply(x, attrs) in double precision and
-// rounds to the input's type. Integer inputs go through the same function.
+// rounds to the input's type. Integer inputs go through the same function, or through
+// its int64_t overload where it has one (Neg, Abs, Sign: exact past 2^53, and INT_MIN
+// wraps as ONNX Runtime's does rather than saturating).
 template <class F>
 std::vector<Tensor> eval_unary(const EvalContext& ctx) {
   const Tensor& x = ctx.in(0);
+  if constexpr (requires(int64_t v, const Attributes& at) { { F::apply(v, at) } -> std::same_as<int64_t>; }) {
+    if (!is_float(x.dtype())) {
+      Array<int64_t> a = i64(x);
+      for (int64_t& v : a.data) v = F::apply(v, ctx.attrs);
+      return {tensor(x.dtype(), a)};
+    }
+  }
   Array<double> a = f64(x);
   for (double& v : a.data) v = F::apply(v, ctx.attrs);
   return {tensor(x.dtype(), a)};

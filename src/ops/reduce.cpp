@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "eval/sym.h"
+#include "ir/int_arith.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/nn_common.h"
@@ -58,7 +59,9 @@ Array<T> reduce_sum(const Array<T>& x, const std::vector<int64_t>& axes, bool ke
   std::vector<int64_t> st = strides_of(kept);
   for (int64_t a : axes) st[a] = 0;
   for_each_broadcast<1>(x.dims, std::array<std::vector<int64_t>, 1>{st},
-                        [&](int64_t n, const std::array<int64_t, 1>& o) { out.data[o[0]] += x.data[n]; });
+                        [&](int64_t n, const std::array<int64_t, 1>& o) {
+                          out.data[o[0]] = add_wrapping(out.data[o[0]], x.data[n]);
+                        });
   if (!keepdims) {
     out.dims.clear();
     for (int64_t i = 0; i < x.rank(); ++i)
@@ -248,14 +251,14 @@ Sym min_of(Sym a, Sym b) { return select_gt(a, b, b, a); }
 template <class T>
 T abs_of(T x) { return select_gt(T(0), x, -x, x); }
 inline double abs_of(double x) { return std::fabs(x); }
-inline int64_t abs_of(int64_t x) { return x < 0 ? -x : x; }
+inline int64_t abs_of(int64_t x) { return wrap_abs(x); }
 
 // The reduction of one group. Polynomial folds work for every T; the others for
 // the types that have their functions (max_of, log_of, ...).
 template <class T>
 T fold_polynomial(Fold f, const std::vector<T>& g) {
   T acc = f == Fold::Prod ? T(1) : T(0);
-  for (const T& v : g) acc = f == Fold::Prod ? acc * v : acc + v * v;
+  for (const T& v : g) acc = f == Fold::Prod ? mul_wrapping(acc, v) : add_wrapping(acc, mul_wrapping(v, v));
   return acc;
 }
 

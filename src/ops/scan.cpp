@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "eval/sym.h"
+#include "ir/int_arith.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -125,9 +126,9 @@ Array<T> cumsum(const Array<T>& x, int64_t axis, bool exclusive, bool reverse) {
         const int64_t at = (o * s.n + k) * s.inner + i;
         if (exclusive) {
           y.data[at] = acc;
-          acc = acc + x.data[at];
+          acc = add_wrapping(acc, x.data[at]);
         } else {
-          acc = acc + x.data[at];
+          acc = add_wrapping(acc, x.data[at]);
           y.data[at] = acc;
         }
       }

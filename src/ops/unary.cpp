@@ -6,9 +6,12 @@
 // there (sym_uninterpreted).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <variant>
 
 #include "eval/sym.h"
+#include "ir/float_to_int.h"
+#include "ir/int_arith.h"
 #include "ops/elementwise.h"
 #include "ops/emit.h"
 #include "ops/kernels.h"
@@ -47,9 +50,13 @@ struct ExpFn { static double apply(double x, const Attributes&) { return std::ex
 struct LogFn { static double apply(double x, const Attributes&) { return std::log(x); } };
 struct SqrtFn { static double apply(double x, const Attributes&) { return std::sqrt(x); } };
 struct ReciprocalFn { static double apply(double x, const Attributes&) { return 1.0 / x; } };
-struct NegFn { static double apply(double x, const Attributes&) { return -x; } };
+struct NegFn {
+  static double apply(double x, const Attributes&) { return -x; }
+  static int64_t apply(int64_t x, const Attributes&) { return wrap_neg(x); }
+};
 struct AbsFn {
   static double apply(double x, const Attributes&) { return std::fabs(x); }
+  static int64_t apply(int64_t x, const Attributes&) { return wrap_abs(x); }
   static Sym apply(Sym x, const Attributes&) { return select_gt(x, Sym(), x, -x); }  // reals have no -0
 };
 struct SinFn { static double apply(double x, const Attributes&) { return std::sin(x); } };
@@ -62,6 +69,7 @@ struct SignFn {
   template <class T>
   static T apply(T x, const Attributes&) { return select_gt(x, T(0), T(1), select_gt(T(0), x, T(-1), T(0))); }
   static double apply(double x, const Attributes&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }  // NaN stays NaN
+  static int64_t apply(int64_t x, const Attributes&) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
 };
 struct IdentityFn { static double apply(double x, const Attributes&) { return x; } };
 
@@ -280,6 +288,13 @@ std::vector<TensorType> infer_clip(const InferContext& ctx) {
 }
 
 std::vector<Tensor> eval_clip(const EvalContext& ctx) {
+  if (!is_float(ctx.in(0).dtype())) {  // exactly, past 2^53 too
+    Array<int64_t> a = i64(ctx.in(0));
+    const int64_t lo = ctx.has_input(1) ? ctx.in(1).i64_at(0) : std::numeric_limits<int64_t>::min();
+    const int64_t hi = ctx.has_input(2) ? ctx.in(2).i64_at(0) : std::numeric_limits<int64_t>::max();
+    for (int64_t& v : a.data) v = std::min(std::max(v, lo), hi);
+    return {tensor(ctx.in(0).dtype(), a)};
+  }
   Array<double> a = f64(ctx.in(0));
   double lo = ctx.has_input(1) ? ctx.in(1).f64_at(0) : -INFINITY;
   double hi = ctx.has_input(2) ? ctx.in(2).f64_at(0) : INFINITY;
@@ -298,9 +313,17 @@ std::vector<SymArray> sym_clip(const Attributes&, std::span<const SymArray> in) 
   })};
 }
 
-// Constant bounds become the instruction's immediates; others are operands.
+// Constant bounds become the instruction's immediates (floats); others, and integer
+// bounds a float does not hold (2^24 + 1), are operands.
 int emit_clip(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const> c) {
-  auto lo = scalar_constant(c, 1), hi = scalar_constant(c, 2);
+  auto immediate = [&](size_t i) -> std::optional<double> {
+    std::optional<double> v = scalar_constant(c, i);
+    if (!v || is_float(c[i]->dtype())) return v;
+    const int64_t exact = c[i]->i64_at(0);
+    if (float_to_int<int64_t>(static_cast<float>(exact)) != exact) return std::nullopt;
+    return v;
+  };
+  auto lo = immediate(1), hi = immediate(2);
   const bool has_lo = in.size() > 1 && in[1] >= 0, has_hi = in.size() > 2 && in[2] >= 0;
   if ((!has_lo || lo) && (!has_hi || hi))
     return p.emit(PwOp::Clip, in[0], 0, 0, has_lo ? static_cast<float>(*lo) : -INFINITY,
@@ -390,9 +413,17 @@ int emit_cast(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   DType to = static_cast<DType>(ctx.attrs.get_int("to"));
   const Tensor& x = ctx.in(0);
-  // ONNX leaves a float out of the target's range undefined; isomer saturates, as its
-  // runtime (oneDNN) does.
-  if (is_float(x.dtype())) return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
+  if (is_float(x.dtype()) && (is_float(to) || to == DType::Bool))
+    return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
+  if (is_float(x.dtype())) {
+    // ONNX leaves NaN and values outside the target's range undefined. As the runtime
+    // casts: to int64 (truncated, saturated, NaN -> 0), then to the target as integers
+    // convert (modulo 2^bits), so that a fold, the check and a run agree; ONNX Runtime
+    // agrees within int32's range (-1.0 is 255 as uint8).
+    std::vector<int64_t> v(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cast_float_to_int<int64_t>(x.f64_at(i));
+    return {Tensor::from_i64(to, x.dims(), v)};
+  }
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }
 }  // namespace

@@ -1,0 +1,204 @@
+"""Hostile inputs of the campaign's eighth family (scripts/hostile_mutators_numeric.py): valid
+models whose numbers sit at the edges of their types. Each class it found, rebuilt here small.
+
+- INT64_MIN / -1 in an int64 Div (SIGFPE in C++): `optimize` folding it, and the reference
+  evaluator running it, died of the signal; integers now wrap, as ONNX Runtime's do.
+- Neg, Abs, Sign and Clip of int64 values past 2^53 were evaluated through double (folded
+  to a neighbour of the true value), and Neg/Abs of INT_MIN saturated where the runtime
+  and ONNX Runtime wrap; they now compute exactly in int64.
+- An integer Clip bound a float does not hold (2^24 + 1) became a float immediate of the
+  runtime's kernel: the values came out clipped at 2^24.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _isomer(isomer_bin, *args, timeout=300):
+    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _save(tmp_path, name, nodes, inputs, inits, out_type, out_dims):
+    g = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", out_type, out_dims)],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(path))
+    return path
+
+
+def _ort(path, feeds):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _run(isomer_bin, tmp_path, path, feeds, *extra):
+    np.savez(tmp_path / "in.npz", **feeds)
+    out = tmp_path / "out.npz"
+    p = _isomer(isomer_bin, "run", path, "--threads", "1", "--inputs", tmp_path / "in.npz", "--outputs", out, *extra)
+    assert p.returncode == 0, p.stderr
+    return np.load(out)["y"]
+
+
+def _reference(tmp_path, path, feeds):
+    """isomer.run(engine="reference") in a child interpreter: a signal must not end the tests."""
+    pytest.importorskip("isomer")  # a sanitizer build has no module
+    np.savez(tmp_path / "ref_in.npz", **feeds)
+    code = ("import sys, numpy as np, isomer; f = dict(np.load(sys.argv[2])); "
+            "np.save(sys.argv[3], isomer.run(sys.argv[1], f, engine='reference')[0])")
+    p = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "ref_in.npz"), str(tmp_path / "ref.npy")],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    return np.load(tmp_path / "ref.npy")
+
+
+def _optimized(isomer_bin, tmp_path, path, feeds, run_ort=True):
+    """The outputs of the model `optimize` writes, on ONNX Runtime (or the model's path)."""
+    np.savez(tmp_path / "opt_in.npz", **feeds)
+    out = tmp_path / "opt.onnx"
+    p = _isomer(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1", "--inputs",
+                tmp_path / "opt_in.npz")
+    assert p.returncode == 0, p.stderr
+    return _ort(out, feeds) if run_ort else out
+
+
+I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+@pytest.mark.parametrize("fed", [False, True])
+def test_int64_min_divided_by_minus_one_wraps(isomer_bin, tmp_path, fed):
+    # Constant operands are folded by optimize and by the runtime's compile; fed ones reach
+    # the reference evaluator (--no-onnxruntime keeps the check's engine) and the kernel.
+    a = np.array([I64_MIN, I64_MAX, -7, 7], np.int64)
+    b = np.array([-1, -1, 2, -3], np.int64)
+    i64 = TensorProto.INT64
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="div"), helper.make_node("Add", ["q", "z"], ["y"])]
+    inputs = [helper.make_tensor_value_info("z", i64, [4])]
+    feeds = {"z": np.zeros(4, np.int64)}
+    inits = []
+    if fed:
+        inputs += [helper.make_tensor_value_info("a", i64, [4]), helper.make_tensor_value_info("b", i64, [4])]
+        feeds.update(a=a, b=b)
+    else:
+        inits = [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")]
+    path = _save(tmp_path, "div_min", nodes, inputs, inits, i64, [4])
+    want = np.array([I64_MIN, -I64_MAX, -3, -2], np.int64)  # two's complement; C truncates toward zero
+    for extra in ([], ["--no-onnxruntime"]):
+        np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, *extra), want)
+    np.testing.assert_array_equal(_reference(tmp_path, path, feeds), want)
+    # ONNX Runtime itself dies of SIGFPE on a Div it computes: the model optimize writes
+    # is run by isomer.
+    opt = _optimized(isomer_bin, tmp_path, path, feeds, run_ort=False)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, opt, feeds, "--no-onnxruntime"), want)
+
+
+@pytest.mark.parametrize("op", ["Neg", "Abs", "Sign", "Clip"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_unary_is_exact(isomer_bin, tmp_path, op, dtype):
+    info = np.iinfo(dtype)
+    if dtype == np.int64:
+        a = np.array([info.min, info.max, (1 << 53) + 1, -(1 << 53) - 3, (1 << 60) + 7, -5], dtype)
+    else:
+        a = np.array([info.min, info.max, (1 << 24) + 1, -(1 << 24) - 3, (1 << 30) + 7, -5], dtype)
+    elem = helper.np_dtype_to_tensor_dtype(a.dtype)
+    ins, inits = ["a"], [numpy_helper.from_array(a, "a")]
+    if op == "Clip":  # bounds a float does not hold
+        ins += ["lo", "hi"]
+        inits += [numpy_helper.from_array(np.array(a[3] + 2, dtype), "lo"),
+                  numpy_helper.from_array(np.array(a[2] - 2, dtype), "hi")]
+    nodes = [helper.make_node(op, ins, ["r"], name="edge"), helper.make_node("Add", ["r", "z"], ["y"])]
+    path = _save(tmp_path, f"{op}_{a.dtype}", nodes, [helper.make_tensor_value_info("z", elem, [6])], inits, elem, [6])
+    feeds = {"z": np.zeros(6, dtype)}
+    want = _ort(path, feeds)
+    # The folded constant (optimize; the runtime's compile), and the kernel on a fed value.
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want)
+    np.testing.assert_array_equal(_optimized(isomer_bin, tmp_path, path, feeds), want)
+    fed_nodes = [helper.make_node(op, ins, ["r"], name="edge"), helper.make_node("Add", ["r", "z"], ["y"])]
+    fed_path = _save(tmp_path, f"{op}_{a.dtype}_fed", fed_nodes,
+                     [helper.make_tensor_value_info("a", elem, [6]), helper.make_tensor_value_info("z", elem, [6])],
+                     inits[1:], elem, [6])
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, fed_path, {"a": a, **feeds}, "--no-onnxruntime"), want)
+    np.testing.assert_array_equal(_reference(tmp_path, fed_path, {"a": a, **feeds}), want)
+
+
+def _float_model(tmp_path, name, nodes, inits, dims=(4, 8)):
+    vi = helper.make_tensor_value_info
+    return _save(tmp_path, name, nodes, [vi("x", TensorProto.FLOAT, list(dims))], inits, TensorProto.FLOAT, list(dims))
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45, -1.4e-40, 1.0, -1.0, 0.5, -2.5, 3.0e38, -3.0e38,
+                    65504.0, 1e-30, 2.5] * 2, np.float32).reshape(4, 8)
+
+
+def _same(got, want):
+    """Equal, NaN where NaN and the sign of every zero and infinity as well."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok], want[ok])
+    np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+
+
+@pytest.mark.parametrize("exponent", [0.5, -0.5])
+def test_pow_of_a_half_is_pow_at_minus_zero_and_minus_infinity(isomer_bin, tmp_path, exponent):
+    # The runtime computed Pow(x, 0.5) as Sqrt(x): -0 for -0 and NaN for -inf, where pow
+    # gives +0 and +inf (and Rsqrt gave -inf and NaN for +inf and +0).
+    path = _float_model(tmp_path, "pow", [helper.make_node("Pow", ["x", "e"], ["y"])],
+                        [numpy_helper.from_array(np.array(exponent, np.float32), "e")])
+    feeds = {"x": SPECIAL}
+    want = _ort(path, feeds)  # IEEE pow, as numpy's
+    for extra in ([], ["--no-onnxruntime"]):
+        got = _run(isomer_bin, tmp_path, path, feeds, *extra)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # the square root is rounded once
+        _same(np.where(np.isfinite(got) & (got != 0), 1, got), np.where(np.isfinite(want) & (want != 0), 1, want))
+
+
+@pytest.mark.parametrize("how", ["relu", "clip", "clip_inverted"])
+def test_relu_and_clip_keep_nan_and_clip_inverted_gives_max(isomer_bin, tmp_path, how):
+    # The runtime's kernels made NaN 0 (Relu) or the lower bound (Clip), and Clip with
+    # min > max gave min: ONNX's Clip is min(max(x, min), max), which is max there.
+    inits = []
+    if how == "relu":
+        nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    else:
+        lo, hi = (2.0, -1.0) if how == "clip_inverted" else (-1.0, 6.0)
+        nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]
+        inits = [numpy_helper.from_array(np.array(lo, np.float32), "lo"),
+                 numpy_helper.from_array(np.array(hi, np.float32), "hi")]
+    path = _float_model(tmp_path, how, nodes, inits)
+    feeds = {"x": SPECIAL}
+    want = _ort(path, feeds)
+    for extra in ([], ["--no-onnxruntime"]):
+        got = _run(isomer_bin, tmp_path, path, feeds, *extra)
+        np.testing.assert_array_equal(got, want)  # NaN where NaN: assert_array_equal says so
+
+
+@pytest.mark.parametrize("to", [TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64])
+def test_cast_of_nan_and_infinity_is_the_same_folded_checked_and_run(isomer_bin, tmp_path, to):
+    # ONNX leaves the value undefined. The reference evaluator refused NaN and saturated
+    # to the target where the runtime goes through int64 (NaN -> 0, saturated) and wraps
+    # to the target, so optimize's check of a rewrite after such a Cast failed (blaming
+    # the rule) on inputs holding NaN: the evaluator now casts as the runtime does (and
+    # as ONNX Runtime does within int32's range: -2.5 is 254 as uint8).
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=to), helper.make_node("Identity", ["c"], ["y"])]
+    path = _save(tmp_path, "cast", nodes, [vi("x", TensorProto.FLOAT, [6])], [], to, [6])
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -2.5, 7.9], np.float32)
+    t = helper.tensor_dtype_to_np_dtype(to)
+    i64 = np.iinfo(np.int64)
+    want = np.array([0, i64.max, i64.min, i64.max, -2, 7], np.int64).astype(t)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, {"x": x}, "--no-onnxruntime"), want)
+    np.testing.assert_array_equal(_reference(tmp_path, path, {"x": x}), want)
+    np.savez(tmp_path / "nan_in.npz", x=x)
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1", "--threads", "1",
+                "--inputs", tmp_path / "nan_in.npz")
+    assert p.returncode == 0, p.stderr
