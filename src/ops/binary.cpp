@@ -3,6 +3,7 @@
 // exactly in int64 (they carry shapes and indices). Add, Sub and Mul have field
 // semantics from the same templated kernel; with Div, Max and Min they also have
 // symbolic real semantics (eval/sym.h) from it.
+#include <algorithm>
 #include <cmath>
 
 #include "eval/sym.h"
@@ -229,6 +230,23 @@ int emit_pow(kernels::PwProgram& p, const Attributes&, std::span<const int> in, 
   return p.emit(PwOp::Pow, in[0], in[1]);
 }
 
+// A Sum, Max or Min of more operands than one kernel of the runtime reads (a pointwise
+// program holds 48 registers: operands and partial results) is imported as a tree of
+// such nodes of at most 16 operands each; ONNX leaves the order of the operation open.
+std::string import_wide_fold(OnnxForm& form, int64_t, GraphBuilder& b) {
+  constexpr size_t kWidth = 16;
+  while (form.inputs.size() > kWidth) {
+    std::vector<Value> partial;
+    for (size_t i = 0; i < form.inputs.size(); i += kWidth) {
+      std::vector<Value> part(form.inputs.begin() + static_cast<std::ptrdiff_t>(i),
+                              form.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(i + kWidth, form.inputs.size())));
+      partial.push_back(part.size() == 1 ? part[0] : b.op1(form.op_type, std::move(part)));
+    }
+    form.inputs = std::move(partial);
+  }
+  return "";
+}
+
 int emit_where(kernels::PwProgram& p, const Attributes&, std::span<const int> in, std::span<const Tensor* const>) {
   return p.emit(PwOp::Where, in[0], in[1], in[2]);
 }
@@ -290,6 +308,7 @@ OpDef def_Max() {
   d.min_opset = 8;
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MaxFn>;
+  d.onnx_import = import_wide_fold;
   d.eval_sym = sym_variadic<MaxFn>;
   d.emit_pointwise = emit_fold<PwOp::Max>;
   d.lower = Lowering::Pointwise;
@@ -303,6 +322,7 @@ OpDef def_Min() {
   d.min_opset = 8;
   d.props.commutative = d.props.associative = d.props.idempotent = true;
   d.eval = eval_variadic<MinFn>;
+  d.onnx_import = import_wide_fold;
   d.eval_sym = sym_variadic<MinFn>;
   d.emit_pointwise = emit_fold<PwOp::Min>;
   d.lower = Lowering::Pointwise;
@@ -354,6 +374,7 @@ OpDef def_Sum() {
   d.min_opset = 8;
   d.props.commutative = d.props.associative = true;
   d.eval = eval_variadic<AddFn>;
+  d.onnx_import = import_wide_fold;
   d.eval_field = exact_sum<Fp>;
   d.eval_sym = exact_sum<Sym>;
   d.emit_pointwise = emit_fold<PwOp::Add>;

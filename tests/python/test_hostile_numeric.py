@@ -237,3 +237,22 @@ def test_exact_extraction_of_a_wide_sum_stays_near_the_budget(isomer_bin, tmp_pa
     assert p.returncode == 0, p.stderr
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cpu < 5, (cpu, p.stdout)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min"])
+def test_variadic_node_of_a_hundred_inputs_runs(isomer_bin, tmp_path, op):
+    # The runtime's pointwise program holds 48 registers: a Sum of 25 or more inputs was
+    # "not runnable on the isomer runtime: pointwise program too long" (the search's
+    # parallel-convolution blow-up ends in one); it is imported as a tree of 16-input nodes.
+    vi = helper.make_tensor_value_info
+    count = 100
+    nodes = [helper.make_node("Relu", ["x"], ["r"])]
+    nodes += [helper.make_node("Mul", ["r", f"k{i}"], [f"m{i}"]) for i in range(count)]
+    nodes.append(helper.make_node(op, [f"m{i}" for i in range(count)], ["y"], name="wide"))
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"k{i}") for i in range(count)]
+    path = _save(tmp_path, "wide", nodes, [vi("x", TensorProto.FLOAT, [4, 8])], inits, TensorProto.FLOAT, [4, 8])
+    feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+    want = _ort(path, feeds)
+    np.testing.assert_allclose(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_optimized(isomer_bin, tmp_path, path, feeds), want, rtol=1e-5, atol=1e-5)
