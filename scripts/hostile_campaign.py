@@ -206,6 +206,17 @@ TRIAGED = [
      r"",
      "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's fused Relu and Clip post-ops "
      "return the bound, ONNX Runtime keeps the NaN; isomer's own kernels keep it, and the numbers agree"),
+    ("nonfinite_feeds", ("run_native", "run"), r"", r"NaN positions differ$", r"",
+     "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's Relu and Clip post-ops fused "
+     "into a convolution or a product return the bound, ONNX Runtime keeps the NaN (`run --no-fuse` keeps it too); "
+     "the numbers agree"),
+    ("cast_edges", ("optimize",), r"nonfinite .* constant", r"ONNX Runtime runs it",
+     r"refusing to optimize a model with non-finite",
+     "a constant holding NaN or Inf: `optimize` refuses it by design, naming the initializer and its reader "
+     "(docs/optimize.md; --allow-nonfinite accepts it), and `run` computes with it"),
+    ("nonfinite_rules", ("optimize", "run_native", "run"), r"(layernorm|instancenorm)_const", r"max abs diff", r"",
+     "a row of 1e30: its variance is 0, and isomer gives the bias as the formula does; ONNX Runtime's "
+     "E[x^2] - E[x]^2 overflows float32 there (1e60) and gives 0"),
     ("shape_bomb|huge_extent", ("optimize",), r"^appended \w+ bomb|^huge_extent", r"", r"",
      "a valid model (a shape operator, or a Resize, Pad or ConvTranspose from valid attributes) whose output needs "
      "terabytes: ONNX Runtime runs out of memory; `optimize` writes it back unchanged without running it (`run` "

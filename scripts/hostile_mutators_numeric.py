@@ -16,11 +16,13 @@ whose numbers sit at the edges of their types, and graphs that make the search b
   at the ends of the range, sums of +Inf and -Inf.
 - Search blow-ups: hundreds of parallel MatMuls or Convs reading one input, Add/Mul trees of
   200 leaves, a thousand Transpose/Reshape pairs, a thousand Concat/Split pairs.
+- The source model itself (a node case, or a whole model with --real) fed a few NaN, +-Inf,
+  -0.0 or denormal elements among normal numbers.
 
 Where ONNX leaves the result undefined (integer division by zero, INT_MIN / -1, a shift by
 the width or more, NaN cast to an integer) ONNX Runtime's outputs are no reference: the case
-runs without one (a crash, hang or unclear message is still one). Each mutator builds a
-small model of its own (the source is ignored) and returns the tuple the other families do
+runs without one (a crash, hang or unclear message is still one). Each mutator but the last
+builds a small model of its own (the source is ignored) and returns the tuple the other families do
 (hostile_mutators_semantic.py).
 """
 import numpy as np
@@ -347,4 +349,42 @@ def m_search_blowup(m, rng, wd):
     return _model(nodes, [x], [_vi("y", dims=[4, 8])], inits), f"search_blowup {how} {pairs}"
 
 
-MUTATORS = {f.__name__[2:]: f for f in [m_int_edges, m_cast_edges, m_nonfinite_rules, m_search_blowup]}
+def m_nonfinite_feeds(m, rng, wd):
+    """The source model itself (a node case, or a whole model with --real) fed NaN, +-Inf,
+    -0.0 and denormals in a few elements of each float input, normal numbers elsewhere:
+    whatever its rules and fusions rewrite must keep ONNX Runtime's outputs on them."""
+    inits = {t.name for t in m.graph.initializer}
+    np_rng = np.random.default_rng(rng.randrange(1 << 30))
+    feeds = {}
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            return None
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else 2 for d in tt.shape.dim]
+        if any(d <= 0 for d in dims) or int(np.prod(dims)) > (1 << 22):
+            return None
+        dt = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if dt == np.bool_:
+            feeds[vi.name] = np_rng.random(dims) < 0.5
+        elif np.issubdtype(dt, np.integer):
+            feeds[vi.name] = np_rng.integers(0, 2, dims).astype(dt)
+        elif dt in (np.float32, np.float16, np.float64):
+            a = np_rng.standard_normal(dims).astype(dt)
+            flat = a.reshape(-1)
+            which = rng.choice(["nan", "inf", "neg_zero", "denormal", "mixed"])
+            vals = {"nan": [np.nan], "inf": [np.inf, -np.inf], "neg_zero": [-0.0], "denormal": [1e-45, -1.4e-40],
+                    "mixed": [np.nan, np.inf, -np.inf, -0.0, 1e-45]}[which]
+            for k in range(min(flat.size, rng.choice([1, 2, 5]))):
+                flat[rng.randrange(flat.size)] = vals[k % len(vals)]
+            feeds[vi.name] = a
+        else:
+            return None
+    if not any(np.issubdtype(v.dtype, np.floating) for v in feeds.values()):
+        return None
+    return m, f"nonfinite_feeds {which}", None, [], None, {"feeds": feeds}
+
+
+MUTATORS = {f.__name__[2:]: f for f in [m_int_edges, m_cast_edges, m_nonfinite_rules, m_search_blowup,
+                                        m_nonfinite_feeds]}
