@@ -14,3 +14,11 @@ def one_error(p, *wants):
     for w in wants:
         assert w in lines[0], (w, lines[0])
     return lines[0]
+
+
+def ort_outputs(path, feeds):
+    """The first output of ONNX Runtime's run of the model, its graph optimizations off."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]

@@ -21,9 +21,9 @@ np = pytest.importorskip("numpy")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from hostile_util import isomer_cli, ort_outputs  # noqa: E402
 
-def _isomer(isomer_bin, *args, timeout=300):
-    return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
 
 
 def _save(tmp_path, name, nodes, inputs, inits, out_type, out_dims):
@@ -37,16 +37,10 @@ def _save(tmp_path, name, nodes, inputs, inits, out_type, out_dims):
     return path
 
 
-def _ort(path, feeds):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-
-
 def _run(isomer_bin, tmp_path, path, feeds, *extra):
     np.savez(tmp_path / "in.npz", **feeds)
     out = tmp_path / "out.npz"
-    p = _isomer(isomer_bin, "run", path, "--threads", "1", "--inputs", tmp_path / "in.npz", "--outputs", out, *extra)
+    p = isomer_cli(isomer_bin, "run", path, "--threads", "1", "--inputs", tmp_path / "in.npz", "--outputs", out, *extra)
     assert p.returncode == 0, p.stderr
     return np.load(out)["y"]
 
@@ -67,10 +61,10 @@ def _optimized(isomer_bin, tmp_path, path, feeds, run_ort=True):
     """The outputs of the model `optimize` writes, on ONNX Runtime (or the model's path)."""
     np.savez(tmp_path / "opt_in.npz", **feeds)
     out = tmp_path / "opt.onnx"
-    p = _isomer(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1", "--inputs",
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1", "--inputs",
                 tmp_path / "opt_in.npz")
     assert p.returncode == 0, p.stderr
-    return _ort(out, feeds) if run_ort else out
+    return ort_outputs(out, feeds) if run_ort else out
 
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -120,7 +114,7 @@ def test_integer_unary_is_exact(isomer_bin, tmp_path, op, dtype):
     nodes = [helper.make_node(op, ins, ["r"], name="edge"), helper.make_node("Add", ["r", "z"], ["y"])]
     path = _save(tmp_path, f"{op}_{a.dtype}", nodes, [helper.make_tensor_value_info("z", elem, [6])], inits, elem, [6])
     feeds = {"z": np.zeros(6, dtype)}
-    want = _ort(path, feeds)
+    want = ort_outputs(path, feeds)
     # The folded constant (optimize; the runtime's compile), and the kernel on a fed value.
     np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want)
     np.testing.assert_array_equal(_optimized(isomer_bin, tmp_path, path, feeds), want)
@@ -156,7 +150,7 @@ def test_pow_of_a_half_is_pow_at_minus_zero_and_minus_infinity(isomer_bin, tmp_p
     path = _float_model(tmp_path, "pow", [helper.make_node("Pow", ["x", "e"], ["y"])],
                         [numpy_helper.from_array(np.array(exponent, np.float32), "e")])
     feeds = {"x": SPECIAL}
-    want = _ort(path, feeds)  # IEEE pow, as numpy's
+    want = ort_outputs(path, feeds)  # IEEE pow, as numpy's
     for extra in ([], ["--no-onnxruntime"]):
         got = _run(isomer_bin, tmp_path, path, feeds, *extra)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # the square root is rounded once
@@ -177,7 +171,7 @@ def test_relu_and_clip_keep_nan_and_clip_inverted_gives_max(isomer_bin, tmp_path
                  numpy_helper.from_array(np.array(hi, np.float32), "hi")]
     path = _float_model(tmp_path, how, nodes, inits)
     feeds = {"x": SPECIAL}
-    want = _ort(path, feeds)
+    want = ort_outputs(path, feeds)
     for extra in ([], ["--no-onnxruntime"]):
         got = _run(isomer_bin, tmp_path, path, feeds, *extra)
         np.testing.assert_array_equal(got, want)  # NaN where NaN: assert_array_equal says so
@@ -200,7 +194,7 @@ def test_cast_of_nan_and_infinity_is_the_same_folded_checked_and_run(isomer_bin,
     np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, {"x": x}, "--no-onnxruntime"), want)
     np.testing.assert_array_equal(_reference(tmp_path, path, {"x": x}), want)
     np.savez(tmp_path / "nan_in.npz", x=x)
-    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1", "--threads", "1",
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1", "--threads", "1",
                 "--inputs", tmp_path / "nan_in.npz")
     assert p.returncode == 0, p.stderr
 
@@ -231,7 +225,7 @@ def test_exact_extraction_of_a_wide_sum_stays_near_the_budget(isomer_bin, tmp_pa
     nodes.append(helper.make_node("Tanh", [vals[0]], ["y"]))
     path = _save(tmp_path, "wide_sum", nodes, [vi("x", TensorProto.FLOAT, [4, 8])], inits, TensorProto.FLOAT, [4, 8])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "2", "--threads", "1",
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "2", "--threads", "1",
                 "--no-guard", "--cost", "none", "--report-json", tmp_path / "r.json")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert p.returncode == 0, p.stderr
@@ -253,6 +247,6 @@ def test_variadic_node_of_a_hundred_inputs_runs(isomer_bin, tmp_path, op):
     inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"k{i}") for i in range(count)]
     path = _save(tmp_path, "wide", nodes, [vi("x", TensorProto.FLOAT, [4, 8])], inits, TensorProto.FLOAT, [4, 8])
     feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
-    want = _ort(path, feeds)
+    want = ort_outputs(path, feeds)
     np.testing.assert_allclose(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(_optimized(isomer_bin, tmp_path, path, feeds), want, rtol=1e-5, atol=1e-5)
