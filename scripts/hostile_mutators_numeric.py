@@ -383,7 +383,8 @@ def m_nonfinite_feeds(m, rng, wd):
             return None
     if not any(np.issubdtype(v.dtype, np.floating) for v in feeds.values()):
         return None
-    return m, f"nonfinite_feeds {which}", None, [], None, {"feeds": feeds}
+    ops = sorted({n.op_type for n in m.graph.node})
+    return m, f"nonfinite_feeds {which} {'+'.join(ops[:8])}", None, [], None, {"feeds": feeds}
 
 
 MUTATORS = {f.__name__[2:]: f for f in [m_int_edges, m_cast_edges, m_nonfinite_rules, m_search_blowup,
