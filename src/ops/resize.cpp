@@ -303,7 +303,8 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
   const Tensor* given = by_scales ? scales : sizes;
   bool static_in = true;
   for (const Dim& d : x.shape) static_in = static_in && d.is_static();
-  if (!given || (a.coord == "tf_crop_and_resize" && ctx.has_input(1) && !roi) || !static_in) {
+  // A crop's roi sets the extents only with scales: sizes are the extents themselves.
+  if (!given || (a.coord == "tf_crop_and_resize" && by_scales && ctx.has_input(1) && !roi) || !static_in) {
     // Extents known only at run time (or input extents unknown): the resized axes are unknown.
     for (int64_t ax : a.axes) {
       const bool unit = given && by_scales && a.coord != "tf_crop_and_resize" &&

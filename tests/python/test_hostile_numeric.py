@@ -250,3 +250,19 @@ def test_variadic_node_of_a_hundred_inputs_runs(isomer_bin, tmp_path, op):
     want = ort_outputs(path, feeds)
     np.testing.assert_allclose(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(_optimized(isomer_bin, tmp_path, path, feeds), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_crop_resize_to_constant_sizes_with_a_fed_roi_runs(isomer_bin, tmp_path, mode):
+    # A tf_crop_and_resize Resize whose roi is an input (a NaN-probing campaign fed one):
+    # its sizes fix the output, but the shape was left unknown and the runtime refused
+    # the model ("output shape [?,?,?,?] is not known at compile time").
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode=mode,
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    path = _save(tmp_path, "crop", [node], [vi("x", TensorProto.FLOAT, [1, 1, 4, 4]), vi("roi", TensorProto.FLOAT, [8])],
+                 [numpy_helper.from_array(np.array([1, 1, 3, 3], np.int64), "sizes")], TensorProto.FLOAT, [1, 1, 3, 3])
+    feeds = {"x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4),
+             "roi": np.array([0, 0, 0.1, 0.2, 1, 1, 0.8, 0.9], np.float32)}
+    want = ort_outputs(path, feeds)
+    np.testing.assert_allclose(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want, rtol=1e-5, atol=1e-5)
