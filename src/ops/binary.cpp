@@ -230,17 +230,25 @@ int emit_pow(kernels::PwProgram& p, const Attributes&, std::span<const int> in, 
   return p.emit(PwOp::Pow, in[0], in[1]);
 }
 
-// A Sum, Max or Min of more operands than one kernel of the runtime reads (a pointwise
-// program holds 48 registers: operands and partial results) is imported as a tree of
-// such nodes of at most 16 operands each; ONNX leaves the order of the operation open.
+// A Sum, Max, Min or Mean of more operands than one kernel of the runtime reads (a
+// pointwise program holds 48 registers: operands and partial results) is imported as a
+// tree of such nodes of at most 16 operands each; ONNX leaves the order of the operation
+// open. A Mean's parts are Sums scaled by (parts / operands): their Mean is the whole's.
 std::string import_wide_fold(OnnxForm& form, int64_t, GraphBuilder& b) {
   constexpr size_t kWidth = 16;
+  const bool mean = form.op_type == "Mean";
   while (form.inputs.size() > kWidth) {
+    const size_t count = form.inputs.size(), parts = (count + kWidth - 1) / kWidth;
     std::vector<Value> partial;
-    for (size_t i = 0; i < form.inputs.size(); i += kWidth) {
+    for (size_t i = 0; i < count; i += kWidth) {
       std::vector<Value> part(form.inputs.begin() + static_cast<std::ptrdiff_t>(i),
-                              form.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(i + kWidth, form.inputs.size())));
-      partial.push_back(part.size() == 1 ? part[0] : b.op1(form.op_type, std::move(part)));
+                              form.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(i + kWidth, count)));
+      Value v = part.size() == 1 ? part[0] : b.op1(mean ? "Sum" : form.op_type, std::move(part));
+      if (mean) {
+        const double scale = static_cast<double>(parts) / static_cast<double>(count);
+        v = b.op1("Mul", {v, b.constant(Tensor::from_f64(v.type().dtype, {}, std::vector<double>{scale}))});
+      }
+      partial.push_back(v);
     }
     form.inputs = std::move(partial);
   }
@@ -393,6 +401,7 @@ OpDef def_Mean() {
     return broadcast_inputs(ctx);
   };
   d.eval = eval_mean;
+  d.onnx_import = import_wide_fold;
   d.eval_field = exact_mean<Fp>;
   d.eval_sym = exact_mean<Sym>;
   d.emit_pointwise = emit_mean;

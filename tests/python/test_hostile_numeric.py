@@ -233,11 +233,12 @@ def test_exact_extraction_of_a_wide_sum_stays_near_the_budget(isomer_bin, tmp_pa
     assert cpu < 5, (cpu, p.stdout)
 
 
-@pytest.mark.parametrize("op", ["Sum", "Max", "Min"])
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
 def test_variadic_node_of_a_hundred_inputs_runs(isomer_bin, tmp_path, op):
     # The runtime's pointwise program holds 48 registers: a Sum of 25 or more inputs was
     # "not runnable on the isomer runtime: pointwise program too long" (the search's
-    # parallel-convolution blow-up ends in one); it is imported as a tree of 16-input nodes.
+    # parallel-convolution blow-up ends in one); it is imported as a tree of 16-input nodes
+    # (a Mean as scaled Sums under one Mean).
     vi = helper.make_tensor_value_info
     count = 100
     nodes = [helper.make_node("Relu", ["x"], ["r"])]
