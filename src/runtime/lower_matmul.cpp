@@ -552,7 +552,12 @@ bool lower_matmul(Compiler& c, const Node& n) {
       v = c.peek_known(p.inputs()[1]) ? p.inputs()[0] : p.inputs()[1];
     }
   }
-  if ((c.split_view(ins[0]) || c.split_view(ins[1])) && lower_split_matmul(c, n, ins, scale, scaled)) return true;
+  // Heads repeated by a broadcast (repeat_kv's Expand; merged into the heads dim, a
+  // split view; of one KV head, a stride 0) are read in place.
+  auto repeats = [&](const Value& v) {
+    return c.split_view(v) || (!c.peek_known(v) && c.broadcast_view(c.id(v)));
+  };
+  if ((repeats(ins[0]) || repeats(ins[1])) && lower_split_matmul(c, n, ins, scale, scaled)) return true;
   std::vector<int64_t> ad = c.dims(ins[0]), bd = c.dims(ins[1]);
   if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
   const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
