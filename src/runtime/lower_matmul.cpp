@@ -415,19 +415,32 @@ int64_t extent(const Parts& p) {
 
 // Operand v's dims as parts, `rank` of them (leading 1s: no parts): a split
 // view's own, else one per dim of extent > 1 of the strided value; *src is the
-// value the strides start at.
+// value the strides start at. `dense`: its elements first copied dense, once each
+// (a repeat stays a stride 0), for oneDNN's kernels that read only dense batches.
 std::optional<std::vector<Parts>> operand_parts(Compiler& c, const Value& v, size_t rank, int* src, bool dense) {
   std::vector<Parts> p;
-  if (const SplitView* s = dense ? nullptr : c.split_view(v)) {
+  if (const SplitView* s = c.split_view(v)) {
     *src = s->src;
     p = s->parts;
   } else {
     *src = c.id(v);
-    if (dense || !c.strides_of(*src)) *src = c.as_plain(*src);
+    if (!c.strides_of(*src)) *src = c.as_plain(*src);
     const std::vector<int64_t> st = *c.strides_of(*src), d = c.val(*src).dims;
     for (size_t i = 0; i < d.size(); ++i) p.push_back(d[i] == 1 ? Parts{} : Parts{{d[i], st[i]}});
   }
   if (p.size() > rank) return std::nullopt;
+  std::vector<int64_t> cd, cs;
+  for (const Parts& q : p)
+    for (const auto& [e, st] : q)
+      if (st != 0) cd.push_back(e), cs.push_back(st);
+  if (dense && !cd.empty()) {
+    *src = c.as_plain(c.view(*src, cd, cs, 0, c.val(*src).name + ".dense"));
+    const std::vector<int64_t> rs = row_major(cd);
+    size_t j = 0;
+    for (Parts& q : p)
+      for (auto& part : q)
+        if (part.second != 0) part.second = rs[j++];
+  }
   p.insert(p.begin(), rank - p.size(), Parts{});
   return p;
 }
@@ -446,7 +459,7 @@ std::optional<std::vector<Parts>> operand_parts(Compiler& c, const Value& v, siz
 // bound, where some dim does not split so, or oneDNN would run another kernel than
 // it does on dense copies of the operands.
 bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float scale,
-                        const std::vector<const Node*>& scaled, bool dense_a = false) {
+                        const std::vector<const Node*>& scaled, bool dense_a = false, bool dense_b = false) {
   auto rank_of = [&](const Value& v) {
     const SplitView* s = c.split_view(v);
     return s ? s->dims.size() : c.dims(v).size();
@@ -455,7 +468,7 @@ bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float
   if (rank < 2 || rank_of(ins[0]) < 2 || rank_of(ins[1]) < 2) return false;
   int sa = -1, sb = -1;
   auto pa = operand_parts(c, ins[0], rank, &sa, dense_a);
-  auto pb = operand_parts(c, ins[1], rank, &sb, false);
+  auto pb = operand_parts(c, ins[1], rank, &sb, dense_b);
   if (!pa || !pb) return false;
   for (size_t i = rank - 2; i < rank; ++i)
     if ((*pa)[i].size() > 1 || (*pb)[i].size() > 1) return false;
@@ -503,11 +516,33 @@ bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float
   const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
   if (!native && !od.empty() && bd.back() == 1 && od.back() > 1) {
     if (dense_a || c.split_view(ins[0]) || M0 > N) return false;
-    return lower_split_matmul(c, n, ins, scale, scaled, true);
+    return lower_split_matmul(c, n, ins, scale, scaled, true, dense_b);
   }
   ad.insert(ad.end(), {M, K}), as.insert(as.end(), {a_row, ak});
   bd.insert(bd.end(), {K, N}), bs.insert(bs.end(), {bk, bn});
   od.insert(od.end(), {M, N});
+  std::vector<int64_t> full = out;
+  full.insert(full.end(), {M0, N});
+  // A binary op after the product (a causal mask) is its own step in these dims
+  // (oneDNN's post-op has no broadcast over the split ones), and a Transpose after
+  // it (P V back to [batch, seq, heads, d]) a copy, where the product would
+  // otherwise write the layout that makes it a view: where that touches at least
+  // as much as the repeated heads' copy would, the copy is cheaper (LLaMA block's
+  // mask over [16, 128, 128]: 0.07 ms as a step, the copy of K's heads 0.01).
+  const Node* after = c.sole_consumer(n.output(0));
+  const std::vector<int64_t> perm =
+      after && after->op_type() == "Transpose" ? after->attrs().get_ints("perm", {}) : std::vector<int64_t>{};
+  const bool transposed = perm.size() == rank && perm.back() == static_cast<int64_t>(rank) - 1;
+  if (transposed || plan_fusion(c, n.output(0), full, true).has_binary()) {
+    auto repeats = [](const std::vector<Parts>& p) {
+      for (const Parts& q : p)
+        for (const auto& [e, st] : q)
+          if (e > 1 && st == 0) return true;
+      return false;
+    };
+    const int64_t copied = num_elements(out) * ((repeats(*pa) ? M0 * K : 0) + (repeats(*pb) ? K * N : 0));
+    if (num_elements(full) >= copied) return false;
+  }
   const int av = c.view(sa, ad, as, 0, n.name() + ".a"), bv = c.view(sb, bd, bs, 0, n.name() + ".b");
   c.val(av).step_local = c.val(bv).step_local = true;
   Contraction k;
@@ -515,14 +550,17 @@ bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float
   k.a_md = unit_dims_outermost(c.val(av).md);
   k.b = bv;
   k.b_md = unit_dims_outermost(c.val(bv).md);
-  k.out = out;
-  k.out.insert(k.out.end(), {M0, N});
+  k.out = full;
   if (native && ak != 1) return false;  // the batched GEMM reads A's rows dense
   if (!native) {
     std::vector<int64_t> gad, gbd;
     for (size_t i = 0; i < rank; ++i) gad.push_back(extent((*pa)[i])), gbd.push_back(extent((*pb)[i]));
-    if (matmul_impl(c, k.a_md, k.b_md, od) != matmul_impl(c, plain_md(gad, dt::f32), plain_md(gbd, dt::f32), k.out))
-      return false;
+    if (matmul_impl(c, k.a_md, k.b_md, od) != matmul_impl(c, plain_md(gad, dt::f32), plain_md(gbd, dt::f32), k.out)) {
+      // oneDNN's slower kernel for a view (V read as [kv, T, D] from the projection's
+      // [T, kv x D] rows): the operands' own elements copied dense, still not repeated.
+      if (dense_a && dense_b) return false;
+      return lower_split_matmul(c, n, ins, scale, scaled, true, true);
+    }
   }
   k.prim_out = od;
   k.scale = scale;
