@@ -455,9 +455,11 @@ std::optional<std::vector<Parts>> operand_parts(Compiler& c, const Value& v, siz
 // dense element order is the graph's. Where A's rows do not continue in step (Q
 // read as a view of [batch, seq, heads, d]) A is copied dense first if it is no
 // larger than B's repeats (M <= N): oneDNN's matmul over a broadcast batch dim is
-// its slow gemm:jit (3.4x the time of brgemm on the dense copies). False, nothing
-// bound, where some dim does not split so, or oneDNN would run another kernel than
-// it does on dense copies of the operands.
+// its slow gemm:jit (3.4x the time of brgemm on the dense copies); where oneDNN
+// still picks another kernel than for dense copies, both operands' own elements are
+// copied dense, not repeated. False, nothing bound, where some dim does not split
+// so, oneDNN's kernel still differs, or the repeated heads' copy is the cheaper way
+// (a mask or a transposed output after the product, below).
 bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float scale,
                         const std::vector<const Node*>& scaled, bool dense_a = false, bool dense_b = false) {
   auto rank_of = [&](const Value& v) {

@@ -2,8 +2,10 @@
 // buffer read with other dims, strides and a start offset, no step at all.
 // Identity and Dropout alias their input; Reshape, Flatten, Squeeze and Unsqueeze
 // re-stride it (copying only when the input is a view whose strides cannot be
-// regrouped); Transpose permutes strides; Slice offsets and scales them; Split
-// makes one view per part; Expand gives broadcast dims stride 0. Native kernels
+// regrouped, and then, for a broadcast's repeat axis merged with another, only when
+// something other than a product reads it: a SplitView); Transpose permutes strides;
+// Slice offsets and scales them; Split makes one view per part; Expand (and a Tile
+// of dims of extent 1) gives broadcast dims stride 0. Native kernels
 // and oneDNN's matmul and reorders read such views directly.
 #include <algorithm>
 
