@@ -180,6 +180,18 @@ bool Compiler::depends_on_pending(const Value& v) {
 int Compiler::id(const Value& v) {
   auto it = ids_.find(v);
   if (it != ids_.end()) return it->second;
+  if (auto sv = split_views_.find(v); sv != split_views_.end()) {
+    // Its dense copy, as a Reshape of a broadcast view made before.
+    const SplitView& s = sv->second;
+    std::vector<int64_t> fd, fs;
+    for (const auto& p : s.parts)
+      for (const auto& [e, st] : p) fd.push_back(e), fs.push_back(st);
+    const std::string name = values_[s.src].name;
+    const int dense = as_plain(view(s.src, fd, fs, 0, name + ".parts"));
+    const int out = view(dense, s.dims, row_major(s.dims), 0, name);
+    bind(v, out);
+    return out;
+  }
   const Node& n = *v.node;
   if (n.kind() == NodeKind::Constant) {
     int c = constant_value(*n.value(), n.name());
@@ -405,6 +417,11 @@ std::vector<TensorType> Compiler::concrete_types(const Node& n) {
     Value src = v;
     if (!ids_.count(v) && deferred_.count(v.node.get()))
       src = peek_known(v.node->inputs()[1]) ? v.node->inputs()[0] : v.node->inputs()[1];
+    if (const SplitView* s = split_view(src)) {  // its type, without making its copy
+      in.push_back({values_[s->src].dtype, make_shape(s->dims)});
+      consts.push_back(nullptr);
+      continue;
+    }
     const RtValue& r = val(id(src));
     in.push_back({r.dtype, make_shape(r.dims)});
     consts.push_back(r.known && src == v ? &*r.known : nullptr);
@@ -425,8 +442,8 @@ constexpr double kFoldFlops = 4e9;
 
 bool Compiler::try_fold(const Node& n, const std::vector<TensorType>& types) {
   if (!n.op()->props.deterministic) return false;
-  for (const Value& v : n.inputs())  // a deferred scalar factor's value is a run-time one
-    if (v.present() && !ids_.count(v) && deferred_.count(v.node.get())) return false;
+  for (const Value& v : n.inputs())  // a deferred scalar factor's value is a run-time one, as is a split view
+    if (v.present() && !ids_.count(v) && (deferred_.count(v.node.get()) || split_views_.count(v))) return false;
   std::vector<Tensor> args;
   bool shape_of_runtime = n.op_type() == "Shape";
   for (size_t i = 0; i < n.inputs().size(); ++i) {

@@ -72,6 +72,24 @@ dims_t to_dims(const std::vector<int64_t>& v);
 
 class Compiler;
 
+// A view that no strides express: each of its dims may stand for several strided
+// dims of `src`, outermost first (a Reshape merging a broadcast's repeat axis with
+// a real one: torch's repeat_kv, grouped-query attention's K and V heads repeated
+// for each query head). A product reads it in place (lower_matmul: the merged dim
+// split again, the repeat a broadcast); anything else gets the dense copy that a
+// Reshape of such a view made before (Compiler::id makes it on first use).
+struct SplitView {
+  int src = -1;  // the value it reads: a strided view (element strides relative to its start)
+  std::vector<int64_t> dims;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> parts;  // per dim: (extent, element stride)
+  // True where some dim has more than one part (else it is an ordinary view).
+  bool split() const {
+    for (const auto& p : parts)
+      if (p.size() > 1) return true;
+    return false;
+  }
+};
+
 // FNV-1a: a hash that stays the same across builds (cost database signatures).
 inline uint64_t stable_hash(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
@@ -150,7 +168,11 @@ class Compiler {
   // True if computing v needs a node whose lowering is under way (so lowering
   // v now would be circular).
   bool depends_on_pending(const Value& v);
-  const std::vector<int64_t>& dims(const Value& v) { return val(id(v)).dims; }
+  // (A split view's dims and type are known without making its copy.)
+  const std::vector<int64_t>& dims(const Value& v) {
+    const SplitView* s = split_view(v);
+    return s ? s->dims : val(id(v)).dims;
+  }
   // The node's output types with every dim concrete (lowers its inputs).
   std::vector<TensorType> concrete_types(const Node& n);
   // Claims a node for a fused kernel being planned (or releases it): no other
@@ -167,12 +189,23 @@ class Compiler {
     claimed_.erase(it);
   }
   bool is_pending(const Node& n) const { return claimed_.count(&n) > 0; }
+  // Binds v to a view no strides express (see SplitView): nothing is computed
+  // until a consumer asks for v's value (id), or reads it in place (split_view).
+  void defer_view(const Value& v, SplitView s) { split_views_[v] = std::move(s); }
+  const SplitView* split_view(const Value& v) const {
+    if (ids_.count(v)) return nullptr;
+    auto it = split_views_.find(v);
+    return it == split_views_.end() ? nullptr : &it->second;
+  }
   // The id bound to v if its producer is lowered, else -1 (lowers nothing).
   int bound_id(const Value& v) const {
     auto it = ids_.find(v);
     return it == ids_.end() ? -1 : it->second;
   }
-  DType dtype(const Value& v) { return val(id(v)).dtype; }
+  DType dtype(const Value& v) {
+    const SplitView* s = split_view(v);
+    return val(s ? s->src : id(v)).dtype;
+  }
   // The node's consumers: (node, input index); and whether v is a graph output.
   const std::vector<std::pair<const Node*, size_t>>& consumers(const Value& v);
   bool is_output(const Value& v) const;
@@ -291,6 +324,7 @@ class Compiler {
   std::map<std::tuple<const char*, bool, double>, std::pair<Tensor, Tensor>> gemm_weights_;  // source kept alive
   std::vector<std::pair<const Node*, size_t>> no_consumers_;
   std::unordered_map<Value, std::vector<Value>, ValueHash> deferred_concats_;
+  std::unordered_map<Value, SplitView, ValueHash> split_views_;
 };
 
 }  // namespace isomer::runtime

@@ -22,6 +22,10 @@ struct Contraction {
   md_t b_md;                       // B's view when runtime
   std::optional<Tensor> bias;      // one per output column, or [M, N]
   std::vector<int64_t> out;        // dst dims
+  // The product's own dims where they differ from out's in grouping only (the same
+  // dense element order: a batch dim split in two, a broadcast batch dim taken as
+  // rows); A's and B's views have its rank. Empty: out.
+  std::vector<int64_t> prim_out;
   Value from;                      // the isomer value dst stands for before fusion
   float scale = 1;                 // a factor on the product (scalar Muls on the operands, taken in)
   std::vector<const Node*> scaled; // those Muls: computed by this step

@@ -272,19 +272,22 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   if (!bs) return false;
   const std::vector<int64_t>& ad = c.val(k.a).dims;
   const std::vector<int64_t>& bd = c.val(k.b).dims;
-  const size_t r = k.out.size();
-  const std::vector<int64_t> batch(k.out.begin(), k.out.end() - 2);
+  // A split view's product runs in its own dims (the same dense order as out's).
+  const bool split = !k.prim_out.empty();
+  const std::vector<int64_t>& out = split ? k.prim_out : k.out;
+  const size_t r = out.size();
+  const std::vector<int64_t> batch(out.begin(), out.end() - 2);
   kernels::BatchedGemm g;
   g.batch = num_elements(batch);
-  g.M = k.out[r - 2];
-  g.N = k.out[r - 1];
+  g.M = out[r - 2];
+  g.N = out[r - 1];
   g.K = ad.back();
   g.a_row = (*as)[ad.size() - 2];
   g.b_k = (*bs)[bd.size() - 2];
   g.b_n = (*bs)[bd.size() - 1];
   g.a_off = batch_offsets(batch, ad, *as, 2);
   g.b_off = batch_offsets(batch, bd, *bs, 2);
-  const std::vector<const Node*> nodes = plan_epilogue(c, k.from, k.out);
+  const std::vector<const Node*> nodes = split ? std::vector<const Node*>{} : plan_epilogue(c, k.from, k.out);
   kernels::GemmEpilogue epi;
   epi.program.num_inputs = 1;
   std::vector<int> operand_ids;
@@ -329,7 +332,7 @@ bool emit_batched_gemm(Compiler& c, Contraction& k) {
   // going back from [batch, heads, seq, d] to [batch, seq, heads, d] before its
   // Reshape): the Transpose and the Reshape are then views, no copy.
   const Value last = nodes.empty() ? k.from : nodes.back()->output(0);
-  const Node* tr = c.opts().fuse ? c.sole_consumer(last) : nullptr;
+  const Node* tr = c.opts().fuse && !split ? c.sole_consumer(last) : nullptr;
   std::vector<int64_t> perm = tr && tr->op_type() == "Transpose" ? tr->attrs().get_ints("perm", {}) : std::vector<int64_t>{};
   int dst = -1;
   if (perm.size() == r && perm.back() == static_cast<int64_t>(r) - 1) {

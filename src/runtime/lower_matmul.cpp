@@ -142,9 +142,10 @@ bool a_needs_reference(Compiler& c, const Contraction& k) {
   const dims_t ad = k.a_md.dims();
   if (k.a_md == plain_md(std::vector<int64_t>(ad.begin(), ad.end()), dt::f32)) return false;
   std::vector<int64_t> bd = k.b_const ? k.b_const->dims() : c.val(k.b).dims;
-  while (bd.size() < k.out.size()) bd.insert(bd.begin(), 1);
+  const std::vector<int64_t>& out = k.prim_out.empty() ? k.out : k.prim_out;
+  while (bd.size() < out.size()) bd.insert(bd.begin(), 1);
   try {
-    return !jit_matmul(c, k.a_md, k.b_const ? plain_md(bd, dt::f32) : k.b_md, k.out);
+    return !jit_matmul(c, k.a_md, k.b_const ? plain_md(bd, dt::f32) : k.b_md, out);
   } catch (const dnnl::error&) {
     return false;
   }
@@ -157,6 +158,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   // count, 2.4 ms for a [1,7,11,16] x [16,64] product) is made dense first: one copy,
   // then the packed GEMM (0.01 ms).
   if (a_needs_reference(c, k)) {
+    if (!k.prim_out.empty()) return false;  // a split view of A: its dims are not the graph's
     k.a = c.as_plain(k.a);
     k.a_md = unit_dims_outermost(with_leading_ones(c.val(k.a).md, k.out.size()));
     if (emit_packed_gemm(c, k) || emit_batched_gemm(c, k)) return true;
@@ -213,9 +215,13 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
   const int64_t rows = flat_rows(c, k);
   const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
-  std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : k.out;
-  // In the 2-D form a binary operand must be per column or of the full shape.
-  if (rows)
+  const bool regrouped = rows || !k.prim_out.empty();
+  std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : !k.prim_out.empty() ? k.prim_out : k.out;
+  // In the 2-D form (or another grouping of the dims) a binary operand must be
+  // per column or of the full shape.
+  // (A split batch dim has no such rule for a broadcast operand: its binary ops run as steps.)
+  if (!k.prim_out.empty() && fusion.has_binary()) fusion.drop_binary();
+  if (regrouped)
     for (const PostOp& p : fusion.ops)
       if (p.binary) {
         std::vector<int64_t> d = p.other_const ? p.other_const->dims() : c.dims(p.other);
@@ -267,7 +273,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   // the Transpose dense, so that it and the Reshape are views, no reorder. oneDNN
   // writes a strided dst at the same speed (ViT-S/16's P V: a little faster).
   int tdst = -1;
-  if (!k.b_const && !rows && !fusion.has_add() && c.opts().fuse && prank >= 3 && !c.is_output(fusion.last))
+  if (!k.b_const && !regrouped && !fusion.has_add() && c.opts().fuse && prank >= 3 && !c.is_output(fusion.last))
     if (const Node* tr = c.sole_consumer(fusion.last); tr && tr->op_type() == "Transpose" && !c.lowered(*tr)) {
       const std::vector<int64_t> perm = tr->attrs().get_ints("perm", {});
       bool moves = false;
@@ -315,7 +321,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     pdst = c.alias(dst, k.out, pdst_md, n.name() + ".t");
     c.val(pdst).step_local = true;
   }
-  if (rows) {
+  if (regrouped) {
     pdst = c.alias(dst, pout, pdst_md, n.name() + ".2d");
     c.val(pdst).accumulated = acc >= 0;
     c.val(pdst).step_local = true;
@@ -399,6 +405,175 @@ bool keeps_matmul_kernel(Compiler& c, const Value& a, const Value& b) {
   }
 }
 
+using Parts = std::vector<std::pair<int64_t, int64_t>>;  // a dim as strided parts (extent, stride)
+
+int64_t extent(const Parts& p) {
+  int64_t e = 1;
+  for (const auto& q : p) e *= q.first;
+  return e;
+}
+
+// Operand v's dims as parts, `rank` of them (leading 1s: no parts): a split
+// view's own, else one per dim of extent > 1 of the strided value; *src is the
+// value the strides start at. `dense`: its elements first copied dense, once each
+// (a repeat stays a stride 0), for oneDNN's kernels that read only dense batches.
+std::optional<std::vector<Parts>> operand_parts(Compiler& c, const Value& v, size_t rank, int* src, bool dense) {
+  std::vector<Parts> p;
+  if (const SplitView* s = c.split_view(v)) {
+    *src = s->src;
+    p = s->parts;
+  } else {
+    *src = c.id(v);
+    if (!c.strides_of(*src)) *src = c.as_plain(*src);
+    const std::vector<int64_t> st = *c.strides_of(*src), d = c.val(*src).dims;
+    for (size_t i = 0; i < d.size(); ++i) p.push_back(d[i] == 1 ? Parts{} : Parts{{d[i], st[i]}});
+  }
+  if (p.size() > rank) return std::nullopt;
+  std::vector<int64_t> cd, cs;
+  for (const Parts& q : p)
+    for (const auto& [e, st] : q)
+      if (st != 0) cd.push_back(e), cs.push_back(st);
+  if (dense && !cd.empty()) {
+    *src = c.as_plain(c.view(*src, cd, cs, 0, c.val(*src).name + ".dense"));
+    const std::vector<int64_t> rs = row_major(cd);
+    size_t j = 0;
+    for (Parts& q : p)
+      for (auto& part : q)
+        if (part.second != 0) part.second = rs[j++];
+  }
+  p.insert(p.begin(), rank - p.size(), Parts{});
+  return p;
+}
+
+// A product reading a split view (a Reshape of repeat_kv's Expand: K or V heads
+// repeated for each query head) in place, where it was copied dense first (a tenth
+// of a LLaMA decode step). Each batch dim is split into the split operand's parts,
+// in both operands (a plain dim of the other one by its stride, a broadcast one as
+// 1s); a repeat (stride 0) is a broadcast dim of B; a repeat that is the last batch
+// dim joins A's rows where they continue in step (M x the row stride), so a group's
+// query heads are the rows of one product against their K or V head. The output's
+// dense element order is the graph's. Where A's rows do not continue in step (Q
+// read as a view of [batch, seq, heads, d]) A is copied dense first if it is no
+// larger than B's repeats (M <= N): oneDNN's matmul over a broadcast batch dim is
+// its slow gemm:jit (3.4x the time of brgemm on the dense copies); where oneDNN
+// still picks another kernel than for dense copies, both operands' own elements are
+// copied dense, not repeated. False, nothing bound, where some dim does not split
+// so, oneDNN's kernel still differs, or the repeated heads' copy is the cheaper way
+// (a mask or a transposed output after the product, below).
+bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float scale,
+                        const std::vector<const Node*>& scaled, bool dense_a = false, bool dense_b = false) {
+  auto rank_of = [&](const Value& v) {
+    const SplitView* s = c.split_view(v);
+    return s ? s->dims.size() : c.dims(v).size();
+  };
+  const size_t rank = std::max(rank_of(ins[0]), rank_of(ins[1]));
+  if (rank < 2 || rank_of(ins[0]) < 2 || rank_of(ins[1]) < 2) return false;
+  int sa = -1, sb = -1;
+  auto pa = operand_parts(c, ins[0], rank, &sa, dense_a);
+  auto pb = operand_parts(c, ins[1], rank, &sb, dense_b);
+  if (!pa || !pb) return false;
+  for (size_t i = rank - 2; i < rank; ++i)
+    if ((*pa)[i].size() > 1 || (*pb)[i].size() > 1) return false;
+  auto only = [](const Parts& p) { return p.empty() ? std::pair<int64_t, int64_t>{1, 1} : p[0]; };
+  const auto [M0, am] = only((*pa)[rank - 2]);
+  const auto [K, ak] = only((*pa)[rank - 1]);
+  const auto [bK, bk] = only((*pb)[rank - 2]);
+  const auto [N, bn] = only((*pb)[rank - 1]);
+  if (bK != K) return false;
+  std::vector<int64_t> out, od, ad, as, bd, bs;
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    const Parts &x = (*pa)[i], &y = (*pb)[i];
+    const int64_t ea = extent(x), eb = extent(y);
+    if (ea != eb && ea != 1 && eb != 1) return false;
+    out.push_back(std::max(ea, eb));
+    const Parts& f = x.size() > 1 ? x : y.size() > 1 ? y : ea != 1 ? x : y;
+    // One operand's dim in f's parts: its own, a plain one split by its stride, or 1s.
+    auto spread = [&](const Parts& q, int64_t e, std::vector<int64_t>& dd, std::vector<int64_t>& ss) {
+      for (size_t j = 0; j < f.size(); ++j) {
+        int64_t d = 1, st = 0;
+        if (e != 1 && q.size() == f.size()) {
+          if (q[j].first != f[j].first) return false;
+          d = q[j].first, st = q[j].second;
+        } else if (e != 1) {
+          int64_t inner = 1;
+          for (size_t l = j + 1; l < f.size(); ++l) inner *= f[l].first;
+          d = f[j].first, st = q[0].second * inner;
+        }
+        if (st == 0) d = 1;  // a repeat: broadcast
+        dd.push_back(d);
+        ss.push_back(st);
+      }
+      return true;
+    };
+    if (!spread(x, ea, ad, as) || !spread(y, eb, bd, bs)) return false;
+    for (const auto& q : f) od.push_back(q.first);
+  }
+  // B's trailing broadcast batch dims whose A rows continue in step become rows.
+  int64_t M = M0, a_row = am;
+  while (!od.empty() && bd.back() == 1 && ad.back() == od.back() && (M == 1 || as.back() == M * a_row)) {
+    if (M == 1) a_row = as.back();
+    M *= od.back();
+    od.pop_back(), ad.pop_back(), as.pop_back(), bd.pop_back(), bs.pop_back();
+  }
+  const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();
+  if (!native && !od.empty() && bd.back() == 1 && od.back() > 1) {
+    if (dense_a || c.split_view(ins[0]) || M0 > N) return false;
+    return lower_split_matmul(c, n, ins, scale, scaled, true, dense_b);
+  }
+  ad.insert(ad.end(), {M, K}), as.insert(as.end(), {a_row, ak});
+  bd.insert(bd.end(), {K, N}), bs.insert(bs.end(), {bk, bn});
+  od.insert(od.end(), {M, N});
+  std::vector<int64_t> full = out;
+  full.insert(full.end(), {M0, N});
+  // A binary op after the product (a causal mask) is its own step in these dims
+  // (oneDNN's post-op has no broadcast over the split ones), and a Transpose after
+  // it (P V back to [batch, seq, heads, d]) a copy, where the product would
+  // otherwise write the layout that makes it a view: where that touches at least
+  // as much as the repeated heads' copy would, the copy is cheaper (LLaMA block's
+  // mask over [16, 128, 128]: 0.07 ms as a step, the copy of K's heads 0.01).
+  const Node* after = c.sole_consumer(n.output(0));
+  const std::vector<int64_t> perm =
+      after && after->op_type() == "Transpose" ? after->attrs().get_ints("perm", {}) : std::vector<int64_t>{};
+  const bool transposed = perm.size() == rank && perm.back() == static_cast<int64_t>(rank) - 1;
+  if (transposed || plan_fusion(c, n.output(0), full, true).has_binary()) {
+    auto repeats = [](const std::vector<Parts>& p) {
+      for (const Parts& q : p)
+        for (const auto& [e, st] : q)
+          if (e > 1 && st == 0) return true;
+      return false;
+    };
+    const int64_t copied = num_elements(out) * ((repeats(*pa) ? M0 * K : 0) + (repeats(*pb) ? K * N : 0));
+    if (num_elements(full) >= copied) return false;
+  }
+  const int av = c.view(sa, ad, as, 0, n.name() + ".a"), bv = c.view(sb, bd, bs, 0, n.name() + ".b");
+  c.val(av).step_local = c.val(bv).step_local = true;
+  Contraction k;
+  k.a = av;
+  k.a_md = unit_dims_outermost(c.val(av).md);
+  k.b = bv;
+  k.b_md = unit_dims_outermost(c.val(bv).md);
+  k.out = full;
+  if (native && ak != 1) return false;  // the batched GEMM reads A's rows dense
+  if (!native) {
+    std::vector<int64_t> gad, gbd;
+    for (size_t i = 0; i < rank; ++i) gad.push_back(extent((*pa)[i])), gbd.push_back(extent((*pb)[i]));
+    if (matmul_impl(c, k.a_md, k.b_md, od) != matmul_impl(c, plain_md(gad, dt::f32), plain_md(gbd, dt::f32), k.out)) {
+      // oneDNN's slower kernel for a view (V read as [kv, T, D] from the projection's
+      // [T, kv x D] rows): the operands' own elements copied dense, still not repeated.
+      if (dense_a && dense_b) return false;
+      return lower_split_matmul(c, n, ins, scale, scaled, true, true);
+    }
+  }
+  k.prim_out = od;
+  k.scale = scale;
+  k.scaled = scaled;
+  k.node = &n;
+  k.kind = "MatMul";
+  k.from = n.output(0);
+  k.flops = 2.0 * static_cast<double>(num_elements(k.out)) * static_cast<double>(K);
+  return emit_contraction(c, k);
+}
+
 }  // namespace
 
 bool lower_matmul(Compiler& c, const Node& n) {
@@ -417,6 +592,12 @@ bool lower_matmul(Compiler& c, const Node& n) {
       v = c.peek_known(p.inputs()[1]) ? p.inputs()[0] : p.inputs()[1];
     }
   }
+  // Heads repeated by a broadcast (repeat_kv's Expand; merged into the heads dim, a
+  // split view; of one KV head, a stride 0) are read in place.
+  auto repeats = [&](const Value& v) {
+    return c.split_view(v) || (!c.peek_known(v) && c.broadcast_view(c.id(v)));
+  };
+  if ((repeats(ins[0]) || repeats(ins[1])) && lower_split_matmul(c, n, ins, scale, scaled)) return true;
   std::vector<int64_t> ad = c.dims(ins[0]), bd = c.dims(ins[1]);
   if (ad.size() < 2 || bd.size() < 2) return false;  // vector forms: the reference kernel
   const bool native = c.opts().packed_gemm && kernels::prefer_packed_gemm();

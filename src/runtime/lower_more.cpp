@@ -293,6 +293,19 @@ bool lower_tile(Compiler& c, const Node& n) {
   if (!c.strides_of(x)) x = c.as_plain(x);
   const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x), reps = reps_value->to_i64();
   if (reps.size() != xd.size()) return false;
+  // Repeats only of dims of extent 1 (repeat_kv written with Tile): a broadcast
+  // view, as Expand gives, which a Reshape and a product read in place.
+  bool broadcast = true;
+  for (size_t a = 0; a < xd.size(); ++a) broadcast = broadcast && (reps[a] == 1 || xd[a] == 1);
+  if (broadcast) {
+    std::vector<int64_t> dims, st;
+    for (size_t a = 0; a < xd.size(); ++a) {
+      dims.push_back(xd[a] * reps[a]);
+      st.push_back(reps[a] != 1 ? 0 : xs[a]);
+    }
+    c.bind(n.output(0), c.view(x, dims, st, 0, n.name()));
+    return true;
+  }
   int y = dense_output(c, n);
   const std::vector<int64_t> ys = row_major(c.val(y).dims);
   std::vector<int64_t> dims, from, to;

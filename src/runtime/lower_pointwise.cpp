@@ -78,7 +78,7 @@ struct Planner {
   std::optional<std::vector<int64_t>> input_dims(const Value& v) {
     if (in_group(v)) return sink_only.count(v) ? std::nullopt : std::optional(dims);
     if (int id = c.bound_id(v); id >= 0) return c.val(id).dims;
-    if (c.peek_known(v) || !c.depends_on_pending(v)) return c.val(c.id(v)).dims;
+    if (c.peek_known(v) || !c.depends_on_pending(v)) return c.dims(v);
     return std::nullopt;
   }
 

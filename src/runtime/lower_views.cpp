@@ -2,8 +2,10 @@
 // buffer read with other dims, strides and a start offset, no step at all.
 // Identity and Dropout alias their input; Reshape, Flatten, Squeeze and Unsqueeze
 // re-stride it (copying only when the input is a view whose strides cannot be
-// regrouped); Transpose permutes strides; Slice offsets and scales them; Split
-// makes one view per part; Expand gives broadcast dims stride 0. Native kernels
+// regrouped, and then, for a broadcast's repeat axis merged with another, only when
+// something other than a product reads it: a SplitView); Transpose permutes strides;
+// Slice offsets and scales them; Split makes one view per part; Expand (and a Tile
+// of dims of extent 1) gives broadcast dims stride 0. Native kernels
 // and oneDNN's matmul and reorders read such views directly.
 #include <algorithm>
 
@@ -54,6 +56,67 @@ std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& 
   }
   if (i != fd.size()) return std::nullopt;
   return ts;
+}
+
+// `parts` (strided dims, outermost first, in the element order of a dense tensor)
+// regrouped as dims `to`: each dim of `to` takes consecutive parts, a part split in
+// two where a dim ends inside it and divides it. Contiguous neighbours are merged
+// first, so a dim that needs one stride gets one. nullopt where a dim ends inside
+// a part it does not divide.
+std::optional<SplitView> regroup(int src, std::vector<std::pair<int64_t, int64_t>> parts,
+                                 const std::vector<int64_t>& to) {
+  std::vector<std::pair<int64_t, int64_t>> ps;
+  for (const auto& p : parts) {
+    if (p.first == 1) continue;
+    if (!ps.empty() && ps.back().second == p.second * p.first) ps.back() = {ps.back().first * p.first, p.second};
+    else ps.push_back(p);
+  }
+  SplitView v;
+  v.src = src;
+  v.dims = to;
+  size_t i = 0;
+  for (int64_t t : to) {
+    std::vector<std::pair<int64_t, int64_t>> own;
+    int64_t have = 1;
+    while (have < t) {
+      if (i >= ps.size()) return std::nullopt;
+      const int64_t need = t / have;
+      if (t % have != 0) return std::nullopt;
+      auto [e, st] = ps[i];
+      if (e <= need) {
+        own.push_back(ps[i++]);
+        have *= e;
+      } else {
+        if (e % need != 0) return std::nullopt;
+        own.push_back({need, st * (e / need)});
+        ps[i] = {e / need, st};
+        have *= need;
+      }
+    }
+    if (have != t) return std::nullopt;
+    v.parts.push_back(std::move(own));
+  }
+  if (i != ps.size()) return std::nullopt;
+  return v;
+}
+
+// Binds `out` to `v`: a plain view where each dim has at most one part, else a
+// SplitView left for its consumers.
+void bind_regrouped(Compiler& c, const Value& out, SplitView v, const std::string& name) {
+  if (!v.split()) {
+    std::vector<int64_t> st;
+    for (const auto& p : v.parts) st.push_back(p.empty() ? 1 : p[0].second);
+    c.bind(out, c.view(v.src, v.dims, st, 0, name));
+    return;
+  }
+  c.defer_view(out, std::move(v));
+}
+
+// The parts of a SplitView in element order.
+std::vector<std::pair<int64_t, int64_t>> flat_parts(const SplitView& v) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& p : v.parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
 }
 
 // The input of a view as something strided: blocked oneDNN layouts become plain.
@@ -123,6 +186,10 @@ int blocked_part(Compiler& c, int x, size_t axis, int64_t start, int64_t count, 
 
 bool lower_identity(Compiler& c, const Node& n) {
   if (n.num_outputs() != 1 && !(n.op_type() == "Dropout" && n.num_outputs() <= 2)) return false;
+  if (const SplitView* s = c.split_view(n.inputs()[0]); s && n.num_outputs() == 1) {
+    c.defer_view(n.output(0), *s);
+    return true;
+  }
   int x = c.id(n.inputs()[0]);
   c.bind(n.output(0), c.alias(x, c.val(x).dims, c.val(x).md, n.name()));
   if (n.num_outputs() == 2) {
@@ -137,6 +204,11 @@ bool lower_identity(Compiler& c, const Node& n) {
 bool lower_reshape(Compiler& c, const Node& n) {
   if (lower_reshaped_group_norm(c, n)) return true;
   const std::vector<int64_t> out_dims = static_dims(c.concrete_types(n)[0].shape);
+  if (const SplitView* s = c.split_view(n.inputs()[0]))
+    if (auto v = regroup(s->src, flat_parts(*s), out_dims)) {
+      bind_regrouped(c, n.output(0), std::move(*v), n.name());
+      return true;
+    }
   int x = c.id(n.inputs()[0]);
   if (!c.strides_of(x)) {
     // A blocked layout: oneDNN regroups its dims where the blocking allows
@@ -151,6 +223,16 @@ bool lower_reshape(Compiler& c, const Node& n) {
   }
   auto fs = c.strides_of(x);
   auto ts = reshape_strides(c.val(x).dims, *fs, out_dims);
+  if (!ts && c.broadcast_view(x)) {
+    // A broadcast's repeat axis merged with a real one (repeat_kv): read in place
+    // by a product, copied dense only for other consumers.
+    std::vector<std::pair<int64_t, int64_t>> parts;
+    for (size_t i = 0; i < fs->size(); ++i) parts.push_back({c.val(x).dims[i], (*fs)[i]});
+    if (auto v = regroup(x, std::move(parts), out_dims)) {
+      bind_regrouped(c, n.output(0), std::move(*v), n.name());
+      return true;
+    }
+  }
   if (!ts) {
     x = c.as_plain(x);
     ts = row_major(out_dims);
@@ -160,6 +242,21 @@ bool lower_reshape(Compiler& c, const Node& n) {
 }
 
 bool lower_transpose(Compiler& c, const Node& n) {
+  if (const SplitView* s = c.split_view(n.inputs()[0])) {
+    std::vector<int64_t> perm = n.attrs().get_ints("perm", {});
+    const size_t r = s->dims.size();
+    if (perm.empty())
+      for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+    if (perm.size() != r) return false;
+    SplitView t;
+    t.src = s->src;
+    for (int64_t p : perm) {
+      t.dims.push_back(s->dims[static_cast<size_t>(p)]);
+      t.parts.push_back(s->parts[static_cast<size_t>(p)]);
+    }
+    c.defer_view(n.output(0), std::move(t));
+    return true;
+  }
   int x = c.id(n.inputs()[0]);
   const std::vector<int64_t> xd = c.val(x).dims;
   const size_t r = xd.size();
