@@ -1,0 +1,162 @@
+"""CNN layers of current torchvision / audio exports that earlier rounds did not try.
+
+Strided ConvTranspose (every decoder's and vocoder's upsampling: kernel 4, stride 2,
+padding 1, in 1-D, 2-D and 3-D) ran on oneDNN's deconvolution at 16-25 times ONNX
+Runtime's time with a ReLU after it (1.7-1.9 times without); it runs as a 1x1 convolution to the kernel taps and a scatter of
+them into the output. InstanceNormalization (RAFT's encoders) of a convolution's
+output, in channel blocks or channels last, read one float per position per
+channel three times (2 ms for [2, 32, 64, 64]); it reads whole blocks of lanes.
+Each case is built with onnx.helper, run natively (no ONNX Runtime, no reference
+kernel) and compared with ONNX Runtime; the speed cases bound the ratio to ONNX
+Runtime loosely (it was an order of magnitude).
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+
+
+def deconv_model(x_shape, c_out, kernel, group=1, bias=True, relu=False, **attrs):
+    rng = np.random.default_rng(sum(x_shape) + len(kernel))
+    w = rng.standard_normal((x_shape[1], c_out // group, *kernel)).astype(np.float32) * 0.2
+    inits = [numpy_helper.from_array(w, "w")]
+    inputs = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b"))
+        inputs.append("b")
+    nodes = [helper.make_node("ConvTranspose", inputs, ["t" if relu else "y"], name="up", group=group, **attrs)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["t"], ["y"], name="relu"))
+    graph = helper.make_graph(nodes, "deconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def conv_instance_norm_model(shape, c_mid, groups=None):
+    """Conv (3x3, so the runtime picks a blocked or channel-last layout) then
+    InstanceNormalization, or GroupNormalization with `groups` groups."""
+    rng = np.random.default_rng(c_mid)
+    n, c, h, w = shape
+    inits = [numpy_helper.from_array(rng.standard_normal((c_mid, c, 3, 3)).astype(np.float32) * 0.3, "w"),
+             numpy_helper.from_array(rng.standard_normal(c_mid).astype(np.float32), "cb"),
+             numpy_helper.from_array(rng.uniform(0.5, 2, c_mid).astype(np.float32), "s"),
+             numpy_helper.from_array(rng.standard_normal(c_mid).astype(np.float32), "b")]
+    norm = (helper.make_node("InstanceNormalization", ["t", "s", "b"], ["y"], name="norm", epsilon=1e-5)
+            if groups is None else
+            helper.make_node("GroupNormalization", ["t", "s", "b"], ["y"], name="norm", num_groups=groups, epsilon=1e-5))
+    nodes = [helper.make_node("Conv", ["x", "w", "cb"], ["t"], name="conv", pads=[1, 1, 1, 1]), norm]
+    graph = helper.make_graph(nodes, "norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21 if groups else 17)])
+
+
+def run_native(tmp_path, model, x, threads=1):
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads",
+                        str(threads), "--no-onnxruntime", "--print-steps"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "reference" not in p.stdout, p.stdout
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.load(out)["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return p.stdout
+
+
+def steps_of(stdout, label):
+    """The kinds of the printed steps labelled `label`."""
+    kinds = []
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[-1] == label:
+            kinds.append(parts[0])
+    return kinds
+
+
+def bench_ratio(tmp_path, model, x):
+    """isomer / ONNX Runtime at one thread, medians of 30 runs, the best of three rounds."""
+    path, inp, rep = tmp_path / "b.onnx", tmp_path / "b.npz", tmp_path / "b.json"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    best = float("inf")
+    for _ in range(3):
+        p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--threads", "1", "--bench", "--repeat",
+                            "30", "--report-json", str(rep)], capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = json.load(open(rep))
+        if "onnxruntime" not in r:
+            pytest.skip("ONNX Runtime is not available to isomer's bridge")
+        o = r["onnxruntime"]
+        assert o["outputs"]["status"] == "passed"
+        best = min(best, o["ratio"])
+    return best
+
+
+# name: (input shape, output channels, kernel, attributes)
+DECONVS = {
+    "1d_k4_s2_p1": ((2, 6, 37), 5, [4], dict(strides=[2], pads=[1, 1])),
+    "1d_k5_s3_dilated": ((1, 4, 19), 3, [5], dict(strides=[3], pads=[2, 1], dilations=[2])),
+    "2d_k3_s2_p1_op1": ((1, 6, 7, 9), 4, [3, 3], dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    "2d_k4_s2_p1_relu_nobias": ((2, 8, 6, 5), 8, [4, 4], dict(strides=[2, 2], pads=[1, 1, 1, 1], relu=True,
+                                                               bias=False)),
+    "2d_s21_asym_dil": ((1, 5, 6, 7), 3, [3, 3], dict(strides=[2, 1], pads=[1, 0, 2, 1], dilations=[2, 1])),
+    "2d_output_shape": ((1, 3, 5, 6), 4, [3, 3], dict(strides=[2, 2], output_shape=[12, 13])),
+    "2d_k2_s3_gaps": ((1, 3, 4, 4), 2, [2, 2], dict(strides=[3, 3])),
+    "3d_k3_s2_p1": ((1, 4, 3, 5, 4), 3, [3, 3, 3], dict(strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1])),
+    "2d_groups_s2": ((1, 6, 5, 5), 4, [3, 3], dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECONVS))
+def test_strided_conv_transpose_matches_onnxruntime(tmp_path, name):
+    shape, c_out, kernel, attrs = DECONVS[name]
+    attrs = dict(attrs)
+    relu, bias, group = attrs.pop("relu", False), attrs.pop("bias", True), attrs.get("group", 1)
+    model = deconv_model(list(shape), c_out, kernel, bias=bias, relu=relu, **attrs)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    out = run_native(tmp_path, model, x)
+    if group == 1:  # a grouped one stays on oneDNN's deconvolution
+        assert "deconv" not in steps_of(out, "up"), out
+
+
+@pytest.mark.parametrize("shape", [(1, 32, 4000), (1, 32, 64, 64)])
+def test_strided_conv_transpose_speed(tmp_path, shape):
+    """Kernel 4, stride 2, padding 1, 32 to 16 channels, then ReLU: 16-25x ONNX
+    Runtime's time on oneDNN's deconvolution with the ReLU as its post-op (1.7-1.9x
+    without it), about 1x as a product and a scatter."""
+    k = [4] * (len(shape) - 2)
+    model = deconv_model(list(shape), 16, k, relu=True, strides=[2] * len(k), pads=[1] * 2 * len(k))
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    assert bench_ratio(tmp_path, model, x) < 4.0
+
+
+@pytest.mark.parametrize("shape,c_mid,groups", [((2, 3, 17, 19), 32, None), ((1, 3, 9, 8), 24, None),
+                                                ((1, 3, 9, 8), 48, None), ((2, 3, 10, 11), 32, 8),
+                                                ((1, 3, 8, 8), 64, 16), ((1, 3, 8, 8), 40, 20)])
+def test_norm_inside_channel_blocks_matches_onnxruntime(tmp_path, shape, c_mid, groups):
+    model = conv_instance_norm_model(shape, c_mid, groups)
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32) * 3 + 1
+    for threads in (1, 2):
+        out = run_native(tmp_path, model, x, threads)
+        assert "groupnorm" in steps_of(out, "norm"), out
+
+
+def test_instance_norm_in_channel_blocks_speed(tmp_path):
+    """RAFT's InstanceNormalization after a convolution, [2, 32, 64, 64]: 2 ms
+    (about 10x ONNX Runtime's time with its convolution) before."""
+    model = conv_instance_norm_model((2, 3, 64, 64), 32)
+    x = np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
+    assert bench_ratio(tmp_path, model, x) < 2.5
