@@ -6,7 +6,8 @@ Runtime's time with a ReLU after it (1.7-1.9 times without); it runs as a 1x1 co
 them into the output. InstanceNormalization (RAFT's encoders) of a convolution's
 output, in channel blocks or channels last, read one float per position per
 channel three times (2 ms for [2, 32, 64, 64]); it reads whole blocks of lanes.
-Each case is built with onnx.helper, run natively (no ONNX Runtime, no reference
+TopK of int64 or int32 data (torch's pack_padded_sequence sorts the lengths with
+one) ran on the reference kernel. Each case is built with onnx.helper, run natively (no ONNX Runtime, no reference
 kernel) and compared with ONNX Runtime; the speed cases bound the ratio to ONNX
 Runtime loosely (it was an order of magnitude).
 """
@@ -69,10 +70,11 @@ def run_native(tmp_path, model, x, threads=1):
     assert "reference" not in p.stdout, p.stdout
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    got = np.load(out)["y"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    got = np.load(out)
+    for o, want in zip(session.get_outputs(), session.run(None, {"x": x})):
+        assert got[o.name].shape == want.shape and got[o.name].dtype == want.dtype, o.name
+        np.testing.assert_allclose(got[o.name], want, rtol=1e-4, atol=1e-4)
     return p.stdout
 
 
@@ -160,3 +162,21 @@ def test_instance_norm_in_channel_blocks_speed(tmp_path):
     model = conv_instance_norm_model((2, 3, 64, 64), 32)
     x = np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
     assert bench_ratio(tmp_path, model, x) < 2.5
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("axis,k,largest", [(-1, 3, 1), (0, 2, 0), (1, 7, 1), (-1, 1, 0)])
+def test_integer_top_k_matches_onnxruntime(tmp_path, dtype, axis, k, largest):
+    """Values with ties (the lower index first, as ONNX Runtime orders them) and
+    extremes of the type, sorted along either axis."""
+    tp = TensorProto.INT64 if dtype == np.int64 else TensorProto.INT32
+    node = helper.make_node("TopK", ["x", "k"], ["y", "i"], name="topk", axis=axis, largest=largest)
+    graph = helper.make_graph([node], "topk", [helper.make_tensor_value_info("x", tp, [5, 7])],
+                              [helper.make_tensor_value_info("y", tp, None),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                              [numpy_helper.from_array(np.array([k], np.int64), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(k).integers(-3, 4, (5, 7)).astype(dtype)
+    x[0, 0], x[1, 1] = np.iinfo(dtype).max, np.iinfo(dtype).min
+    out = run_native(tmp_path, model, x)
+    assert steps_of(out, "topk") == ["topk"], out
