@@ -292,30 +292,44 @@ bool deconv_as_shuffle(Compiler& c, const Node& n, const Tensor& wt, const std::
   return true;
 }
 
-// y[o, m] += t[i, k, m] over input positions i and kernel taps k (row-major
-// multi-indices over 3 axes, missing ones of extent 1) where o = i s - pad + k d
-// lies inside the output along every axis; t and y channel-last, M wide.
-ISOMER_CLONES void scatter_taps(const float* t, float* y, const int64_t* in, const int64_t* kernel, const int64_t* out,
-                                const int64_t* stride, const int64_t* dilation, const int64_t* pad, int64_t M) {
-  const int64_t taps = kernel[0] * kernel[1] * kernel[2];
-  for (int64_t i0 = 0; i0 < in[0]; ++i0)
-    for (int64_t i1 = 0; i1 < in[1]; ++i1)
-      for (int64_t i2 = 0; i2 < in[2]; ++i2, t += taps * M)
-        for (int64_t k0 = 0; k0 < kernel[0]; ++k0) {
-          const int64_t o0 = i0 * stride[0] - pad[0] + k0 * dilation[0];
-          if (o0 < 0 || o0 >= out[0]) continue;
+// Output rows [o_begin, o_end) of the first of 3 spatial axes (missing ones at the
+// end, of extent 1): y[o, m] = bias[m] + t[i, k, m] summed over the input positions i and
+// kernel taps k with o = i s - pad + k d, t and y channel-last, M wide (row-major
+// multi-indices), then the (leaky) ReLUs of `slopes` in turn. Each row gathers
+// along the first axis from the taps that reach it, so threads that own rows never
+// write the same pixel.
+ISOMER_CLONES void add_taps_to_rows(const float* t, float* y, const float* bias, int64_t o_begin, int64_t o_end,
+                                    const int64_t* in, const int64_t* kernel, const int64_t* out,
+                                    const int64_t* stride, const int64_t* dilation, const int64_t* pad, int64_t M,
+                                    const std::vector<float>& slopes) {
+  const int64_t taps = kernel[0] * kernel[1] * kernel[2], row = out[1] * out[2] * M;
+  for (int64_t o0 = o_begin; o0 < o_end; ++o0) {
+    float* yr = y + o0 * row;
+    for (int64_t p = 0; p < out[1] * out[2]; ++p)
+      for (int64_t m = 0; m < M; ++m) yr[p * M + m] = bias[m];
+    for (int64_t k0 = 0; k0 < kernel[0]; ++k0) {
+      const int64_t num = o0 + pad[0] - k0 * dilation[0];
+      if (num < 0 || num % stride[0] != 0 || num / stride[0] >= in[0]) continue;
+      const float* ti = t + num / stride[0] * in[1] * in[2] * taps * M;
+      for (int64_t i1 = 0; i1 < in[1]; ++i1)
+        for (int64_t i2 = 0; i2 < in[2]; ++i2) {
+          const float* tp = ti + (i1 * in[2] + i2) * taps * M;
           for (int64_t k1 = 0; k1 < kernel[1]; ++k1) {
             const int64_t o1 = i1 * stride[1] - pad[1] + k1 * dilation[1];
             if (o1 < 0 || o1 >= out[1]) continue;
             for (int64_t k2 = 0; k2 < kernel[2]; ++k2) {
               const int64_t o2 = i2 * stride[2] - pad[2] + k2 * dilation[2];
               if (o2 < 0 || o2 >= out[2]) continue;
-              const float* src = t + ((k0 * kernel[1] + k1) * kernel[2] + k2) * M;
-              float* dst = y + ((o0 * out[1] + o1) * out[2] + o2) * M;
+              const float* src = tp + ((k0 * kernel[1] + k1) * kernel[2] + k2) * M;
+              float* dst = yr + (o1 * out[2] + o2) * M;
               for (int64_t m = 0; m < M; ++m) dst[m] += src[m];
             }
           }
         }
+    }
+    for (const float a : slopes)
+      for (int64_t q = 0; q < row; ++q) yr[q] = yr[q] < 0.0f ? a * yr[q] : yr[q];
+  }
 }
 
 // A strided ConvTranspose as a product and a scatter: a 1x1 convolution to one
@@ -338,10 +352,9 @@ bool deconv_as_gemm(Compiler& c, const Node& n, const Tensor& wt, const std::vec
   if (N * positions * K > (int64_t{16} << 20)) return false;  // 64 MB of cells
   std::array<int64_t, 3> in{1, 1, 1}, kernel{1, 1, 1}, out{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1}, pad{0, 0, 0};
   std::vector<int64_t> od{N, M};
-  for (size_t i = 0; i < sp; ++i) {
-    const size_t k = 3 - sp + i;
-    in[k] = axes[i].in, kernel[k] = axes[i].kernel, out[k] = axes[i].out;
-    stride[k] = axes[i].stride, dilation[k] = axes[i].dilation, pad[k] = axes[i].pad_begin;
+  for (size_t i = 0; i < sp; ++i) {  // (trailing axes of extent 1: the same row-major order)
+    in[i] = axes[i].in, kernel[i] = axes[i].kernel, out[i] = axes[i].out;
+    stride[i] = axes[i].stride, dilation[i] = axes[i].dilation, pad[i] = axes[i].pad_begin;
     od.push_back(axes[i].out);
   }
   // Weights [C, M, taps] -> [(tap, m), C]: the channel-last cells of one input
@@ -375,23 +388,41 @@ bool deconv_as_gemm(Compiler& c, const Node& n, const Tensor& wt, const std::vec
                    describe_md(pd.weights_desc()) + " dst " + describe_md(pd.dst_desc()) + " impl " + pd.impl_info_str();
   info.flops = 2.0 * static_cast<double>(N * positions) * static_cast<double>(K * C);
   c.add_primitive(pd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wid}, {DNNL_ARG_DST, t}}, info);
+  // ReLU and LeakyReLU after it are applied to each row as it is finished.
+  Fusion fusion = plan_fusion(c, n.output(0), od, /*allow_add=*/false, /*full_binary=*/false);
+  std::vector<float> slopes;
+  for (const PostOp& op : fusion.ops)
+    if (op.eltwise && op.eltwise->alg == dnnl::algorithm::eltwise_relu) slopes.push_back(op.eltwise->alpha);
+  if (slopes.size() != fusion.ops.size()) {
+    slopes.clear();
+    fusion = Fusion{{}, {}, n.output(0), n.output(0)};
+  }
   const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, last), n.name());
   std::vector<float> bias(static_cast<size_t>(M), 0.0f);
   if (bt) {
     const std::vector<double> b = bt->to_f64();
     std::copy(b.begin(), b.end(), bias.begin());
   }
-  const int64_t in_size = positions * K, out_size = num_elements(od, 2, od.size()) * M;
-  add_native_step(c, step_info(n, "copy", "ConvTranspose taps added into pixels " + to_string(od)), {t}, {y},
-                  [=](const std::vector<char*>& p) {
-                    for (int64_t b = 0; b < N; ++b) {
-                      float* yb = reinterpret_cast<float*>(p[1]) + b * out_size;
-                      for (int64_t o = 0; o < out_size; o += M) std::copy(bias.begin(), bias.end(), yb + o);
-                      scatter_taps(reinterpret_cast<const float*>(p[0]) + b * in_size, yb, in.data(), kernel.data(),
-                                   out.data(), stride.data(), dilation.data(), pad.data(), M);
-                    }
+  const int64_t in_size = positions * K, out_size = num_elements(od, 2, od.size()) * M, rows = N * out[0];
+  const int team = kernels::team_for_work(
+      c.threads(), std::min(static_cast<double>(rows), static_cast<double>(N * positions * K) / (64.0 * 1024)));
+  StepInfo scatter = step_info(n, "copy", "ConvTranspose taps added into pixels " + to_string(od) +
+                                              (slopes.empty() ? "" : " +relu"));
+  scatter.ops = fusion_ops("ConvTranspose", {}, fusion);
+  scatter.nodes = fusion_nodes(n, fusion);
+  add_native_step(c, std::move(scatter), {t}, {y}, [=](const std::vector<char*>& p) {
+                    kernels::parallel_teams(team, [&](int th, int nt) {
+                      for (int64_t r = rows * th / nt; r < rows * (th + 1) / nt;) {
+                        const int64_t b = r / out[0], end = std::min(rows * (th + 1) / nt, (b + 1) * out[0]);
+                        add_taps_to_rows(reinterpret_cast<const float*>(p[0]) + b * in_size,
+                                         reinterpret_cast<float*>(p[1]) + b * out_size, bias.data(), r % out[0],
+                                         r % out[0] + end - r, in.data(), kernel.data(), out.data(), stride.data(),
+                                         dilation.data(), pad.data(), M, slopes);
+                        r = end;
+                      }
+                    });
                   });
-  c.bind(n.output(0), y);
+  finish_fusion(c, fusion, y);
   return true;
 }
 

@@ -35,7 +35,10 @@ def deconv_model(x_shape, c_out, kernel, group=1, bias=True, relu=False, **attrs
         inits.append(numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b"))
         inputs.append("b")
     nodes = [helper.make_node("ConvTranspose", inputs, ["t" if relu else "y"], name="up", group=group, **attrs)]
-    if relu:
+    if relu == "leaky":  # then a ReLU: two slopes in turn
+        nodes += [helper.make_node("LeakyRelu", ["t"], ["t2"], name="leaky", alpha=0.2),
+                  helper.make_node("Relu", ["t2"], ["y"], name="relu")]
+    elif relu:
         nodes.append(helper.make_node("Relu", ["t"], ["y"], name="relu"))
     graph = helper.make_graph(nodes, "deconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
@@ -119,6 +122,11 @@ DECONVS = {
     "2d_k2_s3_gaps": ((1, 3, 4, 4), 2, [2, 2], dict(strides=[3, 3])),
     "3d_k3_s2_p1": ((1, 4, 3, 5, 4), 3, [3, 3, 3], dict(strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1])),
     "2d_groups_s2": ((1, 6, 5, 5), 4, [3, 3], dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2)),
+    # large enough for a team of two threads over the output rows
+    "2d_batch2_team": ((2, 16, 40, 40), 16, [3, 3], dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    "1d_long_team": ((1, 16, 3000), 16, [4], dict(strides=[2], pads=[1, 1], relu=True)),
+    "2d_leaky_relu": ((1, 4, 6, 7), 6, [4, 4], dict(strides=[2, 2], pads=[1, 1, 1, 1], relu="leaky")),
+    "2d_leaky_team": ((2, 16, 40, 40), 16, [4, 4], dict(strides=[2, 2], pads=[1, 1, 1, 1], relu="leaky")),
 }
 
 
@@ -129,9 +137,10 @@ def test_strided_conv_transpose_matches_onnxruntime(tmp_path, name):
     relu, bias, group = attrs.pop("relu", False), attrs.pop("bias", True), attrs.get("group", 1)
     model = deconv_model(list(shape), c_out, kernel, bias=bias, relu=relu, **attrs)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    out = run_native(tmp_path, model, x)
-    if group == 1:  # a grouped one stays on oneDNN's deconvolution
-        assert "deconv" not in steps_of(out, "up"), out
+    for threads in (1, 2):
+        out = run_native(tmp_path, model, x, threads)
+        if group == 1:  # a grouped one stays on oneDNN's deconvolution
+            assert "deconv" not in steps_of(out, "up"), out
 
 
 @pytest.mark.parametrize("shape", [(1, 32, 4000), (1, 32, 64, 64)])
