@@ -411,17 +411,16 @@ bool deconv_as_gemm(Compiler& c, const Node& n, const Tensor& wt, const std::vec
   scatter.ops = fusion_ops("ConvTranspose", {}, fusion);
   scatter.nodes = fusion_nodes(n, fusion);
   add_native_step(c, std::move(scatter), {t}, {y}, [=](const std::vector<char*>& p) {
-                    kernels::parallel_teams(team, [&](int th, int nt) {
-                      for (int64_t r = rows * th / nt; r < rows * (th + 1) / nt;) {
-                        const int64_t b = r / out[0], end = std::min(rows * (th + 1) / nt, (b + 1) * out[0]);
-                        add_taps_to_rows(reinterpret_cast<const float*>(p[0]) + b * in_size,
-                                         reinterpret_cast<float*>(p[1]) + b * out_size, bias.data(), r % out[0],
-                                         r % out[0] + end - r, in.data(), kernel.data(), out.data(), stride.data(),
-                                         dilation.data(), pad.data(), M, slopes);
-                        r = end;
-                      }
-                    });
-                  });
+    kernels::parallel_teams(team, [&](int th, int nt) {
+      for (int64_t r = rows * th / nt; r < rows * (th + 1) / nt;) {  // rows of one batch element at a time
+        const int64_t b = r / out[0], end = std::min(rows * (th + 1) / nt, (b + 1) * out[0]);
+        add_taps_to_rows(reinterpret_cast<const float*>(p[0]) + b * in_size,
+                         reinterpret_cast<float*>(p[1]) + b * out_size, bias.data(), r % out[0], r % out[0] + end - r,
+                         in.data(), kernel.data(), out.data(), stride.data(), dilation.data(), pad.data(), M, slopes);
+        r = end;
+      }
+    });
+  });
   finish_fusion(c, fusion, y);
   return true;
 }
