@@ -130,6 +130,8 @@ DECONVS = {
     "1d_s1_dilated": ((1, 4, 23), 6, [5], dict(strides=[1], pads=[3, 1], dilations=[2])),
     "3d_s1_groups_asym": ((1, 6, 4, 5, 6), 4, [3, 2, 3], dict(strides=[1, 1, 1], pads=[0, 1, 2, 2, 0, 1], group=2)),
     "2d_s1_pad_past_kernel": ((1, 3, 9, 9), 4, [3, 3], dict(strides=[1, 1], pads=[3, 1, 1, 3])),
+    "2d_same_upper": ((1, 3, 5, 6), 4, [3, 3], dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+    "2d_same_lower_s1": ((1, 3, 5, 6), 4, [4, 3], dict(strides=[1, 1], auto_pad="SAME_LOWER")),
     "2d_leaky_relu": ((1, 4, 6, 7), 6, [4, 4], dict(strides=[2, 2], pads=[1, 1, 1, 1], relu="leaky")),
     "2d_leaky_team": ((2, 16, 40, 40), 16, [4, 4], dict(strides=[2, 2], pads=[1, 1, 1, 1], relu="leaky")),
 }
