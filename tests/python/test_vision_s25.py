@@ -212,3 +212,40 @@ def test_integer_top_k_matches_onnxruntime(tmp_path, dtype, axis, k, largest):
     x[0, 0], x[1, 1] = np.iinfo(dtype).max, np.iinfo(dtype).min
     out = run_native(tmp_path, model, x)
     assert steps_of(out, "topk") == ["topk"], out
+
+
+def pool_model(op, x_shape, kernel, **attrs):
+    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=kernel, **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# 1-D and 3-D pools of a plain input (audio nets' MaxPool1d, video nets' pooling):
+# oneDNN's jit kernels take no plain layout there and its "simple_nchw" kernel ran
+# 20-60 times slower than a reorder to channels last and the jit kernel.
+POOLS = {
+    "max1d_k3_s2_p1": ("MaxPool", (2, 12, 301), [3], dict(strides=[2], pads=[1, 1])),
+    "avg1d_ceil": ("AveragePool", (1, 8, 50), [4], dict(strides=[3], ceil_mode=1)),
+    "max3d_mvit_skip": ("MaxPool", (1, 16, 4, 15, 14), [1, 3, 3], dict(strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1])),
+    "avg3d_include_pad": ("AveragePool", (2, 8, 5, 9, 8), [3, 3, 3], dict(strides=[2, 2, 2], pads=[1] * 6,
+                                                                          count_include_pad=1)),
+    "max3d_dilated": ("MaxPool", (1, 8, 6, 9, 9), [2, 3, 3], dict(strides=[1, 2, 2], dilations=[2, 1, 2])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_plain_1d_3d_pools_match_onnxruntime(tmp_path, name):
+    op, shape, kernel, attrs = POOLS[name]
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    for threads in (1, 2):
+        run_native(tmp_path, pool_model(op, list(shape), kernel, **attrs), x, threads)
+
+
+@pytest.mark.parametrize("op,shape,kernel,attrs", [
+    ("MaxPool", (1, 192, 3000), [3], dict(strides=[2], pads=[1, 1])),
+    ("AveragePool", (1, 64, 8, 56, 56), [1, 3, 3], dict(strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1])),
+])
+def test_plain_1d_3d_pool_speed(tmp_path, op, shape, kernel, attrs):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    assert bench_ratio(tmp_path, pool_model(op, list(shape), kernel, **attrs), x) < 4.0
