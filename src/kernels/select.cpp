@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ir/error.h"
@@ -25,35 +26,37 @@ int team_for(int64_t work, int64_t units, int threads) {
 inline int64_t share(int64_t outer, int t, int nt) { return outer * t / nt; }
 
 // NaN above every number; ties broken by the lower index.
-template <bool Smallest>
+template <class T, bool Smallest>
 struct Before {
-  const float* v;
+  const T* v;
   bool operator()(int32_t a, int32_t b) const {
-    const float x = v[a], y = v[b];
-    const bool xn = std::isnan(x), yn = std::isnan(y);
-    if (xn || yn) {
-      if (xn && yn) return a < b;
-      return Smallest ? yn : xn;
+    const T x = v[a], y = v[b];
+    if constexpr (std::is_floating_point_v<T>) {
+      const bool xn = std::isnan(x), yn = std::isnan(y);
+      if (xn || yn) {
+        if (xn && yn) return a < b;
+        return Smallest ? yn : xn;
+      }
     }
     if (x != y) return Smallest ? x < y : x > y;
     return a < b;
   }
 };
 
-template <bool Smallest>
-void top_k_rows(const float* x, float* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+template <bool Smallest, class T>
+void top_k_rows(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
                 int threads) {
   const int team = team_for(outer * n * inner, outer * inner, threads);
   const int64_t rows = outer * inner;
   parallel_teams(team, [&](int t, int nt) {
-    std::vector<float> row(static_cast<size_t>(n));
+    std::vector<T> row(static_cast<size_t>(n));
     std::vector<int32_t> order(static_cast<size_t>(n));
     for (int64_t r = share(rows, t, nt); r < share(rows, t + 1, nt); ++r) {
       const int64_t o = r / inner, i = r % inner;
-      const float* src = x + o * n * inner + i;
+      const T* src = x + o * n * inner + i;
       for (int64_t j = 0; j < n; ++j) row[j] = src[j * inner];
       for (int64_t j = 0; j < n; ++j) order[j] = static_cast<int32_t>(j);
-      const Before<Smallest> before{row.data()};
+      const Before<T, Smallest> before{row.data()};
       if (k == 1) {
         order[0] = *std::min_element(order.begin(), order.end(), before);
       } else if (k < n) {
@@ -62,7 +65,7 @@ void top_k_rows(const float* x, float* values, int64_t* indices, int64_t outer, 
       } else {
         std::sort(order.begin(), order.end(), before);
       }
-      float* vo = values + o * k * inner + i;
+      T* vo = values + o * k * inner + i;
       int64_t* io = indices ? indices + o * k * inner + i : nullptr;
       for (int64_t j = 0; j < k; ++j) {
         vo[j * inner] = row[order[j]];
@@ -97,13 +100,27 @@ int64_t index_at(const void* index, size_t index_elem, int64_t p) {
   return index_elem == 4 ? static_cast<const int32_t*>(index)[p] : static_cast<const int64_t*>(index)[p];
 }
 
+template <class T>
+void top_k_any(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+               bool smallest, int threads) {
+  require(k >= 0 && k <= n && n < (int64_t{1} << 31), "top_k: k out of range or axis too long");
+  if (k == 0 || outer * inner == 0) return;
+  (smallest ? top_k_rows<true, T> : top_k_rows<false, T>)(x, values, indices, outer, n, inner, k, threads);
+}
+
 }  // namespace
 
 void top_k(const float* x, float* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
            bool smallest, int threads) {
-  require(k >= 0 && k <= n && n < (int64_t{1} << 31), "top_k: k out of range or axis too long");
-  if (k == 0 || outer * inner == 0) return;
-  (smallest ? top_k_rows<true> : top_k_rows<false>)(x, values, indices, outer, n, inner, k, threads);
+  top_k_any(x, values, indices, outer, n, inner, k, smallest, threads);
+}
+void top_k(const int64_t* x, int64_t* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+           bool smallest, int threads) {
+  top_k_any(x, values, indices, outer, n, inner, k, smallest, threads);
+}
+void top_k(const int32_t* x, int32_t* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+           bool smallest, int threads) {
+  top_k_any(x, values, indices, outer, n, inner, k, smallest, threads);
 }
 
 bool scatter_elements(size_t elem, void* y, std::span<const int64_t> y_dims, const void* index, size_t index_elem,

@@ -18,6 +18,10 @@ namespace isomer::kernels {
 // nullptr (only the values wanted).
 void top_k(const float* x, float* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
            bool smallest, int threads = 0);
+void top_k(const int64_t* x, int64_t* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+           bool smallest, int threads = 0);
+void top_k(const int32_t* x, int32_t* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
+           bool smallest, int threads = 0);
 
 // ScatterElements in place on y (a copy of the data, row-major of y_dims): for each
 // position p of the index tensor (index_dims, same rank, each dim within y's except

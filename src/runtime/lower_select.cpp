@@ -12,8 +12,27 @@
 
 namespace isomer::runtime {
 
+namespace {
+
+template <class T>
+void run_top_k(const std::vector<char*>& p, int64_t outer, int64_t len, int64_t inner, int64_t k, bool smallest) {
+  kernels::top_k(reinterpret_cast<const T*>(p[0]), reinterpret_cast<T*>(p[1]),
+                 p.size() > 2 ? reinterpret_cast<int64_t*>(p[2]) : nullptr, outer, len, inner, k, smallest);
+}
+
+}  // namespace
+
+// Float32, int64 and int32 data (torch's pack_padded_sequence sorts the int64
+// lengths with a TopK).
 bool lower_top_k(Compiler& c, const Node& n) {
-  int x = dense_f32(c, n.inputs()[0]);
+  const DType t = c.dtype(n.inputs()[0]);
+  using Run = void (*)(const std::vector<char*>&, int64_t, int64_t, int64_t, int64_t, bool);
+  const Run run = t == DType::Float32 ? run_top_k<float>
+                  : t == DType::Int64 ? run_top_k<int64_t>
+                  : t == DType::Int32 ? run_top_k<int32_t>
+                                      : nullptr;
+  if (!run) return false;
+  int x = t == DType::Float32 ? dense_f32(c, n.inputs()[0]) : c.as_plain(c.id(n.inputs()[0]));
   if (x < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;
   const int64_t rank = static_cast<int64_t>(xd.size());
@@ -27,14 +46,10 @@ bool lower_top_k(Compiler& c, const Node& n) {
   if (n.num_outputs() > 1) writes.push_back(dense_output(c, n, 1));
   add_native_step(c,
                   step_info(n, "topk",
-                            std::string(smallest ? "bottomk " : "topk ") + std::to_string(k) + " " +
-                                to_string(std::vector<int64_t>{outer, len, inner}),
+                            std::string(smallest ? "bottomk " : "topk ") + std::string(dtype_name(t)) + " " +
+                                std::to_string(k) + " " + to_string(std::vector<int64_t>{outer, len, inner}),
                             static_cast<double>(num_elements(xd)) * 4),
-                  {x}, writes, [=](const std::vector<char*>& p) {
-                    kernels::top_k(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]),
-                                   p.size() > 2 ? reinterpret_cast<int64_t*>(p[2]) : nullptr, outer, len, inner, k,
-                                   smallest);
-                  });
+                  {x}, writes, [=](const std::vector<char*>& p) { run(p, outer, len, inner, k, smallest); });
   for (size_t i = 0; i < writes.size(); ++i) c.bind(n.output(static_cast<uint32_t>(i)), writes[i]);
   return true;
 }
