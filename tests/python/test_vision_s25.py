@@ -9,8 +9,8 @@ output, in channel blocks or channels last, read one float per position per
 channel three times (2 ms for [2, 32, 64, 64]); it reads whole blocks of lanes.
 TopK of int64 or int32 data (torch's pack_padded_sequence sorts the lengths with
 one) ran on the reference kernel. Each case is built with onnx.helper, run natively (no ONNX Runtime, no reference
-kernel) and compared with ONNX Runtime; the speed cases bound the ratio to ONNX
-Runtime loosely (it was an order of magnitude).
+kernel) and compared with ONNX Runtime; where the fix was speed, the case checks the
+plan that gives it (which kernel, which steps), not a time.
 """
 import json
 import os
@@ -92,23 +92,15 @@ def steps_of(stdout, label):
     return kinds
 
 
-def bench_ratio(tmp_path, model, x):
-    """isomer / ONNX Runtime at one thread, medians of 30 runs, the best of three rounds."""
-    path, inp, rep = tmp_path / "b.onnx", tmp_path / "b.npz", tmp_path / "b.json"
+def step_signatures(tmp_path, model, x):
+    """(kind, signature) of every step of one profiled run at one thread."""
+    path, inp, rep = tmp_path / "p.onnx", tmp_path / "p.npz", tmp_path / "p.json"
     onnx.save(model, path)
     np.savez(inp, x=x)
-    best = float("inf")
-    for _ in range(3):
-        p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--threads", "1", "--bench", "--repeat",
-                            "30", "--report-json", str(rep)], capture_output=True, text=True)
-        assert p.returncode == 0, p.stdout + p.stderr
-        r = json.load(open(rep))
-        if "onnxruntime" not in r:
-            pytest.skip("ONNX Runtime is not available to isomer's bridge")
-        o = r["onnxruntime"]
-        assert o["outputs"]["status"] == "passed"
-        best = min(best, o["ratio"])
-    return best
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--threads", "1", "--no-onnxruntime", "--bench",
+                        "--repeat", "1", "--profile", "--report-json", str(rep)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return [(s["kind"], s["signature"]) for s in json.load(open(rep))["profile"]]
 
 
 # name: (input shape, output channels, kernel, attributes)
@@ -153,18 +145,20 @@ def test_strided_conv_transpose_matches_onnxruntime(tmp_path, name):
 
 
 @pytest.mark.parametrize("shape", [(1, 32, 4000), (1, 32, 64, 64)])
-def test_strided_conv_transpose_speed(tmp_path, shape):
+def test_strided_conv_transpose_runs_as_taps_and_a_scatter(tmp_path, shape):
     """Kernel 4, stride 2, padding 1, 32 to 16 channels, then ReLU: 16-25x ONNX
     Runtime's time on oneDNN's deconvolution with the ReLU as its post-op (1.7-1.9x
-    without it), about 1x as a product and a scatter."""
+    without it), about 1x as a product and a scatter (docs/runtime.md; timed by
+    scripts/bench_rnn_probes.py-style A/B runs, not here)."""
     k = [4] * (len(shape) - 2)
     model = deconv_model(list(shape), 16, k, relu=True, strides=[2] * len(k), pads=[1] * 2 * len(k))
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    assert bench_ratio(tmp_path, model, x) < 4.0
+    out = run_native(tmp_path, model, x)
+    assert "deconv" not in steps_of(out, "up"), out
 
 
 @pytest.mark.parametrize("kernel,stride,group", [(3, 1, 1), (4, 2, 2)])
-def test_conv_transpose_with_relu_speed(tmp_path, kernel, stride, group):
+def test_conv_transpose_fuses_no_activation_into_a_deconvolution(tmp_path, kernel, stride, group):
     """On oneDNN's deconvolution, stride 1 or grouped, a ConvTranspose ran 6-9 times
     slower with the ReLU fused as its post-op (8.5x and 35x ONNX Runtime's time):
     the ReLU runs as a step of its own there, and a stride-1 one is a convolution
@@ -174,7 +168,10 @@ def test_conv_transpose_with_relu_speed(tmp_path, kernel, stride, group):
     x = np.random.default_rng(0).standard_normal((1, 32, 64, 64)).astype(np.float32)
     out = run_native(tmp_path, model, x)
     assert ("deconv" in steps_of(out, "up")) == (stride > 1), out
-    assert bench_ratio(tmp_path, model, x) < 4.0
+    if stride > 1:
+        assert steps_of(out, "relu"), out
+    sigs = [sig for kind, sig in step_signatures(tmp_path, model, x) if "deconv" in sig and "flipped" not in sig]
+    assert all("elt" not in sig for sig in sigs), sigs
 
 
 @pytest.mark.parametrize("shape,c_mid,groups", [((2, 3, 17, 19), 32, None), ((1, 3, 9, 8), 24, None),
@@ -186,14 +183,6 @@ def test_norm_inside_channel_blocks_matches_onnxruntime(tmp_path, shape, c_mid, 
     for threads in (1, 2):
         out = run_native(tmp_path, model, x, threads)
         assert "groupnorm" in steps_of(out, "norm"), out
-
-
-def test_instance_norm_in_channel_blocks_speed(tmp_path):
-    """RAFT's InstanceNormalization after a convolution, [2, 32, 64, 64]: 2 ms
-    (about 10x ONNX Runtime's time with its convolution) before."""
-    model = conv_instance_norm_model((2, 3, 64, 64), 32)
-    x = np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
-    assert bench_ratio(tmp_path, model, x) < 2.5
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
@@ -246,6 +235,10 @@ def test_plain_1d_3d_pools_match_onnxruntime(tmp_path, name):
     ("MaxPool", (1, 192, 3000), [3], dict(strides=[2], pads=[1, 1])),
     ("AveragePool", (1, 64, 8, 56, 56), [1, 3, 3], dict(strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1])),
 ])
-def test_plain_1d_3d_pool_speed(tmp_path, op, shape, kernel, attrs):
+def test_plain_1d_3d_pools_take_a_fast_kernel(tmp_path, op, shape, kernel, attrs):
+    """oneDNN's fast pooling kernels take no plain 1-D or 3-D layout: MaxPool1d of
+    192 x 3000 ran 6.3 ms on its simple kernel, 0.3 ms after a channel-last copy."""
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    assert bench_ratio(tmp_path, pool_model(op, list(shape), kernel, **attrs), x) < 4.0
+    pools = [sig for kind, sig in step_signatures(tmp_path, pool_model(op, list(shape), kernel, **attrs), x)
+             if kind == "pool"]
+    assert pools and all("impl ref" not in sig and "impl simple" not in sig for sig in pools), pools
