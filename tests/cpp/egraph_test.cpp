@@ -256,9 +256,9 @@ TEST(EGraph, IlpIsOptimalAndNoWorseThanGreedy) {
   }
 }
 
-TEST(EGraph, StopReasons) {
-  RuleSet assoc = parse_rules(kCommute);
-  Graph sum = parse_graph(R"(graph g(%a: f32[2], %b: f32[2], %c: f32[2], %d: f32[2], %e: f32[2]) {
+// a + b + c + d + e, added left to right (reassociation finds it in many forms).
+Graph five_term_sum() {
+  return parse_graph(R"(graph g(%a: f32[2], %b: f32[2], %c: f32[2], %d: f32[2], %e: f32[2]) {
   %0 = Add(%a, %b)
   %1 = Add(%0, %c)
   %2 = Add(%1, %d)
@@ -266,6 +266,11 @@ TEST(EGraph, StopReasons) {
   return %3
 }
 )");
+}
+
+TEST(EGraph, StopReasons) {
+  RuleSet assoc = parse_rules(kCommute);
+  Graph sum = five_term_sum();
   auto run = [&](eg::RunnerLimits limits) {
     eg::EGraph g;
     eg::load_graph(g, sum);
@@ -285,14 +290,7 @@ TEST(EGraph, StopReasons) {
 // the same as when every match is applied again, class by class, in as many iterations.
 TEST(EGraph, MatchesAppliedOnceAreNotAppliedAgain) {
   RuleSet assoc = parse_rules(kCommute);
-  Graph sum = parse_graph(R"(graph g(%a: f32[2], %b: f32[2], %c: f32[2], %d: f32[2], %e: f32[2]) {
-  %0 = Add(%a, %b)
-  %1 = Add(%0, %c)
-  %2 = Add(%1, %d)
-  %3 = Add(%2, %e)
-  return %3
-}
-)");
+  Graph sum = five_term_sum();
   struct Outcome {
     eg::RunnerReport rep;
     std::vector<size_t> class_sizes;  // e-nodes per class, sorted
