@@ -39,6 +39,13 @@ CostDb::CostDb(const std::string& path) : path_(path) {
   sqlite3_busy_timeout(db_, 30000);
   try {
     exec("PRAGMA journal_mode=WAL");
+    // A commit is written to the log without waiting for the disk: under WAL that
+    // stays atomic and consistent (a writer killed at any point leaves the old row or
+    // the new one), and only an operating-system crash can lose the last rows, which
+    // are measured again. Waiting for the disk at every row took 50 syncs of 2-4 ms in
+    // a first search of ResNeXt-50 and 95 in SqueezeNet 1.1's (0.15 and 0.19 s, of
+    // searches of 0.8 and 0.5 s).
+    exec("PRAGMA synchronous=NORMAL");
     exec("CREATE TABLE IF NOT EXISTS step_costs (fingerprint TEXT NOT NULL, signature TEXT NOT NULL, ms REAL NOT NULL,"
          " repeats INTEGER NOT NULL, measured_at INTEGER NOT NULL, PRIMARY KEY (fingerprint, signature))");
     // Databases written before noisy measurements were marked lack the columns.
@@ -115,6 +122,12 @@ void CostDb::store(const std::string& fingerprint, const std::string& signature,
   sqlite3_bind_int(st.s, 6, noisy ? 1 : 0);
   sqlite3_bind_double(st.s, 7, load);
   check(sqlite3_step(st.s), SQLITE_DONE);
+}
+
+int CostDb::synchronous() {
+  Stmt st(db_, "PRAGMA synchronous");
+  check(sqlite3_step(st.s), SQLITE_ROW);
+  return sqlite3_column_int(st.s, 0);
 }
 
 size_t CostDb::noisy_count() {

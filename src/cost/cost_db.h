@@ -1,7 +1,9 @@
 #pragma once
 // The persistent cost cache: SQLite, one row per (machine fingerprint, step
 // signature). Several processes may use one file at once: WAL journaling, a busy
-// timeout, and one short transaction per write keep it consistent.
+// timeout, and one short transaction per write keep it consistent. A commit does
+// not wait for the disk (synchronous=NORMAL): it is a cache, and an operating-system
+// crash costs at most the last rows, measured again.
 #include <optional>
 #include <string>
 
@@ -31,6 +33,9 @@ class CostDb {
   // old row or the new one).
   void store(const std::string& fingerprint, const std::string& signature, double ms, int repeats,
              bool noisy = false, double load = 0);
+  // SQLite's `PRAGMA synchronous` of this connection (1: NORMAL, a commit does not
+  // wait for the disk).
+  int synchronous();
   // Rows measured on an overloaded machine.
   size_t noisy_count();
   // SQLite's own integrity check; `why` gets its complaint.

@@ -5,6 +5,7 @@
 // pipeline with its check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -255,9 +256,9 @@ TEST(EGraph, IlpIsOptimalAndNoWorseThanGreedy) {
   }
 }
 
-TEST(EGraph, StopReasons) {
-  RuleSet assoc = parse_rules(kCommute);
-  Graph sum = parse_graph(R"(graph g(%a: f32[2], %b: f32[2], %c: f32[2], %d: f32[2], %e: f32[2]) {
+// a + b + c + d + e, added left to right (reassociation finds it in many forms).
+Graph five_term_sum() {
+  return parse_graph(R"(graph g(%a: f32[2], %b: f32[2], %c: f32[2], %d: f32[2], %e: f32[2]) {
   %0 = Add(%a, %b)
   %1 = Add(%0, %c)
   %2 = Add(%1, %d)
@@ -265,6 +266,11 @@ TEST(EGraph, StopReasons) {
   return %3
 }
 )");
+}
+
+TEST(EGraph, StopReasons) {
+  RuleSet assoc = parse_rules(kCommute);
+  Graph sum = five_term_sum();
   auto run = [&](eg::RunnerLimits limits) {
     eg::EGraph g;
     eg::load_graph(g, sum);
@@ -277,6 +283,38 @@ TEST(EGraph, StopReasons) {
   EXPECT_EQ(all.stop, eg::StopReason::Saturated);
   EXPECT_GT(all.rules.at("add_assoc").applications, 0u);
   EXPECT_STREQ(eg::stop_reason_name(eg::StopReason::NodeLimit), "node limit");
+}
+
+// Reassociation finds each match again in every later iteration; applied once, a
+// match is skipped after (its target is in the e-graph already). The e-graph comes out
+// the same as when every match is applied again, class by class, in as many iterations.
+TEST(EGraph, MatchesAppliedOnceAreNotAppliedAgain) {
+  RuleSet assoc = parse_rules(kCommute);
+  Graph sum = five_term_sum();
+  struct Outcome {
+    eg::RunnerReport rep;
+    std::vector<size_t> class_sizes;  // e-nodes per class, sorted
+  };
+  auto run = [&](bool skip) {
+    eg::EGraph g;
+    eg::load_graph(g, sum);
+    eg::SchedulerOptions sched;
+    sched.skip_applied = skip;
+    Outcome o{eg::Runner(g, pointers(assoc), {100, 100000, 30}, sched).run(), {}};
+    for (ClassId c : g.class_ids()) o.class_sizes.push_back(g.cls(c).nodes.size());
+    std::sort(o.class_sizes.begin(), o.class_sizes.end());
+    return o;
+  };
+  const Outcome once = run(true), again = run(false);
+  EXPECT_EQ(once.rep.stop, eg::StopReason::Saturated);
+  EXPECT_GT(once.rep.skipped, 0u);
+  EXPECT_EQ(again.rep.skipped, 0u);
+  EXPECT_EQ(once.rep.iterations, again.rep.iterations);
+  EXPECT_EQ(once.rep.nodes, again.rep.nodes);
+  EXPECT_EQ(once.rep.classes, again.rep.classes);
+  EXPECT_EQ(once.class_sizes, again.class_sizes);
+  EXPECT_EQ(once.rep.rules.at("add_assoc").matches, again.rep.rules.at("add_assoc").matches);
+  EXPECT_EQ(once.rep.rules.at("add_assoc").applications, again.rep.rules.at("add_assoc").applications);
 }
 
 // Class A is Sigmoid(x) at 2 or Relu(Exp(x)) at 1 + 5; Exp(x) is needed anyway by the
