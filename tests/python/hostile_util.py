@@ -1,9 +1,19 @@
 """What the hostile-input tests share: running the CLI, and the one-line refusal they expect."""
+import os
 import subprocess
+import sys
 
 
 def isomer_cli(isomer_bin, *args, timeout=120):
     return subprocess.run([isomer_bin, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def python_child(code, *args, timeout=60):
+    """`code` in a child interpreter that imports what this one does (the build's isomer
+    module among it): a signal there must not end the tests."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 def one_error(p, *wants):

@@ -9,10 +9,7 @@ models whose numbers sit at the edges of their types. Each class it found, rebui
 - An integer Clip bound a float does not hold (2^24 + 1) became a float immediate of the
   runtime's kernel: the values came out clipped at 2^24.
 """
-import os
 import resource
-import subprocess
-import sys
 
 import pytest
 
@@ -21,7 +18,7 @@ np = pytest.importorskip("numpy")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hostile_util import isomer_cli, ort_outputs  # noqa: E402
+from hostile_util import isomer_cli, ort_outputs, python_child  # noqa: E402
 
 
 
@@ -51,8 +48,7 @@ def _reference(tmp_path, path, feeds):
     np.savez(tmp_path / "ref_in.npz", **feeds)
     code = ("import sys, numpy as np, isomer; f = dict(np.load(sys.argv[2])); "
             "np.save(sys.argv[3], isomer.run(sys.argv[1], f, engine='reference')[0])")
-    p = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "ref_in.npz"), str(tmp_path / "ref.npy")],
-                       capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    p = python_child(code, path, tmp_path / "ref_in.npz", tmp_path / "ref.npy", timeout=300)
     assert p.returncode == 0, p.stderr
     return np.load(tmp_path / "ref.npy")
 

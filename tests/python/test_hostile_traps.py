@@ -15,7 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 np = pytest.importorskip("numpy")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from hostile_util import isomer_cli, one_error  # noqa: E402
+from hostile_util import isomer_cli, one_error, python_child  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -27,8 +27,7 @@ def _isomer(isomer_bin, *args, timeout=60):
 
 
 def _python(code, timeout=60):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    return python_child(code, timeout=timeout)
 
 
 # --- external data -------------------------------------------------------------------------------
