@@ -86,6 +86,10 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::Log: LOOP1(vm::log(x));
       case PwOp::Sqrt: LOOP1(std::sqrt(x));
       case PwOp::Rsqrt: LOOP1(1.0f / std::sqrt(x));
+      // pow's rules where they differ from the square root's: x + 0 is +0 at -0, and -inf
+      // is chosen apart (a compare and a blend a vector).
+      case PwOp::PowHalf: LOOP1(x == -INFINITY ? INFINITY : std::sqrt(x + 0.0f));
+      case PwOp::PowMinusHalf: LOOP1(x == -INFINITY ? 0.0f : 1.0f / std::sqrt(x + 0.0f));
       case PwOp::Reciprocal: LOOP1(1.0f / x);
       case PwOp::Erf: LOOPV(vmv::erf(x));
       case PwOp::GeluErf: LOOPV(vmv::gelu_erf(x));

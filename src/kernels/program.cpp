@@ -67,6 +67,8 @@ OpInfo info(PwOp op) {
     case PwOp::Celu: return {"Celu", 1, false};
     case PwOp::ThresholdedRelu: return {"ThresholdedRelu", 1, false};
     case PwOp::IsInf: return {"IsInf", 1, false};
+    case PwOp::PowHalf: return {"PowHalf", 1, false};
+    case PwOp::PowMinusHalf: return {"PowMinusHalf", 1, false};
     case PwOp::Add: return {"Add", 2, true};
     case PwOp::Sub: return {"Sub", 2, true};
     case PwOp::Mul: return {"Mul", 2, true};
