@@ -1,0 +1,89 @@
+"""Forms found by running a fresh set of transformer exports (transformers 5 / torch 2.15:
+Gemma 3, Qwen 3, Mistral, Phi-3, OLMo 2, ModernBERT, DeBERTa-v2, Whisper, wav2vec 2 and
+more, through both of torch's exporters, with dynamic axes and past key/values) through
+isomer. Each model is built here with onnx.helper, run natively and compared with ONNX
+Runtime; the steps the runtime compiles are checked where a fusion was missed."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+
+
+def isomer(*args):
+    env = dict(os.environ, ISOMER_PYTHON=sys.executable)
+    return subprocess.run([ISOMER, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def const(name, value):
+    return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+
+def rms_norm_nodes(x, out, weight, prefix, reciprocal="Div"):
+    """RMSNorm as torch writes x * rsqrt(mean(x^2) + eps) * w: the TorchScript exporter
+    (dynamo=False) writes rsqrt as Div(1, Sqrt), the dynamo exporter as Reciprocal(Sqrt)."""
+    p = prefix
+    inv = ([helper.make_node("Div", [f"{p}one", f"{p}s"], [f"{p}inv"])] if reciprocal == "Div"
+           else [helper.make_node("Reciprocal", [f"{p}s"], [f"{p}inv"])])
+    return [helper.make_node("Pow", [x, f"{p}two"], [f"{p}sq"]),
+            helper.make_node("ReduceMean", [f"{p}sq"], [f"{p}m"], axes=[-1], keepdims=1),
+            helper.make_node("Add", [f"{p}m", f"{p}eps"], [f"{p}a"]),
+            helper.make_node("Sqrt", [f"{p}a"], [f"{p}s"]),
+            *inv,
+            helper.make_node("Mul", [x, f"{p}inv"], [f"{p}n"]),
+            helper.make_node("Mul", [f"{p}n", weight], [out])], \
+        [const(f"{p}two", 2.0), const(f"{p}eps", 1e-6), const(f"{p}one", 1.0)]
+
+
+def rms_model(tmp_path, dims, reciprocal="Div", name="m.onnx"):
+    """x -> RMSNorm -> MatMul, opset 17 (ReduceMean's axes an attribute, as TorchScript writes it)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = rms_norm_nodes("x", "nx", "w", "n_", reciprocal)
+    nodes.append(helper.make_node("MatMul", ["nx", "proj"], ["y"]))
+    inits += [numpy_helper.from_array(rng.uniform(0.5, 1.5, 64).astype(np.float32), "w"),
+              numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32) * 0.1, "proj")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims[:-1] + [32])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    path = str(tmp_path / name)
+    onnx.save(m, path)
+    return path
+
+
+def run_steps(tmp_path, path, feeds):
+    """Runs `path` natively with --print-steps; checks its outputs against ONNX Runtime's
+    and returns the printed steps."""
+    np.savez(tmp_path / "in.npz", **feeds)
+    p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
+               "--print-steps", "--threads", "1", "--no-onnxruntime")
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = np.load(tmp_path / "out.npz")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for o, want in zip(sess.get_outputs(), sess.run(None, feeds)):
+        np.testing.assert_allclose(got[o.name], want, rtol=1e-4, atol=1e-5, err_msg=o.name)
+    return p.stdout
+
+
+def norm_steps(stdout):
+    return [line for line in stdout.splitlines() if line.strip().startswith("layernorm")]
+
+
+def test_rms_norm_with_rsqrt_as_one_over_sqrt_is_one_step(tmp_path):
+    # torch.rsqrt through the TorchScript exporter is Div(1, Sqrt(.)): every dynamo=False
+    # export of a LLaMA-family model (Gemma 3, Qwen 3, Phi-3, Mixtral) writes its RMSNorm
+    # so, and it ran as four steps (a pointwise Pow, a ReduceMean, the rsqrt pieces, the
+    # products) instead of the row kernel the Reciprocal form gets.
+    path = rms_model(tmp_path, [2, 16, 64])
+    x = np.random.default_rng(1).standard_normal((2, 16, 64)).astype(np.float32)
+    steps = norm_steps(run_steps(tmp_path, path, {"x": x}))
+    assert len(steps) == 1 and "Div" in steps[0], steps
+
