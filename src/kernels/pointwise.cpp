@@ -320,8 +320,8 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
   }
   fold_periodic(s, in.size());
   // Inner runs this short (a blocked layout's 8 lanes against a plain operand)
-  // would be gathered element by element; a long dim walked with strides is
-  // several times cheaper, so it goes innermost instead.
+  // would run packed, a few rows to a block and each row copied alone; a long dim
+  // walked with strides goes innermost instead.
   constexpr int64_t kShortRun = 32;
   if (s.dims.back() < kShortRun && s.dims.size() > 1) {
     const size_t longest = static_cast<size_t>(std::max_element(s.dims.begin(), s.dims.end() - 1) - s.dims.begin());
@@ -341,7 +341,7 @@ struct Runner {
   std::span<const StridedRef> in, out;
   Space s;
   int64_t inner = 1, rows = 1;
-  bool gather = false;  // inner rows too short to run one at a time
+  bool packed = false;  // inner rows too short to run one at a time: several to a block
   std::vector<size_t> esize;
 
   Runner(const PwProgram& prog, std::span<const StridedRef> i, std::span<const StridedRef> o,
@@ -349,7 +349,7 @@ struct Runner {
       : p(prog), in(i), out(o), s(normalize(dims, i, o)) {
     inner = s.dims.back();
     for (size_t d = 0; d + 1 < s.dims.size(); ++d) rows *= s.dims[d];
-    gather = inner < 32 && rows > 1;
+    packed = inner < 32 && rows > 1;
     for (const StridedRef& r : in) esize.push_back(dtype_size(r.dtype));
     for (const StridedRef& r : out) esize.push_back(dtype_size(r.dtype));
     plan_segments();
@@ -563,52 +563,83 @@ struct Runner {
     for (int64_t j = j0; j < j1; j += kBlock) run_segment(base.data(), j, std::min(kBlock, j1 - j), scratch, reg, rep);
   }
 
-  // Gather mode over flat elements [e0, e1): offsets element by element.
-  void run_flat(int64_t e0, int64_t e1, T* scratch, T** reg) const {
+  // Packed mode over rows [r0, r1) of a space whose rows are too short to run one at
+  // a time (a head of 16 read through a transpose: [batch, seq, heads, 16] as [batch,
+  // heads, seq, 16]): `pack` rows side by side fill a block, each operand's rows copied
+  // in whole (a transposed view's rows are contiguous), so the program's dispatch is
+  // paid once per block and no offset is computed element by element.
+  int64_t pack() const { return std::max<int64_t>(1, kBlock / inner); }
+
+  void run_packed(int64_t r0, int64_t r1, T* scratch, T** reg) const {
     const size_t nops = s.strides.size(), nd = s.dims.size(), ni = in.size();
-    std::vector<int64_t> idx(nd, 0), off(nops, 0);
-    std::vector<int64_t> offs(nops * kBlock);
-    int64_t rem = e0;
-    for (size_t d = nd; d-- > 0;) {
+    std::vector<int64_t> idx(nd, 0), base(nops, 0), bases(nops * static_cast<size_t>(pack()));
+    int64_t rem = r0;
+    for (size_t d = nd - 1; d-- > 0;) {
       idx[d] = rem % s.dims[d];
       rem /= s.dims[d];
     }
     for (size_t k = 0; k < nops; ++k) {
-      off[k] = k < ni ? in[k].offset : out[k - ni].offset;
-      for (size_t d = 0; d < nd; ++d) off[k] += idx[d] * s.strides[k][d];
+      base[k] = k < ni ? in[k].offset : out[k - ni].offset;
+      for (size_t d = 0; d + 1 < nd; ++d) base[k] += idx[d] * s.strides[k][d];
     }
-    for (int64_t e = e0; e < e1; e += kBlock) {
-      const int64_t n = std::min(kBlock, e1 - e);
-      for (int64_t j = 0; j < n; ++j) {
-        for (size_t k = 0; k < nops; ++k) offs[k * kBlock + static_cast<size_t>(j)] = off[k];
-        for (size_t d = nd; d-- > 0;) {
+    for (int64_t g0 = r0; g0 < r1; g0 += pack()) {
+      const int64_t nr = std::min(pack(), r1 - g0);
+      for (int64_t r = 0; r < nr; ++r) {
+        for (size_t k = 0; k < nops; ++k) bases[static_cast<size_t>(r) * nops + k] = base[k];
+        for (size_t d = nd - 1; d-- > 0;) {  // odometer over the outer dims
           if (++idx[d] < s.dims[d]) {
-            for (size_t k = 0; k < nops; ++k) off[k] += s.strides[k][d];
+            for (size_t k = 0; k < nops; ++k) base[k] += s.strides[k][d];
             break;
           }
-          for (size_t k = 0; k < nops; ++k) off[k] -= s.strides[k][d] * (s.dims[d] - 1);
+          for (size_t k = 0; k < nops; ++k) base[k] -= s.strides[k][d] * (s.dims[d] - 1);
           idx[d] = 0;
         }
       }
       for (size_t k = 0; k < ni; ++k) {
-        const char* src = static_cast<const char*>(in[k].data);
+        const int64_t st = s.strides[k].back();
         T* dst = scratch + static_cast<int64_t>(k) * kBlock;
-        const int64_t* o = &offs[k * kBlock];
-        if (in[k].dtype == DType::Float32 && std::is_same_v<T, float>) {
-          const float* f = reinterpret_cast<const float*>(src);
-          for (int64_t j = 0; j < n; ++j) dst[j] = f[o[j]];
-        } else {
-          for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + o[j] * static_cast<int64_t>(esize[k]), in[k].dtype);
+        for (int64_t r = 0; r < nr; ++r) {
+          const char* src = static_cast<const char*>(in[k].data) +
+                            bases[static_cast<size_t>(r) * nops + k] * static_cast<int64_t>(esize[k]);
+          T* d = dst + r * inner;
+          switch (reads[k]) {
+            case Read::InPlace: std::memcpy(d, src, static_cast<size_t>(inner) * sizeof(T)); break;
+            case Read::Broadcast: {
+              const T v = element_as<T>(src, in[k].dtype);
+              for (int64_t j = 0; j < inner; ++j) d[j] = v;
+              break;
+            }
+            case Read::Strided: {
+              const T* f = reinterpret_cast<const T*>(src);
+              for (int64_t j = 0; j < inner; ++j) d[j] = f[j * st];
+              break;
+            }
+            default: convert<T>(src, st, in[k].dtype, inner, d); break;
+          }
         }
         reg[k] = dst;
       }
-      exec(reg, n);
+      for (size_t k = 0; k < out.size(); ++k)
+        if (p.results[k] >= p.num_inputs) reg[p.results[k]] = scratch + static_cast<int64_t>(p.results[k]) * kBlock;
+      exec(reg, nr * inner);
       for (size_t k = 0; k < out.size(); ++k) {
-        char* dst = static_cast<char*>(const_cast<void*>(out[k].data));
-        const T* v = reg[p.results[k]];
-        const int64_t* o = &offs[(ni + k) * kBlock];
+        const int64_t st = s.strides[ni + k].back();
+        const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                            (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
         const size_t es = esize[ni + k];
-        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + o[j] * static_cast<int64_t>(es), out[k].dtype, v[j]);
+        for (int64_t r = 0; r < nr; ++r) {
+          char* dst = static_cast<char*>(const_cast<void*>(out[k].data)) +
+                      bases[static_cast<size_t>(r) * nops + ni + k] * static_cast<int64_t>(es);
+          const T* v = reg[p.results[k]] + r * inner;
+          if (native && st == 1) {
+            std::memcpy(dst, v, static_cast<size_t>(inner) * sizeof(T));
+          } else if (native) {
+            T* d = reinterpret_cast<T*>(dst);
+            for (int64_t j = 0; j < inner; ++j) d[j * st] = v[j];
+          } else if (!store_half(dst, st, out[k].dtype, v, inner)) {
+            for (int64_t j = 0; j < inner; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(es), out[k].dtype, v[j]);
+          }
+        }
       }
     }
   }
@@ -623,8 +654,8 @@ struct Runner {
     // A tensor whose elements fold into one dense row (most elementwise steps: a
     // SiLU on a convolution's output, an Add of two equal shapes) splits by blocks
     // of that row, or a second thread would never start.
-    const bool one_row = !gather && rows == 1;
-    const int64_t units = gather || one_row ? (work + kBlock - 1) / kBlock : rows;
+    const bool one_row = !packed && rows == 1;
+    const int64_t units = packed ? (rows + pack() - 1) / pack() : one_row ? (work + kBlock - 1) / kBlock : rows;
     team = static_cast<int>(std::min<int64_t>(team, units));
     auto body = [&](int t, int nt) {
       std::vector<T> scratch(static_cast<size_t>(p.num_regs) * kBlock);
@@ -632,7 +663,7 @@ struct Runner {
       for (int r = p.num_inputs; r < p.num_regs; ++r) reg[static_cast<size_t>(r)] = scratch.data() + static_cast<int64_t>(r) * kBlock;
       const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
       Repeats rep{std::vector<std::vector<T>>(in.size()), std::vector<int64_t>(in.size(), -1)};
-      if (gather) run_flat(u0 * kBlock, std::min(work, u1 * kBlock), scratch.data(), reg.data());
+      if (packed) run_packed(u0 * pack(), std::min(rows, u1 * pack()), scratch.data(), reg.data());
       else if (one_row) run_blocks(u0 * kBlock, std::min(inner, u1 * kBlock), scratch.data(), reg.data(), rep);
       else run_rows(u0, u1, scratch.data(), reg.data(), rep);
     };
