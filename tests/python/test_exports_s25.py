@@ -132,3 +132,17 @@ def test_empty_slices_and_concats_with_an_empty_part_cost_nothing(tmp_path):
     steps = profile["steps"] if isinstance(profile, dict) else profile
     refs = [s for s in steps if str(s.get("signature", "")).startswith("ref ")]
     assert not refs, refs
+
+
+def test_python_runtime_fixes_open_input_dims_to_the_arrays(tmp_path):
+    # isomer.run(engine="runtime") and isomer.benchmark() on given arrays fix a
+    # dynamic export's open dims to their extents as `isomer run --inputs` does, so
+    # the runtime fuses what it fuses at static shapes (the RMSNorm here).
+    isomer_py = pytest.importorskip("isomer")
+    path = rms_model(tmp_path, ["batch", "seq", 64], "Reciprocal")
+    x = np.random.default_rng(4).standard_normal((3, 5, 64)).astype(np.float32)
+    bench = isomer_py.benchmark(path, {"x": x}, threads=1, repeat=1, warmup=0)
+    assert bench["step_kinds"].get("layernorm") == 1, bench["step_kinds"]
+    got = isomer_py.run(path, {"x": x}, engine="runtime", threads=1)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
