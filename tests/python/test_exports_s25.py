@@ -146,3 +146,28 @@ def test_python_runtime_fixes_open_input_dims_to_the_arrays(tmp_path):
     got = isomer_py.run(path, {"x": x}, engine="runtime", threads=1)[0]
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_tanh_gelu_written_out_by_torchscript_is_one_pointwise_step(tmp_path):
+    # BLOOM's GELU, x * 0.5 * (1 + tanh(0.79788456 x (1 + 0.044715 x x))), as the
+    # TorchScript exporter writes it: x feeds four products, and the last product
+    # reaches back five producers. Groups took producers two deep, lowered the rest
+    # on their own first, and it ran as three pointwise steps (three passes).
+    rng = np.random.default_rng(5)
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["a", "w"], ["mm"]), mk("Add", ["mm", "b"], ["x"]),
+             mk("Mul", ["x", "h"], ["A"]), mk("Mul", ["x", "k"], ["B"]), mk("Mul", ["x", "g"], ["C"]),
+             mk("Mul", ["C", "x"], ["D"]), mk("Add", ["D", "one"], ["E"]), mk("Mul", ["B", "E"], ["F"]),
+             mk("Tanh", ["F"], ["T"]), mk("Add", ["T", "one"], ["U"]), mk("Mul", ["A", "U"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 256)).astype(np.float32) * 0.1, "w"),
+             numpy_helper.from_array(rng.standard_normal(256).astype(np.float32), "b"),
+             const("h", 0.5), const("k", 0.79788456), const("g", 0.044715), const("one", 1.0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 256])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    steps = run_steps(tmp_path, path, {"a": rng.standard_normal((2, 16, 64)).astype(np.float32)})
+    pointwise = [line for line in steps.splitlines() if line.strip().startswith("pointwise")]
+    assert len(pointwise) == 1, steps
