@@ -402,6 +402,40 @@ struct Runner {
                   p.code[0].a < p.num_inputs && p.results[0] == p.code[0].dst;
   }
 
+  // Copies input k's run of n elements at src (inner stride st) into dst, converted
+  // to the compute type (its Read kind, Periodic aside).
+  void load_run(size_t k, const char* src, int64_t st, int64_t n, T* dst) const {
+    switch (reads[k]) {
+      case Read::InPlace: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T)); break;
+      case Read::Broadcast: {
+        const T v = element_as<T>(src, in[k].dtype);
+        for (int64_t j = 0; j < n; ++j) dst[j] = v;
+        break;
+      }
+      case Read::Strided: {
+        const T* f = reinterpret_cast<const T*>(src);
+        for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
+        break;
+      }
+      default: convert<T>(src, st, in[k].dtype, n, dst); break;
+    }
+  }
+
+  // Stores n values v of result k at dst (inner stride st), converted to its type.
+  void store_run(size_t k, char* dst, int64_t st, const T* v, int64_t n) const {
+    const size_t o = in.size() + k;
+    const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                        (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+    if (native && st == 1) {
+      std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
+    } else if (native) {
+      T* d = reinterpret_cast<T*>(dst);
+      for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
+    } else if (!store_half(dst, st, out[k].dtype, v, n)) {
+      for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[o]), out[k].dtype, v[j]);
+    }
+  }
+
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg, Repeats& rep,
                    const T* const* staged = nullptr) const {
     const size_t ni = in.size();
@@ -416,17 +450,9 @@ struct Runner {
       reg[k] = dst;
       switch (reads[k]) {
         case Read::InPlace: reg[k] = const_cast<T*>(reinterpret_cast<const T*>(src)); break;
-        case Read::Broadcast: {
-          const T v = element_as<T>(src, in[k].dtype);
-          for (int64_t j = 0; j < n; ++j) dst[j] = v;
-          break;
-        }
-        case Read::Strided: {
-          const T* f = reinterpret_cast<const T*>(src);
-          for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
-          break;
-        }
-        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
+        case Read::Broadcast:
+        case Read::Strided:
+        case Read::Convert: load_run(k, src, st, n, dst); break;
         case Read::Periodic: {
           const int64_t period = s.period[k];
           std::vector<T>& b = rep.buf[k];
@@ -454,22 +480,8 @@ struct Runner {
           reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
       exec(reg, n);
     }
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (direct[k]) continue;
-      const int64_t st = s.strides[ni + k].back();
-      char* dst = out_ptr(k);
-      const T* v = reg[p.results[k]];
-      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
-                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
-      if (native && st == 1) {
-        std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
-      } else if (native) {
-        T* d = reinterpret_cast<T*>(dst);
-        for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
-      } else if (!store_half(dst, st, out[k].dtype, v, n)) {
-        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
-      }
-    }
+    for (size_t k = 0; k < out.size(); ++k)
+      if (!direct[k]) store_run(k, out_ptr(k), s.strides[ni + k].back(), reg[p.results[k]], n);
   }
 
   // True when an input walks the rows with unit stride and the inner dim with a
@@ -599,48 +611,20 @@ struct Runner {
         const int64_t st = s.strides[k].back();
         T* dst = scratch + static_cast<int64_t>(k) * kBlock;
         for (int64_t r = 0; r < nr; ++r) {
-          const char* src = static_cast<const char*>(in[k].data) +
-                            bases[static_cast<size_t>(r) * nops + k] * static_cast<int64_t>(esize[k]);
-          T* d = dst + r * inner;
-          switch (reads[k]) {
-            case Read::InPlace: std::memcpy(d, src, static_cast<size_t>(inner) * sizeof(T)); break;
-            case Read::Broadcast: {
-              const T v = element_as<T>(src, in[k].dtype);
-              for (int64_t j = 0; j < inner; ++j) d[j] = v;
-              break;
-            }
-            case Read::Strided: {
-              const T* f = reinterpret_cast<const T*>(src);
-              for (int64_t j = 0; j < inner; ++j) d[j] = f[j * st];
-              break;
-            }
-            default: convert<T>(src, st, in[k].dtype, inner, d); break;
-          }
+          const int64_t at = bases[static_cast<size_t>(r) * nops + k] * static_cast<int64_t>(esize[k]);
+          load_run(k, static_cast<const char*>(in[k].data) + at, st, inner, dst + r * inner);
         }
         reg[k] = dst;
       }
       for (size_t k = 0; k < out.size(); ++k)
         if (p.results[k] >= p.num_inputs) reg[p.results[k]] = scratch + static_cast<int64_t>(p.results[k]) * kBlock;
       exec(reg, nr * inner);
-      for (size_t k = 0; k < out.size(); ++k) {
-        const int64_t st = s.strides[ni + k].back();
-        const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
-                            (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
-        const size_t es = esize[ni + k];
+      for (size_t k = 0; k < out.size(); ++k)
         for (int64_t r = 0; r < nr; ++r) {
-          char* dst = static_cast<char*>(const_cast<void*>(out[k].data)) +
-                      bases[static_cast<size_t>(r) * nops + ni + k] * static_cast<int64_t>(es);
-          const T* v = reg[p.results[k]] + r * inner;
-          if (native && st == 1) {
-            std::memcpy(dst, v, static_cast<size_t>(inner) * sizeof(T));
-          } else if (native) {
-            T* d = reinterpret_cast<T*>(dst);
-            for (int64_t j = 0; j < inner; ++j) d[j * st] = v[j];
-          } else if (!store_half(dst, st, out[k].dtype, v, inner)) {
-            for (int64_t j = 0; j < inner; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(es), out[k].dtype, v[j]);
-          }
+          const int64_t at = bases[static_cast<size_t>(r) * nops + ni + k] * static_cast<int64_t>(esize[ni + k]);
+          store_run(k, static_cast<char*>(const_cast<void*>(out[k].data)) + at, s.strides[ni + k].back(),
+                    reg[p.results[k]] + r * inner, inner);
         }
-      }
     }
   }
 

@@ -3,24 +3,20 @@ Gemma 3, Qwen 3, Mistral, Phi-3, OLMo 2, ModernBERT, DeBERTa-v2, Whisper, wav2ve
 more, through both of torch's exporters, with dynamic axes and past key/values) through
 isomer. Each model is built here with onnx.helper, run natively and compared with ONNX
 Runtime; the steps the runtime compiles are checked where a fusion was missed."""
+import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from test_current_exports import isomer, run_natively
+
 ort = pytest.importorskip("onnxruntime")
 
 ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
 pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
-
-
-def isomer(*args):
-    env = dict(os.environ, ISOMER_PYTHON=sys.executable)
-    return subprocess.run([ISOMER, *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 def const(name, value):
@@ -59,20 +55,6 @@ def rms_model(tmp_path, dims, reciprocal="Div", name="m.onnx"):
     return path
 
 
-def run_steps(tmp_path, path, feeds):
-    """Runs `path` natively with --print-steps; checks its outputs against ONNX Runtime's
-    and returns the printed steps."""
-    np.savez(tmp_path / "in.npz", **feeds)
-    p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
-               "--print-steps", "--threads", "1", "--no-onnxruntime")
-    assert p.returncode == 0, p.stdout + p.stderr
-    got = np.load(tmp_path / "out.npz")
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    for o, want in zip(sess.get_outputs(), sess.run(None, feeds)):
-        np.testing.assert_allclose(got[o.name], want, rtol=1e-4, atol=1e-5, err_msg=o.name)
-    return p.stdout
-
-
 def norm_steps(stdout):
     return [line for line in stdout.splitlines() if line.strip().startswith("layernorm")]
 
@@ -84,7 +66,7 @@ def test_rms_norm_with_rsqrt_as_one_over_sqrt_is_one_step(tmp_path):
     # products) instead of the row kernel the Reciprocal form gets.
     path = rms_model(tmp_path, [2, 16, 64])
     x = np.random.default_rng(1).standard_normal((2, 16, 64)).astype(np.float32)
-    steps = norm_steps(run_steps(tmp_path, path, {"x": x}))
+    steps = norm_steps(run_natively(tmp_path, path, {"x": x}))
     assert len(steps) == 1 and "Div" in steps[0], steps
 
 
@@ -96,7 +78,7 @@ def test_open_input_dims_take_the_given_inputs_extents(tmp_path):
     for form in ("Reciprocal", "Div"):
         path = rms_model(tmp_path, ["batch", "seq", 64], form, name=f"{form}.onnx")
         x = np.random.default_rng(2).standard_normal((3, 5, 64)).astype(np.float32)
-        steps = norm_steps(run_steps(tmp_path, path, {"x": x}))
+        steps = norm_steps(run_natively(tmp_path, path, {"x": x}))
         assert len(steps) == 1, (form, steps)
 
 
@@ -122,12 +104,11 @@ def test_empty_slices_and_concats_with_an_empty_part_cost_nothing(tmp_path):
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
     feeds = {"x": rng.standard_normal((2, 4, 5, 16)).astype(np.float32)}
-    steps = run_steps(tmp_path, path, feeds)
+    steps = run_natively(tmp_path, path, feeds)
     assert any(line.split()[:2] == ["copy", "Concat"] for line in steps.splitlines()), steps
     p = isomer("run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--no-onnxruntime",
                "--profile", "--report-json", str(tmp_path / "r.json"))
     assert p.returncode == 0, p.stdout + p.stderr
-    import json
     profile = json.load(open(tmp_path / "r.json"))["profile"]
     steps = profile["steps"] if isinstance(profile, dict) else profile
     refs = [s for s in steps if str(s.get("signature", "")).startswith("ref ")]
@@ -168,6 +149,6 @@ def test_tanh_gelu_written_out_by_torchscript_is_one_pointwise_step(tmp_path):
     onnx.checker.check_model(m)
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
-    steps = run_steps(tmp_path, path, {"a": rng.standard_normal((2, 16, 64)).astype(np.float32)})
+    steps = run_natively(tmp_path, path, {"a": rng.standard_normal((2, 16, 64)).astype(np.float32)})
     pointwise = [line for line in steps.splitlines() if line.strip().startswith("pointwise")]
     assert len(pointwise) == 1, steps
