@@ -298,6 +298,24 @@ def _ordered_arrays(graph, inputs):
     return [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
 
 
+def _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes):
+    """The model loaded again with its open input dims fixed to the extents of the
+    arrays it will run on, as input_shapes fixes them (`isomer run --inputs` does the
+    same): the runtime's fusions (RMSNorm, rotary embeddings, attention) match static
+    shapes only. The graph as loaded where no dim is open or the fixed dims do not load."""
+    given = _input_shapes(input_shapes)
+    fixed = {}
+    for (name, _, shape), a in zip(graph.inputs, arrays):
+        if name not in given and any(not isinstance(d, int) for d in shape) and len(shape) == np.ndim(a):
+            fixed[name] = [int(d) for d in np.shape(a)]
+    if not fixed:
+        return graph
+    try:
+        return _core.load_model(source, base_dir, {**given, **fixed})
+    except Error:
+        return graph
+
+
 def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
     """Runs a model and returns its outputs as a list of numpy arrays, in the model's
     output order.
@@ -316,7 +334,9 @@ def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
         graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
         if engine == "reference":
             return evaluate_graph(graph, inputs)
-        return graph.run_on_runtime(_ordered_arrays(graph, inputs), int(threads))
+        arrays = _ordered_arrays(graph, inputs)
+        graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
+        return graph.run_on_runtime(arrays, int(threads))
 
 
 def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, warmup=5, seed=0):
@@ -334,6 +354,7 @@ def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, wa
     with _naming(source, name):
         graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
         arrays = [] if inputs is None else _ordered_arrays(graph, inputs)
+        graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
         return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
 
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -309,6 +310,29 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
 
 int run_imported(const RunArgs& a, const Graph& g);
 
+// The model imported again with its symbolic input dims fixed to the extents of the
+// given inputs, as --input-shape fixes them: the runtime's fusions (RMSNorm, rotary
+// embeddings, attention) match static shapes only, so an export with dynamic batch and
+// sequence axes otherwise ran unfused. Nothing where no input dim is open, and where
+// the fixed dims do not import (the model then runs as written, binding the dims).
+std::optional<Graph> fixed_to_given_inputs(const RunArgs& a, const Graph& g, ImportOptions io) {
+  if (a.inputs.empty()) return std::nullopt;
+  const std::vector<Tensor> given = read_inputs(g, a.inputs);
+  bool open = false;
+  for (size_t i = 0; i < g.inputs().size() && i < given.size(); ++i) {
+    const NodePtr& in = g.inputs()[i];
+    if (in->onnx_type() || io.input_shapes.count(in->name()) || is_static(in->output_types()[0].shape)) continue;
+    io.input_shapes[in->name()] = given[i].dims();
+    open = true;
+  }
+  if (!open) return std::nullopt;
+  try {
+    return import_onnx_file(a.model, io);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 int run_model(const RunArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   if (!a.outputs.empty()) require_output_path(a.outputs, "--outputs");
@@ -316,6 +340,7 @@ int run_model(const RunArgs& a) {
   ImportOptions io;
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);
+  if (std::optional<Graph> fixed = fixed_to_given_inputs(a, g, io)) g = std::move(*fixed);
   const int rc = run_imported(a, g);
   // Like ONNX Runtime, `run` computes with NaN or Inf weights as given (`optimize`
   // refuses them); after a run that worked (a failure says one thing), the user hears

@@ -331,8 +331,8 @@ Space normalize(std::span<const int64_t> dims, std::span<const StridedRef> in, s
   }
   fold_periodic(s, in.size());
   // Inner runs this short (a blocked layout's 8 lanes against a plain operand)
-  // would be gathered element by element; a long dim walked with strides is
-  // several times cheaper, so it goes innermost instead.
+  // would run packed, a few rows to a block and each row copied alone; a long dim
+  // walked with strides goes innermost instead.
   constexpr int64_t kShortRun = 32;
   if (s.dims.back() < kShortRun && s.dims.size() > 1) {
     const size_t longest = static_cast<size_t>(std::max_element(s.dims.begin(), s.dims.end() - 1) - s.dims.begin());
@@ -352,7 +352,7 @@ struct Runner {
   std::span<const StridedRef> in, out;
   Space s;
   int64_t inner = 1, rows = 1;
-  bool gather = false;  // inner rows too short to run one at a time
+  bool packed = false;  // inner rows too short to run one at a time: several to a block
   std::vector<size_t> esize;
 
   Runner(const PwProgram& prog, std::span<const StridedRef> i, std::span<const StridedRef> o,
@@ -360,7 +360,7 @@ struct Runner {
       : p(prog), in(i), out(o), s(normalize(dims, i, o)) {
     inner = s.dims.back();
     for (size_t d = 0; d + 1 < s.dims.size(); ++d) rows *= s.dims[d];
-    gather = inner < 32 && rows > 1;
+    packed = inner < 32 && rows > 1;
     for (const StridedRef& r : in) esize.push_back(dtype_size(r.dtype));
     for (const StridedRef& r : out) esize.push_back(dtype_size(r.dtype));
     plan_segments();
@@ -413,6 +413,40 @@ struct Runner {
                   p.code[0].a < p.num_inputs && p.results[0] == p.code[0].dst;
   }
 
+  // Copies input k's run of n elements at src (inner stride st) into dst, converted
+  // to the compute type (its Read kind, Periodic aside).
+  void load_run(size_t k, const char* src, int64_t st, int64_t n, T* dst) const {
+    switch (reads[k]) {
+      case Read::InPlace: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T)); break;
+      case Read::Broadcast: {
+        const T v = element_as<T>(src, in[k].dtype);
+        for (int64_t j = 0; j < n; ++j) dst[j] = v;
+        break;
+      }
+      case Read::Strided: {
+        const T* f = reinterpret_cast<const T*>(src);
+        for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
+        break;
+      }
+      default: convert<T>(src, st, in[k].dtype, n, dst); break;
+    }
+  }
+
+  // Stores n values v of result k at dst (inner stride st), converted to its type.
+  void store_run(size_t k, char* dst, int64_t st, const T* v, int64_t n) const {
+    const size_t o = in.size() + k;
+    const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
+                        (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
+    if (native && st == 1) {
+      std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
+    } else if (native) {
+      T* d = reinterpret_cast<T*>(dst);
+      for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
+    } else if (!store_half(dst, st, out[k].dtype, v, n)) {
+      for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[o]), out[k].dtype, v[j]);
+    }
+  }
+
   void run_segment(const int64_t* base, int64_t j0, int64_t n, T* scratch, T** reg, Repeats& rep,
                    const T* const* staged = nullptr) const {
     const size_t ni = in.size();
@@ -427,17 +461,9 @@ struct Runner {
       reg[k] = dst;
       switch (reads[k]) {
         case Read::InPlace: reg[k] = const_cast<T*>(reinterpret_cast<const T*>(src)); break;
-        case Read::Broadcast: {
-          const T v = element_as<T>(src, in[k].dtype);
-          for (int64_t j = 0; j < n; ++j) dst[j] = v;
-          break;
-        }
-        case Read::Strided: {
-          const T* f = reinterpret_cast<const T*>(src);
-          for (int64_t j = 0; j < n; ++j) dst[j] = f[j * st];
-          break;
-        }
-        case Read::Convert: convert<T>(src, st, in[k].dtype, n, dst); break;
+        case Read::Broadcast:
+        case Read::Strided:
+        case Read::Convert: load_run(k, src, st, n, dst); break;
         case Read::Periodic: {
           const int64_t period = s.period[k];
           std::vector<T>& b = rep.buf[k];
@@ -465,22 +491,8 @@ struct Runner {
           reg[p.results[k]] = direct[k] ? reinterpret_cast<T*>(out_ptr(k)) : scratch + static_cast<int64_t>(p.results[k]) * kBlock;
       exec(reg, n);
     }
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (direct[k]) continue;
-      const int64_t st = s.strides[ni + k].back();
-      char* dst = out_ptr(k);
-      const T* v = reg[p.results[k]];
-      const bool native = (std::is_same_v<T, float> && out[k].dtype == DType::Float32) ||
-                          (std::is_same_v<T, int64_t> && out[k].dtype == DType::Int64);
-      if (native && st == 1) {
-        std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(T));
-      } else if (native) {
-        T* d = reinterpret_cast<T*>(dst);
-        for (int64_t j = 0; j < n; ++j) d[j * st] = v[j];
-      } else if (!store_half(dst, st, out[k].dtype, v, n)) {
-        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + j * st * static_cast<int64_t>(esize[ni + k]), out[k].dtype, v[j]);
-      }
-    }
+    for (size_t k = 0; k < out.size(); ++k)
+      if (!direct[k]) store_run(k, out_ptr(k), s.strides[ni + k].back(), reg[p.results[k]], n);
   }
 
   // True when an input walks the rows with unit stride and the inner dim with a
@@ -574,53 +586,56 @@ struct Runner {
     for (int64_t j = j0; j < j1; j += kBlock) run_segment(base.data(), j, std::min(kBlock, j1 - j), scratch, reg, rep);
   }
 
-  // Gather mode over flat elements [e0, e1): offsets element by element.
-  void run_flat(int64_t e0, int64_t e1, T* scratch, T** reg) const {
+  // Packed mode over rows [r0, r1) of a space whose rows are too short to run one at
+  // a time (a head of 16 read through a transpose: [batch, seq, heads, 16] as [batch,
+  // heads, seq, 16]): `pack` rows side by side fill a block, each operand's rows copied
+  // in whole (a transposed view's rows are contiguous), so the program's dispatch is
+  // paid once per block and no offset is computed element by element.
+  int64_t pack() const { return std::max<int64_t>(1, kBlock / inner); }
+
+  void run_packed(int64_t r0, int64_t r1, T* scratch, T** reg) const {
     const size_t nops = s.strides.size(), nd = s.dims.size(), ni = in.size();
-    std::vector<int64_t> idx(nd, 0), off(nops, 0);
-    std::vector<int64_t> offs(nops * kBlock);
-    int64_t rem = e0;
-    for (size_t d = nd; d-- > 0;) {
+    std::vector<int64_t> idx(nd, 0), base(nops, 0), bases(nops * static_cast<size_t>(pack()));
+    int64_t rem = r0;
+    for (size_t d = nd - 1; d-- > 0;) {
       idx[d] = rem % s.dims[d];
       rem /= s.dims[d];
     }
     for (size_t k = 0; k < nops; ++k) {
-      off[k] = k < ni ? in[k].offset : out[k - ni].offset;
-      for (size_t d = 0; d < nd; ++d) off[k] += idx[d] * s.strides[k][d];
+      base[k] = k < ni ? in[k].offset : out[k - ni].offset;
+      for (size_t d = 0; d + 1 < nd; ++d) base[k] += idx[d] * s.strides[k][d];
     }
-    for (int64_t e = e0; e < e1; e += kBlock) {
-      const int64_t n = std::min(kBlock, e1 - e);
-      for (int64_t j = 0; j < n; ++j) {
-        for (size_t k = 0; k < nops; ++k) offs[k * kBlock + static_cast<size_t>(j)] = off[k];
-        for (size_t d = nd; d-- > 0;) {
+    for (int64_t g0 = r0; g0 < r1; g0 += pack()) {
+      const int64_t nr = std::min(pack(), r1 - g0);
+      for (int64_t r = 0; r < nr; ++r) {
+        for (size_t k = 0; k < nops; ++k) bases[static_cast<size_t>(r) * nops + k] = base[k];
+        for (size_t d = nd - 1; d-- > 0;) {  // odometer over the outer dims
           if (++idx[d] < s.dims[d]) {
-            for (size_t k = 0; k < nops; ++k) off[k] += s.strides[k][d];
+            for (size_t k = 0; k < nops; ++k) base[k] += s.strides[k][d];
             break;
           }
-          for (size_t k = 0; k < nops; ++k) off[k] -= s.strides[k][d] * (s.dims[d] - 1);
+          for (size_t k = 0; k < nops; ++k) base[k] -= s.strides[k][d] * (s.dims[d] - 1);
           idx[d] = 0;
         }
       }
       for (size_t k = 0; k < ni; ++k) {
-        const char* src = static_cast<const char*>(in[k].data);
+        const int64_t st = s.strides[k].back();
         T* dst = scratch + static_cast<int64_t>(k) * kBlock;
-        const int64_t* o = &offs[k * kBlock];
-        if (in[k].dtype == DType::Float32 && std::is_same_v<T, float>) {
-          const float* f = reinterpret_cast<const float*>(src);
-          for (int64_t j = 0; j < n; ++j) dst[j] = f[o[j]];
-        } else {
-          for (int64_t j = 0; j < n; ++j) dst[j] = element_as<T>(src + o[j] * static_cast<int64_t>(esize[k]), in[k].dtype);
+        for (int64_t r = 0; r < nr; ++r) {
+          const int64_t at = bases[static_cast<size_t>(r) * nops + k] * static_cast<int64_t>(esize[k]);
+          load_run(k, static_cast<const char*>(in[k].data) + at, st, inner, dst + r * inner);
         }
         reg[k] = dst;
       }
-      exec(reg, n);
-      for (size_t k = 0; k < out.size(); ++k) {
-        char* dst = static_cast<char*>(const_cast<void*>(out[k].data));
-        const T* v = reg[p.results[k]];
-        const int64_t* o = &offs[(ni + k) * kBlock];
-        const size_t es = esize[ni + k];
-        for (int64_t j = 0; j < n; ++j) store_element<T>(dst + o[j] * static_cast<int64_t>(es), out[k].dtype, v[j]);
-      }
+      for (size_t k = 0; k < out.size(); ++k)
+        if (p.results[k] >= p.num_inputs) reg[p.results[k]] = scratch + static_cast<int64_t>(p.results[k]) * kBlock;
+      exec(reg, nr * inner);
+      for (size_t k = 0; k < out.size(); ++k)
+        for (int64_t r = 0; r < nr; ++r) {
+          const int64_t at = bases[static_cast<size_t>(r) * nops + ni + k] * static_cast<int64_t>(esize[ni + k]);
+          store_run(k, static_cast<char*>(const_cast<void*>(out[k].data)) + at, s.strides[ni + k].back(),
+                    reg[p.results[k]] + r * inner, inner);
+        }
     }
   }
 
@@ -634,8 +649,8 @@ struct Runner {
     // A tensor whose elements fold into one dense row (most elementwise steps: a
     // SiLU on a convolution's output, an Add of two equal shapes) splits by blocks
     // of that row, or a second thread would never start.
-    const bool one_row = !gather && rows == 1;
-    const int64_t units = gather || one_row ? (work + kBlock - 1) / kBlock : rows;
+    const bool one_row = !packed && rows == 1;
+    const int64_t units = packed ? (rows + pack() - 1) / pack() : one_row ? (work + kBlock - 1) / kBlock : rows;
     team = static_cast<int>(std::min<int64_t>(team, units));
     auto body = [&](int t, int nt) {
       std::vector<T> scratch(static_cast<size_t>(p.num_regs) * kBlock);
@@ -643,7 +658,7 @@ struct Runner {
       for (int r = p.num_inputs; r < p.num_regs; ++r) reg[static_cast<size_t>(r)] = scratch.data() + static_cast<int64_t>(r) * kBlock;
       const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
       Repeats rep{std::vector<std::vector<T>>(in.size()), std::vector<int64_t>(in.size(), -1)};
-      if (gather) run_flat(u0 * kBlock, std::min(work, u1 * kBlock), scratch.data(), reg.data());
+      if (packed) run_packed(u0 * pack(), std::min(rows, u1 * pack()), scratch.data(), reg.data());
       else if (one_row) run_blocks(u0 * kBlock, std::min(inner, u1 * kBlock), scratch.data(), reg.data(), rep);
       else run_rows(u0, u1, scratch.data(), reg.data(), rep);
     };

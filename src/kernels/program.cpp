@@ -162,8 +162,22 @@ SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<
     }
     return -1;
   };
+  // Register r as 1 + 0.044715 x^2, as (0.044715 x) x + 1 or 0.044715 (x x) + 1:
+  // x, or -1.
+  auto cubic_factor_of = [&](int r) {
+    const PwInstr* e = def_of(code, where, r);
+    if (is_affine(e, 0.044715f, 1.0f, 1e-7f))
+      if (const PwInstr* sq = def_of(code, where, e->a);
+          sq && ((sq->op == PwOp::Square) || (sq->op == PwOp::Mul && sq->a == sq->b)))
+        return int(sq->a);
+    if (const PwInstr* m = is_affine(e, 1.0f, 1.0f) ? def_of(code, where, e->a) : nullptr; m && m->op == PwOp::Mul)
+      for (auto [c, x] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}})
+        if (const PwInstr* k = def_of(code, where, c); is_affine(k, 0.044715f, 0.0f, 1e-7f) && k->a == x) return int(x);
+    return -1;
+  };
   // (x, op) where register r holds 1 + erf(x / sqrt 2) (op GeluErf) or
-  // 1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)) (op GeluTanh); x = -1 otherwise.
+  // 1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)) (op GeluTanh), the tanh's argument also
+  // as sqrt(2 / pi) x (1 + 0.044715 x^2) (BLOOM's); x = -1 otherwise.
   auto gelu_of = [&](int r) -> std::pair<int, PwOp> {
     const PwInstr* plus = def_of(code, where, r);
     const PwInstr* f = is_affine(plus, 1.0f, 1.0f) ? def_of(code, where, plus->a) : nullptr;
@@ -179,6 +193,11 @@ SpecializedProgram specialize(const PwProgram& p, std::span<const std::optional<
           const PwInstr* term = def_of(code, where, t);
           if (is_affine(term, 0.044715f, 0.0f, 1e-7f) && cube_of(term->a) == x) return {x, PwOp::GeluTanh};
         }
+      if (scaled && scaled->op == PwOp::Mul)
+        for (auto [k, q] : {std::pair{scaled->a, scaled->b}, std::pair{scaled->b, scaled->a}})
+          if (const PwInstr* kx = def_of(code, where, k); is_affine(kx, 0.79788456f, 0.0f, 1e-6f) &&
+                                                          cubic_factor_of(q) == kx->a)
+            return {kx->a, PwOp::GeluTanh};
     }
     return {-1, PwOp::Copy};
   };

@@ -302,6 +302,10 @@ class Compiler {
   void require_fits_memory(const Node& n, const std::vector<TensorType>& types) const;
   // Whether `n` reads or writes a tensor of no elements (`types`: its outputs').
   bool touches_empty(const Node& n, const std::vector<TensorType>& types);
+  // Whether every one of `types` (a node's outputs) is static and of no elements.
+  static bool all_empty(const std::vector<TensorType>& types);
+  // `n`'s outputs as values that a step doing nothing writes.
+  bool lower_nothing(const Node& n, const std::vector<TensorType>& types);
 
   const Graph& g_;
   RuntimeOptions opts_;

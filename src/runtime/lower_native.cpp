@@ -129,11 +129,14 @@ std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
   if (!eps || *eps < 0 || ea == mean->output(0)) return std::nullopt;
   const Node* sq = c.sole_consumer(add->output(0));
   if (!sq || sq->op_type() != "Sqrt") return std::nullopt;
-  // x / sqrt, or x * (1 / sqrt).
+  // x / sqrt, or x * (1 / sqrt): the inverse as Reciprocal, or as Div(1, sqrt), which
+  // is how torch's TorchScript exporter writes rsqrt.
   std::vector<const Node*> nodes = {&n, mean, add, sq};
   const Node* norm = c.sole_consumer(sq->output(0));
   if (!norm) return std::nullopt;
-  if (norm->op_type() == "Reciprocal") {
+  const bool one_over = norm->op_type() == "Div" && norm->inputs().size() == 2 && norm->inputs()[1] == sq->output(0) &&
+                        norm->inputs()[0] != sq->output(0) && scalar(norm->inputs()[0]) == 1.0;
+  if (norm->op_type() == "Reciprocal" || one_over) {
     nodes.push_back(norm);
     const Value inv = norm->output(0);
     norm = c.sole_consumer(inv);

@@ -33,6 +33,11 @@ namespace {
 using kernels::PwProgram;
 
 constexpr size_t kMaxNodes = 32;
+// How far back from a consumer a group takes unlowered elementwise producers of its
+// dims (beyond, an input it reads is lowered on its own first): a tanh GELU written
+// out by TorchScript (BLOOM: x * 0.5 * (1 + tanh(0.798 x (1 + 0.0447 x x)))) reaches
+// back five producers from its last product, and at two came out as three steps.
+constexpr int kProducerDepth = 6;
 constexpr size_t kMaxOperands = 16;
 
 bool pointwise(const Node& n) { return n.kind() == NodeKind::Op && n.op()->emit_pointwise && n.num_outputs() == 1; }
@@ -140,11 +145,11 @@ struct Planner {
 
   void grow() {
     if (seed.present())
-      for (const auto& [m, k] : c.consumers(seed)) try_add(m, 2);
+      for (const auto& [m, k] : c.consumers(seed)) try_add(m, kProducerDepth);
     for (size_t i = 0; i < nodes.size() && nodes.size() < kMaxNodes; ++i) {
       const Value out = nodes[i]->output(0);
       if (sink_only.count(out)) continue;
-      for (const auto& [m, k] : c.consumers(out)) try_add(m, 2);
+      for (const auto& [m, k] : c.consumers(out)) try_add(m, kProducerDepth);
     }
   }
 };

@@ -2,12 +2,15 @@
 // broadcast and converted operands, reductions, softmax, normalization, copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/copy.h"
@@ -716,6 +719,52 @@ TEST(Pointwise, OneDenseRowSplitsByBlocksAcrossThreads) {
     };
     const std::vector<float> two = run(2);
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(two[i], x[i] * sc[i % static_cast<size_t>(C)]) << C << " " << i;
+  }
+}
+
+// Rows shorter than 32 (a head of 16 read through a transpose, as a rotary
+// embedding reads [batch, seq, heads, 16] as [batch, heads, seq, 16]) run packed,
+// several rows to a block: every operand kind (a transposed view, a row broadcast
+// over batch and heads, a scalar, a float64 operand converted), a dense and a
+// transposed result, odd row lengths, one and two threads.
+TEST(Pointwise, ShortRowsThroughATransposeRunPacked) {
+  for (int64_t D : {2, 3, 16, 31}) {
+    const int64_t B = 2, S = 9, H = 4;
+    std::mt19937 rng(static_cast<unsigned>(D));
+    std::uniform_real_distribution<float> u(-2, 2);
+    std::vector<float> x(static_cast<size_t>(B * S * H * D)), c(static_cast<size_t>(S * D));
+    std::vector<double> t(x.size());
+    for (float& v : x) v = u(rng);
+    for (float& v : c) v = u(rng);
+    for (double& v : t) v = u(rng);
+    const float half = 0.5f;
+    PwProgram p;  // (x * c + t) * 0.5, and x - c
+    p.num_inputs = p.num_regs = 4;
+    const int m = p.emit(PwOp::Mul, 0, 1);
+    const int a = p.emit(PwOp::Add, m, 3);
+    p.results = {p.emit(PwOp::Mul, a, 2), p.emit(PwOp::Sub, 0, 1)};
+    const std::vector<int64_t> dims = {B, H, S, D};                       // x stored [B, S, H, D]
+    const std::vector<int64_t> xs = {S * H * D, D, H * D, 1}, ds = {H * S * D, S * D, D, 1};
+    auto run = [&](int threads) {
+      std::vector<float> y(x.size(), -1), z(x.size(), -1);
+      StridedRef in[] = {ref(x.data(), DType::Float32, xs), ref(c.data(), DType::Float32, {0, 0, D, 1}),
+                         ref(&half, DType::Float32, {0, 0, 0, 0}), ref(t.data(), DType::Float64, ds)};
+      StridedRef out[] = {ref(y.data(), DType::Float32, ds), ref(z.data(), DType::Float32, xs)};
+      run_pointwise(p, in, out, dims, threads);
+      return std::make_pair(y, z);
+    };
+    const auto [y, z] = run(1);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t xi = static_cast<size_t>(b * xs[0] + h * xs[1] + i * xs[2] + d);
+            const size_t di = static_cast<size_t>(b * ds[0] + h * ds[1] + i * ds[2] + d);
+            const float cv = c[static_cast<size_t>(i * D + d)];
+            ASSERT_EQ(y[di], (x[xi] * cv + static_cast<float>(t[di])) * half) << D << " " << di;
+            ASSERT_EQ(z[xi], x[xi] - cv) << D << " " << xi;
+          }
+    EXPECT_EQ(run(2), std::make_pair(y, z)) << D;
   }
 }
 
