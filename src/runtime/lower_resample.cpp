@@ -1,6 +1,8 @@
 // Lowering of the upsampling operators of CNN decoders and necks:
-// ConvTranspose on oneDNN's deconvolution (bias and what follows fused as
-// post-ops, layouts chosen by oneDNN as for convolutions); Resize on oneDNN's
+// ConvTranspose as a convolution where it is one (stride 1: the kernel flipped) or as
+// a 1x1 convolution to the kernel taps and a scatter (strided), else on oneDNN's
+// deconvolution with its bias and no activation fused (layouts chosen by oneDNN as
+// for convolutions); Resize on oneDNN's
 // resampling where its source pixels and weights are ONNX's (checked index by
 // index), else on isomer's own separable kernel below, with the reference
 // evaluator's own tables (ops/resize.h); DepthToSpace and SpaceToDepth as one
