@@ -81,6 +81,7 @@ class SubgraphChecker {
     if (is_default_domain(node.domain())) {
       check_contract(node, where);
       check_control_operands(node, scope, where);
+      check_body_operand_types(node, scope, where);
     }
   }
 
@@ -255,6 +256,27 @@ class SubgraphChecker {
       for (int i = 0; i < n; ++i)
         require_same_type(body->input(i), body->output(i), where + " body: state value " + std::to_string(i) +
                                                                 " changes type");
+    }
+  }
+
+  // The values a Loop or a Scan hands its body (a Loop's carried values, a Scan's state
+  // and scanned inputs) have the element types the body declares for them: a Scan over a
+  // string state with a float body was kept opaque and written back by `optimize`.
+  void check_body_operand_types(const onnx::NodeProto& node, const Scope& scope, const std::string& where) const {
+    const std::string& op = node.op_type();
+    const onnx::GraphProto* body = graph_attr(node, "body");
+    if (!body || (op != "Loop" && op != "Scan")) return;
+    // A Loop's operands 2.. are its body's inputs 2..; a Scan's (after Scan-8's
+    // sequence_lens) are its body's inputs in order.
+    const int outer_first = op == "Loop" ? 2 : (op_version(node.domain(), op, opset_) < 9 ? 1 : 0);
+    const int inner_first = op == "Loop" ? 2 : 0;
+    for (int i = 0; outer_first + i < node.input_size() && inner_first + i < body->input_size(); ++i) {
+      const std::string& name = node.input(outer_first + i);
+      if (name.empty()) continue;
+      const int32_t have = elem_type(scope.type(name)), want = elem_type(&body->input(inner_first + i).type());
+      require(have == 0 || want == 0 || have == want,
+              where + ": '" + name + "' is " + element_type_name(have) + ", but the body takes it as '" +
+                  body->input(inner_first + i).name() + "', " + element_type_name(want));
     }
   }
 

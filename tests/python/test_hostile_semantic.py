@@ -187,6 +187,40 @@ def test_loop_condition_that_is_not_a_single_bool_is_refused(isomer_bin, tmp_pat
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], -_x(), rtol=1e-6)  # Neg three times
 
 
+@pytest.mark.parametrize("op", ["Scan", "Loop"])
+def test_a_value_handed_to_a_body_of_another_type_is_refused(isomer_bin, tmp_path, op):
+    """A Scan whose state starts as strings (or a Loop carrying int64) into a float body:
+    ONNX Runtime refuses the model; isomer kept the node opaque and `optimize` wrote it back."""
+    vi = helper.make_tensor_value_info
+    if op == "Scan":
+        body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+                                  helper.make_node("Identity", ["row"], ["r2"])], "body",
+                                 [vi("s_in", TensorProto.FLOAT, [3]), vi("row", TensorProto.FLOAT, [3])],
+                                 [vi("s_out", TensorProto.FLOAT, [3]), vi("r2", TensorProto.FLOAT, [3])])
+        node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], name="the_scan", body=body, num_scan_inputs=1)
+        outs = [vi("s", TensorProto.FLOAT, None), vi("ys", TensorProto.FLOAT, None)]
+        init = numpy_helper.from_array(np.array(["a", "b", "c"], dtype=object), "s0")
+        want = "'s0' is str, but the body takes it as 's_in', f32"
+    else:
+        body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                                  helper.make_node("Neg", ["v_in"], ["v_out"])], "body",
+                                 [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []),
+                                  vi("v_in", TensorProto.FLOAT, [3])],
+                                 [vi("c_out", TensorProto.BOOL, []), vi("v_out", TensorProto.FLOAT, [3])])
+        node = helper.make_node("Loop", ["", "", "s0"], ["s"], name="the_loop", body=body)
+        outs = [vi("s", TensorProto.FLOAT, None)]
+        init = numpy_helper.from_array(np.arange(3, dtype=np.int64), "s0")
+        want = "'s0' is i64, but the body takes it as 'v_in', f32"
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [2, 3])], outs, [init])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "body_types.onnx"
+    onnx.save(m, str(path))
+    for cmd in (["optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", path]):
+        one_error(_isomer(isomer_bin, *cmd), "body_types.onnx", node.name, want)
+    assert not (tmp_path / "o.onnx").exists()
+
+
 @pytest.mark.parametrize("attrs, want", [({"num_scan_inputs": 0}, "num_scan_inputs is 0"),
                                          ({"num_scan_inputs": 1, "scan_input_axes": [2]},
                                           "scan_input_axes holds 2 for scan input 'x' of rank 2"),
