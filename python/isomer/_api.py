@@ -298,22 +298,28 @@ def _ordered_arrays(graph, inputs):
     return [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
 
 
-def _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes):
-    """The model loaded again with its open input dims fixed to the extents of the
-    arrays it will run on, as input_shapes fixes them (`isomer run --inputs` does the
-    same): the runtime's fusions (RMSNorm, rotary embeddings, attention) match static
-    shapes only. The graph as loaded where no dim is open or the fixed dims do not load."""
+def _fixed_to(source, base_dir, graph, fixed, input_shapes):
+    """The model loaded again with its open input dims fixed as `fixed` ({input name:
+    dims}) says, as input_shapes fixes them (`isomer run` does the same): the runtime's
+    fusions (RMSNorm, rotary embeddings, attention) match static shapes only. The graph
+    as loaded where no dim is open or the fixed dims do not load."""
     given = _input_shapes(input_shapes)
-    fixed = {}
-    for (name, _, shape), a in zip(graph.inputs, arrays):
-        if name not in given and any(not isinstance(d, int) for d in shape) and len(shape) == np.ndim(a):
-            fixed[name] = [int(d) for d in np.shape(a)]
+    fixed = {k: v for k, v in fixed.items() if k not in given}
     if not fixed:
         return graph
     try:
         return _core.load_model(source, base_dir, {**given, **fixed})
     except Error:
         return graph
+
+
+def _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes):
+    """_fixed_to at the extents of the arrays the model will run on."""
+    fixed = {}
+    for (name, _, shape), a in zip(graph.inputs, arrays):
+        if any(not isinstance(d, int) for d in shape) and len(shape) == np.ndim(a):
+            fixed[name] = [int(d) for d in np.shape(a)]
+    return _fixed_to(source, base_dir, graph, fixed, input_shapes)
 
 
 def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
@@ -346,15 +352,22 @@ def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, wa
     each kind: conv, matmul, eltwise, ..., reference, onnxruntime).
 
     inputs: as for run(); None draws random ones from `seed` that the model can run on
-    (indices within the axis they index, as optimize's check draws them; symbolic dims 1).
+    (indices within the axis they index, as optimize's check draws them; open dims at
+    the extents their names suggest: a batch 1, a sequence 64, an image side 224,
+    others 1; input_shapes sets them). The model runs with its open dims fixed to the
+    inputs' extents, as `isomer run` runs it.
     """
     if repeat < 1 or warmup < 0:
         raise Error("benchmark needs repeat >= 1 and warmup >= 0")
     source, base_dir, name = _model_source(model)
     with _naming(source, name):
         graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
-        arrays = [] if inputs is None else _ordered_arrays(graph, inputs)
-        graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
+        if inputs is None:
+            arrays = []
+            graph = _fixed_to(source, base_dir, graph, graph.drawn_input_shapes, input_shapes)
+        else:
+            arrays = _ordered_arrays(graph, inputs)
+            graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
         return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
 
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "bridge/bridge.h"
+#include "check/open_dims.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ir/run_limit.h"
@@ -133,6 +134,13 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
       ro.bindings = opts.bindings;
       ro.delegate_opaque = opts.allow_onnxruntime;
       std::string why;
+      if (std::optional<Graph> fixed = with_input_shapes(g, opts.input_shapes);
+          fixed && runtime::is_runnable(*fixed, &why, ro)) {
+        try {
+          return std::make_unique<RuntimePrepared>(runtime::compile(*fixed, ro));
+        } catch (const Error&) {  // compiled as written below, with the dims bound
+        }
+      }
       require(runtime::is_runnable(g, &why, ro), why);
       return std::make_unique<RuntimePrepared>(runtime::compile(g, ro));
     }

@@ -46,6 +46,9 @@ class Prepared {
 struct EngineOptions {
   int threads = 0;                          // 0 = every core
   std::map<std::string, int64_t> bindings;  // extents of symbolic input dims
+  // The runtime compiles a graph imported again with these inputs' dims fixed (the
+  // extents the inputs have, open_dims.h): it fuses where shapes are static.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   bool allow_onnxruntime = true;            // false: no ONNX Runtime, not even for delegation
 };
 

@@ -105,6 +105,17 @@ std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::v
   return shapes;
 }
 
+std::optional<Graph> import_fixed(const std::string& path, ImportOptions io,
+                                  const std::map<std::string, std::vector<int64_t>>& shapes) {
+  if (shapes.empty()) return std::nullopt;
+  io.input_shapes.insert(shapes.begin(), shapes.end());
+  try {
+    return import_onnx_file(path, io);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 void require_output_path(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   std::error_code ec;

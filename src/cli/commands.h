@@ -3,8 +3,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "onnx/onnx_io.h"
 
 namespace isomer::cli {
 
@@ -23,6 +26,13 @@ int naming_model(const std::string& model, const std::function<int()>& action);
 
 // The --input-shape flags ("name:1,3,224,224", repeatable) as ImportOptions::input_shapes.
 std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::vector<std::string>& specs);
+
+// The model file imported again with the dims of its open inputs fixed as `shapes`
+// says (check/open_dims.h: the runtime fuses where shapes are static); nullopt where
+// `shapes` is empty or the fixed dims do not import (the model then runs as written,
+// its dims bound).
+std::optional<Graph> import_fixed(const std::string& path, ImportOptions io,
+                                  const std::map<std::string, std::vector<int64_t>>& shapes);
 
 // Refuses, before any work, an output path (given with `flag`) that is a directory or
 // whose folder does not exist or is not a folder.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "check/open_dims.h"
 #include "cli/commands.h"
 #include "cost/cost.h"
 #include "ir/error.h"
@@ -24,6 +25,9 @@ struct CostArgs {
 int run_cost(const CostArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   Graph g = import_onnx_file(a.model);
+  // Priced as `isomer run` runs it without --inputs: open dims fixed at the drawn extents.
+  const std::map<std::string, int64_t> opens = drawn_bindings(g);
+  if (std::optional<Graph> fixed = import_fixed(a.model, {}, open_input_shapes(g, opens))) g = std::move(*fixed);
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(a.kind, a.db, a.threads);
   cost::GraphCost gc = model->graph_cost(g);
   std::string db = a.db.empty() ? cost::default_db_path() : a.db;
@@ -43,6 +47,7 @@ int run_cost(const CostArgs& a) {
     std::printf("note: %zu steps are priced by measurements taken on an overloaded machine (load average above %d"
                 " cores; now %.2f); they are measured again once the load is lower\n",
                 gc.noisy, runtime::hardware_threads(), load);
+  if (!opens.empty()) std::printf("open input dims at %s\n", extents_text(opens).c_str());
   if (a.kind == "measured") std::printf("cost database: %s\n", db.c_str());
   if (!a.report_json.empty()) {
     std::ofstream f(a.report_json);

@@ -16,6 +16,7 @@
 
 #include "check/compare.h"
 #include "check/inputs.h"
+#include "check/open_dims.h"
 #include "check/quant_check.h"
 #include "cli/commands.h"
 #include "cli/onnxruntime.h"
@@ -142,28 +143,12 @@ OrtRequest ort_request(const RunArgs& a, const Graph& g, const std::vector<Tenso
   return req;
 }
 
-// Where random inputs gave symbolic input dims extents the model did not fix
-// ("batch=1, seq=1"), what they were and how to set them; "" where none were open.
-std::string open_dims_note(const Graph& g, const std::map<std::string, int64_t>& bindings) {
-  const std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
-  std::map<std::string, int64_t> taken;
-  for (size_t i = 0; i < g.inputs().size() && i < dims.size(); ++i) {
-    const Shape& s = g.inputs()[i]->output_types()[0].shape;
-    for (size_t d = 0; d < s.size() && d < dims[i].size(); ++d)
-      if (!s[d].is_static() && !s[d].symbol.empty() && !bindings.count(s[d].symbol)) taken[s[d].symbol] = dims[i][d];
-  }
-  if (taken.empty()) return "";
-  std::string list;
-  for (const auto& [name, extent] : taken) list += (list.empty() ? "" : ", ") + name + "=" + std::to_string(extent);
-  return "; the random inputs took the open input dims as " + list +
-         ", which other dims of the model may contradict: --input-shape sets them";
-}
-
 // Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
 // the isomer runtime cannot run (opaque operators). The inputs are the ones
 // isomer would use, so --inputs / --seed mean the same on both engines.
 int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tensor>& given,
-                       const std::map<std::string, int64_t>& bindings, const std::string& why) {
+                       const std::map<std::string, int64_t>& bindings, const std::string& why,
+                       const std::string& opens) {
   const std::string not_runnable = "'" + a.model + "' is not runnable on the isomer runtime: " + why;
   require(!a.no_onnxruntime, not_runnable + " (--no-onnxruntime: not delegated to ONNX Runtime)");
   require(a.input_shapes.empty(), not_runnable + "; --input-shape is not supported when delegating to ONNX Runtime");
@@ -173,10 +158,15 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
         ort_request(a, g, a.inputs.empty() ? seeded_random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
     throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")" +
-                (a.inputs.empty() ? open_dims_note(g, bindings) : ""));
+                (a.inputs.empty() && !opens.empty()
+                     ? "; the random inputs took the open input dims as " + opens +
+                           ", which other dims of the model may contradict: --input-shape sets them"
+                     : ""));
   }
   std::printf("%s\nrunning it on ONNX Runtime %s instead\n", not_runnable.c_str(), res.version.c_str());
-  if (a.inputs.empty()) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
+  if (a.inputs.empty())
+    std::printf("inputs: random, seed %llu%s\n", static_cast<unsigned long long>(a.seed),
+                opens.empty() ? "" : (", open dims at " + opens).c_str());
   for (const auto& [name, t] : res.outputs) std::printf("  output %-20s %s\n", name.c_str(), to_string(t.type()).c_str());
   if (!a.outputs.empty()) {
     runtime::write_npz(a.outputs, res.outputs);
@@ -308,30 +298,9 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
   return j;
 }
 
-int run_imported(const RunArgs& a, const Graph& g);
-
-// The model imported again with its symbolic input dims fixed to the extents of the
-// given inputs, as --input-shape fixes them: the runtime's fusions (RMSNorm, rotary
-// embeddings, attention) match static shapes only, so an export with dynamic batch and
-// sequence axes otherwise ran unfused. Nothing where no input dim is open, and where
-// the fixed dims do not import (the model then runs as written, binding the dims).
-std::optional<Graph> fixed_to_given_inputs(const RunArgs& a, const Graph& g, ImportOptions io) {
-  if (a.inputs.empty()) return std::nullopt;
-  const std::vector<Tensor> given = read_inputs(g, a.inputs);
-  bool open = false;
-  for (size_t i = 0; i < g.inputs().size() && i < given.size(); ++i) {
-    const NodePtr& in = g.inputs()[i];
-    if (in->onnx_type() || io.input_shapes.count(in->name()) || is_static(in->output_types()[0].shape)) continue;
-    io.input_shapes[in->name()] = given[i].dims();
-    open = true;
-  }
-  if (!open) return std::nullopt;
-  try {
-    return import_onnx_file(a.model, io);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
+// `opens`: the extents of the model's open input dims ("batch=1, seq=64"), where
+// they were fixed (or bound) for the run.
+int run_imported(const RunArgs& a, const Graph& g, const std::string& opens);
 
 int run_model(const RunArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
@@ -340,8 +309,22 @@ int run_model(const RunArgs& a) {
   ImportOptions io;
   io.input_shapes = input_shapes_from_flags(a.input_shapes);
   Graph g = import_onnx_file(a.model, io);
-  if (std::optional<Graph> fixed = fixed_to_given_inputs(a, g, io)) g = std::move(*fixed);
-  const int rc = run_imported(a, g);
+  // The model imported again with its open input dims fixed to the extents of the
+  // given inputs, or of the drawn ones (check/open_dims.h names them): the runtime's
+  // fusions (RMSNorm, rotary embeddings, attention) match static shapes only, so an
+  // export with dynamic batch and sequence axes otherwise ran unfused.
+  std::map<std::string, int64_t> opens;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  if (a.inputs.empty()) {
+    opens = drawn_bindings(g);
+    shapes = open_input_shapes(g, opens);
+  } else {
+    const std::vector<Tensor> given = read_inputs(g, a.inputs);
+    opens = bindings_of(g, given);
+    shapes = open_input_shapes(g, given);
+  }
+  if (std::optional<Graph> fixed = import_fixed(a.model, io, shapes)) g = std::move(*fixed);
+  const int rc = run_imported(a, g, extents_text(opens));
   // Like ONNX Runtime, `run` computes with NaN or Inf weights as given (`optimize`
   // refuses them); after a run that worked (a failure says one thing), the user hears
   // of them: the outputs they reach are NaN or Inf, and where NaN meets Relu or MaxPool,
@@ -355,9 +338,11 @@ int run_model(const RunArgs& a) {
   return rc;
 }
 
-int run_imported(const RunArgs& a, const Graph& g) {
+int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
   require(a.bench || a.profile || a.report_json.empty(), "--report-json needs --bench or --profile");
-  std::map<std::string, int64_t> bindings;
+  // Drawn inputs take open dims (where the fixed model did not import) at the extents
+  // open_dims.h names.
+  std::map<std::string, int64_t> bindings = a.inputs.empty() ? drawn_bindings(g) : std::map<std::string, int64_t>{};
   std::vector<Tensor> inputs;
   if (!a.inputs.empty()) {
     inputs = read_inputs(g, a.inputs);
@@ -391,8 +376,10 @@ int run_imported(const RunArgs& a, const Graph& g) {
       exe.reset();
     }
   }
-  if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why);
-  if (random) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
+  if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why, opens);
+  if (random)
+    std::printf("inputs: random, seed %llu%s\n", static_cast<unsigned long long>(a.seed),
+                opens.empty() ? "" : (", open dims at " + opens).c_str());
   std::printf("%s: %zu steps, %s, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
               thread_count(exe->threads()).c_str(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
@@ -474,6 +461,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
     j["threads"] = r.threads;
     j["openmp_waits"] = runtime::openmp_waits();
     j["steps"] = steps;
+    j["input_extents"] = opens;
     j["reference_steps"] = reference;
     j["onnxruntime_steps"] = delegated;
     j["cpu"] = runtime::cpu_model();

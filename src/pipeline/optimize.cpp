@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "check/open_dims.h"
 #include "cost/cost.h"
 #include "ir/error.h"
 #include "ir/run_limit.h"
@@ -301,8 +302,10 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
 
   // The inputs the check and the guard run both graphs on, made (or given inputs checked
   // against the model) before the search, so that an inputs file that does not fit fails first.
+  // Drawn inputs give open dims the extents open_dims.h names (a batch 1, a sequence
+  // 64), where the user did not bind them.
   ModelInputs inputs = opts.inputs.empty()
-                           ? valid_random_inputs(g, opts.check_options.seed, opts.check_options.bindings)
+                           ? valid_random_inputs(g, opts.check_options.seed, drawn_bindings(g, opts.check_options.bindings))
                            : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
 
   auto t0 = std::chrono::steady_clock::now();
@@ -314,6 +317,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
 
   rep.inputs_source = inputs.source;
   rep.input_notes = inputs.notes;
+  rep.input_extents = inputs.bindings;
   // The check, the guard and the pricing run the model: a valid one may ask for hours.
   rep.run_limit_seconds = opts.run_limit_seconds > 0   ? opts.run_limit_seconds
                           : opts.run_limit_seconds < 0 ? 0
@@ -323,6 +327,9 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   EngineOptions eo;
   eo.threads = opts.threads;
   eo.bindings = inputs.bindings;
+  // The runtime runs both graphs as it will run them at these inputs: specialised to
+  // their extents (the written model keeps its open dims).
+  eo.input_shapes = open_input_shapes(g, inputs.tensors);
   eo.allow_onnxruntime = opts.check_options.allow_onnxruntime;
   Engines engines(eo);
   for (const auto& [engine, factory] : opts.engine_factories) engines.set_factory(engine, factory);
@@ -427,7 +434,9 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   engines.clear();
   if (opts.cost_model != "none") {
     auto t3 = std::chrono::steady_clock::now();
-    price(g, out, opts, rep);
+    // Priced as they ran, at the inputs' extents.
+    price(with_input_shapes(g, eo.input_shapes).value_or(g), with_input_shapes(out, eo.input_shapes).value_or(out),
+          opts, rep);
     rep.phase_seconds["cost"] = seconds_since(t3);
   }
   rep.run_limit_exceeded = RunLimit::exceeded();
@@ -496,6 +505,7 @@ std::string OptimizeReport::to_json() const {
   if (!culprit.empty()) j["culprit_rule"] = culprit;
   j["inputs"] = inputs_source;
   j["input_notes"] = input_notes;
+  j["input_extents"] = input_extents;
   j["target"] = target;
   j["threads"] = threads;
   auto ms_or_null = [](double ms) { return ms >= 0 ? nlohmann::ordered_json(ms) : nlohmann::ordered_json(); };
@@ -583,7 +593,9 @@ std::string OptimizeReport::to_text() const {
     out << "predicted: not priced (" << cost_note << ")\n";
   }
   if (!mugraph.empty()) out << mugraph;
-  out << "inputs: " << inputs_source << "\n";
+  out << "inputs: " << inputs_source;
+  if (!input_extents.empty()) out << ", open dims at " << extents_text(input_extents);
+  out << "\n";
   for (const std::string& note : input_notes) out << "  " << note << "\n";
   out << "check: " << check.status_name();
   if (check.status != CheckResult::Status::Skipped) {

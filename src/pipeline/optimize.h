@@ -101,6 +101,9 @@ struct OptimizeReport {
   int threads = 0;     // of the check's and the guard's engines (0: every core)
   std::string inputs_source;             // where the check's and the guard's inputs came from
   std::vector<std::string> input_notes;  // how constrained inputs were drawn
+  // The extents the open input dims had in those inputs (the runtime ran both graphs
+  // with these dims fixed, check/open_dims.h); empty for a model without open dims.
+  std::map<std::string, int64_t> input_extents;
   GuardResult guard;
   bool check_requested = true;
   CheckResult check;

@@ -1,0 +1,112 @@
+#include "check/open_dims.h"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+
+#include "eval/evaluator.h"
+#include "onnx/onnx_io.h"
+
+namespace isomer {
+
+namespace {
+
+// The words of a dim name, lower case: "past_sequence_length" -> past, sequence,
+// length; "seqLen" -> seq, len.
+std::vector<std::string> words_of(std::string_view name) {
+  std::vector<std::string> out(1);
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = name[i];
+    const bool starts_word = std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(name[i - 1]));
+    if (!std::isalnum(c) || starts_word) {
+      if (!out.back().empty()) out.emplace_back();
+      if (!std::isalnum(c)) continue;
+    }
+    out.back() += static_cast<char>(std::tolower(c));
+  }
+  if (out.back().empty()) out.pop_back();
+  return out;
+}
+
+bool any_word(const std::vector<std::string>& words, std::initializer_list<std::string_view> wanted) {
+  return std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+    return std::find(wanted.begin(), wanted.end(), w) != wanted.end();
+  });
+}
+
+// A dim_param that is one name, not an expression of names ("s0 + 1").
+bool plain_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '.'; });
+}
+
+size_t opaque_nodes(const Graph& g) {
+  size_t n = 0;
+  for (const NodePtr& node : g.topo_order()) n += node->kind() == NodeKind::Opaque;
+  return n;
+}
+
+}  // namespace
+
+int64_t drawn_extent(std::string_view name) {
+  const std::vector<std::string> words = words_of(name);
+  if (words.size() == 1 && (words[0] == "n" || words[0] == "b" || words[0] == "bs")) return 1;
+  if (any_word(words, {"batch", "batches"})) return 1;
+  if (std::any_of(words.begin(), words.end(), [](const std::string& w) { return w.starts_with("seq"); }) ||
+      any_word(words, {"len", "length", "token", "tokens", "time", "frames", "steps", "positions"}))
+    return 64;
+  if (any_word(words, {"height", "width", "h", "w"})) return 224;
+  return 1;
+}
+
+std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound) {
+  for (const NodePtr& in : g.inputs()) {
+    if (in->onnx_type()) continue;
+    for (const Dim& d : in->output_types()[0].shape)
+      if (!d.is_static() && plain_name(d.symbol) && !bound.count(d.symbol)) bound[d.symbol] = drawn_extent(d.symbol);
+  }
+  return bound;
+}
+
+std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g,
+                                                              const std::map<std::string, int64_t>& bindings) {
+  std::map<std::string, std::vector<int64_t>> out;
+  const std::vector<std::vector<int64_t>> dims = concrete_input_dims(g, bindings);
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const NodePtr& in = g.inputs()[i];
+    if (!in->onnx_type() && !is_static(in->output_types()[0].shape)) out[in->name()] = dims[i];
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g, const std::vector<Tensor>& tensors) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (size_t i = 0; i < g.inputs().size() && i < tensors.size(); ++i) {
+    const NodePtr& in = g.inputs()[i];
+    if (!in->onnx_type() && !is_static(in->output_types()[0].shape) && in->output_types()[0].rank() == tensors[i].rank())
+      out[in->name()] = tensors[i].dims();
+  }
+  return out;
+}
+
+std::string extents_text(const std::map<std::string, int64_t>& bindings) {
+  std::string out;
+  for (const auto& [name, extent] : bindings) out += (out.empty() ? "" : ", ") + name + "=" + std::to_string(extent);
+  return out;
+}
+
+std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes) {
+  if (shapes.empty()) return std::nullopt;
+  ImportOptions io;
+  io.input_shapes = shapes;
+  try {
+    Graph fixed = import_onnx_bytes(export_onnx_bytes(g), "", io);
+    if (fixed.inputs().size() != g.inputs().size() || fixed.output_names() != g.output_names() ||
+        opaque_nodes(fixed) > opaque_nodes(g))
+      return std::nullopt;
+    return fixed;
+  } catch (const std::exception&) {  // the model runs as written, with the dims bound
+    return std::nullopt;
+  }
+}
+
+}  // namespace isomer

@@ -1,0 +1,52 @@
+#pragma once
+// The extents a model's open input dims (ONNX dim_params, dynamic axes) take where the
+// model is run or timed, and the model specialised to them.
+//
+// isomer's runtime fuses (RMSNorm, rotary embeddings, attention, grouped-query views,
+// convolution post-ops) where shapes are static, and the import folds the shape
+// arithmetic of a dynamic export only when the dims are known. So wherever a model
+// runs at known extents (the user's inputs, or drawn ones), it runs imported again
+// with its open input dims fixed to them, as --input-shape fixes them.
+//
+// Drawn inputs give an open dim an extent by what its name says (the export's own
+// example extents are not in the file; --input-shape overrides any of them):
+//   - a batch ("batch", "batch_size", "N", "B", "bs"):            1
+//   - a sequence or time axis ("seq", "sequence_length", "len",
+//     "tokens", "time", "frames", "steps", "positions"):         64 (a short prefill)
+//   - an image side ("height", "width", "H", "W"):              224
+//   - anything else (dynamo's "s0", "s13", an anonymous dim):     1
+// An expression dim ("s0 + 1") follows from the names it uses.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace isomer {
+
+// The extent drawn inputs give an open dim named `name` (the rule above).
+int64_t drawn_extent(std::string_view name);
+
+// `bound`, with drawn_extent of its name for every open input dim of `g` it leaves unbound.
+std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound = {});
+
+// Input name -> full dims, for each input of `g` with an open dim: at the extents
+// `bindings` give them (anonymous dims 1, as drawn inputs have them), or as `tensors`
+// (one per graph input, in order) have them. What ImportOptions::input_shapes takes.
+std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g,
+                                                              const std::map<std::string, int64_t>& bindings);
+std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g, const std::vector<Tensor>& tensors);
+
+// "batch=1, seq=64": the bindings as the reports state them.
+std::string extents_text(const std::map<std::string, int64_t>& bindings);
+
+// `g` exported and imported again with the dims of its inputs fixed as `shapes`
+// says; nullopt where `shapes` is empty, the fixed model does not import, cannot be
+// serialized in one piece (past protobuf's 2 GB), or keeps more nodes opaque than `g`
+// (the runtime would hand them to ONNX Runtime). Same inputs and outputs as `g`.
+std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes);
+
+}  // namespace isomer

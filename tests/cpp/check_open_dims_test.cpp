@@ -1,0 +1,83 @@
+// The extents drawn inputs give open input dims, and graphs specialised to them
+// (check/open_dims.h).
+#include <gtest/gtest.h>
+
+#include "check/engines.h"
+#include "check/inputs.h"
+#include "check/open_dims.h"
+#include "eval/evaluator.h"
+#include "ir/graph.h"
+#include "ir/text.h"
+
+namespace isomer {
+namespace {
+
+TEST(DrawnExtent, ByWhatTheNameSays) {
+  for (const char* batch : {"batch", "batch_size", "BatchSize", "N", "b", "bs", "num_batches"})
+    EXPECT_EQ(drawn_extent(batch), 1) << batch;
+  for (const char* seq : {"seq", "seq_len", "seqLen", "sequence_length", "past_sequence_length", "tokens", "time",
+                          "num_frames", "decoder_sequence_length"})
+    EXPECT_EQ(drawn_extent(seq), 64) << seq;
+  for (const char* side : {"height", "width", "H", "W", "image_height"}) EXPECT_EQ(drawn_extent(side), 224) << side;
+  // Names that say nothing: dynamo's, TorchScript's unnamed dynamic axes.
+  for (const char* other : {"s0", "s33", "input_ids_dynamic_axes_1", "unk__12", "dim"})
+    EXPECT_EQ(drawn_extent(other), 1) << other;
+}
+
+TEST(DrawnBindings, NameEveryOpenDimTheUserLeftUnbound) {
+  Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8], %m: i64[batch,seq], %y: f32[4,height]) {
+    %0 = Relu(%x)
+    return %0, %m, %y
+  })");
+  const std::map<std::string, int64_t> b = drawn_bindings(g, {{"height", 5}});
+  EXPECT_EQ(b, (std::map<std::string, int64_t>{{"batch", 1}, {"height", 5}, {"seq", 64}}));
+  EXPECT_EQ(extents_text(b), "batch=1, height=5, seq=64");
+  ModelInputs in = valid_random_inputs(g, 0, b);
+  ASSERT_TRUE(in.ok()) << in.impossible;
+  EXPECT_EQ(in.tensors[0].dims(), (std::vector<int64_t>{1, 64, 8}));
+  const auto shapes = open_input_shapes(g, b);
+  EXPECT_EQ(shapes, (std::map<std::string, std::vector<int64_t>>{
+                        {"m", {1, 64}}, {"x", {1, 64, 8}}, {"y", {4, 5}}}));
+  EXPECT_EQ(open_input_shapes(g, in.tensors), shapes);
+}
+
+TEST(WithInputShapes, TheGraphImportedAgainWithStaticInputs) {
+  Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8]) {
+    %s = Shape(%x)
+    %0 = Reshape(%x, %s)
+    %1 = Relu(%0)
+    return %1
+  })");
+  EXPECT_FALSE(with_input_shapes(g, {}));
+  std::optional<Graph> fixed = with_input_shapes(g, {{"x", {2, 3, 8}}});
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->inputs()[0]->output_types()[0].shape, make_shape({2, 3, 8}));
+  EXPECT_EQ(fixed->outputs()[0].type().shape, make_shape({2, 3, 8}));
+  EXPECT_EQ(fixed->output_names(), g.output_names());
+  // Dims the model cannot take (a rank it does not have) leave it as written.
+  EXPECT_FALSE(with_input_shapes(g, {{"x", {2, 3}}}));
+}
+
+TEST(Engines, TheRuntimeRunsTheGraphFixedToTheInputsExtents) {
+  Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8]) {
+    %0 = Relu(%x)
+    return %0
+  })");
+  const std::map<std::string, int64_t> b = drawn_bindings(g);
+  ModelInputs in = valid_random_inputs(g, 1, b);
+  EngineOptions eo;
+  eo.threads = 1;
+  eo.bindings = b;
+  eo.input_shapes = open_input_shapes(g, in.tensors);
+  Engines engines(eo);
+  Prepared* p = engines.get(g, Engine::Runtime);
+  ASSERT_NE(p, nullptr);
+  const std::vector<Tensor> got = p->run(in.tensors);
+  const std::vector<Tensor> want = evaluate(g, in.tensors);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].dims(), want[0].dims());
+  EXPECT_EQ(got[0].to_f64(), want[0].to_f64());
+}
+
+}  // namespace
+}  // namespace isomer
