@@ -234,7 +234,9 @@ def valid_inputs(model, *, seed=0, input_shapes=None):
     optimize's check and guard use without `inputs=`. Integer inputs are drawn by
     what their consumers need (indices within the indexed axis, shapes and axes
     that fit the data, non-zero divisors); see src/check/inputs.h. Raises
-    isomer.Error saying why when no such inputs exist."""
+    isomer.Error saying why when no such inputs exist. Open dims take the extents
+    optimize's check draws them at: a batch 1, a sequence 64, an image side 224, others
+    1 (src/check/open_dims.h); input_shapes sets them."""
     source, base_dir, name = _model_source(model)
     with _naming(source, name):
         arrays, _notes = _core.valid_inputs(source, base_dir, _input_shapes(input_shapes), int(seed))

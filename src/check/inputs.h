@@ -42,7 +42,8 @@ struct ModelInputs {
 };
 
 // Random inputs from `seed` that respect what the consumers need (see above).
-// Symbolic dims take their extents from `bindings`, else 1.
+// Symbolic dims take their extents from `bindings`, else 1 (the commands that draw
+// inputs for a whole model bind them first: drawn_bindings, check/open_dims.h).
 ModelInputs valid_random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings = {});
 
 // The same tensors where valid ones exist; else plain random ones (eval/evaluator.h:
