@@ -328,7 +328,7 @@ std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>&
 py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs, int threads, int warmup, int repeat,
                            uint64_t seed) {
   std::vector<Tensor> in =
-      inputs.empty() ? seeded_random_inputs(g, seed, drawn_bindings(g)) : tensors_from_arrays(inputs, g);
+      inputs.empty() ? seeded_random_inputs(g, seed, importable_drawn_bindings(g)) : tensors_from_arrays(inputs, g);
   runtime::BenchResult r;
   std::map<std::string, size_t> kinds;
   size_t steps = 0;
@@ -473,7 +473,7 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def_property_readonly("opset", [](const Graph& g) { return g.info().opset(); })
       .def_property_readonly("drawn_input_shapes",
-                             [](const Graph& g) { return open_input_shapes(g, drawn_bindings(g)); })
+                             [](const Graph& g) { return open_input_shapes(g, importable_drawn_bindings(g)); })
       .def("num_ops", &Graph::num_ops)
       .def("op_histogram", &Graph::op_histogram)
       .def("evaluate", &evaluate_graph, py::arg("inputs"))
@@ -624,7 +624,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::object& source, const std::string& base_dir,
          const std::map<std::string, std::vector<int64_t>>& input_shapes, uint64_t seed) {
         Graph g = import_model(source, base_dir, input_shapes, nullptr);
-        ModelInputs in = valid_random_inputs(g, seed, drawn_bindings(g));
+        ModelInputs in = valid_random_inputs(g, seed, importable_drawn_bindings(g));
         require(in.ok(), in.impossible);
         py::dict arrays;
         for (size_t i = 0; i < in.tensors.size(); ++i)

@@ -58,11 +58,11 @@ int64_t drawn_extent(std::string_view name) {
   return 1;
 }
 
-std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound) {
+std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound, bool by_name) {
   for (const NodePtr& in : g.inputs()) {
     if (in->onnx_type()) continue;
     for (const Dim& d : in->output_types()[0].shape)
-      if (!d.is_static() && plain_name(d.symbol) && !bound.count(d.symbol)) bound[d.symbol] = drawn_extent(d.symbol);
+      if (!d.is_static() && plain_name(d.symbol) && !bound.count(d.symbol)) bound[d.symbol] = by_name ? drawn_extent(d.symbol) : 1;
   }
   return bound;
 }
@@ -86,6 +86,12 @@ std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g, co
       out[in->name()] = tensors[i].dims();
   }
   return out;
+}
+
+std::map<std::string, int64_t> importable_drawn_bindings(const Graph& g, const std::map<std::string, int64_t>& bound) {
+  std::map<std::string, int64_t> named = drawn_bindings(g, bound);
+  const std::map<std::string, std::vector<int64_t>> shapes = open_input_shapes(g, named);
+  return shapes.empty() || with_input_shapes(g, shapes) ? named : drawn_bindings(g, bound, false);
 }
 
 std::string extents_text(const std::map<std::string, int64_t>& bindings) {

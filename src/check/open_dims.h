@@ -30,8 +30,15 @@ namespace isomer {
 // The extent drawn inputs give an open dim named `name` (the rule above).
 int64_t drawn_extent(std::string_view name);
 
-// `bound`, with drawn_extent of its name for every open input dim of `g` it leaves unbound.
-std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound = {});
+// `bound`, with drawn_extent of its name (or 1, without `by_name`) for every open
+// input dim of `g` it leaves unbound. A model that refuses the named extents (a
+// position table shorter than 64 rows) is drawn with them all 1.
+std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound = {},
+                                              bool by_name = true);
+
+// drawn_bindings by name where `g` imports with its open dims fixed at them
+// (with_input_shapes), else with them all 1.
+std::map<std::string, int64_t> importable_drawn_bindings(const Graph& g, const std::map<std::string, int64_t>& bound = {});
 
 // Input name -> full dims, for each input of `g` with an open dim: at the extents
 // `bindings` give them (anonymous dims 1, as drawn inputs have them), or as `tensors`

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 
+#include "check/open_dims.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
 #include "pipeline/optimize.h"
@@ -114,6 +115,15 @@ std::optional<Graph> import_fixed(const std::string& path, ImportOptions io,
   } catch (const Error&) {
     return std::nullopt;
   }
+}
+
+Graph import_at_drawn_extents(const std::string& path, const ImportOptions& io, Graph g,
+                              std::map<std::string, int64_t>* extents) {
+  for (bool by_name : {true, false}) {
+    *extents = drawn_bindings(g, {}, by_name);
+    if (std::optional<Graph> fixed = import_fixed(path, io, open_input_shapes(g, *extents))) return std::move(*fixed);
+  }
+  return g;
 }
 
 void require_output_path(const std::string& path, const std::string& flag) {

@@ -34,6 +34,12 @@ std::map<std::string, std::vector<int64_t>> input_shapes_from_flags(const std::v
 std::optional<Graph> import_fixed(const std::string& path, ImportOptions io,
                                   const std::map<std::string, std::vector<int64_t>>& shapes);
 
+// `g` (imported from `path` with `io`) imported again fixed at the extents drawn inputs
+// give its open dims (drawn_bindings: by name, else all 1 where the named ones do not
+// import), or `g` where none is open or neither imports. `extents` gets the extents.
+Graph import_at_drawn_extents(const std::string& path, const ImportOptions& io, Graph g,
+                              std::map<std::string, int64_t>* extents);
+
 // Refuses, before any work, an output path (given with `flag`) that is a directory or
 // whose folder does not exist or is not a folder.
 void require_output_path(const std::string& path, const std::string& flag);

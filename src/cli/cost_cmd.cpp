@@ -26,8 +26,8 @@ int run_cost(const CostArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   Graph g = import_onnx_file(a.model);
   // Priced as `isomer run` runs it without --inputs: open dims fixed at the drawn extents.
-  const std::map<std::string, int64_t> opens = drawn_bindings(g);
-  if (std::optional<Graph> fixed = import_fixed(a.model, {}, open_input_shapes(g, opens))) g = std::move(*fixed);
+  std::map<std::string, int64_t> opens;
+  g = import_at_drawn_extents(a.model, {}, std::move(g), &opens);
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(a.kind, a.db, a.threads);
   cost::GraphCost gc = model->graph_cost(g);
   std::string db = a.db.empty() ? cost::default_db_path() : a.db;

@@ -314,16 +314,13 @@ int run_model(const RunArgs& a) {
   // fusions (RMSNorm, rotary embeddings, attention) match static shapes only, so an
   // export with dynamic batch and sequence axes otherwise ran unfused.
   std::map<std::string, int64_t> opens;
-  std::map<std::string, std::vector<int64_t>> shapes;
   if (a.inputs.empty()) {
-    opens = drawn_bindings(g);
-    shapes = open_input_shapes(g, opens);
+    g = import_at_drawn_extents(a.model, io, std::move(g), &opens);
   } else {
     const std::vector<Tensor> given = read_inputs(g, a.inputs);
     opens = bindings_of(g, given);
-    shapes = open_input_shapes(g, given);
+    if (std::optional<Graph> fixed = import_fixed(a.model, io, open_input_shapes(g, given))) g = std::move(*fixed);
   }
-  if (std::optional<Graph> fixed = import_fixed(a.model, io, shapes)) g = std::move(*fixed);
   const int rc = run_imported(a, g, extents_text(opens));
   // Like ONNX Runtime, `run` computes with NaN or Inf weights as given (`optimize`
   // refuses them); after a run that worked (a failure says one thing), the user hears

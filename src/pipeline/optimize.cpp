@@ -303,9 +303,10 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   // The inputs the check and the guard run both graphs on, made (or given inputs checked
   // against the model) before the search, so that an inputs file that does not fit fails first.
   // Drawn inputs give open dims the extents open_dims.h names (a batch 1, a sequence
-  // 64), where the user did not bind them.
+  // 64) where the user did not bind them, or 1 where the model refuses those.
   ModelInputs inputs = opts.inputs.empty()
-                           ? valid_random_inputs(g, opts.check_options.seed, drawn_bindings(g, opts.check_options.bindings))
+                           ? valid_random_inputs(g, opts.check_options.seed,
+                                                 importable_drawn_bindings(g, opts.check_options.bindings))
                            : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
 
   auto t0 = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from test_current_exports import isomer
 from test_exports_s25 import norm_steps, rms_model
@@ -77,3 +78,38 @@ def test_optimize_states_the_given_inputs_extents(tmp_path):
                str(tmp_path / "in.npz"), "--report-json", report)
     assert p.returncode == 0, p.stdout + p.stderr
     assert json.load(open(report))["input_extents"] == {"batch": 3, "seq": 5}
+
+
+def short_positions_model(tmp_path):
+    """x[batch, seq, 16] + the first seq rows of a 32-row position table: seq 64 does not fit."""
+    rng = np.random.default_rng(9)
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Slice", ["pos", "zero", "s", "zero"], ["p"]),
+             helper.make_node("Add", ["x", "p"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((32, 16)).astype(np.float32), "pos"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    path = str(tmp_path / "pos.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def test_a_model_that_refuses_the_named_extents_is_drawn_at_1(tmp_path):
+    # A sequence of 64 does not fit a 32-row position table: the drawn inputs take
+    # every open dim as 1 (as they did before they went by name), not a failure.
+    path = short_positions_model(tmp_path)
+    p = isomer("run", path, "--threads", "1", "--no-onnxruntime")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "open dims at batch=1, seq=1" in p.stdout and "f32[1,1,16]" in p.stdout, p.stdout
+    p = isomer("cost", path, "--cost", "analytic", "--threads", "1")
+    assert p.returncode == 0 and "open input dims at batch=1, seq=1" in p.stdout, p.stdout + p.stderr
+    report = str(tmp_path / "r.json")
+    p = isomer("optimize", path, "-o", str(tmp_path / "o.onnx"), "--threads", "1", "--report-json", report)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.load(open(report))
+    assert r["input_extents"] == {"batch": 1, "seq": 1} and r["check"] == "passed", r
+    isomer_py = pytest.importorskip("isomer")
+    assert isomer_py.valid_inputs(path)["x"].shape == (1, 1, 16)
