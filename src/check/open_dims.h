@@ -15,7 +15,9 @@
 //     "tokens", "time", "frames", "steps", "positions"):         64 (a short prefill)
 //   - an image side ("height", "width", "H", "W"):              224
 //   - anything else (dynamo's "s0", "s13", an anonymous dim):     1
-// An expression dim ("s0 + 1") follows from the names it uses.
+// An expression dim ("s0 + 1") follows from the names it uses. A model that does not
+// import with its open dims at these (a position table shorter than 64 rows) is drawn
+// with them all 1.
 #include <cstdint>
 #include <map>
 #include <optional>
