@@ -47,6 +47,44 @@ uint32_t EGraph::intern_attrs(const Attributes& a) {
   return bucket.back();
 }
 
+uint32_t EGraph::intern_pattern_attrs(const Attributes& a) {
+  std::vector<uint32_t>& bucket = pattern_attrs_index_[a.hash()];
+  for (uint32_t id : bucket)
+    if (pattern_attrs_[id] == a) return id;
+  pattern_attrs_.push_back(a);
+  bucket.push_back(static_cast<uint32_t>(pattern_attrs_.size() - 1));
+  return bucket.back();
+}
+
+bool EGraph::canonical_attrs_equal(const OpDef& op, uint32_t pattern, std::span<const ClassId> inputs,
+                                   uint32_t host) {
+  size_t h = std::hash<const void*>{}(&op);
+  mix(h, pattern);
+  for (ClassId c : inputs) mix(h, c);
+  std::vector<CanonicalAttrs>& bucket = canonical_attrs_[h];
+  auto it = std::find_if(bucket.begin(), bucket.end(), [&](const CanonicalAttrs& e) {
+    return e.op == &op && e.pattern == pattern && std::equal(e.inputs.begin(), e.inputs.end(), inputs.begin(), inputs.end());
+  });
+  if (it == bucket.end()) {
+    CanonicalAttrs e{&op, pattern, {inputs.begin(), inputs.end()}, pattern_attrs_.at(pattern), kNoAttrs, 0};
+    if (op.canonical_attrs) {
+      std::vector<TensorType> types;
+      for (ClassId c : inputs) types.push_back(c == kNoClass ? TensorType{} : type(c));
+      e.canonical = op.canonical_attrs(e.canonical, types);
+    }
+    bucket.push_back(std::move(e));
+    it = bucket.end() - 1;
+  }
+  if (it->id == kNoAttrs && it->seen != attrs_.size()) {
+    it->seen = attrs_.size();
+    auto found = attrs_index_.find(it->canonical.hash());
+    if (found != attrs_index_.end())
+      for (uint32_t id : found->second)
+        if (attrs_[id] == it->canonical) it->id = id;
+  }
+  return it->id == host;
+}
+
 bool EGraph::node_is_constant(const ENode& n) const {
   switch (n.kind) {
     case ENodeKind::Constant: return true;
