@@ -85,20 +85,7 @@ class Matcher {
  public:
   Matcher(EGraph& g, const Rule& rule, size_t budget) : g_(g), rule_(rule), p_(rule.source), budget_(budget) {
     state_ = empty();
-    // A pattern operator whose attributes are all literal binds nothing: it matches an
-    // e-node whose attributes are its literals' canonical form, compared by id.
-    literal_attrs_.assign(p_.nodes.size(), kNotLiteral);
-    for (size_t i = 0; i < p_.nodes.size(); ++i) {
-      const PatternNode& n = p_.nodes[i];
-      if (n.kind != PatternNode::Kind::Op || n.spread >= 0) continue;
-      Attributes literals;
-      bool all_literal = true;
-      for (const AttrPattern& a : n.attrs) {
-        if (a.kind != AttrPattern::Kind::Literal) all_literal = false;
-        else literals.set(a.name, a.literal);
-      }
-      if (all_literal) literal_attrs_[i] = g_.intern_pattern_attrs(literals);
-    }
+    literal_attrs_.assign(p_.nodes.size(), kUnknown);
   }
 
   EMatch empty() const {
@@ -238,7 +225,7 @@ class Matcher {
     // Attributes: literal ones compared by id; the others bind, and the slots they
     // touch are restored after.
     const bool has_attrs = !(p.attrs.empty() && p.spread < 0 && g_.attrs(n.attrs).empty());
-    const bool binds = has_attrs && literal_attrs_[pi] == kNotLiteral;
+    const bool binds = has_attrs && literal_attrs(pi) == kNotLiteral;
     if (has_attrs && !binds && !g_.canonical_attrs_equal(*p.op, literal_attrs_[pi], n.children, n.attrs)) return;
     std::vector<std::pair<size_t, std::optional<AttrValue>>> saved_attrs;
     std::optional<Attributes> saved_set;
@@ -297,6 +284,24 @@ class Matcher {
     if (binds) restore();
   }
 
+  // A pattern operator whose attributes are all literal binds nothing: it matches an
+  // e-node whose attributes are its literals' canonical form, compared by id. The id
+  // of pattern node `pi`'s literals, or kNotLiteral; made when first asked for (most
+  // rules' nodes never meet a candidate).
+  uint32_t literal_attrs(size_t pi) {
+    uint32_t& id = literal_attrs_[pi];
+    if (id != kUnknown) return id;
+    const PatternNode& n = p_.nodes[pi];
+    id = kNotLiteral;
+    if (n.spread >= 0) return id;
+    Attributes literals;
+    for (const AttrPattern& a : n.attrs) {
+      if (a.kind != AttrPattern::Kind::Literal) return id;
+      literals.set(a.name, a.literal);
+    }
+    return id = g_.intern_pattern_attrs(literals);
+  }
+
   bool stopped() const { return false; }  // the budget is checked where matches are stored
 
   EGraph& g_;
@@ -305,9 +310,9 @@ class Matcher {
   size_t budget_;
   EMatch state_;
   std::vector<TensorType> types_;  // match_node's input types of the e-node it tries
-  // Per pattern node: its literal attributes' id (EGraph::intern_pattern_attrs), or
-  // kNotLiteral where they bind variables.
-  static constexpr uint32_t kNotLiteral = UINT32_MAX;
+  // Per pattern node: its literal attributes' id (EGraph::intern_pattern_attrs),
+  // kNotLiteral where they bind variables, kUnknown until asked for.
+  static constexpr uint32_t kNotLiteral = UINT32_MAX, kUnknown = UINT32_MAX - 1;
   std::vector<uint32_t> literal_attrs_;
 };
 
