@@ -231,7 +231,8 @@ class Matcher {
     std::optional<Attributes> saved_set;
     const size_t deferred_before = state_.deferred.size();
     auto restore = [&] {
-      for (auto it = saved_attrs.rbegin(); it != saved_attrs.rend(); ++it) state_.attrs[it->first] = std::move(it->second);
+      for (auto it = saved_attrs.rbegin(); it != saved_attrs.rend(); ++it)
+        state_.attrs[it->first] = std::move(it->second);
       if (p.spread >= 0) state_.attr_sets[static_cast<size_t>(p.spread)] = std::move(saved_set);
       state_.deferred.resize(deferred_before);
     };
