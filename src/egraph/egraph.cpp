@@ -12,6 +12,17 @@ namespace {
 
 void mix(size_t& h, size_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
 
+// The id of `a` in `table` (appended if new), through `index` (hash -> ids).
+uint32_t intern(std::vector<Attributes>& table, std::unordered_map<size_t, std::vector<uint32_t>>& index,
+                const Attributes& a) {
+  std::vector<uint32_t>& bucket = index[a.hash()];
+  for (uint32_t id : bucket)
+    if (table[id] == a) return id;
+  table.push_back(a);
+  bucket.push_back(static_cast<uint32_t>(table.size() - 1));
+  return bucket.back();
+}
+
 }  // namespace
 
 size_t ENodeHash::operator()(const ENode& n) const {
@@ -38,13 +49,38 @@ ENode EGraph::canonical(ENode n) const {
   return n;
 }
 
-uint32_t EGraph::intern_attrs(const Attributes& a) {
-  std::vector<uint32_t>& bucket = attrs_index_[a.hash()];
-  for (uint32_t id : bucket)
-    if (attrs_[id] == a) return id;
-  attrs_.push_back(a);
-  bucket.push_back(static_cast<uint32_t>(attrs_.size() - 1));
-  return bucket.back();
+uint32_t EGraph::intern_attrs(const Attributes& a) { return intern(attrs_, attrs_index_, a); }
+
+uint32_t EGraph::intern_pattern_attrs(const Attributes& a) { return intern(pattern_attrs_, pattern_attrs_index_, a); }
+
+bool EGraph::canonical_attrs_equal(const OpDef& op, uint32_t pattern, std::span<const ClassId> inputs,
+                                   uint32_t host) {
+  size_t h = std::hash<const void*>{}(&op);
+  mix(h, pattern);
+  for (ClassId c : inputs) mix(h, c);
+  std::vector<CanonicalAttrs>& bucket = canonical_attrs_[h];
+  auto it = std::find_if(bucket.begin(), bucket.end(), [&](const CanonicalAttrs& e) {
+    return e.op == &op && e.pattern == pattern &&
+           std::equal(e.inputs.begin(), e.inputs.end(), inputs.begin(), inputs.end());
+  });
+  if (it == bucket.end()) {
+    CanonicalAttrs e{&op, pattern, {inputs.begin(), inputs.end()}, pattern_attrs_.at(pattern), kNoAttrs, 0};
+    if (op.canonical_attrs) {
+      std::vector<TensorType> types;
+      for (ClassId c : inputs) types.push_back(c == kNoClass ? TensorType{} : type(c));
+      e.canonical = op.canonical_attrs(e.canonical, types);
+    }
+    bucket.push_back(std::move(e));
+    it = bucket.end() - 1;
+  }
+  if (it->id == kNoAttrs && it->seen != attrs_.size()) {
+    it->seen = attrs_.size();
+    auto found = attrs_index_.find(it->canonical.hash());
+    if (found != attrs_index_.end())
+      for (uint32_t id : found->second)
+        if (attrs_[id] == it->canonical) it->id = id;
+  }
+  return it->id == host;
 }
 
 bool EGraph::node_is_constant(const ENode& n) const {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -117,6 +118,15 @@ class EGraph {
 
   const Attributes& attrs(uint32_t id) const { return attrs_.at(id); }
   uint32_t intern_attrs(const Attributes& a);
+  // A pattern's attributes (a rule's literal ones), interned apart from the e-nodes'
+  // so that matching leaves the ids of attrs() as they were.
+  uint32_t intern_pattern_attrs(const Attributes& a);
+  // True if `op`'s canonical form of the pattern attributes `pattern` (an id of
+  // intern_pattern_attrs), on inputs of the classes `inputs`, is the e-node attribute
+  // set `host` (an id of attrs()). Canonicalizing is most of what matching costs; a
+  // class's type never changes, so the answer for each (op, pattern, inputs) is kept
+  // and every later e-node is compared by id.
+  bool canonical_attrs_equal(const OpDef& op, uint32_t pattern, std::span<const ClassId> inputs, uint32_t host);
   const Tensor& tensor(uint32_t id) const { return tensors_.at(id); }
   const NodePtr& leaf_node(uint32_t id) const { return leaves_.at(id); }
 
@@ -139,6 +149,20 @@ class EGraph {
   std::vector<ClassId> pending_;         // classes merged since the last rebuild
   std::vector<Attributes> attrs_;
   std::unordered_map<size_t, std::vector<uint32_t>> attrs_index_;
+  std::vector<Attributes> pattern_attrs_;
+  std::unordered_map<size_t, std::vector<uint32_t>> pattern_attrs_index_;
+  // canonical_attrs_equal's answers: the canonical form's id in attrs_ (kNoAttrs
+  // while no e-node has it, looked up again once attrs_ has grown past `seen`).
+  static constexpr uint32_t kNoAttrs = UINT32_MAX;
+  struct CanonicalAttrs {
+    const OpDef* op;
+    uint32_t pattern;
+    std::vector<ClassId> inputs;
+    Attributes canonical;
+    uint32_t id;
+    size_t seen;
+  };
+  std::unordered_map<size_t, std::vector<CanonicalAttrs>> canonical_attrs_;
   std::vector<Tensor> tensors_;
   std::unordered_map<size_t, std::vector<uint32_t>> tensor_index_;
   std::vector<NodePtr> leaves_;

@@ -85,6 +85,7 @@ class Matcher {
  public:
   Matcher(EGraph& g, const Rule& rule, size_t budget) : g_(g), rule_(rule), p_(rule.source), budget_(budget) {
     state_ = empty();
+    literal_attrs_.assign(p_.nodes.size(), kUnknown);
   }
 
   EMatch empty() const {
@@ -221,14 +222,25 @@ class Matcher {
     if (n.children.size() != p.inputs.size()) return;
     for (size_t i = 0; i < p.inputs.size(); ++i)
       if (p.inputs[i].present() != (n.children[i] != kNoClass)) return;
-    // Attributes: bind on a copy of what they touch, restore after.
+    // Attributes: literal ones compared by id; the others bind, and the slots they
+    // touch are restored after.
     const bool has_attrs = !(p.attrs.empty() && p.spread < 0 && g_.attrs(n.attrs).empty());
-    std::vector<std::optional<AttrValue>> saved_attrs;
-    std::vector<std::optional<Attributes>> saved_sets;
+    const bool binds = has_attrs && literal_attrs(pi) == kNotLiteral;
+    if (has_attrs && !binds && !g_.canonical_attrs_equal(*p.op, literal_attrs_[pi], n.children, n.attrs)) return;
+    std::vector<std::pair<size_t, std::optional<AttrValue>>> saved_attrs;
+    std::optional<Attributes> saved_set;
     const size_t deferred_before = state_.deferred.size();
-    if (has_attrs) {
-      saved_attrs = state_.attrs;
-      saved_sets = state_.attr_sets;
+    auto restore = [&] {
+      for (auto it = saved_attrs.rbegin(); it != saved_attrs.rend(); ++it)
+        state_.attrs[it->first] = std::move(it->second);
+      if (p.spread >= 0) state_.attr_sets[static_cast<size_t>(p.spread)] = std::move(saved_set);
+      state_.deferred.resize(deferred_before);
+    };
+    if (binds) {
+      for (const AttrPattern& a : p.attrs)
+        if (a.kind == AttrPattern::Kind::Var)
+          saved_attrs.emplace_back(static_cast<size_t>(a.var), state_.attrs[static_cast<size_t>(a.var)]);
+      if (p.spread >= 0) saved_set = state_.attr_sets[static_cast<size_t>(p.spread)];
       // Assigned into the types of an earlier e-node, whose shapes' storage is reused
       // (copied afresh, they were a seventh of SqueezeNet 1.1's saturation); only read
       // by match_attributes, before anything below matches.
@@ -238,9 +250,7 @@ class Matcher {
         else types_[i] = g_.type(n.children[i]);
       }
       if (!match_attributes(p, g_.attrs(n.attrs), types_, state_.attrs, state_.attr_sets, state_.deferred)) {
-        state_.attrs = std::move(saved_attrs);
-        state_.attr_sets = std::move(saved_sets);
-        state_.deferred.resize(deferred_before);
+        restore();
         return;
       }
     }
@@ -272,11 +282,25 @@ class Matcher {
       operands_in(swapped);
     }
     state_.node_classes[pi] = kNoClass;
-    if (has_attrs) {
-      state_.attrs = std::move(saved_attrs);
-      state_.attr_sets = std::move(saved_sets);
-      state_.deferred.resize(deferred_before);
+    if (binds) restore();
+  }
+
+  // A pattern operator whose attributes are all literal binds nothing: it matches an
+  // e-node whose attributes are its literals' canonical form, compared by id. The id
+  // of pattern node `pi`'s literals, or kNotLiteral; made when first asked for (most
+  // rules' nodes never meet a candidate).
+  uint32_t literal_attrs(size_t pi) {
+    uint32_t& id = literal_attrs_[pi];
+    if (id != kUnknown) return id;
+    const PatternNode& n = p_.nodes[pi];
+    id = kNotLiteral;
+    if (n.spread >= 0) return id;
+    Attributes literals;
+    for (const AttrPattern& a : n.attrs) {
+      if (a.kind != AttrPattern::Kind::Literal) return id;
+      literals.set(a.name, a.literal);
     }
+    return id = g_.intern_pattern_attrs(literals);
   }
 
   bool stopped() const { return false; }  // the budget is checked where matches are stored
@@ -287,6 +311,10 @@ class Matcher {
   size_t budget_;
   EMatch state_;
   std::vector<TensorType> types_;  // match_node's input types of the e-node it tries
+  // Per pattern node: its literal attributes' id (EGraph::intern_pattern_attrs),
+  // kNotLiteral where they bind variables, kUnknown until asked for.
+  static constexpr uint32_t kNotLiteral = UINT32_MAX, kUnknown = UINT32_MAX - 1;
+  std::vector<uint32_t> literal_attrs_;
 };
 
 // The variables and pattern nodes under each source output.
