@@ -1,0 +1,111 @@
+"""Exports that earlier rounds did not try (models26).
+
+A detector's post-processing has shapes that depend on the data (NonZero over the
+scores, a TopK whose k is computed, NonMaxSuppression); the runtime plans every
+buffer when it compiles, so such a model ran on ONNX Runtime whole, backbone and
+all. `isomer run` now splits it where the shapes stop being known: the head runs on
+the isomer runtime, the tail on ONNX Runtime as one model. The padding torchvision's
+detectors write before their backbone (to a multiple of 32, computed from the
+image's Shape through Cast, Div and Ceil) had kept even the backbone's shapes open:
+the split evaluates constant subgraphs first, so the pads become constants.
+Each case is built with onnx.helper and compared with ONNX Runtime.
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+
+
+def detector_model(hw=20, stride=8, threshold=0.3):
+    """Pad x to a multiple of `stride` (pads computed from Shape), Conv, Relu, the
+    channel max as scores (also an output), then the scores above `threshold`
+    (NonZero, Gather): the kept scores' count depends on the data."""
+    rng = np.random.default_rng(hw)
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [c("w", (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)),
+             c("b", rng.standard_normal(8).astype(np.float32) * 0.1),
+             c("i2", np.array(2, np.int64)), c("i3", np.array(3, np.int64)),
+             c("stride", np.array(stride, np.float32)), c("zeros6", np.zeros(6, np.int64)),
+             c("ax0", np.array([0], np.int64)), c("flat", np.array([-1], np.int64)),
+             c("thr", np.array(threshold, np.float32))]
+    nodes = []
+    for d, idx in (("h", "i2"), ("w_", "i3")):  # padded extent - extent, per spatial dim
+        nodes += [helper.make_node("Shape", ["x"], [f"{d}shape"]),
+                  helper.make_node("Gather", [f"{d}shape", idx], [f"{d}n"], axis=0),
+                  helper.make_node("Cast", [f"{d}n"], [f"{d}f"], to=TensorProto.FLOAT),
+                  helper.make_node("Div", [f"{d}f", "stride"], [f"{d}q"]),
+                  helper.make_node("Ceil", [f"{d}q"], [f"{d}c"]),
+                  helper.make_node("Mul", [f"{d}c", "stride"], [f"{d}m"]),
+                  helper.make_node("Cast", [f"{d}m"], [f"{d}i"], to=TensorProto.INT64),
+                  helper.make_node("Sub", [f"{d}i", f"{d}n"], [f"{d}p"]),
+                  helper.make_node("Unsqueeze", [f"{d}p", "ax0"], [f"{d}pad"])]
+    nodes += [helper.make_node("Concat", ["zeros6", "hpad", "w_pad"], ["pads"], axis=0),
+              helper.make_node("Pad", ["x", "pads"], ["xp"], name="pad"),
+              helper.make_node("Conv", ["xp", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+              helper.make_node("Relu", ["conv"], ["feat"], name="relu"),
+              helper.make_node("ReduceMax", ["feat"], ["scores"], name="max", keepdims=0, axes=[1]),
+              helper.make_node("Reshape", ["scores", "flat"], ["s1"], name="flatten"),
+              helper.make_node("Greater", ["s1", "thr"], ["mask"], name="above"),
+              helper.make_node("NonZero", ["mask"], ["nz"], name="nonzero"),
+              helper.make_node("Squeeze", ["nz", "ax0"], ["idx"], name="squeeze"),
+              helper.make_node("Gather", ["s1", "idx"], ["kept"], name="keep", axis=0)]
+    graph = helper.make_graph(nodes, "detector", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("kept", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def run_isomer(tmp_path, model, x, *extra):
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--print-steps", *extra], capture_output=True, text=True, timeout=300)
+    return p, out
+
+
+@pytest.mark.parametrize("hw", [20, 32])
+def test_detector_backbone_runs_natively_before_the_data_dependent_tail(tmp_path, hw):
+    model = detector_model(hw)
+    x = np.random.default_rng(1).standard_normal((1, 3, hw, hw)).astype(np.float32)
+    p, out = run_isomer(tmp_path, model, x)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "split where the shapes start to depend on the data" in p.stdout, p.stdout
+    assert "running it on ONNX Runtime" not in p.stdout
+    # The padded convolution is the head's (isomer's own step), NonZero the tail's.
+    head = p.stdout.split("split where", 1)[1]
+    assert "from node 'nonzero' (NonZero) on" in head, p.stdout
+    steps = [l.split() for l in head.splitlines() if l.startswith("  ") and not l.startswith("  output")]
+    assert any(s[0] != "onnxruntime" and "Conv" in s[1] for s in steps if len(s) > 1), p.stdout
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = np.load(out)
+    for name, w in zip(["scores", "kept"], want):
+        assert got[name].shape == w.shape, name
+        np.testing.assert_allclose(got[name], w, rtol=1e-5, atol=1e-5)
+    assert want[1].size > 0
+
+
+def test_detector_bench_compares_the_split_run_with_onnxruntime(tmp_path):
+    x = np.random.default_rng(2).standard_normal((1, 3, 20, 20)).astype(np.float32)
+    p, _ = run_isomer(tmp_path, detector_model(), x, "--bench", "--repeat", "3", "--warmup", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "head median" in p.stdout and "isomer / ONNX Runtime:" in p.stdout, p.stdout
+    assert "outputs match ONNX Runtime's" in p.stdout, p.stdout
+
+
+def test_detector_without_onnxruntime_is_refused_in_one_line(tmp_path):
+    x = np.zeros((1, 3, 20, 20), np.float32)
+    p, _ = run_isomer(tmp_path, detector_model(), x, "--no-onnxruntime")
+    assert p.returncode != 0
+    assert "nonzero" in p.stderr and "--no-onnxruntime" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "terminate" not in p.stderr
