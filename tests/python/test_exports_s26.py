@@ -109,3 +109,43 @@ def test_detector_without_onnxruntime_is_refused_in_one_line(tmp_path):
     assert p.returncode != 0
     assert "nonzero" in p.stderr and "--no-onnxruntime" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr and "terminate" not in p.stderr
+
+
+def conv_time_embedding_model(n=2, c=64, hw=16, t=32):
+    """A diffusion UNet resblock's first half: Conv 3x3 of x plus a per-sample,
+    per-channel vector (the time embedding through Gemm, unsqueezed to [N, C, 1, 1])."""
+    rng = np.random.default_rng(c + hw)
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array((rng.standard_normal((c, t)) * 0.2).astype(np.float32), "wt"),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "hw")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Gemm", ["temb", "wt"], ["e"], name="embed", transB=1),
+             helper.make_node("Unsqueeze", ["e", "hw"], ["e4"], name="unsqueeze"),
+             helper.make_node("Add", ["conv", "e4"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "resblock", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, hw, hw]),
+                                                  helper.make_tensor_value_info("temb", TensorProto.FLOAT, [n, t])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_conv_plus_time_embedding_keeps_a_direct_kernel(tmp_path):
+    """oneDNN has only im2col + GEMM for a convolution with an [N, C, 1, 1] operand
+    as a binary post-op (8x slower); the add then runs as its own step."""
+    import json
+    model = conv_time_embedding_model()
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((2, 64, 16, 16)).astype(np.float32),
+             "temb": rng.standard_normal((2, 32)).astype(np.float32)}
+    path, inp, out, rep = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "r.json"
+    onnx.save(model, path)
+    np.savez(inp, **feeds)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--profile", "--report-json", str(rep)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    convs = [s for s in json.load(open(rep))["profile"] if s["kind"] == "conv"]
+    assert convs and all(" impl " in s["signature"] for s in convs), convs
+    assert not any("gemm" in s["signature"].split(" impl ")[1] for s in convs), [s["signature"] for s in convs]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-4)
