@@ -311,6 +311,17 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
 
 int run_imported(const RunArgs& a, const Graph& g);
 
+// --print-steps: one line per compiled step, a control-flow body's indented under it.
+void print_steps(const std::vector<runtime::StepInfo>& steps, int depth) {
+  for (const runtime::StepInfo& s : steps) {
+    std::string ops;
+    for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
+    std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", s.kind.c_str(), ops.c_str(), s.label.c_str(),
+                s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
+    print_steps(s.body, depth + 1);
+  }
+}
+
 // Runs a model whose later nodes' shapes depend on the data as a head on the isomer
 // runtime and a tail on ONNX Runtime (cli/split_run.h). Nothing where the model
 // does not split, or the head does not compile or the tail does not load or run:
@@ -359,17 +370,8 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
               s->first_tail_node.c_str(), ort->version().c_str());
   if (a.inputs.empty()) std::printf("inputs: random, seed %llu\n", static_cast<unsigned long long>(a.seed));
   if (a.print_steps) {
-    std::function<void(const std::vector<runtime::StepInfo>&, int)> print = [&](const auto& steps, int depth) {
-      for (const runtime::StepInfo& st : steps) {
-        std::string ops;
-        for (const std::string& o : st.ops) ops += (ops.empty() ? "" : "+") + o;
-        std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", st.kind.c_str(), ops.c_str(), st.label.c_str(),
-                    st.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
-        print(st.body, depth + 1);
-      }
-    };
-    print(exe->steps(), 0);
-    std::printf("  %-11s %-28s the other %zu nodes\n", "tail", "onnxruntime", s->tail_nodes);
+    print_steps(exe->steps(), 0);
+    std::printf("  %-11s %-28s the other %zu nodes\n", "onnxruntime", "(the tail)", s->tail_nodes);
   }
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
@@ -529,18 +531,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
     }
     for (const std::string& s : delegated_in_bodies) std::printf("    %s\n", s.c_str());
   }
-  if (a.print_steps) {
-    std::function<void(const std::vector<runtime::StepInfo>&, int)> print = [&](const auto& steps, int depth) {
-      for (const runtime::StepInfo& s : steps) {
-        std::string ops;
-        for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
-        std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", s.kind.c_str(), ops.c_str(), s.label.c_str(),
-                    s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
-        print(s.body, depth + 1);
-      }
-    };
-    print(exe->steps(), 0);
-  }
+  if (a.print_steps) print_steps(exe->steps(), 0);
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
   if (!a.outputs.empty()) {
