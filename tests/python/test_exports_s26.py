@@ -149,3 +149,32 @@ def test_conv_plus_time_embedding_keeps_a_direct_kernel(tmp_path):
     assert not any("gemm" in s["signature"].split(" impl ")[1] for s in convs), [s["signature"] for s in convs]
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dequantize_slice", [False, True])
+def test_qdq_of_a_slice_of_the_last_axis(tmp_path, dequantize_slice):
+    """A quantized attention's fused projection cut into query, key and value (Slice of
+    the last axis: strided views), each quantized per tensor (onnxruntime's
+    quantize_static on a VAE decoder's attention). The kernel ran over the view's
+    span in memory order: 128 steps off. Also DequantizeLinear of a sliced int8 view."""
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [c("s", np.array([64], np.int64)), c("e", np.array([128], np.int64)), c("ax", np.array([2], np.int64)),
+             c("sc", np.array(0.0245, np.float32)), c("zp", np.array(-9, np.int8))]
+    if dequantize_slice:  # quantize whole, then dequantize a slice of the int8 tensor
+        nodes = [helper.make_node("Add", ["x", "x"], ["x2"], name="producer"),
+                 helper.make_node("QuantizeLinear", ["x2", "sc", "zp"], ["q"], name="q"),
+                 helper.make_node("Slice", ["q", "s", "e", "ax"], ["qs"], name="slice"),
+                 helper.make_node("DequantizeLinear", ["qs", "sc", "zp"], ["y"], name="dq")]
+    else:
+        nodes = [helper.make_node("Add", ["x", "x"], ["x2"], name="producer"),
+                 helper.make_node("Slice", ["x2", "s", "e", "ax"], ["xs"], name="slice"),
+                 helper.make_node("QuantizeLinear", ["xs", "sc", "zp"], ["q"], name="q"),
+                 helper.make_node("DequantizeLinear", ["q", "sc", "zp"], ["y"], name="dq")]
+    graph = helper.make_graph(nodes, "qkv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 192])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(4).standard_normal((1, 256, 192)).astype(np.float32)
+    p, out = run_isomer(tmp_path, model, x, "--no-onnxruntime")
+    assert p.returncode == 0, p.stdout + p.stderr
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(np.load(out)["y"], want)
