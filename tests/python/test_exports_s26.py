@@ -178,3 +178,28 @@ def test_qdq_of_a_slice_of_the_last_axis(tmp_path, dequantize_slice):
     assert p.returncode == 0, p.stdout + p.stderr
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(np.load(out)["y"], want)
+
+
+@pytest.mark.parametrize("channels,groups", [(64, 4), (128, 8)])
+def test_grouped_wide_conv1d_merges_groups_off_the_gemm_kernel(tmp_path, channels, groups):
+    """A wav2vec2-family positional convolution (Data2VecAudio, SEW: 1-D, width 19,
+    groups of 16 channels) got only oneDNN's gemm kernel, 2-3 times ONNX Runtime's
+    time; merged pairs of groups (block-diagonal weights) run on a blocked kernel."""
+    import json
+    rng = np.random.default_rng(groups)
+    w = (rng.standard_normal((channels, channels // groups, 19)) * 0.1).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="posconv", group=groups, pads=[9, 9], kernel_shape=[19])],
+        "posconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 199])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, channels, 199)).astype(np.float32)
+    rep = tmp_path / "r.json"
+    p, out = run_isomer(tmp_path, model, x, "--no-onnxruntime", "--profile", "--report-json", str(rep))
+    assert p.returncode == 0, p.stdout + p.stderr
+    convs = [s["signature"] for s in json.load(open(rep))["profile"] if s["kind"] == "conv"]
+    assert len(convs) == 1 and " impl " in convs[0], convs
+    assert "gemm" not in convs[0].split(" impl ")[1], convs
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-4)
