@@ -379,8 +379,13 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
     runtime::write_npz(a.outputs, named(g.output_names(), outputs));
     std::printf("wrote %s\n", a.outputs.c_str());
   }
+  // --profile times the head's steps (the tail is one ONNX Runtime session).
+  nlohmann::json profile;
+  if (a.profile) profile = profile_steps(*exe, a);
   if (!a.bench) {
     ort->free(tail.id);
+    if (!a.report_json.empty()) write_json(a.report_json, {{"model", a.model}, {"threads", exe->threads()},
+                                                           {"profile", profile}, {"tail_nodes", s->tail_nodes}});
     return 0;
   }
   // A run's latency: the head's on the isomer runtime plus the tail's on ONNX Runtime.
@@ -404,6 +409,7 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
     j["head_nodes"] = s->head_nodes;
     j["tail_nodes"] = s->tail_nodes;
     j["onnxruntime"] = ort_json;
+    if (!profile.is_null()) j["profile"] = profile;
     write_json(a.report_json, j);
   }
   require(!mismatch, "isomer's outputs differ from ONNX Runtime's on '" + a.model + "' (see above)");
