@@ -311,6 +311,16 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
 
 int run_imported(const RunArgs& a, const Graph& g);
 
+// The outputs' types, and the outputs into --outputs' file.
+void print_outputs(const RunArgs& a, const Graph& g, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
+  if (!a.outputs.empty()) {
+    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
+    std::printf("wrote %s\n", a.outputs.c_str());
+  }
+}
+
 // --print-steps: one line per compiled step, a control-flow body's indented under it.
 void print_steps(const std::vector<runtime::StepInfo>& steps, int depth) {
   for (const runtime::StepInfo& s : steps) {
@@ -373,12 +383,7 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
     print_steps(exe->steps(), 0);
     std::printf("  %-11s %-28s the other %zu nodes\n", "onnxruntime", "(the tail)", s->tail_nodes);
   }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
-  if (!a.outputs.empty()) {
-    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
-    std::printf("wrote %s\n", a.outputs.c_str());
-  }
+  print_outputs(a, g, outputs);
   // --profile times the head's steps (the tail is one ONNX Runtime session).
   nlohmann::json profile;
   if (a.profile) profile = profile_steps(*exe, a);
@@ -538,12 +543,7 @@ int run_imported(const RunArgs& a, const Graph& g) {
     for (const std::string& s : delegated_in_bodies) std::printf("    %s\n", s.c_str());
   }
   if (a.print_steps) print_steps(exe->steps(), 0);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
-  if (!a.outputs.empty()) {
-    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
-    std::printf("wrote %s\n", a.outputs.c_str());
-  }
+  print_outputs(a, g, outputs);
   nlohmann::json profile;
   if (a.profile) profile = profile_steps(*exe, a);
   if (!a.bench) {
