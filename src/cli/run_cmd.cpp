@@ -364,9 +364,8 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
   }
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < g.outputs().size(); ++i) {
-    const auto& head_outs = s->head.outputs();
-    if (auto it = std::find(head_outs.begin(), head_outs.end(), g.outputs()[i]); it != head_outs.end()) {
-      outputs.push_back(head_out[static_cast<size_t>(it - head_outs.begin())]);
+    if (s->from_head.at(i) >= 0) {
+      outputs.push_back(head_out.at(static_cast<size_t>(s->from_head[i])));
       continue;
     }
     for (size_t k = 0; k < s->tail_outputs.size(); ++k)

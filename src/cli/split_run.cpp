@@ -101,6 +101,7 @@ std::optional<SplitModel> split_at_dynamic_shapes(const Graph& g) {
   std::vector<Value> tail_outputs;
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const Value& v = g.outputs()[i];
+    s.from_head.push_back(head.count(v.node.get()) ? static_cast<int>(boundary_index.at(v)) : -1);
     if (head.count(v.node.get())) continue;
     tail_outputs.push_back(map.at(v.node.get()).at(v.index));
     s.tail_outputs.push_back(g.output_names()[i]);

@@ -21,6 +21,9 @@ struct SplitModel {
   Graph head;                  // the model's inputs -> the values the tail reads and the outputs it makes
   std::string tail;            // serialized ONNX model: the model's inputs, then the head's values, by name
   std::vector<std::string> tail_outputs;  // the model's outputs the tail makes (the rest are the head's)
+  // Per output of the model: where it comes from, the head's output of that index or,
+  // at -1, the tail's of the same name.
+  std::vector<int> from_head;
   size_t head_nodes = 0, tail_nodes = 0;  // operator nodes on each side
   std::string first_tail_node;            // describe() of the tail's first node: where the shapes stop
 };

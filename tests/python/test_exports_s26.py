@@ -24,10 +24,12 @@ ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
 pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
 
 
-def detector_model(hw=20, stride=8, threshold=0.3):
+def detector_model(hw=20, stride=8, threshold=0.3, topk=False):
     """Pad x to a multiple of `stride` (pads computed from Shape), Conv, Relu, the
     channel max as scores (also an output), then the scores above `threshold`
-    (NonZero, Gather): the kept scores' count depends on the data."""
+    (NonZero, Gather): the kept scores' count depends on the data. With `topk`, the
+    best min(5, count) scores first (a TopK whose k is the ReduceMin of a Concat of 5
+    and a Shape, as torchvision's RPN writes it: the importer keeps it opaque)."""
     rng = np.random.default_rng(hw)
     c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
     inits = [c("w", (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)),
@@ -52,11 +54,29 @@ def detector_model(hw=20, stride=8, threshold=0.3):
               helper.make_node("Conv", ["xp", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
               helper.make_node("Relu", ["conv"], ["feat"], name="relu"),
               helper.make_node("ReduceMax", ["feat"], ["scores"], name="max", keepdims=0, axes=[1]),
-              helper.make_node("Reshape", ["scores", "flat"], ["s1"], name="flatten"),
-              helper.make_node("Greater", ["s1", "thr"], ["mask"], name="above"),
+              helper.make_node("Reshape", ["scores", "flat"], ["s1"], name="flatten")]
+    best = "s1"
+    if topk:  # a Slice of them to an end computed from Shape (H * W, plus 0), as the RPN's per-level slices
+        inits += [c("i1", np.array(1, np.int64)), c("zero1", np.array([0], np.int64))]
+        nodes += [helper.make_node("Shape", ["scores"], ["sshape"]),
+                  helper.make_node("Gather", ["sshape", "i1"], ["sh"], axis=0),
+                  helper.make_node("Gather", ["sshape", "i2"], ["sw"], axis=0),
+                  helper.make_node("Mul", ["sh", "sw"], ["area"]),
+                  helper.make_node("Unsqueeze", ["area", "ax0"], ["area1"]),
+                  helper.make_node("Add", ["zero1", "area1"], ["end"]),
+                  helper.make_node("Slice", ["s1", "zero1", "end", "ax0"], ["s2"], name="level")]
+        best = "s2"
+        inits += [c("five", np.array([5], np.int64)), c("one1", np.array([1], np.int64))]
+        nodes += [helper.make_node("Shape", ["s2"], ["count"], name="count"),
+                  helper.make_node("Concat", ["five", "count"], ["both"], name="both", axis=0),
+                  helper.make_node("ReduceMin", ["both"], ["kmin"], name="kmin", keepdims=0),
+                  helper.make_node("Reshape", ["kmin", "one1"], ["k"], name="k"),
+                  helper.make_node("TopK", ["s2", "k"], ["top", "top_i"], name="topk")]
+        best = "top"
+    nodes += [helper.make_node("Greater", [best, "thr"], ["mask"], name="above"),
               helper.make_node("NonZero", ["mask"], ["nz"], name="nonzero"),
               helper.make_node("Squeeze", ["nz", "ax0"], ["idx"], name="squeeze"),
-              helper.make_node("Gather", ["s1", "idx"], ["kept"], name="keep", axis=0)]
+              helper.make_node("Gather", [best, "idx"], ["kept"], name="keep", axis=0)]
     graph = helper.make_graph(nodes, "detector", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
                               [helper.make_tensor_value_info("scores", TensorProto.FLOAT, None),
                                helper.make_tensor_value_info("kept", TensorProto.FLOAT, None)], inits)
@@ -72,9 +92,9 @@ def run_isomer(tmp_path, model, x, *extra):
     return p, out
 
 
-@pytest.mark.parametrize("hw", [20, 32])
-def test_detector_backbone_runs_natively_before_the_data_dependent_tail(tmp_path, hw):
-    model = detector_model(hw)
+@pytest.mark.parametrize("hw,topk", [(20, False), (32, False), (20, True)])
+def test_detector_backbone_runs_natively_before_the_data_dependent_tail(tmp_path, hw, topk):
+    model = detector_model(hw, topk=topk)
     x = np.random.default_rng(1).standard_normal((1, 3, hw, hw)).astype(np.float32)
     p, out = run_isomer(tmp_path, model, x)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -85,6 +105,8 @@ def test_detector_backbone_runs_natively_before_the_data_dependent_tail(tmp_path
     assert "from node 'nonzero' (NonZero) on" in head, p.stdout
     steps = [l.split() for l in head.splitlines() if l.startswith("  ") and not l.startswith("  output")]
     assert any(s[0] != "onnxruntime" and "Conv" in s[1] for s in steps if len(s) > 1), p.stdout
+    if topk:  # its k is a constant once Shape is folded: isomer's own TopK, in the head
+        assert any(s[0] != "onnxruntime" and "TopK" in s[1] for s in steps if len(s) > 1), p.stdout
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
