@@ -20,6 +20,7 @@
 #include "check/quant_check.h"
 #include "cli/commands.h"
 #include "cli/onnxruntime.h"
+#include "cli/split_run.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
@@ -143,6 +144,12 @@ OrtRequest ort_request(const RunArgs& a, const Graph& g, const std::vector<Tenso
   return req;
 }
 
+// "inputs: random, seed 0, open dims at batch=1, seq=64": what drawn inputs were.
+void print_random_inputs(const RunArgs& a, const std::string& opens) {
+  std::printf("inputs: random, seed %llu%s\n", static_cast<unsigned long long>(a.seed),
+              opens.empty() ? "" : (", open dims at " + opens).c_str());
+}
+
 // Runs (and benchmarks) the whole model on ONNX Runtime, for models with nodes
 // the isomer runtime cannot run (opaque operators). The inputs are the ones
 // isomer would use, so --inputs / --seed mean the same on both engines.
@@ -164,9 +171,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
                      : ""));
   }
   std::printf("%s\nrunning it on ONNX Runtime %s instead\n", not_runnable.c_str(), res.version.c_str());
-  if (a.inputs.empty())
-    std::printf("inputs: random, seed %llu%s\n", static_cast<unsigned long long>(a.seed),
-                opens.empty() ? "" : (", open dims at " + opens).c_str());
+  if (a.inputs.empty()) print_random_inputs(a, opens);
   for (const auto& [name, t] : res.outputs) std::printf("  output %-20s %s\n", name.c_str(), to_string(t.type()).c_str());
   if (!a.outputs.empty()) {
     runtime::write_npz(a.outputs, res.outputs);
@@ -302,6 +307,115 @@ nlohmann::json profile_steps(runtime::Executable& exe, const RunArgs& a) {
 // they were fixed (or bound) for the run.
 int run_imported(const RunArgs& a, const Graph& g, const std::string& opens);
 
+// The outputs' types, and the outputs into --outputs' file.
+void print_outputs(const RunArgs& a, const Graph& g, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
+  if (!a.outputs.empty()) {
+    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
+    std::printf("wrote %s\n", a.outputs.c_str());
+  }
+}
+
+// --print-steps: one line per compiled step, a control-flow body's indented under it.
+void print_steps(const std::vector<runtime::StepInfo>& steps, int depth) {
+  for (const runtime::StepInfo& s : steps) {
+    std::string ops;
+    for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
+    std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", s.kind.c_str(), ops.c_str(), s.label.c_str(),
+                s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
+    print_steps(s.body, depth + 1);
+  }
+}
+
+// Runs a model whose later nodes' shapes depend on the data as a head on the isomer
+// runtime and a tail on ONNX Runtime (cli/split_run.h). Nothing where the model
+// does not split, or the head does not compile or the tail does not load or run:
+// the model then runs on ONNX Runtime whole, as before.
+std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::RuntimeOptions& ro,
+                             const std::vector<Tensor>& inputs, const std::string& why, const std::string& opens) {
+  std::optional<SplitModel> s;
+  std::unique_ptr<runtime::Executable> exe;
+  std::shared_ptr<bridge::OrtBridge> ort;
+  bridge::Session tail;
+  std::vector<Tensor> head_out;
+  bridge::NamedTensors feeds, tail_out;
+  try {
+    s = split_at_dynamic_shapes(fold_constants_only(g));
+    if (!s || !runtime::is_runnable(s->head, nullptr, ro)) return std::nullopt;
+    exe = runtime::compile(s->head, ro);
+    head_out = exe->run(inputs);
+    ort = bridge::OrtBridge::shared();
+    tail = ort->load_bytes(s->tail, {.threads = a.threads, .optimization = "all", .spinning = true});
+    for (const std::string& name : tail.input_names) {
+      for (size_t i = 0; i < g.inputs().size(); ++i)
+        if (g.inputs()[i]->name() == name) feeds.emplace_back(name, inputs.at(i));
+      for (size_t i = 0; i < s->head.output_names().size(); ++i)
+        if (s->head.output_names()[i] == name) feeds.emplace_back(name, head_out.at(i));
+    }
+    tail_out = ort->run(tail.id, feeds);
+  } catch (const Error&) {
+    if (ort && tail.id >= 0) ort->free(tail.id);
+    return std::nullopt;
+  }
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    if (s->from_head.at(i) >= 0) {
+      outputs.push_back(head_out.at(static_cast<size_t>(s->from_head[i])));
+      continue;
+    }
+    for (size_t k = 0; k < s->tail_outputs.size(); ++k)
+      if (s->tail_outputs[k] == g.output_names()[i]) outputs.push_back(tail_out.at(k).second);
+  }
+  require(outputs.size() == g.outputs().size(), "'" + a.model + "': the split run lost an output");
+  std::printf("'%s' is not runnable whole on the isomer runtime: %s\n", a.model.c_str(), why.c_str());
+  std::printf("split where the shapes start to depend on the data: %zu nodes run on the isomer runtime (%zu steps, "
+              "%s), the other %zu, from %s on, on ONNX Runtime %s as one model\n",
+              s->head_nodes, exe->steps().size(), thread_count(exe->threads()).c_str(), s->tail_nodes,
+              s->first_tail_node.c_str(), ort->version().c_str());
+  if (a.inputs.empty()) print_random_inputs(a, opens);
+  if (a.print_steps) {
+    print_steps(exe->steps(), 0);
+    std::printf("  %-11s %-28s the other %zu nodes\n", "onnxruntime", "(the tail)", s->tail_nodes);
+  }
+  print_outputs(a, g, outputs);
+  // --profile times the head's steps (the tail is one ONNX Runtime session).
+  nlohmann::json profile;
+  if (a.profile) profile = profile_steps(*exe, a);
+  if (!a.bench) {
+    ort->free(tail.id);
+    if (!a.report_json.empty()) write_json(a.report_json, {{"model", a.model}, {"threads", exe->threads()},
+                                                           {"profile", profile}, {"tail_nodes", s->tail_nodes}});
+    return 0;
+  }
+  // A run's latency: the head's on the isomer runtime plus the tail's on ONNX Runtime.
+  runtime::BenchResult head = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
+  const std::vector<double> tail_ms = ort->time(tail.id, feeds, a.warmup, a.repeat);
+  ort->free(tail.id);
+  std::vector<double> ms = head.ms;
+  for (size_t i = 0; i < ms.size() && i < tail_ms.size(); ++i) ms[i] += tail_ms[i];
+  runtime::BenchResult r = bench_result(ms, head.warmup, head.threads);
+  std::printf("latency: %s (%d warm-up, %s; head median %.3f ms on the isomer runtime)\n", latency_line(r).c_str(),
+              r.warmup, thread_count(r.threads).c_str(), head.median);
+  if (g.constant_bytes() >= kLargeGraphBytes) exe.reset();
+  bool mismatch = false;
+  nlohmann::json ort_json = compare_with_onnxruntime(a, g, inputs, outputs, r, &mismatch);
+  if (!a.report_json.empty()) {
+    nlohmann::json j = latency_json(r);
+    j["model"] = a.model;
+    j["engine"] = "isomer+onnxruntime";
+    j["threads"] = r.threads;
+    j["head_latency_ms_median"] = head.median;
+    j["head_nodes"] = s->head_nodes;
+    j["tail_nodes"] = s->tail_nodes;
+    j["onnxruntime"] = ort_json;
+    if (!profile.is_null()) j["profile"] = profile;
+    write_json(a.report_json, j);
+  }
+  require(!mismatch, "isomer's outputs differ from ONNX Runtime's on '" + a.model + "' (see above)");
+  return 0;
+}
+
 int run_model(const RunArgs& a) {
   runtime::choose_openmp_waits(a.threads);  // restarts the process if needed (see runtime.h)
   if (!a.outputs.empty()) require_output_path(a.outputs, "--outputs");
@@ -373,10 +487,12 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
       exe.reset();
     }
   }
+  if (!exe && !a.no_onnxruntime && a.input_shapes.empty()) {
+    if (random && inputs.empty()) inputs = seeded_random_inputs(g, a.seed, ro.bindings);
+    if (std::optional<int> rc = run_split(a, g, ro, inputs, why, opens)) return *rc;
+  }
   if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why, opens);
-  if (random)
-    std::printf("inputs: random, seed %llu%s\n", static_cast<unsigned long long>(a.seed),
-                opens.empty() ? "" : (", open dims at " + opens).c_str());
+  if (random) print_random_inputs(a, opens);
   std::printf("%s: %zu steps, %s, buffers %.1f MB (%.1f MB unshared)\n", a.model.c_str(), exe->steps().size(),
               thread_count(exe->threads()).c_str(), static_cast<double>(exe->arena_bytes()) / 1e6,
               static_cast<double>(exe->value_bytes()) / 1e6);
@@ -411,24 +527,8 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
     }
     for (const std::string& s : delegated_in_bodies) std::printf("    %s\n", s.c_str());
   }
-  if (a.print_steps) {
-    std::function<void(const std::vector<runtime::StepInfo>&, int)> print = [&](const auto& steps, int depth) {
-      for (const runtime::StepInfo& s : steps) {
-        std::string ops;
-        for (const std::string& o : s.ops) ops += (ops.empty() ? "" : "+") + o;
-        std::printf("  %*s%-11s %-28s %s%s\n", 2 * depth, "", s.kind.c_str(), ops.c_str(), s.label.c_str(),
-                    s.kind == "reference" ? "  (no fast path: the reference kernel)" : "");
-        print(s.body, depth + 1);
-      }
-    };
-    print(exe->steps(), 0);
-  }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    std::printf("  output %-20s %s\n", g.output_names()[i].c_str(), to_string(outputs[i].type()).c_str());
-  if (!a.outputs.empty()) {
-    runtime::write_npz(a.outputs, named(g.output_names(), outputs));
-    std::printf("wrote %s\n", a.outputs.c_str());
-  }
+  if (a.print_steps) print_steps(exe->steps(), 0);
+  print_outputs(a, g, outputs);
   nlohmann::json profile;
   if (a.profile) profile = profile_steps(*exe, a);
   if (!a.bench) {

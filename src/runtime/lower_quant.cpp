@@ -65,6 +65,15 @@ std::optional<kernels::QShape> quant_shape(const std::vector<int64_t>& dims, siz
   return s;
 }
 
+// A per-tensor (de)quantization keeps x's layout where x's elements fill its memory
+// with no gaps (the kernel runs over them in memory order): not a strided view,
+// such as a Slice of the last axis (the query, key and value parts of a fused
+// projection), whose elements lie between the parts it leaves out.
+bool fills_its_memory(const RtValue& x) {
+  const size_t dense = static_cast<size_t>(num_elements(x.dims)) * dtype_size(x.dtype);
+  return x.md.data.ndims && !x.dims.empty() && x.bytes == dense && x.md.get_size() == dense;
+}
+
 std::string params_text(const QuantParams& p) {
   return p.scale.size() == 1 ? " per-tensor" : " per-axis" + std::to_string(p.scale.size());
 }
@@ -79,8 +88,8 @@ bool lower_quantize(Compiler& c, const Node& n) {
   int x = c.id(xv);
   const RtValue& xr = c.val(x);
   auto strides = c.strides_of(x);
-  const bool keep_layout = p->scale.size() == 1 && xr.md.data.ndims && strides && !xr.dims.empty() &&
-                           xr.bytes == static_cast<size_t>(num_elements(xr.dims)) * 4 && (out_t == DType::UInt8 || out_t == DType::Int8);
+  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr) &&
+                           (out_t == DType::UInt8 || out_t == DType::Int8);
   if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
   auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));
@@ -139,8 +148,7 @@ bool lower_dequantize(Compiler& c, const Node& n) {
   // an integer convolution's result): the float value keeps that layout.
   const RtValue& xr = c.val(x);
   auto strides = c.strides_of(x);
-  const bool keep_layout = p->scale.size() == 1 && xr.md.data.ndims && strides &&
-                           xr.bytes == static_cast<size_t>(num_elements(xr.dims)) * dtype_size(xr.dtype) && !xr.dims.empty();
+  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr);
   if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
   auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));

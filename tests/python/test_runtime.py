@@ -119,7 +119,8 @@ def test_node_runs_as_the_test_data_says(case, tmp_path):
         assert "isomer: error:" in p.stderr, p.stderr
         pytest.skip(p.stderr.strip()[-200:])
     got = np.load(tmp_path / "out.npz")
-    whole_on_ort = "running it on ONNX Runtime" in p.stdout
+    # ONNX Runtime ran it whole, or the part after a data-dependent shape.
+    whole_on_ort = "running it on ONNX Runtime" in p.stdout or "split where the shapes" in p.stdout
     if name in ORT_DEVIATES or whole_on_ort:
         # What ran was ONNX Runtime's (whole, or the deviating node delegated).
         expected = ort.InferenceSession(os.path.join(case, "model.onnx"), providers=["CPUExecutionProvider"]).run(
