@@ -162,8 +162,6 @@ std::optional<HeadsView> kv_heads(Compiler& c, const Value& v, int64_t B, int64_
   } else if (heads.size() == 2 && heads[1].second == 0 && heads[0].first * heads[1].first == Hq) {
     kv = heads[0].first;
     stride = heads[0].second;
-  } else if (heads.size() == 1 && heads[0].first == 1 && Hq == 1) {
-    kv = 1;
   } else {
     return std::nullopt;
   }
