@@ -46,24 +46,15 @@ inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 // blocks (`out` itself, rows of the panel's width) or a bias row (every row).
 // A's element (i, k) is at a[i * lda + k], or at a[k * lda + i] when KMajor (a
 // transposed A: Gemm's transA, MLP-Mixer's token mixing).
-// x in every lane as one vbroadcastss. (GCC's lane loop and 16-lane initializer
-// became 16 masked broadcasts inside the AVX-512 entry point, a shuffle of a
-// 4-lane vector a spill to the stack per row; the intrinsic carries the AVX-512
-// target, and that entry point is `flatten` to inline it, as rows_vec.h's Part.)
-template <class V>
-inline __attribute__((always_inline)) V broadcast(float x) {
-  return V{x, x, x, x, x, x, x, x};
-}
+// x in every lane of 16 as one vbroadcastss. (The lane loop and an initializer
+// of the 16 lanes became 16 masked broadcasts inside the AVX-512 entry point, a
+// shuffle of a 4-lane vector a spill to the stack per row; the intrinsic carries
+// the AVX-512 target, and that entry point is `flatten` to inline it, as
+// rows_vec.h's Part.)
 #ifdef ISOMER_HAVE_ISA_TARGETS
-template <>
-ISOMER_TARGET_AVX512 inline v16 broadcast<v16>(float x) {
-  return reinterpret_cast<v16>(_mm512_set1_ps(x));
-}
+ISOMER_TARGET_AVX512 inline v16 broadcast16(float x) { return reinterpret_cast<v16>(_mm512_set1_ps(x)); }
 #else
-template <>
-inline __attribute__((always_inline)) v16 broadcast<v16>(float x) {
-  return vmv::splat<v16>(x);
-}
+inline __attribute__((always_inline)) v16 broadcast16(float x) { return vmv::splat<v16>(x); }
 #endif
 
 template <class V, int MR, bool KMajor>
@@ -81,7 +72,13 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
     const V b0 = vmv::load<V>(panel + k * NR), b1 = vmv::load<V>(panel + k * NR + L);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const V ai = broadcast<V>(KMajor ? a[k * lda + i] : a[i * lda + k]);
+      const float x = KMajor ? a[k * lda + i] : a[i * lda + k];
+      V ai;
+      // One broadcast load: for 8 lanes the initializer written out here (v8{} + x
+      // would add 0.0 first; the same initializer in a helper, or vmv::splat's lane
+      // loop, became 8 inserts in the clones).
+      if constexpr (L == 8) ai = v8{x, x, x, x, x, x, x, x};
+      else ai = broadcast16(x);
       c0[i] += ai * b0;
       c1[i] += ai * b1;
     }
@@ -364,8 +361,12 @@ void gemm_batched_on(VectorIsa isa, const float* a, const float* b, float* c, co
   int team = threads > 0 ? threads : omp_get_max_threads();
   const double flops = 2.0 * static_cast<double>(g.batch * g.M) * static_cast<double>(g.N * g.K);
   team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, g.batch)));
-  const bool wide = isa == VectorIsa::Avx512;
-  require(!wide || vector_isa_available(isa), "gemm: AVX-512 tiles on a CPU without AVX-512");
+  // (Not require(): its message, a std::string made on every call, cost a tenth of
+  // a small decoder's attention step, which calls this once per head.)
+  if (isa == VectorIsa::Avx512 && !vector_isa_available(isa)) throw Error("gemm: AVX-512 tiles on a CPU without AVX-512");
+  // 16 columns or fewer (a short sequence's scores, heads of 16): one 8-lane panel,
+  // where a 32-column one is half padding (tiny decoders' attention ran 4% slower).
+  const bool wide = isa == VectorIsa::Avx512 && g.N > kPanel;
   const int64_t nr = wide ? 2 * vmv::kLanes<v16> : kPanel;
   const size_t panel_floats = static_cast<size_t>(((g.N + nr - 1) / nr) * g.K * nr);
   // A far-apart A (rows at least 512 floats apart) is copied when it is small
