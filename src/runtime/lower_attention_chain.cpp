@@ -15,7 +15,7 @@
 // Taken where the step does less work than the products and softmax as separate
 // steps: a mask known when the graph is compiled that hides every key after the
 // query's own position (a causal mask: LLaMA, GPT-2), so that the step multiplies
-// only up to each band's frontier, for blocks of at least two bands (128 queries).
+// only up to each band's frontier, for blocks of at least 256 queries.
 // A row whose every key is masked is NaN, as the decomposed Softmax makes it.
 #include <cmath>
 #include <limits>
@@ -31,8 +31,13 @@ namespace isomer::runtime {
 
 namespace {
 
-// The queries of a causal block the step runs in bands (lower_attention.cpp's kBand x 2).
-constexpr int64_t kMinCausalQueries = 128;
+// The fewest queries of a causal block taken: four bands of lower_attention.cpp's
+// 64, which multiply 5/8 of the square (16/4 heads of 64: 1.59 -> 1.19 ms of
+// processor time at 256 queries). At 128 (two bands, 3/4) the step only tied the
+// separate products and softmax on oneDNN, and inside LLaMA's block, where V is read
+// from the projection's rows and each query head packs its KV head again per band,
+// it ran a little slower.
+constexpr int64_t kMinCausalQueries = 256;
 
 struct Chain {
   const Node* qk = nullptr;
@@ -212,7 +217,7 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   std::vector<int64_t> sd{Hq, Sq, T}, od{Hq, Sq, Dv};
   if (rank == 4) sd.insert(sd.begin(), B), od.insert(od.begin(), B);
   if (B == 0 || Hq == 0 || Sq == 0 || T == 0 || D == 0 || Dv == 0) return false;
-  // Where the step saves work: a causal mask over at least two bands of queries.
+  // Where the step saves work: a causal mask over at least kMinCausalQueries queries.
   const bool causal = m->mask && Sq >= kMinCausalQueries && causal_mask(c, *m->mask, Sq, T, m->bool_mask);
   if (!causal) return false;
   // The mask broadcasts to the scores without widening them (checked by shape).

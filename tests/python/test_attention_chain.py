@@ -1,6 +1,6 @@
 """Attention as exporters decompose it (MatMul, scalar factors, a mask added or a Where
 to -inf, Softmax, MatMul) on the runtime's attention step: taken where the mask is
-causal over at least 128 queries, the outputs those of ONNX Runtime at odd shapes
+causal over at least 256 queries, the outputs those of ONNX Runtime at odd shapes
 (grouped-query and multi-query heads, batch 2, a partial last band, head sizes that
 fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
 steps where it saves nothing (no mask, a mask that is not causal, short blocks).
@@ -113,33 +113,33 @@ def check(model, taken):
 @pytest.mark.parametrize(
     "B,Hq,Hk,S,D,Dv,mask,scale,out",
     [
-        (1, 16, 4, 128, 64, 64, "add", "qk", "seq"),  # LLaMA's block: GQA, Y back to [B, S, hidden]
-        (1, 12, 12, 128, 64, 64, "where", "div", "seq"),  # GPT-2's: Where(keep, S, -inf), Div
-        (2, 6, 3, 129, 24, 40, "add", "mul", "heads"),  # batch 2, a partial band, odd head sizes
-        (2, 4, 1, 200, 16, 16, "where", "qk", "seq"),  # multi-query: one KV head expanded
-        (1, 3, 3, 256, 8, 8, "add", "qk", "heads"),
+        (1, 16, 4, 256, 64, 64, "add", "qk", "seq"),  # LLaMA's block: GQA, Y back to [B, S, hidden]
+        (1, 12, 12, 256, 64, 64, "where", "div", "seq"),  # GPT-2's: Where(keep, S, -inf), Div
+        (2, 6, 3, 257, 24, 40, "add", "mul", "heads"),  # batch 2, a partial band, odd head sizes
+        (2, 4, 1, 300, 16, 16, "where", "qk", "seq"),  # multi-query: one KV head expanded
+        (1, 3, 3, 384, 8, 8, "add", "qk", "heads"),
     ])
 def test_causal_chain_runs_on_the_attention_step(B, Hq, Hk, S, D, Dv, mask, scale, out):
     check(decomposed(B, Hq, Hk, S, D, Dv, mask=mask, scale=scale, out=out), taken=True)
 
 
 def test_rank3_heads_without_batch():
-    check(decomposed(1, 4, 4, 130, 32, mask="add", scale="div", rank=3), taken=True)
+    check(decomposed(1, 4, 4, 260, 32, mask="add", scale="div", rank=3), taken=True)
 
 
 def test_a_causal_mask_with_more_keys_hidden_is_still_applied():
     # Causal, and key 3 hidden from every query after it: the frontier comes from the
     # causality, the rest from the mask itself.
-    keep = np.tril(np.ones((160, 160), bool))
+    keep = np.tril(np.ones((288, 288), bool))
     keep[4:, 3] = False
-    check(decomposed(1, 4, 2, 160, 32, mask="where", mask_rows=keep), taken=True)
-    check(decomposed(1, 4, 2, 160, 32, mask="add", mask_rows=keep), taken=True)
+    check(decomposed(1, 4, 2, 288, 32, mask="where", mask_rows=keep), taken=True)
+    check(decomposed(1, 4, 2, 288, 32, mask="add", mask_rows=keep), taken=True)
 
 
 def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
-    keep = np.tril(np.ones((128, 128), bool))
+    keep = np.tril(np.ones((256, 256), bool))
     keep[5, :] = False
-    model = decomposed(1, 2, 2, 128, 16, mask="add", mask_rows=keep)
+    model = decomposed(1, 2, 2, 256, 16, mask="add", mask_rows=keep)
     check(model, taken=True)
     got = isomer.run(model, feeds_for(model), engine="runtime", threads=1)[0]
     assert np.isnan(got[0, :, 5]).all() and not np.isnan(got[0, :, 4]).any()
@@ -149,10 +149,10 @@ def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     "S,mask,keep",
     [
         (197, None, None),  # no mask (ViT): nothing to skip
-        (128, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
-        (100, "add", None),  # fewer queries than two bands
-        (128, "add", np.ones((128, 128), bool)),  # a mask that hides nothing
-        (128, "add", np.triu(np.ones((128, 128), bool))),  # the other triangle
+        (256, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
+        (128, "add", None),  # fewer queries than four bands (LLaMA's and GPT-2's blocks)
+        (256, "add", np.ones((256, 256), bool)),  # a mask that hides nothing
+        (256, "add", np.triu(np.ones((256, 256), bool))),  # the other triangle
     ])
 def test_left_to_separate_steps_where_the_step_saves_nothing(S, mask, keep):
     check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=False)
