@@ -9,12 +9,19 @@
 
 #include "ir/error.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
+#include "kernels/vmath.h"
+
+#ifdef ISOMER_HAVE_ISA_TARGETS
+#include <immintrin.h>
+#endif
 
 namespace isomer::kernels {
 
 namespace {
 
-using v8 = float __attribute__((vector_size(32)));
+using v8 = vm8::v8;
+using v16 = vm16::v16;
 
 // The largest batched product (elements) whose epilogue runs after it, in one pass.
 constexpr int64_t kWholeProduct = 64 * 1024;
@@ -30,38 +37,56 @@ inline v8 load8(const float* p) {
 
 inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
-// One tile: rows [0, MR) of C (MR <= kRows), the kPanel columns of one B panel, over
-// all of K: acc = A[0:MR, :] panel. The accumulators live in registers (12 for
-// MR = 6: two 8-wide halves per row); each k broadcasts MR elements of A and reads
-// 16 of the packed panel.
+// One tile: rows [0, MR) of C (MR <= the tile's rows), the 2 x lanes columns of one
+// B panel (kPanel for 8 lanes, kWidePanel for 16), over all of K: acc = A[0:MR, :]
+// panel. The accumulators live in registers (12 for 8 lanes and MR = 6, 16 for 16
+// lanes and MR = 8: two vectors per row); each k broadcasts MR elements of A and
+// reads one row of the packed panel.
 // The accumulators start from `init` when given: a partial sum over earlier K
-// blocks (`out` itself, kRows x kPanel) or a bias row (kPanel values, every row).
+// blocks (`out` itself, rows of the panel's width) or a bias row (every row).
 // A's element (i, k) is at a[i * lda + k], or at a[k * lda + i] when KMajor (a
 // transposed A: Gemm's transA, MLP-Mixer's token mixing).
-template <int MR, bool KMajor>
+// x in every lane of 16 as one vbroadcastss. (The lane loop and an initializer
+// of the 16 lanes became 16 masked broadcasts inside the AVX-512 entry point, a
+// shuffle of a 4-lane vector a spill to the stack per row; the intrinsic carries
+// the AVX-512 target, and that entry point is `flatten` to inline it, as
+// rows_vec.h's Part.)
+#ifdef ISOMER_HAVE_ISA_TARGETS
+ISOMER_TARGET_AVX512 inline v16 broadcast16(float x) { return reinterpret_cast<v16>(_mm512_set1_ps(x)); }
+#else
+inline __attribute__((always_inline)) v16 broadcast16(float x) { return vmv::splat<v16>(x); }
+#endif
+
+template <class V, int MR, bool KMajor>
 inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
                                                 const float* init, int64_t init_row) {
-  v8 c0[MR], c1[MR];
-#pragma GCC unroll 6
+  constexpr int L = vmv::kLanes<V>, NR = 2 * L;
+  V c0[MR], c1[MR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    c0[i] = init ? load8(init + i * init_row) : v8{};
-    c1[i] = init ? load8(init + i * init_row + 8) : v8{};
+    c0[i] = init ? vmv::load<V>(init + i * init_row) : V{};
+    c1[i] = init ? vmv::load<V>(init + i * init_row + L) : V{};
   }
   for (int64_t k = 0; k < K; ++k) {
-    __builtin_prefetch(panel + (k + 16) * kPanel);  // the panel streams from L2
-    const v8 b0 = load8(panel + k * kPanel), b1 = load8(panel + k * kPanel + 8);
-#pragma GCC unroll 6
+    __builtin_prefetch(panel + (k + 256 / NR) * NR);  // the panel streams from L2
+    const V b0 = vmv::load<V>(panel + k * NR), b1 = vmv::load<V>(panel + k * NR + L);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const float x = KMajor ? a[k * lda + i] : a[i * lda + k];
-      const v8 ai = {x, x, x, x, x, x, x, x};  // one broadcast load (v8{} + x would add 0.0 first)
+      V ai;
+      // One broadcast load: for 8 lanes the initializer written out here (v8{} + x
+      // would add 0.0 first; the same initializer in a helper, or vmv::splat's lane
+      // loop, became 8 inserts in the clones).
+      if constexpr (L == 8) ai = v8{x, x, x, x, x, x, x, x};
+      else ai = broadcast16(x);
       c0[i] += ai * b0;
       c1[i] += ai * b1;
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    store8(out + i * kPanel, c0[i]);
-    store8(out + i * kPanel + 8, c1[i]);
+    vmv::store(out + i * NR, c0[i]);
+    vmv::store(out + i * NR + L, c1[i]);
   }
 }
 
@@ -109,19 +134,23 @@ inline __attribute__((always_inline)) void row_times_panel(const float* a, int64
   store8(out + 8, (s1 + s3) + (s5 + s7));
 }
 
-// rows [0, mr) of the tile at `a` times `panel` over depth K, into `out` (kRows x kPanel).
-// `init`, `init_row`, KMajor: as for tile().
-template <bool KMajor = false>
+// rows [0, mr) of the tile at `a` times `panel` over depth K, into `out` (a tile
+// of TileRows<V> rows of 2 x lanes). `init`, `init_row`, KMajor: as for tile().
+template <class V>
+inline constexpr int64_t kTileRows = vmv::kLanes<V> == 16 ? 8 : kRows;
+template <class V = v8, bool KMajor = false>
 inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
                                                      int64_t K, float* out, const float* init = nullptr,
                                                      int64_t init_row = 0) {
   switch (mr) {
-    case 6: tile<6, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 5: tile<5, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 4: tile<4, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 3: tile<3, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 2: tile<2, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    default: tile<1, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 6: tile<V, 6, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 5: tile<V, 5, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 4: tile<V, 4, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 3: tile<V, 3, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 2: tile<V, 2, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    default: tile<V, 1, KMajor>(a, lda, panel, K, out, init, init_row); break;
   }
 }
 
@@ -182,7 +211,7 @@ inline __attribute__((always_inline)) void tiles(const float* a, int64_t lda, in
         for (const int64_t t : chunk) {
           const int64_t p = t / row_blocks, r0 = (t % row_blocks) * kRows;
           const int64_t mr = std::min<int64_t>(kRows, M - r0), c0 = p * kPanel;
-          tile_rows<KMajor>(mr, a + r0 * row_step, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
+          tile_rows<v8, KMajor>(mr, a + r0 * row_step, lda, b.data.data() + p * b.K * kPanel, b.K, acc,
                             bias ? bias + p * kPanel : nullptr, 0);
           finish_tile(acc, r0, mr, c0, std::min<int64_t>(kPanel, b.N - c0), c, ldc, epi);
         }
@@ -194,7 +223,7 @@ inline __attribute__((always_inline)) void tiles(const float* a, int64_t lda, in
           const int64_t t = chunk[i], p = t / row_blocks, r0 = (t % row_blocks) * kRows;
           float* part = partial.data() + static_cast<int64_t>(i) * kTileFloats;
           const float* init = k0 > 0 ? part : bias ? bias + p * kPanel : nullptr;
-          tile_rows<KMajor>(std::min<int64_t>(kRows, M - r0), a + r0 * row_step + k0 * k_step, lda,
+          tile_rows<v8, KMajor>(std::min<int64_t>(kRows, M - r0), a + r0 * row_step + k0 * k_step, lda,
                             b.data.data() + (p * b.K + k0) * kPanel, kk, part, init, k0 > 0 ? kPanel : 0);
         }
       }
@@ -212,33 +241,37 @@ ISOMER_CLONES void run_tiles(const float* a, int64_t lda, bool a_kmajor, int64_t
   else tiles<false>(a, lda, M, b, bias, c, ldc, epi, t0, t1);
 }
 
-// One product of a batch: B[b] packed into `panel_buf`, then every tile.
+// One product of a batch: B[b] packed into `panel_buf` (panels of 2 x lanes of V
+// columns), then every tile.
 // A's rows are copied together first when they lie far apart (one head's rows of a
 // [tokens, heads x 64] tensor are 4 KiB apart): six rows of one tile at such a
 // stride fall into one L1 set with C's rows and thrash it (TASO's BERT: 64x64x64
 // products at 34 GFLOP/s).
-ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const BatchedGemm& g, int64_t bi,
-                             const GemmEpilogue* epi, float* panel_buf, float* a_buf) {
+template <class V>
+inline __attribute__((always_inline)) void run_batch(const float* a, const float* bsrc, float* c, const BatchedGemm& g,
+                                                     int64_t bi, const GemmEpilogue* epi, float* panel_buf,
+                                                     float* a_buf) {
+  constexpr int64_t L = vmv::kLanes<V>, NR = 2 * L, MR = kTileRows<V>;
   int64_t a_row = g.a_row;
   if (a_buf) {
     for (int64_t i = 0; i < g.M; ++i) std::memcpy(a_buf + i * g.K, a + i * g.a_row, static_cast<size_t>(g.K) * sizeof(float));
     a = a_buf;
     a_row = g.K;
   }
-  const int64_t panels = (g.N + kPanel - 1) / kPanel;
+  const int64_t panels = (g.N + NR - 1) / NR;
   if (g.b_k == 1 && g.b_n != 1) {
     // B transposed (K^T read from K): column n of B is contiguous along k. Read it
-    // that way, one column at a time; reading 16 columns per k touched 16 lines
-    // 4 KiB apart (one L1 set) for every k and thrashed.
+    // that way, one column at a time; reading a panel's columns per k touched as
+    // many lines 4 KiB apart (one L1 set) for every k and thrashed.
     for (int64_t q = 0; q < panels; ++q) {
-      float* panel = panel_buf + q * g.K * kPanel;
-      const int64_t w = std::min<int64_t>(kPanel, g.N - q * kPanel);
-      for (int64_t j = 0; j < kPanel; ++j) {
-        const float* col = bsrc + (q * kPanel + j) * g.b_n;
+      float* panel = panel_buf + q * g.K * NR;
+      const int64_t w = std::min<int64_t>(NR, g.N - q * NR);
+      for (int64_t j = 0; j < NR; ++j) {
+        const float* col = bsrc + (q * NR + j) * g.b_n;
         if (j < w)
-          for (int64_t k = 0; k < g.K; ++k) panel[k * kPanel + j] = col[k];
+          for (int64_t k = 0; k < g.K; ++k) panel[k * NR + j] = col[k];
         else
-          for (int64_t k = 0; k < g.K; ++k) panel[k * kPanel + j] = 0;
+          for (int64_t k = 0; k < g.K; ++k) panel[k * NR + j] = 0;
       }
     }
   } else {
@@ -246,12 +279,12 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
     // apart): the lines of a row are fetched together.
     for (int64_t k = 0; k < g.K; ++k)
       for (int64_t q = 0; q < panels; ++q) {
-        float* dst = panel_buf + (q * g.K + k) * kPanel;
-        const float* src = bsrc + k * g.b_k + q * kPanel * g.b_n;
-        const int64_t w = std::min<int64_t>(kPanel, g.N - q * kPanel);
-        if (g.b_n == 1 && w == kPanel) {  // inline: a libc call per 64 bytes cost a fifth of the product
-          store8(dst, load8(src));
-          store8(dst + 8, load8(src + 8));
+        float* dst = panel_buf + (q * g.K + k) * NR;
+        const float* src = bsrc + k * g.b_k + q * NR * g.b_n;
+        const int64_t w = std::min<int64_t>(NR, g.N - q * NR);
+        if (g.b_n == 1 && w == NR) {  // inline: a libc call per 64 bytes cost a fifth of the product
+          vmv::store(dst, vmv::load<V>(src));
+          vmv::store(dst + L, vmv::load<V>(src + L));
           continue;
         }
         if (g.b_n == 1) {
@@ -259,34 +292,34 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
         } else {
           for (int64_t j = 0; j < w; ++j) dst[j] = src[j * g.b_n];
         }
-        for (int64_t j = w; j < kPanel; ++j) dst[j] = 0;
+        for (int64_t j = w; j < NR; ++j) dst[j] = 0;
       }
   }
-  const int64_t row_blocks = (g.M + kRows - 1) / kRows;
+  const int64_t row_blocks = (g.M + MR - 1) / MR;
   const int64_t* shift = epi ? g.op_off.data() + bi * static_cast<int64_t>(epi->operands.size()) : nullptr;
   const int64_t ldc = g.c_row ? g.c_row : g.N;
   // A product that fits in L2 (attention's scores, one head) takes its epilogue in
   // one pass over rows of N afterwards, while still in cache: per 6x16 tile, the
   // gathers of a mask and of broadcast scalars cost half as much as the product.
   const bool whole = epi && g.M * g.N <= kWholeProduct;
-  alignas(64) float acc[kRows * kPanel];
+  alignas(64) float acc[MR * NR];
   for (int64_t q = 0; q < panels; ++q)
     for (int64_t rb = 0; rb < row_blocks; ++rb) {
-      const int64_t r0 = rb * kRows, mr = std::min<int64_t>(kRows, g.M - r0), c0 = q * kPanel;
-      const int64_t nc = std::min<int64_t>(kPanel, g.N - c0);
-      const float* panel = panel_buf + q * g.K * kPanel;
+      const int64_t r0 = rb * MR, mr = std::min<int64_t>(MR, g.M - r0), c0 = q * NR;
+      const int64_t nc = std::min<int64_t>(NR, g.N - c0);
+      const float* panel = panel_buf + q * g.K * NR;
       const float* ar = a + r0 * a_row;
-      tile_rows(mr, ar, a_row, panel, g.K, acc);
+      tile_rows<V>(mr, ar, a_row, panel, g.K, acc);
       float* out = c + r0 * ldc + c0;
       if (epi && !whole) {
-        run_pointwise_tile(epi->program, acc, kPanel, epi->operands, r0, mr, c0, nc, out, ldc, shift);
-      } else if (nc == kPanel) {
+        run_pointwise_tile(epi->program, acc, NR, epi->operands, r0, mr, c0, nc, out, ldc, shift);
+      } else if (nc == NR) {
         for (int64_t i = 0; i < mr; ++i) {
-          store8(out + i * ldc, load8(acc + i * kPanel));
-          store8(out + i * ldc + 8, load8(acc + i * kPanel + 8));
+          vmv::store(out + i * ldc, vmv::load<V>(acc + i * NR));
+          vmv::store(out + i * ldc + L, vmv::load<V>(acc + i * NR + L));
         }
       } else {
-        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * kPanel, static_cast<size_t>(nc) * sizeof(float));
+        for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * ldc, acc + i * NR, static_cast<size_t>(nc) * sizeof(float));
       }
     }
   if (whole) {
@@ -302,24 +335,50 @@ ISOMER_CLONES void run_batch(const float* a, const float* bsrc, float* c, const 
   }
 }
 
+// One entry point per vector width (vector_isa.h): oneDNN's AVX-512 kernels run
+// 16 lanes, and on a CPU with full-width AVX-512 units (Zen 5) the 8-lane tile got
+// half their rate (an ONNX Attention of 16/4 heads over 128 tokens: 0.57 ms, its
+// decomposed form on oneDNN 0.40).
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void run_batch_avx512(const float* a, const float* bsrc, float* c, const BatchedGemm& g,
+                                           int64_t bi, const GemmEpilogue* epi, float* panel_buf, float* a_buf) {
+  run_batch<v16>(a, bsrc, c, g, bi, epi, panel_buf, a_buf);
+}
+ISOMER_CLONES void run_batch_narrow(const float* a, const float* bsrc, float* c, const BatchedGemm& g, int64_t bi,
+                                    const GemmEpilogue* epi, float* panel_buf, float* a_buf) {
+  run_batch<v8>(a, bsrc, c, g, bi, epi, panel_buf, a_buf);
+}
+
 }  // namespace
 
 void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& g, const GemmEpilogue* epilogue,
                   int threads) {
+  gemm_batched_on(best_vector_isa(), a, b, c, g, epilogue, threads);
+}
+
+void gemm_batched_on(VectorIsa isa, const float* a, const float* b, float* c, const BatchedGemm& g,
+                     const GemmEpilogue* epilogue, int threads) {
   if (g.batch == 0 || g.M == 0 || g.N == 0) return;
   int team = threads > 0 ? threads : omp_get_max_threads();
   const double flops = 2.0 * static_cast<double>(g.batch * g.M) * static_cast<double>(g.N * g.K);
   team = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(flops / 4e6), 1, std::min<int64_t>(team, g.batch)));
-  const size_t panel_floats = static_cast<size_t>(((g.N + kPanel - 1) / kPanel) * g.K * kPanel);
+  // (Not require(): its message, a std::string made on every call, cost a tenth of
+  // a small decoder's attention step, which calls this once per head.)
+  if (isa == VectorIsa::Avx512 && !vector_isa_available(isa)) throw Error("gemm: AVX-512 tiles on a CPU without AVX-512");
+  // 16 columns or fewer (a short sequence's scores, heads of 16): one 8-lane panel,
+  // where a 32-column one is half padding (tiny decoders' attention ran 4% slower).
+  const bool wide = isa == VectorIsa::Avx512 && g.N > kPanel;
+  const int64_t nr = wide ? 2 * vmv::kLanes<v16> : kPanel;
+  const size_t panel_floats = static_cast<size_t>(((g.N + nr - 1) / nr) * g.K * nr);
   // A far-apart A (rows at least 512 floats apart) is copied when it is small
   // enough to stay in L1/L2 beside the panels.
   const bool copy_a = g.a_row > g.K && g.a_row >= 512 && g.M * g.K <= 64 * 1024;
   parallel_teams(team, [&](int t, int nt) {
     std::vector<float> buf(panel_floats), a_buf(copy_a ? static_cast<size_t>(g.M * g.K) : 0);
     for (int64_t bi = g.batch * t / nt; bi < g.batch * (t + 1) / nt; ++bi)
-      run_batch(a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)],
-                c + (g.c_off.empty() ? bi * g.M * g.N : g.c_off[static_cast<size_t>(bi)]), g, bi, epilogue, buf.data(),
-                copy_a ? a_buf.data() : nullptr);
+      (wide ? run_batch_avx512 : run_batch_narrow)(
+          a + g.a_off[static_cast<size_t>(bi)], b + g.b_off[static_cast<size_t>(bi)],
+          c + (g.c_off.empty() ? bi * g.M * g.N : g.c_off[static_cast<size_t>(bi)]), g, bi, epilogue, buf.data(),
+          copy_a ? a_buf.data() : nullptr);
   });
 }
 

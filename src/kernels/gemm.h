@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/pointwise.h"
+#include "kernels/vector_isa.h"
 
 namespace isomer::kernels {
 
@@ -62,8 +63,14 @@ struct BatchedGemm {
   int64_t a_row = 0, b_k = 0, b_n = 0, c_row = 0;
   std::vector<int64_t> a_off, b_off, c_off, op_off;  // per batch (op_off: per batch and operand)
 };
+// Its tiles are 16 lanes wide where the CPU has AVX-512 (best_vector_isa) and the
+// product has more than kPanel columns, else 8.
 void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& shape,
                   const GemmEpilogue* epilogue = nullptr, int threads = 0);
+// The same on `isa`'s tiles (AVX-512: 16 lanes past kPanel columns; otherwise 8), for tests of each;
+// `isa` must be available (vector_isa_available).
+void gemm_batched_on(VectorIsa isa, const float* a, const float* b, float* c, const BatchedGemm& shape,
+                     const GemmEpilogue* epilogue = nullptr, int threads = 0);
 
 // True if this CPU is one where gemm_packed is the better choice for a product of
 // `rows` rows of A (-1: not known): AVX2 with FMA and no AVX-512, or AVX-512 and a

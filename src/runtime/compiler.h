@@ -212,6 +212,12 @@ class Compiler {
   // The single consumer of v if v has exactly one and is no graph output.
   const Node* sole_consumer(const Value& v);
   bool lowered(const Node& n) const { return done_.count(&n) > 0; }
+  // Lowers the node computing v unless it is lowered or deferred (a view it makes
+  // may stay a split view, which id() would copy): for a kernel reading v in place.
+  void lower_producer(const Value& v) {
+    const Node& n = *v.node;
+    if ((n.kind() == NodeKind::Op || n.kind() == NodeKind::Opaque) && !deferred_.count(&n)) lower_node(n);
+  }
 
   // New intermediate value of the given layout; returns its id.
   int new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, const std::string& name);

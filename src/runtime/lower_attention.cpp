@@ -27,18 +27,13 @@
 #include "kernels/rows.h"
 #include "kernels/vector_isa.h"
 #include "ops/attention.h"
+#include "runtime/attention_step.h"
 #include "runtime/compiler.h"
 #include "runtime/native.h"
 
 namespace isomer::runtime {
 
 namespace {
-
-// A value read through element strides, seen as [B, heads, S, D].
-struct HeadsView {
-  int id = -1;
-  int64_t s[4] = {0, 0, 0, 0};  // strides of batch, head, sequence, feature
-};
 
 // Value `id` (4-D, or 3-D [B, S, heads * d]) as [B, heads, S, d]; `unit_d`: the
 // feature stride must be 1 (a GEMM's A operand), copying the value if it is not.
@@ -76,6 +71,7 @@ struct RowPlan {
   // Rows normalized in place (short rows: dividing each row of P V afterwards cost
   // Qwen3's 16-key rows more than it saved), else left for P V's rows to divide.
   bool normalize = false;
+  bool empty_row_nan = false;  // see AttentionStep
 };
 
 // x[j] *= scale over a row, then the mask: added (float; `any` says whether some
@@ -111,6 +107,18 @@ ISOMER_CLONES bool scale_select_row(float* __restrict x, const bool* __restrict 
   return any != 0;
 }
 
+// A row with no key left: zeros, or NaNs where the step computes a decomposed
+// Softmax (its row of -inf); the factor its product with V is multiplied by.
+float empty_row(const RowPlan& r, float* x) {
+  const int64_t T = r.d.total;
+  if (r.empty_row_nan) {
+    std::fill(x, x + T, std::numeric_limits<float>::quiet_NaN());
+    return r.normalize ? 1.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
+  return 0;
+}
+
 // Scale, softcap, bias and softmax of one row of T scores for query i of batch b.
 // `mask` points at the row's mask (nullptr: none), `valid` is the number of
 // non-padding keys. Unless r.normalize, the row is left unnormalized: the result
@@ -124,10 +132,7 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
   if (r.a.right_window >= 0) hi = std::min(hi, i + offset + r.a.right_window + 1);
   if (r.a.left_window >= 0) lo = std::max(lo, i + offset - r.a.left_window);
   if (r.has_mask) hi = std::min(hi, r.mask_len);  // keys past a short mask's end are masked
-  if (lo >= hi) {
-    std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return 0;
-  }
+  if (lo >= hi) return empty_row(r, x);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const float scale = r.scale;
   const int64_t ms = r.ms[3];
@@ -170,10 +175,7 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
       }
     }
   }
-  if (!any) {
-    std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return 0;
-  }
+  if (!any) return empty_row(r, x);
   float inv_sum = 1.0f;
   if (r.normalize) kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
   else inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
@@ -209,73 +211,30 @@ void copy_heads(const float* from, const int64_t s[4], float* to, int64_t B, int
 
 }  // namespace
 
-bool lower_attention(Compiler& c, const Node& n) {
-  const auto& in = n.inputs();
-  auto input = [&](size_t k) { return k < in.size() && in[k].present(); };
-  for (size_t k : {kAttnQ, kAttnK, kAttnV, kAttnPastKey, kAttnPastValue})
-    if (input(k) && c.dtype(in[k]) != DType::Float32) return false;
-  if (input(kAttnMask) && c.dtype(in[kAttnMask]) != DType::Float32 && c.dtype(in[kAttnMask]) != DType::Bool)
-    return false;
-  if (used(c, n, 3)) return false;  // qk_matmul_output: the reference kernel computes it
-  const AttentionAttrs a = attention_attrs(n.attrs());
+void set_attention_mask(Compiler& c, AttentionStep& s, int mask) {
+  auto st = c.strides_of(mask);
+  if (!st) {
+    mask = c.as_plain(mask);
+    st = c.strides_of(mask);
+  }
+  s.mask = mask;
+}
 
-  const std::vector<int64_t> qd = c.dims(in[kAttnQ]), kd = c.dims(in[kAttnK]), vd = c.dims(in[kAttnV]);
+int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
   RowPlan r;
-  r.a = a;
-  AttentionDims& d = r.d;
-  d.rank3 = qd.size() == 3;
-  d.batch = qd[0];
-  if (d.rank3) {
-    d.q_heads = a.q_heads, d.kv_heads = a.kv_heads;
-    d.q_len = qd[1], d.kv_len = kd[1];
-    d.head = qd[2] / a.q_heads, d.v_head = vd[2] / a.kv_heads;
-  } else {
-    d.q_heads = qd[1], d.kv_heads = kd[1];
-    d.q_len = qd[2], d.kv_len = kd[2];
-    d.head = qd[3], d.v_head = vd[3];
-  }
-  d.past = input(kAttnPastKey) ? c.dims(in[kAttnPastKey])[2] : 0;
-  d.total = d.past + d.kv_len;
-  if (d.batch == 0 || d.q_heads == 0 || d.q_len == 0 || d.total == 0 || d.head == 0 || d.v_head == 0) return false;
+  r.a = s.a;
+  r.d = s.d;
+  r.scale = s.scale;
+  r.empty_row_nan = s.empty_row_nan;
+  const AttentionDims& d = r.d;
+  const AttentionAttrs& a = r.a;
   r.normalize = d.total < 64;
-  r.scale = static_cast<float>(a.has_scale ? a.scale : 1.0 / std::sqrt(static_cast<double>(d.head)));
-  const int64_t B = d.batch, Hq = d.q_heads, Hk = d.kv_heads, Sq = d.q_len, T = d.total, D = d.head,
-                Dv = d.v_head, group = d.group();
-
-  auto q = heads_view(c, c.id(in[kAttnQ]), d.rank3, D, true);
-  auto k = heads_view(c, c.id(in[kAttnK]), d.rank3, D, false);
-  auto v = heads_view(c, c.id(in[kAttnV]), d.rank3, Dv, false);
-  if (!q || !k || !v) return false;
-
+  const int64_t B = d.batch, Hq = d.q_heads, Hk = d.kv_heads, Sq = d.q_len, T = d.total, D = d.head, Dv = d.v_head,
+                group = d.group();
+  const HeadsView* q = &s.q;
+  const HeadsView keys = s.keys, values = s.values;
+  const bool seq_major = s.seq_major_y;
   std::vector<int> reads, writes;
-  // The keys and values the products read: the inputs themselves, or the present
-  // tensors written from past and new.
-  HeadsView keys = *k, values = *v;
-  int present_k = -1, present_v = -1;
-  if (d.past > 0) {
-    auto pk = heads_view(c, c.id(in[kAttnPastKey]), false, D, false);
-    auto pv = heads_view(c, c.id(in[kAttnPastValue]), false, Dv, false);
-    if (!pk || !pv) return false;
-    const std::vector<int64_t> kdims{B, Hk, T, D}, vdims{B, Hk, T, Dv};
-    present_k = c.new_value(DType::Float32, kdims, plain_md(kdims, dt::f32), n.name() + ".present_key");
-    present_v = c.new_value(DType::Float32, vdims, plain_md(vdims, dt::f32), n.name() + ".present_value");
-    const int64_t P = d.past, S = d.kv_len;
-    const HeadsView kk = *k, vv = *v, ppk = *pk, ppv = *pv;
-    add_native_step(c,
-                    step_info(n, "concat", "attention present " + to_string(kdims) + " " + to_string(vdims),
-                              0),
-                    {ppk.id, kk.id, ppv.id, vv.id}, {present_k, present_v},
-                    [=](const std::vector<char*>& p) {
-                      auto f = [](char* x) { return reinterpret_cast<float*>(x); };
-                      copy_heads(f(p[0]), ppk.s, f(p[4]), B, Hk, P, D, T, 0);
-                      copy_heads(f(p[1]), kk.s, f(p[4]), B, Hk, S, D, T, P);
-                      copy_heads(f(p[2]), ppv.s, f(p[5]), B, Hk, P, Dv, T, 0);
-                      copy_heads(f(p[3]), vv.s, f(p[5]), B, Hk, S, Dv, T, P);
-                    });
-    keys = HeadsView{present_k, {Hk * T * D, T * D, D, 1}};
-    values = HeadsView{present_v, {Hk * T * Dv, T * Dv, Dv, 1}};
-  }
-
   // Q K^T: product (b, h) reads query head h and key head h / group. The query heads
   // of a group share their keys: where their rows lie one stride apart (4-D Q, or
   // one query), one product takes the whole group as group * Sq rows, so K and V
@@ -283,8 +242,8 @@ bool lower_attention(Compiler& c, const Node& n) {
   // cut into bands of kBand queries, each multiplied with the keys up to its
   // frontier only (about half the work of the whole square).
   constexpr int64_t kBand = 64;
-  const bool banded = a.causal && !input(kAttnNonpad) && Sq >= 2 * kBand;
-  const bool merge = !banded && group > 1 && (Sq == 1 || q->s[1] == Sq * q->s[2]) && (!d.rank3 || Sq == 1);
+  const bool banded = a.causal && s.nonpad < 0 && Sq >= 2 * kBand;
+  const bool merge = !banded && group > 1 && (Sq == 1 || q->s[1] == Sq * q->s[2]) && (!seq_major || Sq == 1);
   const int64_t per = merge ? group : 1;
   std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>> products;
   std::vector<Item> items;
@@ -299,7 +258,7 @@ bool lower_attention(Compiler& c, const Node& n) {
     kernels::BatchedGemm g2;
     g2.batch = B * Hq / per, g2.M = per * rows, g2.K = keys_seen, g2.N = Dv;
     g2.a_row = T, g2.b_k = values.s[2], g2.b_n = values.s[3];
-    g2.c_row = d.rank3 && !merge ? Hq * Dv : Dv;
+    g2.c_row = seq_major && !merge ? Hq * Dv : Dv;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; h += per) {
         g1.a_off.push_back(b * q->s[0] + h * q->s[1] + i0 * q->s[2]);
@@ -307,7 +266,7 @@ bool lower_attention(Compiler& c, const Node& n) {
         g1.c_off.push_back(((b * Hq + h) * Sq + i0) * T);
         g2.a_off.push_back(((b * Hq + h) * Sq + i0) * T);
         g2.b_off.push_back(b * values.s[0] + (h / group) * values.s[1]);
-        g2.c_off.push_back((d.rank3 ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * g2.c_row);
+        g2.c_off.push_back((seq_major ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * g2.c_row);
       }
     for (size_t bi = 0; bi < g1.a_off.size(); ++bi) {
       auto one = [bi](const kernels::BatchedGemm& g) {
@@ -322,32 +281,23 @@ bool lower_attention(Compiler& c, const Node& n) {
     products.emplace_back(std::move(g1), std::move(g2));
   }
 
-  int mask = -1, nonpad = -1;
-  if (input(kAttnMask)) {
-    mask = c.id(in[kAttnMask]);
-    auto st = c.strides_of(mask);
-    if (!st) {
-      mask = c.as_plain(mask);
-      st = c.strides_of(mask);
-    }
+  const int mask = s.mask, nonpad = s.nonpad;
+  if (mask >= 0) {
+    const std::vector<int64_t> st = *c.strides_of(mask);
     const std::vector<int64_t>& md = c.val(mask).dims;
     r.has_mask = true;
     r.bool_mask = c.val(mask).dtype == DType::Bool;
     r.mask_len = md.back();
     for (size_t i = 0; i < md.size(); ++i) {
       const size_t axis = 4 - md.size() + i;
-      r.ms[axis] = md[i] == 1 && axis != 3 ? 0 : (*st)[i];
+      r.ms[axis] = md[i] == 1 && axis != 3 ? 0 : st[i];
     }
   }
-  if (input(kAttnNonpad)) {
-    nonpad = c.as_plain(c.id(in[kAttnNonpad]));
-    r.has_nonpad = true;
-  }
-
+  r.has_nonpad = nonpad >= 0;
   const std::vector<int64_t> sdims{B, Hq, Sq, T};
-  const int scores = c.new_value(DType::Float32, sdims, plain_md(sdims, dt::f32), n.name() + ".scores");
-  const std::vector<int64_t> ydims = d.rank3 ? std::vector<int64_t>{B, Sq, Hq * Dv} : std::vector<int64_t>{B, Hq, Sq, Dv};
-  const int y = c.new_value(DType::Float32, ydims, plain_md(ydims, dt::f32), n.name());
+  const int scores = c.new_value(DType::Float32, sdims, plain_md(sdims, dt::f32), info.label + ".scores");
+  const std::vector<int64_t> ydims = seq_major ? std::vector<int64_t>{B, Sq, Hq * Dv} : std::vector<int64_t>{B, Hq, Sq, Dv};
+  const int y = c.new_value(DType::Float32, ydims, plain_md(ydims, dt::f32), info.label);
 
   reads = {q->id, keys.id, values.id};
   if (mask >= 0) reads.push_back(mask);
@@ -358,7 +308,7 @@ bool lower_attention(Compiler& c, const Node& n) {
 
   std::string sig = "attention " + std::to_string(B) + "x" + std::to_string(Hq) + "/" + std::to_string(Hk) + " q" +
                     std::to_string(Sq) + " kv" + std::to_string(T) + " d" + std::to_string(D) + "," +
-                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (merge ? " grouped" : "") + (banded ? " banded" : "") + (a.causal ? " causal" : "") +
+                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (seq_major && !d.rank3 ? " seq-major" : "") + (merge ? " grouped" : "") + (banded ? " banded" : "") + (a.causal ? " causal" : "") +
                     (r.has_mask ? (r.bool_mask ? " bool-mask" : " mask") : "") + (a.softcap > 0 ? " softcap" : "") +
                     (r.has_nonpad ? " nonpad" : "") + (a.left_window >= 0 || a.right_window >= 0 ? " window" : "");
   const double flops = 2.0 * static_cast<double>(B * Hq * Sq * T) * static_cast<double>(D + Dv);
@@ -372,8 +322,10 @@ bool lower_attention(Compiler& c, const Node& n) {
   auto plan = std::make_shared<const RowPlan>(r);
   auto shapes = std::make_shared<const std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>>>(std::move(products));
   auto units = std::make_shared<const std::vector<Item>>(std::move(items));
-  add_native_step(c, step_info(n, "attention", sig, flops), reads, writes,
-                  [plan, shapes, units, work, spills, mask_at, nonpad_at, scores_at, y_at](const std::vector<char*>& p) {
+  info.signature = sig;
+  info.flops = flops;
+  add_native_step(c, std::move(info), reads, writes,
+                  [plan, shapes, units, work, spills, mask_at, nonpad_at, scores_at, y_at, seq_major](const std::vector<char*>& p) {
                     const RowPlan& r = *plan;
                     const AttentionDims& d = r.d;
                     const float* q = reinterpret_cast<const float*>(p[0]);
@@ -442,7 +394,7 @@ bool lower_attention(Compiler& c, const Node& n) {
                     for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
                     const int64_t Hq = d.q_heads, Sq = d.q_len, Dv = d.v_head;
                     if (r.normalize) return;
-                    const int64_t i_step = d.rank3 ? Hq * Dv : Dv, h_step = d.rank3 ? Dv : Sq * Dv;
+                    const int64_t i_step = seq_major ? Hq * Dv : Dv, h_step = seq_major ? Dv : Sq * Dv;
                     for (int64_t b = 0; b < d.batch; ++b)
                       for (int64_t h = 0; h < Hq; ++h) {
                         const float* f = inv_sum + (b * Hq + h) * Sq;
@@ -451,6 +403,80 @@ bool lower_attention(Compiler& c, const Node& n) {
                           for (int64_t e = 0; e < Dv; ++e) yh[i * i_step + e] *= f[i];
                       }
                   });
+  return y;
+}
+
+bool lower_attention(Compiler& c, const Node& n) {
+  const auto& in = n.inputs();
+  auto input = [&](size_t k) { return k < in.size() && in[k].present(); };
+  for (size_t k : {kAttnQ, kAttnK, kAttnV, kAttnPastKey, kAttnPastValue})
+    if (input(k) && c.dtype(in[k]) != DType::Float32) return false;
+  if (input(kAttnMask) && c.dtype(in[kAttnMask]) != DType::Float32 && c.dtype(in[kAttnMask]) != DType::Bool)
+    return false;
+  if (used(c, n, 3)) return false;  // qk_matmul_output: the reference kernel computes it
+  const AttentionAttrs a = attention_attrs(n.attrs());
+
+  const std::vector<int64_t> qd = c.dims(in[kAttnQ]), kd = c.dims(in[kAttnK]), vd = c.dims(in[kAttnV]);
+  AttentionStep st;
+  st.a = a;
+  AttentionDims& d = st.d;
+  d.rank3 = qd.size() == 3;
+  d.batch = qd[0];
+  if (d.rank3) {
+    d.q_heads = a.q_heads, d.kv_heads = a.kv_heads;
+    d.q_len = qd[1], d.kv_len = kd[1];
+    d.head = qd[2] / a.q_heads, d.v_head = vd[2] / a.kv_heads;
+  } else {
+    d.q_heads = qd[1], d.kv_heads = kd[1];
+    d.q_len = qd[2], d.kv_len = kd[2];
+    d.head = qd[3], d.v_head = vd[3];
+  }
+  d.past = input(kAttnPastKey) ? c.dims(in[kAttnPastKey])[2] : 0;
+  d.total = d.past + d.kv_len;
+  if (d.batch == 0 || d.q_heads == 0 || d.q_len == 0 || d.total == 0 || d.head == 0 || d.v_head == 0) return false;
+  st.scale = static_cast<float>(a.has_scale ? a.scale : 1.0 / std::sqrt(static_cast<double>(d.head)));
+  const int64_t B = d.batch, Hk = d.kv_heads, T = d.total, D = d.head, Dv = d.v_head;
+
+  auto q = heads_view(c, c.id(in[kAttnQ]), d.rank3, D, true);
+  auto k = heads_view(c, c.id(in[kAttnK]), d.rank3, D, false);
+  auto v = heads_view(c, c.id(in[kAttnV]), d.rank3, Dv, false);
+  if (!q || !k || !v) return false;
+
+  // The keys and values the products read: the inputs themselves, or the present
+  // tensors written from past and new.
+  HeadsView keys = *k, values = *v;
+  int present_k = -1, present_v = -1;
+  if (d.past > 0) {
+    auto pk = heads_view(c, c.id(in[kAttnPastKey]), false, D, false);
+    auto pv = heads_view(c, c.id(in[kAttnPastValue]), false, Dv, false);
+    if (!pk || !pv) return false;
+    const std::vector<int64_t> kdims{B, Hk, T, D}, vdims{B, Hk, T, Dv};
+    present_k = c.new_value(DType::Float32, kdims, plain_md(kdims, dt::f32), n.name() + ".present_key");
+    present_v = c.new_value(DType::Float32, vdims, plain_md(vdims, dt::f32), n.name() + ".present_value");
+    const int64_t P = d.past, S = d.kv_len;
+    const HeadsView kk = *k, vv = *v, ppk = *pk, ppv = *pv;
+    add_native_step(c,
+                    step_info(n, "concat", "attention present " + to_string(kdims) + " " + to_string(vdims),
+                              0),
+                    {ppk.id, kk.id, ppv.id, vv.id}, {present_k, present_v},
+                    [=](const std::vector<char*>& p) {
+                      auto f = [](char* x) { return reinterpret_cast<float*>(x); };
+                      copy_heads(f(p[0]), ppk.s, f(p[4]), B, Hk, P, D, T, 0);
+                      copy_heads(f(p[1]), kk.s, f(p[4]), B, Hk, S, D, T, P);
+                      copy_heads(f(p[2]), ppv.s, f(p[5]), B, Hk, P, Dv, T, 0);
+                      copy_heads(f(p[3]), vv.s, f(p[5]), B, Hk, S, Dv, T, P);
+                    });
+    keys = HeadsView{present_k, {Hk * T * D, T * D, D, 1}};
+    values = HeadsView{present_v, {Hk * T * Dv, T * Dv, Dv, 1}};
+  }
+
+  st.q = *q;
+  st.keys = keys;
+  st.values = values;
+  st.seq_major_y = d.rank3;
+  if (input(kAttnMask)) set_attention_mask(c, st, c.id(in[kAttnMask]));
+  if (input(kAttnNonpad)) st.nonpad = c.as_plain(c.id(in[kAttnNonpad]));
+  const int y = add_attention_step(c, st, step_info(n, "attention", ""));
   c.bind(n.output(0), y);
   // present_key and present_value: the concatenation, or (no past) K and V as [B, heads, S, d].
   for (size_t o : {size_t{1}, size_t{2}}) {

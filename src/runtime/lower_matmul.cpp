@@ -578,6 +578,7 @@ bool lower_split_matmul(Compiler& c, const Node& n, const Value (&ins)[2], float
 
 bool lower_matmul(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
+  if (lower_attention_chain(c, n)) return true;
   // Scalar Muls on the operands that wait for this product (matmul_operand_scale)
   // are taken in: the product reads their inputs and scales its result.
   float scale = 1;

@@ -100,6 +100,9 @@ bool lower_recurrent(Compiler& c, const Node& n);
 // ONNX Attention: Q K^T and P V on isomer's batched GEMM, the scale, softcap, mask and
 // causal frontier applied in the row softmax between them (lower_attention.cpp).
 bool lower_attention(Compiler& c, const Node& n);
+// Attention as exporters decompose it (MatMul, scale, mask, Softmax, MatMul), from
+// its first MatMul, on the same step where that saves work (lower_attention_chain.cpp).
+bool lower_attention_chain(Compiler& c, const Node& qk);
 // ONNX RotaryEmbedding: kernels/rotary.h over dense operands (lower_rope.cpp).
 bool lower_rotary_embedding(Compiler& c, const Node& n);
 // Quantization (lower_quant.cpp): QuantizeLinear, DequantizeLinear and

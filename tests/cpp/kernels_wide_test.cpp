@@ -1,6 +1,7 @@
-// The 16-lane vector math (vmath.h's vm16) and the per-instruction-set row
-// kernels (rows.h's softmax_row, layer_norm_row): each width against the other
-// and against double-precision references, on rows of every kind of tail.
+// The 16-lane vector math (vmath.h's vm16), the per-instruction-set row kernels
+// (rows.h's softmax_row, layer_norm_row) and batched GEMM tiles (gemm.h): each
+// width against the other and against double-precision references, on rows and
+// products of every kind of tail.
 // (16-lane values between inline helpers are not an ABI.)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -12,8 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/rows.h"
 #include "kernels/vector_isa.h"
 #include "kernels/vmath.h"
@@ -269,6 +272,63 @@ TEST(RowsWide, EachInstructionSetOrAClearError) {
     }
   if (!vector_isa_available(VectorIsa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   EXPECT_EQ(best_vector_isa(), VectorIsa::Avx512);
+}
+
+// Batched products on each instruction set's tiles (8 rows x 32 columns on
+// AVX-512, 6 x 16 otherwise) at shapes with row, column and depth tails: B read
+// row-major, transposed (K^T read from K, as attention's scores do) and through a
+// column stride; C written with a row stride and per-product offsets; with and
+// without an epilogue that adds a per-product operand: y = a b + r.
+TEST(GemmWide, BatchedProductsOfEveryTailOnEachInstructionSet) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (VectorIsa isa : isas())
+    for (auto [M, K, N] : {std::tuple{1, 1, 1}, std::tuple{7, 5, 31}, std::tuple{8, 64, 32}, std::tuple{9, 17, 33},
+                           std::tuple{17, 64, 70}, std::tuple{65, 3, 15}})
+      for (int form = 0; form < 3; ++form)
+        for (bool epi : {false, true}) {
+          const int64_t batch = 3, ldc = N + 3;
+          BatchedGemm g;
+          g.batch = batch, g.M = M, g.K = K, g.N = N;
+          g.a_row = K + 2;  // rows of A apart, as a head's rows of [tokens, heads x d] are
+          // form 0: B[k, n] at k N + n; 1: transposed, at n K + k; 2: a column stride of 2.
+          g.b_k = form == 1 ? 1 : form == 2 ? 2 * N : N;
+          g.b_n = form == 1 ? K : form == 2 ? 2 : 1;
+          g.c_row = ldc;
+          const int64_t a_size = M * g.a_row, b_size = form == 2 ? 2 * K * N : K * N, c_size = M * ldc;
+          std::vector<float> a(static_cast<size_t>(batch * a_size)), b(static_cast<size_t>(batch * b_size)),
+              r(static_cast<size_t>(batch * M * N)), c(static_cast<size_t>(batch * c_size), -7.0f);
+          for (float& v : a) v = u(rng);
+          for (float& v : b) v = u(rng);
+          for (float& v : r) v = u(rng);
+          for (int64_t bi = 0; bi < batch; ++bi) {
+            // Products in reverse order in memory: offsets are per product, not implied.
+            g.a_off.push_back((batch - 1 - bi) * a_size);
+            g.b_off.push_back(bi * b_size);
+            g.c_off.push_back((batch - 1 - bi) * c_size);
+            g.op_off.push_back(bi * M * N);
+          }
+          GemmEpilogue e;
+          e.program.num_inputs = e.program.num_regs = 2;
+          e.program.results = {e.program.emit(PwOp::Add, 0, 1)};
+          e.operands = {StridedRef{r.data(), DType::Float32, {N, 1}, 0}};
+          gemm_batched_on(isa, a.data(), b.data(), c.data(), g, epi ? &e : nullptr, 1);
+          for (int64_t bi = 0; bi < batch; ++bi)
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < ldc; ++n) {
+                const float got = c[static_cast<size_t>(g.c_off[bi] + m * ldc + n)];
+                if (n >= N) {
+                  ASSERT_EQ(got, -7.0f) << "wrote past the row's N columns";
+                  continue;
+                }
+                double want = epi ? r[static_cast<size_t>(bi * M * N + m * N + n)] : 0.0;
+                for (int64_t k = 0; k < K; ++k)
+                  want += double(a[static_cast<size_t>(g.a_off[bi] + m * g.a_row + k)]) *
+                          b[static_cast<size_t>(g.b_off[bi] + k * g.b_k + n * g.b_n)];
+                ASSERT_NEAR(got, want, 1e-4) << vector_isa_name(isa) << " " << M << "x" << K << "x" << N << " form "
+                                             << form << (epi ? " epilogue" : "") << " at " << bi << "," << m << "," << n;
+              }
+        }
 }
 
 }  // namespace

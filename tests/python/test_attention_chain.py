@@ -1,0 +1,158 @@
+"""Attention as exporters decompose it (MatMul, scalar factors, a mask added or a Where
+to -inf, Softmax, MatMul) on the runtime's attention step: taken where the mask is
+causal over at least 256 queries, the outputs those of ONNX Runtime at odd shapes
+(grouped-query and multi-query heads, batch 2, a partial last band, head sizes that
+fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
+steps where it saves nothing (no mask, a mask that is not causal, short blocks).
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+isomer = pytest.importorskip("isomer")
+
+
+def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", rank=4, mask_rows=None):
+    """Q [B, Hq, S, D], K and V [B, Hk, S, D|Dv] (Hk < Hq: repeat_kv as torch exports
+    it; Hk == 1 and Hq > 1: an Expand of the one head) -> attention -> Y.
+
+    mask: "add" (a constant float mask, 0 or -inf), "where" (Where(keep, S, -inf)),
+    "finite" (-3.4e38 for -inf), None. mask_rows: the [S, S] mask's keep pattern
+    (default causal). scale: "qk" (Mul by sqrt(scale) on Q and on K^T), "div"
+    (Div after the product), "mul" (Mul after it). out: "heads" ([B, Hq, S, Dv]) or
+    "seq" (Transpose and Reshape to [B, S, Hq * Dv]). rank 3: no batch dim (B = 1)."""
+    Dv = Dv or D
+    lead = [B] if rank == 4 else []
+    ins = [helper.make_tensor_value_info("q", TensorProto.FLOAT, lead + [Hq, S, D]),
+           helper.make_tensor_value_info("k", TensorProto.FLOAT, lead + [Hk, S, D]),
+           helper.make_tensor_value_info("v", TensorProto.FLOAT, lead + [Hk, S, Dv])]
+    inits, nodes = [], []
+    k, v = "k", "v"
+    if Hk != Hq:
+        h = 1 if rank == 4 else 0  # the heads axis
+        if Hk == 1:
+            inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, 1], np.int64), "es"))
+            for x, d in (("k", D), ("v", Dv)):
+                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "es" + x))
+                nodes.append(helper.make_node("Expand", [x, "es" + x], [x + "r"]))
+        else:
+            r = Hq // Hk
+            inits.append(numpy_helper.from_array(np.array([h + 1], np.int64), "ax"))
+            for x, d in (("k", D), ("v", Dv)):
+                inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, S, d], np.int64), "es" + x))
+                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "rs" + x))
+                nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
+                          helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
+                          helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+        k, v = "kr", "vr"
+    perm = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
+    nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))
+    q, kt = "q", "kt"
+    if scale == "qk":
+        inits.append(numpy_helper.from_array(np.array(D ** -0.25, np.float32), "s"))
+        nodes += [helper.make_node("Mul", ["q", "s"], ["qs"]), helper.make_node("Mul", ["kt", "s"], ["kts"])]
+        q, kt = "qs", "kts"
+    nodes.append(helper.make_node("MatMul", [q, kt], ["sc"]))
+    x = "sc"
+    if scale in ("div", "mul"):
+        f = D ** 0.5 if scale == "div" else D ** -0.5
+        inits.append(numpy_helper.from_array(np.array(f, np.float32), "f"))
+        nodes.append(helper.make_node("Div" if scale == "div" else "Mul", ["sc", "f"], ["scs"]))
+        x = "scs"
+    keep = np.tril(np.ones((S, S), bool)) if mask_rows is None else mask_rows
+    mshape = [1, 1, S, S] if rank == 4 else [1, S, S]
+    if mask in ("add", "finite"):
+        low = -np.inf if mask == "add" else np.float32(-3.4e38)
+        inits.append(numpy_helper.from_array(np.where(keep, 0, low).astype(np.float32).reshape(mshape), "m"))
+        nodes.append(helper.make_node("Add", [x, "m"], ["xm"]))
+        x = "xm"
+    elif mask == "where":
+        inits += [numpy_helper.from_array(keep.reshape(mshape), "m"),
+                  numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")]
+        nodes.append(helper.make_node("Where", ["m", x, "ninf"], ["xm"]))
+        x = "xm"
+    nodes += [helper.make_node("Softmax", [x], ["p"], axis=-1), helper.make_node("MatMul", ["p", v], ["y"])]
+    y = "y"
+    if out == "seq":
+        inits.append(numpy_helper.from_array(np.array([B, S, Hq * Dv], np.int64), "ys"))
+        nodes += [helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["yt", "ys"], ["yr"])]
+        y = "yr"
+    graph = helper.make_graph(nodes, "attention_chain", ins, [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def feeds_for(model, seed=0):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in model.graph.input:
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        out[i.name] = (rng.standard_normal(shape) * 2).astype(np.float32)
+    return out
+
+
+def check(model, taken):
+    feeds = feeds_for(model)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for threads in (1, 2):
+        got = isomer.run(model, feeds, engine="runtime", threads=threads)
+        assert got[0].shape == want[0].shape
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=2e-5, equal_nan=True)
+    kinds = isomer.benchmark(model, feeds, threads=1, repeat=1, warmup=0)["step_kinds"]
+    if taken:
+        assert kinds.get("attention") == 1 and "softmax" not in kinds and "matmul" not in kinds, kinds
+    else:
+        assert "attention" not in kinds, kinds
+
+
+@pytest.mark.parametrize(
+    "B,Hq,Hk,S,D,Dv,mask,scale,out",
+    [
+        (1, 16, 4, 256, 64, 64, "add", "qk", "seq"),  # LLaMA's block: GQA, Y back to [B, S, hidden]
+        (1, 12, 12, 256, 64, 64, "where", "div", "seq"),  # GPT-2's: Where(keep, S, -inf), Div
+        (2, 6, 3, 257, 24, 40, "add", "mul", "heads"),  # batch 2, a partial band, odd head sizes
+        (2, 4, 1, 300, 16, 16, "where", "qk", "seq"),  # multi-query: one KV head expanded
+        (1, 3, 3, 384, 8, 8, "add", "qk", "heads"),
+    ])
+def test_causal_chain_runs_on_the_attention_step(B, Hq, Hk, S, D, Dv, mask, scale, out):
+    check(decomposed(B, Hq, Hk, S, D, Dv, mask=mask, scale=scale, out=out), taken=True)
+
+
+def test_rank3_heads_without_batch():
+    check(decomposed(1, 4, 4, 260, 32, mask="add", scale="div", rank=3), taken=True)
+
+
+def test_a_causal_mask_with_more_keys_hidden_is_still_applied():
+    # Causal, and key 3 hidden from every query after it: the frontier comes from the
+    # causality, the rest from the mask itself.
+    keep = np.tril(np.ones((288, 288), bool))
+    keep[4:, 3] = False
+    check(decomposed(1, 4, 2, 288, 32, mask="where", mask_rows=keep), taken=True)
+    check(decomposed(1, 4, 2, 288, 32, mask="add", mask_rows=keep), taken=True)
+
+
+def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
+    keep = np.tril(np.ones((256, 256), bool))
+    keep[5, :] = False
+    model = decomposed(1, 2, 2, 256, 16, mask="add", mask_rows=keep)
+    check(model, taken=True)
+    got = isomer.run(model, feeds_for(model), engine="runtime", threads=1)[0]
+    assert np.isnan(got[0, :, 5]).all() and not np.isnan(got[0, :, 4]).any()
+
+
+@pytest.mark.parametrize(
+    "S,mask,keep",
+    [
+        (197, None, None),  # no mask (ViT): nothing to skip
+        (256, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
+        (128, "add", None),  # fewer queries than four bands (LLaMA's and GPT-2's blocks)
+        (256, "add", np.ones((256, 256), bool)),  # a mask that hides nothing
+        (256, "add", np.triu(np.ones((256, 256), bool))),  # the other triangle
+    ])
+def test_left_to_separate_steps_where_the_step_saves_nothing(S, mask, keep):
+    check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=False)
