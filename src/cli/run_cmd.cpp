@@ -125,6 +125,15 @@ nlohmann::json latency_json(const runtime::BenchResult& r) {
           {"latency_ms_mean", r.mean},     {"repeats", r.ms.size()},  {"warmup", r.warmup}};
 }
 
+// --report-json's head: the latencies, and what ran the model on how many threads.
+nlohmann::json report_json(const RunArgs& a, const runtime::BenchResult& r, const char* engine, int threads) {
+  nlohmann::json j = latency_json(r);
+  j["model"] = a.model;
+  j["engine"] = engine;
+  j["threads"] = threads;
+  return j;
+}
+
 void write_json(const std::string& path, const nlohmann::json& j) {
   std::ofstream f(path);
   require(f.good(), "cannot write '" + path + "'");
@@ -182,10 +191,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
     std::printf("latency: %s (%d warm-up, %s, ONNX Runtime)\n", latency_line(r).c_str(), a.warmup,
                 thread_count(a.threads).c_str());
     if (!a.report_json.empty()) {
-      nlohmann::json j = latency_json(r);
-      j["model"] = a.model;
-      j["engine"] = "onnxruntime";
-      j["threads"] = a.threads;
+      nlohmann::json j = report_json(a, r, "onnxruntime", a.threads);
       j["onnxruntime"] = res.version;
       write_json(a.report_json, j);
     }
@@ -401,10 +407,7 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
   bool mismatch = false;
   nlohmann::json ort_json = compare_with_onnxruntime(a, g, inputs, outputs, r, &mismatch);
   if (!a.report_json.empty()) {
-    nlohmann::json j = latency_json(r);
-    j["model"] = a.model;
-    j["engine"] = "isomer+onnxruntime";
-    j["threads"] = r.threads;
+    nlohmann::json j = report_json(a, r, "isomer+onnxruntime", r.threads);
     j["head_latency_ms_median"] = head.median;
     j["head_nodes"] = s->head_nodes;
     j["tail_nodes"] = s->tail_nodes;
@@ -552,10 +555,7 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
   if (g.constant_bytes() >= kLargeGraphBytes) exe.reset();
   if (!a.no_onnxruntime) ort = compare_with_onnxruntime(a, g, inputs, outputs, r, &mismatch);
   if (!a.report_json.empty()) {
-    nlohmann::json j = latency_json(r);
-    j["model"] = a.model;
-    j["engine"] = "isomer";
-    j["threads"] = r.threads;
+    nlohmann::json j = report_json(a, r, "isomer", r.threads);
     j["openmp_waits"] = runtime::openmp_waits();
     j["steps"] = steps;
     j["input_extents"] = opens;
