@@ -1,0 +1,191 @@
+"""Hostile models of the campaign's ninth family (scripts/hostile_mutators_scope.py): where a
+model's names and attributes come from. Each class it found, rebuilt here as a small file.
+
+- A body (If branch, Loop or Scan body) that returns a value of the enclosing graph as it is:
+  onnx.checker and ONNX Runtime refuse it; isomer ran it and `optimize` wrote it back. It is
+  refused naming the node and the body; a body that returns its own input still runs.
+- An attribute that refers to a function attribute (ref_attr_name) in the graph, outside any
+  function body, was read as its unset value field (0); it is refused.
+- Model-local function bodies: a node that reads a name neither an input of the function nor
+  an earlier node defines (a function has no enclosing scope), an output defined twice, a
+  function output nothing defines, an attribute reference of another type than the call (or
+  the calling function's reference) gives, and a body operator whose version at the
+  function's opset is not its version at the model's (Squeeze-11 in a model of opset 21)
+  passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
+  (same operator versions at another opset, references of the right type, nested calls)
+  still run, matching ONNX Runtime.
+"""
+import os
+import sys
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+ort = pytest.importorskip("onnxruntime")
+from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
+from hostile_util import isomer_cli, one_error, ort_outputs  # noqa: E402
+
+FN = "local.fn"
+
+
+def _vi(name, dims=None, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, dims)
+
+
+def _model(nodes, outputs=None, inits=(), functions=(), opset=21):
+    g = helper.make_graph(nodes, "g", [_vi("x", [2, 3])], outputs or [_vi("y")], list(inits))
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(FN, 1)] if functions else [])
+    m = helper.make_model(g, opset_imports=imports, functions=list(functions))
+    m.ir_version = 10
+    return m
+
+
+def _fn(name, inputs, outputs, nodes, attributes=(), opset=21):
+    return helper.make_function(FN, name, inputs, outputs, nodes,
+                                [helper.make_opsetid("", opset), helper.make_opsetid(FN, 1)], attributes=list(attributes))
+
+
+def _ref(name, ref, kind=AttributeProto.FLOAT):
+    a = AttributeProto()
+    a.name, a.ref_attr_name, a.type = name, ref, kind
+    return a
+
+
+def _refused(isomer_bin, tmp_path, m, *wants):
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    out = tmp_path / "out.onnx"
+    for args in (["optimize", path, "-o", out, "--budget", "1"], ["run", path]):
+        one_error(isomer_cli(isomer_bin, *args), "model.onnx", *wants)
+        assert not out.exists()
+
+
+def _runs_like_ort(isomer_bin, tmp_path, m):
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    x = np.random.default_rng(5).standard_normal([2, 3]).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    p = isomer_cli(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "out.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], ort_outputs(path, {"x": x}), rtol=1e-5, atol=1e-6)
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "opt.onnx", "--budget", "1")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(ort_outputs(tmp_path / "opt.onnx", {"x": x}), ort_outputs(path, {"x": x}), rtol=1e-5,
+                               atol=1e-6)
+
+
+# --- bodies that return an outer value --------------------------------------------------------
+
+def _cond_nodes():
+    return [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "z"], ["c"])]
+
+
+def _zero():
+    return numpy_helper.from_array(np.array(0, np.float32), "z")
+
+
+@pytest.mark.parametrize("body", ["if", "loop", "scan"])
+def test_body_returning_an_outer_value_is_refused(isomer_bin, tmp_path, body):
+    if body == "if":
+        then = helper.make_graph([], "then", [], [_vi("x", [2, 3])])
+        other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [], [_vi("n")])
+        nodes = _cond_nodes() + [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+        inits = [_zero()]
+    elif body == "loop":
+        # The carried value v is returned; the scan output is the outer x itself.
+        g = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond2"]), helper.make_node("Neg", ["v"], ["v2"])],
+                              "body", [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v")],
+                              [_vi("cond2", [], TensorProto.BOOL), _vi("v2"), _vi("x", [2, 3])])
+        nodes = [helper.make_node("Loop", ["n", "t", "x"], ["y", "ys"], body=g)]
+        inits = [numpy_helper.from_array(np.array(2, np.int64), "n"), numpy_helper.from_array(np.array(True), "t")]
+    else:
+        g = helper.make_graph([helper.make_node("Add", ["st", "row"], ["st2"])], "body", [_vi("st", [3]), _vi("row", [3])],
+                              [_vi("st2", [3]), _vi("x", [2, 3])])
+        nodes = [helper.make_node("Scan", ["s0", "x"], ["y", "ys"], body=g, num_scan_inputs=1)]
+        inits = [numpy_helper.from_array(np.zeros(3, np.float32), "s0")]
+    _refused(isomer_bin, tmp_path, _model(nodes, inits=inits), "output 'x' is a value of the enclosing graph")
+
+
+def test_loop_body_returning_its_own_input_runs(isomer_bin, tmp_path):
+    g = helper.make_graph([helper.make_node("Identity", ["cond"], ["cond2"])], "body",
+                          [_vi("i", [], TensorProto.INT64), _vi("cond", [], TensorProto.BOOL), _vi("v", [2, 3])],
+                          [_vi("cond2", [], TensorProto.BOOL), _vi("v", [2, 3])])
+    nodes = [helper.make_node("Loop", ["n", "t", "x"], ["l"], body=g), helper.make_node("Relu", ["l"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(3, np.int64), "n"), numpy_helper.from_array(np.array(True), "t")]
+    _runs_like_ort(isomer_bin, tmp_path, _model(nodes, inits=inits))
+
+
+# --- attribute references outside functions -----------------------------------------------------
+
+@pytest.mark.parametrize("where", ["graph", "branch"])
+def test_attribute_reference_outside_a_function_is_refused(isomer_bin, tmp_path, where):
+    leaky = helper.make_node("LeakyRelu", ["x"], ["y" if where == "graph" else "t"], name="leaky")
+    leaky.attribute.append(_ref("alpha", "slope"))
+    if where == "graph":
+        nodes, inits = [leaky], []
+    else:
+        then = helper.make_graph([leaky], "then", [], [_vi("t")])
+        other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [], [_vi("n")])
+        nodes, inits = _cond_nodes() + [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], \
+            [_zero()]
+    _refused(isomer_bin, tmp_path, _model(nodes, inits=inits), "node 'leaky'", "'slope'", "not in a function body")
+
+
+# --- function bodies ------------------------------------------------------------------------------
+
+def _call(*outputs, **attrs):
+    return helper.make_node("F", ["x"], list(outputs) or ["y"], domain=FN, **attrs)
+
+
+@pytest.mark.parametrize("case", ["outer_name", "later_name", "defined_twice", "output_undefined"])
+def test_function_body_names_are_its_own(isomer_bin, tmp_path, case):
+    relu = helper.make_node("Relu", ["a"], ["r"])
+    body, outputs, want = {
+        "outer_name": ([helper.make_node("Add", ["a", "x"], ["b"])], ["b"], "reads 'x'"),
+        "later_name": ([helper.make_node("Neg", ["r"], ["b"]), relu], ["b"], "reads 'r'"),
+        "defined_twice": ([relu, helper.make_node("Neg", ["a"], ["r"]), helper.make_node("Abs", ["r"], ["b"])], ["b"],
+                          "output 'r' is already defined"),
+        "output_undefined": ([relu], ["r", "c"], "returns 'c'"),
+    }[case]
+    call_outputs = ["y", "y2"] if len(outputs) == 2 else ["y"]
+    nodes = [_call(*call_outputs)] + ([helper.make_node("Identity", ["y2"], ["y3"])] if len(outputs) == 2 else [])
+    graph_outputs = [_vi("y")] + ([_vi("y3")] if len(outputs) == 2 else [])
+    m = _model(nodes, graph_outputs, functions=[_fn("F", ["a"], outputs, body)])
+    _refused(isomer_bin, tmp_path, m, "function 'local.fn:F'", want)
+
+
+@pytest.mark.parametrize("case", ["direct", "nested"])
+def test_attribute_reference_of_another_type_is_refused(isomer_bin, tmp_path, case):
+    leaky = helper.make_node("LeakyRelu", ["a"], ["b"])
+    leaky.attribute.append(_ref("alpha", "slope"))
+    if case == "direct":
+        fns, call = [_fn("F", ["a"], ["b"], [leaky], attributes=["slope"])], _call(slope=3)
+    else:
+        mid = helper.make_node("G", ["a"], ["b"], domain=FN)
+        mid.attribute.append(_ref("slope", "s", AttributeProto.INT))
+        fns = [_fn("F", ["a"], ["b"], [mid], attributes=["s"]), _fn("G", ["a"], ["b"], [leaky], attributes=["slope"])]
+        call = _call(s=3)
+    _refused(isomer_bin, tmp_path, _model([call], functions=fns), "attribute 'slope' of type INT",
+             "of type FLOAT")
+
+
+def test_nested_attribute_reference_of_the_right_type_runs(isomer_bin, tmp_path):
+    leaky = helper.make_node("LeakyRelu", ["a"], ["b"])
+    leaky.attribute.append(_ref("alpha", "slope"))
+    mid = helper.make_node("G", ["a"], ["b"], domain=FN)
+    mid.attribute.append(_ref("slope", "s"))
+    fns = [_fn("F", ["a"], ["b"], [mid], attributes=["s"]), _fn("G", ["a"], ["b"], [leaky], attributes=["slope"])]
+    _runs_like_ort(isomer_bin, tmp_path, _model([_call(s=0.125)], functions=fns))
+
+
+def test_function_opset_where_its_operator_differs_is_refused(isomer_bin, tmp_path):
+    body = [helper.make_node("Unsqueeze", ["a"], ["u"], axes=[0]), helper.make_node("Squeeze", ["u"], ["b"], axes=[0])]
+    m = _model([_call()], functions=[_fn("F", ["a"], ["b"], body, opset=11)])
+    _refused(isomer_bin, tmp_path, m, "node (Unsqueeze) -> 'u'", "opset 11", "opset 21")
+
+
+def test_function_opset_where_its_operators_agree_runs(isomer_bin, tmp_path):
+    # Neg and Abs are version 13 at opsets 13 and 21 alike.
+    body = [helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Abs", ["n"], ["b"])]
+    _runs_like_ort(isomer_bin, tmp_path, _model([_call()], functions=[_fn("F", ["a"], ["b"], body, opset=13)]))
