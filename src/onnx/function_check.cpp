@@ -188,14 +188,20 @@ class FunctionChecker {
     return clash;
   }
 
-  // A call gives at most the inputs and outputs the function declares, and every input
-  // its body reads where the reading operator requires it.
+  // A call gives at most the inputs the function declares and exactly its outputs, every
+  // input its body reads where the reading operator requires it, and attributes of the
+  // types the body takes them at.
   void check_call(const onnx::NodeProto& n, const onnx::FunctionProto& f, const std::string& where) const {
     const std::string who = where + describe_proto(n) + ": calls model-local function '" + key_name(key_of(f)) + "' ";
     require(n.input_size() <= f.input_size(), who + "with " + std::to_string(n.input_size()) + " inputs; it declares " +
                                                   std::to_string(f.input_size()));
-    require(n.output_size() <= f.output_size(), who + "with " + std::to_string(n.output_size()) +
-                                                    " outputs; it declares " + std::to_string(f.output_size()));
+    // Unlike an operator's trailing optional outputs, a function's are not left off: a
+    // call names each ("" for one it does not use); onnx's inference and ONNX Runtime
+    // refuse a call with fewer.
+    require(n.output_size() == f.output_size(),
+            who + "with " + std::to_string(n.output_size()) + " outputs; it declares " +
+                std::to_string(f.output_size()) +
+                (n.output_size() < f.output_size() ? " (name an unused one \"\")" : ""));
     for (const auto& a : n.attribute()) {
       // A reference passed on (a call inside a function) has the type it declares.
       const auto given = a.ref_attr_name().empty() ? attribute_type(a) : a.type();

@@ -8,7 +8,8 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   function body, was read as its unset value field (0); it is refused.
 - Model-local function bodies: a node that reads a name neither an input of the function nor
   an earlier node defines (a function has no enclosing scope), an output defined twice, a
-  function output nothing defines, an attribute reference of another type than the call (or
+  function output nothing defines, a call that leaves a trailing output off (onnx's inference
+  and ONNX Runtime refuse it; "" names an unused one), an attribute reference of another type than the call (or
   the calling function's reference) gives, and a body operator whose version at the
   function's opset is not its version at the model's (Squeeze-11 in a model of opset 21)
   passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
@@ -189,3 +190,13 @@ def test_function_opset_where_its_operators_agree_runs(isomer_bin, tmp_path):
     # Neg and Abs are version 13 at opsets 13 and 21 alike.
     body = [helper.make_node("Neg", ["a"], ["n"]), helper.make_node("Abs", ["n"], ["b"])]
     _runs_like_ort(isomer_bin, tmp_path, _model([_call()], functions=[_fn("F", ["a"], ["b"], body, opset=13)]))
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_function_call_names_every_output(isomer_bin, tmp_path, named):
+    body = [helper.make_node("Relu", ["a"], ["b"]), helper.make_node("Abs", ["a"], ["c"])]
+    m = _model([_call("y", "") if named else _call("y")], functions=[_fn("F", ["a"], ["b", "c"], body)])
+    if named:
+        _runs_like_ort(isomer_bin, tmp_path, m)
+    else:
+        _refused(isomer_bin, tmp_path, m, "with 1 outputs; it declares 2")
