@@ -5,8 +5,9 @@ inside the body, a call inside a Loop body, outputs left unused or never produce
 outside the function, a standard operator's name in a foreign domain, overloads), opset
 imports that name one domain twice or a training domain, attributes that refer to a function
 attribute outside any function or whose declared type is not the one set, Constant nodes with
-two values or none, graph outputs that are graph inputs or initializers or listed twice, and
-model metadata in megabytes or a training_info graph over the initializers.
+two values or none, graph outputs that are graph inputs or initializers or listed twice,
+model metadata in megabytes or a training_info graph over the initializers, and names that hold
+a newline, a carriage return or a terminal escape.
 
 Each mutator builds a small model of its own (the source is ignored) and returns (model, note)
 or (model, note, bad_index), as hostile_mutators_semantic.py's do.
@@ -248,6 +249,22 @@ def m_metadata(m, rng, wd):
     return m, f"metadata {how}"
 
 
+def m_name_chars(m, rng, wd):
+    """Node and value names holding a newline, a carriage return, a terminal escape or a
+    right-to-left override, in a model with a fault that an error names them by, or none."""
+    how = rng.choice(["newline", "carriage_return", "terminal_escape", "bidi", "tab"])
+    where = rng.choice(["node", "value"])
+    fault = rng.random() < 0.7
+    odd = {"newline": "a\nb", "carriage_return": "a\rb", "terminal_escape": "a\x1b[2Jb", "bidi": "a\u202eb",
+           "tab": "a\tb"}[how]
+    out = odd if where == "value" else "y"
+    nodes = [helper.make_node("Softmax", ["x"], [out], axis=5 if fault else 1, name=odd if where == "node" else "sm")]
+    if where == "value":
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    return _model(nodes, [_vi("x", TensorProto.FLOAT, [2, 3])], [_vi("y")]), \
+        f"name_chars {how} {where} {'fault' if fault else 'valid'}"
+
+
 # Classes of this family's results that are not isomer's to fix, in the campaign's TRIAGED form:
 # (mutators, commands, note, detail, stderr (regular expressions), reason).
 TRIAGED = [
@@ -282,4 +299,4 @@ TRIAGED = [
      "training operators; `optimize` keeps it verbatim, `run` refuses it"),
 ]
 
-MUTATORS = {f.__name__[2:]: f for f in [m_function_scope, m_opset_scope, m_attr_scope, m_output_scope, m_metadata]}
+MUTATORS = {f.__name__[2:]: f for f in [m_function_scope, m_opset_scope, m_attr_scope, m_output_scope, m_metadata, m_name_chars]}

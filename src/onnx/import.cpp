@@ -538,7 +538,9 @@ class Importer {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
       const std::string who = node.name().empty() ? node.op_type() : "'" + node.name() + "' (" + node.op_type() + ")";
-      if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
+      // (what() holds the name as Error printed it, control characters escaped.)
+      const std::string prefix = printable_message("node " + who + ": ");
+      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
       // A check of what ONNX defines (InvalidNode) and a shape past 64 bits refuse it outright.

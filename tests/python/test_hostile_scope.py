@@ -15,6 +15,8 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
   (same operator versions at another opset, references of the right type, nested calls)
   still run, matching ONNX Runtime.
+- A node name holding a newline broke the CLI's one-line error in two; one holding another
+  control character (written \\xNN) was named twice. Every failure is one line, naming it once.
 """
 import os
 import sys
@@ -200,3 +202,15 @@ def test_function_call_names_every_output(isomer_bin, tmp_path, named):
         _runs_like_ort(isomer_bin, tmp_path, m)
     else:
         _refused(isomer_bin, tmp_path, m, "with 1 outputs; it declares 2")
+
+
+# --- names that hold control characters -------------------------------------------------------
+
+@pytest.mark.parametrize("name,shown", [("a\nb", "a\\x0ab"), ("a\rb", "a\\x0db"), ("a\x1b[2Jb", "a\\x1b[2Jb")])
+def test_a_name_with_control_characters_is_named_once_on_one_line(isomer_bin, tmp_path, name, shown):
+    m = _model([helper.make_node("Softmax", ["x"], ["y"], axis=5, name=name)])
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    for args in (["optimize", path, "-o", tmp_path / "out.onnx"], ["run", path]):
+        line = one_error(isomer_cli(isomer_bin, *args), "model.onnx", f"node '{shown}' (Softmax)", "axis 5")
+        assert line.count(shown) == 1, line
