@@ -187,9 +187,10 @@ def m_attr_scope(m, rng, wd):
 
 def m_output_scope(m, rng, wd):
     """Graph outputs that are graph inputs or initializers themselves, or named twice, or also
-    fed on to another node; and a subgraph output that is an outer value."""
+    fed on to another node; a subgraph output that is an outer value; the scan output of a
+    Loop that runs no iteration."""
     how = rng.choice(["output_is_input", "output_is_init", "output_twice", "output_is_input_and_more",
-                      "output_fed_on", "branch_outer", "input_twice"])
+                      "output_fed_on", "branch_outer", "input_twice", "loop_none"])
     x = _vi("x", TensorProto.FLOAT, [2, 3])
     w = _init("w", np.arange(6).reshape(2, 3), np.float32)
     if how == "output_is_input":
@@ -212,6 +213,16 @@ def m_output_scope(m, rng, wd):
                  helper.make_node("Greater", ["s", "z"], ["c"]),
                  helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
         return _model(nodes, [x], [_vi("y")], [_init("z", 0.0, np.float32)]), f"output_scope {how}"
+    if how == "loop_none":
+        # A Loop that runs no iteration: its scan output is 0 elements of the body's [2, 3].
+        body = helper.make_graph([helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Add", ["v", "x"], ["v2"]),
+                                  helper.make_node("Mul", ["v", "x"], ["sc"])], "body",
+                                 [_vi("i", TensorProto.INT64, []), _vi("c", TensorProto.BOOL, []), _vi("v", dims=[2, 3])],
+                                 [_vi("c2", TensorProto.BOOL, []), _vi("v2", dims=[2, 3]), _vi("sc", dims=[2, 3])])
+        trips, cond = rng.choice([(0, True), (-1, True), (-(1 << 63), True), (3, False)])
+        inits = [_init("v0", np.zeros((2, 3)), np.float32), _init("trip", trips), _init("cond", cond, np.bool_)]
+        return _model([helper.make_node("Loop", ["trip", "cond", "v0"], ["y", "scan"], body=body)], [x],
+                      [_vi("y"), _vi("scan")], inits), f"output_scope {how} {trips} {cond}"
     # input_twice: the same graph input declared twice
     return _model([helper.make_node("Relu", ["x"], ["y"])], [x, _vi("x", TensorProto.FLOAT, [2, 3])], [_vi("y")]), \
         f"output_scope {how}"

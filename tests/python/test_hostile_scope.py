@@ -15,6 +15,9 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
   (same operator versions at another opset, references of the right type, nested calls)
   still run, matching ONNX Runtime.
+- A Loop that runs no iteration (a trip count of 0, negative or INT64_MIN, or a condition that
+  starts false) gave its scan outputs as empty vectors; ONNX Runtime gives 0 elements of the
+  shape ONNX's inference knows for one, and so does isomer where its import knows it too.
 - A node name holding a newline broke the CLI's one-line error in two; one holding another
   control character (written \\xNN) was named twice. Every failure is one line, naming it once.
 """
@@ -214,3 +217,31 @@ def test_a_name_with_control_characters_is_named_once_on_one_line(isomer_bin, tm
     for args in (["optimize", path, "-o", tmp_path / "out.onnx"], ["run", path]):
         line = one_error(isomer_cli(isomer_bin, *args), "model.onnx", f"node '{shown}' (Softmax)", "axis 5")
         assert line.count(shown) == 1, line
+
+
+# --- loops that run no iteration ----------------------------------------------------------------
+
+@pytest.mark.parametrize("trips,cond", [(0, True), (-1, True), (-(1 << 63), True), (3, False)])
+def test_scan_output_of_a_loop_that_never_runs_keeps_its_element_shape(isomer_bin, tmp_path, trips, cond):
+    """ONNX Runtime gives 0 elements of the body's [2, 3] (ONNX's inference knows that shape),
+    not an empty vector; isomer's runtime gave [0] for every loop of no iteration."""
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Add", ["v", "x"], ["v2"]),
+                              helper.make_node("Mul", ["v", "x"], ["sc"])], "body",
+                             [_vi("i", [], TensorProto.INT64), _vi("c", [], TensorProto.BOOL), _vi("v", [2, 3])],
+                             [_vi("c2", [], TensorProto.BOOL), _vi("v2", [2, 3]), _vi("sc", [2, 3])])
+    inits = [numpy_helper.from_array(np.zeros((2, 3), np.float32), "v0"),
+             numpy_helper.from_array(np.array(trips, np.int64), "trip"), numpy_helper.from_array(np.array(cond), "cond")]
+    m = _model([helper.make_node("Loop", ["trip", "cond", "v0"], ["y", "scan"], body=body)], [_vi("y"), _vi("scan")],
+               inits)
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    feeds = {"x": np.ones((2, 3), np.float32)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert want[1].shape == (0, 2, 3)
+    p = isomer_cli(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "out.npz",
+                   "--no-onnxruntime")
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "out.npz")
+    assert got["scan"].shape == (0, 2, 3)
+    np.testing.assert_array_equal(got["y"], want[0])
