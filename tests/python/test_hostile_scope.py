@@ -15,6 +15,9 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
   (same operator versions at another opset, references of the right type, nested calls)
   still run, matching ONNX Runtime.
+- A tensor inside a function body whose data is in an external file was written back as a
+  reference relative to the input's folder (the written model, elsewhere, failed in ONNX
+  Runtime), its path unchecked; it is read in, and a missing or escaping file is refused.
 - A Loop that runs no iteration (a trip count of 0, negative or INT64_MIN, or a condition that
   starts false) gave its scan outputs as empty vectors; ONNX Runtime gives 0 elements of the
   shape ONNX's inference knows for one, and so does isomer where its import knows it too.
@@ -245,3 +248,33 @@ def test_scan_output_of_a_loop_that_never_runs_keeps_its_element_shape(isomer_bi
     got = np.load(tmp_path / "out.npz")
     assert got["scan"].shape == (0, 2, 3)
     np.testing.assert_array_equal(got["y"], want[0])
+
+
+# --- tensors inside functions in external data ----------------------------------------------------
+
+def _function_with_external_constant(location):
+    t = onnx.TensorProto(name="cw", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=onnx.TensorProto.EXTERNAL)
+    for k, v in (("location", location), ("offset", "0"), ("length", "24")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    const = helper.make_node("Constant", [], ["c"], name="weights")
+    const.attribute.append(helper.make_attribute("value", t))
+    return _model([_call()], functions=[_fn("F", ["a"], ["b"], [const, helper.make_node("Add", ["a", "c"], ["b"])])])
+
+
+def test_function_tensor_in_external_data_travels_with_the_written_model(isomer_bin, tmp_path):
+    src, dst = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    dst.mkdir()
+    (src / "w.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    onnx.save(_function_with_external_constant("w.bin"), str(src / "model.onnx"))
+    p = isomer_cli(isomer_bin, "optimize", src / "model.onnx", "-o", dst / "opt.onnx", "--budget", "1")
+    assert p.returncode == 0, p.stderr
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(ort_outputs(dst / "opt.onnx", {"x": x}), ort_outputs(src / "model.onnx", {"x": x}))
+
+
+@pytest.mark.parametrize("location", ["missing.bin", "../" * 8 + "etc/passwd"])
+def test_function_tensor_in_bad_external_data_is_refused(isomer_bin, tmp_path, location):
+    _refused(isomer_bin, tmp_path, _function_with_external_constant(location), "function 'local.fn:F'",
+             "node 'weights' (Constant)")
