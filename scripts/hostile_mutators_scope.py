@@ -2,7 +2,7 @@
 says about where its names and operators come from. Model-local functions beyond one call
 (nested, attribute references passed down, default attribute values, their own opset, an If
 inside the body, a call inside a Loop body, outputs left unused or never produced, names from
-outside the function, a standard operator's name in a foreign domain, overloads), opset
+outside the function, a standard operator's name in a foreign domain, tensors in external data), opset
 imports that name one domain twice or a training domain, attributes that refer to a function
 attribute outside any function or whose declared type is not the one set, Constant nodes with
 two values or none, graph outputs that are graph inputs or initializers or listed twice,
@@ -12,6 +12,8 @@ a newline, a carriage return or a terminal escape.
 Each mutator builds a small model of its own (the source is ignored) and returns (model, note)
 or (model, note, bad_index), as hostile_mutators_semantic.py's do.
 """
+import os
+
 import numpy as np
 from onnx import AttributeProto, TensorProto, helper
 
@@ -46,7 +48,8 @@ def m_function_scope(m, rng, wd):
     call, outputs unused or unproduced, outer names, standard names in a foreign domain."""
     how = rng.choice(["nested", "nested_ref", "default_attr", "default_overridden", "own_opset", "if_inside",
                       "in_loop", "unused_output", "unproduced_output", "outer_name", "std_name_foreign",
-                      "std_name_std_domain", "empty_body", "ref_type_mismatch", "input_twice"])
+                      "std_name_std_domain", "empty_body", "ref_type_mismatch", "input_twice", "external_const",
+                      "external_escape"])
     x, y = _vi("x", TensorProto.FLOAT, [2, 3]), _vi("y", TensorProto.FLOAT, None)
     relu_neg = [helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Neg", ["r"], ["b"])]
     call = helper.make_node("F", ["x"], ["y"], domain=FN)
@@ -102,6 +105,17 @@ def m_function_scope(m, rng, wd):
     elif how == "std_name_std_domain":
         fns = [_fn("Relu", ["a"], ["b"], [helper.make_node("Sigmoid", ["a"], ["b"])], domain="")]
         call = helper.make_node("Relu", ["x"], ["y"])
+    elif how in ("external_const", "external_escape"):
+        # A Constant inside the body whose data is in a file beside the model (or outside its folder).
+        with open(os.path.join(wd, "w.bin"), "wb") as f:
+            f.write(np.arange(6, dtype=np.float32).tobytes())
+        t = TensorProto(name="cw", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
+        for k, v in (("location", "w.bin" if how == "external_const" else "../" * 8 + "etc/passwd"), ("offset", "0"),
+                     ("length", "24")):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        fns = [_fn("F", ["a"], ["b"], [helper.make_node("Constant", [], ["c"], value=t),
+                                       helper.make_node("Add", ["a", "c"], ["b"])])]
     elif how == "empty_body":
         fns = [_fn("F", ["a"], ["a"], [])]
     else:  # input_twice
