@@ -95,6 +95,14 @@ class SubgraphChecker {
     for (const auto& t : g.initializer()) {
       if (s.names.insert(t.name()).second) s.declare(t);
     }
+    for (const auto& sp : g.sparse_initializer()) {
+      if (!s.names.insert(sp.values().name()).second) continue;
+      onnx::TensorProto dense;  // the type it declares: the values' element type, its dims
+      dense.set_data_type(sp.values().data_type());
+      *dense.mutable_dims() = sp.dims();
+      dense.set_name(sp.values().name());
+      s.declare(dense);
+    }
     for (const auto& node : g.node()) {
       for (const auto& o : node.output()) {
         if (o.empty()) continue;

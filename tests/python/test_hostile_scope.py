@@ -18,6 +18,9 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
 - A tensor inside a function body whose data is in an external file was written back as a
   reference relative to the input's folder (the written model, elsewhere, failed in ONNX
   Runtime), its path unchecked; it is read in, and a missing or escaping file is refused.
+- A sparse initializer of an If branch was taken for an undefined name (a valid model refused),
+  and a sparse tensor's external data (in a body, or a Constant's sparse_value) was written
+  back relative to the input's folder.
 - A Loop that runs no iteration (a trip count of 0, negative or INT64_MIN, or a condition that
   starts false) gave its scan outputs as empty vectors; ONNX Runtime gives 0 elements of the
   shape ONNX's inference knows for one, and so does isomer where its import knows it too.
@@ -278,3 +281,48 @@ def test_function_tensor_in_external_data_travels_with_the_written_model(isomer_
 def test_function_tensor_in_bad_external_data_is_refused(isomer_bin, tmp_path, location):
     _refused(isomer_bin, tmp_path, _function_with_external_constant(location), "function 'local.fn:F'",
              "node 'weights' (Constant)")
+
+
+# --- sparse tensors inside bodies and attributes -------------------------------------------------
+
+def _external(name, array, location, folder):
+    (folder / location).write_bytes(array.tobytes())
+    t = numpy_helper.from_array(array, name)
+    t.ClearField("raw_data")
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", str(array.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+@pytest.mark.parametrize("where", ["branch_initializer", "constant_attribute"])
+def test_sparse_tensor_in_a_body_or_attribute_runs_and_travels(isomer_bin, tmp_path, where):
+    """A sparse initializer of an If branch was taken for an undefined name (the model was
+    refused; ONNX Runtime runs it), and a sparse tensor's external data, in a branch or in a
+    Constant's sparse_value, was written back relative to the input's folder."""
+    src, dst = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    dst.mkdir()
+    values = _external("sw", np.array([5.0, 7.0], np.float32), "v.bin", src)
+    sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([1, 4], np.int64), "i"), [2, 3])
+    if where == "branch_initializer":
+        then = helper.make_graph([helper.make_node("Add", ["x", "sw"], ["tb"])], "then", [], [_vi("tb")])
+        then.sparse_initializer.append(sparse)
+    else:
+        then = helper.make_graph([helper.make_node("Constant", [], ["sw"], sparse_value=sparse),
+                                  helper.make_node("Add", ["x", "sw"], ["tb"])], "then", [], [_vi("tb")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["eb"])], "else", [], [_vi("eb")])
+    m = _model(_cond_nodes() + [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+               inits=[_zero()])
+    onnx.save(m, str(src / "model.onnx"))
+    x = np.ones((2, 3), np.float32)
+    want = ort_outputs(src / "model.onnx", {"x": x})
+    np.savez(tmp_path / "in.npz", x=x)
+    p = isomer_cli(isomer_bin, "run", src / "model.onnx", "--inputs", tmp_path / "in.npz", "--outputs",
+                   tmp_path / "out.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], want)
+    p = isomer_cli(isomer_bin, "optimize", src / "model.onnx", "-o", dst / "opt.onnx", "--budget", "1")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(ort_outputs(dst / "opt.onnx", {"x": x}), want)
