@@ -204,7 +204,7 @@ def m_output_scope(m, rng, wd):
     fed on to another node; a subgraph output that is an outer value; the scan output of a
     Loop that runs no iteration."""
     how = rng.choice(["output_is_input", "output_is_init", "output_twice", "output_is_input_and_more",
-                      "output_fed_on", "branch_outer", "input_twice", "loop_none"])
+                      "output_fed_on", "branch_outer", "input_twice", "loop_none", "branch_sparse"])
     x = _vi("x", TensorProto.FLOAT, [2, 3])
     w = _init("w", np.arange(6).reshape(2, 3), np.float32)
     if how == "output_is_input":
@@ -222,6 +222,22 @@ def m_output_scope(m, rng, wd):
         return _model(nodes, [x], [_vi("r"), _vi("y")], [w]), f"output_scope {how}"
     if how == "branch_outer":
         then = helper.make_graph([], "then", [], [_vi("x", TensorProto.FLOAT, [2, 3])])
+        other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [], [_vi("n")])
+        nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                 helper.make_node("Greater", ["s", "z"], ["c"]),
+                 helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+        return _model(nodes, [x], [_vi("y")], [_init("z", 0.0, np.float32)]), f"output_scope {how}"
+    if how == "branch_sparse":
+        # A branch reads a sparse initializer of its own (its values in a file beside the model).
+        vals = np.array([5.0, 7.0], np.float32)
+        with open(os.path.join(wd, "v.bin"), "wb") as f:
+            f.write(vals.tobytes())
+        values = TensorProto(name="sw", data_type=TensorProto.FLOAT, dims=[2], data_location=TensorProto.EXTERNAL)
+        for k, v in (("location", "v.bin"), ("offset", "0"), ("length", "8")):
+            e = values.external_data.add()
+            e.key, e.value = k, v
+        then = helper.make_graph([helper.make_node("Add", ["x", "sw"], ["tb"])], "then", [], [_vi("tb")])
+        then.sparse_initializer.append(helper.make_sparse_tensor(values, _init("i", [1, 4]), [2, 3]))
         other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [], [_vi("n")])
         nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
                  helper.make_node("Greater", ["s", "z"], ["c"]),
