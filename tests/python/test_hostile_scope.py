@@ -21,6 +21,8 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
 - A sparse initializer of an If branch was taken for an undefined name (a valid model refused),
   and a sparse tensor's external data (in a body, or a Constant's sparse_value) was written
   back relative to the input's folder.
+- An If branch whose initializer shadows an outer value the other branch reads did not compile
+  on the runtime (each branch was handed every outer value of the node, its own x too).
 - A Loop that runs no iteration (a trip count of 0, negative or INT64_MIN, or a condition that
   starts false) gave its scan outputs as empty vectors; ONNX Runtime gives 0 elements of the
   shape ONNX's inference knows for one, and so does isomer where its import knows it too.
@@ -326,3 +328,23 @@ def test_sparse_tensor_in_a_body_or_attribute_runs_and_travels(isomer_bin, tmp_p
     p = isomer_cli(isomer_bin, "optimize", src / "model.onnx", "-o", dst / "opt.onnx", "--budget", "1")
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(ort_outputs(dst / "opt.onnx", {"x": x}), want)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_branch_initializer_shadowing_an_outer_value_the_other_branch_reads(isomer_bin, tmp_path, sign):
+    """onnx.checker accepts it; the then-branch's own x stands (ONNX Runtime's optimized session
+    gives 20, its unoptimized one reads the outer x). The runtime handed both branches the outer
+    x too, and the then-branch (which defined x itself) did not compile."""
+    then = helper.make_graph([helper.make_node("Add", ["x", "x"], ["tb"])], "then", [], [_vi("tb")],
+                             [numpy_helper.from_array(np.full((2, 3), 10, np.float32), "x")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["eb"])], "else", [], [_vi("eb")])
+    m = _model(_cond_nodes() + [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+               inits=[_zero()])
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    x = np.full((2, 3), sign, np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    p = isomer_cli(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "out.npz",
+                   "--no-onnxruntime")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], np.full((2, 3), 20.0) if sign > 0 else -x)
