@@ -123,16 +123,20 @@ TRIAGED = [
      "a node of a vendor domain: ONNX Runtime refuses it for want of that domain's custom-op library, not because "
      "the model is invalid; `optimize` keeps it verbatim, `run` refuses it (a node of an ONNX domain that lacks its "
      "operator, such as ai.onnx.ml, isomer refuses)"),
-    ("index|const_index", ("optimize",), r"run-time index", r"", r"",
+    ("index|const_index", ("optimize", "cost"), r"run-time index", r"", r"",
      "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
      "model, `run` refuses the inputs"),
     ("index", ("optimize",), r"constant index", r"", r"",
      "an index out of range is an error when the node runs (ONNX Runtime fails only then); isomer refuses a constant "
      "one where it imports the node, but not inside an If/Loop/Scan body it keeps verbatim, and `optimize` does not "
      "run a model it leaves unchanged (`run` refuses it)"),
-    ("numbers", ("optimize",), r"gather_runtime", r"", r"",
+    ("numbers", ("optimize", "cost"), r"gather_runtime", r"", r"",
      "the model is valid, the inputs the campaign feeds are not (an index out of range): `optimize` writes the "
-     "model, `run` refuses the inputs"),
+     "model, `cost` prices it without running it, `run` refuses the inputs"),
+    ("sparse_external", ("optimize",), r"sparse_external 500000x", r"ONNX Runtime runs it", r"out of memory",
+     "a 2 GB initializer through the Python module, under the campaign's 6 GB address-space limit: "
+     "isomer.optimize returns an onnx.ModelProto that holds the weight inline, besides the model it read; it "
+     "refuses with one line naming the file (the CLI writes such a model with external data)"),
     ("names", ("optimize",), r"dup_node_names", r"ONNX Runtime cannot run the optimized model",
      r"", "node names repeated: onnx.checker accepts them, ONNX Runtime refuses them (as the IR's text asks); the "
      "model isomer writes keeps them as written, and its outputs match the reference with unique names"),
