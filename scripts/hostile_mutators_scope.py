@@ -49,7 +49,7 @@ def m_function_scope(m, rng, wd):
     how = rng.choice(["nested", "nested_ref", "default_attr", "default_overridden", "own_opset", "if_inside",
                       "in_loop", "unused_output", "unproduced_output", "outer_name", "std_name_foreign",
                       "std_name_std_domain", "empty_body", "ref_type_mismatch", "input_twice", "external_const",
-                      "external_escape"])
+                      "external_escape", "overload", "overload_missing"])
     x, y = _vi("x", TensorProto.FLOAT, [2, 3]), _vi("y", TensorProto.FLOAT, None)
     relu_neg = [helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Neg", ["r"], ["b"])]
     call = helper.make_node("F", ["x"], ["y"], domain=FN)
@@ -116,6 +116,14 @@ def m_function_scope(m, rng, wd):
             e.key, e.value = k, v
         fns = [_fn("F", ["a"], ["b"], [helper.make_node("Constant", [], ["c"], value=t),
                                        helper.make_node("Add", ["a", "c"], ["b"])])]
+    elif how in ("overload", "overload_missing"):
+        # IR 10's overloads: two functions F, told apart by the name a call gives.
+        fns = []
+        for overload, op in (("relu", "Relu"), ("neg", "Neg")):
+            f = _fn("F", ["a"], ["b"], [helper.make_node(op, ["a"], ["b"])])
+            f.overload = overload
+            fns.append(f)
+        call.overload = "neg" if how == "overload" else rng.choice(["", "other"])
     elif how == "empty_body":
         fns = [_fn("F", ["a"], ["a"], [])]
     else:  # input_twice

@@ -92,6 +92,7 @@ class FunctionChecker {
     check_recursion();
     for_each_node(model_.graph(), [&](const onnx::NodeProto& n) {
       const onnx::FunctionProto* callee = called(n);
+      require_overload_defined(n, callee, "");
       if (!callee) return;
       require(imported_by_model(n.domain()), describe_proto(n) + ": calls model-local function '" +
                                                  key_name(key_of(*callee)) + "', but the model imports no opset of " +
@@ -106,6 +107,21 @@ class FunctionChecker {
   const onnx::FunctionProto* called(const onnx::NodeProto& n) const {
     auto it = functions_.find(Key{n.domain(), n.op_type(), overload_of(n, kNodeOverload)});
     return it == functions_.end() ? nullptr : it->second;
+  }
+
+  // A node that names a model-local function whose overloads (IR 10) do not include the
+  // one it asks for calls nothing: ONNX Runtime finds no such operator.
+  void require_overload_defined(const onnx::NodeProto& n, const onnx::FunctionProto* callee,
+                                const std::string& where) const {
+    if (callee) return;
+    std::string defined;
+    for (const auto& [key, f] : functions_)
+      if (std::get<0>(key) == n.domain() && std::get<1>(key) == n.op_type())
+        defined += (defined.empty() ? "'" : ", '") + std::get<2>(key) + "'";
+    if (defined.empty()) return;
+    const std::string asked = overload_of(n, kNodeOverload);
+    throw Error(where + describe_proto(n) + ": calls model-local function '" + n.domain() + ":" + n.op_type() +
+                "' with overload '" + asked + "', but the model defines it only with overload(s) " + defined);
   }
 
   bool imported_by_model(const std::string& domain) const {
@@ -124,6 +140,7 @@ class FunctionChecker {
       if (std::string why = missing_operator(n, f.opset_import(), model_.functions()); !why.empty())
         throw Error(where + describe_proto(n) + ": " + why);
       check_body_version(n, f, where);
+      require_overload_defined(n, called(n), where);
       if (const onnx::FunctionProto* callee = called(n)) {
         check_call(n, *callee, where);
         callees.insert(key_of(*callee));

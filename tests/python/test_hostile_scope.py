@@ -8,7 +8,8 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   function body, was read as its unset value field (0); it is refused.
 - Model-local function bodies: a node that reads a name neither an input of the function nor
   an earlier node defines (a function has no enclosing scope), an output defined twice, a
-  function output nothing defines, a call that leaves a trailing output off (onnx's inference
+  function output nothing defines, a call of an overload no function defines (IR 10), a call
+  that leaves a trailing output off (onnx's inference
   and ONNX Runtime refuse it; "" names an unused one), an attribute reference of another type than the call (or
   the calling function's reference) gives, and a body operator whose version at the
   function's opset is not its version at the model's (Squeeze-11 in a model of opset 21)
@@ -348,3 +349,21 @@ def test_branch_initializer_shadowing_an_outer_value_the_other_branch_reads(isom
                    "--no-onnxruntime")
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], np.full((2, 3), 20.0) if sign > 0 else -x)
+
+
+@pytest.mark.parametrize("asked", ["neg", "", "other"])
+def test_call_of_an_overload_the_model_does_not_define_is_refused(isomer_bin, tmp_path, asked):
+    if not hasattr(onnx.FunctionProto(), "overload"):
+        pytest.skip("this onnx predates IR 10's overloads")
+    fns = []
+    for overload, op in (("relu", "Relu"), ("neg", "Neg")):
+        f = _fn("F", ["a"], ["b"], [helper.make_node(op, ["a"], ["b"])])
+        f.overload = overload
+        fns.append(f)
+    call = _call()
+    call.overload = asked
+    m = _model([call], functions=fns)
+    if asked == "neg":
+        _runs_like_ort(isomer_bin, tmp_path, m)
+    else:
+        _refused(isomer_bin, tmp_path, m, f"with overload '{asked}'", "only with overload(s) 'neg', 'relu'")
