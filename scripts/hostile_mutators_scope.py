@@ -35,6 +35,17 @@ def _ref(name, ref, kind=AttributeProto.FLOAT):
     return a
 
 
+def _external(name, array, wd, location=None):
+    """A float tensor whose data is in the file w_<name>.bin of `wd` (`location`: where it says it is)."""
+    with open(os.path.join(wd, f"w_{name}.bin"), "wb") as f:
+        f.write(array.tobytes())
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=array.shape, data_location=TensorProto.EXTERNAL)
+    for k, v in (("location", location or f"w_{name}.bin"), ("offset", "0"), ("length", str(array.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
 def _with_fns(nodes, inputs, outputs, fns, inits=(), opset=21):
     m = _model(nodes, inputs, outputs, inits, opset=opset)
     m.functions.extend(fns)
@@ -107,13 +118,8 @@ def m_function_scope(m, rng, wd):
         call = helper.make_node("Relu", ["x"], ["y"])
     elif how in ("external_const", "external_escape"):
         # A Constant inside the body whose data is in a file beside the model (or outside its folder).
-        with open(os.path.join(wd, "w.bin"), "wb") as f:
-            f.write(np.arange(6, dtype=np.float32).tobytes())
-        t = TensorProto(name="cw", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
-        for k, v in (("location", "w.bin" if how == "external_const" else "../" * 8 + "etc/passwd"), ("offset", "0"),
-                     ("length", "24")):
-            e = t.external_data.add()
-            e.key, e.value = k, v
+        t = _external("cw", np.arange(6, dtype=np.float32).reshape(2, 3), wd,
+                      "w.bin" if how == "external_const" else "../" * 8 + "etc/passwd")
         fns = [_fn("F", ["a"], ["b"], [helper.make_node("Constant", [], ["c"], value=t),
                                        helper.make_node("Add", ["a", "c"], ["b"])])]
     elif how in ("overload", "overload_missing"):
@@ -237,13 +243,7 @@ def m_output_scope(m, rng, wd):
         return _model(nodes, [x], [_vi("y")], [_init("z", 0.0, np.float32)]), f"output_scope {how}"
     if how == "branch_sparse":
         # A branch reads a sparse initializer of its own (its values in a file beside the model).
-        vals = np.array([5.0, 7.0], np.float32)
-        with open(os.path.join(wd, "v.bin"), "wb") as f:
-            f.write(vals.tobytes())
-        values = TensorProto(name="sw", data_type=TensorProto.FLOAT, dims=[2], data_location=TensorProto.EXTERNAL)
-        for k, v in (("location", "v.bin"), ("offset", "0"), ("length", "8")):
-            e = values.external_data.add()
-            e.key, e.value = k, v
+        values = _external("sw", np.array([5.0, 7.0], np.float32), wd)
         then = helper.make_graph([helper.make_node("Add", ["x", "sw"], ["tb"])], "then", [], [_vi("tb")])
         then.sparse_initializer.append(helper.make_sparse_tensor(values, _init("i", [1, 4]), [2, 3]))
         other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [], [_vi("n")])

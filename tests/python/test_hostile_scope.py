@@ -258,11 +258,21 @@ def test_scan_output_of_a_loop_that_never_runs_keeps_its_element_shape(isomer_bi
 
 # --- tensors inside functions in external data ----------------------------------------------------
 
-def _function_with_external_constant(location):
-    t = onnx.TensorProto(name="cw", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=onnx.TensorProto.EXTERNAL)
-    for k, v in (("location", location), ("offset", "0"), ("length", "24")):
+def _external(name, array, location, folder=None):
+    """`array` as a tensor whose data is at `location` (written there, in `folder`, if given)."""
+    if folder is not None:
+        (folder / location).write_bytes(array.tobytes())
+    t = numpy_helper.from_array(array, name)
+    t.ClearField("raw_data")
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", str(array.nbytes))):
         e = t.external_data.add()
         e.key, e.value = k, v
+    return t
+
+
+def _function_with_external_constant(location):
+    t = _external("cw", np.arange(6, dtype=np.float32).reshape(2, 3), location)
     const = helper.make_node("Constant", [], ["c"], name="weights")
     const.attribute.append(helper.make_attribute("value", t))
     return _model([_call()], functions=[_fn("F", ["a"], ["b"], [const, helper.make_node("Add", ["a", "c"], ["b"])])])
@@ -287,17 +297,6 @@ def test_function_tensor_in_bad_external_data_is_refused(isomer_bin, tmp_path, l
 
 
 # --- sparse tensors inside bodies and attributes -------------------------------------------------
-
-def _external(name, array, location, folder):
-    (folder / location).write_bytes(array.tobytes())
-    t = numpy_helper.from_array(array, name)
-    t.ClearField("raw_data")
-    t.data_location = onnx.TensorProto.EXTERNAL
-    for k, v in (("location", location), ("offset", "0"), ("length", str(array.nbytes))):
-        e = t.external_data.add()
-        e.key, e.value = k, v
-    return t
-
 
 @pytest.mark.parametrize("where", ["branch_initializer", "constant_attribute"])
 def test_sparse_tensor_in_a_body_or_attribute_runs_and_travels(isomer_bin, tmp_path, where):
