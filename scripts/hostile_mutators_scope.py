@@ -58,6 +58,7 @@ def m_function_scope(m, rng, wd):
     down by reference or defaulted, a body at another opset, control flow inside or around the
     call, outputs unused or unproduced, outer names, standard names in a foreign domain."""
     how = rng.choice(["nested", "nested_ref", "default_attr", "default_overridden", "own_opset", "if_inside",
+                      "if_returns_input",
                       "in_loop", "unused_output", "unproduced_output", "outer_name", "std_name_foreign",
                       "std_name_std_domain", "empty_body", "ref_type_mismatch", "input_twice", "external_const",
                       "external_escape", "overload", "overload_missing"])
@@ -86,8 +87,9 @@ def m_function_scope(m, rng, wd):
         # The body speaks opset 11 (Squeeze's axes an attribute); the graph opset 21.
         body = [helper.make_node("Unsqueeze", ["a"], ["u"], axes=[0]), helper.make_node("Squeeze", ["u"], ["b"], axes=[0])]
         fns = [_fn("F", ["a"], ["b"], body, opset=11)]
-    elif how == "if_inside":
-        then = helper.make_graph([helper.make_node("Relu", ["a"], ["tb"])], "then", [], [_vi("tb")])
+    elif how in ("if_inside", "if_returns_input"):
+        then = helper.make_graph([helper.make_node("Relu", ["a"], ["tb"])], "then", [], [_vi("tb")]) \
+            if how == "if_inside" else helper.make_graph([], "then", [], [_vi("a", dims=[2, 3])])
         other = helper.make_graph([helper.make_node("Neg", ["a"], ["eb"])], "else", [], [_vi("eb")])
         body = [helper.make_node("ReduceSum", ["a"], ["s"], keepdims=0),
                 helper.make_node("Constant", [], ["z"], value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),

@@ -188,6 +188,26 @@ class FunctionChecker {
     }
     for (const auto& out : f.output())
       require(defined.count(out), where + "returns '" + out + "', which nothing in the function defines");
+    // A body inside the function returns what it defines itself (as check_subgraphs holds
+    // the graph's bodies to).
+    for_each_node(f, [&](const onnx::NodeProto& n) {
+      for (const auto& a : n.attribute()) {
+        std::vector<const onnx::GraphProto*> bodies;
+        if (a.has_g()) bodies.push_back(&a.g());
+        for (const auto& g : a.graphs()) bodies.push_back(&g);
+        for (const onnx::GraphProto* g : bodies) {
+          std::unordered_set<std::string> own;
+          for (const auto& in : g->input()) own.insert(in.name());
+          for (const auto& t : g->initializer()) own.insert(t.name());
+          for (const auto& sp : g->sparse_initializer()) own.insert(sp.values().name());
+          for (const auto& m : g->node()) own.insert(m.output().begin(), m.output().end());
+          for (const auto& out : g->output())
+            require(own.count(out.name()), where + describe_proto(n) + " " + a.name() + ": output '" + out.name() +
+                                               "' is not defined in the " + a.name() +
+                                               " (a body may read a value from outside, not return it as it is)");
+        }
+      }
+    });
   }
 
   // The attributes of `f`'s body that refer to the call's attribute `name` and declare

@@ -1,7 +1,8 @@
 """Hostile models of the campaign's ninth family (scripts/hostile_mutators_scope.py): where a
 model's names and attributes come from. Each class it found, rebuilt here as a small file.
 
-- A body (If branch, Loop or Scan body) that returns a value of the enclosing graph as it is:
+- A body (If branch, Loop or Scan body, in the graph or in a function) that returns a value of
+  the enclosing graph as it is:
   onnx.checker and ONNX Runtime refuse it; isomer ran it and `optimize` wrote it back. It is
   refused naming the node and the body; a body that returns its own input still runs.
 - An attribute that refers to a function attribute (ref_attr_name) in the graph, outside any
@@ -366,3 +367,14 @@ def test_call_of_an_overload_the_model_does_not_define_is_refused(isomer_bin, tm
         _runs_like_ort(isomer_bin, tmp_path, m)
     else:
         _refused(isomer_bin, tmp_path, m, f"with overload '{asked}'", "only with overload(s) 'neg', 'relu'")
+
+
+def test_body_inside_a_function_returning_an_outer_value_is_refused(isomer_bin, tmp_path):
+    then = helper.make_graph([], "then", [], [_vi("a", [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["a"], ["n"])], "else", [], [_vi("n")])
+    body = [helper.make_node("ReduceSum", ["a"], ["s"], keepdims=0),
+            helper.make_node("Constant", [], ["z"], value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
+            helper.make_node("Greater", ["s", "z"], ["c"]),
+            helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other)]
+    m = _model([_call()], functions=[_fn("F", ["a"], ["b"], body)])
+    _refused(isomer_bin, tmp_path, m, "function 'local.fn:F'", "then_branch: output 'a' is not defined")
