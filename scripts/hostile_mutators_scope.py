@@ -58,7 +58,7 @@ def m_function_scope(m, rng, wd):
     down by reference or defaulted, a body at another opset, control flow inside or around the
     call, outputs unused or unproduced, outer names, standard names in a foreign domain."""
     how = rng.choice(["nested", "nested_ref", "default_attr", "default_overridden", "own_opset", "if_inside",
-                      "if_returns_input",
+                      "if_returns_input", "default_type_lies",
                       "in_loop", "unused_output", "unproduced_output", "outer_name", "std_name_foreign",
                       "std_name_std_domain", "empty_body", "ref_type_mismatch", "input_twice", "external_const",
                       "external_escape", "overload", "overload_missing"])
@@ -77,10 +77,11 @@ def m_function_scope(m, rng, wd):
         mid.attribute.append(_ref("slope", "s", AttributeProto.FLOAT if how == "nested_ref" else AttributeProto.INT))
         fns = [_fn("F", ["a"], ["b"], [mid], attributes=["s"]), _fn("G", ["a"], ["b"], [inner], attributes=["slope"])]
         call = helper.make_node("F", ["x"], ["y"], domain=FN, s=0.125 if how == "nested_ref" else 3)
-    elif how in ("default_attr", "default_overridden"):
+    elif how in ("default_attr", "default_overridden", "default_type_lies"):
         inner = helper.make_node("LeakyRelu", ["a"], ["b"])
         inner.attribute.append(_ref("alpha", "slope"))
-        fns = [_fn("F", ["a"], ["b"], [inner], defaults=[helper.make_attribute("slope", 0.3)])]
+        fns = [_fn("F", ["a"], ["b"], [inner],
+                   defaults=[helper.make_attribute("slope", 0.3 if how != "default_type_lies" else 3)])]
         if how == "default_overridden":
             call = helper.make_node("F", ["x"], ["y"], domain=FN, slope=0.05)
     elif how == "own_opset":

@@ -37,6 +37,23 @@ std::string overload_of(const Message& m, int field) {
   return "";
 }
 
+// IR 9's attribute_proto (FunctionProto field 11: attributes with default values), which
+// this libonnx parses as unknown fields too.
+constexpr int kFunctionAttributeProto = 11;
+
+std::vector<onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f) {
+  std::vector<onnx::AttributeProto> out;
+  const google::protobuf::UnknownFieldSet& unknown = f.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    if (unknown.field(i).number() != kFunctionAttributeProto ||
+        unknown.field(i).type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::AttributeProto a;
+    if (a.ParseFromString(unknown.field(i).length_delimited())) out.push_back(std::move(a));
+  }
+  return out;
+}
+
 using Key = std::tuple<std::string, std::string, std::string>;  // domain, name, overload
 
 std::string key_name(const Key& k) {
@@ -133,6 +150,10 @@ class FunctionChecker {
   void check_body(const Key& key, const onnx::FunctionProto& f) {
     const std::string where = "model-local function '" + key_name(key) + "' ";
     check_body_names(f, where);
+    for (const auto& d : attribute_defaults(f))  // for calls that leave the attribute out
+      if (std::string clash = ref_type_clash(f, d.name(), attribute_type(d)); !clash.empty())
+        throw Error(where + "gives attribute '" + d.name() + "' a default of type " +
+                    onnx::AttributeProto::AttributeType_Name(attribute_type(d)) + ", but " + clash);
     std::set<Key>& callees = calls_[key];
     for_each_node(f, [&](const onnx::NodeProto& n) {
       require(imports_exactly(f.opset_import(), n.domain()),

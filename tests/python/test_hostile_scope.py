@@ -378,3 +378,12 @@ def test_body_inside_a_function_returning_an_outer_value_is_refused(isomer_bin, 
             helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other)]
     m = _model([_call()], functions=[_fn("F", ["a"], ["b"], body)])
     _refused(isomer_bin, tmp_path, m, "function 'local.fn:F'", "then_branch: output 'a' is not defined")
+
+
+def test_attribute_default_of_another_type_than_its_reference_is_refused(isomer_bin, tmp_path):
+    leaky = helper.make_node("LeakyRelu", ["a"], ["b"])
+    leaky.attribute.append(_ref("alpha", "slope"))
+    f = _fn("F", ["a"], ["b"], [leaky])
+    f.attribute_proto.append(helper.make_attribute("slope", 3))
+    _refused(isomer_bin, tmp_path, _model([_call()], functions=[f]), "attribute 'slope' a default of type INT",
+             "of type FLOAT")
