@@ -11,7 +11,7 @@ model's names and attributes come from. Each class it found, rebuilt here as a s
   an earlier node defines (a function has no enclosing scope), an output defined twice, a
   function output nothing defines, a call of an overload no function defines (IR 10), a call
   that leaves a trailing output off (onnx's inference
-  and ONNX Runtime refuse it; "" names an unused one), an attribute reference of another type than the call (or
+  and ONNX Runtime refuse it; "" names an unused one), an attribute reference of another type than the call (its default, or
   the calling function's reference) gives, and a body operator whose version at the
   function's opset is not its version at the model's (Squeeze-11 in a model of opset 21)
   passed through `optimize` to fail in ONNX Runtime; they are refused. Functions that agree
