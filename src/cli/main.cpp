@@ -4,22 +4,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <string>
 
 #include "cli/commands.h"
 #include "ir/error.h"
-
-namespace {
-
-// A failure is one line: a newline in the message (from a name read out of a hostile
-// file) is written as \x0a, as Error writes the other control characters.
-std::string one_line(const char* what) {
-  std::string out;
-  for (char c : isomer::printable_message(what)) out += c == '\n' ? std::string("\\x0a") : std::string(1, c);
-  return out;
-}
-
-}  // namespace
+#include "ir/error_line.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"isomer: a superoptimizer for tensor programs (ONNX in, faster equivalent ONNX out)"};
@@ -32,13 +20,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const isomer::Error& e) {
-    std::fprintf(stderr, "isomer: error: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "isomer: error: %s\n", isomer::one_line_message(e.what()).c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "isomer: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "isomer: error: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "isomer: error: %s\n", isomer::one_line_message(e.what()).c_str());
     return 1;
   }
 }

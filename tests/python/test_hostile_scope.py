@@ -387,3 +387,13 @@ def test_attribute_default_of_another_type_than_its_reference_is_refused(isomer_
     f.attribute_proto.append(helper.make_attribute("slope", 3))
     _refused(isomer_bin, tmp_path, _model([_call()], functions=[f]), "attribute 'slope' a default of type INT",
              "of type FLOAT")
+
+
+def test_python_module_error_is_the_cli_line(tmp_path):
+    isomer = pytest.importorskip("isomer")
+    m = _model([helper.make_node("Softmax", ["x"], ["y"], axis=5, name="a\nb")])
+    path = tmp_path / "model.onnx"
+    onnx.save(m, str(path))
+    with pytest.raises(isomer.Error) as e:
+        isomer.optimize(str(path), budget=1.0)
+    assert "\n" not in str(e.value) and "node 'a\\x0ab' (Softmax)" in str(e.value), str(e.value)
