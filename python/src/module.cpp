@@ -21,6 +21,7 @@
 #include "check/open_dims.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
+#include "ir/error_line.h"
 #include "ir/graph.h"
 #include "onnx/onnx_io.h"
 #include "ops/op.h"
@@ -444,8 +445,15 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = ISOMER_VERSION;
 
   // Every user-facing failure in the C++ core is an isomer::Error; it surfaces as
-  // isomer.Error (a ValueError: bad input, not a bug) with the CLI's message.
-  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  // isomer.Error (a ValueError: bad input, not a bug) with the CLI's one-line message.
+  static py::exception<Error> error_type(m, "Error", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      PyErr_SetString(error_type.ptr(), one_line_message(e.what()).c_str());
+    }
+  });
 
   py::class_<Value>(m, "Value", "one output of a node in a graph being built")
       .def_property_readonly("dtype", [](const Value& v) { return std::string(dtype_name(v.type().dtype)); })

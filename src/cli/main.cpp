@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "ir/error.h"
+#include "ir/error_line.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"isomer: a superoptimizer for tensor programs (ONNX in, faster equivalent ONNX out)"};
@@ -19,13 +20,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const isomer::Error& e) {
-    std::fprintf(stderr, "isomer: error: %s\n", e.what());
+    std::fprintf(stderr, "isomer: error: %s\n", isomer::one_line_message(e.what()).c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "isomer: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "isomer: error: %s\n", e.what());
+    std::fprintf(stderr, "isomer: error: %s\n", isomer::one_line_message(e.what()).c_str());
     return 1;
   }
 }

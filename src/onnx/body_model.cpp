@@ -1,5 +1,8 @@
 #include "onnx/body_model.h"
 
+#include <string>
+#include <unordered_set>
+
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
 #include "onnx/proto_util.h"
@@ -97,7 +100,25 @@ Graph import_body(const std::string& node_proto, const std::string& attribute, c
     g->mutable_input(i)->clear_type();
     tensor_type_to_proto(formal[i], g->mutable_input(i)->mutable_type());
   }
+  // The node's outer names are those of all its bodies: one body may define a name
+  // (an initializer that shadows the outer value) another reads from outside. There the
+  // body's own definition stands; the outer value, where it is an input, keeps its place
+  // under a name the body does not use.
+  std::unordered_set<std::string> own;
+  for (const auto& in : g->input()) own.insert(in.name());
+  for (const auto& t : g->initializer()) own.insert(t.name());
+  for (const auto& sp : g->sparse_initializer()) own.insert(sp.values().name());
+  for (const auto& n : g->node()) own.insert(n.output().begin(), n.output().end());
   for (size_t k = 0; k < names.size(); ++k) {
+    if (own.count(names[k])) {
+      if (outer[k].known) continue;
+      std::string unused = "outer " + std::to_string(k);
+      while (own.count(unused)) unused += "'";
+      onnx::ValueInfoProto* in = g->add_input();
+      in->set_name(unused);
+      tensor_type_to_proto(outer[k].type, in->mutable_type());
+      continue;
+    }
     if (outer[k].known) {
       onnx::TensorProto* t = g->add_initializer();
       tensor_to_proto(*outer[k].known, t);

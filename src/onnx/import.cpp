@@ -159,7 +159,20 @@ class Importer {
     info.graph_name = graph_.name();
     info.graph_doc_string = graph_.doc_string();
     for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
-    for (const auto& f : model_.functions()) info.functions.push_back(f.SerializeAsString());
+    // Functions are written back as they are: tensors inside them keep their data with
+    // them, wherever the model is written (as opaque nodes do).
+    for (const auto& f : model_.functions()) {
+      onnx::FunctionProto kept = f;
+      for (auto& n : *kept.mutable_node()) {
+        try {
+          inline_external_data(&n, base_dir_);
+        } catch (const Error& e) {
+          throw Error("model-local function '" + f.domain() + ":" + f.name() + "' " + describe_proto(n) + ": " +
+                      e.what());
+        }
+      }
+      info.functions.push_back(kept.SerializeAsString());
+    }
     if (std::string extras = collect_extras(model_); !extras.empty())
       info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
     return info;
@@ -538,7 +551,9 @@ class Importer {
       // Node::make_op names the node itself; the message here names it once.
       std::string why = e.what();
       const std::string who = node.name().empty() ? node.op_type() : "'" + node.name() + "' (" + node.op_type() + ")";
-      if (why.rfind("node " + who + ": ", 0) == 0) why = why.substr(who.size() + 7);
+      // (what() holds the name as Error printed it, control characters escaped.)
+      const std::string prefix = printable_message("node " + who + ": ");
+      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
       // On fully known inputs, a shape rule that fails where ONNX's own inference also
       // fails is a bad model; anything else is a form isomer does not handle yet.
       // A check of what ONNX defines (InvalidNode) and a shape past 64 bits refuse it outright.

@@ -95,6 +95,14 @@ class SubgraphChecker {
     for (const auto& t : g.initializer()) {
       if (s.names.insert(t.name()).second) s.declare(t);
     }
+    for (const auto& sp : g.sparse_initializer()) {
+      if (!s.names.insert(sp.values().name()).second) continue;
+      onnx::TensorProto dense;  // the type it declares: the values' element type, its dims
+      dense.set_data_type(sp.values().data_type());
+      *dense.mutable_dims() = sp.dims();
+      dense.set_name(sp.values().name());
+      s.declare(dense);
+    }
     for (const auto& node : g.node()) {
       for (const auto& o : node.output()) {
         if (o.empty()) continue;
@@ -110,8 +118,13 @@ class SubgraphChecker {
     for (const auto& node : g.node())
       for (const auto& i : node.input())
         require(i.empty() || s.has(i), where + " " + describe_proto(node) + " reads '" + i + "', which nothing defines");
-    for (const auto& out : g.output())
+    for (const auto& out : g.output()) {
       require(s.has(out.name()), where + ": output '" + out.name() + "' is produced by no node");
+      // ONNX's checker and ONNX Runtime hold a body to returning what it defines itself.
+      require(s.names.count(out.name()), where + ": output '" + out.name() +
+                                             "' is a value of the enclosing graph, which a body may read but not "
+                                             "return as it is (an Identity inside the body can pass it on)");
+    }
     for (const auto& node : g.node()) {
       const std::string path = where + " " + describe_proto(node);
       check_node(node, s, path);

@@ -13,8 +13,8 @@ namespace isomer::onnx_detail {
 
 // Checks, in every subgraph of `model`'s main graph (opset: the model's ai.onnx opset):
 //  - names: each defined once in its graph, no node output that redefines a name of an
-//    enclosing graph (ONNX's single-assignment rule), every name a node reads or the
-//    graph outputs defined in the graph or an enclosing one;
+//    enclosing graph (ONNX's single-assignment rule), every name a node reads defined
+//    in the graph or an enclosing one, every name the graph outputs in the graph itself;
 //  - the body's contract with its node: an If branch takes no inputs and yields one
 //    output per If output, of the same element types in both branches; a Loop body
 //    takes (iteration number, condition, N loop-carried values) and yields (condition,

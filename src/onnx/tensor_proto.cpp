@@ -206,8 +206,14 @@ onnx::TensorProto inline_tensor_proto(const onnx::TensorProto& t, const std::str
 }
 
 namespace {
+void inline_sparse(onnx::SparseTensorProto* sp, const std::string& base_dir) {
+  *sp->mutable_values() = inline_tensor_proto(sp->values(), base_dir);
+  *sp->mutable_indices() = inline_tensor_proto(sp->indices(), base_dir);
+}
+
 void inline_graph_external_data(onnx::GraphProto* g, const std::string& base_dir) {
   for (auto& t : *g->mutable_initializer()) t = inline_tensor_proto(t, base_dir);
+  for (auto& sp : *g->mutable_sparse_initializer()) inline_sparse(&sp, base_dir);
   for (auto& n : *g->mutable_node()) inline_external_data(&n, base_dir);
 }
 }  // namespace
@@ -216,6 +222,8 @@ void inline_external_data(onnx::NodeProto* node, const std::string& base_dir) {
   for (auto& a : *node->mutable_attribute()) {
     if (a.has_t()) *a.mutable_t() = inline_tensor_proto(a.t(), base_dir);
     for (auto& t : *a.mutable_tensors()) t = inline_tensor_proto(t, base_dir);
+    if (a.has_sparse_tensor()) inline_sparse(a.mutable_sparse_tensor(), base_dir);
+    for (auto& sp : *a.mutable_sparse_tensors()) inline_sparse(&sp, base_dir);
     if (a.has_g()) inline_graph_external_data(a.mutable_g(), base_dir);
     for (auto& g : *a.mutable_graphs()) inline_graph_external_data(&g, base_dir);
   }

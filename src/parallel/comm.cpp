@@ -69,7 +69,7 @@ const IsomerMpiApi* load_plugin() {
     // RTLD_GLOBAL: Open MPI's own components resolve symbols of libmpi.
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
-      errors += "\n  " + path + ": " + dlerror();
+      errors += (errors.empty() ? " " : "; ") + path + ": " + dlerror();
       continue;
     }
     auto fn = reinterpret_cast<const IsomerMpiApi* (*)()>(dlsym(h, "isomer_mpi_api"));

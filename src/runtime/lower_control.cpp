@@ -302,11 +302,14 @@ void lower_loop(Compiler& c, const Node& n) {
   if (K > 0 && !trips)
     throw NotNative("its " + std::to_string(K) + " scan outputs are as long as the loop runs, known only when it runs");
   std::vector<TensorType> types = plan.final_types;
-  for (const TensorType& t : plan.scan_types) {
+  for (size_t k = 0; k < K; ++k) {
+    const TensorType& t = plan.scan_types[k];
     std::vector<int64_t> dims = static_dims(t.shape);
     dims.insert(dims.begin(), *trips);
-    // No iteration: ONNX Runtime gives an empty vector (the spec does not say).
-    if (*trips == 0) dims = {0};
+    // No iteration: ONNX does not say. ONNX Runtime gives 0 elements of the shape its
+    // inference knows for one (ONNX's inference knows it where isomer's import typed
+    // the output), else an empty vector.
+    if (*trips == 0 && type_unknown(n.output(static_cast<uint32_t>(N + k)))) dims = {0};
     types.push_back({t.dtype, make_shape(dims)});
   }
   const std::vector<int> outs = bind_outputs(c, n, types);
