@@ -20,12 +20,13 @@
 namespace isomer::onnx_detail {
 namespace {
 
-using Imports = google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>;
-
 // IR 10's `overload` (FunctionProto field 13, NodeProto field 8), which this libonnx
 // parses as an unknown field.
 constexpr int kFunctionOverload = 13;
 constexpr int kNodeOverload = 8;
+// IR 9's attribute_proto (FunctionProto field 11: attributes with default values), which
+// this libonnx parses as unknown fields too.
+constexpr int kFunctionAttributeProto = 11;
 
 template <class Message>
 std::string overload_of(const Message& m, int field) {
@@ -37,9 +38,10 @@ std::string overload_of(const Message& m, int field) {
   return "";
 }
 
-// IR 9's attribute_proto (FunctionProto field 11: attributes with default values), which
-// this libonnx parses as unknown fields too.
-constexpr int kFunctionAttributeProto = 11;
+}  // namespace
+
+std::string function_overload(const onnx::FunctionProto& f) { return overload_of(f, kFunctionOverload); }
+std::string call_overload(const onnx::NodeProto& n) { return overload_of(n, kNodeOverload); }
 
 std::vector<onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f) {
   std::vector<onnx::AttributeProto> out;
@@ -53,6 +55,10 @@ std::vector<onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& 
   }
   return out;
 }
+
+namespace {
+
+using Imports = google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>;
 
 using Key = std::tuple<std::string, std::string, std::string>;  // domain, name, overload
 
@@ -89,7 +95,7 @@ class FunctionChecker {
  public:
   explicit FunctionChecker(const onnx::ModelProto& model) : model_(model) {
     for (const auto& f : model.functions()) {
-      const Key k{f.domain(), f.name(), overload_of(f, kFunctionOverload)};
+      const Key k{f.domain(), f.name(), function_overload(f)};
       require(functions_.emplace(k, &f).second, "model-local function '" + key_name(k) + "' is defined twice");
     }
   }
@@ -119,10 +125,10 @@ class FunctionChecker {
   }
 
  private:
-  static Key key_of(const onnx::FunctionProto& f) { return {f.domain(), f.name(), overload_of(f, kFunctionOverload)}; }
+  static Key key_of(const onnx::FunctionProto& f) { return {f.domain(), f.name(), function_overload(f)}; }
 
   const onnx::FunctionProto* called(const onnx::NodeProto& n) const {
-    auto it = functions_.find(Key{n.domain(), n.op_type(), overload_of(n, kNodeOverload)});
+    auto it = functions_.find(Key{n.domain(), n.op_type(), call_overload(n)});
     return it == functions_.end() ? nullptr : it->second;
   }
 
@@ -136,7 +142,7 @@ class FunctionChecker {
       if (std::get<0>(key) == n.domain() && std::get<1>(key) == n.op_type())
         defined += (defined.empty() ? "'" : ", '") + std::get<2>(key) + "'";
     if (defined.empty()) return;
-    const std::string asked = overload_of(n, kNodeOverload);
+    const std::string asked = call_overload(n);
     throw Error(where + describe_proto(n) + ": calls model-local function '" + n.domain() + ":" + n.op_type() +
                 "' with overload '" + asked + "', but the model defines it only with overload(s) " + defined);
   }

@@ -6,6 +6,9 @@
 // and ONNX Runtime refuse each case below). Messages name the function and the node.
 #include <onnx/onnx_pb.h>
 
+#include <string>
+#include <vector>
+
 namespace isomer::onnx_detail {
 
 // Checks:
@@ -20,5 +23,12 @@ namespace isomer::onnx_detail {
 //    every input the body reads.
 // Throws Error with one line naming the function or node and the reason.
 void check_model_functions(const onnx::ModelProto& model);
+
+// IR 10's overload a function is defined with, and the one a call asks for ("" for none);
+// this libonnx parses both as unknown fields.
+std::string function_overload(const onnx::FunctionProto& f);
+std::string call_overload(const onnx::NodeProto& n);
+// IR 9's default attribute values of a function (attribute_proto, unknown fields too).
+std::vector<onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f);
 
 }  // namespace isomer::onnx_detail

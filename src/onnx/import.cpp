@@ -30,6 +30,7 @@
 #include "onnx/declared_shapes.h"
 #include "onnx/extras.h"
 #include "onnx/function_check.h"
+#include "onnx/function_inline.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
 #include "onnx/sparse_initializer.h"
@@ -84,16 +85,19 @@ class Importer {
 
   Graph run() {
     ModelInfo info = model_info();
-    opset_ = info.opset() > 0 ? info.opset() : 1;
-    if (stats_) {
-      stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
-      for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
-    }
     // A graph without outputs computes nothing: ONNX Runtime refuses it, and an
     // "optimized" copy of it would be an empty model.
     require(graph_.output_size() > 0, "the graph has no outputs");
     check_graph_names(graph_);
     check_model_functions(model_);
+    read_function_external_data();
+    inlined_ = inline_model_functions(&model_);
+    add_imports_and_functions(&info);
+    opset_ = info.opset() > 0 ? info.opset() : 1;
+    if (stats_) {
+      stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
+      for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
+    }
     check_subgraphs(model_, opset_);
     types_ = value_types(model_, opts_);
     add_initializers();
@@ -149,8 +153,6 @@ class Importer {
                                                         std::to_string(newest) + ")");
     }
     require_default_domain_import(model_, imported.count("ai.onnx") > 0);
-    info.opset_imports.clear();
-    for (const auto& o : model_.opset_import()) info.opset_imports.emplace_back(o.domain(), o.version());
     info.producer_name = model_.producer_name();
     info.producer_version = model_.producer_version();
     info.domain = model_.domain();
@@ -159,11 +161,16 @@ class Importer {
     info.graph_name = graph_.name();
     info.graph_doc_string = graph_.doc_string();
     for (const auto& p : model_.metadata_props()) info.metadata_props.emplace_back(p.key(), p.value());
-    // Functions are written back as they are: tensors inside them keep their data with
-    // them, wherever the model is written (as opaque nodes do).
-    for (const auto& f : model_.functions()) {
-      onnx::FunctionProto kept = f;
-      for (auto& n : *kept.mutable_node()) {
+    if (std::string extras = collect_extras(model_); !extras.empty())
+      info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
+    return info;
+  }
+
+  // Tensors inside functions take their data with them, into the graph where a call is
+  // inlined and wherever a function still called is written (as opaque nodes do).
+  void read_function_external_data() {
+    for (auto& f : *model_.mutable_functions()) {
+      for (auto& n : *f.mutable_node()) {
         try {
           inline_external_data(&n, base_dir_);
         } catch (const Error& e) {
@@ -171,11 +178,14 @@ class Importer {
                       e.what());
         }
       }
-      info.functions.push_back(kept.SerializeAsString());
     }
-    if (std::string extras = collect_extras(model_); !extras.empty())
-      info.onnx_extras = std::make_shared<const std::string>(std::move(extras));
-    return info;
+  }
+
+  // What inlining (inline_model_functions) left of the model's imports and functions.
+  void add_imports_and_functions(ModelInfo* info) const {
+    info->opset_imports.clear();
+    for (const auto& o : model_.opset_import()) info->opset_imports.emplace_back(o.domain(), o.version());
+    for (const auto& f : model_.functions()) info->functions.push_back(f.SerializeAsString());
   }
 
   void define(const std::string& name, Value v) { values_[name] = std::move(v); }
@@ -465,6 +475,10 @@ class Importer {
       NodePtr n = mugraph::import_fused_call(node, inputs, model_, reason);
       return n ? builder_.intern(n) : nullptr;
     }
+    if (inlined_.kept.count({node.domain(), node.op_type()})) {
+      *reason = inlined_.kept_reason;
+      return nullptr;
+    }
     if (!is_default_domain(node.domain())) {
       *reason = "operator of domain '" + node.domain() + "'";
       return nullptr;
@@ -665,12 +679,13 @@ class Importer {
       if (!output_names[i].empty()) define(output_names[i], outs[i]);
   }
 
-  const onnx::ModelProto& model_;
+  onnx::ModelProto& model_;
   onnx::GraphProto& graph_;
   std::string base_dir_;
   const ImportOptions& opts_;
   ImportStats* stats_;
   int64_t opset_ = 1;
+  InlinedFunctions inlined_;
   GraphBuilder builder_{/*dedupe=*/false};
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<std::string, onnx::TypeProto> types_;
