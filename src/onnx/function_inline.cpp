@@ -24,6 +24,7 @@ using Scope = std::unordered_map<std::string, std::string>;     // a body's name
 // next twice); past these, the calls left stay calls.
 constexpr size_t kMaxInlinedNodes = 200000;
 constexpr int kMaxSubgraphDepth = 32;
+constexpr size_t kMaxPrefix = 200;
 
 template <class Visit>
 void for_each_graph_node(onnx::GraphProto* g, const Visit& visit) {
@@ -167,7 +168,10 @@ class Inliner {
   // The nodes that compute call `c` of `f`: its body with names bound and renamed, and
   // attribute references resolved. Calls among them are expanded in turn by `expand`.
   std::vector<onnx::NodeProto> instantiate(const onnx::NodeProto& c, const onnx::FunctionProto& f) {
-    const std::string prefix = c.name().empty() ? c.op_type() : c.name();
+    // Inlined names say where they come from ("ln1/mean", "F/G/mean"), up to a length: a
+    // chain of thousands of calls must not grow every name quadratically.
+    std::string prefix = c.name().empty() ? c.op_type() : c.name();
+    if (prefix.size() > kMaxPrefix) prefix = c.op_type().substr(0, kMaxPrefix) + "#" + std::to_string(result_.calls);
     std::map<std::string, onnx::AttributeProto> given;
     for (const auto& d : attribute_defaults(f)) given[d.name()] = d;
     for (const auto& a : c.attribute()) given[a.name()] = a;

@@ -169,7 +169,26 @@ def test_long_chain_of_functions_is_inlined_without_recursion(isomer_bin, tmp_pa
     n = 2000
     fns = [_fn(f"F{i}", ["a"], ["b"], [helper.make_node(f"F{i + 1}", ["a"], ["b"], domain=FN)]) for i in range(n)]
     fns.append(_fn(f"F{n}", ["a"], ["b"], [helper.make_node("Neg", ["a"], ["b"])]))
-    _run_native(isomer_bin, tmp_path, _model([helper.make_node("F0", ["x"], ["y"], domain=FN)], fns), want=np.negative)
+    m = _model([helper.make_node("F0", ["x"], ["y"], domain=FN)], fns)
+    _run_native(isomer_bin, tmp_path, m, want=np.negative)
+    p = isomer_cli(isomer_bin, "optimize", tmp_path / "model.onnx", "-o", tmp_path / "opt.onnx", "--budget", "1")
+    assert p.returncode == 0, p.stderr
+    written = onnx.load(str(tmp_path / "opt.onnx"))
+    onnx.checker.check_model(written, full_check=True)
+    # Names say where they come from, but do not grow with the depth of the chain.
+    assert max(len(n.name) for n in written.graph.node) < 300
+    x = np.ones([2, 4], np.float32)
+    np.testing.assert_array_equal(ort_outputs(tmp_path / "opt.onnx", {"x": x}), -x)
+
+
+def test_optional_inputs_left_out_stay_absent(isomer_bin, tmp_path):
+    """A call that leaves an input out ("" or past its last) leaves the body's reads of it absent."""
+    f = _fn("F", ["a", "lo", "hi"], ["b"], [helper.make_node("Clip", ["a", "lo", "hi"], ["b"])])
+    nodes = [helper.make_node("Constant", [], ["m"], value=helper.make_tensor("m", TensorProto.FLOAT, [], [0.5])),
+             helper.make_node("F", ["x", "", "m"], ["c"], domain=FN), helper.make_node("F", ["c"], ["y"], domain=FN)]
+    m = _model(nodes, [f])
+    _run_native(isomer_bin, tmp_path, m)
+    _optimized(isomer_bin, tmp_path, m)
 
 
 def test_recursion_is_refused(isomer_bin, tmp_path):
@@ -178,3 +197,20 @@ def test_recursion_is_refused(isomer_bin, tmp_path):
     path = tmp_path / "model.onnx"
     onnx.save(_model([helper.make_node("F", ["x"], ["y"], domain=FN)], fns), str(path))
     one_error(isomer_cli(isomer_bin, "run", path), "model.onnx", "calls itself")
+
+
+def test_python_module_optimizes_inside_functions():
+    isomer = pytest.importorskip("isomer")
+    model = _layer_norm_twice()
+    opt, report = isomer.optimize(model, guard=False)  # rewrites, not timings
+    onnx.checker.check_model(opt, full_check=True)
+    assert report.check == "passed"
+    assert len(opt.functions) == 0 and all(n.domain != FN for n in opt.graph.node)
+    assert report.nodes_before == 19  # two LayerNorm bodies of 9 nodes, inlined, and the Mul
+    x = np.random.default_rng(2).standard_normal([2, 4]).astype(np.float32)
+    np.testing.assert_allclose(ort_run(opt, x), ort_run(model, x), rtol=1e-5, atol=1e-5)
+
+
+def ort_run(model, x):
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
