@@ -214,3 +214,31 @@ def test_python_module_optimizes_inside_functions():
 def ort_run(model, x):
     import onnxruntime as ort
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_torch_export_of_modules_as_functions_runs_natively(isomer_bin, tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln, self.fc, self.act = torch.nn.LayerNorm(8), torch.nn.Linear(8, 8), torch.nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.fc(self.ln(x))) + x
+
+    module = torch.nn.Sequential(Block(), Block()).eval()
+    x = torch.randn(2, 4, 8)
+    path = tmp_path / "model.onnx"
+    try:
+        torch.onnx.export(module, (x,), str(path), opset_version=17, export_modules_as_functions=True,
+                          input_names=["x"])
+    except TypeError:
+        pytest.skip("this torch has no export_modules_as_functions")
+    assert onnx.load(str(path)).functions
+    np.savez(tmp_path / "in.npz", x=x.numpy())
+    p = isomer_cli(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "out.npz",
+                   "--no-onnxruntime", "--threads", "1")
+    assert p.returncode == 0, p.stderr
+    (got,) = np.load(tmp_path / "out.npz").values()
+    np.testing.assert_allclose(got, module(x).detach().numpy(), rtol=1e-4, atol=1e-5)
