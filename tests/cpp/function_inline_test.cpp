@@ -102,5 +102,33 @@ TEST(FunctionInline, ANameTheDomainDefinesIsThatOperator) {
   EXPECT_EQ(m.graph().node(0).op_type(), "Relu");  // ONNX Runtime runs ONNX's Relu here
 }
 
+std::string function_name(int i) {
+  std::string name = "F";
+  name += std::to_string(i);
+  return name;
+}
+
+TEST(FunctionInline, CallsPastTheNodeBudgetStayCallsWithTheReason) {
+  // F0 calls F1 twice, F1 calls F2 twice, ...: 2^20 Negs in all.
+  onnx::ModelProto m = base_model(21, 10);
+  const int levels = 20;
+  for (int i = 0; i < levels; ++i) {
+    const std::string callee = function_name(i + 1);
+    onnx::FunctionProto* f = add_function(&m, "local.fn", function_name(i), {"a"}, {"b"});
+    add_body_node(f, callee, {"a"}, {"t"})->set_domain("local.fn");
+    add_body_node(f, callee, {"t"}, {"b"})->set_domain("local.fn");
+  }
+  add_body_node(add_function(&m, "local.fn", function_name(levels), {"a"}, {"b"}), "Neg", {"a"}, {"b"});
+  add_node(m.mutable_graph(), "F0", {"x"}, {"y"})->set_domain("local.fn");
+  onnx_detail::InlinedFunctions done = onnx_detail::inline_model_functions(&m);
+  EXPECT_GT(done.calls, 0u);
+  EXPECT_FALSE(done.kept.empty());
+  EXPECT_NE(done.kept_reason.find("200000 nodes"), std::string::npos) << done.kept_reason;
+  EXPECT_LT(m.graph().node_size(), 200000);
+  // The functions the calls left still call are written; those only inlined calls used are not.
+  EXPECT_GT(m.functions_size(), 0);
+  for (const auto& f : m.functions()) EXPECT_NE(f.name(), "F0");
+}
+
 }  // namespace
 }  // namespace isomer
