@@ -117,13 +117,11 @@ class Inliner {
         continue;
       }
       std::string why;
-      std::vector<onnx::NodeProto> body;
       if (depth > kMaxSubgraphDepth) {
         why = "calls nest in more than " + std::to_string(kMaxSubgraphDepth) + " levels of subgraphs";
       } else {
-        body = instantiate(n, *f);
-        size_t size = 0;
-        for (const auto& m : body) size += count_nodes(m);
+        size_t size = static_cast<size_t>(f->output_size());  // copies of returned inputs, at most
+        for (const auto& m : f->node()) size += count_nodes(m);
         if (inlined_nodes_ + size > kMaxInlinedNodes)
           why = "expanding every call would add over " + std::to_string(kMaxInlinedNodes) + " nodes";
         else
@@ -135,6 +133,7 @@ class Inliner {
         *g->add_node() = std::move(n);
         continue;
       }
+      std::vector<onnx::NodeProto> body = instantiate(n, *f);
       ++result_.calls;
       for (const auto& o : f->opset_import())
         if (!imports_.count(import_key(o.domain()))) {
