@@ -95,6 +95,7 @@ class Importer {
     add_imports_and_functions(&info);
     opset_ = info.opset() > 0 ? info.opset() : 1;
     if (stats_) {
+      stats_->inlined_calls = inlined_.calls;
       stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
       for (const auto& n : graph_.node()) ++stats_->onnx_histogram[n.op_type()];
     }

@@ -34,6 +34,7 @@ struct ImportStats {
   std::map<std::string, size_t> onnx_histogram;      // op_type -> count in the main graph
   size_t opaque_nodes = 0;                           // nodes kept opaque
   std::vector<std::string> opaque_reasons;           // "node 'x' (Foo): why"
+  size_t inlined_calls = 0;                          // calls of model-local functions inlined
 };
 
 // Throws Error with one line naming the file, node and reason on bad input.

@@ -293,6 +293,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   if (rep.before.histogram.empty()) rep.before = summarize(g);
   rep.opaque_nodes = import_stats.opaque_nodes;
   rep.opaque_reasons = import_stats.opaque_reasons;
+  rep.inlined_calls = import_stats.inlined_calls;
   rep.seed = opts.check_options.seed;
   rep.check_requested = opts.check;
   rep.target = opts.target;
@@ -490,6 +491,7 @@ std::string OptimizeReport::to_json() const {
   j["op_types_after"] = after.histogram;
   j["opaque_nodes"] = opaque_nodes;
   j["opaque_reasons"] = opaque_reasons;
+  j["inlined_calls"] = inlined_calls;
   j["optimize_seconds"] = optimize_seconds;
   j["cost_model"] = cost_model;
   j["cost_before_ms"] = cost_before_ms >= 0 ? nlohmann::ordered_json(cost_before_ms) : nlohmann::ordered_json();
@@ -569,6 +571,7 @@ std::string OptimizeReport::to_text() const {
   std::snprintf(line, sizeof line, "  %-28s %8s %8s\n", "weights", human_bytes(before.constant_bytes).c_str(),
                 human_bytes(after.constant_bytes).c_str());
   out << line;
+  if (inlined_calls) out << "  (" << inlined_calls << " call(s) of model-local functions inlined)\n";
   if (opaque_nodes) out << "  (" << opaque_nodes << " operator(s) kept as opaque nodes)\n";
   // Why, node by node (the importer's words, as `isomer show` prints them); a few.
   constexpr size_t kShown = 10;

@@ -88,6 +88,7 @@ struct OptimizeReport {
   GraphSummary before, after;
   size_t opaque_nodes = 0;
   std::vector<std::string> opaque_reasons;
+  size_t inlined_calls = 0;  // of model-local functions, at import (the "before" counts hold their bodies)
   std::map<std::string, size_t> rules_applied;
   std::string search;            // the search mode that ran
   SearchStats search_stats;      // backtrack and eqsat

@@ -68,7 +68,12 @@ def _run_native(isomer_bin, tmp_path, m, want=None):
 
 
 def _optimized(isomer_bin, tmp_path, m):
-    """`optimize`'s output: passes onnx.checker, computes what the input does on ONNX Runtime."""
+    return _optimize(isomer_bin, tmp_path, m)[0]
+
+
+def _optimize(isomer_bin, tmp_path, m):
+    """`optimize`'s output, which passes onnx.checker and computes what the input does on ONNX
+    Runtime, and its report."""
     path, out = tmp_path / "model.onnx", tmp_path / "opt.onnx"
     onnx.save(m, str(path))
     p = isomer_cli(isomer_bin, "optimize", path, "-o", out, "--budget", "1")
@@ -77,7 +82,7 @@ def _optimized(isomer_bin, tmp_path, m):
     onnx.checker.check_model(written, full_check=True)
     x = np.random.default_rng(4).standard_normal([2, 4]).astype(np.float32)
     np.testing.assert_allclose(ort_outputs(out, {"x": x}), ort_outputs(path, {"x": x}), rtol=1e-5, atol=1e-5)
-    return written
+    return written, p.stdout
 
 
 def _layer_norm_twice():
@@ -92,7 +97,8 @@ def test_layer_norm_function_called_twice_runs_natively(isomer_bin, tmp_path):
 
 
 def test_optimize_writes_the_inlined_graph_without_functions(isomer_bin, tmp_path):
-    written = _optimized(isomer_bin, tmp_path, _layer_norm_twice())
+    written, report = _optimize(isomer_bin, tmp_path, _layer_norm_twice())
+    assert "(2 call(s) of model-local functions inlined)" in report, report
     assert len(written.functions) == 0
     assert all(n.domain != FN for n in written.graph.node)
 
