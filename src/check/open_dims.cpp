@@ -47,7 +47,7 @@ size_t opaque_nodes(const Graph& g) {
 
 }  // namespace
 
-int64_t drawn_extent(std::string_view name) {
+std::optional<int64_t> extent_by_name(std::string_view name) {
   const std::vector<std::string> words = words_of(name);
   if (words.size() == 1 && (words[0] == "n" || words[0] == "b" || words[0] == "bs")) return 1;
   if (any_word(words, {"batch", "batches"})) return 1;
@@ -55,14 +55,59 @@ int64_t drawn_extent(std::string_view name) {
       any_word(words, {"len", "length", "token", "tokens", "time", "frames", "steps", "positions"}))
     return 64;
   if (any_word(words, {"height", "width", "h", "w"})) return 224;
-  return 1;
+  return std::nullopt;
+}
+
+int64_t drawn_extent(std::string_view name) { return extent_by_name(name).value_or(1); }
+
+std::map<std::string, int64_t> extents_by_use(const Graph& g) {
+  std::map<std::string, int64_t> out;
+  // The first use that tells wins: a dim is read where the graph first consumes it.
+  const auto mark = [&out](const Value& v, size_t axis, int64_t extent) {
+    if (!v.present() || v.type().rank() <= axis) return;
+    const Dim& d = v.type().shape[axis];
+    if (!d.is_static() && plain_name(d.symbol)) out.emplace(d.symbol, extent);
+  };
+  for (const NodePtr& node : g.topo_order()) {
+    if (node->kind() != NodeKind::Op) continue;
+    const std::string& op = node->op_type();
+    const std::vector<Value>& in = node->inputs();
+    if (op == "Gather" && in.size() == 2 && in[0].constant() && in[0].type().rank() == 2 &&
+        node->attrs().get_int("axis", 0) == 0 && in[1].type().rank() >= 1) {
+      mark(in[1], in[1].type().rank() - 1, 64);  // token ids into an embedding table
+    } else if (op == "Conv" && !in.empty()) {
+      const size_t rank = in[0].type().rank();
+      if (rank == 3) mark(in[0], 2, 64);  // a 1-D convolution's time axis
+      if (rank == 4) mark(in[0], 2, 224), mark(in[0], 3, 224);
+      if (rank == 5) mark(in[0], 2, 16), mark(in[0], 3, 112), mark(in[0], 4, 112);
+    } else if (op == "MatMul" && !in.empty() && in[0].type().rank() >= 3 &&
+               in[0].type().shape.back().is_static()) {
+      mark(in[0], in[0].type().rank() - 2, 64);  // the rows of [batch, seq, hidden] @ W
+    } else if ((op == "LSTM" || op == "GRU" || op == "RNN") && !in.empty() && in[0].type().rank() == 3) {
+      mark(in[0], node->attrs().get_int("layout", 0) == 0 ? 0 : 1, 64);
+    }
+  }
+  return out;
 }
 
 std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound, bool by_name) {
+  std::optional<std::map<std::string, int64_t>> by_use;
   for (const NodePtr& in : g.inputs()) {
     if (in->onnx_type()) continue;
-    for (const Dim& d : in->output_types()[0].shape)
-      if (!d.is_static() && plain_name(d.symbol) && !bound.count(d.symbol)) bound[d.symbol] = by_name ? drawn_extent(d.symbol) : 1;
+    for (const Dim& d : in->output_types()[0].shape) {
+      if (d.is_static() || !plain_name(d.symbol) || bound.count(d.symbol)) continue;
+      int64_t extent = 1;
+      if (by_name) {
+        if (std::optional<int64_t> named = extent_by_name(d.symbol)) {
+          extent = *named;
+        } else {
+          if (!by_use) by_use = extents_by_use(g);
+          const auto it = by_use->find(d.symbol);
+          if (it != by_use->end()) extent = it->second;
+        }
+      }
+      bound[d.symbol] = extent;
+    }
   }
   return bound;
 }

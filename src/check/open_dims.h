@@ -14,7 +14,13 @@
 //   - a sequence or time axis ("seq", "sequence_length", "len",
 //     "tokens", "time", "frames", "steps", "positions"):         64 (a short prefill)
 //   - an image side ("height", "width", "H", "W"):              224
-//   - anything else (dynamo's "s0", "s13", an anonymous dim):     1
+// A name that says none of these (dynamo's "s0", "s33", TorchScript's
+// "input_ids_dynamic_axes_1") takes its role from the first node that uses it:
+//   - the last axis of token ids a Gather reads from an embedding table: 64
+//   - the rows of a MatMul over [..., rows, hidden], hidden static:       64
+//   - the sequence axis of an LSTM, GRU or RNN:                           64
+//   - a Conv's spatial axes: 2-D 224 x 224; 1-D 64; 3-D 16 x 112 x 112
+//   - anything else (a batch, a dim no such node reads):                   1
 // An expression dim ("s0 + 1") follows from the names it uses. A model that does not
 // import with its open dims at these (a position table shorter than 64 rows) is drawn
 // with them all 1.
@@ -29,11 +35,17 @@
 
 namespace isomer {
 
-// The extent drawn inputs give an open dim named `name` (the rule above).
+// The extent drawn inputs give an open dim named `name` (the rule above), 1 where
+// the name does not say; extent_by_name: nullopt there.
 int64_t drawn_extent(std::string_view name);
+std::optional<int64_t> extent_by_name(std::string_view name);
 
-// `bound`, with drawn_extent of its name (or 1, without `by_name`) for every open
-// input dim of `g` it leaves unbound. A model that refuses the named extents (a
+// The extents that the nodes of `g` give the open dims they read (the rule above,
+// by use), for dims with a plain name.
+std::map<std::string, int64_t> extents_by_use(const Graph& g);
+
+// `bound`, with the drawn extent of its name, else of its use (or 1, without
+// `by_name`), for every open input dim of `g` it leaves unbound. A model that refuses the named extents (a
 // position table shorter than 64 rows) is drawn with them all 1.
 std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound = {},
                                               bool by_name = true);

@@ -41,6 +41,39 @@ TEST(DrawnBindings, NameEveryOpenDimTheUserLeftUnbound) {
   EXPECT_EQ(open_input_shapes(g, in.tensors), shapes);
 }
 
+// dynamo names its dims s0, s33...: their role comes from the node that reads them.
+TEST(DrawnBindings, AnUnsayingNameTakesItsRoleFromItsUse) {
+  Graph g = parse_graph(R"(graph g(%ids: i64[s33,s50], %px: f32[s0,3,s1,s2], %x: f32[s7,s8,2], %r: f32[s11,1,2],
+                                  %o: f32[s12,2], %n: i64[batch,s13]) {
+    %emb = const f32[4,2] {1, 2, 3, 4, 5, 6, 7, 8}
+    %0 = Gather(%emb, %ids) {axis = 0}
+    %w = const f32[1,3,1,1] {1, 1, 1}
+    %1 = Conv(%px, %w)
+    %m = const f32[2,2] {1, 0, 0, 1}
+    %2 = MatMul(%x, %m)
+    %lw = const f32[1,4,2] {1, 1, 1, 1, 1, 1, 1, 1}
+    %lr = const f32[1,4,1] {1, 1, 1, 1}
+    %y, %h, %c = LSTM(%r, %lw, %lr) {hidden_size = 1}
+    %3 = MatMul(%o, %m)
+    %4 = Gather(%emb, %n) {axis = 0}
+    return %0, %1, %2, %y, %3, %4
+  })");
+  const std::map<std::string, int64_t> b = drawn_bindings(g, {{"s2", 96}});
+  EXPECT_EQ(b, (std::map<std::string, int64_t>{{"batch", 1},
+                                               {"s0", 1},
+                                               {"s1", 224},
+                                               {"s11", 64},
+                                               {"s12", 1},
+                                               {"s13", 64},
+                                               {"s2", 96},
+                                               {"s33", 1},
+                                               {"s50", 64},
+                                               {"s7", 1},
+                                               {"s8", 64}}));
+  // Without names (the fallback for a model that refuses them) every dim is 1.
+  for (const auto& [name, extent] : drawn_bindings(g, {}, false)) EXPECT_EQ(extent, 1) << name;
+}
+
 TEST(WithInputShapes, TheGraphImportedAgainWithStaticInputs) {
   Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8]) {
     %s = Shape(%x)
