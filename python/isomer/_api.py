@@ -333,7 +333,10 @@ def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
     engine: "reference", isomer's reference evaluator (float64 inside each
       operator, results rounded to each value's type: slow, exact), or "runtime",
       isomer's oneDNN CPU runtime (what `isomer run` uses; operators isomer does not
-      know run on ONNX Runtime), with `threads` threads (0: every core).
+      know run on ONNX Runtime), with `threads` threads (0: every core). A model
+      whose later shapes depend on the data (a detector's box decoding and
+      suppression) runs split there, as `isomer run` runs it: the nodes up to where
+      the shapes stop being known on the runtime, the rest on ONNX Runtime.
     """
     if engine not in ENGINES:
         raise Error(f"unknown engine '{engine}' (choose {' or '.join(ENGINES)})")

@@ -27,6 +27,7 @@
 #include "ops/op.h"
 #include "passes/passes.h"
 #include "pipeline/optimize.h"
+#include "pipeline/split_run.h"
 #include "rules/rule.h"
 #include "runtime/runtime.h"
 #include "generate/generate.h"
@@ -312,12 +313,26 @@ std::unique_ptr<runtime::Executable> compile_for(const Graph& g, const std::vect
   return runtime::compile(g, o);
 }
 
+// A model whose later shapes depend on the data (a detector's decoding and
+// suppression) runs split, as `isomer run` runs it: the head on the runtime, the
+// tail on ONNX Runtime (pipeline/split_run.h).
 std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>& inputs, int threads) {
   std::vector<Tensor> in = tensors_from_arrays(inputs, g);
   std::vector<Tensor> out;
   {
     py::gil_scoped_release release;
-    out = compile_for(g, in, threads)->run(in);
+    std::unique_ptr<runtime::Executable> exe;
+    std::unique_ptr<SplitExecutable> split;
+    try {
+      exe = compile_for(g, in, threads);
+    } catch (const Error&) {
+      runtime::RuntimeOptions o;
+      o.threads = threads;
+      o.bindings = bindings_of(g, in);
+      split = SplitExecutable::make(g, o, threads);
+      if (!split) throw;  // why the runtime cannot run it, as before
+    }
+    out = split ? split->run(in) : exe->run(in);
   }
   std::vector<py::array> result;
   for (const Tensor& t : out) result.push_back(array_from_tensor(t));

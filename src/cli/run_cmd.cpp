@@ -20,7 +20,7 @@
 #include "check/quant_check.h"
 #include "cli/commands.h"
 #include "cli/onnxruntime.h"
-#include "cli/split_run.h"
+#include "pipeline/split_run.h"
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "onnx/onnx_io.h"
@@ -335,45 +335,25 @@ void print_steps(const std::vector<runtime::StepInfo>& steps, int depth) {
 }
 
 // Runs a model whose later nodes' shapes depend on the data as a head on the isomer
-// runtime and a tail on ONNX Runtime (cli/split_run.h). Nothing where the model
+// runtime and a tail on ONNX Runtime (pipeline/split_run.h). Nothing where the model
 // does not split, or the head does not compile or the tail does not load or run:
 // the model then runs on ONNX Runtime whole, as before.
 std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::RuntimeOptions& ro,
                              const std::vector<Tensor>& inputs, const std::string& why, const std::string& opens) {
-  std::optional<SplitModel> s;
-  std::unique_ptr<runtime::Executable> exe;
-  std::shared_ptr<bridge::OrtBridge> ort;
-  bridge::Session tail;
-  std::vector<Tensor> head_out;
-  bridge::NamedTensors feeds, tail_out;
+  std::unique_ptr<SplitExecutable> split;
+  std::vector<Tensor> head_out, outputs;
+  bridge::NamedTensors feeds;
   try {
-    s = split_at_dynamic_shapes(fold_constants_only(g));
-    if (!s || !runtime::is_runnable(s->head, nullptr, ro)) return std::nullopt;
-    exe = runtime::compile(s->head, ro);
-    head_out = exe->run(inputs);
-    ort = bridge::OrtBridge::shared();
-    tail = ort->load_bytes(s->tail, {.threads = a.threads, .optimization = "all", .spinning = true});
-    for (const std::string& name : tail.input_names) {
-      for (size_t i = 0; i < g.inputs().size(); ++i)
-        if (g.inputs()[i]->name() == name) feeds.emplace_back(name, inputs.at(i));
-      for (size_t i = 0; i < s->head.output_names().size(); ++i)
-        if (s->head.output_names()[i] == name) feeds.emplace_back(name, head_out.at(i));
-    }
-    tail_out = ort->run(tail.id, feeds);
+    split = SplitExecutable::make(g, ro, a.threads);
+    if (!split) return std::nullopt;
+    outputs = split->run(inputs, &head_out, &feeds);
   } catch (const Error&) {
-    if (ort && tail.id >= 0) ort->free(tail.id);
     return std::nullopt;
   }
-  std::vector<Tensor> outputs;
-  for (size_t i = 0; i < g.outputs().size(); ++i) {
-    if (s->from_head.at(i) >= 0) {
-      outputs.push_back(head_out.at(static_cast<size_t>(s->from_head[i])));
-      continue;
-    }
-    for (size_t k = 0; k < s->tail_outputs.size(); ++k)
-      if (s->tail_outputs[k] == g.output_names()[i]) outputs.push_back(tail_out.at(k).second);
-  }
-  require(outputs.size() == g.outputs().size(), "'" + a.model + "': the split run lost an output");
+  const SplitModel* s = &split->split();
+  runtime::Executable* exe = &split->head();
+  bridge::OrtBridge* ort = &split->onnxruntime();
+  const size_t head_nodes = s->head_nodes, tail_nodes = s->tail_nodes;
   std::printf("'%s' is not runnable whole on the isomer runtime: %s\n", a.model.c_str(), why.c_str());
   std::printf("split where the shapes start to depend on the data: %zu nodes run on the isomer runtime (%zu steps, "
               "%s), the other %zu, from %s on, on ONNX Runtime %s as one model\n",
@@ -389,28 +369,26 @@ std::optional<int> run_split(const RunArgs& a, const Graph& g, const runtime::Ru
   nlohmann::json profile;
   if (a.profile) profile = profile_steps(*exe, a);
   if (!a.bench) {
-    ort->free(tail.id);
     if (!a.report_json.empty()) write_json(a.report_json, {{"model", a.model}, {"threads", exe->threads()},
                                                            {"profile", profile}, {"tail_nodes", s->tail_nodes}});
     return 0;
   }
   // A run's latency: the head's on the isomer runtime plus the tail's on ONNX Runtime.
   runtime::BenchResult head = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
-  const std::vector<double> tail_ms = ort->time(tail.id, feeds, a.warmup, a.repeat);
-  ort->free(tail.id);
+  const std::vector<double> tail_ms = ort->time(split->tail_id(), feeds, a.warmup, a.repeat);
   std::vector<double> ms = head.ms;
   for (size_t i = 0; i < ms.size() && i < tail_ms.size(); ++i) ms[i] += tail_ms[i];
   runtime::BenchResult r = bench_result(ms, head.warmup, head.threads);
   std::printf("latency: %s (%d warm-up, %s; head median %.3f ms on the isomer runtime)\n", latency_line(r).c_str(),
               r.warmup, thread_count(r.threads).c_str(), head.median);
-  if (g.constant_bytes() >= kLargeGraphBytes) exe.reset();
+  if (g.constant_bytes() >= kLargeGraphBytes) split.reset();
   bool mismatch = false;
   nlohmann::json ort_json = compare_with_onnxruntime(a, g, inputs, outputs, r, &mismatch);
   if (!a.report_json.empty()) {
     nlohmann::json j = report_json(a, r, "isomer+onnxruntime", r.threads);
     j["head_latency_ms_median"] = head.median;
-    j["head_nodes"] = s->head_nodes;
-    j["tail_nodes"] = s->tail_nodes;
+    j["head_nodes"] = head_nodes;
+    j["tail_nodes"] = tail_nodes;
     j["onnxruntime"] = ort_json;
     if (!profile.is_null()) j["profile"] = profile;
     write_json(a.report_json, j);

@@ -9,11 +9,14 @@
 // it reads. The backbone of a detector is the head; its box decoding and
 // suppression are the tail.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bridge/bridge.h"
 #include "ir/graph.h"
+#include "runtime/runtime.h"
 
 namespace isomer {
 
@@ -31,11 +34,43 @@ struct SplitModel {
 // `g` with its constant subgraphs evaluated and nothing else rewritten: the shape
 // arithmetic an exporter writes on static dims (a detector's padding to a multiple of 32 from the
 // image's Shape, through Cast, Div and Ceil) becomes constants, and the shapes it
-// decides become static, so more of the model plans (or all of it).
+// decides become static, so more of the model plans (or all of it). A node the import
+// kept opaque because such an operand was computed (the RPN's TopK of a Faster R-CNN,
+// its k from the anchors' count) is imported again once that operand is a constant.
 Graph fold_constants_only(const Graph& g);
 
 // The split of `g`, or nothing where the head would compute nothing (no operator
 // node) or the tail would make none of the outputs (then nothing is data-dependent).
 std::optional<SplitModel> split_at_dynamic_shapes(const Graph& g);
+
+// A split made ready to run (`isomer run` and `isomer.run`): the head compiled for
+// the isomer runtime, the tail loaded in ONNX Runtime with `threads` threads.
+class SplitExecutable {
+ public:
+  // Nothing where `g` (constants folded) does not split or the head is not runnable;
+  // throws Error where the head does not compile or the tail does not load.
+  static std::unique_ptr<SplitExecutable> make(const Graph& g, const runtime::RuntimeOptions& ro, int threads);
+  ~SplitExecutable();
+  SplitExecutable(const SplitExecutable&) = delete;
+  SplitExecutable& operator=(const SplitExecutable&) = delete;
+
+  // The model's outputs, in its order; `head_out` and `feeds` (where given) get the
+  // head's outputs and the tail's inputs, to time the two again.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<Tensor>* head_out = nullptr,
+                          bridge::NamedTensors* feeds = nullptr);
+
+  const SplitModel& split() const { return split_; }
+  runtime::Executable& head() { return *head_; }
+  bridge::OrtBridge& onnxruntime() { return *ort_; }
+  int tail_id() const { return tail_.id; }
+
+ private:
+  SplitExecutable() = default;
+  Graph model_;
+  SplitModel split_;
+  std::unique_ptr<runtime::Executable> head_;
+  std::shared_ptr<bridge::OrtBridge> ort_;
+  bridge::Session tail_;
+};
 
 }  // namespace isomer

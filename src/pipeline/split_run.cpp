@@ -1,5 +1,6 @@
-#include "cli/split_run.h"
+#include "pipeline/split_run.h"
 
+#include <exception>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,13 +22,35 @@ bool static_outputs(const Node& n) {
   return true;
 }
 
+size_t opaque_nodes(const Graph& g) {
+  size_t n = 0;
+  for (const NodePtr& node : g.topo_order()) n += node->kind() == NodeKind::Opaque;
+  return n;
+}
+
 }  // namespace
 
 Graph fold_constants_only(const Graph& g) {
   PassOptions opts;
   for (const std::string& name : template_rule_names())
     if (name != "fold-constants" && name != "fold-shape" && name != "dce") opts.disabled.push_back(name);
-  return simplify(g, opts);
+  Graph folded = simplify(g, opts);
+  // The import keeps a node opaque whose shape-deciding operand is computed (a TopK's
+  // k, a OneHot's depth); folding may have made that operand a constant, and the node
+  // imported again is an operator the runtime plans. Until no more opaque nodes go.
+  for (size_t opaque = opaque_nodes(folded); opaque > 0;) {
+    Graph again;
+    try {
+      again = simplify(import_onnx_bytes(export_onnx_bytes(folded), ""), opts);
+    } catch (const std::exception&) {
+      break;  // it imported once: what no longer does stays as folded
+    }
+    const size_t left = opaque_nodes(again);
+    if (left >= opaque || again.output_names() != folded.output_names()) break;
+    folded = std::move(again);
+    opaque = left;
+  }
+  return folded;
 }
 
 std::optional<SplitModel> split_at_dynamic_shapes(const Graph& g) {
@@ -109,6 +132,49 @@ std::optional<SplitModel> split_at_dynamic_shapes(const Graph& g) {
   if (tail_outputs.empty()) return std::nullopt;
   s.tail = export_onnx_bytes(Graph(tail_inputs, tail_outputs, s.tail_outputs, g.info()));
   return s;
+}
+
+std::unique_ptr<SplitExecutable> SplitExecutable::make(const Graph& g, const runtime::RuntimeOptions& ro,
+                                                       int threads) {
+  std::optional<SplitModel> s = split_at_dynamic_shapes(fold_constants_only(g));
+  if (!s || !runtime::is_runnable(s->head, nullptr, ro)) return nullptr;
+  std::unique_ptr<SplitExecutable> x(new SplitExecutable());
+  x->model_ = g;
+  x->split_ = std::move(*s);
+  x->head_ = runtime::compile(x->split_.head, ro);
+  x->ort_ = bridge::OrtBridge::shared();
+  x->tail_ = x->ort_->load_bytes(x->split_.tail, {.threads = threads, .optimization = "all", .spinning = true});
+  return x;
+}
+
+SplitExecutable::~SplitExecutable() {
+  if (ort_ && tail_.id >= 0) ort_->free(tail_.id);
+}
+
+std::vector<Tensor> SplitExecutable::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* head_out,
+                                         bridge::NamedTensors* feeds) {
+  std::vector<Tensor> head = head_->run(inputs);
+  bridge::NamedTensors tail_in;
+  for (const std::string& name : tail_.input_names) {
+    for (size_t i = 0; i < model_.inputs().size(); ++i)
+      if (model_.inputs()[i]->name() == name) tail_in.emplace_back(name, inputs.at(i));
+    for (size_t i = 0; i < split_.head.output_names().size(); ++i)
+      if (split_.head.output_names()[i] == name) tail_in.emplace_back(name, head.at(i));
+  }
+  const bridge::NamedTensors tail_out = ort_->run(tail_.id, tail_in);
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < model_.outputs().size(); ++i) {
+    if (split_.from_head.at(i) >= 0) {
+      outputs.push_back(head.at(static_cast<size_t>(split_.from_head[i])));
+      continue;
+    }
+    for (size_t k = 0; k < split_.tail_outputs.size(); ++k)
+      if (split_.tail_outputs[k] == model_.output_names()[i]) outputs.push_back(tail_out.at(k).second);
+  }
+  require(outputs.size() == model_.outputs().size(), "the split run lost an output");
+  if (head_out) *head_out = std::move(head);
+  if (feeds) *feeds = std::move(tail_in);
+  return outputs;
 }
 
 }  // namespace isomer

@@ -1,0 +1,99 @@
+"""Exports that earlier rounds did not try (models27), each case built with onnx.helper.
+
+A detector's region proposals take the best k scores, k = min(pre_nms_top_n, the
+anchors' count), the count read from a Shape deep behind the image's resize and
+padding: the import decides values like it only a few operators deep, so it kept the
+TopK opaque, and the split run cut there even after folding made k a constant.
+isomer.run(engine="runtime") had no split run at all: such a model raised.
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+
+
+def proposals_model(n=40, depth=24):
+    """The best min(5, n) of x's scores (TopK, its k computed from Shape(x) through
+    `depth` additions of zero), then those above 0 (NonZero: the tail's)."""
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [c("i1", np.array(1, np.int64)), c("zero", np.array(0, np.int64)), c("ax0", np.array([0], np.int64)),
+             c("five", np.array([5], np.int64)), c("thr", np.array(0.0, np.float32))]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "i1"], ["c0"], name="count", axis=0)]
+    for i in range(depth):
+        nodes.append(helper.make_node("Add", [f"c{i}", "zero"], [f"c{i + 1}"], name=f"add{i}"))
+    nodes += [helper.make_node("Unsqueeze", [f"c{depth}", "ax0"], ["cnt"], name="unsq"),
+              helper.make_node("Min", ["five", "cnt"], ["k"], name="k"),
+              helper.make_node("TopK", ["x", "k"], ["top", "top_i"], name="topk", axis=1),
+              helper.make_node("Greater", ["top", "thr"], ["mask"], name="above"),
+              helper.make_node("NonZero", ["mask"], ["kept"], name="nonzero")]
+    graph = helper.make_graph(nodes, "proposals", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                              [helper.make_tensor_value_info("top", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("kept", TensorProto.INT64, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def ort_outputs(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_split_run_imports_a_topk_again_once_folding_made_its_k_constant(tmp_path):
+    model = proposals_model()
+    x = np.random.default_rng(0).standard_normal((1, 40)).astype(np.float32)
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "from node 'nonzero' (NonZero) on" in p.stdout, p.stdout
+    steps = [l.split() for l in p.stdout.split("split where", 1)[1].splitlines() if l.startswith("  ")]
+    assert any(s[0] != "onnxruntime" and "TopK" in s[1] for s in steps if len(s) > 1), p.stdout
+    got = np.load(out)
+    for name, want in zip(["top", "kept"], ort_outputs(model, {"x": x})):
+        np.testing.assert_array_equal(got[name], want)
+
+
+def test_python_run_splits_a_model_whose_later_shapes_depend_on_the_data():
+    isomer = pytest.importorskip("isomer")
+    model = proposals_model()
+    x = np.random.default_rng(1).standard_normal((1, 40)).astype(np.float32)
+    got = isomer.run(model, {"x": x}, engine="runtime", threads=1)
+    want = ort_outputs(model, {"x": x})
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def dynamo_prefill_model(hidden=8, vocab=16):
+    """A dynamo export's dims: input_ids [s33, s50] into an embedding, then a MatMul
+    over [s33, s50, hidden]."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal((vocab, hidden)).astype(np.float32), "emb"),
+             numpy_helper.from_array(rng.standard_normal((hidden, hidden)).astype(np.float32), "w")]
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["h"], name="embed", axis=0),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="proj")]
+    graph = helper.make_graph(nodes, "prefill", [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
+                                                                               ["s33", "s50"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s33", "s50", hidden])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_drawn_inputs_give_a_dynamo_token_axis_a_prefills_length(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(dynamo_prefill_model(), path)
+    p = subprocess.run([ISOMER, "run", str(path), "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "open dims at s33=1, s50=64" in p.stdout, p.stdout
+    p = subprocess.run([ISOMER, "run", str(path), "--threads", "1", "--input-shape", "input_ids:2,5"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "s50=64" not in p.stdout, p.stdout
