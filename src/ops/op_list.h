@@ -120,6 +120,8 @@ ISOMER_OP(ReduceLogSumExp)
 ISOMER_OP(ArgMax)
 ISOMER_OP(ArgMin)
 ISOMER_OP(CumSum)
+// col2im.cpp: sliding blocks summed back into an image (nn.Fold)
+ISOMER_OP(Col2Im)
 // rnn.cpp: recurrent networks over a sequence
 ISOMER_OP(LSTM)
 ISOMER_OP(GRU)

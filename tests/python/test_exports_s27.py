@@ -4,7 +4,8 @@ A detector's region proposals take the best k scores, k = min(pre_nms_top_n, the
 anchors' count), the count read from a Shape deep behind the image's resize and
 padding: the import decides values like it only a few operators deep, so it kept the
 TopK opaque, and the split run cut there even after folding made k a constant.
-isomer.run(engine="runtime") had no split run at all: such a model raised.
+isomer.run(engine="runtime") had no split run at all: such a model raised. Col2Im
+(nn.Fold: MobileViTV2) was an operator isomer did not know.
 """
 import os
 import subprocess
@@ -97,3 +98,48 @@ def test_drawn_inputs_give_a_dynamo_token_axis_a_prefills_length(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "s50=64" not in p.stdout, p.stdout
+
+
+def col2im_model(c, image, block, x_shape, **attrs):
+    """Col2Im of x [N, c * prod(block), L] (MobileViTV2 folds its patches back with it)."""
+    inits = [numpy_helper.from_array(np.array(image, np.int64), "image"),
+             numpy_helper.from_array(np.array(block, np.int64), "block")]
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="fold", **attrs)
+    graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([8, 8], [2, 2], dict(strides=[2, 2])),                                          # patches, no overlap
+    ([7, 9], [3, 2], {}),                                                            # overlapping, summed
+    ([6, 7], [2, 3], dict(pads=[1, 0, 2, 1], dilations=[2, 1], strides=[1, 2])),     # padded, dilated
+    ([10], [3], dict(strides=[2], pads=[1, 1])),                                     # one spatial axis
+])
+def test_col2im_runs_natively_and_matches_onnxruntime(tmp_path, image, block, attrs):
+    c = 3
+    k = len(image)
+    pads = attrs.get("pads", [0] * 2 * k)
+    dil, st = attrs.get("dilations", [1] * k), attrs.get("strides", [1] * k)
+    L = int(np.prod([(image[d] + pads[d] + pads[d + k] - dil[d] * (block[d] - 1) - 1) // st[d] + 1 for d in range(k)]))
+    x = np.random.default_rng(len(image) + L).standard_normal((2, c * int(np.prod(block)), L)).astype(np.float32)
+    model = col2im_model(c, image, block, list(x.shape), **attrs)
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    want = ort_outputs(model, {"x": x})[0]
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_whose_blocks_do_not_match_is_refused_in_one_line(tmp_path):
+    model = col2im_model(3, [8, 8], [2, 2], [1, 12, 15], strides=[2, 2])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    p = subprocess.run([ISOMER, "run", str(path), "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert "Col2Im" in p.stderr and "16" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "terminate" not in p.stderr
+
