@@ -497,7 +497,8 @@ ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string
     const TensorType& want = in->output_types()[0];
     require(found->dtype() == want.dtype, what + ": input '" + in->name() + "' is " + to_string(found->type()) +
                                               ", the model declares " + to_string(want));
-    bool fits = found->rank() == want.rank();
+    // A tensor input of unknown rank (kept as its ONNX type) takes an array of any rank.
+    bool fits = in->onnx_type() || found->rank() == want.rank();
     for (size_t d = 0; fits && d < want.shape.size(); ++d)
       fits = !want.shape[d].is_static() || want.shape[d].value == found->dims()[d];
     require(fits, what + ": input '" + in->name() + "' is " + to_string(found->type()) + ", the model declares " +

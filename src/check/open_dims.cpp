@@ -127,7 +127,9 @@ std::map<std::string, std::vector<int64_t>> open_input_shapes(const Graph& g, co
   std::map<std::string, std::vector<int64_t>> out;
   for (size_t i = 0; i < g.inputs().size() && i < tensors.size(); ++i) {
     const NodePtr& in = g.inputs()[i];
-    if (!in->onnx_type() && !is_static(in->output_types()[0].shape) && in->output_types()[0].rank() == tensors[i].rank())
+    const TensorType& t = in->output_types()[0];
+    // A tensor input of unknown rank (kept as its ONNX type) is fixed to the array's dims too.
+    if (in->onnx_type() ? t.dtype != DType::Undefined : !is_static(t.shape) && t.rank() == tensors[i].rank())
       out[in->name()] = tensors[i].dims();
   }
   return out;

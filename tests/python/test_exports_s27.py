@@ -143,3 +143,21 @@ def test_col2im_whose_blocks_do_not_match_is_refused_in_one_line(tmp_path):
     assert "Col2Im" in p.stderr and "16" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr and "terminate" not in p.stderr
 
+
+def test_an_input_of_unknown_rank_takes_the_given_arrays_dims(tmp_path):
+    """onnx.helper's make_tensor_value_info(name, type, None) declares no shape: ONNX
+    Runtime runs such a model on arrays of any rank; `run --inputs` refused them."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("ReduceSum", ["r"], ["y"], name="sum", keepdims=0)]
+    graph = helper.make_graph(nodes, "unranked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    np.testing.assert_allclose(np.load(out)["y"], ort_outputs(model, {"x": x})[0], rtol=1e-6)
+
