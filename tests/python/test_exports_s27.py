@@ -161,3 +161,30 @@ def test_an_input_of_unknown_rank_takes_the_given_arrays_dims(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     np.testing.assert_allclose(np.load(out)["y"], ort_outputs(model, {"x": x})[0], rtol=1e-6)
 
+
+def test_batchnorm_of_rows_runs_channels_last(tmp_path):
+    """LeViT's BatchNorm1d over a Linear's output [tokens, features]: oneDNN's plain
+    2-D kernel walks each channel down the rows; the step reads [N, C] as [N, C, 1, 1]
+    channels-last, the same memory."""
+    import json
+    n, c = 64, 320
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "scale"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "bias"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "mean"),
+             numpy_helper.from_array(rng.uniform(0.5, 2, c).astype(np.float32), "var")]
+    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], name="bn")
+    graph = helper.make_graph([node], "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    x = rng.standard_normal((n, c)).astype(np.float32)
+    path, inp, out, rep = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "r.json"
+    onnx.save(model, path)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--profile", "--report-json", str(rep)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = [s for s in json.load(open(rep))["profile"] if s["kind"] == "batchnorm"]
+    assert len(steps) == 1 and f"{n}x{c}x1x1" in steps[0]["signature"], steps
+    np.testing.assert_allclose(np.load(out)["y"], ort_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
