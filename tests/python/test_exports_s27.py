@@ -46,14 +46,20 @@ def ort_outputs(model, feeds):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
+def run_isomer(tmp_path, model, feeds, *flags):
+    """`isomer run` of `model` on `feeds`, 1 thread; the process and its outputs' path."""
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, **feeds)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1", *flags],
+                       capture_output=True, text=True, timeout=300)
+    return p, out
+
+
 def test_split_run_imports_a_topk_again_once_folding_made_its_k_constant(tmp_path):
     model = proposals_model()
     x = np.random.default_rng(0).standard_normal((1, 40)).astype(np.float32)
-    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
-    onnx.save(model, path)
-    np.savez(inp, x=x)
-    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
-                        "--print-steps"], capture_output=True, text=True, timeout=300)
+    p, out = run_isomer(tmp_path, model, {"x": x}, "--print-steps")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "from node 'nonzero' (NonZero) on" in p.stdout, p.stdout
     steps = [l.split() for l in p.stdout.split("split where", 1)[1].splitlines() if l.startswith("  ")]
@@ -124,11 +130,7 @@ def test_col2im_runs_natively_and_matches_onnxruntime(tmp_path, image, block, at
     L = int(np.prod([(image[d] + pads[d] + pads[d + k] - dil[d] * (block[d] - 1) - 1) // st[d] + 1 for d in range(k)]))
     x = np.random.default_rng(len(image) + L).standard_normal((2, c * int(np.prod(block)), L)).astype(np.float32)
     model = col2im_model(c, image, block, list(x.shape), **attrs)
-    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
-    onnx.save(model, path)
-    np.savez(inp, x=x)
-    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
-                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    p, out = run_isomer(tmp_path, model, {"x": x}, "--no-onnxruntime", "--print-steps")
     assert p.returncode == 0, p.stdout + p.stderr
     want = ort_outputs(model, {"x": x})[0]
     np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-5, atol=1e-5)
@@ -153,11 +155,7 @@ def test_an_input_of_unknown_rank_takes_the_given_arrays_dims(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
-    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
-    onnx.save(model, path)
-    np.savez(inp, x=x)
-    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
-                        "--no-onnxruntime"], capture_output=True, text=True, timeout=300)
+    p, out = run_isomer(tmp_path, model, {"x": x}, "--no-onnxruntime")
     assert p.returncode == 0, p.stdout + p.stderr
     np.testing.assert_allclose(np.load(out)["y"], ort_outputs(model, {"x": x})[0], rtol=1e-6)
 
@@ -178,12 +176,8 @@ def test_batchnorm_of_rows_runs_channels_last(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
     x = rng.standard_normal((n, c)).astype(np.float32)
-    path, inp, out, rep = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "r.json"
-    onnx.save(model, path)
-    np.savez(inp, x=x)
-    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
-                        "--no-onnxruntime", "--profile", "--report-json", str(rep)], capture_output=True, text=True,
-                       timeout=300)
+    rep = tmp_path / "r.json"
+    p, out = run_isomer(tmp_path, model, {"x": x}, "--no-onnxruntime", "--profile", "--report-json", str(rep))
     assert p.returncode == 0, p.stdout + p.stderr
     steps = [s for s in json.load(open(rep))["profile"] if s["kind"] == "batchnorm"]
     assert len(steps) == 1 and f"{n}x{c}x1x1" in steps[0]["signature"], steps
