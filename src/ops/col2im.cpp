@@ -129,7 +129,7 @@ OpDef def_Col2Im() {
     return a;
   };
   // No step of its own yet: the runtime runs these semantics (MobileViTV2's three
-  // folds, 0.25 of its 2.36 ms of CPU time).
+  // folds: 0.09 of its 2.0 ms of CPU time; handed to ONNX Runtime they took 0.23).
   d.lower = Lowering::ReferenceOnly;
   return d;
 }
