@@ -198,7 +198,22 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       return op1("DFT", {z, i64(1 + rnd(2 * d[axis])), i64(coin() ? axis : axis - r - 1)},
                  {{"inverse", int64_t{onesided ? 0 : rnd(2)}}, {"onesided", int64_t{onesided ? 1 : 0}}});
     }
-    default: return op1("GlobalMaxPool", {pick_float_rank(4)});
+    default: {
+      // torch's nn.Fold: the columns of 1 x b blocks (x [N, C * b, L]) summed back into
+      // a 1 x W image, at stride 1 or 2, padded or not.
+      if (r == 3 && coin(40)) {
+        std::vector<int64_t> bs;
+        for (int64_t k = 1; k <= 4; ++k)
+          if (d[1] % k == 0) bs.push_back(k);
+        const int64_t b = pick(bs), s = 1 + rnd(2);
+        int64_t p = rnd(2);
+        if ((d[2] - 1) * s + b - 2 * p < 1) p = 0;
+        const int64_t w = (d[2] - 1) * s + b - 2 * p;
+        return op1("Col2Im", {x, iconst({1, w}), iconst({1, b})},
+                   {{"strides", std::vector<int64_t>{1, s}}, {"pads", std::vector<int64_t>{0, p, 0, p}}});
+      }
+      return op1("GlobalMaxPool", {pick_float_rank(4)});
+    }
   }
 }
 

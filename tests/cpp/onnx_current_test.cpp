@@ -143,6 +143,8 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // to write what an older opset cannot say.
       {"Attention", {23, 24, 25}},
       {"RotaryEmbedding", {23}},
+      // Col2Im (ops/col2im.cpp): one version, 18.
+      {"Col2Im", {18}},
       // Quantization (ops/quant.cpp): 19-28 widen the types (float8, int4, int2, float8e8m0
       // scales: refused, or kept opaque), 21 added block quantization (kept opaque) and
       // output_dtype, 23 precision (float32 only); QLinearMatMul-21 widened the scales.
