@@ -1,9 +1,10 @@
 """Attention as exporters decompose it (MatMul, scalar factors, a mask added or a Where
 to -inf, Softmax, MatMul) on the runtime's attention step: taken where the mask is
-causal over at least 256 queries, the outputs those of ONNX Runtime at odd shapes
-(grouped-query and multi-query heads, batch 2, a partial last band, head sizes that
-fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
-steps where it saves nothing (no mask, a mask that is not causal, short blocks).
+causal and each head's queries x keys x (D + Dv) is at least 2^19 (128 queries of
+LLaMA's and GPT-2's heads of 64), the outputs those of ONNX Runtime at odd shapes
+(grouped-query and multi-query heads, batch 2, partial tiles and bands, head sizes
+that fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
+steps where it saves nothing (no mask, a mask that is not causal, small heads).
 """
 import numpy as np
 import onnx
@@ -115,6 +116,10 @@ def check(model, taken):
     [
         (1, 16, 4, 256, 64, 64, "add", "qk", "seq"),  # LLaMA's block: GQA, Y back to [B, S, hidden]
         (1, 12, 12, 256, 64, 64, "where", "div", "seq"),  # GPT-2's: Where(keep, S, -inf), Div
+        (1, 16, 4, 128, 64, 64, "add", "qk", "seq"),  # the corpus's LLaMA block: 128 queries
+        (1, 12, 12, 128, 64, 64, "where", "div", "seq"),  # the corpus's GPT-2 block
+        (2, 6, 2, 97, 48, 40, "add", "mul", "heads"),  # odd: a partial tile of rows and of keys
+        (1, 4, 4, 65, 64, 64, "where", "qk", "seq"),  # one row past whole tiles
         (2, 6, 3, 257, 24, 40, "add", "mul", "heads"),  # batch 2, a partial band, odd head sizes
         (2, 4, 1, 300, 16, 16, "where", "qk", "seq"),  # multi-query: one KV head expanded
         (1, 3, 3, 384, 8, 8, "add", "qk", "heads"),
@@ -136,6 +141,21 @@ def test_a_causal_mask_with_more_keys_hidden_is_still_applied():
     check(decomposed(1, 4, 2, 288, 32, mask="add", mask_rows=keep), taken=True)
 
 
+def test_a_causal_mask_that_also_adds_a_bias_is_still_added():
+    # -inf above the diagonal, and a finite bias on and below it (ALiBi's form): the
+    # step skips the keys past the frontier and still adds the rest of the mask; a
+    # mask of only 0 and -inf is not read (the frontier is all it says).
+    S = 128
+    model = decomposed(1, 4, 2, S, 64, mask="add")
+    i, j = np.meshgrid(np.arange(S), np.arange(S), indexing="ij")
+    bias = np.where(j <= i, -0.5 * (i - j), -np.inf).astype(np.float32).reshape(1, 1, S, S)
+    for init in model.graph.initializer:
+        if init.name == "m":
+            init.CopyFrom(numpy_helper.from_array(bias, "m"))
+    check(model, taken=True)
+    check(decomposed(1, 4, 2, S, 64, mask="add"), taken=True)
+
+
 def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     keep = np.tril(np.ones((256, 256), bool))
     keep[5, :] = False
@@ -150,7 +170,7 @@ def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     [
         (197, None, None),  # no mask (ViT): nothing to skip
         (256, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
-        (128, "add", None),  # fewer queries than four bands (LLaMA's and GPT-2's blocks)
+        (64, "add", None),  # heads too small (64 queries of 32): the step's rows cost more than it saves
         (256, "add", np.ones((256, 256), bool)),  # a mask that hides nothing
         (256, "add", np.triu(np.ones((256, 256), bool))),  # the other triangle
     ])
