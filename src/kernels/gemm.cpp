@@ -379,6 +379,36 @@ inline __attribute__((always_inline)) void panel_product(const float* a, const f
   }
 }
 
+#ifdef ISOMER_HAVE_ISA_TARGETS
+// Rows 16 x 16 of `src` (row stride ld) transposed into `dst` (row stride ldd),
+// times s: three rounds of shuffles, pairs of rows, of 2-lane and of 4-lane groups
+// (a scalar transpose of K into K^T's panels cost a tenth of BERT's attention step).
+ISOMER_TARGET_AVX512 inline void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd, float s) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int i = 0; i < 8; ++i) {
+    _mm512_storeu_ps(dst + i * ldd, _mm512_mul_ps(_mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), sv));
+    _mm512_storeu_ps(dst + (i + 8) * ldd, _mm512_mul_ps(_mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd), sv));
+  }
+}
+#endif
+
 template <class V>
 inline __attribute__((always_inline)) void pack_panels_of(const float* b, int64_t b_k, int64_t b_n, int64_t K,
                                                           int64_t N, float scale, float* out) {
@@ -390,7 +420,19 @@ inline __attribute__((always_inline)) void pack_panels_of(const float* b, int64_
     for (int64_t q = 0; q < panels; ++q) {
       float* panel = out + q * K * NR;
       const int64_t w = std::min<int64_t>(NR, N - q * NR);
-      for (int64_t j = 0; j < NR; ++j) {
+      int64_t j = 0;
+#ifdef ISOMER_HAVE_ISA_TARGETS
+      // Whole blocks of 16 columns and 16 k on AVX-512 (the 16-lane panels).
+      if constexpr (L == 16) {
+        for (; j + 16 <= w; j += 16) {
+          int64_t k = 0;
+          for (; k + 16 <= K; k += 16) transpose16(b + (q * NR + j) * b_n + k, b_n, panel + k * NR + j, NR, scale);
+          for (; k < K; ++k)
+            for (int64_t jj = j; jj < j + 16; ++jj) panel[k * NR + jj] = b[(q * NR + jj) * b_n + k] * scale;
+        }
+      }
+#endif
+      for (; j < NR; ++j) {
         const float* col = b + (q * NR + j) * b_n;
         if (j < w)
           for (int64_t k = 0; k < K; ++k) panel[k * NR + j] = col[k] * scale;
