@@ -72,6 +72,7 @@ struct RowPlan {
   // Qwen3's 16-key rows more than it saved), else left for P V's rows to divide.
   bool normalize = false;
   bool empty_row_nan = false;  // see AttentionStep
+  bool finite_fill = false;    // see AttentionStep
 };
 
 // x[j] *= scale over a row, then the mask: added (float; `any` says whether some
@@ -185,6 +186,22 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
   return inv_sum;
 }
 
+// Whether the keys past a causal row's frontier [hi, ...), which a finite-fill mask
+// gives the fill F <= -1e38 (AttentionStep::finite_fill), weigh exactly 0 in the
+// row's softmax: some key before the frontier carries a mask above -1e37, and every
+// score is below 1e37 in magnitude (|q| times the head's |scale| max |k|), so the
+// row's max is at least -1.1e37 and every key past the frontier at most F + 1e37:
+// exp of their difference underflows to 0, and the max is the one before it.
+bool fill_is_zero(const RowPlan& r, const float* q, int64_t D, double key_norm, const char* mask, int64_t hi) {
+  double n2 = 0;
+  for (int64_t e = 0; e < D; ++e) n2 += double(q[e]) * q[e];
+  if (!(std::sqrt(n2) * key_norm < 1e37)) return false;
+  const float* m = reinterpret_cast<const float*>(mask);
+  for (int64_t j = 0; j < std::min(hi, r.mask_len); ++j)
+    if (m[j * r.ms[3]] >= -1e37f) return true;
+  return false;
+}
+
 // One unit of the step: `rows` queries from query `i0` of `heads` query heads
 // (a merged group: their rows one after the other) of batch b, all reading key
 // head hk. Units of one (b, hk) come one after the other, so that a thread packs
@@ -230,6 +247,7 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
   r.a = s.a;
   r.d = s.d;
   r.empty_row_nan = s.empty_row_nan;
+  r.finite_fill = s.finite_fill && s.a.causal && s.mask >= 0 && c.val(s.mask).dtype == DType::Float32;
   const AttentionDims& d = r.d;
   const AttentionAttrs& a = r.a;
   r.normalize = d.total < 64;
@@ -344,14 +362,23 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
                       sc.resize(static_cast<size_t>(max_rows * T));
                       inv.resize(static_cast<size_t>(max_rows));
                       int64_t packed_b = -1, packed_h = -1;
+                      double key_norm = 0;  // |scale| max |k| of the packed head (finite_fill)
+                      std::vector<int64_t> exact;  // rows of a unit computed over every key
                       for (int64_t u = u0; u < u1; ++u) {
                         const Item& it = items[static_cast<size_t>(u)];
                         if (it.b != packed_b || it.hk != packed_h) {
-                          kernels::pack_panels(isa, kk + it.b * keys.s[0] + it.hk * keys.s[1], keys.s[3], keys.s[2], D, T,
-                                               scale, kpan.data());
+                          const float* kh = kk + it.b * keys.s[0] + it.hk * keys.s[1];
+                          kernels::pack_panels(isa, kh, keys.s[3], keys.s[2], D, T, scale, kpan.data());
                           kernels::pack_panels(isa, vv + it.b * values.s[0] + it.hk * values.s[1], values.s[2], values.s[3],
                                                T, Dv, 1.0f, vpan.data());
                           packed_b = it.b, packed_h = it.hk;
+                          key_norm = 0;
+                          for (int64_t j = 0; r.finite_fill && j < T; ++j) {
+                            double n2 = 0;
+                            for (int64_t e = 0; e < D; ++e) n2 += double(kh[j * keys.s[2] + e * keys.s[3]]) * kh[j * keys.s[2] + e * keys.s[3]];
+                            key_norm = std::max(key_norm, std::sqrt(n2) * std::abs(double(scale)));
+                            if (n2 != n2) key_norm = n2;  // NaN: no bound
+                          }
                         }
                         const int64_t M = it.heads * it.rows;
                         const float* a = q + it.a_off;
@@ -381,6 +408,8 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
                                 it.frontier >= 0 ? std::min(it.keys, m + it.frontier + 1 + kernels::kMaxTileRows) : it.keys;
                             inv[static_cast<size_t>(hh * it.rows + m)] =
                                 attention_row(r, isa, sc.data() + (hh * it.rows + m) * T, i, offset, valid, mrow, zero_end);
+                            if (r.finite_fill && it.frontier >= 0 && !fill_is_zero(r, a + m * a_row, D, key_norm, mrow, m + it.frontier + 1))
+                              exact.push_back(m);
                           }
                         kernels::PanelGemm g2;
                         g2.M = M, g2.K = it.keys, g2.N = Dv, g2.a_row = T, g2.c_row = it.y_row;
@@ -388,6 +417,23 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
                         g2.frontier = it.frontier, g2.frontier_on_k = true;
                         g2.row_scale = r.normalize ? nullptr : inv.data();
                         kernels::gemm_panels(isa, sc.data(), vpan.data(), y + it.y_off, g2);
+                        // Rows the frontier cannot cut: every key, as the decomposed graph.
+                        for (const int64_t m : exact) {
+                          const int64_t i = it.i0 + m;
+                          float* row = sc.data();  // (the unit's scores are spent)
+                          kernels::PanelGemm e1;
+                          e1.M = 1, e1.K = D, e1.N = T, e1.a_row = a_row, e1.c_row = T, e1.packed_k = D, e1.packed_n = T;
+                          kernels::gemm_panels(isa, a + m * a_row, kpan.data(), row, e1);
+                          RowPlan whole = r;
+                          whole.a.causal = false;
+                          const char* mrow = mask + static_cast<size_t>(it.b * r.ms[0] + it.h * r.ms[1] + i * r.ms[2]) * melem;
+                          const float f = attention_row(whole, isa, row, i, 0, T, mrow, T);
+                          kernels::PanelGemm e2;
+                          e2.M = 1, e2.K = T, e2.N = Dv, e2.a_row = T, e2.c_row = it.y_row, e2.packed_k = T, e2.packed_n = Dv;
+                          e2.row_scale = r.normalize ? nullptr : &f;
+                          kernels::gemm_panels(isa, row, vpan.data(), y + it.y_off + m * it.y_row, e2);
+                        }
+                        exact.clear();
                       }
                     });
                   });

@@ -13,11 +13,12 @@
 // read only inside.
 //
 // Taken where the step does less work than the products and softmax as separate
-// steps: a mask known when the graph is compiled that hides every key after the
-// query's own position (a causal mask: LLaMA, GPT-2), so that the step multiplies
-// each tile of queries only up to its frontier, on heads big enough for that to
-// pay (kMinCausalWork). A mask that hides exactly those keys and adds nothing
-// elsewhere is not read at all. A row whose every key is masked is NaN, as the
+// steps: a mask that hides every key after the query's own position (a causal
+// mask: LLaMA, GPT-2), known when the graph is compiled or computed at run time by
+// a construction that proves it (computed_causal: Hugging Face's causal And
+// padding mask), so that the step multiplies each tile of queries only up to its
+// frontier, on heads big enough for that to pay (kMinCausalWork). A constant mask
+// that hides exactly those keys and adds nothing elsewhere is not read at all. A row whose every key is masked is NaN, as the
 // decomposed Softmax makes it.
 #include <cmath>
 #include <limits>
@@ -204,6 +205,41 @@ Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, boo
   return r;
 }
 
+// The fill a mask computed at run time gives every key after the query's own
+// position, by construction: And(hidden, x) of bools hides them (false) whatever x
+// is (Hugging Face's causal mask And its padding mask), Where(hidden, x, F) gives
+// them the scalar F (-inf, or a fill at most -1e38: finfo.min), an Expand keeps
+// them where the last two dims are already [Sq, T]. For bools the fill is -inf (the
+// chain's Where). nullopt where nothing proves it.
+std::optional<float> computed_causal(Compiler& c, const Value& v, int64_t Sq, int64_t T, bool is_bool, int depth = 0) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (depth > 8 || v.type().dtype != (is_bool ? DType::Bool : DType::Float32)) return std::nullopt;
+  if (c.peek_known(v) || c.known(v)) {
+    if (!causal_mask(c, v, Sq, T, is_bool).causal) return std::nullopt;
+    return kNegInf;
+  }
+  const Node* n = v.node.get();
+  if (!n || n->kind() != NodeKind::Op || n->num_outputs() != 1) return std::nullopt;
+  const std::string& op = n->op_type();
+  const auto& in = n->inputs();
+  if (op == "And" && is_bool && in.size() == 2) {
+    for (const Value& x : in)
+      if (computed_causal(c, x, Sq, T, true, depth + 1)) return kNegInf;
+    return std::nullopt;
+  }
+  if (op == "Where" && !is_bool && in.size() == 3 && computed_causal(c, in[0], Sq, T, true, depth + 1)) {
+    const std::optional<float> f = scalar_of(c, in[2]);
+    if (!f || !(*f <= -1e38f)) return std::nullopt;
+    return *f;
+  }
+  if (op == "Expand" && in.size() == 2) {
+    const std::vector<int64_t>& d = c.dims(in[0]);
+    if (d.size() < 2 || d[d.size() - 2] != Sq || d.back() != T) return std::nullopt;
+    return computed_causal(c, in[0], Sq, T, is_bool, depth + 1);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool lower_attention_chain(Compiler& c, const Node& qk) {
@@ -228,8 +264,16 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   if (B == 0 || Hq == 0 || Sq == 0 || T == 0 || D == 0 || Dv == 0) return false;
   // Where the step saves work: a causal mask over heads of at least kMinCausalWork.
   if (!m->mask || static_cast<double>(Sq * T * (D + Dv)) < kMinCausalWork) return false;
-  const Causality causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
-  if (!causality.causal) return false;
+  Causality causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
+  std::optional<float> fill;
+  if (!causality.causal) {
+    // A mask computed at run time: its last two dims must be the scores' own.
+    const std::vector<int64_t>& md = c.dims(*m->mask);
+    if (md.size() < 2 || md[md.size() - 2] != Sq || md.back() != T) return false;
+    fill = computed_causal(c, *m->mask, Sq, T, m->bool_mask);
+    if (!fill) return false;
+    causality.causal = true;
+  }
   // The mask broadcasts to the scores without widening them (checked by shape).
   const std::vector<int64_t> mdims = c.dims(*m->mask);
   if (mdims.size() > rank) return false;
@@ -257,6 +301,7 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   s.a.causal = true;
   s.scale = m->scale;
   s.empty_row_nan = true;
+  s.finite_fill = fill && std::isfinite(*fill);
   if (!causality.only) set_attention_mask(c, s, c.id(*m->mask));
   // Y as the Transpose after the product reads it ([B, Sq, Hq, Dv]): the Transpose
   // and the Reshape merging the heads are then views.

@@ -176,3 +176,79 @@ def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     ])
 def test_left_to_separate_steps_where_the_step_saves_nothing(S, mask, keep):
     check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=False)
+
+
+def hf_masked(B, Hq, S, D, keep, fill=np.float32(-3.4028235e38), form="add", scale=None):
+    """Attention under a mask computed at run time as Hugging Face's exports build it:
+    And(a constant [1, 1, S, S] keep pattern, the padding mask attention_mask[:, None,
+    None, :] as bool), then Where(., 0, fill) added to the scores (form "add"), or the
+    bool mask itself in Where(., S, -inf) (form "where")."""
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, Hq, S, D]) for x in ("q", "k", "v")]
+    ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [B, S]))
+    inits = [numpy_helper.from_array(keep.reshape(1, 1, S, S), "keep"),
+             numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+             numpy_helper.from_array(np.array(D ** -0.5 if scale is None else scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(fill, np.float32), "fill"),
+             numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")]
+    nodes = [helper.make_node("Unsqueeze", ["attention_mask", "axes"], ["pm"]),
+             helper.make_node("Cast", ["pm"], ["pb"], to=TensorProto.BOOL),
+             helper.make_node("And", ["keep", "pb"], ["both"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+             helper.make_node("Mul", ["sc", "s"], ["scs"])]
+    if form == "add":
+        nodes += [helper.make_node("Where", ["both", "zero", "fill"], ["m"]),
+                  helper.make_node("Add", ["scs", "m"], ["xm"])]
+    else:
+        nodes.append(helper.make_node("Where", ["both", "scs", "ninf"], ["xm"]))
+    nodes += [helper.make_node("Softmax", ["xm"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "hf_mask", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def check_padded(model, taken, pads, feeds=None):
+    S = model.graph.input[3].type.tensor_type.shape.dim[1].dim_value
+    feeds = feeds or feeds_for(model)
+    # Left padding: the first pads[b] positions of batch b hidden; those queries see
+    # no key the fill does not hide, and the decomposed Softmax weighs every key.
+    feeds["attention_mask"] = np.array([[0] * p + [1] * (S - p) for p in pads], np.int64)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for threads in (1, 2):
+        got = isomer.run(model, feeds, engine="runtime", threads=threads)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=2e-5, equal_nan=True)
+    kinds = isomer.benchmark(model, feeds, threads=1, repeat=1, warmup=0)["step_kinds"]
+    assert (kinds.get("attention") == 1) == taken, kinds
+
+
+@pytest.mark.parametrize("form", ["add", "where"])
+def test_a_causal_mask_computed_at_run_time_is_taken(form):
+    # 128 queries of 4 heads of 64; batch 2 with 5 positions of left padding in the
+    # second: the padded queries' rows (every key at finfo.min) are computed over
+    # every key, as the decomposed graph weighs them.
+    S = 128
+    check_padded(hf_masked(2, 4, S, 64, np.tril(np.ones((S, S), bool)), form=form), True, [0, 5])
+    check_padded(hf_masked(1, 2, 97, 64, np.tril(np.ones((97, 97), bool)), form=form), True, [3])
+
+
+def test_a_finite_fill_row_with_scores_too_large_to_bound_is_exact():
+    # Scores of +-2e38: the keys before the frontier at -2e38, those after it at
+    # +2e38 + finfo.min = -1.4e38, which outweigh them; rows that cannot be bounded
+    # go over every key too.
+    S, D = 128, 64
+    model = hf_masked(1, 2, S, D, np.tril(np.ones((S, S), bool)), scale=1.0)
+    feeds = feeds_for(model)
+    a = np.float32(np.sqrt(2e38 / D))
+    feeds["q"] = np.full_like(feeds["q"], a)
+    feeds["k"] = np.where(np.arange(S)[None, None, :, None] <= 60, -a, a).astype(np.float32) * np.ones_like(feeds["k"])
+    check_padded(model, True, [0], feeds)
+
+
+@pytest.mark.parametrize("keep,fill", [
+    (np.ones((128, 128), bool), np.float32(-3.4028235e38)),  # no causality in the constant: padding only
+    (np.triu(np.ones((128, 128), bool)), np.float32(-3.4028235e38)),  # the other triangle
+    (np.tril(np.ones((128, 128), bool)), np.float32(-1e4)),  # a fill the scores can reach
+])
+def test_a_computed_mask_that_is_not_causal_is_not_taken(keep, fill):
+    check_padded(hf_masked(2, 4, 128, 64, keep, fill=fill), False, [0, 5])
