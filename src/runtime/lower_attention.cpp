@@ -268,7 +268,9 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
   constexpr int64_t kBand = 64;
   const int64_t bands = Sq >= 2 * kBand ? (Sq + kBand - 1) / kBand : 1;
   const int64_t band = bands == 1 ? Sq : ((Sq + bands - 1) / bands + kernels::kMaxTileRows - 1) / kernels::kMaxTileRows * kernels::kMaxTileRows;
-  const bool causal = a.causal && s.nonpad < 0;
+  // (One query row, as in decode, reaches every key: no frontier cuts it, and the
+  // group's heads stay one tile.)
+  const bool causal = a.causal && s.nonpad < 0 && Sq > 1;
   const bool merge = bands == 1 && !causal && group > 1 && (Sq == 1 || q.s[1] == Sq * q.s[2]) && (!seq_major || Sq == 1);
   const int64_t per = merge ? group : 1;
   std::vector<Item> items;
