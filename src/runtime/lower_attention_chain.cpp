@@ -187,10 +187,8 @@ std::optional<HeadsView> kv_heads(Compiler& c, const Value& v, int64_t B, int64_
 struct Causality {
   bool causal = false, only = false;
 };
-Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, bool is_bool) {
-  if (Sq != T) return {};
-  const Tensor* t = c.known(mask);
-  if (!t || t->rank() < 2) return {};
+Causality causal_values(const Tensor* t, int64_t Sq, int64_t T, bool is_bool) {
+  if (Sq != T || !t || t->rank() < 2) return {};
   const std::vector<int64_t>& md = t->dims();
   for (size_t i = 0; i + 2 < md.size(); ++i)
     if (md[i] != 1) return {};
@@ -204,6 +202,16 @@ Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, boo
     }
   return r;
 }
+Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, bool is_bool) {
+  return causal_values(c.known(mask), Sq, T, is_bool);
+}
+
+// The last two dims of v's type where they are static.
+std::optional<std::pair<int64_t, int64_t>> last_two(const Value& v) {
+  const Shape& sh = v.type().shape;
+  if (sh.size() < 2 || !sh[sh.size() - 2].is_static() || !sh.back().is_static()) return std::nullopt;
+  return std::pair{sh[sh.size() - 2].value, sh.back().value};
+}
 
 // The fill a mask computed at run time gives every key after the query's own
 // position, by construction: And(hidden, x) of bools hides them (false) whatever x
@@ -214,8 +222,10 @@ Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, boo
 std::optional<float> computed_causal(Compiler& c, const Value& v, int64_t Sq, int64_t T, bool is_bool, int depth = 0) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (depth > 8 || v.type().dtype != (is_bool ? DType::Bool : DType::Float32)) return std::nullopt;
-  if (c.peek_known(v) || c.known(v)) {
-    if (!causal_mask(c, v, Sq, T, is_bool).causal) return std::nullopt;
+  // (Nothing is lowered here but constants: a value computed at run time is lowered
+  // where the graph's order reaches it, whether or not this proof holds.)
+  if (const Tensor* t = c.peek_known(v)) {
+    if (!causal_values(t, Sq, T, is_bool).causal) return std::nullopt;
     return kNegInf;
   }
   const Node* n = v.node.get();
@@ -233,8 +243,7 @@ std::optional<float> computed_causal(Compiler& c, const Value& v, int64_t Sq, in
     return *f;
   }
   if (op == "Expand" && in.size() == 2) {
-    const std::vector<int64_t>& d = c.dims(in[0]);
-    if (d.size() < 2 || d[d.size() - 2] != Sq || d.back() != T) return std::nullopt;
+    if (last_two(in[0]) != std::pair{Sq, T}) return std::nullopt;
     return computed_causal(c, in[0], Sq, T, is_bool, depth + 1);
   }
   return std::nullopt;
@@ -264,16 +273,17 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   if (B == 0 || Hq == 0 || Sq == 0 || T == 0 || D == 0 || Dv == 0) return false;
   // Where the step saves work: a causal mask over heads of at least kMinCausalWork.
   if (!m->mask || static_cast<double>(Sq * T * (D + Dv)) < kMinCausalWork) return false;
-  Causality causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
+  Causality causality;
   std::optional<float> fill;
-  if (!causality.causal) {
+  if (c.peek_known(*m->mask)) {
+    causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
+  } else {
     // A mask computed at run time: its last two dims must be the scores' own.
-    const std::vector<int64_t>& md = c.dims(*m->mask);
-    if (md.size() < 2 || md[md.size() - 2] != Sq || md.back() != T) return false;
+    if (last_two(*m->mask) != std::pair{Sq, T}) return false;
     fill = computed_causal(c, *m->mask, Sq, T, m->bool_mask);
-    if (!fill) return false;
-    causality.causal = true;
+    causality.causal = fill.has_value();
   }
+  if (!causality.causal) return false;
   // The mask broadcasts to the scores without widening them (checked by shape).
   const std::vector<int64_t> mdims = c.dims(*m->mask);
   if (mdims.size() > rank) return false;

@@ -252,3 +252,33 @@ def test_a_finite_fill_row_with_scores_too_large_to_bound_is_exact():
 ])
 def test_a_computed_mask_that_is_not_causal_is_not_taken(keep, fill):
     check_padded(hf_masked(2, 4, 128, 64, keep, fill=fill), False, [0, 5])
+
+
+def test_bert_padding_mask_computed_at_run_time_runs_on_the_separate_steps():
+    # transformers' BERT: (1 - mask[:, None, None, :]) expanded to [B, 1, S, S], as bool
+    # selects finfo.min, else the float (0): Where(hidden, finfo.min, 1 - mask) added. Not
+    # causal, so the separate steps; proving it must lower nothing out of the graph's
+    # order (the mask's Cast, lowered early by the proof, left its output unwritten).
+    B, H, S, D = 2, 4, 128, 64
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, H, S, D]) for x in ("q", "k", "v")]
+    ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [B, S]))
+    inits = [numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+             numpy_helper.from_array(np.array(1, np.float32), "one"),
+             numpy_helper.from_array(np.array(-3.4028235e38, np.float32), "fill"),
+             numpy_helper.from_array(np.array(D ** -0.5, np.float32), "s"),
+             numpy_helper.from_array(np.array([B, 1, S, S], np.int64), "full")]
+    nodes = [helper.make_node("Unsqueeze", ["attention_mask", "axes"], ["pu"]),
+             helper.make_node("Expand", ["pu", "full"], ["pm"]),
+             helper.make_node("Cast", ["pm"], ["pf"], to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "pf"], ["rsub"]),
+             helper.make_node("Cast", ["rsub"], ["hidden"], to=TensorProto.BOOL),
+             helper.make_node("Where", ["hidden", "fill", "rsub"], ["m"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+             helper.make_node("Mul", ["sc", "s"], ["scs"]),
+             helper.make_node("Add", ["scs", "m"], ["xm"]),
+             helper.make_node("Softmax", ["xm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "bert_mask", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    check_padded(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), False, [0, 7])
