@@ -348,7 +348,155 @@ ISOMER_CLONES void run_batch_narrow(const float* a, const float* bsrc, float* c,
   run_batch<v8>(a, bsrc, c, g, bi, epi, panel_buf, a_buf);
 }
 
+// Rows [0, g.M) of A times the panels (see gemm_panels), V's tiles.
+template <class V>
+inline __attribute__((always_inline)) void panel_product(const float* a, const float* panels, float* c,
+                                                         const PanelGemm& g) {
+  constexpr int64_t L = vmv::kLanes<V>, NR = 2 * L, MR = kTileRows<V>;
+  const int64_t n_panels = (g.N + NR - 1) / NR;
+  alignas(64) float acc[MR * NR];
+  for (int64_t r0 = 0; r0 < g.M; r0 += MR) {
+    const int64_t mr = std::min<int64_t>(MR, g.M - r0);
+    // Keys the tile's last row reaches: its columns (Q K^T) or its depth (P V).
+    const int64_t reach = g.frontier < 0 ? -1 : r0 + mr + g.frontier;
+    const int64_t K = g.frontier_on_k && reach >= 0 ? std::min(g.K, reach) : g.K;
+    const int64_t last = !g.frontier_on_k && reach >= 0 ? std::min(n_panels, (reach + NR - 1) / NR) : n_panels;
+    const float* ar = a + r0 * g.a_row;
+    for (int64_t q = 0; q < last; ++q) {
+      const int64_t c0 = q * NR, nc = std::min<int64_t>(NR, g.N - c0);
+      tile_rows<V>(mr, ar, g.a_row, panels + q * g.packed_k * NR, K, acc);
+      float* out = c + r0 * g.c_row + c0;
+      for (int64_t i = 0; i < mr; ++i) {
+        const V f = g.row_scale ? vmv::splat<V>(g.row_scale[r0 + i]) : vmv::splat<V>(1.0f);
+        if (nc == NR) {
+          vmv::store(out + i * g.c_row, vmv::load<V>(acc + i * NR) * f);
+          vmv::store(out + i * g.c_row + L, vmv::load<V>(acc + i * NR + L) * f);
+        } else {
+          for (int64_t j = 0; j < nc; ++j) out[i * g.c_row + j] = acc[i * NR + j] * (g.row_scale ? g.row_scale[r0 + i] : 1.0f);
+        }
+      }
+    }
+  }
+}
+
+#ifdef ISOMER_HAVE_ISA_TARGETS
+// Rows 16 x 16 of `src` (row stride ld) transposed into `dst` (row stride ldd),
+// times s: three rounds of shuffles, pairs of rows, of 2-lane and of 4-lane groups
+// (a scalar transpose of K into K^T's panels cost a tenth of BERT's attention step).
+ISOMER_TARGET_AVX512 inline void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd, float s) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int i = 0; i < 8; ++i) {
+    _mm512_storeu_ps(dst + i * ldd, _mm512_mul_ps(_mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), sv));
+    _mm512_storeu_ps(dst + (i + 8) * ldd, _mm512_mul_ps(_mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd), sv));
+  }
+}
+#endif
+
+template <class V>
+inline __attribute__((always_inline)) void pack_panels_of(const float* b, int64_t b_k, int64_t b_n, int64_t K,
+                                                          int64_t N, float scale, float* out) {
+  constexpr int64_t L = vmv::kLanes<V>, NR = 2 * L;
+  const int64_t panels = (N + NR - 1) / NR;
+  if (b_k == 1 && b_n != 1) {
+    // Column n of B is contiguous along k (K^T read from K's rows): one column at a
+    // time, as run_batch packs it.
+    for (int64_t q = 0; q < panels; ++q) {
+      float* panel = out + q * K * NR;
+      const int64_t w = std::min<int64_t>(NR, N - q * NR);
+      int64_t j = 0;
+#ifdef ISOMER_HAVE_ISA_TARGETS
+      // Whole blocks of 16 columns and 16 k on AVX-512 (the 16-lane panels).
+      if constexpr (L == 16) {
+        for (; j + 16 <= w; j += 16) {
+          int64_t k = 0;
+          for (; k + 16 <= K; k += 16) transpose16(b + (q * NR + j) * b_n + k, b_n, panel + k * NR + j, NR, scale);
+          for (; k < K; ++k)
+            for (int64_t jj = j; jj < j + 16; ++jj) panel[k * NR + jj] = b[(q * NR + jj) * b_n + k] * scale;
+        }
+      }
+#endif
+      for (; j < NR; ++j) {
+        const float* col = b + (q * NR + j) * b_n;
+        if (j < w)
+          for (int64_t k = 0; k < K; ++k) panel[k * NR + j] = col[k] * scale;
+        else
+          for (int64_t k = 0; k < K; ++k) panel[k * NR + j] = 0;
+      }
+    }
+    return;
+  }
+  const V s = vmv::splat<V>(scale);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t q = 0; q < panels; ++q) {
+      float* dst = out + (q * K + k) * NR;
+      const float* src = b + k * b_k + q * NR * b_n;
+      const int64_t w = std::min<int64_t>(NR, N - q * NR);
+      if (b_n == 1 && w == NR) {
+        vmv::store(dst, vmv::load<V>(src) * s);
+        vmv::store(dst + L, vmv::load<V>(src + L) * s);
+        continue;
+      }
+      for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b_n] * scale;
+      for (int64_t j = w; j < NR; ++j) dst[j] = 0;
+    }
+}
+
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void panel_product_avx512(const float* a, const float* panels, float* c,
+                                                               const PanelGemm& g) {
+  panel_product<v16>(a, panels, c, g);
+}
+ISOMER_CLONES void panel_product_narrow(const float* a, const float* panels, float* c, const PanelGemm& g) {
+  panel_product<v8>(a, panels, c, g);
+}
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void pack_panels_avx512(const float* b, int64_t b_k, int64_t b_n, int64_t K,
+                                                             int64_t N, float scale, float* out) {
+  pack_panels_of<v16>(b, b_k, b_n, K, N, scale, out);
+}
+ISOMER_CLONES void pack_panels_narrow(const float* b, int64_t b_k, int64_t b_n, int64_t K, int64_t N, float scale,
+                                      float* out) {
+  pack_panels_of<v8>(b, b_k, b_n, K, N, scale, out);
+}
+
+// The 16-lane tiles where the CPU has them and the product is wider than one
+// 8-lane panel (as gemm_batched_on chooses).
+bool wide_panels(VectorIsa isa, int64_t N) { return isa == VectorIsa::Avx512 && N > kPanel; }
+
 }  // namespace
+
+int64_t panel_columns(VectorIsa isa, int64_t N) { return wide_panels(isa, N) ? 2 * vmv::kLanes<v16> : kPanel; }
+
+int64_t panels_size(VectorIsa isa, int64_t K, int64_t N) {
+  const int64_t nr = panel_columns(isa, N);
+  return (N + nr - 1) / nr * nr * K;
+}
+
+void pack_panels(VectorIsa isa, const float* b, int64_t b_k, int64_t b_n, int64_t K, int64_t N, float scale,
+                 float* out) {
+  (wide_panels(isa, N) ? pack_panels_avx512 : pack_panels_narrow)(b, b_k, b_n, K, N, scale, out);
+}
+
+void gemm_panels(VectorIsa isa, const float* a, const float* panels, float* c, const PanelGemm& g) {
+  if (g.M == 0 || g.N == 0) return;
+  if (g.packed_k < g.K || g.packed_n < g.N) throw Error("gemm_panels: the product reads past its panels");
+  (wide_panels(isa, g.packed_n) ? panel_product_avx512 : panel_product_narrow)(a, panels, c, g);
+}
 
 void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& g, const GemmEpilogue* epilogue,
                   int threads) {

@@ -72,6 +72,36 @@ void gemm_batched(const float* a, const float* b, float* c, const BatchedGemm& s
 void gemm_batched_on(VectorIsa isa, const float* a, const float* b, float* c, const BatchedGemm& shape,
                      const GemmEpilogue* epilogue = nullptr, int threads = 0);
 
+// B [K, N] packed once for many products at run time (attention's K^T and V,
+// packed per key head and read by every query head of its group and every band
+// of queries): panels of panel_columns(isa, N) columns, k-major, zero-padded past
+// N, each element times `scale`. Element (k, n) of B is at b[k * b_k + n * b_n].
+int64_t panel_columns(VectorIsa isa, int64_t N);
+int64_t panels_size(VectorIsa isa, int64_t K, int64_t N);  // floats
+void pack_panels(VectorIsa isa, const float* b, int64_t b_k, int64_t b_n, int64_t K, int64_t N, float scale,
+                 float* out);
+
+// The most rows of A one tile takes, on any instruction set.
+constexpr int64_t kMaxTileRows = 8;
+
+// C [M, N] (row stride c_row) = A [M, K] (row stride a_row, unit stride along K)
+// times B packed by pack_panels (K rows, N columns), on one thread. A causal
+// `frontier` f >= 0 says row m needs only keys [0, m + f + 1): along N (Q K^T: tiles
+// whose columns all lie past their rows' frontier are not computed, and the
+// columns a tile computes past a row's frontier hold scores nobody reads) or along
+// K (P V: a tile's rows are multiplied only up to the frontier of its last row, so
+// row m of A must be zero from its frontier to kMaxTileRows past it). Row m of C
+// is multiplied by row_scale[m] when given. The panels may hold more keys than the
+// product reads: packed_k and packed_n are the K and N pack_panels was given.
+struct PanelGemm {
+  int64_t M = 0, K = 0, N = 0, a_row = 0, c_row = 0;
+  int64_t packed_k = 0, packed_n = 0;
+  int64_t frontier = -1;
+  bool frontier_on_k = false;
+  const float* row_scale = nullptr;
+};
+void gemm_panels(VectorIsa isa, const float* a, const float* panels, float* c, const PanelGemm& g);
+
 // True if this CPU is one where gemm_packed is the better choice for a product of
 // `rows` rows of A (-1: not known): AVX2 with FMA and no AVX-512, or AVX-512 and a
 // single row. $ISOMER_GEMM=native or =onednn overrides.

@@ -29,6 +29,13 @@ struct AttentionStep {
   // A row whose every key is masked: NaN (a decomposed Softmax's result for a row
   // of -inf), else 0 (ONNX Attention's).
   bool empty_row_nan = false;
+  // A causal mask computed at run time that gives the keys past the frontier a
+  // finite fill (Hugging Face's finfo.min) instead of -inf: those keys then weigh
+  // exactly 0 only where the row has a key the fill does not hide and its scores
+  // are bounded far below the fill (|scale| |q| max |k| < 1e37); any other row (a
+  // padded query whose every key carries the fill) is computed over every key, as
+  // the decomposed Softmax weighs them.
+  bool finite_fill = false;
 };
 
 // Adds the step to `c`; `info` gives its kind, label, operators and nodes (the

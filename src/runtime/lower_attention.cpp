@@ -72,6 +72,7 @@ struct RowPlan {
   // Qwen3's 16-key rows more than it saved), else left for P V's rows to divide.
   bool normalize = false;
   bool empty_row_nan = false;  // see AttentionStep
+  bool finite_fill = false;    // see AttentionStep
 };
 
 // x[j] *= scale over a row, then the mask: added (float; `any` says whether some
@@ -124,7 +125,7 @@ float empty_row(const RowPlan& r, float* x) {
 // non-padding keys. Unless r.normalize, the row is left unnormalized: the result
 // is what its product with V is to be multiplied by (0 for a row with no key).
 float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t i, int64_t offset, int64_t valid,
-                    const char* mask) {
+                    const char* mask, int64_t zero_end) {
   const int64_t T = r.d.total;
   // Keys allowed by the causal frontier, the window and the padding: [lo, hi).
   int64_t lo = 0, hi = std::min(valid, T);
@@ -145,7 +146,8 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
     any = r.bool_mask ? scale_select_row(x + lo, reinterpret_cast<const bool*>(mask) + lo, hi - lo, scale)
                       : scale_add_row(x + lo, reinterpret_cast<const float*>(mask) + lo, hi - lo, scale);
   } else {
-    if (vector) {
+    if (scale == 1.0f) {
+    } else if (vector) {
       scale_row(x + lo, hi - lo, scale);
     } else {
       for (int64_t j = lo; j < hi; ++j) x[j] *= scale;
@@ -180,16 +182,43 @@ float attention_row(const RowPlan& r, kernels::VectorIsa isa, float* x, int64_t 
   if (r.normalize) kernels::softmax_row(isa, x + lo, x + lo, hi - lo, false);
   else inv_sum = 1.0f / kernels::softmax_exp_row(isa, x + lo, x + lo, hi - lo);
   if (lo > 0) std::memset(x, 0, static_cast<size_t>(lo) * sizeof(float));
-  if (hi < T) std::memset(x + hi, 0, static_cast<size_t>(T - hi) * sizeof(float));
+  if (hi < zero_end) std::memset(x + hi, 0, static_cast<size_t>(zero_end - hi) * sizeof(float));
   return inv_sum;
 }
 
-// One product of Q K^T and of P V (one head, or a merged group of heads, or one
-// band of a causal block) with the rows of scores between them: `heads` runs of
-// `rows` score rows, Sq apart, from row `row0` of [B * Hq * Sq, T].
+// The largest |x| of n floats x[0], x[step], ...: NaN and infinities are +inf. (On
+// the bits of |x|, which order as the numbers and vectorize: a double sum of squares
+// per key and per query row cost a third of the step.)
+ISOMER_CLONES float max_abs(const float* x, int64_t n, int64_t step) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::bit_cast<uint32_t>(x[i * step]) & 0x7fffffffu);
+  return m >= 0x7f800000u ? std::numeric_limits<float>::infinity() : std::bit_cast<float>(m);
+}
+
+// Whether the keys past a causal row's frontier [hi, ...), which a finite-fill mask
+// gives the fill F <= -1e38 (AttentionStep::finite_fill), weigh exactly 0 in the
+// row's softmax: some key before the frontier carries a mask above -1e37, and every
+// score is below 1e37 in magnitude (D max |q| times the head's |scale| max |k|), so
+// the row's max is at least -1.1e37 and every key past the frontier at most
+// F + 1e37: exp of their difference underflows to 0, and the max is the one before it.
+bool fill_is_zero(const RowPlan& r, const float* q, int64_t D, double key_max, const char* mask, int64_t hi) {
+  if (!(static_cast<double>(D) * max_abs(q, D, 1) * key_max < 1e37)) return false;
+  const float* m = reinterpret_cast<const float*>(mask);
+  for (int64_t j = 0; j < std::min(hi, r.mask_len); ++j)
+    if (m[j * r.ms[3]] >= -1e37f) return true;
+  return false;
+}
+
+// One unit of the step: `rows` queries from query `i0` of `heads` query heads
+// (a merged group: their rows one after the other) of batch b, all reading key
+// head hk. Units of one (b, hk) come one after the other, so that a thread packs
+// that head's K^T and V once for all of them.
 struct Item {
-  kernels::BatchedGemm qk, pv;
-  int64_t row0 = 0, heads = 1, rows = 0;
+  int64_t b = 0, hk = 0, h = 0, i0 = 0, heads = 1, rows = 0;
+  int64_t a_off = 0, a_row = 0, y_off = 0, y_row = 0;
+  int64_t keys = 0;      // keys the unit multiplies
+  int64_t frontier = -1;  // causal: row m reads keys [0, m + frontier + 1)
+  double work = 0;
 };
 
 // Copies [B, heads, n, d] (through strides, `from`) into rows [start, start + n) of
@@ -224,62 +253,50 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
   RowPlan r;
   r.a = s.a;
   r.d = s.d;
-  r.scale = s.scale;
   r.empty_row_nan = s.empty_row_nan;
+  r.finite_fill = s.finite_fill && s.a.causal && s.mask >= 0 && c.val(s.mask).dtype == DType::Float32;
   const AttentionDims& d = r.d;
   const AttentionAttrs& a = r.a;
   r.normalize = d.total < 64;
+  // The scale multiplies K^T as it is packed: the rows then have one pass fewer.
+  r.scale = 1;
+  const float scale = s.scale;
   const int64_t B = d.batch, Hq = d.q_heads, Hk = d.kv_heads, Sq = d.q_len, T = d.total, D = d.head, Dv = d.v_head,
                 group = d.group();
-  const HeadsView* q = &s.q;
-  const HeadsView keys = s.keys, values = s.values;
+  const HeadsView q = s.q, keys = s.keys, values = s.values;
   const bool seq_major = s.seq_major_y;
-  std::vector<int> reads, writes;
-  // Q K^T: product (b, h) reads query head h and key head h / group. The query heads
-  // of a group share their keys: where their rows lie one stride apart (4-D Q, or
-  // one query), one product takes the whole group as group * Sq rows, so K and V
-  // are packed once per key head, not once per query head. A long causal block is
-  // cut into bands of kBand queries, each multiplied with the keys up to its
-  // frontier only (about half the work of the whole square).
+  // Units of at most kBand queries (their scores, 64 x T, stay in L1 or L2 between
+  // the products and the row pass), equal multiples of the tile's rows. A causal
+  // unit multiplies each tile only up to its rows' frontier (kernels::gemm_panels),
+  // about half the square. The query heads of a group read one packing of their
+  // key head; where their rows lie one stride apart (4-D Q, or one query) and the
+  // block is short, one unit takes the whole group as group * Sq rows (decode: the
+  // group's rows in one tile, not one row a tile).
   constexpr int64_t kBand = 64;
-  const bool banded = a.causal && s.nonpad < 0 && Sq >= 2 * kBand;
-  const bool merge = !banded && group > 1 && (Sq == 1 || q->s[1] == Sq * q->s[2]) && (!seq_major || Sq == 1);
+  const int64_t bands = Sq >= 2 * kBand ? (Sq + kBand - 1) / kBand : 1;
+  const int64_t band = bands == 1 ? Sq : ((Sq + bands - 1) / bands + kernels::kMaxTileRows - 1) / kernels::kMaxTileRows * kernels::kMaxTileRows;
+  // (One query row, as in decode, reaches every key: no frontier cuts it, and the
+  // group's heads stay one tile.)
+  const bool causal = a.causal && s.nonpad < 0 && Sq > 1;
+  const bool merge = bands == 1 && !causal && group > 1 && (Sq == 1 || q.s[1] == Sq * q.s[2]) && (!seq_major || Sq == 1);
   const int64_t per = merge ? group : 1;
-  std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>> products;
   std::vector<Item> items;
-  for (int64_t i0 = 0; i0 < Sq; i0 += banded ? kBand : Sq) {
-    const int64_t rows = banded ? std::min(kBand, Sq - i0) : Sq;
-    const int64_t keys_seen = banded ? std::min(T, i0 + rows + d.past) : T;
-    kernels::BatchedGemm g1;
-    g1.batch = B * Hq / per, g1.M = per * rows, g1.K = D, g1.N = keys_seen;
-    g1.a_row = merge && Sq == 1 ? q->s[1] : q->s[2], g1.b_k = keys.s[3], g1.b_n = keys.s[2];
-    g1.c_row = T;
-    // P V, written into Y's layout: [B, Hq, Sq, Dv] or [B, Sq, Hq * Dv].
-    kernels::BatchedGemm g2;
-    g2.batch = B * Hq / per, g2.M = per * rows, g2.K = keys_seen, g2.N = Dv;
-    g2.a_row = T, g2.b_k = values.s[2], g2.b_n = values.s[3];
-    g2.c_row = seq_major && !merge ? Hq * Dv : Dv;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < Hq; h += per) {
-        g1.a_off.push_back(b * q->s[0] + h * q->s[1] + i0 * q->s[2]);
-        g1.b_off.push_back(b * keys.s[0] + (h / group) * keys.s[1]);
-        g1.c_off.push_back(((b * Hq + h) * Sq + i0) * T);
-        g2.a_off.push_back(((b * Hq + h) * Sq + i0) * T);
-        g2.b_off.push_back(b * values.s[0] + (h / group) * values.s[1]);
-        g2.c_off.push_back((seq_major ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * g2.c_row);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; h += per)
+      for (int64_t i0 = 0; i0 < Sq; i0 += band) {
+        Item it;
+        it.b = b, it.h = h, it.hk = h / group, it.i0 = i0, it.heads = per, it.rows = std::min(band, Sq - i0);
+        it.a_off = b * q.s[0] + h * q.s[1] + i0 * q.s[2];
+        it.a_row = merge && Sq == 1 ? q.s[1] : q.s[2];
+        it.y_row = seq_major && !merge ? Hq * Dv : Dv;
+        it.y_off = (seq_major ? b * Sq * Hq * Dv + h * Dv : (b * Hq + h) * Sq * Dv) + i0 * it.y_row;
+        it.frontier = causal ? i0 + d.past : -1;
+        it.keys = causal ? std::min(T, i0 + it.rows + d.past) : T;
+        const double reach = causal ? std::min<double>(static_cast<double>(T), static_cast<double>(i0 + d.past) + it.rows / 2.0)
+                                    : static_cast<double>(T);
+        it.work = static_cast<double>(per * it.rows) * reach * static_cast<double>(D + Dv + 10);
+        items.push_back(it);
       }
-    for (size_t bi = 0; bi < g1.a_off.size(); ++bi) {
-      auto one = [bi](const kernels::BatchedGemm& g) {
-        kernels::BatchedGemm o = g;
-        o.batch = 1;
-        o.a_off = {g.a_off[bi]}, o.b_off = {g.b_off[bi]}, o.c_off = {g.c_off[bi]};
-        return o;
-      };
-      const int64_t b = static_cast<int64_t>(bi) / (Hq / per), h = static_cast<int64_t>(bi) % (Hq / per) * per;
-      items.push_back(Item{one(g1), one(g2), (b * Hq + h) * Sq + i0, per, rows});
-    }
-    products.emplace_back(std::move(g1), std::move(g2));
-  }
 
   const int mask = s.mask, nonpad = s.nonpad;
   if (mask >= 0) {
@@ -294,114 +311,137 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
     }
   }
   r.has_nonpad = nonpad >= 0;
-  const std::vector<int64_t> sdims{B, Hq, Sq, T};
-  const int scores = c.new_value(DType::Float32, sdims, plain_md(sdims, dt::f32), info.label + ".scores");
   const std::vector<int64_t> ydims = seq_major ? std::vector<int64_t>{B, Sq, Hq * Dv} : std::vector<int64_t>{B, Hq, Sq, Dv};
   const int y = c.new_value(DType::Float32, ydims, plain_md(ydims, dt::f32), info.label);
 
-  reads = {q->id, keys.id, values.id};
+  std::vector<int> reads = {q.id, keys.id, values.id};
   if (mask >= 0) reads.push_back(mask);
   if (nonpad >= 0) reads.push_back(nonpad);
-  writes = {scores, y};
   const size_t mask_at = mask >= 0 ? 3 : 0, nonpad_at = nonpad >= 0 ? 3 + (mask >= 0) : 0;
-  const size_t scores_at = reads.size(), y_at = reads.size() + 1;
+  const size_t y_at = reads.size();
 
   std::string sig = "attention " + std::to_string(B) + "x" + std::to_string(Hq) + "/" + std::to_string(Hk) + " q" +
                     std::to_string(Sq) + " kv" + std::to_string(T) + " d" + std::to_string(D) + "," +
-                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (seq_major && !d.rank3 ? " seq-major" : "") + (merge ? " grouped" : "") + (banded ? " banded" : "") + (a.causal ? " causal" : "") +
+                    std::to_string(Dv) + (d.rank3 ? " 3d" : "") + (seq_major && !d.rank3 ? " seq-major" : "") +
+                    (merge ? " grouped" : "") + (bands > 1 ? " banded" : "") + (a.causal ? " causal" : "") +
                     (r.has_mask ? (r.bool_mask ? " bool-mask" : " mask") : "") + (a.softcap > 0 ? " softcap" : "") +
                     (r.has_nonpad ? " nonpad" : "") + (a.left_window >= 0 || a.right_window >= 0 ? " window" : "");
+  double total_work = 0;
+  for (const Item& it : items) total_work += it.work;
   const double flops = 2.0 * static_cast<double>(B * Hq * Sq * T) * static_cast<double>(D + Dv);
-  // Work for a team (4e6 of it pays for one more thread, as gemm_batched counts):
-  // the products, and about 20 flops' worth per score for the row pass (scale,
-  // mask, exp, normalization).
-  const double work = flops + 20.0 * static_cast<double>(B * Hq * Sq * T);
-  // Scores that fit in L2 all together gain nothing from going unit by unit, and
-  // small units pay for each product's call (qwen3's 4 heads of 16 x 16: 12% slower).
-  const bool spills = static_cast<double>(B * Hq * Sq * T) * sizeof(float) > 256.0 * 1024;
+  // Work for a team (4e6 of it pays for one more thread, as gemm_batched counts).
+  const double work = total_work;
   auto plan = std::make_shared<const RowPlan>(r);
-  auto shapes = std::make_shared<const std::vector<std::pair<kernels::BatchedGemm, kernels::BatchedGemm>>>(std::move(products));
   auto units = std::make_shared<const std::vector<Item>>(std::move(items));
   info.signature = sig;
   info.flops = flops;
-  add_native_step(c, std::move(info), reads, writes,
-                  [plan, shapes, units, work, spills, mask_at, nonpad_at, scores_at, y_at, seq_major](const std::vector<char*>& p) {
+  const int64_t max_rows = per * std::min(band, Sq);
+  add_native_step(c, std::move(info), reads, {y},
+                  [plan, units, work, scale, keys, values, max_rows, mask_at, nonpad_at, y_at](const std::vector<char*>& p) {
                     const RowPlan& r = *plan;
                     const AttentionDims& d = r.d;
+                    const int64_t T = d.total, D = d.head, Dv = d.v_head;
                     const float* q = reinterpret_cast<const float*>(p[0]);
                     const float* kk = reinterpret_cast<const float*>(p[1]);
                     const float* vv = reinterpret_cast<const float*>(p[2]);
-                    float* s = reinterpret_cast<float*>(p[scores_at]);
                     float* y = reinterpret_cast<float*>(p[y_at]);
                     const char* mask = r.has_mask ? p[mask_at] : nullptr;
                     const size_t melem = r.bool_mask ? 1 : sizeof(float);
                     const int64_t* nonpad = r.has_nonpad ? reinterpret_cast<const int64_t*>(p[nonpad_at]) : nullptr;
                     const kernels::VectorIsa isa = kernels::best_vector_isa();
-                    auto row_pass = [&](int64_t row, float* inv_sum) {
-                      const int64_t i = row % d.q_len, bh = row / d.q_len, h = bh % d.q_heads, b = bh / d.q_heads;
-                      const int64_t valid = nonpad ? nonpad[b] : d.total;
-                      const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
-                      const char* m =
-                          mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
-                      *inv_sum = attention_row(r, isa, s + row * d.total, i, offset, valid, m);
-                    };
-                    const int64_t n_units = static_cast<int64_t>(units->size());
+                    const std::vector<Item>& items = *units;
+                    const int64_t n_units = static_cast<int64_t>(items.size());
                     // (team_for_work reads the environment: not for a step too small for two)
-                    const int want = work < 8e6 ? 1 : kernels::team_for_work(omp_get_max_threads(), work / 4e6);
-                    if (spills && n_units >= want) {
-                      // Each unit's three passes in turn, so that its scores (one head's
-                      // Sq x T) are still in L2 when the row pass and P V read them:
-                      // in three passes over all heads, a 4-head 399-token layer's 2.5 MB
-                      // of scores went through L3 twice more.
-                      // P is left unnormalized and each row of P V divided instead: Dv
-                      // products a row, not T (a pass over the scores fewer).
-                      kernels::parallel_teams(want, [&](int t, int nt) {
-                        std::vector<float> inv;
-                        // Round robin: the units go band by band, and a causal block's
-                        // later bands are longer (a prefill of 512 in halves ran 1.3x
-                        // slower on two threads than the three passes).
-                        for (int64_t u = t; u < n_units; u += nt) {
-                          const Item& it = (*units)[static_cast<size_t>(u)];
-                          kernels::gemm_batched(q, kk, s, it.qk, nullptr, 1);
-                          inv.resize(static_cast<size_t>(it.heads * it.rows));
-                          for (int64_t hh = 0; hh < it.heads; ++hh)
-                            for (int64_t row = 0; row < it.rows; ++row)
-                              row_pass(it.row0 + hh * d.q_len + row, &inv[static_cast<size_t>(hh * it.rows + row)]);
-                          kernels::gemm_batched(s, vv, y, it.pv, nullptr, 1);
-                          for (int64_t m = 0; m < it.pv.M && !r.normalize; ++m) {
-                            float* yr = y + it.pv.c_off[0] + m * it.pv.c_row;
-                            const float f = inv[static_cast<size_t>(m)];
-                            for (int64_t e = 0; e < it.pv.N; ++e) yr[e] *= f;
-                          }
-                        }
-                      });
-                      return;
-                    }
-                    // Fewer units than threads (one head, a long sequence), or scores that
-                    // fit in L2: the products as they are, the rows split among the team,
-                    // P unnormalized here too.
-                    for (const auto& g : *shapes) kernels::gemm_batched(q, kk, s, g.first);
-                    const int64_t rows = d.batch * d.q_heads * d.q_len;
-                    thread_local std::vector<float> inv;
-                    inv.resize(static_cast<size_t>(rows));
-                    float* inv_sum = inv.data();
-                    // The same team as the products: a small ViT's 4 x 66 x 66 scores took
-                    // 35 us on one thread and 45 us on two, waiting for the second to wake.
-                    const int team = static_cast<int>(std::min<int64_t>(want, rows));
-                    kernels::parallel_teams(team, [&](int t, int nt) {
-                      for (int64_t row = rows * t / nt; row < rows * (t + 1) / nt; ++row) row_pass(row, inv_sum + row);
-                    });
-                    for (const auto& g : *shapes) kernels::gemm_batched(s, vv, y, g.second);
-                    const int64_t Hq = d.q_heads, Sq = d.q_len, Dv = d.v_head;
-                    if (r.normalize) return;
-                    const int64_t i_step = seq_major ? Hq * Dv : Dv, h_step = seq_major ? Dv : Sq * Dv;
-                    for (int64_t b = 0; b < d.batch; ++b)
-                      for (int64_t h = 0; h < Hq; ++h) {
-                        const float* f = inv_sum + (b * Hq + h) * Sq;
-                        float* yh = y + b * Hq * Sq * Dv + h * h_step;
-                        for (int64_t i = 0; i < Sq; ++i)
-                          for (int64_t e = 0; e < Dv; ++e) yh[i * i_step + e] *= f[i];
+                    const int want = static_cast<int>(std::min<int64_t>(
+                        n_units, work < 8e6 ? 1 : kernels::team_for_work(omp_get_max_threads(), work / 4e6)));
+                    kernels::parallel_teams(want, [&](int t, int nt) {
+                      // The units of equal shares of the work, in order: a thread packs each
+                      // key head it meets once.
+                      int64_t u0 = 0, u1 = 0;
+                      double seen = 0;
+                      for (int64_t u = 0; u < n_units; ++u) {
+                        const double mid = seen + items[static_cast<size_t>(u)].work / 2;
+                        if (mid < work * t / nt) u0 = u + 1;
+                        if (mid < work * (t + 1) / nt) u1 = u + 1;
+                        seen += items[static_cast<size_t>(u)].work;
                       }
+                      thread_local std::vector<float> kpan, vpan, sc, qbuf, inv;
+                      kpan.resize(static_cast<size_t>(kernels::panels_size(isa, D, T)));
+                      vpan.resize(static_cast<size_t>(kernels::panels_size(isa, T, Dv)));
+                      sc.resize(static_cast<size_t>(max_rows * T));
+                      inv.resize(static_cast<size_t>(max_rows));
+                      int64_t packed_b = -1, packed_h = -1;
+                      double key_max = 0;  // |scale| max |k| of the packed head (finite_fill)
+                      std::vector<int64_t> exact;  // rows of a unit computed over every key
+                      for (int64_t u = u0; u < u1; ++u) {
+                        const Item& it = items[static_cast<size_t>(u)];
+                        if (it.b != packed_b || it.hk != packed_h) {
+                          const float* kh = kk + it.b * keys.s[0] + it.hk * keys.s[1];
+                          kernels::pack_panels(isa, kh, keys.s[3], keys.s[2], D, T, scale, kpan.data());
+                          kernels::pack_panels(isa, vv + it.b * values.s[0] + it.hk * values.s[1], values.s[2], values.s[3],
+                                               T, Dv, 1.0f, vpan.data());
+                          packed_b = it.b, packed_h = it.hk;
+                          key_max = 0;
+                          for (int64_t j = 0; r.finite_fill && j < T; ++j)
+                            key_max = std::max(key_max, static_cast<double>(max_abs(kh + j * keys.s[2], D, keys.s[3])));
+                          key_max *= std::abs(static_cast<double>(scale));
+                        }
+                        const int64_t M = it.heads * it.rows;
+                        const float* a = q + it.a_off;
+                        int64_t a_row = it.a_row;
+                        // Rows far apart (a head's rows of [tokens, heads x 64], 4 KiB apart)
+                        // fall into few L1 sets: copied together first, as gemm_batched does.
+                        if (a_row > D && a_row >= 512) {
+                          qbuf.resize(static_cast<size_t>(M * D));
+                          for (int64_t m = 0; m < M; ++m)
+                            std::memcpy(qbuf.data() + m * D, a + m * a_row, static_cast<size_t>(D) * sizeof(float));
+                          a = qbuf.data();
+                          a_row = D;
+                        }
+                        kernels::PanelGemm g1;
+                        g1.M = M, g1.K = D, g1.N = it.keys, g1.a_row = a_row, g1.c_row = T, g1.frontier = it.frontier;
+                        g1.packed_k = D, g1.packed_n = T;
+                        kernels::gemm_panels(isa, a, kpan.data(), sc.data(), g1);
+                        for (int64_t hh = 0; hh < it.heads; ++hh)
+                          for (int64_t m = 0; m < it.rows; ++m) {
+                            const int64_t i = it.i0 + m, h = it.h + hh, b = it.b;
+                            const int64_t valid = nonpad ? nonpad[b] : T;
+                            const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
+                            const char* mrow =
+                                mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
+                            // P V reads a causal row up to its tile's last row's frontier.
+                            const int64_t zero_end =
+                                it.frontier >= 0 ? std::min(it.keys, m + it.frontier + 1 + kernels::kMaxTileRows) : it.keys;
+                            inv[static_cast<size_t>(hh * it.rows + m)] =
+                                attention_row(r, isa, sc.data() + (hh * it.rows + m) * T, i, offset, valid, mrow, zero_end);
+                            if (r.finite_fill && it.frontier >= 0 && !fill_is_zero(r, a + m * a_row, D, key_max, mrow, m + it.frontier + 1))
+                              exact.push_back(m);
+                          }
+                        kernels::PanelGemm g2;
+                        g2.M = M, g2.K = it.keys, g2.N = Dv, g2.a_row = T, g2.c_row = it.y_row;
+                        g2.packed_k = T, g2.packed_n = Dv;
+                        g2.frontier = it.frontier, g2.frontier_on_k = true;
+                        g2.row_scale = r.normalize ? nullptr : inv.data();
+                        kernels::gemm_panels(isa, sc.data(), vpan.data(), y + it.y_off, g2);
+                        // Rows the frontier cannot cut: every key, as the decomposed graph.
+                        for (const int64_t m : exact) {
+                          const int64_t i = it.i0 + m;
+                          float* row = sc.data();  // (the unit's scores are spent)
+                          kernels::PanelGemm e1;
+                          e1.M = 1, e1.K = D, e1.N = T, e1.a_row = a_row, e1.c_row = T, e1.packed_k = D, e1.packed_n = T;
+                          kernels::gemm_panels(isa, a + m * a_row, kpan.data(), row, e1);
+                          RowPlan whole = r;
+                          whole.a.causal = false;
+                          const char* mrow = mask + static_cast<size_t>(it.b * r.ms[0] + it.h * r.ms[1] + i * r.ms[2]) * melem;
+                          const float f = attention_row(whole, isa, row, i, 0, T, mrow, T);
+                          kernels::PanelGemm e2;
+                          e2.M = 1, e2.K = T, e2.N = Dv, e2.a_row = T, e2.c_row = it.y_row, e2.packed_k = T, e2.packed_n = Dv;
+                          e2.row_scale = r.normalize ? nullptr : &f;
+                          kernels::gemm_panels(isa, row, vpan.data(), y + it.y_off + m * it.y_row, e2);
+                        }
+                        exact.clear();
+                      }
+                    });
                   });
   return y;
 }

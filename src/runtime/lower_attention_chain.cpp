@@ -13,10 +13,13 @@
 // read only inside.
 //
 // Taken where the step does less work than the products and softmax as separate
-// steps: a mask known when the graph is compiled that hides every key after the
-// query's own position (a causal mask: LLaMA, GPT-2), so that the step multiplies
-// only up to each band's frontier, for blocks of at least 256 queries.
-// A row whose every key is masked is NaN, as the decomposed Softmax makes it.
+// steps: a mask that hides every key after the query's own position (a causal
+// mask: LLaMA, GPT-2), known when the graph is compiled or computed at run time by
+// a construction that proves it (computed_causal: Hugging Face's causal And
+// padding mask), so that the step multiplies each tile of queries only up to its
+// frontier, on heads big enough for that to pay (kMinCausalWork). A constant mask
+// that hides exactly those keys and adds nothing elsewhere is not read at all. A row whose every key is masked is NaN, as the
+// decomposed Softmax makes it.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -31,13 +34,14 @@ namespace isomer::runtime {
 
 namespace {
 
-// The fewest queries of a causal block taken: four bands of lower_attention.cpp's
-// 64, which multiply 5/8 of the square (16/4 heads of 64: 1.59 -> 1.19 ms of
-// processor time at 256 queries). At 128 (two bands, 3/4) the step only tied the
-// separate products and softmax on oneDNN, and inside LLaMA's block, where V is read
-// from the projection's rows and each query head packs its KV head again per band,
-// it ran a little slower.
-constexpr int64_t kMinCausalQueries = 256;
+// The least work of one head (queries x keys x (D + Dv): the flops its products
+// would take on half the square) for which a causal block is taken. Processor time
+// at 1 thread on a Zen 5, the step against oneDNN's products and the softmax:
+// 64 queries, heads of 64 (2^19) 0.122 -> 0.103 ms for 16/4 heads, 0.082 -> 0.079
+// for 12; 64 queries of heads of 32 (2^18) 0.034 -> 0.039 (slower: the step's
+// rows and packing cost more than half the products saves), 96 of 32 even; 128 of
+// 64: 0.43 -> 0.29 ms (LLaMA's block), 0.31 -> 0.23 (GPT-2's).
+constexpr double kMinCausalWork = 512.0 * 1024;
 
 struct Chain {
   const Node* qk = nullptr;
@@ -177,22 +181,72 @@ std::optional<HeadsView> kv_heads(Compiler& c, const Value& v, int64_t B, int64_
   return h;
 }
 
-// True if mask (broadcast to [.., Sq, T], T == Sq) hides every key after the
-// query's own position: -inf (float) or false (bool) above the diagonal.
-bool causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, bool is_bool) {
-  if (Sq != T) return false;
-  const Tensor* t = c.known(mask);
-  if (!t || t->rank() < 2) return false;
+// What a mask known when the graph is compiled (broadcast to [.., Sq, T], T == Sq)
+// hides: every key after the query's own position (-inf or false above the
+// diagonal), and whether that is all it does (0 or true on and below it).
+struct Causality {
+  bool causal = false, only = false;
+};
+Causality causal_values(const Tensor* t, int64_t Sq, int64_t T, bool is_bool) {
+  if (Sq != T || !t || t->rank() < 2) return {};
   const std::vector<int64_t>& md = t->dims();
   for (size_t i = 0; i + 2 < md.size(); ++i)
-    if (md[i] != 1) return false;
-  if (md[md.size() - 2] != Sq || md.back() != T) return false;
+    if (md[i] != 1) return {};
+  if (md[md.size() - 2] != Sq || md.back() != T) return {};
+  Causality r{true, true};
   for (int64_t i = 0; i < Sq; ++i)
-    for (int64_t j = i + 1; j < T; ++j) {
+    for (int64_t j = 0; j < T; ++j) {
       const double x = t->f64_at(i * T + j);
-      if (is_bool ? x != 0.0 : !(std::isinf(x) && x < 0)) return false;
+      if (j > i && (is_bool ? x != 0.0 : !(std::isinf(x) && x < 0))) return {};
+      if (j <= i && (is_bool ? x == 0.0 : x != 0.0)) r.only = false;
     }
-  return true;
+  return r;
+}
+Causality causal_mask(Compiler& c, const Value& mask, int64_t Sq, int64_t T, bool is_bool) {
+  return causal_values(c.known(mask), Sq, T, is_bool);
+}
+
+// The last two dims of v's type where they are static.
+std::optional<std::pair<int64_t, int64_t>> last_two(const Value& v) {
+  const Shape& sh = v.type().shape;
+  if (sh.size() < 2 || !sh[sh.size() - 2].is_static() || !sh.back().is_static()) return std::nullopt;
+  return std::pair{sh[sh.size() - 2].value, sh.back().value};
+}
+
+// The fill a mask computed at run time gives every key after the query's own
+// position, by construction: And(hidden, x) of bools hides them (false) whatever x
+// is (Hugging Face's causal mask And its padding mask), Where(hidden, x, F) gives
+// them the scalar F (-inf, or a fill at most -1e38: finfo.min), an Expand keeps
+// them where the last two dims are already [Sq, T]. For bools the fill is -inf (the
+// chain's Where). nullopt where nothing proves it.
+std::optional<float> computed_causal(Compiler& c, const Value& v, int64_t Sq, int64_t T, bool is_bool, int depth = 0) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (depth > 8 || v.type().dtype != (is_bool ? DType::Bool : DType::Float32)) return std::nullopt;
+  // (Nothing is lowered here but constants: a value computed at run time is lowered
+  // where the graph's order reaches it, whether or not this proof holds.)
+  if (const Tensor* t = c.peek_known(v)) {
+    if (!causal_values(t, Sq, T, is_bool).causal) return std::nullopt;
+    return kNegInf;
+  }
+  const Node* n = v.node.get();
+  if (!n || n->kind() != NodeKind::Op || n->num_outputs() != 1) return std::nullopt;
+  const std::string& op = n->op_type();
+  const auto& in = n->inputs();
+  if (op == "And" && is_bool && in.size() == 2) {
+    for (const Value& x : in)
+      if (computed_causal(c, x, Sq, T, true, depth + 1)) return kNegInf;
+    return std::nullopt;
+  }
+  if (op == "Where" && !is_bool && in.size() == 3 && computed_causal(c, in[0], Sq, T, true, depth + 1)) {
+    const std::optional<float> f = scalar_of(c, in[2]);
+    if (!f || !(*f <= -1e38f)) return std::nullopt;
+    return *f;
+  }
+  if (op == "Expand" && in.size() == 2) {
+    if (last_two(in[0]) != std::pair{Sq, T}) return std::nullopt;
+    return computed_causal(c, in[0], Sq, T, is_bool, depth + 1);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -217,9 +271,19 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   std::vector<int64_t> sd{Hq, Sq, T}, od{Hq, Sq, Dv};
   if (rank == 4) sd.insert(sd.begin(), B), od.insert(od.begin(), B);
   if (B == 0 || Hq == 0 || Sq == 0 || T == 0 || D == 0 || Dv == 0) return false;
-  // Where the step saves work: a causal mask over at least kMinCausalQueries queries.
-  const bool causal = m->mask && Sq >= kMinCausalQueries && causal_mask(c, *m->mask, Sq, T, m->bool_mask);
-  if (!causal) return false;
+  // Where the step saves work: a causal mask over heads of at least kMinCausalWork.
+  if (!m->mask || static_cast<double>(Sq * T * (D + Dv)) < kMinCausalWork) return false;
+  Causality causality;
+  std::optional<float> fill;
+  if (c.peek_known(*m->mask)) {
+    causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
+  } else {
+    // A mask computed at run time: its last two dims must be the scores' own.
+    if (last_two(*m->mask) != std::pair{Sq, T}) return false;
+    fill = computed_causal(c, *m->mask, Sq, T, m->bool_mask);
+    causality.causal = fill.has_value();
+  }
+  if (!causality.causal) return false;
   // The mask broadcasts to the scores without widening them (checked by shape).
   const std::vector<int64_t> mdims = c.dims(*m->mask);
   if (mdims.size() > rank) return false;
@@ -244,10 +308,11 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   AttentionDims& d = s.d;
   d.batch = B, d.q_heads = Hq, d.kv_heads = hk;
   d.q_len = Sq, d.kv_len = T, d.total = T, d.head = D, d.v_head = Dv;
-  s.a.causal = causal;
+  s.a.causal = true;
   s.scale = m->scale;
   s.empty_row_nan = true;
-  set_attention_mask(c, s, c.id(*m->mask));
+  s.finite_fill = fill && std::isfinite(*fill);
+  if (!causality.only) set_attention_mask(c, s, c.id(*m->mask));
   // Y as the Transpose after the product reads it ([B, Sq, Hq, Dv]): the Transpose
   // and the Reshape merging the heads are then views.
   const Node* after = c.sole_consumer(m->pv->output(0));

@@ -331,5 +331,69 @@ TEST(GemmWide, BatchedProductsOfEveryTailOnEachInstructionSet) {
         }
 }
 
+// Products on panels packed once (attention's K^T and V per key head) on each
+// instruction set: B read row-major, transposed (K^T from K's rows: whole 16 x 16
+// blocks and their tails) and through a column stride, times a scale; the product
+// reading fewer keys than were packed (packed_k, packed_n); a causal frontier along
+// N (columns past every row's frontier of a tile untouched, those before it exact)
+// and along K (A zero past each row's frontier, as the attention step leaves P);
+// rows scaled as they are stored.
+TEST(GemmWide, PanelProductsWithCausalFrontiersOnEachInstructionSet) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (VectorIsa isa : isas())
+    for (auto [M, K, N] : {std::tuple{1, 1, 1}, std::tuple{9, 17, 33}, std::tuple{64, 64, 128},
+                           std::tuple{37, 48, 70}, std::tuple{20, 33, 16}})
+      for (int form = 0; form < 3; ++form)
+        for (int64_t frontier : {int64_t{-1}, int64_t{0}, int64_t{5}})
+          for (bool on_k : {false, true}) {
+            if (frontier < 0 && on_k) continue;
+            const int64_t pk = K + 3, pn = N + 5;  // packed with more than the product reads
+            const int64_t b_k = form == 1 ? 1 : form == 2 ? 2 * pn : pn, b_n = form == 1 ? pk : form == 2 ? 2 : 1;
+            std::vector<float> b(static_cast<size_t>(form == 2 ? 2 * pk * pn : pk * pn));
+            for (float& v : b) v = u(rng);
+            const float scale = 0.375f;
+            std::vector<float> panels(static_cast<size_t>(panels_size(isa, pk, pn)), -3.0f);
+            pack_panels(isa, b.data(), b_k, b_n, pk, pn, scale, panels.data());
+            PanelGemm g;
+            g.M = M, g.K = K, g.N = N, g.a_row = K + 2, g.c_row = N + 3, g.packed_k = pk, g.packed_n = pn;
+            g.frontier = frontier, g.frontier_on_k = on_k;
+            std::vector<float> a(static_cast<size_t>(M * g.a_row)), rs(static_cast<size_t>(M));
+            for (float& v : a) v = u(rng);
+            for (float& v : rs) v = u(rng);
+            // Row m reads keys [0, m + frontier + 1): past that, A is zero up to
+            // kMaxTileRows beyond it (along K), and beyond that garbage it must not read.
+            if (on_k)
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t k = m + frontier + 1; k < K; ++k)
+                  a[static_cast<size_t>(m * g.a_row + k)] =
+                      k < m + frontier + 1 + kMaxTileRows ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+            g.row_scale = rs.data();
+            std::vector<float> c(static_cast<size_t>(M * g.c_row), -7.0f);
+            gemm_panels(isa, a.data(), panels.data(), c.data(), g);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < g.c_row; ++n) {
+                const float got = c[static_cast<size_t>(m * g.c_row + n)];
+                if (n >= N) {
+                  ASSERT_EQ(got, -7.0f) << "wrote past the row's N columns";
+                  continue;
+                }
+                if (frontier >= 0 && !on_k && n >= m + frontier + 1) continue;  // past the row's frontier
+                double want = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  if (on_k && k >= m + frontier + 1) break;
+                  want += double(a[static_cast<size_t>(m * g.a_row + k)]) * b[static_cast<size_t>(k * b_k + n * b_n)];
+                }
+                want *= double(scale) * rs[static_cast<size_t>(m)];
+                ASSERT_NEAR(got, want, 1e-4) << vector_isa_name(isa) << " " << M << "x" << K << "x" << N << " form "
+                                             << form << " frontier " << frontier << (on_k ? " on K" : " on N")
+                                             << " at " << m << "," << n;
+              }
+            // Along N, a tile's columns all past its rows' frontier are not computed.
+            if (frontier == 0 && !on_k && M >= 64 && N >= 128)
+              EXPECT_EQ(c[static_cast<size_t>(0 * g.c_row + N - 1)], -7.0f) << "computed a tile past the frontier";
+          }
+}
+
 }  // namespace
 }  // namespace isomer::kernels

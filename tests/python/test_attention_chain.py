@@ -1,9 +1,10 @@
 """Attention as exporters decompose it (MatMul, scalar factors, a mask added or a Where
 to -inf, Softmax, MatMul) on the runtime's attention step: taken where the mask is
-causal over at least 256 queries, the outputs those of ONNX Runtime at odd shapes
-(grouped-query and multi-query heads, batch 2, a partial last band, head sizes that
-fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
-steps where it saves nothing (no mask, a mask that is not causal, short blocks).
+causal and each head's queries x keys x (D + Dv) is at least 2^19 (128 queries of
+LLaMA's and GPT-2's heads of 64), the outputs those of ONNX Runtime at odd shapes
+(grouped-query and multi-query heads, batch 2, partial tiles and bands, head sizes
+that fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
+steps where it saves nothing (no mask, a mask that is not causal, small heads).
 """
 import numpy as np
 import onnx
@@ -115,6 +116,10 @@ def check(model, taken):
     [
         (1, 16, 4, 256, 64, 64, "add", "qk", "seq"),  # LLaMA's block: GQA, Y back to [B, S, hidden]
         (1, 12, 12, 256, 64, 64, "where", "div", "seq"),  # GPT-2's: Where(keep, S, -inf), Div
+        (1, 16, 4, 128, 64, 64, "add", "qk", "seq"),  # the corpus's LLaMA block: 128 queries
+        (1, 12, 12, 128, 64, 64, "where", "div", "seq"),  # the corpus's GPT-2 block
+        (2, 6, 2, 97, 48, 40, "add", "mul", "heads"),  # odd: a partial tile of rows and of keys
+        (1, 4, 4, 65, 64, 64, "where", "qk", "seq"),  # one row past whole tiles
         (2, 6, 3, 257, 24, 40, "add", "mul", "heads"),  # batch 2, a partial band, odd head sizes
         (2, 4, 1, 300, 16, 16, "where", "qk", "seq"),  # multi-query: one KV head expanded
         (1, 3, 3, 384, 8, 8, "add", "qk", "heads"),
@@ -136,6 +141,21 @@ def test_a_causal_mask_with_more_keys_hidden_is_still_applied():
     check(decomposed(1, 4, 2, 288, 32, mask="add", mask_rows=keep), taken=True)
 
 
+def test_a_causal_mask_that_also_adds_a_bias_is_still_added():
+    # -inf above the diagonal, and a finite bias on and below it (ALiBi's form): the
+    # step skips the keys past the frontier and still adds the rest of the mask; a
+    # mask of only 0 and -inf is not read (the frontier is all it says).
+    S = 128
+    model = decomposed(1, 4, 2, S, 64, mask="add")
+    i, j = np.meshgrid(np.arange(S), np.arange(S), indexing="ij")
+    bias = np.where(j <= i, -0.5 * (i - j), -np.inf).astype(np.float32).reshape(1, 1, S, S)
+    for init in model.graph.initializer:
+        if init.name == "m":
+            init.CopyFrom(numpy_helper.from_array(bias, "m"))
+    check(model, taken=True)
+    check(decomposed(1, 4, 2, S, 64, mask="add"), taken=True)
+
+
 def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     keep = np.tril(np.ones((256, 256), bool))
     keep[5, :] = False
@@ -150,9 +170,115 @@ def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
     [
         (197, None, None),  # no mask (ViT): nothing to skip
         (256, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
-        (128, "add", None),  # fewer queries than four bands (LLaMA's and GPT-2's blocks)
+        (64, "add", None),  # heads too small (64 queries of 32): the step's rows cost more than it saves
         (256, "add", np.ones((256, 256), bool)),  # a mask that hides nothing
         (256, "add", np.triu(np.ones((256, 256), bool))),  # the other triangle
     ])
 def test_left_to_separate_steps_where_the_step_saves_nothing(S, mask, keep):
     check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=False)
+
+
+def hf_masked(B, Hq, S, D, keep, fill=np.float32(-3.4028235e38), form="add", scale=None):
+    """Attention under a mask computed at run time as Hugging Face's exports build it:
+    And(a constant [1, 1, S, S] keep pattern, the padding mask attention_mask[:, None,
+    None, :] as bool), then Where(., 0, fill) added to the scores (form "add"), or the
+    bool mask itself in Where(., S, -inf) (form "where")."""
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, Hq, S, D]) for x in ("q", "k", "v")]
+    ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [B, S]))
+    inits = [numpy_helper.from_array(keep.reshape(1, 1, S, S), "keep"),
+             numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+             numpy_helper.from_array(np.array(D ** -0.5 if scale is None else scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(fill, np.float32), "fill"),
+             numpy_helper.from_array(np.array(-np.inf, np.float32), "ninf")]
+    nodes = [helper.make_node("Unsqueeze", ["attention_mask", "axes"], ["pm"]),
+             helper.make_node("Cast", ["pm"], ["pb"], to=TensorProto.BOOL),
+             helper.make_node("And", ["keep", "pb"], ["both"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+             helper.make_node("Mul", ["sc", "s"], ["scs"])]
+    if form == "add":
+        nodes += [helper.make_node("Where", ["both", "zero", "fill"], ["m"]),
+                  helper.make_node("Add", ["scs", "m"], ["xm"])]
+    else:
+        nodes.append(helper.make_node("Where", ["both", "scs", "ninf"], ["xm"]))
+    nodes += [helper.make_node("Softmax", ["xm"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "hf_mask", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def check_padded(model, taken, pads, feeds=None):
+    S = model.graph.input[3].type.tensor_type.shape.dim[1].dim_value
+    feeds = feeds or feeds_for(model)
+    # Left padding: the first pads[b] positions of batch b hidden; those queries see
+    # no key the fill does not hide, and the decomposed Softmax weighs every key.
+    feeds["attention_mask"] = np.array([[0] * p + [1] * (S - p) for p in pads], np.int64)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for threads in (1, 2):
+        got = isomer.run(model, feeds, engine="runtime", threads=threads)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=2e-5, equal_nan=True)
+    kinds = isomer.benchmark(model, feeds, threads=1, repeat=1, warmup=0)["step_kinds"]
+    assert (kinds.get("attention") == 1) == taken, kinds
+
+
+@pytest.mark.parametrize("form", ["add", "where"])
+def test_a_causal_mask_computed_at_run_time_is_taken(form):
+    # 128 queries of 4 heads of 64; batch 2 with 5 positions of left padding in the
+    # second: the padded queries' rows (every key at finfo.min) are computed over
+    # every key, as the decomposed graph weighs them.
+    S = 128
+    check_padded(hf_masked(2, 4, S, 64, np.tril(np.ones((S, S), bool)), form=form), True, [0, 5])
+    check_padded(hf_masked(1, 2, 97, 64, np.tril(np.ones((97, 97), bool)), form=form), True, [3])
+
+
+def test_a_finite_fill_row_with_scores_too_large_to_bound_is_exact():
+    # Scores of +-2e38: the keys before the frontier at -2e38, those after it at
+    # +2e38 + finfo.min = -1.4e38, which outweigh them; rows that cannot be bounded
+    # go over every key too.
+    S, D = 128, 64
+    model = hf_masked(1, 2, S, D, np.tril(np.ones((S, S), bool)), scale=1.0)
+    feeds = feeds_for(model)
+    a = np.float32(np.sqrt(2e38 / D))
+    feeds["q"] = np.full_like(feeds["q"], a)
+    feeds["k"] = np.where(np.arange(S)[None, None, :, None] <= 60, -a, a).astype(np.float32) * np.ones_like(feeds["k"])
+    check_padded(model, True, [0], feeds)
+
+
+@pytest.mark.parametrize("keep,fill", [
+    (np.ones((128, 128), bool), np.float32(-3.4028235e38)),  # no causality in the constant: padding only
+    (np.triu(np.ones((128, 128), bool)), np.float32(-3.4028235e38)),  # the other triangle
+    (np.tril(np.ones((128, 128), bool)), np.float32(-1e4)),  # a fill the scores can reach
+])
+def test_a_computed_mask_that_is_not_causal_is_not_taken(keep, fill):
+    check_padded(hf_masked(2, 4, 128, 64, keep, fill=fill), False, [0, 5])
+
+
+def test_bert_padding_mask_computed_at_run_time_runs_on_the_separate_steps():
+    # transformers' BERT: (1 - mask[:, None, None, :]) expanded to [B, 1, S, S], as bool
+    # selects finfo.min, else the float (0): Where(hidden, finfo.min, 1 - mask) added. Not
+    # causal, so the separate steps; proving it must lower nothing out of the graph's
+    # order (the mask's Cast, lowered early by the proof, left its output unwritten).
+    B, H, S, D = 2, 4, 128, 64
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, H, S, D]) for x in ("q", "k", "v")]
+    ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [B, S]))
+    inits = [numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+             numpy_helper.from_array(np.array(1, np.float32), "one"),
+             numpy_helper.from_array(np.array(-3.4028235e38, np.float32), "fill"),
+             numpy_helper.from_array(np.array(D ** -0.5, np.float32), "s"),
+             numpy_helper.from_array(np.array([B, 1, S, S], np.int64), "full")]
+    nodes = [helper.make_node("Unsqueeze", ["attention_mask", "axes"], ["pu"]),
+             helper.make_node("Expand", ["pu", "full"], ["pm"]),
+             helper.make_node("Cast", ["pm"], ["pf"], to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "pf"], ["rsub"]),
+             helper.make_node("Cast", ["rsub"], ["hidden"], to=TensorProto.BOOL),
+             helper.make_node("Where", ["hidden", "fill", "rsub"], ["m"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+             helper.make_node("Mul", ["sc", "s"], ["scs"]),
+             helper.make_node("Add", ["scs", "m"], ["xm"]),
+             helper.make_node("Softmax", ["xm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "bert_mask", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    check_padded(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), False, [0, 7])
