@@ -140,11 +140,22 @@ std::vector<const Rule*> eqsat_rules(const std::vector<Rule>& rules, bool expand
   for (const Rule& r : rules)
     if (r.variadic)
       for (const PatternRef& root : r.source.outputs) merged_by_variadic.insert(r.source.nodes[root.node].op);
+  // A rule that merges two operators a variadic rule merges any number of (a merge:
+  // its target has fewer of them). A two-root rule over such operators that keeps
+  // their number (the 1x1 convolution enlarged beside a 3x3 one) stays.
   auto pairwise_merge = [&](const Rule& r) {
     if (r.variadic || r.source.outputs.size() < 2) return false;
-    for (const PatternRef& root : r.source.outputs)
+    std::set<const OpDef*> roots;
+    for (const PatternRef& root : r.source.outputs) {
       if (!merged_by_variadic.count(r.source.nodes[root.node].op)) return false;
-    return true;
+      roots.insert(r.source.nodes[root.node].op);
+    }
+    auto count = [&](const Pattern& p) {
+      return std::count_if(p.nodes.begin(), p.nodes.end(), [&](const PatternNode& n) {
+        return n.kind == PatternNode::Kind::Op && roots.count(n.op);
+      });
+    };
+    return count(r.target) < count(r.source);
   };
   std::vector<const Rule*> out;
   for (const Rule& r : rules) {
