@@ -110,6 +110,9 @@ struct SearchStats {
   double greedy_seconds = 0;     // greedy extraction, all regions (in extraction_seconds)
   size_t cycles_cut = 0;        // extraction: cycles broken
   bool kept_input = false;      // the result priced whole was not cheaper: the input came back
+  // eqsat: the result's run time over the input's, both run whole and interleaved,
+  // where its price alone could not tell (CostModel::paired_ratio); -1 if not run.
+  double measured_ratio = -1;
 
   // The fields as the report JSON has them (search_*), and a line for the text report.
   void to_json(nlohmann::ordered_json& j) const;

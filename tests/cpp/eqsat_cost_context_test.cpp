@@ -1,10 +1,14 @@
 // E-node prices of a graph other than the one the pricer learned add up to what that
 // graph's own plan charges its nodes: an elementwise operator is priced as it runs
 // (fused into the convolution it reads, or a pass of its own), and a merge over a
-// Concat is put on the scale of the operators it replaces. Priced by the analytic
-// model with fixed rates: deterministic, no timing.
+// Concat is put on the scale of the operators it replaces. A result priced close to
+// its input is run against it (kept in the cost database), and a model with open dims
+// is searched at its drawn extents. Priced by the analytic model with fixed rates
+// (deterministic, no timing) but for the paired run's database.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include "cost/cost.h"
@@ -12,7 +16,11 @@
 #include "egraph/extract.h"
 #include "ir/graph.h"
 #include "ops/op.h"
+#include "pipeline/optimize.h"
+#include "passes/passes.h"
 #include "search/enode_cost.h"
+#include "search/eqsat.h"
+#include "search/search.h"
 
 namespace isomer {
 namespace {
@@ -166,6 +174,86 @@ TEST(EqsatCostContext, AMergeOverAConcatIsScaledByTheConvolutionsOfItsParts) {
   EXPECT_NEAR(price, scale * merged_alone, 1e-9 * price)
       << "ctx " << ctx << " alone " << alone(x, 16) << " merged alone " << merged_alone << " calibration "
       << *pricer.calibration("Conv");
+}
+
+// Prices a product's step at 0.1 ms plus its operations, anything else at 0.01 ms: three products of one input merged into one save two steps' 0.1 ms, about
+// 5% of the graph, inside the band where a result priced whole is run against its
+// input. The paired run says `ratio`.
+class CloseCall : public cost::CostModel {
+ public:
+  explicit CloseCall(double ratio) : ratio_(ratio) {}
+  std::string name() const override { return "close-call"; }
+  double step_ms(runtime::Executable& exe, size_t i, std::string& source) override {
+    source = "test";
+    const runtime::StepInfo& s = exe.steps()[i];
+    return s.flops > 10000 ? 0.1 + s.flops * (1.2 / 32768) : 0.01;
+  }
+  std::optional<double> paired_ratio(const Graph&, const Graph&) override {
+    ++paired;
+    return ratio_;
+  }
+  size_t paired = 0;
+
+ private:
+  double ratio_;
+};
+
+// A result priced a few percent cheaper is kept only if it runs faster than its input
+// when both run against each other; the report gives the measured ratio.
+TEST(EqsatCostContext, AResultPricedCloseToItsInputIsRunAgainstIt) {
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({4, 64})});
+  std::vector<Value> outs;
+  for (int i = 0; i < 3; ++i)
+    outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
+  const Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  for (const double ratio : {1.05, 0.9}) {
+    CloseCall model(ratio);
+    SearchStats st;
+    const Graph out = eqsat_search(g, rules, model, SearchOptions{}, &st);
+    ASSERT_EQ(model.paired, 1u) << "the result was not priced within the band: the test would check nothing";
+    EXPECT_EQ(st.measured_ratio, ratio);
+    EXPECT_EQ(st.kept_input, ratio > 1);
+    EXPECT_EQ(same_graph(out, g), ratio > 1);
+  }
+}
+
+// The paired run of two graphs is kept in the cost database: asked again (a second
+// search on the filled database), the same ratio comes back and nothing is run.
+TEST(EqsatCostContext, APairedRunIsKeptInTheDatabase) {
+  const std::string db = (std::filesystem::temp_directory_path() / "isomer_paired_test.sqlite").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+  auto tanh_of_products = [](int n) {
+    GraphBuilder b;
+    Value x = b.input("x", {DType::Float32, make_shape({4, 64})});
+    std::vector<Value> outs;
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) {
+      outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
+      names.push_back("y" + std::to_string(i));
+    }
+    return b.finish(outs, names);
+  };
+  const Graph one = tanh_of_products(1), two = tanh_of_products(2);
+  double first = 0;
+  {
+    cost::MeasuredCostModel model(db, 1, 1, 3);
+    std::optional<double> r = model.paired_ratio(one, two);
+    ASSERT_TRUE(r);
+    EXPECT_GT(*r, 0);
+    EXPECT_GT(model.timed_runs(), 0u);
+    first = *r;
+  }
+  cost::MeasuredCostModel again(db, 1, 1, 3);
+  std::optional<double> r = again.paired_ratio(one, two);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, first);
+  EXPECT_EQ(again.timed_runs(), 0u);
+  // The analytic model times nothing: no paired ratio.
+  cost::AnalyticCostModel analytic = fixed_model();
+  EXPECT_FALSE(analytic.paired_ratio(one, two));
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 }
 
 }  // namespace
