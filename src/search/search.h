@@ -68,6 +68,10 @@ struct SearchOptions {
   // different graph within the cost model's error (NasRNN at batch 16: 7.12 -> 7.11
   // ms predicted, 2% slower measured) is churn, not a win.
   double min_gain = 0.005;
+  // Extents of the model's open input dims where the search prices it (optimize
+  // gives the drawn inputs' or the user's: check/open_dims.h); an open dim not here
+  // is priced at 1.
+  std::map<std::string, int64_t> bindings;
   // Lines saying how long work is going (pricing operators on the runtime); none if empty.
   std::function<void(const std::string&)> progress;
 };

@@ -176,6 +176,40 @@ TEST(EqsatCostContext, AMergeOverAConcatIsScaledByTheConvolutionsOfItsParts) {
       << *pricer.calibration("Conv");
 }
 
+// A model whose rows are an open "seq" dim is searched at the extent its drawn inputs
+// give it (64, check/open_dims.h), as the check, the guard and the report run it: the
+// search prices its input as it prices the model with 64 rows written in, not 1.
+TEST(EqsatCostContext, AnOpenDimIsPricedAtTheDrawnExtent) {
+  // Two products of one input (the shipped rules merge them) with an activation each.
+  auto products = [](std::optional<int64_t> rows) {
+    GraphBuilder b;
+    Shape shape = make_shape({1, 64});
+    shape[0] = rows ? Dim(*rows) : Dim::sym("seq");
+    Value x = b.input("x", {DType::Float32, shape});
+    Value y1 = b.op1("Relu", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.5))})});
+    Value y2 = b.op1("Relu", {b.op1("MatMul", {x, b.constant(weights({64, 32}, 0.25))})});
+    return b.finish({y1, y2}, {"y1", "y2"});
+  };
+  auto search_price = [](const Graph& g) {
+    OptimizeOptions o;
+    o.search = "eqsat";
+    o.cost_model = "analytic";
+    o.check = false;
+    o.guard = false;
+    o.threads = 1;
+    o.cost_threads = 1;
+    OptimizeResult r = optimize_graph(g, {}, o);
+    return r.report.search_stats.cost_before;
+  };
+  const double open = search_price(products(std::nullopt)), at64 = search_price(products(64)),
+               at1 = search_price(products(1));
+  ASSERT_GT(at1, 0);
+  EXPECT_GT(at64, 2 * at1);
+  // The same steps (the outputs' copy, of a size the open dim leaves unknown to the
+  // graph, apart).
+  EXPECT_NEAR(open, at64, 0.2 * at64) << "at 1 row: " << at1;
+}
+
 // Prices a product's step at 0.1 ms plus its operations, anything else at 0.01 ms: three products of one input merged into one save two steps' 0.1 ms, about
 // 5% of the graph, inside the band where a result priced whole is run against its
 // input. The paired run says `ratio`.
