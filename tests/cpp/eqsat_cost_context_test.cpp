@@ -19,25 +19,15 @@
 #include "pipeline/optimize.h"
 #include "passes/passes.h"
 #include "search/enode_cost.h"
+#include "eqsat_test_util.h"
 #include "search/eqsat.h"
 #include "search/search.h"
 
 namespace isomer {
 namespace {
 
-Tensor weights(std::vector<int64_t> dims, double v) {
-  std::vector<double> data(static_cast<size_t>(num_elements(dims)), v);
-  return Tensor::from_f64(DType::Float32, std::move(dims), data);
-}
-
-cost::AnalyticCostModel fixed_model() {
-  cost::PeakRates r;
-  r.gflops = 50;
-  r.gbytes_per_s = 10;
-  cost::AnalyticCostModel m(r);
-  m.runtime_options().threads = 1;
-  return m;
-}
+using eqsat_test::fixed_model;
+using eqsat_test::weights;
 
 const TensorType kImage{DType::Float32, make_shape({1, 16, 28, 28})};
 
