@@ -286,6 +286,8 @@ void price(const Graph& g, const Graph& out, const OptimizeOptions& opts, Optimi
 
 OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& given) {
   OptimizeOptions opts = given;
+  // The model and its rewrites fixed at the inputs' extents once each (open_dims.h).
+  FixedGraphs fixed_graphs;
   if (!opts.allow_nonfinite) require_finite_weights(g);
   const Engine target = target_engine(opts.target);
   OptimizeReport rep;
