@@ -446,6 +446,9 @@ bool timing_settled(const std::vector<double>& totals, size_t planned) {
 }
 
 std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
+  // Both compiled at once hold a copy of the weights each: not for a large model.
+  if (before.constant_bytes() > kPairedLargestWeights || after.constant_bytes() > kPairedLargestWeights)
+    return std::nullopt;
   const std::string kb = key_of(before, ropts_, true), ka = key_of(after, ropts_, true);
   if (kb.empty() || ka.empty()) return std::nullopt;
   const std::string fact = "paired|" + kb + "|" + ka;
@@ -478,6 +481,7 @@ std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const
   // The first runs touch the buffers and the weights' layouts, and tell how many runs
   // a round side needs.
   const double first = std::min(timed(*eb, 1), timed(*ea, 1));
+  if (first > kPairedLongestRunMs) return std::nullopt;  // the prices decide
   const int times = std::max(1, static_cast<int>(std::ceil(kPairedRoundMs / std::max(first, 1e-3))));
   std::vector<double> ratios;
   for (int r = 0; r < kPairedRounds; ++r) {

@@ -88,7 +88,8 @@ class CostModel {
   // priced 1.5% cheaper than its input from such rows and ran 4.5% slower); a paired
   // measurement compares them as they run now. Kept per pair of plans in the cost
   // database, so that a search on a filled database decides as before. nullopt
-  // where this model times nothing (analytic) or the graphs cannot run.
+  // where this model times nothing (analytic), the graphs cannot run, or running
+  // them so would cost too much (kPairedLongestRunMs, kPairedLargestWeights).
   virtual std::optional<double> paired_ratio(const Graph& before, const Graph& after) { return std::nullopt; }
 
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
@@ -167,6 +168,10 @@ inline constexpr double kSettledSpread = 0.01;
 // runs (a short graph is run several times per round).
 inline constexpr int kPairedRounds = 7;
 inline constexpr double kPairedRoundMs = 5.0;
+// ... and the longest run and the most weights it takes on (longer or larger graphs
+// are decided by their prices; NasNet-A runs 0.14 s on 152 MiB).
+inline constexpr double kPairedLongestRunMs = 1000.0;
+inline constexpr size_t kPairedLargestWeights = size_t{512} << 20;
 bool timing_settled(const std::vector<double>& totals, size_t planned);
 // Whether the last warm-up run (taken as the timed runs are) counts as a timed run:
 // only when the first timed run agrees with it as two settled runs agree (a warm-up
