@@ -4,6 +4,7 @@
 #include <cctype>
 #include <exception>
 
+#include "check/engines.h"
 #include "eval/evaluator.h"
 #include "onnx/onnx_io.h"
 
@@ -147,8 +148,21 @@ std::string extents_text(const std::map<std::string, int64_t>& bindings) {
   return out;
 }
 
-std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes) {
-  if (shapes.empty()) return std::nullopt;
+namespace {
+
+thread_local FixedGraphs* current_fixed_graphs = nullptr;
+
+// Whether `a` and `b` are the same graph: the same input and output nodes (nodes are
+// immutable, so an output node stands for everything it is computed from).
+bool same_nodes(const Graph& a, const Graph& b) {
+  if (a.inputs() != b.inputs() || a.output_names() != b.output_names() || a.outputs().size() != b.outputs().size())
+    return false;
+  for (size_t i = 0; i < a.outputs().size(); ++i)
+    if (a.outputs()[i].node != b.outputs()[i].node || a.outputs()[i].index != b.outputs()[i].index) return false;
+  return true;
+}
+
+std::optional<Graph> fix_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes) {
   ImportOptions io;
   io.input_shapes = shapes;
   try {
@@ -160,6 +174,28 @@ std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::strin
   } catch (const std::exception&) {  // the model runs as written, with the dims bound
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+FixedGraphs::FixedGraphs() : outer_(current_fixed_graphs) { current_fixed_graphs = this; }
+FixedGraphs::~FixedGraphs() { current_fixed_graphs = outer_; }
+
+std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes) {
+  if (shapes.empty()) return std::nullopt;
+  FixedGraphs* kept = current_fixed_graphs;
+  if (kept)
+    for (const FixedGraphs::Entry& e : kept->entries_)
+      if (e.shapes == shapes && same_nodes(e.original, g)) {
+        ++kept->reused_;
+        return e.fixed;
+      }
+  std::optional<Graph> fixed = fix_input_shapes(g, shapes);
+  if (kept) {
+    ++kept->fixed_;
+    if (g.constant_bytes() < kLargeGraphBytes) kept->entries_.push_back({g, shapes, fixed});
+  }
+  return fixed;
 }
 
 }  // namespace isomer

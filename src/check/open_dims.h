@@ -70,4 +70,31 @@ std::string extents_text(const std::map<std::string, int64_t>& bindings);
 // (the runtime would hand them to ONNX Runtime). Same inputs and outputs as `g`.
 std::optional<Graph> with_input_shapes(const Graph& g, const std::map<std::string, std::vector<int64_t>>& shapes);
 
+// While one lives (on this thread), with_input_shapes gives a graph it fixed before
+// (the same nodes, the same shapes) without exporting and importing it again: one
+// `optimize` of a model with open dims fixed the model three times (for the drawn
+// inputs, the check and the guard, the report) and its rewrite twice. Graphs of
+// kLargeGraphBytes of weights or more are not kept: each fixed copy holds its own.
+class FixedGraphs {
+ public:
+  FixedGraphs();
+  ~FixedGraphs();
+  FixedGraphs(const FixedGraphs&) = delete;
+  FixedGraphs& operator=(const FixedGraphs&) = delete;
+  // Exports and imports done by with_input_shapes within this scope, and answers kept.
+  size_t fixed() const { return fixed_; }
+  size_t reused() const { return reused_; }
+
+ private:
+  friend std::optional<Graph> with_input_shapes(const Graph&, const std::map<std::string, std::vector<int64_t>>&);
+  struct Entry {
+    Graph original;  // kept alive, so that no other graph's nodes take its addresses
+    std::map<std::string, std::vector<int64_t>> shapes;
+    std::optional<Graph> fixed;
+  };
+  std::vector<Entry> entries_;
+  FixedGraphs* outer_ = nullptr;
+  size_t fixed_ = 0, reused_ = 0;
+};
+
 }  // namespace isomer

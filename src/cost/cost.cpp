@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <limits>
 #include <fstream>
 
@@ -440,6 +443,67 @@ bool timing_settled(const std::vector<double>& totals, size_t planned) {
   if (totals.size() < kSettledRuns) return false;
   const auto [lo, hi] = std::minmax_element(totals.begin(), totals.end());
   return *lo > 0 && (*hi - *lo) / *lo <= kSettledSpread;
+}
+
+std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
+  // Both compiled at once hold a copy of the weights each: not for a large model.
+  if (before.constant_bytes() > kPairedLargestWeights || after.constant_bytes() > kPairedLargestWeights)
+    return std::nullopt;
+  const std::string kb = key_of(before, ropts_, true), ka = key_of(after, ropts_, true);
+  if (kb.empty() || ka.empty()) return std::nullopt;
+  const std::string fact = "paired|" + kb + "|" + ka;
+  if (std::optional<double> kept = db_->lookup_fact(fingerprint_, fact)) return kept;
+  std::unique_ptr<runtime::Executable> eb, ea;
+  std::vector<Tensor> ins;
+  try {
+    eb = runtime::compile(before, ropts_);
+    ea = runtime::compile(after, ropts_);
+    ins = valid_inputs(before, ropts_);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (ins.empty()) return std::nullopt;
+  const auto compiled = std::chrono::steady_clock::now();
+  // Processor time on one thread (as the steps are priced), else the wall clock.
+  auto now_ms = [&] {
+    if (ropts_.processor_clock) {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  auto timed = [&](runtime::Executable& exe, int times) {
+    const double t0 = now_ms();
+    for (int k = 0; k < times; ++k) exe.run(ins);
+    return now_ms() - t0;
+  };
+  // The first runs touch the buffers and the weights' layouts, and tell how many runs
+  // a round side needs.
+  const double first = std::min(timed(*eb, 1), timed(*ea, 1));
+  if (first > kPairedLongestRunMs) return std::nullopt;  // the prices decide
+  const int times = std::max(1, static_cast<int>(std::ceil(kPairedRoundMs / std::max(first, 1e-3))));
+  std::vector<double> ratios;
+  for (int r = 0; r < kPairedRounds; ++r) {
+    double tb, ta;
+    if (r % 2 == 0) {
+      tb = timed(*eb, times);
+      ta = timed(*ea, times);
+    } else {
+      ta = timed(*ea, times);
+      tb = timed(*eb, times);
+    }
+    if (tb > 0) ratios.push_back(ta / tb);
+  }
+  timed_runs_ += 2 * static_cast<size_t>(kPairedRounds * times);
+  if (std::getenv("ISOMER_DEBUG_COST"))
+    std::fprintf(stderr, "paired: %d rounds of %d runs each in %.3f s after compiling\n", kPairedRounds, times,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - compiled).count());
+  if (ratios.empty()) return std::nullopt;
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios[ratios.size() / 2];
+  db_->store_fact(fingerprint_, fact, median);
+  return median;
 }
 
 double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {

@@ -81,6 +81,17 @@ class CostModel {
   // both ways).
   void set_keep_plans(bool keep) { keep_plans_ = keep; }
 
+  // `after`'s run time over `before`'s, both run whole in kPairedRounds interleaved
+  // rounds (before, after; then after, before; ...) on the same inputs: the median of
+  // the per-round ratios. Rows of steps timed at different times, under different
+  // loads, misjudge two graphs whose prices are close (NasNet-A's merged cells
+  // priced 1.5% cheaper than its input from such rows and ran 4.5% slower); a paired
+  // measurement compares them as they run now. Kept per pair of plans in the cost
+  // database, so that a search on a filled database decides as before. nullopt
+  // where this model times nothing (analytic), the graphs cannot run, or running
+  // them so would cost too much (kPairedLongestRunMs, kPairedLargestWeights).
+  virtual std::optional<double> paired_ratio(const Graph& before, const Graph& after) { return std::nullopt; }
+
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
   // How many times valid inputs were made for a graph being priced: only when a
   // step of it had to be timed (a graph priced from the database needs none).
@@ -153,6 +164,14 @@ inline constexpr double kAloneBudget = 0.4;
 inline constexpr double kScaleMinKnownMs = 2.0;
 inline constexpr double kScaleLimit = 2.0;
 inline constexpr double kSettledSpread = 0.01;
+// CostModel::paired_ratio: rounds, and the least milliseconds one side of a round
+// runs (a short graph is run several times per round).
+inline constexpr int kPairedRounds = 7;
+inline constexpr double kPairedRoundMs = 5.0;
+// ... and the longest run and the most weights it takes on (longer or larger graphs
+// are decided by their prices; NasNet-A runs 0.14 s on 152 MiB).
+inline constexpr double kPairedLongestRunMs = 1000.0;
+inline constexpr size_t kPairedLargestWeights = size_t{512} << 20;
 bool timing_settled(const std::vector<double>& totals, size_t planned);
 // Whether the last warm-up run (taken as the timed runs are) counts as a timed run:
 // only when the first timed run agrees with it as two settled runs agree (a warm-up
@@ -202,6 +221,7 @@ class MeasuredCostModel : public CostModel {
   // and the last factor applied.
   size_t profiles_rescaled() const { return rescaled_; }
   double last_scale() const { return last_scale_; }
+  std::optional<double> paired_ratio(const Graph& before, const Graph& after) override;
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 

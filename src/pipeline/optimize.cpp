@@ -225,6 +225,7 @@ Graph rewrite_with_rules(const Graph& g, const OptimizeOptions& opts, std::map<s
   std::string kind = opts.cost_model == "none" ? "analytic" : opts.cost_model;
   std::unique_ptr<cost::CostModel> model = cost::make_cost_model(kind, opts.cost_db, opts.cost_threads);
   SearchOptions so = opts.search_options;
+  model->runtime_options().bindings = so.bindings;
   so.passes = opts.passes;
   if (!so.progress) so.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   SearchStats sst;
@@ -283,7 +284,10 @@ void price(const Graph& g, const Graph& out, const OptimizeOptions& opts, Optimi
 
 }  // namespace
 
-OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& opts) {
+OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, const OptimizeOptions& given) {
+  OptimizeOptions opts = given;
+  // The model and its rewrites fixed at the inputs' extents once each (open_dims.h).
+  FixedGraphs fixed_graphs;
   if (!opts.allow_nonfinite) require_finite_weights(g);
   const Engine target = target_engine(opts.target);
   OptimizeReport rep;
@@ -309,6 +313,10 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
                            ? valid_random_inputs(g, opts.check_options.seed,
                                                  importable_drawn_bindings(g, opts.check_options.bindings))
                            : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
+  // The search prices a model with open dims at those extents too, as the check, the
+  // guard and the report run it (it priced every open dim at 1: a sequence of 64 as
+  // one token).
+  for (const auto& [dim, extent] : inputs.bindings) opts.search_options.bindings.emplace(dim, extent);
 
   auto t0 = std::chrono::steady_clock::now();
   rep.search = opts.search;

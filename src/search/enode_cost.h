@@ -16,7 +16,9 @@
 //     a reorder's to the node whose value it converts); views and in-place
 //     concatenations have no step and cost nothing. An e-node whose signature
 //     (operator, attributes, input types, which inputs are constants, small constant
-//     values) is that of an input graph node costs the mean of those nodes' shares.
+//     values) is that of an input graph node costs the mean of those nodes' shares;
+//     an elementwise one's, apart for those reading a convolution or product (run
+//     fused into it) and the others (a pass of their own).
 //     Extracting the input graph unchanged therefore costs what the plan says, less
 //     what belongs to no node (copying the inputs in and outputs out).
 //   - New e-nodes (shapes or operators the input graph lacks: merged convolutions,
@@ -25,9 +27,11 @@
 //     timed); an elementwise e-node that reads a convolution or product costs what it
 //     adds fused into it. These are then scaled by the ratio of context prices to
 //     prices alone of the input graph's nodes of that operator that read the same
-//     value (those a merge replaces), else of that operator anywhere in the graph (its
-//     calibration: a few of them priced alone when an e-node first needs it), so that
-//     both kinds of price are on one scale.
+//     value (those a merge replaces; for one reading a Concat that no input node
+//     reads, those reading the Concat's parts: a sum of convolutions merged), else of
+//     that operator anywhere in the graph (its calibration: a few of them priced
+//     alone when an e-node first needs it), so that both kinds of price are on one
+//     scale.
 //   - Constant computations (folded at optimization time), inputs, constants and
 //     projections cost nothing.
 //   - An e-node that would be priced alone is not, when another e-node of its class
@@ -99,6 +103,9 @@ class ENodePricer {
 
   // The signature of an e-node: equal when the runtime would run two alike (see above).
   static std::string signature(eg::EGraph& eg, const eg::ENode& n);
+  // What context prices are kept under: the signature, and for an elementwise
+  // operator whether it reads a convolution or product (which it runs fused into).
+  static std::string context_key(eg::EGraph& eg, const eg::ENode& n);
 
  private:
   // `dominated_above` (when not negative): the price above which `n` is never

@@ -34,7 +34,9 @@ std::vector<std::vector<NodePtr>> partition_graph(const Graph& g, size_t region_
 // The rules the e-graph uses out of `rules`: every rule whose roots are joined, but
 // no reversal that adds operators (unless `expanding_reversals`), and no two-root
 // merge of operators a variadic rule merges n at a time (it would only add every
-// subset of a group on top: 2^n forms of NasRNN's 8 gates).
+// subset of a group on top: 2^n forms of NasRNN's 8 gates). A two-root rule over
+// such operators that keeps their number (a 1x1 convolution enlarged beside a 3x3
+// one) is used.
 std::vector<const Rule*> eqsat_rules(const std::vector<Rule>& rules, bool expanding_reversals);
 
 // `g` rewritten by equality saturation over `rules` (see above).

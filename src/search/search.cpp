@@ -214,11 +214,12 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_greedy_seconds"] = greedy_seconds;
     j["search_ilp_cost_ms"] = ilp_cost;
     j["search_kept_input"] = kept_input;
+    j["search_measured_ratio"] = measured_ratio;
   }
 }
 
 std::string SearchStats::to_text(size_t rules_loaded) const {
-  char line[400];
+  char line[512];
   if (strategy == "backtrack") {
     std::snprintf(line, sizeof line,
                   "search: %zu rules loaded, %zu usable (reversals included), %zu graphs expanded, "
@@ -233,7 +234,12 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
   else
     std::snprintf(cost_text, sizeof cost_text, "%.3f ms -> %.3f ms%s", cost_before, cost_after,
                   kept_input ? " (not cheaper by the minimum gain: input kept)" : "");
-  const std::string costs = cost_text;
+  std::string costs = cost_text;
+  if (measured_ratio >= 0) {
+    char ran[80];
+    std::snprintf(ran, sizeof ran, "; run against the input: %.3fx its time", measured_ratio);
+    costs += ran;
+  }
   std::snprintf(line, sizeof line,
                 "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "
                 "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s; pricing %.2f s, %zu shapes priced alone), "

@@ -68,6 +68,10 @@ struct SearchOptions {
   // different graph within the cost model's error (NasRNN at batch 16: 7.12 -> 7.11
   // ms predicted, 2% slower measured) is churn, not a win.
   double min_gain = 0.005;
+  // Extents of the model's open input dims where the search prices it (optimize
+  // gives the drawn inputs' or the user's: check/open_dims.h); an open dim not here
+  // is priced at 1.
+  std::map<std::string, int64_t> bindings;
   // Lines saying how long work is going (pricing operators on the runtime); none if empty.
   std::function<void(const std::string&)> progress;
 };
@@ -110,6 +114,9 @@ struct SearchStats {
   double greedy_seconds = 0;     // greedy extraction, all regions (in extraction_seconds)
   size_t cycles_cut = 0;        // extraction: cycles broken
   bool kept_input = false;      // the result priced whole was not cheaper: the input came back
+  // eqsat: the result's run time over the input's, both run whole and interleaved,
+  // where its price alone could not tell (CostModel::paired_ratio); -1 if not run.
+  double measured_ratio = -1;
 
   // The fields as the report JSON has them (search_*), and a line for the text report.
   void to_json(nlohmann::ordered_json& j) const;

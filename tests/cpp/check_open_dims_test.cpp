@@ -91,6 +91,36 @@ TEST(WithInputShapes, TheGraphImportedAgainWithStaticInputs) {
   EXPECT_FALSE(with_input_shapes(g, {{"x", {2, 3}}}));
 }
 
+// Within a FixedGraphs scope a graph is exported and imported once per set of shapes
+// (a copy of the graph is the same graph); another graph, or other shapes, once more.
+TEST(WithInputShapes, FixedOncePerScope) {
+  const char* text = R"(graph g(%x: f32[batch,seq,8]) {
+    %0 = Relu(%x)
+    return %0
+  })";
+  Graph g = parse_graph(text);
+  const std::map<std::string, std::vector<int64_t>> at64 = {{"x", {1, 64, 8}}}, at2 = {{"x", {1, 2, 8}}};
+  FixedGraphs scope;
+  std::optional<Graph> first = with_input_shapes(g, at64);
+  const Graph copy = g;
+  std::optional<Graph> again = with_input_shapes(copy, at64);
+  ASSERT_TRUE(first && again);
+  EXPECT_TRUE(same_graph(*first, *again));
+  EXPECT_EQ(scope.fixed(), 1u);
+  EXPECT_EQ(scope.reused(), 1u);
+  with_input_shapes(g, at2);
+  with_input_shapes(parse_graph(text), at64);  // equal, but other nodes
+  EXPECT_EQ(scope.fixed(), 3u);
+  {
+    FixedGraphs inner;  // a scope of its own: nothing of the outer one
+    with_input_shapes(g, at64);
+    EXPECT_EQ(inner.fixed(), 1u);
+    EXPECT_EQ(inner.reused(), 0u);
+  }
+  with_input_shapes(g, at64);
+  EXPECT_EQ(scope.reused(), 2u);
+}
+
 TEST(Engines, TheRuntimeRunsTheGraphFixedToTheInputsExtents) {
   Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8]) {
     %0 = Relu(%x)

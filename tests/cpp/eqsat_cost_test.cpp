@@ -21,15 +21,14 @@
 #include "onnx/onnx_io.h"
 #include "ops/op.h"
 #include "search/enode_cost.h"
+#include "eqsat_test_util.h"
 #include "search/eqsat.h"
 
 namespace isomer {
 namespace {
 
-Tensor weights(std::vector<int64_t> dims, double v) {
-  std::vector<double> data(static_cast<size_t>(num_elements(dims)), v);
-  return Tensor::from_f64(DType::Float32, std::move(dims), data);
-}
+using eqsat_test::fixed_model;
+using eqsat_test::weights;
 
 // squeeze 1x1 -> Relu -> (expand 1x1 -> Relu, expand 3x3 -> Relu) -> Concat -> 1x1
 // -> Relu -> MaxPool -> Flatten.
@@ -57,15 +56,6 @@ Graph fire_module(const std::string& batch = "") {
   Value p = b.op1("MaxPool", {next}, pool);
   Value f = b.op1("Flatten", {p});
   return b.finish({f}, {"y"});
-}
-
-cost::AnalyticCostModel fixed_model() {
-  cost::PeakRates r;
-  r.gflops = 50;
-  r.gbytes_per_s = 10;
-  cost::AnalyticCostModel m(r);
-  m.runtime_options().threads = 1;
-  return m;
 }
 
 TEST(EqsatCost, UnchangedGraphExtractsAtItsPlanPrice) {

@@ -20,19 +20,13 @@
 #include "fuzz/random_graph.h"
 #include "ir/text.h"
 #include "passes/passes.h"
+#include "eqsat_test_util.h"
 #include "search/eqsat.h"
 
 namespace isomer {
 namespace {
 
-cost::AnalyticCostModel fixed_model() {
-  cost::PeakRates r;
-  r.gflops = 50;
-  r.gbytes_per_s = 10;
-  cost::AnalyticCostModel m(r);
-  m.runtime_options().threads = 1;
-  return m;
-}
+using eqsat_test::fixed_model;
 
 // Random graphs of what the shipped rules rewrite (fuzz::random_graph's mix of every
 // operator rarely matches them): products sharing an input, sums of products,

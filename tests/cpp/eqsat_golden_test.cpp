@@ -130,5 +130,67 @@ TEST(EqsatGolden, OneByOneAndThreeByThreeConvolutionsMergeIntoOne) {
 )");
 }
 
+// The "enlarge" rule pads a 1x1 kernel to 3x3 only beside a 3x3 convolution of the
+// same input: applications of it (and convolutions of 3x3 kernels in the saturated
+// e-graph) per graph.
+struct Enlarged {
+  size_t applications = 0;
+  size_t three_by_three = 0;  // Conv e-nodes with a 3x3 kernel
+};
+
+Enlarged enlarged(const std::string& text) {
+  Graph g = simplify(parse_graph(text));
+  const std::vector<const Rule*> ptrs = eqsat_rules(shipped_rules(), /*expanding_reversals=*/false);
+  eg::EGraph e;
+  eg::load_graph(e, g);
+  eg::RunnerReport rep = eg::Runner(e, ptrs, {10, 5000, 10}).run();
+  Enlarged out;
+  for (const auto& [name, c] : rep.rules)
+    if (name.starts_with("conv_enlarge")) out.applications += c.applications;
+  for (eg::ClassId c : e.class_ids())
+    for (const eg::ENode& n : e.cls(c).nodes)
+      if (n.kind == eg::ENodeKind::Op && n.op->name == "Conv" && e.type(n.children.at(1)).shape.at(2) == Dim(3))
+        ++out.three_by_three;
+  return out;
+}
+
+TEST(EqsatGolden, AOneByOneConvolutionIsEnlargedOnlyBesideAThreeByThree) {
+  // The fire module: enlarged once, beside its sibling.
+  EXPECT_EQ(enlarged(kFire).applications, 1u);
+  // A 1x1 convolution alone, and one beside a 3x3 of another input: never.
+  const Enlarged alone = enlarged(R"(graph g(%x: f32[1,2,3,3]) {
+  %w1 = const f32[1,2,1,1] {1, -2}
+  %w2 = const f32[1,2,1,1] {3, 4}
+  %0 = Conv(%x, %w1)
+  %1 = Conv(%x, %w2)
+  %2 = Relu(%0)
+  %3 = Relu(%1)
+  return %2, %3
+}
+)");
+  EXPECT_EQ(alone.applications, 0u);
+  EXPECT_EQ(alone.three_by_three, 0u);
+  const Enlarged apart = enlarged(R"(graph g(%x: f32[1,2,3,3], %y: f32[1,2,3,3]) {
+  %w1 = const f32[1,2,1,1] {1, -2}
+  %w3 = const f32[1,2,3,3] {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3, -4, -5, -6, -7, -8, -9}
+  %0 = Conv(%x, %w1)
+  %1 = Conv(%y, %w3) {pads=[1, 1, 1, 1]}
+  return %0, %1
+}
+)");
+  EXPECT_EQ(apart.applications, 0u);
+  EXPECT_EQ(apart.three_by_three, 1u);  // the input's own
+  // Beside a strided 3x3: the outputs' shapes differ, no merge, no enlarging.
+  const Enlarged strided = enlarged(R"(graph g(%x: f32[1,2,4,4]) {
+  %w1 = const f32[1,2,1,1] {1, -2}
+  %w3 = const f32[1,2,3,3] {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3, -4, -5, -6, -7, -8, -9}
+  %0 = Conv(%x, %w1)
+  %1 = Conv(%x, %w3) {pads=[1, 1, 1, 1], strides=[2, 2]}
+  return %0, %1
+}
+)");
+  EXPECT_EQ(strided.applications, 0u);
+}
+
 }  // namespace
 }  // namespace isomer
