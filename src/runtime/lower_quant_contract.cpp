@@ -48,10 +48,14 @@ int constant_arg(Compiler& c, const Tensor& t, const md_t& md, const std::string
   return v;
 }
 
-// The run-time zero point scalar `zp` (u8/s8) as the s32 value oneDNN reads.
+// The run-time zero point scalar `zp` (u8/s8) as the s32 value oneDNN reads: the
+// one its producer wrote (DynamicQuantizeLinear's step writes both), or one
+// widening step shared by the products reading it (a layer's query, key and value).
 int zero_point_s32(Compiler& c, const Node& n, int zp) {
+  if (int w = c.widened(zp); w >= 0) return w;
   const DType t = c.val(zp).dtype;
   int out = c.new_value(DType::Int32, {1}, plain_md({1}, dt::s32), n.name() + ".zp32");
+  c.set_widened(zp, out);
   add_native_step(c, step_info(n, "zero-point", "zero-point " + std::string(dtype_name(t)) + "->s32"), {zp}, {out},
                   [t](const std::vector<char*>& p) {
                     *reinterpret_cast<int32_t*>(p[1]) = t == DType::UInt8 ? static_cast<int32_t>(*reinterpret_cast<uint8_t*>(p[0]))
@@ -74,10 +78,10 @@ tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::
 
 namespace {
 
-void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
-                       int32_t y_zp, int channel_mask) {
+void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale,
+                       bool runtime_per_col, bool relu, int32_t y_zp, int channel_mask) {
   if (runtime_scale >= 0)
-    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    attr.set_output_scales(runtime_per_col ? channel_mask : 0, {DNNL_RUNTIME_F32_VAL});
   else if (!scales.empty())
     attr.set_output_scales(scales.size() > 1 ? channel_mask : 0, scales);
   if (relu) {
@@ -122,7 +126,9 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   else if (s.a_zp != 0)
     attr.set_zero_points(DNNL_ARG_SRC, 0, {s.a_zp});
   if (b_zp != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {b_zp});
-  set_requant_attrs(attr, s.scales, s.out_scale_value, s.relu, s.y_zp, 1 << 1);
+  const int64_t out_scales = s.out_scale_value >= 0 ? num_elements(c.val(s.out_scale_value).dims) : 0;
+  if (out_scales > 1 && out_scales != N) return -1;
+  set_requant_attrs(attr, s.scales, s.out_scale_value, out_scales > 1, s.relu, s.y_zp, 1 << 1);
   const md_t add_md = plain_md({1, N}, dt::f32);
   if (s.add_after) {  // after the output scale: (acc * scale) + add, as Mul then Add
     dnnl::post_ops po = attr.get_post_ops();
@@ -146,7 +152,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
                                                 bias_md, n.name() + ".bias")});
   if (s.a_zp_value >= 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.a_zp_value)});
   if (s.out_scale_value >= 0)
-    args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES, with_md(c, s.out_scale_value, {1}, plain_md({1}, dt::f32))});
+    args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES,
+                    with_md(c, c.as_plain(s.out_scale_value), {out_scales}, plain_md({out_scales}, dt::f32))});
   if (s.add_after)
     args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.relu ? 1 : 0) | DNNL_ARG_SRC_1,
                     constant_arg(c, s.add_after->reshaped({1, N}), add_md, n.name() + ".add")});
@@ -154,7 +161,7 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
                   step_info(n, "int8-matmul",
                             "int8-matmul " + std::string(dtype_name(a_t)) + "x s8 " +
                                 to_string(std::vector<int64_t>{rows, K, N}) + (s.bias.empty() ? "" : " bias") +
-                                (s.out_scale_value >= 0 ? " scaled" : "") + (s.add_after ? " add" : "") +
+                                (out_scales > 1 ? " scaled-per-column" : out_scales ? " scaled" : "") + (s.add_after ? " add" : "") +
                                 requant_text(s.scales, s.relu, y_t),
                             2.0 * static_cast<double>(rows * K * N)));
   return y;
@@ -177,7 +184,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
                &pr = geometry.pad_end;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
+  set_requant_attrs(attr, s.scales, -1, false, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   // Activations stay channels-last between integer convolutions (oneDNN's int8
   // layout, and a strided one that the native kernels read as it is).
@@ -276,28 +283,37 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   s.b_zp = *bz;
   s.a = rows_of(c, n.inputs()[0]);
   if (s.a < 0) return false;
-  // Cast(acc, float) then Mul by a float scalar: one scaled float32 result.
+  // Cast(acc, float) then Mul by a float scalar, or by one float per column (the
+  // product of a run-time activation scale and per-column weight scales): one
+  // scaled float32 result.
   Value out = n.output(0);
+  const int64_t N = s.b.dims()[1];
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
   const Node* mul = nullptr;
   if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && !c.lowered(*cast))
     if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && !c.lowered(*m)) {
       const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
       const Value& sv = m->inputs()[other];
-      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 &&
-          is_static(sv.type().shape) && num_elements(static_dims(sv.type().shape)) == 1 && !c.depends_on_pending(sv)) {
+      const bool per_tensor_or_column = is_static(sv.type().shape) && [&] {
+        const std::vector<int64_t> d = static_dims(sv.type().shape);
+        const int64_t count = num_elements(d);
+        for (size_t i = 0; count > 1 && i + 1 < d.size(); ++i)
+          if (d[i] != 1) return false;  // [N] or [1, ..., N]: one factor per column
+        return d.size() <= od.size() && (count == 1 || (count == N && d.back() == N));
+      }();
+      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 && per_tensor_or_column &&
+          !c.depends_on_pending(sv)) {
         mul = m;
         s.out_scale_value = c.as_plain(c.id(sv));
       }
     }
-  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   // Then an Add of a constant float32 row (the layer's bias): a post-op.
   const Node* add = nullptr;
   if (mul)
     if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && !c.lowered(*a)) {
       const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
       const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
-      const int64_t N = s.b.dims()[1];
       bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
                  static_cast<size_t>(t->rank()) <= od.size();
       for (int64_t i = 0; row && i + 1 < t->rank(); ++i) row = t->dims()[static_cast<size_t>(i)] == 1;
