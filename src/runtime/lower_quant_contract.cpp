@@ -260,6 +260,67 @@ void bind_rows(Compiler& c, const std::vector<int64_t>& od, const Value& out, in
   c.bind(out, c.alias(y, od, yv.md.data.ndims ? plain_md(od, yv.md.data_type()) : md_t(), yv.name));
 }
 
+// A matmul whose weights have a zero point per column z[j] (u8 weights quantized per
+// channel; oneDNN's matmul takes one for all): sum (a - az)(w - z[j]) =
+// sum (a - az) w - z[j] sum (a - az). The row sums are one more column of all-ones
+// weights in the same product; a native step subtracts z[j] times them (in int32,
+// wrapping as the accumulation does), then, where `s` has a run-time scale (one or
+// one per column) and a float32 row to add, scales and adds as ONNX Runtime's Cast,
+// Mul and Add do (two roundings).
+int add_weight_zero_point_matmul(Compiler& c, const Node& n, const IntMatMul& s, std::vector<int32_t> zp) {
+  const int64_t K = s.b.dims()[0], N = s.b.dims()[1];
+  if (static_cast<int64_t>(zp.size()) != N) return -1;
+  const Tensor b = as_s8(s.b, zp);
+  std::string bytes(static_cast<size_t>(K * (N + 1)), static_cast<char>(1));
+  std::string_view src = b.bytes();
+  for (int64_t k = 0; k < K; ++k)
+    std::memcpy(&bytes[static_cast<size_t>(k * (N + 1))], &src[static_cast<size_t>(k * N)], static_cast<size_t>(N));
+  IntMatMul acc_spec;
+  acc_spec.a = s.a;
+  acc_spec.a_zp = s.a_zp;
+  acc_spec.a_zp_value = s.a_zp_value;
+  acc_spec.b = Tensor(DType::Int8, {K, N + 1}, std::move(bytes));
+  const int acc = add_integer_matmul(c, n, acc_spec);
+  if (acc < 0) return -1;
+  const int64_t rows = c.val(acc).dims[0];
+  const bool scaled = s.out_scale_value >= 0;
+  const int64_t scales = scaled ? num_elements(c.val(s.out_scale_value).dims) : 0;
+  if (scales > 1 && scales != N) return -1;
+  const DType yt = scaled ? DType::Float32 : DType::Int32;
+  const int y = c.new_value(yt, {rows, N}, plain_md({rows, N}, dnnl_int(yt)), n.name());
+  std::vector<int> ins = {acc};
+  if (scaled) ins.push_back(c.as_plain(s.out_scale_value));
+  std::vector<float> add;
+  if (s.add_after)
+    for (double v : s.add_after->to_f64()) add.push_back(static_cast<float>(v));
+  add_native_step(
+      c,
+      step_info(n, "zero-point",
+                "weight zero-point per-column" + to_string(std::vector<int64_t>{rows, N}) +
+                    (scales > 1 ? " scaled-per-column" : scaled ? " scaled" : "") + (add.empty() ? "" : " add")),
+      ins, {y}, [=](const std::vector<char*>& p) {
+        const auto* a = reinterpret_cast<const int32_t*>(p[0]);
+        const float* sc = scaled ? reinterpret_cast<const float*>(p[1]) : nullptr;
+        char* out = p[scaled ? 2 : 1];
+        for (int64_t r = 0; r < rows; ++r) {
+          const int32_t* row = a + r * (N + 1);
+          const auto sum = static_cast<uint32_t>(row[N]);
+          for (int64_t j = 0; j < N; ++j) {
+            const auto v = static_cast<int32_t>(static_cast<uint32_t>(row[j]) -
+                                                static_cast<uint32_t>(zp[static_cast<size_t>(j)]) * sum);
+            if (!scaled) {
+              reinterpret_cast<int32_t*>(out)[r * N + j] = v;
+              continue;
+            }
+            float f = static_cast<float>(v) * sc[scales > 1 ? j : 0];
+            if (!add.empty()) f = f + add[static_cast<size_t>(j)];
+            reinterpret_cast<float*>(out)[r * N + j] = f;
+          }
+        }
+      });
+  return y;
+}
+
 }  // namespace
 
 bool lower_matmul_integer(Compiler& c, const Node& n) {
@@ -277,10 +338,15 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
       s.a_zp_value = zv;
     }
   }
+  if (has(n, 3) && !c.known(n.inputs()[3])) return false;
   auto bz = scalar_zp(opt_known(c, n, 3));
-  if (!bz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+  std::vector<int32_t> column_zps;  // one per column, not all the same
+  if (!bz) {
+    for (int64_t z : c.known(n.inputs()[3])->to_i64()) column_zps.push_back(static_cast<int32_t>(z));
+    if (static_cast<int64_t>(column_zps.size()) != b->dims()[1]) return false;
+  }
   s.b = *b;
-  s.b_zp = *bz;
+  s.b_zp = bz.value_or(0);
   s.a = rows_of(c, n.inputs()[0]);
   if (s.a < 0) return false;
   // Cast(acc, float) then Mul by a float scalar, or by one float per column (the
@@ -323,13 +389,17 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
       }
     }
   int y = -1;
-  try {
-    y = add_integer_matmul(c, n, s);
-  } catch (const dnnl::error&) {
-    if (!add) throw;
-    add = nullptr;  // no such post-op here: the Add runs on its own
-    s.add_after.reset();
-    y = add_integer_matmul(c, n, s);
+  if (!column_zps.empty()) {
+    y = add_weight_zero_point_matmul(c, n, s, column_zps);
+  } else {
+    try {
+      y = add_integer_matmul(c, n, s);
+    } catch (const dnnl::error&) {
+      if (!add) throw;
+      add = nullptr;  // no such post-op here: the Add runs on its own
+      s.add_after.reset();
+      y = add_integer_matmul(c, n, s);
+    }
   }
   if (y < 0) return false;
   if (mul) {

@@ -79,8 +79,7 @@ def assert_matches(path, x):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
 
 
-# u8 weights per column have a zero point per column, which oneDNN's matmul does not take.
-VARIANTS = [("s8", False), ("u8", False), ("s8", True)]
+VARIANTS = [("s8", False), ("u8", False), ("s8", True), ("u8", True)]
 
 
 @pytest.mark.parametrize("weights,per_channel", VARIANTS)
@@ -96,23 +95,32 @@ def test_each_dynamic_linear_is_one_step(weights, per_channel, tmp_path):
     kinds = [s[0] for s in steps]
     assert kinds.count("dynamic-quantize") == 1, steps
     assert kinds.count("int8-matmul") == 3, steps
-    assert len(steps) == 4, steps  # no scale Mul, no zero-point widening, no bias Add
+    if weights == "u8" and per_channel:
+        # A zero point per column (oneDNN's matmul takes one for all): one native
+        # step after each product subtracts it, scales and adds the bias.
+        assert kinds.count("zero-point") == 3 and len(steps) == 7, steps
+    else:
+        assert len(steps) == 4, steps  # no scale Mul, no zero-point widening, no bias Add
 
 
 def test_matmul_integer_without_the_float_tail(tmp_path):
     """MatMulInteger's int32 result read as it is, s8 activations from a QuantizeLinear,
-    u8 weights with a zero point, and a run-time u8 zero point shared by two products."""
+    u8 weights with a zero point (or one per column), and a run-time u8 zero point
+    shared by three products."""
     rng = np.random.default_rng(4)
     w = rng.integers(0, 256, (K, N), dtype=np.uint8)
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(131, np.uint8), "wz"),
              numpy_helper.from_array(np.array(0.05, np.float32), "s"),
-             numpy_helper.from_array(np.array(-3, np.int8), "z")]
+             numpy_helper.from_array(np.array(-3, np.int8), "z"),
+             numpy_helper.from_array(rng.integers(0, 256, N, dtype=np.uint8), "wzc")]
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
              helper.make_node("MatMulInteger", ["q", "w", "z", "wz"], ["y"]),
              helper.make_node("DynamicQuantizeLinear", ["x"], ["d", "ds", "dz"]),
              helper.make_node("MatMulInteger", ["d", "w", "dz", "wz"], ["y1"]),
-             helper.make_node("MatMulInteger", ["d", "w", "dz"], ["y2"])]
-    outs = [helper.make_tensor_value_info(n, TensorProto.INT32, [SHAPE[0], SHAPE[1], N]) for n in ("y", "y1", "y2")]
+             helper.make_node("MatMulInteger", ["d", "w", "dz"], ["y2"]),
+             helper.make_node("MatMulInteger", ["d", "w", "dz", "wzc"], ["y3"])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.INT32, [SHAPE[0], SHAPE[1], N])
+            for n in ("y", "y1", "y2", "y3")]
     g = helper.make_graph(nodes, "mmi", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))], outs,
                           inits)
     path = str(tmp_path / "mmi.onnx")
@@ -123,4 +131,4 @@ def test_matmul_integer_without_the_float_tail(tmp_path):
     for g_, w_ in zip(got, want):
         np.testing.assert_array_equal(g_, w_)
     kinds = [s[0] for s in steps_of(path)]
-    assert kinds.count("int8-matmul") == 3 and "zero-point" not in kinds, kinds
+    assert kinds.count("int8-matmul") == 4 and kinds.count("zero-point") == 1, kinds  # y3's column zero points
