@@ -75,6 +75,7 @@ struct IntMatMul {
   std::vector<float> scales;  // constant output scales (1 or N); empty: none
   int out_scale_value = -1;   // run-time float32 output scale: 1 or N values
   std::optional<Tensor> add_after;  // float32 [N] added to the scaled float32 result
+  std::optional<EltwiseSpec> act_after;  // applied to the float32 result last
   DType y_type = DType::Int32;
   int32_t y_zp = 0;
   bool relu = false;

@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
 #include "ops/nn_common.h"
+#include "runtime/fusion.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
 
@@ -135,6 +137,11 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
     po.append_binary(dnnl::algorithm::binary_add, add_md);
     attr.set_post_ops(po);
   }
+  if (s.act_after) {
+    dnnl::post_ops po = attr.get_post_ops();
+    po.append_eltwise(1.f, s.act_after->alg, s.act_after->alpha, s.act_after->beta);
+    attr.set_post_ops(po);
+  }
   const md_t a_md = plain_md({rows, K}, dnnl_int(a_t));
   const md_t w_any({K, N}, dt::s8, tag::any);
   const md_t y_md = plain_md({rows, N}, dnnl_int(y_t));
@@ -162,7 +169,7 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
                             "int8-matmul " + std::string(dtype_name(a_t)) + "x s8 " +
                                 to_string(std::vector<int64_t>{rows, K, N}) + (s.bias.empty() ? "" : " bias") +
                                 (out_scales > 1 ? " scaled-per-column" : out_scales ? " scaled" : "") + (s.add_after ? " add" : "") +
-                                requant_text(s.scales, s.relu, y_t),
+                                (s.act_after ? " " + s.act_after->text() : "") + requant_text(s.scales, s.relu, y_t),
                             2.0 * static_cast<double>(rows * K * N)));
   return y;
 }
@@ -388,6 +395,28 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
         s.add_after = *t;
       }
     }
+  // Then an activation oneDNN has (Relu, Tanh, ...): the last post-op. Not the erf
+  // GELU where the vector unit has AVX-512: isomer's own pass is faster there
+  // (lower_matmul.cpp).
+  std::vector<const Node*> act_nodes;
+  Value act_out;
+  if (mul && column_zps.empty()) {
+    const Value last = (add ? add : mul)->output(0);
+    if (const Node* a = c.sole_consumer(last); a && !c.lowered(*a))
+      if (auto e = eltwise_of(c, *a, last, od.size())) {
+        s.act_after = e;
+        act_nodes = {a};
+        act_out = a->output(0);
+      }
+    if (!s.act_after)
+      if (auto m = match_activation(c, last);
+          m && (m->spec.alg != dnnl::algorithm::eltwise_gelu_erf ||
+                kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
+        s.act_after = m->spec;
+        act_nodes = m->nodes;
+        act_out = m->out;
+      }
+  }
   int y = -1;
   if (!column_zps.empty()) {
     y = add_weight_zero_point_matmul(c, n, s, column_zps);
@@ -395,20 +424,23 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
     try {
       y = add_integer_matmul(c, n, s);
     } catch (const dnnl::error&) {
-      if (!add) throw;
-      add = nullptr;  // no such post-op here: the Add runs on its own
+      if (!add && !s.act_after) throw;
+      add = nullptr;  // no such post-ops here: the Add and the activation run on their own
       s.add_after.reset();
+      s.act_after.reset();
+      act_nodes.clear();
       y = add_integer_matmul(c, n, s);
     }
   }
   if (y < 0) return false;
   if (mul) {
     const Node* last = add ? add : mul;
-    bind_rows(c, od, last->output(0), y);
+    bind_rows(c, od, act_nodes.empty() ? last->output(0) : act_out, y);
     c.bind(out, y);  // nothing else reads it
     c.mark_done(*cast);
     c.mark_done(*mul);
     if (add) c.mark_done(*add);
+    for (const Node* a : act_nodes) c.mark_done(*a);
     return true;
   }
   bind_rows(c, od, out, y);

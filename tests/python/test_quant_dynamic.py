@@ -90,17 +90,18 @@ def test_dynamic_linears_match_onnxruntime(weights, per_channel, act, tmp_path):
 
 
 @pytest.mark.parametrize("weights,per_channel", VARIANTS)
-def test_each_dynamic_linear_is_one_step(weights, per_channel, tmp_path):
-    steps = steps_of(quantized(tmp_path, weights, per_channel))
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_each_dynamic_linear_is_one_step(weights, per_channel, act, tmp_path):
+    steps = steps_of(quantized(tmp_path, weights, per_channel, act))
     kinds = [s[0] for s in steps]
     assert kinds.count("dynamic-quantize") == 1, steps
     assert kinds.count("int8-matmul") == 3, steps
     if weights == "u8" and per_channel:
         # A zero point per column (oneDNN's matmul takes one for all): one native
         # step after each product subtracts it, scales and adds the bias.
-        assert kinds.count("zero-point") == 3 and len(steps) == 7, steps
+        assert kinds.count("zero-point") == 3 and len(steps) == 7 + (act is not None), steps
     else:
-        assert len(steps) == 4, steps  # no scale Mul, no zero-point widening, no bias Add
+        assert len(steps) == 4, steps  # no scale Mul, no zero-point widening, no bias Add, Relu a post-op
 
 
 def test_matmul_integer_without_the_float_tail(tmp_path):
