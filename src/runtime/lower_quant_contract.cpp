@@ -362,10 +362,13 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   Value out = n.output(0);
   const int64_t N = s.b.dims()[1];
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  // Nodes another kernel has claimed while planning it (a pointwise chain that reads
+  // the linear's result and asked for this product) stay its own.
+  auto free = [&c](const Node* x) { return !c.lowered(*x) && !c.is_pending(*x); };
   const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
   const Node* mul = nullptr;
-  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && !c.lowered(*cast))
-    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && !c.lowered(*m)) {
+  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && free(cast))
+    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && free(m)) {
       const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
       const Value& sv = m->inputs()[other];
       const bool per_tensor_or_column = is_static(sv.type().shape) && [&] {
@@ -384,7 +387,7 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   // Then an Add of a constant float32 row (the layer's bias): a post-op.
   const Node* add = nullptr;
   if (mul)
-    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && !c.lowered(*a)) {
+    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && free(a)) {
       const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
       const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
       bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
@@ -402,7 +405,7 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   Value act_out;
   if (mul && column_zps.empty()) {
     const Value last = (add ? add : mul)->output(0);
-    if (const Node* a = c.sole_consumer(last); a && !c.lowered(*a))
+    if (const Node* a = c.sole_consumer(last); a && free(a))
       if (auto e = eltwise_of(c, *a, last, od.size())) {
         s.act_after = e;
         act_nodes = {a};
@@ -410,8 +413,9 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
       }
     if (!s.act_after)
       if (auto m = match_activation(c, last);
-          m && (m->spec.alg != dnnl::algorithm::eltwise_gelu_erf ||
-                kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
+          m && std::all_of(m->nodes.begin(), m->nodes.end(), free) &&
+          (m->spec.alg != dnnl::algorithm::eltwise_gelu_erf ||
+           kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
         s.act_after = m->spec;
         act_nodes = m->nodes;
         act_out = m->out;

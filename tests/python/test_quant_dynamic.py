@@ -45,9 +45,22 @@ def linears(seed, act):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def gated(seed):
+    """A gated MLP (LLaMA's, Qwen's): silu(x W_gate) * (x W_up), the product's Mul
+    a pointwise chain that reads the up projection's result."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array((rng.standard_normal((K, N)) * 0.2).astype(np.float32), w) for w in ("wg", "wu")]
+    nodes = [helper.make_node("MatMul", ["x", "wg"], ["g"]), helper.make_node("Sigmoid", ["g"], ["sg"]),
+             helper.make_node("Mul", ["g", "sg"], ["silu"]), helper.make_node("MatMul", ["x", "wu"], ["u"]),
+             helper.make_node("Mul", ["silu", "u"], ["y"])]
+    g = helper.make_graph(nodes, "gated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [SHAPE[0], SHAPE[1], N])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def quantized(tmp_path, weights, per_channel, act=None):
     src, dst = str(tmp_path / "float.onnx"), str(tmp_path / "dynamic.onnx")
-    onnx.save(linears(3, act), src)
+    onnx.save(gated(3) if act == "gated" else linears(3, act), src)
     wt = oq.QuantType.QUInt8 if weights == "u8" else oq.QuantType.QInt8
     oq.quantize_dynamic(src, dst, weight_type=wt, per_channel=per_channel)
     return dst
@@ -83,7 +96,7 @@ VARIANTS = [("s8", False), ("u8", False), ("s8", True), ("u8", True)]
 
 
 @pytest.mark.parametrize("weights,per_channel", VARIANTS)
-@pytest.mark.parametrize("act", [None, "Relu", "Gelu"])
+@pytest.mark.parametrize("act", [None, "Relu", "Gelu", "gated"])
 def test_dynamic_linears_match_onnxruntime(weights, per_channel, act, tmp_path):
     path = quantized(tmp_path, weights, per_channel, act)
     assert_matches(path, feeds())
