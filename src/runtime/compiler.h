@@ -234,6 +234,13 @@ class Compiler {
   int as_plain(int id, bool boundary = false);
   // Drops the shared reorder of `id` into `md` (its buffer is about to be overwritten).
   void forget_layout(int id, const md_t& md) { layout_cache_.erase({id, describe_md(md)}); }
+  // The int32 copy of an integer scalar `id` (a run-time zero point, which oneDNN
+  // reads as s32), shared by its readers; -1 until set_widened records one.
+  int widened(int id) const {
+    auto it = widened_.find(id);
+    return it == widened_.end() ? -1 : it->second;
+  }
+  void set_widened(int id, int s32) { widened_[id] = s32; }
   // Makes value `id` (a buffer of its own, written by steps already made) a view
   // starting `byte_offset` bytes into `root`'s buffer, so that its producer writes
   // it in place (a part of a concatenation); its own views follow. False, and
@@ -327,6 +334,7 @@ class Compiler {
   std::unordered_set<const Node*> deferred_;
   std::unordered_map<const Node*, bool> claimed_;  // planned into a kernel -> was already under way
   std::map<std::pair<int, std::string>, int> layout_cache_;
+  std::unordered_map<int, int> widened_;
   // Keyed by the constant's storage, which the entry keeps alive (so the address
   // cannot be reused by another constant while the compiler runs).
   std::map<std::tuple<const char*, int64_t, int64_t>, std::pair<Tensor, std::shared_ptr<const kernels::PackedB>>>

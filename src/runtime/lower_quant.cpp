@@ -169,6 +169,39 @@ bool lower_dequantize(Compiler& c, const Node& n) {
   return true;
 }
 
+// The Muls of DynamicQuantizeLinear's run-time scale by a constant float32 (what
+// quantize_dynamic writes before each MatMulInteger: the activation scale times the
+// weights' scale, one or one per column), each a value the quantization step
+// writes beside the scale, as ONNX Runtime's Mul rounds it.
+struct ScaleProduct {
+  const Node* mul;
+  std::vector<float> factor;
+  std::vector<int64_t> dims;
+};
+std::vector<ScaleProduct> scale_products(Compiler& c, const Node& n) {
+  std::vector<ScaleProduct> out;
+  if (!c.opts().fuse || n.num_outputs() < 2 || !n.output(1).present()) return out;
+  for (const auto& [m, index] : c.consumers(n.output(1))) {
+    if (m->op_type() != "Mul" || m->kind() != NodeKind::Op || c.lowered(*m) || c.is_pending(*m) ||
+        c.is_output(m->output(0)) || m->output_types()[0].dtype != DType::Float32)
+      continue;
+    const Value& other = m->inputs()[1 - index];
+    const Tensor* t = other == n.output(1) ? nullptr : c.peek_known(other);
+    if (!t || t->dtype() != DType::Float32) continue;
+    ScaleProduct p{m, {}, t->dims()};  // a scalar times t: t's dims
+    for (double v : t->to_f64()) p.factor.push_back(static_cast<float>(v));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// A zero point that an integer contraction reads as oneDNN's s32 (lower_quant_contract.cpp).
+bool read_as_s32(Compiler& c, const Value& zp) {
+  for (const auto& [m, index] : c.consumers(zp))
+    if (index == 2 && (m->op_type() == "MatMulInteger" || m->op_type() == "ConvInteger")) return true;
+  return false;
+}
+
 bool lower_dynamic_quantize(Compiler& c, const Node& n) {
   const Value& xv = n.inputs()[0];
   if (c.dtype(xv) != DType::Float32) return false;
@@ -177,10 +210,26 @@ bool lower_dynamic_quantize(Compiler& c, const Node& n) {
   const int y = plain_output(c, DType::UInt8, dims, n.name());
   const int scale = plain_output(c, DType::Float32, {}, n.name() + ".scale");
   const int zp = plain_output(c, DType::UInt8, {}, n.name() + ".zero_point");
+  std::vector<int> outs = {y, scale, zp};
+  // The step also writes the zero point as s32 and the scale's products, so that
+  // each contraction reading them is one step.
+  const bool widen = n.num_outputs() > 2 && n.output(2).present() && read_as_s32(c, n.output(2));
+  if (widen) {
+    outs.push_back(c.new_value(DType::Int32, {1}, plain_md({1}, dt::s32), n.name() + ".zero_point.s32"));
+    c.set_widened(zp, outs.back());
+  }
+  const std::vector<ScaleProduct> products = scale_products(c, n);
+  std::vector<std::vector<float>> factors;
+  for (const ScaleProduct& p : products) {
+    outs.push_back(plain_output(c, DType::Float32, p.dims, p.mul->name()));
+    factors.push_back(p.factor);
+  }
   const int64_t count = num_elements(dims);
   const int team = quant_team(c);
-  add_native_step(c, step_info(n, "dynamic-quantize", "dynamic-quantize f32->u8" + to_string(dims), 2.0 * count),
-                  {x}, {y, scale, zp}, [count, team](const std::vector<char*>& ptr) {
+  std::string text = "dynamic-quantize f32->u8" + to_string(dims) + (widen ? " zero-point-s32" : "");
+  if (!products.empty()) text += " scale-products " + std::to_string(products.size());
+  add_native_step(c, step_info(n, "dynamic-quantize", text, 2.0 * count), {x}, outs,
+                  [count, team, widen, factors](const std::vector<char*>& ptr) {
                     const float* xp = reinterpret_cast<const float*>(ptr[0]);
                     const kernels::DynamicParams d = kernels::dynamic_params(xp, count, team);
                     const int32_t z = d.zero_point;
@@ -189,10 +238,20 @@ bool lower_dynamic_quantize(Compiler& c, const Node& n) {
                     kernels::quantize(xp, ptr[1], kernels::QType::U8, s, &d.scale, &z, team);
                     *reinterpret_cast<float*>(ptr[2]) = d.scale;
                     *reinterpret_cast<uint8_t*>(ptr[3]) = d.zero_point;
+                    size_t at = 4;
+                    if (widen) *reinterpret_cast<int32_t*>(ptr[at++]) = z;
+                    for (const std::vector<float>& f : factors) {
+                      float* o = reinterpret_cast<float*>(ptr[at++]);
+                      for (size_t i = 0; i < f.size(); ++i) o[i] = d.scale * f[i];
+                    }
                   });
   c.bind(n.output(0), y);
   if (n.num_outputs() > 1) c.bind(n.output(1), scale);
   if (n.num_outputs() > 2) c.bind(n.output(2), zp);
+  for (size_t i = 0; i < products.size(); ++i) {
+    c.bind(products[i].mul->output(0), outs[outs.size() - products.size() + i]);
+    c.mark_done(*products[i].mul);
+  }
   return true;
 }
 

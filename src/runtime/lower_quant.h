@@ -63,7 +63,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& spec);
 // An integer matmul on oneDNN: a [rows, K] (u8/s8, run time) with zero point a_zp
 // (a constant, or the run-time scalar value a_zp_value if >= 0), b [K, N] constant
 // (s8 or u8) with a constant zero point, output int32, float32 scaled by
-// out_scale_value (a run-time float scalar) or requantized as IntConv's.
+// out_scale_value (a run-time float32 scalar, or one per column) or requantized as
+// IntConv's.
 struct IntMatMul {
   int a = -1;
   int32_t a_zp = 0;
@@ -72,8 +73,9 @@ struct IntMatMul {
   int32_t b_zp = 0;
   std::vector<int32_t> bias;
   std::vector<float> scales;  // constant output scales (1 or N); empty: none
-  int out_scale_value = -1;   // run-time float32 scalar output scale
+  int out_scale_value = -1;   // run-time float32 output scale: 1 or N values
   std::optional<Tensor> add_after;  // float32 [N] added to the scaled float32 result
+  std::optional<EltwiseSpec> act_after;  // applied to the float32 result last
   DType y_type = DType::Int32;
   int32_t y_zp = 0;
   bool relu = false;

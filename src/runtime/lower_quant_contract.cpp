@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
 #include "ops/nn_common.h"
+#include "runtime/fusion.h"
 #include "runtime/lower_quant.h"
 #include "runtime/native.h"
 
@@ -48,10 +50,14 @@ int constant_arg(Compiler& c, const Tensor& t, const md_t& md, const std::string
   return v;
 }
 
-// The run-time zero point scalar `zp` (u8/s8) as the s32 value oneDNN reads.
+// The run-time zero point scalar `zp` (u8/s8) as the s32 value oneDNN reads: the
+// one its producer wrote (DynamicQuantizeLinear's step writes both), or one
+// widening step shared by the products reading it (a layer's query, key and value).
 int zero_point_s32(Compiler& c, const Node& n, int zp) {
+  if (int w = c.widened(zp); w >= 0) return w;
   const DType t = c.val(zp).dtype;
   int out = c.new_value(DType::Int32, {1}, plain_md({1}, dt::s32), n.name() + ".zp32");
+  c.set_widened(zp, out);
   add_native_step(c, step_info(n, "zero-point", "zero-point " + std::string(dtype_name(t)) + "->s32"), {zp}, {out},
                   [t](const std::vector<char*>& p) {
                     *reinterpret_cast<int32_t*>(p[1]) = t == DType::UInt8 ? static_cast<int32_t>(*reinterpret_cast<uint8_t*>(p[0]))
@@ -74,10 +80,10 @@ tag channels_last(size_t rank) { return rank == 3 ? tag::nwc : rank == 4 ? tag::
 
 namespace {
 
-void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale, bool relu,
-                       int32_t y_zp, int channel_mask) {
+void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& scales, int runtime_scale,
+                       bool runtime_per_col, bool relu, int32_t y_zp, int channel_mask) {
   if (runtime_scale >= 0)
-    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    attr.set_output_scales(runtime_per_col ? channel_mask : 0, {DNNL_RUNTIME_F32_VAL});
   else if (!scales.empty())
     attr.set_output_scales(scales.size() > 1 ? channel_mask : 0, scales);
   if (relu) {
@@ -122,11 +128,18 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
   else if (s.a_zp != 0)
     attr.set_zero_points(DNNL_ARG_SRC, 0, {s.a_zp});
   if (b_zp != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {b_zp});
-  set_requant_attrs(attr, s.scales, s.out_scale_value, s.relu, s.y_zp, 1 << 1);
+  const int64_t out_scales = s.out_scale_value >= 0 ? num_elements(c.val(s.out_scale_value).dims) : 0;
+  if (out_scales > 1 && out_scales != N) return -1;
+  set_requant_attrs(attr, s.scales, s.out_scale_value, out_scales > 1, s.relu, s.y_zp, 1 << 1);
   const md_t add_md = plain_md({1, N}, dt::f32);
   if (s.add_after) {  // after the output scale: (acc * scale) + add, as Mul then Add
     dnnl::post_ops po = attr.get_post_ops();
     po.append_binary(dnnl::algorithm::binary_add, add_md);
+    attr.set_post_ops(po);
+  }
+  if (s.act_after) {
+    dnnl::post_ops po = attr.get_post_ops();
+    po.append_eltwise(1.f, s.act_after->alg, s.act_after->alpha, s.act_after->beta);
     attr.set_post_ops(po);
   }
   const md_t a_md = plain_md({rows, K}, dnnl_int(a_t));
@@ -146,7 +159,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
                                                 bias_md, n.name() + ".bias")});
   if (s.a_zp_value >= 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_s32(c, n, s.a_zp_value)});
   if (s.out_scale_value >= 0)
-    args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES, with_md(c, s.out_scale_value, {1}, plain_md({1}, dt::f32))});
+    args.push_back({DNNL_ARG_ATTR_OUTPUT_SCALES,
+                    with_md(c, c.as_plain(s.out_scale_value), {out_scales}, plain_md({out_scales}, dt::f32))});
   if (s.add_after)
     args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.relu ? 1 : 0) | DNNL_ARG_SRC_1,
                     constant_arg(c, s.add_after->reshaped({1, N}), add_md, n.name() + ".add")});
@@ -154,8 +168,8 @@ int add_integer_matmul(Compiler& c, const Node& n, const IntMatMul& s) {
                   step_info(n, "int8-matmul",
                             "int8-matmul " + std::string(dtype_name(a_t)) + "x s8 " +
                                 to_string(std::vector<int64_t>{rows, K, N}) + (s.bias.empty() ? "" : " bias") +
-                                (s.out_scale_value >= 0 ? " scaled" : "") + (s.add_after ? " add" : "") +
-                                requant_text(s.scales, s.relu, y_t),
+                                (out_scales > 1 ? " scaled-per-column" : out_scales ? " scaled" : "") + (s.add_after ? " add" : "") +
+                                (s.act_after ? " " + s.act_after->text() : "") + requant_text(s.scales, s.relu, y_t),
                             2.0 * static_cast<double>(rows * K * N)));
   return y;
 }
@@ -177,7 +191,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
                &pr = geometry.pad_end;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  set_requant_attrs(attr, s.scales, -1, s.relu, 0, 1 << 1);
+  set_requant_attrs(attr, s.scales, -1, false, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   // Activations stay channels-last between integer convolutions (oneDNN's int8
   // layout, and a strided one that the native kernels read as it is).
@@ -253,6 +267,67 @@ void bind_rows(Compiler& c, const std::vector<int64_t>& od, const Value& out, in
   c.bind(out, c.alias(y, od, yv.md.data.ndims ? plain_md(od, yv.md.data_type()) : md_t(), yv.name));
 }
 
+// A matmul whose weights have a zero point per column z[j] (u8 weights quantized per
+// channel; oneDNN's matmul takes one for all): sum (a - az)(w - z[j]) =
+// sum (a - az) w - z[j] sum (a - az). The row sums are one more column of all-ones
+// weights in the same product; a native step subtracts z[j] times them (in int32,
+// wrapping as the accumulation does), then, where `s` has a run-time scale (one or
+// one per column) and a float32 row to add, scales and adds as ONNX Runtime's Cast,
+// Mul and Add do (two roundings).
+int add_weight_zero_point_matmul(Compiler& c, const Node& n, const IntMatMul& s, std::vector<int32_t> zp) {
+  const int64_t K = s.b.dims()[0], N = s.b.dims()[1];
+  if (static_cast<int64_t>(zp.size()) != N) return -1;
+  const Tensor b = as_s8(s.b, zp);
+  std::string bytes(static_cast<size_t>(K * (N + 1)), static_cast<char>(1));
+  std::string_view src = b.bytes();
+  for (int64_t k = 0; k < K; ++k)
+    std::memcpy(&bytes[static_cast<size_t>(k * (N + 1))], &src[static_cast<size_t>(k * N)], static_cast<size_t>(N));
+  IntMatMul acc_spec;
+  acc_spec.a = s.a;
+  acc_spec.a_zp = s.a_zp;
+  acc_spec.a_zp_value = s.a_zp_value;
+  acc_spec.b = Tensor(DType::Int8, {K, N + 1}, std::move(bytes));
+  const int acc = add_integer_matmul(c, n, acc_spec);
+  if (acc < 0) return -1;
+  const int64_t rows = c.val(acc).dims[0];
+  const bool scaled = s.out_scale_value >= 0;
+  const int64_t scales = scaled ? num_elements(c.val(s.out_scale_value).dims) : 0;
+  if (scales > 1 && scales != N) return -1;
+  const DType yt = scaled ? DType::Float32 : DType::Int32;
+  const int y = c.new_value(yt, {rows, N}, plain_md({rows, N}, dnnl_int(yt)), n.name());
+  std::vector<int> ins = {acc};
+  if (scaled) ins.push_back(c.as_plain(s.out_scale_value));
+  std::vector<float> add;
+  if (s.add_after)
+    for (double v : s.add_after->to_f64()) add.push_back(static_cast<float>(v));
+  add_native_step(
+      c,
+      step_info(n, "zero-point",
+                "weight zero-point per-column" + to_string(std::vector<int64_t>{rows, N}) +
+                    (scales > 1 ? " scaled-per-column" : scaled ? " scaled" : "") + (add.empty() ? "" : " add")),
+      ins, {y}, [=](const std::vector<char*>& p) {
+        const auto* a = reinterpret_cast<const int32_t*>(p[0]);
+        const float* sc = scaled ? reinterpret_cast<const float*>(p[1]) : nullptr;
+        char* out = p[scaled ? 2 : 1];
+        for (int64_t r = 0; r < rows; ++r) {
+          const int32_t* row = a + r * (N + 1);
+          const auto sum = static_cast<uint32_t>(row[N]);
+          for (int64_t j = 0; j < N; ++j) {
+            const auto v = static_cast<int32_t>(static_cast<uint32_t>(row[j]) -
+                                                static_cast<uint32_t>(zp[static_cast<size_t>(j)]) * sum);
+            if (!scaled) {
+              reinterpret_cast<int32_t*>(out)[r * N + j] = v;
+              continue;
+            }
+            float f = static_cast<float>(v) * sc[scales > 1 ? j : 0];
+            if (!add.empty()) f = f + add[static_cast<size_t>(j)];
+            reinterpret_cast<float*>(out)[r * N + j] = f;
+          }
+        }
+      });
+  return y;
+}
+
 }  // namespace
 
 bool lower_matmul_integer(Compiler& c, const Node& n) {
@@ -270,34 +345,51 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
       s.a_zp_value = zv;
     }
   }
+  if (has(n, 3) && !c.known(n.inputs()[3])) return false;
   auto bz = scalar_zp(opt_known(c, n, 3));
-  if (!bz || (has(n, 3) && !c.known(n.inputs()[3]))) return false;
+  std::vector<int32_t> column_zps;  // one per column, not all the same
+  if (!bz) {
+    for (int64_t z : c.known(n.inputs()[3])->to_i64()) column_zps.push_back(static_cast<int32_t>(z));
+    if (static_cast<int64_t>(column_zps.size()) != b->dims()[1]) return false;
+  }
   s.b = *b;
-  s.b_zp = *bz;
+  s.b_zp = bz.value_or(0);
   s.a = rows_of(c, n.inputs()[0]);
   if (s.a < 0) return false;
-  // Cast(acc, float) then Mul by a float scalar: one scaled float32 result.
+  // Cast(acc, float) then Mul by a float scalar, or by one float per column (the
+  // product of a run-time activation scale and per-column weight scales): one
+  // scaled float32 result.
   Value out = n.output(0);
+  const int64_t N = s.b.dims()[1];
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  // Nodes another kernel has claimed while planning it (a pointwise chain that reads
+  // the linear's result and asked for this product) stay its own.
+  auto free = [&c](const Node* x) { return !c.lowered(*x) && !c.is_pending(*x); };
   const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
   const Node* mul = nullptr;
-  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && !c.lowered(*cast))
-    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && !c.lowered(*m)) {
+  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && free(cast))
+    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && free(m)) {
       const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
       const Value& sv = m->inputs()[other];
-      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 &&
-          is_static(sv.type().shape) && num_elements(static_dims(sv.type().shape)) == 1 && !c.depends_on_pending(sv)) {
+      const bool per_tensor_or_column = is_static(sv.type().shape) && [&] {
+        const std::vector<int64_t> d = static_dims(sv.type().shape);
+        const int64_t count = num_elements(d);
+        for (size_t i = 0; count > 1 && i + 1 < d.size(); ++i)
+          if (d[i] != 1) return false;  // [N] or [1, ..., N]: one factor per column
+        return d.size() <= od.size() && (count == 1 || (count == N && d.back() == N));
+      }();
+      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 && per_tensor_or_column &&
+          !c.depends_on_pending(sv)) {
         mul = m;
         s.out_scale_value = c.as_plain(c.id(sv));
       }
     }
-  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   // Then an Add of a constant float32 row (the layer's bias): a post-op.
   const Node* add = nullptr;
   if (mul)
-    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && !c.lowered(*a)) {
+    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && free(a)) {
       const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
       const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
-      const int64_t N = s.b.dims()[1];
       bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
                  static_cast<size_t>(t->rank()) <= od.size();
       for (int64_t i = 0; row && i + 1 < t->rank(); ++i) row = t->dims()[static_cast<size_t>(i)] == 1;
@@ -306,23 +398,53 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
         s.add_after = *t;
       }
     }
+  // Then an activation oneDNN has (Relu, Tanh, ...): the last post-op. Not the erf
+  // GELU where the vector unit has AVX-512: isomer's own pass is faster there
+  // (lower_matmul.cpp).
+  std::vector<const Node*> act_nodes;
+  Value act_out;
+  if (mul && column_zps.empty()) {
+    const Value last = (add ? add : mul)->output(0);
+    if (const Node* a = c.sole_consumer(last); a && free(a))
+      if (auto e = eltwise_of(c, *a, last, od.size())) {
+        s.act_after = e;
+        act_nodes = {a};
+        act_out = a->output(0);
+      }
+    if (!s.act_after)
+      if (auto m = match_activation(c, last);
+          m && std::all_of(m->nodes.begin(), m->nodes.end(), free) &&
+          (m->spec.alg != dnnl::algorithm::eltwise_gelu_erf ||
+           kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
+        s.act_after = m->spec;
+        act_nodes = m->nodes;
+        act_out = m->out;
+      }
+  }
   int y = -1;
-  try {
-    y = add_integer_matmul(c, n, s);
-  } catch (const dnnl::error&) {
-    if (!add) throw;
-    add = nullptr;  // no such post-op here: the Add runs on its own
-    s.add_after.reset();
-    y = add_integer_matmul(c, n, s);
+  if (!column_zps.empty()) {
+    y = add_weight_zero_point_matmul(c, n, s, column_zps);
+  } else {
+    try {
+      y = add_integer_matmul(c, n, s);
+    } catch (const dnnl::error&) {
+      if (!add && !s.act_after) throw;
+      add = nullptr;  // no such post-ops here: the Add and the activation run on their own
+      s.add_after.reset();
+      s.act_after.reset();
+      act_nodes.clear();
+      y = add_integer_matmul(c, n, s);
+    }
   }
   if (y < 0) return false;
   if (mul) {
     const Node* last = add ? add : mul;
-    bind_rows(c, od, last->output(0), y);
+    bind_rows(c, od, act_nodes.empty() ? last->output(0) : act_out, y);
     c.bind(out, y);  // nothing else reads it
     c.mark_done(*cast);
     c.mark_done(*mul);
     if (add) c.mark_done(*add);
+    for (const Node* a : act_nodes) c.mark_done(*a);
     return true;
   }
   bind_rows(c, od, out, y);
