@@ -267,6 +267,11 @@ Session OrtBridge::load_file(const std::string& path, const SessionOptions& opts
 
 void OrtBridge::free(int id) { request(json{{"op", "free"}, {"id", id}}.dump(), {}); }
 
+std::vector<std::pair<std::string, int>> OrtBridge::operators(const std::string& domain) {
+  json r = json::parse(request(json{{"op", "operators"}, {"domain", domain}}.dump(), {}));
+  return r.at("operators").get<std::vector<std::pair<std::string, int>>>();
+}
+
 NamedTensors OrtBridge::run(int id, const NamedTensors& inputs) {
   json h = {{"op", "run"}, {"id", id}};
   std::vector<std::pair<const char*, size_t>> blobs;
