@@ -277,13 +277,15 @@ std::string pad_mode(const Attributes& attrs) {
   return mode;
 }
 
-// Checks one axis of Pad and returns its output extent.
+// Checks one axis of Pad and returns its output extent. An extent below 0 or past int64
+// breaks Pad's definition: known at import (pads from Shape arithmetic that folds), the
+// node is refused rather than kept opaque and written back.
 int64_t padded_extent(int64_t extent, int64_t lo, int64_t hi, const std::string& mode) {
   int64_t n = 0;
-  require(!__builtin_add_overflow(extent, lo, &n) && !__builtin_add_overflow(n, hi, &n),
-          "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " makes an extent past int64");
-  require(n >= 0, "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " removes more than extent " +
-                      std::to_string(extent));
+  require_valid(!__builtin_add_overflow(extent, lo, &n) && !__builtin_add_overflow(n, hi, &n),
+                "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " makes an extent past int64");
+  require_valid(n >= 0, "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " removes more than extent " +
+                            std::to_string(extent));
   if (mode == "edge") require(extent > 0 || (lo <= 0 && hi <= 0), "Pad mode 'edge' on an empty axis");
   if (mode == "reflect")
     require((lo <= 0 || lo < extent) && (hi <= 0 || hi < extent),
