@@ -48,3 +48,22 @@ def test_campaign_traps_on_every_command(tmp_path):
     assert {r["command"] for r in results} >= {"cost", "show", "convert", "py_run"}, results
     bad = [r for r in results if r["class"] in ("crash", "hang", "memory", "unclear")]
     assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_extremes_on_every_command(tmp_path):
+    """The tenth family (hostile_mutators_extremes.py: axes of 0 elements mid-graph, sizes
+    from Shape arithmetic, attributes at the opset where they became inputs, optional
+    outputs, values declared with 2^31+ elements) through every command."""
+    if not os.path.exists(ISOMER_BIN):
+        pytest.skip(f"no isomer binary at {ISOMER_BIN}")
+    if not os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+        pytest.skip("no libonnx-testdata node cases (the campaign's sources)")
+    out = tmp_path / "campaign"
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "hostile_campaign.py"), "--seed", "5", "--count", "6",
+                    "--only", "empty_mid,shape_arith,attr_moved,optional_outputs,declared_huge",
+                    "--commands", "optimize,run_native,run,cost,show", "--budget", "1", "--timeout", "60",
+                    "--out", str(out), "--isomer", ISOMER_BIN], capture_output=True, text=True, timeout=900)
+    results = json.loads((out / "results.json").read_text())
+    assert results, "the campaign ran no mutant"
+    bad = [r for r in results if r["class"] not in ("ok", "triaged")]
+    assert not bad, json.dumps(bad, indent=1)

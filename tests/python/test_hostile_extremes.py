@@ -9,17 +9,25 @@ classes left from the ninth's round; each class found, rebuilt small with onnx.h
   (Gelu): ONNX leaves the choice to the runtime, ONNX Runtime runs its kernel; isomer inlined
   the body. A vendor domain's operators are now those ONNX Runtime defines, as an ONNX
   operator already won over a function of its name.
+- A node name that is not UTF-8 (protobuf's C++ does not check proto2 strings; ONNX Runtime
+  runs the model): `optimize --report-json` and isomer.optimize failed on nlohmann's
+  "invalid UTF-8 byte" after the work was done; reports now write U+FFFD in its place.
+- Sizes computed from Shape by arithmetic that isomer folds at import (the input's shape is
+  static) but ONNX's inference cannot see: pads that remove more than the extent, Resize sizes
+  of 0. isomer knew the node
+  could never run, kept it opaque and `optimize` wrote it back; it is now refused naming it.
 """
 import json
+import subprocess
 
 import pytest
 
 onnx = pytest.importorskip("onnx")
 np = pytest.importorskip("numpy")
 pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hostile_util import isomer_cli, ort_outputs  # noqa: E402
+from hostile_util import isomer_cli, one_error, ort_outputs  # noqa: E402
 
 
 def _model(tmp_path, name, nodes, inputs, outputs, inits=(), opset=18):
@@ -76,3 +84,44 @@ def test_vendor_function_named_like_a_contrib_operator(isomer_bin, tmp_path, nam
     p = isomer_cli(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1")
     assert p.returncode == 0, p.stderr
     np.testing.assert_allclose(ort_outputs(out, {"x": x}), want, rtol=1e-5, atol=1e-6)
+
+
+def test_report_of_a_model_whose_node_name_is_not_utf8(isomer_bin, tmp_path):
+    # A node the report names: one kept opaque (LayerNormalization's Mean and InvStdDev).
+    g, b = (numpy_helper.from_array(np.full([3], v, np.float32), n) for n, v in (("g", 1.0), ("b", 0.0)))
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y", "m", "s"], name="id"),
+             helper.make_node("Relu", ["y"], ["r"], name="r")]
+    path = _model(tmp_path, "bad_name", nodes, [_vi("x", TensorProto.FLOAT, [2, 3])],
+                  [_vi("r", TensorProto.FLOAT, [2, 3]), _vi("m", TensorProto.FLOAT, None),
+                   _vi("s", TensorProto.FLOAT, None)], [g, b])
+    data = path.read_bytes().replace(b"\x02id", b"\x02\xff\xfe")  # the node name's bytes, length 2
+    assert data != path.read_bytes()
+    path.write_bytes(data)
+    report = tmp_path / "r.json"
+    # The text report prints the name's bytes as they are: read as bytes.
+    p = subprocess.run([isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1", "--threads", "1",
+                        "--report-json", report], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(report.read_text(encoding="utf-8"))
+    assert any("\ufffd" in why and "LayerNormalization" in why for why in r["opaque_reasons"]), r["opaque_reasons"]
+
+
+@pytest.mark.parametrize("op,k,user,why", [
+    ("Sub", 5, "Pad", "removes more than extent"),
+    ("Mul", 0, "Resize", "Resize sizes must be positive"),
+])
+def test_sizes_from_shape_arithmetic_that_cannot_be(isomer_bin, tmp_path, op, k, user, why):
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"), helper.make_node(op, ["s", "k"], ["n"], name="arith")]
+    if user == "Pad":
+        nodes += [helper.make_node("Concat", ["n", "n"], ["pads"], axis=0, name="pads"),
+                  helper.make_node("Pad", ["x", "pads"], ["y"], name="use")]
+    else:
+        nodes.append(helper.make_node("Resize", ["x", "", "", "n"], ["y"], mode="nearest", name="use"))
+    k_init = numpy_helper.from_array(np.array([k, k], np.int64), "k")
+    path = _model(tmp_path, "shape_arith", nodes, [_vi("x", TensorProto.FLOAT, [2, 3])],
+                  [_vi("y", TensorProto.FLOAT, None)], [k_init])
+    with pytest.raises(Exception):  # ONNX Runtime refuses it when it runs
+        ort_outputs(path, {"x": np.ones([2, 3], np.float32)})
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1", "--threads", "1")
+    one_error(p, "'use'", why)
+    assert not (tmp_path / "o.onnx").exists()
