@@ -43,13 +43,19 @@ def _vi(name, t, dims):
     return helper.make_tensor_value_info(name, t, dims)
 
 
-def test_empty_delegated_output_does_not_wait_for_the_run_limit(isomer_bin, tmp_path):
+@pytest.mark.parametrize("chain", [1, 20000])
+def test_empty_delegated_output_does_not_wait_for_the_run_limit(isomer_bin, tmp_path, chain):
     # A Split by a fed sizes input: its outputs' shapes are not known when the runtime
-    # compiles, so it and what follows run on ONNX Runtime; the Identity before it is a
-    # rewrite, so the check runs both models.
+    # compiles, so it and what follows (one node, or a chain of 20,000: import, passes,
+    # check and guard stay about linear in it) run on ONNX Runtime; the Identity before it
+    # is a rewrite, so the check runs both models.
     nodes = [helper.make_node("Identity", ["x"], ["xi"], name="id"),
-             helper.make_node("Split", ["xi", "s"], ["a", "b"], axis=0, name="split"),
-             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+             helper.make_node("Split", ["xi", "s"], ["a", "b"], axis=0, name="split")]
+    prev = "a"
+    for i in range(chain):
+        nodes.append(helper.make_node(["Relu", "Neg", "Abs"][i % 3], [prev], [f"c{i}"], name=f"n{i}"))
+        prev = f"c{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="last"))
     path = _model(tmp_path, "empty_split", nodes, [_vi("x", TensorProto.FLOAT, [0]), _vi("s", TensorProto.INT64, [2])],
                   [_vi("y", TensorProto.FLOAT, None), _vi("b", TensorProto.FLOAT, None)])
     np.savez(tmp_path / "in.npz", x=np.zeros([0], np.float32), s=np.array([0, 0], np.int64))
