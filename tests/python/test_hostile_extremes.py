@@ -16,6 +16,10 @@ classes left from the ninth's round; each class found, rebuilt small with onnx.h
   static) but ONNX's inference cannot see: pads that remove more than the extent, Resize sizes
   of 0. isomer knew the node
   could never run, kept it opaque and `optimize` wrote it back; it is now refused naming it.
+  So is an ArgMax over an axis of 0 elements (no index of nothing).
+- An operator at an opset where ONNX deprecated it (Upsample at 10, Scatter at 11): no
+  operator of that opset (onnx.checker and ONNX Runtime refuse it); isomer ran it as the
+  version before.
 """
 import json
 import subprocess
@@ -131,3 +135,31 @@ def test_sizes_from_shape_arithmetic_that_cannot_be(isomer_bin, tmp_path, op, k,
     p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1", "--threads", "1")
     one_error(p, "'use'", why)
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_argmax_over_an_empty_axis(isomer_bin, tmp_path):
+    s0 = numpy_helper.from_array(np.array([0], np.int64), "s0")
+    ax = numpy_helper.from_array(np.array([1], np.int64), "ax")
+    nodes = [helper.make_node("Slice", ["x", "s0", "s0", "ax"], ["e"], name="cut"),
+             helper.make_node("ArgMax", ["e"], ["y"], axis=1, name="arg")]
+    path = _model(tmp_path, "argmax_empty", nodes, [_vi("x", TensorProto.FLOAT, [4, 5])],
+                  [_vi("y", TensorProto.INT64, None)], [s0, ax])
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1", "--threads", "1")
+    one_error(p, "'arg'", "the axis is empty")
+
+
+@pytest.mark.parametrize("op,opset", [("Upsample", 10), ("Scatter", 11)])
+def test_operator_at_an_opset_that_deprecated_it(isomer_bin, tmp_path, op, opset):
+    if op == "Upsample":
+        node = helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest", name="dep")
+        inits = [numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "sc")]
+    else:
+        node = helper.make_node("Scatter", ["x", "i", "u"], ["y"], axis=1, name="dep")
+        inits = [numpy_helper.from_array(np.zeros([2, 1], np.int64), "i"),
+                 numpy_helper.from_array(np.ones([2, 1], np.float32), "u")]
+    path = _model(tmp_path, "deprecated", [node], [_vi("x", TensorProto.FLOAT, [2, 4])], [_vi("y", TensorProto.FLOAT, None)],
+                  inits, opset=opset)
+    with pytest.raises(Exception):
+        ort_outputs(path, {"x": np.ones([2, 4], np.float32)})
+    for cmd in (["optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", path]):
+        one_error(isomer_cli(isomer_bin, *cmd), "'dep'", f"deprecated since opset {opset}")
