@@ -560,6 +560,20 @@ class Importer {
         tried = with_static_values(inputs);
         if (NodePtr m = build(tried)) n = m;
         else if (n) *reason = first_reason;
+      } else if (n && has_static_value(inputs)) {
+        // Outputs static without the values (Expand keeps an input's static extents): the
+        // values still decide whether the node breaks its operator's definition (a shape
+        // from Shape arithmetic gone negative), which a build on them says.
+        const std::string first_reason = *reason;
+        try {
+          build(with_static_values(inputs));
+        } catch (const InvalidNode&) {
+          throw;
+        } catch (const ShapeOverflow&) {
+          throw;
+        } catch (const Error&) {
+        }
+        *reason = first_reason;
       }
       return n ? builder_.intern(n) : nullptr;
     } catch (const Error& e) {

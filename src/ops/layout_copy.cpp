@@ -366,7 +366,7 @@ std::vector<TensorType> infer_expand(const InferContext& ctx) {
   const TensorType& x = ctx.in(0);
   std::optional<int64_t> len = operand_length(ctx, 1, "Expand shape");
   if (std::optional<std::vector<int64_t>> shape = constant_ints(ctx, 1)) {
-    for (int64_t v : *shape) require(v >= 0, "Expand shape " + list(*shape) + " has a negative dimension");
+    for (int64_t v : *shape) require_valid(v >= 0, "Expand shape " + list(*shape) + " has a negative dimension");
     return {{x.dtype, broadcast_shapes(x.shape, make_shape(*shape))}};
   }
   require(len.has_value(), "Expand with a dynamic shape of unknown length has unknown rank");

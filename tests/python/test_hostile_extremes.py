@@ -14,7 +14,8 @@ classes left from the ninth's round; each class found, rebuilt small with onnx.h
   "invalid UTF-8 byte" after the work was done; reports now write U+FFFD in its place.
 - Sizes computed from Shape by arithmetic that isomer folds at import (the input's shape is
   static) but ONNX's inference cannot see: pads that remove more than the extent, Resize sizes
-  of 0. isomer knew the node
+  of 0, negative Tile repeats, an Expand shape gone negative by wrapping (where the input's
+  static extents decide Expand's output without the values, which import then never read). isomer knew the node
   could never run, kept it opaque and `optimize` wrote it back; it is now refused naming it.
   So is an ArgMax over an axis of 0 elements (no index of nothing).
 - An operator at an opset where ONNX deprecated it (Upsample at 10, Scatter at 11): no
@@ -119,14 +120,18 @@ def test_report_of_a_model_whose_node_name_is_not_utf8(isomer_bin, tmp_path):
 @pytest.mark.parametrize("op,k,user,why", [
     ("Sub", 5, "Pad", "removes more than extent"),
     ("Mul", 0, "Resize", "Resize sizes must be positive"),
+    ("Add", (1 << 63) - 2, "Expand", "Expand shape [-9223372036854775808,-9223372036854775807] has a negative"),
+    ("Mul", -1, "Tile", "Tile repeats has a negative value, -2"),
 ])
 def test_sizes_from_shape_arithmetic_that_cannot_be(isomer_bin, tmp_path, op, k, user, why):
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"), helper.make_node(op, ["s", "k"], ["n"], name="arith")]
     if user == "Pad":
         nodes += [helper.make_node("Concat", ["n", "n"], ["pads"], axis=0, name="pads"),
                   helper.make_node("Pad", ["x", "pads"], ["y"], name="use")]
-    else:
+    elif user == "Resize":
         nodes.append(helper.make_node("Resize", ["x", "", "", "n"], ["y"], mode="nearest", name="use"))
+    else:  # the input's extents are static and not 1: without the values Expand's output is known
+        nodes.append(helper.make_node(user, ["x", "n"], ["y"], name="use"))
     k_init = numpy_helper.from_array(np.array([k, k], np.int64), "k")
     path = _model(tmp_path, "shape_arith", nodes, [_vi("x", TensorProto.FLOAT, [2, 3])],
                   [_vi("y", TensorProto.FLOAT, None)], [k_init])
