@@ -367,7 +367,11 @@ std::vector<TensorType> infer_expand(const InferContext& ctx) {
   std::optional<int64_t> len = operand_length(ctx, 1, "Expand shape");
   if (std::optional<std::vector<int64_t>> shape = constant_ints(ctx, 1)) {
     for (int64_t v : *shape) require_valid(v >= 0, "Expand shape " + list(*shape) + " has a negative dimension");
-    return {{x.dtype, broadcast_shapes(x.shape, make_shape(*shape))}};
+    try {
+      return {{x.dtype, broadcast_shapes(x.shape, make_shape(*shape))}};
+    } catch (const Error& e) {  // extents that do not broadcast: no Expand ONNX defines
+      throw InvalidNode("Expand shape " + list(*shape) + ": " + e.what());
+    }
   }
   require(len.has_value(), "Expand with a dynamic shape of unknown length has unknown rank");
   // Where the input's extent is static and not 1 the output keeps it.

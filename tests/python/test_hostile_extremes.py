@@ -122,6 +122,7 @@ def test_report_of_a_model_whose_node_name_is_not_utf8(isomer_bin, tmp_path):
     ("Mul", 0, "Resize", "Resize sizes must be positive"),
     ("Add", (1 << 63) - 2, "Expand", "Expand shape [-9223372036854775808,-9223372036854775807] has a negative"),
     ("Mul", -1, "Tile", "Tile repeats has a negative value, -2"),
+    ("Mul", 3, "Expand", "cannot broadcast shapes [2,3] and [6,9]"),
 ])
 def test_sizes_from_shape_arithmetic_that_cannot_be(isomer_bin, tmp_path, op, k, user, why):
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"), helper.make_node(op, ["s", "k"], ["n"], name="arith")]
