@@ -258,6 +258,9 @@ TRIAGED = [
     ("empty_mid", ("run_native", "run", "optimize"), r"ReduceMean", r"NaN positions differ$", r"",
      "a ReduceMean over an axis of 0 elements: ONNX says a reduction over an empty set \"yields undefined\"; "
      "isomer gives the mean of nothing, 0/0 = NaN, as ONNX's reference evaluator (numpy) does, ONNX Runtime 0"),
+    ("optional_outputs", ("optimize", "run_native", "run", "cost", "convert", "py_optimize"), r"split_gap$", r"^$",
+     r"", "a Split whose middle output is \"\" (not wanted): ONNX's reference evaluator computes the other two as "
+     "isomer does; ONNX Runtime 1.32 dies of a segmentation fault on it (the campaign's reference run fails)"),
 ]
 
 
