@@ -270,6 +270,9 @@ TRIAGED = [
      "a valid model (a shape operator, or a Resize, Pad or ConvTranspose from valid attributes) whose output needs "
      "terabytes: ONNX Runtime runs out of memory; `optimize` writes it back unchanged without running it (`run` "
      "refuses it, naming the allocation)"),
+    ("node_arity", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"has input size \d+ not in range",
+     "a node given more inputs than its operator takes (a Constant with three): ONNX's schema refuses it (onnx.checker "
+     "says so in these words), ONNX Runtime ignores the extra inputs; isomer refuses it naming the node"),
     ("names", ("optimize", "run", "cost", "convert"), r"nul_name", r"", r"",
      "a value name holding a NUL byte is legal (a protobuf string holds any byte, and isomer keeps it); ONNX "
      "Runtime's Python binding cuts a feed's name at the NUL (\"Required inputs (['a\\x00bX']) are missing from "
