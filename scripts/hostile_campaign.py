@@ -49,7 +49,9 @@ scales of 0, NaN or Inf) and scripts/hostile_mutators_numeric.py (integer and fl
 their types' edges through folding, rules, fusions and the runtime; graphs that blow the search up) and
 scripts/hostile_mutators_scope.py (model-local functions beyond one call, attribute references
 outside functions, opset imports that conflict, bodies that return outer values, outputs that
-are inputs, megabytes of metadata).
+are inputs, megabytes of metadata) and scripts/hostile_mutators_extremes.py (axes of 0 elements
+mid-graph, sizes from Shape arithmetic that wraps, attributes at the opset where they became
+inputs, optional outputs wired or left "", values declared with 2^31 to 2^62 elements).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -76,9 +78,10 @@ from hostile_mutators_resource import MUTATORS as RESOURCE_MUTATORS
 from hostile_mutators_traps import MUTATORS as TRAP_MUTATORS
 from hostile_mutators_numeric import MUTATORS as NUMERIC_MUTATORS
 from hostile_mutators_scope import MUTATORS as SCOPE_MUTATORS, TRIAGED as SCOPE_TRIAGED
+from hostile_mutators_extremes import MUTATORS as EXTREME_MUTATORS, TRIAGED as EXTREME_TRIAGED
 
 MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS, **RESOURCE_MUTATORS,
-            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS}
+            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS, **EXTREME_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -242,6 +245,10 @@ TRIAGED = [
      r"",
      "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's fused Relu and Clip post-ops "
      "return the bound, ONNX Runtime keeps the NaN; isomer's own kernels keep it, and the numbers agree"),
+    ("nonfinite_feeds", ("run_native", "run"), r"LSTM|GRU|RNN", r"NaN positions differ$", r"",
+     "a NaN in a recurrence's input or initial state: isomer's runtime and its reference evaluator carry it to "
+     "every later step (440 NaN of an LSTM's output for one NaN in initial_h, s27 seed 5008); ONNX Runtime's LSTM "
+     "gives numbers there (its activations bound the gates; ONNX states no NaN handling), and the numbers agree"),
     ("nonfinite_feeds", ("run_native", "run"), r"", r"NaN positions differ$", r"",
      "NaN where a max meets it is not defined by ONNX (see nonfinite_shape): oneDNN's Relu and Clip post-ops fused "
      "into a convolution or a product return the bound, ONNX Runtime keeps the NaN (`run --no-fuse` keeps it too); "
@@ -263,7 +270,14 @@ TRIAGED = [
      "a valid model (a shape operator, or a Resize, Pad or ConvTranspose from valid attributes) whose output needs "
      "terabytes: ONNX Runtime runs out of memory; `optimize` writes it back unchanged without running it (`run` "
      "refuses it, naming the allocation)"),
-] + SCOPE_TRIAGED
+    ("node_arity", ("optimize", "run"), r"", r"ONNX Runtime runs it", r"has input size \d+ not in range",
+     "a node given more inputs than its operator takes (a Constant with three): ONNX's schema refuses it (onnx.checker "
+     "says so in these words), ONNX Runtime ignores the extra inputs; isomer refuses it naming the node"),
+    ("names", ("optimize", "run", "cost", "convert"), r"nul_name", r"", r"",
+     "a value name holding a NUL byte is legal (a protobuf string holds any byte, and isomer keeps it); ONNX "
+     "Runtime's Python binding cuts a feed's name at the NUL (\"Required inputs (['a\\x00bX']) are missing from "
+     "input feed (['a', ...])\"), so the reference run cannot feed the model"),
+] + SCOPE_TRIAGED + EXTREME_TRIAGED
 
 
 # Commands triaged as the one they share a path with: the Python module's optimize and

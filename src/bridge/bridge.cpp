@@ -173,6 +173,9 @@ void OrtBridge::wait_for_answer() {
 
 void OrtBridge::receive_exact(char* to, size_t n) {
   if (fd_ < 0) died("answering");
+  // An empty tensor's blob is no bytes: waiting for them would wait for the next
+  // reply, which never comes, until the run limit kills the helper.
+  if (n == 0) return;
   wait_for_answer();
   while (n > 0) {
     ssize_t k = ::recv(fd_, to, n, 0);
@@ -263,6 +266,11 @@ Session OrtBridge::load_file(const std::string& path, const SessionOptions& opts
 }
 
 void OrtBridge::free(int id) { request(json{{"op", "free"}, {"id", id}}.dump(), {}); }
+
+std::vector<std::pair<std::string, int>> OrtBridge::operators(const std::string& domain) {
+  json r = json::parse(request(json{{"op", "operators"}, {"domain", domain}}.dump(), {}));
+  return r.at("operators").get<std::vector<std::pair<std::string, int>>>();
+}
 
 NamedTensors OrtBridge::run(int id, const NamedTensors& inputs) {
   json h = {{"op", "run"}, {"id", id}};

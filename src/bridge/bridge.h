@@ -90,6 +90,8 @@ class OrtBridge {
                      const std::vector<TensorType>* probe_inputs = nullptr);
   Session load_file(const std::string& path, const SessionOptions& opts);
   void free(int id);
+  // The operators ONNX Runtime registers in `domain`, each with the opset it came in.
+  std::vector<std::pair<std::string, int>> operators(const std::string& domain);
 
   // Runs session `id` on `inputs` (by name; every model input must be given) and
   // returns its outputs in the model's order.

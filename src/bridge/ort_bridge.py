@@ -20,6 +20,8 @@
 #         -> {names, dtypes, dims, lens} + output blobs
 #   time  {id, names?, dtypes, dims, lens, warmup, repeats} + input blobs -> {ms: [...]}
 #   free  {id} -> {}
+#   operators {domain} -> {operators: [[name, since_version]]}: the schemas ONNX Runtime
+#         registers in that domain (its contrib operators, for com.microsoft)
 import json
 import os
 import struct
@@ -142,6 +144,10 @@ def handle(h, blobs, sessions):
     if op == "free":
         sessions.pop(h["id"], None)
         return {}, []
+    if op == "operators":
+        from onnxruntime.capi import onnxruntime_pybind11_state as C
+        return {"operators": [[o.name, o.since_version] for o in C.get_all_operator_schema()
+                              if o.domain == h["domain"]]}, []
     s = sessions[h["id"]]
     feeds = feeds_of(s, h, blobs)
     if op == "run":

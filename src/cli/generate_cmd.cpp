@@ -104,7 +104,7 @@ int run_generate(GenerateArgs& a) {
     j["total_seconds"] = total;
     j["peak_rss_mib"] = rss;
     j["rules"] = rules;
-    write_file(a.report_json, j.dump(2) + "\n");
+    write_file(a.report_json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;
 }

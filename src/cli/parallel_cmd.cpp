@@ -224,7 +224,7 @@ int run_plan(const RunPlanArgs& a) {
       j["collectives_ms_rank0"] = sorted.empty() ? 0 : comm_s * 1e3 / sorted.size();
       j["check"] = a.check ? (ok ? "passed" : "failed") : "skipped";
       std::ofstream f(a.report_json);
-      f << j.dump(2) << "\n";
+      f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
   }
   return ok ? 0 : 1;

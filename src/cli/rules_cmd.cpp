@@ -71,7 +71,7 @@ int run_verify(const VerifyArgs& a) {
     for (const auto& [k, n] : counts) j[k] = n;
     j["seconds"] = seconds;
     j["rules"] = rules;
-    write_text(a.report_json, j.dump(2) + "\n");
+    write_text(a.report_json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return counts["refuted"] ? 1 : 0;
 }

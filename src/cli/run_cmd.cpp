@@ -137,7 +137,7 @@ nlohmann::json report_json(const RunArgs& a, const runtime::BenchResult& r, cons
 void write_json(const std::string& path, const nlohmann::json& j) {
   std::ofstream f(path);
   require(f.good(), "cannot write '" + path + "'");
-  f << j.dump(2) << "\n";
+  f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   require(f.good(), "cannot write '" + path + "'");
   std::printf("wrote %s\n", path.c_str());
 }

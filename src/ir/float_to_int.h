@@ -37,14 +37,22 @@ std::optional<T> exact_float_to_int(double v) {
   return float_to_int<T>(v);
 }
 
-// trunc(v) clamped to T's range, infinities included, and NaN -> 0: how isomer's
-// runtime and its evaluator turn floats into integers where ONNX leaves NaN and values
-// out of range undefined (Cast: to int64 through this, then wrapped to the target).
+// trunc(v) clamped to T's range, infinities included, and NaN -> 0: bounds and fill
+// values isomer's runtime and its evaluator turn into integers.
 template <class T>
 T cast_float_to_int(double v) {
   if (std::optional<T> exact = float_to_int<T>(v)) return *exact;
   if (std::isnan(v)) return 0;
   return v < 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+}
+
+// trunc(v) where int64 holds it; NaN, an infinity or a value outside int64 gives INT64_MIN
+// (x86's "integer indefinite", which ONNX Runtime's Cast gives there; ONNX leaves it
+// undefined). How Cast turns floats into integers, in the runtime and the evaluator alike:
+// to int64 through this, then to the target as integers convert (modulo 2^bits).
+inline int64_t cast_float_to_int64(double v) {
+  if (std::optional<int64_t> exact = float_to_int<int64_t>(v)) return *exact;
+  return std::numeric_limits<int64_t>::min();
 }
 
 // trunc(v) clamped to T's range (an infinity too). For values that are numbers rather

@@ -1,8 +1,8 @@
 #pragma once
 // Elements of any dtype read as, and written from, the pointwise kernels' working
 // types (float for floating programs, int64_t for integer ones): one element at a
-// time, or a strided run in one loop per type. Integers made from floats saturate
-// (NaN -> 0), never undefined on hostile data. Used by kernels/pointwise.cpp.
+// time, or a strided run in one loop per type. Integers made from floats are made as Cast
+// makes them (ir/float_to_int.h), never undefined on hostile data. Used by kernels/pointwise.cpp.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -26,10 +26,10 @@ I saturate(double v) {
 template <class T>
 T element_as(const char* p, DType t) {
   switch (t) {
-    case DType::Float32: { float v; std::memcpy(&v, p, 4); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
-    case DType::Float64: { double v; std::memcpy(&v, p, 8); if constexpr (std::is_same_v<T, float>) return static_cast<float>(v); else return saturate<int64_t>(v); }
-    case DType::Float16: { uint16_t h; std::memcpy(&h, p, 2); float v = half_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
-    case DType::BFloat16: { uint16_t h; std::memcpy(&h, p, 2); float v = bfloat16_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return saturate<int64_t>(v); }
+    case DType::Float32: { float v; std::memcpy(&v, p, 4); if constexpr (std::is_same_v<T, float>) return v; else return cast_float_to_int64(v); }
+    case DType::Float64: { double v; std::memcpy(&v, p, 8); if constexpr (std::is_same_v<T, float>) return static_cast<float>(v); else return cast_float_to_int64(v); }
+    case DType::Float16: { uint16_t h; std::memcpy(&h, p, 2); float v = half_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return cast_float_to_int64(v); }
+    case DType::BFloat16: { uint16_t h; std::memcpy(&h, p, 2); float v = bfloat16_to_float(h); if constexpr (std::is_same_v<T, float>) return v; else return cast_float_to_int64(v); }
     case DType::Int64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<T>(v); }
     case DType::Int32: { int32_t v; std::memcpy(&v, p, 4); return static_cast<T>(v); }
     case DType::Int16: { int16_t v; std::memcpy(&v, p, 2); return static_cast<T>(v); }
@@ -54,7 +54,7 @@ void store_element(char* p, DType t, T v) {
 #define STORE_INT(D, I)                                                                   \
   case DType::D: {                                                                        \
     I x;                                                                                  \
-    if constexpr (std::is_same_v<T, float>) x = saturate<I>(static_cast<double>(v));      \
+    if constexpr (std::is_same_v<T, float>) x = static_cast<I>(cast_float_to_int64(v));   \
     else x = static_cast<I>(v);                                                           \
     std::memcpy(p, &x, sizeof x);                                                         \
     break;                                                                                \
@@ -95,8 +95,9 @@ void convert(const char* src, int64_t st, DType t, int64_t n, T* dst) {
     case DType::Float32:
       if constexpr (std::is_same_v<T, float>) {
         for (int64_t j = 0; j < n; ++j) dst[j] = reinterpret_cast<const float*>(src)[j * st];
-      } else {  // to integers: saturated, never undefined
-        for (int64_t j = 0; j < n; ++j) dst[j] = saturate<T>(reinterpret_cast<const float*>(src)[j * st]);
+      } else {  // to integers as Cast converts (ir/float_to_int.h), never undefined
+        for (int64_t j = 0; j < n; ++j)
+          dst[j] = static_cast<T>(cast_float_to_int64(reinterpret_cast<const float*>(src)[j * st]));
       }
       break;
     case DType::Bool:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include "onnx/libonnx_inference.h"
 #include "onnx/onnx_versions.h"
 #include "onnx/proto_util.h"
+#include "onnx/vendor_types.h"
 
 namespace isomer::onnx_detail {
 namespace {
@@ -93,12 +95,24 @@ class Inliner {
   static std::string import_key(const std::string& domain) { return is_default_domain(domain) ? "" : domain; }
 
   // The function `n` calls, or nullptr: a name its domain defines as an operator at the
-  // model's opset is that operator, whatever function shares its name.
-  const onnx::FunctionProto* called(const onnx::NodeProto& n) const {
+  // model's opset is that operator, whatever function shares its name. ONNX leaves the
+  // choice to the runtime; ONNX Runtime takes its own operator, in vendor domains too (a
+  // function com.microsoft.Gelu is its Gelu kernel), so a vendor domain's operators are
+  // those ONNX Runtime defines there.
+  const onnx::FunctionProto* called(const onnx::NodeProto& n) {
     auto it = functions_.find(Key{n.domain(), n.op_type(), call_overload(n)});
     if (it == functions_.end()) return nullptr;
     auto version = imports_.find(import_key(n.domain()));
-    if (version != imports_.end() && op_version(n.domain(), n.op_type(), version->second) != 0) return nullptr;
+    if (version == imports_.end()) return it->second;
+    if (op_version(n.domain(), n.op_type(), version->second) != 0) return nullptr;
+    if (newest_opset(n.domain()) == 0) {  // not an ONNX domain
+      auto ops = vendor_ops_.find(n.domain());
+      if (ops == vendor_ops_.end()) ops = vendor_ops_.emplace(n.domain(), onnxruntime_operators(n.domain())).first;
+      if (ops->second) {
+        auto op = ops->second->find(n.op_type());
+        if (op != ops->second->end() && op->second <= version->second) return nullptr;
+      }
+    }
     return it->second;
   }
 
@@ -308,6 +322,7 @@ class Inliner {
   std::map<Key, const onnx::FunctionProto*> functions_;
   std::set<Key> called_before_;
   std::map<std::string, int64_t> imports_;  // domain ("" for ai.onnx) -> opset
+  std::map<std::string, std::optional<std::map<std::string, int>>> vendor_ops_;  // ONNX Runtime's, asked once
   std::vector<std::pair<std::string, int64_t>> added_imports_;
   std::unordered_set<std::string> names_;
   std::unordered_set<std::string> node_names_;

@@ -560,6 +560,20 @@ class Importer {
         tried = with_static_values(inputs);
         if (NodePtr m = build(tried)) n = m;
         else if (n) *reason = first_reason;
+      } else if (n && has_static_value(inputs)) {
+        // Outputs static without the values (Expand keeps an input's static extents): the
+        // values still decide whether the node breaks its operator's definition (a shape
+        // from Shape arithmetic gone negative), which a build on them says.
+        const std::string first_reason = *reason;
+        try {
+          build(with_static_values(inputs));
+        } catch (const InvalidNode&) {
+          throw;
+        } catch (const ShapeOverflow&) {
+          throw;
+        } catch (const Error&) {
+        }
+        *reason = first_reason;
       }
       return n ? builder_.intern(n) : nullptr;
     } catch (const Error& e) {
@@ -604,10 +618,10 @@ class Importer {
   }
 
   // The table's entry for an ai.onnx node: by its name, or where ONNX once named the
-  // operator otherwise, by that: Upsample (opsets 7 to 10) is Resize-10, whose hook
-  // adapts both forms and whose export writes Upsample back before opset 10; Scatter
-  // (9, deprecated at 11) is ScatterElements without a reduction, written back as
-  // Scatter before opset 11.
+  // operator otherwise, by that: Upsample (opsets 7 to 9; deprecated at 10, which the
+  // schema check refuses) is Resize-10, whose hook adapts both forms and whose export
+  // writes Upsample back before opset 10; Scatter (9, deprecated at 11) is ScatterElements
+  // without a reduction, written back as Scatter before opset 11.
   static const OpDef* find_native(const onnx::NodeProto& node, int64_t opset) {
     if (node.op_type() == "Upsample" && opset >= 7 && opset <= 10) return find_op("Resize");
     if (node.op_type() == "Scatter" && opset >= 9) return find_op("ScatterElements");

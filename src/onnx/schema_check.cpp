@@ -41,7 +41,11 @@ std::string schema_violation(const onnx::NodeProto& node, int64_t opset,
   if (std::optional<std::string> bad = unknown_attribute(node.domain(), node.op_type(), opset, names))
     return "Unrecognized attribute: " + *bad + " for operator " + node.op_type();
   const onnx::OpSchema* schema = libonnx_schema(node.domain(), node.op_type(), opset);
-  if (!schema || schema->Deprecated()) return "";
+  if (!schema) return "";
+  // A deprecated version (Upsample at 10, Scatter from 11) is no operator of that opset:
+  // onnx.checker and ONNX Runtime refuse it.
+  if (schema->Deprecated())
+    return node.op_type() + " is deprecated since opset " + std::to_string(schema->since_version());
   // Verify compares each attribute's declared type with the schema's; models that
   // leave it unset (older exporters) are read by the field they fill, as import does.
   bool untyped = false;

@@ -1,5 +1,7 @@
 #include "onnx/vendor_types.h"
 
+#include <algorithm>
+
 #ifndef ISOMER_WITHOUT_BRIDGE
 #include "bridge/bridge.h"
 #endif
@@ -65,6 +67,24 @@ std::unordered_map<std::string, onnx::TypeProto> onnxruntime_types(onnx::ModelPr
     return {};  // no ONNX Runtime, or it refuses the model: the values stay untyped
   }
   return found;
+#endif
+}
+
+std::optional<std::map<std::string, int>> onnxruntime_operators(const std::string& domain) {
+#ifdef ISOMER_WITHOUT_BRIDGE
+  (void)domain;
+  return std::nullopt;
+#else
+  try {
+    std::map<std::string, int> ops;
+    for (const auto& [name, since] : bridge::OrtBridge::shared()->operators(domain)) {
+      auto [it, added] = ops.emplace(name, since);
+      if (!added) it->second = std::min(it->second, since);
+    }
+    return ops;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 #endif
 }
 

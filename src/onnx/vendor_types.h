@@ -6,6 +6,8 @@
 // without value_info), every value stays untyped, and each node reading one would
 // be kept opaque too (a whole quantized MobileNet run node by node on ONNX
 // Runtime). ONNX Runtime knows its own operators; its inference fills the gaps.
+#include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,5 +22,9 @@ namespace isomer {
 // Runtime is unavailable or refuses the model (the caller keeps them untyped).
 std::unordered_map<std::string, onnx::TypeProto> onnxruntime_types(onnx::ModelProto model,
                                                                    const std::vector<std::string>& names);
+
+// The operators ONNX Runtime defines in a vendor `domain` (com.microsoft's contrib
+// operators), each with the opset it came in; nullopt where ONNX Runtime is unavailable.
+std::optional<std::map<std::string, int>> onnxruntime_operators(const std::string& domain);
 
 }  // namespace isomer

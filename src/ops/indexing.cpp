@@ -33,7 +33,7 @@ std::vector<TensorType> infer_tile(const InferContext& ctx) {
   for (int64_t a = 0; a < x.rank(); ++a) {
     if (!reps) continue;
     const int64_t r = (*reps)[a];
-    require(r >= 0, "Tile repeats " + to_string(*reps) + " has a negative value");
+    require_valid(r >= 0, "Tile repeats has a negative value, " + std::to_string(r) + " for axis " + std::to_string(a));
     int64_t extent = 0;
     if (x.shape[a].is_static())
       require(!__builtin_mul_overflow(x.shape[a].value, r, &extent),

@@ -10,7 +10,12 @@
 
 namespace isomer::ops {
 
-inline std::string list(const std::vector<int64_t>& v) { return to_string(v); }
+// The values themselves (shapes' printing writes a negative extent as "?").
+inline std::string list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
 
 // An axis attribute normalized against rank (rank 0 has no axis); without a
 // default the attribute is required.

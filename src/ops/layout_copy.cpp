@@ -277,13 +277,15 @@ std::string pad_mode(const Attributes& attrs) {
   return mode;
 }
 
-// Checks one axis of Pad and returns its output extent.
+// Checks one axis of Pad and returns its output extent. An extent below 0 or past int64
+// breaks Pad's definition: known at import (pads from Shape arithmetic that folds), the
+// node is refused rather than kept opaque and written back.
 int64_t padded_extent(int64_t extent, int64_t lo, int64_t hi, const std::string& mode) {
   int64_t n = 0;
-  require(!__builtin_add_overflow(extent, lo, &n) && !__builtin_add_overflow(n, hi, &n),
-          "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " makes an extent past int64");
-  require(n >= 0, "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " removes more than extent " +
-                      std::to_string(extent));
+  require_valid(!__builtin_add_overflow(extent, lo, &n) && !__builtin_add_overflow(n, hi, &n),
+                "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " makes an extent past int64");
+  require_valid(n >= 0, "Pad of " + std::to_string(lo) + " and " + std::to_string(hi) + " removes more than extent " +
+                            std::to_string(extent));
   if (mode == "edge") require(extent > 0 || (lo <= 0 && hi <= 0), "Pad mode 'edge' on an empty axis");
   if (mode == "reflect")
     require((lo <= 0 || lo < extent) && (hi <= 0 || hi < extent),
@@ -364,8 +366,12 @@ std::vector<TensorType> infer_expand(const InferContext& ctx) {
   const TensorType& x = ctx.in(0);
   std::optional<int64_t> len = operand_length(ctx, 1, "Expand shape");
   if (std::optional<std::vector<int64_t>> shape = constant_ints(ctx, 1)) {
-    for (int64_t v : *shape) require(v >= 0, "Expand shape " + list(*shape) + " has a negative dimension");
-    return {{x.dtype, broadcast_shapes(x.shape, make_shape(*shape))}};
+    for (int64_t v : *shape) require_valid(v >= 0, "Expand shape " + list(*shape) + " has a negative dimension");
+    try {
+      return {{x.dtype, broadcast_shapes(x.shape, make_shape(*shape))}};
+    } catch (const Error& e) {  // extents that do not broadcast: no Expand ONNX defines
+      throw InvalidNode("Expand shape " + list(*shape) + ": " + e.what());
+    }
   }
   require(len.has_value(), "Expand with a dynamic shape of unknown length has unknown rank");
   // Where the input's extent is static and not 1 the output keeps it.

@@ -200,7 +200,12 @@ ResizeExtents resize_extents(const ResizeAttrs& a, const std::vector<int64_t>& i
   }
   require(sizes.size() == n, "Resize sizes has " + std::to_string(sizes.size()) + " values, expected " +
                                  std::to_string(n));
-  for (size_t i = 0; i < n; ++i) require(sizes[i] >= 0, "Resize sizes must not be negative");
+  // A size is the extent times its scale, which ONNX asks above 0 (ONNX Runtime refuses a
+  // size of 0 as a scale of 0): only an empty axis may stay empty.
+  for (size_t i = 0; i < n; ++i)
+    require_valid(sizes[i] > 0 || (sizes[i] == 0 && in[static_cast<size_t>(a.axes[i])] == 0),
+                  "Resize sizes must be positive, got " + std::to_string(sizes[i]) + " for an extent of " +
+                      std::to_string(in[static_cast<size_t>(a.axes[i])]));
   if (a.policy == "stretch") {
     for (size_t i = 0; i < n; ++i) {
       const size_t ax = static_cast<size_t>(a.axes[i]);

@@ -6,6 +6,7 @@
 
 #include "eval/sym.h"
 #include "ir/int_arith.h"
+#include "ir/invalid_node.h"
 #include "ops/kernels.h"
 
 namespace isomer {
@@ -19,7 +20,8 @@ std::vector<TensorType> infer_arg(const InferContext& ctx) {
   const TensorType& x = ctx.in(0);
   require(is_numeric(x.dtype) && x.dtype != DType::Bool, "input must be numeric");
   const int64_t axis = normalize_axis(ctx.attrs.get_int("axis", 0), x.rank());
-  require(!x.shape[axis].is_static() || x.shape[axis].value > 0, "the axis is empty: it has no extreme value");
+  // ONNX defines no index of nothing (ONNX Runtime fails when it runs): refused, not kept opaque.
+  require_valid(!x.shape[axis].is_static() || x.shape[axis].value > 0, "the axis is empty: it has no extreme value");
   Shape out;
   for (int64_t i = 0; i < x.rank(); ++i)
     if (i != axis) out.push_back(x.shape[i]);

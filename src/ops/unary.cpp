@@ -417,11 +417,12 @@ std::vector<Tensor> eval_cast(const EvalContext& ctx) {
     return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   if (is_float(x.dtype())) {
     // ONNX leaves NaN and values outside the target's range undefined. As the runtime
-    // casts: to int64 (truncated, saturated, NaN -> 0), then to the target as integers
-    // convert (modulo 2^bits), so that a fold, the check and a run agree; ONNX Runtime
-    // agrees within int32's range (-1.0 is 255 as uint8).
+    // casts (ir/float_to_int.h): to int64 (truncated; NaN and what int64 does not hold
+    // INT64_MIN, as ONNX Runtime on x86), then to the target as integers convert (modulo
+    // 2^bits), so that a fold, the check and a run agree. ONNX Runtime agrees for int64,
+    // and for narrower types within int32's range (-1.0 is 255 as uint8).
     std::vector<int64_t> v(static_cast<size_t>(x.numel()));
-    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cast_float_to_int<int64_t>(x.f64_at(i));
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cast_float_to_int64(x.f64_at(i));
     return {Tensor::from_i64(to, x.dims(), v)};
   }
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};

@@ -199,7 +199,7 @@ std::string calibrate(Communicator& comm, const CalibrateOptions& o) {
   }
   j["collectives"] = collectives;
   if (o.host) j["host"] = measure_host(comm, o.threads);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace isomer::parallel

@@ -192,7 +192,7 @@ std::string write_plan(const std::string& dir, const ParallelSearchReport& rep, 
   j["rank_graphs"] = ranks;
   j["sharding_annotations"] =
       "not written: Debian's libonnx (1.12, IR 8) has no NodeProto 'configuration' field (ONNX IR 11)";
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_text((std::filesystem::path(dir) / "plan.json").string(), text);
   return text;
 }

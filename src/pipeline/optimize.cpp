@@ -558,7 +558,9 @@ std::string OptimizeReport::to_json() const {
     j["search_rules_loaded"] = rules_loaded;
     search_stats.to_json(j);
   }
-  return j.dump(2) + "\n";
+  // Names in it are the model's bytes, which need not be UTF-8 (ONNX Runtime runs such a
+  // model): JSON cannot hold them, so they are written with U+FFFD in their place.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string OptimizeReport::to_text() const {

@@ -133,7 +133,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // axes and keep_aspect_ratio_policy, 19 half_pixel_symmetric: all implemented.
       // DepthToSpace-11 adds mode (CRD); SpaceToDepth-28 changed more than types (a node with
       // any attribute beyond blocksize is kept opaque by its hook); the rest widen types.
-      // Upsample (7 to 10) is Resize-10 under its old name (the importer maps it to Resize).
+      // Upsample (7 to 9; deprecated at 10) is Resize-10 under its old name (the importer maps it).
       // LRN-13 widens types. Gather-1 and Flatten-1/9 are 11's forms without negative axes.
       {"LRN", {1, 13}},
       {"ConvTranspose", {1, 11, 22}}, {"Resize", {10, 11, 13, 18, 19}}, {"DepthToSpace", {1, 11, 13, 28}},

@@ -30,21 +30,37 @@ def test_campaign_subset_has_no_crash_hang_or_unclear_error(tmp_path):
     assert not bad, json.dumps(bad, indent=1)
 
 
-def test_campaign_traps_on_every_command(tmp_path):
-    """The seventh family (hostile_mutators_traps.py) through the commands the campaign
-    added: `cost`, `show`, `convert` and the Python module's reference run. A FIFO as
-    external data hung them; their errors named no file."""
+def _family_campaign(tmp_path, seed, count, only, commands, *extra):
+    """The campaign's results for `count` mutants of the families `only` through `commands`."""
     if not os.path.exists(ISOMER_BIN):
         pytest.skip(f"no isomer binary at {ISOMER_BIN}")
     if not os.path.isdir("/usr/share/libonnx-testdata/data/node"):
         pytest.skip("no libonnx-testdata node cases (the campaign's sources)")
     out = tmp_path / "campaign"
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "hostile_campaign.py"), "--seed", "4", "--count", "8",
-                    "--only", "external_trap,int64_ends,data_range,quant_scale",
-                    "--commands", "run_native,cost,show,convert,py_run", "--timeout", "60", "--out", str(out),
-                    "--isomer", ISOMER_BIN], capture_output=True, text=True, timeout=900)
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "hostile_campaign.py"), "--seed", str(seed),
+                    "--count", str(count), "--only", only, "--commands", commands, "--timeout", "60",
+                    "--out", str(out), "--isomer", ISOMER_BIN, *extra], capture_output=True, text=True, timeout=900)
     results = json.loads((out / "results.json").read_text())
     assert results, "the campaign ran no mutant"
+    return results
+
+
+def test_campaign_traps_on_every_command(tmp_path):
+    """The seventh family (hostile_mutators_traps.py) through the commands the campaign
+    added: `cost`, `show`, `convert` and the Python module's reference run. A FIFO as
+    external data hung them; their errors named no file."""
+    results = _family_campaign(tmp_path, 4, 8, "external_trap,int64_ends,data_range,quant_scale",
+                               "run_native,cost,show,convert,py_run")
     assert {r["command"] for r in results} >= {"cost", "show", "convert", "py_run"}, results
     bad = [r for r in results if r["class"] in ("crash", "hang", "memory", "unclear")]
+    assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_extremes_on_every_command(tmp_path):
+    """The tenth family (hostile_mutators_extremes.py: axes of 0 elements mid-graph, sizes
+    from Shape arithmetic, attributes at the opset where they became inputs, optional
+    outputs, values declared with 2^31+ elements) through every command."""
+    results = _family_campaign(tmp_path, 5, 6, "empty_mid,shape_arith,attr_moved,optional_outputs,declared_huge",
+                               "optimize,run_native,run,cost,show", "--budget", "1")
+    bad = [r for r in results if r["class"] not in ("ok", "triaged")]
     assert not bad, json.dumps(bad, indent=1)
