@@ -4,8 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "ops/nn_common.h"
 #include "runtime/contraction.h"
 #include "kernels/gemm.h"
@@ -20,15 +18,6 @@ namespace {
 
 // The multiply-adds that pay for one more thread (see emit_contraction).
 constexpr double kMatmulTeamMacs = 256.0 * 1024;
-
-// One core's L2 (1 MiB where the system does not say).
-size_t l2_bytes() {
-  static const size_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
-  }();
-  return bytes;
-}
 
 // An md for value `id` that matmul can read without a copy: its own when it is a
 // plain or strided (unblocked) layout, else a plain reorder of it.
@@ -237,7 +226,8 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
   const double macs = static_cast<double>(num_elements(k.out)) * static_cast<double>(kdim);
   const int team_size = kernels::team_for_work(c.threads(), macs / kMatmulTeamMacs);
-  if (static_cast<double>(num_elements(k.out)) * sizeof(float) / team_size > static_cast<double>(l2_bytes()))
+  if (static_cast<double>(num_elements(k.out)) * sizeof(float) / team_size >
+      static_cast<double>(kernels::l2_bytes_per_core()))
     fusion.drop_full_binary(num_elements(k.out), c);
   // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
   const int64_t rows = flat_rows(c, k);
