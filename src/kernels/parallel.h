@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 // A hot loop compiled three times, for AVX-512, AVX2 and the x86-64 baseline; the
 // dynamic loader picks the best the CPU has (GCC's function multiversioning), so
 // one binary runs everywhere and uses the vector units where they exist.
@@ -67,6 +69,16 @@ inline int team_for_work(int threads, double units) {
   const double per_thread = team_threads_sleep() ? 4.0 : 1.0;
   const double team = units / per_thread;
   return team < 1 ? 1 : team >= threads ? threads : static_cast<int>(team);
+}
+
+// The cache a core holds data in between steps (L2), or 1 MiB where the system
+// does not say.
+inline size_t l2_bytes_per_core() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+  }();
+  return bytes;
 }
 
 // The bytes a memory-bound step (a reorder, a normalization) reads and writes that

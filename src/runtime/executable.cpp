@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "ir/run_limit.h"
+#include "kernels/parallel.h"
 #include "runtime/compiler.h"
 #include "runtime/precision.h"
 
@@ -38,16 +39,6 @@ struct AlignedBuffer {
   AlignedBuffer& operator=(AlignedBuffer&&) = delete;
   ~AlignedBuffer() { std::free(ptr); }
 };
-
-// The cache a core holds data in between steps (L2), or 1 MiB where the system
-// does not say.
-size_t cache_bytes_per_core() {
-  static const size_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
-  }();
-  return bytes;
-}
 
 template <class Once>
 int warm_up(int warmup, int repeats, double budget_ms, Once once) {
@@ -263,7 +254,7 @@ struct Executable::Impl {
   std::vector<bool> cold_reads(const std::vector<bool>& skip) const {
     const size_t n = steps.size();
     std::vector<bool> cold(n, false);
-    const double cache = static_cast<double>(cache_bytes_per_core()) * std::max(threads, 1);
+    const double cache = static_cast<double>(kernels::l2_bytes_per_core()) * std::max(threads, 1);
     std::vector<double> before(n + 1, 0.0);  // bytes the steps before s move
     for (size_t s = 0; s < n; ++s) {
       double moved_bytes = 0;
@@ -292,7 +283,7 @@ struct Executable::Impl {
   // Moves the caches' contents out to memory beyond them (L3 on most CPUs), on each
   // of the run's threads, by writing a scratch buffer twice their size.
   void evict_caches() {
-    const size_t per = 2 * cache_bytes_per_core();
+    const size_t per = 2 * kernels::l2_bytes_per_core();
     scratch.resize(std::max(scratch.size(), per * static_cast<size_t>(std::max(threads, 1))));
     char* base = scratch.data();
 #pragma omp parallel num_threads(std::max(threads, 1))

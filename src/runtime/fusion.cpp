@@ -402,6 +402,15 @@ bool Fusion::drop_binary() {
   return true;
 }
 
+bool Fusion::drop_full_binary(int64_t numel, Compiler& c) {
+  size_t k = 0;
+  while (k < ops.size() && !(ops[k].binary && !ops[k].other_const && num_elements(c.dims(ops[k].other)) == numel)) ++k;
+  if (k == ops.size()) return false;
+  while (k > 0 && ops[k - 1].eltwise && !ops[k - 1].nodes.empty()) --k;
+  drop_from(k);
+  return true;
+}
+
 bool Fusion::drop_repeated_eltwise() {
   for (size_t k = 1; k < ops.size(); ++k) {
     if (!ops[k].eltwise) continue;

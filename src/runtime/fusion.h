@@ -46,6 +46,10 @@ struct Fusion {
   // convolutions) apply the first one's alpha and beta to both (Gemma-2's logit
   // soft-cap, x / 30, tanh, x 30, came out 900 times too small). False if none.
   bool drop_repeated_eltwise();
+  // Drops the first binary post-op whose operand is a run-time value of `numel`
+  // elements (the product's full shape), the activations just before it that
+  // stand for nodes, and everything after; false if there is none.
+  bool drop_full_binary(int64_t numel, Compiler& c);
 
  private:
   // Drops ops[k] and every post-op after it, with the nodes they stand for.

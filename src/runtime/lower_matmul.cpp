@@ -212,9 +212,25 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     fusion.ops.pop_back();
     fusion.last = fusion.ops.empty() ? fusion.first : fusion.ops.back().out;
   }
+  // A binary post-op reading a run-time operand of the product's full shape
+  // (SwiGLU's silu(gate) x up) runs, with the activations before it, as isomer's
+  // own pointwise pass after the product where each thread's share of that operand
+  // exceeds its L2: oneDNN's brgemm epilogue then reads it tile by tile from
+  // farther away, while the weights stream through. Zen 5 (1 MB L2), processor
+  // time: LLaMA's 128 x 2816 gate at 1 thread 3.22 + 3.52 ms fused -> 3.22 + 3.23
+  // + 0.11 ms, 512 rows 25.1 -> 24.9 ms (at 2 threads 25.9 -> 24.9); at 128 rows on
+  // 2 threads (0.7 MB a thread) and at 32 rows the fused epilogue ties or wins.
+  // A thread joins from 256K multiply-adds (kernels::team_for_work: 1M while the
+  // threads sleep): a transformer's small products (DeiT-tiny's 66x64x64, 270K,
+  // 5 us on one thread) took 2.5x as long on two, waiting for the second thread.
+  const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
+  const double macs = static_cast<double>(num_elements(k.out)) * static_cast<double>(kdim);
+  const int team_size = kernels::team_for_work(c.threads(), macs / kMatmulTeamMacs);
+  if (static_cast<double>(num_elements(k.out)) * sizeof(float) / team_size >
+      static_cast<double>(kernels::l2_bytes_per_core()))
+    fusion.drop_full_binary(num_elements(k.out), c);
   // The primitive's own view: the N-D shapes, or the 2-D form (see flat_rows).
   const int64_t rows = flat_rows(c, k);
-  const int64_t kdim = k.a_md.dims().back(), ncols = k.out.back();
   const bool regrouped = rows || !k.prim_out.empty();
   std::vector<int64_t> pout = rows ? std::vector<int64_t>{rows, ncols} : !k.prim_out.empty() ? k.prim_out : k.out;
   // In the 2-D form (or another grouping of the dims) a binary operand must be
@@ -252,11 +268,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     bd.back() = ncols;
     bias_md = plain_md(bd, dt::f32);
   }
-  // A thread joins from 256K multiply-adds (kernels::team_for_work: 1M while the
-  // threads sleep): a transformer's small products (DeiT-tiny's 66x64x64, 270K,
-  // 5 us on one thread) took 2.5x as long on two, waiting for the second thread.
-  const double macs = static_cast<double>(num_elements(k.out)) * static_cast<double>(kdim);
-  const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / kMatmulTeamMacs));
+  const Compiler::TeamScope team(c, team_size);
   dnnl::matmul::desc d(a_md, wmd, bias_md, pdst_md);
   // Binary post-ops oneDNN has only its reference kernel for are left to their
   // own steps (a bias of the full shape cannot be: then the reference kernel runs
