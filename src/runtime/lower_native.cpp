@@ -93,6 +93,28 @@ struct RmsMatch {
   std::vector<float> scale;
 };
 
+// A ReduceMean over the last of `rank` axes, kept (axes as attribute or, from opset 18,
+// as a known input).
+bool is_last_axis_mean(Compiler& c, const Node& m, int64_t rank) {
+  if (m.op_type() != "ReduceMean" || m.num_outputs() != 1 || m.attrs().get_int("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes = m.attrs().get_ints("axes", {});
+  if (m.inputs().size() > 1 && m.inputs()[1].present()) {
+    const Tensor* t = c.peek_known(m.inputs()[1]);
+    if (!t || !is_integer(t->dtype())) return false;
+    axes.clear();
+    for (double a : t->to_f64()) axes.push_back(static_cast<int64_t>(a));
+  }
+  return axes.size() == 1 && normalize_axis(axes[0], rank) == rank - 1;
+}
+
+// A per-column constant (`cols` values, of rank at most `rank`) read by `w` beside `v`.
+const Tensor* column_constant(Compiler& c, const Node& w, const Value& v, int64_t cols, int64_t rank) {
+  if (w.inputs().size() != 2) return nullptr;
+  const Value& other = w.inputs()[0] == v ? w.inputs()[1] : w.inputs()[0];
+  const Tensor* t = other != v ? c.peek_known(other) : nullptr;
+  return t && t->dtype() == DType::Float32 && t->numel() == cols && t->rank() <= rank ? t : nullptr;
+}
+
 std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
   if (!c.opts().fuse || n.num_outputs() != 1 || n.inputs().size() != 2) return std::nullopt;
   auto scalar = [&](const Value& v) -> std::optional<double> {
@@ -112,15 +134,7 @@ std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
   const int64_t rank = static_cast<int64_t>(xd.size());
   // The mean of squares over the last axis, kept.
   const Node* mean = c.sole_consumer(n.output(0));
-  if (!mean || mean->op_type() != "ReduceMean" || mean->attrs().get_int("keepdims", 1) != 1) return std::nullopt;
-  std::vector<int64_t> axes = mean->attrs().get_ints("axes", {});
-  if (mean->inputs().size() > 1 && mean->inputs()[1].present()) {
-    const Tensor* t = c.peek_known(mean->inputs()[1]);
-    if (!t || !is_integer(t->dtype())) return std::nullopt;
-    axes.clear();
-    for (double a : t->to_f64()) axes.push_back(static_cast<int64_t>(a));
-  }
-  if (axes.size() != 1 || normalize_axis(axes[0], rank) != rank - 1) return std::nullopt;
+  if (!mean || !is_last_axis_mean(c, *mean, rank)) return std::nullopt;
   // + eps, Sqrt.
   const Node* add = c.sole_consumer(mean->output(0));
   if (!add || add->op_type() != "Add" || add->inputs().size() != 2) return std::nullopt;
@@ -152,11 +166,9 @@ std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
   // A weight per column.
   std::vector<float> scale(static_cast<size_t>(xd.back()), 1.0f);
   Value result = norm->output(0);
-  if (const Node* w = c.sole_consumer(result); w && w->op_type() == "Mul" && w->inputs().size() == 2) {
-    const Value& wv = w->inputs()[0] == result ? w->inputs()[1] : w->inputs()[0];
-    const Tensor* t = wv != result ? c.peek_known(wv) : nullptr;
-    if (t && t->dtype() == DType::Float32 && t->numel() == xd.back() && t->rank() <= rank &&
-        w->output_types()[0] == x.type()) {
+  if (const Node* w = c.sole_consumer(result); w && w->op_type() == "Mul") {
+    const Tensor* t = column_constant(c, *w, result, xd.back(), rank);
+    if (t && w->output_types()[0] == x.type()) {
       const std::vector<double> v = t->to_f64();
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = static_cast<float>(v[i]);
       nodes.push_back(w);
@@ -177,18 +189,60 @@ std::optional<RmsMatch> match_rms_norm(Compiler& c, const Node& n) {
 
 bool is_rms_norm_root(Compiler& c, const Node& n) { return match_rms_norm(c, n).has_value(); }
 
-bool lower_rms_norm(Compiler& c, const Node& n) {
-  std::optional<RmsMatch> mt = match_rms_norm(c, n);
-  if (!mt) return false;
-  const Value x = mt->x;
+namespace {
+
+// LayerNormalization as exporters before opset 17 write it (TorchScript's BERT and
+// GPT-2): d = x - ReduceMean(x) over the last axis, the RMS chain above on d (d
+// squared, its mean, + eps, Sqrt, Div), times gamma, plus beta. Rooted at the mean of
+// x, the chain's first node; d may be read by the chain alone.
+struct LayerNormMatch {
+  RmsMatch chain;  // nodes from the mean of x on; x the normalized input
+  std::vector<float> bias;
+};
+
+std::optional<LayerNormMatch> match_decomposed_layer_norm(Compiler& c, const Node& n) {
+  if (!c.opts().fuse || n.inputs().empty()) return std::nullopt;
+  const Value x = n.inputs()[0];
+  if (x.type().dtype != DType::Float32 || !is_static(x.type().shape)) return std::nullopt;
   const std::vector<int64_t> xd = static_dims(x.type().shape);
-  std::vector<const Node*>& nodes = mt->nodes;
-  const Value result = nodes.back()->output(0);
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  if (rank == 0 || !is_last_axis_mean(c, n, rank)) return std::nullopt;
+  const Node* sub = c.sole_consumer(n.output(0));
+  if (!sub || sub->op_type() != "Sub" || sub->inputs().size() != 2 || sub->inputs()[0] != x ||
+      sub->inputs()[1] != n.output(0) || sub->output_types()[0] != x.type() || c.is_output(sub->output(0)))
+    return std::nullopt;
+  const Value d = sub->output(0);
+  std::optional<RmsMatch> rms;
+  for (const auto& [m, i] : c.consumers(d))
+    if (!rms && (m->op_type() == "Pow" || m->op_type() == "Mul")) rms = match_rms_norm(c, *m);
+  if (!rms || rms->x != d) return std::nullopt;
+  for (const auto& [m, i] : c.consumers(d))
+    if (std::find(rms->nodes.begin(), rms->nodes.end(), m) == rms->nodes.end()) return std::nullopt;
+  LayerNormMatch r;
+  r.chain = std::move(*rms);
+  r.chain.nodes.insert(r.chain.nodes.begin(), {&n, sub});
+  r.chain.x = x;
+  const Value result = r.chain.nodes.back()->output(0);
+  if (const Node* a = c.sole_consumer(result); a && a->op_type() == "Add" && a->output_types()[0] == x.type())
+    if (const Tensor* t = column_constant(c, *a, result, xd.back(), rank); t && !c.lowered(*a)) {
+      for (double v : t->to_f64()) r.bias.push_back(static_cast<float>(v));
+      r.chain.nodes.push_back(a);
+    }
+  for (const Node* m : {&n, sub})
+    if (c.lowered(*m)) return std::nullopt;
+  return r;
+}
+
+// One normalization step over the rows of x for the matched nodes (the last one's
+// output its result): kernels::normalize_rows with the mean (layer norm) or without.
+bool add_norm_step(Compiler& c, const Node& root, const std::vector<const Node*>& nodes, const Value& x,
+                   const std::string& what, std::vector<float> scale, std::vector<float> bias, float eps, bool rms) {
+  const std::vector<int64_t> xd = static_dims(x.type().shape);
   const int xi = dense_f32(c, x);
   if (xi < 0) return false;
   const int64_t cols = xd.back(), rows = num_elements(xd) / cols;
   const int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), nodes.back()->name());
-  StepInfo info = step_info(n, "layernorm", "rmsnorm " + std::to_string(rows) + "x" + std::to_string(cols) + " decomposed",
+  StepInfo info = step_info(root, "layernorm", what + " " + std::to_string(rows) + "x" + std::to_string(cols) + " decomposed",
                             8.0 * static_cast<double>(rows * cols));
   info.ops.clear();
   info.nodes.clear();
@@ -196,15 +250,30 @@ bool lower_rms_norm(Compiler& c, const Node& n) {
     info.ops.push_back(m->op_type());
     info.nodes.push_back(node_key(*m));
   }
-  auto sc = std::make_shared<std::vector<float>>(std::move(mt->scale));
-  const float e = mt->eps;
-  add_native_step(c, info, {xi}, {y}, [rows, cols, sc, e](const std::vector<char*>& p) {
+  auto sc = std::make_shared<std::vector<float>>(std::move(scale));
+  auto b = std::make_shared<std::vector<float>>(std::move(bias));
+  add_native_step(c, info, {xi}, {y}, [rows, cols, sc, b, eps, rms](const std::vector<char*>& p) {
     kernels::normalize_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), rows, cols, sc->data(),
-                            nullptr, e, /*rms=*/true);
+                            b->empty() ? nullptr : b->data(), eps, rms);
   });
-  c.bind(result, y);
+  c.bind(nodes.back()->output(0), y);
   for (const Node* m : nodes) c.mark_done(*m);
   return true;
+}
+
+}  // namespace
+
+bool lower_decomposed_layer_norm(Compiler& c, const Node& n) {
+  std::optional<LayerNormMatch> mt = match_decomposed_layer_norm(c, n);
+  if (!mt) return false;
+  return add_norm_step(c, n, mt->chain.nodes, mt->chain.x, mt->bias.empty() ? "layernorm" : "layernorm bias",
+                       std::move(mt->chain.scale), std::move(mt->bias), mt->chain.eps, /*rms=*/false);
+}
+
+bool lower_rms_norm(Compiler& c, const Node& n) {
+  std::optional<RmsMatch> mt = match_rms_norm(c, n);
+  if (!mt) return false;
+  return add_norm_step(c, n, mt->nodes, mt->x, "rmsnorm", std::move(mt->scale), {}, mt->eps, /*rms=*/true);
 }
 
 std::optional<std::vector<float>> row_param(Compiler& c, const Node& n, size_t i, int64_t cols) {
@@ -256,6 +325,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
       {"ReduceLogSumExp", kernels::ReduceKind::LogSumExp}};
   auto kind = kinds.find(n.op_type());
   if (kind == kinds.end() || n.num_outputs() != 1) return false;
+  if (n.op_type() == "ReduceMean" && lower_decomposed_layer_norm(c, n)) return true;
   if (lower_spatial_reduce_as_pool(c, n)) return true;
   int x = dense_f32(c, n.inputs()[0]);
   if (x < 0) return false;

@@ -54,6 +54,10 @@ std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::v
 bool lower_rms_norm(Compiler& c, const Node& n);
 // True if lower_rms_norm would take `n` (a pointwise group must leave it alone).
 bool is_rms_norm_root(Compiler& c, const Node& n);
+// LayerNormalization written out as exporters before opset 17 do (mean, centre, the
+// RMS chain above, gamma, beta) as one normalization step, rooted at the mean of x;
+// false, having done nothing, where it does not match.
+bool lower_decomposed_layer_norm(Compiler& c, const Node& n);
 
 // Rotary position embedding in its rotate-half form (lower_rope.cpp), reached from
 // any of its Neg, Mul or Add nodes: one row kernel; false, having done nothing,
