@@ -34,7 +34,7 @@ std::optional<NanGuard> nan_guard(Compiler& c, const Value& y) {
     if (m->op_type() == "IsNaN" && m->num_outputs() == 1) g.isnan = m;
     else if (m->op_type() == "Where" && m->inputs().size() == 3 && k == 2) g.where = m;
   }
-  if (!g.isnan || !g.where || c.lowered(*g.isnan) || c.lowered(*g.where)) return std::nullopt;
+  if (!g.isnan || !g.where || !c.takeable(*g.isnan) || !c.takeable(*g.where)) return std::nullopt;
   const Value flag = g.isnan->output(0);
   if (c.sole_consumer(flag) != g.where || g.where->inputs()[0] != flag || g.where->inputs()[2] != y) return std::nullopt;
   const Value& other = g.where->inputs()[1];
@@ -179,7 +179,10 @@ bool is_rms_norm_root(Compiler& c, const Node& n) { return match_rms_norm(c, n).
 
 bool lower_rms_norm(Compiler& c, const Node& n) {
   std::optional<RmsMatch> mt = match_rms_norm(c, n);
-  if (!mt) return false;
+  // A root whose chain a pointwise kernel being planned has claimed (it asked for
+  // the mean of squares) runs unfused: the chain is that kernel's.
+  if (!mt || !std::all_of(mt->nodes.begin() + 1, mt->nodes.end(), [&](const Node* m) { return c.takeable(*m); }))
+    return false;
   const Value x = mt->x;
   const std::vector<int64_t> xd = static_dims(x.type().shape);
   std::vector<const Node*>& nodes = mt->nodes;

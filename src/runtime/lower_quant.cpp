@@ -121,7 +121,7 @@ bool only_feeds_qdq_groups(Compiler& c, const Node& n) {
   if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
   for (const auto& [m, index] : c.consumers(out)) {
     const std::string& op = m->op_type();
-    if (index != 0 || m->kind() != NodeKind::Op || c.lowered(*m) ||
+    if (index != 0 || m->kind() != NodeKind::Op || !c.takeable(*m) ||
         (op != "Conv" && op != "Gemm" && op != "MatMul" && op != "Pad"))
       return false;
   }

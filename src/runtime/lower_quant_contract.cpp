@@ -364,7 +364,7 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   // Nodes another kernel has claimed while planning it (a pointwise chain that reads
   // the linear's result and asked for this product) stay its own.
-  auto free = [&c](const Node* x) { return !c.lowered(*x) && !c.is_pending(*x); };
+  auto free = [&c](const Node* x) { return c.takeable(*x); };
   const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
   const Node* mul = nullptr;
   if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && free(cast))
