@@ -176,6 +176,24 @@ def test_quantization_runs_on_native_steps(kind, tmp_path):
         assert not line.strip().startswith("onnxruntime"), line
 
 
+@pytest.mark.parametrize("kind", ["dynamic_2d", "dynamic_u8_2d", "dynamic_1d"])
+def test_dynamic_quantization_keeps_the_convolutions_layout(kind, tmp_path):
+    """DynamicQuantizeLinear has one scale for the whole tensor: it quantizes the
+    channels-last result of an integer convolution (after its Cast, Mul, Add and
+    Relu) as it lies, and the next convolution reads that: no reorder between them."""
+    path, shape = make(kind, tmp_path)
+    np.savez(tmp_path / "in.npz", **feeds(shape))
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    convs = [i for i, k in enumerate(kinds) if k == "int8-conv"]
+    assert len(convs) == 3, kinds
+    for a, b in zip(convs, convs[1:]):
+        assert "dynamic-quantize" in kinds[a:b] and "reorder" not in kinds[a:b], kinds
+
+
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
 def test_optimize_succeeds_and_keeps_the_model_quantized(kind, tmp_path):
     path, shape = make(kind, tmp_path)
