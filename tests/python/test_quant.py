@@ -179,8 +179,9 @@ def test_quantization_runs_on_native_steps(kind, tmp_path):
 @pytest.mark.parametrize("kind", ["dynamic_2d", "dynamic_u8_2d", "dynamic_1d"])
 def test_dynamic_quantization_keeps_the_convolutions_layout(kind, tmp_path):
     """DynamicQuantizeLinear has one scale for the whole tensor: it quantizes the
-    channels-last result of an integer convolution (after its Cast, Mul, Add and
-    Relu) as it lies, and the next convolution reads that: no reorder between them."""
+    channels-last result of an integer convolution (scaled, its bias added and its
+    Relu applied) as it lies, and the next convolution reads that: no reorder
+    between them."""
     path, shape = make(kind, tmp_path)
     np.savez(tmp_path / "in.npz", **feeds(shape))
     p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps"],
@@ -192,6 +193,50 @@ def test_dynamic_quantization_keeps_the_convolutions_layout(kind, tmp_path):
     assert len(convs) == 3, kinds
     for a, b in zip(convs, convs[1:]):
         assert "dynamic-quantize" in kinds[a:b] and "reorder" not in kinds[a:b], kinds
+
+
+def scaled_conv_integer(per_channel):
+    """x -> DynamicQuantizeLinear -> ConvInteger (s8 weights) -> Cast -> Mul by the
+    activation's scale times the weights' (one, or one per output channel) -> Add of
+    a bias per channel -> Relu, as quantize_dynamic writes it."""
+    rng = np.random.default_rng(4)
+    m = 8
+    w = rng.integers(-127, 128, (m, 3, 3, 3)).astype(np.int8)
+    ws = (rng.random((1, m, 1, 1) if per_channel else ()) * 0.01 + 0.002).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.int8(0), "wz"),
+             numpy_helper.from_array(ws, "ws"),
+             numpy_helper.from_array((rng.standard_normal((1, m, 1, 1)) * 0.1).astype(np.float32), "b")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "s"], ["scaled"]), helper.make_node("Add", ["scaled", "b"], ["biased"]),
+             helper.make_node("Relu", ["biased"], ["y"])]
+    g = helper.make_graph(nodes, "conv_integer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, m, 12, 12])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, tmp_path):
+    """The Cast, the scale's Mul, the bias Add and the Relu after a ConvInteger are
+    the integer convolution's post-ops (one step writing float32), and its result
+    is ONNX Runtime's."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(scaled_conv_integer(per_channel), path)
+    x = feeds((1, 3, 12, 12))
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    # (the reorders: x's row-major u8 to channels-last, and y's back, it being an output)
+    assert [k for k in kinds if k != "reorder"] == ["dynamic-quantize", "int8-conv"], p.stdout
+    want = ort_run(path, x)[0]
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
