@@ -310,11 +310,14 @@ struct ScaledTail {
   Value act_out;
 
   Value last() const { return act ? act_out : (add ? add : mul)->output(0); }
+  void drop_act() {
+    act.reset();
+    act_nodes.clear();
+  }
   void drop_post_ops() {
     add = nullptr;
     add_after.reset();
-    act.reset();
-    act_nodes.clear();
+    drop_act();
   }
   void mark_done(Compiler& c) const {
     for (const Node* m : {cast, mul, add})
@@ -534,6 +537,21 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// The correction's operands as its kernel reads them: the products at p[0], the
+// window sums at p[1] where a step of their own wrote them, else among the products.
+kernels::ZeroPointRows zero_point_rows(const ZeroPointSums& z, const std::vector<char*>& p) {
+  kernels::ZeroPointRows in;
+  in.acc = reinterpret_cast<const int32_t*>(p[0]);
+  in.sums = reinterpret_cast<const int32_t*>(p[z.sums >= 0 ? 1 : 0]) + z.sum_offset;
+  in.acc_stride = in.sum_stride = z.stride;
+  in.sum_per_col = z.sum_step != 0;
+  return in;
+}
+
+}  // namespace
+
 int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
                               const md_t& y_md, const std::vector<int32_t>& w_zp, const std::vector<int32_t>& bias_in,
                               const std::vector<float>& scales, DType y_type, int32_t y_zp) {
@@ -563,12 +581,7 @@ int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z
                 "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
                     (bias_in.empty() ? "" : " bias") + requant_text(scales, false, yt)),
       ins, {y}, [=](const std::vector<char*>& p) {
-        kernels::ZeroPointRows in;
-        in.acc = reinterpret_cast<const int32_t*>(p[0]);
-        in.sums = reinterpret_cast<const int32_t*>(p[apart ? 1 : 0]) + z.sum_offset;
-        in.acc_stride = in.sum_stride = z.stride;
-        in.sum_per_col = z.sum_step != 0;
-        kernels::correct_zero_points(in, rows, cols, zp.data(), bias.data(), p[apart ? 2 : 1], qt, scale.data(),
+        kernels::correct_zero_points(zero_point_rows(z, p), rows, cols, zp.data(), bias.data(), p[apart ? 2 : 1], qt, scale.data(),
                                      per_col, y_zp, team);
       });
   return y;
@@ -585,12 +598,50 @@ namespace {
 // oneDNN only its gemm kernel, 13x slower on 4 groups of 8). A native step subtracts z[m] times the sum (in
 // int32, wrapping as the accumulation does), then adds the bias and requantizes
 // where `s` asks (QLinearConv), rounding half to even as oneDNN does.
+// The correction's float32 form: scaled at run time, a constant per channel added,
+// perhaps a Relu (s.act_after: none other), channels-last as the convolution writes.
+int add_scaled_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
+                                     const std::vector<int32_t>& w_zp, const IntConv& s) {
+  const int64_t cols = od[1], rows = num_elements(od) / cols;
+  const int64_t scales = num_elements(c.val(s.out_scale_value).dims);
+  if (scales != 1 && scales != cols) return -1;
+  const bool relu = s.act_after.has_value();
+  if (relu && (s.act_after->alg != dnnl::algorithm::eltwise_relu || s.act_after->alpha != 0)) return -1;
+  std::vector<int32_t> zp(static_cast<size_t>(cols));
+  std::vector<float> add(static_cast<size_t>(cols), 0.0f);
+  const std::vector<double> a = s.add_after ? s.add_after->to_f64() : std::vector<double>();
+  for (size_t m = 0; m < zp.size(); ++m) {
+    zp[m] = w_zp[w_zp.size() == 1 ? 0 : m];
+    if (!a.empty()) add[m] = static_cast<float>(a[m]);
+  }
+  const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, channels_last(od.size())), n.name());
+  const bool apart = z.sums >= 0;
+  std::vector<int> ins = {z.acc};
+  if (apart) ins.push_back(z.sums);
+  ins.push_back(c.as_plain(s.out_scale_value));
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "zero-point",
+                            "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
+                                (scales > 1 ? " scaled-per-channel" : " scaled") + (s.add_after ? " add" : "") +
+                                (relu ? " relu" : "") + " ->f32"),
+                  ins, {y}, [=](const std::vector<char*>& p) {
+                    kernels::correct_zero_points_scaled(zero_point_rows(z, p), rows, cols, zp.data(), reinterpret_cast<float*>(p[ins.size()]),
+                                                        reinterpret_cast<const float*>(p[ins.size() - 1]), scales > 1,
+                                                        add.data(), relu, team);
+                  });
+  return y;
+}
+
 int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std::vector<int32_t>& w_zp) {
   const int64_t groups = n.attrs().get_int("group", 1);
   const std::vector<int64_t> wd = s.w.dims();
   const int64_t oc = wd[0], per_channel = num_elements(wd) / oc;
   if (w_zp.size() != 1 && static_cast<int64_t>(w_zp.size()) != oc) return -1;
   IntConv acc_spec = s;
+  acc_spec.out_scale_value = -1;
+  acc_spec.add_after.reset();
+  acc_spec.act_after.reset();
   acc_spec.bias.clear();
   acc_spec.scales.clear();
   acc_spec.y_type = DType::Int32;
@@ -614,7 +665,7 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   if (acc < 0) return -1;
   std::vector<int64_t> od = c.val(acc).dims;
   od[1] = oc;
-  const DType yt = s.scales.empty() ? DType::Int32 : s.y_type;
+  const DType yt = s.out_scale_value >= 0 ? DType::Float32 : s.scales.empty() ? DType::Int32 : s.y_type;
   // Row r's products at acc + r * stride, channel m's window sum at the extra
   // channel (one group) or at the sums' channel m.
   ZeroPointSums z;
@@ -623,6 +674,7 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   z.stride = groups == 1 ? oc + 1 : oc;
   z.sum_offset = groups == 1 ? oc : 0;
   z.sum_step = groups == 1 ? 0 : 1;
+  if (s.out_scale_value >= 0) return add_scaled_zero_point_correction(c, n, z, od, w_zp, s);
   const int y = add_zero_point_correction(c, n, z, od, md_t(to_dims(od), dnnl_int(yt), channels_last(od.size())), w_zp,
                                           s.bias, s.scales, s.y_type, s.y_zp);
   return y;
@@ -673,11 +725,13 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
   }
   s.x = c.id(n.inputs()[0]);
   const bool zero = std::all_of(w_zp.begin(), w_zp.end(), [](int32_t z) { return z == 0; });
-  // ConvInteger's Cast, scale Mul, bias Add and activation (s8 weights): its output
-  // scale and post-ops.
+  // ConvInteger's Cast, scale Mul, bias Add and activation: the int8 convolution's
+  // post-ops, or (weights with zero points) the correction step's, which applies a
+  // Relu only.
   ScaledTail t;
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
-  if (!qlinear && zero && od.size() >= 3) t = scaled_tail(c, n.output(0), od, 1, s.w.dims()[0], true);
+  if (!qlinear && od.size() >= 3) t = scaled_tail(c, n.output(0), od, 1, s.w.dims()[0], true);
+  if (!zero && t.act && (t.act->alg != dnnl::algorithm::eltwise_relu || t.act->alpha != 0)) t.drop_act();
   s.out_scale_value = t.scale;
   s.add_after = t.add_after;
   s.act_after = t.act;
@@ -690,7 +744,7 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     s.out_scale_value = -1;
     s.add_after.reset();
     s.act_after.reset();
-    y = add_integer_conv(c, n, s);
+    y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
   }
   if (y < 0) return false;
   c.bind(n.output(0), y);  // with a tail taken, nothing else reads it

@@ -195,15 +195,18 @@ def test_dynamic_quantization_keeps_the_convolutions_layout(kind, tmp_path):
         assert "dynamic-quantize" in kinds[a:b] and "reorder" not in kinds[a:b], kinds
 
 
-def scaled_conv_integer(per_channel):
-    """x -> DynamicQuantizeLinear -> ConvInteger (s8 weights) -> Cast -> Mul by the
-    activation's scale times the weights' (one, or one per output channel) -> Add of
-    a bias per channel -> Relu, as quantize_dynamic writes it."""
+def scaled_conv_integer(per_channel, weights):
+    """x -> DynamicQuantizeLinear -> ConvInteger (s8 weights, or u8 with a zero point)
+    -> Cast -> Mul by the activation's scale times the weights' (one, or one per
+    output channel) -> Add of a bias per channel -> Relu, as quantize_dynamic writes it."""
     rng = np.random.default_rng(4)
     m = 8
-    w = rng.integers(-127, 128, (m, 3, 3, 3)).astype(np.int8)
+    if weights == "s8":
+        w, wz = rng.integers(-127, 128, (m, 3, 3, 3)).astype(np.int8), np.int8(0)
+    else:
+        w, wz = rng.integers(0, 256, (m, 3, 3, 3)).astype(np.uint8), np.uint8(131)
     ws = (rng.random((1, m, 1, 1) if per_channel else ()) * 0.01 + 0.002).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.int8(0), "wz"),
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wz, "wz"),
              numpy_helper.from_array(ws, "ws"),
              numpy_helper.from_array((rng.standard_normal((1, m, 1, 1)) * 0.1).astype(np.float32), "b")]
     nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
@@ -218,12 +221,15 @@ def scaled_conv_integer(per_channel):
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, tmp_path):
+@pytest.mark.parametrize("weights", ["s8", "u8"])
+def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, weights, tmp_path):
     """The Cast, the scale's Mul, the bias Add and the Relu after a ConvInteger are
-    the integer convolution's post-ops (one step writing float32), and its result
-    is ONNX Runtime's."""
+    the integer convolution's post-ops (with a weight zero point: its correction
+    step's), one step writing float32, and its result is ONNX Runtime's, each of
+    the product and the sum rounded as there (one FMA would flip DynamicQuantizeLinear's
+    steps downstream)."""
     path = str(tmp_path / "m.onnx")
-    onnx.save(scaled_conv_integer(per_channel), path)
+    onnx.save(scaled_conv_integer(per_channel, weights), path)
     x = feeds((1, 3, 12, 12))
     np.savez(tmp_path / "in.npz", **x)
     p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
@@ -232,11 +238,11 @@ def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, tmp_path):
     kinds = [line.split()[0] for line in p.stdout.splitlines()
              if line.startswith("  ") and not line.strip().startswith("output")]
     # (the reorders: x's row-major u8 to channels-last, and y's back, it being an output)
-    assert [k for k in kinds if k != "reorder"] == ["dynamic-quantize", "int8-conv"], p.stdout
+    steps = ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"])
+    assert [k for k in kinds if k != "reorder"] == steps, p.stdout
     want = ort_run(path, x)[0]
     for threads in (1, 2):
-        got = isomer.run(path, x, engine="runtime", threads=threads)[0]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
 
 
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
