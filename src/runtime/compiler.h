@@ -189,6 +189,11 @@ class Compiler {
     claimed_.erase(it);
   }
   bool is_pending(const Node& n) const { return claimed_.count(&n) > 0; }
+  // Neither lowered nor claimed: a lowering may take n into its own step (a node
+  // it finds after the one it lowers). A claimed node is the planning kernel's:
+  // taking it would leave the values between the taken nodes unbound, which that
+  // kernel still reads ('... did not produce output 0').
+  bool takeable(const Node& n) const { return !lowered(n) && !is_pending(n); }
   // Binds v to a view no strides express (see SplitView): nothing is computed
   // until a consumer asks for v's value (id), or reads it in place (split_view).
   void defer_view(const Value& v, SplitView s) { split_views_[v] = std::move(s); }

@@ -170,7 +170,7 @@ bool emit_contraction(Compiler& c, Contraction& k) {
   Value cur = k.from;
   // (a per-column bias is added after the product's scale, so with one it stays a post-op)
   if (c.opts().fuse && !k.bias && k.scale == 1)
-    if (const Node* add = c.sole_consumer(cur))
+    if (const Node* add = c.sole_consumer(cur); add && c.takeable(*add))
       if (auto b = column_bias(c, *add, cur, rank, k.out.back())) {
         k.bias = b;
         absorbed.push_back(add);

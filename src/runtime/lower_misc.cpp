@@ -248,7 +248,7 @@ bool pad_into_pool(Compiler& c, const Node& pad) {
 bool pad_into_conv(Compiler& c, const Node& pad) {
   if (pad.inputs()[0].type().dtype != DType::Float32 || !c.opts().fuse) return false;
   const Node* conv = c.sole_consumer(pad.output(0));
-  if (!conv || conv->op_type() != "Conv" || conv->inputs()[0] != pad.output(0) || c.lowered(*conv)) return false;
+  if (!conv || conv->op_type() != "Conv" || conv->inputs()[0] != pad.output(0) || !c.takeable(*conv)) return false;
   const std::optional<FoldedPad> f = zero_spatial_pad(c, pad);
   if (!f) return false;
   bool ok = false;
@@ -354,6 +354,7 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
                dnnl::normalization_flags::use_shift;
   // A Relu right after it is applied in the same pass (DenseNet's BN-ReLU-Conv).
   const Node* relu = c.opts().fuse ? c.sole_consumer(n.output(0)) : nullptr;
+  if (relu && !c.takeable(*relu)) relu = nullptr;
   if (relu) {
     auto e = eltwise_of(c, *relu, n.output(0), xd.size());
     if (e && e->alg == dnnl::algorithm::eltwise_relu && e->alpha == 0) flags = flags | dnnl::normalization_flags::fuse_norm_relu;

@@ -34,7 +34,7 @@ std::optional<NanGuard> nan_guard(Compiler& c, const Value& y) {
     if (m->op_type() == "IsNaN" && m->num_outputs() == 1) g.isnan = m;
     else if (m->op_type() == "Where" && m->inputs().size() == 3 && k == 2) g.where = m;
   }
-  if (!g.isnan || !g.where || c.lowered(*g.isnan) || c.lowered(*g.where)) return std::nullopt;
+  if (!g.isnan || !g.where || !c.takeable(*g.isnan) || !c.takeable(*g.where)) return std::nullopt;
   const Value flag = g.isnan->output(0);
   if (c.sole_consumer(flag) != g.where || g.where->inputs()[0] != flag || g.where->inputs()[2] != y) return std::nullopt;
   const Value& other = g.where->inputs()[1];
@@ -224,13 +224,19 @@ std::optional<LayerNormMatch> match_decomposed_layer_norm(Compiler& c, const Nod
   r.chain.x = x;
   const Value result = r.chain.nodes.back()->output(0);
   if (const Node* a = c.sole_consumer(result); a && a->op_type() == "Add" && a->output_types()[0] == x.type())
-    if (const Tensor* t = column_constant(c, *a, result, xd.back(), rank); t && !c.lowered(*a)) {
+    if (const Tensor* t = column_constant(c, *a, result, xd.back(), rank); t && c.takeable(*a)) {
       for (double v : t->to_f64()) r.bias.push_back(static_cast<float>(v));
       r.chain.nodes.push_back(a);
     }
   for (const Node* m : {&n, sub})
     if (c.lowered(*m)) return std::nullopt;
   return r;
+}
+
+// Whether every matched node past the root is free to take: neither lowered nor
+// claimed by a pointwise kernel being planned.
+bool all_takeable(Compiler& c, const std::vector<const Node*>& nodes) {
+  return std::all_of(nodes.begin() + 1, nodes.end(), [&](const Node* m) { return c.takeable(*m); });
 }
 
 // One normalization step over the rows of x for the matched nodes (the last one's
@@ -265,14 +271,16 @@ bool add_norm_step(Compiler& c, const Node& root, const std::vector<const Node*>
 
 bool lower_decomposed_layer_norm(Compiler& c, const Node& n) {
   std::optional<LayerNormMatch> mt = match_decomposed_layer_norm(c, n);
-  if (!mt) return false;
+  if (!mt || !all_takeable(c, mt->chain.nodes)) return false;
   return add_norm_step(c, n, mt->chain.nodes, mt->chain.x, mt->bias.empty() ? "layernorm" : "layernorm bias",
                        std::move(mt->chain.scale), std::move(mt->bias), mt->chain.eps, /*rms=*/false);
 }
 
 bool lower_rms_norm(Compiler& c, const Node& n) {
   std::optional<RmsMatch> mt = match_rms_norm(c, n);
-  if (!mt) return false;
+  // A root whose chain a pointwise kernel being planned has claimed (it asked for
+  // the mean of squares) runs unfused: the chain is that kernel's.
+  if (!mt || !all_takeable(c, mt->nodes)) return false;
   return add_norm_step(c, n, mt->nodes, mt->x, "rmsnorm", std::move(mt->scale), {}, mt->eps, /*rms=*/true);
 }
 

@@ -74,12 +74,12 @@ std::optional<Ends> group_ends(Compiler& c, const Value& in, const Value& out, c
   if (!xp || xp->scale.size() != 1 || (xt != DType::UInt8 && xt != DType::Int8)) return std::nullopt;
   Value cur = out;
   const Node* next = c.sole_consumer(cur);
-  if (next && next->op_type() == "Relu" && !c.lowered(*next)) {
+  if (next && next->op_type() == "Relu" && c.takeable(*next)) {
     e.relu = next;
     cur = next->output(0);
     next = c.sole_consumer(cur);
   }
-  if (!next || next->op_type() != "QuantizeLinear" || c.lowered(*next) || next->inputs()[0] != cur) return std::nullopt;
+  if (!next || next->op_type() != "QuantizeLinear" || !c.takeable(*next) || next->inputs()[0] != cur) return std::nullopt;
   auto yp = constant_quant_params(c, *next, 1, 2);
   e.y_type = next->output_types()[0].dtype;
   if (!yp || yp->scale.size() != 1 || (e.y_type != DType::UInt8 && e.y_type != DType::Int8)) return std::nullopt;
@@ -214,9 +214,9 @@ bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad) {
   if (!c.opts().fuse || pad.inputs()[0].type().dtype != DType::Float32) return false;
   const Node* dq = producer(pad.inputs()[0], "DequantizeLinear");
   const Node* q = c.sole_consumer(pad.output(0));
-  if (!dq || !q || q->op_type() != "QuantizeLinear" || q->inputs()[0] != pad.output(0) || c.lowered(*q)) return false;
+  if (!dq || !q || q->op_type() != "QuantizeLinear" || q->inputs()[0] != pad.output(0) || !c.takeable(*q)) return false;
   const Node* dq2 = c.sole_consumer(q->output(0));
-  if (!dq2 || dq2->op_type() != "DequantizeLinear" || c.lowered(*dq2)) return false;
+  if (!dq2 || dq2->op_type() != "DequantizeLinear" || !c.takeable(*dq2)) return false;
   // Q(Pad(DQ(x), 0)) is x padded with the zero point exactly where all three share
   // one scale and zero point and Q writes x's type: Q(DQ(x)) = x and Q(0) = zp.
   const DType t = dq->inputs()[0].type().dtype;
@@ -227,7 +227,7 @@ bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad) {
   const Value out = dq2->output(0);
   if (!f || c.is_output(out) || c.consumers(out).empty()) return false;
   for (const auto& [m, index] : c.consumers(out))
-    if (index != 0 || m->op_type() != "Conv" || c.lowered(*m)) return false;
+    if (index != 0 || m->op_type() != "Conv" || !c.takeable(*m)) return false;
   f->src = dq->inputs()[0];
   bool all = true;
   for (const auto& [m, index] : c.consumers(out)) {

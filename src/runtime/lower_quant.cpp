@@ -121,7 +121,7 @@ bool only_feeds_qdq_groups(Compiler& c, const Node& n) {
   if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
   for (const auto& [m, index] : c.consumers(out)) {
     const std::string& op = m->op_type();
-    if (index != 0 || m->kind() != NodeKind::Op || c.lowered(*m) ||
+    if (index != 0 || m->kind() != NodeKind::Op || !c.takeable(*m) ||
         (op != "Conv" && op != "Gemm" && op != "MatMul" && op != "Pad"))
       return false;
   }
@@ -205,9 +205,16 @@ bool read_as_s32(Compiler& c, const Value& zp) {
 bool lower_dynamic_quantize(Compiler& c, const Node& n) {
   const Value& xv = n.inputs()[0];
   if (c.dtype(xv) != DType::Float32) return false;
-  const int x = c.as_plain(c.id(xv));
+  // One scale and zero point for the whole tensor: the step maps element to element
+  // in any dense layout, and y keeps x's (the channels-last result of an integer
+  // convolution, which the next one reads as it is: no reorder on either side).
+  int x = c.id(xv);
+  const auto strides = c.strides_of(x);
+  const bool keep_layout = strides && fills_its_memory(c.val(x));
+  if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
-  const int y = plain_output(c, DType::UInt8, dims, n.name());
+  const int y = keep_layout ? c.new_value(DType::UInt8, dims, md_t(to_dims(dims), dt::u8, to_dims(*strides)), n.name())
+                            : plain_output(c, DType::UInt8, dims, n.name());
   const int scale = plain_output(c, DType::Float32, {}, n.name() + ".scale");
   const int zp = plain_output(c, DType::UInt8, {}, n.name() + ".zero_point");
   std::vector<int> outs = {y, scale, zp};

@@ -44,8 +44,9 @@ bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad);
 
 // An integer convolution on oneDNN: x (u8/s8, run time) with a constant zero
 // point, weights s8 constant with zero point 0, an optional int32 bias, and either
-// int32 output (no scales) or requantized output y = sat(round(acc * scale[m]) + y_zp)
-// with an optional Relu first. Returns the output value (in oneDNN's layout) or -1.
+// int32 output (no scales), requantized output y = sat(round(acc * scale[m]) + y_zp)
+// with an optional Relu first, or float32 output scaled at run time (out_scale_value).
+// Returns the output value (channels-last) or -1.
 struct IntConv {
   int x = -1;
   int32_t x_zp = 0;
@@ -57,6 +58,11 @@ struct IntConv {
   int32_t y_zp = 0;
   bool relu = false;
   std::vector<int64_t> extra_pads;  // padding by the zero point before the node's own (begins, then ends)
+  // Or float32 output: acc times a run-time float32 scale (one, or one per output
+  // channel), then a constant float32 per channel added, then an activation.
+  int out_scale_value = -1;
+  std::optional<Tensor> add_after;  // [M]
+  std::optional<EltwiseSpec> act_after;
 };
 int add_integer_conv(Compiler& c, const Node& n, const IntConv& spec);
 

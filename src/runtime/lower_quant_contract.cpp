@@ -2,8 +2,8 @@
 // weights, int32 accumulation (exact), zero points and requantization scales as
 // primitive attributes. oneDNN requantizes as ONNX Runtime does: float(acc + bias)
 // times the float32 multiplier, rounded half to even, plus the output zero point,
-// saturated. MatMulInteger followed by Cast to float and a Mul by its scale (what
-// quantize_dynamic writes) becomes one matmul with a run-time output scale.
+// saturated. MatMulInteger or ConvInteger followed by Cast to float and a Mul by its
+// scale (what quantize_dynamic writes) becomes one primitive scaled at run time.
 #include <omp.h>
 
 #include <cstring>
@@ -189,14 +189,33 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), macs / kInt8ConvTeamMacs));
   const dims_t &strides = geometry.strides, &dil = geometry.dilations, &pl = geometry.pad_begin,
                &pr = geometry.pad_end;
+  const bool scaled = s.out_scale_value >= 0;
+  const int64_t out_scales = scaled ? num_elements(c.val(s.out_scale_value).dims) : 0;
+  if ((out_scales > 1 && out_scales != oc) || (s.add_after && s.add_after->numel() != oc)) return -1;
+  const DType y_t = scaled ? DType::Float32 : s.y_type;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   set_requant_attrs(attr, s.scales, -1, false, s.relu, 0, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  // A run-time scale is a binary Mul post-op (oneDNN's int8 convolutions take no
+  // run-time output scales): float(acc) * scale, then + add, as ONNX Runtime's Cast,
+  // Mul and Add round.
+  dims_t per_channel(od.size(), 1), per_scale(od.size(), 1);
+  per_channel[1] = oc;
+  per_scale[1] = out_scales > 1 ? oc : 1;
+  const md_t add_md(per_channel, dt::f32, channels_last(od.size())), scale_md(per_scale, dt::f32, channels_last(od.size()));
+  const int first_post_op = s.relu ? 1 : 0;
+  if (scaled) {
+    dnnl::post_ops po = attr.get_post_ops();
+    po.append_binary(dnnl::algorithm::binary_mul, scale_md);
+    if (s.add_after) po.append_binary(dnnl::algorithm::binary_add, add_md);
+    if (s.act_after) po.append_eltwise(1.f, s.act_after->alg, s.act_after->alpha, s.act_after->beta);
+    attr.set_post_ops(po);
+  }
   // Activations stay channels-last between integer convolutions (oneDNN's int8
   // layout, and a strided one that the native kernels read as it is).
   const md_t x_md(to_dims(xd), dnnl_int(xv.dtype), channels_last(xd.size()));
-  const md_t y_md(to_dims(od), dnnl_int(s.y_type), channels_last(od.size()));
+  const md_t y_md(to_dims(od), dnnl_int(y_t), channels_last(od.size()));
   // Grouped weights as [groups, oc / groups, ic / groups, k...].
   dims_t gwd = {groups, oc / groups};
   gwd.insert(gwd.end(), wd.begin() + 1, wd.end());
@@ -215,7 +234,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const md_t w_plain = groups > 1 ? plain_md(std::vector<int64_t>(gwd.begin(), gwd.end()), dt::s8)
                                   : plain_md(wd, dt::s8);
   const int w = c.as_layout(constant_arg(c, s.w, w_plain, n.name() + ".weights"), pd.weights_desc());
-  const int y = c.new_value(s.y_type, od, y_md, n.name());
+  const int y = c.new_value(y_t, od, y_md, n.name());
   std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
   if (!s.bias.empty())
     args.push_back({DNNL_ARG_BIAS, constant_arg(c, Tensor::from_i64(DType::Int32, {oc}, std::vector<int64_t>(s.bias.begin(), s.bias.end())),
@@ -229,12 +248,24 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   else if (s.x_zp != 0)
     args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, s32(s.x_zp, ".x_zp")});
   if (s.y_zp != 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, s32(s.y_zp, ".y_zp")});
+  // (one value, or one per channel: the same bytes in any layout)
+  if (scaled)
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_op) | DNNL_ARG_SRC_1,
+                    with_md(c, c.as_plain(s.out_scale_value), std::vector<int64_t>(per_scale.begin(), per_scale.end()),
+                            scale_md)});
+  if (scaled && s.add_after)
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_op + 1) | DNNL_ARG_SRC_1,
+                    constant_arg(c, s.add_after->reshaped(std::vector<int64_t>(per_channel.begin(), per_channel.end())),
+                                 add_md, n.name() + ".add")});
   const double flops = 2.0 * macs;
   c.add_primitive(pd, std::move(args),
                   step_info(n, "int8-conv",
                             "int8-conv " + std::string(dtype_name(xv.dtype)) + to_string(xd) + " w" + to_string(wd) +
                                 " g" + std::to_string(groups) + " s" + to_string(std::vector<int64_t>(strides.begin(), strides.end())) +
-                                (s.bias.empty() ? "" : " bias") + requant_text(s.scales, s.relu, s.y_type),
+                                (s.bias.empty() ? "" : " bias") +
+                                (out_scales > 1 ? " scaled-per-channel" : scaled ? " scaled" : "") +
+                                (s.add_after ? " add" : "") + (s.act_after ? " " + s.act_after->text() : "") +
+                                requant_text(s.scales, s.relu, y_t),
                             flops));
   return y;
 }
@@ -259,6 +290,100 @@ int rows_of(Compiler& c, const Value& v) {
   const std::vector<int64_t> d = c.val(a).dims;
   if (d.size() < 2) return -1;
   return with_md(c, a, {num_elements(d) / d.back(), d.back()}, md_t());
+}
+
+// What quantize_dynamic writes after an integer contraction's int32 result `out`
+// (dims od): Cast to float, a Mul by a run-time float32 scale (the activation's
+// scale times the weights': one, or one per output channel, the channels on axis
+// `axis`), then perhaps an Add of a constant float32 per channel (the layer's bias)
+// and an activation oneDNN has. The contraction takes them as its output scale and
+// post-ops: one float32 result. Nodes another kernel has claimed while planning it
+// (a pointwise chain that reads the result and asked for this product) stay its own.
+struct ScaledTail {
+  const Node* cast = nullptr;
+  const Node* mul = nullptr;  // none: nothing taken
+  const Node* add = nullptr;
+  int scale = -1;
+  std::optional<Tensor> add_after;
+  std::optional<EltwiseSpec> act;
+  std::vector<const Node*> act_nodes;
+  Value act_out;
+
+  Value last() const { return act ? act_out : (add ? add : mul)->output(0); }
+  void drop_act() {
+    act.reset();
+    act_nodes.clear();
+  }
+  void drop_post_ops() {
+    add = nullptr;
+    add_after.reset();
+    drop_act();
+  }
+  void mark_done(Compiler& c) const {
+    for (const Node* m : {cast, mul, add})
+      if (m) c.mark_done(*m);
+    for (const Node* m : act_nodes) c.mark_done(*m);
+  }
+};
+
+// A static float32 value of one element, or of `channels` along `axis` of dims od
+// (right-aligned, every other dim 1).
+bool per_tensor_or_channel(const std::vector<int64_t>& d, const std::vector<int64_t>& od, size_t axis,
+                           int64_t channels) {
+  if (d.size() > od.size()) return false;
+  const int64_t count = num_elements(d);
+  if (count == 1) return true;
+  const size_t off = od.size() - d.size();
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] != (i + off == axis ? channels : 1)) return false;
+  return true;
+}
+
+ScaledTail scaled_tail(Compiler& c, const Value& out, const std::vector<int64_t>& od, size_t axis, int64_t channels,
+                       bool allow_act) {
+  ScaledTail t;
+  const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
+  if (!cast || cast->op_type() != "Cast" || cast->attrs().get_int("to", 0) != 1 || !c.takeable(*cast)) return t;
+  const Node* m = c.sole_consumer(cast->output(0));
+  if (!m || m->op_type() != "Mul" || !c.takeable(*m)) return t;
+  const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
+  const Value& sv = m->inputs()[other];
+  if (m->inputs()[1 - other] != cast->output(0) || sv.type().dtype != DType::Float32 || !is_static(sv.type().shape) ||
+      !per_tensor_or_channel(static_dims(sv.type().shape), od, axis, channels) || c.depends_on_pending(sv))
+    return t;
+  t.cast = cast;
+  t.mul = m;
+  t.scale = c.as_plain(c.id(sv));
+  // Then an Add of a constant float32 per channel: a post-op.
+  if (const Node* a = c.sole_consumer(m->output(0)); a && a->op_type() == "Add" && c.takeable(*a)) {
+    const size_t o = a->inputs()[0] == m->output(0) ? 1 : 0;
+    const Tensor* b = a->inputs()[1 - o] == m->output(0) ? c.peek_known(a->inputs()[o]) : nullptr;
+    if (b && b->dtype() == DType::Float32 && b->numel() == channels &&
+        per_tensor_or_channel(b->dims(), od, axis, channels)) {
+      t.add = a;
+      t.add_after = b->reshaped({channels});
+    }
+  }
+  // Then an activation oneDNN has (Relu, Tanh, ...): the last post-op. Not the erf
+  // GELU where the vector unit has AVX-512: isomer's own pass is faster there
+  // (lower_matmul.cpp).
+  if (!allow_act) return t;
+  const Value last = t.last();
+  if (const Node* a = c.sole_consumer(last); a && c.takeable(*a))
+    if (auto e = eltwise_of(c, *a, last, od.size())) {
+      t.act = e;
+      t.act_nodes = {a};
+      t.act_out = a->output(0);
+      return t;
+    }
+  if (auto am = match_activation(c, last);
+      am && std::all_of(am->nodes.begin(), am->nodes.end(), [&c](const Node* x) { return c.takeable(*x); }) &&
+      (am->spec.alg != dnnl::algorithm::eltwise_gelu_erf || kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
+    t.act = am->spec;
+    t.act_nodes = am->nodes;
+    t.act_out = am->out;
+  }
+  return t;
 }
 
 // Binds `out` to the [rows, N] result y, seen in dims `od`.
@@ -356,71 +481,13 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
   s.b_zp = bz.value_or(0);
   s.a = rows_of(c, n.inputs()[0]);
   if (s.a < 0) return false;
-  // Cast(acc, float) then Mul by a float scalar, or by one float per column (the
-  // product of a run-time activation scale and per-column weight scales): one
-  // scaled float32 result.
-  Value out = n.output(0);
-  const int64_t N = s.b.dims()[1];
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
-  // Nodes another kernel has claimed while planning it (a pointwise chain that reads
-  // the linear's result and asked for this product) stay its own.
-  auto free = [&c](const Node* x) { return !c.lowered(*x) && !c.is_pending(*x); };
-  const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
-  const Node* mul = nullptr;
-  if (cast && cast->op_type() == "Cast" && cast->attrs().get_int("to", 0) == 1 && free(cast))
-    if (const Node* m = c.sole_consumer(cast->output(0)); m && m->op_type() == "Mul" && free(m)) {
-      const size_t other = m->inputs()[0] == cast->output(0) ? 1 : 0;
-      const Value& sv = m->inputs()[other];
-      const bool per_tensor_or_column = is_static(sv.type().shape) && [&] {
-        const std::vector<int64_t> d = static_dims(sv.type().shape);
-        const int64_t count = num_elements(d);
-        for (size_t i = 0; count > 1 && i + 1 < d.size(); ++i)
-          if (d[i] != 1) return false;  // [N] or [1, ..., N]: one factor per column
-        return d.size() <= od.size() && (count == 1 || (count == N && d.back() == N));
-      }();
-      if (m->inputs()[1 - other] == cast->output(0) && sv.type().dtype == DType::Float32 && per_tensor_or_column &&
-          !c.depends_on_pending(sv)) {
-        mul = m;
-        s.out_scale_value = c.as_plain(c.id(sv));
-      }
-    }
-  // Then an Add of a constant float32 row (the layer's bias): a post-op.
-  const Node* add = nullptr;
-  if (mul)
-    if (const Node* a = c.sole_consumer(mul->output(0)); a && a->op_type() == "Add" && free(a)) {
-      const size_t other = a->inputs()[0] == mul->output(0) ? 1 : 0;
-      const Tensor* t = a->inputs()[1 - other] == mul->output(0) ? c.peek_known(a->inputs()[other]) : nullptr;
-      bool row = t && t->dtype() == DType::Float32 && t->numel() == N && !t->dims().empty() &&
-                 static_cast<size_t>(t->rank()) <= od.size();
-      for (int64_t i = 0; row && i + 1 < t->rank(); ++i) row = t->dims()[static_cast<size_t>(i)] == 1;
-      if (row) {
-        add = a;
-        s.add_after = *t;
-      }
-    }
-  // Then an activation oneDNN has (Relu, Tanh, ...): the last post-op. Not the erf
-  // GELU where the vector unit has AVX-512: isomer's own pass is faster there
-  // (lower_matmul.cpp).
-  std::vector<const Node*> act_nodes;
-  Value act_out;
-  if (mul && column_zps.empty()) {
-    const Value last = (add ? add : mul)->output(0);
-    if (const Node* a = c.sole_consumer(last); a && free(a))
-      if (auto e = eltwise_of(c, *a, last, od.size())) {
-        s.act_after = e;
-        act_nodes = {a};
-        act_out = a->output(0);
-      }
-    if (!s.act_after)
-      if (auto m = match_activation(c, last);
-          m && std::all_of(m->nodes.begin(), m->nodes.end(), free) &&
-          (m->spec.alg != dnnl::algorithm::eltwise_gelu_erf ||
-           kernels::best_vector_isa() != kernels::VectorIsa::Avx512)) {
-        s.act_after = m->spec;
-        act_nodes = m->nodes;
-        act_out = m->out;
-      }
-  }
+  const Value out = n.output(0);
+  const int64_t N = s.b.dims()[1];
+  ScaledTail t = scaled_tail(c, out, od, od.size() - 1, N, column_zps.empty());
+  s.out_scale_value = t.scale;
+  s.add_after = t.add_after;
+  s.act_after = t.act;
   int y = -1;
   if (!column_zps.empty()) {
     y = add_weight_zero_point_matmul(c, n, s, column_zps);
@@ -428,23 +495,18 @@ bool lower_matmul_integer(Compiler& c, const Node& n) {
     try {
       y = add_integer_matmul(c, n, s);
     } catch (const dnnl::error&) {
-      if (!add && !s.act_after) throw;
-      add = nullptr;  // no such post-ops here: the Add and the activation run on their own
+      if (!t.add && !s.act_after) throw;
+      t.drop_post_ops();  // no such post-ops here: the Add and the activation run on their own
       s.add_after.reset();
       s.act_after.reset();
-      act_nodes.clear();
       y = add_integer_matmul(c, n, s);
     }
   }
   if (y < 0) return false;
-  if (mul) {
-    const Node* last = add ? add : mul;
-    bind_rows(c, od, act_nodes.empty() ? last->output(0) : act_out, y);
+  if (t.mul) {
+    bind_rows(c, od, t.last(), y);
     c.bind(out, y);  // nothing else reads it
-    c.mark_done(*cast);
-    c.mark_done(*mul);
-    if (add) c.mark_done(*add);
-    for (const Node* a : act_nodes) c.mark_done(*a);
+    t.mark_done(c);
     return true;
   }
   bind_rows(c, od, out, y);
@@ -475,6 +537,21 @@ bool lower_qlinear_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// The correction's operands as its kernel reads them: the products at p[0], the
+// window sums at p[1] where a step of their own wrote them, else among the products.
+kernels::ZeroPointRows zero_point_rows(const ZeroPointSums& z, const std::vector<char*>& p) {
+  kernels::ZeroPointRows in;
+  in.acc = reinterpret_cast<const int32_t*>(p[0]);
+  in.sums = reinterpret_cast<const int32_t*>(p[z.sums >= 0 ? 1 : 0]) + z.sum_offset;
+  in.acc_stride = in.sum_stride = z.stride;
+  in.sum_per_col = z.sum_step != 0;
+  return in;
+}
+
+}  // namespace
+
 int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
                               const md_t& y_md, const std::vector<int32_t>& w_zp, const std::vector<int32_t>& bias_in,
                               const std::vector<float>& scales, DType y_type, int32_t y_zp) {
@@ -504,12 +581,7 @@ int add_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z
                 "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
                     (bias_in.empty() ? "" : " bias") + requant_text(scales, false, yt)),
       ins, {y}, [=](const std::vector<char*>& p) {
-        kernels::ZeroPointRows in;
-        in.acc = reinterpret_cast<const int32_t*>(p[0]);
-        in.sums = reinterpret_cast<const int32_t*>(p[apart ? 1 : 0]) + z.sum_offset;
-        in.acc_stride = in.sum_stride = z.stride;
-        in.sum_per_col = z.sum_step != 0;
-        kernels::correct_zero_points(in, rows, cols, zp.data(), bias.data(), p[apart ? 2 : 1], qt, scale.data(),
+        kernels::correct_zero_points(zero_point_rows(z, p), rows, cols, zp.data(), bias.data(), p[apart ? 2 : 1], qt, scale.data(),
                                      per_col, y_zp, team);
       });
   return y;
@@ -526,12 +598,50 @@ namespace {
 // oneDNN only its gemm kernel, 13x slower on 4 groups of 8). A native step subtracts z[m] times the sum (in
 // int32, wrapping as the accumulation does), then adds the bias and requantizes
 // where `s` asks (QLinearConv), rounding half to even as oneDNN does.
+// The correction's float32 form: scaled at run time, a constant per channel added,
+// perhaps a Relu (s.act_after: none other), channels-last as the convolution writes.
+int add_scaled_zero_point_correction(Compiler& c, const Node& n, const ZeroPointSums& z, const std::vector<int64_t>& od,
+                                     const std::vector<int32_t>& w_zp, const IntConv& s) {
+  const int64_t cols = od[1], rows = num_elements(od) / cols;
+  const int64_t scales = num_elements(c.val(s.out_scale_value).dims);
+  if (scales != 1 && scales != cols) return -1;
+  const bool relu = s.act_after.has_value();
+  if (relu && (s.act_after->alg != dnnl::algorithm::eltwise_relu || s.act_after->alpha != 0)) return -1;
+  std::vector<int32_t> zp(static_cast<size_t>(cols));
+  std::vector<float> add(static_cast<size_t>(cols), 0.0f);
+  const std::vector<double> a = s.add_after ? s.add_after->to_f64() : std::vector<double>();
+  for (size_t m = 0; m < zp.size(); ++m) {
+    zp[m] = w_zp[w_zp.size() == 1 ? 0 : m];
+    if (!a.empty()) add[m] = static_cast<float>(a[m]);
+  }
+  const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, channels_last(od.size())), n.name());
+  const bool apart = z.sums >= 0;
+  std::vector<int> ins = {z.acc};
+  if (apart) ins.push_back(z.sums);
+  ins.push_back(c.as_plain(s.out_scale_value));
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "zero-point",
+                            "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
+                                (scales > 1 ? " scaled-per-channel" : " scaled") + (s.add_after ? " add" : "") +
+                                (relu ? " relu" : "") + " ->f32"),
+                  ins, {y}, [=](const std::vector<char*>& p) {
+                    kernels::correct_zero_points_scaled(zero_point_rows(z, p), rows, cols, zp.data(), reinterpret_cast<float*>(p[ins.size()]),
+                                                        reinterpret_cast<const float*>(p[ins.size() - 1]), scales > 1,
+                                                        add.data(), relu, team);
+                  });
+  return y;
+}
+
 int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std::vector<int32_t>& w_zp) {
   const int64_t groups = n.attrs().get_int("group", 1);
   const std::vector<int64_t> wd = s.w.dims();
   const int64_t oc = wd[0], per_channel = num_elements(wd) / oc;
   if (w_zp.size() != 1 && static_cast<int64_t>(w_zp.size()) != oc) return -1;
   IntConv acc_spec = s;
+  acc_spec.out_scale_value = -1;
+  acc_spec.add_after.reset();
+  acc_spec.act_after.reset();
   acc_spec.bias.clear();
   acc_spec.scales.clear();
   acc_spec.y_type = DType::Int32;
@@ -555,7 +665,7 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   if (acc < 0) return -1;
   std::vector<int64_t> od = c.val(acc).dims;
   od[1] = oc;
-  const DType yt = s.scales.empty() ? DType::Int32 : s.y_type;
+  const DType yt = s.out_scale_value >= 0 ? DType::Float32 : s.scales.empty() ? DType::Int32 : s.y_type;
   // Row r's products at acc + r * stride, channel m's window sum at the extra
   // channel (one group) or at the sums' channel m.
   ZeroPointSums z;
@@ -564,6 +674,7 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   z.stride = groups == 1 ? oc + 1 : oc;
   z.sum_offset = groups == 1 ? oc : 0;
   z.sum_step = groups == 1 ? 0 : 1;
+  if (s.out_scale_value >= 0) return add_scaled_zero_point_correction(c, n, z, od, w_zp, s);
   const int y = add_zero_point_correction(c, n, z, od, md_t(to_dims(od), dnnl_int(yt), channels_last(od.size())), w_zp,
                                           s.bias, s.scales, s.y_type, s.y_zp);
   return y;
@@ -614,9 +725,33 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
   }
   s.x = c.id(n.inputs()[0]);
   const bool zero = std::all_of(w_zp.begin(), w_zp.end(), [](int32_t z) { return z == 0; });
-  const int y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
+  // ConvInteger's Cast, scale Mul, bias Add and activation: the int8 convolution's
+  // post-ops, or (weights with zero points) the correction step's, which applies a
+  // Relu only.
+  ScaledTail t;
+  const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
+  if (!qlinear && od.size() >= 3) t = scaled_tail(c, n.output(0), od, 1, s.w.dims()[0], true);
+  if (!zero && t.act && (t.act->alg != dnnl::algorithm::eltwise_relu || t.act->alpha != 0)) t.drop_act();
+  s.out_scale_value = t.scale;
+  s.add_after = t.add_after;
+  s.act_after = t.act;
+  int y = -1;
+  try {
+    y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
+  } catch (const dnnl::error&) {
+    if (!t.mul) throw;
+    t = ScaledTail();  // no such attributes here: the Cast, Mul, Add and activation run on their own
+    s.out_scale_value = -1;
+    s.add_after.reset();
+    s.act_after.reset();
+    y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
+  }
   if (y < 0) return false;
-  c.bind(n.output(0), y);
+  c.bind(n.output(0), y);  // with a tail taken, nothing else reads it
+  if (t.mul) {
+    c.bind(t.last(), y);
+    t.mark_done(c);
+  }
   return true;
 }
 

@@ -176,6 +176,75 @@ def test_quantization_runs_on_native_steps(kind, tmp_path):
         assert not line.strip().startswith("onnxruntime"), line
 
 
+@pytest.mark.parametrize("kind", ["dynamic_2d", "dynamic_u8_2d", "dynamic_1d"])
+def test_dynamic_quantization_keeps_the_convolutions_layout(kind, tmp_path):
+    """DynamicQuantizeLinear has one scale for the whole tensor: it quantizes the
+    channels-last result of an integer convolution (scaled, its bias added and its
+    Relu applied) as it lies, and the next convolution reads that: no reorder
+    between them."""
+    path, shape = make(kind, tmp_path)
+    np.savez(tmp_path / "in.npz", **feeds(shape))
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    convs = [i for i, k in enumerate(kinds) if k == "int8-conv"]
+    assert len(convs) == 3, kinds
+    for a, b in zip(convs, convs[1:]):
+        assert "dynamic-quantize" in kinds[a:b] and "reorder" not in kinds[a:b], kinds
+
+
+def scaled_conv_integer(per_channel, weights):
+    """x -> DynamicQuantizeLinear -> ConvInteger (s8 weights, or u8 with a zero point)
+    -> Cast -> Mul by the activation's scale times the weights' (one, or one per
+    output channel) -> Add of a bias per channel -> Relu, as quantize_dynamic writes it."""
+    rng = np.random.default_rng(4)
+    m = 8
+    if weights == "s8":
+        w, wz = rng.integers(-127, 128, (m, 3, 3, 3)).astype(np.int8), np.int8(0)
+    else:
+        w, wz = rng.integers(0, 256, (m, 3, 3, 3)).astype(np.uint8), np.uint8(131)
+    ws = (rng.random((1, m, 1, 1) if per_channel else ()) * 0.01 + 0.002).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wz, "wz"),
+             numpy_helper.from_array(ws, "ws"),
+             numpy_helper.from_array((rng.standard_normal((1, m, 1, 1)) * 0.1).astype(np.float32), "b")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "s"], ["scaled"]), helper.make_node("Add", ["scaled", "b"], ["biased"]),
+             helper.make_node("Relu", ["biased"], ["y"])]
+    g = helper.make_graph(nodes, "conv_integer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, m, 12, 12])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("weights", ["s8", "u8"])
+def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, weights, tmp_path):
+    """The Cast, the scale's Mul, the bias Add and the Relu after a ConvInteger are
+    the integer convolution's post-ops (with a weight zero point: its correction
+    step's), one step writing float32, and its result is ONNX Runtime's, each of
+    the product and the sum rounded as there (one FMA would flip DynamicQuantizeLinear's
+    steps downstream)."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(scaled_conv_integer(per_channel, weights), path)
+    x = feeds((1, 3, 12, 12))
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    # (the reorders: x's row-major u8 to channels-last, and y's back, it being an output)
+    steps = ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"])
+    assert [k for k in kinds if k != "reorder"] == steps, p.stdout
+    want = ort_run(path, x)[0]
+    for threads in (1, 2):
+        np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
+
+
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
 def test_optimize_succeeds_and_keeps_the_model_quantized(kind, tmp_path):
     path, shape = make(kind, tmp_path)
