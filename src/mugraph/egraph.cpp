@@ -250,27 +250,28 @@ void EGraph::merge(int a, int b) {
 }
 
 void EGraph::rebuild() {
+  // Congruences found in a pass are merged after it: a merge appends the absorbed
+  // class's nodes to the survivor's vector and clears the absorbed one's, and either
+  // may be the vector the pass is walking.
   while (dirty_) {
     dirty_ = false;
     memo_.clear();
+    std::vector<std::pair<int, int>> congruent;
     for (size_t c = 0; c < classes_.size(); ++c) {
-      if (find(static_cast<int>(c)) != static_cast<int>(c)) continue;
-      for (ENode& n : classes_[c].nodes) n = canon(n);
-    }
-    for (size_t c = 0; c < classes_.size(); ++c) {
-      if (find(static_cast<int>(c)) != static_cast<int>(c)) continue;
-      std::vector<ENode>& nodes = classes_[c].nodes;
+      const int id = static_cast<int>(c);
+      if (find(id) != id) continue;
       std::vector<ENode> kept;
-      for (const ENode& n : nodes) {
-        auto [it, fresh] = memo_.emplace(n, static_cast<int>(c));
-        if (fresh) {
+      for (const ENode& n0 : classes_[c].nodes) {
+        const ENode n = canon(n0);
+        auto [it, fresh] = memo_.emplace(n, id);
+        if (fresh)
           kept.push_back(n);
-        } else if (find(it->second) != find(static_cast<int>(c))) {
-          merge(it->second, static_cast<int>(c));  // congruence
-        }
+        else if (it->second != id)
+          congruent.emplace_back(it->second, id);  // the other class keeps the node
       }
-      if (find(static_cast<int>(c)) == static_cast<int>(c)) nodes = std::move(kept);
+      classes_[c].nodes = std::move(kept);
     }
+    for (const auto& [a, b] : congruent) merge(a, b);  // any real merge sets dirty_
   }
 }
 

@@ -304,6 +304,9 @@ class StructureSearch {
     std::vector<int> ecls, ident;
     state_of(id, g, ecls, ident);
     const size_t n = g.ops.size();
+    // try_op appends the candidate op and pops it again while the loops below walk
+    // the axes of g's ops: room for it now, so that no append moves them.
+    g.ops.reserve(n + 1);
     std::vector<int> uses(n, 0);
     for (const BOp& op : g.ops)
       for (int a : op.args) ++uses[a];
