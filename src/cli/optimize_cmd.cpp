@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "ir/error.h"
+#include "mugraph/search.h"
 #include "pipeline/optimize.h"
 #include "runtime/npz.h"
 #include "runtime/runtime.h"
@@ -35,6 +36,7 @@ struct OptimizeArgs {
   std::string target = "isomer";
   int threads = 0;
   bool mugraph = false, mugraph_untimed = false;
+  size_t mugraph_states = 0;
   double mugraph_seconds = 10;
   double run_limit = 0;
 };
@@ -73,6 +75,7 @@ int run_optimize(const OptimizeArgs& a) {
   opts.target = a.target;
   opts.threads = a.threads;
   opts.mugraph = a.mugraph;
+  opts.mugraph_states = a.mugraph_states;
   opts.mugraph_seconds = a.mugraph_seconds;
   opts.mugraph_untimed = a.mugraph_untimed;
   opts.allow_nonfinite = a.allow_nonfinite;
@@ -135,10 +138,17 @@ void add_optimize_command(CLI::App& app) {
               "fuse attention, normalization, SwiGLU and softmax regions into generated kernels found by the "
               "μGraph search (verified, compiled, kept where measured faster; written as ai.isomer.mugraph "
               "functions whose body is the original subgraph)");
-  o->add_option("--mugraph-seconds", opt->mugraph_seconds, "search seconds per loop choice of one region (default 10)");
+  o->add_option("--mugraph-states", opt->mugraph_states,
+                "search states per loop choice of one region (default " +
+                    std::to_string(mugraph::SearchOptions{}.max_states) +
+                    "): the bound that makes the same model give the same kernels on any machine");
+  o->add_option("--mugraph-seconds", opt->mugraph_seconds,
+                "search seconds per loop choice of one region, a safety net past the state bound (default 10; the "
+                "report says 'time limit' where it stopped a search, whose result may then differ between runs)");
   o->add_flag("--mugraph-untimed", opt->mugraph_untimed,
-              "with --mugraph: keep each region's best verified kernel without timing it against the unfused "
-              "runtime (the guard still times the whole model)");
+              "with --mugraph: keep each region's best verified kernel by the cost model without timing it against "
+              "the unfused runtime; then nothing but the guard's timing of the whole model catches a kernel slower "
+              "than the operators it replaces (and with --no-guard nothing does)");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--no-guard", opt->no_guard,
               "do not time the optimized model against the original (it is written even if slower)");

@@ -256,7 +256,9 @@ std::string FuseReport::to_text() const {
       s << buf;
     }
     std::snprintf(buf, sizeof buf, ", %zu search states in %.1f s", r.states, r.search_seconds);
-    s << buf << ": " << r.reason << "\n";
+    s << buf;
+    if (!r.stop.empty()) s << " (" << r.stop << ")";
+    s << ": " << r.reason << "\n";
     if (r.timed > 0) {
       std::snprintf(buf, sizeof buf, "        cost model vs clock over %zu candidates: Spearman %.2f; ", r.timed,
                     r.rank_correlation);
@@ -496,11 +498,20 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     }
   }
   SearchOptions so;
+  if (opts.search_states > 0) so.max_states = opts.search_states;
   so.max_seconds = opts.search_seconds;
   SearchStats st;
   std::vector<BlockGraph> structures = search_structures(p, so, &st);
   structures.insert(structures.begin(), direct_translation(p));
   o.states = st.states();
+  o.stop = st.stop_text();
+  if (st.timed_out()) o.stop += " (time limit: the result may differ between runs)";
+  for (const LoopSearchStats& l : st.loops) {
+    char b[160];
+    std::snprintf(b, sizeof b, "loop %s: %zu states in %.1f s, %zu candidates, %s", l.loop.c_str(), l.states,
+                  l.seconds, l.candidates, l.stop.c_str());
+    say(b);
+  }
   std::vector<std::pair<double, BlockGraph>> ranked;
   std::set<std::string> seen;
   for (const BlockGraph& s : structures)
@@ -540,8 +551,8 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     predicted.push_back(ms);
   }
   o.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  say(std::to_string(st.states()) + " states, " + std::to_string(ranked.size()) + " tiled candidates, " +
-      std::to_string(verified.size()) + " verified");
+  say(std::to_string(st.states()) + " states (" + o.stop + "), " + std::to_string(ranked.size()) +
+      " tiled candidates, " + std::to_string(verified.size()) + " verified");
   if (verified.empty()) {
     o.reason = ranked.empty() ? "no candidate" : "no candidate passed verification (" + rejected + ")";
     return d;
@@ -625,6 +636,7 @@ std::optional<Decision> reuse(const Decision& like, const Region& r) {
   Decision d = like;
   d.outcome.sink = r.nodes.back()->name().empty() ? r.nodes.back()->op_type() : r.nodes.back()->name();
   d.outcome.states = 0;
+  d.outcome.stop.clear();
   d.outcome.search_seconds = 0;
   d.outcome.timed = 0;
   d.outcome.rank_correlation = NAN;

@@ -32,7 +32,8 @@ namespace isomer::mugraph {
 
 struct FuseOptions {
   int threads = 0;              // of the timing runs (0: every core)
-  double search_seconds = 10;   // per loop choice of one region's search
+  size_t search_states = 0;     // per loop choice: what bounds the search (0: SearchOptions's default)
+  double search_seconds = 10;   // per loop choice: a safety net (mugraph/search.h)
   size_t candidates = 6;        // kernels timed per region: the best half by the estimate, then a spread
   int rounds = 7;               // interleaved timing rounds (median and fastest must both win)
   double min_speedup = 1.03;    // unfused/fused median needed to keep a kernel
@@ -48,6 +49,10 @@ struct RegionOutcome {
   std::string reason;      // why not kept, or what was kept
   std::string kernel;      // summary of the chosen block graph
   size_t states = 0;       // search states explored
+  // What stopped the search: the saturation's and each loop choice's stop reason,
+  // "saturated; none exhausted, k state limit". A "time limit" among them means
+  // the result may differ between runs.
+  std::string stop;
   double search_seconds = 0;
   double fused_ms = -1, unfused_ms = -1;
   // The cost model against the clock: Spearman's rank correlation of predicted and

@@ -515,6 +515,18 @@ BlockGraph direct_translation(const Program& p) {
   return r;
 }
 
+std::string SearchStats::stop_text() const {
+  std::string s = saturation.stop + ";";
+  for (size_t i = 0; i < loops.size(); ++i) s += (i ? ", " : " ") + loops[i].loop + " " + loops[i].stop;
+  return s;
+}
+
+bool SearchStats::timed_out() const {
+  bool t = saturation.stop == "time limit";
+  for (const auto& l : loops) t = t || l.stop == "time limit";
+  return t;
+}
+
 std::vector<BlockGraph> search_structures(const Program& p, const SearchOptions& opts, SearchStats* stats) {
   SearchStats local;
   SearchStats& st = stats ? *stats : local;

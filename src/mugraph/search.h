@@ -23,10 +23,20 @@
 
 namespace isomer::mugraph {
 
+// The search is bounded by counts, so the same region gives the same block graphs
+// on any machine under any load: max_states per loop choice, and the saturation's
+// nodes and iterations. The time limits are only a safety net; a search stopped by
+// one says "time limit", and its result may differ between runs.
 struct SearchOptions {
   bool prune = true;
-  size_t max_states = 400000;   // per loop choice
-  double max_seconds = 120;      // per loop choice
+  // Per loop choice. On the 2-core build machine under load (load average 2-3,
+  // other builds running) a loop choice of vit_s16's, gpt2's and llama's regions
+  // expands 1,900 to 3,800 states a second, so 8,000 is reached in 2-4 s, well
+  // inside the default 10 s. Every loop choice those runs stopped by time (at
+  // 19,000 to 38,000 states) had found no candidate, so the cap loses nothing
+  // there; the ones that find candidates exhaust in under 2,000 states.
+  size_t max_states = 8000;
+  double max_seconds = 120;      // per loop choice: a safety net
   int extra_ops = 3;             // ops beyond the target's own count
   int max_dangling = 3;          // tiles computed but not yet used
   size_t max_candidates = 24;    // per loop choice
@@ -50,6 +60,10 @@ struct SearchStats {
     for (const auto& l : loops) n += l.states;
     return n;
   }
+  // "saturated; none exhausted, k state limit": what stopped the saturation and
+  // each loop choice.
+  std::string stop_text() const;
+  bool timed_out() const;  // a time limit stopped some part: the result may differ between runs
 };
 
 // The target's abstract expressions, saturated once.

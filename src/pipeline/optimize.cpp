@@ -160,6 +160,7 @@ Graph rewrite_graph(const Graph& g, const OptimizeOptions& in_opts, std::map<std
   auto t0 = std::chrono::steady_clock::now();
   mugraph::FuseOptions fo;
   fo.threads = opts.threads;
+  fo.search_states = opts.mugraph_states;
   fo.search_seconds = opts.mugraph_seconds;
   fo.measure = !opts.mugraph_untimed;
   fo.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };

@@ -55,6 +55,44 @@ TEST(MuGraphSearch, Softmax) {
   EXPECT_FALSE(r.empty());
 }
 
+// The same region searched twice gives the same block graphs and stops for the
+// same reasons: the search is bounded by its state count, which LayerNorm -> GELU
+// (a region whose loop choices never exhaust) reaches inside optimize's default
+// 10 s per loop choice. It used to be bounded by the clock alone, so how far it got
+// (and which kernel was chosen) depended on the machine's load.
+TEST(MuGraphSearch, SameRegionSameResult) {
+  Program p = from_body(parse_graph(testing::layernorm_gelu_body(5, 24)));
+  SearchOptions o;
+  o.max_seconds = 10;  // optimize's default; the state bound must come first
+  std::vector<std::string> texts[2];
+  SearchStats st[2];
+  for (int run = 0; run < 2; ++run)
+    for (const BlockGraph& g : search_structures(p, o, &st[run])) texts[run].push_back(g.to_text(p));
+  EXPECT_EQ(texts[0], texts[1]);
+  EXPECT_EQ(st[0].stop_text(), st[1].stop_text());
+  EXPECT_FALSE(st[0].timed_out()) << st[0].stop_text();
+  ASSERT_EQ(st[0].loops.size(), st[1].loops.size());
+  size_t capped = 0;
+  for (size_t i = 0; i < st[0].loops.size(); ++i) {
+    EXPECT_EQ(st[0].loops[i].states, st[1].loops[i].states) << st[0].loops[i].loop;
+    EXPECT_EQ(st[0].loops[i].generated, st[1].loops[i].generated) << st[0].loops[i].loop;
+    capped += st[0].loops[i].stop == "state limit";
+  }
+  EXPECT_GE(capped, 1u) << st[0].stop_text();
+  EXPECT_EQ(st[0].saturation.nodes, st[1].saturation.nodes);
+}
+
+// A search the clock stops says so: its result may differ between runs.
+TEST(MuGraphSearch, TimeLimitIsReported) {
+  Program p = from_body(parse_graph(testing::layernorm_gelu_body(5, 24)));
+  SearchOptions o;
+  o.max_seconds = 0;
+  SearchStats st;
+  search_structures(p, o, &st);
+  EXPECT_TRUE(st.timed_out());
+  EXPECT_NE(st.stop_text().find("time limit"), std::string::npos) << st.stop_text();
+}
+
 // (LayerNorm -> GELU: the search finds no block graph beyond the direct
 // translation within a minute per loop choice on the 2-core machine; the direct
 // translation is verified in SearchResultsPass.)
