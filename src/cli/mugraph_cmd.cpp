@@ -21,7 +21,7 @@ namespace {
 struct EmitCudaArgs {
   std::string model, out;
   std::vector<std::string> input_shapes;
-  double seconds = 10;
+  double seconds = 30;
   int64_t rows = 32, chunk = 64, sms = 132, splits = 0, min_tiles = 0, min_blocks = 0;
 };
 
@@ -104,7 +104,7 @@ void add_mugraph_command(CLI::App& app) {
   e->add_option("model", a->model, "model (.onnx)")->required();
   e->add_option("--out", a->out, "directory for the .cu files, constant inputs and manifest.json")->required();
   e->add_option("--input-shape", a->input_shapes, "fix an input's dims (repeatable)");
-  e->add_option("--mugraph-seconds", a->seconds, "search seconds per loop choice of one region (default 10)");
+  e->add_option("--mugraph-seconds", a->seconds, "search seconds per loop choice of one region, a safety net past the state bound (default 30)");
   e->add_option("--rows", a->rows, "most output rows a block shares operand chunks across (default 32)");
   e->add_option("--chunk", a->chunk, "the reduction loop's chunk (default 64; 4x where a block has under 4 rows and the loop is not split)");
   e->add_option("--sms", a->sms, "multiprocessors of the target GPU: a grid of fewer tiles splits its loop (default 132, H100/H200)");

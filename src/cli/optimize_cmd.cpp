@@ -37,7 +37,7 @@ struct OptimizeArgs {
   int threads = 0;
   bool mugraph = false, mugraph_untimed = false;
   size_t mugraph_states = 0;
-  double mugraph_seconds = 10;
+  double mugraph_seconds = 30;
   double run_limit = 0;
 };
 
@@ -143,7 +143,7 @@ void add_optimize_command(CLI::App& app) {
                     std::to_string(mugraph::SearchOptions{}.max_states) +
                     "): the bound that makes the same model give the same kernels on any machine");
   o->add_option("--mugraph-seconds", opt->mugraph_seconds,
-                "search seconds per loop choice of one region, a safety net past the state bound (default 10; the "
+                "search seconds per loop choice of one region, a safety net past the state bound (default 30; the "
                 "report says 'time limit' where it stopped a search, whose result may then differ between runs)");
   o->add_flag("--mugraph-untimed", opt->mugraph_untimed,
               "with --mugraph: keep each region's best verified kernel by the cost model without timing it against "

@@ -34,7 +34,7 @@ struct CudaRegion {
 };
 
 struct CudaEmitOptions {
-  double search_seconds = 10;
+  double search_seconds = 30;
   CudaTilingOptions tiling;
   std::function<void(const std::string&)> progress;
 };

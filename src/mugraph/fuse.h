@@ -33,7 +33,7 @@ namespace isomer::mugraph {
 struct FuseOptions {
   int threads = 0;              // of the timing runs (0: every core)
   size_t search_states = 0;     // per loop choice: what bounds the search (0: SearchOptions's default)
-  double search_seconds = 10;   // per loop choice: a safety net (mugraph/search.h)
+  double search_seconds = 30;   // per loop choice: a safety net (mugraph/search.h)
   size_t candidates = 6;        // kernels timed per region: the best half by the estimate, then a spread
   int rounds = 7;               // interleaved timing rounds (median and fastest must both win)
   double min_speedup = 1.03;    // unfused/fused median needed to keep a kernel

@@ -29,13 +29,13 @@ namespace isomer::mugraph {
 // one says "time limit", and its result may differ between runs.
 struct SearchOptions {
   bool prune = true;
-  // Per loop choice. On the 2-core build machine under load (load average 2-3,
-  // other builds running) a loop choice of vit_s16's, gpt2's and llama's regions
-  // expands 1,900 to 3,800 states a second, so 8,000 is reached in 2-4 s, well
-  // inside the default 10 s. Every loop choice those runs stopped by time (at
-  // 19,000 to 38,000 states) had found no candidate, so the cap loses nothing
-  // there; the ones that find candidates exhaust in under 2,000 states.
-  size_t max_states = 8000;
+  // Per loop choice. On the 2-core build machine a loop choice of vit_s16's, gpt2's
+  // and llama's regions expands 3,800 states a second at load average 2.5 and
+  // 1,000 at load 4-5 (two builds beside it), so 5,000 is reached in 1.5-5 s,
+  // well inside optimize's 30 s safety net. Every loop choice those regions ran
+  // past 5,000 states (to 19,000-38,000 in 10 s) had found no candidate, and the
+  // ones that find candidates exhaust in under 2,000 states: the cap loses nothing.
+  size_t max_states = 5000;
   double max_seconds = 120;      // per loop choice: a safety net
   int extra_ops = 3;             // ops beyond the target's own count
   int max_dangling = 3;          // tiles computed but not yet used

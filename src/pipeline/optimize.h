@@ -66,7 +66,7 @@ struct OptimizeOptions {
   // name "mugraph-fuse" in the disabled lists switches it off (the guard does).
   bool mugraph = false;
   size_t mugraph_states = 0;    // search states per loop choice of one region (0: the search's default)
-  double mugraph_seconds = 10;  // search time per loop choice of one region: a safety net
+  double mugraph_seconds = 30;  // search time per loop choice of one region: a safety net
   bool mugraph_untimed = false; // keep verified kernels without timing each region
   // Seconds one of optimize's own runs of the model (the check, each of the guard's
   // timings, the pricing) may take (ir/run_limit.h): 0 picks it from the model's size
