@@ -85,3 +85,27 @@ def test_optimize_mugraph_writes_portable_functions(tmp_path):
     assert steps.returncode == 0, steps.stderr
     assert "mugraph" in steps.stdout, steps.stdout
     assert any(kernels.glob("*.so")), list(kernels.glob("*"))
+
+
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_optimize_mugraph_same_model_same_kernels(tmp_path):
+    """The search is bounded by --mugraph-states, not the clock: two runs choose the
+    same kernels, and the report names the state limit as what stopped a loop choice."""
+    import re
+    src = str(tmp_path / "in.onnx")
+    small_block(src)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), ISOMER_MUGRAPH_NO_MEASURE="1")
+    texts, models = [], []
+    for run in range(2):
+        out, rep = str(tmp_path / f"out{run}.onnx"), str(tmp_path / f"r{run}.json")
+        p = subprocess.run([ISOMER, "optimize", src, "-o", out, "--mugraph", "--mugraph-untimed", "--mugraph-states",
+                            "200", "--mugraph-seconds", "300", "--no-guard", "--cost", "none", "--threads", "1",
+                            "--report-json", rep], capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0, p.stderr
+        texts.append(re.sub(r"in [0-9.]+ s", "", json.load(open(rep))["mugraph"]))
+        m = onnx.load(out)
+        models.append([(n.op_type, n.domain, [a.SerializeToString() for a in n.attribute]) for n in m.graph.node])
+    assert "state limit" in texts[0], texts[0]
+    assert "time limit" not in texts[0], texts[0]
+    assert texts[0] == texts[1]
+    assert models[0] == models[1]
