@@ -452,6 +452,18 @@ std::optional<std::string> weight_bound(const Region& r, runtime::Executable& un
   return std::string(b);
 }
 
+}  // namespace
+
+size_t first_near_fastest(const std::vector<double>& medians, double within) {
+  require(!medians.empty(), "first_near_fastest: no kernel was timed");
+  const double quickest = *std::min_element(medians.begin(), medians.end());
+  size_t k = 0;
+  while (medians[k] > quickest * (1 + within)) ++k;
+  return k;
+}
+
+namespace {
+
 Decision decide(const Region& r, const FuseOptions& opts) {
   Decision d;
   RegionOutcome& o = d.outcome;
@@ -597,13 +609,11 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   }
   auto fastest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   o.unfused_ms = runtime::median(times[0]);
-  size_t best = 0;
-  for (size_t k = 1; k < fused.size(); ++k)
-    if (runtime::median(times[k + 1]) < runtime::median(times[best + 1])) best = k;
-  o.fused_ms = runtime::median(times[best + 1]);
+  std::vector<double> measured;
+  for (size_t k = 0; k < fused.size(); ++k) measured.push_back(runtime::median(times[k + 1]));
+  const size_t best = first_near_fastest(measured, 0.03);
+  o.fused_ms = measured[best];
   {
-    std::vector<double> measured;
-    for (size_t k = 0; k < fused.size(); ++k) measured.push_back(runtime::median(times[k + 1]));
     o.timed = measured.size();
     o.rank_correlation = spearman(usable_predicted, measured);
     char b[64];

@@ -84,4 +84,10 @@ std::vector<Region> find_regions(const Graph& g);
 
 Graph fuse_regions(const Graph& g, const FuseOptions& opts, FuseReport* report);
 
+// Which of the timed kernels a region keeps, given their median times in the cost
+// model's order: the first within `within` (a fraction) of the fastest median.
+// Kernels that near-equal (tilings one round's noise reorders) would otherwise be
+// chosen by the noise, and two runs would write different kernels.
+size_t first_near_fastest(const std::vector<double>& medians, double within);
+
 }  // namespace isomer::mugraph

@@ -525,5 +525,18 @@ TEST(MuGraphFuse, RmsNormMatMulLoopKernelMatchesTheEvaluator) {
   expect_two_accumulator_kernel_runs(testing::rmsnorm_matmul_body(9, 40, 37), 16);
 }
 
+// Of timed kernels within 3% of the fastest, the region keeps the first in the cost
+// model's order, so noise between near-equal tilings does not decide which is written.
+TEST(MuGraphFuse, NearEqualKernelsKeepTheEstimatesOrder) {
+  EXPECT_EQ(first_near_fastest({1.00}, 0.03), 0u);
+  EXPECT_EQ(first_near_fastest({1.02, 1.00, 1.01}, 0.03), 0u);
+  EXPECT_EQ(first_near_fastest({1.01, 1.00, 1.02}, 0.03), 0u);
+  EXPECT_EQ(first_near_fastest({1.10, 1.02, 1.00}, 0.03), 1u);
+  EXPECT_EQ(first_near_fastest({1.10, 1.20, 1.00}, 0.03), 2u);
+  EXPECT_EQ(first_near_fastest({1.10, 1.20, 1.00}, 0.0), 2u);
+  EXPECT_EQ(first_near_fastest({1.00, 1.00}, 0.0), 0u);
+}
+
 }  // namespace
 }  // namespace isomer::mugraph
+
