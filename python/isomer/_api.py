@@ -143,7 +143,8 @@ TARGETS = ("isomer", "onnxruntime")
 
 def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
              tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", target="isomer", threads=0,
-             inputs=None, guard=True, extractor="ilp", guard_target_only=False):
+             inputs=None, guard=True, extractor="ilp", guard_target_only=False, mugraph=False, mugraph_states=0,
+             mugraph_seconds=30.0, mugraph_untimed=False):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
@@ -175,6 +176,14 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
         the returned model is not slower there, and otherwise falls back to the
         template passes alone or the original (report.guard_confirm says what
         it found; skipped where the other engine cannot run the model).
+    mugraph: True also fuses attention, normalization, SwiGLU and softmax regions
+        into generated kernels found by the μGraph search, like --mugraph
+        (verified, compiled, kept where measured faster; written as
+        ai.isomer.mugraph functions whose body is the original subgraph).
+        mugraph_states bounds each loop choice of a region's search (0: the
+        search's default), mugraph_seconds is its safety net in seconds, and
+        mugraph_untimed keeps each region's best verified kernel without timing
+        it (then only the guard's timing of the whole model catches a slower one).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
     allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
@@ -211,6 +220,8 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
     rule_paths = [] if rules is None else ([os.fspath(rules)] if isinstance(rules, (str, os.PathLike))
                                            else [os.fspath(r) for r in rules])
     seed, threads = _count("seed", seed), _count("threads", threads)
+    mugraph_states = _count("mugraph_states", mugraph_states)
+    mugraph_seconds = _number("mugraph_seconds", mugraph_seconds)
     budget, tolerance = _number("budget", budget), _number("tolerance", tolerance, at_least=-np.inf)
     source, base_dir, name = _model_source(model)
     input_name = name if isinstance(source, str) else ""
@@ -219,7 +230,9 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
                                                     search, disabled, bool(check), int(seed), float(tolerance),
                                                     bool(allow_nonfinite), float(budget), rule_paths, cost, target,
                                                     int(threads), bool(guard), arrays,
-                                                    extractor, bool(guard_target_only))
+                                                    extractor, bool(guard_target_only), bool(mugraph),
+                                                    int(mugraph_states), float(mugraph_seconds),
+                                                    bool(mugraph_untimed))
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"

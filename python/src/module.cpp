@@ -251,7 +251,8 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
                          bool allow_nonfinite, double budget, const std::vector<std::string>& rule_paths,
                          const std::string& cost_model, const std::string& target, int threads, bool guard,
                          const std::map<std::string, py::array>& inputs, const std::string& extractor,
-                         bool guard_target_only) {
+                         bool guard_target_only, bool mugraph, size_t mugraph_states, double mugraph_seconds,
+                         bool mugraph_untimed) {
   ImportStats stats;
   Graph g = import_model(source, base_dir, input_shapes, &stats);
   OptimizeOptions opts;
@@ -275,6 +276,10 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
   opts.cost_threads = threads;
   opts.guard = guard;
   opts.guard_options.confirm_other = !guard_target_only;
+  opts.mugraph = mugraph;
+  opts.mugraph_states = mugraph_states;
+  opts.mugraph_seconds = mugraph_seconds;
+  opts.mugraph_untimed = mugraph_untimed;
   for (const auto& [name, array] : inputs) opts.inputs.emplace_back(name, tensor_from_array(array, "inputs['" + name + "']"));
   opts.inputs_source = "inputs=";
   std::string model, json, text;
@@ -641,7 +646,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
         py::arg("cost_model"), py::arg("target"), py::arg("threads"), py::arg("guard"), py::arg("inputs"),
-        py::arg("extractor"), py::arg("guard_target_only") = false);
+        py::arg("extractor"), py::arg("guard_target_only") = false, py::arg("mugraph") = false,
+        py::arg("mugraph_states") = 0, py::arg("mugraph_seconds") = 30.0, py::arg("mugraph_untimed") = false);
   m.def(
       "valid_inputs",
       [](const py::object& source, const std::string& base_dir,

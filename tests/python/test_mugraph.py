@@ -109,3 +109,26 @@ def test_optimize_mugraph_same_model_same_kernels(tmp_path):
     assert "time limit" not in texts[0], texts[0]
     assert texts[0] == texts[1]
     assert models[0] == models[1]
+
+
+def test_python_optimize_takes_the_mugraph_options(tmp_path, monkeypatch):
+    """isomer.optimize(mugraph=True, ...) runs the same μGraph pass as the CLI flags."""
+    isomer = pytest.importorskip("isomer")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = str(tmp_path / "in.onnx")
+    x = small_block(src)
+    model, report = isomer.optimize(src, mugraph=True, mugraph_untimed=True, mugraph_states=200,
+                                    mugraph_seconds=300, guard=False, cost="none", threads=1)
+    r = report.to_dict()
+    assert r["rules_applied"].get("mugraph-fuse", 0) >= 1, r.get("mugraph")
+    assert "state limit" in r["mugraph"], r["mugraph"]
+    onnx.checker.check_model(model, full_check=True)
+    assert any(f.domain == "ai.isomer.mugraph" for f in model.functions)
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    _, plain = isomer.optimize(src, guard=False, cost="none", threads=1)
+    plain = plain.to_dict()
+    assert plain["rules_applied"].get("mugraph-fuse", 0) == 0
+    with pytest.raises(TypeError):
+        isomer.optimize(src, mugraph=True, mugraph_states=1.5)
