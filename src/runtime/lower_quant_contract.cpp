@@ -86,9 +86,15 @@ void set_requant_attrs(dnnl::primitive_attr& attr, const std::vector<float>& sca
     attr.set_output_scales(runtime_per_col ? channel_mask : 0, {DNNL_RUNTIME_F32_VAL});
   else if (!scales.empty())
     attr.set_output_scales(scales.size() > 1 ? channel_mask : 0, scales);
-  if (relu) {
+  // oneDNN adds the output zero point in float before rounding: acc * s = 3.5000024
+  // plus 129 is 132.5 in float32, and half to even writes 132 where ONNX Runtime's
+  // requantization (round(acc * s) + zero point) writes 133. Rounding first keeps
+  // the zero point's addition exact.
+  const bool round = y_zp != 0 && (runtime_scale >= 0 || !scales.empty());
+  if (relu || round) {
     dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    if (relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    if (round) po.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
     attr.set_post_ops(po);
   }
   if (y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp});
@@ -195,7 +201,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   const DType y_t = scaled ? DType::Float32 : s.y_type;
   dnnl::primitive_attr attr;
   if (s.x_zp != 0 || s.x_zp_value >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  set_requant_attrs(attr, s.scales, -1, false, s.relu, 0, 1 << 1);
+  set_requant_attrs(attr, s.scales, -1, false, s.relu, s.y_zp, 1 << 1);
   if (s.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   // A run-time scale is a binary Mul post-op (oneDNN's int8 convolutions take no
   // run-time output scales): float(acc) * scale, then + add, as ONNX Runtime's Cast,
@@ -204,7 +210,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
   per_channel[1] = oc;
   per_scale[1] = out_scales > 1 ? oc : 1;
   const md_t add_md(per_channel, dt::f32, channels_last(od.size())), scale_md(per_scale, dt::f32, channels_last(od.size()));
-  const int first_post_op = s.relu ? 1 : 0;
+  const int first_post_op = attr.get_post_ops().len();
   if (scaled) {
     dnnl::post_ops po = attr.get_post_ops();
     po.append_binary(dnnl::algorithm::binary_mul, scale_md);

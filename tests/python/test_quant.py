@@ -264,3 +264,30 @@ def test_optimize_succeeds_and_keeps_the_model_quantized(kind, tmp_path):
         assert_close_in_steps(got, want, step)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
+def test_requantization_rounds_before_adding_an_odd_zero_point(op, tmp_path):
+    """x_scale 0.5 (1 + 2^-20) puts acc * scale just past a tie for odd acc: ONNX
+    Runtime rounds it up, then adds the zero point 129; adding 129 in float32 first
+    loses the excess and half to even rounds down."""
+    rng = np.random.default_rng(5)
+    t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    f32, u8 = np.float32, np.uint8
+    x = rng.integers(3, 14, (1, 3, 5, 7) if op == "QLinearConv" else (5, 3)).astype(u8)
+    w = np.array([[1, 0, 0], [0, -1, 0], [1, 1, 0], [0, 0, 1], [0, 1, -1]], np.int8)
+    inits = [t("sx", f32(0.5 * (1 + 2.0 ** -20))), t("zx", u8(3)), t("sw", f32(1)), t("zw", np.int8(0)),
+             t("sy", f32(1)), t("zy", u8(129))]
+    inits.append(t("w", w.reshape(5, 3, 1, 1) if op == "QLinearConv" else w.T.copy()))
+    node = helper.make_node(op, ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"])
+    g = helper.make_graph([node], "requant", [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    np.savez(tmp_path / "in.npz", x=x)
+    subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--no-onnxruntime", "--outputs",
+                    str(tmp_path / "out.npz")], check=True, capture_output=True)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.load(tmp_path / "out.npz")["y"]
+    assert (want % 2 == 0).any() and (want % 2 == 1).any()
+    np.testing.assert_array_equal(got, want)
