@@ -14,6 +14,7 @@
 #include "check/inputs.h"
 #include "cost/cost_db.h"
 #include "ir/error.h"
+#include "runtime/clock.h"
 
 namespace isomer::cost {
 
@@ -465,18 +466,11 @@ std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const
   if (ins.empty()) return std::nullopt;
   const auto compiled = std::chrono::steady_clock::now();
   // Processor time on one thread (as the steps are priced), else the wall clock.
-  auto now_ms = [&] {
-    if (ropts_.processor_clock) {
-      timespec t{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-      return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
-    }
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
+  const runtime::StepClock clock = ropts_.processor_clock ? runtime::StepClock::process : runtime::StepClock::wall;
   auto timed = [&](runtime::Executable& exe, int times) {
-    const double t0 = now_ms();
+    const double t0 = runtime::clock_ms(clock);
     for (int k = 0; k < times; ++k) exe.run(ins);
-    return now_ms() - t0;
+    return runtime::clock_ms(clock) - t0;
   };
   // The first runs touch the buffers and the weights' layouts, and tell how many runs
   // a round side needs.

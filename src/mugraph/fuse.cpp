@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "mugraph/region.h"
 #include "mugraph/search.h"
 #include "mugraph/verify.h"
+#include "runtime/clock.h"
 #include "runtime/runtime.h"
 
 namespace isomer::mugraph {
@@ -412,17 +412,12 @@ std::optional<Bench> weight_products(const Region& r) {
 // not count: the decision below must hold on a busy machine too), else on the wall clock.
 double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats) {
   if (exe.threads() != 1) return runtime::benchmark(exe, inputs, 1, repeats).median;
-  auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-  };
   exe.run(inputs);
   std::vector<double> ms;
   for (int k = 0; k < repeats; ++k) {
-    const double t0 = now();
+    const double t0 = runtime::clock_ms(runtime::StepClock::thread);
     exe.run(inputs);
-    ms.push_back(now() - t0);
+    ms.push_back(runtime::clock_ms(runtime::StepClock::thread) - t0);
   }
   std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
   return ms[static_cast<size_t>(repeats / 2)];

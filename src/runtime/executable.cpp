@@ -18,6 +18,7 @@
 
 #include "ir/run_limit.h"
 #include "kernels/parallel.h"
+#include "runtime/clock.h"
 #include "runtime/compiler.h"
 #include "runtime/precision.h"
 
@@ -410,18 +411,6 @@ void Executable::run_raw(const std::vector<const char*>& inputs, const std::vect
     if (const size_t n = plain_bytes(m.output_ids[i])) std::memcpy(outputs[i], m.data(m.output_ids[i]), n);
 }
 
-namespace {
-// Milliseconds on the wall clock, or of processor time (of the calling thread, or of
-// the whole process), to subtract from one another.
-enum class StepClock { wall, thread, process };
-double clock_ms(StepClock c) {
-  if (c == StepClock::wall)
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  timespec ts{};
-  clock_gettime(c == StepClock::thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-}  // namespace
 
 double Executable::Impl::timed_step(size_t s) {
   // RuntimeOptions::processor_clock (one thread: the step runs on this thread, and
