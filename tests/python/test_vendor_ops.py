@@ -211,3 +211,32 @@ def test_qgemm_runs_natively_and_matches_onnxruntime(per_column, tmp_path):
         got = isomer.run(path, x, engine="runtime", threads=threads)[0]
         assert np.abs(got - want).max() <= 0.2 + 1e-6  # at most a rounding flip of one output step
         assert (np.abs(got - want) > 1e-6).mean() <= 0.1
+
+
+@pytest.mark.parametrize("model", ["qlinear", "qlinear_last", "qgemm", "qgemm_pc", "qcnn", "skip", "gelu"])
+def test_vendor_outputs_declared_without_shape_are_typed_by_isomer_itself(model, tmp_path):
+    """Every value made a graph output declared with no type or shape, no value_info,
+    and no ONNX Runtime to ask (its interpreter missing): isomer's own hooks
+    (src/onnx/vendor_shapes.cpp) type what the vendor operators compute, so the model
+    runs whole on the runtime with each value of ONNX Runtime's dtype and shape."""
+    build = {"qlinear": lambda p: qlinear_model(p, False), "qlinear_last": lambda p: qlinear_model(p, True),
+             "qgemm": lambda p: qgemm_model(p, False), "qgemm_pc": lambda p: qgemm_model(p, True),
+             "qcnn": qlinear_cnn_model, "skip": skip_layernorm_model, "gelu": gelu_model}[model]
+    path = build(str(tmp_path / "m.onnx"))
+    m = onnx.load(path)
+    names = [o for n in m.graph.node for o in n.output if o and o != m.graph.output[0].name]
+    m.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in names)
+    inter = str(tmp_path / "inter.onnx")
+    onnx.save(m, inter)
+    shape = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+    x = {"x": (np.random.default_rng(7).random(shape) * 4 - 2).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **x)
+    env = dict(os.environ, ISOMER_PYTHON=str(tmp_path / "no-python"))
+    p = subprocess.run([ISOMER, "run", inter, "--inputs", str(tmp_path / "in.npz"), "--no-onnxruntime", "--threads", "1",
+                        "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "out.npz")
+    s = ort.InferenceSession(inter, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in s.get_outputs()], s.run(None, x)))
+    for name in names:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape, name
