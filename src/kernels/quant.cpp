@@ -167,7 +167,7 @@ void correct_requantized(const ZeroPointRows& in, int64_t rows, int64_t cols, co
 template <bool SUM_COL, bool PER_COL, bool RELU>
 ISOMER_CLONES void correct_row_scaled(const int32_t* __restrict acc, const int32_t* __restrict sum, int64_t cols,
                                       const int32_t* __restrict zp, float* __restrict y, const float* __restrict scale,
-                                      const float* __restrict add) {
+                                      const float* __restrict add, const float* __restrict res) {
   const uint32_t s0 = static_cast<uint32_t>(sum[0]);
   for (int64_t j = 0; j < cols; ++j) {
     const uint32_t s = SUM_COL ? static_cast<uint32_t>(sum[j]) : s0;
@@ -175,7 +175,15 @@ ISOMER_CLONES void correct_row_scaled(const int32_t* __restrict acc, const int32
     y[j] = static_cast<float>(v) * scale[PER_COL ? j : 0];
   }
   // The Add apart, so that no clone contracts it with the product into one FMA
-  // (rounded once, where ONNX Runtime rounds the product and the sum).
+  // (rounded once, where ONNX Runtime rounds the product and the sum); the residual
+  // after it, rounded again, as ONNX Runtime's next Add.
+  if (res) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float f = (y[j] + add[j]) + res[j];
+      y[j] = RELU ? (f > 0.0f ? f : 0.0f) : f;
+    }
+    return;
+  }
   for (int64_t j = 0; j < cols; ++j) {
     const float f = y[j] + add[j];
     y[j] = RELU ? (f > 0.0f ? f : 0.0f) : f;
@@ -184,22 +192,22 @@ ISOMER_CLONES void correct_row_scaled(const int32_t* __restrict acc, const int32
 
 template <bool SUM_COL, bool PER_COL, bool RELU>
 void correct_rows_scaled(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, float* y,
-                         const float* scale, const float* add, int team) {
+                         const float* scale, const float* add, const float* res, int team) {
   parallel_teams(memory_team(team, rows * cols, 2 * sizeof(int32_t) + sizeof(float)), [&](int th, int k) {
     auto [b, e] = part(rows, th, k);
     for (int64_t r = b; r < e; ++r)
       correct_row_scaled<SUM_COL, PER_COL, RELU>(in.acc + r * in.acc_stride, in.sums + r * in.sum_stride, cols, zp,
-                                                 y + r * cols, scale, add);
+                                                 y + r * cols, scale, add, res ? res + r * cols : nullptr);
   });
 }
 
 template <bool SUM_COL>
 void correct_scaled_of(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, float* y,
-                       const float* scale, bool per_col, const float* add, bool relu, int team) {
-  if (per_col && relu) return correct_rows_scaled<SUM_COL, true, true>(in, rows, cols, zp, y, scale, add, team);
-  if (per_col) return correct_rows_scaled<SUM_COL, true, false>(in, rows, cols, zp, y, scale, add, team);
-  if (relu) return correct_rows_scaled<SUM_COL, false, true>(in, rows, cols, zp, y, scale, add, team);
-  correct_rows_scaled<SUM_COL, false, false>(in, rows, cols, zp, y, scale, add, team);
+                       const float* scale, bool per_col, const float* add, const float* res, bool relu, int team) {
+  if (per_col && relu) return correct_rows_scaled<SUM_COL, true, true>(in, rows, cols, zp, y, scale, add, res, team);
+  if (per_col) return correct_rows_scaled<SUM_COL, true, false>(in, rows, cols, zp, y, scale, add, res, team);
+  if (relu) return correct_rows_scaled<SUM_COL, false, true>(in, rows, cols, zp, y, scale, add, res, team);
+  correct_rows_scaled<SUM_COL, false, false>(in, rows, cols, zp, y, scale, add, res, team);
 }
 
 // GCC keeps a min/max reduction over an array of lanes scalar (a compare and a
@@ -288,9 +296,10 @@ void correct_zero_points(const ZeroPointRows& in, int64_t rows, int64_t cols, co
 }
 
 void correct_zero_points_scaled(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, float* y,
-                                const float* scale, bool per_col, const float* add, bool relu, int team) {
-  if (in.sum_per_col) return correct_scaled_of<true>(in, rows, cols, zp, y, scale, per_col, add, relu, team);
-  correct_scaled_of<false>(in, rows, cols, zp, y, scale, per_col, add, relu, team);
+                                const float* scale, bool per_col, const float* add, const float* residual, bool relu,
+                                int team) {
+  if (in.sum_per_col) return correct_scaled_of<true>(in, rows, cols, zp, y, scale, per_col, add, residual, relu, team);
+  correct_scaled_of<false>(in, rows, cols, zp, y, scale, per_col, add, residual, relu, team);
 }
 
 namespace {

@@ -68,9 +68,11 @@ void correct_zero_points(const ZeroPointRows& in, int64_t rows, int64_t cols, co
                          void* y, QType t, const float* mult, bool per_col, int32_t y_zp, int team = 1);
 // The float32 form (dynamically quantized convolutions: ONNX Runtime's Cast, Mul,
 // Add and Relu after ConvInteger, each rounded as there): y = float(acc - z * sum)
-// * scale (scale[j] with per_col) + add[j], then max(y, 0) with relu.
+// * scale (scale[j] with per_col) + add[j], then + residual[r * cols + j] where
+// given (a residual block's sum), then max(y, 0) with relu.
 void correct_zero_points_scaled(const ZeroPointRows& in, int64_t rows, int64_t cols, const int32_t* zp, float* y,
-                                const float* scale, bool per_col, const float* add, bool relu, int team = 1);
+                                const float* scale, bool per_col, const float* add, const float* residual, bool relu,
+                                int team = 1);
 
 // y[i] = table[byte of x[i]] over n bytes (u8 or s8 data; the table indexed by the
 // byte, so s8's -1 at 255): ONNX Runtime's lookup-table operators (QLinearSigmoid,

@@ -62,6 +62,9 @@ struct IntConv {
   // channel), then a constant float32 per channel added, then an activation.
   int out_scale_value = -1;
   std::optional<Tensor> add_after;  // [M]
+  // Then a run-time float32 value of the output's dims added (a residual block's
+  // sum), before the activation.
+  int residual = -1;
   std::optional<EltwiseSpec> act_after;
 };
 int add_integer_conv(Compiler& c, const Node& n, const IntConv& spec);

@@ -215,6 +215,7 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
     dnnl::post_ops po = attr.get_post_ops();
     po.append_binary(dnnl::algorithm::binary_mul, scale_md);
     if (s.add_after) po.append_binary(dnnl::algorithm::binary_add, add_md);
+    if (s.residual >= 0) po.append_binary(dnnl::algorithm::binary_add, md_t(to_dims(od), dt::f32, channels_last(od.size())));
     if (s.act_after) po.append_eltwise(1.f, s.act_after->alg, s.act_after->alpha, s.act_after->beta);
     attr.set_post_ops(po);
   }
@@ -263,6 +264,9 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
     args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_op + 1) | DNNL_ARG_SRC_1,
                     constant_arg(c, s.add_after->reshaped(std::vector<int64_t>(per_channel.begin(), per_channel.end())),
                                  add_md, n.name() + ".add")});
+  if (scaled && s.residual >= 0)
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_op + (s.add_after ? 2 : 1)) | DNNL_ARG_SRC_1,
+                    c.as_layout(s.residual, md_t(to_dims(od), dt::f32, channels_last(od.size())))});
   const double flops = 2.0 * macs;
   c.add_primitive(pd, std::move(args),
                   step_info(n, "int8-conv",
@@ -270,8 +274,8 @@ int add_integer_conv(Compiler& c, const Node& n, const IntConv& s) {
                                 " g" + std::to_string(groups) + " s" + to_string(std::vector<int64_t>(strides.begin(), strides.end())) +
                                 (s.bias.empty() ? "" : " bias") +
                                 (out_scales > 1 ? " scaled-per-channel" : scaled ? " scaled" : "") +
-                                (s.add_after ? " add" : "") + (s.act_after ? " " + s.act_after->text() : "") +
-                                requant_text(s.scales, s.relu, y_t),
+                                (s.add_after ? " add" : "") + (s.residual >= 0 ? " residual" : "") +
+                                (s.act_after ? " " + s.act_after->text() : "") + requant_text(s.scales, s.relu, y_t),
                             flops));
   return y;
 }
@@ -309,13 +313,15 @@ struct ScaledTail {
   const Node* cast = nullptr;
   const Node* mul = nullptr;  // none: nothing taken
   const Node* add = nullptr;
+  const Node* residual_add = nullptr;  // then an Add of a run-time value of the output's dims
+  Value residual;
   int scale = -1;
   std::optional<Tensor> add_after;
   std::optional<EltwiseSpec> act;
   std::vector<const Node*> act_nodes;
   Value act_out;
 
-  Value last() const { return act ? act_out : (add ? add : mul)->output(0); }
+  Value last() const { return act ? act_out : (residual_add ? residual_add : add ? add : mul)->output(0); }
   void drop_act() {
     act.reset();
     act_nodes.clear();
@@ -323,10 +329,11 @@ struct ScaledTail {
   void drop_post_ops() {
     add = nullptr;
     add_after.reset();
+    residual_add = nullptr;
     drop_act();
   }
   void mark_done(Compiler& c) const {
-    for (const Node* m : {cast, mul, add})
+    for (const Node* m : {cast, mul, add, residual_add})
       if (m) c.mark_done(*m);
     for (const Node* m : act_nodes) c.mark_done(*m);
   }
@@ -346,7 +353,7 @@ bool per_tensor_or_channel(const std::vector<int64_t>& d, const std::vector<int6
 }
 
 ScaledTail scaled_tail(Compiler& c, const Value& out, const std::vector<int64_t>& od, size_t axis, int64_t channels,
-                       bool allow_act) {
+                       bool allow_act, bool allow_residual = false) {
   ScaledTail t;
   const Node* cast = c.opts().fuse ? c.sole_consumer(out) : nullptr;
   if (!cast || cast->op_type() != "Cast" || cast->attrs().get_int("to", 0) != 1 || !c.takeable(*cast)) return t;
@@ -368,6 +375,18 @@ ScaledTail scaled_tail(Compiler& c, const Value& out, const std::vector<int64_t>
         per_tensor_or_channel(b->dims(), od, axis, channels)) {
       t.add = a;
       t.add_after = b->reshaped({channels});
+    }
+  }
+  // Then an Add of a run-time float32 value of the output's dims (a residual block's
+  // sum after its second convolution), computed apart from this one.
+  if (const Node* a = allow_residual ? c.sole_consumer(t.last()) : nullptr; a && a->op_type() == "Add" && c.takeable(*a)) {
+    const Value last = t.last();
+    const Value& r = a->inputs()[a->inputs()[0] == last ? 1 : 0];
+    if (r != last && (a->inputs()[0] == last || a->inputs()[1] == last) && r.type().dtype == DType::Float32 &&
+        is_static(r.type().shape) && static_dims(r.type().shape) == od && !c.peek_known(r) &&
+        !c.depends_on_pending(r)) {
+      t.residual_add = a;
+      t.residual = r;
     }
   }
   // Then an activation oneDNN has (Relu, Tanh, ...): the last post-op. Not the erf
@@ -625,16 +644,20 @@ int add_scaled_zero_point_correction(Compiler& c, const Node& n, const ZeroPoint
   std::vector<int> ins = {z.acc};
   if (apart) ins.push_back(z.sums);
   ins.push_back(c.as_plain(s.out_scale_value));
+  const bool residual = s.residual >= 0;  // read as the step writes y: [rows, cols] channels-last
+  if (residual) ins.push_back(c.as_layout(s.residual, md_t(to_dims(od), dt::f32, channels_last(od.size()))));
+  const size_t scale_at = ins.size() - (residual ? 2 : 1);
   const int team = c.threads();
   add_native_step(c,
                   step_info(n, "zero-point",
                             "weight zero-point" + std::string(w_zp.size() > 1 ? " per-channel" : "") + to_string(od) +
                                 (scales > 1 ? " scaled-per-channel" : " scaled") + (s.add_after ? " add" : "") +
-                                (relu ? " relu" : "") + " ->f32"),
+                                (residual ? " residual" : "") + (relu ? " relu" : "") + " ->f32"),
                   ins, {y}, [=](const std::vector<char*>& p) {
-                    kernels::correct_zero_points_scaled(zero_point_rows(z, p), rows, cols, zp.data(), reinterpret_cast<float*>(p[ins.size()]),
-                                                        reinterpret_cast<const float*>(p[ins.size() - 1]), scales > 1,
-                                                        add.data(), relu, team);
+                    kernels::correct_zero_points_scaled(
+                        zero_point_rows(z, p), rows, cols, zp.data(), reinterpret_cast<float*>(p[ins.size()]),
+                        reinterpret_cast<const float*>(p[scale_at]), scales > 1, add.data(),
+                        residual ? reinterpret_cast<const float*>(p[ins.size() - 1]) : nullptr, relu, team);
                   });
   return y;
 }
@@ -647,6 +670,7 @@ int add_weight_zero_point_conv(Compiler& c, const Node& n, IntConv s, const std:
   IntConv acc_spec = s;
   acc_spec.out_scale_value = -1;
   acc_spec.add_after.reset();
+  acc_spec.residual = -1;
   acc_spec.act_after.reset();
   acc_spec.bias.clear();
   acc_spec.scales.clear();
@@ -736,10 +760,11 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
   // Relu only.
   ScaledTail t;
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
-  if (!qlinear && od.size() >= 3) t = scaled_tail(c, n.output(0), od, 1, s.w.dims()[0], true);
+  if (!qlinear && od.size() >= 3) t = scaled_tail(c, n.output(0), od, 1, s.w.dims()[0], true, true);
   if (!zero && t.act && (t.act->alg != dnnl::algorithm::eltwise_relu || t.act->alpha != 0)) t.drop_act();
   s.out_scale_value = t.scale;
   s.add_after = t.add_after;
+  s.residual = t.residual_add ? c.id(t.residual) : -1;
   s.act_after = t.act;
   int y = -1;
   try {
@@ -749,6 +774,7 @@ bool lower_integer_conv(Compiler& c, const Node& n) {
     t = ScaledTail();  // no such attributes here: the Cast, Mul, Add and activation run on their own
     s.out_scale_value = -1;
     s.add_after.reset();
+    s.residual = -1;
     s.act_after.reset();
     y = zero ? add_integer_conv(c, n, s) : add_weight_zero_point_conv(c, n, s, w_zp);
   }

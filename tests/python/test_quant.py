@@ -245,6 +245,66 @@ def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, weights, tmp_pa
         np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
 
 
+def conv_integer_residual_block(per_channel, weights, residual_first):
+    """A quantize_dynamic ResNet block at odd shapes: two scaled ConvIntegers (as
+    scaled_conv_integer), the second's biased result added to the block's input h
+    (as the left or the right operand), then Relu."""
+    rng = np.random.default_rng(6)
+    m, inits, nodes = 5, [], []
+
+    def conv(x, c, i, relu):
+        if weights == "s8":
+            w, wz = rng.integers(-127, 128, (m, c, 3, 3)).astype(np.int8), np.int8(0)
+        else:
+            w, wz = rng.integers(0, 256, (m, c, 3, 3)).astype(np.uint8), np.uint8(127 + 2 * i)
+        ws = (rng.random((1, m, 1, 1) if per_channel else ()) * 0.01 + 0.002).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(wz, f"wz{i}"),
+                      numpy_helper.from_array(ws, f"ws{i}"),
+                      numpy_helper.from_array((rng.standard_normal((1, m, 1, 1)) * 0.1).astype(np.float32), f"b{i}")])
+        nodes.extend([helper.make_node("DynamicQuantizeLinear", [x], [f"xq{i}", f"xs{i}", f"xz{i}"]),
+                      helper.make_node("Mul", [f"xs{i}", f"ws{i}"], [f"s{i}"]),
+                      helper.make_node("ConvInteger", [f"xq{i}", f"w{i}", f"xz{i}", f"wz{i}"], [f"acc{i}"],
+                                       pads=[1, 1, 1, 1]),
+                      helper.make_node("Cast", [f"acc{i}"], [f"accf{i}"], to=TensorProto.FLOAT),
+                      helper.make_node("Mul", [f"accf{i}", f"s{i}"], [f"scaled{i}"]),
+                      helper.make_node("Add", [f"scaled{i}", f"b{i}"], [f"biased{i}"])])
+        if relu:
+            nodes.append(helper.make_node("Relu", [f"biased{i}"], [f"h{i}"]))
+        return f"h{i}" if relu else f"biased{i}"
+
+    h = conv("x", 3, 1, True)
+    out = conv(h, m, 2, False)
+    nodes += [helper.make_node("Add", [h, out] if residual_first else [out, h], ["sum"]),
+              helper.make_node("Relu", ["sum"], ["y"])]
+    g = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 11, 13])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, m, 11, 13])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("residual_first", [False, True])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("weights", ["s8", "u8"])
+def test_conv_integer_takes_a_residual_add(per_channel, weights, residual_first, tmp_path):
+    """A residual block's Add and Relu after its second ConvInteger are that
+    convolution's post-ops (with a weight zero point: its correction step's), not a
+    pointwise step of their own, and its result is ONNX Runtime's, the bias and the
+    residual added one after the other as there."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(conv_integer_residual_block(per_channel, weights, residual_first), path)
+    x = feeds((2, 3, 11, 13))
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    conv = ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"])
+    assert [k for k in kinds if k != "reorder"] == conv + conv, p.stdout
+    want = ort_run(path, x)[0]
+    for threads in (1, 2):
+        np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
+
+
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
 def test_optimize_succeeds_and_keeps_the_model_quantized(kind, tmp_path):
     path, shape = make(kind, tmp_path)
