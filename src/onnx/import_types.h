@@ -7,8 +7,8 @@
 // dims are not known up front (a weight computed by another node) wait for a later
 // pass, which knows the dims the earlier one inferred. A declared shape the
 // inference contradicts is overruled, as ONNX Runtime does (declared_shapes.h).
-// Values left untyped after vendor operators get ONNX Runtime's types
-// (vendor_types.h). The types of opaque nodes' outputs come from here.
+// Values left untyped after vendor operators get isomer's own types for the
+// operators it knows (vendor_shapes.h), then ONNX Runtime's (vendor_types.h). The types of opaque nodes' outputs come from here.
 #include <cstddef>
 #include <string>
 #include <unordered_map>

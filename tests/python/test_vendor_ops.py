@@ -1,7 +1,8 @@
 """Models with ONNX Runtime's com.microsoft operators, written as its quantizer and
 transformer optimizer write them: without value_info for what those operators
-compute. ONNX's shape inference has no schemas for them, so isomer asks ONNX
-Runtime for those types at import (src/onnx/vendor_types.cpp); the standard
+compute. ONNX's shape inference has no schemas for them, so isomer types them at
+import with its own hooks (src/onnx/vendor_shapes.cpp), then asks ONNX Runtime for
+what is still open (src/onnx/vendor_types.cpp); the standard
 operators after them then run natively, and SkipLayerNormalization, the Gelu
 forms, QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QGemm, QLinearConcat,
 QLinearSigmoid and QLinearLeakyRelu run as isomer's own steps
