@@ -228,18 +228,28 @@ def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, weights, tmp_pa
     step's), one step writing float32, and its result is ONNX Runtime's, each of
     the product and the sum rounded as there (one FMA would flip DynamicQuantizeLinear's
     steps downstream)."""
+    path, x, kinds = steps_on_drawn_inputs(scaled_conv_integer(per_channel, weights), (1, 3, 12, 12), tmp_path)
+    assert kinds == ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"]), kinds
+    assert_runtime_is_onnxruntime(path, x)
+
+
+def steps_on_drawn_inputs(model, shape, tmp_path):
+    """`model` saved and run at 1 thread on drawn inputs of `shape`: its path, the
+    inputs, and its steps' kinds but the reorders (x's row-major u8 to channels-last,
+    and y's back, it being an output)."""
     path = str(tmp_path / "m.onnx")
-    onnx.save(scaled_conv_integer(per_channel, weights), path)
-    x = feeds((1, 3, 12, 12))
+    onnx.save(model, path)
+    x = feeds(shape)
     np.savez(tmp_path / "in.npz", **x)
     p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
                         "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     kinds = [line.split()[0] for line in p.stdout.splitlines()
              if line.startswith("  ") and not line.strip().startswith("output")]
-    # (the reorders: x's row-major u8 to channels-last, and y's back, it being an output)
-    steps = ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"])
-    assert [k for k in kinds if k != "reorder"] == steps, p.stdout
+    return path, x, [k for k in kinds if k != "reorder"]
+
+
+def assert_runtime_is_onnxruntime(path, x):
     want = ort_run(path, x)[0]
     for threads in (1, 2):
         np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
@@ -289,20 +299,11 @@ def test_conv_integer_takes_a_residual_add(per_channel, weights, residual_first,
     convolution's post-ops (with a weight zero point: its correction step's), not a
     pointwise step of their own, and its result is ONNX Runtime's, the bias and the
     residual added one after the other as there."""
-    path = str(tmp_path / "m.onnx")
-    onnx.save(conv_integer_residual_block(per_channel, weights, residual_first), path)
-    x = feeds((2, 3, 11, 13))
-    np.savez(tmp_path / "in.npz", **x)
-    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
-                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    kinds = [line.split()[0] for line in p.stdout.splitlines()
-             if line.startswith("  ") and not line.strip().startswith("output")]
+    path, x, kinds = steps_on_drawn_inputs(conv_integer_residual_block(per_channel, weights, residual_first),
+                                           (2, 3, 11, 13), tmp_path)
     conv = ["dynamic-quantize", "int8-conv"] + ([] if weights == "s8" else ["zero-point"])
-    assert [k for k in kinds if k != "reorder"] == conv + conv, p.stdout
-    want = ort_run(path, x)[0]
-    for threads in (1, 2):
-        np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
+    assert kinds == conv + conv, kinds
+    assert_runtime_is_onnxruntime(path, x)
 
 
 @pytest.mark.parametrize("kind", ["qdq", "dynamic"])
