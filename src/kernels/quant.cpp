@@ -247,6 +247,64 @@ void quantize(const float* x, void* y, QType t, const QShape& s, const float* sc
   }
 }
 
+namespace {
+
+// 16 rows of 16 bytes (row r at src + r ld_src) written transposed (row j at dst + j
+// ld_dst). Four rounds of interleaving rows i and i + 8: each moves one bit of the
+// column index into the row index and one of the row index into the column's.
+void transpose16_bytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst) {
+#if ISOMER_HAVE_ISA_TARGETS
+  __m128i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ld_src));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
+      t[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+    }
+    std::copy(t, t + 16, r);
+  }
+  for (int j = 0; j < 16; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j * ld_dst), r[j]);
+#else
+  for (int j = 0; j < 16; ++j)
+    for (int i = 0; i < 16; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
+#endif
+}
+
+// Each block of 16 channels quantized row-major into a tile of 16 x inner bytes,
+// then written out 16 x 16 bytes at a time, transposed.
+template <class T>
+void quantize_last_t(const float* x, T* y, int64_t outer, int64_t channels, int64_t inner, float scale, float zp,
+                     float lo, float hi, int team) {
+  const int64_t blocks = channels / 16, n = outer * blocks;
+  parallel_teams(std::min<int64_t>(memory_team(team, outer * channels * inner, sizeof(float) + sizeof(T)), n),
+                 [&](int t, int k) {
+                   std::vector<T> tile(static_cast<size_t>(16 * inner));
+                   auto [b, e] = part(n, t, k);
+                   for (int64_t i = b; i < e; ++i) {
+                     const int64_t o = i / blocks, c0 = i % blocks * 16;
+                     for (int64_t r = 0; r < 16; ++r)
+                       quantize_run(x + (o * channels + c0 + r) * inner, tile.data() + r * inner, inner, scale, zp, lo,
+                                    hi);
+                     for (int64_t s0 = 0; s0 < inner; s0 += 16)
+                       transpose16_bytes(reinterpret_cast<const uint8_t*>(tile.data() + s0), inner,
+                                         reinterpret_cast<uint8_t*>(y + (o * inner + s0) * channels + c0), channels);
+                   }
+                 });
+}
+
+}  // namespace
+
+bool quantize_to_channels_last(const float* x, void* y, QType t, int64_t outer, int64_t channels, int64_t inner,
+                               float scale, int32_t zp, int team) {
+  if (channels % 16 != 0 || inner % 16 != 0 || (t != QType::U8 && t != QType::S8)) return false;
+  const float lo = static_cast<float>(qmin(t)), hi = static_cast<float>(qmax(t)), z = static_cast<float>(zp);
+  if (t == QType::U8)
+    quantize_last_t(x, static_cast<uint8_t*>(y), outer, channels, inner, scale, z, lo, hi, team);
+  else
+    quantize_last_t(x, static_cast<int8_t*>(y), outer, channels, inner, scale, z, lo, hi, team);
+  return true;
+}
+
 void dequantize(const void* x, QType t, float* y, const QShape& s, const float* scale, const int32_t* zp, int team) {
   switch (t) {
     case QType::U8: return dequantize_t(static_cast<const uint8_t*>(x), y, s, scale, zp, team);

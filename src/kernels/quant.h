@@ -36,6 +36,11 @@ struct QShape {
 
 // y = saturate(round(x / scale[c]) + zp[c]); zp may be nullptr (0). `team` threads.
 void quantize(const float* x, void* y, QType t, const QShape& s, const float* scale, const int32_t* zp, int team = 1);
+// quantize per tensor of x [outer, channels, inner] (row-major) into y [outer, inner,
+// channels] (channels-last): the same values, transposed as they are written. t U8 or
+// S8, channels and inner multiples of 16; false (nothing written) otherwise.
+bool quantize_to_channels_last(const float* x, void* y, QType t, int64_t outer, int64_t channels, int64_t inner,
+                               float scale, int32_t zp, int team = 1);
 // y = (x - zp[c]) * scale[c], x of type t (S32 included).
 void dequantize(const void* x, QType t, float* y, const QShape& s, const float* scale, const int32_t* zp, int team = 1);
 

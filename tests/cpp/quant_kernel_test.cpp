@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/quant.h"
@@ -51,6 +52,36 @@ TEST(QuantKernels, DynamicParamsIgnoreNaN) {
   const kernels::DynamicParams got = kernels::dynamic_params(x.data(), static_cast<int64_t>(x.size()));
   EXPECT_EQ(got.scale, 2.5f / 255.0f);
   EXPECT_EQ(got.zero_point, onnx_params(x).zero_point);
+}
+
+TEST(QuantKernels, QuantizingToChannelsLastTransposesTheRowMajorResult) {
+  // Several 16-channel blocks, an inner extent of one and of several 16-position
+  // tiles, two images; u8 and s8; values that saturate both ends and sit at ties.
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> dist(-40.0f, 40.0f);
+  for (auto [outer, channels, inner] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 16}, {2, 48, 80}, {3, 32, 256}})
+    for (kernels::QType t : {kernels::QType::U8, kernels::QType::S8}) {
+      std::vector<float> x(static_cast<size_t>(outer * channels * inner));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = i % 7 == 0 ? std::floor(dist(rng)) * 0.25f + 0.125f : dist(rng);
+      kernels::QShape all;
+      all.inner = static_cast<int64_t>(x.size());
+      const float scale = 0.25f;
+      const int32_t zp = t == kernels::QType::U8 ? 131 : -3;
+      std::vector<uint8_t> plain(x.size()), last(x.size());
+      kernels::quantize(x.data(), plain.data(), t, all, &scale, &zp);
+      for (int team : {1, 2}) {
+        ASSERT_TRUE(kernels::quantize_to_channels_last(x.data(), last.data(), t, outer, channels, inner, scale, zp, team));
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = 0; c < channels; ++c)
+            for (int64_t s = 0; s < inner; ++s)
+              ASSERT_EQ(last[static_cast<size_t>((o * inner + s) * channels + c)],
+                        plain[static_cast<size_t>((o * channels + c) * inner + s)])
+                  << outer << "x" << channels << "x" << inner << " at " << o << "," << c << "," << s;
+      }
+    }
+  std::vector<float> x(24 * 16);
+  std::vector<uint8_t> y(x.size());
+  EXPECT_FALSE(kernels::quantize_to_channels_last(x.data(), y.data(), kernels::QType::U8, 1, 24, 16, 1.0f, 0));
 }
 
 }  // namespace

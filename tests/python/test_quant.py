@@ -352,3 +352,47 @@ def test_requantization_rounds_before_adding_an_odd_zero_point(op, tmp_path):
     got = np.load(tmp_path / "out.npz")["y"]
     assert (want % 2 == 0).any() and (want % 2 == 1).any()
     np.testing.assert_array_equal(got, want)
+
+
+def qdq_conv_after_float(channels):
+    """x * 1.5 (a float step's row-major result), quantized per tensor, then a QDQ
+    convolution (per-channel s8 weights, an int32 bias) and its requantized output,
+    as quantize_static writes them."""
+    rng = np.random.default_rng(8)
+    t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    sw = (rng.random(16) * 0.004 + 0.001).astype(np.float32)
+    inits = [t("k", np.float32(1.5)), t("sx", np.float32(0.02)), t("zx", np.uint8(121)),
+             t("w", rng.integers(-127, 128, (16, channels, 3, 3)).astype(np.int8)), t("sw", sw),
+             t("zw", np.zeros(16, np.int8)), t("bq", rng.integers(-2000, 2000, 16).astype(np.int32)),
+             t("sb", (np.float32(0.02) * sw).astype(np.float32)), t("zb", np.zeros(16, np.int32)),
+             t("sy", np.float32(0.05)), t("zy", np.uint8(118))]
+    nodes = [helper.make_node("Mul", ["x", "k"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "sx", "zx"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "sx", "zx"], ["dq"]),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["b"], axis=0),
+             helper.make_node("Conv", ["dq", "wd", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["qy"]),
+             helper.make_node("DequantizeLinear", ["qy", "sy", "zy"], ["y"])]
+    shape = [2, channels, 5, 16]
+    g = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 5, 16])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tuple(shape)
+
+
+@pytest.mark.parametrize("channels", [32, 24])
+def test_a_quantization_read_by_qdq_convolutions_is_written_channels_last(channels, tmp_path):
+    """The QuantizeLinear before a QDQ convolution writes the channels-last layout the
+    convolution reads (no reorder between them) where its channels and the positions
+    come in 16s (the kernel's tiles); 24 channels keep the reorder. Either way the
+    output is ONNX Runtime's but for a rounding flip."""
+    model, shape = qdq_conv_after_float(channels)
+    path, x, kinds = steps_on_drawn_inputs(model, shape, tmp_path)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    steps = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ") and line.split()]
+    between = steps[steps.index("quantize") + 1:steps.index("int8-conv")]
+    assert between == ([] if channels % 16 == 0 else ["reorder"]), steps
+    want = ort_run(path, x)[0]
+    for threads in (1, 2):
+        assert_close_in_steps(isomer.run(path, x, engine="runtime", threads=threads)[0], want, 0.05)
