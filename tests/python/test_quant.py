@@ -233,10 +233,10 @@ def test_conv_integer_takes_its_scale_bias_and_relu(per_channel, weights, tmp_pa
     assert_runtime_is_onnxruntime(path, x)
 
 
-def steps_on_drawn_inputs(model, shape, tmp_path):
+def steps_on_drawn_inputs(model, shape, tmp_path, reorders=False):
     """`model` saved and run at 1 thread on drawn inputs of `shape`: its path, the
-    inputs, and its steps' kinds but the reorders (x's row-major u8 to channels-last,
-    and y's back, it being an output)."""
+    inputs, and its steps' kinds but (unless `reorders`) the reorders (x's row-major
+    u8 to channels-last, and y's back, it being an output)."""
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     x = feeds(shape)
@@ -246,7 +246,7 @@ def steps_on_drawn_inputs(model, shape, tmp_path):
     assert p.returncode == 0, p.stderr
     kinds = [line.split()[0] for line in p.stdout.splitlines()
              if line.startswith("  ") and not line.strip().startswith("output")]
-    return path, x, [k for k in kinds if k != "reorder"]
+    return path, x, [k for k in kinds if reorders or k != "reorder"]
 
 
 def assert_runtime_is_onnxruntime(path, x):
@@ -387,10 +387,7 @@ def test_a_quantization_read_by_qdq_convolutions_is_written_channels_last(channe
     come in 16s (the kernel's tiles); 24 channels keep the reorder. Either way the
     output is ONNX Runtime's but for a rounding flip."""
     model, shape = qdq_conv_after_float(channels)
-    path, x, kinds = steps_on_drawn_inputs(model, shape, tmp_path)
-    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
-                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
-    steps = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ") and line.split()]
+    path, x, steps = steps_on_drawn_inputs(model, shape, tmp_path, reorders=True)
     between = steps[steps.index("quantize") + 1:steps.index("int8-conv")]
     assert between == ([] if channels % 16 == 0 else ["reorder"]), steps
     want = ort_run(path, x)[0]
