@@ -42,7 +42,7 @@ std::optional<Bench> weight_products(const Region& r) {
       }
     }
     if (!weight) continue;
-    outs.push_back(b.op(n->op_type(), a, n->attrs(), 1)[0]);
+    outs.push_back(b.op(n->op_type(), a, n->attrs(), 1, "p" + std::to_string(outs.size()))[0]);
     names.push_back("p" + std::to_string(names.size()));
   }
   if (outs.empty()) return std::nullopt;
@@ -56,15 +56,18 @@ std::optional<Bench> weight_products(const Region& r) {
 
 namespace {
 
-// Arithmetic per element of a pointwise operator, in the units of mugraph/cost.cpp's
-// op_flops (Machine::vec_gflops): one for an add or a compare, four for a division
-// or a root, sixteen for a transcendental function.
+// Arithmetic per element of an operator fused after a contraction, in the units of
+// mugraph/cost.cpp's op_flops (Machine::vec_gflops): none for a view (a Reshape the
+// step absorbs), sixteen for a transcendental function, four for a division or a
+// root, one for the rest (an add, a compare).
 double pointwise_flops(const std::string& op) {
-  static const std::set<std::string, std::less<>> simple = {"Add", "Sub", "Mul", "Neg", "Max", "Min",
-                                                            "Relu", "Where", "Abs", "Clip"};
+  static const std::set<std::string, std::less<>> views = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                                                           "Flatten", "Identity",  "Cast",    "Expand"};
+  static const std::set<std::string, std::less<>> transcendental = {"Exp",  "Log",  "Tanh",     "Erf",
+                                                                    "Sigmoid", "Gelu", "Softplus", "Mish"};
   // Pow: the exponent is a constant (a square, a cube, a root) in the regions priced.
   static const std::set<std::string, std::less<>> divide = {"Div", "Sqrt", "Reciprocal", "Pow"};
-  return simple.count(op) ? 1 : divide.count(op) ? 4 : 16;
+  return views.count(op) ? 0 : transcendental.count(op) ? 16 : divide.count(op) ? 4 : 1;
 }
 
 }  // namespace
@@ -77,27 +80,46 @@ double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
   const double bw = m.dram_gbps * 1e9 * std::min(team, 2.0);  // byte/s
   const double cached_bw = m.cache_gbps * 1e9 * team;           // a step's bytes within L2
   const double step_s = 1e-6;
-  // Elements of each node's output, by the output's name (StepInfo::nodes).
-  std::unordered_map<std::string, double> elements;
-  for (const NodePtr& n : g.topo_order())
-    if (n->kind() == NodeKind::Op && n->num_outputs() > 0 && is_static(n->output_types()[0].shape)) {
-      double e = 1;
-      for (int64_t d : static_dims(n->output_types()[0].shape)) e *= static_cast<double>(d);
-      elements[runtime::node_key(*n)] = e;
+  // Elements of each node's output and bytes of its constant operands of rank 2 or
+  // more (weights), by the output's name (StepInfo::nodes).
+  auto numel = [](const TensorType& t) {
+    double e = 1;
+    for (int64_t d : static_dims(t.shape)) e *= static_cast<double>(d);
+    return e;
+  };
+  std::unordered_map<std::string, std::pair<double, double>> elements;
+  std::set<std::string> ambiguous;  // unnamed, or named twice: priced by the step's own counts
+  for (const NodePtr& n : g.topo_order()) {
+    if (n->kind() != NodeKind::Op || n->num_outputs() == 0 || !is_static(n->output_types()[0].shape)) continue;
+    double weights = 0;
+    for (const Value& v : n->inputs())
+      if (v.present() && v.node->kind() == NodeKind::Constant && v.type().shape.size() >= 2 && is_static(v.type().shape))
+        weights += numel(v.type()) * static_cast<double>(dtype_size(v.type().dtype));
+    const std::string key = runtime::node_key(*n);
+    if (key.empty() || elements.count(key)) {
+      ambiguous.insert(key);
+      continue;
     }
+    elements[key] = {numel(n->output_types()[0]), weights};
+  }
+  for (const std::string& key : ambiguous) elements.erase(key);
   double s = 0;
   for (const runtime::StepInfo& st : exe.steps()) {
     if (st.boundary) continue;
     const bool contraction = st.kind == "matmul" || st.kind == "conv" || st.kind == "deconv" || st.kind == "attention";
-    double epilogue = 0;
-    if (contraction)
-      for (size_t i = 0; i < st.ops.size() && i < st.nodes.size(); ++i) {
-        if (st.ops[i] == "MatMul" || st.ops[i] == "Gemm" || st.ops[i] == "Conv") continue;
-        if (auto it = elements.find(st.nodes[i]); it != elements.end())
-          epilogue += it->second * pointwise_flops(st.ops[i]);
-      }
-    const double rate = st.bytes <= static_cast<double>(m.l2) * team ? cached_bw : bw;
-    s += std::max(st.flops / (contraction ? gemm : vec), st.bytes / rate) + epilogue / vec + step_s;
+    double epilogue = 0, weights = 0;
+    for (size_t i = 0; i < st.ops.size() && i < st.nodes.size(); ++i) {
+      auto it = elements.find(st.nodes[i]);
+      if (it == elements.end()) continue;
+      weights += it->second.second;
+      if (contraction && st.ops[i] != "MatMul" && st.ops[i] != "Gemm" && st.ops[i] != "Conv")
+        epilogue += it->second.first * pointwise_flops(st.ops[i]);
+    }
+    // A step reads its weights whole, also where its bytes leave them out (the
+    // runtime's one-row products count their activations only).
+    const double bytes = std::max(st.bytes, weights);
+    const double rate = bytes <= static_cast<double>(m.l2) * team ? cached_bw : bw;
+    s += std::max(st.flops / (contraction ? gemm : vec), bytes / rate) + epilogue / vec + step_s;
   }
   return s * 1e3;
 }
