@@ -100,5 +100,23 @@ TEST(MuGraphWeightBound, AOneRowProductReadsItsWeight) {
   EXPECT_GE(w.products_ms, 384.0 * 1536 * 4 / (machine().dram_gbps * 1e9) * 1e3);
 }
 
+// The price ranks regions in the order of their work: more rows, a wider projection
+// or a longer reduction each cost more (an order, never a time).
+TEST(MuGraphWeightBound, PricesRankRegionsByTheirWork) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  runtime::RuntimeOptions ro;
+  ro.threads = 1;
+  auto price = [&](int64_t rows, int64_t hidden, int64_t out) {
+    const Graph g = norm_projection(rows, hidden, out);
+    return priced_ms(g, *runtime::compile(g, ro), 1);
+  };
+  const std::vector<double> by_rows = {price(1, 256, 512), price(16, 256, 512), price(64, 256, 512),
+                                       price(256, 256, 512)};
+  const std::vector<double> by_out = {price(16, 256, 64), price(16, 256, 512), price(16, 256, 4096)};
+  const std::vector<double> by_hidden = {price(16, 64, 512), price(16, 256, 512), price(16, 1024, 512)};
+  for (const auto* v : {&by_rows, &by_out, &by_hidden})
+    for (size_t i = 1; i < v->size(); ++i) EXPECT_LT((*v)[i - 1], (*v)[i]) << i;
+}
+
 }  // namespace
 }  // namespace isomer::mugraph
