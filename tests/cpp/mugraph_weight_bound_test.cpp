@@ -100,6 +100,24 @@ TEST(MuGraphWeightBound, AOneRowProductReadsItsWeight) {
   EXPECT_GE(w.products_ms, 384.0 * 1536 * 4 / (machine().dram_gbps * 1e9) * 1e3);
 }
 
+// The decision reads no clock, so an untimed run (--mugraph-untimed) takes it too:
+// it searched such regions and kept the cost model's kernel (llama_block's RMSNorm +
+// SwiGLU region: 11 ms against 5.9 ms unfused).
+TEST(MuGraphWeightBound, AnUntimedRunDoesNotSearchAWeightBoundRegion) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  const Graph g = norm_projection(64, 256, 4096);
+  FuseOptions o;
+  o.threads = 1;
+  o.measure = false;
+  FuseReport report;
+  Graph out = fuse_regions(g, o, &report);
+  ASSERT_EQ(report.regions.size(), 1u);
+  EXPECT_FALSE(report.regions[0].kept) << report.to_text();
+  EXPECT_EQ(report.regions[0].states, 0u) << report.to_text();
+  EXPECT_NE(report.regions[0].reason.find("not searched"), std::string::npos) << report.to_text();
+  EXPECT_EQ(out.op_histogram().count("MuGraph"), 0u);
+}
+
 // The price ranks regions in the order of their work: more rows, a wider projection
 // or a longer reduction each cost more (an order, never a time).
 TEST(MuGraphWeightBound, PricesRankRegionsByTheirWork) {
