@@ -148,7 +148,8 @@ void add_optimize_command(CLI::App& app) {
   o->add_flag("--mugraph-untimed", opt->mugraph_untimed,
               "with --mugraph: keep each region's best verified kernel by the cost model without timing it against "
               "the unfused runtime; then nothing but the guard's timing of the whole model catches a kernel slower "
-              "than the operators it replaces (and with --no-guard nothing does)");
+              "than the operators it replaces (and with --no-guard nothing does); regions priced as almost all weight "
+              "products are still not searched");
   o->add_flag("--no-check", opt->no_check, "do not compare the optimized model with the original");
   o->add_flag("--no-guard", opt->no_guard,
               "do not time the optimized model against the original (it is written even if slower)");

@@ -1,9 +1,6 @@
 #include "mugraph/cost.h"
 
-#include <dnnl.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +9,10 @@
 #include <mutex>
 #include <sstream>
 
+#include "ir/graph.h"
 #include "mugraph/interpreter.h"
+#include "runtime/clock.h"
+#include "runtime/runtime.h"
 
 namespace isomer::mugraph {
 
@@ -42,55 +42,72 @@ std::filesystem::path cache_dir() {
   return std::filesystem::path(h && *h ? h : "/tmp") / ".cache" / "isomer";
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The FMA peak of one core: 2 FMA pipes x vector width x 2 flops at the clock the
-// kernel reports (cpu MHz in /proc/cpuinfo); 0 if unknown.
-double fma_peak_gflops(const Machine& m) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  double mhz = 0;
-  while (std::getline(in, line))
-    if (line.rfind("cpu MHz", 0) == 0) {
-      mhz = std::atof(line.substr(line.find(':') + 1).c_str());
-      break;
-    }
-  return mhz > 0 ? 2.0 * m.vector_floats * 2.0 * mhz / 1e3 : 0;
-}
+// Processor time of the calling thread, in seconds: the measurements below run on
+// this thread, so preemption by other processes on a busy machine does not count.
+double thread_s() { return runtime::clock_ms(runtime::StepClock::thread) * 1e-3; }
 
 void measure(Machine& m) {
-  // Matmul rate: oneDNN's sgemm, one thread, a cache-resident size; best of 5.
-  const int n = 256;
-  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
+  // Matmul rate: what the runtime's own matmul step (oneDNN's brgemm, one thread)
+  // reaches on a projection-like shape, best of 7 in processor time. The generated
+  // kernels' GEMM reaches 0.92-0.96 of it, and the weight products a region is
+  // priced against run on it. (oneDNN's sgemm read about half of this rate here,
+  // and a rate clamped to the FMA peak at the base clock missed the turbo clock.)
+  const int64_t M = 128, K = 512, N = 512;
+  GraphBuilder b;
+  std::vector<double> w(static_cast<size_t>(K * N), 0.01);
+  Value x = b.input("x", TensorType{DType::Float32, make_shape({M, K})});
+  Value y = b.op("MatMul", {x, b.constant(Tensor::from_f64(DType::Float32, {K, N}, w))}, {}, 1)[0];
+  runtime::RuntimeOptions ro;
+  ro.threads = 1;
+  auto exe = runtime::compile(b.finish({y}, {"y"}), ro);
+  std::vector<Tensor> in{Tensor::from_f64(DType::Float32, {M, K}, std::vector<double>(static_cast<size_t>(M * K), 1.0))};
+  exe->run(in);
   double best = 1e9;
-  for (int r = 0; r < 5; ++r) {
-    double t0 = now_s();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    best = std::min(best, now_s() - t0);
+  for (int r = 0; r < 7; ++r) {
+    const double t0 = thread_s();
+    exe->run(in);
+    best = std::min(best, thread_s() - t0);
   }
-  m.gflops_core = 2.0 * n * n * n / best / 1e9;
-  // On a shared machine one timed sgemm reads anything from 3 to 185 GFLOP/s (other
-  // jobs, or oneDNN running it on several threads); the rate must be one core's:
-  // clamp it to the FMA peak, and take 70% of the peak where it reads below a
-  // quarter of it (the kernels' register blocks reach about that).
-  if (double peak = fma_peak_gflops(m); peak > 0) {
-    if (m.gflops_core > peak) m.gflops_core = peak;
-    if (m.gflops_core < 0.25 * peak) m.gflops_core = 0.7 * peak;
+  m.gflops_core = 2.0 * static_cast<double>(M * K * N) / std::max(best, 1e-9) / 1e9;
+  // Pointwise rate, in op_flops units: the runtime's fused pointwise step over
+  // cache-resident data (Tanh, Mul, Add: 16 + 1 + 1 per element), best of 7.
+  {
+    GraphBuilder pb;
+    Value px = pb.input("x", TensorType{DType::Float32, make_shape({M, K})});
+    Value t = pb.op("Tanh", {px}, {}, 1)[0];
+    Value o = pb.op("Add", {pb.op("Mul", {t, px}, {}, 1)[0], px}, {}, 1)[0];
+    auto pe = runtime::compile(pb.finish({o}, {"o"}), ro);
+    pe->run(in);
+    double pbest = 1e9;
+    for (int r = 0; r < 7; ++r) {
+      const double t0 = thread_s();
+      for (int k = 0; k < 4; ++k) pe->run(in);
+      pbest = std::min(pbest, (thread_s() - t0) / 4);
+    }
+    m.vec_gflops = 18.0 * static_cast<double>(M * K) / std::max(pbest, 1e-9) / 1e9;
   }
-  // Streaming read bandwidth, one core, 64 MB.
-  std::vector<float> big(16 << 20, 1.0f);
-  double best_bw = 1e9;
-  volatile float sink = 0;
-  for (int r = 0; r < 3; ++r) {
-    double t0 = now_s();
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 3 < big.size(); i += 4) s0 += big[i], s1 += big[i + 1], s2 += big[i + 2], s3 += big[i + 3];
-    sink = sink + s0 + s1 + s2 + s3;
-    best_bw = std::min(best_bw, now_s() - t0);
-  }
-  m.dram_gbps = static_cast<double>(big.size() * sizeof(float)) / best_bw / 1e9;
+  // Read bandwidth, one core: seconds to read `words` 64-bit words `passes` times,
+  // xor-ed into eight independent lanes (a float sum, or one xor chain, is bound by
+  // its latency: 28-34 GB/s from DRAM and L2 alike here, against 36 and 114), best of 5.
+  auto read_s = [](size_t words, int passes) {
+    std::vector<uint64_t> v(words, 1u);
+    volatile uint64_t sink = 0;
+    double best_s = 1e9;
+    for (int r = 0; r < 5; ++r) {
+      const double t0 = thread_s();
+      uint64_t lane[8] = {};
+      for (int p = 0; p < passes; ++p)
+        for (size_t i = 0; i + 7 < v.size(); i += 8)
+          for (int k = 0; k < 8; ++k) lane[k] ^= v[i + static_cast<size_t>(k)];
+      for (uint64_t x : lane) sink = sink ^ x;
+      best_s = std::min(best_s, thread_s() - t0);
+    }
+    return std::max(best_s, 1e-9);
+  };
+  const size_t big = 8 << 20, small = static_cast<size_t>(m.l2 / 2 / 8);  // 64 MB; half of L2
+  m.dram_gbps = static_cast<double>(big * 8) / read_s(big, 1) / 1e9;
+  // The same over data a step finds in cache.
+  m.cache_gbps = 64.0 * static_cast<double>(small * 8) / read_s(small, 64) / 1e9;
 }
 
 }  // namespace
@@ -98,7 +115,7 @@ void measure(Machine& m) {
 std::string Machine::describe() const {
   std::ostringstream o;
   o << isa() << ", L1 " << (l1 >> 10) << " KiB, L2 " << (l2 >> 10) << " KiB, L3 " << (l3 >> 20) << " MiB, "
-    << gflops_core << " GFLOP/s per core (matmul), " << dram_gbps << " GB/s (one core)";
+    << gflops_core << " GFLOP/s per core (matmul), " << vec_gflops << " (pointwise), " << dram_gbps << " GB/s (one core), " << cache_gbps << " GB/s from L2";
   return o.str();
 }
 
@@ -123,18 +140,22 @@ const Machine& machine() {
     const char* nomeasure = std::getenv("ISOMER_MUGRAPH_NO_MEASURE");
     if (nomeasure && *nomeasure == '1') {
       m.gflops_core = m.avx512 ? 100 : m.avx2 ? 50 : 15;
+      m.vec_gflops = m.gflops_core / 4;
       m.dram_gbps = 10;
+      m.cache_gbps = 40;
       return;
     }
     std::filesystem::path f = cache_dir() / "mugraph-machine.txt";
-    std::string key = "v2 " + m.isa() + " " + read_line("/proc/sys/kernel/hostname");
+    std::string key = "v5 " + m.isa() + " " + read_line("/proc/sys/kernel/hostname");
     {
       std::ifstream in(f);
       std::string k;
-      double g = 0, b = 0;
-      if (std::getline(in, k) && k == key && (in >> g >> b) && g > 0 && b > 0) {
+      double g = 0, b = 0, v = 0, c = 0;
+      if (std::getline(in, k) && k == key && (in >> g >> b >> v >> c) && g > 0 && b > 0 && v > 0 && c > 0) {
         m.gflops_core = g;
         m.dram_gbps = b;
+        m.vec_gflops = v;
+        m.cache_gbps = c;
         return;
       }
     }
@@ -142,7 +163,7 @@ const Machine& machine() {
     std::error_code ec;
     std::filesystem::create_directories(f.parent_path(), ec);
     std::ofstream out(f);
-    out << key << "\n" << m.gflops_core << " " << m.dram_gbps << "\n";
+    out << key << "\n" << m.gflops_core << " " << m.dram_gbps << " " << m.vec_gflops << " " << m.cache_gbps << "\n";
   });
   return m;
 }
@@ -185,7 +206,7 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
     return v;
   };
   const double peak = m.gflops_core * 1e9;        // flop/s, one core, matmul
-  const double vec_rate = peak / 4;                // elementwise work: no FMA pairing, less unrolling
+  const double vec_rate = m.vec_gflops * 1e9;      // elementwise work, op_flops units
   double per_tile = 0, ws = 0;                     // seconds
   for (const BOp& op : g.ops) {
     double reps = op.phase == Phase::Loop ? chunks : 1;
@@ -193,7 +214,7 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
     ws += out * 4;
     double t = 0;
     switch (op.kind) {
-      case BKind::Input: t = out * 4 / (m.dram_gbps * 1e9 * 4); break;  // a copy from cache
+      case BKind::Input: t = out * 4 / (m.cache_gbps * 1e9); break;  // a copy from cache
       case BKind::Const: break;
       case BKind::Elementwise: t = out * op_flops(op.op) / vec_rate; break;
       case BKind::Reduce: t = vol(g.ops[op.args[0]].axes, op.phase) / vec_rate; break;

@@ -14,14 +14,16 @@ struct Machine {
   int64_t l1 = 32 << 10, l2 = 512 << 10, l3 = 8 << 20;  // data cache bytes (per core for L1/L2)
   bool avx2 = false, avx512 = false, fma = false;
   int vector_floats = 4;        // floats per vector register the kernels use
-  double gflops_core = 0;       // measured: single-core matmul rate
+  double gflops_core = 0;       // measured: the runtime's matmul (brgemm) on one core
+  double vec_gflops = 0;        // measured: the runtime's pointwise step, in op_flops units
   double dram_gbps = 0;         // measured: streaming read bandwidth, one core
+  double cache_gbps = 0;        // measured: the same from L2
   std::string isa() const { return avx512 ? "avx512" : avx2 ? "avx2" : "sse"; }
   std::string describe() const;
 };
 
 // Caches from /sys/devices/system/cpu/cpu0/cache, the instruction set from CPUID,
-// rates measured once and kept in $XDG_CACHE_HOME/isomer/mugraph-machine.txt
+// rates measured once (in the thread's processor time) and kept in $XDG_CACHE_HOME/isomer/mugraph-machine.txt
 // (~/.cache when unset); ISOMER_MUGRAPH_NO_MEASURE=1 uses fixed nominal rates
 // (tests).
 const Machine& machine();

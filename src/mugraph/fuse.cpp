@@ -18,7 +18,7 @@
 #include "mugraph/region.h"
 #include "mugraph/search.h"
 #include "mugraph/verify.h"
-#include "runtime/clock.h"
+#include "mugraph/weight_bound.h"
 #include "runtime/runtime.h"
 
 namespace isomer::mugraph {
@@ -270,13 +270,6 @@ std::string FuseReport::to_text() const {
 
 namespace {
 
-// One region's test bench: its inputs (constants as constants), the body inlined
-// (isomer's unfused runtime) and the region as one MuGraph node.
-struct Bench {
-  Graph unfused;
-  std::vector<Tensor> inputs;
-};
-
 Bench make_bench(const Region& r) {
   GraphBuilder b;
   std::vector<Value> ins;
@@ -294,7 +287,8 @@ Bench make_bench(const Region& r) {
     }
     std::vector<Value> a;
     for (const Value& v : n->inputs()) a.push_back(v.present() ? map.at(v.node.get()) : v);
-    map[n.get()] = b.op(n->op_type(), a, n->attrs(), 1)[0];
+    // Named, so that a step's nodes (runtime::StepInfo::nodes) name them (priced_ms).
+    map[n.get()] = b.op(n->op_type(), a, n->attrs(), 1, "n" + std::to_string(map.size()))[0];
   }
   Bench bench;
   bench.unfused = b.finish({map.at(r.body.outputs()[0].node.get())}, {"out"});
@@ -364,89 +358,6 @@ std::string region_ops(const Region& r) {
   return s;
 }
 
-// The region's products with a weight (a constant operand of rank 2 or more) alone,
-// their other operands inputs: what any kernel of the region must compute at least.
-std::optional<Bench> weight_products(const Region& r) {
-  GraphBuilder b;
-  std::vector<Value> outs;
-  std::vector<std::string> names;
-  size_t inputs = 0;
-  auto is_weight = [](const Value& v) {
-    return v.present() && v.node->kind() == NodeKind::Constant && v.type().shape.size() >= 2;
-  };
-  std::unordered_map<const Node*, Value> constants;  // the body's inputs that are constants
-  for (size_t i = 0; i < r.body.inputs().size() && i < r.inputs.size(); ++i)
-    if (r.inputs[i].constant()) constants[r.body.inputs()[i].get()] = b.constant(*r.inputs[i].constant());
-  for (const NodePtr& n : r.body.topo_order()) {
-    if (n->kind() != NodeKind::Op || (n->op_type() != "MatMul" && n->op_type() != "Gemm")) continue;
-    std::vector<Value> a;
-    bool weight = false;
-    for (const Value& v : n->inputs()) {
-      if (!v.present()) {
-        a.push_back(v);
-      } else if (auto it = constants.find(v.node.get()); it != constants.end()) {
-        weight = weight || v.type().shape.size() >= 2;
-        a.push_back(it->second);
-      } else if (is_weight(v)) {
-        weight = true;
-        a.push_back(b.constant(*v.node->value()));
-      } else {
-        a.push_back(b.input("in" + std::to_string(inputs++), v.type()));
-      }
-    }
-    if (!weight) continue;
-    outs.push_back(b.op(n->op_type(), a, n->attrs(), 1)[0]);
-    names.push_back("p" + std::to_string(names.size()));
-  }
-  if (outs.empty()) return std::nullopt;
-  Bench bench;
-  bench.unfused = b.finish(outs, names);
-  ModelInputs mi = valid_random_inputs(bench.unfused, 7);
-  if (!mi.ok()) return std::nullopt;
-  bench.inputs = mi.tensors;
-  return bench;
-}
-
-// The median of `repeats` runs after one warm-up: on one thread in the calling thread's
-// processor time (the runs are on this thread, so a preemption by another process does
-// not count: the decision below must hold on a busy machine too), else on the wall clock.
-double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats) {
-  if (exe.threads() != 1) return runtime::benchmark(exe, inputs, 1, repeats).median;
-  exe.run(inputs);
-  std::vector<double> ms;
-  for (int k = 0; k < repeats; ++k) {
-    const double t0 = runtime::clock_ms(runtime::StepClock::thread);
-    exe.run(inputs);
-    ms.push_back(runtime::clock_ms(runtime::StepClock::thread) - t0);
-  }
-  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
-  return ms[static_cast<size_t>(repeats / 2)];
-}
-
-// Why no kernel can win the region, if none can: its weight products alone, on the
-// runtime (oneDNN; the generated GEMM reaches 0.92-0.96 of its speed) and timed next
-// to the unfused region so that both see the same load, leave less than 7% of the
-// region's time, the most a kernel could save (kernels are kept only from 3% up).
-std::optional<std::string> weight_bound(const Region& r, runtime::Executable& unfused,
-                                        const std::vector<Tensor>& inputs, const runtime::RuntimeOptions& ro) {
-  std::optional<Bench> products = weight_products(r);
-  if (!products) return std::nullopt;
-  auto alone = runtime::compile(products->unfused, ro);
-  double unfused_ms = 1e300, products_ms = 1e300;
-  // The least of 5 interleaved medians: a preempted round reads slow on one side only.
-  for (int k = 0; k < 5; ++k) {
-    unfused_ms = std::min(unfused_ms, median_run_ms(unfused, inputs, 3));
-    products_ms = std::min(products_ms, median_run_ms(*alone, products->inputs, 3));
-  }
-  if (unfused_ms - products_ms >= 0.07 * unfused_ms) return std::nullopt;
-  char b[256];
-  std::snprintf(b, sizeof b,
-                "not searched: its weight products alone take %.3f ms, %.0f%% of the unfused region's %.3f ms: no "
-                "kernel can gain enough",
-                products_ms, 100 * products_ms / unfused_ms, unfused_ms);
-  return std::string(b);
-}
-
 }  // namespace
 
 size_t first_near_fastest(const std::vector<double>& medians, double within) {
@@ -483,24 +394,30 @@ Decision decide(const Region& r, const FuseOptions& opts) {
       constants[i].assign(f, f + t->numel());
     }
   auto t0 = std::chrono::steady_clock::now();
-  // Timed decisions measure the unfused region first: a region whose time is almost
+  // Every decision prices the unfused region first: a region whose time is almost
   // all weight products (LayerNorm or RMSNorm feeding a projection, SwiGLU's gate and
   // up projections) cannot be won by any kernel, and searching it took 20 s.
   Bench bench;
   std::unique_ptr<runtime::Executable> unfused;
   runtime::RuntimeOptions ro;
   ro.threads = threads;
-  if (opts.measure) {
-    try {
-      bench = make_bench(r);
-    } catch (const Error& e) {
-      o.reason = e.what();
-      return d;
-    }
-    unfused = runtime::compile(bench.unfused, ro);
-    if (std::optional<std::string> why = weight_bound(r, *unfused, bench.inputs, ro)) {
-      o.reason = *why;
-      say(*why);
+  // The decision is priced, so an untimed run takes it too (its forced kernel for
+  // llama_block's RMSNorm + SwiGLU region ran 11 ms against 5.9 ms unfused).
+  try {
+    bench = make_bench(r);
+  } catch (const Error& e) {
+    o.reason = e.what();
+    return d;
+  }
+  unfused = runtime::compile(bench.unfused, ro);
+  if (std::optional<WeightBound> w = weight_bound(r, bench.unfused, *unfused, bench.inputs, ro, opts.measure)) {
+    char b[160];
+    std::snprintf(b, sizeof b, "weight products priced at %.0f%% of the region", 100 * w->priced_share);
+    say(std::string(b) + (opts.measure ? ", measured at " + std::to_string(std::lround(100 * w->measured_share)) + "%"
+                                       : ""));
+    if (w->bound) {
+      o.reason = w->reason;
+      say(w->reason);
       return d;
     }
   }
