@@ -263,8 +263,9 @@ bool pad_into_conv(Compiler& c, const Node& pad) {
   return ok;
 }
 
-// Constant padding by non-negative amounts: the output filled with the value, the
-// input copied into its interior.
+// Constant padding: the output filled with the value, the input copied into its
+// interior. A negative amount crops that side (RWKV's time shift pads the time axis by
+// one at the front and -1 at the back).
 bool pad_constant(Compiler& c, const Node& pad) {
   const auto& in = pad.inputs();
   if (pad.attrs().get_string("mode", "constant") != "constant" || (in.size() > 3 && in[3].present())) return false;
@@ -283,8 +284,13 @@ bool pad_constant(Compiler& c, const Node& pad) {
   const std::vector<int64_t> xd = c.val(x).dims;
   const size_t r = xd.size();
   if (pads.size() != 2 * r) return false;
-  for (int64_t p : pads)
-    if (p < 0) return false;
+  std::vector<int64_t> od = xd, kept = xd;
+  for (size_t i = 0; i < r; ++i) {
+    od[i] += pads[i] + pads[r + i];
+    kept[i] += std::min<int64_t>(pads[i], 0) + std::min<int64_t>(pads[r + i], 0);
+    if (od[i] < 0) return false;
+    kept[i] = std::max<int64_t>(kept[i], 0);
+  }
   const DType t = c.val(x).dtype;
   const size_t elem = dtype_size(t);
   std::string fill(elem, '\0');
@@ -293,19 +299,24 @@ bool pad_constant(Compiler& c, const Node& pad) {
     if (!v || v->dtype() != t || v->numel() != 1) return false;
     fill = v->bytes();
   }
-  std::vector<int64_t> od = xd;
-  for (size_t i = 0; i < r; ++i) od[i] += pads[i] + pads[r + i];
   auto type = dnnl_type(t);
   int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), pad.name());
   const std::vector<int64_t> ost = row_major(od), from = *c.strides_of(x);
-  int64_t offset = 0;
-  for (size_t i = 0; i < r; ++i) offset += pads[i] * ost[i];
-  offset *= static_cast<int64_t>(elem);
+  int64_t to_offset = 0, from_offset = 0;
+  for (size_t i = 0; i < r; ++i) {
+    to_offset += std::max<int64_t>(pads[i], 0) * ost[i];
+    from_offset += std::max<int64_t>(-pads[i], 0) * from[i];
+  }
+  to_offset *= static_cast<int64_t>(elem);
+  from_offset *= static_cast<int64_t>(elem);
   const int64_t total = num_elements(od);
+  // Only cropped: every output element is copied, none filled.
+  const bool fills = num_elements(kept) != total;
   add_native_step(c, step_info(pad, "pad", "pad " + std::string(dtype_name(t)) + to_string(xd) + " -> " + to_string(od)),
-                  {x}, {y}, [elem, fill, total, xd, from, ost, offset](const std::vector<char*>& p) {
-                    kernels::fill(elem, p[1], total, fill.data());
-                    kernels::strided_copy(elem, p[0], from, p[1] + offset, ost, xd);
+                  {x}, {y}, [elem, fill, fills, total, kept, from, ost, to_offset, from_offset](const std::vector<char*>& p) {
+                    if (fills) kernels::fill(elem, p[1], total, fill.data());
+                    if (num_elements(kept) > 0)
+                      kernels::strided_copy(elem, p[0] + from_offset, from, p[1] + to_offset, ost, kept);
                   });
   c.bind(pad.output(0), y);
   return true;
