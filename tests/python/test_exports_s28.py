@@ -50,7 +50,7 @@ def pad_model(pads, shape, value=None, dtype=TensorProto.FLOAT):
     ([0, 1, 0, 0, -1, 0], None),       # RWKV's time shift: [B, T, C] one step later
     ([0, -2, 1, 0, 3, -1], 0.5),       # crop one side, pad the other, on two axes
     ([0, -1, 0, 0, -2, 0], None),      # only crops: no element filled
-    ([0, 2, -3, 0, -4, 0], 1.5),       # cropped to nothing on one axis: all fill
+    ([0, -5, 0, 0, 2, 0], 1.5),        # the whole input cropped away: all fill
 ])
 def test_negative_pad_crops_on_the_native_kernel(tmp_path, pads, value):
     model = pad_model(pads, [2, 5, 3], value)
