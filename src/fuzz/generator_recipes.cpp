@@ -190,6 +190,18 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       // torch.fft: a real signal (parts axis 1) or a complex one (x and -x), along
       // any axis (counted from either end), padded or cut by dft_length.
       const auto i64 = [&](int64_t v) { return b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{v})); };
+      if (r == 2 && coin(40)) {
+        // torch.stft: frames of a [B, N] signal, real or complex, by a window or a
+        // frame_length, one-sided or not.
+        const bool complex = coin();
+        Value z = op1("Unsqueeze", {x, iconst({2})});
+        if (complex) z = op1("Concat", {z, op1("Neg", {z})}, {{"axis", int64_t{2}}});
+        const int64_t length = 1 + rnd(d[1]), step = 1 + rnd(3);
+        std::vector<Value> in = {z, i64(step)};
+        if (coin()) in.push_back(fconst({length}));
+        else in.insert(in.end(), {Value(), i64(length)});
+        return op1("STFT", in, {{"onesided", int64_t{complex ? 0 : rnd(2)}}});
+      }
       Value z = op1("Unsqueeze", {x, iconst({r})});
       const bool complex = coin();
       if (complex) z = op1("Concat", {z, op1("Neg", {z})}, {{"axis", r}});

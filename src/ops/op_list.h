@@ -83,6 +83,8 @@ ISOMER_OP(ConvTranspose)
 ISOMER_OP(Einsum)
 // dft.cpp: discrete Fourier transform along one axis (torch.fft)
 ISOMER_OP(DFT)
+// stft.cpp: short-time Fourier transform (torch.stft)
+ISOMER_OP(STFT)
 // pool.cpp
 ISOMER_OP(MaxPool)
 ISOMER_OP(AveragePool)

@@ -119,7 +119,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // widens types; GridSample-20 renames the modes and allows N-D (4-D implemented,
       // the rest kept opaque), 22 widens types.
       {"TopK", {1, 10, 11, 24}}, {"ScatterElements", {11, 13, 16, 18}}, {"OneHot", {9, 11, 28}},
-      {"GridSample", {16, 20, 22}}, {"DFT", {17, 20}},
+      {"GridSample", {16, 20, 22}}, {"DFT", {17, 20}}, {"STFT", {17}},
       // Trigonometric and hyperbolic functions and Softsign: 22 widens types.
       {"Tan", {7, 22}}, {"Asin", {7, 22}}, {"Acos", {7, 22}}, {"Atan", {7, 22}}, {"Sinh", {9, 22}}, {"Cosh", {9, 22}},
       {"Asinh", {9, 22}}, {"Acosh", {9, 22}}, {"Atanh", {9, 22}}, {"Softsign", {1, 22}},

@@ -1,7 +1,8 @@
 """Exports that earlier rounds did not try (models28), each case built with onnx.helper.
 
 RWKV's time shift pads the time axis by one at the front and -1 at the back (a
-negative Pad crops): it ran on the reference kernel.
+negative Pad crops): it ran on the reference kernel. torch.stft's export (an audio
+front end) is STFT, an operator isomer did not know.
 """
 import os
 import subprocess
@@ -60,3 +61,72 @@ def test_negative_pad_crops_on_the_native_kernel(tmp_path, pads, value):
     want = ort_outputs(model, {"x": x})[0]
     assert got["y"].shape == want.shape
     np.testing.assert_array_equal(got["y"], want)
+
+
+def stft_model(n, step, length, complex_signal, window, onesided, batch=2):
+    """STFT of x [batch, n] (as [batch, n, 1], or [batch, n, 2] = (x, -x)), by a Hann
+    window of `length` samples or by frame_length alone, then its squared magnitude."""
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [c("step", np.array(step, np.int64)), c("ax", np.array([2], np.int64)), c("last", np.array([3], np.int64))]
+    nodes = [helper.make_node("Unsqueeze", ["x", "ax"], ["z"], name="unsq")]
+    sig = "z"
+    if complex_signal:
+        nodes += [helper.make_node("Neg", ["z"], ["nz"], name="neg"),
+                  helper.make_node("Concat", ["z", "nz"], ["zc"], name="cat", axis=2)]
+        sig = "zc"
+    if window:
+        inits.append(c("win", (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(length) / length)).astype(np.float32)))
+        ins = [sig, "step", "win"]
+    else:
+        inits.append(c("len", np.array(length, np.int64)))
+        ins = [sig, "step", "", "len"]
+    nodes += [helper.make_node("STFT", ins, ["spec"], name="stft", onesided=onesided),
+              helper.make_node("Mul", ["spec", "spec"], ["sq"], name="sq"),
+              helper.make_node("ReduceSum", ["sq", "last"], ["power"], name="power", keepdims=0)]
+    graph = helper.make_graph(nodes, "stft", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, n])],
+                              [helper.make_tensor_value_info("spec", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("power", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("n,step,length,complex_signal,window,onesided", [
+    (400, 64, 128, False, True, 1),     # torch.stft(center=False): Hann window, one-sided
+    (100, 7, 20, False, False, 0),      # a rectangular frame_length, both sides
+    (90, 10, 33, True, True, 0),        # a complex signal, an odd length
+    (50, 3, 50, False, True, 1),        # one frame the whole signal long
+])
+def test_stft_runs_natively_as_onnx_runtime_does(tmp_path, n, step, length, complex_signal, window, onesided):
+    model = stft_model(n, step, length, complex_signal, window, onesided)
+    x = np.random.default_rng(2).standard_normal((2, n)).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x})
+    assert "reference" not in steps and "stft" in steps, steps
+    for name, want in zip(["spec", "power"], ort_outputs(model, {"x": x})):
+        assert got[name].shape == want.shape
+        np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
+
+
+def test_optimize_writes_stft_back(tmp_path):
+    model = stft_model(256, 32, 64, False, True, 1)
+    path, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(model, path)
+    p = subprocess.run([ISOMER, "optimize", str(path), "-o", str(out), "--threads", "1"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    opt = onnx.load(out)
+    onnx.checker.check_model(opt, full_check=True)
+    assert "STFT" in [n.op_type for n in opt.graph.node]
+    x = np.random.default_rng(3).standard_normal((2, 256)).astype(np.float32)
+    for g, w in zip(ort_outputs(opt, {"x": x}), ort_outputs(model, {"x": x})):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+
+
+def test_stft_longer_than_its_signal_is_refused_in_one_line(tmp_path):
+    model = stft_model(20, 4, 32, False, True, 1)
+    path, inp = tmp_path / "m.onnx", tmp_path / "in.npz"
+    onnx.save(model, path)
+    np.savez(inp, x=np.zeros((2, 20), np.float32))
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--threads", "1"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode != 0
+    err = (p.stdout + p.stderr).strip().splitlines()
+    assert err and "'stft'" in err[-1] and "STFT frame of 32 samples for a signal of 20" in err[-1], err
