@@ -452,6 +452,43 @@ bool place_parts(Compiler& c, const std::vector<int>& ids, const std::vector<int
 
 }  // namespace
 
+namespace {
+
+// The strides of a concatenation's output: row-major, except that parts all dense
+// in one other order of their axes (channels-last convolution outputs), read only by
+// convolutions, are concatenated in that order: GhostNet's cat([conv(x),
+// dwconv(conv(x))]) of 12-channel parts, which the next convolution reads
+// channels-last, was copied into NCHW and reordered back (a third of its copies).
+std::vector<int64_t> concat_strides(Compiler& c, const Node& n, const std::vector<int>& ids,
+                                    const std::vector<int64_t>& od) {
+  const std::vector<int64_t> plain = row_major(od);
+  if (c.is_output(n.output(0)) || c.consumers(n.output(0)).empty()) return plain;
+  for (const auto& [consumer, index] : c.consumers(n.output(0)))
+    if (consumer->op_type() != "Conv" || index != 0) return plain;
+  // Axes from the outermost (largest stride) in, as part 0 lays them out.
+  const std::vector<int64_t> first = *c.strides_of(ids[0]);
+  std::vector<size_t> order(od.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] > first[b]; });
+  std::vector<int64_t> out(od.size());
+  for (int id : ids) {
+    const std::vector<int64_t> di = c.val(id).dims, si = *c.strides_of(id);
+    int64_t stride = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+      if (di[order[k]] > 1 && si[order[k]] != stride) return plain;
+      stride *= di[order[k]];
+    }
+  }
+  int64_t stride = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    out[order[k]] = stride;
+    stride *= std::max<int64_t>(od[order[k]], 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 bool lower_concat(Compiler& c, const Node& n) {
   for (const Value& v : n.inputs())
     if (v.type().dtype == DType::Float64 || dtype_size(v.type().dtype) == 0) return false;
@@ -506,19 +543,30 @@ bool lower_concat(Compiler& c, const Node& n) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   if (!blocked) {
     auto type = dnnl_type(t);
-    int dst = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), n.name());
-    const std::vector<int64_t> ost = row_major(od);
+    const std::vector<int64_t> ost = concat_strides(c, n, ids, od);
+    int dst = c.new_value(t, od, type ? md_t(to_dims(od), *type, to_dims(ost)) : md_t(), n.name());
+    const bool in_runs = ost == row_major(od);  // each part's region one run (batch 1)
     int64_t at = 0;
     for (int id : ids) {
       const std::vector<int64_t> di = c.val(id).dims;
       const int64_t offset = at * ost[static_cast<size_t>(axis)] * elem;
       at += di[static_cast<size_t>(axis)];
-      if (lead == 1 && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
+      if (lead == 1 && in_runs && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
       StepInfo info = step_info(n, "copy", "concat-part " + std::string(dtype_name(t)) + to_string(di) + " s" +
                                              to_string(*c.strides_of(id)) + " -> " + to_string(ost));
-      const std::vector<int64_t> from = *c.strides_of(id);
-      add_native_step(c, info, {id}, {dst}, [elem, di, from, ost, offset](const std::vector<char*>& p) {
-        kernels::strided_copy(static_cast<size_t>(elem), p[0], from, p[1] + offset, ost, di);
+      // Walked in the output's memory order: channels-last parts copy runs of
+      // channels, not one element per channel-strided step.
+      std::vector<size_t> order(di.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ost[a] > ost[b]; });
+      std::vector<int64_t> dims, from, to;
+      for (size_t k : order) {
+        dims.push_back(di[k]);
+        from.push_back((*c.strides_of(id))[k]);
+        to.push_back(ost[k]);
+      }
+      add_native_step(c, info, {id}, {dst}, [elem, dims, from, to, offset](const std::vector<char*>& p) {
+        kernels::strided_copy(static_cast<size_t>(elem), p[0], from, p[1] + offset, to, dims);
       });
     }
     c.bind(n.output(0), dst);

@@ -130,3 +130,35 @@ def test_stft_longer_than_its_signal_is_refused_in_one_line(tmp_path):
     assert p.returncode != 0
     err = (p.stdout + p.stderr).strip().splitlines()
     assert err and "'stft'" in err[-1] and "STFT frame of 32 samples for a signal of 20" in err[-1], err
+
+
+def ghost_model(batch=2, c=16, half=12, side=20):
+    """GhostNet's module: y = Relu(Conv1x1(x)), cat([y, Relu(DepthwiseConv(y))]), read
+    by a depthwise convolution of stride 2."""
+    rng = np.random.default_rng(4)
+    w = lambda name, *s: numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), name)
+    inits = [w("w1", half, c, 1, 1), w("b1", half), w("w2", half, 1, 3, 3), w("b2", half),
+             w("w3", 2 * half, 1, 3, 3), w("b3", 2 * half)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["p"], name="primary"),
+             helper.make_node("Relu", ["p"], ["y"], name="relu1"),
+             helper.make_node("Conv", ["y", "w2", "b2"], ["q"], name="cheap", group=half, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["q"], ["z"], name="relu2"),
+             helper.make_node("Concat", ["y", "z"], ["cat"], name="ghost_cat", axis=1),
+             helper.make_node("Conv", ["cat", "w3", "b3"], ["out"], name="down", group=2 * half, pads=[1, 1, 1, 1],
+                              strides=[2, 2])]
+    graph = helper.make_graph(nodes, "ghost", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, side, side])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_concat_of_channels_last_parts_stays_channels_last_for_its_convolution(tmp_path, batch):
+    model = ghost_model(batch)
+    x = np.random.default_rng(5).standard_normal((batch, 16, 20, 20)).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x})
+    rows = [l.split() for l in steps.splitlines() if l.startswith("  ")]
+    convs = [r for r in rows if r[0] == "conv"]
+    assert len(convs) == 3, steps
+    # The parts and the concatenation in one layout: no reorder of it for the convolution.
+    assert not any(r[0] == "reorder" and r[-1] == "ghost_cat" for r in rows), steps
+    np.testing.assert_allclose(got["out"], ort_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
