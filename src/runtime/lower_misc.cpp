@@ -322,10 +322,76 @@ bool pad_constant(Compiler& c, const Node& pad) {
   return true;
 }
 
+// Reflect and edge padding by non-negative amounts (EnCodec's and HiFi-GAN's
+// Conv1d pad_mode="reflect"): the input copied into the interior, then axis by axis
+// each padded slab copied from the slab it mirrors or repeats, over the
+// axes before it whole (their padding is done, so corners come right) and the
+// axes after it interior only.
+bool pad_mirrored(Compiler& c, const Node& pad) {
+  const auto& in = pad.inputs();
+  const std::string mode = pad.attrs().get_string("mode", "constant");
+  if ((mode != "reflect" && mode != "edge") || (in.size() > 3 && in[3].present())) return false;
+  const Tensor* pt = c.known(in[1]);
+  if (!pt) return false;
+  const std::vector<int64_t> pads = pt->to_i64();
+  int x = c.id(in[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const size_t r = xd.size();
+  if (pads.size() != 2 * r) return false;
+  std::vector<int64_t> od = xd;
+  for (size_t i = 0; i < r; ++i) {
+    if (pads[i] < 0 || pads[r + i] < 0) return false;
+    const bool padded = pads[i] + pads[r + i] > 0;
+    // Reflection needs two samples and at most n - 1 of padding; the reference says why not.
+    if (padded && (xd[i] == 0 || (mode == "reflect" && (xd[i] < 2 || std::max(pads[i], pads[r + i]) >= xd[i]))))
+      return false;
+    od[i] += pads[i] + pads[r + i];
+  }
+  const DType t = c.val(x).dtype;
+  const size_t elem = dtype_size(t);
+  auto type = dnnl_type(t);
+  int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), pad.name());
+  const std::vector<int64_t> ost = row_major(od), from = *c.strides_of(x);
+  const auto bytes = static_cast<int64_t>(elem);
+  int64_t interior = 0;
+  for (size_t i = 0; i < r; ++i) interior += pads[i] * ost[i];
+  // One slab copy: (dims, byte offset read, byte offset written), all within y.
+  struct Slab {
+    std::vector<int64_t> dims;
+    int64_t from, to;
+  };
+  std::vector<Slab> slabs;
+  for (size_t a = 0; a < r; ++a) {
+    std::vector<int64_t> dims(r);
+    int64_t base = 0;
+    for (size_t k = 0; k < r; ++k) {
+      dims[k] = k < a ? od[k] : k == a ? 1 : xd[k];
+      if (k > a) base += pads[k] * ost[k];
+    }
+    const int64_t n = xd[a];
+    for (int64_t o = 0; o < od[a]; ++o) {
+      int64_t j = o - pads[a];
+      if (j >= 0 && j < n) continue;
+      j = mode == "reflect" ? (j < 0 ? -j : 2 * (n - 1) - j) : std::clamp<int64_t>(j, 0, n - 1);
+      slabs.push_back({dims, (base + (pads[a] + j) * ost[a]) * bytes, (base + o * ost[a]) * bytes});
+    }
+  }
+  add_native_step(c, step_info(pad, "pad", "pad " + mode + " " + std::string(dtype_name(t)) + to_string(xd) + " -> " +
+                                               to_string(od)),
+                  {x}, {y}, [elem, xd, from, ost, interior, bytes, slabs](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1] + interior * bytes, ost, xd);
+                    for (const Slab& s : slabs) kernels::strided_copy(elem, p[1] + s.from, ost, p[1] + s.to, ost, s.dims);
+                  });
+  c.bind(pad.output(0), y);
+  return true;
+}
+
 }  // namespace
 
 bool lower_pad(Compiler& c, const Node& pad) {
-  return pad_into_pool(c, pad) || pad_into_conv(c, pad) || lower_qdq_pad_into_convs(c, pad) || pad_constant(c, pad);
+  return pad_into_pool(c, pad) || pad_into_conv(c, pad) || lower_qdq_pad_into_convs(c, pad) || pad_constant(c, pad) ||
+         pad_mirrored(c, pad);
 }
 
 bool lower_batchnorm(Compiler& c, const Node& n) {

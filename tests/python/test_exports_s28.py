@@ -34,14 +34,14 @@ def run_isomer(tmp_path, model, feeds, *flags):
     return p.stdout, dict(np.load(out))
 
 
-def pad_model(pads, shape, value=None, dtype=TensorProto.FLOAT):
-    """Relu(x) padded by `pads` (constant mode, negative amounts crop)."""
+def pad_model(pads, shape, value=None, dtype=TensorProto.FLOAT, mode="constant"):
+    """Relu(x) padded by `pads` in `mode` (constant: negative amounts crop)."""
     inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
     ins = ["r", "pads"]
     if value is not None:
         inits.append(numpy_helper.from_array(np.array(value, onnx.helper.tensor_dtype_to_np_dtype(dtype)), "v"))
         ins.append("v")
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Pad", ins, ["y"], name="pad")]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Pad", ins, ["y"], name="pad", mode=mode)]
     graph = helper.make_graph(nodes, "pad", [helper.make_tensor_value_info("x", dtype, shape)],
                               [helper.make_tensor_value_info("y", dtype, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -56,6 +56,22 @@ def pad_model(pads, shape, value=None, dtype=TensorProto.FLOAT):
 def test_negative_pad_crops_on_the_native_kernel(tmp_path, pads, value):
     model = pad_model(pads, [2, 5, 3], value)
     x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x})
+    assert "reference" not in steps, steps
+    want = ort_outputs(model, {"x": x})[0]
+    assert got["y"].shape == want.shape
+    np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+@pytest.mark.parametrize("pads,shape", [
+    ([0, 0, 3, 0, 0, 3], [1, 4, 9]),         # EnCodec's Conv1d pad_mode="reflect"
+    ([0, 1, 2, 0, 2, 1], [2, 3, 5]),         # two axes: the corners from padded rows
+    ([1, 0, 0, 1, 0, 0, 0, 4], [2, 3, 4, 5]),  # the batch axis, and one side only
+])
+def test_mirrored_pad_runs_natively(tmp_path, mode, pads, shape):
+    model = pad_model(pads, shape, mode=mode)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     steps, got = run_isomer(tmp_path, model, {"x": x})
     assert "reference" not in steps, steps
     want = ort_outputs(model, {"x": x})[0]
