@@ -112,6 +112,13 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       if (r < 2) throw Error("rank");
       std::vector<Value> in{x};
       if (coin()) in.push_back(b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{rnd(5) - 2})));
+      // XLNet's EyeLike, a diagonal mask of a matrix's extents off by k: of a matrix
+      // with a k, beside the triangle (no draw of its own, so the other recipes'
+      // draws stay as they were).
+      if (r == 2 && in.size() == 2) {
+        const int64_t k = in[1].constant()->to_i64()[0];
+        return op1("Mul", {op1("Trilu", in, {{"upper", int64_t{rnd(2)}}}), op1("EyeLike", {x}, {{"k", k}})});
+      }
       return op1("Trilu", in, {{"upper", int64_t{rnd(2)}}});
     }
     case 2: {

@@ -93,7 +93,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"Squeeze", {1, 11, 13, 21, 23, 24, 25}}, {"Unsqueeze", {1, 11, 13, 21, 23, 24, 25}},
       {"Slice", {1, 10, 11, 13}}, {"Gather", {1, 11, 13}}, {"Pad", {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
       {"Expand", {8, 13}}, {"Shape", {1, 13, 15, 19, 21, 23, 24, 25}},
-      {"ConstantOfShape", {9, 20, 21, 23, 24, 25}},
+      {"ConstantOfShape", {9, 20, 21, 23, 24, 25}}, {"EyeLike", {9, 22}},
       // Operators of current exporters. Mod-28 lets fmod=0 take floats (A - floor(A/B) B,
       // which Mod's evaluator and kernel compute); Range-27's stash_type matters for
       // 16-bit floats only (isomer computes in double: stash_type=1; 0 is refused);

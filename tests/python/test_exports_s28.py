@@ -178,3 +178,23 @@ def test_concat_of_channels_last_parts_stays_channels_last_for_its_convolution(t
     # The parts and the concatenation in one layout: no reorder of it for the convolution.
     assert not any(r[0] == "reorder" and r[-1] == "ghost_cat" for r in rows), steps
     np.testing.assert_allclose(got["out"], ort_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k,dtype", [(0, None), (1, TensorProto.FLOAT), (-2, TensorProto.INT64), (5, None)])
+def test_eye_like_of_a_computed_matrix(tmp_path, k, dtype):
+    """XLNet's TorchScript export: EyeLike of ConstantOfShape([n, m]) masks a score matrix."""
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    attrs = {"k": k} if dtype is None else {"k": k, "dtype": dtype}
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("ConstantOfShape", ["s"], ["zeros"], name="zeros",
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])),
+             helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye", **attrs),
+             helper.make_node("Cast", ["eye"], ["eyef"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "eyef"], ["y"], name="mask")]
+    graph = helper.make_graph(nodes, "eye", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x})
+    assert "reference" not in steps, steps
+    np.testing.assert_array_equal(got["y"], ort_outputs(model, {"x": x})[0])
