@@ -198,3 +198,25 @@ def test_eye_like_of_a_computed_matrix(tmp_path, k, dtype):
     steps, got = run_isomer(tmp_path, model, {"x": x})
     assert "reference" not in steps, steps
     np.testing.assert_array_equal(got["y"], ort_outputs(model, {"x": x})[0])
+
+
+def test_batchnorm_of_a_permuted_channels_last_view_reads_it_channels_last(tmp_path):
+    """SwiftFormer: x [1, H, W, C] permuted to [1, C, H, W], then BatchNorm2d. The view's
+    batch axis (extent 1) carries a stride no dense layout gives it; oneDNN matched no
+    layout and ran its reference kernel (30x slower)."""
+    rng = np.random.default_rng(7)
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)
+    inits = [c("w", rng.standard_normal((16, 16)) * 0.3), c("s", rng.uniform(0.5, 1.5, 16)), c("b", rng.standard_normal(16)),
+             c("m", rng.standard_normal(16) * 0.1), c("v", rng.uniform(0.5, 1.5, 16))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="linear"),
+             helper.make_node("Transpose", ["h"], ["t"], name="permute", perm=[0, 3, 1, 2]),
+             helper.make_node("BatchNormalization", ["t", "s", "b", "m", "v"], ["y"], name="bn")]
+    graph = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 32, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, 32, 32, 16)).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x}, "--profile", "--report-json", str(tmp_path / "r.json"))
+    import json
+    bn = [s for s in json.load(open(tmp_path / "r.json"))["profile"] if s["kind"] == "batchnorm"]
+    assert len(bn) == 1 and "1x16x32x32:s16384,1,512,16 " in bn[0]["signature"] + " ", bn
+    np.testing.assert_allclose(got["y"], ort_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
