@@ -93,19 +93,38 @@ std::map<std::string, int64_t> extents_by_use(const Graph& g) {
 
 std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound, bool by_name) {
   std::optional<std::map<std::string, int64_t>> by_use;
+  // The extent a dim's name or its use gives it; nullopt where neither says.
+  const auto role_extent = [&](const Dim& d) -> std::optional<int64_t> {
+    if (d.is_static() || !plain_name(d.symbol)) return std::nullopt;
+    if (std::optional<int64_t> named = extent_by_name(d.symbol)) return named;
+    if (!by_use) by_use = extents_by_use(g);
+    const auto it = by_use->find(d.symbol);
+    return it == by_use->end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  // An integer input's dim neither says takes the role of the same axis of another
+  // integer input of its rank: dynamo names an attention mask [s6, s81] apart from its
+  // token ids [s33, s50], and reads the mask at positions it computes from s50.
+  const auto sibling_extent = [&](const NodePtr& self, size_t axis, size_t rank) -> std::optional<int64_t> {
+    if (!is_integer(self->output_types()[0].dtype)) return std::nullopt;
+    for (const NodePtr& other : g.inputs()) {
+      if (other == self || other->onnx_type() || other->output_types()[0].rank() != rank ||
+          !is_integer(other->output_types()[0].dtype))
+        continue;
+      if (std::optional<int64_t> e = role_extent(other->output_types()[0].shape[axis])) return e;
+    }
+    return std::nullopt;
+  };
   for (const NodePtr& in : g.inputs()) {
     if (in->onnx_type()) continue;
-    for (const Dim& d : in->output_types()[0].shape) {
+    const Shape& shape = in->output_types()[0].shape;
+    for (size_t axis = 0; axis < shape.size(); ++axis) {
+      const Dim& d = shape[axis];
       if (d.is_static() || !plain_name(d.symbol) || bound.count(d.symbol)) continue;
       int64_t extent = 1;
       if (by_name) {
-        if (std::optional<int64_t> named = extent_by_name(d.symbol)) {
-          extent = *named;
-        } else {
-          if (!by_use) by_use = extents_by_use(g);
-          const auto it = by_use->find(d.symbol);
-          if (it != by_use->end()) extent = it->second;
-        }
+        std::optional<int64_t> e = role_extent(d);
+        if (!e) e = sibling_extent(in, axis, shape.size());
+        extent = e.value_or(1);
       }
       bound[d.symbol] = extent;
     }

@@ -21,6 +21,9 @@
 //   - the sequence axis of an LSTM, GRU or RNN:                           64
 //   - a Conv's spatial axes: 2-D 224 x 224; 1-D 64; 3-D 16 x 112 x 112
 //   - anything else (a batch, a dim no such node reads):                   1
+// except that an integer input's dim no name or use tells takes the extent of the same
+// axis of another integer input of its rank: an attention mask [s6, s81] beside token
+// ids [s33, s50] draws s81 = s50's 64.
 // An expression dim ("s0 + 1") follows from the names it uses. A model that does not
 // import with its open dims at these (a position table shorter than 64 rows) is drawn
 // with them all 1.

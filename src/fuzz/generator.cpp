@@ -354,7 +354,7 @@ std::vector<std::string> generated_op_types() {
           "GRU", "RNN", "ConvTranspose", "Resize", "DepthToSpace", "SpaceToDepth", "Attention", "QuantizeLinear",
           "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv",
           "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "Size", "TopK",
-          "ScatterElements", "OneHot", "GridSample", "DFT", "RotaryEmbedding", "Col2Im"};
+          "ScatterElements", "OneHot", "GridSample", "DFT", "STFT", "EyeLike", "RotaryEmbedding", "Col2Im"};
 }
 
 }  // namespace isomer::fuzz

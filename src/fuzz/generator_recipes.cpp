@@ -112,6 +112,13 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       if (r < 2) throw Error("rank");
       std::vector<Value> in{x};
       if (coin()) in.push_back(b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{rnd(5) - 2})));
+      // XLNet's EyeLike, a diagonal mask of a matrix's extents off by k: of a matrix
+      // with a k, beside the triangle (no draw of its own, so the other recipes'
+      // draws stay as they were).
+      if (r == 2 && in.size() == 2) {
+        const int64_t k = in[1].constant()->to_i64()[0];
+        return op1("Mul", {op1("Trilu", in, {{"upper", int64_t{rnd(2)}}}), op1("EyeLike", {x}, {{"k", k}})});
+      }
       return op1("Trilu", in, {{"upper", int64_t{rnd(2)}}});
     }
     case 2: {
@@ -190,6 +197,18 @@ Value Generator::place_elements(const Value& x, const Dims& d) {
       // torch.fft: a real signal (parts axis 1) or a complex one (x and -x), along
       // any axis (counted from either end), padded or cut by dft_length.
       const auto i64 = [&](int64_t v) { return b_.constant(Tensor::from_i64(DType::Int64, {}, std::vector<int64_t>{v})); };
+      if (r == 2 && coin(40)) {
+        // torch.stft: frames of a [B, N] signal, real or complex, by a window or a
+        // frame_length, one-sided or not.
+        const bool complex = coin();
+        Value z = op1("Unsqueeze", {x, iconst({2})});
+        if (complex) z = op1("Concat", {z, op1("Neg", {z})}, {{"axis", int64_t{2}}});
+        const int64_t length = 1 + rnd(d[1]), step = 1 + rnd(3);
+        std::vector<Value> in = {z, i64(step)};
+        if (coin()) in.push_back(fconst({length}));
+        else in.insert(in.end(), {Value(), i64(length)});
+        return op1("STFT", in, {{"onesided", int64_t{complex ? 0 : rnd(2)}}});
+      }
       Value z = op1("Unsqueeze", {x, iconst({r})});
       const bool complex = coin();
       if (complex) z = op1("Concat", {z, op1("Neg", {z})}, {{"axis", r}});

@@ -64,6 +64,15 @@ void dft_rows(const T* x, T* y, const DftShape& s, const W* cosines, const W* si
   }
 }
 
+// STFT's frame: `length` samples of `parts` values from x, each times window[t]
+// (no window: as they are), into `frame`.
+template <class T, class W>
+void window_frame(const T* x, const W* window, int64_t length, int64_t parts, T* frame) {
+  for (int64_t t = 0; t < length; ++t)
+    for (int64_t q = 0; q < parts; ++q)
+      frame[t * parts + q] = window ? x[t * parts + q] * static_cast<T>(window[t]) : x[t * parts + q];
+}
+
 // The transform as products with [n, n_out] matrices of cos(2 pi k t / length)
 // and -/+ sin(...) (row t: every frequency k), for a signal whose samples are
 // contiguous (inner 1): the frequencies are the vector lanes. `re` and `im` hold

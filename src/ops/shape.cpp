@@ -1,8 +1,9 @@
 // Operators on shapes: Shape (the extents of a tensor as an int64 vector), Size
 // (their product, an int64 scalar),
 // ConstantOfShape (a tensor of given extents filled with one value) and Range (an
-// arithmetic sequence, whose length is known when its inputs are). Shape depends
-// only on its input's extents, so the constant folding pass can evaluate it as soon
+// arithmetic sequence, whose length is known when its inputs are) and EyeLike (ones
+// on a diagonal of a matrix of its input's extents: XLNet's TorchScript export).
+// Shape and EyeLike depend only on their input's extents, so the constant folding pass can evaluate it as soon
 // as those are static. Both have field semantics: extents are small integers.
 #include <algorithm>
 #include <cmath>
@@ -97,6 +98,32 @@ Tensor fill_value(const Attributes& attrs) {
 std::vector<int64_t> checked_extents(const std::vector<int64_t>& dims) {
   for (int64_t d : dims) require_valid(d >= 0, "ConstantOfShape shape " + to_string(dims) + " has a negative dimension");
   return dims;
+}
+
+// ---- EyeLike -----------------------------------------------------------------------
+
+DType eye_like_dtype(const Attributes& attrs, DType input) {
+  return attrs.has("dtype") ? static_cast<DType>(attrs.get_int("dtype")) : input;
+}
+
+std::vector<TensorType> infer_eye_like(const InferContext& ctx) {
+  const TensorType& x = ctx.in(0);
+  require_valid(x.rank() == 2, "EyeLike input " + to_string(x.shape) + " must be 2-D");
+  const DType t = eye_like_dtype(ctx.attrs, x.dtype);
+  require_valid(is_numeric(t), "EyeLike of element type " + std::string(dtype_name(t)));
+  return {{t, x.shape}};
+}
+
+// y[i, j] = 1 where j = i + k, else 0.
+std::vector<Tensor> eval_eye_like(const EvalContext& ctx) {
+  const std::vector<int64_t>& d = ctx.in(0).dims();
+  const DType t = eye_like_dtype(ctx.attrs, ctx.in(0).dtype());
+  const int64_t k = ctx.attrs.get_int("k", 0);
+  std::vector<int64_t> v(static_cast<size_t>(d[0] * d[1]), 0);
+  for (int64_t i = 0; i < d[0]; ++i)
+    if (i + k >= 0 && i + k < d[1]) v[static_cast<size_t>(i * d[1] + i + k)] = 1;
+  if (is_float(t)) return {Tensor::from_f64(t, d, std::vector<double>(v.begin(), v.end()))};
+  return {Tensor::from_i64(t, d, v)};
 }
 
 std::vector<TensorType> infer_constant_of_shape(const InferContext& ctx) {
@@ -256,6 +283,23 @@ OpDef def_Range() {
   d.infer = infer_range;
   d.eval = eval_range;
   d.lower = Lowering::Range;
+  return d;
+}
+
+OpDef def_EyeLike() {
+  OpDef d;
+  d.name = "EyeLike";
+  d.min_opset = 9;
+  d.attributes = {{"dtype", "int"}, {"k", "int"}};
+  d.infer = infer_eye_like;
+  d.eval = eval_eye_like;
+  d.canonical_attrs = [](const Attributes& attrs, std::span<const TensorType> in) {
+    Attributes a = attrs;
+    set_default(a, "k", int64_t{0});
+    if (!in.empty()) set_default(a, "dtype", static_cast<int64_t>(in[0].dtype));
+    return a;
+  };
+  d.lower = Lowering::ShapeOf;  // a constant once the input's extents are
   return d;
 }
 

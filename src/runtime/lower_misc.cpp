@@ -263,8 +263,9 @@ bool pad_into_conv(Compiler& c, const Node& pad) {
   return ok;
 }
 
-// Constant padding by non-negative amounts: the output filled with the value, the
-// input copied into its interior.
+// Constant padding: the output filled with the value, the input copied into its
+// interior. A negative amount crops that side (RWKV's time shift pads the time axis by
+// one at the front and -1 at the back).
 bool pad_constant(Compiler& c, const Node& pad) {
   const auto& in = pad.inputs();
   if (pad.attrs().get_string("mode", "constant") != "constant" || (in.size() > 3 && in[3].present())) return false;
@@ -283,8 +284,13 @@ bool pad_constant(Compiler& c, const Node& pad) {
   const std::vector<int64_t> xd = c.val(x).dims;
   const size_t r = xd.size();
   if (pads.size() != 2 * r) return false;
-  for (int64_t p : pads)
-    if (p < 0) return false;
+  std::vector<int64_t> od = xd, kept = xd;
+  for (size_t i = 0; i < r; ++i) {
+    od[i] += pads[i] + pads[r + i];
+    kept[i] += std::min<int64_t>(pads[i], 0) + std::min<int64_t>(pads[r + i], 0);
+    if (od[i] < 0) return false;
+    kept[i] = std::max<int64_t>(kept[i], 0);
+  }
   const DType t = c.val(x).dtype;
   const size_t elem = dtype_size(t);
   std::string fill(elem, '\0');
@@ -293,19 +299,89 @@ bool pad_constant(Compiler& c, const Node& pad) {
     if (!v || v->dtype() != t || v->numel() != 1) return false;
     fill = v->bytes();
   }
-  std::vector<int64_t> od = xd;
-  for (size_t i = 0; i < r; ++i) od[i] += pads[i] + pads[r + i];
   auto type = dnnl_type(t);
   int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), pad.name());
   const std::vector<int64_t> ost = row_major(od), from = *c.strides_of(x);
-  int64_t offset = 0;
-  for (size_t i = 0; i < r; ++i) offset += pads[i] * ost[i];
-  offset *= static_cast<int64_t>(elem);
+  int64_t to_offset = 0, from_offset = 0;
+  for (size_t i = 0; i < r; ++i) {
+    to_offset += std::max<int64_t>(pads[i], 0) * ost[i];
+    from_offset += std::max<int64_t>(-pads[i], 0) * from[i];
+  }
+  to_offset *= static_cast<int64_t>(elem);
+  from_offset *= static_cast<int64_t>(elem);
   const int64_t total = num_elements(od);
+  // Only cropped: every output element is copied, none filled.
+  const bool fills = num_elements(kept) != total;
   add_native_step(c, step_info(pad, "pad", "pad " + std::string(dtype_name(t)) + to_string(xd) + " -> " + to_string(od)),
-                  {x}, {y}, [elem, fill, total, xd, from, ost, offset](const std::vector<char*>& p) {
-                    kernels::fill(elem, p[1], total, fill.data());
-                    kernels::strided_copy(elem, p[0], from, p[1] + offset, ost, xd);
+                  {x}, {y}, [elem, fill, fills, total, kept, from, ost, to_offset, from_offset](const std::vector<char*>& p) {
+                    if (fills) kernels::fill(elem, p[1], total, fill.data());
+                    if (num_elements(kept) > 0)
+                      kernels::strided_copy(elem, p[0] + from_offset, from, p[1] + to_offset, ost, kept);
+                  });
+  c.bind(pad.output(0), y);
+  return true;
+}
+
+// Reflect and edge padding by non-negative amounts (EnCodec's and HiFi-GAN's
+// Conv1d pad_mode="reflect"): the input copied into the interior, then axis by axis
+// each padded slab copied from the slab it mirrors or repeats, over the
+// axes before it whole (their padding is done, so corners come right) and the
+// axes after it interior only.
+bool pad_mirrored(Compiler& c, const Node& pad) {
+  const auto& in = pad.inputs();
+  const std::string mode = pad.attrs().get_string("mode", "constant");
+  if ((mode != "reflect" && mode != "edge") || (in.size() > 3 && in[3].present())) return false;
+  const Tensor* pt = c.known(in[1]);
+  if (!pt) return false;
+  const std::vector<int64_t> pads = pt->to_i64();
+  int x = c.id(in[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const size_t r = xd.size();
+  if (pads.size() != 2 * r) return false;
+  std::vector<int64_t> od = xd;
+  for (size_t i = 0; i < r; ++i) {
+    if (pads[i] < 0 || pads[r + i] < 0) return false;
+    const bool padded = pads[i] + pads[r + i] > 0;
+    // Reflection needs two samples and at most n - 1 of padding; the reference says why not.
+    if (padded && (xd[i] == 0 || (mode == "reflect" && (xd[i] < 2 || std::max(pads[i], pads[r + i]) >= xd[i]))))
+      return false;
+    od[i] += pads[i] + pads[r + i];
+  }
+  const DType t = c.val(x).dtype;
+  const size_t elem = dtype_size(t);
+  auto type = dnnl_type(t);
+  int y = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), pad.name());
+  const std::vector<int64_t> ost = row_major(od), from = *c.strides_of(x);
+  const auto bytes = static_cast<int64_t>(elem);
+  int64_t interior = 0;
+  for (size_t i = 0; i < r; ++i) interior += pads[i] * ost[i];
+  // One slab copy: (dims, byte offset read, byte offset written), all within y.
+  struct Slab {
+    std::vector<int64_t> dims;
+    int64_t from, to;
+  };
+  std::vector<Slab> slabs;
+  for (size_t a = 0; a < r; ++a) {
+    std::vector<int64_t> dims(r);
+    int64_t base = 0;
+    for (size_t k = 0; k < r; ++k) {
+      dims[k] = k < a ? od[k] : k == a ? 1 : xd[k];
+      if (k > a) base += pads[k] * ost[k];
+    }
+    const int64_t n = xd[a];
+    for (int64_t o = 0; o < od[a]; ++o) {
+      int64_t j = o - pads[a];
+      if (j >= 0 && j < n) continue;
+      j = mode == "reflect" ? (j < 0 ? -j : 2 * (n - 1) - j) : std::clamp<int64_t>(j, 0, n - 1);
+      slabs.push_back({dims, (base + (pads[a] + j) * ost[a]) * bytes, (base + o * ost[a]) * bytes});
+    }
+  }
+  add_native_step(c, step_info(pad, "pad", "pad " + mode + " " + std::string(dtype_name(t)) + to_string(xd) + " -> " +
+                                               to_string(od)),
+                  {x}, {y}, [elem, xd, from, ost, interior, bytes, slabs](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1] + interior * bytes, ost, xd);
+                    for (const Slab& s : slabs) kernels::strided_copy(elem, p[1] + s.from, ost, p[1] + s.to, ost, s.dims);
                   });
   c.bind(pad.output(0), y);
   return true;
@@ -314,8 +390,28 @@ bool pad_constant(Compiler& c, const Node& pad) {
 }  // namespace
 
 bool lower_pad(Compiler& c, const Node& pad) {
-  return pad_into_pool(c, pad) || pad_into_conv(c, pad) || lower_qdq_pad_into_convs(c, pad) || pad_constant(c, pad);
+  return pad_into_pool(c, pad) || pad_into_conv(c, pad) || lower_qdq_pad_into_convs(c, pad) || pad_constant(c, pad) ||
+         pad_mirrored(c, pad);
 }
+
+namespace {
+
+// Whether strides `st` lay dims `d` out dense channels-last ([N, spatial..., C]
+// order), counting only the axes of extent above 1.
+bool channels_last_ignoring_ones(const std::vector<int64_t>& d, const std::vector<int64_t>& st) {
+  std::vector<size_t> order = {1};
+  for (size_t i = d.size(); i-- > 2;) order.push_back(i);
+  order.push_back(0);
+  int64_t expect = 1;
+  for (size_t a : order) {
+    if (d[a] == 1) continue;
+    if (st[a] != expect) return false;
+    expect *= d[a];
+  }
+  return true;
+}
+
+}  // namespace
 
 bool lower_batchnorm(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
@@ -343,6 +439,12 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
   // plain 2-D kernel walks each channel down the rows, the channels-last one streams
   // them (LeViT's BatchNorm1d over a Linear's [64, 320]: 39 us).
   const bool as_nhwc = xd.size() == 2 && c.strides_of(x) && c.is_dense(x);
+  // A channels-last view whose extent-1 axes carry other strides (a permuted
+  // [1, H, W, C], SwiftFormer's) is the channels-last layout: oneDNN matches a
+  // layout by every stride, and took its reference kernel for it (118 us for
+  // [1, 16, 32, 32], channels-last 4 us).
+  if ((xd.size() == 4 || xd.size() == 5) && c.strides_of(x) && channels_last_ignoring_ones(xd, *c.strides_of(x)))
+    x = c.alias(x, xd, md_t(to_dims(xd), dt::f32, xd.size() == 4 ? tag::nhwc : tag::ndhwc), n.name() + ".nhwc");
   const std::vector<int64_t> pd_dims = as_4d     ? std::vector<int64_t>{xd[0], xd[1], xd[2], 1}
                                        : as_nhwc ? std::vector<int64_t>{xd[0], xd[1], 1, 1}
                                                  : xd;
@@ -441,6 +543,43 @@ bool place_parts(Compiler& c, const std::vector<int>& ids, const std::vector<int
 
 }  // namespace
 
+namespace {
+
+// The strides of a concatenation's output: row-major, except that parts all dense
+// in one other order of their axes (channels-last convolution outputs), read only by
+// convolutions, are concatenated in that order: GhostNet's cat([conv(x),
+// dwconv(conv(x))]) of 12-channel parts, which the next convolution reads
+// channels-last, was copied into NCHW and reordered back (a third of its copies).
+std::vector<int64_t> concat_strides(Compiler& c, const Node& n, const std::vector<int>& ids,
+                                    const std::vector<int64_t>& od) {
+  const std::vector<int64_t> plain = row_major(od);
+  if (c.is_output(n.output(0)) || c.consumers(n.output(0)).empty()) return plain;
+  for (const auto& [consumer, index] : c.consumers(n.output(0)))
+    if (consumer->op_type() != "Conv" || index != 0) return plain;
+  // Axes from the outermost (largest stride) in, as part 0 lays them out.
+  const std::vector<int64_t> first = *c.strides_of(ids[0]);
+  std::vector<size_t> order(od.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] > first[b]; });
+  std::vector<int64_t> out(od.size());
+  for (int id : ids) {
+    const std::vector<int64_t> di = c.val(id).dims, si = *c.strides_of(id);
+    int64_t stride = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+      if (di[order[k]] > 1 && si[order[k]] != stride) return plain;
+      stride *= di[order[k]];
+    }
+  }
+  int64_t stride = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    out[order[k]] = stride;
+    stride *= std::max<int64_t>(od[order[k]], 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 bool lower_concat(Compiler& c, const Node& n) {
   for (const Value& v : n.inputs())
     if (v.type().dtype == DType::Float64 || dtype_size(v.type().dtype) == 0) return false;
@@ -495,19 +634,30 @@ bool lower_concat(Compiler& c, const Node& n) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   if (!blocked) {
     auto type = dnnl_type(t);
-    int dst = c.new_value(t, od, type ? plain_md(od, *type) : md_t(), n.name());
-    const std::vector<int64_t> ost = row_major(od);
+    const std::vector<int64_t> ost = concat_strides(c, n, ids, od);
+    int dst = c.new_value(t, od, type ? md_t(to_dims(od), *type, to_dims(ost)) : md_t(), n.name());
+    const bool in_runs = ost == row_major(od);  // each part's region one run (batch 1)
     int64_t at = 0;
     for (int id : ids) {
       const std::vector<int64_t> di = c.val(id).dims;
       const int64_t offset = at * ost[static_cast<size_t>(axis)] * elem;
       at += di[static_cast<size_t>(axis)];
-      if (lead == 1 && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
+      if (lead == 1 && in_runs && c.is_dense(id) && c.val(id).alias_of < 0 && c.retarget(id, dst, offset)) continue;
       StepInfo info = step_info(n, "copy", "concat-part " + std::string(dtype_name(t)) + to_string(di) + " s" +
                                              to_string(*c.strides_of(id)) + " -> " + to_string(ost));
-      const std::vector<int64_t> from = *c.strides_of(id);
-      add_native_step(c, info, {id}, {dst}, [elem, di, from, ost, offset](const std::vector<char*>& p) {
-        kernels::strided_copy(static_cast<size_t>(elem), p[0], from, p[1] + offset, ost, di);
+      // Walked in the output's memory order: channels-last parts copy runs of
+      // channels, not one element per channel-strided step.
+      std::vector<size_t> order(di.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ost[a] > ost[b]; });
+      std::vector<int64_t> dims, from, to;
+      for (size_t k : order) {
+        dims.push_back(di[k]);
+        from.push_back((*c.strides_of(id))[k]);
+        to.push_back(ost[k]);
+      }
+      add_native_step(c, info, {id}, {dst}, [elem, dims, from, to, offset](const std::vector<char*>& p) {
+        kernels::strided_copy(static_cast<size_t>(elem), p[0], from, p[1] + offset, to, dims);
       });
     }
     c.bind(n.output(0), dst);

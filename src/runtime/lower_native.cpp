@@ -415,6 +415,15 @@ bool lower_shape_of(Compiler& c, const Node& n) {
     c.bind(n.output(0), c.constant_value(Tensor::from_i64(DType::Int64, {}, count), n.name()));
     return true;
   }
+  if (n.op_type() == "EyeLike") {  // its value depends only on the input's extents
+    const DType t = c.dtype(n.inputs()[0]);
+    const auto count = static_cast<size_t>(num_elements(d));
+    const Tensor shaped = is_float(t) ? Tensor::from_f64(t, d, std::vector<double>(count, 0.0))
+                                      : Tensor::from_i64(t, d, std::vector<int64_t>(count, 0));
+    EvalContext ctx{n.attrs(), std::span<const Tensor>(&shaped, 1), 1};
+    c.bind(n.output(0), c.constant_value(n.op()->eval(ctx)[0], n.name()));
+    return true;
+  }
   if (n.op_type() != "Shape") return false;
   const auto rank = static_cast<int64_t>(d.size());
   int64_t start = n.attrs().get_int("start", 0), end = n.attrs().get_int("end", rank);

@@ -74,6 +74,29 @@ TEST(DrawnBindings, AnUnsayingNameTakesItsRoleFromItsUse) {
   for (const auto& [name, extent] : drawn_bindings(g, {}, false)) EXPECT_EQ(extent, 1) << name;
 }
 
+// dynamo names a mask's dims apart from its token ids' and reads it at positions it
+// computes (a GatherND), so no node tells the mask's sequence dim: it follows the ids'.
+TEST(DrawnBindings, AMaskDimNoNodeTellsFollowsTheTokenIds) {
+  Graph g = parse_graph(R"(graph g(%ids: i64[s33,s50], %mask: i64[s6,s81], %x: f32[s7,s8,2], %r: f32[s11,1,2]) {
+    %emb = const f32[4,2] {1, 2, 3, 4, 5, 6, 7, 8}
+    %0 = Gather(%emb, %ids) {axis = 0}
+    %1 = Cast(%mask) {to = 1}
+    %m = const f32[2,2] {1, 0, 0, 1}
+    %2 = MatMul(%x, %m)
+    %lw = const f32[1,4,2] {1, 1, 1, 1, 1, 1, 1, 1}
+    %lr = const f32[1,4,1] {1, 1, 1, 1}
+    %y, %h, %c = LSTM(%r, %lw, %lr) {hidden_size = 1}
+    return %0, %1, %2, %y
+  })");
+  const std::map<std::string, int64_t> b = drawn_bindings(g);
+  EXPECT_EQ(b.at("s50"), 64);
+  EXPECT_EQ(b.at("s81"), 64);
+  EXPECT_EQ(b.at("s6"), 1);
+  // Only integer inputs follow each other: a float input's batch is no LSTM's time axis.
+  EXPECT_EQ(b.at("s7"), 1);
+  EXPECT_EQ(b.at("s11"), 64);
+}
+
 TEST(WithInputShapes, TheGraphImportedAgainWithStaticInputs) {
   Graph g = parse_graph(R"(graph g(%x: f32[batch,seq,8]) {
     %s = Shape(%x)

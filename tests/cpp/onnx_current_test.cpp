@@ -93,7 +93,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       {"Squeeze", {1, 11, 13, 21, 23, 24, 25}}, {"Unsqueeze", {1, 11, 13, 21, 23, 24, 25}},
       {"Slice", {1, 10, 11, 13}}, {"Gather", {1, 11, 13}}, {"Pad", {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
       {"Expand", {8, 13}}, {"Shape", {1, 13, 15, 19, 21, 23, 24, 25}},
-      {"ConstantOfShape", {9, 20, 21, 23, 24, 25}},
+      {"ConstantOfShape", {9, 20, 21, 23, 24, 25}}, {"EyeLike", {9, 22}},
       // Operators of current exporters. Mod-28 lets fmod=0 take floats (A - floor(A/B) B,
       // which Mod's evaluator and kernel compute); Range-27's stash_type matters for
       // 16-bit floats only (isomer computes in double: stash_type=1; 0 is refused);
@@ -119,7 +119,7 @@ TEST(OnnxCurrent, OperatorVersionsWereReviewed) {
       // widens types; GridSample-20 renames the modes and allows N-D (4-D implemented,
       // the rest kept opaque), 22 widens types.
       {"TopK", {1, 10, 11, 24}}, {"ScatterElements", {11, 13, 16, 18}}, {"OneHot", {9, 11, 28}},
-      {"GridSample", {16, 20, 22}}, {"DFT", {17, 20}},
+      {"GridSample", {16, 20, 22}}, {"DFT", {17, 20}}, {"STFT", {17}},
       // Trigonometric and hyperbolic functions and Softsign: 22 widens types.
       {"Tan", {7, 22}}, {"Asin", {7, 22}}, {"Acos", {7, 22}}, {"Atan", {7, 22}}, {"Sinh", {9, 22}}, {"Cosh", {9, 22}},
       {"Asinh", {9, 22}}, {"Acosh", {9, 22}}, {"Atanh", {9, 22}}, {"Softsign", {1, 22}},
