@@ -173,6 +173,10 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
   int dst = -1;
   md_t dst_md;
   int64_t from = 0;
+  // Parts all in channel blocks are read as they are (below); a mix is not, since
+  // the output's layout would then follow the first part and the others' be reordered.
+  const bool all_blocked = std::all_of(parts.begin(), parts.end(),
+                                       [&](const Value& p) { return channel_blocked(c.val(c.id(p)).md); });
   for (size_t k = 0; k < parts.size(); ++k) {
     const bool first = k == 0, last = k + 1 == parts.size();
     const std::vector<int64_t>& pd_dims = c.dims(parts[k]);
@@ -205,11 +209,11 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
       return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
     };
     dnnl::convolution_forward::primitive_desc pd = make_pd(src_any);
-    // A part in channel blocks (a convolution's output, written so where its cut
-    // falls on blocks) is read as it is where a kernel of the same instruction set
-    // takes it, as a whole input is (lower_conv): SqueezeNet's fire modules
+    // Parts in channel blocks (convolutions' outputs, written so where their cuts
+    // fall on blocks) are read as they are where a kernel of the same instruction
+    // set takes them, as a whole input is (lower_conv): SqueezeNet's fire modules
     // reordered each part to channels-last first, 16 of its 19 reorders.
-    if (const md_t pm = c.val(c.id(parts[k])).md; channel_blocked(pm) && !(pm == pd.src_desc())) {
+    if (const md_t pm = c.val(c.id(parts[k])).md; all_blocked && !(pm == pd.src_desc())) {
       try {
         auto as_is = make_pd(pm);
         if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
