@@ -304,12 +304,18 @@ std::vector<double> merge_groups(const std::vector<double>& w, std::vector<int64
 // on one (or at the Concat's end): in channel blocks the convolution writes its
 // part in place (lower_concat), in a channel-last layout the part is copied
 // (DenseNet's blocks: every layer's output is copied once per later layer).
+// A pool keeps the channels and their layout: its output's cuts count as v's
+// (DenseNet's stem pool is the first part of every Concat of its first block).
 bool cut_on_blocks(Compiler& c, const Value& v, const std::vector<int64_t>& dims, int64_t block) {
   const auto rank = static_cast<int64_t>(dims.size());
   if (rank < 3 || dims[0] != 1) return false;  // a channel part of a batch is no dense run
   bool any = false;
   for (const auto& [user, k] : c.consumers(v)) {
     if (user->kind() != NodeKind::Op) continue;
+    if ((user->op_type() == "MaxPool" || user->op_type() == "AveragePool") && k == 0 && user->num_outputs() == 1) {
+      any = cut_on_blocks(c, user->output(0), dims, block) || any;
+      continue;
+    }
     std::vector<int64_t> cuts;
     int64_t extent = dims[1];  // the channels the cuts fall in
     if (user->op_type() == "Concat") {

@@ -110,6 +110,27 @@ TEST(RuntimeCnn, ConvolutionOfConcatPartsReadsBlockedPartsAsTheyAre) {
   }
 }
 
+// DenseNet's stem: a convolution, a max pool, and the pool's output the first part of
+// the dense block's Concats. The convolution writes channel blocks for the cut the
+// pool passes on, so the Concat is written in place: with the pool channels-last,
+// every Concat copied every part.
+TEST(RuntimeCnn, APoolBetweenAConvolutionAndAConcatKeepsTheConcatInPlace) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({1, 8, 17, 19}));
+  Value stem = b.op1("Relu", {conv(b, x, 8, 32, 3, 1, 31)});
+  Value pool = b.op1("MaxPool", {stem}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                         {"strides", std::vector<int64_t>{2, 2}},
+                                         {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value layer = b.op1("Relu", {conv(b, pool, 32, 16, 3, 1, 33)});
+  Value cat = b.op1("Concat", {pool, layer}, {{"axis", int64_t{1}}});
+  const Graph g = b.finish({conv(b, cat, 48, 24, 3, 1, 35)}, {"y"});
+  for (int threads : {1, 2}) {
+    int concats = 0;
+    for (const runtime::StepInfo& st : run_checked(g, threads)) concats += st.kind == "concat" || st.kind == "copy";
+    EXPECT_EQ(concats, 0);
+  }
+}
+
 // A conformer's convolution module along 399 tokens of 64 channels: a depthwise
 // Conv1d (kernel 7) with its activation, then a residual add. oneDNN 2.6 has only a
 // gemm kernel for the 1-D form; as a unit-height 2-D one it gets a depthwise kernel.
