@@ -145,6 +145,21 @@ void bind_split_activation(Compiler& c, const SplitActivation& sa) {
     for (uint32_t k = 0; k < sa.split->num_outputs(); ++k) c.bind(sa.acts[k]->output(0), c.id(sa.split->output(k)));
 }
 
+// The instruction set of a primitive's implementation ("brgconv:avx512_core" ->
+// "avx512_core"): two kernels of one ISA run at about one speed.
+std::string impl_isa(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  const auto colon = impl.rfind(':');
+  return colon == std::string::npos ? impl : impl.substr(colon + 1);
+}
+
+// True for a layout with one inner block, on the channels (nChw16c, nChw8c).
+bool channel_blocked(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  return d.ndims >= 3 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 1 &&
+         d.format_desc.blocking.inner_idxs[0] == 1;
+}
+
 // A 1x1 convolution of a channel concatenation that was never made (see
 // lower_concat): one convolution per part with that part's input channels of
 // the weights, the first with the bias, the others adding into its output (sum
@@ -158,6 +173,10 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
   int dst = -1;
   md_t dst_md;
   int64_t from = 0;
+  // Parts all in channel blocks are read as they are (below); a mix is not, since
+  // the output's layout would then follow the first part and the others' be reordered.
+  const bool all_blocked = std::all_of(parts.begin(), parts.end(),
+                                       [&](const Value& p) { return channel_blocked(c.val(c.id(p)).md); });
   for (size_t k = 0; k < parts.size(); ++k) {
     const bool first = k == 0, last = k + 1 == parts.size();
     const std::vector<int64_t>& pd_dims = c.dims(parts[k]);
@@ -183,10 +202,24 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
     md_t wei_any(dims_t{oc, ck, 1, 1}, dt::f32, tag::any);
     md_t bias_md(dims_t{oc}, dt::f32, tag::a);
     md_t dst_want = first ? md_t(to_dims(od), dt::f32, tag::any) : dst_md;
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      src_any, wei_any, first && has_bias ? bias_md : md_t(), dst_want,
-                                      dims_t{1, 1}, dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
-    dnnl::convolution_forward::primitive_desc pd(d, attr, c.engine());
+    auto make_pd = [&](const md_t& src) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        wei_any, first && has_bias ? bias_md : md_t(), dst_want, dims_t{1, 1},
+                                        dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
+      return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
+    };
+    dnnl::convolution_forward::primitive_desc pd = make_pd(src_any);
+    // Parts in channel blocks (convolutions' outputs, written so where their cuts
+    // fall on blocks) are read as they are where a kernel of the same instruction
+    // set takes them, as a whole input is (lower_conv): SqueezeNet's fire modules
+    // reordered each part to channels-last first, 16 of its 19 reorders.
+    if (const md_t pm = c.val(c.id(parts[k])).md; all_blocked && !(pm == pd.src_desc())) {
+      try {
+        auto as_is = make_pd(pm);
+        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
+      } catch (const dnnl::error&) {
+      }
+    }
     if (first) {
       dst_md = pd.dst_desc();
       dst = c.new_value(DType::Float32, od, dst_md, n.name());
@@ -262,21 +295,6 @@ std::vector<double> merge_groups(const std::vector<double>& w, std::vector<int64
 }
 
 
-// The instruction set of a primitive's implementation ("brgconv:avx512_core" ->
-// "avx512_core"): two kernels of one ISA run at about one speed.
-std::string impl_isa(const dnnl::primitive_desc_base& pd) {
-  const std::string impl = pd.impl_info_str();
-  const auto colon = impl.rfind(':');
-  return colon == std::string::npos ? impl : impl.substr(colon + 1);
-}
-
-// True for a layout with one inner block, on the channels (nChw16c, nChw8c).
-bool channel_blocked(const md_t& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  return d.ndims >= 3 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 1 &&
-         d.format_desc.blocking.inner_idxs[0] == 1;
-}
-
 // True if `v` (dims `dims`, batch 1) is read by a Split or a Slice along the channels and
 // every such cut lies on a multiple of `block` channels (or at the end): in a
 // layout of channel blocks of that size each part is then a view as it is
@@ -286,12 +304,18 @@ bool channel_blocked(const md_t& md) {
 // on one (or at the Concat's end): in channel blocks the convolution writes its
 // part in place (lower_concat), in a channel-last layout the part is copied
 // (DenseNet's blocks: every layer's output is copied once per later layer).
+// A pool keeps the channels and their layout: its output's cuts count as v's
+// (DenseNet's stem pool is the first part of every Concat of its first block).
 bool cut_on_blocks(Compiler& c, const Value& v, const std::vector<int64_t>& dims, int64_t block) {
   const auto rank = static_cast<int64_t>(dims.size());
   if (rank < 3 || dims[0] != 1) return false;  // a channel part of a batch is no dense run
   bool any = false;
   for (const auto& [user, k] : c.consumers(v)) {
     if (user->kind() != NodeKind::Op) continue;
+    if ((user->op_type() == "MaxPool" || user->op_type() == "AveragePool") && k == 0 && user->num_outputs() == 1) {
+      any = cut_on_blocks(c, user->output(0), dims, block) || any;
+      continue;
+    }
     std::vector<int64_t> cuts;
     int64_t extent = dims[1];  // the channels the cuts fall in
     if (user->op_type() == "Concat") {

@@ -131,6 +131,70 @@ const Node* adopt_view(Compiler& c, Contraction& k) {
   return view;
 }
 
+// An inference BatchNormalization over the product's columns (its input [rows, N]:
+// the product's output, or a Reshape of it to two dims; LeViT's Linear and
+// BatchNorm1d, a tabular MLP's) folds into the weights and bias, as a convolution's
+// does (lower_conv.cpp): w' = w f per column, b' = (b - mean) f + beta, f = scale /
+// sqrt(var + eps), with a bias Add between them. LeViT-128S ran 23 such
+// BatchNormalizations as steps of their own.
+// Returns the nodes folded (the view, the BatchNormalization), k retargeted at the
+// BatchNormalization's output; none, k unchanged, where that does not apply.
+std::vector<const Node*> fold_column_batchnorm(Compiler& c, Contraction& k) {
+  if (!c.opts().fuse || !k.b_const || k.scale != 1 || !batchless(k.b_const->dims()) || c.is_output(k.from))
+    return {};
+  const int64_t n = k.out.back(), kdim = k.b_const->dims()[k.b_const->rank() - 2];
+  if (k.bias && k.bias->numel() != n) return {};
+  std::vector<const Node*> folded;
+  Value cur = k.from;
+  const Node* next = c.sole_consumer(cur);
+  std::optional<Tensor> bias = k.bias;  // the product's, or an Add's per column before the view
+  if (next && !bias && c.takeable(*next))
+    if ((bias = column_bias(c, *next, cur, k.out.size(), n))) {
+      folded.push_back(next);
+      cur = next->output(0);
+      next = c.sole_consumer(cur);
+    }
+  if (next && (next->op_type() == "Reshape" || next->op_type() == "Flatten") && !c.lowered(*next) && !c.is_pending(*next) &&
+      next->inputs()[0] == cur && next->num_outputs() == 1 && !c.is_output(next->output(0))) {
+    folded.push_back(next);
+    cur = next->output(0);
+    next = c.sole_consumer(cur);
+  }
+  if (!next || next->op_type() != "BatchNormalization" || c.lowered(*next) || c.is_pending(*next) || next->inputs()[0] != cur ||
+      next->num_outputs() != 1 || next->attrs().get_int("training_mode", 0) != 0)
+    return {};
+  if (!is_static(cur.type().shape) || cur.type().dtype != DType::Float32) return {};
+  const std::vector<int64_t> bn_dims = static_dims(cur.type().shape);  // (not lowered yet: no value)
+  if (bn_dims.size() != 2 || bn_dims[1] != n || num_elements(bn_dims) != num_elements(k.out)) return {};
+  // A read as [rows, K]: its own layout must be row-major then.
+  const dims_t ad = k.a_md.dims();
+  if (k.out.size() > 2 && !(k.a_md == plain_md(std::vector<int64_t>(ad.begin(), ad.end()), dt::f32))) return {};
+  std::vector<double> p[4];
+  for (int i = 0; i < 4; ++i) {
+    const Tensor* t = c.peek_known(next->inputs()[static_cast<size_t>(i) + 1]);
+    if (!t || t->numel() != n) return {};
+    p[i] = t->to_f64();
+  }
+  const double eps = next->attrs().get_float("epsilon", 1e-5);
+  std::vector<double> w = k.b_const->to_f64();
+  std::vector<double> b = bias ? bias->to_f64() : std::vector<double>(static_cast<size_t>(n), 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    const double f = p[0][j] / std::sqrt(p[3][j] + eps);
+    for (int64_t i = 0; i < kdim; ++i) w[static_cast<size_t>(i * n + j)] *= f;
+    b[j] = (b[j] - p[2][j]) * f + p[1][j];
+  }
+  k.b_const = Tensor::from_f64(DType::Float32, {kdim, n}, w);
+  k.bias = Tensor::from_f64(DType::Float32, {n}, b);
+  if (k.out.size() > 2) {
+    k.a = c.alias(k.a, {bn_dims[0], kdim}, plain_md({bn_dims[0], kdim}, dt::f32), k.node->name() + ".rows");
+    k.a_md = c.val(k.a).md;
+  }
+  k.out = bn_dims;
+  k.from = next->output(0);
+  folded.push_back(next);
+  return folded;
+}
+
 bool jit_matmul(Compiler& c, const md_t& a, const md_t& b, const std::vector<int64_t>& out) {
   dnnl::matmul::desc d(a, b, md_t(), plain_md(out, dt::f32));
   return std::string(dnnl::matmul::primitive_desc(d, c.engine()).impl_info_str()).rfind("ref", 0) != 0;
@@ -164,8 +228,9 @@ bool emit_contraction(Compiler& c, Contraction& k) {
     if (emit_packed_gemm(c, k) || emit_batched_gemm(c, k)) return true;
   }
   const Node& n = *k.node;
-  std::vector<const Node*> absorbed;
-  if (const Node* view = adopt_view(c, k)) absorbed.push_back(view);
+  std::vector<const Node*> absorbed = fold_column_batchnorm(c, k);
+  if (absorbed.empty())
+    if (const Node* view = adopt_view(c, k)) absorbed.push_back(view);
   size_t rank = k.out.size();
   Value cur = k.from;
   // (a per-column bias is added after the product's scale, so with one it stays a post-op)

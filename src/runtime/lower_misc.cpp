@@ -75,9 +75,20 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   double reads = static_cast<double>(num_elements(od));
   for (auto k : kernel) reads *= static_cast<double>(k);
   const Compiler::TeamScope team(c, kernels::team_for_work(c.threads(), reads / (64.0 * 1024)));
+  md_t dst_any(to_dims(od), ty, tag::any);
+  auto make_pd = [&](const md_t& src_md) {
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, strides, kernel, dil,
+                                     pl, pr);
+    return dnnl::pooling_v2_forward::primitive_desc(d, c.engine());
+  };
+  auto pd = make_pd(md);
   // Max pooling of a channel-blocked 2-D input (what a convolution writes) on the
-  // native kernel, which is several times faster than oneDNN's here.
-  if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty())
+  // native kernel where oneDNN has no AVX-512 kernel for it: oneDNN 2.6's AVX2
+  // pooling was several times slower than the native kernel (SqueezeNet's first
+  // pool 2.8 ms, 7x ONNX Runtime's time), but its AVX-512 one is about 3x faster
+  // than it (GoogLeNet's 3x3 pools at stride 1 on 28x28x256: 0.125 ms native).
+  const bool onednn_avx512 = std::string(pd.impl_info_str()).find("jit:avx512") != std::string::npos;
+  if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty() && !onednn_avx512)
     for (auto [lanes, layout] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}}) {
       if (xd[1] % lanes != 0 || md != md_t(to_dims(xd), dt::f32, layout)) continue;
       kernels::Pool2d p;
@@ -102,13 +113,6 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       c.bind(n.output(0), dst);
       return true;
     }
-  md_t dst_any(to_dims(od), ty, tag::any);
-  auto make_pd = [&](const md_t& src_md) {
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, strides, kernel, dil,
-                                     pl, pr);
-    return dnnl::pooling_v2_forward::primitive_desc(d, c.engine());
-  };
-  auto pd = make_pd(md);
   // oneDNN's fast kernels take only dense layouts of a known tag; a view (a channel
   // part of a channel-last tensor, whose batch stride is then no dense one) gets its
   // reference kernel, 100x slower (NasNet-A's 3x3 average pools of a merged

@@ -15,6 +15,7 @@
 #include "eval/evaluator.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "kernels/gemm.h"
 #include "kernels/recurrent.h"
 #include "runtime/native_recurrence.h"
 #include "runtime_test_util.h"
@@ -113,13 +114,16 @@ void check_variant(const Variant& v, uint64_t seed, int threads) {
   runtime::RuntimeOptions o;
   o.threads = threads;
   auto exe = runtime::compile(g, o);
-  bool native = false, team = false, apart = false;
+  bool native = false, team = false, apart = false, product_step = false;
   for (const runtime::StepInfo& s : exe->steps()) {
     native = native || s.signature.find(" native ") != std::string::npos;
     team = team || s.signature.find(" team2") != std::string::npos;
     apart = apart || s.signature.find(" apart") != std::string::npos;
+    product_step = product_step || s.kind == "matmul";
   }
   EXPECT_TRUE(native) << "the node did not run on the native recurrence";
+  // X W^T of every step runs as a oneDNN matmul step where its kernels are the faster.
+  EXPECT_EQ(product_step, !kernels::prefer_packed_gemm(v.seq * v.batch));
   // The tests' OpenMP threads spin (no OMP_WAIT_POLICY=PASSIVE) unless a test says so.
   const bool sleeping = std::getenv("OMP_WAIT_POLICY") != nullptr;
   const int64_t G = v.op == "LSTM" ? 4 : v.op == "GRU" ? 3 : 1;
@@ -168,6 +172,25 @@ TEST(NativeRecurrence, ReluRnnRunsNatively) {
   EXPECT_EQ(h[0], 0.0f);
   EXPECT_EQ(h[1], 0.0f);
   EXPECT_EQ(h[2], 2.25f);
+}
+
+// The input product X W^T in either form, isomer's packed GEMM inside the step or a
+// oneDNN matmul step before it that writes every direction's gates side by side
+// ($ISOMER_GEMM chooses, as the CPU would): each direction reads its own columns at
+// the product's row stride, in either layout, ragged or not, on one thread or two.
+TEST(NativeRecurrence, BothInputProductsMatchTheReference) {
+  setenv("ISOMER_RNN", "native", 1);
+  for (const char* gemm : {"native", "onednn"}) {
+    setenv("ISOMER_GEMM", gemm, 1);
+    SCOPED_TRACE(std::string("ISOMER_GEMM=") + gemm);
+    check_variant({"LSTM", "bidirectional", 1, 7, 3, 13, 21, true, true, 0.0, Lens::Constant}, 111, 1);
+    check_variant({"GRU", "bidirectional", 0, 5, 2, 9, 17, true, false, 0.4, Lens::Input}, 112, 1);
+    check_variant({"RNN", "reverse", 1, 6, 1, 11, 19, false, false, 0.0, Lens::Full}, 113, 1);
+    check_variant({"LSTM", "forward", 0, 4, 4, 5, 256, true, true, 0.0, Lens::Full}, 114, 2);
+    check_variant({"GRU", "bidirectional", 1, 3, 3, 10, 34, true, false, 0.0, Lens::Input}, 115, 2);
+  }
+  unsetenv("ISOMER_GEMM");
+  unsetenv("ISOMER_RNN");
 }
 
 // Ragged sequences, clip and larger batches when clip or ragged lengths keep oneDNN

@@ -86,6 +86,51 @@ TEST(RuntimeCnn, SqueezeExcitationStepsRunOnOneThreadAtTwo) {
   }
 }
 
+// A SqueezeNet fire module at an odd size: the expand convolutions write channel
+// blocks (their Concat is cut on blocks), and the 1x1 convolution reading the
+// Concat in parts reads each part as it is, in blocks: each was reordered to
+// channels-last first (16 of SqueezeNet's 19 reorders).
+TEST(RuntimeCnn, ConvolutionOfConcatPartsReadsBlockedPartsAsTheyAre) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({1, 48, 13, 11}));
+  Value s = b.op1("Relu", {conv(b, x, 48, 16, 1, 1, 21)});
+  Value e1 = b.op1("Relu", {conv(b, s, 16, 32, 1, 1, 23)});
+  Value e3 = b.op1("Relu", {conv(b, s, 16, 32, 3, 1, 25)});
+  Value cat = b.op1("Concat", {e1, e3}, {{"axis", int64_t{1}}});
+  const Graph g = b.finish({b.op1("Relu", {conv(b, cat, 64, 40, 1, 1, 27)})}, {"y"});
+  for (int threads : {1, 2}) {
+    int parts = 0;
+    for (const runtime::StepInfo& st : run_checked(g, threads)) {
+      if (st.label.find("(part") == std::string::npos) continue;
+      ++parts;
+      const std::string src = st.signature.substr(0, st.signature.find(" wei "));
+      EXPECT_NE(src.find(":b1/"), std::string::npos) << st.signature;
+    }
+    EXPECT_EQ(parts, 2);
+  }
+}
+
+// DenseNet's stem: a convolution, a max pool, and the pool's output the first part of
+// the dense block's Concats. The convolution writes channel blocks for the cut the
+// pool passes on, so the Concat is written in place: with the pool channels-last,
+// every Concat copied every part.
+TEST(RuntimeCnn, APoolBetweenAConvolutionAndAConcatKeepsTheConcatInPlace) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({1, 8, 17, 19}));
+  Value stem = b.op1("Relu", {conv(b, x, 8, 32, 3, 1, 31)});
+  Value pool = b.op1("MaxPool", {stem}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                         {"strides", std::vector<int64_t>{2, 2}},
+                                         {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value layer = b.op1("Relu", {conv(b, pool, 32, 16, 3, 1, 33)});
+  Value cat = b.op1("Concat", {pool, layer}, {{"axis", int64_t{1}}});
+  const Graph g = b.finish({conv(b, cat, 48, 24, 3, 1, 35)}, {"y"});
+  for (int threads : {1, 2}) {
+    int concats = 0;
+    for (const runtime::StepInfo& st : run_checked(g, threads)) concats += st.kind == "concat" || st.kind == "copy";
+    EXPECT_EQ(concats, 0);
+  }
+}
+
 // A conformer's convolution module along 399 tokens of 64 channels: a depthwise
 // Conv1d (kernel 7) with its activation, then a residual add. oneDNN 2.6 has only a
 // gemm kernel for the 1-D form; as a unit-height 2-D one it gets a depthwise kernel.

@@ -3,6 +3,7 @@
 // results must not change, residual accumulation must still work in place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "check/compare.h"
@@ -462,6 +463,49 @@ TEST(RuntimeMatmul, AnErfGeluAfterTheProductIsRightAsAPostOpOrItsOwnPass) {
     }
     EXPECT_TRUE(gelu_pass) << (onnx_gelu ? "Gelu" : "decomposed");
   }
+}
+
+// An inference BatchNormalization over a product's columns folds into its weights
+// and bias: Gemm + BatchNorm1d on [rows, N] (a tabular MLP), MatMul on [B, T, K]
+// then a Reshape to [B T, N] and BatchNorm1d (LeViT's Linear), with a bias Add
+// before it; at odd sizes. No BatchNormalization step is left. A BatchNormalization
+// whose channels are not the product's columns ([B, N, T]) stays a step of its own.
+TEST(RuntimeMatmul, BatchNormOverTheColumnsFoldsIntoTheWeights) {
+  auto bn = [](GraphBuilder& b, Value v, int64_t n, uint64_t seed) {
+    Tensor var = random_weights({n}, seed + 3);
+    std::vector<double> pos = var.to_f64();
+    for (double& x : pos) x = 0.3 + x * x;
+    return b.op1("BatchNormalization", {v, b.constant(random_weights({n}, seed)), b.constant(random_weights({n}, seed + 1)),
+                                        b.constant(random_weights({n}, seed + 2)),
+                                        b.constant(Tensor::from_f64(DType::Float32, {n}, pos))},
+                 {{"epsilon", 1e-3}});
+  };
+  for (bool gemm : {true, false}) {
+    SCOPED_TRACE(gemm ? "Gemm" : "MatMul + Reshape");
+    GraphBuilder b;
+    Value y;
+    if (gemm) {
+      Value x = b.input("x", {DType::Float32, make_shape({7, 13})});
+      y = b.op1("Gemm", {x, b.constant(random_weights({19, 13}, 1)), b.constant(random_weights({19}, 2))},
+                {{"transB", int64_t{1}}});
+    } else {
+      Value x = b.input("x", {DType::Float32, make_shape({2, 9, 13})});
+      y = b.op1("Add", {b.op1("MatMul", {x, b.constant(random_weights({13, 19}, 1))}), b.constant(random_weights({19}, 2))});
+      y = b.op1("Reshape", {y, b.constant(Tensor::from_i64(DType::Int64, {2}, std::vector<int64_t>{18, 19}))});
+    }
+    y = b.op1("Relu", {bn(b, y, 19, 10)});
+    std::vector<runtime::StepInfo> steps = check(b.finish({y}, {"y"}));
+    for (const runtime::StepInfo& s : steps) EXPECT_NE(s.kind, "batchnorm") << s.signature;
+    auto mm = matmuls(steps);
+    ASSERT_EQ(mm.size(), 1u);
+    EXPECT_NE(std::find(mm[0]->ops.begin(), mm[0]->ops.end(), "BatchNormalization"), mm[0]->ops.end());
+  }
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({2, 9, 13})});
+  Value y = b.op1("MatMul", {x, b.constant(random_weights({13, 19}, 1))});
+  y = bn(b, b.op1("Transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 1}}}), 19, 20);
+  std::vector<runtime::StepInfo> steps = check(b.finish({y}, {"y"}));
+  EXPECT_EQ(matmuls(steps).size(), 1u);
 }
 
 }  // namespace
