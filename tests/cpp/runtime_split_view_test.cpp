@@ -270,6 +270,39 @@ TEST(RuntimeSplitView, BatchAboveOneIsCorrect) {
   expect_matches_reference(g);
 }
 
+
+// A depthwise 3x3 convolution (oneDNN writes it channels last).
+Value depthwise3(GraphBuilder& b, Value x, int64_t c, uint64_t seed) {
+  return b.op1("Conv", {x, b.constant(random_tensor({c, 1, 3, 3}, seed))}, {{"pads", kPad1}, {"group", c}});
+}
+
+// A sum of a blocked part (the merged convolution's) and a branch written
+// channels last: the branch is reordered into the blocks and the pass walks both
+// alike; mapped onto the blocks, it was read in runs of 16 lanes, one strided
+// element at a time (10x the time of the reorder and the pass together).
+TEST(RuntimeSplitView, SumOfABlockedPartAndAChannelLastBranchRunsInTheBlocks) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 12, 12})});
+  Value y = b.input("y", {DType::Float32, make_shape({1, 32, 12, 12})});
+  std::vector<Value> p = split(b, conv3(b, x, 16, 64, 1), {32, 32});
+  Value r0 = b.op1("Relu", {p[0]}), r1 = b.op1("Relu", {p[1]});
+  const std::vector<int64_t> k3{3, 3};
+  Value pool = b.op1("AveragePool", {depthwise3(b, y, 32, 3)}, {{"kernel_shape", k3}, {"pads", kPad1}});
+  Graph g = b.finish({b.op1("Add", {pool, r0}), conv3(b, r1, 32, 8, 7)}, {"s", "c"});
+  auto steps = expect_matches_reference(g);
+  size_t sums = 0;
+  for (const runtime::StepInfo& s : steps) {
+    if (s.kind != "pointwise") continue;
+    ++sums;
+    // Every operand of the sum walks the iteration space as its result does.
+    const auto out = s.signature.find(" of32");
+    ASSERT_NE(out, std::string::npos) << s.signature;
+    auto strides_at = [&](size_t at) { return s.signature.substr(at + 5, s.signature.find(']', at) - at - 4); };
+    for (auto at = s.signature.find(" if32"); at != std::string::npos && at < out; at = s.signature.find(" if32", at + 1))
+      EXPECT_EQ(strides_at(at), strides_at(out)) << s.signature;
+  }
+  EXPECT_EQ(sums, 1u);
+}
 }  // namespace
 }  // namespace isomer
 
