@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "ops/layout_common.h"
@@ -277,6 +278,20 @@ bool channel_blocked(const md_t& md) {
          d.format_desc.blocking.inner_idxs[0] == 1;
 }
 
+// The layout of `md`'s channel blocks (nChw16c, nCw8c...) for dims `dims`, if it has one.
+std::optional<md_t> same_blocks(const md_t& md, const std::vector<int64_t>& dims) {
+  if (!channel_blocked(md)) return std::nullopt;
+  const int64_t block = md.data.format_desc.blocking.inner_blks[0];
+  if (block != 16 && block != 8) return std::nullopt;
+  const bool b16 = block == 16;
+  switch (dims.size()) {
+    case 3: return md_t(to_dims(dims), dt::f32, b16 ? tag::nCw16c : tag::nCw8c);
+    case 4: return md_t(to_dims(dims), dt::f32, b16 ? tag::nChw16c : tag::nChw8c);
+    case 5: return md_t(to_dims(dims), dt::f32, b16 ? tag::nCdhw16c : tag::nCdhw8c);
+    default: return std::nullopt;
+  }
+}
+
 // True if `v` (dims `dims`, batch 1) is read by a Split or a Slice along the channels and
 // every such cut lies on a multiple of `block` channels (or at the end): in a
 // layout of channel blocks of that size each part is then a view as it is
@@ -521,8 +536,23 @@ bool lower_conv_reading(Compiler& c, const Node& n, const FoldedPad* pad) {
       src_any = xm;
       try {
         auto as_is = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
-        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
-        else src_any = any;
+        // oneDNN's depthwise kernel takes a blocked input only with its output's
+        // layout named (with `any`, its reference kernel): NasNet-A's separable
+        // convolutions reordered every blocked part they read to channels last.
+        std::optional<md_t> named;
+        if (is_reference(as_is))
+          if (const std::optional<md_t> same = same_blocks(xm, od))
+            try {
+              auto with = make_pd(*same, probe_attr(c, fusion, od.size(), 0, false));
+              if (!is_reference(with)) as_is = with, named = same;
+            } catch (const dnnl::error&) {
+            }
+        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) {
+          pd = as_is;
+          if (named) dst_any = *named;
+        } else {
+          src_any = any;
+        }
       } catch (const dnnl::error&) {
         src_any = any;
       }

@@ -303,6 +303,21 @@ TEST(RuntimeSplitView, SumOfABlockedPartAndAChannelLastBranchRunsInTheBlocks) {
   }
   EXPECT_EQ(sums, 1u);
 }
+
+// A depthwise convolution of a blocked part (NasNet-A's separable convolutions of
+// a merged convolution's parts) reads it as it is: oneDNN offers its depthwise
+// kernel for a blocked input only with the output's layout named, and the part
+// was reordered to channels last first.
+TEST(RuntimeSplitView, DepthwiseConvolutionReadsABlockedPartAsItIs) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 14, 14})});
+  std::vector<Value> p = split(b, conv3(b, x, 16, 64, 1), {32, 32});
+  Value d0 = depthwise3(b, b.op1("Relu", {p[0]}), 32, 3), d1 = depthwise3(b, b.op1("Relu", {p[1]}), 32, 5);
+  Graph g = b.finish({conv3(b, d0, 32, 8, 7), conv3(b, d1, 32, 8, 9)}, {"a", "c"});
+  auto steps = expect_matches_reference(g);
+  if (!written_blocked(steps, "1x64x14x14")) GTEST_SKIP() << "no blocked layout here: " << written_layout(steps, "1x64x14x14");
+  EXPECT_EQ(conversions_of(steps, "1x32x14x14"), 0u);
+}
 }  // namespace
 }  // namespace isomer
 
