@@ -222,16 +222,21 @@ class CloseCall : public cost::CostModel {
   double ratio_;
 };
 
-// A result priced a few percent cheaper is kept only if it runs faster than its input
-// when both run against each other; the report gives the measured ratio.
-TEST(EqsatCostContext, AResultPricedCloseToItsInputIsRunAgainstIt) {
-  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+// Three products of one input, a Tanh after each (the shipped rules merge them).
+Graph three_products() {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({4, 64})});
   std::vector<Value> outs;
   for (int i = 0; i < 3; ++i)
     outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
-  const Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  return simplify(b.finish(outs, {"a", "b", "c"}));
+}
+
+// A result priced a few percent cheaper is kept only if it runs faster than its input
+// when both run against each other; the report gives the measured ratio.
+TEST(EqsatCostContext, AResultPricedCloseToItsInputIsRunAgainstIt) {
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  const Graph g = three_products();
   for (const double ratio : {1.05, 0.9}) {
     CloseCall model(ratio);
     SearchStats st;
@@ -258,12 +263,7 @@ class WholeDisagrees : public CloseCall {
 
 TEST(EqsatCostContext, AResultTheWholePriceCallsSlightlyDearerIsRunAgainstItsInput) {
   const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
-  GraphBuilder b;
-  Value x = b.input("x", {DType::Float32, make_shape({4, 64})});
-  std::vector<Value> outs;
-  for (int i = 0; i < 3; ++i)
-    outs.push_back(b.op1("Tanh", {b.op1("MatMul", {x, b.constant(weights({64, 64}, 0.01 * (i + 1)))})}));
-  const Graph g = simplify(b.finish(outs, {"a", "b", "c"}));
+  const Graph g = three_products();
   for (const double ratio : {1.05, 0.9}) {
     WholeDisagrees model(ratio);
     SearchStats st;
