@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "ops/layout_common.h"
@@ -97,6 +98,35 @@ Value fold_channel_affines(Compiler& c, Value cur, size_t rank, std::vector<doub
 
 namespace {
 
+// The instruction set of a primitive's implementation ("brgconv:avx512_core" ->
+// "avx512_core"): two kernels of one ISA run at about one speed.
+std::string impl_isa(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  const auto colon = impl.rfind(':');
+  return colon == std::string::npos ? impl : impl.substr(colon + 1);
+}
+
+// True for a layout with one inner block, on the channels (nChw16c, nChw8c).
+bool channel_blocked(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  return d.ndims >= 3 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 1 &&
+         d.format_desc.blocking.inner_idxs[0] == 1;
+}
+
+// The layout of `md`'s channel blocks (nChw16c, nCw8c...) for dims `dims`, if it has one.
+std::optional<md_t> same_blocks(const md_t& md, const std::vector<int64_t>& dims) {
+  if (!channel_blocked(md)) return std::nullopt;
+  const int64_t block = md.data.format_desc.blocking.inner_blks[0];
+  if (block != 16 && block != 8) return std::nullopt;
+  const bool b16 = block == 16;
+  switch (dims.size()) {
+    case 3: return md_t(to_dims(dims), dt::f32, b16 ? tag::nCw16c : tag::nCw8c);
+    case 4: return md_t(to_dims(dims), dt::f32, b16 ? tag::nChw16c : tag::nChw8c);
+    case 5: return md_t(to_dims(dims), dt::f32, b16 ? tag::nCdhw16c : tag::nCdhw8c);
+    default: return std::nullopt;
+  }
+}
+
 // The same activation on every part of a Split of a convolution's output (merged
 // convolutions whose branches each applied it: Inception's, NasNet-A's) is applied
 // once, as a post-op: act(x) cut into parts is the parts of act(x). The Split's parts
@@ -145,21 +175,6 @@ void bind_split_activation(Compiler& c, const SplitActivation& sa) {
     for (uint32_t k = 0; k < sa.split->num_outputs(); ++k) c.bind(sa.acts[k]->output(0), c.id(sa.split->output(k)));
 }
 
-// The instruction set of a primitive's implementation ("brgconv:avx512_core" ->
-// "avx512_core"): two kernels of one ISA run at about one speed.
-std::string impl_isa(const dnnl::primitive_desc_base& pd) {
-  const std::string impl = pd.impl_info_str();
-  const auto colon = impl.rfind(':');
-  return colon == std::string::npos ? impl : impl.substr(colon + 1);
-}
-
-// True for a layout with one inner block, on the channels (nChw16c, nChw8c).
-bool channel_blocked(const md_t& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  return d.ndims >= 3 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 1 &&
-         d.format_desc.blocking.inner_idxs[0] == 1;
-}
-
 // A 1x1 convolution of a channel concatenation that was never made (see
 // lower_concat): one convolution per part with that part's input channels of
 // the weights, the first with the bias, the others adding into its output (sum
@@ -173,10 +188,15 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
   int dst = -1;
   md_t dst_md;
   int64_t from = 0;
-  // Parts all in channel blocks are read as they are (below); a mix is not, since
-  // the output's layout would then follow the first part and the others' be reordered.
-  const bool all_blocked = std::all_of(parts.begin(), parts.end(),
-                                       [&](const Value& p) { return channel_blocked(c.val(c.id(p)).md); });
+  // Channel blocks for the output where most parts are in such blocks.
+  std::optional<md_t> blocked_dst;
+  size_t in_blocks = 0;
+  for (const Value& p : parts)
+    if (const md_t& m = c.val(c.id(p)).md; channel_blocked(m)) {
+      if (!blocked_dst) blocked_dst = same_blocks(m, od);
+      ++in_blocks;
+    }
+  if (2 * in_blocks <= parts.size()) blocked_dst.reset();
   for (size_t k = 0; k < parts.size(); ++k) {
     const bool first = k == 0, last = k + 1 == parts.size();
     const std::vector<int64_t>& pd_dims = c.dims(parts[k]);
@@ -198,28 +218,27 @@ bool lower_conv_of_parts(Compiler& c, const Node& n, const std::vector<Value>& p
       }
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
-    md_t src_any(to_dims(pd_dims), dt::f32, tag::any);
     md_t wei_any(dims_t{oc, ck, 1, 1}, dt::f32, tag::any);
     md_t bias_md(dims_t{oc}, dt::f32, tag::a);
-    md_t dst_want = first ? md_t(to_dims(od), dt::f32, tag::any) : dst_md;
-    auto make_pd = [&](const md_t& src) {
+    auto make_pd = [&](const md_t& src, const md_t& dst) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                        wei_any, first && has_bias ? bias_md : md_t(), dst_want, dims_t{1, 1},
+                                        wei_any, first && has_bias ? bias_md : md_t(), dst, dims_t{1, 1},
                                         dims_t{0, 0}, dims_t{0, 0}, dims_t{0, 0});
       return dnnl::convolution_forward::primitive_desc(d, attr, c.engine());
     };
-    dnnl::convolution_forward::primitive_desc pd = make_pd(src_any);
-    // Parts in channel blocks (convolutions' outputs, written so where their cuts
-    // fall on blocks) are read as they are where a kernel of the same instruction
-    // set takes them, as a whole input is (lower_conv): SqueezeNet's fire modules
-    // reordered each part to channels-last first, 16 of its 19 reorders.
-    if (const md_t pm = c.val(c.id(parts[k])).md; all_blocked && !(pm == pd.src_desc())) {
+    auto pd = make_pd(md_t(to_dims(pd_dims), dt::f32, tag::any), first ? md_t(to_dims(od), dt::f32, tag::any) : dst_md);
+    // A part in channel blocks is read as it is where the output can be in the same
+    // blocks (chosen so where most parts are) under a kernel of the same instruction
+    // set: NasNet-A's cells end in a concatenation of blocked and channel-last
+    // values, and every blocked one was reordered to channels last for this.
+    const md_t& part_md = c.val(c.id(parts[k])).md;
+    const std::optional<md_t> dst_blocks = first ? blocked_dst : channel_blocked(dst_md) ? std::optional(dst_md) : std::nullopt;
+    if (channel_blocked(part_md) && dst_blocks && !is_reference(pd))
       try {
-        auto as_is = make_pd(pm);
+        auto as_is = make_pd(part_md, *dst_blocks);
         if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
       } catch (const dnnl::error&) {
       }
-    }
     if (first) {
       dst_md = pd.dst_desc();
       dst = c.new_value(DType::Float32, od, dst_md, n.name());
@@ -545,8 +564,23 @@ bool lower_conv_reading(Compiler& c, const Node& n, const FoldedPad* pad) {
       src_any = xm;
       try {
         auto as_is = make_pd(dst_any, probe_attr(c, fusion, od.size(), 0, false));
-        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) pd = as_is;
-        else src_any = any;
+        // oneDNN's depthwise kernel takes a blocked input only with its output's
+        // layout named (with `any`, its reference kernel): NasNet-A's separable
+        // convolutions reordered every blocked part they read to channels last.
+        std::optional<md_t> named;
+        if (is_reference(as_is))
+          if (const std::optional<md_t> same = same_blocks(xm, od))
+            try {
+              auto with = make_pd(*same, probe_attr(c, fusion, od.size(), 0, false));
+              if (!is_reference(with)) as_is = with, named = same;
+            } catch (const dnnl::error&) {
+            }
+        if (!is_reference(as_is) && impl_isa(as_is) == impl_isa(pd)) {
+          pd = as_is;
+          if (named) dst_any = *named;
+        } else {
+          src_any = any;
+        }
       } catch (const dnnl::error&) {
         src_any = any;
       }

@@ -348,8 +348,17 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   for (const Value& v : results) f32_results = f32_results && v.type().dtype == DType::Float32;
   for (int id : op_ids)
     if (!blk && f32_results && is_blocked(c.val(id)) && c.val(id).dims == plan.dims) blk = blocked_space(c.val(id).md, plan.dims);
-  for (int& id : op_ids)
-    if (is_blocked(c.val(id)) && !(blk && c.val(id).md == blk->md)) id = c.as_plain(id);
+  for (int& id : op_ids) {
+    const RtValue& v = c.val(id);
+    if (is_blocked(v) && !(blk && v.md == blk->md)) id = c.as_plain(id);
+    // An operand of the full dims in a dense layout (channels last) beside a blocked
+    // one is reordered into the blocks first: mapped onto the blocks, its runs were
+    // a block's 16 lanes long and the pass walked them one strided element at a time
+    // (NasNet-A's merged convolutions, channel blocks for their Split, added to a
+    // branch written channels last: 0.84 ms for the Add, 0.05 for the reorder).
+    else if (blk && !is_blocked(v) && v.md.data.ndims && v.dtype == DType::Float32 && v.dims == plan.dims)
+      id = c.as_layout(id, blk->md);
+  }
   std::vector<int64_t> space = blk ? blk->dims : plan.dims;
   std::vector<std::vector<int64_t>> in_strides;
   // In a blocked space, a value of the blocked layout walks its lanes with stride 1

@@ -270,6 +270,76 @@ TEST(RuntimeSplitView, BatchAboveOneIsCorrect) {
   expect_matches_reference(g);
 }
 
+
+// A depthwise 3x3 convolution (oneDNN writes it channels last).
+Value depthwise3(GraphBuilder& b, Value x, int64_t c, uint64_t seed) {
+  return b.op1("Conv", {x, b.constant(random_tensor({c, 1, 3, 3}, seed))}, {{"pads", kPad1}, {"group", c}});
+}
+
+// A sum of a blocked part (the merged convolution's) and a branch written
+// channels last: the branch is reordered into the blocks and the pass walks both
+// alike; mapped onto the blocks, it was read in runs of 16 lanes, one strided
+// element at a time (10x the time of the reorder and the pass together).
+TEST(RuntimeSplitView, SumOfABlockedPartAndAChannelLastBranchRunsInTheBlocks) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 12, 12})});
+  Value y = b.input("y", {DType::Float32, make_shape({1, 32, 12, 12})});
+  std::vector<Value> p = split(b, conv3(b, x, 16, 64, 1), {32, 32});
+  Value r0 = b.op1("Relu", {p[0]}), r1 = b.op1("Relu", {p[1]});
+  const std::vector<int64_t> k3{3, 3};
+  Value pool = b.op1("AveragePool", {depthwise3(b, y, 32, 3)}, {{"kernel_shape", k3}, {"pads", kPad1}});
+  Graph g = b.finish({b.op1("Add", {pool, r0}), conv3(b, r1, 32, 8, 7)}, {"s", "c"});
+  auto steps = expect_matches_reference(g);
+  size_t sums = 0;
+  for (const runtime::StepInfo& s : steps) {
+    if (s.kind != "pointwise") continue;
+    ++sums;
+    // Every operand of the sum walks the iteration space as its result does.
+    const auto out = s.signature.find(" of32");
+    ASSERT_NE(out, std::string::npos) << s.signature;
+    auto strides_at = [&](size_t at) { return s.signature.substr(at + 5, s.signature.find(']', at) - at - 4); };
+    for (auto at = s.signature.find(" if32"); at != std::string::npos && at < out; at = s.signature.find(" if32", at + 1))
+      EXPECT_EQ(strides_at(at), strides_at(out)) << s.signature;
+  }
+  EXPECT_EQ(sums, 1u);
+}
+
+// A depthwise convolution of a blocked part (NasNet-A's separable convolutions of
+// a merged convolution's parts) reads it as it is: oneDNN offers its depthwise
+// kernel for a blocked input only with the output's layout named, and the part
+// was reordered to channels last first.
+TEST(RuntimeSplitView, DepthwiseConvolutionReadsABlockedPartAsItIs) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 14, 14})});
+  std::vector<Value> p = split(b, conv3(b, x, 16, 64, 1), {32, 32});
+  Value d0 = depthwise3(b, b.op1("Relu", {p[0]}), 32, 3), d1 = depthwise3(b, b.op1("Relu", {p[1]}), 32, 5);
+  Graph g = b.finish({conv3(b, d0, 32, 8, 7), conv3(b, d1, 32, 8, 9)}, {"a", "c"});
+  auto steps = expect_matches_reference(g);
+  if (!written_blocked(steps, "1x64x14x14")) GTEST_SKIP() << "no blocked layout here: " << written_layout(steps, "1x64x14x14");
+  EXPECT_EQ(conversions_of(steps, "1x32x14x14"), 0u);
+}
+
+// A 1x1 convolution of a concatenation read in parts (NasNet-A's cell outputs)
+// whose parts are mostly in channel blocks writes those blocks and reads the
+// blocked parts as they are; it wrote channels last, and each blocked part was
+// reordered for it (NasNet-A: 165 reorders, 5-9 ms of ~145, now 15).
+TEST(RuntimeSplitView, ConvolutionOfBlockedPartsReadsThemAsTheyAre) {
+  GraphBuilder b;
+  Value x = b.input("x", {DType::Float32, make_shape({1, 16, 10, 10})});
+  Value y = b.input("y", {DType::Float32, make_shape({1, 16, 10, 10})});
+  Value z = b.input("z", {DType::Float32, make_shape({1, 24, 10, 10})});
+  Value cat = b.op1("Concat", {conv3(b, x, 16, 32, 11), conv3(b, y, 16, 32, 13), depthwise3(b, z, 24, 15)},
+                    {{"axis", int64_t{1}}});
+  Value merged = b.op1("Relu", {b.op1("Conv", {cat, b.constant(random_tensor({48, 88, 1, 1}, 7))})});
+  Graph g = b.finish({conv3(b, merged, 48, 8, 3)}, {"a"});
+  auto steps = expect_matches_reference(g);
+  size_t parts = 0;
+  for (const runtime::StepInfo& s : steps) parts += s.label.find(" (part ") != std::string::npos;
+  ASSERT_EQ(parts, 3u) << "the concatenation was made";
+  if (!written_blocked(steps, "1x32x10x10")) GTEST_SKIP() << "no blocked layout here: " << written_layout(steps, "1x32x10x10");
+  EXPECT_EQ(conversions_of(steps, "1x32x10x10"), 0u);
+  EXPECT_TRUE(written_blocked(steps, "1x48x10x10")) << written_layout(steps, "1x48x10x10");
+}
 }  // namespace
 }  // namespace isomer
 
