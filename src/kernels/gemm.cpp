@@ -57,9 +57,12 @@ ISOMER_TARGET_AVX512 inline v16 broadcast16(float x) { return reinterpret_cast<v
 inline __attribute__((always_inline)) v16 broadcast16(float x) { return vmv::splat<v16>(x); }
 #endif
 
+// The tile is stored to `out` with rows out_row apart (its own NR by default: a
+// buffer), each row times row_scale[i] when given.
 template <class V, int MR, bool KMajor>
 inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
-                                                const float* init, int64_t init_row) {
+                                                const float* init, int64_t init_row, int64_t out_row,
+                                                const float* row_scale) {
   constexpr int L = vmv::kLanes<V>, NR = 2 * L;
   V c0[MR], c1[MR];
 #pragma GCC unroll 8
@@ -85,8 +88,13 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    vmv::store(out + i * NR, c0[i]);
-    vmv::store(out + i * NR + L, c1[i]);
+    if (row_scale) {
+      const V f = vmv::splat<V>(row_scale[i]);
+      c0[i] *= f;
+      c1[i] *= f;
+    }
+    vmv::store(out + i * out_row, c0[i]);
+    vmv::store(out + i * out_row + L, c1[i]);
   }
 }
 
@@ -141,16 +149,17 @@ inline constexpr int64_t kTileRows = vmv::kLanes<V> == 16 ? 8 : kRows;
 template <class V = v8, bool KMajor = false>
 inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
                                                      int64_t K, float* out, const float* init = nullptr,
-                                                     int64_t init_row = 0) {
+                                                     int64_t init_row = 0, int64_t out_row = 2 * vmv::kLanes<V>,
+                                                     const float* row_scale = nullptr) {
   switch (mr) {
-    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 6: tile<V, 6, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 5: tile<V, 5, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 4: tile<V, 4, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 3: tile<V, 3, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 2: tile<V, 2, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    default: tile<V, 1, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 6: tile<V, 6, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 5: tile<V, 5, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 4: tile<V, 4, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 3: tile<V, 3, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 2: tile<V, 2, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    default: tile<V, 1, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
   }
 }
 
@@ -362,19 +371,19 @@ inline __attribute__((always_inline)) void panel_product(const float* a, const f
     const int64_t K = g.frontier_on_k && reach >= 0 ? std::min(g.K, reach) : g.K;
     const int64_t last = !g.frontier_on_k && reach >= 0 ? std::min(n_panels, (reach + NR - 1) / NR) : n_panels;
     const float* ar = a + r0 * g.a_row;
+    const float* rs = g.row_scale ? g.row_scale + r0 : nullptr;
     for (int64_t q = 0; q < last; ++q) {
       const int64_t c0 = q * NR, nc = std::min<int64_t>(NR, g.N - c0);
-      tile_rows<V>(mr, ar, g.a_row, panels + q * g.packed_k * NR, K, acc);
+      const float* panel = panels + q * g.packed_k * NR;
+      const float* init = g.bias ? g.bias + c0 : nullptr;
       float* out = c + r0 * g.c_row + c0;
-      for (int64_t i = 0; i < mr; ++i) {
-        const V f = g.row_scale ? vmv::splat<V>(g.row_scale[r0 + i]) : vmv::splat<V>(1.0f);
-        if (nc == NR) {
-          vmv::store(out + i * g.c_row, vmv::load<V>(acc + i * NR) * f);
-          vmv::store(out + i * g.c_row + L, vmv::load<V>(acc + i * NR + L) * f);
-        } else {
-          for (int64_t j = 0; j < nc; ++j) out[i * g.c_row + j] = acc[i * NR + j] * (g.row_scale ? g.row_scale[r0 + i] : 1.0f);
-        }
+      // A whole panel's columns straight from the registers into C.
+      if (nc == NR) {
+        tile_rows<V>(mr, ar, g.a_row, panel, K, out, init, 0, g.c_row, rs);
+        continue;
       }
+      tile_rows<V>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
+      for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * g.c_row, acc + i * NR, static_cast<size_t>(nc) * sizeof(float));
     }
   }
 }
