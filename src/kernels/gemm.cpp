@@ -58,8 +58,10 @@ inline __attribute__((always_inline)) v16 broadcast16(float x) { return vmv::spl
 #endif
 
 // The tile is stored to `out` with rows out_row apart (its own NR by default: a
-// buffer), each row times row_scale[i] when given.
-template <class V, int MR, bool KMajor>
+// buffer), each row times row_scale[i] when given. Half: the panel's first L
+// columns only (a product's last columns, when no more than L are left: 197 keys
+// took a whole 32-column tile for their last 5).
+template <class V, int MR, bool KMajor, bool Half = false>
 inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
                                                 const float* init, int64_t init_row, int64_t out_row,
                                                 const float* row_scale) {
@@ -68,11 +70,11 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     c0[i] = init ? vmv::load<V>(init + i * init_row) : V{};
-    c1[i] = init ? vmv::load<V>(init + i * init_row + L) : V{};
+    c1[i] = init && !Half ? vmv::load<V>(init + i * init_row + L) : V{};
   }
   for (int64_t k = 0; k < K; ++k) {
     __builtin_prefetch(panel + (k + 256 / NR) * NR);  // the panel streams from L2
-    const V b0 = vmv::load<V>(panel + k * NR), b1 = vmv::load<V>(panel + k * NR + L);
+    const V b0 = vmv::load<V>(panel + k * NR), b1 = Half ? V{} : vmv::load<V>(panel + k * NR + L);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const float x = KMajor ? a[k * lda + i] : a[i * lda + k];
@@ -83,7 +85,7 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
       if constexpr (L == 8) ai = v8{x, x, x, x, x, x, x, x};
       else ai = broadcast16(x);
       c0[i] += ai * b0;
-      c1[i] += ai * b1;
+      if constexpr (!Half) c1[i] += ai * b1;
     }
   }
 #pragma GCC unroll 8
@@ -94,7 +96,7 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
       c1[i] *= f;
     }
     vmv::store(out + i * out_row, c0[i]);
-    vmv::store(out + i * out_row + L, c1[i]);
+    if constexpr (!Half) vmv::store(out + i * out_row + L, c1[i]);
   }
 }
 
@@ -146,20 +148,20 @@ inline __attribute__((always_inline)) void row_times_panel(const float* a, int64
 // of TileRows<V> rows of 2 x lanes). `init`, `init_row`, KMajor: as for tile().
 template <class V>
 inline constexpr int64_t kTileRows = vmv::kLanes<V> == 16 ? 8 : kRows;
-template <class V = v8, bool KMajor = false>
+template <class V = v8, bool KMajor = false, bool Half = false>
 inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
                                                      int64_t K, float* out, const float* init = nullptr,
                                                      int64_t init_row = 0, int64_t out_row = 2 * vmv::kLanes<V>,
                                                      const float* row_scale = nullptr) {
   switch (mr) {
-    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 6: tile<V, 6, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 5: tile<V, 5, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 4: tile<V, 4, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 3: tile<V, 3, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    case 2: tile<V, 2, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
-    default: tile<V, 1, KMajor>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 6: tile<V, 6, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 5: tile<V, 5, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 4: tile<V, 4, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 3: tile<V, 3, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 2: tile<V, 2, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    default: tile<V, 1, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
   }
 }
 
@@ -382,7 +384,8 @@ inline __attribute__((always_inline)) void panel_product(const float* a, const f
         tile_rows<V>(mr, ar, g.a_row, panel, K, out, init, 0, g.c_row, rs);
         continue;
       }
-      tile_rows<V>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
+      if (nc <= L) tile_rows<V, false, true>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
+      else tile_rows<V>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
       for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * g.c_row, acc + i * NR, static_cast<size_t>(nc) * sizeof(float));
     }
   }
