@@ -16,6 +16,27 @@ ort = pytest.importorskip("onnxruntime")
 isomer = pytest.importorskip("isomer")
 
 
+def repeated_kv(lead, Hq, Hk, T, D, Dv):
+    """Nodes and initializers that repeat K and V ([*lead, Hk, T, D|Dv]) to Hq heads as
+    torch exports it, into "kr" and "vr": repeat_kv's Unsqueeze, Expand and Reshape,
+    or (Hk == 1) an Expand of the one head."""
+    inits, nodes = [], []
+    if Hk == 1:
+        for x, d in (("k", D), ("v", Dv)):
+            inits.append(numpy_helper.from_array(np.array(lead + [Hq, T, d], np.int64), "es" + x))
+            nodes.append(helper.make_node("Expand", [x, "es" + x], [x + "r"]))
+        return nodes, inits
+    r = Hq // Hk
+    inits.append(numpy_helper.from_array(np.array([len(lead) + 1], np.int64), "ax"))
+    for x, d in (("k", D), ("v", Dv)):
+        inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, T, d], np.int64), "es" + x))
+        inits.append(numpy_helper.from_array(np.array(lead + [Hq, T, d], np.int64), "rs" + x))
+        nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
+                  helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
+                  helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+    return nodes, inits
+
+
 def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", rank=4, mask_rows=None):
     """Q [B, Hq, S, D], K and V [B, Hk, S, D|Dv] (Hk < Hq: repeat_kv as torch exports
     it; Hk == 1 and Hq > 1: an Expand of the one head) -> attention -> Y.
@@ -33,21 +54,7 @@ def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", ra
     inits, nodes = [], []
     k, v = "k", "v"
     if Hk != Hq:
-        h = 1 if rank == 4 else 0  # the heads axis
-        if Hk == 1:
-            inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, 1], np.int64), "es"))
-            for x, d in (("k", D), ("v", Dv)):
-                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "es" + x))
-                nodes.append(helper.make_node("Expand", [x, "es" + x], [x + "r"]))
-        else:
-            r = Hq // Hk
-            inits.append(numpy_helper.from_array(np.array([h + 1], np.int64), "ax"))
-            for x, d in (("k", D), ("v", Dv)):
-                inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, S, d], np.int64), "es" + x))
-                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "rs" + x))
-                nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
-                          helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
-                          helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+        nodes, inits = repeated_kv(lead, Hq, Hk, S, D, Dv)
         k, v = "kr", "vr"
     perm = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
     nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))

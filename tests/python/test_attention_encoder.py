@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_attention_chain import repeated_kv
 
 ort = pytest.importorskip("onnxruntime")
 isomer = pytest.importorskip("isomer")
@@ -29,21 +30,13 @@ def encoder(B, Hq, Hk, Sq, T, D, Dv=None, mask=None, qk_scale=True, out="seq", r
     graph output (its Mul must stay)."""
     Dv = Dv or D
     lead = [B] if rank == 4 else []
-    h = len(lead)  # the heads axis
     ins = [helper.make_tensor_value_info("q", TensorProto.FLOAT, lead + [Hq, Sq, D]),
            helper.make_tensor_value_info("k", TensorProto.FLOAT, lead + [Hk, T, D]),
            helper.make_tensor_value_info("v", TensorProto.FLOAT, lead + [Hk, T, Dv])]
     inits, nodes, outs = [], [], []
     k, v = "k", "v"
     if Hk != Hq:
-        r = Hq // Hk
-        inits.append(numpy_helper.from_array(np.array([h + 1], np.int64), "ax"))
-        for x, d in (("k", D), ("v", Dv)):
-            inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, T, d], np.int64), "es" + x))
-            inits.append(numpy_helper.from_array(np.array(lead + [Hq, T, d], np.int64), "rs" + x))
-            nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
-                      helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
-                      helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+        nodes, inits = repeated_kv(lead, Hq, Hk, T, D, Dv)
         k, v = "kr", "vr"
     perm = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
     nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))
