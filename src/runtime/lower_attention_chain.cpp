@@ -24,6 +24,7 @@
 // of K^T. A constant mask that hides exactly the causal keys and adds nothing
 // elsewhere is not read at all. A row whose every key is masked is NaN, as the
 // decomposed Softmax makes it.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -47,9 +48,14 @@ namespace {
 // Otherwise (the same products): 128 of 32 (2^20, no mask) 0.154 -> 0.152, 96 of
 // 64 (padding mask) 0.170 -> 0.164, BERT's 128 of 64 0.301 -> 0.273, ViT's 197 of 64
 // (its Q and K^T scaled) 0.362 -> 0.336; 64 of 32 (2^18) 0.042 -> 0.044 and 32 of 64
-// 0.023 -> 0.024 are slower.
+// 0.023 -> 0.024 are slower. Heads of fewer than kMinHead features are slower on
+// the step at any length without a causal half to save (4 heads of 16, 256 queries:
+// 0.133 -> 0.150 ms; HuBERT's 199: 0.096 -> 0.108, and 0.098 -> 0.130 under
+// w2v2-conformer's position bias): Q K^T's tiles are 16 deep, and P V's 16 columns
+// run on 8-lane panels; causal, they still win (96 queries of 16: 0.029 -> 0.020).
 constexpr double kMinCausalWork = 256.0 * 1024;
 constexpr double kMinWork = 1024.0 * 1024;
+constexpr int64_t kMinHead = 32;
 
 struct Chain {
   const Node* qk = nullptr;
@@ -291,7 +297,7 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
       causality.causal = fill.has_value();
     }
   }
-  if (!causality.causal && head_work < kMinWork) return false;
+  if (!causality.causal && (head_work < kMinWork || std::min(D, Dv) < kMinHead)) return false;
   if (m->mask) {
     // The mask broadcasts to the scores without widening them (checked by shape).
     const std::vector<int64_t> mdims = c.dims(*m->mask);

@@ -1,6 +1,7 @@
 """Encoder attention as exporters decompose it (no mask: ViT; a padding mask shared by
 every query: BERT; a full mask that is not causal) on the runtime's attention step
-where each head's queries x keys x (D + Dv) is at least 2^20: the outputs those of
+where each head's queries x keys x (D + Dv) is at least 2^20 and its heads have 32
+features or more: the outputs those of
 ONNX Runtime at odd shapes (197 tokens, grouped-query heads, batch 2, head sizes that
 fill no vector, rank 3), rows whose every key is masked as the decomposed Softmax
 gives them (NaN under -inf, even weights under finfo.min), large logits; Q's and
@@ -128,10 +129,10 @@ def check(model, taken, feeds=None, kinds_want=None, atol=2e-5):
     [
         (1, 6, 6, 197, 197, 64, 64, None),  # ViT-S/16: 197 tokens, no mask
         (2, 12, 12, 128, 128, 64, 64, "bert"),  # BERT's padding mask computed at run time
-        (2, 6, 2, 131, 131, 24, 40, "row"),  # GQA 3:1, odd tokens and head sizes, a float key mask
+        (2, 6, 2, 131, 131, 40, 48, "row"),  # GQA 3:1, odd tokens and head sizes, a float key mask
         (2, 4, 4, 97, 157, 48, 48, "bool-row"),  # more keys than queries, Where(keep, S, -inf)
         (1, 4, 1, 150, 150, 64, 32, "full"),  # one KV head, a mask of its own per query
-        (2, 3, 3, 257, 257, 16, 16, None),  # batch 2, a partial band, heads of 16
+        (2, 3, 3, 257, 257, 32, 33, None),  # batch 2, a partial band, heads of 32 and 33
     ])
 def test_encoder_attention_runs_on_the_attention_step(B, Hq, Hk, Sq, T, D, Dv, mask):
     model = encoder(B, Hq, Hk, Sq, T, D, Dv, mask=mask)
@@ -194,6 +195,7 @@ def test_scale_muls_are_taken_in_only_where_the_product_alone_reads_them():
         (1, 12, 32, 32, 64, "row"),  # 2^17
         (2, 4, 17, 17, 16, "row"),  # 17 tokens
         (1, 8, 1, 512, 64, None),  # one query (decode): K and V would be packed for one row
+        (1, 4, 199, 199, 16, None),  # heads of 16 (HuBERT's): 16-deep Q K^T tiles, 8-lane P V
     ])
 def test_small_heads_stay_on_the_separate_steps(B, Hq, Sq, T, D, mask):
     check(encoder(B, Hq, Hq, Sq, T, D, mask=mask), False)
