@@ -460,9 +460,9 @@ inline __attribute__((always_inline)) void pack_panels_of(const float* b, int64_
       float* dst = out + (q * K + k) * NR;
       const float* src = b + k * b_k + q * NR * b_n;
       const int64_t w = std::min<int64_t>(NR, N - q * NR);
-      if (b_n == 1 && w == NR) {
+      if (b_n == 1 && (w == NR || w == L)) {  // (w == L: heads of 16 on 16-lane panels)
         vmv::store(dst, vmv::load<V>(src) * s);
-        vmv::store(dst + L, vmv::load<V>(src + L) * s);
+        vmv::store(dst + L, w == NR ? vmv::load<V>(src + L) * s : V{});
         continue;
       }
       for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b_n] * scale;
@@ -486,9 +486,10 @@ ISOMER_CLONES void pack_panels_narrow(const float* b, int64_t b_k, int64_t b_n, 
   pack_panels_of<v8>(b, b_k, b_n, K, N, scale, out);
 }
 
-// The 16-lane tiles where the CPU has them and the product is wider than one
-// 8-lane panel (as gemm_batched_on chooses).
-bool wide_panels(VectorIsa isa, int64_t N) { return isa == VectorIsa::Avx512 && N > kPanel; }
+// The 16-lane tiles wherever the CPU has them: a product of at most 16 columns
+// (heads of 16, rows of 16 keys) runs on their one-vector tile, 16 lanes wide,
+// where 8-lane panels ran at half the rate.
+bool wide_panels(VectorIsa isa, int64_t) { return isa == VectorIsa::Avx512; }
 
 }  // namespace
 

@@ -339,13 +339,14 @@ TEST(GemmWide, BatchedProductsOfEveryTailOnEachInstructionSet) {
 // and along K (A zero past each row's frontier, as the attention step leaves P);
 // rows scaled as they are stored; a bias row the accumulators start from, and
 // whole panels stored straight from the registers next to partial ones (of at
-// most one vector of columns, and of more).
+// most one vector of columns, and of more; 16 packed columns: a 16-lane panel half
+// full).
 TEST(GemmWide, PanelProductsWithCausalFrontiersOnEachInstructionSet) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> u(-1, 1);
   for (VectorIsa isa : isas())
     for (auto [M, K, N] : {std::tuple{1, 1, 1}, std::tuple{9, 17, 33}, std::tuple{64, 64, 128},
-                           std::tuple{37, 48, 70}, std::tuple{20, 33, 16}, std::tuple{11, 40, 57}})
+                           std::tuple{37, 48, 70}, std::tuple{20, 33, 16}, std::tuple{11, 40, 57}, std::tuple{7, 9, 11}})
       for (int form = 0; form < 3; ++form)
         for (int64_t frontier : {int64_t{-1}, int64_t{0}, int64_t{5}})
           for (bool on_k : {false, true})
