@@ -57,19 +57,24 @@ ISOMER_TARGET_AVX512 inline v16 broadcast16(float x) { return reinterpret_cast<v
 inline __attribute__((always_inline)) v16 broadcast16(float x) { return vmv::splat<v16>(x); }
 #endif
 
-template <class V, int MR, bool KMajor>
+// The tile is stored to `out` with rows out_row apart (its own NR by default: a
+// buffer), each row times row_scale[i] when given. Half: the panel's first L
+// columns only (a product's last columns, when no more than L are left: 197 keys
+// took a whole 32-column tile for their last 5).
+template <class V, int MR, bool KMajor, bool Half = false>
 inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, const float* panel, int64_t K, float* out,
-                                                const float* init, int64_t init_row) {
+                                                const float* init, int64_t init_row, int64_t out_row,
+                                                const float* row_scale) {
   constexpr int L = vmv::kLanes<V>, NR = 2 * L;
   V c0[MR], c1[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     c0[i] = init ? vmv::load<V>(init + i * init_row) : V{};
-    c1[i] = init ? vmv::load<V>(init + i * init_row + L) : V{};
+    c1[i] = init && !Half ? vmv::load<V>(init + i * init_row + L) : V{};
   }
   for (int64_t k = 0; k < K; ++k) {
     __builtin_prefetch(panel + (k + 256 / NR) * NR);  // the panel streams from L2
-    const V b0 = vmv::load<V>(panel + k * NR), b1 = vmv::load<V>(panel + k * NR + L);
+    const V b0 = vmv::load<V>(panel + k * NR), b1 = Half ? V{} : vmv::load<V>(panel + k * NR + L);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const float x = KMajor ? a[k * lda + i] : a[i * lda + k];
@@ -80,13 +85,18 @@ inline __attribute__((always_inline)) void tile(const float* a, int64_t lda, con
       if constexpr (L == 8) ai = v8{x, x, x, x, x, x, x, x};
       else ai = broadcast16(x);
       c0[i] += ai * b0;
-      c1[i] += ai * b1;
+      if constexpr (!Half) c1[i] += ai * b1;
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    vmv::store(out + i * NR, c0[i]);
-    vmv::store(out + i * NR + L, c1[i]);
+    if (row_scale) {
+      const V f = vmv::splat<V>(row_scale[i]);
+      c0[i] *= f;
+      c1[i] *= f;
+    }
+    vmv::store(out + i * out_row, c0[i]);
+    if constexpr (!Half) vmv::store(out + i * out_row + L, c1[i]);
   }
 }
 
@@ -138,19 +148,20 @@ inline __attribute__((always_inline)) void row_times_panel(const float* a, int64
 // of TileRows<V> rows of 2 x lanes). `init`, `init_row`, KMajor: as for tile().
 template <class V>
 inline constexpr int64_t kTileRows = vmv::kLanes<V> == 16 ? 8 : kRows;
-template <class V = v8, bool KMajor = false>
+template <class V = v8, bool KMajor = false, bool Half = false>
 inline __attribute__((always_inline)) void tile_rows(int64_t mr, const float* a, int64_t lda, const float* panel,
                                                      int64_t K, float* out, const float* init = nullptr,
-                                                     int64_t init_row = 0) {
+                                                     int64_t init_row = 0, int64_t out_row = 2 * vmv::kLanes<V>,
+                                                     const float* row_scale = nullptr) {
   switch (mr) {
-    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 6: tile<V, 6, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 5: tile<V, 5, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 4: tile<V, 4, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 3: tile<V, 3, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    case 2: tile<V, 2, KMajor>(a, lda, panel, K, out, init, init_row); break;
-    default: tile<V, 1, KMajor>(a, lda, panel, K, out, init, init_row); break;
+    case 8: if constexpr (kTileRows<V> >= 8) tile<V, 8, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 7: if constexpr (kTileRows<V> >= 7) tile<V, 7, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 6: tile<V, 6, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 5: tile<V, 5, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 4: tile<V, 4, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 3: tile<V, 3, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    case 2: tile<V, 2, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
+    default: tile<V, 1, KMajor, Half>(a, lda, panel, K, out, init, init_row, out_row, row_scale); break;
   }
 }
 
@@ -362,19 +373,20 @@ inline __attribute__((always_inline)) void panel_product(const float* a, const f
     const int64_t K = g.frontier_on_k && reach >= 0 ? std::min(g.K, reach) : g.K;
     const int64_t last = !g.frontier_on_k && reach >= 0 ? std::min(n_panels, (reach + NR - 1) / NR) : n_panels;
     const float* ar = a + r0 * g.a_row;
+    const float* rs = g.row_scale ? g.row_scale + r0 : nullptr;
     for (int64_t q = 0; q < last; ++q) {
       const int64_t c0 = q * NR, nc = std::min<int64_t>(NR, g.N - c0);
-      tile_rows<V>(mr, ar, g.a_row, panels + q * g.packed_k * NR, K, acc);
+      const float* panel = panels + q * g.packed_k * NR;
+      const float* init = g.bias ? g.bias + c0 : nullptr;
       float* out = c + r0 * g.c_row + c0;
-      for (int64_t i = 0; i < mr; ++i) {
-        const V f = g.row_scale ? vmv::splat<V>(g.row_scale[r0 + i]) : vmv::splat<V>(1.0f);
-        if (nc == NR) {
-          vmv::store(out + i * g.c_row, vmv::load<V>(acc + i * NR) * f);
-          vmv::store(out + i * g.c_row + L, vmv::load<V>(acc + i * NR + L) * f);
-        } else {
-          for (int64_t j = 0; j < nc; ++j) out[i * g.c_row + j] = acc[i * NR + j] * (g.row_scale ? g.row_scale[r0 + i] : 1.0f);
-        }
+      // A whole panel's columns straight from the registers into C.
+      if (nc == NR) {
+        tile_rows<V>(mr, ar, g.a_row, panel, K, out, init, 0, g.c_row, rs);
+        continue;
       }
+      if (nc <= L) tile_rows<V, false, true>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
+      else tile_rows<V>(mr, ar, g.a_row, panel, K, acc, init, 0, NR, rs);
+      for (int64_t i = 0; i < mr; ++i) std::memcpy(out + i * g.c_row, acc + i * NR, static_cast<size_t>(nc) * sizeof(float));
     }
   }
 }
@@ -448,9 +460,9 @@ inline __attribute__((always_inline)) void pack_panels_of(const float* b, int64_
       float* dst = out + (q * K + k) * NR;
       const float* src = b + k * b_k + q * NR * b_n;
       const int64_t w = std::min<int64_t>(NR, N - q * NR);
-      if (b_n == 1 && w == NR) {
+      if (b_n == 1 && (w == NR || w == L)) {  // (w == L: heads of 16 on 16-lane panels)
         vmv::store(dst, vmv::load<V>(src) * s);
-        vmv::store(dst + L, vmv::load<V>(src + L) * s);
+        vmv::store(dst + L, w == NR ? vmv::load<V>(src + L) * s : V{});
         continue;
       }
       for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b_n] * scale;
@@ -474,9 +486,10 @@ ISOMER_CLONES void pack_panels_narrow(const float* b, int64_t b_k, int64_t b_n, 
   pack_panels_of<v8>(b, b_k, b_n, K, N, scale, out);
 }
 
-// The 16-lane tiles where the CPU has them and the product is wider than one
-// 8-lane panel (as gemm_batched_on chooses).
-bool wide_panels(VectorIsa isa, int64_t N) { return isa == VectorIsa::Avx512 && N > kPanel; }
+// The 16-lane tiles wherever the CPU has them: a product of at most 16 columns
+// (heads of 16, rows of 16 keys) runs on their one-vector tile, 16 lanes wide,
+// where 8-lane panels ran at half the rate.
+bool wide_panels(VectorIsa isa, int64_t) { return isa == VectorIsa::Avx512; }
 
 }  // namespace
 

@@ -92,13 +92,18 @@ constexpr int64_t kMaxTileRows = 8;
 // K (P V: a tile's rows are multiplied only up to the frontier of its last row, so
 // row m of A must be zero from its frontier to kMaxTileRows past it). Row m of C
 // is multiplied by row_scale[m] when given. The panels may hold more keys than the
-// product reads: packed_k and packed_n are the K and N pack_panels was given.
+// product reads: packed_k and packed_n are the K and N pack_panels was given. A
+// `bias` row (panels_size(isa, 1, packed_n) floats: N values, zero-padded) is added
+// to every row of the product before row_scale: the tiles' accumulators start from
+// it (a key mask that every query of a head shares, such as a padding mask, costs
+// no pass of its own).
 struct PanelGemm {
   int64_t M = 0, K = 0, N = 0, a_row = 0, c_row = 0;
   int64_t packed_k = 0, packed_n = 0;
   int64_t frontier = -1;
   bool frontier_on_k = false;
   const float* row_scale = nullptr;
+  const float* bias = nullptr;
 };
 void gemm_panels(VectorIsa isa, const float* a, const float* panels, float* c, const PanelGemm& g);
 

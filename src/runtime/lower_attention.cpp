@@ -73,6 +73,10 @@ struct RowPlan {
   bool normalize = false;
   bool empty_row_nan = false;  // see AttentionStep
   bool finite_fill = false;    // see AttentionStep
+  // The mask is one row of keys per (batch, head) that every query shares (a
+  // padding mask [B, 1, 1, T]), at unit stride: Q K^T's accumulators start from it
+  // (kernels::PanelGemm::bias), and the row pass reads no mask.
+  bool key_bias = false;
 };
 
 // x[j] *= scale over a row, then the mask: added (float; `any` says whether some
@@ -195,6 +199,26 @@ ISOMER_CLONES float max_abs(const float* x, int64_t n, int64_t step) {
   return m >= 0x7f800000u ? std::numeric_limits<float>::infinity() : std::bit_cast<float>(m);
 }
 
+// A key mask row (T values: added floats, or bools kept where true) as the bias row
+// Q K^T starts from, zero-padded to whole panels; whether some key is not -inf.
+ISOMER_CLONES bool key_bias_of(const float* m, int64_t T, float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int any = 0;
+  for (int64_t j = 0; j < T; ++j) {
+    out[j] = m[j];
+    any |= m[j] != kNegInf;
+  }
+  return any != 0;
+}
+bool key_bias_of(const bool* m, int64_t T, float* out) {
+  bool any = false;
+  for (int64_t j = 0; j < T; ++j) {
+    out[j] = m[j] ? 0.0f : -std::numeric_limits<float>::infinity();
+    any = any || m[j];
+  }
+  return any;
+}
+
 // Whether the keys past a causal row's frontier [hi, ...), which a finite-fill mask
 // gives the fill F <= -1e38 (AttentionStep::finite_fill), weigh exactly 0 in the
 // row's softmax: some key before the frontier carries a mask above -1e37, and every
@@ -311,6 +335,8 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
     }
   }
   r.has_nonpad = nonpad >= 0;
+  r.key_bias = r.has_mask && r.ms[2] == 0 && r.ms[3] == 1 && r.mask_len == T && (r.ms[1] == 0 || !merge) &&
+               !a.causal && a.softcap <= 0 && a.left_window < 0 && a.right_window < 0 && !r.has_nonpad;
   const std::vector<int64_t> ydims = seq_major ? std::vector<int64_t>{B, Sq, Hq * Dv} : std::vector<int64_t>{B, Hq, Sq, Dv};
   const int y = c.new_value(DType::Float32, ydims, plain_md(ydims, dt::f32), info.label);
 
@@ -365,8 +391,11 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
                         if (mid < work * (t + 1) / nt) u1 = u + 1;
                         seen += items[static_cast<size_t>(u)].work;
                       }
-                      thread_local std::vector<float> kpan, vpan, sc, qbuf, inv;
+                      thread_local std::vector<float> kpan, vpan, sc, qbuf, inv, kbias;
                       kpan.resize(static_cast<size_t>(kernels::panels_size(isa, D, T)));
+                      kbias.assign(static_cast<size_t>(kernels::panels_size(isa, 1, T)), 0.0f);
+                      int64_t bias_b = -1, bias_h = -1;
+                      bool bias_any = false;  // a key of the bias row is not -inf
                       vpan.resize(static_cast<size_t>(kernels::panels_size(isa, T, Dv)));
                       sc.resize(static_cast<size_t>(max_rows * T));
                       inv.resize(static_cast<size_t>(max_rows));
@@ -401,19 +430,32 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
                         kernels::PanelGemm g1;
                         g1.M = M, g1.K = D, g1.N = it.keys, g1.a_row = a_row, g1.c_row = T, g1.frontier = it.frontier;
                         g1.packed_k = D, g1.packed_n = T;
+                        const int64_t bias_head = r.ms[1] == 0 ? 0 : it.h;
+                        if (r.key_bias && (it.b != bias_b || bias_head != bias_h)) {
+                          const char* row = mask + static_cast<size_t>(it.b * r.ms[0] + bias_head * r.ms[1]) * melem;
+                          bias_any = r.bool_mask ? key_bias_of(reinterpret_cast<const bool*>(row), T, kbias.data())
+                                                 : key_bias_of(reinterpret_cast<const float*>(row), T, kbias.data());
+                          bias_b = it.b, bias_h = bias_head;
+                        }
+                        if (r.key_bias) g1.bias = kbias.data();
                         kernels::gemm_panels(isa, a, kpan.data(), sc.data(), g1);
                         for (int64_t hh = 0; hh < it.heads; ++hh)
                           for (int64_t m = 0; m < it.rows; ++m) {
                             const int64_t i = it.i0 + m, h = it.h + hh, b = it.b;
                             const int64_t valid = nonpad ? nonpad[b] : T;
                             const int64_t offset = d.past > 0 ? d.past : nonpad ? valid - d.q_len : 0;
-                            const char* mrow =
-                                mask ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem : nullptr;
+                            const char* mrow = mask && !r.key_bias
+                                                   ? mask + static_cast<size_t>(b * r.ms[0] + h * r.ms[1] + i * r.ms[2]) * melem
+                                                   : nullptr;
+                            float* x = sc.data() + (hh * it.rows + m) * T;
+                            if (r.key_bias && !bias_any) {
+                              inv[static_cast<size_t>(hh * it.rows + m)] = empty_row(r, x);
+                              continue;
+                            }
                             // P V reads a causal row up to its tile's last row's frontier.
                             const int64_t zero_end =
                                 it.frontier >= 0 ? std::min(it.keys, m + it.frontier + 1 + kernels::kMaxTileRows) : it.keys;
-                            inv[static_cast<size_t>(hh * it.rows + m)] =
-                                attention_row(r, isa, sc.data() + (hh * it.rows + m) * T, i, offset, valid, mrow, zero_end);
+                            inv[static_cast<size_t>(hh * it.rows + m)] = attention_row(r, isa, x, i, offset, valid, mrow, zero_end);
                             if (r.finite_fill && it.frontier >= 0 && !fill_is_zero(r, a + m * a_row, D, key_max, mrow, m + it.frontier + 1))
                               exact.push_back(m);
                           }

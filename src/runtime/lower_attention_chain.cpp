@@ -12,14 +12,19 @@
 // broadcast over batch, heads and queries by its strides. Every value inside is
 // read only inside.
 //
-// Taken where the step does less work than the products and softmax as separate
-// steps: a mask that hides every key after the query's own position (a causal
-// mask: LLaMA, GPT-2), known when the graph is compiled or computed at run time by
-// a construction that proves it (computed_causal: Hugging Face's causal And
-// padding mask), so that the step multiplies each tile of queries only up to its
-// frontier, on heads big enough for that to pay (kMinCausalWork). A constant mask
-// that hides exactly those keys and adds nothing elsewhere is not read at all. A row whose every key is masked is NaN, as the
+// Taken where the step costs less than the products and softmax as separate steps
+// (measured: kMinCausalWork, kMinWork): a mask that hides every key after the
+// query's own position (a causal mask: LLaMA, GPT-2), known when the graph is
+// compiled or computed at run time by a construction that proves it
+// (computed_causal: Hugging Face's causal And padding mask), lets the step multiply
+// each tile of queries only up to its frontier; without one (no mask: ViT; a
+// padding mask: BERT; any other mask) the step does the same products, its scores
+// stay in cache between them and the softmax, a mask shared by a head's queries
+// starts Q K^T's accumulators, and Q's and K^T's scalar Muls fold into the packing
+// of K^T. A constant mask that hides exactly the causal keys and adds nothing
+// elsewhere is not read at all. A row whose every key is masked is NaN, as the
 // decomposed Softmax makes it.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -34,14 +39,25 @@ namespace isomer::runtime {
 
 namespace {
 
-// The least work of one head (queries x keys x (D + Dv): the flops its products
-// would take on half the square) for which a causal block is taken. Processor time
-// at 1 thread on a Zen 5, the step against oneDNN's products and the softmax:
-// 64 queries, heads of 64 (2^19) 0.122 -> 0.103 ms for 16/4 heads, 0.082 -> 0.079
-// for 12; 64 queries of heads of 32 (2^18) 0.034 -> 0.039 (slower: the step's
-// rows and packing cost more than half the products saves), 96 of 32 even; 128 of
-// 64: 0.43 -> 0.29 ms (LLaMA's block), 0.31 -> 0.23 (GPT-2's).
-constexpr double kMinCausalWork = 512.0 * 1024;
+// The least work of one head (queries x keys x (D + Dv)) for which the step is
+// taken: processor time at 1 thread on a Zen 5 (AVX-512), the step against oneDNN's
+// products and isomer's softmax, 12 heads, medians of 7 interleaved runs, load 9-10.
+// Causal (half the products saved): 64 queries of 32 (2^18) 0.050 -> 0.039 ms, 48
+// of 64 0.046 -> 0.046, 32 of 64 (2^17) 0.023 -> 0.025 (slower: the packing and the
+// rows cost more than the half saved); 128 of 64: 0.43 -> 0.29 ms (LLaMA's block).
+// Otherwise (the same products): 128 of 32 (2^20, no mask) 0.154 -> 0.152, 96 of
+// 64 (padding mask) 0.170 -> 0.164, BERT's 128 of 64 0.301 -> 0.273, ViT's 197 of 64
+// (its Q and K^T scaled) 0.362 -> 0.336; 64 of 32 (2^18) 0.042 -> 0.044 and 32 of 64
+// 0.023 -> 0.024 are slower. Heads of fewer than kMinHead features are slower on
+// the step at any length without a causal half to save (4 heads of 16, 256 queries:
+// 0.133 -> 0.150 ms; HuBERT's 199: 0.096 -> 0.108, and 0.098 -> 0.130 under
+// w2v2-conformer's position bias): Q K^T's tiles are 16 deep, and P V's 16 columns
+// run on 8-lane panels; causal, they still win (96 queries of 16: 0.029 -> 0.020).
+// (On 16-lane panels for those 16 columns, whole models were still mixed: HuBERT
+// 0.448 -> 0.458 ms, w2v2-conformer 0.826 -> 0.849, WavLM 0.639 -> 0.622.)
+constexpr double kMinCausalWork = 256.0 * 1024;
+constexpr double kMinWork = 1024.0 * 1024;
+constexpr int64_t kMinHead = 32;
 
 struct Chain {
   const Node* qk = nullptr;
@@ -271,24 +287,26 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   std::vector<int64_t> sd{Hq, Sq, T}, od{Hq, Sq, Dv};
   if (rank == 4) sd.insert(sd.begin(), B), od.insert(od.begin(), B);
   if (B == 0 || Hq == 0 || Sq == 0 || T == 0 || D == 0 || Dv == 0) return false;
-  // Where the step saves work: a causal mask over heads of at least kMinCausalWork.
-  if (!m->mask || static_cast<double>(Sq * T * (D + Dv)) < kMinCausalWork) return false;
+  const double head_work = static_cast<double>(Sq * T * (D + Dv));
   Causality causality;
   std::optional<float> fill;
-  if (c.peek_known(*m->mask)) {
-    causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
-  } else {
-    // A mask computed at run time: its last two dims must be the scores' own.
-    if (last_two(*m->mask) != std::pair{Sq, T}) return false;
-    fill = computed_causal(c, *m->mask, Sq, T, m->bool_mask);
-    causality.causal = fill.has_value();
+  if (m->mask && head_work >= kMinCausalWork) {
+    if (c.peek_known(*m->mask)) {
+      causality = causal_mask(c, *m->mask, Sq, T, m->bool_mask);
+    } else if (last_two(*m->mask) == std::pair{Sq, T}) {
+      // A mask computed at run time: its last two dims must be the scores' own.
+      fill = computed_causal(c, *m->mask, Sq, T, m->bool_mask);
+      causality.causal = fill.has_value();
+    }
   }
-  if (!causality.causal) return false;
-  // The mask broadcasts to the scores without widening them (checked by shape).
-  const std::vector<int64_t> mdims = c.dims(*m->mask);
-  if (mdims.size() > rank) return false;
-  for (size_t i = 0; i < mdims.size(); ++i)
-    if (mdims[i] != 1 && mdims[i] != sd[rank - mdims.size() + i]) return false;
+  if (!causality.causal && (head_work < kMinWork || std::min(D, Dv) < kMinHead)) return false;
+  if (m->mask) {
+    // The mask broadcasts to the scores without widening them (checked by shape).
+    const std::vector<int64_t> mdims = c.dims(*m->mask);
+    if (mdims.size() > rank) return false;
+    for (size_t i = 0; i < mdims.size(); ++i)
+      if (mdims[i] != 1 && mdims[i] != sd[rank - mdims.size() + i]) return false;
+  }
 
   AttentionStep s;
   int64_t hk = 0, hv = 0;
@@ -308,11 +326,11 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   AttentionDims& d = s.d;
   d.batch = B, d.q_heads = Hq, d.kv_heads = hk;
   d.q_len = Sq, d.kv_len = T, d.total = T, d.head = D, d.v_head = Dv;
-  s.a.causal = true;
+  s.a.causal = causality.causal;
   s.scale = m->scale;
   s.empty_row_nan = true;
   s.finite_fill = fill && std::isfinite(*fill);
-  if (!causality.only) set_attention_mask(c, s, c.id(*m->mask));
+  if (m->mask && !causality.only) set_attention_mask(c, s, c.id(*m->mask));
   // Y as the Transpose after the product reads it ([B, Sq, Hq, Dv]): the Transpose
   // and the Reshape merging the heads are then views.
   const Node* after = c.sole_consumer(m->pv->output(0));

@@ -337,16 +337,20 @@ TEST(GemmWide, BatchedProductsOfEveryTailOnEachInstructionSet) {
 // reading fewer keys than were packed (packed_k, packed_n); a causal frontier along
 // N (columns past every row's frontier of a tile untouched, those before it exact)
 // and along K (A zero past each row's frontier, as the attention step leaves P);
-// rows scaled as they are stored.
+// rows scaled as they are stored; a bias row the accumulators start from, and
+// whole panels stored straight from the registers next to partial ones (of at
+// most one vector of columns, and of more; 16 packed columns: a 16-lane panel half
+// full).
 TEST(GemmWide, PanelProductsWithCausalFrontiersOnEachInstructionSet) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> u(-1, 1);
   for (VectorIsa isa : isas())
     for (auto [M, K, N] : {std::tuple{1, 1, 1}, std::tuple{9, 17, 33}, std::tuple{64, 64, 128},
-                           std::tuple{37, 48, 70}, std::tuple{20, 33, 16}})
+                           std::tuple{37, 48, 70}, std::tuple{20, 33, 16}, std::tuple{11, 40, 57}, std::tuple{7, 9, 11}})
       for (int form = 0; form < 3; ++form)
         for (int64_t frontier : {int64_t{-1}, int64_t{0}, int64_t{5}})
-          for (bool on_k : {false, true}) {
+          for (bool on_k : {false, true})
+          for (bool biased : {false, true}) {
             if (frontier < 0 && on_k) continue;
             const int64_t pk = K + 3, pn = N + 5;  // packed with more than the product reads
             const int64_t b_k = form == 1 ? 1 : form == 2 ? 2 * pn : pn, b_n = form == 1 ? pk : form == 2 ? 2 : 1;
@@ -369,6 +373,9 @@ TEST(GemmWide, PanelProductsWithCausalFrontiersOnEachInstructionSet) {
                   a[static_cast<size_t>(m * g.a_row + k)] =
                       k < m + frontier + 1 + kMaxTileRows ? 0.0f : std::numeric_limits<float>::quiet_NaN();
             g.row_scale = rs.data();
+            std::vector<float> bias(static_cast<size_t>(panels_size(isa, 1, pn)), 0.0f);
+            for (int64_t n = 0; n < pn; ++n) bias[static_cast<size_t>(n)] = u(rng);
+            if (biased) g.bias = bias.data();
             std::vector<float> c(static_cast<size_t>(M * g.c_row), -7.0f);
             gemm_panels(isa, a.data(), panels.data(), c.data(), g);
             for (int64_t m = 0; m < M; ++m)
@@ -384,9 +391,12 @@ TEST(GemmWide, PanelProductsWithCausalFrontiersOnEachInstructionSet) {
                   if (on_k && k >= m + frontier + 1) break;
                   want += double(a[static_cast<size_t>(m * g.a_row + k)]) * b[static_cast<size_t>(k * b_k + n * b_n)];
                 }
-                want *= double(scale) * rs[static_cast<size_t>(m)];
+                want *= double(scale);
+                if (biased) want += bias[static_cast<size_t>(n)];
+                want *= rs[static_cast<size_t>(m)];
                 ASSERT_NEAR(got, want, 1e-4) << vector_isa_name(isa) << " " << M << "x" << K << "x" << N << " form "
                                              << form << " frontier " << frontier << (on_k ? " on K" : " on N")
+                                             << (biased ? " biased" : "")
                                              << " at " << m << "," << n;
               }
             // Along N, a tile's columns all past its rows' frontier are not computed.

@@ -1,10 +1,11 @@
 """Attention as exporters decompose it (MatMul, scalar factors, a mask added or a Where
 to -inf, Softmax, MatMul) on the runtime's attention step: taken where the mask is
-causal and each head's queries x keys x (D + Dv) is at least 2^19 (128 queries of
-LLaMA's and GPT-2's heads of 64), the outputs those of ONNX Runtime at odd shapes
-(grouped-query and multi-query heads, batch 2, partial tiles and bands, head sizes
-that fill no vector, Y transposed back to [B, S, heads, d]), and left to the separate
-steps where it saves nothing (no mask, a mask that is not causal, small heads).
+causal and each head's queries x keys x (D + Dv) is at least 2^18 (64 queries of 32;
+LLaMA's and GPT-2's 128 queries of 64), or, without a causal mask, at least 2^20; the
+outputs those of ONNX Runtime at odd shapes (grouped-query and multi-query heads,
+batch 2, partial tiles and bands, head sizes that fill no vector, Y transposed back
+to [B, S, heads, d]), and left to the separate steps below those sizes. Encoders
+(no mask, padding masks) in detail: test_attention_encoder.py.
 """
 import numpy as np
 import onnx
@@ -13,6 +14,27 @@ from onnx import TensorProto, helper, numpy_helper
 
 ort = pytest.importorskip("onnxruntime")
 isomer = pytest.importorskip("isomer")
+
+
+def repeated_kv(lead, Hq, Hk, T, D, Dv):
+    """Nodes and initializers that repeat K and V ([*lead, Hk, T, D|Dv]) to Hq heads as
+    torch exports it, into "kr" and "vr": repeat_kv's Unsqueeze, Expand and Reshape,
+    or (Hk == 1) an Expand of the one head."""
+    inits, nodes = [], []
+    if Hk == 1:
+        for x, d in (("k", D), ("v", Dv)):
+            inits.append(numpy_helper.from_array(np.array(lead + [Hq, T, d], np.int64), "es" + x))
+            nodes.append(helper.make_node("Expand", [x, "es" + x], [x + "r"]))
+        return nodes, inits
+    r = Hq // Hk
+    inits.append(numpy_helper.from_array(np.array([len(lead) + 1], np.int64), "ax"))
+    for x, d in (("k", D), ("v", Dv)):
+        inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, T, d], np.int64), "es" + x))
+        inits.append(numpy_helper.from_array(np.array(lead + [Hq, T, d], np.int64), "rs" + x))
+        nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
+                  helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
+                  helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+    return nodes, inits
 
 
 def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", rank=4, mask_rows=None):
@@ -32,21 +54,7 @@ def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", ra
     inits, nodes = [], []
     k, v = "k", "v"
     if Hk != Hq:
-        h = 1 if rank == 4 else 0  # the heads axis
-        if Hk == 1:
-            inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, 1], np.int64), "es"))
-            for x, d in (("k", D), ("v", Dv)):
-                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "es" + x))
-                nodes.append(helper.make_node("Expand", [x, "es" + x], [x + "r"]))
-        else:
-            r = Hq // Hk
-            inits.append(numpy_helper.from_array(np.array([h + 1], np.int64), "ax"))
-            for x, d in (("k", D), ("v", Dv)):
-                inits.append(numpy_helper.from_array(np.array(lead + [Hk, r, S, d], np.int64), "es" + x))
-                inits.append(numpy_helper.from_array(np.array(lead + [Hq, S, d], np.int64), "rs" + x))
-                nodes += [helper.make_node("Unsqueeze", [x, "ax"], [x + "u"]),
-                          helper.make_node("Expand", [x + "u", "es" + x], [x + "e"]),
-                          helper.make_node("Reshape", [x + "e", "rs" + x], [x + "r"])]
+        nodes, inits = repeated_kv(lead, Hq, Hk, S, D, Dv)
         k, v = "kr", "vr"
     perm = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
     nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))
@@ -168,14 +176,29 @@ def test_a_row_with_every_key_masked_is_nan_as_softmax_makes_it():
 @pytest.mark.parametrize(
     "S,mask,keep",
     [
-        (197, None, None),  # no mask (ViT): nothing to skip
-        (256, "finite", None),  # -3.4e38, not -inf: a fully masked row would differ
-        (64, "add", None),  # heads too small (64 queries of 32): the step's rows cost more than it saves
+        (197, None, None),  # no mask (ViT): the same products, without a frontier
+        (256, "finite", None),  # -3.4e38, not -inf: not causal, the mask added as it is
         (256, "add", np.ones((256, 256), bool)),  # a mask that hides nothing
         (256, "add", np.triu(np.ones((256, 256), bool))),  # the other triangle
     ])
-def test_left_to_separate_steps_where_the_step_saves_nothing(S, mask, keep):
-    check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=False)
+def test_masks_that_are_not_causal_run_the_step_without_a_frontier(S, mask, keep):
+    check(decomposed(1, 4, 4, S, 32, mask=mask, mask_rows=keep), taken=True)
+
+
+def test_causal_heads_of_2_to_the_18():
+    # 64 queries of 32: half the products saved pays for the packing and the rows.
+    check(decomposed(1, 12, 12, 64, 32, mask="add"), taken=True)
+
+
+@pytest.mark.parametrize(
+    "S,D,mask",
+    [
+        (32, 64, "add"),  # causal at 2^17: the step's packing and rows cost more than it saves
+        (64, 32, None),  # not causal at 2^18
+        (100, 32, "finite"),  # not causal, under 2^20
+    ])
+def test_left_to_separate_steps_where_the_step_saves_nothing(S, D, mask):
+    check(decomposed(1, 4, 4, S, D, mask=mask), taken=False)
 
 
 def hf_masked(B, Hq, S, D, keep, fill=np.float32(-3.4028235e38), form="add", scale=None):
@@ -250,15 +273,17 @@ def test_a_finite_fill_row_with_scores_too_large_to_bound_is_exact():
     (np.triu(np.ones((128, 128), bool)), np.float32(-3.4028235e38)),  # the other triangle
     (np.tril(np.ones((128, 128), bool)), np.float32(-1e4)),  # a fill the scores can reach
 ])
-def test_a_computed_mask_that_is_not_causal_is_not_taken(keep, fill):
-    check_padded(hf_masked(2, 4, 128, 64, keep, fill=fill), False, [0, 5])
+def test_a_computed_mask_that_is_not_causal_runs_without_a_frontier(keep, fill):
+    # Every key of every row weighed as the decomposed graph weighs it: the padded
+    # queries' rows (every key at the fill) included.
+    check_padded(hf_masked(2, 4, 128, 64, keep, fill=fill), True, [0, 5])
 
 
-def test_bert_padding_mask_computed_at_run_time_runs_on_the_separate_steps():
+def test_bert_padding_mask_computed_at_run_time():
     # transformers' BERT: (1 - mask[:, None, None, :]) expanded to [B, 1, S, S], as bool
     # selects finfo.min, else the float (0): Where(hidden, finfo.min, 1 - mask) added. Not
-    # causal, so the separate steps; proving it must lower nothing out of the graph's
-    # order (the mask's Cast, lowered early by the proof, left its output unwritten).
+    # causal, so the step without a frontier; proving that must lower nothing out of the
+    # graph's order (the mask's Cast, lowered early by the proof, left its output unwritten).
     B, H, S, D = 2, 4, 128, 64
     ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, H, S, D]) for x in ("q", "k", "v")]
     ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [B, S]))
@@ -281,4 +306,4 @@ def test_bert_padding_mask_computed_at_run_time_runs_on_the_separate_steps():
              helper.make_node("MatMul", ["p", "v"], ["y"])]
     graph = helper.make_graph(nodes, "bert_mask", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               inits)
-    check_padded(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), False, [0, 7])
+    check_padded(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), True, [0, 7])
