@@ -48,8 +48,8 @@ T cast_float_to_int(double v) {
 
 // trunc(v) where int64 holds it; NaN, an infinity or a value outside int64 gives INT64_MIN
 // (x86's "integer indefinite", which ONNX Runtime's Cast gives there; ONNX leaves it
-// undefined). How Cast turns floats into integers, in the runtime and the evaluator alike:
-// to int64 through this, then to the target as integers convert (modulo 2^bits).
+// undefined). The runtime's integer kernels load floats through this; cast_float_to below
+// says what Cast makes of it for each target.
 inline int64_t cast_float_to_int64(double v) {
   if (std::optional<int64_t> exact = float_to_int<int64_t>(v)) return *exact;
   return std::numeric_limits<int64_t>::min();
