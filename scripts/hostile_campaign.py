@@ -51,7 +51,10 @@ scripts/hostile_mutators_scope.py (model-local functions beyond one call, attrib
 outside functions, opset imports that conflict, bodies that return outer values, outputs that
 are inputs, megabytes of metadata) and scripts/hostile_mutators_extremes.py (axes of 0 elements
 mid-graph, sizes from Shape arithmetic that wraps, attributes at the opset where they became
-inputs, optional outputs wired or left "", values declared with 2^31 to 2^62 elements).
+inputs, optional outputs wired or left "", values declared with 2^31 to 2^62 elements) and
+scripts/hostile_mutators_storage.py (tensors of element type 0, values in another type's field or
+in two, TensorProto's segment, value_info that contradicts an input or itself, 10^5 opset imports,
+10^4 outputs of one node, a 50 MB doc_string).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -79,9 +82,10 @@ from hostile_mutators_traps import MUTATORS as TRAP_MUTATORS
 from hostile_mutators_numeric import MUTATORS as NUMERIC_MUTATORS
 from hostile_mutators_scope import MUTATORS as SCOPE_MUTATORS, TRIAGED as SCOPE_TRIAGED
 from hostile_mutators_extremes import MUTATORS as EXTREME_MUTATORS, TRIAGED as EXTREME_TRIAGED
+from hostile_mutators_storage import MUTATORS as STORAGE_MUTATORS, TRIAGED as STORAGE_TRIAGED
 
 MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS, **RESOURCE_MUTATORS,
-            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS, **EXTREME_MUTATORS}
+            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS, **EXTREME_MUTATORS, **STORAGE_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -277,7 +281,7 @@ TRIAGED = [
      "a value name holding a NUL byte is legal (a protobuf string holds any byte, and isomer keeps it); ONNX "
      "Runtime's Python binding cuts a feed's name at the NUL (\"Required inputs (['a\\x00bX']) are missing from "
      "input feed (['a', ...])\"), so the reference run cannot feed the model"),
-] + SCOPE_TRIAGED + EXTREME_TRIAGED
+] + SCOPE_TRIAGED + EXTREME_TRIAGED + STORAGE_TRIAGED
 
 
 # Commands triaged as the one they share a path with: the Python module's optimize and

@@ -48,11 +48,38 @@ T cast_float_to_int(double v) {
 
 // trunc(v) where int64 holds it; NaN, an infinity or a value outside int64 gives INT64_MIN
 // (x86's "integer indefinite", which ONNX Runtime's Cast gives there; ONNX leaves it
-// undefined). How Cast turns floats into integers, in the runtime and the evaluator alike:
-// to int64 through this, then to the target as integers convert (modulo 2^bits).
+// undefined). The runtime's integer kernels load floats through this; cast_float_to below
+// says what Cast makes of it for each target.
 inline int64_t cast_float_to_int64(double v) {
   if (std::optional<int64_t> exact = float_to_int<int64_t>(v)) return *exact;
   return std::numeric_limits<int64_t>::min();
+}
+
+// trunc(v) where int32 holds it, else INT32_MIN (x86's 32-bit "integer indefinite").
+inline int32_t cast_float_to_int32(double v) {
+  if (std::optional<int32_t> exact = float_to_int<int32_t>(v)) return *exact;
+  return std::numeric_limits<int32_t>::min();
+}
+
+// How Cast turns a float into integer type I, as ONNX Runtime's Cast does on x86 (ONNX
+// leaves NaN, infinities and values outside I undefined): int64 and uint32 through the
+// 64-bit conversion above, int32 and the narrower types through the 32-bit one, then
+// modulo 2^bits (300.0 is 44 as int8, 3e9 is 0 as int16); uint64 converts v - 2^63 where
+// v >= 2^63 and sets the top bit again (an infinity is 0, NaN 2^63). ONNX Runtime's uint32
+// depends on where an element stands (its vector loop converts as uint64 does here, its
+// scalar tail as below), so no rule matches it everywhere; this one is its tail's.
+template <class I>
+I cast_float_to(double v) {
+  static_assert(std::is_integral_v<I>);
+  if constexpr (std::is_same_v<I, uint64_t>) {
+    constexpr double two63 = 9223372036854775808.0;
+    if (v >= two63) return static_cast<uint64_t>(cast_float_to_int64(v - two63)) ^ (uint64_t{1} << 63);
+    return static_cast<uint64_t>(cast_float_to_int64(v));
+  } else if constexpr (sizeof(I) == 8 || std::is_same_v<I, uint32_t>) {
+    return static_cast<I>(cast_float_to_int64(v));
+  } else {
+    return static_cast<I>(cast_float_to_int32(v));
+  }
 }
 
 // trunc(v) clamped to T's range (an infinity too). For values that are numbers rather

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -26,11 +28,49 @@ Graph::Graph(std::vector<NodePtr> inputs, std::vector<Value> outputs, std::vecto
   for (const Value& v : outputs_) require(v.present(), "graph output is missing");
 }
 
+namespace {
+
+// The nodes a walk has reached: open addressing over their addresses, grown at half
+// full. A node-based set allocated once per node, and passes walk the graph tens of
+// times per optimize: on a 10^5-node chain its allocations were a third of the time.
+class VisitedNodes {
+ public:
+  // True if n was not there before.
+  bool insert(const Node* n) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    const size_t i = slot(n);
+    if (slots_[i] == n) return false;
+    slots_[i] = n;
+    ++count_;
+    return true;
+  }
+  bool count(const Node* n) const { return !slots_.empty() && slots_[slot(n)] == n; }
+
+ private:
+  // Where n is, or the empty slot where it would go.
+  size_t slot(const Node* n) const {
+    const size_t mask = slots_.size() - 1;
+    size_t i = ((reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >> 7) & mask;
+    while (slots_[i] != nullptr && slots_[i] != n) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<const Node*> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, 2 * old.size()), nullptr);
+    for (const Node* n : old)
+      if (n) slots_[slot(n)] = n;
+  }
+  std::vector<const Node*> slots_;  // a power of two of them, nullptr where empty
+  size_t count_ = 0;
+};
+
+}  // namespace
+
 std::vector<NodePtr> Graph::topo_order() const {
   std::vector<NodePtr> order;
-  std::unordered_set<const Node*> done;
+  VisitedNodes done;
   for (const NodePtr& in : inputs_)
-    if (done.insert(in.get()).second) order.push_back(in);
+    if (done.insert(in.get())) order.push_back(in);
   // Iterative post-order DFS (graphs can be deep: thousands of nodes in a chain).
   std::vector<std::pair<const Node*, size_t>> stack;
   for (const Value& out : outputs_) {
@@ -43,7 +83,7 @@ std::vector<NodePtr> Graph::topo_order() const {
         if (v.present() && !done.count(v.node.get())) stack.push_back({v.node.get(), 0});
         continue;
       }
-      if (done.insert(node).second) order.push_back(node->shared_from_this());
+      if (done.insert(node)) order.push_back(node->shared_from_this());
       stack.pop_back();
     }
   }

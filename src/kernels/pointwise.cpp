@@ -158,6 +158,9 @@ ISOMER_VINLINE void exec_f32_on(const PwInstr* code, size_t ncode, float* const*
       case PwOp::Where:
         for (int64_t j = 0; j < n; ++j) d[j] = a[j] != 0.0f ? b[j] : c[j];
         break;
+      case PwOp::WrapInt:
+      case PwOp::ToInt32:
+        throw Error(std::string("pointwise: ") + pw_name(in.op) + " is defined on integers only");
 #undef LOOP1
 #undef LOOP2
 #undef LOOPV
@@ -207,6 +210,16 @@ void exec_i64(const PwInstr* code, size_t ncode, int64_t* const* reg, int64_t n)
   break
       case PwOp::Copy: LOOP1(x);
       case PwOp::Trunc: LOOP1(x);
+      case PwOp::WrapInt: {  // the low alpha bits, sign- or zero-extended
+        const int shift = 64 - static_cast<int>(in.alpha);
+        const bool sign = in.beta != 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const uint64_t low = static_cast<uint64_t>(a[j]) << shift;
+          d[j] = sign ? static_cast<int64_t>(low) >> shift : static_cast<int64_t>(low >> shift);
+        }
+        break;
+      }
+      case PwOp::ToInt32: LOOP1(x == static_cast<int32_t>(x) ? x : std::numeric_limits<int32_t>::min());
       case PwOp::Neg: LOOP1(wrap_neg(x));
       case PwOp::Abs: LOOP1(wrap_abs(x));
       case PwOp::Relu: LOOP1(x > 0 ? x : 0);

@@ -32,6 +32,8 @@ enum class PwOp : uint8_t {
   ThresholdedRelu /*a > alpha ? a : 0*/, IsInf /*alpha != 0: +inf counts, beta != 0: -inf counts*/,
   Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Softsign /*a / (1 + |a|)*/,
   PowHalf /*pow(a, 0.5): +0 at -0, +inf at -inf*/, PowMinusHalf /*pow(a, -0.5): +inf at -0, +0 at -inf*/,
+  // integers only: a value of a narrower integer type, and a float -> int32 conversion's range
+  WrapInt /*a modulo 2^alpha, signed if beta != 0*/, ToInt32 /*a outside int32 -> INT32_MIN*/,
   // binary: dst = f(a, b)
   Add, Sub, Mul, Div, Max, Min, Pow, Mod /*fmod for floats, sign of divisor for ints*/, FMod, Equal, Less,
   LessEqual, Greater, GreaterEqual, And, Or, Xor, PRelu /*a < 0 ? a b : a*/,

@@ -54,7 +54,7 @@ void store_element(char* p, DType t, T v) {
 #define STORE_INT(D, I)                                                                   \
   case DType::D: {                                                                        \
     I x;                                                                                  \
-    if constexpr (std::is_same_v<T, float>) x = static_cast<I>(cast_float_to_int64(v));   \
+    if constexpr (std::is_same_v<T, float>) x = cast_float_to<I>(v);                       \
     else x = static_cast<I>(v);                                                           \
     std::memcpy(p, &x, sizeof x);                                                         \
     break;                                                                                \

@@ -69,6 +69,8 @@ OpInfo info(PwOp op) {
     case PwOp::IsInf: return {"IsInf", 1, false};
     case PwOp::PowHalf: return {"PowHalf", 1, false};
     case PwOp::PowMinusHalf: return {"PowMinusHalf", 1, false};
+    case PwOp::WrapInt: return {"WrapInt", 1, true};
+    case PwOp::ToInt32: return {"ToInt32", 1, true};
     case PwOp::Add: return {"Add", 2, true};
     case PwOp::Sub: return {"Sub", 2, true};
     case PwOp::Mul: return {"Mul", 2, true};

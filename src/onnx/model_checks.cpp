@@ -137,11 +137,18 @@ void check_inline_tensors(const onnx::GraphProto& g, bool initializers) {
 // A value_info's element type is a promise about a value: one that contradicts the
 // type isomer computes is a model that lies about it (ONNX Runtime refuses it too).
 // Shapes are not held to it: ONNX Runtime only warns, and isomer computes its own.
+// value_info describes the values that are neither graph inputs nor graph outputs (ONNX's
+// IR); an entry naming one of those is ignored, as onnx.checker and ONNX Runtime ignore it
+// (the input's or output's own declaration holds).
 void require_value_info_types(const onnx::GraphProto& graph, const std::unordered_map<std::string, Value>& values) {
+  std::unordered_set<std::string> declared_elsewhere;
+  for (const auto& in : graph.input()) declared_elsewhere.insert(in.name());
+  for (const auto& out : graph.output()) declared_elsewhere.insert(out.name());
   for (const auto& vi : graph.value_info()) {
     const int32_t declared = vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
     auto it = values.find(vi.name());
-    if (declared == 0 || it == values.end() || type_unknown(it->second)) continue;
+    if (declared == 0 || it == values.end() || type_unknown(it->second) || declared_elsewhere.count(vi.name()))
+      continue;
     const DType computed = it->second.type().dtype;
     if (computed == DType::Undefined || static_cast<int32_t>(computed) == declared) continue;
     std::string who = "the graph";

@@ -66,6 +66,9 @@ std::string typed_field_bytes(const onnx::TensorProto& t, DType dtype) {
 
 // The element count of `dims`, which must be non-negative and not overflow.
 int64_t checked_num_elements(const onnx::TensorProto& t) {
+  // UNDEFINED is no type (onnx.checker and ONNX Runtime refuse it); a later type this
+  // build does not know is kept as written instead.
+  require(t.data_type() != onnx::TensorProto::UNDEFINED, tensor_label(t) + " has no element type (data_type 0, UNDEFINED)");
   int64_t numel = 1;
   for (int64_t d : t.dims()) {
     require(d >= 0, tensor_label(t) + " has a negative dimension " + std::to_string(d));

@@ -416,14 +416,20 @@ std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   if (is_float(x.dtype()) && (is_float(to) || to == DType::Bool))
     return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   if (is_float(x.dtype())) {
-    // ONNX leaves NaN and values outside the target's range undefined. As the runtime
-    // casts (ir/float_to_int.h): to int64 (truncated; NaN and what int64 does not hold
-    // INT64_MIN, as ONNX Runtime on x86), then to the target as integers convert (modulo
-    // 2^bits), so that a fold, the check and a run agree. ONNX Runtime agrees for int64,
-    // and for narrower types within int32's range (-1.0 is 255 as uint8).
-    std::vector<int64_t> v(static_cast<size_t>(x.numel()));
-    for (int64_t i = 0; i < x.numel(); ++i) v[i] = cast_float_to_int64(x.f64_at(i));
-    return {Tensor::from_i64(to, x.dims(), v)};
+    // ONNX leaves NaN and values outside the target's range undefined: as ONNX Runtime
+    // on x86 (ir/float_to_int.h), which the runtime's kernels follow too, so that a
+    // fold, the check and a run agree.
+    auto convert = [&]<class I>(I) {
+      std::vector<int64_t> v(static_cast<size_t>(x.numel()));
+      for (int64_t i = 0; i < x.numel(); ++i) v[i] = static_cast<int64_t>(cast_float_to<I>(x.f64_at(i)));
+      return std::vector<Tensor>{Tensor::from_i64(to, x.dims(), v)};
+    };
+    switch (to) {
+      case DType::UInt64: return convert(uint64_t{});
+      case DType::UInt32: return convert(uint32_t{});
+      case DType::Int64: return convert(int64_t{});
+      default: return convert(int32_t{});  // int32 and narrower: wrapped by from_i64
+    }
   }
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }

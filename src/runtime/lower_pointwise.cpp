@@ -50,7 +50,9 @@ Domain domain_of(Compiler& c, const Node& n) {
   if (out == DType::Float64 || dtype_size(out) == 0) return Domain::None;
   if (n.op_type() == "Cast") {
     const DType in = n.inputs()[0].type().dtype;
-    if (in == DType::Float64) return Domain::None;
+    // A group loads floats through int64, which loses what a uint64 past INT64_MAX
+    // needs (ir/float_to_int.h's cast_float_to): the evaluator's Cast converts those.
+    if (in == DType::Float64 || (is_float(in) && out == DType::UInt64)) return Domain::None;
     return is_float(out) || (out == DType::Bool && is_float(in)) ? Domain::Float : Domain::Int;
   }
   if (is_float(out)) return Domain::Float;
@@ -59,6 +61,22 @@ Domain domain_of(Compiler& c, const Node& n) {
     if (v.present()) float_in = float_in || is_float(v.type().dtype);
   if (out == DType::Bool) return float_in ? Domain::Float : Domain::Int;
   return float_in ? Domain::None : Domain::Int;
+}
+
+// An integer group computes in int64; a node's result of a narrower type is brought back
+// into it (modulo 2^bits) before anything reads it, as a kernel of that type computes it
+// (int8 100 + 100 is -56, which a Div then halves). A Cast from a float to int32 or
+// narrower converts through int32 first, as ir/float_to_int.h's cast_float_to (the group
+// loaded the float through int64).
+int in_own_type(PwProgram& p, const Node& m, int r) {
+  const DType out = m.output_types()[0].dtype;
+  if (out == DType::Bool || !is_integer(out)) return r;
+  const int bits = 8 * static_cast<int>(dtype_size(out));
+  if (m.op_type() == "Cast" && is_float(m.inputs()[0].type().dtype) && bits <= 32 && out != DType::UInt32)
+    r = p.emit(kernels::PwOp::ToInt32, r);
+  if (bits == 64) return r;
+  const bool sign = out == DType::Int8 || out == DType::Int16 || out == DType::Int32;
+  return p.emit(kernels::PwOp::WrapInt, r, 0, 0, static_cast<float>(bits), sign ? 1.0f : 0.0f);
 }
 
 // True if a value of type t can stay inside a group of domain d (not only be stored).
@@ -314,7 +332,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
       if (m == &n) return false;
       throw Error(describe(*m) + ": its pointwise form is missing after it joined a fused kernel");
     }
-    reg[m->output(0)] = r;
+    reg[m->output(0)] = domain == Domain::Int ? in_own_type(prog, *m, r) : r;
     ops.push_back(m->op_type());
     keys.push_back(node_key(*m));
     label += (label.empty() ? "" : "+") + m->name();

@@ -92,17 +92,37 @@ TEST(FloatToInt, CastToInt64GivesInt64MinWhereItHasNoValue) {
   EXPECT_EQ(cast_float_to_int64(9007199254740993.0), 9007199254740992);
 }
 
-// Where ONNX leaves Cast's result undefined, the evaluator casts as the runtime does (and
-// ONNX Runtime within int32's range: 300.5 and -1.0 are 44 and 255 as uint8): through
-// int64 (NaN and what int64 does not hold INT64_MIN, as ONNX Runtime on x86), then wrapped.
-TEST(FloatToInt, CastGoesThroughInt64AsTheRuntimeDoes) {
+// Each integer target as ONNX Runtime's Cast on x86: int32 and narrower through a 32-bit
+// conversion (INT32_MIN where int32 has no value), then wrapped; uint64 past 2^63 through
+// v - 2^63 (an infinity is 0, NaN 2^63).
+TEST(FloatToInt, CastPerTargetAsOnnxRuntimeOnX86) {
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  for (double v : {kNaN, kInf, -kInf, 3e9, -2147483649.0, 1e19}) EXPECT_EQ(cast_float_to<int32_t>(v), kMin32);
+  EXPECT_EQ(cast_float_to<int32_t>(-2147483648.5), kMin32);
+  EXPECT_EQ(cast_float_to<int16_t>(3e9), 0);          // INT32_MIN wrapped, not 3e9 wrapped
+  EXPECT_EQ(cast_float_to<int16_t>(70000.5), 4464);   // int32's 70000 wrapped
+  EXPECT_EQ(cast_float_to<int8_t>(300.7), 44);
+  EXPECT_EQ(cast_float_to<uint8_t>(-300.7), 212);
+  EXPECT_EQ(cast_float_to<int64_t>(3e9), 3000000000);
+  EXPECT_EQ(cast_float_to<uint32_t>(5e9), 705032704u);  // int64's 5e9 wrapped
+  EXPECT_EQ(cast_float_to<uint64_t>(kNaN), uint64_t{1} << 63);
+  EXPECT_EQ(cast_float_to<uint64_t>(kInf), 0u);
+  EXPECT_EQ(cast_float_to<uint64_t>(-kInf), uint64_t{1} << 63);
+  EXPECT_EQ(cast_float_to<uint64_t>(1e19), 10000000000000000000u);
+  EXPECT_EQ(cast_float_to<uint64_t>(-3.0), ~uint64_t{2});
+}
+
+// Where ONNX leaves Cast's result undefined, the evaluator casts as the runtime does and
+// as ONNX Runtime on x86 (cast_float_to): 300.5 and -1.0 are 44 and 255 as uint8, NaN and
+// what int32 does not hold INT32_MIN, 0 once wrapped.
+TEST(FloatToInt, CastGoesThroughInt32AsTheRuntimeDoes) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({6})});
   Attributes to;
   to.set("to", static_cast<int64_t>(DType::UInt8));
   Graph g = b.finish({b.op1("Cast", {x}, to)}, {"y"});
   Tensor in = Tensor::from_f64(DType::Float32, {6}, std::vector<double>{-1e10, 300.5, 7.9, 1e38, -1.0, NAN});
-  // 1e38 and NaN are INT64_MIN in int64 (ONNX Runtime's on x86), 0 as uint8: as ONNX Runtime.
+  // -1e10, 1e38 and NaN are INT32_MIN in int32, 0 as uint8: as ONNX Runtime.
   EXPECT_EQ(evaluate(g, {in})[0].to_i64(), (std::vector<int64_t>{0, 44, 7, 0, 255, 0}));
 }
 

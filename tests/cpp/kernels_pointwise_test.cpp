@@ -85,6 +85,25 @@ TEST(Pointwise, IntegerArithmeticNeverTraps) {
   EXPECT_EQ(r, (std::vector<int64_t>{1, 1, 0, 0}));  // Mod takes the divisor's sign
 }
 
+// A narrower integer type inside an int64 program: WrapInt keeps the low bits (sign- or
+// zero-extended), ToInt32 gives INT32_MIN where int32 has no value (a float -> int32 Cast).
+TEST(Pointwise, IntegerWrapAndInt32Range) {
+  constexpr int64_t kMin32 = std::numeric_limits<int32_t>::min();
+  std::vector<int64_t> a = {200, -129, 70000, 3000000000, std::numeric_limits<int64_t>::min(), -7};
+  std::vector<int64_t> s8(6), u16(6), i32(6);
+  PwProgram p;
+  p.compute = PwProgram::Compute::Int64;
+  p.num_inputs = p.num_regs = 1;
+  p.results = {p.emit(PwOp::WrapInt, 0, 0, 0, 8, 1), p.emit(PwOp::WrapInt, 0, 0, 0, 16, 0), p.emit(PwOp::ToInt32, 0)};
+  std::vector<int64_t> dims = {6};
+  StridedRef in[] = {ref(a.data(), DType::Int64, {1})};
+  StridedRef out[] = {ref(s8.data(), DType::Int64, {1}), ref(u16.data(), DType::Int64, {1}), ref(i32.data(), DType::Int64, {1})};
+  run_pointwise(p, in, out, dims);
+  EXPECT_EQ(s8, (std::vector<int64_t>{-56, 127, 112, 0, 0, -7}));
+  EXPECT_EQ(u16, (std::vector<int64_t>{200, 65407, 4464, 24064, 0, 65529}));
+  EXPECT_EQ(i32, (std::vector<int64_t>{200, -129, 70000, kMin32, kMin32, -7}));
+}
+
 // SiLU as one division, x / (1 + e^-x), within a few ulps of the double-precision
 // value over the whole range: underflow (-0 for very negative x), overflow of e^-x,
 // zero, large x (x itself), a tail shorter than a vector, and NaN through.

@@ -64,3 +64,13 @@ def test_campaign_extremes_on_every_command(tmp_path):
                                "optimize,run_native,run,cost,show", "--budget", "1")
     bad = [r for r in results if r["class"] not in ("ok", "triaged")]
     assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_storage_on_every_command(tmp_path):
+    """The eleventh family (hostile_mutators_storage.py: tensors of element type 0, values in
+    another type's field, segments, value_info that contradicts, counts no model has)
+    through every command: each refused with one clear line or run as ONNX Runtime runs it."""
+    results = _family_campaign(tmp_path, 6, 6, "undefined_type,data_field,segment,value_info_conflict",
+                               "optimize,run_native,run,cost,show", "--budget", "1")
+    bad = [r for r in results if r["class"] not in ("ok", "triaged")]
+    assert not bad, json.dumps(bad, indent=1)

@@ -173,31 +173,59 @@ def test_relu_and_clip_keep_nan_and_clip_inverted_gives_max(isomer_bin, tmp_path
         np.testing.assert_array_equal(got, want)  # NaN where NaN: assert_array_equal says so
 
 
-@pytest.mark.parametrize("to", [TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64])
+_CAST_TARGETS = [TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16, TensorProto.INT32,
+                 TensorProto.INT64, TensorProto.UINT64]
+
+
+@pytest.mark.parametrize("to", _CAST_TARGETS)
 def test_cast_of_nan_and_infinity_is_the_same_folded_checked_and_run(isomer_bin, tmp_path, to):
-    # ONNX leaves the value undefined. The reference evaluator refused NaN and saturated
-    # to the target where the runtime goes through int64 (NaN -> 0, saturated) and wraps
-    # to the target, so optimize's check of a rewrite after such a Cast failed (blaming
-    # the rule) on inputs holding NaN: the evaluator now casts as the runtime does (and
-    # as ONNX Runtime does within int32's range: -2.5 is 254 as uint8). Through int64,
-    # NaN and what int64 does not hold are INT64_MIN, as ONNX Runtime's Cast gives on x86
-    # (isomer gave 0 for NaN and saturated the infinities): the same as ONNX Runtime for
-    # int64 and the 8-bit types; int32 is int64's wrapped (ONNX Runtime: INT32_MIN).
+    # ONNX leaves the value undefined; isomer gives what ONNX Runtime's Cast gives on x86,
+    # per target (ir/float_to_int.h): int64 through a 64-bit conversion (INT64_MIN for NaN,
+    # an infinity or what int64 does not hold), int32 and narrower through a 32-bit one
+    # (INT32_MIN, then wrapped: 3e9 is 0 as int16, 70000.5 is 4464), uint64 through v - 2^63
+    # (an infinity is 0). isomer went through int64 for every target (int32 of NaN was 0).
+    # The Div halves the cast value inside the runtime's fused integer kernel, which must
+    # hold it in its own type first (300.7 is 44 as int8, 22 halved; isomer gave -106).
+    # uint32 is left out: ONNX Runtime's depends on an element's position.
     vi = helper.make_tensor_value_info
-    nodes = [helper.make_node("Cast", ["x"], ["c"], to=to), helper.make_node("Identity", ["c"], ["y"])]
-    path = _save(tmp_path, "cast", nodes, [vi("x", TensorProto.FLOAT, [6])], [], to, [6])
-    x = np.array([np.nan, np.inf, -np.inf, 1e30, -2.5, 7.9], np.float32)
     t = helper.tensor_dtype_to_np_dtype(to)
-    i64 = np.iinfo(np.int64)
-    want = np.array([i64.min, i64.min, i64.min, i64.min, -2, 7], np.int64).astype(t)
-    if to != TensorProto.INT32:
-        np.testing.assert_array_equal(ort_outputs(path, {"x": x}), want)
+    halve = to != TensorProto.UINT64  # isomer's uint64 Div is signed (left)
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=to),
+             helper.make_node("Div", ["c", "two"], ["y"]) if halve else helper.make_node("Identity", ["c"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([2], t), "two")] if halve else []
+    path = _save(tmp_path, "cast", nodes, [vi("x", TensorProto.FLOAT, [11])], inits, to, [11])
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -2.5, 7.9, 3e9, -3e9, 300.7, 70000.5, 1e19], np.float32)
+    want = ort_outputs(path, {"x": x})
     np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, {"x": x}, "--no-onnxruntime"), want)
     np.testing.assert_array_equal(_reference(tmp_path, path, {"x": x}), want)
-    np.savez(tmp_path / "nan_in.npz", x=x)
-    p = isomer_cli(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1", "--threads", "1",
-                "--inputs", tmp_path / "nan_in.npz")
+    np.testing.assert_array_equal(_optimized(isomer_bin, tmp_path, path, {"x": x}), want)
+    # The same numbers as a constant: folded by optimize, computed by run.
+    nodes[0] = helper.make_node("Cast", ["k"], ["c"], to=to)
+    inits.append(numpy_helper.from_array(x, "k"))
+    folded = _save(tmp_path, "cast_const", nodes, [vi("z", TensorProto.FLOAT, [1])], inits, to, [11])
+    p = isomer_cli(isomer_bin, "optimize", folded, "-o", tmp_path / "folded.onnx", "--budget", "1", "--threads", "1",
+                   "--allow-nonfinite")
     assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(ort_outputs(tmp_path / "folded.onnx", {"z": np.zeros(1, np.float32)}), want)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, folded, {"z": np.zeros(1, np.float32)},
+                                       "--no-onnxruntime"), want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32])
+def test_narrow_integer_arithmetic_wraps_inside_a_fused_kernel(isomer_bin, tmp_path, dtype):
+    # The runtime's fused integer kernels compute in int64: a sum past the type's range was
+    # handed to the next operator unwrapped (int8 100 + 100 halved gave 100, not -28).
+    vi = helper.make_tensor_value_info
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Add", ["x", "x"], ["s"]), helper.make_node("Div", ["s", "two"], ["y"])]
+    info = np.iinfo(dtype)
+    x = np.array([info.max, info.max // 2 + 3, info.min, info.min + 1, 3, 0], dtype)
+    path = _save(tmp_path, "wrap", nodes, [vi("x", to, [6])], [numpy_helper.from_array(np.array([2], dtype), "two")],
+                 to, [6])
+    want = ort_outputs(path, {"x": x})
+    for extra in ([], ["--no-fuse"]):
+        np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, {"x": x}, "--no-onnxruntime", *extra), want)
+    np.testing.assert_array_equal(_reference(tmp_path, path, {"x": x}), want)
 
 
 def test_exact_extraction_of_a_wide_sum_stays_near_the_budget(isomer_bin, tmp_path):
@@ -268,3 +296,21 @@ def test_crop_resize_to_constant_sizes_with_a_fed_roi_runs(isomer_bin, tmp_path,
              "roi": np.array([0, 0, 0.1, 0.2, 1, 1, 0.8, 0.9], np.float32)}
     want = ort_outputs(path, feeds)
     np.testing.assert_allclose(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["Div", "Mod", "Max", "Less"])
+def test_uint64_past_int64_max_is_not_folded_as_signed(isomer_bin, tmp_path, op):
+    # isomer's evaluator computes integers in int64: optimize folded Div(2^64 - 300, 2) of
+    # uint64 constants as -150 and wrote 2^64 - 150 where ONNX Runtime computes 2^63 - 150.
+    # Such folds are left to the runtime now (the runtime's own uint64 arithmetic is left).
+    u64 = TensorProto.UINT64
+    a = numpy_helper.from_array(np.array([2**64 - 300, 2**63 + 7, 5], np.uint64), "a")
+    b = numpy_helper.from_array(np.array([2, 3, 2**63 + 1], np.uint64), "b")
+    out = TensorProto.BOOL if op == "Less" else u64
+    nodes = [helper.make_node(op, ["a", "b"], ["d"]), helper.make_node("Cast", ["d"], ["dc"], to=u64),
+             helper.make_node("Add", ["x", "dc"], ["y"])]
+    vi = helper.make_tensor_value_info
+    path = _save(tmp_path, "u64", nodes, [vi("x", u64, [3])], [a, b], u64, [3])
+    feeds = {"x": np.zeros(3, np.uint64)}
+    want = ort_outputs(path, feeds)
+    np.testing.assert_array_equal(_optimized(isomer_bin, tmp_path, path, feeds), want)
