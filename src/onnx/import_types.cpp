@@ -39,9 +39,11 @@ onnx::ModelProto inference_copy(const onnx::ModelProto& model, const ImportOptio
   *g->mutable_input() = graph.input();
   *g->mutable_output() = graph.output();
   *g->mutable_value_info() = graph.value_info();
-  for (const auto& [name, type] : typed) {
+  for (const auto& entry : typed) {
+    const auto& [name, type] = entry;
+    // Compared through `entry`: clang before 16 cannot capture a structured binding.
     auto out = std::find_if(g->mutable_output()->begin(), g->mutable_output()->end(),
-                            [&](const onnx::ValueInfoProto& o) { return o.name() == name; });
+                            [&](const onnx::ValueInfoProto& o) { return o.name() == entry.first; });
     onnx::ValueInfoProto* v = out != g->mutable_output()->end() ? &*out : g->add_value_info();
     if (has_shape(v->type())) continue;
     v->set_name(name);
