@@ -35,6 +35,7 @@ class Planner {
     }
     if (g_.stab_exp >= 0) stab();
     for (auto& [id, m] : k_.matmuls) fold_row_divisor(id);
+    for (auto& [id, m] : k_.matmuls) hoist_pack(id);
     outputs();
     return std::move(k_);
   }
@@ -77,8 +78,16 @@ class Planner {
     if (r.n < 0) return Roles{};
     const BOp& A = g_.ops[r.a];
     const BOp& B = g_.ops[r.b];
-    for (size_t q = c_order.size(); q-- > 0 && r.m < 0;)
-      if (contains(A.axes, c_order[q]) && !contains(B.axes, c_order[q])) r.m = c_order[q];
+    // m: the atom of A's rows with the most of them in a tile (innermost among
+    // equals), so one call runs the most rows against B: the 32 query rows of a
+    // tile per query head rather than the 4 heads of a GQA group per query row.
+    int64_t most = 0;
+    for (size_t q = c_order.size(); q-- > 0;) {
+      const int at = c_order[q];
+      if (!contains(A.axes, at) || contains(B.axes, at)) continue;
+      const int64_t e = k_.max_extent(at, op.phase);
+      if (e > most) r.m = at, most = e;
+    }
     return r;
   }
 
@@ -455,6 +464,30 @@ class Planner {
     t.divisor = d;
     t.output = out;
     m = t;
+  }
+
+  // Packs Bᵀ of a Dot (Kᵀ, read in place or scaled) once for all the calls that
+  // read the same slice of B: the rows of A in one call times the calls over the
+  // outer atoms B lacks (GQA's query heads, query rows run one at a time). mg_dot
+  // packs per call, and only at 16 rows or more; below, it read Kᵀ in place by dot
+  // products, each summed across lanes.
+  void hoist_pack(int i) {
+    MatmulPlan& m = k_.matmuls.at(i);
+    const Roles& r = m.roles;
+    const Phase ph = g_.ops[i].phase;
+    if (m.kernel != MatmulPlan::Kernel::Dot || k_.stride(i, r.n) != 1) return;
+    const int64_t n = k_.max_extent(r.n, ph), kk = k_.max_extent(r.k, ph);
+    // A panel that stays in L1/L2 while the rows pass (mg_dot packs 64 columns).
+    if (n * kk > 16384) return;
+    int64_t rows = r.m >= 0 ? k_.max_extent(r.m, ph) : 1;
+    std::vector<int> shared;
+    for (int a : m.outer) {
+      if (contains(g_.ops[r.b].axes, a)) shared.push_back(a);
+      else if (!k_.is_row(a)) rows *= k_.max_extent(a, ph);
+    }
+    if (rows < 16) return;
+    m.shared = shared;
+    m.pack = static_cast<int64_t>(alloc(static_cast<size_t>(n * kk)));
   }
 
   void stab() {

@@ -73,6 +73,13 @@ struct MatmulPlan {
   float alpha = 1.0f;
   int divisor = -1;
   int output = -1;
+  // Dot whose B (Kᵀ in Q·Kᵀ) lacks some outer atoms (the query heads of a
+  // GQA group, the query rows run one at a time): Bᵀ packed once into scratch at
+  // `pack` floats, above the loops over those atoms, and every call runs mg_gemm on
+  // the shared panel (-1: none; mg_dot packs per call where it pays). `shared`: the
+  // outer atoms B has, looped around the pack.
+  int64_t pack = -1;
+  std::vector<int> shared;
 };
 
 // The stabilized Exp (online softmax): maxima, rescales, exponentials, and a sum of

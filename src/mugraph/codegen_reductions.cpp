@@ -34,14 +34,17 @@ void Emitter::emit_matmul(int i) {
   // C written straight into the program output (a row divisor moved into the store):
   // the output's base at this tile's origin.
   const std::string c_base = m.output >= 0 ? output_base(m.output, i) : k_.acc[i].base;
+  // Atoms looped around the calls (the pack's loops), read as well as the calls' own.
+  std::vector<int> fixed;
   auto ptr = [&](int opi, const std::vector<int>& looped) {
     const Access& a = k_.acc[opi];
     std::vector<int> atoms;
     for (int x : g_.ops[opi].axes)
-      if (contains(looped, x)) atoms.push_back(x);
+      if (contains(looped, x) || contains(fixed, x)) atoms.push_back(x);
     return "(" + (opi == i ? c_base : a.base) + " + " + x_.offset(a, atoms) + ")";
   };
   auto st = [&](int opi, int atom) { return std::to_string(k_.stride(opi, atom)); };
+  const std::string packed = "(scratch + " + std::to_string(m.pack) + ")";
   auto call = [&](const std::vector<int>& looped, const std::string& rows) {
     loops(looped, ph, false, [&] {
       std::string epi;
@@ -49,38 +52,64 @@ void Emitter::emit_matmul(int i) {
         epi = ", mg_epi{1, " + float_literal(m.alpha) + ", " + (m.divisor >= 0 ? ptr(m.divisor, looped) : "nullptr") +
               ", " + (m.divisor >= 0 ? st(m.divisor, r.m) : "0") + "}";
       const std::string common = rows + ", " + ext(r.n, ph) + ", " + ext(r.k, ph) + ", " + ptr(r.a, looped) + ", " +
-                                 st(r.a, r.m) + ", " + ptr(r.b, looped) + ", ";
-      if (m.kernel == MatmulPlan::Kernel::Gemm)
-        line("mg_gemm(" + common + st(r.b, r.k) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + accum + epi +
-             ");");
+                                 st(r.a, r.m) + ", ";
+      if (m.pack >= 0)
+        line("mg_gemm(" + common + packed + ", " + ext(r.n, ph) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " +
+             accum + epi + ");");
+      else if (m.kernel == MatmulPlan::Kernel::Gemm)
+        line("mg_gemm(" + common + ptr(r.b, looped) + ", " + st(r.b, r.k) + ", " + ptr(i, looped) + ", " +
+             st(i, r.m) + ", " + accum + epi + ");");
       else
-        line("mg_dot(" + common + st(r.b, r.n) + ", " + ptr(i, looped) + ", " + st(i, r.m) + ", " + st(i, r.n) +
-             ", " + accum + epi + ");");
+        line("mg_dot(" + common + ptr(r.b, looped) + ", " + st(r.b, r.n) + ", " + ptr(i, looped) + ", " +
+             st(i, r.m) + ", " + st(i, r.n) + ", " + accum + epi + ");");
     });
   };
   const std::string M = r.m >= 0 ? ext(r.m, ph) : "1";
-  if (m.merged.empty()) {
-    call(m.outer, M);
-    return;
-  }
-  std::string rows = M;
-  for (int o : m.merged) rows = "(" + rows + " * " + ext(o, ph) + ")";
-  std::vector<int> rest;
-  for (int a : m.outer)
-    if (!contains(m.merged, a)) rest.push_back(a);
-  if (!k_.variable_extent(r.m, ph)) {
+  // The calls over `outer` less the pack's atoms, their rows merged where they continue m.
+  auto calls = [&] {
+    std::vector<int> outer, rest;
+    for (int a : m.outer)
+      if (!contains(m.shared, a)) outer.push_back(a);
+    for (int a : outer)
+      if (!contains(m.merged, a)) rest.push_back(a);
+    if (m.merged.empty()) {
+      call(outer, M);
+      return;
+    }
+    std::string rows = M;
+    for (int o : m.merged) rows = "(" + rows + " * " + ext(o, ph) + ")";
+    if (!k_.variable_extent(r.m, ph)) {
+      call(rest, rows);
+      return;
+    }
+    line("if (" + M + " == " + std::to_string(k_.max_extent(r.m, ph)) + ") {");
+    ind_ += 2;
     call(rest, rows);
+    ind_ -= 2;
+    line("} else {");
+    ind_ += 2;
+    call(outer, M);
+    ind_ -= 2;
+    line("}");
+  };
+  if (m.pack < 0) {
+    calls();
     return;
   }
-  line("if (" + M + " == " + std::to_string(k_.max_extent(r.m, ph)) + ") {");
-  ind_ += 2;
-  call(rest, rows);
-  ind_ -= 2;
-  line("} else {");
-  ind_ += 2;
-  call(m.outer, M);
-  ind_ -= 2;
-  line("}");
+  // Bᵀ packed once per slice of B (n x k, row stride N), shared by every call below.
+  loops(m.shared, ph, false, [&] {
+    fixed = m.shared;
+    const std::string b = ptr(r.b, {}), n = ext(r.n, ph), kk = ext(r.k, ph);
+    line("#ifdef MG_AVX2");
+    line("mg_pack_t(" + n + ", " + kk + ", " + b + ", " + st(r.b, r.n) + ", " + packed + ", " + n + ");");
+    line("#else");
+    line("for (int64_t pn = 0; pn < " + n + "; ++pn)");
+    line("  for (int64_t pk = 0; pk < " + kk + "; ++pk) " + packed + "[pk * " + n + " + pn] = " + b + "[pn * " +
+         st(r.b, r.n) + " + pk];");
+    line("#endif");
+    calls();
+    fixed.clear();
+  });
 }
 
 void Emitter::sum_into(const std::vector<int>& red, Phase ph, const std::string& value, const std::string& dest,

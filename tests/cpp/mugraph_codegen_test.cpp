@@ -10,6 +10,7 @@
 
 #include "ir/text.h"
 #include "mugraph/codegen.h"
+#include "mugraph/codegen_plan.h"
 #include "mugraph/cost.h"
 #include "mugraph/interpreter.h"
 #include "mugraph/kernel_cache.h"
@@ -228,6 +229,45 @@ TEST_F(MuGraphCodegen, RankingPricesSkippedMaskedIterations) {
       EXPECT_EQ(estimate_ms(p, g, 1, {}), estimate(p, g, 1).ms) << "no constants: nothing skipped";
     }
   EXPECT_GT(looped, 0) << "no tiling loops over KV blocks with a skip table";
+}
+
+// Kᵀ of Q·Kᵀ is packed once per KV block and KV head, shared by the query heads of
+// its GQA group and the query rows of the tile (mg_dot packed it per call, and not
+// at all for a call of a few rows), and the kernels that do so match the
+// interpreter at odd lengths, with a causal mask (chunks skipped) and two batches.
+TEST_F(MuGraphCodegen, AttentionPacksKeysOncePerSlice) {
+  struct Case {
+    int batch, heads, kv, seq;
+  };
+  for (const Case& c : {Case{2, 8, 2, 17}, Case{1, 8, 2, 97}}) {
+    const int s = c.seq;
+    std::vector<float> mask(static_cast<size_t>(s * s));
+    for (int i = 0; i < s; ++i)
+      for (int j = 0; j < s; ++j) mask[static_cast<size_t>(i * s + j)] = j <= i ? 0.0f : -INFINITY;
+    const std::vector<std::vector<float>> constants = {{}, {}, {}, mask};
+    Program p = from_body(parse_graph(testing::gqa_attention_body(c.heads, c.kv, s, 16, c.batch)));
+    SearchOptions o;
+    o.max_seconds = 2;
+    int hoisted = 0;
+    for (const BlockGraph& st : search_structures(p, o, nullptr))
+      for (const BlockGraph& g : tilings(p, st, 2, 8, constants)) {
+        const KernelPlan plan = plan_kernel(p, g);
+        bool packs = false;
+        for (const auto& [i, m] : plan.matmuls) packs = packs || m.pack >= 0;
+        if (!packs || hoisted >= 2) continue;
+        ++hoisted;
+        const std::vector<uint8_t> skip = skip_table(p, g, constants);
+        const std::string src = generate_source(p, g, skip);
+        // The pack is called in the kernel's body (the prelude only defines it).
+        EXPECT_NE(src.find("mg_pack_t(", src.find("isomer_mugraph_run")), std::string::npos) << g.to_text(p);
+        std::string why;
+        auto k = load_kernel(src, &why);
+        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+        for (int threads : {1, 2})
+          EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, threads), 1e-5) << g.to_text(p);
+      }
+    EXPECT_GT(hoisted, 0) << "no attention kernel packs Kᵀ once for its query rows (seq " << s << ")";
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace isomer::mugraph::testing {
 
 // Causal GQA attention: q [1,H,S,D], k/v [1,KV,S,D] expanded to H heads, the scale
 // split over q and k^T, an additive mask, Softmax, MatMul (as the corpus writes it).
-inline std::string gqa_attention_body(int heads, int kv, int seq, int d) {
+inline std::string gqa_attention_body(int heads, int kv, int seq, int d, int batch = 1) {
   int rep = heads / kv;
   auto dims = [](std::initializer_list<int> v) {
     std::string s;
@@ -16,12 +16,12 @@ inline std::string gqa_attention_body(int heads, int kv, int seq, int d) {
     return s;
   };
   std::string t;
-  t += "graph attn(%q: f32[" + dims({1, heads, seq, d}) + "], %k: f32[" + dims({1, kv, seq, d}) + "], %v: f32[" +
-       dims({1, kv, seq, d}) + "], %mask: f32[" + dims({1, 1, seq, seq}) + "]) {\n";
+  t += "graph attn(%q: f32[" + dims({batch, heads, seq, d}) + "], %k: f32[" + dims({batch, kv, seq, d}) + "], %v: f32[" +
+       dims({batch, kv, seq, d}) + "], %mask: f32[" + dims({1, 1, seq, seq}) + "]) {\n";
   t += "  %c = const f32[] {0.35355339059327379}\n";
   t += "  %ax2 = const i64[1] {2}\n";
-  t += "  %ek = const i64[5] {" + dims({1, kv, rep, seq, d}) + "}\n";
-  t += "  %rk = const i64[4] {" + dims({1, heads, seq, d}) + "}\n";
+  t += "  %ek = const i64[5] {" + dims({batch, kv, rep, seq, d}) + "}\n";
+  t += "  %rk = const i64[4] {" + dims({batch, heads, seq, d}) + "}\n";
   t += "  %k1 = Unsqueeze(%k, %ax2)\n  %k2 = Expand(%k1, %ek)\n  %k3 = Reshape(%k2, %rk)\n";
   t += "  %v1 = Unsqueeze(%v, %ax2)\n  %v2 = Expand(%v1, %ek)\n  %v3 = Reshape(%v2, %rk)\n";
   t += "  %qs = Mul(%q, %c)\n  %kt = Transpose(%k3) {perm=[0, 1, 3, 2]}\n  %ks = Mul(%kt, %c)\n";
