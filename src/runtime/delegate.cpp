@@ -1,5 +1,6 @@
 #include "runtime/delegate.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -29,46 +30,54 @@ bool reshapes_only(const Node& n) {
   return n.kind() == NodeKind::Op && n.num_outputs() == 1 && ops.count(n.op_type());
 }
 
-// The one node reading v, if v is no graph output and read once.
-const Node* only_reader(Compiler& c, const Value& v) {
-  if (c.is_output(v)) return nullptr;
-  const auto& readers = c.consumers(v);
-  return readers.size() == 1 ? readers[0].first : nullptr;
+// The nodes reading v.
+std::vector<const Node*> readers(Compiler& c, const Value& v) {
+  std::vector<const Node*> r;
+  for (const auto& [reader, index] : c.consumers(v))
+    if (std::find(r.begin(), r.end(), reader) == r.end()) r.push_back(reader);
+  return r;
 }
 
 // The nodes one delegated step runs, `first` first: each next one a delegated node
-// that only the group feeds (directly or through one reshape no one else reads), its
-// other inputs compile-time or computed without the group. Every such node run in a
-// session of its own costs a round trip to the helper and back, which in a plan
-// these nodes are adjacent in is all the runtime adds (a quantized 2-layer LSTM:
-// two DynamicQuantizeLSTM nodes with a Squeeze between them). The nodes taken are
+// reading a value of the group (directly or through a reshape of one), its other
+// inputs compile-time or computed without the group; values of the group read
+// elsewhere are its outputs too. Every ONNX Runtime session run is a round trip to
+// the helper process and back, which where such nodes are adjacent in the plan is
+// all the runtime adds to ONNX Runtime's time (a quantized 2-layer LSTM: two
+// DynamicQuantizeLSTM nodes with a Squeeze between them). The nodes taken are
 // claimed (Compiler::set_pending) until the step is made.
 std::vector<const Node*> delegated_group(Compiler& c, const Node& first) {
   std::vector<const Node*> group = {&first};
   if (!only_delegated(first)) return group;
   std::unordered_set<const Node*> in_group = {&first};
+  auto joins = [&](const Node& r, const Node* via) {
+    if (!c.takeable(r) || !only_delegated(r)) return false;
+    for (const Value& in : r.inputs())  // the group's, known, or not waiting for the group
+      if (in.present() && !in_group.count(in.node.get()) && in.node.get() != via && !c.peek_known(in) &&
+          c.depends_on_pending(in))
+        return false;
+    return true;
+  };
   for (;;) {
     const Node& last = *group.back();
     const Node *via = nullptr, *next = nullptr;
-    for (uint32_t k = 0; k < last.num_outputs() && !next; ++k) {
-      const Node* r = only_reader(c, last.output(k));
-      if (!r || !c.takeable(*r)) continue;
-      const Node* v = nullptr;
-      if (reshapes_only(*r)) {
-        v = r;
+    for (uint32_t k = 0; k < last.num_outputs() && !next; ++k)
+      for (const Node* r : readers(c, last.output(k))) {
+        if (joins(*r, nullptr)) {
+          next = r;
+          break;
+        }
+        if (!reshapes_only(*r) || !c.takeable(*r) || r->inputs()[0].node.get() != &last) continue;
         bool fixed = true;  // its shape operand (Reshape's, Squeeze's axes) known now
-        for (size_t i = 1; i < v->inputs().size(); ++i)
-          fixed = fixed && (!v->inputs()[i].present() || c.peek_known(v->inputs()[i]));
-        r = fixed && v->inputs()[0].node.get() == &last ? only_reader(c, v->output(0)) : nullptr;
-        if (!r || !c.takeable(*r)) continue;
+        for (size_t i = 1; i < r->inputs().size(); ++i)
+          fixed = fixed && (!r->inputs()[i].present() || c.peek_known(r->inputs()[i]));
+        for (const Node* r2 : fixed ? readers(c, r->output(0)) : std::vector<const Node*>{})
+          if (joins(*r2, r)) {
+            via = r, next = r2;
+            break;
+          }
+        if (next) break;
       }
-      if (!only_delegated(*r)) continue;
-      bool fed = true;  // every other input: the group's, known, or not waiting for the group
-      for (const Value& in : r->inputs())
-        fed = fed && (!in.present() || in_group.count(in.node.get()) || in.node.get() == v || c.peek_known(in) ||
-                      !c.depends_on_pending(in));
-      if (fed) via = v, next = r;
-    }
     if (!next) return group;
     for (const Node* g : {via, next}) {
       if (!g) continue;
