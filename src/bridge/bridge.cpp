@@ -265,7 +265,11 @@ Session OrtBridge::load_file(const std::string& path, const SessionOptions& opts
   return loaded(request(h.dump(), {}));
 }
 
-void OrtBridge::free(int id) { request(json{{"op", "free"}, {"id", id}}.dump(), {}); }
+void OrtBridge::free(int id) {
+  request(json{{"op", "free"}, {"id", id}}.dump(), {});
+  std::lock_guard<std::mutex> lock(mu_);
+  run_headers_.erase(id);
+}
 
 std::vector<std::pair<std::string, int>> OrtBridge::operators(const std::string& domain) {
   json r = json::parse(request(json{{"op", "operators"}, {"domain", domain}}.dump(), {}));
@@ -293,21 +297,42 @@ NamedTensors OrtBridge::run(int id, const NamedTensors& inputs) {
 }
 
 std::string OrtBridge::run_into(int id, const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs) {
-  json h = {{"op", "run"}, {"id", id}, {"dtypes", json::array()}, {"dims", json::array()}, {"lens", json::array()}};
-  std::vector<std::pair<const char*, size_t>> blobs;
-  for (const Buffer& b : inputs) {
-    h["dtypes"].push_back(static_cast<int>(b.dtype));
-    h["dims"].push_back(b.dims);
-    h["lens"].push_back(b.bytes);
-    blobs.emplace_back(b.data, b.bytes);
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  send(h.dump(), blobs);
-  json r = json::parse(receive_header());
-  if (!r.value("ok", false)) throw OrtError(r.value("error", "ONNX Runtime failed"));
-  std::vector<size_t> lens = r.at("lens").get<std::vector<size_t>>();
-  std::vector<int> dtypes = r.at("dtypes").get<std::vector<int>>();
-  std::vector<std::vector<int64_t>> dims = r.at("dims").get<std::vector<std::vector<int64_t>>>();
+  // A delegated step sends the same header every run and gets the same one back:
+  // both are made and read once (nlohmann's build, dump and parse were a tenth of
+  // the round trip), and made again where the inputs' types change.
+  RunHeaders& c = run_headers_[id];
+  bool same = c.inputs.size() == inputs.size();
+  for (size_t k = 0; same && k < inputs.size(); ++k)
+    same = c.inputs[k].dtype == inputs[k].dtype && c.inputs[k].dims == inputs[k].dims &&
+           c.inputs[k].bytes == inputs[k].bytes;
+  if (!same) {
+    json h = {{"op", "run"}, {"id", id}, {"dtypes", json::array()}, {"dims", json::array()}, {"lens", json::array()}};
+    c.inputs.clear();
+    for (const Buffer& b : inputs) {
+      h["dtypes"].push_back(static_cast<int>(b.dtype));
+      h["dims"].push_back(b.dims);
+      h["lens"].push_back(b.bytes);
+      c.inputs.push_back({b.dtype, b.dims, nullptr, b.bytes});
+    }
+    c.request = h.dump();
+    c.reply.clear();
+  }
+  std::vector<std::pair<const char*, size_t>> blobs;
+  for (const Buffer& b : inputs) blobs.emplace_back(b.data, b.bytes);
+  send(c.request, blobs);
+  std::string reply = receive_header();
+  if (reply != c.reply) {
+    json r = json::parse(reply);
+    if (!r.value("ok", false)) throw OrtError(r.value("error", "ONNX Runtime failed"));
+    c.lens = r.at("lens").get<std::vector<size_t>>();
+    c.dtypes = r.at("dtypes").get<std::vector<int>>();
+    c.dims = r.at("dims").get<std::vector<std::vector<int64_t>>>();
+    c.reply = std::move(reply);
+  }
+  const std::vector<size_t>& lens = c.lens;
+  const std::vector<int>& dtypes = c.dtypes;
+  const std::vector<std::vector<int64_t>>& dims = c.dims;
   std::string mismatch;
   for (size_t k = 0; k < lens.size(); ++k) {
     bool fits = k < outputs.size() && dtypes[k] == static_cast<int>(outputs[k].dtype) && dims[k] == outputs[k].dims &&

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -115,6 +116,15 @@ class OrtBridge {
   void wait_for_answer();  // kills the helper past a run limit's deadline
   [[noreturn]] void died(const std::string& doing);
 
+  // run_into's last request header for a session, and its reply header parsed.
+  struct RunHeaders {
+    std::vector<Buffer> inputs;  // their types (no data)
+    std::string request, reply;
+    std::vector<size_t> lens;
+    std::vector<int> dtypes;
+    std::vector<std::vector<int64_t>> dims;
+  };
+  std::unordered_map<int, RunHeaders> run_headers_;
   int fd_ = -1;
   int pid_ = -1;
   std::string log_path_;

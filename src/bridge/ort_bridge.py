@@ -17,7 +17,8 @@
 #         output_types: per output [dtype, dims], dims null where unranked, each an
 #         extent, a symbol's name or null (ONNX Runtime's own type inference)
 #   run   {id, names?, dtypes, dims, lens} + input blobs
-#         -> {names, dtypes, dims, lens} + output blobs
+#         -> {names, dtypes, dims, lens} + output blobs (the header encoded once per
+#         session and output types)
 #   time  {id, names?, dtypes, dims, lens, warmup, repeats} + input blobs -> {ms: [...]}
 #   free  {id} -> {}
 #   operators {domain} -> {operators: [[name, since_version]]}: the schemas ONNX Runtime
@@ -62,7 +63,7 @@ def read(n):
 
 
 def reply(header, blobs=()):
-    data = json.dumps(header).encode()
+    data = header if isinstance(header, bytes) else json.dumps(header).encode()
     sock_out.write(struct.pack("<I", len(data)) + data)
     for b in blobs:
         sock_out.write(b)
@@ -126,6 +127,11 @@ def feeds_of(s, h, blobs):
     return {n: np.frombuffer(b, dtype=TYPES[t]).reshape(d) for n, b, t, d in zip(names, blobs, h["dtypes"], h["dims"])}
 
 
+# Per session, the reply headers of its runs by the outputs' types, encoded once:
+# json.dumps of a run's header took 6.5 us, a fifth of a delegated node's round trip.
+run_replies = {}
+
+
 def handle(h, blobs, sessions):
     op = h["op"]
     if op == "load":
@@ -133,6 +139,7 @@ def handle(h, blobs, sessions):
         s = ort.InferenceSession(model, session_options(h), providers=["CPUExecutionProvider"])
         sid = max(sessions, default=-1) + 1
         sessions[sid] = s
+        run_replies[sid] = {}
         out = {"id": sid, "inputs": [[i.name, ORT_TYPES.get(i.type, 0), dims_of(i.shape)] for i in s.get_inputs()],
                "outputs": [o.name for o in s.get_outputs()],
                "output_types": [[ORT_TYPES.get(o.type, 0), None if o.shape is None else
@@ -143,6 +150,7 @@ def handle(h, blobs, sessions):
         return out, []
     if op == "free":
         sessions.pop(h["id"], None)
+        run_replies.pop(h["id"], None)
         return {}, []
     if op == "operators":
         from onnxruntime.capi import onnxruntime_pybind11_state as C
@@ -152,12 +160,18 @@ def handle(h, blobs, sessions):
     feeds = feeds_of(s, h, blobs)
     if op == "run":
         res = [np.asarray(r, order="C") for r in s.run(None, feeds)]  # 0-d stays 0-d
-        for o, r in zip(s.get_outputs(), res):
-            if not code_of(o, r):
-                raise TypeError("output '%s' has type %s, which isomer cannot take" % (o.name, o.type))
-        return ({"names": [o.name for o in s.get_outputs()], "dtypes": [CODES[r.dtype] for r in res],
-                 "dims": [list(r.shape) for r in res], "lens": [r.nbytes for r in res]},
-                [r.tobytes() for r in res])
+        replies = run_replies[h["id"]]
+        key = tuple((r.dtype, r.shape) for r in res)
+        if key not in replies:
+            for o, r in zip(s.get_outputs(), res):
+                if not code_of(o, r):
+                    raise TypeError("output '%s' has type %s, which isomer cannot take" % (o.name, o.type))
+            if len(replies) > 64:  # outputs whose shapes follow the data: keep a few
+                replies.clear()
+            replies[key] = json.dumps({"names": [o.name for o in s.get_outputs()],
+                                       "dtypes": [CODES[r.dtype] for r in res], "dims": [list(r.shape) for r in res],
+                                       "lens": [r.nbytes for r in res], "ok": True}).encode()
+        return replies[key], [r.tobytes() for r in res]
     if op == "time":
         for _ in range(h["warmup"]):
             s.run(None, feeds)
@@ -181,7 +195,8 @@ def main():
         blobs = [read(n) for n in h.get("lens", [])]
         try:
             header, out = handle(h, blobs, sessions)
-            header["ok"] = True
+            if isinstance(header, dict):
+                header["ok"] = True
             reply(header, out)
         except Exception as e:
             lines = [line for line in str(e).splitlines() if line.strip()]

@@ -498,15 +498,17 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
               static_cast<double>(exe->value_bytes()) / 1e6);
   // Steps inside control-flow bodies count as the main graph's do.
   size_t reference = 0, delegated = 0;
-  std::set<std::string> delegated_nodes;
+  std::set<std::string> delegated_nodes, delegated_keys;  // by name; by an output's name (StepInfo::nodes)
   std::vector<std::string> delegated_in_bodies;
   std::function<void(const std::vector<runtime::StepInfo>&, const std::string&)> count =
       [&](const std::vector<runtime::StepInfo>& steps, const std::string& body_of) {
         for (const runtime::StepInfo& s : steps) {
           reference += s.kind == "reference";
           delegated += s.kind == "onnxruntime";
-          if (s.kind == "onnxruntime" && body_of.empty())
+          if (s.kind == "onnxruntime" && body_of.empty()) {
             delegated_nodes.insert(s.label);
+            delegated_keys.insert(s.nodes.begin(), s.nodes.end());
+          }
           else if (s.kind == "onnxruntime")
             delegated_in_bodies.push_back(s.label + " (" + s.ops.front() + ") in the body of " + body_of);
           count(s.body, s.label);
@@ -515,11 +517,14 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
   count(exe->steps(), "");
   if (reference) std::printf("  %zu steps run on reference kernels\n", reference);
   if (delegated) {
-    // Each opaque node is one such step; say why each is opaque.
+    // Each opaque node, or each run of adjacent ones, is one such step; say why each is opaque.
     std::printf("  %zu steps run on ONNX Runtime %s, for the nodes isomer keeps opaque:\n", delegated,
                 bridge::OrtBridge::shared()->version().c_str());
     for (const NodePtr& n : g.topo_order()) {
-      if (n->kind() != NodeKind::Opaque || !delegated_nodes.count(n->name())) continue;
+      const auto& outs = n->output_names();
+      const bool listed = delegated_nodes.count(n->name()) ||
+                          std::any_of(outs.begin(), outs.end(), [&](const std::string& o) { return delegated_keys.count(o); });
+      if (n->kind() != NodeKind::Opaque || !listed) continue;
       std::string note;
       for (const runtime::StepInfo& s : exe->steps())
         if (s.kind == "onnxruntime" && !s.note.empty() && s.label == n->name()) note = " (" + s.note + ")";

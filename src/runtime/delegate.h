@@ -1,10 +1,13 @@
 #pragma once
-// Operators isomer does not understand (opaque nodes) run on ONNX Runtime, one
-// node at a time, while everything around them runs on isomer's runtime. Each
-// opaque node becomes a one-node ONNX model (its NodeProto verbatim, constant
-// inputs as initializers, the other inputs at their concrete shapes) loaded once
-// into a session of the ONNX Runtime bridge (bridge/bridge.h), whose threads do
-// not spin. A run sends the node's inputs and receives its outputs in place.
+// Operators isomer does not understand (opaque nodes) run on ONNX Runtime while
+// everything around them runs on isomer's runtime. Each opaque node, with the
+// delegated nodes adjacent to it in the plan (each reading a value of the ones
+// before, directly or through a reshape; see delegate.cpp), becomes an ONNX model
+// (the NodeProtos verbatim, constant inputs as initializers, the other inputs at
+// their concrete shapes) loaded once into a session of the ONNX Runtime bridge
+// (bridge/bridge.h) with --threads' intra-op threads, which do not spin. A run
+// sends the step's inputs and receives its outputs in place: one round trip to the
+// helper process, however many nodes.
 //
 // The runtime plans buffers at compile time, so a delegated node's output types
 // must follow from its input types (and constant inputs). ONNX Runtime tells
@@ -29,8 +32,9 @@ struct DelegatedShapeError : Error {
   using Error::Error;
 };
 
-// Lowers opaque node `n` to a step that runs it on ONNX Runtime; throws Error
-// naming the node when it cannot be (see above).
+// Lowers opaque node `n`, and the delegated nodes adjacent to it, to a step that
+// runs them on ONNX Runtime; throws Error naming the node when it cannot be (see
+// above). Nodes ONNX Runtime will not take together run on their own.
 void lower_delegated(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime

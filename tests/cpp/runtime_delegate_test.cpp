@@ -134,5 +134,89 @@ TEST(RuntimeDelegate, WithoutDelegationOpaqueNodesAreNotRunnable) {
   EXPECT_TRUE(runtime::is_runnable(g, &why));  // delegation is the default
 }
 
+// x [2,3] -> Relu -> Shrink "s1" -> `between` -> Shrink "s2" (bias 1) -> Neg -> y,
+// where `between` is "" (s1 feeds s2), "reshape" (a Reshape to [6]: s2 and y are
+// [6]) or "relu" (a Sigmoid: a step isomer computes between them). With `tap`, s1's
+// output is also a graph output (read outside the group).
+Graph shrink_pair(const std::string& between, bool tap) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("delegate_pair");
+  set_type(g->add_input(), "x", {"2", "3"});
+  add_node(g, "Relu", {"x"}, "r");
+  add_node(g, "Shrink", {"r"}, "c1")->set_name("s1");
+  std::string into = "c1";
+  if (between == "reshape") {
+    onnx::TensorProto* shape = g->add_initializer();
+    shape->set_name("flat");
+    shape->set_data_type(onnx::TensorProto::INT64);
+    shape->add_dims(1);
+    shape->add_int64_data(6);
+    add_node(g, "Reshape", {"c1", "flat"}, "m");
+    into = "m";
+  } else if (between == "relu") {
+    add_node(g, "Sigmoid", {"c1"}, "m");
+    into = "m";
+  }
+  onnx::NodeProto* s2 = add_node(g, "Shrink", {into}, "c2");
+  s2->set_name("s2");
+  onnx::AttributeProto* bias = s2->add_attribute();
+  bias->set_name("bias");
+  bias->set_type(onnx::AttributeProto::FLOAT);
+  bias->set_f(1.0f);
+  add_node(g, "Neg", {"c2"}, "y");
+  set_type(g->add_output(), "y", between == "reshape" ? std::vector<std::string>{"6"} : std::vector<std::string>{"2", "3"});
+  if (tap) set_type(g->add_output(), "c1", {"2", "3"});
+  return import_onnx_bytes(m.SerializeAsString(), "");
+}
+
+// Adjacent delegated nodes (directly, or through a reshape) are one step, one
+// ONNX Runtime session; a node isomer computes between them keeps them apart.
+TEST(RuntimeDelegate, AdjacentDelegatedNodesAreOneStep) {
+  REQUIRE_ONNXRUNTIME();
+  struct Case {
+    std::string between;
+    bool tap;
+    std::vector<std::string> kinds;
+  };
+  const std::vector<Case> cases = {
+      {"", false, {"pointwise", "onnxruntime", "pointwise"}},
+      {"", true, {"pointwise", "onnxruntime", "pointwise"}},
+      {"reshape", false, {"pointwise", "onnxruntime", "pointwise"}},
+      {"relu", false, {"pointwise", "onnxruntime", "pointwise", "onnxruntime", "pointwise"}},
+  };
+  const std::vector<double> x = {1, -2, 0.25, 3, 0.75, -0.5};
+  for (const Case& k : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("between '" + k.between + "', tap " + std::to_string(k.tap) + ", " + std::to_string(threads) +
+                   " threads");
+      runtime::RuntimeOptions o;
+      o.threads = threads;
+      auto exe = runtime::compile(shrink_pair(k.between, k.tap), o);
+      std::vector<std::string> kinds;
+      for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind);
+      EXPECT_EQ(kinds, k.kinds);
+      if (k.kinds.size() == 3) {
+        const std::vector<std::string> ops = k.between == "reshape"
+                                                 ? std::vector<std::string>{"Shrink", "Reshape", "Shrink"}
+                                                 : std::vector<std::string>{"Shrink", "Shrink"};
+        EXPECT_EQ(exe->steps()[1].ops, ops);
+      }
+      std::vector<Tensor> out = exe->run({Tensor::from_f64(DType::Float32, {2, 3}, x)});
+      ASSERT_EQ(out.size(), k.tap ? 2u : 1u);
+      std::vector<double> y = out[0].to_f64();
+      ASSERT_EQ(y.size(), 6u);
+      for (size_t i = 0; i < 6; ++i) {
+        double c1 = shrink(std::max(0.0, x[i]));
+        double in = k.between == "relu" ? 1 / (1 + std::exp(-c1)) : c1;
+        double c2 = in > 0.5 ? in - 1 : in < -0.5 ? in + 1 : 0;
+        EXPECT_NEAR(y[i], -c2, 1e-6) << "at " << i;
+        if (k.tap) EXPECT_FLOAT_EQ(out[1].to_f64()[i], c1) << "at " << i;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace isomer
