@@ -353,7 +353,9 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
         worst_gap = std::max(worst_gap, exact->gap);
         st.extraction_optimal = st.extraction_optimal && exact->optimal;
         st.cycles_cut += exact->cycles_cut;
-        if (exact->cost <= ex.cost) ex = std::move(*exact);
+        // Of two extractions that cost the same the greedy one, whose ties a canonical
+        // order decides (the solver's follow the order of its columns: class ids).
+        if (exact->cost < ex.cost - 1e-9 * (1 + ex.cost)) ex = std::move(*exact);
       } else {
         st.extraction_optimal = false;
       }
