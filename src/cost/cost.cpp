@@ -446,14 +446,26 @@ bool timing_settled(const std::vector<double>& totals, size_t planned) {
   return *lo > 0 && (*hi - *lo) / *lo <= kSettledSpread;
 }
 
-std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
+PairedRatio paired_summary(std::vector<double> ratios) {
+  if (ratios.empty()) return {};
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  // The second highest of at least 5 rounds; of fewer, the highest.
+  return {ratios[n / 2], ratios[n >= 5 ? n - 2 : n - 1]};
+}
+
+std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
   // Both compiled at once hold a copy of the weights each: not for a large model.
   if (before.constant_bytes() > kPairedLargestWeights || after.constant_bytes() > kPairedLargestWeights)
     return std::nullopt;
   const std::string kb = key_of(before, ropts_, true), ka = key_of(after, ropts_, true);
   if (kb.empty() || ka.empty()) return std::nullopt;
-  const std::string fact = "paired|" + kb + "|" + ka;
-  if (std::optional<double> kept = db_->lookup_fact(fingerprint_, fact)) return kept;
+  const std::string fact = "paired|" + kb + "|" + ka, fact_high = "paired-high|" + kb + "|" + ka;
+  {
+    std::optional<double> median = db_->lookup_fact(fingerprint_, fact);
+    std::optional<double> high = db_->lookup_fact(fingerprint_, fact_high);
+    if (median && high) return PairedRatio{*median, *high};
+  }
   std::unique_ptr<runtime::Executable> eb, ea;
   std::vector<Tensor> ins;
   try {
@@ -494,10 +506,10 @@ std::optional<double> MeasuredCostModel::paired_ratio(const Graph& before, const
     std::fprintf(stderr, "paired: %d rounds of %d runs each in %.3f s after compiling\n", kPairedRounds, times,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - compiled).count());
   if (ratios.empty()) return std::nullopt;
-  std::sort(ratios.begin(), ratios.end());
-  const double median = ratios[ratios.size() / 2];
-  db_->store_fact(fingerprint_, fact, median);
-  return median;
+  const PairedRatio summary = paired_summary(std::move(ratios));
+  db_->store_fact(fingerprint_, fact, summary.median);
+  db_->store_fact(fingerprint_, fact_high, summary.high);
+  return summary;
 }
 
 double MeasuredCostModel::step_ms(runtime::Executable& exe, size_t i, std::string& source) {

@@ -49,8 +49,39 @@ std::unordered_map<ClassId, uint32_t> prune(const EGraph& g, const std::unordere
   return out;
 }
 
+void mix(size_t& h, size_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
+
+// What an e-node computes, hashed by content rather than by ids the order of insertion
+// gave (class ids, interned attributes and tensors): its operator, attributes and
+// leaf, and the terms `child_term` gives its inputs. Two equal-cost choices are
+// decided by it, so that one e-graph built in another order extracts the same graph.
+template <class ChildTerm>
+size_t node_term(const EGraph& g, const ENode& n, ChildTerm child_term) {
+  size_t h = static_cast<size_t>(n.kind);
+  mix(h, n.num_outputs);
+  switch (n.kind) {
+    case ENodeKind::Op:
+      mix(h, std::hash<std::string_view>{}(n.op->name));
+      mix(h, g.attrs(n.attrs).hash());
+      break;
+    case ENodeKind::Constant:
+      mix(h, g.tensor(n.leaf).hash());
+      break;
+    case ENodeKind::Input:  // by its name
+    case ENodeKind::Opaque:
+      mix(h, g.leaf_node(n.leaf)->hash());
+      break;
+    case ENodeKind::Proj:
+      mix(h, n.leaf);
+      break;
+  }
+  for (ClassId c : n.children) mix(h, c == kNoClass ? 0 : child_term(g.find(c)));
+  return h;
+}
+
 // Bottom-up greedy with the sets of e-nodes each choice needs (extraction-gym's
-// greedy-dag); `banned` e-nodes are never chosen.
+// greedy-dag); `banned` e-nodes are never chosen. Of choices that cost the same, the
+// one of the least term (node_term) is taken.
 std::unordered_map<ClassId, uint32_t> greedy_pass(const EGraph& g, const CostTable& costs,
                                                   const std::unordered_set<NodeKey>& banned,
                                                   std::unordered_map<ClassId, double>* totals = nullptr) {
@@ -58,6 +89,7 @@ std::unordered_map<ClassId, uint32_t> greedy_pass(const EGraph& g, const CostTab
     double total = kInfiniteCost;
     uint32_t index = 0;
     std::vector<NodeKey> set;  // sorted
+    size_t term = 0;           // node_term of the choice
   };
   std::unordered_map<ClassId, Best> best;
   const std::vector<ClassId> ids = g.class_ids();
@@ -88,8 +120,11 @@ std::unordered_map<ClassId, uint32_t> greedy_pass(const EGraph& g, const CostTab
         double total = 0;
         for (NodeKey x : set) total += cost_of(costs, key_class(x), key_index(x));
         Best& b = best[c];
-        if (total < b.total - 1e-12 * (1 + std::abs(total))) {
-          b = Best{total, i, std::move(set)};
+        const double tolerance = 1e-12 * (1 + std::abs(total));
+        if (total > b.total + tolerance) continue;
+        const size_t term = node_term(g, k.nodes[i], [&](ClassId ch) { return best.at(ch).term; });
+        if (total < b.total - tolerance || (term < b.term && b.index != i) || (b.index == i && term != b.term)) {
+          b = Best{total, i, std::move(set), term};
           changed = true;
         }
       }

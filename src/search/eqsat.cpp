@@ -353,7 +353,9 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
         worst_gap = std::max(worst_gap, exact->gap);
         st.extraction_optimal = st.extraction_optimal && exact->optimal;
         st.cycles_cut += exact->cycles_cut;
-        if (exact->cost <= ex.cost) ex = std::move(*exact);
+        // Of two extractions that cost the same the greedy one, whose ties a canonical
+        // order decides (the solver's follow the order of its columns: class ids).
+        if (exact->cost < ex.cost - 1e-9 * (1 + ex.cost)) ex = std::move(*exact);
       } else {
         st.extraction_optimal = false;
       }
@@ -462,15 +464,18 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
                                  st.cost_after < st.cost_before * (1 + kConfirmedGain);
   if ((priced_cheaper || nodes_say_cheaper) && st.cost_after > st.cost_before * (1 - kConfirmedGain)) {
     const auto tm = Clock::now();
-    if (std::optional<double> ratio = model.paired_ratio(g, result)) {
-      st.measured_ratio = *ratio;
-      if (*ratio > 1 - options.min_gain) st.cost_after = st.cost_before;  // not faster as run: input kept below
-      else if (!priced_cheaper) st.cost_after = st.cost_before * *ratio;  // faster as run than priced: as run
+    if (std::optional<cost::PairedRatio> ratio = model.paired_ratio(g, result)) {
+      st.measured_ratio = ratio->median;
+      st.measured_ratio_high = ratio->high;
+      // Faster as run only if the rounds' bound above their median clears the minimum
+      // gain: rounds that straddle it keep the input, whichever side the median fell.
+      if (ratio->high > 1 - options.min_gain) st.cost_after = st.cost_before;  // input kept below
+      else if (!priced_cheaper) st.cost_after = st.cost_before * ratio->median;  // faster as run than priced
     }
     st.pricing_seconds += seconds_since(tm);
     if (std::getenv("ISOMER_DEBUG_COST"))
-      std::fprintf(stderr, "eqsat: result against input run whole, paired: %.4f (%.3f s)\n", st.measured_ratio,
-                   seconds_since(tm));
+      std::fprintf(stderr, "eqsat: result against input run whole, paired: %.4f (high %.4f; %.3f s)\n",
+                   st.measured_ratio, st.measured_ratio_high, seconds_since(tm));
   }
   if (st.cost_after > st.cost_before * (1 - options.min_gain)) {
     st.kept_input = true;

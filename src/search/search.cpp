@@ -215,6 +215,7 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_ilp_cost_ms"] = ilp_cost;
     j["search_kept_input"] = kept_input;
     j["search_measured_ratio"] = measured_ratio;
+    j["search_measured_ratio_high"] = measured_ratio_high;
   }
 }
 
@@ -237,7 +238,8 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
   std::string costs = cost_text;
   if (measured_ratio >= 0) {
     char ran[80];
-    std::snprintf(ran, sizeof ran, "; run against the input: %.3fx its time", measured_ratio);
+    std::snprintf(ran, sizeof ran, "; run against the input: %.3fx its time (rounds up to %.3fx)", measured_ratio,
+                  measured_ratio_high);
     costs += ran;
   }
   std::snprintf(line, sizeof line,

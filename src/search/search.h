@@ -117,6 +117,9 @@ struct SearchStats {
   // eqsat: the result's run time over the input's, both run whole and interleaved,
   // where its price alone could not tell (CostModel::paired_ratio); -1 if not run.
   double measured_ratio = -1;
+  // ... and the second highest of its rounds' ratios, the bound that must clear
+  // SearchOptions::min_gain (cost::PairedRatio); -1 if not run.
+  double measured_ratio_high = -1;
 
   // The fields as the report JSON has them (search_*), and a line for the text report.
   void to_json(nlohmann::ordered_json& j) const;

@@ -202,24 +202,24 @@ TEST(EqsatCostContext, AnOpenDimIsPricedAtTheDrawnExtent) {
 
 // Prices a product's step at 0.1 ms plus its operations, anything else at 0.01 ms: three products of one input merged into one save two steps' 0.1 ms, about
 // 5% of the graph, inside the band where a result priced whole is run against its
-// input. The paired run says `ratio`.
+// input. The paired run says `ratio` (its rounds up to `high`, by default the same).
 class CloseCall : public cost::CostModel {
  public:
-  explicit CloseCall(double ratio) : ratio_(ratio) {}
+  explicit CloseCall(double ratio, double high = -1) : ratio_(ratio), high_(high < 0 ? ratio : high) {}
   std::string name() const override { return "close-call"; }
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override {
     source = "test";
     const runtime::StepInfo& s = exe.steps()[i];
     return s.flops > 10000 ? 0.1 + s.flops * (1.2 / 32768) : 0.01;
   }
-  std::optional<double> paired_ratio(const Graph&, const Graph&) override {
+  std::optional<cost::PairedRatio> paired_ratio(const Graph&, const Graph&) override {
     ++paired;
-    return ratio_;
+    return cost::PairedRatio{ratio_, high_};
   }
   size_t paired = 0;
 
  private:
-  double ratio_;
+  double ratio_, high_;
 };
 
 // Three products of one input, a Tanh after each (the shipped rules merge them).
@@ -246,6 +246,37 @@ TEST(EqsatCostContext, AResultPricedCloseToItsInputIsRunAgainstIt) {
     EXPECT_EQ(st.kept_input, ratio > 1);
     EXPECT_EQ(same_graph(out, g), ratio > 1);
   }
+}
+
+// Rounds that straddle the minimum gain (a median 3% faster, the second slowest round
+// 1% slower: a loaded machine's noise) keep the input, as do rounds all slower; only
+// rounds that clear it keep the result.
+TEST(EqsatCostContext, APairedRunWhoseRoundsStraddleTheMinimumGainKeepsTheInput) {
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  const Graph g = three_products();
+  const double gain = SearchOptions{}.min_gain;
+  struct Case {
+    double median, high;
+    bool kept;
+  };
+  for (const Case c : {Case{0.97, 1.01, true}, Case{0.97, 1 - gain / 2, true}, Case{0.97, 1 - 2 * gain, false}}) {
+    CloseCall model(c.median, c.high);
+    SearchStats st;
+    const Graph out = eqsat_search(g, rules, model, SearchOptions{}, &st);
+    ASSERT_EQ(model.paired, 1u);
+    EXPECT_EQ(st.kept_input, c.kept) << c.median << " up to " << c.high;
+    EXPECT_EQ(same_graph(out, g), c.kept);
+    EXPECT_EQ(st.measured_ratio_high, c.high);
+  }
+}
+
+// The summary of a paired run's rounds: the median and the second highest, whatever
+// order the rounds came in.
+TEST(EqsatCostContext, PairedRoundsAreSummedUpByTheirMedianAndSecondHighest) {
+  const cost::PairedRatio r = cost::paired_summary({1.13, 0.97, 0.99, 0.96, 1.02, 0.98, 0.95});
+  EXPECT_EQ(r.median, 0.98);
+  EXPECT_EQ(r.high, 1.02);
+  EXPECT_EQ(cost::paired_summary({0.9, 0.8}).high, 0.9);
 }
 
 // CloseCall's prices, but in a whole graph of more than two steps a product of
@@ -292,19 +323,21 @@ TEST(EqsatCostContext, APairedRunIsKeptInTheDatabase) {
     return b.finish(outs, names);
   };
   const Graph one = tanh_of_products(1), two = tanh_of_products(2);
-  double first = 0;
+  cost::PairedRatio first;
   {
     cost::MeasuredCostModel model(db, 1, 1, 3);
-    std::optional<double> r = model.paired_ratio(one, two);
+    std::optional<cost::PairedRatio> r = model.paired_ratio(one, two);
     ASSERT_TRUE(r);
-    EXPECT_GT(*r, 0);
+    EXPECT_GT(r->median, 0);
+    EXPECT_GE(r->high, r->median);
     EXPECT_GT(model.timed_runs(), 0u);
     first = *r;
   }
   cost::MeasuredCostModel again(db, 1, 1, 3);
-  std::optional<double> r = again.paired_ratio(one, two);
+  std::optional<cost::PairedRatio> r = again.paired_ratio(one, two);
   ASSERT_TRUE(r);
-  EXPECT_EQ(*r, first);
+  EXPECT_EQ(r->median, first.median);
+  EXPECT_EQ(r->high, first.high);
   EXPECT_EQ(again.timed_runs(), 0u);
   // The analytic model times nothing: no paired ratio.
   cost::AnalyticCostModel analytic = fixed_model();
