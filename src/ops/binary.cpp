@@ -1,6 +1,7 @@
 // Elementwise operators of several tensors, with numpy-style broadcasting.
 // Float tensors compute in double and round to their type; integer tensors compute
-// exactly in int64 (they carry shapes and indices). Add, Sub and Mul have field
+// exactly in int64 (they carry shapes and indices), a uint64 as its bits, which Div
+// and Mod divide and Max and Min order as unsigned (ops/kernels.h's keys). Add, Sub and Mul have field
 // semantics from the same templated kernel; with Div, Max and Min they also have
 // symbolic real semantics (eval/sym.h) from it.
 #include <algorithm>
