@@ -345,6 +345,8 @@ std::vector<Tensor> eval_fold(const EvalContext& ctx) {
   if (is_float(x.dtype()) || !exact_int) return {tensor(x.dtype(), fold_reduce(F, f64(x), axes, keepdims))};
   if constexpr (F == Fold::Max || F == Fold::Min)  // on keys: a uint64 orders as unsigned
     return {tensor_of_keys(x.dtype(), fold_reduce(F, ordered_i64(x), axes, keepdims))};
+  if constexpr (F == Fold::L1)  // a uint64's bits have no sign to take off
+    if (x.dtype() == DType::UInt64) return {tensor(x.dtype(), reduce_sum(i64(x), axes, keepdims))};
   return {tensor(x.dtype(), fold_reduce(F, i64(x), axes, keepdims))};
 }
 

@@ -362,6 +362,7 @@ def _u64_unary_cases():
         "ReduceMax": (["axes"], {"keepdims": 0}, a.max(axis=1), TensorProto.UINT64),
         "ReduceMin": (["axes"], {"keepdims": 0}, a.min(axis=1), TensorProto.UINT64),
         "ReduceMean": (["axes"], {"keepdims": 0}, a.sum(axis=1) // np.uint64(3), TensorProto.UINT64),
+        "ReduceL1": (["axes"], {"keepdims": 0}, a.sum(axis=1), TensorProto.UINT64),
         "ArgMax": ([], {"axis": 1, "keepdims": 0}, a.argmax(axis=1), TensorProto.INT64),
         "ArgMin": ([], {"axis": 1, "keepdims": 0}, a.argmin(axis=1), TensorProto.INT64),
         "TopK": (["k"], {}, np.sort(a, axis=1)[:, ::-1][:, :2], TensorProto.UINT64),
