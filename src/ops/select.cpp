@@ -154,8 +154,8 @@ std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
 
 template <class T>
 T scatter_combine(const std::string& r, T old, T v) {
-  if (r == "add") return old + v;
-  if (r == "mul") return old * v;
+  if (r == "add") return add_wrapping(old, v);
+  if (r == "mul") return mul_wrapping(old, v);
   if (r == "max") return std::max(old, v);
   if (r == "min") return std::min(old, v);
   return v;
@@ -196,6 +196,8 @@ std::vector<Tensor> eval_scatter_elements(const EvalContext& ctx) {
                                                             " exceed the data " + to_string(x.dims()));
   if (is_float(x.dtype()))
     return {tensor(x.dtype(), scatter_elements(f64(x), ints_of(idx), idx.dims(), f64(upd), axis, r))};
+  if (r == "max" || r == "min")  // on keys: a uint64 orders as unsigned
+    return {tensor_of_keys(x.dtype(), scatter_elements(ordered_i64(x), ints_of(idx), idx.dims(), ordered_i64(upd), axis, r))};
   return {tensor(x.dtype(), scatter_elements(i64(x), ints_of(idx), idx.dims(), i64(upd), axis, r))};
 }
 
