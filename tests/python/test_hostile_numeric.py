@@ -318,7 +318,7 @@ def test_uint64_past_int64_max_is_not_folded_as_signed(isomer_bin, tmp_path, op)
 
 # uint64 past INT64_MAX (hostile28): isomer holds integers in int64, where such a value is
 # negative; Div, Mod, Max, Min, the comparisons, Abs, Sign, Clip, the extreme-value
-# reductions, ArgMax, TopK, ScatterElements' max and Cast to a float gave a signed answer in the reference
+# reductions, ArgMax, TopK, ScatterElements' and ScatterND's max and Cast to a float gave a signed answer in the reference
 # evaluator and in the runtime's integer kernels. numpy computes uint64 exactly.
 U64_A = np.array([2**64 - 300, 2**63 + 7, 5, 2**63, 2**64 - 1, 2**63 - 1], np.uint64)
 U64_B = np.array([2, 3, 2**63 + 1, 2**63 - 1, 2**64 - 2, 2**63], np.uint64)
@@ -355,6 +355,7 @@ def test_uint64_binary_ops_are_unsigned(isomer_bin, tmp_path, op):
 def _u64_unary_cases():
     a = U64_A.reshape(2, 3)
     lo, hi = np.uint64(2**63 - 1), np.uint64(2**64 - 2)
+    scattered = np.vstack([np.maximum(a[0], np.maximum(*U64_B.reshape(2, 3))), a[1]])  # both updates into row 0
     return {
         "Abs": ([], {}, a, TensorProto.UINT64),
         "Sign": ([], {}, np.sign(a), TensorProto.UINT64),
@@ -363,8 +364,8 @@ def _u64_unary_cases():
         "ReduceMin": (["axes"], {"keepdims": 0}, a.min(axis=1), TensorProto.UINT64),
         "ReduceMean": (["axes"], {"keepdims": 0}, a.sum(axis=1) // np.uint64(3), TensorProto.UINT64),
         "ReduceL1": (["axes"], {"keepdims": 0}, a.sum(axis=1), TensorProto.UINT64),
-        "ScatterElements": (["idx", "upd"], {"reduction": "max"},
-                            np.vstack([np.maximum(a[0], np.maximum(*U64_B.reshape(2, 3))), a[1]]), TensorProto.UINT64),
+        "ScatterElements": (["idx", "upd"], {"reduction": "max"}, scattered, TensorProto.UINT64),
+        "ScatterND": (["nd_idx", "upd"], {"reduction": "max"}, scattered, TensorProto.UINT64),
         "ArgMax": ([], {"axis": 1, "keepdims": 0}, a.argmax(axis=1), TensorProto.INT64),
         "ArgMin": ([], {"axis": 1, "keepdims": 0}, a.argmin(axis=1), TensorProto.INT64),
         "TopK": (["k"], {}, np.sort(a, axis=1)[:, ::-1][:, :2], TensorProto.UINT64),
@@ -379,7 +380,8 @@ def test_uint64_orders_and_converts_as_unsigned(isomer_bin, tmp_path, op):
     inits = [numpy_helper.from_array(np.array(2**63 - 1, np.uint64), "lo"),
              numpy_helper.from_array(np.array(2**64 - 2, np.uint64), "hi"),
              numpy_helper.from_array(np.array([2], np.int64), "k"), numpy_helper.from_array(np.array([1], np.int64), "axes"),
-             numpy_helper.from_array(np.zeros((2, 3), np.int64), "idx"), numpy_helper.from_array(U64_B.reshape(2, 3), "upd")]
+             numpy_helper.from_array(np.zeros((2, 3), np.int64), "idx"), numpy_helper.from_array(U64_B.reshape(2, 3), "upd"),
+             numpy_helper.from_array(np.zeros((2, 1), np.int64), "nd_idx")]
     outs = ["y", "i"] if op == "TopK" else ["y"]
     nodes = [helper.make_node(op, ["x", *extra], outs, **attrs)]
     inits = [t for t in inits if t.name in extra]
