@@ -5,6 +5,7 @@
 // division says when it has no value. The evaluator (folding, checks) and the
 // runtime's integer kernels compute through these.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -57,5 +58,21 @@ inline std::optional<int64_t> int_mod(int64_t x, int64_t y, bool fmod) {
   const int64_t r = x % y;
   return !fmod && r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
+
+// A uint64 is held as its bits in an int64_t (the evaluator's integers, the runtime's
+// integer groups). Addition, subtraction, multiplication and equality are the same on
+// those bits; division, remainder and order are not. Quotient and remainder of the
+// unsigned values (Mod's two rules agree on them); no value for y == 0.
+inline std::optional<int64_t> uint_div(int64_t x, int64_t y) {
+  if (y == 0) return std::nullopt;
+  return static_cast<int64_t>(static_cast<uint64_t>(x) / static_cast<uint64_t>(y));
+}
+inline std::optional<int64_t> uint_mod(int64_t x, int64_t y) {
+  if (y == 0) return std::nullopt;
+  return static_cast<int64_t>(static_cast<uint64_t>(x) % static_cast<uint64_t>(y));
+}
+// The signed value that orders as the unsigned one does (top bit flipped); its own
+// inverse, so a Max or Min of keys maps back through it too.
+inline int64_t uint_order_key(int64_t x) { return x ^ std::numeric_limits<int64_t>::min(); }
 
 }  // namespace isomer

@@ -90,6 +90,7 @@ double Tensor::f64_at(int64_t i) const {
     case DType::Float64: return load<double>(b, i);
     case DType::Float16: return half_to_float(load<uint16_t>(b, i));
     case DType::BFloat16: return bfloat16_to_float(load<uint16_t>(b, i));
+    case DType::UInt64: return static_cast<double>(load<uint64_t>(b, i));  // i64_at holds its bits
     default: return static_cast<double>(i64_at(i));
   }
 }

@@ -46,6 +46,10 @@ int pw_arity(PwOp op);
 const char* pw_name(PwOp op);
 // True if the operation is defined on integers (the int64 path).
 bool pw_integer_ok(PwOp op);
+// True if the int64 loop reads its operands as signed (order, quotient, remainder, sign),
+// where a uint64 operand held as its bits past INT64_MAX gets another answer; a wrapping
+// Add, Sub or Mul, Equal, Where and the logic read bits alike for both.
+bool pw_reads_sign(PwOp op);
 
 struct PwInstr {
   PwOp op = PwOp::Copy;

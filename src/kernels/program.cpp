@@ -100,6 +100,15 @@ int pw_arity(PwOp op) { return info(op).arity; }
 const char* pw_name(PwOp op) { return info(op).name; }
 bool pw_integer_ok(PwOp op) { return info(op).integer; }
 
+bool pw_reads_sign(PwOp op) {
+  switch (op) {
+    case PwOp::Abs: case PwOp::Relu: case PwOp::Clip: case PwOp::Sign: case PwOp::Div: case PwOp::Max:
+    case PwOp::Min: case PwOp::Mod: case PwOp::FMod: case PwOp::Less: case PwOp::LessEqual: case PwOp::Greater:
+    case PwOp::GreaterEqual: case PwOp::ToInt32: return true;
+    default: return false;
+  }
+}
+
 int PwProgram::emit(PwOp op, int a, int b, int c, float alpha, float beta) {
   require(num_regs < kMaxRegs, "pointwise program too long");
   PwInstr in;

@@ -1,10 +1,12 @@
 // Elementwise operators of several tensors, with numpy-style broadcasting.
 // Float tensors compute in double and round to their type; integer tensors compute
-// exactly in int64 (they carry shapes and indices). Add, Sub and Mul have field
+// exactly in int64 (they carry shapes and indices), a uint64 as its bits, which Div
+// and Mod divide and Max and Min order as unsigned (ops/kernels.h's keys). Add, Sub and Mul have field
 // semantics from the same templated kernel; with Div, Max and Min they also have
 // symbolic real semantics (eval/sym.h) from it.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "eval/sym.h"
 #include "ir/float_to_int.h"
@@ -25,6 +27,9 @@ std::vector<Tensor> eval_binary(const EvalContext& ctx) {
   const Tensor& b = ctx.in(1);
   if (is_float(a.dtype()))
     return {tensor(a.dtype(), broadcast_map(f64(a), f64(b), [](double x, double y) { return F::apply(x, y); }))};
+  if constexpr (requires(int64_t x) { F::apply_uint64(x, x); })
+    if (a.dtype() == DType::UInt64)
+      return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [](int64_t x, int64_t y) { return F::apply_uint64(x, y); }))};
   return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [](int64_t x, int64_t y) { return F::apply(x, y); }))};
 }
 
@@ -57,6 +62,11 @@ struct DivFn {
   static Sym apply(Sym x, Sym y) { return x / y; }  // real division
   static int64_t apply(int64_t x, int64_t y) {
     std::optional<int64_t> q = int_div(x, y);
+    require(q.has_value(), "integer division by zero");
+    return *q;
+  }
+  static int64_t apply_uint64(int64_t x, int64_t y) {
+    std::optional<int64_t> q = uint_div(x, y);
     require(q.has_value(), "integer division by zero");
     return *q;
   }
@@ -97,10 +107,13 @@ std::vector<Tensor> eval_variadic(const EvalContext& ctx) {
       acc = broadcast_map(acc, f64(ctx.in(i)), [](double x, double y) { return F::apply(x, y); });
     return {tensor(t, acc)};
   }
-  Array<int64_t> acc = i64(ctx.in(0));
+  // Sum adds bits; Max and Min compare (ops/kernels.h's keys, uint64 as unsigned).
+  constexpr bool order = std::is_same_v<F, MaxFn> || std::is_same_v<F, MinFn>;
+  auto load = [&](const Tensor& x) { return order ? ordered_i64(x) : i64(x); };
+  Array<int64_t> acc = load(ctx.in(0));
   for (size_t i = 1; i < ctx.inputs.size(); ++i)
-    acc = broadcast_map(acc, i64(ctx.in(i)), [](int64_t x, int64_t y) { return F::apply(x, y); });
-  return {tensor(t, acc)};
+    acc = broadcast_map(acc, load(ctx.in(i)), [](int64_t x, int64_t y) { return F::apply(x, y); });
+  return {order ? tensor_of_keys(t, std::move(acc)) : tensor(t, acc)};
 }
 
 template <class F>
@@ -162,11 +175,6 @@ double mod_floor(double x, double y) {
   const double r = std::fmod(x, y);
   return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
-int64_t mod_int(int64_t x, int64_t y, bool fmod) {
-  std::optional<int64_t> r = int_mod(x, y, fmod);
-  require(r.has_value(), "integer modulo by zero");
-  return *r;
-}
 
 std::vector<Tensor> eval_mod(const EvalContext& ctx) {
   const Tensor &a = ctx.in(0), &b = ctx.in(1);
@@ -175,7 +183,12 @@ std::vector<Tensor> eval_mod(const EvalContext& ctx) {
     return {tensor(a.dtype(), broadcast_map(f64(a), f64(b), [&](double x, double y) {
                      return fmod ? std::fmod(x, y) : mod_floor(x, y);
                    }))};
-  return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [&](int64_t x, int64_t y) { return mod_int(x, y, fmod); }))};
+  const bool uint64 = a.dtype() == DType::UInt64;
+  return {tensor(a.dtype(), broadcast_map(i64(a), i64(b), [&](int64_t x, int64_t y) {
+                   std::optional<int64_t> r = uint64 ? uint_mod(x, y) : int_mod(x, y, fmod);
+                   require(r.has_value(), "integer modulo by zero");
+                   return *r;
+                 }))};
 }
 
 int emit_mod(kernels::PwProgram& p, const Attributes& a, std::span<const int> in, std::span<const Tensor* const>) {

@@ -3,7 +3,7 @@
 // tests IsNaN and IsInf. Exporters build attention masks from them.
 //
 // Semantics: comparisons evaluate in double for floats and in int64 for integers
-// (exact). Symbolically a comparison is a select between 1 and 0; the logic
+// (exact; a uint64 as unsigned). Symbolically a comparison is a select between 1 and 0; the logic
 // operators are the polynomials that agree with them on {0, 1} (Not x = 1 - x,
 // And = x y, Or = x + y - x y, Xor = x + y - 2 x y), which also gives them field
 // semantics. Reals have no NaN or infinity, so IsNaN and IsInf are 0 there.
@@ -32,7 +32,8 @@ std::vector<Tensor> eval_compare(const EvalContext& ctx) {
   const Tensor &a = ctx.in(0), &b = ctx.in(1);
   if (is_float(a.dtype()))
     return {tensor(DType::Bool, broadcast_map(f64(a), f64(b), [](double x, double y) -> int64_t { return F::apply(x, y); }))};
-  return {tensor(DType::Bool, broadcast_map(i64(a), i64(b), [](int64_t x, int64_t y) -> int64_t { return F::apply(x, y); }))};
+  return {tensor(DType::Bool, broadcast_map(ordered_i64(a), ordered_i64(b),
+                                            [](int64_t x, int64_t y) -> int64_t { return F::apply(x, y); }))};
 }
 
 struct LessFn {

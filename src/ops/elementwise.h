@@ -25,6 +25,12 @@ std::vector<Tensor> eval_unary(const EvalContext& ctx) {
   if constexpr (requires(int64_t v, const Attributes& at) { { F::apply(v, at) } -> std::same_as<int64_t>; }) {
     if (!is_float(x.dtype())) {
       Array<int64_t> a = i64(x);
+      if constexpr (requires(int64_t v) { F::apply_uint64(v); }) {  // Abs, Sign: its bits are no sign
+        if (x.dtype() == DType::UInt64) {
+          for (int64_t& v : a.data) v = F::apply_uint64(v);
+          return {tensor(x.dtype(), a)};
+        }
+      }
       for (int64_t& v : a.data) v = F::apply(v, ctx.attrs);
       return {tensor(x.dtype(), a)};
     }

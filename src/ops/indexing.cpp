@@ -236,6 +236,10 @@ T scatter_combine(const std::string& r, T old, T v) {
     if (r == "add") return old + v;
     if (r == "mul") return old * v;
     if constexpr (!std::is_same_v<T, Fp>) return r == "max" ? select_gt(v, old, v, old) : select_gt(old, v, v, old);
+  } else if constexpr (std::is_same_v<T, int64_t>) {  // max and min on keys (eval_scatter_nd)
+    if (r == "add") return wrap_add(old, v);
+    if (r == "mul") return wrap_mul(old, v);
+    return r == "max" ? std::max(old, v) : std::min(old, v);
   }
   throw Error("ScatterND reduction '" + r + "' has no semantics on these elements");
 }
@@ -265,9 +269,20 @@ struct ScatterNDOp {
   }
 };
 
-// Reductions other than none combine values: they run on doubles, not raw bits.
+// Reductions other than none combine values: they run on doubles, or exactly on int64
+// (max and min on keys, where a uint64 orders as unsigned), not raw bits.
 std::vector<Tensor> eval_scatter_nd(const EvalContext& ctx) {
-  if (ctx.attrs.get_string("reduction", "none") == "none") return eval_layout<ScatterNDOp>(ctx);
+  const std::string r = ctx.attrs.get_string("reduction", "none");
+  if (r == "none") return eval_layout<ScatterNDOp>(ctx);
+  const DType t = ctx.in(0).dtype();
+  if (!is_float(t)) {
+    const bool keys = r == "max" || r == "min";
+    auto load = [&](const Tensor& x) { return keys ? ordered_i64(x) : i64(x); };
+    LayoutArgs<int64_t> args{ctx.attrs, {load(ctx.in(0)), {}, load(ctx.in(2))}, {{}, ints_of(ctx.in(1)), {}},
+                             {ctx.in(0).dims(), ctx.in(1).dims(), ctx.in(2).dims()}, {true, true, true}, 1};
+    Array<int64_t> y = ScatterNDOp::run(args)[0];
+    return {keys ? tensor_of_keys(t, std::move(y)) : tensor(t, y)};
+  }
   LayoutArgs<double> args{ctx.attrs, {f64(ctx.in(0)), {}, f64(ctx.in(2))}, {{}, ints_of(ctx.in(1)), {}},
                           {ctx.in(0).dims(), ctx.in(1).dims(), ctx.in(2).dims()}, {true, true, true}, 1};
   return {tensor(ctx.in(0).dtype(), ScatterNDOp::run(args)[0])};

@@ -14,6 +14,7 @@
 #include "eval/field.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/int_arith.h"
 #include "ops/op.h"
 
 namespace isomer::ops {
@@ -22,6 +23,21 @@ inline Array<double> f64(const Tensor& t) { return {t.dims(), t.to_f64()}; }
 inline Array<int64_t> i64(const Tensor& t) { return {t.dims(), t.to_i64()}; }
 inline Tensor tensor(DType dtype, const Array<double>& a) { return Tensor::from_f64(dtype, a.dims, a.data); }
 inline Tensor tensor(DType dtype, const Array<int64_t>& a) { return Tensor::from_i64(dtype, a.dims, a.data); }
+// An integer tensor's elements as keys that order as its values do (i64 holds a uint64's
+// bits, which order as signed: ir/int_arith.h), and keys back to a tensor. Max, Min,
+// comparisons, Clip and the extreme-value reductions compute on keys.
+inline int64_t order_key(DType t, int64_t v) { return t == DType::UInt64 ? uint_order_key(v) : v; }
+inline Array<int64_t> ordered_i64(const Tensor& t) {
+  Array<int64_t> a = i64(t);
+  if (t.dtype() == DType::UInt64)
+    for (int64_t& v : a.data) v = uint_order_key(v);
+  return a;
+}
+inline Tensor tensor_of_keys(DType dtype, Array<int64_t> keys) {
+  if (dtype == DType::UInt64)
+    for (int64_t& v : keys.data) v = uint_order_key(v);
+  return tensor(dtype, keys);
+}
 // A float32 tensor's elements as they are stored, and back (constant folding at the
 // runtime's precision: OpDef::fold).
 inline Array<float> f32(const Tensor& t) {

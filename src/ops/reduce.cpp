@@ -187,6 +187,11 @@ std::vector<Tensor> eval_reduce_mean(const EvalContext& ctx) {
   std::vector<int64_t> axes = normalize_axes(ctx.attrs.get_ints("axes", {}), x.rank());
   const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
   if (is_float(x.dtype())) return {tensor(x.dtype(), reduce_mean(f64(x), axes, keepdims))};
+  if (x.dtype() == DType::UInt64) {  // the wrapped sum divides as unsigned
+    const std::vector<int64_t> bits = x.to_i64();
+    const Array<uint64_t> mean = reduce_mean(Array<uint64_t>(x.dims(), {bits.begin(), bits.end()}), axes, keepdims);
+    return {Tensor::from_i64(x.dtype(), mean.dims, std::vector<int64_t>(mean.data.begin(), mean.data.end()))};
+  }
   return {tensor(x.dtype(), reduce_mean(i64(x), axes, keepdims))};
 }
 
@@ -338,6 +343,10 @@ std::vector<Tensor> eval_fold(const EvalContext& ctx) {
   const bool keepdims = ctx.attrs.get_int("keepdims", 1) != 0;
   constexpr bool exact_int = F == Fold::Max || F == Fold::Min || F == Fold::Prod || F == Fold::SumSquare || F == Fold::L1;
   if (is_float(x.dtype()) || !exact_int) return {tensor(x.dtype(), fold_reduce(F, f64(x), axes, keepdims))};
+  if constexpr (F == Fold::Max || F == Fold::Min)  // on keys: a uint64 orders as unsigned
+    return {tensor_of_keys(x.dtype(), fold_reduce(F, ordered_i64(x), axes, keepdims))};
+  if constexpr (F == Fold::L1)  // a uint64's bits have no sign to take off
+    if (x.dtype() == DType::UInt64) return {tensor(x.dtype(), reduce_sum(i64(x), axes, keepdims))};
   return {tensor(x.dtype(), fold_reduce(F, i64(x), axes, keepdims))};
 }
 

@@ -43,17 +43,21 @@ std::vector<Tensor> eval_arg(const EvalContext& ctx) {
   const bool last = ctx.attrs.get_int("select_last_index", 0) != 0;
   const Around s = around(x.dims(), axis);
   require(s.n > 0, "the axis is empty: it has no extreme value");
-  const std::vector<double> v = x.to_f64();
   std::vector<int64_t> out(static_cast<size_t>(s.outer * s.inner));
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i) {
-      int64_t best = 0;
-      for (int64_t k = 1; k < s.n; ++k) {
-        const double c = v[(o * s.n + k) * s.inner + i], b = v[(o * s.n + best) * s.inner + i];
-        if (last ? !beats(b, c, Max) : beats(c, b, Max)) best = k;
+  // Integers compare exactly, as keys (a uint64 as unsigned; past 2^53 doubles tie).
+  auto pick = [&](const auto& v, auto beats_fn) {
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < s.n; ++k) {
+          const auto c = v[(o * s.n + k) * s.inner + i], b = v[(o * s.n + best) * s.inner + i];
+          if (last ? !beats_fn(b, c) : beats_fn(c, b)) best = k;
+        }
+        out[o * s.inner + i] = best;
       }
-      out[o * s.inner + i] = best;
-    }
+  };
+  if (is_float(x.dtype())) pick(x.to_f64(), [](double a, double b) { return beats(a, b, Max); });
+  else pick(ordered_i64(x).data, [](int64_t a, int64_t b) { return Max ? a > b : a < b; });
   std::vector<int64_t> dims = x.dims();
   dims[axis] = 1;
   if (ctx.attrs.get_int("keepdims", 1) == 0) dims.erase(dims.begin() + axis);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "eval/static_value.h"
 #include "ir/invalid_node.h"
@@ -69,29 +70,35 @@ std::vector<Tensor> eval_top_k(const EvalContext& ctx) {
   const bool smallest = ctx.attrs.get_int("largest", 1) == 0;
   const Around s = around(x.dims(), axis);
   require(k >= 0 && k <= s.n, "TopK k " + std::to_string(k) + " exceeds the axis extent " + std::to_string(s.n));
-  const std::vector<double> v = x.to_f64();
-  std::vector<double> values(static_cast<size_t>(s.outer * k * s.inner));
-  std::vector<int64_t> indices(values.size());
-  std::vector<int64_t> order(static_cast<size_t>(s.n));
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i) {
-      auto at = [&](int64_t j) { return v[(o * s.n + j) * s.inner + i]; };
-      auto before = [&](int64_t a, int64_t b) {
-        const double x = at(a), y = at(b);
-        if (std::isnan(x) != std::isnan(y)) return std::isnan(smallest ? y : x);
-        if (!std::isnan(x) && x != y) return smallest ? x < y : x > y;
-        return a < b;
-      };
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), before);
-      for (int64_t j = 0; j < k; ++j) {
-        values[(o * k + j) * s.inner + i] = at(order[j]);
-        indices[(o * k + j) * s.inner + i] = order[j];
-      }
-    }
   std::vector<int64_t> dims = x.dims();
   dims[axis] = k;
-  std::vector<Tensor> out{Tensor::from_f64(x.dtype(), dims, values), Tensor::from_i64(DType::Int64, dims, indices)};
+  std::vector<int64_t> indices(static_cast<size_t>(s.outer * k * s.inner));
+  std::vector<int64_t> order(static_cast<size_t>(s.n));
+  auto select = [&](const auto& v, auto nan) {
+    std::remove_cvref_t<decltype(v)> values(indices.size());
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        auto at = [&](int64_t j) { return v[(o * s.n + j) * s.inner + i]; };
+        auto before = [&](int64_t a, int64_t b) {
+          const auto x = at(a), y = at(b);
+          if (nan(x) != nan(y)) return nan(smallest ? y : x);
+          if (!nan(x) && x != y) return smallest ? x < y : x > y;
+          return a < b;
+        };
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          values[(o * k + j) * s.inner + i] = at(order[j]);
+          indices[(o * k + j) * s.inner + i] = order[j];
+        }
+      }
+    return values;
+  };
+  // Integers select exactly, as keys (a uint64 as unsigned; past 2^53 doubles tie).
+  Tensor values = is_float(x.dtype())
+                      ? Tensor::from_f64(x.dtype(), dims, select(x.to_f64(), [](double e) { return std::isnan(e); }))
+                      : tensor_of_keys(x.dtype(), {dims, select(ordered_i64(x).data, [](int64_t) { return false; })});
+  std::vector<Tensor> out{std::move(values), Tensor::from_i64(DType::Int64, dims, indices)};
   out.resize(std::min<size_t>(ctx.num_outputs, 2));
   return out;
 }
@@ -147,8 +154,8 @@ std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
 
 template <class T>
 T scatter_combine(const std::string& r, T old, T v) {
-  if (r == "add") return old + v;
-  if (r == "mul") return old * v;
+  if (r == "add") return add_wrapping(old, v);
+  if (r == "mul") return mul_wrapping(old, v);
   if (r == "max") return std::max(old, v);
   if (r == "min") return std::min(old, v);
   return v;
@@ -189,6 +196,8 @@ std::vector<Tensor> eval_scatter_elements(const EvalContext& ctx) {
                                                             " exceed the data " + to_string(x.dims()));
   if (is_float(x.dtype()))
     return {tensor(x.dtype(), scatter_elements(f64(x), ints_of(idx), idx.dims(), f64(upd), axis, r))};
+  if (r == "max" || r == "min")  // on keys: a uint64 orders as unsigned
+    return {tensor_of_keys(x.dtype(), scatter_elements(ordered_i64(x), ints_of(idx), idx.dims(), ordered_i64(upd), axis, r))};
   return {tensor(x.dtype(), scatter_elements(i64(x), ints_of(idx), idx.dims(), i64(upd), axis, r))};
 }
 

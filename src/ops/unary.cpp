@@ -57,6 +57,7 @@ struct NegFn {
 struct AbsFn {
   static double apply(double x, const Attributes&) { return std::fabs(x); }
   static int64_t apply(int64_t x, const Attributes&) { return wrap_abs(x); }
+  static int64_t apply_uint64(int64_t x) { return x; }
   static Sym apply(Sym x, const Attributes&) { return select_gt(x, Sym(), x, -x); }  // reals have no -0
 };
 struct SinFn { static double apply(double x, const Attributes&) { return std::sin(x); } };
@@ -70,6 +71,7 @@ struct SignFn {
   static T apply(T x, const Attributes&) { return select_gt(x, T(0), T(1), select_gt(T(0), x, T(-1), T(0))); }
   static double apply(double x, const Attributes&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }  // NaN stays NaN
   static int64_t apply(int64_t x, const Attributes&) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
+  static int64_t apply_uint64(int64_t x) { return x != 0; }
 };
 struct IdentityFn { static double apply(double x, const Attributes&) { return x; } };
 
@@ -289,11 +291,12 @@ std::vector<TensorType> infer_clip(const InferContext& ctx) {
 
 std::vector<Tensor> eval_clip(const EvalContext& ctx) {
   if (!is_float(ctx.in(0).dtype())) {  // exactly, past 2^53 too
-    Array<int64_t> a = i64(ctx.in(0));
-    const int64_t lo = ctx.has_input(1) ? ctx.in(1).i64_at(0) : std::numeric_limits<int64_t>::min();
-    const int64_t hi = ctx.has_input(2) ? ctx.in(2).i64_at(0) : std::numeric_limits<int64_t>::max();
+    const DType t = ctx.in(0).dtype();  // on keys: a uint64 orders as unsigned
+    Array<int64_t> a = ordered_i64(ctx.in(0));
+    const int64_t lo = ctx.has_input(1) ? order_key(t, ctx.in(1).i64_at(0)) : std::numeric_limits<int64_t>::min();
+    const int64_t hi = ctx.has_input(2) ? order_key(t, ctx.in(2).i64_at(0)) : std::numeric_limits<int64_t>::max();
     for (int64_t& v : a.data) v = std::min(std::max(v, lo), hi);
-    return {tensor(ctx.in(0).dtype(), a)};
+    return {tensor_of_keys(t, std::move(a))};
   }
   Array<double> a = f64(ctx.in(0));
   double lo = ctx.has_input(1) ? ctx.in(1).f64_at(0) : -INFINITY;
@@ -413,7 +416,8 @@ int emit_cast(kernels::PwProgram& p, const Attributes& a, std::span<const int> i
 std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   DType to = static_cast<DType>(ctx.attrs.get_int("to"));
   const Tensor& x = ctx.in(0);
-  if (is_float(x.dtype()) && (is_float(to) || to == DType::Bool))
+  // To a float through to_f64, which reads a uint64 as unsigned (its int64 bits do not).
+  if (is_float(to) || (is_float(x.dtype()) && to == DType::Bool))
     return {Tensor::from_f64(to, x.dims(), x.to_f64(), FloatToInt::Saturate)};
   if (is_float(x.dtype())) {
     // ONNX leaves NaN and values outside the target's range undefined: as ONNX Runtime

@@ -2,7 +2,6 @@
 // of template-rule rewrites until nothing changes.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,21 +51,6 @@ std::vector<Value> skip_fold(FoldBudget& budget, const Node& node, const std::st
   return {};
 }
 
-// True if a uint64 argument holds a value past INT64_MAX: isomer's evaluator computes
-// integers in int64, where such a value divides, compares and converts as a negative one.
-bool holds_uint64_past_int64(const std::vector<Tensor>& args) {
-  for (const Tensor& t : args) {
-    if (t.dtype() != DType::UInt64) continue;
-    const Bytes& bytes = t.bytes();
-    for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
-      uint64_t v;
-      std::memcpy(&v, bytes.data() + i, 8);
-      if (v >> 63) return true;
-    }
-  }
-  return false;
-}
-
 // op(c0, c1, ...) => constant(op.fold, else op.eval, of (c0, c1, ...))
 //   [deterministic op, not an op that widens constants, within `budget`: result bytes,
 //    arithmetic, constant bytes added]
@@ -87,8 +71,6 @@ std::vector<Value> fold_node(const Node& node, const std::vector<Value>& in, Gra
     in_types.push_back(v.type());
     in_bytes += t->bytes().size();
   }
-  if (!node.op()->props.shape_only && holds_uint64_past_int64(args))
-    return skip_fold(budget, node, "it computes with uint64 values past INT64_MAX, which isomer's evaluator holds as signed");
   // Size the result from the shape rule before computing it: a large Expand or
   // ConstantOfShape must not be materialized at all.
   NodePtr now = in == node.inputs() ? node.shared_from_this() : node.with_inputs(in);

@@ -118,9 +118,14 @@ struct Planner {
       consts.push_back(v.present() && !in_group(v) ? c.peek_known(v) : nullptr);
     }
     if (m.op()->emit_pointwise(p, m.attrs(), in, consts) < 0) return false;
-    // An integer group runs only instructions the int64 loop has.
+    // An integer group runs only instructions the int64 loop has. It holds a uint64 as its
+    // bits, which order and divide as signed: a node that reads uint64 operands that way is
+    // left to the evaluator, which reads them as unsigned (ops/kernels.h's keys).
+    bool uint64_in = false;
+    for (const Value& v : m.inputs()) uint64_in = uint64_in || (v.present() && v.type().dtype == DType::UInt64);
     for (const kernels::PwInstr& i : p.code)
-      if (domain == Domain::Int && !kernels::pw_integer_ok(i.op)) return false;
+      if (domain == Domain::Int && (!kernels::pw_integer_ok(i.op) || (uint64_in && kernels::pw_reads_sign(i.op))))
+        return false;
     return true;
   }
 

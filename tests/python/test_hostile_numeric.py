@@ -302,7 +302,7 @@ def test_crop_resize_to_constant_sizes_with_a_fed_roi_runs(isomer_bin, tmp_path,
 def test_uint64_past_int64_max_is_not_folded_as_signed(isomer_bin, tmp_path, op):
     # isomer's evaluator computes integers in int64: optimize folded Div(2^64 - 300, 2) of
     # uint64 constants as -150 and wrote 2^64 - 150 where ONNX Runtime computes 2^63 - 150.
-    # Such folds are left to the runtime now (the runtime's own uint64 arithmetic is left).
+    # The evaluator reads uint64 as unsigned now (ops/kernels.h), so such folds are exact.
     u64 = TensorProto.UINT64
     a = numpy_helper.from_array(np.array([2**64 - 300, 2**63 + 7, 5], np.uint64), "a")
     b = numpy_helper.from_array(np.array([2, 3, 2**63 + 1], np.uint64), "b")
@@ -314,3 +314,78 @@ def test_uint64_past_int64_max_is_not_folded_as_signed(isomer_bin, tmp_path, op)
     feeds = {"x": np.zeros(3, np.uint64)}
     want = ort_outputs(path, feeds)
     np.testing.assert_array_equal(_optimized(isomer_bin, tmp_path, path, feeds), want)
+
+
+# uint64 past INT64_MAX (hostile28): isomer holds integers in int64, where such a value is
+# negative; Div, Mod, Max, Min, the comparisons, Abs, Sign, Clip, the extreme-value
+# reductions, ArgMax, TopK, ScatterElements' and ScatterND's max and Cast to a float gave a signed answer in the reference
+# evaluator and in the runtime's integer kernels. numpy computes uint64 exactly.
+U64_A = np.array([2**64 - 300, 2**63 + 7, 5, 2**63, 2**64 - 1, 2**63 - 1], np.uint64)
+U64_B = np.array([2, 3, 2**63 + 1, 2**63 - 1, 2**64 - 2, 2**63], np.uint64)
+U64_BINARY = {
+    "Div": lambda a, b: a // b, "Mod": lambda a, b: a % b, "Max": np.maximum, "Min": np.minimum,
+    "Less": np.less, "LessOrEqual": np.less_equal, "Greater": np.greater, "GreaterOrEqual": np.greater_equal,
+}
+
+
+def _u64_binary_model(tmp_path, op, fed):
+    """op(a, b) + 0 (Cast to uint64 where it compares): a and b fed or constant."""
+    u64, vi = TensorProto.UINT64, helper.make_tensor_value_info
+    cmp = op not in ("Div", "Mod", "Max", "Min")
+    nodes = [helper.make_node(op, ["a", "b"], ["d"]), helper.make_node("Cast", ["d"], ["dc"], to=u64),
+             helper.make_node("Add", ["x" if fed else "z", "dc" if cmp else "d"], ["y"])]
+    inputs = [vi(n, u64, [6]) for n in ("a", "b", "x")] if fed else [vi("z", u64, [6])]
+    inits = [] if fed else [numpy_helper.from_array(U64_A, "a"), numpy_helper.from_array(U64_B, "b")]
+    feeds = {"a": U64_A, "b": U64_B, "x": np.zeros(6, np.uint64)} if fed else {"z": np.zeros(6, np.uint64)}
+    want = U64_BINARY[op](U64_A, U64_B).astype(np.uint64)
+    return _save(tmp_path, f"u64{op}", nodes, inputs, inits, u64, [6]), feeds, want
+
+
+@pytest.mark.parametrize("op", sorted(U64_BINARY))
+def test_uint64_binary_ops_are_unsigned(isomer_bin, tmp_path, op):
+    path, feeds, want = _u64_binary_model(tmp_path, op, fed=True)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want)
+    np.testing.assert_array_equal(_reference(tmp_path, path, feeds), want)
+    # Constant: optimize folds it (its check runs the reference evaluator on the original).
+    const_path, const_feeds, _ = _u64_binary_model(tmp_path, op, fed=False)
+    opt = _optimized(isomer_bin, tmp_path, const_path, const_feeds, run_ort=False)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, opt, const_feeds, "--no-onnxruntime"), want)
+
+
+def _u64_unary_cases():
+    a = U64_A.reshape(2, 3)
+    lo, hi = np.uint64(2**63 - 1), np.uint64(2**64 - 2)
+    scattered = np.vstack([np.maximum(a[0], np.maximum(*U64_B.reshape(2, 3))), a[1]])  # both updates into row 0
+    return {
+        "Abs": ([], {}, a, TensorProto.UINT64),
+        "Sign": ([], {}, np.sign(a), TensorProto.UINT64),
+        "Clip": (["lo", "hi"], {}, np.clip(a, lo, hi), TensorProto.UINT64),
+        "ReduceMax": (["axes"], {"keepdims": 0}, a.max(axis=1), TensorProto.UINT64),
+        "ReduceMin": (["axes"], {"keepdims": 0}, a.min(axis=1), TensorProto.UINT64),
+        "ReduceMean": (["axes"], {"keepdims": 0}, a.sum(axis=1) // np.uint64(3), TensorProto.UINT64),
+        "ReduceL1": (["axes"], {"keepdims": 0}, a.sum(axis=1), TensorProto.UINT64),
+        "ScatterElements": (["idx", "upd"], {"reduction": "max"}, scattered, TensorProto.UINT64),
+        "ScatterND": (["nd_idx", "upd"], {"reduction": "max"}, scattered, TensorProto.UINT64),
+        "ArgMax": ([], {"axis": 1, "keepdims": 0}, a.argmax(axis=1), TensorProto.INT64),
+        "ArgMin": ([], {"axis": 1, "keepdims": 0}, a.argmin(axis=1), TensorProto.INT64),
+        "TopK": (["k"], {}, np.sort(a, axis=1)[:, ::-1][:, :2], TensorProto.UINT64),
+        "Cast": ([], {"to": TensorProto.DOUBLE}, a.astype(np.float64), TensorProto.DOUBLE),
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_u64_unary_cases()))
+def test_uint64_orders_and_converts_as_unsigned(isomer_bin, tmp_path, op):
+    extra, attrs, want, out_type = _u64_unary_cases()[op]
+    u64, vi = TensorProto.UINT64, helper.make_tensor_value_info
+    inits = [numpy_helper.from_array(np.array(2**63 - 1, np.uint64), "lo"),
+             numpy_helper.from_array(np.array(2**64 - 2, np.uint64), "hi"),
+             numpy_helper.from_array(np.array([2], np.int64), "k"), numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             numpy_helper.from_array(np.zeros((2, 3), np.int64), "idx"), numpy_helper.from_array(U64_B.reshape(2, 3), "upd"),
+             numpy_helper.from_array(np.zeros((2, 1), np.int64), "nd_idx")]
+    outs = ["y", "i"] if op == "TopK" else ["y"]
+    nodes = [helper.make_node(op, ["x", *extra], outs, **attrs)]
+    inits = [t for t in inits if t.name in extra]
+    path = _save(tmp_path, f"u64{op}", nodes, [vi("x", u64, [2, 3])], inits, out_type, list(want.shape))
+    feeds = {"x": U64_A.reshape(2, 3)}
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime"), want)
+    np.testing.assert_array_equal(_reference(tmp_path, path, feeds), want)
