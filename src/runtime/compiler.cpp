@@ -35,6 +35,55 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type) {
   return md_t(to_dims(dims), type, to_dims(strides));
 }
 
+void unit_axis_strides(const std::vector<int64_t>& extents, std::vector<int64_t>& strides, int64_t innermost) {
+  const size_t n = extents.size();
+  // The order of the other axes, outermost first (ties in index order), and the
+  // longest run of them still in index order (the first such run found from the
+  // outside): the axes a layout tag left in place, where the rest were moved
+  // (channels-last's channel axis).
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i)
+    if (extents[i] != 1) order.push_back(i);
+  if (order.size() == n) return;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+  std::vector<size_t> run_from(order.size(), 1);  // longest increasing run starting at k
+  for (size_t k = order.size(); k-- > 0;)
+    for (size_t j = k + 1; j < order.size(); ++j)
+      if (order[j] > order[k]) run_from[k] = std::max(run_from[k], run_from[j] + 1);
+  std::vector<bool> in_place(n, false);
+  size_t best = 0;
+  for (size_t v : run_from) best = std::max(best, v);
+  for (size_t k = 0, last = 0, want = best; k < order.size() && want > 0; ++k)
+    if (run_from[k] == want && (want == best || order[k] > last)) in_place[order[k]] = true, last = order[k], --want;
+  // Each extent-1 axis goes right after the nearest axis before it in index order
+  // that is in place (or extent 1), or outermost: where the tag's order puts it.
+  std::vector<size_t> full = order;
+  for (size_t i = 0; i < n; ++i) {
+    if (extents[i] != 1) continue;
+    size_t at = 0;
+    for (size_t k = 0; k < full.size(); ++k)
+      if (full[k] < i && (in_place[full[k]] || extents[full[k]] == 1)) at = k + 1;
+    full.insert(full.begin() + static_cast<std::ptrdiff_t>(at), i);
+  }
+  for (size_t k = full.size(); k-- > 0;)
+    if (extents[full[k]] == 1)
+      strides[full[k]] = k + 1 < full.size() ? std::max<int64_t>(strides[full[k + 1]] * extents[full[k + 1]], 1) : innermost;
+}
+
+md_t canonical_unit_strides(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims < 2 || d.format_kind != dnnl_blocked) return md;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int64_t> blocks(static_cast<size_t>(d.ndims), 1), extents, strides(b.strides, b.strides + d.ndims);
+  int64_t inner = 1;
+  for (int k = 0; k < b.inner_nblks; ++k) blocks[static_cast<size_t>(b.inner_idxs[k])] *= b.inner_blks[k], inner *= b.inner_blks[k];
+  for (int i = 0; i < d.ndims; ++i) extents.push_back(d.padded_dims[i] / blocks[static_cast<size_t>(i)]);
+  unit_axis_strides(extents, strides, inner);
+  dnnl_memory_desc_t out = d;
+  for (int i = 0; i < d.ndims; ++i) out.format_desc.blocking.strides[i] = strides[static_cast<size_t>(i)];
+  return md_t(out);
+}
+
 bool is_plain(const md_t& md, const std::vector<int64_t>& dims) {
   if (md.data.ndims == 0) return true;
   return md == plain_md(dims, md.data_type());
@@ -92,7 +141,7 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
   RtValue v;
   v.dtype = dtype;
   v.dims = std::move(dims);
-  v.md = md;
+  v.md = canonical_unit_strides(md);
   int64_t numel = num_elements(v.dims);
   v.bytes = md.data.ndims ? md.get_size() : static_cast<size_t>(numel) * dtype_size(dtype);
   v.name = name;
@@ -222,8 +271,7 @@ int Compiler::view(int src, std::vector<int64_t> dims, std::vector<int64_t> stri
   // A dim of extent 1 gets the stride a dense layout would give it (never 0):
   // oneDNN's matmul takes a zero stride for broadcasting and picks its reference
   // implementation.
-  for (size_t i = dims.size(); i-- > 0;)
-    if (dims[i] == 1) strides[i] = i + 1 < dims.size() ? std::max<int64_t>(strides[i + 1] * dims[i + 1], 1) : 1;
+  unit_axis_strides(dims, strides, 1);
   auto type = dnnl_type(s.dtype);
   md_t md = type ? md_t(to_dims(dims), *type, to_dims(strides)) : md_t();
   int id = alias(src, dims, md, name);

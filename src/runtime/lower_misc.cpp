@@ -87,10 +87,17 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   // pooling was several times slower than the native kernel (SqueezeNet's first
   // pool 2.8 ms, 7x ONNX Runtime's time), but its AVX-512 one is about 3x faster
   // than it (GoogLeNet's 3x3 pools at stride 1 on 28x28x256: 0.125 ms native).
+  // Where oneDNN has only its reference kernel (a dilated pool: 1x16x32x32 channels
+  // last, 3x3 dilated by 2, ran on it), an input in another layout is reordered
+  // into the blocks first.
   const bool onednn_avx512 = std::string(pd.impl_info_str()).find("jit:avx512") != std::string::npos;
+  const int64_t reorder_lanes = type != DType::Float32 || !is_reference(pd) ? 0 : xd[1] % 16 == 0 ? 16 : 8;
   if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty() && !onednn_avx512)
     for (auto [lanes, layout] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}}) {
-      if (xd[1] % lanes != 0 || md != md_t(to_dims(xd), dt::f32, layout)) continue;
+      if (xd[1] % lanes != 0) continue;
+      const md_t blocks(to_dims(xd), dt::f32, layout);
+      if (md != blocks && lanes != reorder_lanes) continue;
+      x = c.as_layout(x, blocks);
       kernels::Pool2d p;
       p.batch = xd[0];
       p.blocks = xd[1] / lanes;
@@ -103,7 +110,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       const double flops = static_cast<double>(num_elements(od)) * static_cast<double>(kernel[0] * kernel[1]);
       add_native_step(c,
                       step_info(n, "pool",
-                                "maxpool-blocked " + describe_md(md) + " -> " + describe_md(out_md) + " k" +
+                                "maxpool-blocked " + describe_md(blocks) + " -> " + describe_md(out_md) + " k" +
                                     dims_text(kernel) + " s" + dims_text(strides) + " pl" + dims_text(pl) + " d" +
                                     dims_text(dil),
                                 flops),
