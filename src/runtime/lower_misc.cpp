@@ -405,25 +405,6 @@ bool lower_pad(Compiler& c, const Node& pad) {
          pad_mirrored(c, pad);
 }
 
-namespace {
-
-// Whether strides `st` lay dims `d` out dense channels-last ([N, spatial..., C]
-// order), counting only the axes of extent above 1.
-bool channels_last_ignoring_ones(const std::vector<int64_t>& d, const std::vector<int64_t>& st) {
-  std::vector<size_t> order = {1};
-  for (size_t i = d.size(); i-- > 2;) order.push_back(i);
-  order.push_back(0);
-  int64_t expect = 1;
-  for (size_t a : order) {
-    if (d[a] == 1) continue;
-    if (st[a] != expect) return false;
-    expect *= d[a];
-  }
-  return true;
-}
-
-}  // namespace
-
 bool lower_batchnorm(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
   if (n.num_outputs() != 1 || n.attrs().get_int("training_mode", 0) != 0) return false;
@@ -450,12 +431,6 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
   // plain 2-D kernel walks each channel down the rows, the channels-last one streams
   // them (LeViT's BatchNorm1d over a Linear's [64, 320]: 39 us).
   const bool as_nhwc = xd.size() == 2 && c.strides_of(x) && c.is_dense(x);
-  // A channels-last view whose extent-1 axes carry other strides (a permuted
-  // [1, H, W, C], SwiftFormer's) is the channels-last layout: oneDNN matches a
-  // layout by every stride, and took its reference kernel for it (118 us for
-  // [1, 16, 32, 32], channels-last 4 us).
-  if ((xd.size() == 4 || xd.size() == 5) && c.strides_of(x) && channels_last_ignoring_ones(xd, *c.strides_of(x)))
-    x = c.alias(x, xd, md_t(to_dims(xd), dt::f32, xd.size() == 4 ? tag::nhwc : tag::ndhwc), n.name() + ".nhwc");
   const std::vector<int64_t> pd_dims = as_4d     ? std::vector<int64_t>{xd[0], xd[1], xd[2], 1}
                                        : as_nhwc ? std::vector<int64_t>{xd[0], xd[1], 1, 1}
                                                  : xd;
