@@ -70,9 +70,40 @@ void unit_axis_strides(const std::vector<int64_t>& extents, std::vector<int64_t>
       strides[full[k]] = k + 1 < full.size() ? std::max<int64_t>(strides[full[k + 1]] * extents[full[k + 1]], 1) : innermost;
 }
 
+namespace {
+
+// Whether `d` is exactly what one of the tags oneDNN's kernels take makes of its
+// dims: plain, channels last, or 16 or 8 channel blocks.
+bool is_tag_layout(const dnnl_memory_desc_t& d) {
+  using tag = dnnl::memory::format_tag;
+  static const std::vector<std::vector<tag>> tags = {
+      {}, {}, {tag::ab, tag::ba}, {tag::abc, tag::acb, tag::aBc16b, tag::aBc8b},
+      {tag::abcd, tag::acdb, tag::aBcd16b, tag::aBcd8b}, {tag::abcde, tag::acdeb, tag::aBcde16b, tag::aBcde8b}};
+  if (d.ndims >= static_cast<int>(tags.size())) return false;
+  const auto& b = d.format_desc.blocking;
+  for (tag t : tags[static_cast<size_t>(d.ndims)]) {
+    const dnnl_memory_desc_t g = md_t(dims_t(d.dims, d.dims + d.ndims), static_cast<dt>(d.data_type), t).data;
+    const auto& gb = g.format_desc.blocking;
+    if (gb.inner_nblks == b.inner_nblks && std::equal(b.inner_blks, b.inner_blks + b.inner_nblks, gb.inner_blks) &&
+        std::equal(b.inner_idxs, b.inner_idxs + b.inner_nblks, gb.inner_idxs) &&
+        std::equal(d.padded_dims, d.padded_dims + d.ndims, g.padded_dims) &&
+        std::equal(b.strides, b.strides + d.ndims, gb.strides))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 md_t canonical_unit_strides(const md_t& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.ndims < 2 || d.format_kind != dnnl_blocked) return md;
+  if (d.ndims < 2 || d.format_kind != dnnl_blocked || std::find(d.dims, d.dims + d.ndims, 1) == d.dims + d.ndims)
+    return md;
+  // One that a tag makes keeps its strides: with one axis of extent above 1 ([1, C,
+  // 1, 1]) plain and channels last are both exact, and the layout oneDNN picks for
+  // a consumer's output follows the one it has (a resize of a channels-last [1,
+  // 256, 1, 1] wrote plain and was reordered back).
+  if (is_tag_layout(d)) return md;
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   std::vector<int64_t> blocks(static_cast<size_t>(d.ndims), 1), extents, strides(b.strides, b.strides + d.ndims);
   int64_t inner = 1;
@@ -271,8 +302,8 @@ int Compiler::view(int src, std::vector<int64_t> dims, std::vector<int64_t> stri
   // A dim of extent 1 gets the stride a dense layout would give it (never 0):
   // oneDNN's matmul takes a zero stride for broadcasting and picks its reference
   // implementation.
-  unit_axis_strides(dims, strides, 1);
   auto type = dnnl_type(s.dtype);
+  if (!type) unit_axis_strides(dims, strides, 1);  // (new_value makes a descriptor's so)
   md_t md = type ? md_t(to_dims(dims), *type, to_dims(strides)) : md_t();
   int id = alias(src, dims, md, name);
   RtValue& v = values_[id];

@@ -52,6 +52,15 @@ TEST(RuntimeUnitStrides, ChannelBlocks) {
   expect_tag_strides({1, 16, 17, 19}, tag::nChw16c, {16, 16, 0, 0});  // one block: channels of outer extent 1
 }
 
+TEST(RuntimeUnitStrides, ATagsLayoutIsKept) {
+  // [1, C, 1, 1] is exactly both plain and channels last: it keeps the one it has,
+  // which the layout oneDNN picks for a consumer's output follows.
+  for (tag layout : {tag::nhwc, tag::nchw, tag::nChw16c}) {
+    const md_t md(to_dims({1, 256, 1, 1}), dnnl::memory::data_type::f32, layout);
+    EXPECT_EQ(strides(canonical_unit_strides(md)), strides(md)) << describe_md(md);
+  }
+}
+
 TEST(RuntimeUnitStrides, ViewsKeepTheirOtherStrides) {
   // Channels 0-7 of a channels-last [1, 16, 4, 5]: only the batch stride changes.
   dnnl_memory_desc_t part = md_t(to_dims({1, 8, 4, 5}), dnnl::memory::data_type::f32, to_dims({8, 1, 80, 16})).data;
