@@ -6,34 +6,18 @@ included: a channels-last view of batch 1 (SwiftFormer's x [1, H, W, C] permuted
 or ran on the reference kernel. Every value's extent-1 axes now get the tag's strides.
 """
 import json
-import os
-import subprocess
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ort = pytest.importorskip("onnxruntime")
-
-ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
-pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+from test_exports_s28 import ort_outputs as expect, run_isomer
 
 
 def profile(tmp_path, model, feeds):
     """The steps of `isomer run --profile` (1 thread, no ONNX Runtime) and the outputs."""
-    path, inp, out, rep = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "r.json"
-    onnx.save(model, path)
-    np.savez(inp, **feeds)
-    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
-                        "--no-onnxruntime", "--profile", "--report-json", str(rep)], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return json.load(open(rep))["profile"], dict(np.load(out))
-
-
-def expect(model, feeds):
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    _, got = run_isomer(tmp_path, model, feeds, "--profile", "--report-json", str(tmp_path / "r.json"))
+    return json.load(open(tmp_path / "r.json"))["profile"], got
 
 
 def arr(name, v):
