@@ -1,4 +1,4 @@
-// The strides every value's extent-1 axes get (runtime/compiler.cpp,
+// The strides every value's extent-1 axes get (runtime/unit_strides.cpp,
 // canonical_unit_strides): those oneDNN's own format tag for the layout of the
 // other axes gives them, whatever strides the value came with. oneDNN matches a
 // layout to its fast kernels by every stride (its descriptors' equality ignores
