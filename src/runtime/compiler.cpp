@@ -92,7 +92,7 @@ int Compiler::new_value(DType dtype, std::vector<int64_t> dims, const md_t& md, 
   RtValue v;
   v.dtype = dtype;
   v.dims = std::move(dims);
-  v.md = md;
+  v.md = canonical_unit_strides(md);
   int64_t numel = num_elements(v.dims);
   v.bytes = md.data.ndims ? md.get_size() : static_cast<size_t>(numel) * dtype_size(dtype);
   v.name = name;
@@ -222,9 +222,8 @@ int Compiler::view(int src, std::vector<int64_t> dims, std::vector<int64_t> stri
   // A dim of extent 1 gets the stride a dense layout would give it (never 0):
   // oneDNN's matmul takes a zero stride for broadcasting and picks its reference
   // implementation.
-  for (size_t i = dims.size(); i-- > 0;)
-    if (dims[i] == 1) strides[i] = i + 1 < dims.size() ? std::max<int64_t>(strides[i + 1] * dims[i + 1], 1) : 1;
   auto type = dnnl_type(s.dtype);
+  if (!type) unit_axis_strides(dims, strides, 1);  // (new_value makes a descriptor's so)
   md_t md = type ? md_t(to_dims(dims), *type, to_dims(strides)) : md_t();
   int id = alias(src, dims, md, name);
   RtValue& v = values_[id];

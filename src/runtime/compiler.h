@@ -66,6 +66,16 @@ struct RtStep {
 std::optional<dt> dnnl_type(DType t);
 md_t plain_md(const std::vector<int64_t>& dims, dt type);
 bool is_plain(const md_t& md, const std::vector<int64_t>& dims);
+// Gives the axes of extent 1 (extents: the outer extents, blocks apart) the
+// strides oneDNN's format tag for the order of the other axes gives them;
+// `innermost` for one innermost (the inner blocks' size). Their strides address
+// nothing, but oneDNN matches a layout to its fast kernels by every stride, and
+// took its reference kernel for a channels-last view of batch 1 whose batch
+// stride was the channels' (SwiftFormer's permuted BatchNorm input: 118 us for
+// [1, 16, 32, 32], 4 us channels-last).
+void unit_axis_strides(const std::vector<int64_t>& extents, std::vector<int64_t>& strides, int64_t innermost);
+// `md` with its extent-1 axes' strides so (every value's layout is made so).
+md_t canonical_unit_strides(const md_t& md);
 // Dims, strides and blocking of a layout, for signatures: "1x64x56x56:nChw16c".
 std::string describe_md(const md_t& md);
 dims_t to_dims(const std::vector<int64_t>& v);

@@ -87,10 +87,17 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   // pooling was several times slower than the native kernel (SqueezeNet's first
   // pool 2.8 ms, 7x ONNX Runtime's time), but its AVX-512 one is about 3x faster
   // than it (GoogLeNet's 3x3 pools at stride 1 on 28x28x256: 0.125 ms native).
+  // Where oneDNN has only its reference kernel (a dilated pool: 1x16x32x32 channels
+  // last, 3x3 dilated by 2, ran on it), an input in another layout is reordered
+  // into the blocks first.
   const bool onednn_avx512 = std::string(pd.impl_info_str()).find("jit:avx512") != std::string::npos;
+  const int64_t reorder_lanes = type != DType::Float32 || !is_reference(pd) ? 0 : xd[1] % 16 == 0 ? 16 : 8;
   if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty() && !onednn_avx512)
     for (auto [lanes, layout] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}}) {
-      if (xd[1] % lanes != 0 || md != md_t(to_dims(xd), dt::f32, layout)) continue;
+      if (xd[1] % lanes != 0) continue;
+      const md_t blocks(to_dims(xd), dt::f32, layout);
+      if (md != blocks && lanes != reorder_lanes) continue;
+      x = c.as_layout(x, blocks);
       kernels::Pool2d p;
       p.batch = xd[0];
       p.blocks = xd[1] / lanes;
@@ -103,7 +110,7 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       const double flops = static_cast<double>(num_elements(od)) * static_cast<double>(kernel[0] * kernel[1]);
       add_native_step(c,
                       step_info(n, "pool",
-                                "maxpool-blocked " + describe_md(md) + " -> " + describe_md(out_md) + " k" +
+                                "maxpool-blocked " + describe_md(blocks) + " -> " + describe_md(out_md) + " k" +
                                     dims_text(kernel) + " s" + dims_text(strides) + " pl" + dims_text(pl) + " d" +
                                     dims_text(dil),
                                 flops),
@@ -398,25 +405,6 @@ bool lower_pad(Compiler& c, const Node& pad) {
          pad_mirrored(c, pad);
 }
 
-namespace {
-
-// Whether strides `st` lay dims `d` out dense channels-last ([N, spatial..., C]
-// order), counting only the axes of extent above 1.
-bool channels_last_ignoring_ones(const std::vector<int64_t>& d, const std::vector<int64_t>& st) {
-  std::vector<size_t> order = {1};
-  for (size_t i = d.size(); i-- > 2;) order.push_back(i);
-  order.push_back(0);
-  int64_t expect = 1;
-  for (size_t a : order) {
-    if (d[a] == 1) continue;
-    if (st[a] != expect) return false;
-    expect *= d[a];
-  }
-  return true;
-}
-
-}  // namespace
-
 bool lower_batchnorm(Compiler& c, const Node& n) {
   if (!all_float32(n)) return false;
   if (n.num_outputs() != 1 || n.attrs().get_int("training_mode", 0) != 0) return false;
@@ -443,12 +431,6 @@ bool lower_batchnorm(Compiler& c, const Node& n) {
   // plain 2-D kernel walks each channel down the rows, the channels-last one streams
   // them (LeViT's BatchNorm1d over a Linear's [64, 320]: 39 us).
   const bool as_nhwc = xd.size() == 2 && c.strides_of(x) && c.is_dense(x);
-  // A channels-last view whose extent-1 axes carry other strides (a permuted
-  // [1, H, W, C], SwiftFormer's) is the channels-last layout: oneDNN matches a
-  // layout by every stride, and took its reference kernel for it (118 us for
-  // [1, 16, 32, 32], channels-last 4 us).
-  if ((xd.size() == 4 || xd.size() == 5) && c.strides_of(x) && channels_last_ignoring_ones(xd, *c.strides_of(x)))
-    x = c.alias(x, xd, md_t(to_dims(xd), dt::f32, xd.size() == 4 ? tag::nhwc : tag::ndhwc), n.name() + ".nhwc");
   const std::vector<int64_t> pd_dims = as_4d     ? std::vector<int64_t>{xd[0], xd[1], xd[2], 1}
                                        : as_nhwc ? std::vector<int64_t>{xd[0], xd[1], 1, 1}
                                                  : xd;
