@@ -19,6 +19,7 @@
 #include "ir/error.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/quant.h"
 #include "kernels/recurrent.h"
 #include "runtime/native.h"
 
@@ -36,6 +37,7 @@ struct NativeRecurrence {
   int team = 1;                              // for the steps
   bool directions_apart = false;             // bidirectional: one thread per direction
   bool product_given = false;                // X W^T (+ biases) of every direction is an input: [rows, D G H]
+  bool quantize_h = false;                   // RecurrenceGiven::quantize_h
   std::unique_ptr<ParallelProbe> probe = std::make_unique<ParallelProbe>();  // planned threads or one, measured
   std::string name;                          // the node, for errors
   std::vector<int64_t> fixed_lens;           // constant sequence_lens, or empty
@@ -134,6 +136,10 @@ struct NativeRecurrence {
     float *hr, *h_init, *cell_state;
   };
 
+  void quantize_states(int64_t s, const std::vector<int64_t>& lens, const std::vector<const float*>& h_prev,
+                       const std::vector<int64_t>& active, int64_t count, float* out,
+                       std::vector<const float*>& h_active) const;
+
   // Member `tid` of `members` runs its share of every step: R's panels for the
   // product and the hidden units for the gates, meeting the others at `barrier`
   // after each.
@@ -146,6 +152,7 @@ struct NativeRecurrence {
     const int64_t j0 = H * tid / members, j1 = H * (tid + 1) / members;
     std::vector<const float*> h_prev(static_cast<size_t>(N)), h_active(static_cast<size_t>(N));
     std::vector<int64_t> active(static_cast<size_t>(N)), time(static_cast<size_t>(N));
+    std::vector<float> h_quantized(quantize_h ? static_cast<size_t>(N * H) : 0);
     for (int64_t n = 0; n < N; ++n) h_prev[n] = buf.h_init + n * H;
     const int64_t count_steps = *std::max_element(lens.begin(), lens.end());
     for (int64_t s = 0; s < count_steps; ++s) {
@@ -155,6 +162,7 @@ struct NativeRecurrence {
           active[count] = n, time[count] = rev ? lens[n] - 1 - s : s, h_active[count] = h_prev[n];
           ++count;
         }
+      if (quantize_h) quantize_states(s, lens, h_prev, active, count, h_quantized.data(), h_active);
       if (rows > 0) kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, buf.hr + p0 * 16, GH, rows, H);
       if (barrier) barrier->wait();
       for (int64_t i = 0; i < count; ++i) {
@@ -171,6 +179,29 @@ struct NativeRecurrence {
     }
   }
 };
+
+// ONNX Runtime's step product quantizes the rows of h it is given: every batch
+// row's h of the step before (a row whose sequence ended earlier holds zeros
+// there, which leave the range as it is), or at step 0 every initial state. Each
+// member of a team computes the same values for itself.
+void NativeRecurrence::quantize_states(int64_t s, const std::vector<int64_t>& lens,
+                                       const std::vector<const float*>& h_prev, const std::vector<int64_t>& active,
+                                       int64_t count, float* out, std::vector<const float*>& h_active) const {
+  float range[2] = {0.0f, 0.0f};
+  for (int64_t n = 0; n < N; ++n) {
+    if (s > 0 && lens[static_cast<size_t>(n)] < s) continue;
+    const float* h = h_prev[static_cast<size_t>(n)];
+    for (int64_t j = 0; j < H; ++j) range[0] = std::min(range[0], h[j]), range[1] = std::max(range[1], h[j]);
+  }
+  const kernels::DynamicParams q = kernels::dynamic_params(range, 2);
+  for (int64_t i = 0; i < count; ++i) {
+    const float* h = h_active[static_cast<size_t>(i)];
+    float* row = out + active[static_cast<size_t>(i)] * H;
+    for (int64_t j = 0; j < H; ++j)
+      row[j] = static_cast<float>(kernels::saturate_round(h[j] / q.scale, q.zero_point, 0, 255) - q.zero_point) * q.scale;
+    h_active[static_cast<size_t>(i)] = row;
+  }
+}
 
 std::vector<float> floats(const Tensor& t) {
   const std::vector<double> v = t.to_f64();
@@ -277,7 +308,7 @@ bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hi
 }
 
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
-                             int64_t input, int64_t H) {
+                             int64_t input, int64_t H, const RecurrenceGiven* given) {
   const auto& in = n.inputs();
   auto k = std::make_shared<NativeRecurrence>();
   k->cell = cfg.cell;
@@ -292,9 +323,12 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   k->directions_apart = teams.directions_apart;
   k->name = n.name();
   const int64_t GH = k->G * H;
-  const std::vector<float> w = floats(*c.known(in[1])), r = floats(*c.known(in[2]));
-  const Tensor* b = in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
-  const std::vector<double> bv = b ? b->to_f64() : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
+  const std::vector<float> w = given ? given->w : floats(*c.known(in[1])), r = given ? given->r : floats(*c.known(in[2]));
+  const Tensor* b = !given && in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
+  const std::vector<double> bv = given ? given->bias
+                                 : b   ? b->to_f64()
+                                       : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
+  k->quantize_h = given && given->quantize_h;
   // The input product runs as a oneDNN matmul step where its kernels are the faster
   // (kernels::prefer_packed_gemm): a bidirectional LSTM at batch 1-2 (T 50, input
   // 384, H 128, CRNN's) took 1.2-1.4x ONNX Runtime's time at 1 thread with the
@@ -330,23 +364,28 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
       runtime_lens = true;
     }
   }
-  const int x = c.as_plain(c.id(in[0]));
+  const int x = given ? given->x : c.as_plain(c.id(in[0]));
   std::vector<int> reads{k->product_given ? input_product(c, n, x, w, biases, rows, input, k->D * GH) : x};
   const bool has_h0 = in.size() > 5 && in[5].present(), has_c0 = cfg.cell == RnnCell::Lstm && in.size() > 6 && in[6].present();
   if (runtime_lens) reads.push_back(c.as_plain(c.id(in[4])));
   if (has_h0) reads.push_back(c.as_plain(c.id(in[5])));
   if (has_c0) reads.push_back(c.as_plain(c.id(in[6])));
-  const std::vector<TensorType> types = c.concrete_types(n);
+  // Y, then Y_h and Y_c, in the node's layout (an opaque node has no shape rule to ask).
+  const int64_t D = k->D;
+  const std::vector<int64_t> y_dims = cfg.layout == 0 ? std::vector<int64_t>{seq, D, batch, H}
+                                                      : std::vector<int64_t>{batch, seq, D, H};
+  const std::vector<int64_t> state_dims = cfg.layout == 0 ? std::vector<int64_t>{D, batch, H}
+                                                          : std::vector<int64_t>{batch, D, H};
   std::vector<int> writes;
   for (size_t o = 0; o < n.num_outputs(); ++o) {
-    const std::vector<int64_t> dims = static_dims(types[o].shape);
+    const std::vector<int64_t>& dims = o == 0 ? y_dims : state_dims;
     writes.push_back(c.new_value(DType::Float32, dims, plain_md(dims, dt::f32), n.name()));
   }
   const double flops = 2.0 * static_cast<double>(k->D * seq * batch * GH * ((k->product_given ? 0 : input) + H));
   const std::string sig = n.op_type() + " native T" + std::to_string(seq) + " N" + std::to_string(batch) + " I" +
                           std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(k->D) + " layout" +
                           std::to_string(cfg.layout) + (has_h0 ? " h0" : "") + (has_c0 ? " c0" : "") +
-                          (cfg.has_clip ? " clip" : "") + (k->relu ? " relu" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
+                          (cfg.has_clip ? " clip" : "") + (k->quantize_h ? " u8-h" : "") + (k->relu ? " relu" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
                           " team" + std::to_string(k->team) +
                           (k->directions_apart ? " apart" : "") + (k->product_given ? " xw" : "");
   const size_t outputs = writes.size();
