@@ -8,9 +8,11 @@
 // each, as DynamicQuantizeLinear finds them; W [D, input, 4H] and R [D, H, 4H]
 // are int8 or uint8 with, per direction, one zero point (ONNX Runtime refuses
 // per-column zero points that differ) and one scale or one per column; the int32
-// sums times the two scales are the products. Here W and R are dequantized once,
-// when the graph is compiled, and X and each step's h are quantized and
-// dequantized again: the same integers scaled, in float32, so the results differ
+// sums times the two scales are the products. Here X is quantized and
+// dequantized again and multiplied by W dequantized once, when the graph is
+// compiled (the same integers scaled, in float32, on oneDNN's matmul); each step's h
+// is quantized and multiplied by R's integers in int32 where the CPU has AVX-512
+// VNNI (kernels::gemm_panels_u8s8), by R dequantized elsewhere. The results differ
 // from ONNX Runtime's only by float rounding (and so, rarely, by a rounding step
 // of a quantized h). ONNX Runtime at more than one thread quantizes h in parts of
 // the batch (batch > 4, or 2-4 with H <= 256); these follow its single thread.
@@ -48,11 +50,19 @@ std::optional<Attributes> lstm_attributes(const onnx::NodeProto& p) {
   return a;
 }
 
-// W or R ([D, K, 4H], int8 or uint8) dequantized to the LSTM's [D, 4H, K]:
-// (q - zero point of the direction) * scale of the direction or of the column.
-// nullopt where ONNX Runtime would refuse the parameters.
-std::optional<std::vector<float>> dequantized(const Tensor& q, const Tensor& scale, const Tensor& zp, int64_t D,
-                                              int64_t K, int64_t GH) {
+// W or R ([D, K, 4H], int8 or uint8) in the LSTM's [D, 4H, K]: dequantized, (q -
+// zero point of the direction) * scale of the direction or of the column, and as
+// int8 (uint8 moved by -128, its zero points alike) with per direction its zero
+// point and per row its scale. nullopt where ONNX Runtime would refuse the
+// parameters.
+struct QuantizedWeights {
+  std::vector<float> dequantized;
+  std::vector<int8_t> ints;
+  std::vector<int32_t> zp;
+  std::vector<float> scale;
+};
+std::optional<QuantizedWeights> quantized_weights(const Tensor& q, const Tensor& scale, const Tensor& zp, int64_t D,
+                                                  int64_t K, int64_t GH) {
   const std::vector<int64_t> sd = scale.dims();
   if (zp.dims() != sd || !(sd == std::vector<int64_t>{D} || sd == std::vector<int64_t>{D, GH})) return std::nullopt;
   if (q.dims() != std::vector<int64_t>{D, K, GH} || zp.dtype() != q.dtype() || scale.dtype() != DType::Float32)
@@ -64,17 +74,23 @@ std::optional<std::vector<float>> dequantized(const Tensor& q, const Tensor& sca
     for (int64_t j = 0; j < GH; ++j)
       if (z[static_cast<size_t>(d * GH + j)] != (q.dtype() == DType::Int8 ? 0 : z[static_cast<size_t>(d * GH)]))
         return std::nullopt;
-  std::vector<float> out(static_cast<size_t>(D * GH * K));
+  const int64_t move = q.dtype() == DType::UInt8 ? 128 : 0;
+  QuantizedWeights w;
+  w.dequantized.resize(static_cast<size_t>(D * GH * K));
+  w.ints.resize(static_cast<size_t>(D * GH * K));
   for (int64_t d = 0; d < D; ++d) {
     const int64_t zd = z[static_cast<size_t>(d * per)];
+    w.zp.push_back(static_cast<int32_t>(zd - move));
+    for (int64_t j = 0; j < GH; ++j) w.scale.push_back(static_cast<float>(s[static_cast<size_t>(d * per + (per > 1 ? j : 0))]));
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < GH; ++j) {
-        const float sj = static_cast<float>(s[static_cast<size_t>(d * per + (per > 1 ? j : 0))]);
-        out[static_cast<size_t>((d * GH + j) * K + k)] =
-            static_cast<float>(v[static_cast<size_t>((d * K + k) * GH + j)] - zd) * sj;
+        const int64_t value = v[static_cast<size_t>((d * K + k) * GH + j)];
+        const size_t at = static_cast<size_t>((d * GH + j) * K + k);
+        w.dequantized[at] = static_cast<float>(value - zd) * w.scale[static_cast<size_t>(d * GH + j)];
+        w.ints[at] = static_cast<int8_t>(value - move);
       }
   }
-  return out;
+  return w;
 }
 
 // X quantized to uint8 on the range of its rows up to the longest sequence (the
@@ -138,10 +154,14 @@ bool lower_dynamic_quantize_lstm(Compiler& c, const Node& n) {
   const int64_t T = xd[0], N = xd[1], I = xd[2], D = cfg.directions, H = r->dims()[1], GH = 4 * H;
   if (T < 1 || N < 1 || (cfg.hidden > 0 && cfg.hidden != H)) return false;
   RecurrenceGiven given;
-  std::optional<std::vector<float>> wf = dequantized(*w, *ws, *wz, D, I, GH), rf = dequantized(*r, *rs, *rz, D, H, GH);
-  if (!wf || !rf) return false;
-  given.w = std::move(*wf);
-  given.r = std::move(*rf);
+  std::optional<QuantizedWeights> wq = quantized_weights(*w, *ws, *wz, D, I, GH),
+                                   rq = quantized_weights(*r, *rs, *rz, D, H, GH);
+  if (!wq || !rq) return false;
+  given.w = std::move(wq->dequantized);
+  given.r = std::move(rq->dequantized);
+  given.r_int = std::move(rq->ints);
+  given.r_zp = std::move(rq->zp);
+  given.r_scale = std::move(rq->scale);
   if (b && b->dims() != std::vector<int64_t>{D, 2 * GH}) return false;
   given.bias = b ? b->to_f64() : std::vector<double>(static_cast<size_t>(D * 2 * GH), 0.0);
   given.quantize_h = true;

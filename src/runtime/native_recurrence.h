@@ -71,6 +71,13 @@ struct RecurrenceGiven {
   // as DynamicQuantizeLinear finds them, and back: the rounding of ONNX Runtime's
   // DynamicQuantizeLSTM, whose step product takes h quantized so.
   bool quantize_h = false;
+  // With quantize_h, R's integers for the step product on integers where the CPU
+  // has it (kernels::gemm_panels_u8s8), as ONNX Runtime sums it: [D, G*H, H] int8
+  // (uint8 weights moved by -128, their zero points alike), per direction its zero
+  // point and per row of R its scale. Empty: the product is float32's.
+  std::vector<int8_t> r_int;
+  std::vector<int32_t> r_zp;
+  std::vector<float> r_scale;
 };
 
 // Lowers `n` (weights constant, float32) as one native step that reads and writes
