@@ -24,7 +24,8 @@ void gemm_panels(const float* packed, const float* const* h, int64_t N, float* y
 // VNNI's u8 x s8 dot product), element (r, k) at (((r / 16) Kg + k / 4) 16 + r % 16)
 // 4 + k % 4 with Kg = ceil(K / 4), zero-padded.
 std::vector<int8_t> pack_rows16_s8(const int8_t* A, int64_t rows, int64_t K);
-// Whether gemm_panels_u8s8 runs on this CPU and build (AVX-512 with VNNI).
+// Whether gemm_panels_u8s8 runs fast on this CPU and build (AVX-512 with VNNI; not
+// with $ISOMER_NO_VNNI set).
 bool integer_panels_available();
 // y[i * ldy + r] = sum over k of h[i][k] * R[r, k] in int32 (exact: no saturation)
 // for i < N and r < rows, R packed by pack_rows16_s8; each h[i] readable to 4 Kg

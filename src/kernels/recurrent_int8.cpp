@@ -3,6 +3,7 @@
 // as ONNX Runtime's DynamicQuantizeLSTM sums it. R is a quarter of float32 R's
 // bytes, and a vpdpbusd does 64 multiply-adds where an FMA does 16.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/recurrent.h"
@@ -27,7 +28,9 @@ std::vector<int8_t> pack_rows16_s8(const int8_t* a, int64_t rows, int64_t K) {
 #ifdef ISOMER_HAVE_ISA_TARGETS
 
 bool integer_panels_available() {
-  static const bool ok = vector_isa_available(VectorIsa::Avx512) && __builtin_cpu_supports("avx512vnni");
+  // $ISOMER_NO_VNNI takes the float products a CPU without VNNI runs (for tests).
+  static const bool ok = vector_isa_available(VectorIsa::Avx512) && __builtin_cpu_supports("avx512vnni") &&
+                         std::getenv("ISOMER_NO_VNNI") == nullptr;
   return ok;
 }
 

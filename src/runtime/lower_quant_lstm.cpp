@@ -19,8 +19,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "kernels/quant.h"
+#include "kernels/recurrent.h"
 #include "ops/rnn.h"
 #include "runtime/compiler.h"
 #include "runtime/lower_quant.h"
@@ -93,6 +95,14 @@ std::optional<QuantizedWeights> quantized_weights(const Tensor& q, const Tensor&
   return w;
 }
 
+// The longest of `N` sequence lengths, each bounded to [0, T] (the recurrence
+// reports one outside).
+int64_t longest_of(const int32_t* lens, int64_t N, int64_t T) {
+  int64_t rows = 0;
+  for (int64_t b = 0; b < N; ++b) rows = std::max<int64_t>(rows, std::clamp<int64_t>(lens[b], 0, T));
+  return rows;
+}
+
 // X quantized to uint8 on the range of its rows up to the longest sequence (the
 // rows ONNX Runtime's input product takes) and dequantized again.
 int quantized_input(Compiler& c, const Node& n, int x, int lens, int64_t T, int64_t N, int64_t I, int64_t longest) {
@@ -105,12 +115,7 @@ int quantized_input(Compiler& c, const Node& n, int x, int lens, int64_t T, int6
                   reads, {y}, [=](const std::vector<char*>& p) {
                     const float* in = reinterpret_cast<const float*>(p[0]);
                     float* out = reinterpret_cast<float*>(p[lens >= 0 ? 2 : 1]);
-                    int64_t rows = longest;
-                    if (lens >= 0) {  // out-of-range lengths are the recurrence's to report
-                      const int32_t* l = reinterpret_cast<const int32_t*>(p[1]);
-                      rows = 0;
-                      for (int64_t b = 0; b < N; ++b) rows = std::max<int64_t>(rows, std::clamp<int64_t>(l[b], 0, T));
-                    }
+                    const int64_t rows = lens >= 0 ? longest_of(reinterpret_cast<const int32_t*>(p[1]), N, T) : longest;
                     const int64_t count = T * N * I;
                     const kernels::DynamicParams q = kernels::dynamic_params(in, rows * N * I, team);
                     const int32_t zp = q.zero_point;
@@ -118,6 +123,79 @@ int quantized_input(Compiler& c, const Node& n, int x, int lens, int64_t T, int6
                     kernels::quantize(in, bytes.data(), kernels::QType::U8, kernels::QShape{1, 1, count}, &q.scale, &zp, team);
                     kernels::dequantize(bytes.data(), kernels::QType::U8, out, kernels::QShape{1, 1, count}, &q.scale, &zp,
                                         team);
+                  });
+  return y;
+}
+
+// X W^T + Wb + Rb of every direction, [T N, D 4H], as ONNX Runtime's input product:
+// X quantized to uint8 on the range of its rows up to the longest sequence, the int32
+// sums over W's integers (kernels::gemm_panels_u8s8), corrected for both zero points
+// and scaled by X's scale times the column's.
+int quantized_input_product(Compiler& c, const Node& n, int x, int lens, int64_t T, int64_t N, int64_t I,
+                            int64_t longest, const QuantizedWeights& w, const std::vector<double>& bias, int64_t D,
+                            int64_t GH) {
+  struct Product {
+    std::vector<int8_t> packed;
+    std::vector<int32_t> sums, zp;  // per column of every direction; per direction
+    std::vector<float> scale, bias;  // per column of every direction
+  };
+  auto p = std::make_shared<Product>();
+  const int64_t cols = D * GH, rows = T * N, stride = (I + 3) / 4 * 4;
+  p->packed = kernels::pack_rows16_s8(w.ints.data(), cols, I);
+  p->sums.assign(static_cast<size_t>(cols), 0);
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t k = 0; k < I; ++k) p->sums[static_cast<size_t>(j)] += w.ints[static_cast<size_t>(j * I + k)];
+  p->zp = w.zp;
+  p->scale = w.scale;
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t j = 0; j < GH; ++j)
+      p->bias.push_back(static_cast<float>(bias[static_cast<size_t>(d * 2 * GH + j)] +
+                                           bias[static_cast<size_t>(d * 2 * GH + GH + j)]));
+  const int y = c.new_value(DType::Float32, {rows, cols}, plain_md({rows, cols}, dt::f32), n.name() + ".XW");
+  std::vector<int> reads{x};
+  if (lens >= 0) reads.push_back(lens);
+  add_native_step(c, step_info(n, "int8-matmul", "dynamic-quantize u8 x s8 [" + std::to_string(rows) + "," +
+                                                    std::to_string(I) + "]x[" + std::to_string(I) + "," +
+                                                    std::to_string(cols) + "]",
+                               2.0 * static_cast<double>(rows * I * cols)),
+                  reads, {y}, [=](const std::vector<char*>& ptr) {
+                    const float* in = reinterpret_cast<const float*>(ptr[0]);
+                    float* out = reinterpret_cast<float*>(ptr[lens >= 0 ? 2 : 1]);
+                    const int64_t used = lens >= 0 ? longest_of(reinterpret_cast<const int32_t*>(ptr[1]), N, T) : longest;
+                    const kernels::DynamicParams q = kernels::dynamic_params(in, used * N * I);
+                    const int32_t zx = q.zero_point;
+                    thread_local std::vector<uint8_t> bytes;
+                    thread_local std::vector<int32_t> acc;
+                    bytes.assign(static_cast<size_t>(rows * stride), 0);
+                    acc.resize(static_cast<size_t>(rows * cols));
+                    std::vector<const uint8_t*> row_at(static_cast<size_t>(rows));
+                    std::vector<int32_t> row_sums(static_cast<size_t>(rows));
+                    for (int64_t r = 0; r < rows; ++r) {
+                      uint8_t* row = bytes.data() + r * stride;
+                      kernels::quantize(in + r * I, row, kernels::QType::U8, kernels::QShape{1, 1, I}, &q.scale, &zx);
+                      int32_t sum = 0;
+                      for (int64_t k = 0; k < I; ++k) sum += row[k];
+                      row_sums[static_cast<size_t>(r)] = sum, row_at[static_cast<size_t>(r)] = row;
+                    }
+                    kernels::gemm_panels_u8s8(p->packed.data(), row_at.data(), rows, acc.data(), cols, cols, I);
+                    // Per column: X's zero point times W's sums, and the two scales' product.
+                    std::vector<int32_t> moved(static_cast<size_t>(cols));
+                    std::vector<float> mult(static_cast<size_t>(cols));
+                    for (int64_t j = 0; j < cols; ++j) {
+                      const int32_t zw = p->zp[static_cast<size_t>(j / GH)];
+                      moved[static_cast<size_t>(j)] = static_cast<int32_t>(I) * zx * zw - zx * p->sums[static_cast<size_t>(j)];
+                      mult[static_cast<size_t>(j)] = q.scale * p->scale[static_cast<size_t>(j)];
+                    }
+                    for (int64_t r = 0; r < rows; ++r)
+                      for (int64_t d = 0; d < D; ++d) {
+                        const int32_t by_row = p->zp[static_cast<size_t>(d)] * row_sums[static_cast<size_t>(r)];
+                        const int32_t* a = acc.data() + r * cols + d * GH;
+                        const int32_t* m = moved.data() + d * GH;
+                        const float* sc = mult.data() + d * GH;
+                        const float* b = p->bias.data() + d * GH;
+                        float* o = out + r * cols + d * GH;
+                        for (int64_t j = 0; j < GH; ++j) o[j] = static_cast<float>(a[j] + m[j] - by_row) * sc[j] + b[j];
+                      }
                   });
   return y;
 }
@@ -157,7 +235,7 @@ bool lower_dynamic_quantize_lstm(Compiler& c, const Node& n) {
   std::optional<QuantizedWeights> wq = quantized_weights(*w, *ws, *wz, D, I, GH),
                                    rq = quantized_weights(*r, *rs, *rz, D, H, GH);
   if (!wq || !rq) return false;
-  given.w = std::move(wq->dequantized);
+  given.w = wq->dequantized;
   given.r = std::move(rq->dequantized);
   given.r_int = std::move(rq->ints);
   given.r_zp = std::move(rq->zp);
@@ -177,7 +255,11 @@ bool lower_dynamic_quantize_lstm(Compiler& c, const Node& n) {
       lens = c.as_plain(c.id(in[4]));
     }
   }
-  given.x = quantized_input(c, n, c.as_plain(c.id(in[0])), lens, T, N, I, longest);
+  const int x = c.as_plain(c.id(in[0]));
+  if (kernels::integer_panels_available())
+    given.product = quantized_input_product(c, n, x, lens, T, N, I, longest, *wq, given.bias, D, GH);
+  else
+    given.x = quantized_input(c, n, x, lens, T, N, I, longest);
   lower_native_recurrence(c, n, cfg, T, N, I, H, &given);
   return true;
 }

@@ -400,7 +400,7 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   // 384, H 128, CRNN's) took 1.2-1.4x ONNX Runtime's time at 1 thread with the
   // product on gemm_packed, 59% of it in the product.
   const int64_t rows = seq * batch;
-  k->product_given = !kernels::prefer_packed_gemm(rows);
+  k->product_given = (given && given->product >= 0) || !kernels::prefer_packed_gemm(rows);
   std::vector<double> biases;  // Wb + Rb per column of every direction (a GRU's candidate: Wb only)
   for (int64_t d = 0; d < k->D; ++d) {
     if (!k->product_given) k->w.push_back(kernels::pack_b(w.data() + d * GH * input, input, GH, input, true));
@@ -430,8 +430,10 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
       runtime_lens = true;
     }
   }
-  const int x = given ? given->x : c.as_plain(c.id(in[0]));
-  std::vector<int> reads{k->product_given ? input_product(c, n, x, w, biases, rows, input, k->D * GH) : x};
+  const int x = given && given->product < 0 ? given->x : given ? -1 : c.as_plain(c.id(in[0]));
+  std::vector<int> reads{given && given->product >= 0 ? given->product
+                         : k->product_given          ? input_product(c, n, x, w, biases, rows, input, k->D * GH)
+                                                     : x};
   const bool has_h0 = in.size() > 5 && in[5].present(), has_c0 = cfg.cell == RnnCell::Lstm && in.size() > 6 && in[6].present();
   if (runtime_lens) reads.push_back(c.as_plain(c.id(in[4])));
   if (has_h0) reads.push_back(c.as_plain(c.id(in[5])));

@@ -66,6 +66,7 @@ struct RecurrenceGiven {
   std::vector<float> w, r;   // [D, G*H, I] and [D, G*H, H], ONNX's gate order
   std::vector<double> bias;  // [D, 2*G*H]: Wb then Rb
   int x = -1;                // the layer input's value
+  int product = -1;          // or X W^T + Wb + Rb of every direction already, [T N, D G H] (then w and x unused)
   // Before each step's h R^T, h of every batch row still running (or whose
   // sequence ended at the step before) goes to uint8 on one scale and zero point
   // as DynamicQuantizeLinear finds them, and back: the rounding of ONNX Runtime's

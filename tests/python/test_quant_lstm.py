@@ -197,3 +197,21 @@ def test_run_checks_a_quantized_lstm_layer_by_layer(seed, tmp_path):
                         "--warmup", "0"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "outputs match" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("case", ["bidirectional", "lengths at run time", "u8 per-channel"])
+def test_dynamic_quantize_lstm_without_vnni_takes_float_products(case, tmp_path):
+    """Where the CPU has no AVX-512 VNNI, X and h are quantized and dequantized and
+    the products are float32's over the dequantized weights: the same results."""
+    path, _, feeds = lstm_models(str(tmp_path / "q.onnx"), **CASES[case])
+    np.savez(str(tmp_path / "in.npz"), **feeds)
+    env = dict(os.environ, ISOMER_NO_VNNI="1")
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--outputs",
+                        str(tmp_path / "out.npz"), "--threads", "1", "--print-steps"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "int8-matmul" not in p.stdout and "onnxruntime" not in p.stdout, p.stdout
+    got = np.load(str(tmp_path / "out.npz"))
+    for name, w in zip(("y", "yh", "yc"), ort_run(path, feeds)):
+        assert np.abs(got[name] - w).max() <= 2e-3, (case, name)
+        assert (np.abs(got[name] - w) > 1e-5).mean() <= 0.02, (case, name)
