@@ -15,7 +15,8 @@
 // VNNI (kernels::gemm_panels_u8s8), by R dequantized elsewhere. The results differ
 // from ONNX Runtime's only by float rounding (and so, rarely, by a rounding step
 // of a quantized h). ONNX Runtime at more than one thread quantizes h in parts of
-// the batch (batch > 4, or 2-4 with H <= 256); these follow its single thread.
+// the batch (batch > 4, or 2-4 with H <= 256); so does this, at the thread count
+// the graph is compiled for.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -243,6 +244,11 @@ bool lower_dynamic_quantize_lstm(Compiler& c, const Node& n) {
   if (b && b->dims() != std::vector<int64_t>{D, 2 * GH}) return false;
   given.bias = b ? b->to_f64() : std::vector<double>(static_cast<size_t>(D * 2 * GH), 0.0);
   given.quantize_h = true;
+  // ONNX Runtime splits the batch among its threads (batch over 4, or 2-4 with H up
+  // to 256), each part's h on a range of its own: isomer follows it at the thread
+  // count the graph is compiled for.
+  const int64_t threads = std::max(1, c.opts().threads);
+  if (N > 4 || (N >= 2 && H <= 256)) given.h_chunk = (N + threads - 1) / threads;
 
   // The rows X's range is taken over: up to the longest sequence.
   int64_t longest = T;

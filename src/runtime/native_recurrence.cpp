@@ -39,6 +39,7 @@ struct NativeRecurrence {
   bool product_given = false;                // X W^T (+ biases) of every direction is an input: [rows, D G H]
   bool quantize_h = false;                   // RecurrenceGiven::quantize_h
   bool integer_step = false;                 // quantize_h, and the step product on integers
+  int64_t h_chunk = 0;                       // quantize_h: batch rows per range of h (RecurrenceGiven)
   std::vector<std::vector<int8_t>> r_int;    // per direction, packed by kernels::pack_rows16_s8
   std::vector<std::vector<int32_t>> r_int_sums;  // per direction, each row's sum of R's integers
   std::vector<std::vector<float>> r_int_scale;   // per direction, each row's scale
@@ -142,14 +143,14 @@ struct NativeRecurrence {
   };
 
   // Step s's h quantized as ONNX Runtime's step product takes it, into `bytes`
-  // (row i of the active rows at i * stride), each row's sum in `sums`.
-  kernels::DynamicParams quantize_states(int64_t s, const std::vector<int64_t>& lens,
-                                         const std::vector<const float*>& h_prev,
-                                         const std::vector<const float*>& h_active, int64_t count, uint8_t* bytes,
-                                         int64_t stride, int32_t* sums) const;
+  // (row i of the active rows at i * stride), each row's sum in `sums` and its
+  // quantization in `params`.
+  void quantize_states(int64_t s, const std::vector<int64_t>& lens, const std::vector<const float*>& h_prev,
+                       const std::vector<int64_t>& active, const std::vector<const float*>& h_active, int64_t count,
+                       uint8_t* bytes, int64_t stride, int32_t* sums, kernels::DynamicParams* params) const;
   // The integer products of rows [r0, r0 + rows) of R for `count` active rows into
   // h R^T's floats, moved by the zero points and scaled as ONNX Runtime does.
-  void integer_products(int64_t d, const kernels::DynamicParams& q, const int32_t* acc, const int32_t* h_sums,
+  void integer_products(int64_t d, const kernels::DynamicParams* q, const int32_t* acc, const int32_t* h_sums,
                         int64_t count, int64_t r0, int64_t rows, float* hr) const;
 
   // Member `tid` of `members` runs its share of every step: R's panels for the
@@ -171,7 +172,7 @@ struct NativeRecurrence {
     std::vector<const uint8_t*> h_rows(static_cast<size_t>(N));
     std::vector<int32_t> h_sums(static_cast<size_t>(N)), acc(integer_step ? static_cast<size_t>(N * GH) : 0);
     std::vector<float> h_quantized(quantize_h && !integer_step ? static_cast<size_t>(N * H) : 0);
-    kernels::DynamicParams q;
+    std::vector<kernels::DynamicParams> q(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) h_prev[n] = buf.h_init + n * H;
     const int64_t count_steps = *std::max_element(lens.begin(), lens.end());
     for (int64_t s = 0; s < count_steps; ++s) {
@@ -182,20 +183,20 @@ struct NativeRecurrence {
           ++count;
         }
       if (quantize_h) {
-        q = quantize_states(s, lens, h_prev, h_active, count, h_bytes.data(), h_stride, h_sums.data());
-        const int32_t zp = q.zero_point;
+        quantize_states(s, lens, h_prev, active, h_active, count, h_bytes.data(), h_stride, h_sums.data(), q.data());
         for (int64_t i = 0; i < count; ++i) {
+          const int32_t zp = q[i].zero_point;
           h_rows[i] = h_bytes.data() + i * h_stride;
           if (integer_step) continue;
           kernels::dequantize(h_rows[i], kernels::QType::U8, h_quantized.data() + i * H, kernels::QShape{1, 1, H},
-                              &q.scale, &zp);
+                              &q[i].scale, &zp);
           h_active[i] = h_quantized.data() + i * H;
         }
       }
       if (rows > 0 && integer_step) {
         kernels::gemm_panels_u8s8(r_int[d].data() + p0 * 16 * h_stride, h_rows.data(), count, acc.data() + p0 * 16, GH,
                                   rows, H);
-        integer_products(d, q, acc.data(), h_sums.data(), count, p0 * 16, rows, buf.hr);
+        integer_products(d, q.data(), acc.data(), h_sums.data(), count, p0 * 16, rows, buf.hr);
       } else if (rows > 0) {
         kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, buf.hr + p0 * 16, GH, rows, H);
       }
@@ -217,44 +218,51 @@ struct NativeRecurrence {
 
 // ONNX Runtime's step product quantizes the rows of h it is given: every batch
 // row's h of the step before (a row whose sequence ended earlier holds zeros
-// there, which leave the range as it is), or at step 0 every initial state. Each
-// member of a team computes the same values for itself.
-kernels::DynamicParams NativeRecurrence::quantize_states(int64_t s, const std::vector<int64_t>& lens,
-                                                         const std::vector<const float*>& h_prev,
-                                                         const std::vector<const float*>& h_active, int64_t count,
-                                                         uint8_t* bytes, int64_t stride, int32_t* sums) const {
-  float range[2] = {0.0f, 0.0f};
-  for (int64_t n = 0; n < N; ++n) {
-    if (s > 0 && lens[static_cast<size_t>(n)] < s) continue;
-    const float* h = h_prev[static_cast<size_t>(n)];
-    for (int64_t j = 0; j < H; ++j) range[0] = std::min(range[0], h[j]), range[1] = std::max(range[1], h[j]);
+// there, which leave the range as it is), or at step 0 every initial state; on
+// several threads, each part of h_chunk rows on a range of its own. Each member
+// of a team computes the same values for itself.
+void NativeRecurrence::quantize_states(int64_t s, const std::vector<int64_t>& lens,
+                                       const std::vector<const float*>& h_prev, const std::vector<int64_t>& active,
+                                       const std::vector<const float*>& h_active, int64_t count, uint8_t* bytes,
+                                       int64_t stride, int32_t* sums, kernels::DynamicParams* params) const {
+  std::vector<kernels::DynamicParams> part(static_cast<size_t>((N + h_chunk - 1) / h_chunk));
+  for (size_t c = 0; c < part.size(); ++c) {
+    float range[2] = {0.0f, 0.0f};
+    for (int64_t n = static_cast<int64_t>(c) * h_chunk; n < std::min(N, static_cast<int64_t>(c + 1) * h_chunk); ++n) {
+      if (s > 0 && lens[static_cast<size_t>(n)] < s) continue;
+      const float* h = h_prev[static_cast<size_t>(n)];
+      for (int64_t j = 0; j < H; ++j) range[0] = std::min(range[0], h[j]), range[1] = std::max(range[1], h[j]);
+    }
+    part[c] = kernels::dynamic_params(range, 2);
   }
-  const kernels::DynamicParams q = kernels::dynamic_params(range, 2);
-  const int32_t zp = q.zero_point;
   for (int64_t i = 0; i < count; ++i) {
+    const kernels::DynamicParams q = part[static_cast<size_t>(active[static_cast<size_t>(i)] / h_chunk)];
+    const int32_t zp = q.zero_point;
     uint8_t* row = bytes + i * stride;
     kernels::quantize(h_active[static_cast<size_t>(i)], row, kernels::QType::U8, kernels::QShape{1, 1, H}, &q.scale, &zp);
     std::fill(row + H, row + stride, uint8_t{0});
     int32_t sum = 0;
     for (int64_t j = 0; j < H; ++j) sum += row[j];
     sums[i] = sum;
+    params[i] = q;
   }
-  return q;
 }
 
 // sum (h - zh)(R - zr) = h.R - zh sum(R) - zr sum(h) + K zh zr, then float times
 // (h's scale times the row's), the order ONNX Runtime multiplies in.
-void NativeRecurrence::integer_products(int64_t d, const kernels::DynamicParams& q, const int32_t* acc,
+void NativeRecurrence::integer_products(int64_t d, const kernels::DynamicParams* q, const int32_t* acc,
                                         const int32_t* h_sums, int64_t count, int64_t r0, int64_t rows,
                                         float* hr) const {
   const int64_t GH = G * H;
-  const int32_t zh = q.zero_point, zr = r_zp[static_cast<size_t>(d)];
+  const int32_t zr = r_zp[static_cast<size_t>(d)];
   const int32_t* r_sums = r_int_sums[static_cast<size_t>(d)].data();
   const float* scale = r_int_scale[static_cast<size_t>(d)].data();
   for (int64_t i = 0; i < count; ++i) {
+    const int32_t zh = q[i].zero_point;
+    const float sh = q[i].scale;
     const int32_t moved = static_cast<int32_t>(H) * zh * zr - zr * h_sums[i];
     for (int64_t r = r0; r < r0 + rows; ++r)
-      hr[i * GH + r] = static_cast<float>(acc[i * GH + r] - zh * r_sums[r] + moved) * (q.scale * scale[r]);
+      hr[i * GH + r] = static_cast<float>(acc[i * GH + r] - zh * r_sums[r] + moved) * (sh * scale[r]);
   }
 }
 
@@ -384,6 +392,7 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
                                  : b   ? b->to_f64()
                                        : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
   k->quantize_h = given && given->quantize_h;
+  k->h_chunk = given && given->h_chunk > 0 ? given->h_chunk : batch;
   k->integer_step = k->quantize_h && !given->r_int.empty() && kernels::integer_panels_available();
   for (int64_t d = 0; d < k->D && k->integer_step; ++d) {
     const int8_t* rd = given->r_int.data() + d * GH * H;

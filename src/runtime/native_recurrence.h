@@ -72,6 +72,7 @@ struct RecurrenceGiven {
   // as DynamicQuantizeLinear finds them, and back: the rounding of ONNX Runtime's
   // DynamicQuantizeLSTM, whose step product takes h quantized so.
   bool quantize_h = false;
+  int64_t h_chunk = 0;  // batch rows per range of h (ONNX Runtime on several threads); 0: the whole batch
   // With quantize_h, R's integers for the step product on integers where the CPU
   // has it (kernels::gemm_panels_u8s8), as ONNX Runtime sums it: [D, G*H, H] int8
   // (uint8 weights moved by -128, their zero points alike), per direction its zero
