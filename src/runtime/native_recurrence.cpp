@@ -147,7 +147,8 @@ struct NativeRecurrence {
   // quantization in `params`.
   void quantize_states(int64_t s, const std::vector<int64_t>& lens, const std::vector<const float*>& h_prev,
                        const std::vector<int64_t>& active, const std::vector<const float*>& h_active, int64_t count,
-                       uint8_t* bytes, int64_t stride, int32_t* sums, kernels::DynamicParams* params) const;
+                       uint8_t* bytes, int64_t stride, int32_t* sums, kernels::DynamicParams* params,
+                       std::vector<kernels::DynamicParams>& part) const;
   // The integer products of rows [r0, r0 + rows) of R for `count` active rows into
   // h R^T's floats, moved by the zero points and scaled as ONNX Runtime does.
   void integer_products(int64_t d, const kernels::DynamicParams* q, const int32_t* acc, const int32_t* h_sums,
@@ -173,6 +174,7 @@ struct NativeRecurrence {
     std::vector<int32_t> h_sums(static_cast<size_t>(N)), acc(integer_step ? static_cast<size_t>(N * GH) : 0);
     std::vector<float> h_quantized(quantize_h && !integer_step ? static_cast<size_t>(N * H) : 0);
     std::vector<kernels::DynamicParams> q(static_cast<size_t>(N));
+    std::vector<kernels::DynamicParams> part(quantize_h ? static_cast<size_t>((N + h_chunk - 1) / h_chunk) : 0);
     for (int64_t n = 0; n < N; ++n) h_prev[n] = buf.h_init + n * H;
     const int64_t count_steps = *std::max_element(lens.begin(), lens.end());
     for (int64_t s = 0; s < count_steps; ++s) {
@@ -183,7 +185,8 @@ struct NativeRecurrence {
           ++count;
         }
       if (quantize_h) {
-        quantize_states(s, lens, h_prev, active, h_active, count, h_bytes.data(), h_stride, h_sums.data(), q.data());
+        quantize_states(s, lens, h_prev, active, h_active, count, h_bytes.data(), h_stride, h_sums.data(), q.data(),
+                        part);
         for (int64_t i = 0; i < count; ++i) {
           const int32_t zp = q[i].zero_point;
           h_rows[i] = h_bytes.data() + i * h_stride;
@@ -224,8 +227,8 @@ struct NativeRecurrence {
 void NativeRecurrence::quantize_states(int64_t s, const std::vector<int64_t>& lens,
                                        const std::vector<const float*>& h_prev, const std::vector<int64_t>& active,
                                        const std::vector<const float*>& h_active, int64_t count, uint8_t* bytes,
-                                       int64_t stride, int32_t* sums, kernels::DynamicParams* params) const {
-  std::vector<kernels::DynamicParams> part(static_cast<size_t>((N + h_chunk - 1) / h_chunk));
+                                       int64_t stride, int32_t* sums, kernels::DynamicParams* params,
+                                       std::vector<kernels::DynamicParams>& part) const {
   for (size_t c = 0; c < part.size(); ++c) {
     float range[2] = {0.0f, 0.0f};
     for (int64_t n = static_cast<int64_t>(c) * h_chunk; n < std::min(N, static_cast<int64_t>(c + 1) * h_chunk); ++n) {
