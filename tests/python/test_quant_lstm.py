@@ -216,3 +216,18 @@ def test_dynamic_quantize_lstm_without_vnni_takes_float_products(case, tmp_path)
     for name, w in zip(("y", "yh", "yc"), ort_run(path, feeds)):
         assert np.abs(got[name] - w).max() <= 2e-3, (case, name)
         assert (np.abs(got[name] - w) > 1e-5).mean() <= 0.02, (case, name)
+
+
+def test_dynamic_quantize_lstm_runs_without_onnxruntime(tmp_path):
+    """No ONNX Runtime to ask for types: isomer's own shape hook
+    (src/onnx/vendor_shapes.cpp) types Y, so the Reshape, DynamicQuantizeLinear and
+    MatMulInteger after it import as operators and the model runs whole."""
+    path = lstm_head_model(str(tmp_path / "head.onnx"), 1, T=8, I=16, H=32)
+    env = dict(os.environ, ISOMER_PYTHON=str(tmp_path / "no-python"))
+    p = subprocess.run([ISOMER, "run", path, "--inputs", path + ".npz", "--no-onnxruntime", "--threads", "1",
+                        "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    got = np.load(str(tmp_path / "out.npz"))["out"]
+    want = ort_run(path, dict(np.load(path + ".npz")))[0]
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-2 * np.abs(want).max()
