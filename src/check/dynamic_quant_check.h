@@ -22,6 +22,10 @@
 //     the input's largest magnitude) of the rounding tie between the two.
 // A wrong kernel before a quantization moves its input away from what isomer quantized
 // by far more than a tie's slack; after the last one, it moves the outputs: both fail.
+// ONNX Runtime's DynamicQuantizeLSTM quantizes inside (its input and every step's h;
+// isomer's runtime does the same, runtime/lower_quant_lstm.cpp): its outputs are fed
+// too, and must match ONNX Runtime's LSTM on the same inputs within one uint8 step
+// of their scale (a flip of h moves the steps after it by a fraction of one).
 #include <string>
 #include <vector>
 
@@ -34,7 +38,7 @@ namespace isomer {
 inline constexpr double kTieSlack = 1e-5;
 inline constexpr double kScaleSlack = 1e-5;
 
-// True if `g` has a DynamicQuantizeLinear.
+// True if `g` has a DynamicQuantizeLinear or a com.microsoft DynamicQuantizeLSTM.
 bool quantizes_dynamically(const Graph& g);
 
 // The check above: `got` are isomer's outputs of `g` on `inputs`; isomer's runtime and

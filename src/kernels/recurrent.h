@@ -19,6 +19,19 @@ void gemv_panels(const float* packed, const float* x, float* y, int64_t rows, in
 // sit at different time steps).
 void gemm_panels(const float* packed, const float* const* h, int64_t N, float* y, int64_t ldy, int64_t rows,
                  int64_t K);
+// The step product on integers (DynamicQuantizeLSTM's, runtime/native_recurrence.cpp):
+// R [rows, K] int8 in panels of 16 rows, 4 consecutive k per 32-bit lane (AVX-512
+// VNNI's u8 x s8 dot product), element (r, k) at (((r / 16) Kg + k / 4) 16 + r % 16)
+// 4 + k % 4 with Kg = ceil(K / 4), zero-padded.
+std::vector<int8_t> pack_rows16_s8(const int8_t* A, int64_t rows, int64_t K);
+// Whether gemm_panels_u8s8 runs fast on this CPU and build (AVX-512 with VNNI; not
+// with $ISOMER_NO_VNNI set).
+bool integer_panels_available();
+// y[i * ldy + r] = sum over k of h[i][k] * R[r, k] in int32 (exact: no saturation)
+// for i < N and r < rows, R packed by pack_rows16_s8; each h[i] readable to 4 Kg
+// bytes (the padding multiplies zeros).
+void gemm_panels_u8s8(const int8_t* packed, const uint8_t* const* h, int64_t N, int32_t* y, int64_t ldy, int64_t rows,
+                      int64_t K);
 // Each gate function computes `count` hidden units; gate g of unit j is at
 // a[g H + j] and b[g H + j] (H: the hidden size), so a range of units [j0, j0 +
 // count) is the call with every pointer advanced by j0. A positive `clip` bounds

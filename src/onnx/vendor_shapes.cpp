@@ -225,6 +225,22 @@ Types skip_layer_norm(const onnx::NodeProto& n, const TypeLookup& type_of) {
   return out;
 }
 
+// DynamicQuantizeLSTM: X [seq, batch, input], R [directions, hidden, 4*hidden];
+// Y [seq, directions, batch, hidden], Y_h and Y_c [directions, batch, hidden], float.
+Types dynamic_quantize_lstm(const onnx::NodeProto& n, const TypeLookup& type_of) {
+  std::optional<In> x = input(n, 0, type_of), r = input(n, 2, type_of);
+  if (!x || x->dims.size() != 3) return {};
+  const int64_t dirs = string_attr(n, "direction") == "bidirectional" ? 2 : 1;
+  Dim hidden = r && r->dims.size() == 3 ? r->dims[1] : Dim{};
+  if (const int64_t h = int_attr(n, "hidden_size", 0); h > 0) hidden = value_dim(h);
+  const Dim d = value_dim(dirs);
+  Types out(static_cast<size_t>(std::min(3, n.output_size())));
+  for (size_t k = 0; k < out.size(); ++k)
+    out[k] = k == 0 ? tensor(onnx::TensorProto::FLOAT, {x->dims[0], d, x->dims[1], hidden})
+                    : tensor(onnx::TensorProto::FLOAT, {d, x->dims[1], hidden});
+  return out;
+}
+
 const std::map<std::string, Hook>& hooks() {
   static const std::map<std::string, Hook> table = {
       {"QLinearAdd", qlinear_binary},          {"QLinearMul", qlinear_binary},
@@ -235,6 +251,7 @@ const std::map<std::string, Hook>& hooks() {
       {"DynamicQuantizeMatMul", matmul_to_float}, {"Gelu", like_input0},
       {"FastGelu", like_input0},               {"BiasGelu", like_input0},
       {"QuickGelu", like_input0},              {"SkipLayerNormalization", skip_layer_norm},
+      {"DynamicQuantizeLSTM", dynamic_quantize_lstm},
   };
   return table;
 }

@@ -3,7 +3,8 @@
 // (runtime/lower_vendor.cpp: the QOperator format's QLinearAdd, QLinearMul,
 // QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool,
 // QLinearConcat and QGemm; the transformer optimizer's Gelu family and
-// SkipLayerNormalization; MatMulIntegerToFloat and DynamicQuantizeMatMul), computed
+// SkipLayerNormalization; MatMulIntegerToFloat, DynamicQuantizeMatMul and
+// quantize_dynamic's DynamicQuantizeLSTM), computed
 // from their inputs' types and their attributes as ONNX Runtime's schemas define them.
 //
 // ONNX's inference has no schemas for vendor domains, so every value after such a

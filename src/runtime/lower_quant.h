@@ -28,6 +28,11 @@ int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const s
 bool lower_matmul_integer(Compiler& c, const Node& n);
 bool lower_qlinear_matmul(Compiler& c, const Node& n);
 bool lower_integer_conv(Compiler& c, const Node& n);  // ConvInteger, QLinearConv
+// com.microsoft DynamicQuantizeLSTM on the native recurrence, in ONNX Runtime's
+// quantization steps (lower_quant_lstm.cpp); false, having changed nothing, for
+// forms it does not take (peepholes, input_forget, other activations, weights or
+// quantization parameters computed at run time).
+bool lower_dynamic_quantize_lstm(Compiler& c, const Node& n);
 
 // A float Conv, Gemm or MatMul in a QDQ group: DequantizeLinear of a quantized
 // activation and of constant int8 weights (and an int32 bias) in, a

@@ -9,7 +9,8 @@
 // round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
 // adds took 70% of the run. The arithmetic is ONNX Runtime's (kernels/quant.h), in
 // float32. Forms these kernels do not take (run-time scales, per-axis parameters,
-// other broadcasts) are still delegated.
+// other broadcasts) are still delegated. quantize_dynamic's DynamicQuantizeLSTM
+// runs on the native recurrence (lower_quant_lstm.cpp).
 #include <onnx/onnx_pb.h>
 
 #include <array>
@@ -501,6 +502,9 @@ bool vendor_runs_natively(const Node& n) {
   if (is_vendor(n, "SkipLayerNormalization"))
     return t == DType::Float32 && n.inputs().size() >= 3 && n.num_outputs() >= 1 &&
            n.output_types()[0].dtype == DType::Float32;
+  if (is_vendor(n, "DynamicQuantizeLSTM"))
+    return t == DType::Float32 && n.inputs().size() >= 12 && n.inputs()[1].constant() != nullptr &&
+           n.inputs()[2].constant() != nullptr;
   if (n.num_outputs() != 1) return false;
   if (is_gelu(n)) return t == DType::Float32 && n.output_types()[0].dtype == DType::Float32;
   if (is_vendor(n, "QLinearConcat")) return quantized(n.output_types()[0].dtype);
@@ -520,6 +524,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (is_vendor(n, "QLinearAveragePool")) return lower_qlinear_average_pool(c, n);
   if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return lower_qlinear_lookup(c, n);
   if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
+  if (is_vendor(n, "DynamicQuantizeLSTM")) return lower_dynamic_quantize_lstm(c, n);
   if (is_gelu(n)) return lower_gelu(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),
              pc = constant_quant_params(c, n, 6, 7);

@@ -19,6 +19,7 @@
 #include "ir/error.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/quant.h"
 #include "kernels/recurrent.h"
 #include "runtime/native.h"
 
@@ -36,6 +37,13 @@ struct NativeRecurrence {
   int team = 1;                              // for the steps
   bool directions_apart = false;             // bidirectional: one thread per direction
   bool product_given = false;                // X W^T (+ biases) of every direction is an input: [rows, D G H]
+  bool quantize_h = false;                   // RecurrenceGiven::quantize_h
+  bool integer_step = false;                 // quantize_h, and the step product on integers
+  int64_t h_chunk = 0;                       // quantize_h: batch rows per range of h (RecurrenceGiven)
+  std::vector<std::vector<int8_t>> r_int;    // per direction, packed by kernels::pack_rows16_s8
+  std::vector<std::vector<int32_t>> r_int_sums;  // per direction, each row's sum of R's integers
+  std::vector<std::vector<float>> r_int_scale;   // per direction, each row's scale
+  std::vector<int32_t> r_zp;                 // per direction
   std::unique_ptr<ParallelProbe> probe = std::make_unique<ParallelProbe>();  // planned threads or one, measured
   std::string name;                          // the node, for errors
   std::vector<int64_t> fixed_lens;           // constant sequence_lens, or empty
@@ -134,6 +142,18 @@ struct NativeRecurrence {
     float *hr, *h_init, *cell_state;
   };
 
+  // Step s's h quantized as ONNX Runtime's step product takes it, into `bytes`
+  // (row i of the active rows at i * stride), each row's sum in `sums` and its
+  // quantization in `params`.
+  void quantize_states(int64_t s, const std::vector<int64_t>& lens, const std::vector<const float*>& h_prev,
+                       const std::vector<int64_t>& active, const std::vector<const float*>& h_active, int64_t count,
+                       uint8_t* bytes, int64_t stride, int32_t* sums, kernels::DynamicParams* params,
+                       std::vector<kernels::DynamicParams>& part) const;
+  // The integer products of rows [r0, r0 + rows) of R for `count` active rows into
+  // h R^T's floats, moved by the zero points and scaled as ONNX Runtime does.
+  void integer_products(int64_t d, const kernels::DynamicParams* q, const int32_t* acc, const int32_t* h_sums,
+                        int64_t count, int64_t r0, int64_t rows, float* hr) const;
+
   // Member `tid` of `members` runs its share of every step: R's panels for the
   // product and the hidden units for the gates, meeting the others at `barrier`
   // after each.
@@ -146,6 +166,15 @@ struct NativeRecurrence {
     const int64_t j0 = H * tid / members, j1 = H * (tid + 1) / members;
     std::vector<const float*> h_prev(static_cast<size_t>(N)), h_active(static_cast<size_t>(N));
     std::vector<int64_t> active(static_cast<size_t>(N)), time(static_cast<size_t>(N));
+    // quantize_h: the active rows' h in uint8 (K padded to the integer panels' 4),
+    // dequantized for the float product or, with integer_step, their int32 products.
+    const int64_t h_stride = (H + 3) / 4 * 4;
+    std::vector<uint8_t> h_bytes(quantize_h ? static_cast<size_t>(N * h_stride) : 0);
+    std::vector<const uint8_t*> h_rows(static_cast<size_t>(N));
+    std::vector<int32_t> h_sums(static_cast<size_t>(N)), acc(integer_step ? static_cast<size_t>(N * GH) : 0);
+    std::vector<float> h_quantized(quantize_h && !integer_step ? static_cast<size_t>(N * H) : 0);
+    std::vector<kernels::DynamicParams> q(static_cast<size_t>(N));
+    std::vector<kernels::DynamicParams> part(quantize_h ? static_cast<size_t>((N + h_chunk - 1) / h_chunk) : 0);
     for (int64_t n = 0; n < N; ++n) h_prev[n] = buf.h_init + n * H;
     const int64_t count_steps = *std::max_element(lens.begin(), lens.end());
     for (int64_t s = 0; s < count_steps; ++s) {
@@ -155,7 +184,25 @@ struct NativeRecurrence {
           active[count] = n, time[count] = rev ? lens[n] - 1 - s : s, h_active[count] = h_prev[n];
           ++count;
         }
-      if (rows > 0) kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, buf.hr + p0 * 16, GH, rows, H);
+      if (quantize_h) {
+        quantize_states(s, lens, h_prev, active, h_active, count, h_bytes.data(), h_stride, h_sums.data(), q.data(),
+                        part);
+        for (int64_t i = 0; i < count; ++i) {
+          const int32_t zp = q[i].zero_point;
+          h_rows[i] = h_bytes.data() + i * h_stride;
+          if (integer_step) continue;
+          kernels::dequantize(h_rows[i], kernels::QType::U8, h_quantized.data() + i * H, kernels::QShape{1, 1, H},
+                              &q[i].scale, &zp);
+          h_active[i] = h_quantized.data() + i * H;
+        }
+      }
+      if (rows > 0 && integer_step) {
+        kernels::gemm_panels_u8s8(r_int[d].data() + p0 * 16 * h_stride, h_rows.data(), count, acc.data() + p0 * 16, GH,
+                                  rows, H);
+        integer_products(d, q.data(), acc.data(), h_sums.data(), count, p0 * 16, rows, buf.hr);
+      } else if (rows > 0) {
+        kernels::gemm_panels(r[d].data() + p0 * H * 16, h_active.data(), count, buf.hr + p0 * 16, GH, rows, H);
+      }
       if (barrier) barrier->wait();
       for (int64_t i = 0; i < count; ++i) {
         const int64_t n = active[i], t = time[i];
@@ -171,6 +218,56 @@ struct NativeRecurrence {
     }
   }
 };
+
+// ONNX Runtime's step product quantizes the rows of h it is given: every batch
+// row's h of the step before (a row whose sequence ended earlier holds zeros
+// there, which leave the range as it is), or at step 0 every initial state; on
+// several threads, each part of h_chunk rows on a range of its own. Each member
+// of a team computes the same values for itself.
+void NativeRecurrence::quantize_states(int64_t s, const std::vector<int64_t>& lens,
+                                       const std::vector<const float*>& h_prev, const std::vector<int64_t>& active,
+                                       const std::vector<const float*>& h_active, int64_t count, uint8_t* bytes,
+                                       int64_t stride, int32_t* sums, kernels::DynamicParams* params,
+                                       std::vector<kernels::DynamicParams>& part) const {
+  for (size_t c = 0; c < part.size(); ++c) {
+    float range[2] = {0.0f, 0.0f};
+    for (int64_t n = static_cast<int64_t>(c) * h_chunk; n < std::min(N, static_cast<int64_t>(c + 1) * h_chunk); ++n) {
+      if (s > 0 && lens[static_cast<size_t>(n)] < s) continue;
+      const float* h = h_prev[static_cast<size_t>(n)];
+      for (int64_t j = 0; j < H; ++j) range[0] = std::min(range[0], h[j]), range[1] = std::max(range[1], h[j]);
+    }
+    part[c] = kernels::dynamic_params(range, 2);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const kernels::DynamicParams q = part[static_cast<size_t>(active[static_cast<size_t>(i)] / h_chunk)];
+    const int32_t zp = q.zero_point;
+    uint8_t* row = bytes + i * stride;
+    kernels::quantize(h_active[static_cast<size_t>(i)], row, kernels::QType::U8, kernels::QShape{1, 1, H}, &q.scale, &zp);
+    std::fill(row + H, row + stride, uint8_t{0});
+    int32_t sum = 0;
+    for (int64_t j = 0; j < H; ++j) sum += row[j];
+    sums[i] = sum;
+    params[i] = q;
+  }
+}
+
+// sum (h - zh)(R - zr) = h.R - zh sum(R) - zr sum(h) + K zh zr, then float times
+// (h's scale times the row's), the order ONNX Runtime multiplies in.
+void NativeRecurrence::integer_products(int64_t d, const kernels::DynamicParams* q, const int32_t* acc,
+                                        const int32_t* h_sums, int64_t count, int64_t r0, int64_t rows,
+                                        float* hr) const {
+  const int64_t GH = G * H;
+  const int32_t zr = r_zp[static_cast<size_t>(d)];
+  const int32_t* r_sums = r_int_sums[static_cast<size_t>(d)].data();
+  const float* scale = r_int_scale[static_cast<size_t>(d)].data();
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t zh = q[i].zero_point;
+    const float sh = q[i].scale;
+    const int32_t moved = static_cast<int32_t>(H) * zh * zr - zr * h_sums[i];
+    for (int64_t r = r0; r < r0 + rows; ++r)
+      hr[i * GH + r] = static_cast<float>(acc[i * GH + r] - zh * r_sums[r] + moved) * (sh * scale[r]);
+  }
+}
 
 std::vector<float> floats(const Tensor& t) {
   const std::vector<double> v = t.to_f64();
@@ -277,7 +374,7 @@ bool native_recurrence_preferred(const RnnConfig& cfg, int64_t batch, int64_t hi
 }
 
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
-                             int64_t input, int64_t H) {
+                             int64_t input, int64_t H, const RecurrenceGiven* given) {
   const auto& in = n.inputs();
   auto k = std::make_shared<NativeRecurrence>();
   k->cell = cfg.cell;
@@ -292,15 +389,30 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
   k->directions_apart = teams.directions_apart;
   k->name = n.name();
   const int64_t GH = k->G * H;
-  const std::vector<float> w = floats(*c.known(in[1])), r = floats(*c.known(in[2]));
-  const Tensor* b = in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
-  const std::vector<double> bv = b ? b->to_f64() : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
+  const std::vector<float> w = given ? given->w : floats(*c.known(in[1])), r = given ? given->r : floats(*c.known(in[2]));
+  const Tensor* b = !given && in.size() > 3 && in[3].present() ? c.known(in[3]) : nullptr;
+  const std::vector<double> bv = given ? given->bias
+                                 : b   ? b->to_f64()
+                                       : std::vector<double>(static_cast<size_t>(k->D * 2 * GH), 0.0);
+  k->quantize_h = given && given->quantize_h;
+  k->h_chunk = given && given->h_chunk > 0 ? given->h_chunk : batch;
+  k->integer_step = k->quantize_h && !given->r_int.empty() && kernels::integer_panels_available();
+  for (int64_t d = 0; d < k->D && k->integer_step; ++d) {
+    const int8_t* rd = given->r_int.data() + d * GH * H;
+    k->r_int.push_back(kernels::pack_rows16_s8(rd, GH, H));
+    std::vector<int32_t> sums(static_cast<size_t>(GH), 0);
+    for (int64_t j = 0; j < GH; ++j)
+      for (int64_t i = 0; i < H; ++i) sums[static_cast<size_t>(j)] += rd[j * H + i];
+    k->r_int_sums.push_back(std::move(sums));
+    k->r_int_scale.emplace_back(given->r_scale.begin() + d * GH, given->r_scale.begin() + (d + 1) * GH);
+    k->r_zp.push_back(given->r_zp[static_cast<size_t>(d)]);
+  }
   // The input product runs as a oneDNN matmul step where its kernels are the faster
   // (kernels::prefer_packed_gemm): a bidirectional LSTM at batch 1-2 (T 50, input
   // 384, H 128, CRNN's) took 1.2-1.4x ONNX Runtime's time at 1 thread with the
   // product on gemm_packed, 59% of it in the product.
   const int64_t rows = seq * batch;
-  k->product_given = !kernels::prefer_packed_gemm(rows);
+  k->product_given = (given && given->product >= 0) || !kernels::prefer_packed_gemm(rows);
   std::vector<double> biases;  // Wb + Rb per column of every direction (a GRU's candidate: Wb only)
   for (int64_t d = 0; d < k->D; ++d) {
     if (!k->product_given) k->w.push_back(kernels::pack_b(w.data() + d * GH * input, input, GH, input, true));
@@ -330,23 +442,30 @@ void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, i
       runtime_lens = true;
     }
   }
-  const int x = c.as_plain(c.id(in[0]));
-  std::vector<int> reads{k->product_given ? input_product(c, n, x, w, biases, rows, input, k->D * GH) : x};
+  const int x = given && given->product < 0 ? given->x : given ? -1 : c.as_plain(c.id(in[0]));
+  std::vector<int> reads{given && given->product >= 0 ? given->product
+                         : k->product_given          ? input_product(c, n, x, w, biases, rows, input, k->D * GH)
+                                                     : x};
   const bool has_h0 = in.size() > 5 && in[5].present(), has_c0 = cfg.cell == RnnCell::Lstm && in.size() > 6 && in[6].present();
   if (runtime_lens) reads.push_back(c.as_plain(c.id(in[4])));
   if (has_h0) reads.push_back(c.as_plain(c.id(in[5])));
   if (has_c0) reads.push_back(c.as_plain(c.id(in[6])));
-  const std::vector<TensorType> types = c.concrete_types(n);
+  // Y, then Y_h and Y_c, in the node's layout (an opaque node has no shape rule to ask).
+  const int64_t D = k->D;
+  const std::vector<int64_t> y_dims = cfg.layout == 0 ? std::vector<int64_t>{seq, D, batch, H}
+                                                      : std::vector<int64_t>{batch, seq, D, H};
+  const std::vector<int64_t> state_dims = cfg.layout == 0 ? std::vector<int64_t>{D, batch, H}
+                                                          : std::vector<int64_t>{batch, D, H};
   std::vector<int> writes;
   for (size_t o = 0; o < n.num_outputs(); ++o) {
-    const std::vector<int64_t> dims = static_dims(types[o].shape);
+    const std::vector<int64_t>& dims = o == 0 ? y_dims : state_dims;
     writes.push_back(c.new_value(DType::Float32, dims, plain_md(dims, dt::f32), n.name()));
   }
   const double flops = 2.0 * static_cast<double>(k->D * seq * batch * GH * ((k->product_given ? 0 : input) + H));
   const std::string sig = n.op_type() + " native T" + std::to_string(seq) + " N" + std::to_string(batch) + " I" +
                           std::to_string(input) + " H" + std::to_string(H) + " D" + std::to_string(k->D) + " layout" +
                           std::to_string(cfg.layout) + (has_h0 ? " h0" : "") + (has_c0 ? " c0" : "") +
-                          (cfg.has_clip ? " clip" : "") + (k->relu ? " relu" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
+                          (cfg.has_clip ? " clip" : "") + (k->quantize_h ? (k->integer_step ? " u8s8-step" : " u8-h") : "") + (k->relu ? " relu" : "") + (runtime_lens || !k->fixed_lens.empty() ? " lens" : "") +
                           " team" + std::to_string(k->team) +
                           (k->directions_apart ? " apart" : "") + (k->product_given ? " xw" : "");
   const size_t outputs = writes.size();

@@ -4,6 +4,7 @@
 // between it and oneDNN's recurrent primitives.
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "ops/rnn.h"
 #include "runtime/compiler.h"
@@ -58,9 +59,32 @@ class ParallelProbe {
   double total_[2] = {0, 0};  // one thread, planned threads: this period's probes, summed
 };
 
+// What a caller gives in place of the node's own X, W, R and B (inputs 0-3):
+// DynamicQuantizeLSTM's integer weights dequantized and its input quantized and
+// dequantized again (runtime/lower_quant_lstm.cpp).
+struct RecurrenceGiven {
+  std::vector<float> w, r;   // [D, G*H, I] and [D, G*H, H], ONNX's gate order
+  std::vector<double> bias;  // [D, 2*G*H]: Wb then Rb
+  int x = -1;                // the layer input's value
+  int product = -1;          // or X W^T + Wb + Rb of every direction already, [T N, D G H] (then w and x unused)
+  // Before each step's h R^T, h of every batch row still running (or whose
+  // sequence ended at the step before) goes to uint8 on one scale and zero point
+  // as DynamicQuantizeLinear finds them, and back: the rounding of ONNX Runtime's
+  // DynamicQuantizeLSTM, whose step product takes h quantized so.
+  bool quantize_h = false;
+  int64_t h_chunk = 0;  // batch rows per range of h (ONNX Runtime on several threads); 0: the whole batch
+  // With quantize_h, R's integers for the step product on integers where the CPU
+  // has it (kernels::gemm_panels_u8s8), as ONNX Runtime sums it: [D, G*H, H] int8
+  // (uint8 weights moved by -128, their zero points alike), per direction its zero
+  // point and per row of R its scale. Empty: the product is float32's.
+  std::vector<int8_t> r_int;
+  std::vector<int32_t> r_zp;
+  std::vector<float> r_scale;
+};
+
 // Lowers `n` (weights constant, float32) as one native step that reads and writes
-// ONNX's layouts directly.
+// ONNX's layouts directly; X, W, R and B from `given` where it is not null.
 void lower_native_recurrence(Compiler& c, const Node& n, const RnnConfig& cfg, int64_t seq, int64_t batch,
-                             int64_t input, int64_t hidden);
+                             int64_t input, int64_t hidden, const RecurrenceGiven* given = nullptr);
 
 }  // namespace isomer::runtime

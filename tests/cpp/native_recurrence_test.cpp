@@ -136,6 +136,37 @@ void check_variant(const Variant& v, uint64_t seed, int threads) {
   }
 }
 
+// DynamicQuantizeLSTM's step product: uint8 h times int8 R in int32, exactly, at the
+// extremes of both types, on any row count, K and batch (VNNI's where the CPU has it).
+TEST(NativeRecurrence, IntegerPanelProductIsExact) {
+  std::mt19937_64 rng(12);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  for (int64_t rows : {5, 16, 48, 100})
+    for (int64_t K : {1, 7, 64, 130})
+      for (int64_t N : {1, 2, 3, 5, 9}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " K " + std::to_string(K) + " N " + std::to_string(N));
+        const int64_t stride = (K + 3) / 4 * 4;
+        std::vector<int8_t> R(static_cast<size_t>(rows * K));
+        std::vector<uint8_t> h(static_cast<size_t>(N * stride), 0);
+        for (int8_t& v : R) v = static_cast<int8_t>(rows == 16 ? -128 : s8(rng));
+        for (int64_t i = 0; i < N; ++i)
+          for (int64_t k = 0; k < K; ++k) h[static_cast<size_t>(i * stride + k)] = static_cast<uint8_t>(rows == 16 ? 255 : u8(rng));
+        std::vector<const uint8_t*> hp;
+        for (int64_t i = 0; i < N; ++i) hp.push_back(h.data() + (N - 1 - i) * stride);
+        const std::vector<int8_t> packed = kernels::pack_rows16_s8(R.data(), rows, K);
+        std::vector<int32_t> y(static_cast<size_t>(N * (rows + 2)), -1);
+        kernels::gemm_panels_u8s8(packed.data(), hp.data(), N, y.data(), rows + 2, rows, K);
+        for (int64_t i = 0; i < N; ++i) {
+          for (int64_t r = 0; r < rows; ++r) {
+            int32_t want = 0;
+            for (int64_t k = 0; k < K; ++k) want += static_cast<int32_t>(hp[i][k]) * R[static_cast<size_t>(r * K + k)];
+            ASSERT_EQ(y[static_cast<size_t>(i * (rows + 2) + r)], want) << "row " << r << " of batch row " << i;
+          }
+          EXPECT_EQ(y[static_cast<size_t>(i * (rows + 2) + rows)], -1) << "written past the rows";
+        }
+      }
+}
+
 TEST(NativeRecurrence, EveryVariantMatchesTheReference) {
   setenv("ISOMER_RNN", "native", 1);  // batches above 1 would run on oneDNN where it can
   const char* const ops[] = {"LSTM", "GRU", "RNN"};
