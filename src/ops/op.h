@@ -152,6 +152,8 @@ enum class Lowering : uint8_t {
   OneHot,
   GridSample,
   Dft,         // DFT along one axis (kernels/dft.h)
+  Stft,        // STFT: windowed frames as rows of one product (kernels/gemm.h)
+  Col2Im,      // columns summed back into an image (ops/col2im.h)
   Quant,       // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer contractions
 };
 

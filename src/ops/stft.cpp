@@ -129,7 +129,7 @@ OpDef def_STFT() {
     set_default(a, "onesided", int64_t{1});
     return a;
   };
-  d.lower = Lowering::Dft;  // framed (runtime/lower_dft.cpp)
+  d.lower = Lowering::Stft;  // runtime/lower_dft.cpp
   return d;
 }
 

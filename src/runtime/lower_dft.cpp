@@ -15,10 +15,8 @@
 
 namespace isomer::runtime {
 
-namespace {
-
-// STFT shares the DFT's lowering (ops/stft.cpp): its windowed frames transformed
-// as one product with a constant matrix (kernels/gemm.h).
+// STFT (ops/stft.cpp): its windowed frames transformed as one product with a
+// constant matrix (kernels/gemm.h).
 bool lower_stft(Compiler& c, const Node& n) {
   const auto& in = n.inputs();
   if (in[0].type().dtype != DType::Float32) return false;
@@ -79,10 +77,7 @@ bool lower_stft(Compiler& c, const Node& n) {
   return true;
 }
 
-}  // namespace
-
 bool lower_dft(Compiler& c, const Node& n) {
-  if (n.op_type() == "STFT") return lower_stft(c, n);
   if (n.inputs()[0].type().dtype != DType::Float32) return false;
   const bool has_length = n.inputs().size() > 1 && n.inputs()[1].present();
   const bool has_axis = n.inputs().size() > 2 && n.inputs()[2].present();

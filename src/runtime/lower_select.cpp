@@ -1,12 +1,15 @@
 // Native lowerings of selection and placement by value or index: TopK,
-// ScatterElements and OneHot (kernels/select.h), and GridSample
-// (kernels/grid_sample.h). Where an instance is outside what the kernels take
+// ScatterElements and OneHot (kernels/select.h), GridSample
+// (kernels/grid_sample.h), and Col2Im's sum of columns back into an image
+// (ops/col2im.h). Where an instance is outside what the kernels take
 // (other element types, an operand not known when it must be), the lowering
 // returns false and the reference kernel runs the node.
 #include <cstring>
 
 #include "kernels/grid_sample.h"
+#include "kernels/parallel.h"
 #include "kernels/select.h"
+#include "ops/col2im.h"
 #include "runtime/compiler.h"
 #include "runtime/native.h"
 
@@ -137,6 +140,37 @@ bool lower_grid_sample(Compiler& c, const Node& n) {
                   {x, grid}, {y}, [=](const std::vector<char*>& p) {
                     kernels::grid_sample(reinterpret_cast<const float*>(p[0]), reinterpret_cast<const float*>(p[1]),
                                          reinterpret_cast<float*>(p[2]), s, m, pm, align);
+                  });
+  c.bind(n.output(0), y);
+  return true;
+}
+
+bool lower_col2im(Compiler& c, const Node& n) {
+  const Tensor* image = c.known(n.inputs()[1]);
+  const Tensor* block = c.known(n.inputs()[2]);
+  if (!image || !block) return false;
+  const int x = dense_f32(c, n.inputs()[0]);
+  if (x < 0) return false;
+  const std::vector<int64_t> xd = c.val(x).dims;
+  const ops::Col2ImGeometry g = ops::col2im_geometry(n.attrs(), image->to_i64(), block->to_i64());
+  if (xd.size() != 3 || xd[1] % g.block_size != 0 || xd[2] != g.count) return false;  // the reference says why
+  const int64_t images = xd[0] * (xd[1] / g.block_size);
+  const int team = static_cast<int>(std::min<int64_t>(
+      kernels::team_for_work(c.threads(), 8.0 * static_cast<double>(num_elements(xd)) / kernels::kTeamBytes), images));
+  const int y = dense_output(c, n);
+  add_native_step(c,
+                  step_info(n, "col2im",
+                            "col2im " + to_string(xd) + " image " + to_string(g.image) + " block " + to_string(g.block) +
+                                " t" + std::to_string(team),
+                            static_cast<double>(num_elements(xd))),
+                  {x}, {y}, [=](const std::vector<char*>& p) {
+                    const auto* in = reinterpret_cast<const float*>(p[0]);
+                    auto* out = reinterpret_cast<float*>(p[1]);
+                    kernels::parallel_teams(team, [&](int t, int nt) {
+                      const int64_t begin = images * t / nt, end = images * (t + 1) / nt;
+                      std::fill(out + begin * g.pixels, out + end * g.pixels, 0.0f);
+                      ops::col2im_add(in + begin * g.block_size * g.count, out + begin * g.pixels, end - begin, g);
+                    });
                   });
   c.bind(n.output(0), y);
   return true;

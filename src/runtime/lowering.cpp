@@ -61,6 +61,8 @@ LowerFn lowering_of(Lowering l) {
     case Lowering::OneHot: return lower_one_hot;
     case Lowering::GridSample: return lower_grid_sample;
     case Lowering::Dft: return lower_dft;
+    case Lowering::Stft: return lower_stft;
+    case Lowering::Col2Im: return lower_col2im;
   }
   return nullptr;
 }

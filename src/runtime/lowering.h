@@ -115,7 +115,11 @@ bool lower_top_k(Compiler& c, const Node& n);
 bool lower_scatter_elements(Compiler& c, const Node& n);
 bool lower_one_hot(Compiler& c, const Node& n);
 bool lower_grid_sample(Compiler& c, const Node& n);
+// Col2Im (lower_select.cpp) on the kernel of ops/col2im.h.
+bool lower_col2im(Compiler& c, const Node& n);
 // DFT along one axis (lower_dft.cpp) on kernels/dft.h.
 bool lower_dft(Compiler& c, const Node& n);
+// STFT (lower_dft.cpp): its windowed frames as rows of one product (kernels/gemm.h).
+bool lower_stft(Compiler& c, const Node& n);
 
 }  // namespace isomer::runtime

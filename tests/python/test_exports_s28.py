@@ -220,3 +220,28 @@ def test_batchnorm_of_a_permuted_channels_last_view_reads_it_channels_last(tmp_p
     bn = [s for s in json.load(open(tmp_path / "r.json"))["profile"] if s["kind"] == "batchnorm"]
     assert len(bn) == 1 and "1x16x32x32:s16384,1,512,16 " in bn[0]["signature"] + " ", bn
     np.testing.assert_allclose(got["y"], ort_outputs(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("image,block,strides,pads,dilations", [
+    ([8, 8], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1]),    # MobileViTV2's fold: patches back into the image
+    ([5, 6], [2, 3], [1, 1], [0, 0, 0, 0], [1, 1]),    # overlapping blocks sum
+    ([7, 9], [3, 2], [2, 1], [1, 0, 1, 2], [1, 2]),    # strided, padded, dilated
+    ([1, 11], [1, 4], [1, 2], [0, 1, 0, 1], [1, 1]),   # nn.Fold of a 1-D signal
+])
+def test_col2im_runs_natively(tmp_path, image, block, strides, pads, dilations):
+    k = len(image)
+    positions = [(image[d] + pads[d] + pads[k + d] - dilations[d] * (block[d] - 1) - 1) // strides[d] + 1 for d in range(k)]
+    n, ch = 2, 3
+    cols = [n, ch * int(np.prod(block)), int(np.prod(positions))]
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Col2Im", ["r", "image", "block"], ["y"], name="fold", strides=strides, pads=pads,
+                              dilations=dilations)]
+    graph = helper.make_graph(nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, cols)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [c("image", image), c("block", block)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.random.default_rng(8).standard_normal(cols).astype(np.float32)
+    steps, got = run_isomer(tmp_path, model, {"x": x})
+    assert "reference" not in steps and "col2im" in steps.lower(), steps
+    np.testing.assert_allclose(got["y"], ort_outputs(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
