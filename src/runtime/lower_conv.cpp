@@ -10,6 +10,7 @@
 #include "ops/layout_common.h"
 #include "ops/nn_common.h"
 #include "runtime/compiler.h"
+#include "runtime/depthwise_step.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "runtime/fusion.h"
@@ -698,6 +699,25 @@ bool lower_conv_reading(Compiler& c, const Node& n, const FoldedPad* pad) {
       }
       if (!gate) prim_fusion = fusion;
     }
+  // A depthwise convolution's gate in its own kernel's epilogue (depthwise_step.h).
+  if (gate && sp == 2 && !unit_height && groups == oc && xd[1] == oc && wshape[1] == 1 && prim_fusion.ops.empty()) {
+    DepthwiseConv d{xd, od, {wshape[2], wshape[3]}, strides, dil, pl, w, bias, *gate};
+    for (int64_t& k : d.dilations) ++k;  // oneDNN counts the gaps
+    if (native_depthwise_wins(d, pd.src_desc(), pd.dst_desc())) {
+      StepInfo info;
+      info.label = n.name();
+      info.ops = fusion_ops("Conv", {}, fusion);
+      info.nodes = fusion_nodes(n, fusion);
+      info.flops = 2 * macs;
+      if (pad) {
+        info.ops.insert(info.ops.begin() + 1, "Pad");
+        info.nodes.insert(info.nodes.begin() + 1, node_key(*pad->pad));
+      }
+      finish_fusion(c, fusion, add_native_depthwise(c, d, c.as_layout(x, pd.src_desc()), pd.dst_desc(), info, n.name()));
+      bind_split_activation(c, split);
+      return true;
+    }
+  }
   md_t dst_md = pd.dst_desc();
   std::vector<std::pair<int, int>> args;
   std::string post;

@@ -13,7 +13,9 @@
 namespace isomer {
 namespace {
 
+using testing::count_kind;
 using testing::random_tensor;
+using testing::run_checked;
 
 TensorType f32(std::vector<int64_t> dims) { return {DType::Float32, make_shape(dims)}; }
 
@@ -42,20 +44,6 @@ Graph mbconv(int64_t c, int64_t hw, int64_t expand, int64_t squeeze, bool hard) 
   Value gate = hard ? b.op1("HardSigmoid", {s}, {{"alpha", 1.0f / 6}, {"beta", 0.5f}}) : b.op1("Sigmoid", {s});
   Value y = conv(b, b.op1("Mul", {d, gate}), expand, c, 1, 1, 9);
   return b.finish({b.op1("Add", {y, x})}, {"y"});
-}
-
-// The steps' signatures at `threads` threads, after checking the outputs.
-std::vector<runtime::StepInfo> run_checked(const Graph& g, int threads) {
-  std::vector<Tensor> inputs = random_inputs(g, 3);
-  std::vector<Tensor> want = evaluate(g, inputs);
-  runtime::RuntimeOptions o;
-  o.threads = threads;
-  auto exe = runtime::compile(g, o);
-  for (int run = 0; run < 2; ++run) {
-    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
-    EXPECT_EQ(r.status, CheckResult::Status::Passed) << threads << " threads: " << r.reason;
-  }
-  return exe->steps();
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -170,12 +158,6 @@ Graph padded_conv(std::vector<int64_t> xd, std::vector<int64_t> pads, std::vecto
                    {"strides", std::vector<int64_t>(sp, stride)},
                    {"dilations", std::vector<int64_t>(sp, dilation)}});
   return b.finish({b.op1("Relu", {y})}, {"y"});
-}
-
-size_t count_kind(const std::vector<runtime::StepInfo>& steps, const std::string& kind) {
-  size_t n = 0;
-  for (const runtime::StepInfo& s : steps) n += s.kind == kind;
-  return n;
 }
 
 TEST(RuntimeCnn, BatchNorm1dOnAPlainInputRunsAsFourD) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <vector>
 
 #include "check/compare.h"
 #include "eval/evaluator.h"
@@ -39,6 +41,28 @@ inline std::vector<runtime::StepInfo> run_against_reference(const Graph& g, doub
     if (fuse) steps = exe->steps();
   }
   return steps;
+}
+
+// Runs `g` fused at `threads` threads, twice, against the reference evaluator;
+// returns the steps.
+inline std::vector<runtime::StepInfo> run_checked(const Graph& g, int threads) {
+  std::vector<Tensor> inputs = random_inputs(g, 3);
+  std::vector<Tensor> want = evaluate(g, inputs);
+  runtime::RuntimeOptions o;
+  o.threads = threads;
+  auto exe = runtime::compile(g, o);
+  for (int run = 0; run < 2; ++run) {
+    CheckResult r = compare_outputs(want, exe->run(inputs), g.output_names(), 1e-4);
+    EXPECT_EQ(r.status, CheckResult::Status::Passed) << threads << " threads: " << r.reason;
+  }
+  return exe->steps();
+}
+
+// How many of `steps` are of `kind`.
+inline size_t count_kind(const std::vector<runtime::StepInfo>& steps, const std::string& kind) {
+  size_t n = 0;
+  for (const runtime::StepInfo& s : steps) n += s.kind == kind;
+  return n;
 }
 
 }  // namespace isomer::testing
