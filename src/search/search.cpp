@@ -216,6 +216,7 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_kept_input"] = kept_input;
     j["search_measured_ratio"] = measured_ratio;
     j["search_measured_ratio_high"] = measured_ratio_high;
+    j["search_runner_ups"] = runner_ups;
   }
 }
 
@@ -242,6 +243,7 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
                   measured_ratio_high);
     costs += ran;
   }
+  if (runner_ups > 0) costs += "; runner-up extractions judged: " + std::to_string(runner_ups);
   std::snprintf(line, sizeof line,
                 "search: eqsat over %zu rules (%zu loaded), %zu region(s), %zu iterations, e-graph %zu nodes / %zu "
                 "classes, stopped: %s, saturation %.2f s, extraction %.2f s (%s%s; pricing %.2f s, %zu shapes priced alone), "

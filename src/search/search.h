@@ -120,6 +120,9 @@ struct SearchStats {
   // ... and the second highest of its rounds' ratios, the bound that must clear
   // SearchOptions::min_gain (cost::PairedRatio); -1 if not run.
   double measured_ratio_high = -1;
+  // eqsat: runner-up extractions judged after the first result was rejected (each
+  // leaving out one group of its rewrites, search/runner_up.h).
+  size_t runner_ups = 0;
 
   // The fields as the report JSON has them (search_*), and a line for the text report.
   void to_json(nlohmann::ordered_json& j) const;
