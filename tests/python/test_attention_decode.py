@@ -115,6 +115,8 @@ def check(tmp_path, model, decode_taken, feeds=None):
         (2, 4, 1, 1, 300, 32, 32, "add", "div"),  # multi-query: one KV head expanded, 4 rows
         (1, 4, 4, 3, 200, 48, 48, "add", "div"),  # 3 queries (speculative decoding), a mask per query
         (1, 4, 2, 2, 65, 16, 16, None, "qk"),  # 2 x 2 rows against 65 keys
+        # Work for two threads on three heads: each head's keys in two ranges, merged.
+        (1, 3, 3, 1, 11000, 128, 128, "add", "div"),
     ])
 def test_decode_runs_on_the_decode_kernels(tmp_path, B, Hq, Hk, Sq, T, D, Dv, mask, scale):
     check(tmp_path, decode(B, Hq, Hk, Sq, T, D, Dv, mask=mask, scale=scale), True)
