@@ -49,7 +49,7 @@ int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info);
 // then takes them.
 // (The chain's lowering asks before it reads Q: `s.q` need not be set.)
 bool decode_attention_applies(const AttentionStep& s);
-// The most query rows per key head the decode kernels take at any length.
+// The most query rows per key head the decode kernels take.
 constexpr int64_t kMaxDecodeRows = 4;
 int add_decode_attention_step(Compiler& c, const AttentionStep& s, StepInfo info);
 

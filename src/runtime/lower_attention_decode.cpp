@@ -24,22 +24,21 @@ namespace isomer::runtime {
 
 namespace {
 
-// Measured: processor time at 1 thread (Zen 5 with AVX-512, load 16-18 on 2
-// shared cores, medians of 300 runs), the decode step against the separate steps
-// (isomer's products on oneDNN or its panels, and its softmax), 8 query heads of 64,
-// one query: rows per key head 1 (multi-head) 64 keys 0.003 -> 0.006 ms, 256 keys
-// 0.011 -> 0.015, 512 0.025 -> 0.033, 4096 0.24 -> 0.34 (K and V read once,
-// where the products packed K^T and V first); 2 rows 128 keys 0.004 -> 0.006, 512
-// 0.017 -> 0.017, 2048 0.070 -> 0.069; 4 rows 128 keys 0.0034 -> 0.0040, 512
-// 0.0108 -> 0.0100, 1024 0.022 -> 0.021, 4096 0.094 -> 0.082; 8 rows (16 heads on
-// 2) 128 keys 0.005 -> 0.005, 512 0.020 -> 0.015. A row's dot products cost the
-// same whatever the rows (a fold of 16 keys' partial sums per row), where the
-// products' tiles share K^T among their rows: from 4 rows against 512 keys the
-// separate steps are as fast or faster.
+// Measured: processor time at 1 thread (Zen 5 with AVX-512, load 14-18 on 2
+// shared cores, medians of 100-300 runs), against the separate steps (isomer's
+// products on oneDNN or its panels, and its softmax). Inside LLaMA-style decode
+// steps (2 layers, 8/2 heads of 64: 4 rows per key head; the attention steps of the
+// model, interleaved rounds): 512 keys 0.033 -> 0.025 ms, 1024 0.065 -> 0.052,
+// 2048 0.109 -> 0.090, 4096 0.27 -> 0.21 (through scaled_dot_product_attention's
+// export 0.067 -> 0.052 and 0.27 -> 0.24; batch 2 against 1024 0.046 -> 0.040).
+// Multi-head (one row per key head), attention alone: 512 keys 0.033 -> 0.025,
+// 4096 0.34 -> 0.24 (K and V read once, where the products packed K^T and V
+// first); inside a decode step 1024 0.071 -> 0.052, 4096 0.49 -> 0.33. On its own
+// (Q, K and V the graph's inputs) 4 rows against 4096 keys were slower, 0.082 ->
+// 0.094, and 8 rows (16 heads on 2) against 512 keys 0.015 -> 0.020: a row's dot
+// products cost the same whatever the rows (a fold of 16 keys' partial sums per
+// row), where the products' tiles share K^T among their rows.
 constexpr int64_t kMinDecodeKeys = 64;
-constexpr int64_t kMaxManyKeysRows = 2;   // rows per key head taken at any length
-constexpr int64_t kMaxFewKeysRows = 4;    // rows per key head taken below kManyKeys
-constexpr int64_t kManyKeys = 512;
 // Keys a range of one head takes at least when a head's keys split across threads.
 constexpr int64_t kMinRange = 256;
 
@@ -67,8 +66,7 @@ bool decode_attention_applies(const AttentionStep& s) {
   const int64_t rows = d.group() * d.q_len;
   // (A causal frontier under padding moves with each batch's valid keys: the panel step's.)
   if (s.nonpad >= 0 && s.a.causal) return false;
-  const int64_t most = d.total >= kManyKeys ? kMaxManyKeysRows : kMaxFewKeysRows;
-  return rows <= most && d.total >= kMinDecodeKeys && s.keys.s[3] == 1 && s.values.s[3] == 1;
+  return rows <= kMaxDecodeRows && d.total >= kMinDecodeKeys && s.keys.s[3] == 1 && s.values.s[3] == 1;
 }
 
 int add_decode_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
