@@ -15,6 +15,7 @@
 #include "ir/error.h"
 #include "ir/text.h"
 #include "mugraph/cost.h"
+#include "mugraph/interpreter.h"
 #include "mugraph/region.h"
 #include "mugraph/search.h"
 #include "mugraph/verify.h"
@@ -389,10 +390,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
   const int threads = opts.threads > 0 ? opts.threads : runtime::hardware_threads();
   std::vector<std::vector<float>> constants(p.inputs.size());
   for (size_t i = 0; i < r.inputs.size(); ++i)
-    if (const Tensor* t = r.inputs[i].constant(); t && t->dtype() == DType::Float32) {
-      const float* f = reinterpret_cast<const float*>(t->bytes().data());
-      constants[i].assign(f, f + t->numel());
-    }
+    if (const Tensor* t = r.inputs[i].constant()) constants[i] = constant_values(*t);
   auto t0 = std::chrono::steady_clock::now();
   // Every decision prices the unfused region first: a region whose time is almost
   // all weight products (LayerNorm or RMSNorm feeding a projection, SwiGLU's gate and
@@ -572,10 +570,7 @@ std::optional<Decision> reuse(const Decision& like, const Region& r) {
     Program p = from_body(r.body);
     std::vector<std::vector<float>> constants(p.inputs.size());
     for (size_t i = 0; i < r.inputs.size() && i < constants.size(); ++i)
-      if (const Tensor* t = r.inputs[i].constant(); t && t->dtype() == DType::Float32) {
-        const float* f = reinterpret_cast<const float*>(t->bytes().data());
-        constants[i].assign(f, f + t->numel());
-      }
+      if (const Tensor* t = r.inputs[i].constant()) constants[i] = constant_values(*t);
     BlockGraph g = parse_block_graph(p, like.kernel);
     if (!verify_field(p, g, constants, 11).ok || !float_check(p, g, constants, 11).ok) return std::nullopt;
   } catch (const Error&) {

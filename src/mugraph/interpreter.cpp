@@ -453,6 +453,17 @@ Buffers<T> evaluate_program(const Program& p, const Buffers<T>& inputs) {
   return outs;
 }
 
+std::vector<float> constant_values(const Tensor& t) {
+  if (t.dtype() == DType::Float32) {
+    const float* f = reinterpret_cast<const float*>(t.bytes().data());
+    return std::vector<float>(f, f + t.numel());
+  }
+  std::vector<float> out;
+  if (t.dtype() == DType::Bool)
+    for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.f64_at(i) != 0.0 ? 1.0f : 0.0f);
+  return out;
+}
+
 std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
                                 const std::vector<std::vector<float>>& constant_inputs) {
   if (g.loop_atom < 0) return {};
@@ -532,6 +543,9 @@ std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
               case Op::Div: abs[i] = (a(0) == Zero && a(1) == Unknown) ? Zero : Unknown; break;
               case Op::Neg: abs[i] = a(0) == Zero ? Zero : Unknown; break;
               case Op::Exp: abs[i] = a(0) == NegInf ? Zero : Unknown; break;
+              // Where(keep, x, y) where keep is all false (a causal mask's tile above
+              // the diagonal) is y.
+              case Op::Where: abs[i] = a(0) == Zero ? a(2) : Unknown; break;
               default: abs[i] = Unknown;
             }
             break;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ir/tensor.h"
 #include "mugraph/block_graph.h"
 #include "mugraph/field.h"
 #include "mugraph/program.h"
@@ -36,5 +37,10 @@ void interpret(const Program& p, const BlockGraph& g, const Buffers<T>& inputs, 
 // (row-major, float), else empty. Empty result: nothing to skip.
 std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
                                 const std::vector<std::vector<float>>& constant_inputs);
+
+// A constant input's data as skip_table and the verifiers take it: float32 as it
+// is, bool as 0 and 1 (a mask kept by Where(keep, S, -inf): GPT-2's causal mask);
+// empty for other types.
+std::vector<float> constant_values(const Tensor& t);
 
 }  // namespace isomer::mugraph

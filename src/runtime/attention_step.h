@@ -43,6 +43,16 @@ struct AttentionStep {
 // seq_major_y says).
 int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info);
 
+// Whether `s` runs on the decode kernels (a few query rows per key head against
+// enough keys, K and V rows at unit stride: lower_attention_decode.cpp), where it
+// costs less than the panel step and than the separate steps; add_attention_step
+// then takes them.
+// (The chain's lowering asks before it reads Q: `s.q` need not be set.)
+bool decode_attention_applies(const AttentionStep& s);
+// The most query rows per key head the decode kernels take.
+constexpr int64_t kMaxDecodeRows = 4;
+int add_decode_attention_step(Compiler& c, const AttentionStep& s, StepInfo info);
+
 // Sets `mask`, a value broadcastable to [B, Hq, Sq, T] (float added, bool kept
 // where true), as `s`'s mask (made readable by strides first).
 void set_attention_mask(Compiler& c, AttentionStep& s, int mask);

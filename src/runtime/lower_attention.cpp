@@ -274,6 +274,7 @@ void set_attention_mask(Compiler& c, AttentionStep& s, int mask) {
 }
 
 int add_attention_step(Compiler& c, const AttentionStep& s, StepInfo info) {
+  if (decode_attention_applies(s)) return add_decode_attention_step(c, s, std::move(info));
   RowPlan r;
   r.a = s.a;
   r.d = s.d;

@@ -299,7 +299,11 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
       causality.causal = fill.has_value();
     }
   }
-  if (!causality.causal && (head_work < kMinWork || std::min(D, Dv) < kMinHead)) return false;
+  // Below those, a few query rows per key head against enough keys (decode) may
+  // still take the step's decode kernels (decode_attention_applies, once K's and
+  // V's strides are known).
+  const bool panels = causality.causal || (head_work >= kMinWork && std::min(D, Dv) >= kMinHead);
+  if (!panels && Sq > kMaxDecodeRows) return false;
   if (m->mask) {
     // The mask broadcasts to the scores without widening them (checked by shape).
     const std::vector<int64_t> mdims = c.dims(*m->mask);
@@ -313,6 +317,12 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   auto keys = kv_heads(c, m->kt, B, Hq, true, &hk);
   auto values = kv_heads(c, m->v, B, Hq, false, &hv);
   if (!keys || !values || hk != hv || Hq % hk != 0) return false;
+  s.keys = *keys;
+  s.values = *values;
+  AttentionDims& d = s.d;
+  d.batch = B, d.q_heads = Hq, d.kv_heads = hk;
+  d.q_len = Sq, d.kv_len = T, d.total = T, d.head = D, d.v_head = Dv;
+  if (!panels && !decode_attention_applies(s)) return false;
   int q = c.id(m->q);
   auto qs = c.strides_of(q);
   if (!qs || qs->back() != 1) {
@@ -321,11 +331,6 @@ bool lower_attention_chain(Compiler& c, const Node& qk) {
   }
   s.q.id = q;
   for (size_t i = 0; i < rank; ++i) s.q.s[4 - rank + i] = (*qs)[i];
-  s.keys = *keys;
-  s.values = *values;
-  AttentionDims& d = s.d;
-  d.batch = B, d.q_heads = Hq, d.kv_heads = hk;
-  d.q_len = Sq, d.kv_len = T, d.total = T, d.head = D, d.v_head = Dv;
   s.a.causal = causality.causal;
   s.scale = m->scale;
   s.empty_row_nan = true;

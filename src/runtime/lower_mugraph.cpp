@@ -54,10 +54,7 @@ bool lower_mugraph(Compiler& c, const Node& n) {
     if (c.dims(n.inputs()[i]) != p.inputs[i].dims) return false;
   std::vector<std::vector<float>> constants(p.inputs.size());
   for (size_t i = 0; i < n.inputs().size(); ++i)
-    if (const Tensor* t = c.known(n.inputs()[i]); t && t->dtype() == DType::Float32) {
-      const float* f = reinterpret_cast<const float*>(t->bytes().data());
-      constants[i].assign(f, f + t->numel());
-    }
+    if (const Tensor* t = c.known(n.inputs()[i])) constants[i] = mugraph::constant_values(*t);
   mugraph::BlockGraph g;
   std::string note, why;
   if (region->kernel && kernel_verified(p, *region->kernel, constants, &why)) {

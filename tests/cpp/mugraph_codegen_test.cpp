@@ -26,15 +26,20 @@ double max_rel_diff(const Program& p, const BlockGraph& g, const CompiledKernel&
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
   std::vector<std::vector<float>> in;
+  std::vector<std::vector<unsigned char>> bools;
   Buffers<double> din;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     int64_t n = 1;
     for (int64_t d : p.inputs[i].dims) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
     for (float& x : v) x = u(rng);
+    if (p.inputs[i].dtype == DType::Bool)
+      for (float& x : v) x = x > 0 ? 1.0f : 0.0f;
     if (i < constants.size() && !constants[i].empty()) v = constants[i];
     in.push_back(v);
     din.emplace_back(v.begin(), v.end());
+    // (A bool input reaches the kernel as bytes.)
+    if (p.inputs[i].dtype == DType::Bool) bools.emplace_back(v.begin(), v.end());
   }
   std::vector<std::vector<float>> out;
   Buffers<double> dout;
@@ -45,7 +50,9 @@ double max_rel_diff(const Program& p, const BlockGraph& g, const CompiledKernel&
     dout.emplace_back(static_cast<size_t>(n), NAN);
   }
   std::vector<const void*> ip;
-  for (auto& v : in) ip.push_back(v.data());
+  size_t b = 0;
+  for (size_t i = 0; i < in.size(); ++i)
+    ip.push_back(p.inputs[i].dtype == DType::Bool ? static_cast<const void*>(bools[b++].data()) : in[i].data());
   std::vector<void*> op;
   for (auto& v : out) op.push_back(v.data());
   k.run(ip.data(), op.data(), threads);
@@ -267,6 +274,50 @@ TEST_F(MuGraphCodegen, AttentionPacksKeysOncePerSlice) {
           EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, threads), 1e-5) << g.to_text(p);
       }
     EXPECT_GT(hoisted, 0) << "no attention kernel packs Kᵀ once for its query rows (seq " << s << ")";
+  }
+}
+
+// GPT-2's causal mask as a bool kept by Where(keep, S, -inf): a KV block whose keep
+// is all false is -inf, so the kernel skips it as it skips an added -inf mask's
+// (before, bool constants were no constants to the skip table, and GPT-2's kernel
+// computed every masked block). A mask that keeps some key of every block (random
+// keys) skips nothing; any mask's kernel matches the interpreter.
+TEST_F(MuGraphCodegen, BoolCausalMaskSkipsMaskedBlocks) {
+  const int s = 64;
+  const std::string body =
+      "graph attn(%q: f32[1,2,64,16], %k: f32[1,2,64,16], %v: f32[1,2,64,16], %mask: bool[1,1,64,64]) {\n"
+      "  %den = const f32[] {4}\n  %low = const f32[] {-inf}\n"
+      "  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n  %sc = MatMul(%q, %kt)\n  %sd = Div(%sc, %den)\n"
+      "  %sm = Where(%mask, %sd, %low)\n  %p = Softmax(%sm) {axis=-1}\n  %o = MatMul(%p, %v)\n  return %o\n}\n";
+  Program p = from_body(parse_graph(body));
+  std::mt19937 rng(3);
+  for (const char* kind : {"causal", "random", "upper"}) {
+    std::vector<double> bits(static_cast<size_t>(s * s));
+    for (int i = 0; i < s; ++i)
+      for (int j = 0; j < s; ++j) {
+        const bool on = std::string(kind) == "causal" ? j <= i : std::string(kind) == "upper" ? j >= i : (rng() & 1) != 0;
+        bits[static_cast<size_t>(i * s + j)] = on;
+      }
+    const Tensor keep = Tensor::from_f64(DType::Bool, {1, 1, s, s}, bits);
+    const std::vector<std::vector<float>> constants = {{}, {}, {}, constant_values(keep)};
+    SearchOptions o;
+    o.max_seconds = 2;
+    int looped = 0, skipping = 0;
+    for (const BlockGraph& st : search_structures(p, o, nullptr))
+      for (const BlockGraph& g : tilings(p, st, 1, 4, constants)) {
+        if (g.loop_atom < 0 || g.chunk <= 0 || g.chunk >= p.extent(g.loop_atom)) continue;
+        ++looped;
+        const std::vector<uint8_t> skip = skip_table(p, g, constants);
+        skipping += !skip.empty();
+        if (looped > 2 && (skip.empty() || skipping > 2)) continue;  // a few kernels compiled
+        std::string why;
+        auto k = load_kernel(generate_source(p, g, skip), &why);
+        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+        EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1), 1e-5) << kind << "\n" << g.to_text(p);
+      }
+    ASSERT_GT(looped, 0) << "no tiling loops over KV blocks";
+    if (std::string(kind) == "random") EXPECT_EQ(skipping, 0) << "a random mask keeps a key of every block";
+    else EXPECT_GT(skipping, 0) << kind << ": blocks whose keys are all masked are not skipped";
   }
 }
 

@@ -194,8 +194,9 @@ def test_scale_muls_are_taken_in_only_where_the_product_alone_reads_them():
         (1, 12, 64, 64, 32, None),  # 2^18 per head: the packing and rows cost more than the step saves
         (1, 12, 32, 32, 64, "row"),  # 2^17
         (2, 4, 17, 17, 16, "row"),  # 17 tokens
-        (1, 8, 1, 512, 64, None),  # one query (decode): K and V would be packed for one row
         (1, 4, 199, 199, 16, None),  # heads of 16 (HuBERT's): 16-deep Q K^T tiles, 8-lane P V
     ])
 def test_small_heads_stay_on_the_separate_steps(B, Hq, Sq, T, D, mask):
+    # (One query against many keys, decode, runs on the step's decode kernels:
+    # test_attention_decode.py.)
     check(encoder(B, Hq, Hq, Sq, T, D, mask=mask), False)
