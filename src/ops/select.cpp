@@ -244,6 +244,9 @@ std::vector<TensorType> infer_one_hot(const InferContext& ctx) {
   Shape out = idx.shape;
   Dim d;
   if (auto n = constant_scalar(ctx.constant(1), "OneHot depth")) {
+    // A negative depth breaks OneHot's definition (refused); 0 is legal, but isomer
+    // does not compute it (kept opaque).
+    require_valid(*n >= 0, "OneHot depth " + std::to_string(*n) + " is negative");
     require(*n >= 1, "OneHot depth " + std::to_string(*n) + " is not positive");
     d = Dim(*n);
   }
