@@ -75,7 +75,7 @@ def test_int64_range_whose_span_passes_int64(isomer_bin, tmp_path, start, limit,
     np.testing.assert_array_equal(ort_outputs(out, feeds), want)
 
 
-@pytest.mark.parametrize("case", ["tile", "split_negative", "onehot_negative"])
+@pytest.mark.parametrize("case", ["tile", "split_negative", "onehot_negative", "onehot_int64_min", "onehot_minus_inf"])
 def test_extents_that_break_the_definition_are_refused(isomer_bin, tmp_path, case):
     x = _vi("x", F, [1, 2, 4, 4])
     outs = [_vi("y", F)]
@@ -88,7 +88,11 @@ def test_extents_that_break_the_definition_are_refused(isomer_bin, tmp_path, cas
     else:
         nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=3, name="idx"),
                  helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="use")]
-        inits, why = [_init("d", -5), _init("v", [0.0, 1.0], np.float32)], "OneHot depth -5 is negative"
+        # (A depth of any numeric type; one past the range of int64 was kept opaque.)
+        d, why = {"onehot_negative": (_init("d", -5), "OneHot depth -5 is negative"),
+                  "onehot_int64_min": (_init("d", I64_MIN), f"OneHot depth {I64_MIN} is negative"),
+                  "onehot_minus_inf": (_init("d", -np.inf, np.float32), "OneHot depth -inf is negative")}[case]
+        inits = [d, _init("v", [0.0, 1.0], np.float32)]
     path = _model(tmp_path, case, nodes, [x], outs, inits)
     with pytest.raises(Exception):  # ONNX Runtime refuses it, at load or when it runs
         ort_outputs(path, {"x": np.ones([1, 2, 4, 4], np.float32)})
