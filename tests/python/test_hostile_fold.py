@@ -9,6 +9,10 @@ with onnx.helper.
   Tile repeats that make an extent past int64, Split sizes that are negative or add up past
   int64, a negative OneHot depth. The node was kept opaque and `optimize` wrote back a model
   ONNX Runtime refuses; each is now refused naming the node.
+- Integer Pow past its type folded modulo 2^bits (3^21 as int32: 1870418611) where ONNX
+  Runtime, which computes it in double, gives the type's minimum on x86: `optimize` wrote a
+  model whose outputs differ from the input's on ONNX Runtime (its own check compared
+  isomer with isomer). A fold now converts as ONNX Runtime does.
 - A node ONNX Runtime runs for isomer (an operator isomer does not compute) whose inputs are
   all constants: its delegated step has no input, and the bridge sent the helper an empty
   request (the cached header of a step never run before matched its empty input list), so
@@ -69,6 +73,25 @@ def test_int64_range_whose_span_passes_int64(isomer_bin, tmp_path, start, limit,
             got = _run(isomer_bin, tmp_path, path, feeds, *flags)
             np.testing.assert_array_equal(got["y"], want)
             assert got["m"] == want.max()
+    out = tmp_path / "o.onnx"
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(ort_outputs(out, feeds), want)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_pow_past_its_type_folds_as_onnx_runtime_computes_it(isomer_bin, tmp_path, dtype):
+    # ONNX leaves it undefined; ONNX Runtime converts pow in double to the type, x86 making
+    # a result past it the type's minimum. A fold that wrapped instead (3^21 as int32:
+    # 1870418611) wrote a model whose outputs differ from the input's on ONNX Runtime.
+    t = TensorProto.INT32 if dtype == np.int32 else I64
+    a, b = np.array([3, 2, -2, 3], dtype), np.array([21 if dtype == np.int32 else 40, 31, 31, 5], dtype)
+    nodes = [helper.make_node("Pow", ["a", "b"], ["o"], name="pow"), helper.make_node("Add", ["o", "z"], ["y"], name="add")]
+    path = _model(tmp_path, "pow", nodes, [_vi("z", t, [1])], [_vi("y", t)], [_init("a", a, dtype), _init("b", b, dtype)])
+    feeds = {"z": np.zeros([1], dtype)}
+    want = ort_outputs(path, feeds)
+    np.testing.assert_array_equal(want[-1], 243)
+    np.testing.assert_array_equal(_run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime")["y"], want)
     out = tmp_path / "o.onnx"
     p = isomer_cli(isomer_bin, "optimize", path, "-o", out, "--budget", "1", "--threads", "1")
     assert p.returncode == 0, p.stderr
