@@ -13,6 +13,11 @@ with onnx.helper.
   Runtime, which computes it in double, gives the type's minimum on x86: `optimize` wrote a
   model whose outputs differ from the input's on ONNX Runtime (its own check compared
   isomer with isomer). A fold now converts as ONNX Runtime does.
+- A node inside an If branch that breaks its operator at the static ranks it reads (a
+  Transpose perm that repeats an axis, a Concat axis past the rank): bodies were checked from
+  element types alone, so the If was kept opaque and `optimize` wrote back a model ONNX
+  Runtime refuses at load. Where every input's declared shape is static, ONNX's inference
+  now sees it, as ONNX Runtime's does.
 - A node ONNX Runtime runs for isomer (an operator isomer does not compute) whose inputs are
   all constants: its delegated step has no input, and the bridge sent the helper an empty
   request (the cached header of a step never run before matched its empty input list), so
@@ -141,3 +146,28 @@ def test_opaque_operator_over_constants_alone(isomer_bin, tmp_path):
     feeds = {"z": np.zeros([1], np.uint64)}
     got = _run(isomer_bin, tmp_path, path, feeds)
     np.testing.assert_array_equal(got["y"], np.array([1 << 63, 6, 4], np.uint64))
+
+
+@pytest.mark.parametrize("cond", ["fed", "constant"])
+@pytest.mark.parametrize("bad", ["transpose_repeats", "concat_axis"])
+def test_branch_node_that_breaks_its_operator_at_static_ranks(isomer_bin, tmp_path, cond, bad):
+    # The untaken branch's node reads an outer value of static shape [2, 3]: ONNX Runtime's
+    # inference refuses the model at load; isomer checked body nodes from element types
+    # alone, kept the If opaque and `optimize` wrote the model back.
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="ok")], "then", [], [_vi("t", F, [2, 3])])
+    node = helper.make_node("Transpose", ["x"], ["e"], perm=[0, 0], name="bad") if bad == "transpose_repeats" else \
+        helper.make_node("Concat", ["x", "x"], ["e"], axis=5, name="bad")
+    els = helper.make_graph([node], "else", [], [_vi("e", F, None)])
+    inputs, inits, feeds = [_vi("x", F, [2, 3])], [], {"x": np.ones([2, 3], np.float32)}
+    if cond == "fed":
+        inputs.append(_vi("c", TensorProto.BOOL, []))
+        feeds["c"] = np.array(True)
+    else:
+        inits.append(_init("c", True, np.bool_))
+    path = _model(tmp_path, "branch", [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els, name="if")],
+                  inputs, [_vi("y", F)], inits)
+    with pytest.raises(Exception):
+        ort_outputs(path, feeds)
+    for cmd in (["optimize", path, "-o", tmp_path / "o.onnx", "--budget", "1"], ["run", path]):
+        one_error(isomer_cli(isomer_bin, *cmd), str(path), "node 'if' (If) else_branch node 'bad'")
+    assert not (tmp_path / "o.onnx").exists()
