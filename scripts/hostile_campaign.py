@@ -54,7 +54,10 @@ mid-graph, sizes from Shape arithmetic that wraps, attributes at the opset where
 inputs, optional outputs wired or left "", values declared with 2^31 to 2^62 elements) and
 scripts/hostile_mutators_storage.py (tensors of element type 0, values in another type's field or
 in two, TensorProto's segment, value_info that contradicts an input or itself, 10^5 opset imports,
-10^4 outputs of one node, a 50 MB doc_string).
+10^4 outputs of one node, a 50 MB doc_string) and scripts/hostile_mutators_fold.py (integer
+arithmetic past its type folded at import or fed, extents from constants past int64 or below 0,
+0-element inputs through each kind of operator, opaque operators over constants alone, an
+initializer that is also a graph input).
 A small fixed-seed subset runs in the tests (tests/python/test_hostile_campaign.py, --count 8).
 """
 import argparse
@@ -83,9 +86,11 @@ from hostile_mutators_numeric import MUTATORS as NUMERIC_MUTATORS
 from hostile_mutators_scope import MUTATORS as SCOPE_MUTATORS, TRIAGED as SCOPE_TRIAGED
 from hostile_mutators_extremes import MUTATORS as EXTREME_MUTATORS, TRIAGED as EXTREME_TRIAGED
 from hostile_mutators_storage import MUTATORS as STORAGE_MUTATORS, TRIAGED as STORAGE_TRIAGED
+from hostile_mutators_fold import MUTATORS as FOLD_MUTATORS, TRIAGED as FOLD_TRIAGED
 
 MUTATORS = {**BASE_MUTATORS, **FORMAT_MUTATORS, **PROTO_MUTATORS, **SEMANTIC_MUTATORS, **RESOURCE_MUTATORS,
-            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS, **EXTREME_MUTATORS, **STORAGE_MUTATORS}
+            **TRAP_MUTATORS, **NUMERIC_MUTATORS, **SCOPE_MUTATORS, **EXTREME_MUTATORS, **STORAGE_MUTATORS,
+            **FOLD_MUTATORS}
 
 NODE_DIRS = ["/usr/share/libonnx-testdata/data/node", "/usr/share/onnx/data/node"]
 # Operators whose node cases the campaign favours: shape tensors, indices, attributes
@@ -281,7 +286,7 @@ TRIAGED = [
      "a value name holding a NUL byte is legal (a protobuf string holds any byte, and isomer keeps it); ONNX "
      "Runtime's Python binding cuts a feed's name at the NUL (\"Required inputs (['a\\x00bX']) are missing from "
      "input feed (['a', ...])\"), so the reference run cannot feed the model"),
-] + SCOPE_TRIAGED + EXTREME_TRIAGED + STORAGE_TRIAGED
+] + SCOPE_TRIAGED + EXTREME_TRIAGED + STORAGE_TRIAGED + FOLD_TRIAGED
 
 
 # Commands triaged as the one they share a path with: the Python module's optimize and

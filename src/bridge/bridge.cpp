@@ -302,7 +302,9 @@ std::string OrtBridge::run_into(int id, const std::vector<Buffer>& inputs, const
   // both are made and read once (nlohmann's build, dump and parse were a tenth of
   // the round trip), and made again where the inputs' types change.
   RunHeaders& c = run_headers_[id];
-  bool same = c.inputs.size() == inputs.size();
+  // (A step of no inputs, a node over constants alone, matches a fresh entry's empty
+  // list: only a header made before may be sent again.)
+  bool same = !c.request.empty() && c.inputs.size() == inputs.size();
   for (size_t k = 0; same && k < inputs.size(); ++k)
     same = c.inputs[k].dtype == inputs[k].dtype && c.inputs[k].dims == inputs[k].dims &&
            c.inputs[k].bytes == inputs[k].bytes;

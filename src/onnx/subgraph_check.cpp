@@ -54,6 +54,19 @@ int32_t elem_type(const onnx::TypeProto* t) {
   return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
 }
 
+// The dims a TypeProto declares for a tensor where every one is a number.
+std::optional<std::vector<int64_t>> static_dims(const onnx::TypeProto* t) {
+  if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const auto& d : t->tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return std::nullopt;
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 class SubgraphChecker {
  public:
   SubgraphChecker(const onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) {}
@@ -166,12 +179,27 @@ class SubgraphChecker {
     onnx::NodeProto copy = node;
     for (const auto& a : node.attribute())
       if (a.has_g() || a.graphs_size()) return;
-    if (make_safe_for_libonnx(&copy, [](const std::string&) { return std::nullopt; }) != LibonnxSafety::Safe) return;
+    // Where every input's declared shape is static, the node is shown to ONNX's inference
+    // with it, as ONNX Runtime shows it when it loads the model: an attribute that breaks
+    // the operator at those ranks (a Transpose perm that repeats an axis) is refused here,
+    // not kept opaque inside its If and written back by `optimize`.
+    bool all_static = true;
     std::vector<onnx::TypeProto> storage(input_types.size());
+    for (size_t i = 0; i < input_types.size(); ++i) {
+      if (!input_types[i]) continue;
+      const onnx::TypeProto* t = s.type(node.input(static_cast<int>(i)));
+      all_static = all_static && static_dims(t).has_value();
+      storage[i] = *input_types[i];
+    }
+    const auto dims_of = [&](const std::string& name) { return static_dims(s.type(name)); };
+    const LibonnxSafety safety = make_safe_for_libonnx(&copy, dims_of);
+    if (safety == LibonnxSafety::Invalid)
+      throw Error(path + ": an attribute is out of range for its input's rank (or not positive)");
+    if (safety != LibonnxSafety::Safe) return;
     std::unordered_map<std::string, onnx::TypeProto*> types;
     for (size_t i = 0; i < input_types.size(); ++i) {
       if (!input_types[i]) continue;
-      storage[i] = *input_types[i];
+      if (all_static) storage[i] = *s.type(node.input(static_cast<int>(i)));
       types[node.input(static_cast<int>(i))] = &storage[i];
     }
     try {
@@ -187,8 +215,10 @@ class SubgraphChecker {
       }
     } catch (const Error&) {
       throw;
-    } catch (const std::exception&) {
-      // libonnx's inference could not judge the node from element types alone.
+    } catch (const std::exception& e) {
+      // From element types alone libonnx's inference may not judge the node; from static
+      // shapes its refusal is ONNX Runtime's at load.
+      if (all_static) throw Error(path + ": ONNX's inference refuses it (" + first_line(e.what()) + ")");
     }
   }
 

@@ -94,6 +94,14 @@ std::vector<TensorType> infer_pow(const InferContext& ctx) {
 std::vector<Tensor> eval_pow(const EvalContext& ctx) {
   const Tensor& a = ctx.in(0);
   Array<double> r = broadcast_map(f64(a), f64(ctx.in(1)), [](double x, double y) { return std::pow(x, y); });
+  if (a.dtype() == DType::Int32 || a.dtype() == DType::Int64) {
+    // ONNX Runtime's integer Pow converts pow in double to the type: a result past it is
+    // the type's minimum on x86 (ir/float_to_int.h); a fold gives the same, not the wrap.
+    std::vector<int64_t> v(r.data.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = a.dtype() == DType::Int64 ? cast_float_to_int64(r.data[i]) : cast_float_to_int32(r.data[i]);
+    return {Tensor::from_i64(a.dtype(), r.dims, v)};
+  }
   return {tensor(a.dtype(), r)};
 }
 

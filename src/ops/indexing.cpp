@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "ir/invalid_node.h"
+#include "ir/shape_overflow.h"
 #include "ops/layout_common.h"
 
 namespace isomer {
@@ -36,9 +37,9 @@ std::vector<TensorType> infer_tile(const InferContext& ctx) {
     require_valid(r >= 0, "Tile repeats has a negative value, " + std::to_string(r) + " for axis " + std::to_string(a));
     int64_t extent = 0;
     if (x.shape[a].is_static())
-      require(!__builtin_mul_overflow(x.shape[a].value, r, &extent),
-              "Tile repeats " + to_string(*reps) + " make an extent past int64 (" + std::to_string(x.shape[a].value) +
-                  " x " + std::to_string(r) + ")");
+      if (__builtin_mul_overflow(x.shape[a].value, r, &extent))  // a bad model, never one to keep opaque
+        throw ShapeOverflow("Tile repeats " + to_string(*reps) + " make an extent past int64 (" +
+                            std::to_string(x.shape[a].value) + " x " + std::to_string(r) + ")");
     if (x.shape[a].is_static()) out[a] = extent;
     else if (r == 1) out[a] = x.shape[a];
     else if (r == 0) out[a] = 0;

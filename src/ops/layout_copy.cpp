@@ -78,13 +78,15 @@ void check_split_sizes(const std::vector<int64_t>& sizes, const Dim& extent, siz
                                                                std::to_string(sizes.size()) + " outputs, " +
                                                                std::to_string(num_outputs) + " requested");
   require(!sizes.empty(), "Split needs at least one output");
+  // Sizes that are negative, or add up past int64 or to another extent than the
+  // axis's, break Split's definition: the node is refused, not kept opaque.
   int64_t sum = 0;
   for (int64_t s : sizes) {
-    require(s >= 0, "Split sizes " + list(sizes) + " contain a negative size");
-    sum += s;
+    require_valid(s >= 0, "Split sizes " + list(sizes) + " contain a negative size");
+    require_valid(!__builtin_add_overflow(sum, s, &sum), "Split sizes " + list(sizes) + " add up past int64");
   }
-  require(!extent.is_static() || sum == extent.value, "Split sizes " + list(sizes) + " do not add up to extent " +
-                                                          std::to_string(extent.value));
+  require_valid(!extent.is_static() || sum == extent.value, "Split sizes " + list(sizes) + " do not add up to extent " +
+                                                                std::to_string(extent.value));
 }
 
 std::vector<TensorType> infer_split(const InferContext& ctx) {

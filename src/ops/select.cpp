@@ -31,6 +31,10 @@ std::optional<int64_t> constant_scalar(const Tensor* t, const std::string& what)
   if (!t) return std::nullopt;
   require(num_elements(t->dims()) == 1, what + " must have one element, got " + to_string(t->dims()));
   const double v = t->to_f64()[0];
+  // A negative value (down to -inf or INT64_MIN) breaks the operand's definition (OneHot's
+  // depth): refused, not kept opaque.
+  require_valid(!(v < 0), what + " " + (is_integer(t->dtype()) ? std::to_string(t->i64_at(0)) : std::to_string(v)) +
+                              " is negative");
   require(std::isfinite(v) && std::fabs(v) < 9e18, what + " is not a finite integer in range");
   return static_cast<int64_t>(v);
 }
@@ -244,6 +248,8 @@ std::vector<TensorType> infer_one_hot(const InferContext& ctx) {
   Shape out = idx.shape;
   Dim d;
   if (auto n = constant_scalar(ctx.constant(1), "OneHot depth")) {
+    // (A negative depth is refused by constant_scalar; 0 is legal, but isomer does not
+    // compute it: kept opaque.)
     require(*n >= 1, "OneHot depth " + std::to_string(*n) + " is not positive");
     d = Dim(*n);
   }

@@ -193,8 +193,12 @@ int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delt
     const double span = static_cast<double>(l) - static_cast<double>(s);
     require(span / static_cast<double>(d) < static_cast<double>(kMaxRange), "Range is too large");
     if ((l > s && d > 0) || (l < s && d < 0)) {
-      const int64_t diff = l - s;  // same sign as d and below kMaxRange * |d|
-      n = diff / d + (diff % d != 0 ? 1 : 0);
+      // |limit - start| and |delta| in uint64: the difference of two int64 values
+      // (-2^63 to 2^63 - 1) needs 64 bits without a sign.
+      const uint64_t span_u = l > s ? static_cast<uint64_t>(l) - static_cast<uint64_t>(s)
+                                    : static_cast<uint64_t>(s) - static_cast<uint64_t>(l);
+      const uint64_t step = d > 0 ? static_cast<uint64_t>(d) : uint64_t{0} - static_cast<uint64_t>(d);
+      n = static_cast<int64_t>(span_u / step + (span_u % step != 0 ? 1 : 0));
     }
   }
   return n;
@@ -230,7 +234,10 @@ std::vector<Tensor> eval_range(const EvalContext& ctx) {
     return {Tensor::from_f64(start.dtype(), {n}, v)};
   }
   std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start.i64_at(0) + i * delta.i64_at(0);
+  // start + i delta stays between start and limit, but i delta alone may pass int64
+  // (start -2^63, delta 2^62): computed modulo 2^64, which gives the exact element.
+  const uint64_t s = static_cast<uint64_t>(start.i64_at(0)), d = static_cast<uint64_t>(delta.i64_at(0));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(s + static_cast<uint64_t>(i) * d);
   return {Tensor::from_i64(start.dtype(), {n}, v)};
 }
 

@@ -32,3 +32,15 @@ def ort_outputs(path, feeds):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def save_model(tmp_path, name, nodes, inputs, outputs, inits=(), opset=18):
+    """A graph of `nodes` saved as <tmp_path>/<name>.onnx (IR 8, ai.onnx at `opset`); its path."""
+    import onnx
+    from onnx import helper
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(path))
+    return path

@@ -74,3 +74,14 @@ def test_campaign_storage_on_every_command(tmp_path):
                                "optimize,run_native,run,cost,show", "--budget", "1")
     bad = [r for r in results if r["class"] not in ("ok", "triaged")]
     assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_fold_on_every_command(tmp_path):
+    """The twelfth family (hostile_mutators_fold.py: integer arithmetic past its type, extents
+    from constants past int64 or below 0, inputs of 0 elements, opaque operators over
+    constants alone) through every command: each refused with one clear line or computed as
+    ONNX Runtime (numpy, for integer overflow) computes it."""
+    results = _family_campaign(tmp_path, 12, 8, "fold_wrap,extent_overflow,zero_size,const_opaque",
+                               "optimize,run_native,run,cost,show", "--budget", "1")
+    bad = [r for r in results if r["class"] not in ("ok", "triaged")]
+    assert not bad, json.dumps(bad, indent=1)

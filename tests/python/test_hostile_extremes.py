@@ -32,16 +32,7 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hostile_util import isomer_cli, one_error, ort_outputs  # noqa: E402
-
-
-def _model(tmp_path, name, nodes, inputs, outputs, inits=(), opset=18):
-    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(m, str(path))
-    return path
+from hostile_util import isomer_cli, one_error, ort_outputs, save_model as _model  # noqa: E402
 
 
 def _vi(name, t, dims):
