@@ -71,3 +71,62 @@ def test_python_run_takes_and_returns_float32_for_bf16(engine):
     assert y.dtype == np.float32 and z.dtype == np.float32
     np.testing.assert_array_equal(y, WANT)
     np.testing.assert_allclose(z, WANT, rtol=2 ** -8)
+
+
+def run_isomer(tmp_path, model, feeds, *flags, ok=True):
+    """`isomer run` of `model` on `feeds`, 1 thread, --no-onnxruntime --print-steps."""
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    np.savez(inp, **feeds)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps", *flags], capture_output=True, text=True, timeout=300)
+    if not ok:
+        return p
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout, dict(np.load(out))
+
+
+def rotary_model(x_shape, cache_shape, pos_shape=None, **attrs):
+    """RotaryEmbedding(x, cos, sin[, position_ids]) at opset 23, every operand an input."""
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+           helper.make_tensor_value_info("cos", TensorProto.FLOAT, cache_shape),
+           helper.make_tensor_value_info("sin", TensorProto.FLOAT, cache_shape)]
+    if pos_shape is not None:
+        ins.append(helper.make_tensor_value_info("pos", TensorProto.INT64, pos_shape))
+    node = helper.make_node("RotaryEmbedding", [i.name for i in ins], ["y"], name="rope", **attrs)
+    graph = helper.make_graph([node], "rope", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+
+
+@pytest.mark.parametrize("x_shape,cache_shape,pos_shape,attrs", [
+    ([2, 4, 5, 8], [1, 5, 4], None, {}),                    # Gemma3 at opset 23: one [1, S] cache for the batch
+    ([2, 4, 5, 8], [2, 1, 4], None, {"interleaved": 1}),     # one position per sequence (a decode step)
+    ([3, 5, 16], [1, 1, 2], None, {"num_heads": 2, "rotary_embedding_dim": 4}),
+    ([2, 4, 5, 8], [10, 4], [1, 5], {}),                     # position_ids shared by the batch
+])
+def test_rotary_embedding_broadcasts_a_batch_or_sequence_of_one(tmp_path, x_shape, cache_shape, pos_shape, attrs):
+    """torch.onnx.export(dynamo=True, opset_version=23) of Gemma3 writes RotaryEmbedding
+    with [1, S, rot/2] caches for a batch of 2; ONNX's reference implementation
+    broadcasts them (ONNX Runtime 1.23 refuses), isomer refused the model."""
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(0)
+    model = rotary_model(x_shape, cache_shape, pos_shape, **attrs)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+             "cos": rng.standard_normal(cache_shape).astype(np.float32),
+             "sin": rng.standard_normal(cache_shape).astype(np.float32)}
+    if pos_shape is not None:
+        feeds["pos"] = rng.integers(0, cache_shape[0], pos_shape).astype(np.int64)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    steps, got = run_isomer(tmp_path, model, feeds)
+    assert "rotary" in steps and "reference" not in steps, steps
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+    isomer = pytest.importorskip("isomer")
+    np.testing.assert_allclose(isomer.run(model, feeds)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_rotary_embedding_refuses_a_cache_that_does_not_broadcast(tmp_path):
+    model = rotary_model([2, 4, 5, 8], [3, 5, 4])
+    feeds = {"x": np.zeros([2, 4, 5, 8], np.float32), "cos": np.zeros([3, 5, 4], np.float32),
+             "sin": np.zeros([3, 5, 4], np.float32)}
+    p = run_isomer(tmp_path, model, feeds, ok=False)
+    assert p.returncode != 0 and "cos_cache [3,5,4]" in p.stderr and "Traceback" not in p.stderr, p.stderr
