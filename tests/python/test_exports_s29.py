@@ -130,3 +130,41 @@ def test_rotary_embedding_refuses_a_cache_that_does_not_broadcast(tmp_path):
              "sin": np.zeros([3, 5, 4], np.float32)}
     p = run_isomer(tmp_path, model, feeds, ok=False)
     assert p.returncode != 0 and "cos_cache [3,5,4]" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("opset", [15, 19, 21, 23])
+def test_castlike_is_a_cast_to_its_second_inputs_type(tmp_path, opset):
+    """torch.onnx.export(dynamo=True, optimize=False) writes CastLike for every scalar
+    constant (OLMo2: 10, EfficientNet: 28); isomer did not know it, so the model was
+    refused with --no-onnxruntime and handed whole to ONNX Runtime otherwise."""
+    ort = pytest.importorskip("onnxruntime")
+    two = numpy_helper.from_array(np.array(2.5, np.float64), "two")
+    nodes = [helper.make_node("CastLike", ["two", "x"], ["two_f"], name="c1"),      # a constant like the input
+             helper.make_node("Mul", ["x", "two_f"], ["m"], name="mul"),
+             helper.make_node("CastLike", ["m", "idx"], ["mi"], name="c2"),        # like a graph input
+             helper.make_node("Add", ["mi", "idx"], ["y"], name="add"),
+             helper.make_node("CastLike", ["y", "half"], ["z"], name="c3")]
+    graph = helper.make_graph(nodes, "castlike", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                                  helper.make_tensor_value_info("idx", TensorProto.INT32, [2, 3]),
+                                                  helper.make_tensor_value_info("half", TensorProto.FLOAT16, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [2, 3]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT16, [2, 3])], [two])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    feeds = {"x": np.array([[1.3, -2.9, 7.0], [0.2, 100.7, -0.5]], np.float32),
+             "idx": np.array([[1, 2, 3], [4, 5, 6]], np.int32), "half": np.zeros([1], np.float16)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    steps, got = run_isomer(tmp_path, model, feeds)
+    assert "onnxruntime" not in steps.lower() and "reference" not in steps, steps
+    np.testing.assert_array_equal(got["y"], want[0])
+    np.testing.assert_array_equal(got["z"], want[1])
+    out = tmp_path / "o.onnx"
+    np.savez(tmp_path / "in.npz", **feeds)
+    p = subprocess.run([ISOMER, "optimize", str(tmp_path / "m.onnx"), "-o", str(out), "--inputs",
+                        str(tmp_path / "in.npz"), "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    onnx.checker.check_model(str(out), full_check=True)
+    written = onnx.load(str(out))
+    assert "CastLike" not in {n.op_type for n in written.graph.node}
+    again = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_array_equal(again[0], want[0])
+    np.testing.assert_array_equal(again[1], want[1])
