@@ -31,6 +31,7 @@
 #include "onnx/extras.h"
 #include "onnx/function_check.h"
 #include "onnx/function_inline.h"
+#include "onnx/sequence_split.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
 #include "onnx/sparse_initializer.h"
@@ -94,6 +95,7 @@ class Importer {
     inlined_ = inline_model_functions(&model_);
     add_imports_and_functions(&info);
     opset_ = info.opset() > 0 ? info.opset() : 1;
+    slice_split_sequences(&model_, opset_);
     if (stats_) {
       stats_->inlined_calls = inlined_.calls;
       stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());

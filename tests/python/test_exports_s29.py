@@ -168,3 +168,45 @@ def test_castlike_is_a_cast_to_its_second_inputs_type(tmp_path, opset):
     again = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds)
     np.testing.assert_array_equal(again[0], want[0])
     np.testing.assert_array_equal(again[1], want[1])
+
+
+@pytest.mark.parametrize("split,keepdims,positions", [
+    (3, 1, [0, 1, 2]),          # torch.split(x, 3, -1) of 8: pieces of 3, 3 and 2
+    ([2, 5, 1], 1, [2, 0, 1]),  # torch.split(x, [2, 5, 1], -1)
+    (None, 0, [7, 0]),          # torch.unbind(x, -1): pieces of 1, squeezed
+    (None, 1, [3]),
+])
+def test_split_to_sequence_read_at_constant_positions_runs_natively(tmp_path, split, keepdims, positions):
+    """torch.onnx.export(dynamo=True, optimize=False) writes torch.split and chunk as
+    SplitToSequence read by SequenceAt at constant positions (Qwen3-MoE's router): isomer
+    holds no sequences, so the model was refused with --no-onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    inits, ins = [], ["x"]
+    if split is not None:
+        inits.append(numpy_helper.from_array(np.array(split, np.int64), "split"))
+        ins.append("split")
+    nodes = [helper.make_node("SplitToSequence", ins, ["seq"], axis=-1, keepdims=keepdims, name="split")]
+    outs = []
+    for j, k in enumerate(positions):
+        inits.append(numpy_helper.from_array(np.array(k, np.int64), f"k{j}"))
+        nodes += [helper.make_node("SequenceAt", ["seq", f"k{j}"], [f"p{j}"], name=f"at{j}"),
+                  helper.make_node("Relu", [f"p{j}"], [f"y{j}"], name=f"relu{j}")]
+        outs.append(helper.make_tensor_value_info(f"y{j}", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "splitseq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+                              outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    steps, got = run_isomer(tmp_path, model, feeds)
+    assert "onnxruntime" not in steps.lower() and "reference" not in steps, steps
+    for j, w in enumerate(want):
+        np.testing.assert_array_equal(got[f"y{j}"], w)
+    out = tmp_path / "o.onnx"
+    np.savez(tmp_path / "in.npz", **feeds)
+    p = subprocess.run([ISOMER, "optimize", str(tmp_path / "m.onnx"), "-o", str(out), "--inputs",
+                        str(tmp_path / "in.npz"), "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    onnx.checker.check_model(str(out), full_check=True)
+    assert not {"SplitToSequence", "SequenceAt"} & {n.op_type for n in onnx.load(str(out)).graph.node}
+    for a, w in zip(ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds), want):
+        np.testing.assert_array_equal(a, w)
