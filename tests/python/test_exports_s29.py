@@ -86,6 +86,20 @@ def run_isomer(tmp_path, model, feeds, *flags, ok=True):
     return p.stdout, dict(np.load(out))
 
 
+def optimized_on_ort(tmp_path, feeds, want, gone):
+    """`isomer optimize` of the model run_isomer saved: the output passes onnx.checker,
+    holds none of the operators `gone` and gives `want` on ONNX Runtime."""
+    ort = pytest.importorskip("onnxruntime")
+    out = tmp_path / "o.onnx"
+    p = subprocess.run([ISOMER, "optimize", str(tmp_path / "m.onnx"), "-o", str(out), "--inputs",
+                        str(tmp_path / "in.npz"), "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    onnx.checker.check_model(str(out), full_check=True)
+    assert not gone & {n.op_type for n in onnx.load(str(out)).graph.node}
+    for a, w in zip(ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds), want):
+        np.testing.assert_array_equal(a, w)
+
+
 def rotary_model(x_shape, cache_shape, pos_shape=None, **attrs):
     """RotaryEmbedding(x, cos, sin[, position_ids]) at opset 23, every operand an input."""
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
@@ -157,17 +171,7 @@ def test_castlike_is_a_cast_to_its_second_inputs_type(tmp_path, opset):
     assert "onnxruntime" not in steps.lower() and "reference" not in steps, steps
     np.testing.assert_array_equal(got["y"], want[0])
     np.testing.assert_array_equal(got["z"], want[1])
-    out = tmp_path / "o.onnx"
-    np.savez(tmp_path / "in.npz", **feeds)
-    p = subprocess.run([ISOMER, "optimize", str(tmp_path / "m.onnx"), "-o", str(out), "--inputs",
-                        str(tmp_path / "in.npz"), "--threads", "1"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    onnx.checker.check_model(str(out), full_check=True)
-    written = onnx.load(str(out))
-    assert "CastLike" not in {n.op_type for n in written.graph.node}
-    again = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds)
-    np.testing.assert_array_equal(again[0], want[0])
-    np.testing.assert_array_equal(again[1], want[1])
+    optimized_on_ort(tmp_path, feeds, want, gone={"CastLike"})
 
 
 @pytest.mark.parametrize("split,keepdims,positions", [
@@ -201,12 +205,4 @@ def test_split_to_sequence_read_at_constant_positions_runs_natively(tmp_path, sp
     assert "onnxruntime" not in steps.lower() and "reference" not in steps, steps
     for j, w in enumerate(want):
         np.testing.assert_array_equal(got[f"y{j}"], w)
-    out = tmp_path / "o.onnx"
-    np.savez(tmp_path / "in.npz", **feeds)
-    p = subprocess.run([ISOMER, "optimize", str(tmp_path / "m.onnx"), "-o", str(out), "--inputs",
-                        str(tmp_path / "in.npz"), "--threads", "1"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    onnx.checker.check_model(str(out), full_check=True)
-    assert not {"SplitToSequence", "SequenceAt"} & {n.op_type for n in onnx.load(str(out)).graph.node}
-    for a, w in zip(ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feeds), want):
-        np.testing.assert_array_equal(a, w)
+    optimized_on_ort(tmp_path, feeds, want, gone={"SplitToSequence", "SequenceAt"})
