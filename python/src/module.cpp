@@ -93,7 +93,9 @@ Tensor tensor_from_array(const py::array& a, const std::string& what) {
   return Tensor(t, std::move(dims), std::move(bytes));
 }
 
-py::array array_from_tensor(const Tensor& t) {
+py::array array_from_tensor(const Tensor& bt) {
+  // numpy has no bfloat16: bf16 comes back as float32, which holds every value exactly.
+  const Tensor t = bt.dtype() == DType::BFloat16 ? Tensor::from_f64(DType::Float32, bt.dims(), bt.to_f64()) : bt;
   // Explicit C-order strides, for the same numpy 2 reason as in dtype_of.
   std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end()), strides(shape.size());
   py::ssize_t stride = static_cast<py::ssize_t>(dtype_size(t.dtype()));
@@ -110,7 +112,12 @@ std::vector<Tensor> tensors_from_arrays(const std::vector<py::array>& arrays, co
   std::vector<Tensor> out;
   for (size_t i = 0; i < arrays.size(); ++i) {
     std::string what = i < g.inputs().size() ? "input '" + g.inputs()[i]->name() + "'" : "input " + std::to_string(i);
-    out.push_back(tensor_from_array(arrays[i], what));
+    Tensor t = tensor_from_array(arrays[i], what);
+    // A bf16 input is given as float32 (numpy has no bfloat16), rounded as a Cast would.
+    if (i < g.inputs().size() && g.inputs()[i]->output_types()[0].dtype == DType::BFloat16 &&
+        t.dtype() == DType::Float32)
+      t = Tensor::from_f64(DType::BFloat16, t.dims(), t.to_f64());
+    out.push_back(std::move(t));
   }
   return out;
 }

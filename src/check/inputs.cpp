@@ -495,6 +495,13 @@ ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string
       if (name == in->name()) found = &t;
     require(found != nullptr, what + " has no array for input '" + in->name() + "'");
     const TensorType& want = in->output_types()[0];
+    // .npz and numpy have no bfloat16: a bf16 input is given as float32 and rounded
+    // to nearest even, as a Cast would (exact for arrays written from bf16).
+    Tensor rounded;
+    if (want.dtype == DType::BFloat16 && found->dtype() == DType::Float32) {
+      rounded = Tensor::from_f64(DType::BFloat16, found->dims(), found->to_f64());
+      found = &rounded;
+    }
     require(found->dtype() == want.dtype, what + ": input '" + in->name() + "' is " + to_string(found->type()) +
                                               ", the model declares " + to_string(want));
     // A tensor input of unknown rank (kept as its ONNX type) takes an array of any rank.

@@ -54,7 +54,7 @@ std::vector<Tensor> seeded_random_inputs(const Graph& g, uint64_t seed,
 
 // The user's inputs, matched to the graph's by name: every input must be given
 // with its element type, rank and static dims (symbolic dims are bound by what was
-// given). Throws Error naming `what` (the file) and the input otherwise.
+// given); float32 is taken for a bf16 input, which numpy cannot hold. Throws Error naming `what` (the file) and the input otherwise.
 ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& given,
                          const std::string& what);
 

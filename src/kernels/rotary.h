@@ -4,7 +4,8 @@
 // and head) rotates its first `rot` values in pairs by the angle its position
 // selects, and keeps the rest:
 //   c, s = cos_cache[p], sin_cache[p]   (p = position_ids[b, t], or the row's own
-//                                        [b, t] entry of a [B, S, rot/2] cache)
+//                                        [b, t] entry of a [B, S, rot/2] cache;
+//                                        an extent 1 of either broadcasts)
 //   pair i: (x1, x2) = (x[i], x[i + rot/2]), or (x[2i], x[2i + 1]) interleaved
 //   y1 = c[i] x1 - s[i] x2,  y2 = s[i] x1 + c[i] x2   written where x1, x2 were
 // X is [B, H, S, head] (heads first) or [B, S, H * head]. The row rotation is a
@@ -20,10 +21,17 @@ struct RotaryShape {
   bool interleaved = false;
   bool positions = false;    // caches are [max_position, rot/2] read at position_ids; else [B, S, rot/2]
   int64_t cache_rows = 0;    // the caches' first extent (max_position with positions)
+  // Extents of the [B, S] grid that position_ids (or, without them, the caches)
+  // give: each is B (S) or 1, broadcast over the batch (sequence) as numpy would;
+  // torch's exporter writes [1, S, rot/2] caches for a batch of prompts.
+  int64_t grid_batch = 0, grid_seq = 0;
   int64_t rows() const { return batch * seq * heads; }
-  // The (b, t) index of row r in X's layout (rows are contiguous runs of head values).
+  // The index in the [grid_batch, grid_seq] grid of row r in X's layout (rows are
+  // contiguous runs of head values).
   int64_t token_of_row(int64_t r) const {
-    return heads_first ? (r / (heads * seq)) * seq + r % seq : r / heads;
+    const int64_t b = heads_first ? r / (heads * seq) : r / heads / seq;
+    const int64_t t = heads_first ? r % seq : (r / heads) % seq;
+    return (grid_batch == 1 ? 0 : b) * grid_seq + (grid_seq == 1 ? 0 : t);
   }
 };
 

@@ -31,6 +31,7 @@
 #include "onnx/extras.h"
 #include "onnx/function_check.h"
 #include "onnx/function_inline.h"
+#include "onnx/sequence_split.h"
 #include "onnx/libonnx_inference.h"
 #include "onnx/model_checks.h"
 #include "onnx/sparse_initializer.h"
@@ -94,6 +95,7 @@ class Importer {
     inlined_ = inline_model_functions(&model_);
     add_imports_and_functions(&info);
     opset_ = info.opset() > 0 ? info.opset() : 1;
+    slice_split_sequences(&model_, opset_);
     if (stats_) {
       stats_->inlined_calls = inlined_.calls;
       stats_->onnx_nodes = static_cast<size_t>(graph_.node_size());
@@ -621,10 +623,12 @@ class Importer {
   // operator otherwise, by that: Upsample (opsets 7 to 9; deprecated at 10, which the
   // schema check refuses) is Resize-10, whose hook adapts both forms and whose export
   // writes Upsample back before opset 10; Scatter (9, deprecated at 11) is ScatterElements
-  // without a reduction, written back as Scatter before opset 11.
+  // without a reduction, written back as Scatter before opset 11; CastLike is a Cast to
+  // its second input's type (Cast's hook).
   static const OpDef* find_native(const onnx::NodeProto& node, int64_t opset) {
     if (node.op_type() == "Upsample" && opset >= 7 && opset <= 10) return find_op("Resize");
     if (node.op_type() == "Scatter" && opset >= 9) return find_op("ScatterElements");
+    if (node.op_type() == "CastLike") return find_op("Cast");
     return find_op(node.op_type());
   }
 
@@ -640,7 +644,7 @@ class Importer {
     if (node.domain() == mugraph::kDomain || is_control_flow(node)) return true;
     return is_default_domain(node.domain()) &&
            (node.op_type() == "Constant" || node.op_type() == "Upsample" || node.op_type() == "Scatter" ||
-            find_op(node.op_type()));
+            node.op_type() == "CastLike" || find_op(node.op_type()));
   }
 
   // `count`: an ONNX node (stats count it), not an initializer kept as one.

@@ -9,9 +9,9 @@
 
 namespace isomer {
 
-// X's and the cos cache's extents; `positions`: position_ids is given. Throws
-// InvalidNode where the operands do not fit together.
+// X's, the cos cache's and position_ids' extents (`positions` null: none given).
+// Throws InvalidNode where the operands do not fit together.
 kernels::RotaryShape rotary_shape(const Attributes& attrs, const std::vector<int64_t>& x,
-                                  const std::vector<int64_t>& cos, bool positions);
+                                  const std::vector<int64_t>& cos, const std::vector<int64_t>* positions);
 
 }  // namespace isomer

@@ -437,6 +437,19 @@ std::vector<Tensor> eval_cast(const EvalContext& ctx) {
   }
   return {Tensor::from_i64(to, x.dims(), x.to_i64())};
 }
+
+// CastLike (opset 15 on) is a Cast to the element type of its second input, which it
+// reads for nothing else: imported as that Cast (its saturate and round_mode are
+// Cast's too) and written back as Cast, which every opset with CastLike has.
+// torch.onnx.export(dynamo=True, optimize=False) writes one for each scalar constant.
+std::string import_cast(OnnxForm& form, int64_t, GraphBuilder&) {
+  if (form.op_type != "CastLike") return "";
+  if (form.inputs.size() != 2 || !form.inputs[1].present()) return "CastLike needs the input whose type it takes";
+  form.attrs.set("to", static_cast<int64_t>(form.inputs[1].type().dtype));
+  form.inputs.resize(1);
+  form.op_type = "Cast";
+  return "";
+}
 }  // namespace
 
 OpDef def_Cast() {
@@ -453,6 +466,7 @@ OpDef def_Cast() {
     return {in[0]};
   };
   d.emit_pointwise = emit_cast;
+  d.onnx_import = import_cast;
   d.lower = Lowering::Pointwise;
   return d;
 }

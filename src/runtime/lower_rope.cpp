@@ -226,16 +226,12 @@ bool lower_rotary_embedding(Compiler& c, const Node& n) {
   if (x < 0 || cos < 0 || sin < 0 || c.val(cos).dims != c.val(sin).dims) return false;
   kernels::RotaryShape g;
   try {
-    g = rotary_shape(n.attrs(), c.val(x).dims, c.val(cos).dims, positions);
+    g = rotary_shape(n.attrs(), c.val(x).dims, c.val(cos).dims, positions ? &c.val(c.id(n.inputs()[3])).dims : nullptr);
   } catch (const Error&) {
     return false;
   }
   std::vector<int> reads{x, cos, sin};
-  if (positions) {
-    const int pos = c.as_plain(c.id(n.inputs()[3]));
-    if (num_elements(c.val(pos).dims) != g.batch * g.seq) return false;
-    reads.push_back(pos);
-  }
+  if (positions) reads.push_back(c.as_plain(c.id(n.inputs()[3])));
   const int y = dense_output(c, n);
   const std::string who = n.name();
   add_native_step(c,

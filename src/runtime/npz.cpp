@@ -82,6 +82,9 @@ Tensor from_fortran_order(const Tensor& t) {
 }  // namespace
 
 std::string encode_npy(const Tensor& t) {
+  // .npy has no bfloat16 (numpy writes ml_dtypes' as raw '<V2' void, which loses the
+  // type): a bf16 array is written as float32, which holds every bf16 value exactly.
+  if (t.dtype() == DType::BFloat16) return encode_npy(Tensor::from_f64(DType::Float32, t.dims(), t.to_f64()));
   const char* descr = nullptr;
   for (const NpyType& k : kTypes)
     if (k.dtype == t.dtype()) descr = k.descr;

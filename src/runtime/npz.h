@@ -1,7 +1,9 @@
 #pragma once
 // NumPy .npz archives (a zip of .npy files, one per array), the format of
 // `isomer run --inputs/--outputs`: np.savez and np.savez_compressed files are
-// read; files are written uncompressed, as np.savez writes them.
+// read; files are written uncompressed, as np.savez writes them. .npy has no
+// bfloat16: bf16 arrays are written as float32 (exactly), and a float32 array is
+// taken for a bf16 model input (see given_inputs).
 #include <string>
 #include <utility>
 #include <vector>
