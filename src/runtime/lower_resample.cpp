@@ -136,34 +136,36 @@ void copy_pixels(const float* src, float* row, int64_t rows, int64_t len, const 
   }
 }
 
-ISOMER_CLONES void resize_pixel_runs(const float* x, float* y, const PixelRuns& t) {
-  const int64_t rows = t.planes * t.oh, len = t.ow * t.run;
-#pragma omp parallel
-  {
-    int64_t r0 = 0, r1 = rows;
-#if defined(_OPENMP)
-    const int64_t nt = omp_get_num_threads(), th = omp_get_thread_num();
-    r0 = rows * th / nt, r1 = rows * (th + 1) / nt;
-#endif
-    for (int64_t r = r0; r < r1;) {
-      const int64_t p = r / t.oh, oh = r % t.oh;
-      int64_t same = 1;  // the rows after r of its plane and this thread that read its source row
-      while (r + same < r1 && oh + same < t.oh && t.hi[oh + same] == t.hi[oh]) ++same;
-      const float* src = x + (p * t.ih + t.hi[oh]) * t.iw * t.run;
-      float* row = y + r * len;
-      if (t.run == 16) copy_pixels<16>(src, row, same, len, t);
-      else if (t.run == 8) copy_pixels<8>(src, row, same, len, t);
-      else copy_pixels<0>(src, row, same, len, t);
-      r += same;
-    }
+ISOMER_CLONES void pixel_rows(const float* x, float* y, const PixelRuns& t, int64_t r0, int64_t r1) {
+  const int64_t len = t.ow * t.run;
+  for (int64_t r = r0; r < r1;) {
+    const int64_t p = r / t.oh, oh = r % t.oh;
+    int64_t same = 1;  // the rows after r of its plane and this thread that read its source row
+    while (r + same < r1 && oh + same < t.oh && t.hi[oh + same] == t.hi[oh]) ++same;
+    const float* src = x + (p * t.ih + t.hi[oh]) * t.iw * t.run;
+    float* row = y + r * len;
+    if (t.run == 16) copy_pixels<16>(src, row, same, len, t);
+    else if (t.run == 8) copy_pixels<8>(src, row, same, len, t);
+    else copy_pixels<0>(src, row, same, len, t);
+    r += same;
   }
+}
+
+// A thread for each 64 KB written, as a copy's.
+void resize_pixel_runs(const float* x, float* y, const PixelRuns& t) {
+  const int64_t rows = t.planes * t.oh;
+  const int64_t bytes = rows * t.ow * t.run * static_cast<int64_t>(sizeof(float));
+  const int64_t most = std::min<int64_t>(rows, omp_get_max_threads());
+  const int team = static_cast<int>(std::clamp<int64_t>(bytes / 65536, 1, most));
+  kernels::parallel_teams(team, [&](int th, int nt) { pixel_rows(x, y, t, rows * th / nt, rows * (th + 1) / nt); });
 }
 
 bool resize_nearest_in_layout(Compiler& c, const Node& n, const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
   const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
-  if (a.mode != "nearest" || xd.size() != 4 || !c.opts().blocked_layouts || c.val(c.id(n.inputs()[0])).dtype != DType::Float32)
-    return false;
-  for (const ops::ResizeAxis& ax : plan.axes) if (ax.taps != 1) return false;
+  if (a.mode != "nearest" || xd.size() != 4 || !c.opts().blocked_layouts) return false;
+  if (c.val(c.id(n.inputs()[0])).dtype != DType::Float32) return false;
+  for (const ops::ResizeAxis& ax : plan.axes)
+    if (ax.taps != 1) return false;
   if (!plan.axes[0].identity() || !plan.axes[1].identity()) return false;
   // A post-op oneDNN would fuse (an FPN's lateral Add) keeps the resize there.
   if (!plan_fusion(c, n.output(0), plan.out_dims(), true, false).ops.empty()) return false;
