@@ -6,7 +6,8 @@
 // something other than a product reads it: a SplitView); Transpose permutes strides;
 // Slice offsets and scales them; Split makes one view per part; Expand (and a Tile
 // of dims of extent 1) gives broadcast dims stride 0. Native kernels
-// and oneDNN's matmul and reorders read such views directly.
+// and oneDNN's matmul and reorders read such views directly. DepthToSpace and
+// SpaceToDepth are one strided copy.
 #include <algorithm>
 
 #include "ops/layout_common.h"
@@ -418,6 +419,44 @@ bool lower_expand(Compiler& c, const Node& n) {
   const size_t off = out_dims.size() - xd.size();
   for (size_t i = 0; i < xd.size(); ++i) os[off + i] = xd[i] == 1 ? 0 : xs[i];
   c.bind(n.output(0), c.view(x, out_dims, os, 0, n.name()));
+  return true;
+}
+
+// DepthToSpace (DCR): y[n, c, h b + i, w b + j] = x[n, (i b + j) C' + c, h, w];
+// CRD reads channel c b b + i b + j. SpaceToDepth: y seen
+// as [N, b, b, C, H/b, W/b] reads x[n, c, h b + i, w b + j].
+bool lower_space_depth(Compiler& c, const Node& n) {
+  int x = c.id(n.inputs()[0]);
+  if (!c.strides_of(x)) x = c.as_plain(x);
+  const std::vector<int64_t> xd = c.val(x).dims, xs = *c.strides_of(x);
+  if (xd.size() != 4) return false;
+  const int64_t b = n.attrs().get_int("blocksize"), N = xd[0], C = xd[1], H = xd[2], W = xd[3];
+  std::vector<int64_t> dims, from, to;
+  if (n.op_type() == "DepthToSpace") {
+    const int64_t Co = C / (b * b);
+    // Seen as [N, C', H, b, b, W] (w last: each source row is read in order).
+    dims = {N, Co, H, b, b, W};
+    if (n.attrs().get_string("mode", "DCR") == "CRD")
+      from = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[1], xs[3]};
+    else
+      from = {xs[0], xs[1], xs[2], b * Co * xs[1], Co * xs[1], xs[3]};
+    to = {Co * H * b * W * b, H * b * W * b, b * W * b, W * b, 1, b};
+  } else {
+    dims = {N, b, b, C, H / b, W / b};
+    from = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+    to = row_major(dims);
+  }
+  const TensorType t = c.concrete_types(n)[0];
+  std::vector<int64_t> od;
+  for (const Dim& d : t.shape) od.push_back(d.value);
+  const auto type = dnnl_type(t.dtype);
+  const int y = c.new_value(t.dtype, od, type ? plain_md(od, *type) : md_t(), n.name());
+  const size_t elem = dtype_size(c.val(x).dtype);
+  add_native_step(c, step_info(n, "copy", std::string(n.op_type()) + " " + to_string(dims) + " s" + to_string(from)),
+                  {x}, {y}, [elem, dims, from, to](const std::vector<char*>& p) {
+                    kernels::strided_copy(elem, p[0], from, p[1], to, dims);
+                  });
+  c.bind(n.output(0), y);
   return true;
 }
 
