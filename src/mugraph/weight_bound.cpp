@@ -124,24 +124,27 @@ double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
   return s * 1e3;
 }
 
-namespace {
+runtime::StepClock run_clock(int threads) {
+  return threads == 1 ? runtime::StepClock::thread : runtime::StepClock::process;
+}
 
-// The median of `repeats` runs after one warm-up: on one thread in the calling thread's
-// processor time (a preemption by another process does not count), else on the wall clock.
+std::string clock_name(runtime::StepClock c) {
+  return c == runtime::StepClock::thread    ? "thread processor time"
+         : c == runtime::StepClock::process ? "process processor time"
+                                            : "wall clock";
+}
+
 double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats) {
-  if (exe.threads() != 1) return runtime::benchmark(exe, inputs, 1, repeats).median;
+  const runtime::StepClock c = run_clock(exe.threads());
   exe.run(inputs);
   std::vector<double> ms;
   for (int k = 0; k < repeats; ++k) {
-    const double t0 = runtime::clock_ms(runtime::StepClock::thread);
+    const double t0 = runtime::clock_ms(c);
     exe.run(inputs);
-    ms.push_back(runtime::clock_ms(runtime::StepClock::thread) - t0);
+    ms.push_back(runtime::clock_ms(c) - t0);
   }
-  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
-  return ms[static_cast<size_t>(repeats / 2)];
+  return runtime::median(ms);
 }
-
-}  // namespace
 
 std::optional<WeightBound> weight_bound(const Region& r, const Graph& unfused_graph, runtime::Executable& unfused,
                                         const std::vector<Tensor>& inputs, const runtime::RuntimeOptions& ro,
