@@ -31,7 +31,8 @@ std::optional<Bench> weight_products(const Region& r);
 // conv, attention) at the rate the runtime's matmul reaches, other work at its
 // pointwise rate, bytes at the streaming rate, plus a fixed cost per step.
 // The pointwise operators a step fuses after its contraction (GELU after a
-// projection) are priced per output element, and a step reads at least its
+// projection) are priced per output element, at most per post-op where the step runs
+// a chain of them as one activation (GPT-2's tanh GELU), and a step reads at least its
 // weights; both found by the step's node names (a node without a name of its own is
 // priced by the step's counts alone). The same graph always gets the same price.
 double priced_ms(const Graph& g, const runtime::Executable& exe, int threads);
