@@ -266,6 +266,7 @@ TEST(MuGraphFuse, SymbolicDimsAreReportedWithTheFix) {
 // searched once: the second takes the first's kernel after verifying it on its own
 // body and weights.
 TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);  // machine() is read once per process, for every later test
   auto vec = [](const std::string& name, int seed) {
     std::string t = "  %" + name + " = const f32[32] {";
     for (int i = 0; i < 32; ++i) t += (i ? ", " : "") + std::to_string(0.5 + 0.01 * ((i * 7 + seed * 13) % 50));
@@ -300,6 +301,7 @@ TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
 // (mugraph/weight_bound.h), not timed: at 8 rows a busy CI core once read the
 // timed share under the 93% line.
 TEST(MuGraphFuse, RegionsThatAreAlmostAllWeightProductAreNotSearched) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);  // machine() is read once per process, for every later test
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-0.05, 0.05);
