@@ -261,9 +261,9 @@ std::string FuseReport::to_text() const {
     if (!r.stop.empty()) s << " (" << r.stop << ")";
     s << ": " << r.reason << "\n";
     if (r.timed > 0) {
-      std::snprintf(buf, sizeof buf, "        cost model vs clock over %zu candidates: Spearman %.2f; ", r.timed,
-                    r.rank_correlation);
-      s << buf << "predicted/measured ms " << r.predicted_vs_measured << "\n";
+      std::snprintf(buf, sizeof buf, " over %zu candidates: Spearman %.2f; ", r.timed, r.rank_correlation);
+      s << "        cost model vs clock (" << r.clock << ")" << buf << "predicted/measured ms "
+        << r.predicted_vs_measured << "\n";
     }
   }
   return s.str();
@@ -509,13 +509,13 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     usable_predicted.push_back(predicted[vi]);
   }
   if (fused.empty()) return d;
-  // Interleaved rounds; a kernel must win on the median and on the fastest round
-  // (on a loaded machine one lucky round or a noisy median alone decides nothing).
+  // Interleaved rounds in processor time (run_clock); a kernel must win on the median
+  // and on the fastest round (one lucky round or a noisy median alone decides nothing).
+  o.clock = clock_name(run_clock(threads));
   std::vector<std::vector<double>> times(fused.size() + 1);
   for (int round = 0; round < opts.rounds; ++round) {
-    times[0].push_back(runtime::benchmark(*unfused, bench.inputs, 1, 5).median);
-    for (size_t k = 0; k < fused.size(); ++k)
-      times[k + 1].push_back(runtime::benchmark(*fused[k], bench.inputs, 1, 5).median);
+    times[0].push_back(median_run_ms(*unfused, bench.inputs, 5));
+    for (size_t k = 0; k < fused.size(); ++k) times[k + 1].push_back(median_run_ms(*fused[k], bench.inputs, 5));
   }
   auto fastest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   o.unfused_ms = runtime::median(times[0]);
@@ -559,6 +559,7 @@ std::optional<Decision> reuse(const Decision& like, const Region& r) {
   d.outcome.stop.clear();
   d.outcome.search_seconds = 0;
   d.outcome.timed = 0;
+  d.outcome.clock.clear();
   d.outcome.rank_correlation = NAN;
   d.outcome.predicted_vs_measured.clear();
   const std::string as = " (as " + like.outcome.sink + ", a region of the same shapes)";

@@ -17,7 +17,8 @@
 // Each region: its program (mugraph/program.h), the search (mugraph/search.h) plus
 // the direct translation, tilings ranked by the cost model, the best few verified
 // over the field and in floats, compiled, checked at full size against isomer's
-// unfused runtime and timed against it (interleaved rounds, medians). A region is
+// unfused runtime and timed against it (interleaved rounds, medians, in processor
+// time: mugraph/weight_bound.h's run_clock). A region is
 // replaced by a MuGraph node only when its best kernel is correct and faster.
 // Decisions are kept per process by the region's body and constants, so the
 // optimize pipeline's guard re-running the rewrite does not search again.
@@ -60,6 +61,9 @@ struct RegionOutcome {
   size_t timed = 0;
   double rank_correlation = NAN;
   std::string predicted_vs_measured;  // "pred/meas ms" per timed candidate, best predicted first
+  // The clock the candidates and the unfused region were timed on (mugraph/weight_bound.h's
+  // run_clock: "thread processor time" on one thread); empty when nothing was timed.
+  std::string clock;
 };
 
 struct FuseReport {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "check/inputs.h"
@@ -70,6 +71,26 @@ double pointwise_flops(const std::string& op) {
   return views.count(op) ? 0 : transcendental.count(op) ? 16 : divide.count(op) ? 4 : 1;
 }
 
+// The most arithmetic per output element, in pointwise_flops's units, of the
+// epilogue a contraction step runs as its signature tells it: oneDNN post-ops
+// (runtime/fusion.cpp's fusion_attr: " +eltN(..)" an activation, " +binN[..]" a
+// broadcast operand, " +sum" a residual add) or the native GEMMs' pointwise program
+// (" epi f32 in2: r2=Add(r0,r1) ..."); each activation or instruction at most a
+// transcendental, each operand an add. The runtime runs a chain of nodes it
+// recognises as one activation as one of them (GPT-2's tanh GELU, eight nodes priced
+// 26 per element, is one gelu_tanh post-op). Null when the signature names none.
+std::optional<double> epilogue_bound(const std::string& signature) {
+  auto count = [&](std::string_view what, size_t from = 0) {
+    double n = 0;
+    for (size_t at = signature.find(what, from); at != std::string::npos; at = signature.find(what, at + 1)) ++n;
+    return n;
+  };
+  double flops = 16 * count(" +elt") + count(" +bin") + count(" +sum");
+  if (const size_t epi = signature.find(" epi "); epi != std::string::npos) flops += 16 * count("=", epi);
+  if (flops == 0) return std::nullopt;
+  return flops;
+}
+
 }  // namespace
 
 double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
@@ -107,14 +128,19 @@ double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
   for (const runtime::StepInfo& st : exe.steps()) {
     if (st.boundary) continue;
     const bool contraction = st.kind == "matmul" || st.kind == "conv" || st.kind == "deconv" || st.kind == "attention";
-    double epilogue = 0, weights = 0;
+    double epilogue = 0, weights = 0, outputs = 0;
     for (size_t i = 0; i < st.ops.size() && i < st.nodes.size(); ++i) {
       auto it = elements.find(st.nodes[i]);
       if (it == elements.end()) continue;
       weights += it->second.second;
-      if (contraction && st.ops[i] != "MatMul" && st.ops[i] != "Gemm" && st.ops[i] != "Conv")
+      if (contraction && st.ops[i] != "MatMul" && st.ops[i] != "Gemm" && st.ops[i] != "Conv") {
         epilogue += it->second.first * pointwise_flops(st.ops[i]);
+        outputs = std::max(outputs, it->second.first);
+      }
     }
+    // Per node, or per post-op where the step runs fewer (a chain as one activation).
+    if (const std::optional<double> bound = epilogue_bound(st.signature); bound && epilogue > 0)
+      epilogue = std::min(epilogue, *bound * outputs);
     // A step reads its weights whole, also where its bytes leave them out (the
     // runtime's one-row products count their activations only).
     const double bytes = std::max(st.bytes, weights);
@@ -124,24 +150,27 @@ double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
   return s * 1e3;
 }
 
-namespace {
+runtime::StepClock run_clock(int threads) {
+  return threads == 1 ? runtime::StepClock::thread : runtime::StepClock::process;
+}
 
-// The median of `repeats` runs after one warm-up: on one thread in the calling thread's
-// processor time (a preemption by another process does not count), else on the wall clock.
+std::string clock_name(runtime::StepClock c) {
+  return c == runtime::StepClock::thread    ? "thread processor time"
+         : c == runtime::StepClock::process ? "process processor time"
+                                            : "wall clock";
+}
+
 double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats) {
-  if (exe.threads() != 1) return runtime::benchmark(exe, inputs, 1, repeats).median;
+  const runtime::StepClock c = run_clock(exe.threads());
   exe.run(inputs);
   std::vector<double> ms;
   for (int k = 0; k < repeats; ++k) {
-    const double t0 = runtime::clock_ms(runtime::StepClock::thread);
+    const double t0 = runtime::clock_ms(c);
     exe.run(inputs);
-    ms.push_back(runtime::clock_ms(runtime::StepClock::thread) - t0);
+    ms.push_back(runtime::clock_ms(c) - t0);
   }
-  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
-  return ms[static_cast<size_t>(repeats / 2)];
+  return runtime::median(ms);
 }
-
-}  // namespace
 
 std::optional<WeightBound> weight_bound(const Region& r, const Graph& unfused_graph, runtime::Executable& unfused,
                                         const std::vector<Tensor>& inputs, const runtime::RuntimeOptions& ro,

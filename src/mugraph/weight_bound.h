@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/clock.h"
 #include "runtime/runtime.h"
 
 namespace isomer::mugraph {
@@ -30,7 +31,8 @@ std::optional<Bench> weight_products(const Region& r);
 // conv, attention) at the rate the runtime's matmul reaches, other work at its
 // pointwise rate, bytes at the streaming rate, plus a fixed cost per step.
 // The pointwise operators a step fuses after its contraction (GELU after a
-// projection) are priced per output element, and a step reads at least its
+// projection) are priced per output element, at most per post-op where the step runs
+// a chain of them as one activation (GPT-2's tanh GELU), and a step reads at least its
 // weights; both found by the step's node names (a node without a name of its own is
 // priced by the step's counts alone). The same graph always gets the same price.
 double priced_ms(const Graph& g, const runtime::Executable& exe, int threads);
@@ -47,10 +49,20 @@ struct WeightBound {
 // 93% and more nothing is left to gain.
 inline constexpr double kWeightBoundShare = 0.93;
 
+// The clock every run of a μGraph decision is timed on, never the wall clock (under
+// load the wall clock read llama_block's kernels slower than the unfused region in one
+// run and faster in the next): the calling thread's processor time on one thread
+// (the run executes on it; a preemption by another process does not count), else the
+// process's (every worker's), as optimize's guard reads it.
+runtime::StepClock run_clock(int threads);
+std::string clock_name(runtime::StepClock c);
+// The median of `repeats` runs of `exe` after one warm-up, in ms on run_clock.
+double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats);
+
 // The priced decision for a region whose unfused bench `unfused_graph` compiled as
 // `unfused`; null where the
 // region has no weight product. With `timed` the products and the region are also
-// timed (interleaved, in processor time on one thread) and the share reported beside
+// timed (interleaved, on run_clock) and the share reported beside
 // the priced one: the decision stays the priced one.
 std::optional<WeightBound> weight_bound(const Region& r, const Graph& unfused_graph, runtime::Executable& unfused,
                                         const std::vector<Tensor>& inputs, const runtime::RuntimeOptions& ro,

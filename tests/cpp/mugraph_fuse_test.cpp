@@ -18,6 +18,7 @@
 #include "mugraph/region.h"
 #include "mugraph/search.h"
 #include "mugraph/verify.h"
+#include "mugraph/weight_bound.h"
 #include "mugraph_test_util.h"
 #include "onnx/onnx_io.h"
 #include "runtime/runtime.h"
@@ -265,6 +266,7 @@ TEST(MuGraphFuse, SymbolicDimsAreReportedWithTheFix) {
 // searched once: the second takes the first's kernel after verifying it on its own
 // body and weights.
 TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);  // machine() is read once per process, for every later test
   auto vec = [](const std::string& name, int seed) {
     std::string t = "  %" + name + " = const f32[32] {";
     for (int i = 0; i < 32; ++i) t += (i ? ", " : "") + std::to_string(0.5 + 0.01 * ((i * 7 + seed * 13) % 50));
@@ -299,6 +301,7 @@ TEST(MuGraphFuse, RegionsOfTheSameShapesAreSearchedOnce) {
 // (mugraph/weight_bound.h), not timed: at 8 rows a busy CI core once read the
 // timed share under the 93% line.
 TEST(MuGraphFuse, RegionsThatAreAlmostAllWeightProductAreNotSearched) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);  // machine() is read once per process, for every later test
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-0.05, 0.05);
@@ -523,6 +526,34 @@ TEST(MuGraphFuse, RmsNormMatMulLoopKernelMatchesTheEvaluator) {
   setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
   if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
   expect_two_accumulator_kernel_runs(testing::rmsnorm_matmul_body(9, 40, 37), 16);
+}
+
+// The candidates and the unfused region are timed in processor time, never on the wall
+// clock: under load the wall clock read llama_block's kernels slower than unfused in
+// one run and faster in the next. The report says which clock decided.
+TEST(MuGraphFuse, CandidatesAreTimedInProcessorTime) {
+  setenv("ISOMER_MUGRAPH_NO_MEASURE", "1", 0);
+  if (kernel_compiler().empty()) GTEST_SKIP() << "no C++ compiler: generated kernels are not compiled here";
+  GraphBuilder b;
+  Value x = b.input("x", TensorType{DType::Float32, make_shape({32, 128})});
+  Value s = b.op1("Mul", {x, b.constant(Tensor::from_f64(DType::Float32, {}, std::vector<double>{0.125}))});
+  Graph g = b.finish({b.op1("Softmax", {s}, {{"axis", int64_t{-1}}})}, {"y"});
+  ASSERT_EQ(find_regions(g).size(), 1u);
+  FuseOptions o;
+  o.threads = 1;
+  o.candidates = 2;
+  o.rounds = 1;
+  o.search_states = 200;
+  o.search_seconds = 5;
+  FuseReport report;
+  fuse_regions(g, o, &report);
+  ASSERT_EQ(report.regions.size(), 1u);
+  ASSERT_GT(report.regions[0].timed, 0u) << report.to_text();
+  EXPECT_EQ(report.regions[0].clock, "thread processor time") << report.to_text();
+  EXPECT_NE(report.to_text().find("cost model vs clock (thread processor time)"), std::string::npos)
+      << report.to_text();
+  EXPECT_EQ(run_clock(1), runtime::StepClock::thread);
+  EXPECT_EQ(run_clock(2), runtime::StepClock::process);
 }
 
 // Of timed kernels within 3% of the fastest, the region keeps the first in the cost
