@@ -345,6 +345,7 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
     return p;
   };
   std::string why;
+  bool fell_back = false;  // timed on the other engine, which runs the original instead
   Prepared* o = prepare(opts.target, &why);
   if (!o) {
     // `isomer run` runs such a model (data-dependent shapes, say) on the other
@@ -360,11 +361,16 @@ GuardResult run_guard(const Graph& original, const Graph& optimized, const Guard
       return r;
     }
     r.reason = why + ": timed on " + engine_name(other) + ", which runs it instead";
+    fell_back = true;
     opts.target = other;
     r.engine = other;
     r.confirm_engine = other_engine(other);
   }
   r.status = "measured";
+  if (opts.target == Engine::Runtime || (opts.confirm_other && !fell_back)) {
+    r.openmp_waits = runtime::openmp_waits();
+    r.log.push_back("isomer's runtime times both graphs with OpenMP waits: " + r.openmp_waits);
+  }
   r.load_average = cost::load_average();
   r.cores = std::max(1u, std::thread::hardware_concurrency());
   if (!opts.confirm_other) r.confirm_status = "off";

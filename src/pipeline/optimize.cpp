@@ -535,6 +535,7 @@ std::string OptimizeReport::to_json() const {
   j["guard_load_average"] = guard.load_average >= 0 ? nlohmann::ordered_json(guard.load_average) : nlohmann::ordered_json();
   j["guard_overloaded"] = guard.overloaded();
   j["guard_rounds"] = cmp ? nlohmann::ordered_json(cmp->rounds) : nlohmann::ordered_json();
+  j["guard_openmp_waits"] = guard.openmp_waits.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(guard.openmp_waits);
   j["guard_comparisons"] = guard.comparisons;
   // The confirmation on the other engine (pipeline/guard.h).
   j["guard_confirm"] = guard.confirm_status;

@@ -643,7 +643,7 @@ std::string openmp_waits() {
   return "libgomp default";
 }
 
-bool choose_openmp_waits(int threads) {
+bool choose_openmp_waits(int threads, bool as_on_a_quiet_machine) {
   if (const char* why = std::getenv("ISOMER_OMP_REEXEC")) {
     // The restarted process: report what its parent chose.
     openmp_waits_note() = why;
@@ -656,8 +656,10 @@ bool choose_openmp_waits(int threads) {
     openmp_waits_note() = "libgomp default (1 thread: no barriers)";
     return false;
   }
-  const int others = other_runnable_tasks();
-  const std::string where = std::to_string(others) + " other runnable tasks at start, " + std::to_string(team) +
+  const int runnable = other_runnable_tasks();
+  const int others = as_on_a_quiet_machine ? 0 : runnable;
+  const std::string where = (as_on_a_quiet_machine ? "as isomer run on a quiet machine; " : "") +
+                            std::to_string(runnable) + " other runnable tasks at start, " + std::to_string(team) +
                             " threads on " + std::to_string(cpus) + " CPUs";
   // A core for every thread: spin, but briefly. libgomp's default spin (~300k
   // pause loops, ~10 ms) is as fast as waiting passively while the machine stays

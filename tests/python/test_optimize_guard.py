@@ -120,6 +120,50 @@ def test_cli_guard_target_only_does_not_confirm_on_the_other_engine(tmp_path):
     assert "not confirmed on ONNX Runtime: switched off" in stdout, stdout
 
 
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_guard_times_with_the_waits_of_a_quiet_machine(tmp_path):
+    """`isomer run` waits passively when other tasks are runnable as it starts
+    ($ISOMER_RUNNABLE_TASKS stands in for them); timed that way a small model pays a
+    thread wake-up per step, and the demo's rewrite read 1.27x faster on a model that
+    runs the same. The guard times both graphs with the waits `run` takes on a quiet
+    machine, whatever is runnable when optimize starts, and says which; a user's
+    OMP_WAIT_POLICY is kept and named."""
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < 2:
+        pytest.skip("one CPU: one thread, no OpenMP barriers to wait at")
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ISOMER_OMP_REEXEC")}
+    busy = {**base, "ISOMER_RUNNABLE_TASKS": str(4 * cpus)}
+    p = subprocess.run([ISOMER, "run", DEMO, "--threads", "2", "--bench", "--repeat", "2", "--warmup", "0",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120, env=busy)
+    assert p.returncode == 0, p.stderr
+    assert "OpenMP waits: passive (" in p.stdout, p.stdout  # what run takes now
+
+    def optimize(env):
+        out, report = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
+        p = subprocess.run([ISOMER, "optimize", DEMO, "-o", out, "--report-json", report, "--threads", "2",
+                            "--cost", "none"], capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0, p.stderr
+        r = json.load(open(report))
+        assert_guard_consistent(r)
+        line = "isomer's runtime times both graphs with OpenMP waits: " + r["guard_openmp_waits"]
+        assert line in r["guard_log"] and line in p.stdout, p.stdout
+        return r["guard_openmp_waits"]
+
+    waits = optimize(busy)
+    assert waits.startswith(f"spin 1000 (as isomer run on a quiet machine; {4 * cpus} other runnable tasks"), waits
+    assert optimize({**base, "ISOMER_RUNNABLE_TASKS": "0"}).startswith("spin 1000 (as isomer run on a quiet"), waits
+    assert optimize({**busy, "OMP_WAIT_POLICY": "PASSIVE"}) == "OMP_WAIT_POLICY=PASSIVE (set by the user)"
+    # --guard-target-only on ONNX Runtime does not time isomer's runtime: no waits named.
+    out, report = str(tmp_path / "o2.onnx"), str(tmp_path / "r2.json")
+    p = subprocess.run([ISOMER, "optimize", DEMO, "-o", out, "--report-json", report, "--threads", "2", "--cost",
+                        "none", "--target", "onnxruntime", "--guard-target-only"], capture_output=True, text=True,
+                       timeout=300, env=busy)
+    assert p.returncode == 0, p.stderr
+    r = json.load(open(report))
+    if r["guard"] == "measured":
+        assert r["guard_openmp_waits"] is None and "OpenMP waits" not in p.stdout, p.stdout
+
+
 def test_python_guard_target_only():
     _, r = isomer.optimize(DEMO, threads=1, cost="none", guard_target_only=True)
     assert r.guard_confirm == "off" and r.guard_confirm_engine == "onnxruntime"
