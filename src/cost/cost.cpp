@@ -370,6 +370,11 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
     return ms;
   };
   bool above = false;
+  const bool alone = !key_prefix_.empty();
+  auto settled = [&] {
+    const size_t n = static_cast<size_t>(planned);
+    return alone ? alone_timing_settled(totals, n) : timing_settled(totals, n);
+  };
   do {
     runs.push_back(exe.profile_steps(0, 1, 0, left_out));
     totals.push_back(total(runs.back()));
@@ -381,20 +386,16 @@ std::vector<double> MeasuredCostModel::profile(runtime::Executable& exe) {
     }
     counted_min = std::min(counted_min, counted(runs.back()));
     above = enough_ms_ > 0 && counted_min > enough_ms_;
-  } while (!above && !timing_settled(totals, static_cast<size_t>(planned)));
-  if (above && !timing_settled(totals, static_cast<size_t>(planned))) ++ended_above_;
+  } while (!above && !settled());
+  if (above && !settled()) ++ended_above_;
   if (std::count(skip.begin(), skip.end(), true) > 0) skipped_runs_ += runs.size();
   timed_runs_ += runs.size();
-  // The steps of typical runs, as profile_steps gives them: the runs whose total is
-  // in the middle half, each step averaged over them.
-  std::vector<size_t> order(runs.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return totals[a] < totals[b]; });
-  const size_t lo = runs.size() / 4, hi = std::max(lo + 1, runs.size() - runs.size() / 4);
+  // The steps of typical runs, each step averaged over them.
+  const std::vector<size_t> typical = typical_runs(totals, alone);
   std::vector<double> out(exe.steps().size(), 0.0);
-  for (size_t r = lo; r < hi; ++r)
-    for (size_t s = 0; s < out.size(); ++s) out[s] += runs[order[r]][s];
-  for (double& v : out) v /= static_cast<double>(hi - lo);
+  for (size_t r : typical)
+    for (size_t s = 0; s < out.size(); ++s) out[s] += runs[r][s];
+  for (double& v : out) v /= static_cast<double>(typical.size());
   // A step left out costs what the first step of its signature took.
   if (!skip.empty()) {
     std::unordered_map<std::string, double> first;
@@ -444,6 +445,26 @@ bool timing_settled(const std::vector<double>& totals, size_t planned) {
   if (totals.size() < kSettledRuns) return false;
   const auto [lo, hi] = std::minmax_element(totals.begin(), totals.end());
   return *lo > 0 && (*hi - *lo) / *lo <= kSettledSpread;
+}
+
+bool alone_timing_settled(const std::vector<double>& totals, size_t planned) {
+  if (totals.size() >= std::max<size_t>(planned, 1)) return true;
+  if (totals.size() < kAloneSettledRuns) return false;
+  std::vector<double> fastest(totals);
+  std::partial_sort(fastest.begin(), fastest.begin() + 2, fastest.end());
+  if (fastest[0] < kAloneShortRunMs) return false;
+  return (fastest[1] - fastest[0]) / fastest[0] <= kSettledSpread;
+}
+
+std::vector<size_t> typical_runs(const std::vector<double>& totals, bool alone) {
+  std::vector<size_t> order(totals.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return totals[a] < totals[b]; });
+  const size_t n = order.size();
+  const size_t lo = alone ? 0 : n / 4;
+  const size_t hi = alone ? std::max<size_t>(1, n / 4) : std::max(lo + 1, n - n / 4);
+  return std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(std::min(lo, n)),
+                             order.begin() + static_cast<std::ptrdiff_t>(std::min(hi, n)));
 }
 
 PairedRatio paired_summary(std::vector<double> ratios) {

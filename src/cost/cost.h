@@ -190,6 +190,23 @@ bool timing_settled(const std::vector<double>& totals, size_t planned);
 // only when the first timed run agrees with it as two settled runs agree (a warm-up
 // slowed by a cold cache or page faults does not, and is dropped as before).
 bool keep_warmup_run(double warmup_total, double first_total);
+// An operator priced alone (op_ms) is timed in runs as short as a few microseconds,
+// and a run that follows other jobs on the core pays for what they evicted (NasRNN's
+// time-step merge, a 5x512 by 512x512 product, priced alone 0.074 ms in one fresh
+// search and 0.012 ms in another, in processor time): such runs can agree with each
+// other, and the search then skips the merges. Preemption only ever adds time, so an
+// operator alone is priced by its fastest runs (typical_runs), and its timing stops
+// early only once kAloneSettledRuns are taken and the two fastest agree within
+// kSettledSpread; one whose fastest run is under kAloneShortRunMs takes every planned
+// run (at most the model's repeats: under 15 ms). True when no further run is to be
+// taken after `totals`.
+inline constexpr size_t kAloneSettledRuns = 3;
+inline constexpr double kAloneShortRunMs = 1.0;
+bool alone_timing_settled(const std::vector<double>& totals, size_t planned);
+// The runs (indices into `totals`) whose steps' times are averaged into a profile's:
+// a whole graph's typical runs, those whose total is in the middle half; an operator
+// alone's fastest quarter, at least one run.
+std::vector<size_t> typical_runs(const std::vector<double>& totals, bool alone);
 
 // Measurements taken while the machine is overloaded (1-minute load average
 // above the number of cores: other processes compete for the cores, so the times

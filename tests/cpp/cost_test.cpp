@@ -239,6 +239,46 @@ TEST(Cost, AWarmUpRunIsTimedOnlyWhenTheNextRunAgrees) {
   EXPECT_FALSE(cost::keep_warmup_run(0.0, 0.0));
 }
 
+// Runs of an operator alone, timed in turn until its rule settles, and the price the
+// typical runs give (the step times of a one-step graph are its run totals).
+static double price_of_runs(const std::vector<double>& timings, size_t planned, bool alone, size_t* taken) {
+  std::vector<double> totals;
+  for (double t : timings) {
+    totals.push_back(t);
+    if (alone ? cost::alone_timing_settled(totals, planned) : cost::timing_settled(totals, planned)) break;
+  }
+  *taken = totals.size();
+  double ms = 0;
+  const std::vector<size_t> typical = cost::typical_runs(totals, alone);
+  for (size_t r : typical) ms += totals[r];
+  return ms / static_cast<double>(typical.size());
+}
+
+TEST(Cost, AnOperatorAloneIsPricedByItsFastestRuns) {
+  // NasRNN's time-step merge priced alone: its first two runs inflated alike (data
+  // evicted by other jobs), 0.074 ms, the rest 0.012 ms. A whole graph's rule stops at
+  // the agreeing pair; an operator alone's goes on and takes its fastest runs.
+  const std::vector<double> inflated = {0.074, 0.0745, 0.012, 0.0121, 0.0120, 0.090, 0.0122, 0.0121,
+                                        0.0120, 0.0121, 0.012, 0.0125, 0.0121, 0.0120, 0.0122};
+  size_t taken = 0;
+  EXPECT_NEAR(price_of_runs(inflated, 15, true, &taken), 0.012, 0.0002);
+  EXPECT_EQ(taken, 15u);  // a short operator takes every planned run
+  EXPECT_GT(price_of_runs(inflated, 15, false, &taken), 0.07);
+  EXPECT_EQ(taken, 2u);
+  // A longer operator stops once three runs are taken and its two fastest agree,
+  // however the others ran; an inflated agreeing pair does not stop it.
+  EXPECT_NEAR(price_of_runs({9.0, 9.05, 6.0, 7.0, 6.02, 6.01}, 15, true, &taken), 6.0, 1e-9);
+  EXPECT_EQ(taken, 5u);
+  EXPECT_FALSE(cost::alone_timing_settled({9.0, 9.05}, 15));
+  EXPECT_TRUE(cost::alone_timing_settled({6.0, 9.0, 6.05}, 15));
+  EXPECT_TRUE(cost::alone_timing_settled({40.0, 44.0, 48.0}, 3));  // planned runs all taken
+  EXPECT_FALSE(cost::alone_timing_settled({}, 1));
+  // Whole graphs keep their typical runs: the middle half.
+  EXPECT_EQ(cost::typical_runs({5.0, 1.0, 3.0, 2.0}, false), (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(cost::typical_runs({5.0, 1.0, 3.0, 2.0}, true), (std::vector<size_t>{1}));
+  EXPECT_EQ(cost::typical_runs({5.0}, true), (std::vector<size_t>{0}));
+}
+
 TEST(Cost, AnOperatorTheRuntimeRunsAsAViewIsPricedWithoutTiming) {
   // A Split along rows of a graph input is a view: compiled alone it is the
   // conversions of its input and outputs, which op_ms does not count, so nothing is
