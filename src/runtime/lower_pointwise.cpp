@@ -310,8 +310,7 @@ int overwritable(Compiler& c, const kernels::PwProgram& prog, const std::set<con
       continue;
     // A blocked or dense layout (the kernel walks it by its md); a value without an md only row-major.
     if (v.md.data.ndims ? v.md.get_size() != v.bytes : !v.strides.empty()) continue;
-    bool read_later = false;
-    for (const auto& [user, idx] : c.consumers(op_vals[k])) read_later = read_later || !(c.lowered(*user) || members.count(user));
+    bool read_later = !c.all_read(op_vals[k], [&](const Node* m) { return members.count(m) > 0; });
     for (size_t j = 0; j < op_ids.size(); ++j) read_later = read_later || (j != k && root_of(op_ids[j]) == root);
     if (!read_later) return static_cast<int>(k);
   }

@@ -83,5 +83,34 @@ TEST(RuntimeInPlace, GateWritesItsOwnBufferWhereTheMapLivesOn) {
   }
 }
 
+// A concatenation read only by 1x1 convolutions is never made: each convolution
+// reads the parts when it is lowered. One is lowered before the gate, the other
+// after it: the part must stay as it was for the second.
+TEST(RuntimeInPlace, GateLeavesAPartOfADeferredConcatenation) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 7, 9, 11}));
+  Value p = conv(b, x, 7, 21, 3, 1);
+  Value q = conv(b, x, 7, 16, 3, 3);
+  Value cat = b.op1("Concat", {p, q}, {{"axis", int64_t{1}}});
+  Value y1 = conv(b, cat, 37, 6, 1, 5);
+  Value z = conv(b, excite(b, p, 21), 21, 4, 1, 9);
+  Value y2 = conv(b, cat, 37, 3, 1, 7);
+  const std::vector<std::string> sigs = gate_steps(b.finish({y1, z, y2}, {"y1", "z", "y2"}), true);
+  ASSERT_EQ(sigs.size(), 1u) << ::testing::PrintToString(sigs);
+  EXPECT_FALSE(in_place(sigs[0])) << sigs[0];
+}
+
+// The same for a residual sum a convolution accumulates in place into its addend.
+TEST(RuntimeInPlace, ResidualSumLeavesAPartOfADeferredConcatenation) {
+  GraphBuilder b;
+  Value x = b.input("x", f32({2, 7, 9, 11}));
+  Value p = conv(b, x, 7, 21, 3, 1);
+  Value cat = b.op1("Concat", {p, conv(b, x, 7, 16, 3, 3)}, {{"axis", int64_t{1}}});
+  Value y1 = conv(b, cat, 37, 6, 1, 5);
+  Value z = conv(b, b.op1("Add", {conv(b, x, 7, 21, 1, 9), p}), 21, 4, 1, 11);
+  Value y2 = conv(b, cat, 37, 3, 1, 7);
+  gate_steps(b.finish({y1, z, y2}, {"y1", "z", "y2"}), true);
+}
+
 }  // namespace
 }  // namespace isomer
