@@ -298,6 +298,10 @@ int overwritable(Compiler& c, const kernels::PwProgram& prog, const std::set<con
   if (res < prog.num_inputs || prog.code.back().dst != res) return -1;
   for (size_t k = 0; k + 1 < prog.code.size(); ++k)
     if (prog.code[k].dst == res) return -1;
+  // A concatenation takes a result with a buffer of its own as its part, written
+  // where it lies in the output (Compiler::retarget); over an operand, it is copied.
+  for (const auto& [user, idx] : c.consumers(results[0]))
+    if (user->op_type() == "Concat") return -1;
   auto root_of = [&](int id) { return c.val(id).alias_of >= 0 ? c.val(id).alias_of : id; };
   for (size_t k = 0; k < op_ids.size(); ++k) {
     const int id = op_ids[k];

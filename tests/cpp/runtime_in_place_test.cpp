@@ -4,6 +4,7 @@
 // of its own when the map is read later or is a graph output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "runtime_test_util.h"
@@ -98,6 +99,29 @@ TEST(RuntimeInPlace, GateLeavesAPartOfADeferredConcatenation) {
   const std::vector<std::string> sigs = gate_steps(b.finish({y1, z, y2}, {"y1", "z", "y2"}), true);
   ASSERT_EQ(sigs.size(), 1u) << ::testing::PrintToString(sigs);
   EXPECT_FALSE(in_place(sigs[0])) << sigs[0];
+}
+
+// A gated map a concatenation reads is written where the concatenation puts it
+// (a buffer of its own the concatenation takes as its part), not over the map and
+// then copied.
+TEST(RuntimeInPlace, GateIntoAConcatenationWritesThePart) {
+  for (bool blocked : {true, false}) {
+    GraphBuilder b;
+    Value x = b.input("x", f32({1, 7, 9, 11}));
+    Value cat = b.op1("Concat", {excite(b, conv(b, x, 7, 32, 3, 1), 32), conv(b, x, 7, 16, 3, 3)}, {{"axis", int64_t{1}}});
+    Graph g = b.finish({conv(b, cat, 48, 5, 3, 5)}, {"y"});
+    const std::vector<std::string> sigs = gate_steps(g, blocked);
+    ASSERT_EQ(sigs.size(), 1u) << ::testing::PrintToString(sigs);
+    EXPECT_FALSE(in_place(sigs[0])) << sigs[0];
+    runtime::RuntimeOptions o;
+    o.threads = 1;
+    o.blocked_layouts = blocked;
+    auto exe = runtime::compile(g, o);
+    std::vector<std::string> kinds;
+    for (const runtime::StepInfo& s : exe->steps()) kinds.push_back(s.kind + " " + s.signature);
+    EXPECT_EQ(std::count_if(kinds.begin(), kinds.end(), [](const std::string& k) { return k.rfind("copy", 0) == 0; }), 0)
+        << ::testing::PrintToString(kinds);
+  }
 }
 
 // The same for a residual sum a convolution accumulates in place into its addend.
