@@ -77,6 +77,18 @@ const std::vector<std::pair<const Node*, size_t>>& Compiler::consumers(const Val
   return it == consumers_.end() ? no_consumers_ : it->second;
 }
 
+bool Compiler::all_read(const Value& v, const std::function<bool(const Node*)>& within) {
+  for (const auto& [user, idx] : consumers(v)) {
+    if (within(user)) continue;
+    if (!lowered(*user)) return false;
+    for (size_t o = 0; o < user->num_outputs(); ++o) {
+      const Value out = user->output(o);
+      if ((deferred_concat(out) || split_view(out)) && (is_output(out) || !all_read(out, within))) return false;
+    }
+  }
+  return true;
+}
+
 bool Compiler::is_output(const Value& v) const { return outputs_.count(v) > 0; }
 
 const Node* Compiler::sole_consumer(const Value& v) {

@@ -223,6 +223,12 @@ class Compiler {
   }
   // The node's consumers: (node, input index); and whether v is a graph output.
   const std::vector<std::pair<const Node*, size_t>>& consumers(const Value& v);
+  // True if every reader of v has run by now: is lowered, or is one of `within`
+  // (the nodes of the step being made). A lowered node whose output is still
+  // deferred reads v when that output's own readers are lowered: a concatenation
+  // only 1x1 convolutions read (each reads the parts), a view no strides express
+  // (made when a consumer asks for it).
+  bool all_read(const Value& v, const std::function<bool(const Node*)>& within);
   bool is_output(const Value& v) const;
   // The single consumer of v if v has exactly one and is no graph output.
   const Node* sole_consumer(const Value& v);

@@ -466,8 +466,8 @@ int accumulator(Compiler& c, const Fusion& f, const Value& addend, const md_t& m
   bool others_done = !c.is_output(addend);
   // A binary post-op of the same primitive that reads the addend must see it as it was.
   for (const PostOp& p : f.ops) others_done = others_done && !(p.binary && p.other == addend);
-  for (const auto& [n, k] : c.consumers(addend))
-    others_done = others_done && (c.lowered(*n) || std::find(f.nodes.begin(), f.nodes.end(), n) != f.nodes.end());
+  others_done = others_done &&
+                c.all_read(addend, [&](const Node* n) { return std::find(f.nodes.begin(), f.nodes.end(), n) != f.nodes.end(); });
   int root = v.alias_of >= 0 ? v.alias_of : a;
   const RtValue& r = c.val(root);
   if (others_done && (v.alias_of < 0 || v.accumulated) && !r.known && !r.storage && !c.is_input(root) &&

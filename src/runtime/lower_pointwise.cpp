@@ -282,6 +282,45 @@ std::vector<const Node*> plan_epilogue(Compiler& c, const Value& v, const std::v
   return ok ? plan.nodes : std::vector<const Node*>{};
 }
 
+// The operand whose buffer the group's one result may overwrite, or -1: one of the
+// result's dims and type that nothing reads after the group (no later consumer, not
+// a graph output, no other view of its buffer, not an input or a constant), dense in
+// its layout, which the result then takes. Only the program's last instruction may
+// write the result: the kernel stores it straight into the output's buffer, and an
+// instruction after it would read the overwritten operand. A squeeze-excitation
+// gate ([N,C,H,W] map times [N,C,1,1]) wrote a fresh map: EfficientNet-B0's 16
+// gates took 0.48 ms at 1 thread against ONNX Runtime's 0.33.
+int overwritable(Compiler& c, const kernels::PwProgram& prog, const std::set<const Node*>& members,
+                 const std::vector<Value>& op_vals,
+                 const std::vector<int>& op_ids, const std::vector<Value>& results, const std::vector<int64_t>& dims) {
+  if (results.size() != 1 || prog.results.size() != 1 || prog.code.empty() || c.is_output(results[0])) return -1;
+  const int res = prog.results[0];
+  if (res < prog.num_inputs || prog.code.back().dst != res) return -1;
+  for (size_t k = 0; k + 1 < prog.code.size(); ++k)
+    if (prog.code[k].dst == res) return -1;
+  // A concatenation takes a result with a buffer of its own as its part, written
+  // where it lies in the output (Compiler::retarget); over an operand, it is copied.
+  for (const auto& [user, idx] : c.consumers(results[0]))
+    if (user->op_type() == "Concat") return -1;
+  auto root_of = [&](int id) { return c.val(id).alias_of >= 0 ? c.val(id).alias_of : id; };
+  for (size_t k = 0; k < op_ids.size(); ++k) {
+    const int id = op_ids[k];
+    const RtValue& v = c.val(id);
+    const int root = root_of(id);
+    const RtValue& r = c.val(root);
+    if (v.dims != dims || v.dtype != results[0].type().dtype || c.is_output(op_vals[k])) continue;
+    if ((v.alias_of >= 0 && !v.accumulated) || v.byte_offset || r.known || r.storage || c.is_input(root) ||
+        c.has_views(root))
+      continue;
+    // A blocked or dense layout (the kernel walks it by its md); a value without an md only row-major.
+    if (v.md.data.ndims ? v.md.get_size() != v.bytes : !v.strides.empty()) continue;
+    bool read_later = !c.all_read(op_vals[k], [&](const Node* m) { return members.count(m) > 0; });
+    for (size_t j = 0; j < op_ids.size(); ++j) read_later = read_later || (j != k && root_of(op_ids[j]) == root);
+    if (!read_later) return static_cast<int>(k);
+  }
+  return -1;
+}
+
 bool lower_pointwise(Compiler& c, const Node& n) {
   if (!pointwise(n)) return false;
   const Domain domain = domain_of(c, n);
@@ -323,6 +362,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   prog.num_inputs = prog.num_regs = static_cast<int>(operands.size());
   std::vector<int> op_ids;
   for (const Value& v : operands) op_ids.push_back(c.id(v));
+  std::vector<Value> op_vals = operands;  // the Value each of op_ids holds
   std::vector<std::string> ops, keys;
   std::string label;
   for (const Node* m : plan.nodes) {
@@ -360,8 +400,13 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   }
   if (kernels::SpecializedProgram sp = kernels::specialize(prog, known); !sp.operands.empty()) {
     std::vector<int> kept;
-    for (int o : sp.operands) kept.push_back(op_ids[static_cast<size_t>(o)]);
+    std::vector<Value> kept_vals;
+    for (int o : sp.operands) {
+      kept.push_back(op_ids[static_cast<size_t>(o)]);
+      kept_vals.push_back(op_vals[static_cast<size_t>(o)]);
+    }
     op_ids = std::move(kept);
+    op_vals = std::move(kept_vals);
     prog = std::move(sp.program);
   }
 
@@ -402,11 +447,21 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   const std::vector<size_t> order = inner_results ? transposed_order(c, op_ids, plan.dims) : std::vector<size_t>{};
   std::vector<int> out_ids;
   std::vector<std::vector<int64_t>> out_strides;
+  // (In place over a transposed operand also follows its memory order.)
+  const int over = overwritable(c, prog, plan.members, op_vals, op_ids, results, plan.dims);
   for (const Value& v : results) {
     const DType t = v.type().dtype;
     auto type = dnnl_type(t);
     int id = -1;
-    if (!order.empty()) {
+    if (over >= 0) {
+      // In place: the result takes the operand's buffer and layout (blocked, channels
+      // last or plain), as a residual sum post-op accumulates into its addend.
+      const int o = op_ids[static_cast<size_t>(over)];
+      const int src = c.id(op_vals[static_cast<size_t>(over)]);
+      if (src != o) c.forget_layout(src, c.val(o).md);  // later readers get their own reorder
+      id = c.alias(o, plan.dims, c.val(o).md, v.node->name());
+      c.val(id).accumulated = true;
+    } else if (!order.empty()) {
       std::vector<int64_t> td;
       for (size_t d : order) td.push_back(plan.dims[d]);
       const std::vector<int64_t> ts = row_major(td);
@@ -430,6 +485,7 @@ bool lower_pointwise(Compiler& c, const Node& n) {
   sig << "pointwise " << prog.text() << " dims" << to_string(space);
   for (size_t k = 0; k < op_ids.size(); ++k) sig << " i" << dtype_name(c.val(op_ids[k]).dtype) << to_string(in_strides[k]);
   for (size_t k = 0; k < out_ids.size(); ++k) sig << " o" << dtype_name(c.val(out_ids[k]).dtype) << to_string(out_strides[k]);
+  if (over >= 0) sig << " in place";
   info.signature = sig.str();
   info.flops = static_cast<double>(num_elements(plan.dims)) * static_cast<double>(std::max<size_t>(prog.code.size(), 1));
   std::vector<DType> in_types, out_types;

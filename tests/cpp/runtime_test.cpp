@@ -501,7 +501,9 @@ TEST(Runtime, BuffersAreSharedByLiveness) {
   o.threads = 1;
   o.fuse = false;  // one step per operator (fused, the chain is one pass and one buffer)
   auto exe = runtime::compile(g, o);
-  EXPECT_LT(exe->arena_bytes() * 3, exe->value_bytes());
+  // Three maps (the input, and the chain in place or in two buffers by turns) of
+  // the thirteen it computes.
+  EXPECT_LE(exe->arena_bytes(), 3u * 64 * 32 * 32 * sizeof(float));
   expect_matches_reference(g);
 }
 
