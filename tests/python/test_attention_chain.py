@@ -37,6 +37,25 @@ def repeated_kv(lead, Hq, Hk, T, D, Dv):
     return nodes, inits
 
 
+def scaled_scores(nodes, inits, k, D, scale, perm):
+    """Appends Q K^T (Q is "q") with its scale as torch exports it: "qk" (Mul by
+    sqrt(scale) on Q and on K^T), "div" (Div after the product), "mul" (Mul after it).
+    Returns the scores' name."""
+    nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))
+    q, kt = "q", "kt"
+    if scale == "qk":
+        inits.append(numpy_helper.from_array(np.array(D ** -0.25, np.float32), "s"))
+        nodes += [helper.make_node("Mul", ["q", "s"], ["qs"]), helper.make_node("Mul", ["kt", "s"], ["kts"])]
+        q, kt = "qs", "kts"
+    nodes.append(helper.make_node("MatMul", [q, kt], ["sc"]))
+    if scale not in ("div", "mul"):
+        return "sc"
+    f = D ** 0.5 if scale == "div" else D ** -0.5
+    inits.append(numpy_helper.from_array(np.array(f, np.float32), "f"))
+    nodes.append(helper.make_node("Div" if scale == "div" else "Mul", ["sc", "f"], ["scs"]))
+    return "scs"
+
+
 def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", rank=4, mask_rows=None):
     """Q [B, Hq, S, D], K and V [B, Hk, S, D|Dv] (Hk < Hq: repeat_kv as torch exports
     it; Hk == 1 and Hq > 1: an Expand of the one head) -> attention -> Y.
@@ -56,20 +75,7 @@ def decomposed(B, Hq, Hk, S, D, Dv=None, mask="add", scale="qk", out="heads", ra
     if Hk != Hq:
         nodes, inits = repeated_kv(lead, Hq, Hk, S, D, Dv)
         k, v = "kr", "vr"
-    perm = [0, 1, 3, 2] if rank == 4 else [0, 2, 1]
-    nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=perm))
-    q, kt = "q", "kt"
-    if scale == "qk":
-        inits.append(numpy_helper.from_array(np.array(D ** -0.25, np.float32), "s"))
-        nodes += [helper.make_node("Mul", ["q", "s"], ["qs"]), helper.make_node("Mul", ["kt", "s"], ["kts"])]
-        q, kt = "qs", "kts"
-    nodes.append(helper.make_node("MatMul", [q, kt], ["sc"]))
-    x = "sc"
-    if scale in ("div", "mul"):
-        f = D ** 0.5 if scale == "div" else D ** -0.5
-        inits.append(numpy_helper.from_array(np.array(f, np.float32), "f"))
-        nodes.append(helper.make_node("Div" if scale == "div" else "Mul", ["sc", "f"], ["scs"]))
-        x = "scs"
+    x = scaled_scores(nodes, inits, k, D, scale, [0, 1, 3, 2] if rank == 4 else [0, 2, 1])
     keep = np.tril(np.ones((S, S), bool)) if mask_rows is None else mask_rows
     mshape = [1, 1, S, S] if rank == 4 else [1, S, S]
     if mask in ("add", "finite"):

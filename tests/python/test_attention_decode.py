@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 ort = pytest.importorskip("onnxruntime")
 isomer = pytest.importorskip("isomer")
 
-from test_attention_chain import repeated_kv  # noqa: E402
+from test_attention_chain import repeated_kv, scaled_scores  # noqa: E402
 
 
 def decode(B, Hq, Hk, Sq, T, D, Dv=None, mask=None, scale="div"):
@@ -33,18 +33,7 @@ def decode(B, Hq, Hk, Sq, T, D, Dv=None, mask=None, scale="div"):
            helper.make_tensor_value_info("v", TensorProto.FLOAT, [B, Hk, T, Dv])]
     nodes, inits = ([], []) if Hk == Hq else repeated_kv([B], Hq, Hk, T, D, Dv)
     k, v = ("k", "v") if Hk == Hq else ("kr", "vr")
-    nodes.append(helper.make_node("Transpose", [k], ["kt"], perm=[0, 1, 3, 2]))
-    q, kt = "q", "kt"
-    if scale == "qk":
-        inits.append(numpy_helper.from_array(np.array(D ** -0.25, np.float32), "s"))
-        nodes += [helper.make_node("Mul", ["q", "s"], ["qs"]), helper.make_node("Mul", ["kt", "s"], ["kts"])]
-        q, kt = "qs", "kts"
-    nodes.append(helper.make_node("MatMul", [q, kt], ["sc"]))
-    x = "sc"
-    if scale == "div":
-        inits.append(numpy_helper.from_array(np.array(D ** 0.5, np.float32), "f"))
-        nodes.append(helper.make_node("Div", ["sc", "f"], ["scs"]))
-        x = "scs"
+    x = scaled_scores(nodes, inits, k, D, scale, [0, 1, 3, 2])
     if mask == "add":
         ins.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [B, 1, Sq, T]))
         nodes.append(helper.make_node("Add", [x, "m"], ["xm"]))
