@@ -15,9 +15,12 @@ import numpy as np
 # loads). Its default lets idle threads spin for ~300k iterations at every
 # barrier, which on a busy machine steals the time of the threads they wait for
 # (3-30x slower runs, see runtime.h); the CLI chooses a policy per process, a
-# library cannot, so it asks for a short spin unless the user chose a policy.
+# library cannot, so it asks for a short spin unless the user chose a policy. The
+# runtime names who set it (runtime::openmp_waits(), in the guard's report): not
+# the user.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "1000"
+    os.environ["ISOMER_GOMP_SPINCOUNT_SET_BY"] = "isomer's Python module, on import"
 
 from . import _core  # noqa: E402 - after the OpenMP policy above
 from ._report import Report

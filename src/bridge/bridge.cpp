@@ -356,11 +356,15 @@ std::string OrtBridge::run_into(int id, const std::vector<Buffer>& inputs, const
   return mismatch;
 }
 
-std::vector<double> OrtBridge::time(int id, const NamedTensors& inputs, int warmup, int repeats) {
-  json h = {{"op", "time"}, {"id", id}, {"warmup", warmup}, {"repeats", repeats}};
+std::vector<double> OrtBridge::time(int id, const NamedTensors& inputs, int warmup, int repeats, bool processor_clock,
+                                    std::string* clock) {
+  json h = {{"op", "time"}, {"id", id}, {"warmup", warmup}, {"repeats", repeats},
+            {"clock", processor_clock ? "processor" : "wall"}};
   std::vector<std::pair<const char*, size_t>> blobs;
   add_tensors(h, inputs, &blobs);
-  return json::parse(request(h.dump(), blobs)).at("ms").get<std::vector<double>>();
+  json r = json::parse(request(h.dump(), blobs));
+  if (clock) *clock = r.value("clock", "wall");
+  return r.at("ms").get<std::vector<double>>();
 }
 
 }  // namespace isomer::bridge

@@ -102,8 +102,12 @@ class OrtBridge {
   // or what did not match (nothing is written into a buffer that does not match).
   std::string run_into(int id, const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs);
   // Milliseconds of each of `repeats` runs after `warmup` untimed runs, timed in
-  // the helper around the session's run (no transfer counted).
-  std::vector<double> time(int id, const NamedTensors& inputs, int warmup, int repeats);
+  // the helper around the session's run (no transfer counted): on the wall clock, or
+  // with `processor_clock` in processor time (the calling thread's at 1 intra-op
+  // thread, else the helper process's). `clock`, if given, gets the clock read:
+  // "wall", "thread" or "process".
+  std::vector<double> time(int id, const NamedTensors& inputs, int warmup, int repeats, bool processor_clock = false,
+                           std::string* clock = nullptr);
 
  private:
   OrtBridge() = default;

@@ -39,6 +39,7 @@ class RuntimePrepared : public Prepared {
   }
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
     RunScope scope(warmup + repeats);
+    clock = "wall";
     return runtime::benchmark(*exe_, inputs, warmup, repeats).ms;
   }
 
@@ -48,8 +49,9 @@ class RuntimePrepared : public Prepared {
 
 class OrtPrepared : public Prepared {
  public:
-  OrtPrepared(std::shared_ptr<bridge::OrtBridge> ort, bridge::Session s, std::vector<std::string> input_names)
-      : ort_(std::move(ort)), s_(std::move(s)), names_(std::move(input_names)) {}
+  OrtPrepared(std::shared_ptr<bridge::OrtBridge> ort, bridge::Session s, std::vector<std::string> input_names,
+              bool processor_clock)
+      : ort_(std::move(ort)), s_(std::move(s)), names_(std::move(input_names)), processor_clock_(processor_clock) {}
   ~OrtPrepared() override {
     try {
       ort_->free(s_.id);
@@ -64,7 +66,7 @@ class OrtPrepared : public Prepared {
   }
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
     RunScope scope(warmup + repeats);
-    return ort_->time(s_.id, named(inputs), warmup, repeats);
+    return ort_->time(s_.id, named(inputs), warmup, repeats, processor_clock_, &clock);
   }
 
  private:
@@ -76,6 +78,7 @@ class OrtPrepared : public Prepared {
   std::shared_ptr<bridge::OrtBridge> ort_;
   bridge::Session s_;
   std::vector<std::string> names_;
+  bool processor_clock_;
 };
 
 class ReferencePrepared : public Prepared {
@@ -166,7 +169,8 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
       std::vector<std::string> names;
       for (const NodePtr& in : g.inputs()) names.push_back(in->name());
       try {
-        return std::make_unique<OrtPrepared>(ort, load_on_onnxruntime(*ort, g, so), std::move(names));
+        return std::make_unique<OrtPrepared>(ort, load_on_onnxruntime(*ort, g, so), std::move(names),
+                                             opts.processor_clock);
       } catch (const bridge::OrtError& e) {
         throw Error("ONNX Runtime " + ort->version() + " refuses the model: " + e.what());
       }

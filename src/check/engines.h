@@ -41,6 +41,9 @@ class Prepared {
   // Set once the graph has run here (its first run pays for first-touch page
   // faults and lazy initialization; a timing needs no warm-up after that).
   bool warm = false;
+  // The clock time() read last: "wall", or on ONNX Runtime with
+  // EngineOptions::processor_clock "thread" or "process" (bridge.h); empty before.
+  std::string clock;
 };
 
 struct EngineOptions {
@@ -50,6 +53,9 @@ struct EngineOptions {
   // extents the inputs have, open_dims.h): it fuses where shapes are static.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   bool allow_onnxruntime = true;            // false: no ONNX Runtime, not even for delegation
+  // ONNX Runtime's timings in processor time (OrtBridge::time): the guard's, which a
+  // busy machine's other processes would otherwise widen on the wall clock.
+  bool processor_clock = false;
 };
 
 class Engines {

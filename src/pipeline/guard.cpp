@@ -27,6 +27,12 @@ std::string rules_text(const std::vector<std::string>& rules) {
   return s;
 }
 
+std::string clock_text(const std::string& clock) {
+  if (clock == "thread") return "the calling thread's CPU time (1 intra-op thread)";
+  if (clock == "process") return "its process's CPU time";
+  return "the wall clock";
+}
+
 bool smaller(const Graph& g, const Graph& than) {
   return g.num_ops() < than.num_ops() || g.constant_bytes() < than.constant_bytes();
 }
@@ -173,6 +179,10 @@ class Guard {
     }
     try {
       cmp = compare_speed(*original_prepared_, candidate, ctx_.inputs->tensors, opts_);
+      if (opts_.target == Engine::OnnxRuntime && r_.onnxruntime_clock.empty() && !candidate.clock.empty()) {
+        r_.onnxruntime_clock = candidate.clock;
+        r_.log.push_back("ONNX Runtime times both graphs on " + clock_text(candidate.clock));
+      }
     } catch (const CandidateFailed&) {
       throw;
     } catch (const Error& e) {

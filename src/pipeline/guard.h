@@ -142,6 +142,11 @@ struct GuardResult {
   // both): `isomer optimize` takes what `isomer run` takes on a quiet machine. Empty
   // where the guard did not time isomer's runtime.
   std::string openmp_waits;
+  // The clock ONNX Runtime's runs were timed on, as the bridge read it: "thread" (at
+  // 1 intra-op thread the run computes in the calling thread: that thread's CPU
+  // time), "process" (the helper's CPU time) or "wall". Empty where the guard did not
+  // time ONNX Runtime.
+  std::string onnxruntime_clock;
   bool overloaded() const { return load_average > 0 && cores > 0 && load_average > cores; }
 
   // The confirmation on the other engine: "confirmed" (what is written is not

@@ -639,7 +639,11 @@ int other_runnable_tasks() {
 std::string openmp_waits() {
   if (!openmp_waits_note().empty()) return openmp_waits_note();
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return std::string("OMP_WAIT_POLICY=") + p + " (set by the user)";
-  if (const char* c = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + c + " (set by the user)";
+  if (const char* c = std::getenv("GOMP_SPINCOUNT")) {
+    // isomer's Python module sets it when the user chose no policy, and says so.
+    const char* by = std::getenv("ISOMER_GOMP_SPINCOUNT_SET_BY");
+    return std::string("GOMP_SPINCOUNT=") + c + " (set by " + (by && *by ? by : "the user") + ")";
+  }
   return "libgomp default";
 }
 
