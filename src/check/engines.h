@@ -41,8 +41,8 @@ class Prepared {
   // Set once the graph has run here (its first run pays for first-touch page
   // faults and lazy initialization; a timing needs no warm-up after that).
   bool warm = false;
-  // The clock time() read last: "wall", or on ONNX Runtime with
-  // EngineOptions::processor_clock "thread" or "process" (bridge.h); empty before.
+  // The clock time() read last: "wall", or with EngineOptions::processor_clock
+  // "thread" or "process" (bridge.h; engines.cpp for the runtime); empty before.
   std::string clock;
 };
 
@@ -53,8 +53,8 @@ struct EngineOptions {
   // extents the inputs have, open_dims.h): it fuses where shapes are static.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   bool allow_onnxruntime = true;            // false: no ONNX Runtime, not even for delegation
-  // ONNX Runtime's timings in processor time (OrtBridge::time): the guard's, which a
-  // busy machine's other processes would otherwise widen on the wall clock.
+  // Timings in processor time (OrtBridge::time; the runtime's in engines.cpp): the
+  // guard's, which a busy machine's other processes would otherwise widen on the wall clock.
   bool processor_clock = false;
 };
 

@@ -27,8 +27,9 @@ std::string rules_text(const std::vector<std::string>& rules) {
   return s;
 }
 
-std::string clock_text(const std::string& clock) {
-  if (clock == "thread") return "the calling thread's CPU time (1 intra-op thread)";
+std::string clock_text(const std::string& clock, Engine e) {
+  if (clock == "thread")
+    return e == Engine::OnnxRuntime ? "the calling thread's CPU time (1 intra-op thread)" : "the thread's CPU time (1 thread)";
   if (clock == "process") return "its process's CPU time";
   return "the wall clock";
 }
@@ -179,9 +180,10 @@ class Guard {
     }
     try {
       cmp = compare_speed(*original_prepared_, candidate, ctx_.inputs->tensors, opts_);
-      if (opts_.target == Engine::OnnxRuntime && r_.onnxruntime_clock.empty() && !candidate.clock.empty()) {
-        r_.onnxruntime_clock = candidate.clock;
-        r_.log.push_back("ONNX Runtime times both graphs on " + clock_text(candidate.clock));
+      std::string& recorded = opts_.target == Engine::OnnxRuntime ? r_.onnxruntime_clock : r_.runtime_clock;
+      if (opts_.target != Engine::Reference && recorded.empty() && !candidate.clock.empty()) {
+        recorded = candidate.clock;
+        r_.log.push_back(engine_name(opts_.target) + " times both graphs on " + clock_text(candidate.clock, opts_.target));
       }
     } catch (const CandidateFailed&) {
       throw;

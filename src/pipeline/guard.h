@@ -147,6 +147,10 @@ struct GuardResult {
   // time), "process" (the helper's CPU time) or "wall". Empty where the guard did not
   // time ONNX Runtime.
   std::string onnxruntime_clock;
+  // The same for isomer's runtime as the target (check/engines.cpp): "thread",
+  // "process", or "wall" where a step of the graph is delegated to ONNX Runtime (it
+  // computes in the helper process, which neither CPU clock counts).
+  std::string runtime_clock;
   bool overloaded() const { return load_average > 0 && cores > 0 && load_average > cores; }
 
   // The confirmation on the other engine: "confirmed" (what is written is not

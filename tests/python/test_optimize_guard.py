@@ -198,6 +198,22 @@ def test_cli_guard_times_onnxruntime_in_processor_time(tmp_path):
         assert r["guard_onnxruntime_clock"] == "thread", r["guard_log"]
 
 
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+def test_cli_guard_times_isomers_runtime_in_processor_time(tmp_path):
+    """isomer's runtime as the target is timed like ONNX Runtime: on one thread that
+    thread's CPU clock, on more the process's (other processes' turns on a busy
+    machine do not lengthen either), named in the log and the report."""
+    for threads, clock, text in (("1", "thread", "the thread's CPU time (1 thread)"),
+                                 ("2", "process", "its process's CPU time")):
+        stdout, r, _ = optimize_cli("--threads", threads, "--cost", "none", "--guard-target-only", tmp_path=tmp_path)
+        if r["guard"] != "measured" or not any(e.startswith("optimized:") for e in r["guard_log"]):
+            pytest.skip("the guard timed nothing on isomer's runtime: " + "; ".join(r["guard_log"]))
+        assert r["guard_runtime_clock"] == clock, r["guard_log"]
+        line = "isomer's runtime times both graphs on " + text
+        assert line in r["guard_log"] and line in stdout, stdout
+        assert r["guard_onnxruntime_clock"] is None, r["guard_log"]
+
+
 def test_python_guard_target_only():
     _, r = isomer.optimize(DEMO, threads=1, cost="none", guard_target_only=True)
     assert r.guard_confirm == "off" and r.guard_confirm_engine == "onnxruntime"
