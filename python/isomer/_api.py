@@ -17,10 +17,11 @@ import numpy as np
 # (3-30x slower runs, see runtime.h); the CLI chooses a policy per process, a
 # library cannot, so it asks for a short spin unless the user chose a policy. The
 # runtime names who set it (runtime::openmp_waits(), in the guard's report): not
-# the user.
+# the user, as long as GOMP_SPINCOUNT still has the value set here (a child process
+# given another inherits the marker, and that value is the user's).
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "1000"
-    os.environ["ISOMER_GOMP_SPINCOUNT_SET_BY"] = "isomer's Python module, on import"
+    os.environ["ISOMER_MODULE_GOMP_SPINCOUNT"] = "1000"
 
 from . import _core  # noqa: E402 - after the OpenMP policy above
 from ._report import Report

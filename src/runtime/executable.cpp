@@ -640,9 +640,12 @@ std::string openmp_waits() {
   if (!openmp_waits_note().empty()) return openmp_waits_note();
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return std::string("OMP_WAIT_POLICY=") + p + " (set by the user)";
   if (const char* c = std::getenv("GOMP_SPINCOUNT")) {
-    // isomer's Python module sets it when the user chose no policy, and says so.
-    const char* by = std::getenv("ISOMER_GOMP_SPINCOUNT_SET_BY");
-    return std::string("GOMP_SPINCOUNT=") + c + " (set by " + (by && *by ? by : "the user") + ")";
+    // isomer's Python module sets it when the user chose no policy, and says which
+    // value it set: another value in a child process is the user's.
+    const char* module = std::getenv("ISOMER_MODULE_GOMP_SPINCOUNT");
+    const bool by_module = module && std::strcmp(module, c) == 0;
+    return std::string("GOMP_SPINCOUNT=") + c + " (set by " +
+           (by_module ? "isomer's Python module, on import" : "the user") + ")";
   }
   return "libgomp default";
 }

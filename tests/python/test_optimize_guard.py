@@ -21,7 +21,7 @@ DEMO = os.path.join(REPO, "examples", "demo.onnx")
 PHASES = {"passes", "search", "check", "guard", "cost"}
 # The environment that sets or reports OpenMP's waits (runtime.h; isomer's Python
 # module sets the last on import, with GOMP_SPINCOUNT).
-OPENMP_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ISOMER_OMP_REEXEC", "ISOMER_GOMP_SPINCOUNT_SET_BY")
+OPENMP_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ISOMER_OMP_REEXEC", "ISOMER_MODULE_GOMP_SPINCOUNT")
 
 
 def optimize_cli(*args, tmp_path):
@@ -172,6 +172,10 @@ def test_python_module_names_its_own_openmp_waits():
     """The Python module sets GOMP_SPINCOUNT=1000 on import where the user chose no
     policy: the guard's report says the module set it, not the user."""
     env = {k: v for k, v in os.environ.items() if k not in OPENMP_VARS}
+    # The child imports the module this process imported (conftest puts the build's
+    # python/ on sys.path, not on PYTHONPATH).
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(isomer.__file__))] +
+                                        [p for p in [env.get("PYTHONPATH")] if p])
     code = ("import isomer; _, r = isomer.optimize(%r, threads=1, cost='none', guard_target_only=True); "
             "print(r.guard_openmp_waits)" % DEMO)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
