@@ -13,7 +13,6 @@
 #include "ir/error.h"
 #include "ir/run_limit.h"
 #include "onnx/onnx_io.h"
-#include "runtime/clock.h"
 #include "runtime/runtime.h"
 
 namespace isomer {
@@ -43,9 +42,7 @@ class RuntimePrepared : public Prepared {
     const auto& steps = exe_->steps();
     const bool delegated =
         std::any_of(steps.begin(), steps.end(), [](const runtime::StepInfo& s) { return s.kind == "onnxruntime"; });
-    clock_ = !processor_clock || delegated ? runtime::StepClock::wall
-             : exe_->threads() == 1        ? runtime::StepClock::thread
-                                           : runtime::StepClock::process;
+    clock_ = !processor_clock || delegated ? runtime::StepClock::wall : runtime::run_clock(exe_->threads());
   }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     RunScope scope;
@@ -54,15 +51,7 @@ class RuntimePrepared : public Prepared {
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
     RunScope scope(warmup + repeats);
     clock = clock_ == runtime::StepClock::thread ? "thread" : clock_ == runtime::StepClock::process ? "process" : "wall";
-    if (clock_ == runtime::StepClock::wall) return runtime::benchmark(*exe_, inputs, warmup, repeats).ms;
-    for (int k = 0; k < warmup; ++k) exe_->run(inputs);
-    std::vector<double> ms;
-    for (int k = 0; k < std::max(repeats, 1); ++k) {
-      const double t0 = runtime::clock_ms(clock_);
-      exe_->run(inputs);
-      ms.push_back(runtime::clock_ms(clock_) - t0);
-    }
-    return ms;
+    return runtime::benchmark(*exe_, inputs, warmup, repeats, clock_).ms;
   }
 
  private:

@@ -150,10 +150,6 @@ double priced_ms(const Graph& g, const runtime::Executable& exe, int threads) {
   return s * 1e3;
 }
 
-runtime::StepClock run_clock(int threads) {
-  return threads == 1 ? runtime::StepClock::thread : runtime::StepClock::process;
-}
-
 std::string clock_name(runtime::StepClock c) {
   return c == runtime::StepClock::thread    ? "thread processor time"
          : c == runtime::StepClock::process ? "process processor time"
@@ -161,15 +157,7 @@ std::string clock_name(runtime::StepClock c) {
 }
 
 double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats) {
-  const runtime::StepClock c = run_clock(exe.threads());
-  exe.run(inputs);
-  std::vector<double> ms;
-  for (int k = 0; k < repeats; ++k) {
-    const double t0 = runtime::clock_ms(c);
-    exe.run(inputs);
-    ms.push_back(runtime::clock_ms(c) - t0);
-  }
-  return runtime::median(ms);
+  return runtime::benchmark(exe, inputs, 1, repeats, run_clock(exe.threads())).median;
 }
 
 std::optional<WeightBound> weight_bound(const Region& r, const Graph& unfused_graph, runtime::Executable& unfused,

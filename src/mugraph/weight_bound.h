@@ -51,10 +51,9 @@ inline constexpr double kWeightBoundShare = 0.93;
 
 // The clock every run of a μGraph decision is timed on, never the wall clock (under
 // load the wall clock read llama_block's kernels slower than the unfused region in one
-// run and faster in the next): the calling thread's processor time on one thread
-// (the run executes on it; a preemption by another process does not count), else the
-// process's (every worker's), as optimize's guard reads it.
-runtime::StepClock run_clock(int threads);
+// run and faster in the next): processor time (runtime/clock.h), as optimize's guard
+// reads it.
+using runtime::run_clock;
 std::string clock_name(runtime::StepClock c);
 // The median of `repeats` runs of `exe` after one warm-up, in ms on run_clock.
 double median_run_ms(runtime::Executable& exe, const std::vector<Tensor>& inputs, int repeats);

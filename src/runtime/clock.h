@@ -18,4 +18,9 @@ inline double clock_ms(StepClock c) {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
+// The processor-time clock for runs on `threads` threads: the calling thread's on
+// one (the run executes on it; a preemption by another process does not count),
+// else the process's (every worker's).
+inline StepClock run_clock(int threads) { return threads == 1 ? StepClock::thread : StepClock::process; }
+
 }  // namespace isomer::runtime

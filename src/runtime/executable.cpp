@@ -554,15 +554,15 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats) {
+BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats, StepClock clock) {
   BenchResult r;
   r.warmup = warmup;
   r.threads = exe.threads();
   for (int k = 0; k < warmup; ++k) exe.run(inputs);
   for (int k = 0; k < std::max(repeats, 1); ++k) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = clock_ms(clock);
     exe.run(inputs);
-    r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    r.ms.push_back(clock_ms(clock) - t0);
   }
   r.median = median(r.ms);
   r.min = *std::min_element(r.ms.begin(), r.ms.end());

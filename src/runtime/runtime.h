@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/clock.h"
 
 namespace isomer::runtime {
 
@@ -144,8 +145,10 @@ struct BenchResult {
   int warmup = 0, threads = 0;
 };
 
-// End-to-end latency of `exe` on `inputs`.
-BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats);
+// End-to-end latency of `exe` on `inputs`, each run read on `clock` (processor time
+// where other processes' turns must not count: the guard's and the μGraph search's).
+BenchResult benchmark(Executable& exe, const std::vector<Tensor>& inputs, int warmup, int repeats,
+                      StepClock clock = StepClock::wall);
 
 // Facts about this machine and library, for reports and the cost cache key.
 std::string cpu_model();
