@@ -251,20 +251,26 @@ const std::map<std::string, Hook>& hooks() {
       {"DynamicQuantizeMatMul", matmul_to_float}, {"Gelu", like_input0},
       {"FastGelu", like_input0},               {"BiasGelu", like_input0},
       {"QuickGelu", like_input0},              {"SkipLayerNormalization", skip_layer_norm},
-      {"DynamicQuantizeLSTM", dynamic_quantize_lstm},
+      {"DynamicQuantizeLSTM", dynamic_quantize_lstm}, {"SkipSimplifiedLayerNormalization", skip_layer_norm},
   };
   return table;
+}
+
+// ONNX Runtime's SimplifiedLayerNormalization, which it registers in the ONNX domain
+// (schema_check.cpp): Y like X; the inverse deviation left open.
+bool onnx_domain_contrib(const onnx::NodeProto& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "SimplifiedLayerNormalization";
 }
 
 }  // namespace
 
 bool has_vendor_shape_hook(const onnx::NodeProto& n) {
-  return n.domain() == "com.microsoft" && hooks().count(n.op_type());
+  return (n.domain() == "com.microsoft" && hooks().count(n.op_type())) || onnx_domain_contrib(n);
 }
 
 std::vector<std::optional<onnx::TypeProto>> vendor_output_types(const onnx::NodeProto& n, const TypeLookup& type_of) {
   if (!has_vendor_shape_hook(n)) return {};
-  Types out = hooks().at(n.op_type())(n, type_of);
+  Types out = onnx_domain_contrib(n) ? like_input0(n, type_of) : hooks().at(n.op_type())(n, type_of);
   if (!out.empty()) out.resize(static_cast<size_t>(n.output_size()));
   return out;
 }

@@ -1,0 +1,69 @@
+"""Exports that earlier rounds did not try (models30), each case built with onnx.helper.
+
+onnxscript's ort_fusions (optimize_for_ort) and ONNX Runtime's transformer optimizer
+write a Llama-family model's RMSNorms as SimplifiedLayerNormalization, which ONNX
+Runtime registers in the ONNX domain, and its residual RMSNorms as com.microsoft
+SkipSimplifiedLayerNormalization. isomer refused the first ("domain 'ai.onnx' has no
+operator SimplifiedLayerNormalization") and ran the second on ONNX Runtime. Both are
+now kept verbatim and run as isomer's own layernorm steps.
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+pytestmark = pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+MS = "com.microsoft"
+
+
+def rmsnorm_fusions_model(axis):
+    """SimplifiedLayerNormalization over the axes from `axis`, then two residual blocks
+    of MatMul and SkipSimplifiedLayerNormalization (with a bias and its sum output feeding
+    the next block; without). Outputs and intermediates carry no value_info."""
+    rng = np.random.default_rng(30)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.5, name)
+    norm_shape = (7, 32) if axis == 1 else (32,)
+    inits = [f("s", *norm_shape), f("w1", 32, 32), f("w2", 32, 32), f("g", 32), f("bias", 32)]
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "s"], ["n0"], axis=axis, epsilon=1e-6,
+                              stash_type=1, name="rms0"),
+             helper.make_node("MatMul", ["n0", "w1"], ["m1"]),
+             helper.make_node("SkipSimplifiedLayerNormalization", ["m1", "x", "g", "bias"], ["n1", "", "", "s1"],
+                              domain=MS, epsilon=1e-6, name="skip1"),
+             helper.make_node("MatMul", ["n1", "w2"], ["m2"]),
+             helper.make_node("SkipSimplifiedLayerNormalization", ["m2", "s1", "g"], ["n2"], domain=MS, epsilon=1e-5,
+                              name="skip2"),
+             helper.make_node("Relu", ["n2"], ["y"])]
+    g = helper.make_graph(nodes, "rms_fusions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(MS, 1)], ir_version=10)
+
+
+def ort_run(path, feeds):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_ort_rmsnorm_fusions_run_natively_and_optimize(axis, tmp_path):
+    path, inp, out, opt = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "o.onnx"
+    onnx.save(rmsnorm_fusions_model(axis), path)
+    x = np.random.default_rng(1).standard_normal((2, 7, 32)).astype(np.float32)
+    np.savez(inp, x=x)
+    want = ort_run(path, {"x": x})[0]
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = [line.split() for line in p.stdout.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    assert not any(s[0] == "onnxruntime" for s in steps), p.stdout
+    assert sum(s[0] == "layernorm" for s in steps) == 3, p.stdout
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-4)
+    p = subprocess.run([ISOMER, "optimize", str(path), "-o", str(opt), "--inputs", str(inp), "--threads", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    kept = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node if "Simplified" in n.op_type]
+    assert sorted(kept) == [("", "SimplifiedLayerNormalization")] + [(MS, "SkipSimplifiedLayerNormalization")] * 2
+    np.testing.assert_allclose(ort_run(opt, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
