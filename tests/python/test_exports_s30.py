@@ -67,3 +67,35 @@ def test_ort_rmsnorm_fusions_run_natively_and_optimize(axis, tmp_path):
     kept = [(n.domain, n.op_type) for n in onnx.load(opt).graph.node if "Simplified" in n.op_type]
     assert sorted(kept) == [("", "SimplifiedLayerNormalization")] + [(MS, "SkipSimplifiedLayerNormalization")] * 2
     np.testing.assert_allclose(ort_run(opt, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_over_axes_apart_runs_natively(keepdims, tmp_path):
+    """The dynamo exporter writes AdaptiveAvgPool2d of a non-square output (UperNet's
+    pyramid pooling) as a gather and a ReduceMean over axes -3 and -1: axes apart ran
+    on the reference kernel. Every reduction over axes 0 and 2 of [3, 4, 5, 6], and
+    over 1 and 3 (given as an input)."""
+    nodes, outs = [], []
+    for i, op in enumerate(REDUCE):
+        for j, axes in enumerate(([0, 2], [-3, -1])):
+            name = f"y{i}_{j}"
+            nodes.append(helper.make_node(op, ["x", f"axes{j}"], [name], keepdims=keepdims, name=name))
+            outs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    inits = [numpy_helper.from_array(np.array(a, np.int64), f"axes{j}") for j, a in enumerate(([0, 2], [-3, -1]))]
+    g = helper.make_graph(nodes, "reduce_apart", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5, 6])],
+                          outs, inits)
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    x = np.random.default_rng(2).uniform(0.5, 1.5, (3, 4, 5, 6)).astype(np.float32)
+    np.savez(inp, x=x)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "reference kernel" not in p.stdout, p.stdout
+    got = np.load(out)
+    for o, want in zip(outs, ort_run(path, {"x": x})):
+        np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6, err_msg=o.name)
