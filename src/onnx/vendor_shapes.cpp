@@ -225,6 +225,17 @@ Types skip_layer_norm(const onnx::NodeProto& n, const TypeLookup& type_of) {
   return out;
 }
 
+// Attention: input [B, S, hidden] and weights [hidden, 3 * N] give output [B, S, N]
+// (N: V's size in qkv_hidden_sizes where given); present left open.
+Types ms_attention(const onnx::NodeProto& n, const TypeLookup& type_of) {
+  std::optional<In> x = input(n, 0, type_of), w = input(n, 1, type_of);
+  const onnx::AttributeProto* sizes = proto_attr(n, "qkv_hidden_sizes");
+  if (!x || !w || x->dims.size() != 3 || w->dims.size() != 2) return {};
+  if (sizes && sizes->ints_size() == 3) return {tensor(x->elem, {x->dims[0], x->dims[1], value_dim(sizes->ints(2))})};
+  if (!w->dims[1].has_dim_value() || w->dims[1].dim_value() % 3 != 0) return {};
+  return {tensor(x->elem, {x->dims[0], x->dims[1], value_dim(w->dims[1].dim_value() / 3)})};
+}
+
 // DynamicQuantizeLSTM: X [seq, batch, input], R [directions, hidden, 4*hidden];
 // Y [seq, directions, batch, hidden], Y_h and Y_c [directions, batch, hidden], float.
 Types dynamic_quantize_lstm(const onnx::NodeProto& n, const TypeLookup& type_of) {
@@ -252,6 +263,7 @@ const std::map<std::string, Hook>& hooks() {
       {"FastGelu", like_input0},               {"BiasGelu", like_input0},
       {"QuickGelu", like_input0},              {"SkipLayerNormalization", skip_layer_norm},
       {"DynamicQuantizeLSTM", dynamic_quantize_lstm}, {"SkipSimplifiedLayerNormalization", skip_layer_norm},
+      {"Attention", ms_attention},
   };
   return table;
 }

@@ -544,6 +544,7 @@ bool vendor_runs_natively(const Node& n) {
   if (is_vendor(n, "SkipLayerNormalization") || is_vendor(n, "SkipSimplifiedLayerNormalization"))
     return t == DType::Float32 && n.inputs().size() >= 3 && n.num_outputs() >= 1 &&
            n.output_types()[0].dtype == DType::Float32;
+  if (is_vendor(n, "Attention")) return ms_attention_applies(n);
   if (is_onnx_domain_contrib(n, "SimplifiedLayerNormalization"))
     return t == DType::Float32 && n.inputs().size() >= 2 && n.num_outputs() >= 1 &&
            n.output_types()[0].dtype == DType::Float32;
@@ -571,6 +572,7 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (is_vendor(n, "SkipLayerNormalization") || is_vendor(n, "SkipSimplifiedLayerNormalization"))
     return lower_skip_layernorm(c, n);
   if (is_onnx_domain_contrib(n, "SimplifiedLayerNormalization")) return lower_simplified_layernorm(c, n);
+  if (is_vendor(n, "Attention")) return lower_ms_attention(c, n);
   if (is_vendor(n, "DynamicQuantizeLSTM")) return lower_dynamic_quantize_lstm(c, n);
   if (is_gelu(n)) return lower_gelu(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),

@@ -99,3 +99,54 @@ def test_reduce_over_axes_apart_runs_natively(keepdims, tmp_path):
     got = np.load(out)
     for o, want in zip(outs, ort_run(path, {"x": x})):
         np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6, err_msg=o.name)
+
+
+def ms_attention_model(mask_kind, scale=None):
+    """BERT self-attention as ONNX Runtime's fusions write it: com.microsoft Attention
+    of input [2, 6, 32] with packed weights [32, 96] and bias, 4 heads, qkv_hidden_sizes,
+    and `mask_kind`: none, a raw [B, S] int32 key mask, key lengths [B], or a float
+    attention_bias [B, 1, S, S]; then a MatMul. Outputs carry no value_info."""
+    rng = np.random.default_rng(31)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.4, name)
+    inits = [f("w", 32, 96), f("b", 96), f("wo", 32, 32)]
+    ins = ["x", "w", "b"]
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 32])]
+    if mask_kind == "raw":
+        ins.append("mask")
+        graph_inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [2, 6]))
+    elif mask_kind == "lengths":
+        ins.append("mask")
+        graph_inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [2]))
+    elif mask_kind == "bias":
+        ins += ["", "", "ab"]
+        bias = np.where(np.tril(np.ones((6, 6))) > 0, 0.0, -1e4)[None, None].repeat(2, 0).astype(np.float32)
+        inits.append(numpy_helper.from_array(bias, "ab"))
+    attrs = {"num_heads": 4, "qkv_hidden_sizes": [32, 32, 32]}
+    if scale is not None:
+        attrs["scale"] = scale
+    nodes = [helper.make_node("Attention", ins, ["a"], domain=MS, name="attn", **attrs),
+             helper.make_node("MatMul", ["a", "wo"], ["y"])]
+    g = helper.make_graph(nodes, "ms_attention", graph_inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)], ir_version=8)
+
+
+@pytest.mark.parametrize("mask_kind,scale", [("none", None), ("raw", None), ("lengths", 0.3), ("bias", None)])
+def test_ms_attention_runs_natively_and_matches_onnxruntime(mask_kind, scale, tmp_path):
+    """com.microsoft Attention ran on ONNX Runtime, a round trip per layer of a BERT
+    that onnxscript's ort_fusions or ONNX Runtime's transformer optimizer wrote."""
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(ms_attention_model(mask_kind, scale), path)
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((2, 6, 32)).astype(np.float32)}
+    if mask_kind == "raw":
+        feeds["mask"] = np.array([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 0]], np.int32)
+    elif mask_kind == "lengths":
+        feeds["mask"] = np.array([6, 3], np.int32)
+    np.savez(inp, **feeds)
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = [line.split() for line in p.stdout.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    assert ["attention", "Attention", "attn"] in steps, p.stdout
+    np.testing.assert_allclose(np.load(out)["y"], ort_run(path, feeds)[0], rtol=1e-4, atol=1e-4)
