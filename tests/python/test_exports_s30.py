@@ -69,6 +69,33 @@ def test_ort_rmsnorm_fusions_run_natively_and_optimize(axis, tmp_path):
     np.testing.assert_allclose(ort_run(opt, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
 
 
+def test_ort_layernorm_below_opset_17_runs_natively_and_optimizes(tmp_path):
+    """ONNX Runtime's transformer optimizer writes a BERT's embedding LayerNorm as
+    LayerNormalization at the model's opset (14 from a TorchScript export), an operator
+    ONNX has from opset 17 and ONNX Runtime registers in the ONNX domain before: isomer
+    refused the model ("domain 'ai.onnx' has no operator LayerNormalization at opset 14")."""
+    rng = np.random.default_rng(32)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-12, name="ln"),
+             helper.make_node("MatMul", ["n", "w"], ["y"])]
+    g = helper.make_graph(nodes, "ln14", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [f("g", 16), f("b", 16), f("w", 16, 8)])
+    path, inp, out, opt = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "o.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=7), path)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    np.savez(inp, x=x)
+    want = ort_run(path, {"x": x})[0]
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime", "--print-steps"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "reference kernel" not in p.stdout and "\n  onnxruntime" not in p.stdout, p.stdout
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-4, atol=1e-4)
+    p = subprocess.run([ISOMER, "optimize", str(path), "-o", str(opt), "--inputs", str(inp), "--threads", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    np.testing.assert_allclose(ort_run(opt, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
 REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
 
