@@ -177,3 +177,32 @@ def test_ms_attention_runs_natively_and_matches_onnxruntime(mask_kind, scale, tm
     steps = [line.split() for line in p.stdout.splitlines() if line.startswith("  ") and not line.startswith("   ")]
     assert ["attention", "Attention", "attn"] in steps, p.stdout
     np.testing.assert_allclose(np.load(out)["y"], ort_run(path, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def layernorm14_model():
+    rng = np.random.default_rng(33)
+    f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, name="ln"),
+             helper.make_node("Relu", ["n"], ["y"])]
+    g = helper.make_graph(nodes, "ln14", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [f("g", 32), f("b", 32)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=7)
+
+
+@pytest.mark.parametrize("build", ["rms", "attention", "layernorm14"])
+def test_ort_fusions_are_typed_without_onnxruntime(build, tmp_path):
+    """No ONNX Runtime to ask for types (its interpreter missing): isomer's own shape
+    hooks type SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization and
+    Attention (LayerNormalization below opset 17 is typed as ONNX's), so the model
+    still runs whole."""
+    model = {"rms": lambda: rmsnorm_fusions_model(-1), "attention": lambda: ms_attention_model("bias"),
+             "layernorm14": layernorm14_model}[build]()
+    path, inp, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    x = np.random.default_rng(4).standard_normal((2, 6 if build != "rms" else 7, 32)).astype(np.float32)
+    np.savez(inp, x=x)
+    env = dict(os.environ, ISOMER_PYTHON=str(tmp_path / "no-python"))
+    p = subprocess.run([ISOMER, "run", str(path), "--inputs", str(inp), "--outputs", str(out), "--threads", "1",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    np.testing.assert_allclose(np.load(out)["y"], ort_run(path, {"x": x})[0], rtol=1e-4, atol=1e-4)
