@@ -108,6 +108,13 @@ std::string missing_operator(const onnx::NodeProto& node,
       "ATen", "Affine", "ConstantFill", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler",
       "ParametricSoftplus", "Scale", "ScaledTanh"};
   if (default_domain && kRetiredExperimental.count(node.op_type())) return "";
+  // ONNX Runtime's contrib SimplifiedLayerNormalization (RMSNorm) and, before ONNX had
+  // one (opset 17), LayerNormalization, which it registers in the ONNX domain: its
+  // transformer optimizer and onnxscript's ort_fusions write them for every RMSNorm of a
+  // Llama-family model and every LayerNorm of a BERT at opsets 12 to 16. Kept opaque
+  // (the runtime lowers them itself).
+  if (default_domain && (node.op_type() == "SimplifiedLayerNormalization" || node.op_type() == "LayerNormalization"))
+    return "";
   int64_t version = 0;
   bool imported = false;
   for (const auto& o : imports) {

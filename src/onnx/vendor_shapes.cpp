@@ -225,6 +225,17 @@ Types skip_layer_norm(const onnx::NodeProto& n, const TypeLookup& type_of) {
   return out;
 }
 
+// Attention: input [B, S, hidden] and weights [hidden, 3 * N] give output [B, S, N]
+// (N: V's size in qkv_hidden_sizes where given); present left open.
+Types ms_attention(const onnx::NodeProto& n, const TypeLookup& type_of) {
+  std::optional<In> x = input(n, 0, type_of), w = input(n, 1, type_of);
+  const onnx::AttributeProto* sizes = proto_attr(n, "qkv_hidden_sizes");
+  if (!x || !w || x->dims.size() != 3 || w->dims.size() != 2) return {};
+  if (sizes && sizes->ints_size() == 3) return {tensor(x->elem, {x->dims[0], x->dims[1], value_dim(sizes->ints(2))})};
+  if (!w->dims[1].has_dim_value() || w->dims[1].dim_value() % 3 != 0) return {};
+  return {tensor(x->elem, {x->dims[0], x->dims[1], value_dim(w->dims[1].dim_value() / 3)})};
+}
+
 // DynamicQuantizeLSTM: X [seq, batch, input], R [directions, hidden, 4*hidden];
 // Y [seq, directions, batch, hidden], Y_h and Y_c [directions, batch, hidden], float.
 Types dynamic_quantize_lstm(const onnx::NodeProto& n, const TypeLookup& type_of) {
@@ -251,20 +262,27 @@ const std::map<std::string, Hook>& hooks() {
       {"DynamicQuantizeMatMul", matmul_to_float}, {"Gelu", like_input0},
       {"FastGelu", like_input0},               {"BiasGelu", like_input0},
       {"QuickGelu", like_input0},              {"SkipLayerNormalization", skip_layer_norm},
-      {"DynamicQuantizeLSTM", dynamic_quantize_lstm},
+      {"DynamicQuantizeLSTM", dynamic_quantize_lstm}, {"SkipSimplifiedLayerNormalization", skip_layer_norm},
+      {"Attention", ms_attention},
   };
   return table;
+}
+
+// ONNX Runtime's SimplifiedLayerNormalization, which it registers in the ONNX domain
+// (schema_check.cpp): Y like X; the inverse deviation left open.
+bool onnx_domain_contrib(const onnx::NodeProto& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "SimplifiedLayerNormalization";
 }
 
 }  // namespace
 
 bool has_vendor_shape_hook(const onnx::NodeProto& n) {
-  return n.domain() == "com.microsoft" && hooks().count(n.op_type());
+  return (n.domain() == "com.microsoft" && hooks().count(n.op_type())) || onnx_domain_contrib(n);
 }
 
 std::vector<std::optional<onnx::TypeProto>> vendor_output_types(const onnx::NodeProto& n, const TypeLookup& type_of) {
   if (!has_vendor_shape_hook(n)) return {};
-  Types out = hooks().at(n.op_type())(n, type_of);
+  Types out = onnx_domain_contrib(n) ? like_input0(n, type_of) : hooks().at(n.op_type())(n, type_of);
   if (!out.empty()) out.resize(static_cast<size_t>(n.output_size()));
   return out;
 }

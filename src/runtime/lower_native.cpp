@@ -352,14 +352,37 @@ bool lower_reduce(Compiler& c, const Node& n) {
   }
   for (int64_t& a : axes) a = normalize_axis(a, rank);
   std::sort(axes.begin(), axes.end());
-  // The reduced axes must be one run of adjacent axes (dims of extent 1 may sit between).
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  // The reduced axes as one run of adjacent axes (dims of extent 1 may sit between).
   std::vector<int64_t> live;
   for (int64_t a : axes)
     if (xd[static_cast<size_t>(a)] != 1) live.push_back(a);
   size_t first = live.empty() ? 0 : static_cast<size_t>(live.front()), last = live.empty() ? 0 : static_cast<size_t>(live.back()) + 1;
+  bool adjacent = true;
   for (size_t i = first; i < last; ++i)
-    if (xd[i] != 1 && !std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i))) return false;
-  const int64_t outer = num_elements(xd, 0, first), len = num_elements(xd, first, last), inner = num_elements(xd, last, xd.size());
+    adjacent = adjacent && (xd[i] == 1 || std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i)));
+  if (!adjacent) {
+    // Axes apart (an adaptive average pool decomposed by the exporter: a mean over
+    // axes -3 and -1): the kept axes are moved before the reduced ones, one run.
+    std::vector<int64_t> perm, td, strides(xd.size(), 1);
+    for (size_t i = xd.size(); i-- > 1;) strides[i - 1] = strides[i] * xd[i];
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t i = 0; i < rank; ++i)
+        if (std::binary_search(axes.begin(), axes.end(), i) == (pass == 1)) perm.push_back(i);
+    std::vector<int64_t> src_strides;
+    for (int64_t a : perm) td.push_back(xd[static_cast<size_t>(a)]), src_strides.push_back(strides[static_cast<size_t>(a)]);
+    std::vector<int64_t> dst_strides(td.size(), 1);
+    for (size_t i = td.size(); i-- > 1;) dst_strides[i - 1] = dst_strides[i] * td[i];
+    const int t = c.new_value(DType::Float32, td, plain_md(td, dt::f32), n.name() + ".kept_first");
+    add_native_step(c, step_info(n, "reorder", "reduce axes last " + to_string(td), 0), {x}, {t},
+                    [=](const std::vector<char*>& p) {
+                      kernels::strided_copy(sizeof(float), p[0], src_strides, p[1], dst_strides, td);
+                    });
+    x = t;
+    first = xd.size() - axes.size(), last = xd.size();
+  }
+  const std::vector<int64_t> rd = c.val(x).dims;
+  const int64_t outer = num_elements(rd, 0, first), len = num_elements(rd, first, last), inner = num_elements(rd, last, rd.size());
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
   const kernels::ReduceKind k = kind->second;
   int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());

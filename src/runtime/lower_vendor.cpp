@@ -3,9 +3,10 @@
 // QLinearLeakyRelu and QLinearAveragePool, which its quantizer writes in the
 // QOperator format (the residual adds of a quantized ResNet or MobileNet, the gates
 // of squeeze-excitation, DenseNet's concatenations, EfficientNet's SiLU, the pools
-// and the classifier), and SkipLayerNormalization,
-// Gelu, FastGelu, BiasGelu and QuickGelu, which its transformer optimizer writes for
-// each residual add and LayerNorm and each feed-forward activation. Delegated, each was a
+// and the classifier), and SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+// SimplifiedLayerNormalization (in the ONNX domain), Gelu, FastGelu, BiasGelu and
+// QuickGelu, which its transformer optimizer (and onnxscript's ort_fusions) writes for
+// each residual add and LayerNorm or RMSNorm and each feed-forward activation. Delegated, each was a
 // round trip to ONNX Runtime's helper process: in a quantized MobileNetV2 the 10
 // adds took 70% of the run. The arithmetic is ONNX Runtime's (kernels/quant.h), in
 // float32. Forms these kernels do not take (run-time scales, per-axis parameters,
@@ -131,10 +132,20 @@ bool lower_qgemm(Compiler& c, const Node& n) {
   return true;
 }
 
+// ONNX Runtime's SimplifiedLayerNormalization, registered in the ONNX domain
+// (schema_check.cpp), kept opaque by the importer.
+bool is_onnx_domain_contrib(const Node& n, const char* op) {
+  return n.kind() == NodeKind::Opaque && (n.opaque()->domain.empty() || n.opaque()->domain == "ai.onnx") &&
+         n.op_type() == op;
+}
+
 // SkipLayerNormalization: LayerNorm(input + skip + bias) * gamma + beta over the
 // last axis, and the sum itself as output 3 where asked. Skip of the input's
 // shape; the mean and inverse-deviation outputs are left to ONNX Runtime.
+// SkipSimplifiedLayerNormalization (input, skip, gamma, bias): the same with
+// RMSNorm, no mean and no beta.
 bool lower_skip_layernorm(Compiler& c, const Node& n) {
+  const bool rms = is_vendor(n, "SkipSimplifiedLayerNormalization");
   const auto& in = n.inputs();
   for (uint32_t k = 1; k < 3 && k < n.num_outputs(); ++k)
     if (!c.consumers(n.output(k)).empty() || c.is_output(n.output(k))) return false;
@@ -143,7 +154,8 @@ bool lower_skip_layernorm(Compiler& c, const Node& n) {
   if (xd.empty() || c.val(skip).dims != xd || c.val(x).dtype != DType::Float32 || c.val(skip).dtype != DType::Float32)
     return false;
   const int64_t cols = xd.back(), rows = num_elements(xd) / std::max<int64_t>(cols, 1);
-  auto gamma = row_param(c, n, 2, cols), beta = row_param(c, n, 3, cols), bias = row_param(c, n, 4, cols);
+  auto gamma = row_param(c, n, 2, cols), beta = rms ? std::optional<std::vector<float>>(std::vector<float>()) : row_param(c, n, 3, cols),
+       bias = row_param(c, n, rms ? 3 : 4, cols);
   if (!gamma || gamma->empty() || !beta || !bias || cols == 0) return false;
   const float eps = proto_float(n, "epsilon", 1e-12f);
   const bool want_sum = n.num_outputs() > 3 && (!c.consumers(n.output(3)).empty() || c.is_output(n.output(3)));
@@ -154,7 +166,7 @@ bool lower_skip_layernorm(Compiler& c, const Node& n) {
   auto bi = std::make_shared<std::vector<float>>(std::move(*bias));
   const int team = c.threads();
   add_native_step(c,
-                  step_info(n, "layernorm", "skip-layernorm " + std::to_string(rows) + "x" + std::to_string(cols),
+                  step_info(n, "layernorm", std::string(rms ? "skip-rmsnorm " : "skip-layernorm ") + std::to_string(rows) + "x" + std::to_string(cols),
                             10.0 * static_cast<double>(rows * cols)),
                   {x, skip}, {sum, y}, [=](const std::vector<char*>& p) {
                     const float* a = reinterpret_cast<const float*>(p[0]);
@@ -166,10 +178,40 @@ bool lower_skip_layernorm(Compiler& c, const Node& n) {
                         s[i] = a[i] + b[i] + (bi->empty() ? 0.0f : (*bi)[static_cast<size_t>(k)]);
                       }
                     kernels::normalize_rows(s, reinterpret_cast<float*>(p[3]), rows, cols, g->data(),
-                                            be->empty() ? nullptr : be->data(), eps, /*rms=*/false, team);
+                                            be->empty() ? nullptr : be->data(), eps, rms, team);
                   });
   c.bind(n.output(0), y);
   if (want_sum) c.bind(n.output(3), sum);
+  return true;
+}
+
+// SimplifiedLayerNormalization (X, scale): X / sqrt(mean(X^2) + epsilon) * scale over
+// the axes from `axis` on, ONNX's RMSNormalization; the inverse-deviation output is
+// left to ONNX Runtime.
+bool lower_simplified_layernorm(Compiler& c, const Node& n) {
+  for (uint32_t k = 1; k < n.num_outputs(); ++k)
+    if (!c.consumers(n.output(k)).empty() || c.is_output(n.output(k))) return false;
+  const int x = c.as_plain(c.id(n.inputs()[0]));
+  const std::vector<int64_t> xd = c.val(x).dims;
+  if (xd.empty() || c.val(x).dtype != DType::Float32) return false;
+  const int64_t rank = static_cast<int64_t>(xd.size()), axis = proto_int(n, "axis", -1);
+  if (axis < -rank || axis >= rank) return false;
+  const auto from = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+  const int64_t rows = num_elements(xd, 0, from), cols = num_elements(xd, from, xd.size());
+  auto scale = row_param(c, n, 1, cols);
+  if (!scale || scale->empty() || cols == 0) return false;
+  const float eps = proto_float(n, "epsilon", 1e-5f);
+  const int y = c.new_value(DType::Float32, xd, plain_md(xd, dt::f32), n.name());
+  auto g = std::make_shared<std::vector<float>>(std::move(*scale));
+  const int team = c.threads();
+  add_native_step(c,
+                  step_info(n, "layernorm", "rmsnorm " + std::to_string(rows) + "x" + std::to_string(cols),
+                            8.0 * static_cast<double>(rows * cols)),
+                  {x}, {y}, [=](const std::vector<char*>& p) {
+                    kernels::normalize_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), rows,
+                                            cols, g->data(), nullptr, eps, /*rms=*/true, team);
+                  });
+  c.bind(n.output(0), y);
   return true;
 }
 
@@ -499,8 +541,12 @@ std::optional<kernels::Broadcast> broadcast_of(std::vector<int64_t> dims, const 
 bool vendor_runs_natively(const Node& n) {
   if (n.kind() != NodeKind::Opaque || n.inputs().empty() || !n.inputs()[0].present()) return false;
   const DType t = n.inputs()[0].type().dtype;
-  if (is_vendor(n, "SkipLayerNormalization"))
+  if (is_vendor(n, "SkipLayerNormalization") || is_vendor(n, "SkipSimplifiedLayerNormalization"))
     return t == DType::Float32 && n.inputs().size() >= 3 && n.num_outputs() >= 1 &&
+           n.output_types()[0].dtype == DType::Float32;
+  if (is_vendor(n, "Attention")) return ms_attention_applies(n);
+  if (is_onnx_domain_contrib(n, "SimplifiedLayerNormalization"))
+    return t == DType::Float32 && n.inputs().size() >= 2 && n.num_outputs() >= 1 &&
            n.output_types()[0].dtype == DType::Float32;
   if (is_vendor(n, "DynamicQuantizeLSTM"))
     return t == DType::Float32 && n.inputs().size() >= 12 && n.inputs()[1].constant() != nullptr &&
@@ -523,7 +569,10 @@ bool lower_vendor(Compiler& c, const Node& n) {
   if (is_vendor(n, "QLinearConcat")) return lower_qlinear_concat(c, n);
   if (is_vendor(n, "QLinearAveragePool")) return lower_qlinear_average_pool(c, n);
   if (is_vendor(n, "QLinearSigmoid") || is_vendor(n, "QLinearLeakyRelu")) return lower_qlinear_lookup(c, n);
-  if (is_vendor(n, "SkipLayerNormalization")) return lower_skip_layernorm(c, n);
+  if (is_vendor(n, "SkipLayerNormalization") || is_vendor(n, "SkipSimplifiedLayerNormalization"))
+    return lower_skip_layernorm(c, n);
+  if (is_onnx_domain_contrib(n, "SimplifiedLayerNormalization")) return lower_simplified_layernorm(c, n);
+  if (is_vendor(n, "Attention")) return lower_ms_attention(c, n);
   if (is_vendor(n, "DynamicQuantizeLSTM")) return lower_dynamic_quantize_lstm(c, n);
   if (is_gelu(n)) return lower_gelu(c, n);
   const auto pa = constant_quant_params(c, n, 1, 2), pb = constant_quant_params(c, n, 4, 5),

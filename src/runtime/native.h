@@ -77,6 +77,9 @@ bool lower_random(Compiler& c, const Node& n);
 // SkipLayerNormalization and the Gelu forms); the same contract.
 bool vendor_runs_natively(const Node& n);
 bool lower_vendor(Compiler& c, const Node& n);
+// com.microsoft Attention without past, rotary or causal mask (lower_vendor_attention.cpp).
+bool ms_attention_applies(const Node& n);
+bool lower_ms_attention(Compiler& c, const Node& n);
 
 // The row-major strides of `dims`.
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims);
