@@ -8,6 +8,8 @@
 
 #include "ir/error.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_isa.h"
+#include "kernels/vmath.h"
 
 namespace isomer::kernels {
 
@@ -338,6 +340,66 @@ bool scatter_nd(size_t elem, void* y, std::span<const int64_t> y_dims, const int
     }
   }
   return true;
+}
+
+namespace {
+
+// Pixels [p0, p1) of one image. With C a constant (0: `channels`), the compiler
+// turns the interleaving stores into vector permutes.
+template <int C>
+ISOMER_VINLINE void interleave(const float* __restrict x, int64_t channels, int64_t pixels, float* __restrict y,
+                               int64_t p0, int64_t p1) {
+  const int64_t ch = C ? C : channels;
+  for (int64_t p = p0; p < p1; ++p)
+    for (int64_t c = 0; c < ch; ++c) y[p * ch + c] = x[c * pixels + p];
+}
+
+ISOMER_VINLINE void interleave_any(const float* x, int64_t channels, int64_t pixels, float* y, int64_t p0,
+                                   int64_t p1) {
+  switch (channels) {
+    case 1: return interleave<1>(x, channels, pixels, y, p0, p1);
+    case 2: return interleave<2>(x, channels, pixels, y, p0, p1);
+    case 3: return interleave<3>(x, channels, pixels, y, p0, p1);
+    case 4: return interleave<4>(x, channels, pixels, y, p0, p1);
+    default: return interleave<0>(x, channels, pixels, y, p0, p1);
+  }
+}
+
+using Interleave = void (*)(const float*, int64_t, int64_t, float*, int64_t, int64_t);
+ISOMER_TARGET_AVX512 ISOMER_FLATTEN void interleave_avx512(const float* x, int64_t channels, int64_t pixels, float* y,
+                                                           int64_t p0, int64_t p1) {
+  interleave_any(x, channels, pixels, y, p0, p1);
+}
+ISOMER_TARGET_AVX2 ISOMER_FLATTEN void interleave_avx2(const float* x, int64_t channels, int64_t pixels, float* y,
+                                                       int64_t p0, int64_t p1) {
+  interleave_any(x, channels, pixels, y, p0, p1);
+}
+ISOMER_FLATTEN void interleave_baseline(const float* x, int64_t channels, int64_t pixels, float* y, int64_t p0,
+                                        int64_t p1) {
+  interleave_any(x, channels, pixels, y, p0, p1);
+}
+
+}  // namespace
+
+void planes_to_channels_last(const float* x, int64_t batch, int64_t channels, int64_t pixels, float* y,
+                             int threads) {
+  static const Interleave run = [] {
+    switch (best_vector_isa()) {
+      case VectorIsa::Avx512: return interleave_avx512;
+      case VectorIsa::Avx2: return interleave_avx2;
+      default: return interleave_baseline;
+    }
+  }();
+  // Each thread a range of pixel runs of 1024 (of every image).
+  constexpr int64_t kRun = 1024;
+  const int64_t runs_per_image = (pixels + kRun - 1) / kRun, runs = batch * runs_per_image;
+  parallel_teams(static_cast<int>(std::min<int64_t>(std::max(threads, 1), runs)), [&](int t, int team) {
+    for (int64_t r = runs * t / team; r < runs * (t + 1) / team; ++r) {
+      const int64_t b = r / runs_per_image, p0 = r % runs_per_image * kRun;
+      const int64_t off = b * channels * pixels;
+      run(x + off, channels, pixels, y + off, p0, std::min(p0 + kRun, pixels));
+    }
+  });
 }
 
 }  // namespace isomer::kernels

@@ -287,6 +287,42 @@ bool Compiler::is_dense(int id) const {
   return true;
 }
 
+namespace {
+
+// True for float32 `md` of `dims` (rank 3 and more) laid out densely in `order`
+// of its axes, outermost first, with no blocks or padding (extent-1 axes not
+// compared).
+bool dense_in_order(const md_t& md, const std::vector<int64_t>& dims, const std::vector<size_t>& order) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 ||
+      d.ndims != static_cast<int>(dims.size()) || d.offset0 != 0)
+    return false;
+  int64_t stride = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    const size_t a = order[k];
+    if (d.dims[a] != dims[a] || d.padded_dims[a] != dims[a]) return false;
+    if (dims[a] > 1 && d.format_desc.blocking.strides[a] != stride) return false;
+    stride *= dims[a];
+  }
+  return true;
+}
+
+// Channel planes reordered to channels last for a few channels (an image's RGB
+// planes, the first convolution's input): kernels::planes_to_channels_last, where
+// oneDNN's reorder stores one float at a time. nullopt elsewhere.
+std::optional<int64_t> few_planes_to_channels_last(const md_t& from, const md_t& to, const std::vector<int64_t>& dims) {
+  constexpr int64_t kMaxChannels = 4;
+  if (dims.size() < 3 || dims[1] < 2 || dims[1] > kMaxChannels || num_elements(dims) == 0) return std::nullopt;
+  std::vector<size_t> planes(dims.size()), last{0};
+  for (size_t a = 0; a < dims.size(); ++a) planes[a] = a;
+  for (size_t a = 2; a < dims.size(); ++a) last.push_back(a);
+  last.push_back(1);
+  if (!dense_in_order(from, dims, planes) || !dense_in_order(to, dims, last)) return std::nullopt;
+  return num_elements(dims) / (dims[0] * dims[1]);
+}
+
+}  // namespace
+
 int Compiler::as_layout(int src, const md_t& md, bool boundary) {
   if (values_[src].md == md) return src;
   auto key = std::make_pair(src, describe_md(md));
@@ -321,9 +357,20 @@ int Compiler::as_layout(int src, const md_t& md, bool boundary) {
     info.signature = "reorder " + describe_md(from) + " -> " + describe_md(md);
     info.bytes = static_cast<double>(values_[src].bytes + values_[out].bytes);
     info.boundary = boundary;
-    const TeamScope team(*this, kernels::team_for_work(threads(), info.bytes / kernels::kTeamBytes));
-    dnnl::reorder::primitive_desc pd(eng_, from, eng_, md);
-    add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
+    const int team = kernels::team_for_work(threads(), info.bytes / kernels::kTeamBytes);
+    if (const std::optional<int64_t> pixels = few_planes_to_channels_last(from, md, s.dims)) {
+      info.kind = "copy";
+      info.signature = "planes to channels last " + describe_md(from) + " -> " + describe_md(md);
+      const int64_t batch = s.dims[0], channels = s.dims[1];
+      add_native_step(*this, info, {src}, {out}, [batch, channels, pixels = *pixels, team](const std::vector<char*>& p) {
+        kernels::planes_to_channels_last(reinterpret_cast<const float*>(p[0]), batch, channels, pixels,
+                                         reinterpret_cast<float*>(p[1]), team);
+      });
+    } else {
+      const TeamScope scope(*this, team);
+      dnnl::reorder::primitive_desc pd(eng_, from, eng_, md);
+      add_primitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}}, info);
+    }
   }
   layout_cache_[key] = out;
   return out;

@@ -207,6 +207,25 @@ TEST(Copy, StridedTransposeBroadcastAndGather) {
 
 // Arg-max/min against a plain scan: rows long enough for the lane path (ties in
 // different lanes, NaNs) and columns; first and last index.
+// NCHW to NHWC for 1 to 6 channels (the constant-channel forms and the general
+// one), pixel counts that leave a partial run, batch 2, one and two threads.
+TEST(Copy, PlanesToChannelsLast) {
+  for (int64_t channels = 1; channels <= 6; ++channels)
+    for (int64_t pixels : {int64_t{1}, int64_t{37}, int64_t{33 * 35}})
+      for (int threads : {1, 2}) {
+        const int64_t batch = 2, n = batch * channels * pixels;
+        std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n), -1.0f);
+        for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+        planes_to_channels_last(x.data(), batch, channels, pixels, y.data(), threads);
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t p = 0; p < pixels; ++p)
+            for (int64_t c = 0; c < channels; ++c)
+              ASSERT_EQ(y[static_cast<size_t>((b * pixels + p) * channels + c)],
+                        x[static_cast<size_t>((b * channels + c) * pixels + p)])
+                  << channels << " channels, " << pixels << " pixels, at " << b << "," << p << "," << c;
+      }
+}
+
 TEST(Rows, ArgMaxAndArgMinAgreeWithAScan) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> small(-4, 4);  // many ties
