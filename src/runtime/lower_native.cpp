@@ -377,6 +377,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
 
 bool lower_gather(Compiler& c, const Node& n) {
   if (n.op_type() != "Gather" || n.num_outputs() != 1) return false;
+  if (lower_expert_matmul(c, n)) return true;
   const DType index_type = c.dtype(n.inputs()[1]);
   if (index_type != DType::Int64 && index_type != DType::Int32) return false;
   int x = c.as_plain(c.id(n.inputs()[0]));
