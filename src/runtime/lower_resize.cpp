@@ -1,5 +1,5 @@
-// Lowering of Resize: nearest or linear of a channels-last or channel-blocked
-// source in that layout on a kernel of pixel runs below, else on oneDNN's
+// Lowering of Resize: of a channels-last or channel-blocked source in that layout,
+// on kernels of pixel runs and of tap rows below, else on oneDNN's
 // resampling where its source pixels and weights are ONNX's (checked index by
 // index), else on isomer's own separable kernel below, with the reference
 // evaluator's own tables (ops/resize.h).
@@ -153,13 +153,124 @@ void resize_pixel_runs(const float* x, float* y, const PixelRuns& t) {
   kernels::parallel_teams(team, [&](int th, int nt) { pixel_rows(x, y, t, rows * th / nt, rows * (th + 1) / nt); });
 }
 
-bool resize_nearest_in_layout(Compiler& c, const Node& n, const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
+// Linear (or cubic) resize of the last two axes in the same layouts: an output row
+// is a blend of th source rows, each first blended along W (tw taps a pixel) into a
+// row kept while the output rows after it read it, every blend a pass over runs of
+// channels or block lanes. Exporters' align_corners upsampling (DPT's fusion
+// stages), which oneDNN's resampling does not compute, ran on the plane kernel with
+// the convolution's channels-last output reordered to plain before it and back
+// after it: both reorders took longer than the resize.
+struct TapRows {
+  static constexpr int kMaxTaps = 4;
+  int64_t planes = 1, run = 1, ih = 1, iw = 1, oh = 1, ow = 1;
+  int th = 1, tw = 1;
+  std::vector<int64_t> hi, wi;
+  std::vector<float> hw, ww;
+};
+
+// dst[ow][i] = sum_k ww[ow, k] src[wi[ow, k]][i], i < run.
+template <int kTaps, int64_t kRun>
+void blend_pixels(const float* src, float* __restrict dst, const TapRows& t) {
+  const int taps = kTaps ? kTaps : t.tw;
+  const int64_t run = kRun ? kRun : t.run;
+  for (int64_t ow = 0; ow < t.ow; ++ow) {
+    const int64_t* at = t.wi.data() + ow * taps;
+    const float* w = t.ww.data() + ow * taps;
+    float* __restrict d = dst + ow * run;
+    if (taps == 2) {
+      const float w0 = w[0], w1 = w[1];
+      const float *s0 = src + at[0] * run, *s1 = src + at[1] * run;
+      for (int64_t i = 0; i < run; ++i) d[i] = w0 * s0[i] + w1 * s1[i];
+      continue;
+    }
+    const float w0 = w[0];
+    const float* s0 = src + at[0] * run;
+    for (int64_t i = 0; i < run; ++i) d[i] = w0 * s0[i];
+    for (int k = 1; k < taps; ++k) {
+      const float wk = w[k];
+      const float* sk = src + at[k] * run;
+      for (int64_t i = 0; i < run; ++i) d[i] += wk * sk[i];
+    }
+  }
+}
+
+ISOMER_CLONES void blend_row(const float* src, float* dst, const TapRows& t) {
+  if (t.tw == 2 && t.run == 16) blend_pixels<2, 16>(src, dst, t);
+  else if (t.tw == 2 && t.run == 8) blend_pixels<2, 8>(src, dst, t);
+  else if (t.tw == 2) blend_pixels<2, 0>(src, dst, t);
+  else blend_pixels<0, 0>(src, dst, t);
+}
+
+// out[i] = sum_j w[j] rows[j][i], i < len.
+ISOMER_CLONES void blend_rows(const float* const* rows, const float* w, int taps, int64_t len, float* __restrict out) {
+  if (taps == 2) {
+    const float w0 = w[0], w1 = w[1];
+    const float *r0 = rows[0], *r1 = rows[1];
+    for (int64_t i = 0; i < len; ++i) out[i] = w0 * r0[i] + w1 * r1[i];
+    return;
+  }
+  const float w0 = w[0];
+  const float* r0 = rows[0];
+  for (int64_t i = 0; i < len; ++i) out[i] = w0 * r0[i];
+  for (int j = 1; j < taps; ++j) {
+    const float wj = w[j];
+    const float* rj = rows[j];
+    for (int64_t i = 0; i < len; ++i) out[i] += wj * rj[i];
+  }
+}
+
+void tap_rows(const float* x, float* y, const TapRows& t, int64_t r0, int64_t r1) {
+  const int64_t len = t.ow * t.run;
+  // Slots a cache line more than a row apart: rows a multiple of 4 KB apart made
+  // every load wait on the store before it to the same offset (4K aliasing).
+  const int64_t slot_len = len + 16;
+  thread_local std::vector<float> cache;
+  cache.resize(static_cast<size_t>(TapRows::kMaxTaps * slot_len));
+  int64_t held[TapRows::kMaxTaps] = {-1, -1, -1, -1};  // the source row (plane-wide) in each slot
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t p = r / t.oh, o = r % t.oh;
+    int64_t want[TapRows::kMaxTaps];
+    const float* rows[TapRows::kMaxTaps];
+    for (int j = 0; j < t.th; ++j) want[j] = p * t.ih + t.hi[o * t.th + j];
+    for (int j = 0; j < t.th; ++j) {
+      int slot = -1;
+      for (int q = 0; q < t.th && slot < 0; ++q)
+        if (held[q] == want[j]) slot = q;
+      if (slot < 0) {  // a slot no tap of this row reads: there is one, th slots for th taps
+        for (int q = 0; q < t.th && slot < 0; ++q) {
+          bool needed = false;
+          for (int k = 0; k < t.th; ++k) needed = needed || held[q] == want[k];
+          if (!needed) slot = q;
+        }
+        blend_row(x + want[j] * t.iw * t.run, cache.data() + slot * slot_len, t);
+        held[slot] = want[j];
+      }
+      rows[j] = cache.data() + slot * slot_len;
+    }
+    blend_rows(rows, t.hw.data() + o * t.th, t.th, len, y + r * len);
+  }
+}
+
+void resize_tap_rows(const float* x, float* y, const TapRows& t) {
+  const int64_t rows = t.planes * t.oh;
+  const int64_t bytes = rows * t.ow * t.run * static_cast<int64_t>(sizeof(float));
+  const int64_t most = std::min<int64_t>(rows, omp_get_max_threads());
+  const int team = static_cast<int>(std::clamp<int64_t>(bytes / 65536, 1, most));
+  kernels::parallel_teams(team, [&](int th, int nt) { tap_rows(x, y, t, rows * th / nt, rows * (th + 1) / nt); });
+}
+
+// A resize of the last two axes of a channels-last or channel-blocked source, in
+// that layout: nearest on the pixel runs, linear or cubic on the tap rows (except
+// where oneDNN's resampling computes ONNX's values: it runs those in any layout).
+bool resize_in_layout(Compiler& c, const Node& n, const ops::ResizePlan& plan, const ops::ResizeAttrs& a) {
   const std::vector<int64_t>& xd = c.dims(n.inputs()[0]);
-  if (a.mode != "nearest" || xd.size() != 4 || !c.opts().blocked_layouts) return false;
+  if (xd.size() != 4 || !c.opts().blocked_layouts) return false;
   if (c.val(c.id(n.inputs()[0])).dtype != DType::Float32) return false;
-  for (const ops::ResizeAxis& ax : plan.axes)
-    if (ax.taps != 1) return false;
   if (!plan.axes[0].identity() || !plan.axes[1].identity()) return false;
+  const ops::ResizeAxis &h = plan.axes[2], &w = plan.axes[3];
+  const bool nearest = h.taps == 1 && w.taps == 1;
+  if (!nearest && (a.mode == "nearest" || onednn_matches(plan, a))) return false;
+  if (h.taps > TapRows::kMaxTaps || w.taps > TapRows::kMaxTaps) return false;  // antialiased downscaling
   // A post-op oneDNN would fuse (an FPN's lateral Add) keeps the resize there.
   if (!plan_fusion(c, n.output(0), plan.out_dims(), true, false).ops.empty()) return false;
   const int x = c.id(n.inputs()[0]);
@@ -168,20 +279,36 @@ bool resize_nearest_in_layout(Compiler& c, const Node& n, const ops::ResizePlan&
   for (tag t : {tag::nhwc, tag::nChw16c, tag::nChw8c})
     if (src_md == md_t(to_dims(xd), dt::f32, t)) layout = t;
   if (!layout || (*layout == tag::nhwc && xd[1] == 1)) return false;  // [N, 1, H, W] is plain: the plane kernel
-  PixelRuns t;
   const int64_t block = *layout == tag::nChw16c ? 16 : *layout == tag::nChw8c ? 8 : 0;
-  t.planes = block ? xd[0] * ((xd[1] + block - 1) / block) : xd[0];
-  t.run = block ? block : xd[1];
-  t.ih = xd[2], t.iw = xd[3], t.oh = plan.axes[2].out, t.ow = plan.axes[3].out;
-  t.hi = plan.axes[2].index, t.wi = plan.axes[3].index;
+  const int64_t planes = block ? xd[0] * ((xd[1] + block - 1) / block) : xd[0], run = block ? block : xd[1];
   const std::vector<int64_t> od = plan.out_dims();
   const int y = c.new_value(DType::Float32, od, md_t(to_dims(od), dt::f32, *layout), n.name());
-  add_native_step(c,
-                  step_info(n, "resize", "nearest in layout " + describe_md(src_md) + " -> " + to_string(od),
-                            static_cast<double>(num_elements(od))),
-                  {x}, {y}, [t](const std::vector<char*>& p) {
-                    resize_pixel_runs(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), t);
-                  });
+  if (nearest) {
+    PixelRuns t;
+    t.planes = planes, t.run = run;
+    t.ih = xd[2], t.iw = xd[3], t.oh = h.out, t.ow = w.out;
+    t.hi = h.index, t.wi = w.index;
+    add_native_step(c,
+                    step_info(n, "resize", "nearest in layout " + describe_md(src_md) + " -> " + to_string(od),
+                              static_cast<double>(num_elements(od))),
+                    {x}, {y}, [t](const std::vector<char*>& p) {
+                      resize_pixel_runs(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), t);
+                    });
+  } else {
+    TapRows t;
+    t.planes = planes, t.run = run;
+    t.ih = xd[2], t.iw = xd[3], t.oh = h.out, t.ow = w.out, t.th = h.taps, t.tw = w.taps;
+    t.hi = h.index, t.wi = w.index;
+    t.hw.assign(h.weight.begin(), h.weight.end());
+    t.ww.assign(w.weight.begin(), w.weight.end());
+    add_native_step(c,
+                    step_info(n, "resize",
+                              a.mode + " " + a.coord + " in layout " + describe_md(src_md) + " -> " + to_string(od),
+                              2.0 * static_cast<double>(num_elements(od)) * (h.taps + w.taps)),
+                    {x}, {y}, [t](const std::vector<char*>& p) {
+                      resize_tap_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), t);
+                    });
+  }
   c.bind(n.output(0), y);
   return true;
 }
@@ -315,7 +442,7 @@ bool lower_resize(Compiler& c, const Node& n) {
                                            sizes ? sizes->to_i64() : std::vector<int64_t>{}));
   if (plan.any_outside) return false;  // tf_crop_and_resize's extrapolation: the reference kernel
   const size_t r = xd.size();
-  if (resize_nearest_in_layout(c, n, plan, a)) return true;
+  if (resize_in_layout(c, n, plan, a)) return true;
   if (onednn_matches(plan, a) && resize_on_onednn(c, n, plan, a)) return true;
   // Own kernel: a plane kernel when only the last two axes change, else one pass per changed axis.
   if (r < 1) return false;
