@@ -442,6 +442,13 @@ bool lower_resize(Compiler& c, const Node& n) {
                                            sizes ? sizes->to_i64() : std::vector<int64_t>{}));
   if (plan.any_outside) return false;  // tf_crop_and_resize's extrapolation: the reference kernel
   const size_t r = xd.size();
+  // Every output element its own input's (SegFormer's decode head resizes the
+  // stage already at the target size): a view, no step.
+  if (std::all_of(plan.axes.begin(), plan.axes.end(), [](const ops::ResizeAxis& ax) { return ax.identity(); })) {
+    const int x = c.id(in[0]);
+    c.bind(n.output(0), c.alias(x, c.val(x).dims, c.val(x).md, n.name()));
+    return true;
+  }
   if (resize_in_layout(c, n, plan, a)) return true;
   if (onednn_matches(plan, a) && resize_on_onednn(c, n, plan, a)) return true;
   // Own kernel: a plane kernel when only the last two axes change, else one pass per changed axis.

@@ -150,3 +150,30 @@ def test_linear_and_cubic_resize_in_the_convolutions_layout(name, threads, tmp_p
     assert len(resize) == 1 and f"{mode} " in resize[0]["signature"] and " in layout " in resize[0]["signature"], steps
     at = steps.index(resize[0])
     assert not [s for s in steps[at - 1:at + 2] if s["kind"] == "reorder"], steps
+
+
+@pytest.mark.parametrize("mode,attrs", [("linear", dict(coordinate_transformation_mode="half_pixel")),
+                                        ("cubic", dict(coordinate_transformation_mode="align_corners")),
+                                        ("nearest", dict(coordinate_transformation_mode="asymmetric"))])
+def test_resize_to_the_same_size_is_no_step(mode, attrs, tmp_path):
+    """SegFormer's decode head resizes its first stage to the size it already has: the
+    output is the input, read where it lies."""
+    path = str(tmp_path / "m.onnx")
+    build(path, 1, 24, 7, 9, attrs, [1, 1, 1, 1], None, mode)
+    x = np.random.default_rng(2).standard_normal((1, 8, 7, 9)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got, steps = run_isomer(path, x, 1, tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert not [s for s in steps if "Resize" in s["ops"]] and not [s for s in steps if s["kind"] == "reorder"][1:-1], steps
+
+
+def test_resize_to_the_same_size_as_the_graph_output(tmp_path):
+    nodes = [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "s")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 4)).astype(np.float32)
+    got, _ = run_isomer(path, x, 1, tmp_path)
+    np.testing.assert_array_equal(got, x)
