@@ -160,6 +160,16 @@ def test_einsum_attention_is_matmuls(tmp_path):
     assert steps_of(out).count("matmul") == 2, out
 
 
+def test_einsum_of_stacked_expert_weights_copies_nothing_per_run(tmp_path):
+    """A dense MoE's 'bsd,edf->bsef': the constant [E, D, F] read as [D, (E, F)] is laid
+    out so once, when the graph is compiled; it was copied by a step on every run."""
+    w = numpy_helper.from_array(rng.standard_normal((5, 12, 9)).astype(np.float32), "w")
+    nodes = [helper.make_node("Einsum", ["x", "w"], ["y"], equation="bsd,edf->bsef")]
+    path = save(tmp_path, nodes, [("x", F, [2, 3, 12])], [("y", F)], 17, [w])
+    out = run_both(tmp_path, path, {"x": rng.standard_normal((2, 3, 12)).astype(np.float32)})
+    assert steps_of(out) == ["matmul"], out
+
+
 def test_rotary_tables_and_activations(tmp_path):
     inv = numpy_helper.from_array((1.0 / 10000 ** (np.arange(0, 8, 2) / 8)).astype(np.float32).reshape(1, 4), "inv")
     slope = numpy_helper.from_array(np.full((8, 1), 0.2, np.float32), "slope")
