@@ -144,13 +144,13 @@ ISOMER_CLONES void pixel_rows(const float* x, float* y, const PixelRuns& t, int6
   }
 }
 
-// A thread for each 64 KB written, as a copy's.
-void resize_pixel_runs(const float* x, float* y, const PixelRuns& t) {
-  const int64_t rows = t.planes * t.oh;
-  const int64_t bytes = rows * t.ow * t.run * static_cast<int64_t>(sizeof(float));
+// body(r0, r1) over output rows [0, rows) of row_bytes each: a thread for each 64 KB
+// written, as a copy's.
+template <class F>
+void split_rows(int64_t rows, int64_t row_bytes, F&& body) {
   const int64_t most = std::min<int64_t>(rows, omp_get_max_threads());
-  const int team = static_cast<int>(std::clamp<int64_t>(bytes / 65536, 1, most));
-  kernels::parallel_teams(team, [&](int th, int nt) { pixel_rows(x, y, t, rows * th / nt, rows * (th + 1) / nt); });
+  const int team = static_cast<int>(std::clamp<int64_t>(rows * row_bytes / 65536, 1, most));
+  kernels::parallel_teams(team, [&](int th, int nt) { body(rows * th / nt, rows * (th + 1) / nt); });
 }
 
 // Linear (or cubic) resize of the last two axes in the same layouts: an output row
@@ -251,14 +251,6 @@ void tap_rows(const float* x, float* y, const TapRows& t, int64_t r0, int64_t r1
   }
 }
 
-void resize_tap_rows(const float* x, float* y, const TapRows& t) {
-  const int64_t rows = t.planes * t.oh;
-  const int64_t bytes = rows * t.ow * t.run * static_cast<int64_t>(sizeof(float));
-  const int64_t most = std::min<int64_t>(rows, omp_get_max_threads());
-  const int team = static_cast<int>(std::clamp<int64_t>(bytes / 65536, 1, most));
-  kernels::parallel_teams(team, [&](int th, int nt) { tap_rows(x, y, t, rows * th / nt, rows * (th + 1) / nt); });
-}
-
 // A resize of the last two axes of a channels-last or channel-blocked source, in
 // that layout: nearest on the pixel runs, linear or cubic on the tap rows (except
 // where oneDNN's resampling computes ONNX's values: it runs those in any layout).
@@ -292,7 +284,10 @@ bool resize_in_layout(Compiler& c, const Node& n, const ops::ResizePlan& plan, c
                     step_info(n, "resize", "nearest in layout " + describe_md(src_md) + " -> " + to_string(od),
                               static_cast<double>(num_elements(od))),
                     {x}, {y}, [t](const std::vector<char*>& p) {
-                      resize_pixel_runs(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), t);
+                      const auto* src = reinterpret_cast<const float*>(p[0]);
+                      auto* dst = reinterpret_cast<float*>(p[1]);
+                      split_rows(t.planes * t.oh, t.ow * t.run * 4,
+                                 [&](int64_t a, int64_t b) { pixel_rows(src, dst, t, a, b); });
                     });
   } else {
     TapRows t;
@@ -306,7 +301,10 @@ bool resize_in_layout(Compiler& c, const Node& n, const ops::ResizePlan& plan, c
                               a.mode + " " + a.coord + " in layout " + describe_md(src_md) + " -> " + to_string(od),
                               2.0 * static_cast<double>(num_elements(od)) * (h.taps + w.taps)),
                     {x}, {y}, [t](const std::vector<char*>& p) {
-                      resize_tap_rows(reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), t);
+                      const auto* src = reinterpret_cast<const float*>(p[0]);
+                      auto* dst = reinterpret_cast<float*>(p[1]);
+                      split_rows(t.planes * t.oh, t.ow * t.run * 4,
+                                 [&](int64_t a, int64_t b) { tap_rows(src, dst, t, a, b); });
                     });
   }
   c.bind(n.output(0), y);
