@@ -21,6 +21,8 @@ namespace {
 
 // The multiply-adds that pay for one more thread (as lower_matmul's).
 constexpr double kTeamMacs = 256.0 * 1024;
+// The most bytes of packed expert matrices one step keeps.
+constexpr double kMaxPackedBytes = 512.0 * 1024 * 1024;
 
 // Where the product's operand `v` lies: the value its strides start at and, per
 // dim, its parts (extent, element stride), outermost first; a dim of extent 1
@@ -308,6 +310,9 @@ bool lower_expert_matmul(Compiler& c, const Node& g) {
   }
   p.isa = kernels::best_vector_isa();
   p.panel_floats = kernels::panels_size(p.isa, K, N);
+  // The panels are a second copy of the weights, which the graph keeps: past
+  // kMaxPackedBytes the picked matrices are gathered at run time as before.
+  if (static_cast<double>(E) * static_cast<double>(p.panel_floats) * sizeof(float) > kMaxPackedBytes) return false;
   auto panels = std::make_shared<std::vector<float>>(static_cast<size_t>(E * p.panel_floats));
   const auto* wd = reinterpret_cast<const float*>(w->bytes().data());
   for (int64_t e = 0; e < E; ++e)
