@@ -1,6 +1,6 @@
 #pragma once
 // Resize's geometry (ops/resize.cpp), shared by its reference evaluator and the
-// runtime's kernels (runtime/lower_resample.cpp), so that both take the same
+// runtime's kernels (runtime/lower_resize.cpp), so that both take the same
 // source pixels with the same weights: the ONNX rules written once.
 #include <cstdint>
 #include <optional>

@@ -93,9 +93,19 @@ int grouped_operand(Compiler& c, int x, const Labels& labels, const std::vector<
         fd.push_back(own.count(l) ? own[l] : 1);
         fs.push_back(st.at(l));
       }
-    int v = c.view(x, fd, fs, 0, name + ".labels");
-    c.val(v).step_local = true;
-    x = c.copy_strided(v, name + ".dense");
+    if (c.val(x).known && c.is_dense(x)) {
+      // A constant (an MoE's stacked expert weights, 'edf' read as [d, (e, f)]) is
+      // laid out in group order once, here: as a step it was copied on every run.
+      const Tensor& t = *c.val(x).known;
+      const size_t elem = dtype_size(t.dtype());
+      Bytes bytes = Bytes::uninitialized(static_cast<size_t>(num_elements(fd)) * elem);
+      kernels::strided_copy(elem, t.bytes().data(), fs, bytes.data(), row_major(fd), fd, 1);
+      x = c.constant_value(Tensor(t.dtype(), fd, std::move(bytes)), name + ".dense");
+    } else {
+      int v = c.view(x, fd, fs, 0, name + ".labels");
+      c.val(v).step_local = true;
+      x = c.copy_strided(v, name + ".dense");
+    }
     st = label_strides(c, x, order);
     strides.clear();
     for (const Group& g : groups) strides.push_back(*merged_stride(g, st, own_ext(g)));

@@ -385,6 +385,7 @@ bool lower_gather_elements(Compiler& c, const Node& n) {
 // attention masks transformers builds). Any element type: slices move as bytes.
 bool lower_gather_nd(Compiler& c, const Node& n) {
   if (c.dtype(n.inputs()[1]) != DType::Int64) return false;
+  if (lower_expert_matmul(c, n)) return true;
   int x = c.as_plain(c.id(n.inputs()[0]));
   int idx = c.as_plain(c.id(n.inputs()[1]));
   const std::vector<int64_t> xd = c.val(x).dims, id = c.val(idx).dims;

@@ -323,6 +323,31 @@ bool lower_layernorm(Compiler& c, const Node& n) {
   return true;
 }
 
+namespace {
+
+// out[o, i] = the sum (wrapping: W is T's unsigned twin), max or min of x[o, j, i] over j.
+template <class T, class W>
+void reduce_integers(kernels::ReduceKind k, const char* xp, char* yp, int64_t outer, int64_t len, int64_t inner) {
+  const auto* x = reinterpret_cast<const T*>(xp);
+  auto* y = reinterpret_cast<T*>(yp);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* col = x + o * len * inner + i;
+      if (k == kernels::ReduceKind::Sum) {
+        W s = 0;
+        for (int64_t j = 0; j < len; ++j) s += static_cast<W>(col[j * inner]);
+        y[o * inner + i] = static_cast<T>(s);
+        continue;
+      }
+      T m = col[0];
+      for (int64_t j = 1; j < len; ++j)
+        m = k == kernels::ReduceKind::Max ? std::max(m, col[j * inner]) : std::min(m, col[j * inner]);
+      y[o * inner + i] = m;
+    }
+}
+
+}  // namespace
+
 bool lower_reduce(Compiler& c, const Node& n) {
   static const std::map<std::string, kernels::ReduceKind> kinds = {
       {"ReduceSum", kernels::ReduceKind::Sum}, {"ReduceMean", kernels::ReduceKind::Mean},
@@ -335,7 +360,14 @@ bool lower_reduce(Compiler& c, const Node& n) {
   if (kind == kinds.end() || n.num_outputs() != 1) return false;
   if (n.op_type() == "ReduceMean" && lower_decomposed_layer_norm(c, n)) return true;
   if (lower_spatial_reduce_as_pool(c, n)) return true;
-  int x = dense_f32(c, n.inputs()[0]);
+  // Integer sums and extremes (an MoE's count of tokens per expert: ReduceSum of a
+  // OneHot) wrap as ONNX Runtime's do; other integer reductions stay on the
+  // reference kernel.
+  const DType t = c.dtype(n.inputs()[0]);
+  const kernels::ReduceKind k = kind->second;
+  const bool integer = (t == DType::Int64 || t == DType::Int32) &&
+                       (k == kernels::ReduceKind::Sum || k == kernels::ReduceKind::Max || k == kernels::ReduceKind::Min);
+  int x = integer ? c.as_plain(c.id(n.inputs()[0])) : dense_f32(c, n.inputs()[0]);
   if (x < 0) return false;
   const std::vector<int64_t> xd = c.val(x).dims;
   const auto rank = static_cast<int64_t>(xd.size());
@@ -384,15 +416,20 @@ bool lower_reduce(Compiler& c, const Node& n) {
   const std::vector<int64_t> rd = c.val(x).dims;
   const int64_t outer = num_elements(rd, 0, first), len = num_elements(rd, first, last), inner = num_elements(rd, last, rd.size());
   const std::vector<int64_t> od = static_dims(c.concrete_types(n)[0].shape);
-  const kernels::ReduceKind k = kind->second;
-  int y = c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
+  int y = integer ? dense_output(c, n) : c.new_value(DType::Float32, od, plain_md(od, dt::f32), n.name());
   add_native_step(c,
                   step_info(n, "reduce",
-                          "reduce " + n.op_type() + " " + to_string(std::vector<int64_t>{outer, len, inner}),
+                          "reduce " + n.op_type() + " " + std::string(dtype_name(t)) +
+                              to_string(std::vector<int64_t>{outer, len, inner}),
                           static_cast<double>(num_elements(xd))),
-                  {x}, {y}, [k, outer, len, inner](const std::vector<char*>& p) {
-                    kernels::reduce_axis(k, reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]), outer,
-                                         len, inner);
+                  {x}, {y}, [k, t, integer, outer, len, inner](const std::vector<char*>& p) {
+                    if (!integer)
+                      kernels::reduce_axis(k, reinterpret_cast<const float*>(p[0]), reinterpret_cast<float*>(p[1]),
+                                           outer, len, inner);
+                    else if (t == DType::Int64)
+                      reduce_integers<int64_t, uint64_t>(k, p[0], p[1], outer, len, inner);
+                    else
+                      reduce_integers<int32_t, uint32_t>(k, p[0], p[1], outer, len, inner);
                   });
   c.bind(n.output(0), y);
   return true;
@@ -400,6 +437,7 @@ bool lower_reduce(Compiler& c, const Node& n) {
 
 bool lower_gather(Compiler& c, const Node& n) {
   if (n.op_type() != "Gather" || n.num_outputs() != 1) return false;
+  if (lower_expert_matmul(c, n)) return true;
   const DType index_type = c.dtype(n.inputs()[1]);
   if (index_type != DType::Int64 && index_type != DType::Int32) return false;
   int x = c.as_plain(c.id(n.inputs()[0]));

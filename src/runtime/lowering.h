@@ -84,12 +84,18 @@ bool lower_tile(Compiler& c, const Node& n);
 bool lower_trilu(Compiler& c, const Node& n);
 bool lower_gather_elements(Compiler& c, const Node& n);
 bool lower_gather_nd(Compiler& c, const Node& n);
+// A Gather or GatherND of one matrix per index from a constant [E, P, Q] that only a
+// MatMul reads (perhaps through a Transpose of its last two axes): the product over
+// each expert's matrix packed once, the picked rows grouped by expert, as one step
+// (lower_expert_matmul.cpp); false, having done nothing, where it does not apply.
+bool lower_expert_matmul(Compiler& c, const Node& n);
 bool lower_scatter_nd(Compiler& c, const Node& n);
 // Einsum: one oneDNN matmul over views, or a view and a row reduction (lower_einsum.cpp).
 bool lower_einsum(Compiler& c, const Node& n);
-// Upsampling (lower_resample.cpp): ConvTranspose on oneDNN's deconvolution, Resize
-// on oneDNN's resampling where its rounding is ONNX's, else on isomer's own
-// kernel, DepthToSpace and SpaceToDepth as one strided copy.
+// Upsampling: ConvTranspose on oneDNN's deconvolution (lower_resample.cpp), Resize
+// in its source's layout or on oneDNN's resampling where its rounding is ONNX's,
+// else on isomer's own kernel (lower_resize.cpp), DepthToSpace and SpaceToDepth as
+// one strided copy (lower_views.cpp).
 bool lower_conv_transpose(Compiler& c, const Node& n);
 bool lower_resize(Compiler& c, const Node& n);
 bool lower_space_depth(Compiler& c, const Node& n);

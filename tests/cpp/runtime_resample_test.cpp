@@ -1,4 +1,4 @@
-// The upsampling lowerings (lower_resample.cpp) against the reference evaluator on
+// The upsampling lowerings (lower_resample.cpp, lower_resize.cpp) against the reference evaluator on
 // random geometries from fixed seeds: ConvTranspose on oneDNN's deconvolution with
 // fused post-ops, Resize on oneDNN's resampling or isomer's own kernel, the pixel
 // shuffles as strided copies. None may leave a step to the reference kernel.

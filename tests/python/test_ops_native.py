@@ -160,6 +160,31 @@ def test_einsum_attention_is_matmuls(tmp_path):
     assert steps_of(out).count("matmul") == 2, out
 
 
+def test_einsum_of_stacked_expert_weights_copies_nothing_per_run(tmp_path):
+    """A dense MoE's 'bsd,edf->bsef': the constant [E, D, F] read as [D, (E, F)] is laid
+    out so once, when the graph is compiled; it was copied by a step on every run."""
+    w = numpy_helper.from_array(rng.standard_normal((5, 12, 9)).astype(np.float32), "w")
+    nodes = [helper.make_node("Einsum", ["x", "w"], ["y"], equation="bsd,edf->bsef")]
+    path = save(tmp_path, nodes, [("x", F, [2, 3, 12])], [("y", F)], 17, [w])
+    out = run_both(tmp_path, path, {"x": rng.standard_normal((2, 3, 12)).astype(np.float32)})
+    assert steps_of(out) == ["matmul"], out
+
+
+@pytest.mark.parametrize("op,itype,axes,keep", [("ReduceSum", TensorProto.INT64, [0], 0),
+                                                ("ReduceSum", TensorProto.INT32, [1, 2], 1),
+                                                ("ReduceMax", TensorProto.INT64, [2], 0),
+                                                ("ReduceMin", TensorProto.INT32, [0, 1], 1)])
+def test_integer_reductions(tmp_path, op, itype, axes, keep):
+    """An MoE router counts the tokens of each expert with ReduceSum of a OneHot (int64);
+    integer sums and extremes run natively, not on the reference kernel."""
+    ax = numpy_helper.from_array(np.array(axes, np.int64), "axes")
+    nodes = [helper.make_node(op, ["x", "axes"], ["y"], keepdims=keep)]
+    path = save(tmp_path, nodes, [("x", itype, [5, 3, 7])], [("y", itype)], 18, [ax])
+    dtype = np.int64 if itype == TensorProto.INT64 else np.int32
+    out = run_both(tmp_path, path, {"x": rng.integers(-1000, 1000, (5, 3, 7)).astype(dtype)})
+    assert steps_of(out) == ["reduce"], out
+
+
 def test_rotary_tables_and_activations(tmp_path):
     inv = numpy_helper.from_array((1.0 / 10000 ** (np.arange(0, 8, 2) / 8)).astype(np.float32).reshape(1, 4), "inv")
     slope = numpy_helper.from_array(np.full((8, 1), 0.2, np.float32), "slope")

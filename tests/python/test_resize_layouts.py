@@ -1,8 +1,10 @@
-"""A nearest Resize of a convolution's output runs in the convolution's layout.
+"""A Resize of a convolution's output runs in the convolution's layout.
 
 Convolutions write channel blocks or channels last; a nearest upsample between two
 of them (YOLO's and FPN's necks) copies runs of a pixel's channels in that layout on
-isomer's own kernel, with no reorder around it. Each case is checked against ONNX
+isomer's own kernel, with no reorder around it, and a linear or cubic one that
+oneDNN's resampling does not compute (align_corners: DPT's fusion stages) blends
+those runs in that layout too. Each case is checked against ONNX
 Runtime at odd channel counts and extents, batch 2, several nearest modes and scales,
 at 1 and 3 threads, and the plan is checked for the kernel it names.
 """
@@ -37,7 +39,7 @@ CASES = {
 }
 
 
-def build(path, n, c, h, w, attrs, scales, sizes):
+def build(path, n, c, h, w, attrs, scales, sizes, mode="nearest"):
     rng = np.random.default_rng(3)
     w1 = (rng.standard_normal((c, 8, 3, 3)) * 0.2).astype(np.float32)
     w2 = (rng.standard_normal((16, c, 3, 3)) * 0.2).astype(np.float32)
@@ -52,7 +54,7 @@ def build(path, n, c, h, w, attrs, scales, sizes):
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c0"], pads=[1, 1, 1, 1], name="conv1"),
         helper.make_node("Relu", ["c0"], ["c1"], name="relu"),
-        helper.make_node("Resize", resize_in, ["up"], mode="nearest", name="up", **attrs),
+        helper.make_node("Resize", resize_in, ["up"], mode=mode, name="up", **attrs),
         helper.make_node("Conv", ["up", "w2"], ["y"], pads=[1, 1, 1, 1], name="conv2"),
     ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 8, h, w])],
@@ -86,11 +88,12 @@ def run_isomer(path, x, threads, tmp_path):
     return np.load(tmp_path / "out.npz")["y"], json.load(open(tmp_path / "r.json"))["profile"]
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("n,c,h,w", [(1, 32, 5, 7), (1, 16, 9, 6), (1, 48, 3, 5)])
-def test_nearest_resize_of_a_blocked_concatenation(n, c, h, w, threads, tmp_path):
+def test_resize_of_a_blocked_concatenation(n, c, h, w, threads, mode, tmp_path):
     # Two convolutions concatenated on channels (batch 1) are written in channel
-    # blocks; the upsample copies whole blocks.
+    # blocks; the upsample copies (or blends) whole blocks.
     rng = np.random.default_rng(11)
     w1 = (rng.standard_normal((c, 16, 1, 1)) * 0.2).astype(np.float32)
     w2 = (rng.standard_normal((c, 16, 1, 1)) * 0.2).astype(np.float32)
@@ -99,7 +102,8 @@ def test_nearest_resize_of_a_blocked_concatenation(n, c, h, w, threads, tmp_path
         helper.make_node("Conv", ["x", "w1"], ["a"]),
         helper.make_node("Conv", ["x", "w2"], ["b"]),
         helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
-        helper.make_node("Resize", ["cat", "", "s"], ["up"], mode="nearest"),
+        helper.make_node("Resize", ["cat", "", "s"], ["up"], mode=mode,
+                         coordinate_transformation_mode="asymmetric" if mode == "nearest" else "align_corners"),
         helper.make_node("Conv", ["up", "w3"], ["y"]),
     ]
     inits = [numpy_helper.from_array(v, k) for k, v in
@@ -113,5 +117,63 @@ def test_nearest_resize_of_a_blocked_concatenation(n, c, h, w, threads, tmp_path
     got, steps = run_isomer(path, x, threads, tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     resize = [s for s in steps if "Resize" in s["ops"]]
-    assert len(resize) == 1 and "nearest in layout" in resize[0]["signature"], steps
-    assert ":b1/16" in resize[0]["signature"], resize[0]["signature"]
+    assert len(resize) == 1 and f"{mode} " in resize[0]["signature"], steps
+    assert " in layout " in resize[0]["signature"] and ":b1/16" in resize[0]["signature"], resize[0]["signature"]
+
+
+# name: (N, C, H, W, mode, Resize attributes, scales or None, sizes or None)
+TAP_CASES = {
+    "dpt_align_corners_2x_c16": (1, 16, 9, 7, "linear", dict(coordinate_transformation_mode="align_corners"),
+                                 [1, 1, 2, 2], None),
+    "align_corners_sizes_c21": (2, 21, 5, 6, "linear", dict(coordinate_transformation_mode="align_corners"),
+                                None, [2, 21, 13, 11]),
+    "asymmetric_down_c33": (1, 33, 9, 11, "linear", dict(coordinate_transformation_mode="asymmetric"),
+                            None, [1, 33, 4, 6]),
+    "cubic_half_pixel_c24": (1, 24, 5, 7, "cubic", dict(coordinate_transformation_mode="half_pixel"),
+                             [1, 1, 2, 2], None),
+    "cubic_align_corners_c40": (2, 40, 4, 3, "cubic", dict(coordinate_transformation_mode="align_corners"),
+                                [1, 1, 3, 3], None),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("name", sorted(TAP_CASES))
+def test_linear_and_cubic_resize_in_the_convolutions_layout(name, threads, tmp_path):
+    n, c, h, w, mode, attrs, scales, sizes = TAP_CASES[name]
+    path = str(tmp_path / "m.onnx")
+    build(path, n, c, h, w, attrs, scales, sizes, mode)
+    x = np.random.default_rng(5).standard_normal((n, 8, h, w)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got, steps = run_isomer(path, x, threads, tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    resize = [s for s in steps if "Resize" in s["ops"]]
+    assert len(resize) == 1 and f"{mode} " in resize[0]["signature"] and " in layout " in resize[0]["signature"], steps
+    at = steps.index(resize[0])
+    assert not [s for s in steps[at - 1:at + 2] if s["kind"] == "reorder"], steps
+
+
+@pytest.mark.parametrize("mode,attrs", [("linear", dict(coordinate_transformation_mode="half_pixel")),
+                                        ("cubic", dict(coordinate_transformation_mode="align_corners")),
+                                        ("nearest", dict(coordinate_transformation_mode="asymmetric"))])
+def test_resize_to_the_same_size_is_no_step(mode, attrs, tmp_path):
+    """SegFormer's decode head resizes its first stage to the size it already has: the
+    output is the input, read where it lies."""
+    path = str(tmp_path / "m.onnx")
+    build(path, 1, 24, 7, 9, attrs, [1, 1, 1, 1], None, mode)
+    x = np.random.default_rng(2).standard_normal((1, 8, 7, 9)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got, steps = run_isomer(path, x, 1, tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert not [s for s in steps if "Resize" in s["ops"]] and not [s for s in steps if s["kind"] == "reorder"][1:-1], steps
+
+
+def test_resize_to_the_same_size_as_the_graph_output(tmp_path):
+    nodes = [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "s")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 4)).astype(np.float32)
+    got, _ = run_isomer(path, x, 1, tmp_path)
+    np.testing.assert_array_equal(got, x)
