@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "bridge/bridge.h"
 #include "check/open_dims.h"
@@ -13,6 +14,7 @@
 #include "ir/error.h"
 #include "ir/run_limit.h"
 #include "onnx/onnx_io.h"
+#include "runtime/one_cpu_per_thread.h"
 #include "runtime/runtime.h"
 
 namespace isomer {
@@ -38,11 +40,16 @@ constexpr size_t kOnnxRuntimeMaxConstants = 20000;
 // that step computes in the helper process, which neither CPU clock here counts.
 class RuntimePrepared : public Prepared {
  public:
-  RuntimePrepared(std::unique_ptr<runtime::Executable> exe, bool processor_clock) : exe_(std::move(exe)) {
+  RuntimePrepared(std::unique_ptr<runtime::Executable> exe, bool processor_clock, bool one_cpu_per_thread)
+      : exe_(std::move(exe)) {
     const auto& steps = exe_->steps();
     const bool delegated =
         std::any_of(steps.begin(), steps.end(), [](const runtime::StepInfo& s) { return s.kind == "onnxruntime"; });
     clock_ = !processor_clock || delegated ? runtime::StepClock::wall : runtime::run_clock(exe_->threads());
+    // Not around a step that runs in ONNX Runtime's helper: a helper started there
+    // would inherit the calling thread's one CPU.
+    one_cpu_per_thread_ = one_cpu_per_thread && !delegated;
+    if (one_cpu_per_thread && delegated) placement = "not pinned (a step runs in ONNX Runtime's helper)";
   }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     RunScope scope;
@@ -51,12 +58,15 @@ class RuntimePrepared : public Prepared {
   std::vector<double> time(const std::vector<Tensor>& inputs, int warmup, int repeats) override {
     RunScope scope(warmup + repeats);
     clock = clock_ == runtime::StepClock::thread ? "thread" : clock_ == runtime::StepClock::process ? "process" : "wall";
+    std::optional<runtime::OneCpuPerThread> pinned;
+    if (one_cpu_per_thread_) placement = pinned.emplace(exe_->threads()).note();
     return runtime::benchmark(*exe_, inputs, warmup, repeats, clock_).ms;
   }
 
  private:
   std::unique_ptr<runtime::Executable> exe_;
   runtime::StepClock clock_;
+  bool one_cpu_per_thread_;
 };
 
 class OrtPrepared : public Prepared {
@@ -152,12 +162,13 @@ std::unique_ptr<Prepared> prepare(const Graph& g, Engine e, const EngineOptions&
       if (std::optional<Graph> fixed = with_input_shapes(g, opts.input_shapes);
           fixed && runtime::is_runnable(*fixed, &why, ro)) {
         try {
-          return std::make_unique<RuntimePrepared>(runtime::compile(*fixed, ro), opts.processor_clock);
+          return std::make_unique<RuntimePrepared>(runtime::compile(*fixed, ro), opts.processor_clock,
+                                                 opts.one_cpu_per_thread);
         } catch (const Error&) {  // compiled as written below, with the dims bound
         }
       }
       require(runtime::is_runnable(g, &why, ro), why);
-      return std::make_unique<RuntimePrepared>(runtime::compile(g, ro), opts.processor_clock);
+      return std::make_unique<RuntimePrepared>(runtime::compile(g, ro), opts.processor_clock, opts.one_cpu_per_thread);
     }
     case Engine::OnnxRuntime:
     case Engine::OnnxRuntimePlain: {

@@ -44,6 +44,9 @@ class Prepared {
   // The clock time() read last: "wall", or with EngineOptions::processor_clock
   // "thread" or "process" (bridge.h; engines.cpp for the runtime); empty before.
   std::string clock;
+  // Where isomer's runtime's OpenMP threads ran while time() timed them last
+  // (runtime::OneCpuPerThread::note()); empty on other engines and before.
+  std::string placement;
 };
 
 struct EngineOptions {
@@ -56,6 +59,9 @@ struct EngineOptions {
   // Timings in processor time (OrtBridge::time; the runtime's in engines.cpp): the
   // guard's, which a busy machine's other processes would otherwise widen on the wall clock.
   bool processor_clock = false;
+  // isomer's runtime times its runs with its OpenMP team one thread per CPU
+  // (runtime::OneCpuPerThread): the guard's, timed as `isomer run` runs on a quiet machine.
+  bool one_cpu_per_thread = false;
 };
 
 class Engines {

@@ -185,6 +185,10 @@ class Guard {
         recorded = candidate.clock;
         r_.log.push_back(engine_name(opts_.target) + " times both graphs on " + clock_text(candidate.clock, opts_.target));
       }
+      if (opts_.target == Engine::Runtime && r_.runtime_threads.empty() && !candidate.placement.empty()) {
+        r_.runtime_threads = candidate.placement;
+        r_.log.push_back("isomer's runtime times both graphs on " + candidate.placement);
+      }
     } catch (const CandidateFailed&) {
       throw;
     } catch (const Error& e) {

@@ -58,7 +58,12 @@
 // runs the same (0.028 -> 0.027 ms) with the short spin. libgomp reads its policy once
 // per process, so both graphs are always timed under one policy; the CLI chooses the
 // one `isomer run` takes on a quiet machine (runtime.h), and the log and the report
-// (openmp_waits) name it.
+// (openmp_waits) name it. That short spin assumes each thread has a CPU of its own, as
+// `isomer run` finds on a quiet machine; the scheduler does not promise it (this
+// project's VM put the worker on its caller's CPU after the check, and each barrier
+// waited out the whole spin: 0.263 -> 0.207 ms, 1.27x faster, for the model above), so
+// the runtime's timed runs pin the team one thread per CPU (EngineOptions::
+// one_cpu_per_thread; the report's runtime_threads).
 #include <functional>
 #include <optional>
 #include <string>
@@ -151,6 +156,11 @@ struct GuardResult {
   // "process", or "wall" where a step of the graph is delegated to ONNX Runtime (it
   // computes in the helper process, which neither CPU clock counts).
   std::string runtime_clock;
+  // Where isomer's runtime's OpenMP threads ran while the guard timed them: "2 threads,
+  // one per CPU (0, 1)" (runtime::OneCpuPerThread, as `isomer run` finds them on a
+  // quiet machine), or why they were left where the scheduler put them. Empty where
+  // the guard did not time isomer's runtime.
+  std::string runtime_threads;
   bool overloaded() const { return load_average > 0 && cores > 0 && load_average > cores; }
 
   // The confirmation on the other engine: "confirmed" (what is written is not

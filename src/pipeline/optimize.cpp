@@ -342,7 +342,8 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   // their extents (the written model keeps its open dims).
   eo.input_shapes = open_input_shapes(g, inputs.tensors);
   eo.allow_onnxruntime = opts.check_options.allow_onnxruntime;
-  eo.processor_clock = true;  // the guard's timings on either engine (engines.h)
+  eo.processor_clock = true;     // the guard's timings on either engine (engines.h)
+  eo.one_cpu_per_thread = true;  // and on isomer's runtime one thread per CPU
   Engines engines(eo);
   for (const auto& [engine, factory] : opts.engine_factories) engines.set_factory(engine, factory);
   CheckOptions co = opts.check_options;
@@ -539,6 +540,8 @@ std::string OptimizeReport::to_json() const {
   j["guard_openmp_waits"] = guard.openmp_waits.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(guard.openmp_waits);
   j["guard_runtime_clock"] =
       guard.runtime_clock.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(guard.runtime_clock);
+  j["guard_runtime_threads"] =
+      guard.runtime_threads.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(guard.runtime_threads);
   j["guard_onnxruntime_clock"] =
       guard.onnxruntime_clock.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(guard.onnxruntime_clock);
   j["guard_comparisons"] = guard.comparisons;

@@ -1,6 +1,7 @@
 // The CPU runtime against the reference evaluator: every lowering (and every
 // fusion) must compute what the operator table says.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "runtime/npz.h"
 #include "runtime/lowering.h"
 #include "kernels/vector_isa.h"
+#include "runtime/one_cpu_per_thread.h"
 #include "runtime/runtime.h"
 #include "runtime_test_util.h"
 
@@ -566,6 +568,40 @@ TEST(Runtime, OtherRunnableTasksAndTheOpenMpPolicyReport) {
       EXPECT_EQ(w, "libgomp default");
     }
   }
+}
+
+// Each OpenMP thread's CPUs, read from inside a team of `team`.
+std::vector<std::vector<int>> team_cpus(int team) {
+  std::vector<std::vector<int>> cpus(team);
+#pragma omp parallel num_threads(team)
+  if (omp_get_num_threads() == team) cpus[omp_get_thread_num()] = runtime::thread_cpus();
+  return cpus;
+}
+
+TEST(Runtime, OneCpuPerThreadPinsTheTeamAndGivesTheMasksBack) {
+  // The guard times with each OpenMP thread on its own CPU: a scheduler that packs
+  // an idle machine's threads onto one CPU made each barrier wait out a spin.
+  const std::vector<int> mine = runtime::thread_cpus();
+  if (mine.size() < 2) GTEST_SKIP() << "one CPU: no team to pin";
+  const std::vector<std::vector<int>> before = team_cpus(2);
+  {
+    runtime::OneCpuPerThread pinned(2);
+    EXPECT_EQ(pinned.cpus(), std::vector<int>(mine.begin(), mine.begin() + 2));
+    EXPECT_EQ(pinned.note(), "2 threads, one per CPU (" + std::to_string(mine[0]) + ", " + std::to_string(mine[1]) + ")");
+    const std::vector<std::vector<int>> during = team_cpus(2);
+    EXPECT_EQ(during[0], std::vector<int>{mine[0]});
+    EXPECT_EQ(during[1], std::vector<int>{mine[1]});
+  }
+  EXPECT_EQ(team_cpus(2), before);
+  EXPECT_EQ(runtime::thread_cpus(), mine);
+  // A team of one, or one larger than the CPUs, stays where the scheduler puts it.
+  runtime::OneCpuPerThread one(1);
+  EXPECT_TRUE(one.cpus().empty());
+  EXPECT_EQ(one.note(), "1 thread");
+  runtime::OneCpuPerThread more(static_cast<int>(mine.size()) + 1);
+  EXPECT_TRUE(more.cpus().empty());
+  EXPECT_NE(more.note().find("not pinned"), std::string::npos) << more.note();
+  EXPECT_EQ(runtime::thread_cpus(), mine);
 }
 
 }  // namespace

@@ -218,6 +218,27 @@ def test_cli_guard_times_isomers_runtime_in_processor_time(tmp_path):
         assert r["guard_onnxruntime_clock"] is None, r["guard_log"]
 
 
+@pytest.mark.skipif(not os.path.exists(ISOMER), reason=f"{ISOMER} not built")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: no team to place")
+def test_cli_guard_times_isomers_runtime_one_thread_per_cpu(tmp_path):
+    """The guard times isomer's runtime with each OpenMP thread on a CPU of its own,
+    as `isomer run` finds them on a quiet machine, and says so: on an idle VM whose
+    scheduler packs threads onto one CPU, the team's worker shared its caller's CPU
+    after sleeping through the check, each barrier waited out the whole spin, and the
+    demo read 0.26 ms a run (0.028 ms in `isomer run`)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    stdout, r, _ = optimize_cli("--threads", "2", "--cost", "none", "--guard-target-only", tmp_path=tmp_path)
+    if r["guard"] != "measured" or not any(e.startswith("optimized:") for e in r["guard_log"]):
+        pytest.skip("the guard timed nothing on isomer's runtime: " + "; ".join(r["guard_log"]))
+    placed = "2 threads, one per CPU (%d, %d)" % (cpus[0], cpus[1])
+    assert r["guard_runtime_threads"] == placed, r["guard_log"]
+    line = "isomer's runtime times both graphs on " + placed
+    assert line in r["guard_log"] and line in stdout, stdout
+    _, r, _ = optimize_cli("--threads", "1", "--cost", "none", "--guard-target-only", tmp_path=tmp_path)
+    if r["guard"] == "measured" and any(e.startswith("optimized:") for e in r["guard_log"]):
+        assert r["guard_runtime_threads"] == "1 thread", r["guard_log"]
+
+
 def test_python_guard_target_only():
     _, r = isomer.optimize(DEMO, threads=1, cost="none", guard_target_only=True)
     assert r.guard_confirm == "off" and r.guard_confirm_engine == "onnxruntime"
