@@ -3,6 +3,11 @@
 // C launcher) and DIR/<name>_in<k>.bin for each input the model fixes (raw float32,
 // row-major: masks, scales); DIR/manifest.json lists every region's launcher,
 // launch shape, inputs (model names, dims, constant files) and outputs.
+//
+// `isomer mugraph rank MODEL.onnx`: every region of the rewritten graph searched as
+// `optimize --mugraph` does, with more of its ranking timed (--candidates), each timed kernel's predicted
+// and measured time and Spearman's rank correlation of the two: how well the cost
+// model orders the kernels it chooses among.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +17,9 @@
 #include "cli/commands.h"
 #include "ir/error.h"
 #include "mugraph/cuda_emit.h"
+#include "mugraph/fuse.h"
 #include "onnx/onnx_io.h"
+#include "pipeline/optimize.h"
 
 namespace isomer::cli {
 
@@ -94,6 +101,45 @@ int run_emit_cuda(const EmitCudaArgs& a) {
   return 0;
 }
 
+struct RankArgs {
+  std::string model;
+  std::vector<std::string> input_shapes;
+  int threads = 1, rounds = 7;
+  size_t candidates = 12, states = 0;
+};
+
+int run_rank(const RankArgs& a) {
+  ImportOptions io;
+  io.input_shapes = input_shapes_from_flags(a.input_shapes);
+  // The graph the fusion sees in `optimize` (its rewrites fold a mask's Where into a
+  // constant the skip table reads).
+  OptimizeOptions oo;
+  oo.threads = a.threads;
+  Graph g = rewrite_graph(import_onnx_file(a.model, io), oo, nullptr, nullptr, nullptr);
+  mugraph::FuseOptions fo;
+  fo.threads = a.threads;
+  fo.candidates = a.candidates;
+  fo.rounds = a.rounds;
+  fo.search_states = a.states;
+  fo.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+  mugraph::FuseReport report;
+  mugraph::fuse_regions(g, fo, &report);
+  for (const mugraph::RegionOutcome& r : report.regions) {
+    std::printf("%s (%s): ", r.sink.c_str(), r.ops.c_str());
+    if (r.timed == 0) {
+      std::printf("nothing timed: %s\n", r.reason.c_str());
+      continue;
+    }
+    std::printf("%zu kernels timed (%s), Spearman %.2f, unfused %.3f ms\n", r.timed, r.clock.c_str(),
+                r.rank_correlation, r.unfused_ms);
+    std::istringstream pm(r.predicted_vs_measured);
+    std::string pair;
+    for (size_t k = 0; k < r.timed_kernels.size() && pm >> pair; ++k)
+      std::printf("  %-15s ms  %s\n", pair.c_str(), r.timed_kernels[k].c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_mugraph_command(CLI::App& app) {
@@ -112,6 +158,15 @@ void add_mugraph_command(CLI::App& app) {
   e->add_option("--min-tiles", a->min_tiles, "with a loop: fewest tiles (before a split) a larger tile of rows may leave (default 0: half of --sms)");
   e->add_option("--min-blocks", a->min_blocks, "fewest blocks (tiles x splits) a larger tile of rows may leave otherwise (default 0: two a multiprocessor)");
   e->callback([a] { set_action([a] { return naming_model(a->model, [a] { return run_emit_cuda(*a); }); }); });
+  auto r = std::make_shared<RankArgs>();
+  CLI::App* rk = mg->add_subcommand("rank", "time more of each region's ranked kernels: predicted vs measured, Spearman");
+  rk->add_option("model", r->model, "model (.onnx)")->required();
+  rk->add_option("--input-shape", r->input_shapes, "fix an input's dims (repeatable)");
+  rk->add_option("--threads", r->threads, "threads of the timing runs (default 1)");
+  rk->add_option("--candidates", r->candidates, "kernels timed per region: the best half by the cost model, then a spread over the rest (default 12)");
+  rk->add_option("--rounds", r->rounds, "interleaved timing rounds (default 7)");
+  rk->add_option("--mugraph-states", r->states, "search states per loop choice (default 5000)");
+  rk->callback([r] { set_action([r] { return naming_model(r->model, [r] { return run_rank(*r); }); }); });
 }
 
 }  // namespace isomer::cli

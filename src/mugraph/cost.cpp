@@ -10,7 +10,12 @@
 #include <sstream>
 
 #include "ir/graph.h"
+#include "ir/text.h"
+#include "mugraph/codegen.h"
+#include "mugraph/codegen_plan.h"
 #include "mugraph/interpreter.h"
+#include "mugraph/kernel_cache.h"
+#include "mugraph/search.h"
 #include "runtime/clock.h"
 #include "runtime/runtime.h"
 
@@ -110,12 +115,40 @@ void measure(Machine& m) {
   m.cache_gbps = 64.0 * static_cast<double>(small * 8) / read_s(small, 64) / 1e9;
 }
 
+// The generated kernels' exponential (mg_exp, about a third of the runtime's
+// vm::exp and far below the Tanh step above): a generated Exp kernel over a tile in
+// L2, elements a second, best of 7; 0 where no compiler builds it. Generating the
+// kernel reads machine(), so this runs after machine()'s measurement, not inside it.
+double measure_exp_gps() {
+  const int64_t rows = 64, cols = 1024;
+  const Program p = from_body(parse_graph("graph e(%x: f32[" + std::to_string(rows) + "," + std::to_string(cols) +
+                                          "]) {\n  %y = Exp(%x)\n  return %y\n}\n"));
+  std::string why;
+  if (auto k = kernel_compiler().empty() ? nullptr : load_kernel(generate_source(p, direct_translation(p), {}), &why)) {
+    std::vector<float> x(static_cast<size_t>(rows * cols), -0.5f), y(x.size());
+    const void* in[] = {x.data()};
+    void* out[] = {y.data()};
+    k->run(in, out, 1);
+    double ebest = 1e9;
+    for (int r = 0; r < 7; ++r) {
+      const double t0 = thread_s();
+      for (int q = 0; q < 8; ++q) k->run(in, out, 1);
+      ebest = std::min(ebest, (thread_s() - t0) / 8);
+    }
+    return static_cast<double>(rows * cols) / std::max(ebest, 1e-9) / 1e9;
+  }
+  return 0;
+}
+
+std::string machine_key(const Machine& m) { return "v6 " + m.isa() + " " + read_line("/proc/sys/kernel/hostname"); }
+
 }  // namespace
 
 std::string Machine::describe() const {
   std::ostringstream o;
   o << isa() << ", L1 " << (l1 >> 10) << " KiB, L2 " << (l2 >> 10) << " KiB, L3 " << (l3 >> 20) << " MiB, "
-    << gflops_core << " GFLOP/s per core (matmul), " << vec_gflops << " (pointwise), " << dram_gbps << " GB/s (one core), " << cache_gbps << " GB/s from L2";
+    << gflops_core << " GFLOP/s per core (matmul), " << vec_gflops << " (pointwise), " << dram_gbps << " GB/s (one core), " << cache_gbps << " GB/s from L2, " << exp_gps
+    << " G exp/s (generated)";
   return o.str();
 }
 
@@ -146,25 +179,40 @@ const Machine& machine() {
       return;
     }
     std::filesystem::path f = cache_dir() / "mugraph-machine.txt";
-    std::string key = "v5 " + m.isa() + " " + read_line("/proc/sys/kernel/hostname");
+    const std::string key = machine_key(m);
     {
       std::ifstream in(f);
       std::string k;
-      double g = 0, b = 0, v = 0, c = 0;
-      if (std::getline(in, k) && k == key && (in >> g >> b >> v >> c) && g > 0 && b > 0 && v > 0 && c > 0) {
+      double g = 0, b = 0, v = 0, c = 0, e = 0;
+      if (std::getline(in, k) && k == key && (in >> g >> b >> v >> c >> e) && g > 0 && b > 0 && v > 0 && c > 0 && e >= 0) {
         m.gflops_core = g;
         m.dram_gbps = b;
         m.vec_gflops = v;
         m.cache_gbps = c;
+        m.exp_gps = e;
         return;
       }
     }
     measure(m);
-    std::error_code ec;
-    std::filesystem::create_directories(f.parent_path(), ec);
-    std::ofstream out(f);
-    out << key << "\n" << m.gflops_core << " " << m.dram_gbps << " " << m.vec_gflops << " " << m.cache_gbps << "\n";
+    m.exp_gps = -1;  // measured below, once machine() can answer the code generator
   });
+  // The exp kernel's generation reads machine() on this thread: that call takes the
+  // rates as they are (the generator reads only the instruction set).
+  static std::once_flag exp_once;
+  static thread_local bool generating = false;
+  if (m.exp_gps < 0 && !generating)
+    std::call_once(exp_once, [] {
+      generating = true;
+      const double e = measure_exp_gps();
+      generating = false;
+      m.exp_gps = e;
+      std::filesystem::path f = cache_dir() / "mugraph-machine.txt";
+      std::error_code ec;
+      std::filesystem::create_directories(f.parent_path(), ec);
+      std::ofstream out(f);
+      out << machine_key(m) << "\n" << m.gflops_core << " " << m.dram_gbps << " " << m.vec_gflops << " "
+          << m.cache_gbps << " " << m.exp_gps << "\n";
+    });
   return m;
 }
 
@@ -186,7 +234,58 @@ double op_flops(Op op) {
   }
 }
 
+// Seconds of contraction `i` for one row of its tile (`flops` of it), as the
+// generated code calls it (the kernel plan): mg_gemm on its register blocks; mg_dot
+// packing Bᵀ first where enough rows of A share it, else sums of 8-lane products
+// across lanes; the generic loop nest far below both.
+double contraction_s(const Machine& m, const KernelPlan& plan, int i, double flops) {
+  const double peak = m.gflops_core * 1e9;
+  const auto it = plan.matmuls.find(i);
+  if (it == plan.matmuls.end() || it->second.kernel == MatmulPlan::Kernel::Generic) return flops / (peak * 0.05);
+  const MatmulPlan& mp = it->second;
+  const Phase ph = plan.g->ops[i].phase;
+  double M = mp.roles.m >= 0 ? static_cast<double>(plan.max_extent(mp.roles.m, ph)) : 1;
+  for (int a : mp.merged) M *= static_cast<double>(plan.max_extent(a, ph));
+  const double N = static_cast<double>(plan.max_extent(mp.roles.n, ph));
+  const double K = static_cast<double>(plan.max_extent(mp.roles.k, ph));
+  double t = flops / (peak * 0.9 * gemm_efficiency(m, M, N, K));
+  if (mp.kernel == MatmulPlan::Kernel::Dot) {
+    const double calls = flops / (2 * M * N * K);
+    if (mp.pack >= 0 || M >= 16) {
+      // The transposed copy: once per call, or once for every call sharing the panel.
+      const double packs = mp.pack >= 0 ? 1 : calls;
+      t += packs * N * K * 8 / (m.cache_gbps * 1e9);
+    } else {
+      // Dot products on 8 lanes, then summed across them per output.
+      t = flops / (peak * 0.9 * 0.5 * K / (K + 24));
+    }
+  }
+  return t;
+}
+
 }  // namespace
+
+// mg_gemm (codegen_prelude.h) runs columns in blocks of two vectors,
+// one, then a masked tail; rows in blocks of MR, then the rest. Each k of a block
+// of R rows by V vectors issues R V FMAs on two pipes, waits out one FMA's latency
+// (4 cycles) on each accumulator, and loads V vectors and R broadcasts on two load
+// ports; each block loads and stores its R V accumulators once.
+double gemm_efficiency(const Machine& m, double M, double N, double K) {
+  const double lanes = m.vector_floats, mr = m.avx512 ? 8 : 6;
+  std::vector<double> cols;  // vectors per column block
+  double n = N;
+  for (; n >= 2 * lanes; n -= 2 * lanes) cols.push_back(2);
+  for (; n > 0; n -= lanes) cols.push_back(1);
+  std::vector<double> rows;
+  double r = M;
+  for (; r >= mr; r -= mr) rows.push_back(mr);
+  if (r > 0) rows.push_back(r);
+  double cycles = 0;
+  for (double v : cols)
+    for (double R : rows) cycles += K * std::max({R * v / 2, 4.0, (R + v) / 2}) + R * v + 8;
+  const double ideal = M * N * K / lanes / 2;
+  return std::clamp(ideal / std::max(cycles, 1.0), 0.01, 1.0);
+}
 
 CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double skipped) {
   const Machine& m = machine();
@@ -205,8 +304,10 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
     for (int a : axes) v *= extent(a, ph);
     return v;
   };
-  const double peak = m.gflops_core * 1e9;        // flop/s, one core, matmul
   const double vec_rate = m.vec_gflops * 1e9;      // elementwise work, op_flops units
+  bool contracts = false;
+  for (const BOp& op : g.ops) contracts = contracts || op.kind == BKind::Matmul;
+  const KernelPlan plan = contracts ? plan_kernel(p, g) : KernelPlan{};
   double per_tile = 0, ws = 0;                     // seconds
   for (const BOp& op : g.ops) {
     double reps = op.phase == Phase::Loop ? chunks : 1;
@@ -216,7 +317,9 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
     switch (op.kind) {
       case BKind::Input: t = out * 4 / (m.cache_gbps * 1e9); break;  // a copy from cache
       case BKind::Const: break;
-      case BKind::Elementwise: t = out * op_flops(op.op) / vec_rate; break;
+      case BKind::Elementwise:
+        t = op.op == Op::Exp && m.exp_gps > 0 ? out / (m.exp_gps * 1e9) : out * op_flops(op.op) / vec_rate;
+        break;
       case BKind::Reduce: t = vol(g.ops[op.args[0]].axes, op.phase) / vec_rate; break;
       case BKind::Accum: t = out / vec_rate; break;
       case BKind::Matmul: {
@@ -224,23 +327,7 @@ CostEstimate estimate(const Program& p, const BlockGraph& g, int threads, double
         for (int r : op.reduce) k *= extent(r, op.phase);
         double f = 2 * out * k;
         c.flops += f * reps * rows_per_tile * static_cast<double>(c.tiles);
-        // The micro-kernel's efficiency from its shape: register blocks of MR rows by
-        // two vectors need M >= MR and N >= 2 vectors, and C is loaded and stored
-        // once per call (K small costs). The side with more atoms-only-in-one-operand
-        // extent is N (codegen puts the wider one innermost when it can).
-        double xs = 1, ys = 1;
-        const BOp& xa = g.ops[op.args[0]];
-        const BOp& ya = g.ops[op.args[1]];
-        for (int a : op.axes) {
-          bool in_x = std::find(xa.axes.begin(), xa.axes.end(), a) != xa.axes.end();
-          bool in_y = std::find(ya.axes.begin(), ya.axes.end(), a) != ya.axes.end();
-          if (in_x && !in_y) xs *= extent(a, op.phase);
-          if (in_y && !in_x) ys *= extent(a, op.phase);
-        }
-        const double nside = std::max(xs, ys), mside = std::min(xs, ys);
-        const double mr = m.avx512 ? 8 : 6, nr = 2.0 * m.vector_floats;
-        double eff = 0.8 * std::min(1.0, nside / nr) * std::min(1.0, mside / mr) * k / (k + 4);
-        t = f / (peak * std::max(eff, 0.03));
+        t = contraction_s(m, plan, static_cast<int>(&op - g.ops.data()), f);
         break;
       }
     }

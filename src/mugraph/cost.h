@@ -18,6 +18,7 @@ struct Machine {
   double vec_gflops = 0;        // measured: the runtime's pointwise step, in op_flops units
   double dram_gbps = 0;         // measured: streaming read bandwidth, one core
   double cache_gbps = 0;        // measured: the same from L2
+  double exp_gps = 0;           // measured: the generated kernels' exp, G elements/s (0: no compiler)
   std::string isa() const { return avx512 ? "avx512" : avx2 ? "avx2" : "sse"; }
   std::string describe() const;
 };
@@ -27,6 +28,11 @@ struct Machine {
 // (~/.cache when unset); ISOMER_MUGRAPH_NO_MEASURE=1 uses fixed nominal rates
 // (tests).
 const Machine& machine();
+
+// Fraction of the FMA peak the generated code's register-block product C[M x N]
+// (+)= A[M x K] B[K x N] reaches on `m` (mg_gemm's blocks: the estimate prices a
+// contraction by the call its kernel plan makes).
+double gemm_efficiency(const Machine& m, double M, double N, double K);
 
 struct CostEstimate {
   double ms = 0;

@@ -530,6 +530,7 @@ Decision decide(const Region& r, const FuseOptions& opts) {
     for (size_t k = 0; k < measured.size(); ++k) {
       std::snprintf(b, sizeof b, "%s%.3f/%.3f", k ? " " : "", usable_predicted[k], measured[k]);
       o.predicted_vs_measured += b;
+      o.timed_kernels.push_back(usable[k]->summary(p));
     }
   }
   const bool wins_fastest = fastest(times[best + 1]) * opts.min_speedup <= fastest(times[0]);

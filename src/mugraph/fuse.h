@@ -61,6 +61,7 @@ struct RegionOutcome {
   size_t timed = 0;
   double rank_correlation = NAN;
   std::string predicted_vs_measured;  // "pred/meas ms" per timed candidate, best predicted first
+  std::vector<std::string> timed_kernels;  // their summaries, in that order
   // The clock the candidates and the unfused region were timed on (mugraph/weight_bound.h's
   // run_clock: "thread processor time" on one thread); empty when nothing was timed.
   std::string clock;

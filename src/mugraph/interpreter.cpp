@@ -464,6 +464,31 @@ std::vector<float> constant_values(const Tensor& t) {
   return out;
 }
 
+bool fills_like_neg_inf(double v) { return v <= -1e38; }
+
+FieldVal field_constant(double v) { return FieldVal::of_double(fills_like_neg_inf(v) ? -INFINITY : v); }
+
+namespace {
+
+// Whether every row of constant input `in` along `loop` (every index of its other
+// atoms) has a value above the fill (see fills_like_neg_inf).
+bool every_row_unfilled(const Program& p, int in, int loop, const std::vector<float>& data) {
+  const IoTensor& io = p.inputs[in];
+  std::vector<int64_t> ext, st;
+  for (int a : p.stmts[io.stmt].axes)
+    if (a != loop) ext.push_back(p.extent(a)), st.push_back(io.stride(p.atoms, a));
+  const int64_t n = p.extent(loop), ls = io.stride(p.atoms, loop);
+  bool ok = true;
+  each_index(ext, {st}, [&](const int64_t* off) {
+    bool kept = false;
+    for (int64_t j = 0; j < n && !kept; ++j) kept = !fills_like_neg_inf(data[static_cast<size_t>(off[0] + j * ls)]);
+    ok = ok && kept;
+  });
+  return ok;
+}
+
+}  // namespace
+
 std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
                                 const std::vector<std::vector<float>>& constant_inputs) {
   if (g.loop_atom < 0) return {};
@@ -478,6 +503,7 @@ std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
   const int64_t tiles = g.num_tiles(p), chunks = g.num_chunks(p);
   std::vector<uint8_t> table(static_cast<size_t>(tiles * chunks), 0);
   std::map<std::vector<int64_t>, Abs> memo;  // (input, origins) -> class
+  std::map<int, bool> fill_masks;              // input -> its finite fill masks as -inf does
   bool skipped_any = false;
   for (int64_t t = 0; t < tiles; ++t) {
     Window w;
@@ -520,10 +546,12 @@ std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
             }
             bool all_zero = true, all_ninf = true;
             const std::vector<float>& data = constant_inputs[in];
+            auto fill = fill_masks.find(in);
+            if (fill == fill_masks.end()) fill = fill_masks.emplace(in, every_row_unfilled(p, in, g.loop_atom, data)).first;
             each_index(ext, {st}, [&](const int64_t* off) {
               float v = data[base + off[0]];
               all_zero = all_zero && v == 0.0f;
-              all_ninf = all_ninf && v == -INFINITY;
+              all_ninf = all_ninf && (v == -INFINITY || (fill->second && fills_like_neg_inf(v)));
             });
             abs[i] = memo[key] = all_ninf ? NegInf : all_zero ? Zero : Unknown;
             break;

@@ -38,6 +38,17 @@ void interpret(const Program& p, const BlockGraph& g, const Buffers<T>& inputs, 
 std::vector<uint8_t> skip_table(const Program& p, const BlockGraph& g,
                                 const std::vector<std::vector<float>>& constant_inputs);
 
+// A constant's value at or below -1e38 (Hugging Face's finfo.min fill, -3.4028e38)
+// added to a score masks it as -inf does wherever its softmax row also has a key
+// the fill leaves alone: the row's maximum then comes from that key, the filled
+// key's exponential is 0 in float, and skipping its block changes nothing. A row
+// whose every key carries the fill weighs them evenly (no -inf mask does that), so
+// skip_table treats such a fill as -inf only in a constant whose every row along
+// the loop atom has a key above it, and the field verifier reads it as -inf
+// (field_constant); the float check keeps the fill's value.
+bool fills_like_neg_inf(double v);
+FieldVal field_constant(double v);
+
 // A constant input's data as skip_table and the verifiers take it: float32 as it
 // is, bool as 0 and 1 (a mask kept by Where(keep, S, -inf): GPT-2's causal mask);
 // empty for other types.

@@ -213,7 +213,7 @@ FieldVerdict verify_instance(const Program& p, const BlockGraph& g, const std::v
       std::vector<FieldVal> buf(static_cast<size_t>(n));
       for (int64_t e = 0; e < n; ++e) {
         FieldVal& f = buf[static_cast<size_t>(e)];
-        if (is_const(k)) f = FieldVal::of_double(s.constants[k][static_cast<size_t>(e)]);
+        if (is_const(k)) f = field_constant(s.constants[k][static_cast<size_t>(e)]);
         else if (t.dtype != DType::Bool) f = FieldVal{rng() % kSafeP, rng() % kSafeQ, true, FieldVal::Kind::Finite};
       }
       in.push_back(std::move(buf));

@@ -15,14 +15,16 @@
 #include "mugraph/interpreter.h"
 #include "mugraph/kernel_cache.h"
 #include "mugraph/search.h"
+#include "mugraph/verify.h"
 #include "mugraph_test_util.h"
 
 namespace isomer::mugraph {
 namespace {
 
-// Runs the compiled kernel and the interpreter on the same random inputs.
+// Runs the compiled kernel and the interpreter (`target`: the target program itself,
+// which skips nothing) on the same random inputs.
 double max_rel_diff(const Program& p, const BlockGraph& g, const CompiledKernel& k, const std::vector<uint8_t>& skip,
-                    const std::vector<std::vector<float>>& constants, int threads) {
+                    const std::vector<std::vector<float>>& constants, int threads, bool target = false) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
   std::vector<std::vector<float>> in;
@@ -56,7 +58,8 @@ double max_rel_diff(const Program& p, const BlockGraph& g, const CompiledKernel&
   std::vector<void*> op;
   for (auto& v : out) op.push_back(v.data());
   k.run(ip.data(), op.data(), threads);
-  interpret(p, g, din, dout, {}, skip);
+  if (target) dout = evaluate_program(p, din);
+  else interpret(p, g, din, dout, {}, skip);
   double worst = 0;
   for (size_t o = 0; o < out.size(); ++o) {
     double mag = 1e-30;
@@ -318,6 +321,50 @@ TEST_F(MuGraphCodegen, BoolCausalMaskSkipsMaskedBlocks) {
     ASSERT_GT(looped, 0) << "no tiling loops over KV blocks";
     if (std::string(kind) == "random") EXPECT_EQ(skipping, 0) << "a random mask keeps a key of every block";
     else EXPECT_GT(skipping, 0) << kind << ": blocks whose keys are all masked are not skipped";
+  }
+}
+
+// Hugging Face's causal mask added as finfo.min (-3.4028e38) rather than -inf: a KV
+// block whose every key carries the fill is skipped as a -inf block is (before, only
+// -inf and false were in the skip table), and the field verifier accepts those
+// kernels. A mask that keeps a key of every block (random keys) skips nothing, nor
+// does a causal mask with one row filled throughout, whose softmax weighs every key
+// evenly (skipped, the row would be 0/0); the kernels match the target itself.
+TEST_F(MuGraphCodegen, FinfoMinMaskSkipsOnlyWhereExact) {
+  const int s = 64;
+  const float fill = -3.4028234663852886e38f;
+  Program p = from_body(parse_graph(testing::gqa_attention_body(4, 2, s, 8)));
+  std::mt19937 rng(5);
+  for (const char* kind : {"causal", "random", "causal, row 9 filled"}) {
+    const bool random = std::string(kind) == "random", row_filled = std::string(kind).find("row") != std::string::npos;
+    std::vector<float> mask(static_cast<size_t>(s * s));
+    for (int i = 0; i < s; ++i)
+      for (int j = 0; j < s; ++j) {
+        const bool keep = random ? (rng() & 1) != 0 : j <= i && !(row_filled && i == 9);
+        mask[static_cast<size_t>(i * s + j)] = keep ? 0.0f : fill;
+      }
+    const std::vector<std::vector<float>> constants = {{}, {}, {}, mask};
+    SearchOptions o;
+    o.max_seconds = 2;
+    int looped = 0, skipping = 0;
+    for (const BlockGraph& st : search_structures(p, o, nullptr))
+      for (const BlockGraph& g : tilings(p, st, 1, 4, constants)) {
+        if (g.loop_atom < 0 || g.chunk <= 0 || g.chunk >= p.extent(g.loop_atom)) continue;
+        ++looped;
+        const std::vector<uint8_t> skip = skip_table(p, g, constants);
+        skipping += !skip.empty();
+        // (Row 9's keys all carry the fill: in float, as ONNX adds them, its scores
+        // round to the fill and weigh evenly; the target in doubles keeps them apart.)
+        if (row_filled || (looped > 2 && (skip.empty() || skipping > 2))) continue;  // a few kernels compiled
+        EXPECT_TRUE(verify_field(p, g, constants, 11).ok) << kind << "\n" << g.to_text(p);
+        std::string why;
+        auto k = load_kernel(generate_source(p, g, skip), &why);
+        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+        EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1, true), 1e-5) << kind << "\n" << g.to_text(p);
+      }
+    ASSERT_GT(looped, 0) << "no tiling loops over KV blocks";
+    if (std::string(kind) == "causal") EXPECT_GT(skipping, 0) << "blocks whose keys all carry the fill are not skipped";
+    else EXPECT_EQ(skipping, 0) << kind << ": a skip table where a block is not exactly zero";
   }
 }
 
