@@ -509,14 +509,13 @@ const char* paired_verdict_name(PairedVerdict v) {
   return "same";
 }
 
-std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after, double min_gain) {
+std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
   // Both compiled at once hold a copy of the weights each: not for a large model.
   if (before.constant_bytes() > kPairedLargestWeights || after.constant_bytes() > kPairedLargestWeights)
     return std::nullopt;
   const std::string kb = key_of(before, ropts_, true), ka = key_of(after, ropts_, true);
   if (kb.empty() || ka.empty()) return std::nullopt;
-  // Kept per pair (and per minimum gain, which decides whether more rounds are run).
-  const std::string pair = kb + "|" + ka + "|" + std::to_string(min_gain);
+  const std::string pair = kb + "|" + ka;
   const std::string fact = "paired-aa|" + pair, fact_high = "paired-aa-high|" + pair,
                     fact_noise = "paired-aa-noise|" + pair, fact_rounds = "paired-aa-rounds|" + pair;
   {
@@ -553,29 +552,19 @@ std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, 
   // rounds, after in odd ones): the two runs of one graph give the round's A/A ratio,
   // the mean of their logs the side the other is compared with.
   std::vector<double> ratios, same_ratios;
-  auto run_rounds = [&](int count) {
-    for (int r = 0; r < count; ++r) {
-      const bool before_twice = (ratios.size() % 2) == 0;
-      runtime::Executable& twice = before_twice ? *eb : *ea;
-      runtime::Executable& once = before_twice ? *ea : *eb;
-      const double t1 = timed(twice, times), t = timed(once, times), t2 = timed(twice, times);
-      if (t1 <= 0 || t2 <= 0 || t <= 0) continue;
-      const double ratio = t / std::sqrt(t1 * t2);
-      ratios.push_back(before_twice ? ratio : 1 / ratio);
-      same_ratios.push_back(t2 / t1);
-    }
-    timed_runs_ += 3 * static_cast<size_t>(count * times);
-  };
-  run_rounds(kPairedRounds);
-  if (ratios.empty()) return std::nullopt;
-  PairedRatio summary = paired_summary(ratios, same_ratios);
-  // Undecided, but a median that the band of twice the rounds (narrower by a square
-  // root of two) would call faster: as many rounds again.
-  if (paired_verdict(summary, min_gain) == PairedVerdict::Same && summary.median > 0 &&
-      std::log(summary.median) < std::log(1 - min_gain) - summary.noise / std::sqrt(2.0)) {
-    run_rounds(kPairedRounds);
-    summary = paired_summary(ratios, same_ratios);
+  for (int r = 0; r < kPairedRounds; ++r) {
+    const bool before_twice = r % 2 == 0;
+    runtime::Executable& twice = before_twice ? *eb : *ea;
+    runtime::Executable& once = before_twice ? *ea : *eb;
+    const double t1 = timed(twice, times), t = timed(once, times), t2 = timed(twice, times);
+    if (t1 <= 0 || t2 <= 0 || t <= 0) continue;
+    const double ratio = t / std::sqrt(t1 * t2);
+    ratios.push_back(before_twice ? ratio : 1 / ratio);
+    same_ratios.push_back(t2 / t1);
   }
+  timed_runs_ += 3 * static_cast<size_t>(kPairedRounds * times);
+  if (ratios.empty()) return std::nullopt;
+  const PairedRatio summary = paired_summary(ratios, same_ratios);
   if (std::getenv("ISOMER_DEBUG_COST"))
     std::fprintf(stderr, "paired: %d rounds of 3 x %d runs each in %.3f s after compiling\n", summary.rounds, times,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - compiled).count());

@@ -117,12 +117,7 @@ class CostModel {
   // database, so that a search on a filled database decides as before. nullopt
   // where this model times nothing (analytic), the graphs cannot run, or running
   // them so would cost too much (kPairedLongestRunMs, kPairedLargestWeights).
-  // Rounds that leave it undecided, with a median that twice the rounds' band (about a
-  // square root of two narrower) would call faster than `min_gain`, are run again as
-  // many times, once.
-  virtual std::optional<PairedRatio> paired_ratio(const Graph& before, const Graph& after, double min_gain) {
-    return std::nullopt;
-  }
+  virtual std::optional<PairedRatio> paired_ratio(const Graph& before, const Graph& after) { return std::nullopt; }
 
   runtime::RuntimeOptions& runtime_options() { return ropts_; }
   // How many times valid inputs were made for a graph being priced: only when a
@@ -275,7 +270,7 @@ class MeasuredCostModel : public CostModel {
   // and the last factor applied.
   size_t profiles_rescaled() const { return rescaled_; }
   double last_scale() const { return last_scale_; }
-  std::optional<PairedRatio> paired_ratio(const Graph& before, const Graph& after, double min_gain) override;
+  std::optional<PairedRatio> paired_ratio(const Graph& before, const Graph& after) override;
   // Where the load average comes from (tests substitute their own).
   void set_load_probe(std::function<double()> probe) { load_probe_ = std::move(probe); }
 

@@ -502,7 +502,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
                                    st.cost_after < st.cost_before * (1 + kConfirmedGain);
     if ((priced_cheaper || nodes_say_cheaper) && st.cost_after > st.cost_before * (1 - kConfirmedGain)) {
       const auto tm = Clock::now();
-      if (std::optional<cost::PairedRatio> ratio = model.paired_ratio(g, candidate, options.min_gain)) {
+      if (std::optional<cost::PairedRatio> ratio = model.paired_ratio(g, candidate)) {
         st.measured_ratio = ratio->median;
         st.measured_ratio_high = ratio->high;
         st.measured_noise = ratio->noise;

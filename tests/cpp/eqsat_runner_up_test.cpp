@@ -72,7 +72,7 @@ class NoisyMerges : public cost::CostModel {
     const double u = static_cast<double>((h * 0x2545F4914F6CDD1Dull) >> 11) / static_cast<double>(1ull << 53);
     return ms * (1 + bound_ * (2 * u - 1));
   }
-  std::optional<cost::PairedRatio> paired_ratio(const Graph&, const Graph& after, double) override {
+  std::optional<cost::PairedRatio> paired_ratio(const Graph&, const Graph& after) override {
     ++paired;
     const double r = has_product(after, 32, 192) ? 1.05 : 0.9;
     return cost::PairedRatio{r, r, 0.01, 7};
