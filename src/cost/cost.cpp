@@ -467,12 +467,46 @@ std::vector<size_t> typical_runs(const std::vector<double>& totals, bool alone) 
                              order.begin() + static_cast<std::ptrdiff_t>(std::min(hi, n)));
 }
 
-PairedRatio paired_summary(std::vector<double> ratios) {
+PairedRatio paired_summary(std::vector<double> ratios, const std::vector<double>& same_ratios) {
   if (ratios.empty()) return {};
   std::sort(ratios.begin(), ratios.end());
   const size_t n = ratios.size();
+  PairedRatio r;
+  r.rounds = static_cast<int>(n);
   // The second highest of at least 5 rounds; of fewer, the highest.
-  return {ratios[n / 2], ratios[n >= 5 ? n - 2 : n - 1]};
+  r.median = ratios[n / 2];
+  r.high = ratios[n >= 5 ? n - 2 : n - 1];
+  // A run's log time scatters by s, so an A/A pair's log ratio by sqrt(2) s, and the
+  // median of its absolute value is 0.954 s; a round's ratio (one run over the mean
+  // of two logs) scatters by sqrt(1.5) s, and the median of n rounds by 1.535 s /
+  // sqrt(n). Two of those, about a 98% one-sided band: 3.2 m / sqrt(n).
+  std::vector<double> spread;
+  for (double aa : same_ratios)
+    if (aa > 0) spread.push_back(std::fabs(std::log(aa)));
+  if (!spread.empty()) {
+    std::sort(spread.begin(), spread.end());
+    const size_t m = spread.size();
+    const double mid = m % 2 ? spread[m / 2] : (spread[m / 2 - 1] + spread[m / 2]) / 2;
+    r.noise = kPairedNoiseScale * mid / std::sqrt(static_cast<double>(n));
+  }
+  return r;
+}
+
+PairedVerdict paired_verdict(const PairedRatio& r, double min_gain) {
+  if (r.median <= 0) return PairedVerdict::Same;
+  const double log_ratio = std::log(r.median);
+  if (log_ratio > r.noise) return PairedVerdict::Slower;
+  if (log_ratio < std::log(1 - min_gain) - r.noise && r.high <= 1 - min_gain) return PairedVerdict::Faster;
+  return PairedVerdict::Same;
+}
+
+const char* paired_verdict_name(PairedVerdict v) {
+  switch (v) {
+    case PairedVerdict::Faster: return "faster";
+    case PairedVerdict::Slower: return "slower";
+    case PairedVerdict::Same: break;
+  }
+  return "same";
 }
 
 std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, const Graph& after) {
@@ -481,11 +515,15 @@ std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, 
     return std::nullopt;
   const std::string kb = key_of(before, ropts_, true), ka = key_of(after, ropts_, true);
   if (kb.empty() || ka.empty()) return std::nullopt;
-  const std::string fact = "paired|" + kb + "|" + ka, fact_high = "paired-high|" + kb + "|" + ka;
+  const std::string pair = kb + "|" + ka;
+  const std::string fact = "paired-aa|" + pair, fact_high = "paired-aa-high|" + pair,
+                    fact_noise = "paired-aa-noise|" + pair, fact_rounds = "paired-aa-rounds|" + pair;
   {
     std::optional<double> median = db_->lookup_fact(fingerprint_, fact);
     std::optional<double> high = db_->lookup_fact(fingerprint_, fact_high);
-    if (median && high) return PairedRatio{*median, *high};
+    std::optional<double> noise = db_->lookup_fact(fingerprint_, fact_noise);
+    std::optional<double> rounds = db_->lookup_fact(fingerprint_, fact_rounds);
+    if (median && high && noise && rounds) return PairedRatio{*median, *high, *noise, static_cast<int>(*rounds)};
   }
   std::unique_ptr<runtime::Executable> eb, ea;
   std::vector<Tensor> ins;
@@ -510,26 +548,30 @@ std::optional<PairedRatio> MeasuredCostModel::paired_ratio(const Graph& before, 
   const double first = std::min(timed(*eb, 1), timed(*ea, 1));
   if (first > kPairedLongestRunMs) return std::nullopt;  // the prices decide
   const int times = std::max(1, static_cast<int>(std::ceil(kPairedRoundMs / std::max(first, 1e-3))));
-  std::vector<double> ratios;
+  // Each round runs one graph, the other, then the first again (before in even
+  // rounds, after in odd ones): the two runs of one graph give the round's A/A ratio,
+  // the mean of their logs the side the other is compared with.
+  std::vector<double> ratios, same_ratios;
   for (int r = 0; r < kPairedRounds; ++r) {
-    double tb, ta;
-    if (r % 2 == 0) {
-      tb = timed(*eb, times);
-      ta = timed(*ea, times);
-    } else {
-      ta = timed(*ea, times);
-      tb = timed(*eb, times);
-    }
-    if (tb > 0) ratios.push_back(ta / tb);
+    const bool before_twice = r % 2 == 0;
+    runtime::Executable& twice = before_twice ? *eb : *ea;
+    runtime::Executable& once = before_twice ? *ea : *eb;
+    const double t1 = timed(twice, times), t = timed(once, times), t2 = timed(twice, times);
+    if (t1 <= 0 || t2 <= 0 || t <= 0) continue;
+    const double ratio = t / std::sqrt(t1 * t2);
+    ratios.push_back(before_twice ? ratio : 1 / ratio);
+    same_ratios.push_back(t2 / t1);
   }
-  timed_runs_ += 2 * static_cast<size_t>(kPairedRounds * times);
-  if (std::getenv("ISOMER_DEBUG_COST"))
-    std::fprintf(stderr, "paired: %d rounds of %d runs each in %.3f s after compiling\n", kPairedRounds, times,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - compiled).count());
+  timed_runs_ += 3 * static_cast<size_t>(kPairedRounds * times);
   if (ratios.empty()) return std::nullopt;
-  const PairedRatio summary = paired_summary(std::move(ratios));
+  const PairedRatio summary = paired_summary(ratios, same_ratios);
+  if (std::getenv("ISOMER_DEBUG_COST"))
+    std::fprintf(stderr, "paired: %d rounds of 3 x %d runs each in %.3f s after compiling\n", summary.rounds, times,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - compiled).count());
   db_->store_fact(fingerprint_, fact, summary.median);
   db_->store_fact(fingerprint_, fact_high, summary.high);
+  db_->store_fact(fingerprint_, fact_noise, summary.noise);
+  db_->store_fact(fingerprint_, fact_rounds, summary.rounds);
   return summary;
 }
 

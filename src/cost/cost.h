@@ -47,14 +47,29 @@ struct PeakRates {
 
 // What the paired rounds say: their median ratio, and the second highest, a
 // distribution-free bound above the median (of kPairedRounds = 7 rounds, the median
-// lies above it with chance 8/128, 6%). A result is faster only if `high` clears the
-// minimum gain: at load the rounds of NasRNN b16's Gemm refold ranged 0.97-1.13, and
-// their median fell either side of 0.995 from one search to the next (session 28).
+// lies above it with chance 8/128, 6%); and `noise`, the half-width of the band on a
+// log scale in which the median of as many rounds would fall for two graphs that run
+// alike, measured from the same rounds' A/A pairs (each round runs one graph twice,
+// around the other). At load the rounds of NasRNN b16's Gemm refold ranged 0.97-1.13,
+// and their median fell either side of 0.995 from one search to the next (session
+// 28); NasNet-A's merges, 0.996-1.007 as run, cleared the bound in some searches of
+// three runner-ups and not in others (session 30).
 struct PairedRatio {
   double median = 1;
   double high = 1;
+  double noise = 0;
+  int rounds = 0;
 };
-PairedRatio paired_summary(std::vector<double> ratios);
+// From each round's ratio (the other graph over the one run twice, by the mean of its
+// two runs' logs, so that a drift within the round cancels) and its A/A ratio (the
+// second run over the first of the graph run twice).
+PairedRatio paired_summary(std::vector<double> ratios, const std::vector<double>& same_ratios);
+// Faster only where the median clears the minimum gain by the noise band and the
+// rounds' bound clears it too; slower where the median is above 1 by more than the
+// band; else the same, within noise. A search keeps its input unless faster.
+enum class PairedVerdict { Faster, Same, Slower };
+PairedVerdict paired_verdict(const PairedRatio& r, double min_gain);
+const char* paired_verdict_name(PairedVerdict v);
 
 class CostModel {
  public:
@@ -93,8 +108,9 @@ class CostModel {
   void set_keep_plans(bool keep) { keep_plans_ = keep; }
 
   // `after`'s run time over `before`'s, both run whole in kPairedRounds interleaved
-  // rounds (before, after; then after, before; ...) on the same inputs: the median of
-  // the per-round ratios, and a bound above it (paired_summary). Rows of steps timed at different times, under different
+  // rounds (before, after, before; then after, before, after; ...) on the same inputs:
+  // the median of the per-round ratios, a bound above it and the A/A noise band
+  // (paired_summary). Rows of steps timed at different times, under different
   // loads, misjudge two graphs whose prices are close (NasNet-A's merged cells
   // priced 1.5% cheaper than its input from such rows and ran 4.5% slower); a paired
   // measurement compares them as they run now. Kept per pair of plans in the cost
@@ -181,6 +197,9 @@ inline constexpr double kSettledSpread = 0.01;
 // median ratio over 9 searches at load 6-10; with 20 ms rounds, 3% over 5 (session 28).
 inline constexpr int kPairedRounds = 7;
 inline constexpr double kPairedRoundMs = 20.0;
+// paired_summary: the noise band's width over the A/A pairs' median absolute log ratio
+// at one round (divided by the square root of the rounds).
+inline constexpr double kPairedNoiseScale = 3.2;
 // ... and the longest run and the most weights it takes on (longer or larger graphs
 // are decided by their prices; NasNet-A runs 0.14 s on 152 MiB).
 inline constexpr double kPairedLongestRunMs = 1000.0;

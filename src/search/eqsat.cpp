@@ -479,7 +479,7 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
   // prices and the paired run's ratios in `st`.
   auto judge = [&](const Graph& candidate, double saving) {
     const auto tr = Clock::now();
-    st.measured_ratio = st.measured_ratio_high = -1;
+    st.measured_ratio = st.measured_ratio_high = st.measured_noise = -1;
     try {
       st.cost_before = plan_before >= 0 ? plan_before : model.graph_ms(g);
       st.cost_after = model.graph_ms(candidate);
@@ -505,15 +505,19 @@ Graph eqsat_search(const Graph& g, const std::vector<Rule>& rules, cost::CostMod
       if (std::optional<cost::PairedRatio> ratio = model.paired_ratio(g, candidate)) {
         st.measured_ratio = ratio->median;
         st.measured_ratio_high = ratio->high;
-        // Faster as run only if the rounds' bound above their median clears the minimum
-        // gain: rounds that straddle it keep the input, whichever side the median fell.
-        if (ratio->high > 1 - options.min_gain) st.cost_after = st.cost_before;  // input kept below
+        st.measured_noise = ratio->noise;
+        st.measured_verdict = cost::paired_verdict(*ratio, options.min_gain);
+        // Faster as run only if the median clears the minimum gain by the A/A noise
+        // band, and the rounds' bound clears it too: the same within noise keeps the
+        // input, whichever side of the minimum gain the median fell.
+        if (st.measured_verdict != cost::PairedVerdict::Faster) st.cost_after = st.cost_before;  // input kept below
         else if (!priced_cheaper) st.cost_after = st.cost_before * ratio->median;  // faster as run than priced
       }
       st.pricing_seconds += seconds_since(tm);
       if (std::getenv("ISOMER_DEBUG_COST"))
-        std::fprintf(stderr, "eqsat: result against input run whole, paired: %.4f (high %.4f; %.3f s)\n",
-                     st.measured_ratio, st.measured_ratio_high, seconds_since(tm));
+        std::fprintf(stderr, "eqsat: result against input run whole, paired: %.4f (high %.4f band %.4f %s; %.3f s)\n",
+                     st.measured_ratio, st.measured_ratio_high, st.measured_noise,
+                     cost::paired_verdict_name(st.measured_verdict), seconds_since(tm));
     }
     return st.cost_after <= st.cost_before * (1 - options.min_gain);
   };

@@ -216,6 +216,8 @@ void SearchStats::to_json(nlohmann::ordered_json& j) const {
     j["search_kept_input"] = kept_input;
     j["search_measured_ratio"] = measured_ratio;
     j["search_measured_ratio_high"] = measured_ratio_high;
+    j["search_measured_noise"] = measured_noise;
+    j["search_measured_verdict"] = measured_ratio >= 0 ? cost::paired_verdict_name(measured_verdict) : "";
     j["search_runner_ups"] = runner_ups;
   }
 }
@@ -238,9 +240,9 @@ std::string SearchStats::to_text(size_t rules_loaded) const {
                   kept_input ? " (not cheaper by the minimum gain: input kept)" : "");
   std::string costs = cost_text;
   if (measured_ratio >= 0) {
-    char ran[80];
-    std::snprintf(ran, sizeof ran, "; run against the input: %.3fx its time (rounds up to %.3fx)", measured_ratio,
-                  measured_ratio_high);
+    char ran[120];
+    std::snprintf(ran, sizeof ran, "; run against the input: %.3fx its time (rounds up to %.3fx, noise +-%.1f%%: %s)",
+                  measured_ratio, measured_ratio_high, 100 * measured_noise, cost::paired_verdict_name(measured_verdict));
     costs += ran;
   }
   if (runner_ups > 0) costs += "; runner-up extractions judged: " + std::to_string(runner_ups);

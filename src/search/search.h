@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cost/cost.h"
 #include "egraph/runner.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
@@ -120,6 +121,10 @@ struct SearchStats {
   // ... and the second highest of its rounds' ratios, the bound that must clear
   // SearchOptions::min_gain (cost::PairedRatio); -1 if not run.
   double measured_ratio_high = -1;
+  // ... the A/A noise band of its median (on a log scale), and what they say together
+  // (cost::paired_verdict: only a result faster beyond the band is kept); -1 if not run.
+  double measured_noise = -1;
+  cost::PairedVerdict measured_verdict = cost::PairedVerdict::Same;
   // eqsat: runner-up extractions judged after the first result was rejected (each
   // leaving out one group of its rewrites, search/runner_up.h).
   size_t runner_ups = 0;

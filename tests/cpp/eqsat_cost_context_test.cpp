@@ -7,6 +7,7 @@
 // (deterministic, no timing) but for the paired run's database.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
@@ -202,10 +203,12 @@ TEST(EqsatCostContext, AnOpenDimIsPricedAtTheDrawnExtent) {
 
 // Prices a product's step at 0.1 ms plus its operations, anything else at 0.01 ms: three products of one input merged into one save two steps' 0.1 ms, about
 // 5% of the graph, inside the band where a result priced whole is run against its
-// input. The paired run says `ratio` (its rounds up to `high`, by default the same).
+// input. The paired run says `ratio` (its rounds up to `high`, by default the same;
+// its A/A noise band `noise`).
 class CloseCall : public cost::CostModel {
  public:
-  explicit CloseCall(double ratio, double high = -1) : ratio_(ratio), high_(high < 0 ? ratio : high) {}
+  explicit CloseCall(double ratio, double high = -1, double noise = 0)
+      : ratio_(ratio), high_(high < 0 ? ratio : high), noise_(noise) {}
   std::string name() const override { return "close-call"; }
   double step_ms(runtime::Executable& exe, size_t i, std::string& source) override {
     source = "test";
@@ -214,12 +217,12 @@ class CloseCall : public cost::CostModel {
   }
   std::optional<cost::PairedRatio> paired_ratio(const Graph&, const Graph&) override {
     ++paired;
-    return cost::PairedRatio{ratio_, high_};
+    return cost::PairedRatio{ratio_, high_, noise_, cost::kPairedRounds};
   }
   size_t paired = 0;
 
  private:
-  double ratio_, high_;
+  double ratio_, high_, noise_;
 };
 
 // Three products of one input, a Tanh after each (the shipped rules merge them).
@@ -271,12 +274,63 @@ TEST(EqsatCostContext, APairedRunWhoseRoundsStraddleTheMinimumGainKeepsTheInput)
 }
 
 // The summary of a paired run's rounds: the median and the second highest, whatever
-// order the rounds came in.
-TEST(EqsatCostContext, PairedRoundsAreSummedUpByTheirMedianAndSecondHighest) {
-  const cost::PairedRatio r = cost::paired_summary({1.13, 0.97, 0.99, 0.96, 1.02, 0.98, 0.95});
+// order the rounds came in; the noise band from the A/A pairs' median absolute log
+// ratio, scaled to the median of as many rounds.
+TEST(EqsatCostContext, PairedRoundsAreSummedUpByTheirMedianSecondHighestAndAANoise) {
+  const std::vector<double> same = {1.02, 0.98, 1.0, 1 / 1.03, 1.01, 1.05, 0.99};
+  const cost::PairedRatio r = cost::paired_summary({1.13, 0.97, 0.99, 0.96, 1.02, 0.98, 0.95}, same);
   EXPECT_EQ(r.median, 0.98);
   EXPECT_EQ(r.high, 1.02);
-  EXPECT_EQ(cost::paired_summary({0.9, 0.8}).high, 0.9);
+  EXPECT_EQ(r.rounds, 7);
+  // |ln| of the A/A ratios sorted: 0, ln 1/0.99, ln 1.01, ln 1.02, ... : the median is ln 1.02.
+  EXPECT_NEAR(r.noise, cost::kPairedNoiseScale * std::log(1.02) / std::sqrt(7.0), 1e-12);
+  EXPECT_EQ(cost::paired_summary({0.9, 0.8}, {}).high, 0.9);
+  EXPECT_EQ(cost::paired_summary({0.9, 0.8}, {}).noise, 0);
+  // Twice the rounds with the same A/A spread: a band narrower by a square root of two.
+  std::vector<double> twice = same;
+  twice.insert(twice.end(), same.begin(), same.end());
+  EXPECT_NEAR(cost::paired_summary(std::vector<double>(14, 0.98), twice).noise * std::sqrt(2.0), r.noise, 1e-12);
+}
+
+// Three ways: faster only beyond the minimum gain and the noise band (with the rounds'
+// bound under the minimum gain too), slower beyond the band above 1, else the same.
+TEST(EqsatCostContext, APairedRunIsFasterSlowerOrTheSameWithinItsNoise) {
+  using cost::PairedVerdict;
+  const double gain = 0.005;
+  auto verdict = [&](double median, double high, double noise) {
+    return cost::paired_verdict(cost::PairedRatio{median, high, noise, 7}, gain);
+  };
+  EXPECT_EQ(verdict(0.97, 0.98, 0.01), PairedVerdict::Faster);
+  EXPECT_EQ(verdict(0.97, 0.98, 0.04), PairedVerdict::Same);   // 3% inside 4% noise
+  EXPECT_EQ(verdict(0.97, 1.01, 0.0), PairedVerdict::Same);    // the bound straddles
+  EXPECT_EQ(verdict(0.992, 0.994, 0.0), PairedVerdict::Faster);
+  EXPECT_EQ(verdict(0.992, 0.994, 0.004), PairedVerdict::Same);  // the gain not beyond the band
+  EXPECT_EQ(verdict(1.03, 1.05, 0.01), PairedVerdict::Slower);
+  EXPECT_EQ(verdict(1.03, 1.05, 0.04), PairedVerdict::Same);
+  EXPECT_STREQ(cost::paired_verdict_name(PairedVerdict::Same), "same");
+}
+
+// A result whose rounds all ran 2-3% faster, a gain inside the A/A noise the same
+// rounds measured (NasNet-A's merges at load: 0.996-1.007 as run, a bound that cleared
+// 0.995 in some searches and not others), keeps the input; with little noise, the
+// same rounds keep the result. The report gives the band and the verdict.
+TEST(EqsatCostContext, AGainInsideTheAANoiseKeepsTheInput) {
+  const std::vector<Rule> rules = search_rules(load_rule_files({default_rules_path()}));
+  const Graph g = three_products();
+  for (const double noise : {0.04, 0.005}) {
+    CloseCall model(0.975, 0.985, noise);
+    SearchStats st;
+    const Graph out = eqsat_search(g, rules, model, SearchOptions{}, &st);
+    ASSERT_EQ(model.paired, 1u);
+    const bool noisy = noise > 0.025;
+    EXPECT_EQ(st.kept_input, noisy) << noise;
+    EXPECT_EQ(same_graph(out, g), noisy);
+    EXPECT_EQ(st.measured_noise, noise);
+    EXPECT_EQ(st.measured_verdict, noisy ? cost::PairedVerdict::Same : cost::PairedVerdict::Faster);
+    nlohmann::ordered_json j;
+    st.to_json(j);
+    EXPECT_EQ(j["search_measured_verdict"], noisy ? "same" : "faster");
+  }
 }
 
 // CloseCall's prices, but in a whole graph of more than two steps a product of
@@ -338,6 +392,9 @@ TEST(EqsatCostContext, APairedRunIsKeptInTheDatabase) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->median, first.median);
   EXPECT_EQ(r->high, first.high);
+  EXPECT_EQ(r->noise, first.noise);
+  EXPECT_EQ(r->rounds, first.rounds);
+  EXPECT_EQ(first.rounds, cost::kPairedRounds);
   EXPECT_EQ(again.timed_runs(), 0u);
   // The analytic model times nothing: no paired ratio.
   cost::AnalyticCostModel analytic = fixed_model();

@@ -75,7 +75,7 @@ class NoisyMerges : public cost::CostModel {
   std::optional<cost::PairedRatio> paired_ratio(const Graph&, const Graph& after) override {
     ++paired;
     const double r = has_product(after, 32, 192) ? 1.05 : 0.9;
-    return cost::PairedRatio{r, r};
+    return cost::PairedRatio{r, r, 0.01, 7};
   }
   size_t paired = 0;
 
