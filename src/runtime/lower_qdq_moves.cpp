@@ -1,0 +1,88 @@
+// Data movement between a DequantizeLinear and a QuantizeLinear of the same
+// parameters moves the integers. ONNX Runtime's static quantizer puts a Q/DQ pair
+// on every tensor, so a BERT's head split reads
+//
+//   q_y = Q(Transpose(DQ(Q(Reshape(DQ(q_x))))))
+//
+// with one scale and zero point throughout. Q(DQ(x)) is x exactly for a scalar
+// scale and zero point and Q writing x's type: (x - z) s / s rounds back to x - z
+// (its error is far below a half), and x is in Q's range. A view between them
+// commutes with both, so q_y is the view of q_x: no step at all, where run as
+// written each pair was two passes over the tensor (ONNX Runtime drops such pairs
+// too, running Reshape and Transpose on the integers).
+#include "runtime/lower_quant.h"
+#include "runtime/lowering.h"
+
+namespace isomer::runtime {
+
+namespace {
+
+// The views that neither change nor reorder a value's elements other than by
+// regrouping or permuting its dims (the same lowerings on any element type).
+LowerFn view_lowering(const Node& n) {
+  if (n.kind() != NodeKind::Op || n.num_outputs() != 1) return nullptr;
+  const std::string& op = n.op_type();
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") return lower_reshape;
+  if (op == "Transpose") return lower_transpose;
+  if (op == "Identity") return lower_identity;
+  return nullptr;
+}
+
+std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& n) {
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p || p->scale.size() != 1) return std::nullopt;
+  return std::make_pair(p->scale[0], p->zp[0]);
+}
+
+// From `first` (reading the dequantized value), the views each read only by the
+// next, ending at a QuantizeLinear of `params` writing type t; empty if not so.
+std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::pair<float, int32_t> params, DType t) {
+  std::vector<const Node*> chain;
+  const Node* m = first;
+  for (size_t hops = 0; m && hops < 16; ++hops) {
+    if (!c.takeable(*m) || m->kind() != NodeKind::Op) return {};
+    if (m->op_type() == "QuantizeLinear") {
+      if (m->output_types()[0].dtype != t || c.is_output(m->output(0)) || scalar_params(c, *m) != params) return {};
+      chain.push_back(m);
+      return chain;
+    }
+    if (!view_lowering(*m) || c.is_output(m->output(0))) return {};
+    chain.push_back(m);
+    m = c.sole_consumer(m->output(0));
+    if (m && m->inputs()[0] != chain.back()->output(0)) return {};
+  }
+  return {};
+}
+
+}  // namespace
+
+bool lower_qdq_views(Compiler& c, const Node& dq) {
+  const Value out = dq.output(0);
+  if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
+  const DType t = dq.inputs()[0].type().dtype;
+  if (t != DType::UInt8 && t != DType::Int8) return false;
+  const auto params = scalar_params(c, dq);
+  if (!params || !(params->first > 0)) return false;
+  std::vector<std::vector<const Node*>> chains;
+  for (const auto& [m, index] : c.consumers(out)) {
+    if (index != 0) return false;
+    chains.push_back(chain_to_quantize(c, m, *params, t));
+    if (chains.back().empty()) return false;
+  }
+  // The dequantized value stands for the integers: each view then regroups or
+  // permutes them, and each QuantizeLinear's result is the last view.
+  c.bind(out, c.id(dq.inputs()[0]));
+  for (const auto& chain : chains) {
+    if (c.lowered(*chain.front())) continue;  // a node reading it twice
+    for (size_t i = 0; i + 1 < chain.size(); ++i) {
+      if (!view_lowering(*chain[i])(c, *chain[i])) throw std::runtime_error("view of " + dq.name() + " not lowered");
+      c.mark_done(*chain[i]);
+    }
+    const Node& q = *chain.back();
+    c.bind(q.output(0), c.id(q.inputs()[0]));
+    c.mark_done(q);
+  }
+  return true;
+}
+
+}  // namespace isomer::runtime

@@ -1,0 +1,72 @@
+"""Views between a DequantizeLinear and a QuantizeLinear of the same scale and zero
+point (quantize_static's head split in a BERT: Q(Transpose(DQ(Q(Reshape(DQ(q)))))))
+move the integers: no quantize, dequantize or copy step is run for them, and the outputs
+are ONNX Runtime's but for a rounding flip of the Mul after them."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+isomer = pytest.importorskip("isomer")
+
+ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
+
+
+def head_split(qtype, rescale):
+    """x [2, 5, 12] quantized, reshaped to heads [2, 5, 3, 4] and transposed to
+    [2, 3, 5, 4], each view between a DQ and a Q (of other parameters after the
+    transpose where `rescale`), then scaled by a Mul in its own QDQ pair; the
+    dequantized reshape is also an output (a reader other than a view)."""
+    np_t = np.uint8 if qtype == TensorProto.UINT8 else np.int8
+    t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    zp = np_t(131 if qtype == TensorProto.UINT8 else 3)
+    inits = [t("s", np.float32(0.0123)), t("z", zp), t("s2", np.float32(0.0123 * (1.5 if rescale else 1))),
+             t("k", np.float32(0.7)), t("sy", np.float32(0.0091)), t("zy", zp),
+             t("shape", np.array([2, 5, 3, 4], np.int64))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"]),
+             helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+             helper.make_node("Reshape", ["d0", "shape"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["d1"]),
+             helper.make_node("Transpose", ["d1"], ["tr"], perm=[0, 2, 1, 3]),
+             helper.make_node("QuantizeLinear", ["tr", "s2", "z"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "s2", "z"], ["d2"]),
+             helper.make_node("Mul", ["d2", "k"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "sy", "zy"], ["qy"]),
+             helper.make_node("DequantizeLinear", ["qy", "sy", "zy"], ["y"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["heads"])]
+    g = helper.make_graph(nodes, "head_split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5, 4]),
+                           helper.make_tensor_value_info("heads", TensorProto.FLOAT, [2, 5, 3, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("qtype", [TensorProto.UINT8, TensorProto.INT8])
+@pytest.mark.parametrize("rescale", [False, True])
+def test_views_between_equal_qdq_pairs_move_the_integers(qtype, rescale, tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(head_split(qtype, rescale), path)
+    x = {"x": (np.random.default_rng(3).random((2, 5, 12), dtype=np.float32) * 3 - 1.2)}
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    # Q(x); the Reshape's pair moves the integers; the Transpose's too unless its Q
+    # rescales; DQ for the Mul; its Q and DQ; the DQ of the heads output.
+    assert kinds.count("quantize") == (3 if rescale else 2), kinds
+    assert kinds.count("dequantize") == (4 if rescale else 3), kinds
+    assert "copy" not in kinds, kinds  # the transposed integers are dequantized as they lie
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, x)
+    for threads in (1, 2):
+        got = isomer.run(path, x, engine="runtime", threads=threads)
+        np.testing.assert_array_equal(got[1], want[1])
+        d = np.abs(got[0].astype(np.float64) - want[0]) / 0.0091
+        assert d.max() <= 1 + 1e-6 and (d >= 0.5).mean() <= 0.1, d.max()
