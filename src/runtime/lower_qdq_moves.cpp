@@ -58,19 +58,23 @@ std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::
 
 bool lower_qdq_views(Compiler& c, const Node& dq) {
   const Value out = dq.output(0);
-  if (!c.opts().fuse || c.is_output(out) || c.consumers(out).empty()) return false;
+  if (!c.opts().fuse || c.consumers(out).empty()) return false;
   const DType t = dq.inputs()[0].type().dtype;
   if (t != DType::UInt8 && t != DType::Int8) return false;
   const auto params = scalar_params(c, dq);
   if (!params || !(params->first > 0)) return false;
   std::vector<std::vector<const Node*>> chains;
+  bool all = !c.is_output(out);
   for (const auto& [m, index] : c.consumers(out)) {
-    if (index != 0) return false;
-    chains.push_back(chain_to_quantize(c, m, *params, t));
-    if (chains.back().empty()) return false;
+    std::vector<const Node*> chain = index == 0 ? chain_to_quantize(c, m, *params, t) : std::vector<const Node*>{};
+    all = all && !chain.empty();
+    if (!chain.empty()) chains.push_back(std::move(chain));
   }
-  // The dequantized value stands for the integers: each view then regroups or
-  // permutes them, and each QuantizeLinear's result is the last view.
+  if (chains.empty()) return false;
+  // The dequantized value stands for the integers while the chains are lowered:
+  // each view then regroups or permutes them, and each QuantizeLinear's result is
+  // the last view. Where other readers remain, the DequantizeLinear then runs for
+  // them and binds its float result in place of the integers.
   c.bind(out, c.id(dq.inputs()[0]));
   for (const auto& chain : chains) {
     if (c.lowered(*chain.front())) continue;  // a node reading it twice
@@ -82,7 +86,7 @@ bool lower_qdq_views(Compiler& c, const Node& dq) {
     c.bind(q.output(0), c.id(q.inputs()[0]));
     c.mark_done(q);
   }
-  return true;
+  return all;
 }
 
 }  // namespace isomer::runtime
