@@ -6,26 +6,27 @@
 //
 // with one scale and zero point throughout. Q(DQ(x)) is x exactly for a scalar
 // scale and zero point and Q writing x's type: (x - z) s / s rounds back to x - z
-// (its error is far below a half), and x is in Q's range. A view between them
-// commutes with both, so q_y is the view of q_x: no step at all, where run as
-// written each pair was two passes over the tensor (ONNX Runtime drops such pairs
-// too, running Reshape and Transpose on the integers).
+// (its error is far below a half), and x is in Q's range. An operator that only
+// moves or picks elements (a view, a Slice, a Gather, an Expand) commutes with
+// both, so q_y is that operator on q_x: no step at all for a view, one byte per
+// element for a gather, where run as written each pair was two passes over the
+// tensor (ONNX Runtime drops such pairs too, moving the integers).
+#include <set>
+#include <string>
+
 #include "runtime/lower_quant.h"
-#include "runtime/lowering.h"
 
 namespace isomer::runtime {
 
 namespace {
 
-// The views that neither change nor reorder a value's elements other than by
-// regrouping or permuting its dims (the same lowerings on any element type).
-LowerFn view_lowering(const Node& n) {
-  if (n.kind() != NodeKind::Op || n.num_outputs() != 1) return nullptr;
-  const std::string& op = n.op_type();
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") return lower_reshape;
-  if (op == "Transpose") return lower_transpose;
-  if (op == "Identity") return lower_identity;
-  return nullptr;
+// Operators that only move, pick or repeat the elements of their input 0 (the
+// other inputs say which): on the integers they give the integers of the result.
+bool moves_elements(const Node& n) {
+  if (n.kind() != NodeKind::Op || n.num_outputs() != 1) return false;
+  static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                            "Identity", "Slice", "Gather", "Expand"};
+  return ops.count(n.op_type()) > 0;
 }
 
 std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& n) {
@@ -34,7 +35,7 @@ std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& 
   return std::make_pair(p->scale[0], p->zp[0]);
 }
 
-// From `first` (reading the dequantized value), the views each read only by the
+// From `first` (reading the dequantized value), the movers each read only by the
 // next, ending at a QuantizeLinear of `params` writing type t; empty if not so.
 std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::pair<float, int32_t> params, DType t) {
   std::vector<const Node*> chain;
@@ -46,7 +47,7 @@ std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::
       chain.push_back(m);
       return chain;
     }
-    if (!view_lowering(*m) || c.is_output(m->output(0))) return {};
+    if (!moves_elements(*m) || c.is_output(m->output(0))) return {};
     chain.push_back(m);
     m = c.sole_consumer(m->output(0));
     if (m && m->inputs()[0] != chain.back()->output(0)) return {};
@@ -78,10 +79,9 @@ bool lower_qdq_views(Compiler& c, const Node& dq) {
   c.bind(out, c.id(dq.inputs()[0]));
   for (const auto& chain : chains) {
     if (c.lowered(*chain.front())) continue;  // a node reading it twice
-    for (size_t i = 0; i + 1 < chain.size(); ++i) {
-      if (!view_lowering(*chain[i])(c, *chain[i])) throw std::runtime_error("view of " + dq.name() + " not lowered");
-      c.mark_done(*chain[i]);
-    }
+    // Each by its own lowering (a view, a gather step; the reference kernel where
+    // it has none), which reads the integers.
+    for (size_t i = 0; i + 1 < chain.size(); ++i) c.lower_producer(chain[i]->output(0));
     const Node& q = *chain.back();
     c.bind(q.output(0), c.id(q.inputs()[0]));
     c.mark_done(q);

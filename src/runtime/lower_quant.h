@@ -46,9 +46,10 @@ bool lower_qdq_group(Compiler& c, const Node& n);
 // takes as its own padding. True if every convolution took it (nothing of the
 // chain is computed then); false if some did not (the Pad must run for them).
 bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad);
-// A DequantizeLinear (one scalar scale and zero point) read by views (Reshape,
-// Transpose, ...) that end in a QuantizeLinear of the same parameters and type:
-// each such result is the view of the integers, with no step (lower_qdq_moves.cpp).
+// A DequantizeLinear (one scalar scale and zero point) read by chains of views
+// (Reshape, Transpose, ...), Slices, Gathers or Expands that end in a
+// QuantizeLinear of the same parameters and type: each such result is that chain
+// run on the integers (lower_qdq_moves.cpp).
 // True if nothing else reads the DequantizeLinear (it is done); false if something
 // does, the DequantizeLinear then to be lowered for it as usual.
 bool lower_qdq_views(Compiler& c, const Node& dq);

@@ -70,3 +70,33 @@ def test_views_between_equal_qdq_pairs_move_the_integers(qtype, rescale, tmp_pat
         np.testing.assert_array_equal(got[1], want[1])
         d = np.abs(got[0].astype(np.float64) - want[0]) / 0.0091
         assert d.max() <= 1 + 1e-6 and (d >= 0.5).mean() <= 0.1, d.max()
+
+
+def test_slices_and_gathers_between_equal_qdq_pairs_move_the_integers(tmp_path):
+    """Q(Gather(Slice(DQ(q)))) of one scale and zero point is the slice and gather of
+    q: the quantized input is quantized once and the result dequantized once."""
+    t = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+    inits = [t("s", np.float32(0.021)), t("z", np.uint8(77)), t("starts", np.array([1], np.int64)),
+             t("ends", np.array([6], np.int64)), t("axes", np.array([1], np.int64)),
+             t("idx", np.array([0, 6, 3], np.int64))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"]),
+             helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+             helper.make_node("Slice", ["d0", "starts", "ends", "axes"], ["sl"]),
+             helper.make_node("Gather", ["sl", "idx"], ["g"], axis=2),
+             helper.make_node("QuantizeLinear", ["g", "s", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["y"])]
+    g = helper.make_graph(nodes, "pick", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 3])], inits)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    x = {"x": (np.random.default_rng(4).random((2, 7, 9), dtype=np.float32) * 5 - 1.5)}
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kinds = [line.split()[0] for line in p.stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("output")]
+    assert kinds.count("quantize") == 1 and kinds.count("dequantize") == 1, kinds
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
+    for threads in (1, 2):
+        np.testing.assert_array_equal(isomer.run(path, x, engine="runtime", threads=threads)[0], want)
