@@ -29,12 +29,6 @@ bool moves_elements(const Node& n) {
   return ops.count(n.op_type()) > 0;
 }
 
-std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& n) {
-  auto p = constant_quant_params(c, n, 1, 2);
-  if (!p || p->scale.size() != 1) return std::nullopt;
-  return std::make_pair(p->scale[0], p->zp[0]);
-}
-
 // From `first` (reading the dequantized value), the movers each read only by the
 // next, ending at a QuantizeLinear of `params` writing type t; empty if not so.
 std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::pair<float, int32_t> params, DType t) {
@@ -43,7 +37,8 @@ std::vector<const Node*> chain_to_quantize(Compiler& c, const Node* first, std::
   for (size_t hops = 0; m && hops < 16; ++hops) {
     if (!c.takeable(*m) || m->kind() != NodeKind::Op) return {};
     if (m->op_type() == "QuantizeLinear") {
-      if (m->output_types()[0].dtype != t || c.is_output(m->output(0)) || scalar_params(c, *m) != params) return {};
+      if (m->output_types()[0].dtype != t || c.is_output(m->output(0)) || scalar_quant_params(c, *m) != params)
+        return {};
       chain.push_back(m);
       return chain;
     }
@@ -62,7 +57,7 @@ bool lower_qdq_views(Compiler& c, const Node& dq) {
   if (!c.opts().fuse || c.consumers(out).empty()) return false;
   const DType t = dq.inputs()[0].type().dtype;
   if (t != DType::UInt8 && t != DType::Int8) return false;
-  const auto params = scalar_params(c, dq);
+  const auto params = scalar_quant_params(c, dq);
   if (!params || !(params->first > 0)) return false;
   std::vector<std::vector<const Node*>> chains;
   bool all = !c.is_output(out);

@@ -43,6 +43,12 @@ std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, siz
   return p;
 }
 
+std::optional<std::pair<float, int32_t>> scalar_quant_params(Compiler& c, const Node& n) {
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p || p->scale.size() != 1) return std::nullopt;
+  return std::make_pair(p->scale[0], p->zp[0]);
+}
+
 int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name) {
   auto type = dnnl_type(t);
   return c.new_value(t, dims, type ? plain_md(dims, *type) : md_t(), name);

@@ -21,6 +21,9 @@ struct QuantParams {
   std::vector<int32_t> zp;
 };
 std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, size_t scale, size_t zp);
+// One scalar scale and zero point (inputs 1 and 2 of a QuantizeLinear or
+// DequantizeLinear), both constant; nullopt otherwise.
+std::optional<std::pair<float, int32_t>> scalar_quant_params(Compiler& c, const Node& n);
 
 // A new row-major value (with a oneDNN layout only for float32).
 int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name);

@@ -16,6 +16,18 @@ isomer = pytest.importorskip("isomer")
 ISOMER = os.environ.get("ISOMER_BIN", "build/isomer")
 
 
+def steps_of(model, x, tmp_path):
+    """`model` saved and run on x at 1 thread: its path and its steps' kinds."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    np.savez(tmp_path / "in.npz", **x)
+    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
+                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return path, [line.split()[0] for line in p.stdout.splitlines()
+                  if line.startswith("  ") and not line.strip().startswith("output")]
+
+
 def head_split(qtype, rescale):
     """x [2, 5, 12] quantized, reshaped to heads [2, 5, 3, 4] and transposed to
     [2, 3, 5, 4], each view between a DQ and a Q (of other parameters after the
@@ -48,15 +60,8 @@ def head_split(qtype, rescale):
 @pytest.mark.parametrize("qtype", [TensorProto.UINT8, TensorProto.INT8])
 @pytest.mark.parametrize("rescale", [False, True])
 def test_views_between_equal_qdq_pairs_move_the_integers(qtype, rescale, tmp_path):
-    path = str(tmp_path / "m.onnx")
-    onnx.save(head_split(qtype, rescale), path)
     x = {"x": (np.random.default_rng(3).random((2, 5, 12), dtype=np.float32) * 3 - 1.2)}
-    np.savez(tmp_path / "in.npz", **x)
-    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
-                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    kinds = [line.split()[0] for line in p.stdout.splitlines()
-             if line.startswith("  ") and not line.strip().startswith("output")]
+    path, kinds = steps_of(head_split(qtype, rescale), x, tmp_path)
     # Q(x); the Reshape's pair moves the integers; the Transpose's too unless its Q
     # rescales; the DQ of the reshape (an output); DQ for the Mul; its Q and DQ.
     assert kinds.count("quantize") == (3 if rescale else 2), kinds
@@ -87,15 +92,9 @@ def test_slices_and_gathers_between_equal_qdq_pairs_move_the_integers(tmp_path):
              helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["y"])]
     g = helper.make_graph(nodes, "pick", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 9])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 3])], inits)
-    path = str(tmp_path / "m.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     x = {"x": (np.random.default_rng(4).random((2, 7, 9), dtype=np.float32) * 5 - 1.5)}
-    np.savez(tmp_path / "in.npz", **x)
-    p = subprocess.run([ISOMER, "run", path, "--inputs", str(tmp_path / "in.npz"), "--threads", "1", "--print-steps",
-                        "--no-onnxruntime"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    kinds = [line.split()[0] for line in p.stdout.splitlines()
-             if line.startswith("  ") and not line.strip().startswith("output")]
+    path, kinds = steps_of(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), x,
+                           tmp_path)
     assert kinds.count("quantize") == 1 and kinds.count("dequantize") == 1, kinds
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, x)[0]
     for threads in (1, 2):
