@@ -54,25 +54,6 @@ int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const s
   return c.new_value(t, dims, type ? plain_md(dims, *type) : md_t(), name);
 }
 
-namespace {
-
-// x's dims around the quantization axis (ops/quant.cpp states the same rule).
-std::optional<kernels::QShape> quant_shape(const std::vector<int64_t>& dims, size_t channels, int64_t axis) {
-  kernels::QShape s;
-  if (channels == 1) {
-    s.inner = num_elements(dims);
-    return s;
-  }
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  if (axis < -rank || axis >= rank) return std::nullopt;
-  const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
-  if (dims[a] != static_cast<int64_t>(channels)) return std::nullopt;
-  s.outer = num_elements(dims, 0, a);
-  s.channels = dims[a];
-  s.inner = num_elements(dims, a + 1, dims.size());
-  return s;
-}
-
 // A per-tensor (de)quantization keeps x's layout where x's elements fill its memory
 // with no gaps (the kernel runs over them in memory order): not a strided view,
 // such as a Slice of the last axis (the query, key and value parts of a fused
@@ -96,6 +77,25 @@ bool fills_its_memory(const RtValue& x, const std::optional<std::vector<int64_t>
   }
   const size_t dense = static_cast<size_t>(num_elements(x.dims)) * dtype_size(x.dtype);
   return x.bytes == dense && x.md.get_size() == dense;
+}
+
+namespace {
+
+// x's dims around the quantization axis (ops/quant.cpp states the same rule).
+std::optional<kernels::QShape> quant_shape(const std::vector<int64_t>& dims, size_t channels, int64_t axis) {
+  kernels::QShape s;
+  if (channels == 1) {
+    s.inner = num_elements(dims);
+    return s;
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+  if (dims[a] != static_cast<int64_t>(channels)) return std::nullopt;
+  s.outer = num_elements(dims, 0, a);
+  s.channels = dims[a];
+  s.inner = num_elements(dims, a + 1, dims.size());
+  return s;
 }
 
 std::string params_text(const QuantParams& p) {
@@ -196,7 +196,7 @@ bool lower_dequantize(Compiler& c, const Node& n) {
   if (!qt || n.output_types()[0].dtype != DType::Float32) return false;
   auto p = constant_quant_params(c, n, 1, 2);
   if (!p) return false;
-  if (lower_qdq_views(c, n) || only_feeds_qdq_groups(c, n)) return true;
+  if (lower_qdq_views(c, n) || lower_qdq_affine(c, n) || only_feeds_qdq_groups(c, n)) return true;
   int x = c.id(xv);
   // Per tensor, the step maps element to element in any dense layout (the NHWC of
   // an integer convolution's result): the float value keeps that layout.
