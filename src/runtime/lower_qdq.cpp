@@ -201,13 +201,6 @@ bool qdq_matmul(Compiler& c, const Node& n) {
   return true;
 }
 
-// One scalar scale and zero point, both constant.
-std::optional<std::pair<float, int32_t>> scalar_params(Compiler& c, const Node& n) {
-  auto p = constant_quant_params(c, n, 1, 2);
-  if (!p || p->scale.size() != 1) return std::nullopt;
-  return std::make_pair(p->scale[0], p->zp[0]);
-}
-
 }  // namespace
 
 bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad) {
@@ -221,8 +214,8 @@ bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad) {
   // one scale and zero point and Q writes x's type: Q(DQ(x)) = x and Q(0) = zp.
   const DType t = dq->inputs()[0].type().dtype;
   if ((t != DType::UInt8 && t != DType::Int8) || q->output_types()[0].dtype != t) return false;
-  const auto p = scalar_params(c, *dq);
-  if (!p || scalar_params(c, *q) != p || scalar_params(c, *dq2) != p) return false;
+  const auto p = scalar_quant_params(c, *dq);
+  if (!p || scalar_quant_params(c, *q) != p || scalar_quant_params(c, *dq2) != p) return false;
   std::optional<FoldedPad> f = zero_spatial_pad(c, pad);
   const Value out = dq2->output(0);
   if (!f || c.is_output(out) || c.consumers(out).empty()) return false;

@@ -5,6 +5,8 @@
 // requantization scales as attributes (lower_quant_contract.cpp).
 #include "runtime/lower_quant.h"
 
+#include <algorithm>
+
 #include <omp.h>
 
 #include "kernels/quant.h"
@@ -41,9 +43,40 @@ std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, siz
   return p;
 }
 
+std::optional<std::pair<float, int32_t>> scalar_quant_params(Compiler& c, const Node& n) {
+  auto p = constant_quant_params(c, n, 1, 2);
+  if (!p || p->scale.size() != 1) return std::nullopt;
+  return std::make_pair(p->scale[0], p->zp[0]);
+}
+
 int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name) {
   auto type = dnnl_type(t);
   return c.new_value(t, dims, type ? plain_md(dims, *type) : md_t(), name);
+}
+
+// A per-tensor (de)quantization keeps x's layout where x's elements fill its memory
+// with no gaps (the kernel runs over them in memory order): not a strided view,
+// such as a Slice of the last axis (the query, key and value parts of a fused
+// projection), whose elements lie between the parts it leaves out. A view with no
+// oneDNN layout (of integers: a Transpose that lower_qdq_views moved) fills it
+// where its strides are dense ones permuted.
+bool fills_its_memory(const RtValue& x, const std::optional<std::vector<int64_t>>& strides) {
+  if (x.dims.empty()) return false;
+  if (!x.md.data.ndims) {
+    if (!strides || strides->size() != x.dims.size()) return false;
+    std::vector<std::pair<int64_t, int64_t>> runs;  // (stride, extent)
+    for (size_t i = 0; i < x.dims.size(); ++i)
+      if (x.dims[i] != 1) runs.emplace_back((*strides)[i], x.dims[i]);
+    std::sort(runs.begin(), runs.end());
+    int64_t expect = 1;
+    for (const auto& [stride, extent] : runs) {
+      if (stride != expect) return false;
+      expect *= extent;
+    }
+    return true;
+  }
+  const size_t dense = static_cast<size_t>(num_elements(x.dims)) * dtype_size(x.dtype);
+  return x.bytes == dense && x.md.get_size() == dense;
 }
 
 namespace {
@@ -63,15 +96,6 @@ std::optional<kernels::QShape> quant_shape(const std::vector<int64_t>& dims, siz
   s.channels = dims[a];
   s.inner = num_elements(dims, a + 1, dims.size());
   return s;
-}
-
-// A per-tensor (de)quantization keeps x's layout where x's elements fill its memory
-// with no gaps (the kernel runs over them in memory order): not a strided view,
-// such as a Slice of the last axis (the query, key and value parts of a fused
-// projection), whose elements lie between the parts it leaves out.
-bool fills_its_memory(const RtValue& x) {
-  const size_t dense = static_cast<size_t>(num_elements(x.dims)) * dtype_size(x.dtype);
-  return x.md.data.ndims && !x.dims.empty() && x.bytes == dense && x.md.get_size() == dense;
 }
 
 std::string params_text(const QuantParams& p) {
@@ -104,7 +128,7 @@ bool lower_quantize(Compiler& c, const Node& n) {
   const RtValue& xr = c.val(x);
   auto strides = c.strides_of(x);
   const bool bytes = out_t == DType::UInt8 || out_t == DType::Int8;
-  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr) && bytes;
+  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr, strides) && bytes;
   if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
   auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));
@@ -172,13 +196,13 @@ bool lower_dequantize(Compiler& c, const Node& n) {
   if (!qt || n.output_types()[0].dtype != DType::Float32) return false;
   auto p = constant_quant_params(c, n, 1, 2);
   if (!p) return false;
-  if (only_feeds_qdq_groups(c, n)) return true;
+  if (lower_qdq_views(c, n) || lower_qdq_affine(c, n) || only_feeds_qdq_groups(c, n)) return true;
   int x = c.id(xv);
   // Per tensor, the step maps element to element in any dense layout (the NHWC of
   // an integer convolution's result): the float value keeps that layout.
   const RtValue& xr = c.val(x);
   auto strides = c.strides_of(x);
-  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr);
+  const bool keep_layout = p->scale.size() == 1 && strides && fills_its_memory(xr, strides);
   if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
   auto s = quant_shape(dims, p->scale.size(), n.attrs().get_int("axis", 1));
@@ -240,7 +264,7 @@ bool lower_dynamic_quantize(Compiler& c, const Node& n) {
   // convolution, which the next one reads as it is: no reorder on either side).
   int x = c.id(xv);
   const auto strides = c.strides_of(x);
-  const bool keep_layout = strides && fills_its_memory(c.val(x));
+  const bool keep_layout = strides && fills_its_memory(c.val(x), strides);
   if (!keep_layout) x = c.as_plain(x);
   const std::vector<int64_t> dims = c.val(x).dims;
   const int y = keep_layout ? c.new_value(DType::UInt8, dims, md_t(to_dims(dims), dt::u8, to_dims(*strides)), n.name())

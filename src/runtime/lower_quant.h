@@ -21,6 +21,14 @@ struct QuantParams {
   std::vector<int32_t> zp;
 };
 std::optional<QuantParams> constant_quant_params(Compiler& c, const Node& n, size_t scale, size_t zp);
+// One scalar scale and zero point (inputs 1 and 2 of a QuantizeLinear or
+// DequantizeLinear), both constant; nullopt otherwise.
+std::optional<std::pair<float, int32_t>> scalar_quant_params(Compiler& c, const Node& n);
+
+// True if x's elements fill its memory with no gaps, so that a step mapping element
+// to element may run over them in memory order and write its result in x's layout
+// (`strides`: x's, from Compiler::strides_of).
+bool fills_its_memory(const RtValue& x, const std::optional<std::vector<int64_t>>& strides);
 
 // A new row-major value (with a oneDNN layout only for float32).
 int plain_output(Compiler& c, DType t, const std::vector<int64_t>& dims, const std::string& name);
@@ -46,6 +54,19 @@ bool lower_qdq_group(Compiler& c, const Node& n);
 // takes as its own padding. True if every convolution took it (nothing of the
 // chain is computed then); false if some did not (the Pad must run for them).
 bool lower_qdq_pad_into_convs(Compiler& c, const Node& pad);
+// A DequantizeLinear (one scalar scale and zero point) read by chains of views
+// (Reshape, Transpose, ...), Slices, Gathers or Expands that end in a
+// QuantizeLinear of the same parameters and type: each such result is that chain
+// run on the integers (lower_qdq_moves.cpp).
+// True if nothing else reads the DequantizeLinear (it is done); false if something
+// does, the DequantizeLinear then to be lowered for it as usual.
+bool lower_qdq_views(Compiler& c, const Node& dq);
+
+// A DequantizeLinear (one scalar scale and zero point) read only by an Add or Mul
+// of a float32 constant (one value, or one per last-axis column) read only by a
+// QuantizeLinear of one scalar scale and zero point: the three as one step, in
+// their roundings (lower_qdq_affine.cpp). False, having changed nothing, otherwise.
+bool lower_qdq_affine(Compiler& c, const Node& dq);
 
 // An integer convolution on oneDNN: x (u8/s8, run time) with a constant zero
 // point, weights s8 constant with zero point 0, an optional int32 bias, and either
