@@ -1,7 +1,10 @@
 // Collecting and re-attaching what the IR does not model (see extras.h).
 #include "onnx/extras.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
+#include "onnx/onnx_io.h"
 
 namespace isomer::onnx_detail {
 namespace {
@@ -72,6 +75,18 @@ std::string collect_extras(const onnx::ModelProto& model) {
   return any ? shell.SerializeAsString() : std::string();
 }
 
+std::string add_input_defaults(const std::string& shell, std::vector<onnx::TensorProto> defaults) {
+  onnx::ModelProto m;
+  require(m.ParseFromString(shell), "the model's kept ONNX fields do not parse");
+  auto* inits = m.mutable_graph()->mutable_initializer();
+  for (auto& t : defaults) {
+    auto same = std::find_if(inits->begin(), inits->end(), [&](const auto& e) { return e.name() == t.name(); });
+    if (same != inits->end()) *same = std::move(t);
+    else *inits->Add() = std::move(t);
+  }
+  return m.SerializeAsString();
+}
+
 ModelExtras::ModelExtras(const std::string& serialized) {
   if (serialized.empty()) return;
   require(shell_.ParseFromString(serialized), "the model's kept ONNX fields do not parse");
@@ -123,4 +138,23 @@ void ModelExtras::add_to_initializer(onnx::TensorProto* t) const {
   if (it != initializers_.end()) merge_extra_fields(*it->second, t);
 }
 
+// Initializers of the shell that only keep extras have no element type; defaults do.
+const onnx::TensorProto* ModelExtras::input_default(const std::string& name) const {
+  auto it = initializers_.find(name);
+  return it != initializers_.end() && it->second->data_type() != 0 ? it->second : nullptr;
+}
+
 }  // namespace isomer::onnx_detail
+
+namespace isomer {
+
+std::vector<std::pair<std::string, Tensor>> input_defaults(const Graph& g) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  if (!g.info().onnx_extras) return out;
+  const onnx_detail::ModelExtras extras(*g.info().onnx_extras);
+  for (const NodePtr& in : g.inputs())
+    if (const onnx::TensorProto* t = extras.input_default(in->name())) out.emplace_back(in->name(), tensor_from_proto(*t, ""));
+  return out;
+}
+
+}  // namespace isomer
