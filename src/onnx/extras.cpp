@@ -35,6 +35,29 @@ void collect_values(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProt
   }
 }
 
+// Whether `v` declares a tensor shape with a dim it gives a value or a name.
+bool declares_a_dim(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return false;
+  const auto& dims = v.type().tensor_type().shape().dim();
+  return std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.has_dim_param() || d.has_dim_value(); });
+}
+
+// Dims of `to` that say nothing (no value, no name) take what `declared` says of them.
+void declare_unknown_dims(const onnx::TypeProto& declared, onnx::TypeProto* to) {
+  if (!declared.has_tensor_type() || !declared.tensor_type().has_shape() || !to->has_tensor_type() ||
+      !to->tensor_type().has_shape())
+    return;
+  const auto& want = declared.tensor_type().shape();
+  auto* got = to->mutable_tensor_type()->mutable_shape();
+  if (want.dim_size() != got->dim_size()) return;
+  for (int i = 0; i < got->dim_size(); ++i) {
+    auto* d = got->mutable_dim(i);
+    if (d->has_dim_value() || d->has_dim_param()) continue;
+    if (want.dim(i).has_dim_value()) d->set_dim_value(want.dim(i).dim_value());
+    else if (want.dim(i).has_dim_param()) d->set_dim_param(want.dim(i).dim_param());
+  }
+}
+
 }  // namespace
 
 std::string collect_extras(const onnx::ModelProto& model) {
@@ -63,6 +86,16 @@ std::string collect_extras(const onnx::ModelProto& model) {
   }
   collect_values(g.input(), sg->mutable_input());
   collect_values(g.output(), sg->mutable_output());
+  // A graph output keeps the dims it declares where isomer cannot tell what they are
+  // (the rows of a Reshape to a computed shape): export would write them unknown.
+  for (const auto& v : g.output()) {
+    if (!declares_a_dim(v)) continue;
+    auto* outs = sg->mutable_output();
+    auto e = std::find_if(outs->begin(), outs->end(), [&](const auto& o) { return o.name() == v.name(); });
+    onnx::ValueInfoProto* entry = e != outs->end() ? &*e : outs->Add();
+    entry->set_name(v.name());
+    *entry->mutable_type() = v.type();
+  }
   collect_values(g.value_info(), sg->mutable_value_info());
   for (const auto& t : g.initializer()) {
     onnx::TensorProto e;
@@ -130,7 +163,9 @@ void ModelExtras::add_to_node(onnx::NodeProto* n) const {
 
 void ModelExtras::add_to_value(onnx::ValueInfoProto* v) const {
   auto it = values_.find(v->name());
-  if (it != values_.end()) merge_extra_fields(*it->second, v);
+  if (it == values_.end()) return;
+  merge_extra_fields(*it->second, v);
+  if (it->second->has_type()) declare_unknown_dims(it->second->type(), v->mutable_type());
 }
 
 void ModelExtras::add_to_initializer(onnx::TensorProto* t) const {

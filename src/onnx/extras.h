@@ -5,9 +5,10 @@
 // later addition), which protobuf parses as unknown fields, and the doc strings and
 // quantization annotations of the graph, its nodes, values and initializers.
 //
-// It also holds the default values of overridable inputs (initializers listed as graph
-// inputs, onnx_io.h), whole, as initializers of the shell: the IR has no place for a
-// graph input's value.
+// It also holds the declared types of graph outputs, for export to declare the dims
+// isomer cannot tell as the source did (add_to_value), and the default values of
+// overridable inputs (initializers listed as graph inputs, onnx_io.h), whole, as
+// initializers of the shell: the IR has no place for either.
 //
 // Import collects them into a ModelProto "shell" (ModelInfo::onnx_extras) that holds
 // only these; export adds each part to the thing it belongs to where that is still

@@ -151,6 +151,14 @@ def edge_models():
                                                     helper.make_tensor_value_info("r", f, ["N", 3])])
     yield "output_without_shape", make([relu, helper.make_node("Add", ["r", "c"], ["y"])], [x],
                                        [helper.make_tensor_value_info("y", f, [None, None])], [c])
+    # A Reshape to a shape computed from the input's: isomer cannot tell the output's dims,
+    # which the declaration names.
+    computed = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+                helper.make_node("Concat", ["s", "tail"], ["shape"], axis=0),
+                helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    tail = numpy_helper.from_array(np.array([3, 1], np.int64), "tail")
+    yield "output_dims_from_computed_shape", make(computed, [x], [helper.make_tensor_value_info("y", f, ["N", 3, 1])],
+                                                  [tail], opset=18)
     unused = helper.make_tensor_value_info("unused", TensorProto.INT64, ["B", 7])
     yield "unused_input", make([relu], [x, unused], [helper.make_tensor_value_info("r", f, ["N", 3])])
     yield "unused_overridable_input", make([relu], [x, helper.make_tensor_value_info("c", f, [3])],
