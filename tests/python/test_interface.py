@@ -94,6 +94,24 @@ def test_isomer_run_takes_defaults_and_overrides_as_onnx_runtime_does(tmp_path):
         np.testing.assert_allclose(got, run_ort(onnx.load(src), feeds)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_drawn_inputs_take_the_extents_of_defaults(tmp_path):
+    # w's rows are an open dim K; its default has 3. Runs without given inputs draw the
+    # other inputs and run on the default, so K is 3 there (it was drawn as 1, and the
+    # runtime compiled for a w of 1 row refused the default's 3).
+    w = numpy_helper.from_array((np.arange(12, dtype=np.float32).reshape(3, 4) - 5) / 7, "w")
+    model = make([helper.make_node("Gemm", ["x", "w"], ["m"], transB=1), helper.make_node("Relu", ["m"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+                  helper.make_tensor_value_info("w", TensorProto.FLOAT, ["K", 4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "K"])], [w])
+    src = save(model, tmp_path / "m.onnx")
+    r = run_cli("run", src, "--threads", "1", "--outputs", tmp_path / "y.npz")
+    assert r.returncode == 0, r.stderr
+    assert "instead" not in r.stdout and "K=3" in r.stdout, r.stdout
+    assert np.load(tmp_path / "y.npz")["y"].shape == (1, 3)
+    assert isomer.valid_inputs(model)["w"].shape == (3, 4)
+    assert isomer.benchmark(model, threads=1, repeat=1, warmup=0)["repeats"] == 1
+
+
 def test_python_optimize_and_run_keep_overridable_inputs(tmp_path):
     model = overridable_model()
     optimized, report = isomer.optimize(model, budget=2, cost="none", guard=False, threads=1)
