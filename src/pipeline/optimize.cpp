@@ -313,6 +313,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   // 64) where the user did not bind them, or 1 where the model refuses those.
   // Inputs with a default value run on it unless the user gives another.
   const auto defaults = input_defaults(g);
+  for (const auto& [name, value] : defaults) rep.overridable_inputs.push_back(name);
   ModelInputs inputs = opts.inputs.empty()
                            ? valid_random_inputs(g, opts.check_options.seed,
                                                  importable_drawn_bindings(g, opts.check_options.bindings))
@@ -508,6 +509,7 @@ std::string OptimizeReport::to_json() const {
   j["opaque_reasons"] = opaque_reasons;
   j["inlined_calls"] = inlined_calls;
   j["frozen_inputs"] = frozen_inputs;
+  j["overridable_inputs"] = overridable_inputs;
   j["optimize_seconds"] = optimize_seconds;
   j["cost_model"] = cost_model;
   j["cost_before_ms"] = cost_before_ms >= 0 ? nlohmann::ordered_json(cost_before_ms) : nlohmann::ordered_json();
@@ -595,6 +597,11 @@ std::string OptimizeReport::to_text() const {
                 human_bytes(after.constant_bytes).c_str());
   out << line;
   if (inlined_calls) out << "  (" << inlined_calls << " call(s) of model-local functions inlined)\n";
+  // ONNX Runtime warns of them too: nothing that reads them folds, and the runtime's
+  // kernels that want constant weights (Conv's) take its reference path.
+  if (!overridable_inputs.empty())
+    out << "  (" << overridable_inputs.size() << " input(s) with a default value kept as inputs the user may feed, "
+        << "not folded: --fold-overridable-inputs folds them)\n";
   if (!frozen_inputs.empty()) {
     out << "  (" << frozen_inputs.size() << " overridable input(s) frozen to their initializer, no longer inputs:";
     for (size_t i = 0; i < frozen_inputs.size() && i < 10; ++i) out << (i ? ", " : " ") << frozen_inputs[i];

@@ -93,6 +93,8 @@ struct OptimizeReport {
   // Overridable inputs (initializers listed as graph inputs) taken for constants at the
   // user's asking (--fold-overridable-inputs): the optimized model has no such input.
   std::vector<std::string> frozen_inputs;
+  // Inputs kept with a default value (not folded): what --fold-overridable-inputs would fold.
+  std::vector<std::string> overridable_inputs;
   std::map<std::string, size_t> rules_applied;
   std::string search;            // the search mode that ran
   SearchStats search_stats;      // backtrack and eqsat

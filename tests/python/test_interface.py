@@ -73,6 +73,7 @@ def test_overridable_initializers_stay_inputs_with_their_defaults(tmp_path):
     out = tmp_path / "o.onnx"
     r = run_cli("optimize", src, "-o", out, *QUICK)
     assert r.returncode == 0, r.stderr
+    assert "2 input(s) with a default value kept as inputs" in r.stdout, r.stdout
     original, optimized = onnx.load(src), onnx.load(str(out))
     assert interface_differences(original, optimized) == []
     # Not fed: the defaults; fed: the user's values, on both models.
@@ -116,7 +117,7 @@ def test_python_optimize_and_run_keep_overridable_inputs(tmp_path):
     model = overridable_model()
     optimized, report = isomer.optimize(model, budget=2, cost="none", guard=False, threads=1)
     assert interface_differences(model, optimized) == []
-    assert report.frozen_inputs == []
+    assert report.frozen_inputs == [] and report.overridable_inputs == ["w", "shape"]
     for feeds in ({"x": X}, {"x": X, "w": W2}):
         np.testing.assert_allclose(isomer.run(optimized, feeds, engine="runtime", threads=1)[0],
                                    run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
