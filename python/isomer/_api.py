@@ -148,7 +148,7 @@ TARGETS = ("isomer", "onnxruntime")
 def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, *, rules=None, seed=0,
              tolerance=1e-3, disable=None, allow_nonfinite=False, cost="measured", target="isomer", threads=0,
              inputs=None, guard=True, extractor="ilp", guard_target_only=False, mugraph=False, mugraph_states=0,
-             mugraph_seconds=30.0, mugraph_untimed=False):
+             mugraph_seconds=30.0, mugraph_untimed=False, fold_overridable_inputs=False):
     """Optimizes a model the way `isomer optimize` does.
 
     model: an onnx.ModelProto, a path to a .onnx file, serialized bytes or an
@@ -189,6 +189,11 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
         mugraph_untimed keeps each region's best verified kernel without timing
         it (then only the guard's timing of the whole model catches a slower one).
     input_shapes: {input name: [dims]} fixes input dims, like --input-shape.
+    fold_overridable_inputs: True takes initializers the model also lists as
+        graph inputs (default values a user may override, as ONNX Runtime lets
+        them) for constants, like --fold-overridable-inputs: they fold, and the
+        returned model no longer has those inputs (report.frozen_inputs names
+        them). By default they stay inputs with their default values.
     tolerance: relative tolerance of the check; disable: rule names to leave out.
     allow_nonfinite: accept NaN/Inf weights (refused by default, like the CLI).
     cost: cost model for the report's before/after time and the search:
@@ -236,7 +241,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
                                                     int(threads), bool(guard), arrays,
                                                     extractor, bool(guard_target_only), bool(mugraph),
                                                     int(mugraph_states), float(mugraph_seconds),
-                                                    bool(mugraph_untimed))
+                                                    bool(mugraph_untimed), bool(fold_overridable_inputs))
     report = Report.from_json(document, text)
     if data is None:
         message = f"{name}: the optimized model does not match the original ({report.check_reason})"
@@ -306,10 +311,13 @@ def _ordered_arrays(graph, inputs):
         unknown = [k for k in inputs if k not in names]
         if unknown:
             raise Error(f"no graph input named '{unknown[0]}' (inputs: {', '.join(names)})")
-        missing = [n for n in names if n not in inputs]
+        # An input with a default value (an initializer the model lists as an input)
+        # takes it when not given, as ONNX Runtime does.
+        defaults = graph.input_defaults
+        missing = [n for n in names if n not in inputs and n not in defaults]
         if missing:
             raise Error(f"no value given for graph input '{missing[0]}'")
-        ordered = [inputs[n] for n in names]
+        ordered = [inputs[n] if n in inputs else defaults[n] for n in names]
     else:
         ordered = list(inputs)
         if len(ordered) != len(names):

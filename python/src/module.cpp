@@ -235,9 +235,11 @@ AttrValue attr_from_python(const OpDef& op, const std::string& name, py::handle 
 
 // A model given as a path (str) or as serialized bytes.
 Graph import_model(const py::object& source, const std::string& base_dir,
-                   const std::map<std::string, std::vector<int64_t>>& input_shapes, ImportStats* stats) {
+                   const std::map<std::string, std::vector<int64_t>>& input_shapes, ImportStats* stats,
+                   bool freeze_overridable_inputs = false) {
   ImportOptions opts;
   opts.input_shapes = input_shapes;
+  opts.freeze_overridable_inputs = freeze_overridable_inputs;
   if (py::isinstance<py::bytes>(source)) {
     std::string bytes = source.cast<std::string>();
     py::gil_scoped_release release;
@@ -259,11 +261,12 @@ py::tuple optimize_model(const py::object& source, const std::string& base_dir, 
                          const std::string& cost_model, const std::string& target, int threads, bool guard,
                          const std::map<std::string, py::array>& inputs, const std::string& extractor,
                          bool guard_target_only, bool mugraph, size_t mugraph_states, double mugraph_seconds,
-                         bool mugraph_untimed) {
+                         bool mugraph_untimed, bool fold_overridable_inputs) {
   ImportStats stats;
-  Graph g = import_model(source, base_dir, input_shapes, &stats);
+  Graph g = import_model(source, base_dir, input_shapes, &stats, fold_overridable_inputs);
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes;
+  opts.import.freeze_overridable_inputs = fold_overridable_inputs;
   std::vector<std::string> templates = template_rule_names();
   for (const std::string& name : disabled) {
     bool is_template = std::find(templates.begin(), templates.end(), name) != templates.end();
@@ -355,8 +358,12 @@ std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>&
 // extents check/open_dims.h names).
 py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs, int threads, int warmup, int repeat,
                            uint64_t seed) {
-  std::vector<Tensor> in =
-      inputs.empty() ? seeded_random_inputs(g, seed, importable_drawn_bindings(g)) : tensors_from_arrays(inputs, g);
+  ModelInputs drawn;
+  if (inputs.empty()) {
+    drawn.tensors = seeded_random_inputs(g, seed, importable_drawn_bindings(g));
+    use_defaults(g, input_defaults(g), &drawn);
+  }
+  std::vector<Tensor> in = inputs.empty() ? std::move(drawn.tensors) : tensors_from_arrays(inputs, g);
   runtime::BenchResult r;
   std::map<std::string, size_t> kinds;
   size_t steps = 0;
@@ -497,6 +504,12 @@ PYBIND11_MODULE(_core, m) {
                              [](const Graph& g) {
                                py::list out;
                                for (const NodePtr& n : g.inputs()) out.append(type_to_python(n->name(), n->output_types()[0]));
+                               return out;
+                             })
+      .def_property_readonly("input_defaults",
+                             [](const Graph& g) {
+                               py::dict out;
+                               for (const auto& [name, t] : input_defaults(g)) out[py::str(name)] = array_from_tensor(t);
                                return out;
                              })
       .def_property_readonly("outputs",
@@ -654,7 +667,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
         py::arg("cost_model"), py::arg("target"), py::arg("threads"), py::arg("guard"), py::arg("inputs"),
         py::arg("extractor"), py::arg("guard_target_only") = false, py::arg("mugraph") = false,
-        py::arg("mugraph_states") = 0, py::arg("mugraph_seconds") = 30.0, py::arg("mugraph_untimed") = false);
+        py::arg("mugraph_states") = 0, py::arg("mugraph_seconds") = 30.0, py::arg("mugraph_untimed") = false,
+        py::arg("fold_overridable_inputs") = false);
   m.def(
       "valid_inputs",
       [](const py::object& source, const std::string& base_dir,
@@ -662,6 +676,7 @@ PYBIND11_MODULE(_core, m) {
         Graph g = import_model(source, base_dir, input_shapes, nullptr);
         ModelInputs in = valid_random_inputs(g, seed, importable_drawn_bindings(g));
         require(in.ok(), in.impossible);
+        use_defaults(g, input_defaults(g), &in);
         py::dict arrays;
         for (size_t i = 0; i < in.tensors.size(); ++i)
           arrays[py::str(g.inputs()[i]->name())] = array_from_tensor(in.tensors[i]);

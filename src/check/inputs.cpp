@@ -486,13 +486,18 @@ std::vector<Tensor> seeded_random_inputs(const Graph& g, uint64_t seed, const st
 }
 
 ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& given,
-                         const std::string& what) {
+                         const std::string& what, const std::vector<std::pair<std::string, Tensor>>& defaults) {
   ModelInputs out;
   out.source = "given (" + what + ")";
   for (const NodePtr& in : g.inputs()) {
     const Tensor* found = nullptr;
     for (const auto& [name, t] : given)
       if (name == in->name()) found = &t;
+    for (const auto& [name, t] : defaults)
+      if (!found && name == in->name()) {
+        found = &t;
+        out.notes.push_back("input '" + name + "': its default value (the model's initializer), not given");
+      }
     require(found != nullptr, what + " has no array for input '" + in->name() + "'");
     const TensorType& want = in->output_types()[0];
     // .npz and numpy have no bfloat16: a bf16 input is given as float32 and rounded
@@ -518,6 +523,17 @@ ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string
             what + " has an array '" + name + "', which is no input of the model");
   out.bindings = bindings_of(g, out.tensors);
   return out;
+}
+
+void use_defaults(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& defaults, ModelInputs* in) {
+  if (defaults.empty() || !in->ok()) return;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    for (const auto& [name, t] : defaults)
+      if (name == g.inputs()[i]->name()) {
+        in->tensors[i] = t;
+        in->notes.push_back("input '" + name + "': its default value (the model's initializer)");
+      }
+  in->bindings = bindings_of(g, in->tensors);
 }
 
 }  // namespace isomer

@@ -55,8 +55,14 @@ std::vector<Tensor> seeded_random_inputs(const Graph& g, uint64_t seed,
 // The user's inputs, matched to the graph's by name: every input must be given
 // with its element type, rank and static dims (symbolic dims are bound by what was
 // given); float32 is taken for a bf16 input, which numpy cannot hold. Throws Error naming `what` (the file) and the input otherwise.
+// An input with a default value (an initializer listed as a graph input, onnx_io.h's
+// input_defaults) that is not given takes its default, as ONNX Runtime takes it.
 ModelInputs given_inputs(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& given,
-                         const std::string& what);
+                         const std::string& what, const std::vector<std::pair<std::string, Tensor>>& defaults = {});
+
+// Drawn inputs with the inputs that have a default value given it: the value the model
+// runs on unless the user feeds another (its readers may need it: a shape, an index).
+void use_defaults(const Graph& g, const std::vector<std::pair<std::string, Tensor>>& defaults, ModelInputs* in);
 
 // The extents the graph's symbolic input dims have in `tensors`.
 std::map<std::string, int64_t> bindings_of(const Graph& g, const std::vector<Tensor>& tensors);

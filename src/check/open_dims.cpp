@@ -92,6 +92,16 @@ std::map<std::string, int64_t> extents_by_use(const Graph& g) {
 }
 
 std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound, bool by_name) {
+  // An input with a default value (onnx_io.h) runs on it unless fed: its open dims
+  // have the default's extents (an input of 1 row would not take a default of 3).
+  for (const auto& [name, value] : input_defaults(g))
+    for (const NodePtr& in : g.inputs()) {
+      const Shape& shape = in->output_types()[0].shape;
+      if (in->name() != name || in->onnx_type() || shape.size() != value.rank()) continue;
+      for (size_t axis = 0; axis < shape.size(); ++axis)
+        if (!shape[axis].is_static() && plain_name(shape[axis].symbol))
+          bound.emplace(shape[axis].symbol, value.dims()[axis]);
+    }
   std::optional<std::map<std::string, int64_t>> by_use;
   // The extent a dim's name or its use gives it; nullopt where neither says.
   const auto role_extent = [&](const Dim& d) -> std::optional<int64_t> {

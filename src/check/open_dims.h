@@ -47,8 +47,9 @@ std::optional<int64_t> extent_by_name(std::string_view name);
 // by use), for dims with a plain name.
 std::map<std::string, int64_t> extents_by_use(const Graph& g);
 
-// `bound`, with the drawn extent of its name, else of its use (or 1, without
-// `by_name`), for every open input dim of `g` it leaves unbound. A model that refuses the named extents (a
+// `bound`, with the extents of inputs' default values (onnx_io.h's input_defaults),
+// and the drawn extent of its name, else of its use (or 1, without `by_name`), for
+// every open input dim of `g` it leaves unbound. A model that refuses the named extents (a
 // position table shorter than 64 rows) is drawn with them all 1.
 std::map<std::string, int64_t> drawn_bindings(const Graph& g, std::map<std::string, int64_t> bound = {},
                                               bool by_name = true);

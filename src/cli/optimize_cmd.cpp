@@ -30,7 +30,7 @@ struct OptimizeArgs {
   double ilp_time = 10;
   uint64_t seed = 0;
   bool no_check = false, no_guard = false, guard_target_only = false;
-  bool allow_nonfinite = false;
+  bool allow_nonfinite = false, fold_overridable_inputs = false;
   double tolerance = 1e-3;
   std::string cost = "measured", cost_db;
   std::string target = "isomer";
@@ -59,6 +59,7 @@ int run_optimize(const OptimizeArgs& a) {
     runtime::use_passive_openmp_waits();
   OptimizeOptions opts;
   opts.import.input_shapes = input_shapes_from_flags(a.input_shapes);
+  opts.import.freeze_overridable_inputs = a.fold_overridable_inputs;
   std::vector<std::string> templates = template_rule_names();
   for (const std::string& name : a.disabled) {
     bool is_template = std::find(templates.begin(), templates.end(), name) != templates.end();
@@ -113,6 +114,10 @@ void add_optimize_command(CLI::App& app) {
   o->add_option("-o,--output", opt->output, "where to write the optimized model")->required();
   o->add_option("--report-json", opt->report_json, "write the report as JSON here");
   o->add_option("--input-shape", opt->input_shapes, "fix an input's dims, e.g. input:1,3,224,224 (repeatable)");
+  o->add_flag("--fold-overridable-inputs", opt->fold_overridable_inputs,
+              "take initializers the model also lists as graph inputs (defaults a user may override) for "
+              "constants, so that they fold; the optimized model loses those inputs, and the report names them "
+              "(default: they stay inputs with their default values)");
   o->add_option("--target", opt->target,
                 "engine the model will run on: isomer (default: isomer's runtime) or onnxruntime (ONNX Runtime, "
                 "all graph optimizations); the guard writes nothing slower there")

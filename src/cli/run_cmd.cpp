@@ -86,8 +86,18 @@ struct RunArgs {
   double tolerance = 1e-3;  // outputs against ONNX Runtime's, relative to each output's scale
 };
 
+// An input with a default value (an initializer listed as a graph input) that the
+// file does not give runs on it, as on ONNX Runtime.
 std::vector<Tensor> read_inputs(const Graph& g, const std::string& path) {
-  return given_inputs(g, runtime::read_npz(path), "'" + path + "'").tensors;
+  return given_inputs(g, runtime::read_npz(path), "'" + path + "'", input_defaults(g)).tensors;
+}
+
+// Random inputs, but those with a default value run on it.
+std::vector<Tensor> drawn_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& bindings) {
+  ModelInputs in;
+  in.tensors = seeded_random_inputs(g, seed, bindings);
+  use_defaults(g, input_defaults(g), &in);
+  return std::move(in.tensors);
 }
 
 runtime::NamedTensors named(const std::vector<std::string>& names, const std::vector<Tensor>& tensors) {
@@ -173,7 +183,7 @@ int run_on_onnxruntime(const RunArgs& a, const Graph& g, const std::vector<Tenso
   OrtResult res;
   try {
     res = run_onnxruntime(
-        ort_request(a, g, a.inputs.empty() ? seeded_random_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
+        ort_request(a, g, a.inputs.empty() ? drawn_inputs(g, a.seed, bindings) : given, a.bench, a.threads));
   } catch (const Error& e) {
     throw Error(not_runnable + "; ONNX Runtime could not run it either (" + e.what() + ")" +
                 (a.inputs.empty() && !opens.empty()
@@ -480,7 +490,7 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
   if (runtime::is_runnable(g, &why, ro)) {
     try {
       exe = runtime::compile(g, ro);
-      if (random) inputs = seeded_random_inputs(g, a.seed, ro.bindings);
+      if (random) inputs = drawn_inputs(g, a.seed, ro.bindings);
       outputs = exe->run(inputs);
     } catch (const Error& e) {
       why = e.what();
@@ -488,7 +498,7 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
     }
   }
   if (!exe && !a.no_onnxruntime && a.input_shapes.empty()) {
-    if (random && inputs.empty()) inputs = seeded_random_inputs(g, a.seed, ro.bindings);
+    if (random && inputs.empty()) inputs = drawn_inputs(g, a.seed, ro.bindings);
     if (std::optional<int> rc = run_split(a, g, ro, inputs, why, opens)) return *rc;
   }
   if (!exe) return run_on_onnxruntime(a, g, random ? std::vector<Tensor>{} : inputs, bindings, why, opens);

@@ -422,6 +422,14 @@ class Exporter {
     graph->set_name(info.graph_name);
     if (!info.graph_doc_string.empty()) graph->set_doc_string(info.graph_doc_string);
     for (const NodePtr& in : g_.inputs()) add_value_info(in->name(), in->output(0), graph->mutable_input());
+    // An overridable input keeps its default value (onnx_io.h).
+    for (const NodePtr& in : g_.inputs()) {
+      const onnx::TensorProto* value = extras_.input_default(in->name());
+      if (!value) continue;
+      onnx::TensorProto* t = graph->add_initializer();
+      *t = *value;
+      if (external_) external_->place_raw(t);
+    }
     std::vector<NodePtr> constants;
     for (const NodePtr& n : order_)
       if (n->kind() == NodeKind::Constant && referenced_.count(n->output(0))) constants.push_back(n);

@@ -1,7 +1,10 @@
 // Collecting and re-attaching what the IR does not model (see extras.h).
 #include "onnx/extras.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
+#include "onnx/onnx_io.h"
 
 namespace isomer::onnx_detail {
 namespace {
@@ -29,6 +32,29 @@ void collect_values(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProt
     if (!copy_extra_fields(v, &e)) continue;
     e.set_name(v.name());
     *to->Add() = std::move(e);
+  }
+}
+
+// Whether `v` declares a tensor shape with a dim it gives a value or a name.
+bool declares_a_dim(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return false;
+  const auto& dims = v.type().tensor_type().shape().dim();
+  return std::any_of(dims.begin(), dims.end(), [](const auto& d) { return d.has_dim_param() || d.has_dim_value(); });
+}
+
+// Dims of `to` that say nothing (no value, no name) take what `declared` says of them.
+void declare_unknown_dims(const onnx::TypeProto& declared, onnx::TypeProto* to) {
+  if (!declared.has_tensor_type() || !declared.tensor_type().has_shape() || !to->has_tensor_type() ||
+      !to->tensor_type().has_shape())
+    return;
+  const auto& want = declared.tensor_type().shape();
+  auto* got = to->mutable_tensor_type()->mutable_shape();
+  if (want.dim_size() != got->dim_size()) return;
+  for (int i = 0; i < got->dim_size(); ++i) {
+    auto* d = got->mutable_dim(i);
+    if (d->has_dim_value() || d->has_dim_param()) continue;
+    if (want.dim(i).has_dim_value()) d->set_dim_value(want.dim(i).dim_value());
+    else if (want.dim(i).has_dim_param()) d->set_dim_param(want.dim(i).dim_param());
   }
 }
 
@@ -60,6 +86,16 @@ std::string collect_extras(const onnx::ModelProto& model) {
   }
   collect_values(g.input(), sg->mutable_input());
   collect_values(g.output(), sg->mutable_output());
+  // A graph output keeps the dims it declares where isomer cannot tell what they are
+  // (the rows of a Reshape to a computed shape): export would write them unknown.
+  for (const auto& v : g.output()) {
+    if (!declares_a_dim(v)) continue;
+    auto* outs = sg->mutable_output();
+    auto e = std::find_if(outs->begin(), outs->end(), [&](const auto& o) { return o.name() == v.name(); });
+    onnx::ValueInfoProto* entry = e != outs->end() ? &*e : outs->Add();
+    entry->set_name(v.name());
+    *entry->mutable_type() = v.type();
+  }
   collect_values(g.value_info(), sg->mutable_value_info());
   for (const auto& t : g.initializer()) {
     onnx::TensorProto e;
@@ -70,6 +106,18 @@ std::string collect_extras(const onnx::ModelProto& model) {
   any = any || sg->input_size() > 0 || sg->output_size() > 0 || sg->value_info_size() > 0 ||
         sg->initializer_size() > 0;
   return any ? shell.SerializeAsString() : std::string();
+}
+
+std::string add_input_defaults(const std::string& shell, std::vector<onnx::TensorProto> defaults) {
+  onnx::ModelProto m;
+  require(m.ParseFromString(shell), "the model's kept ONNX fields do not parse");
+  auto* inits = m.mutable_graph()->mutable_initializer();
+  for (auto& t : defaults) {
+    auto same = std::find_if(inits->begin(), inits->end(), [&](const auto& e) { return e.name() == t.name(); });
+    if (same != inits->end()) *same = std::move(t);
+    else *inits->Add() = std::move(t);
+  }
+  return m.SerializeAsString();
 }
 
 ModelExtras::ModelExtras(const std::string& serialized) {
@@ -115,7 +163,9 @@ void ModelExtras::add_to_node(onnx::NodeProto* n) const {
 
 void ModelExtras::add_to_value(onnx::ValueInfoProto* v) const {
   auto it = values_.find(v->name());
-  if (it != values_.end()) merge_extra_fields(*it->second, v);
+  if (it == values_.end()) return;
+  merge_extra_fields(*it->second, v);
+  if (it->second->has_type()) declare_unknown_dims(it->second->type(), v->mutable_type());
 }
 
 void ModelExtras::add_to_initializer(onnx::TensorProto* t) const {
@@ -123,4 +173,23 @@ void ModelExtras::add_to_initializer(onnx::TensorProto* t) const {
   if (it != initializers_.end()) merge_extra_fields(*it->second, t);
 }
 
+// Initializers of the shell that only keep extras have no element type; defaults do.
+const onnx::TensorProto* ModelExtras::input_default(const std::string& name) const {
+  auto it = initializers_.find(name);
+  return it != initializers_.end() && it->second->data_type() != 0 ? it->second : nullptr;
+}
+
 }  // namespace isomer::onnx_detail
+
+namespace isomer {
+
+std::vector<std::pair<std::string, Tensor>> input_defaults(const Graph& g) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  if (!g.info().onnx_extras) return out;
+  const onnx_detail::ModelExtras extras(*g.info().onnx_extras);
+  for (const NodePtr& in : g.inputs())
+    if (const onnx::TensorProto* t = extras.input_default(in->name())) out.emplace_back(in->name(), tensor_from_proto(*t, ""));
+  return out;
+}
+
+}  // namespace isomer

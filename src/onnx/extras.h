@@ -5,6 +5,11 @@
 // later addition), which protobuf parses as unknown fields, and the doc strings and
 // quantization annotations of the graph, its nodes, values and initializers.
 //
+// It also holds the declared types of graph outputs, for export to declare the dims
+// isomer cannot tell as the source did (add_to_value), and the default values of
+// overridable inputs (initializers listed as graph inputs, onnx_io.h), whole, as
+// initializers of the shell: the IR has no place for either.
+//
 // Import collects them into a ModelProto "shell" (ModelInfo::onnx_extras) that holds
 // only these; export adds each part to the thing it belongs to where that is still
 // there: the model and graph always, a native node that keeps its source name (or,
@@ -14,11 +19,15 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace isomer::onnx_detail {
 
 // The shell of `model` (serialized), or "" when the model has nothing to keep.
 std::string collect_extras(const onnx::ModelProto& model);
+// `shell` (serialized, or "") with `defaults` added as its initializers' values, each
+// replacing the entry of its name.
+std::string add_input_defaults(const std::string& shell, std::vector<onnx::TensorProto> defaults);
 
 class ModelExtras {
  public:
@@ -40,6 +49,8 @@ class ModelExtras {
   // writes value_info for it so that the metadata survives.
   bool value_has_extras(const std::string& name) const { return values_.count(name) > 0; }
   void add_to_initializer(onnx::TensorProto* t) const;
+  // The default value of the overridable input `name`, or null.
+  const onnx::TensorProto* input_default(const std::string& name) const;
 
  private:
   void add_graph_fields(onnx::GraphProto* g) const;

@@ -103,7 +103,7 @@ class Importer {
     }
     check_subgraphs(model_, opset_);
     types_ = value_types(model_, opts_);
-    add_initializers();
+    add_initializers(&info);
     add_inputs();
     for (int index : node_order()) add_node(index);
     require_value_info_types(graph_, values_);
@@ -193,10 +193,29 @@ class Importer {
 
   void define(const std::string& name, Value v) { values_[name] = std::move(v); }
 
-  void add_initializers() {
+  // `info`: takes the default values of overridable inputs (onnx_io.h).
+  void add_initializers(ModelInfo* info) {
+    std::unordered_set<std::string> listed;
+    if (model_.ir_version() >= 4)
+      for (const auto& in : graph_.input()) listed.insert(in.name());
+    std::unordered_set<std::string> seen;
+    std::vector<onnx::TensorProto> defaults;
     for (auto& t : *graph_.mutable_initializer()) {
       require(!t.name().empty(), "an initializer has no name");
-      require(!values_.count(t.name()), "duplicate initializer '" + t.name() + "'");
+      require(!values_.count(t.name()) && seen.insert(t.name()).second, "duplicate initializer '" + t.name() + "'");
+      if (listed.count(t.name()) && known_element_type(t.data_type())) {
+        if (opts_.freeze_overridable_inputs) {
+          if (stats_) stats_->frozen_inputs.push_back(t.name());
+        } else {
+          // An input the user may feed: add_inputs makes it one, with its declared type.
+          try {
+            defaults.push_back(inline_tensor_proto(t, base_dir_));
+          } catch (const Error& e) {
+            throw Error("initializer '" + t.name() + "': " + e.what());
+          }
+          continue;
+        }
+      }
       if (!known_element_type(t.data_type())) {
         add_kept_constant(t);
         continue;
@@ -208,6 +227,10 @@ class Importer {
         throw Error("initializer '" + t.name() + "': " + e.what());
       }
       define(t.name(), builder_.constant(std::move(value), t.name()));
+    }
+    if (!defaults.empty()) {
+      info->onnx_extras = std::make_shared<const std::string>(
+          add_input_defaults(info->onnx_extras ? *info->onnx_extras : std::string(), std::move(defaults)));
     }
   }
 
@@ -238,7 +261,7 @@ class Importer {
               "input shape given for '" + name + "', which is not a graph input");
     }
     for (const auto& in : graph_.input()) {
-      if (values_.count(in.name())) continue;  // an initializer listed as input (IR < 4 style): a constant
+      if (values_.count(in.name())) continue;  // an initializer taken for a constant (IR < 4, or frozen)
       require(!in.name().empty(), "a graph input has no name");
       TensorType type;
       auto fixed = opts_.input_shapes.find(in.name());

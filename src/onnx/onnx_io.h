@@ -11,12 +11,20 @@
 // an opaque node that round-trips verbatim. Export writes a model that passes
 // onnx::checker, deterministic byte for byte, with the model-level facts (ModelInfo)
 // of the source, at its IR version and opsets.
+//
+// An initializer that is also listed as a graph input (IR 4 on) is the default value
+// of an input the user may override, as ONNX Runtime treats it: import makes it a
+// graph input, not a constant, and keeps its value (input_defaults) for export to
+// write back and for runs that do not feed it. ImportOptions::freeze_overridable_inputs
+// takes such initializers for constants instead (the optimized model then loses those
+// inputs); IR 3 and older list every initializer as an input, and they stay constants.
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -27,6 +35,8 @@ namespace isomer {
 struct ImportOptions {
   // Fixes the dims of graph inputs (dynamic or not): name -> full shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Initializers listed as graph inputs become constants (see above).
+  bool freeze_overridable_inputs = false;
 };
 
 struct ImportStats {
@@ -35,6 +45,7 @@ struct ImportStats {
   size_t opaque_nodes = 0;                           // nodes kept opaque
   std::vector<std::string> opaque_reasons;           // "node 'x' (Foo): why"
   size_t inlined_calls = 0;                          // calls of model-local functions inlined
+  std::vector<std::string> frozen_inputs;            // overridable inputs taken for constants
 };
 
 // Throws Error with one line naming the file, node and reason on bad input.
@@ -63,6 +74,10 @@ struct ExportedFiles {
 ExportedFiles export_onnx_file(const Graph& g, const std::string& path, const ExportOptions& opts = {});
 // The serialized model, all data inline.
 std::string export_onnx_bytes(const Graph& g);
+
+// The default values of `g`'s overridable inputs (see above), by input name, in the
+// graph's input order; empty for most models.
+std::vector<std::pair<std::string, Tensor>> input_defaults(const Graph& g);
 
 // TensorProto -> Tensor: raw_data, typed fields, external data relative to base_dir.
 Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir);

@@ -299,6 +299,7 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   rep.opaque_nodes = import_stats.opaque_nodes;
   rep.opaque_reasons = import_stats.opaque_reasons;
   rep.inlined_calls = import_stats.inlined_calls;
+  rep.frozen_inputs = import_stats.frozen_inputs;
   rep.seed = opts.check_options.seed;
   rep.check_requested = opts.check;
   rep.target = opts.target;
@@ -310,10 +311,15 @@ OptimizeResult optimize_graph(const Graph& g, const ImportStats& import_stats, c
   // against the model) before the search, so that an inputs file that does not fit fails first.
   // Drawn inputs give open dims the extents open_dims.h names (a batch 1, a sequence
   // 64) where the user did not bind them, or 1 where the model refuses those.
+  // Inputs with a default value run on it unless the user gives another.
+  const auto defaults = input_defaults(g);
+  for (const auto& [name, value] : defaults) rep.overridable_inputs.push_back(name);
   ModelInputs inputs = opts.inputs.empty()
                            ? valid_random_inputs(g, opts.check_options.seed,
                                                  importable_drawn_bindings(g, opts.check_options.bindings))
-                           : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source);
+                           : given_inputs(g, opts.inputs, opts.inputs_source.empty() ? "inputs" : opts.inputs_source,
+                                          defaults);
+  if (opts.inputs.empty()) use_defaults(g, defaults, &inputs);
   // The search prices a model with open dims at those extents too, as the check, the
   // guard and the report run it (it priced every open dim at 1: a sequence of 64 as
   // one token).
@@ -503,6 +509,8 @@ std::string OptimizeReport::to_json() const {
   j["opaque_nodes"] = opaque_nodes;
   j["opaque_reasons"] = opaque_reasons;
   j["inlined_calls"] = inlined_calls;
+  j["frozen_inputs"] = frozen_inputs;
+  j["overridable_inputs"] = overridable_inputs;
   j["optimize_seconds"] = optimize_seconds;
   j["cost_model"] = cost_model;
   j["cost_before_ms"] = cost_before_ms >= 0 ? nlohmann::ordered_json(cost_before_ms) : nlohmann::ordered_json();
@@ -592,6 +600,17 @@ std::string OptimizeReport::to_text() const {
                 human_bytes(after.constant_bytes).c_str());
   out << line;
   if (inlined_calls) out << "  (" << inlined_calls << " call(s) of model-local functions inlined)\n";
+  // ONNX Runtime warns of them too: nothing that reads them folds, and the runtime's
+  // kernels that want constant weights (Conv's) take its reference path.
+  if (!overridable_inputs.empty())
+    out << "  (" << overridable_inputs.size() << " input(s) with a default value kept as inputs the user may feed, "
+        << "not folded: --fold-overridable-inputs folds them)\n";
+  if (!frozen_inputs.empty()) {
+    out << "  (" << frozen_inputs.size() << " overridable input(s) frozen to their initializer, no longer inputs:";
+    for (size_t i = 0; i < frozen_inputs.size() && i < 10; ++i) out << (i ? ", " : " ") << frozen_inputs[i];
+    if (frozen_inputs.size() > 10) out << ", ... and " << frozen_inputs.size() - 10 << " more";
+    out << ")\n";
+  }
   if (opaque_nodes) out << "  (" << opaque_nodes << " operator(s) kept as opaque nodes)\n";
   // Why, node by node (the importer's words, as `isomer show` prints them); a few.
   constexpr size_t kShown = 10;

@@ -90,6 +90,11 @@ struct OptimizeReport {
   size_t opaque_nodes = 0;
   std::vector<std::string> opaque_reasons;
   size_t inlined_calls = 0;  // of model-local functions, at import (the "before" counts hold their bodies)
+  // Overridable inputs (initializers listed as graph inputs) taken for constants at the
+  // user's asking (--fold-overridable-inputs): the optimized model has no such input.
+  std::vector<std::string> frozen_inputs;
+  // Inputs kept with a default value (not folded): what --fold-overridable-inputs would fold.
+  std::vector<std::string> overridable_inputs;
   std::map<std::string, size_t> rules_applied;
   std::string search;            // the search mode that ran
   SearchStats search_stats;      // backtrack and eqsat

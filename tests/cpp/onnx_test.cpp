@@ -248,6 +248,31 @@ TEST(OnnxRoundTrip, IrVersion3InitializersAreInputs) {
   round_trip(g);
 }
 
+TEST(OnnxRoundTrip, InitializersListedAsInputsAreOverridableFromIr4) {
+  onnx::ModelProto m = add_relu_model();
+  set_tensor_type(m.mutable_graph()->add_input(), "w", 1, {"3"});
+  Graph g = import_onnx_bytes(bytes_of(m), "");
+  ASSERT_EQ(g.inputs().size(), 2u);  // w is an input the user may feed, not a constant
+  EXPECT_EQ(g.inputs()[1]->name(), "w");
+  const auto defaults = input_defaults(g);
+  ASSERT_EQ(defaults.size(), 1u);
+  EXPECT_EQ(defaults[0].first, "w");
+  EXPECT_EQ(defaults[0].second.to_f64(), (std::vector<double>{1, -2, 0.5}));
+  onnx::ModelProto out = parse(export_onnx_bytes(g));
+  ASSERT_EQ(out.graph().input_size(), 2);
+  ASSERT_EQ(out.graph().initializer_size(), 1);
+  EXPECT_EQ(out.graph().initializer(0).name(), "w");
+  round_trip(g);
+  // Asked to, import takes it for a constant and says so.
+  ImportOptions freeze;
+  freeze.freeze_overridable_inputs = true;
+  ImportStats stats;
+  Graph frozen = import_onnx_bytes(bytes_of(m), "", freeze, &stats);
+  ASSERT_EQ(frozen.inputs().size(), 1u);
+  EXPECT_EQ(stats.frozen_inputs, std::vector<std::string>{"w"});
+  EXPECT_TRUE(input_defaults(frozen).empty());
+}
+
 TEST(OnnxRoundTrip, OldOpsetFormsConvertBothWays) {
   // Clip at opset 6 has min/max attributes; the IR has them as inputs.
   onnx::ModelProto m = base_model(6, 3);
