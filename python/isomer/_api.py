@@ -325,28 +325,42 @@ def _ordered_arrays(graph, inputs):
     return [_as_array(v, dt, f"input '{n}'") for v, (n, dt, _) in zip(ordered, declared)]
 
 
-def _fixed_to(source, base_dir, graph, fixed, input_shapes):
+def _fixed_to(source, base_dir, graph, fixed, input_shapes, frozen=False):
     """The model loaded again with its open input dims fixed as `fixed` ({input name:
     dims}) says, as input_shapes fixes them (`isomer run` does the same): the runtime's
     fusions (RMSNorm, rotary embeddings, attention) match static shapes only. The graph
-    as loaded where no dim is open or the fixed dims do not load."""
+    as loaded where no dim is open or the fixed dims do not load. `frozen`: loaded as
+    _for_run loaded it."""
     given = _input_shapes(input_shapes)
     fixed = {k: v for k, v in fixed.items() if k not in given}
     if not fixed:
         return graph
     try:
-        return _core.load_model(source, base_dir, {**given, **fixed})
+        return _core.load_model(source, base_dir, {**given, **fixed}, frozen)
     except Error:
         return graph
 
 
-def _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes):
+def _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes, frozen=False):
     """_fixed_to at the extents of the arrays the model will run on."""
     fixed = {}
     for (name, _, shape), a in zip(graph.inputs, arrays):
         if any(not isinstance(d, int) for d in shape) and len(shape) == np.ndim(a):
             fixed[name] = [int(d) for d in np.shape(a)]
-    return _fixed_to(source, base_dir, graph, fixed, input_shapes)
+    return _fixed_to(source, base_dir, graph, fixed, input_shapes, frozen)
+
+
+def _for_run(source, base_dir, graph, inputs, input_shapes):
+    """A run on the runtime that gives none of the inputs with a default value (an
+    initializer the model also lists as an input) computes with those values: the model
+    is loaded again with them as constants, as `isomer run` loads it, so the runtime
+    folds and packs them (a Conv whose weight was such an input ran on the reference
+    kernel). Returns (graph, frozen)."""
+    defaults = graph.input_defaults
+    given = inputs if isinstance(inputs, dict) else {}
+    if not defaults or isinstance(inputs, (list, tuple)) or any(n in given for n in defaults):
+        return graph, False
+    return _core.load_model(source, base_dir, _input_shapes(input_shapes), True), True
 
 
 def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
@@ -370,8 +384,9 @@ def run(model, inputs, *, input_shapes=None, engine="reference", threads=0):
         graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
         if engine == "reference":
             return evaluate_graph(graph, inputs)
+        graph, frozen = _for_run(source, base_dir, graph, inputs, input_shapes)
         arrays = _ordered_arrays(graph, inputs)
-        graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
+        graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes, frozen)
         return graph.run_on_runtime(arrays, int(threads))
 
 
@@ -392,12 +407,13 @@ def benchmark(model, inputs=None, *, input_shapes=None, threads=0, repeat=20, wa
     source, base_dir, name = _model_source(model)
     with _naming(source, name):
         graph = _core.load_model(source, base_dir, _input_shapes(input_shapes))
+        graph, frozen = _for_run(source, base_dir, graph, inputs, input_shapes)
         if inputs is None:
             arrays = []
-            graph = _fixed_to(source, base_dir, graph, graph.drawn_input_shapes, input_shapes)
+            graph = _fixed_to(source, base_dir, graph, graph.drawn_input_shapes, input_shapes, frozen)
         else:
             arrays = _ordered_arrays(graph, inputs)
-            graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes)
+            graph = _fixed_to_arrays(source, base_dir, graph, arrays, input_shapes, frozen)
         return graph.benchmark(arrays, int(threads), int(warmup), int(repeat), int(seed))
 
 

@@ -658,10 +658,10 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "load_model",
       [](const py::object& source, const std::string& base_dir,
-         const std::map<std::string, std::vector<int64_t>>& input_shapes) {
-        return import_model(source, base_dir, input_shapes, nullptr);
+         const std::map<std::string, std::vector<int64_t>>& input_shapes, bool freeze_overridable_inputs) {
+        return import_model(source, base_dir, input_shapes, nullptr, freeze_overridable_inputs);
       },
-      py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"));
+      py::arg("source"), py::arg("base_dir"), py::arg("input_shapes"), py::arg("freeze_overridable_inputs") = false);
   m.def("optimize_model", &optimize_model, py::arg("source"), py::arg("base_dir"), py::arg("input_name"),
         py::arg("input_shapes"), py::arg("search"), py::arg("disabled"), py::arg("check"), py::arg("seed"),
         py::arg("tolerance"), py::arg("allow_nonfinite"), py::arg("budget"), py::arg("rule_paths"),
