@@ -1,0 +1,80 @@
+"""Hostile inputs of the campaign's thirteenth family (scripts/hostile_mutators_container.py):
+what the container holds past the sizes and spellings the other families try; each class
+found, rebuilt small with onnx.helper.
+
+- Values of rank 13 and more (ONNX sets no limit; ONNX Runtime runs them): the runtime lays
+  every value out with a oneDNN memory descriptor, which holds 12 axes, and oneDNN's
+  "dimensions are invalid" ended `optimize`, `run` and `run --no-onnxruntime` alike,
+  naming no node. Such a graph is now not runnable on isomer's runtime, for a reason that
+  names the value: `run` gives it to ONNX Runtime, `optimize` checks and guards it on the
+  engines that can run it, and `run --no-onnxruntime` refuses it in one line.
+"""
+import os
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+np = pytest.importorskip("numpy")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from hostile_util import isomer_cli, one_error, ort_outputs, save_model  # noqa: E402
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _vi(name, t, dims=None):
+    return helper.make_tensor_value_info(name, t, dims)
+
+
+def _high_rank_input(tmp_path):
+    """Relu of a rank-13 input, times a constant."""
+    dims = [2] + [1] * 11 + [3]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Mul", ["r", "w"], ["y"], name="mul")]
+    w = numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "w")
+    path = save_model(tmp_path, "rank13", nodes, [_vi("x", F, dims)], [_vi("y", F)], [w])
+    return path, {"x": np.random.default_rng(0).standard_normal(dims).astype(np.float32)}
+
+
+def _high_rank_inside(tmp_path, rank):
+    """A [2, 3] input reshaped to rank `rank`, transposed and reshaped back."""
+    up = numpy_helper.from_array(np.array([2] + [1] * (rank - 2) + [3], np.int64), "up")
+    down = numpy_helper.from_array(np.array([3, 2], np.int64), "down")
+    nodes = [helper.make_node("Reshape", ["x", "up"], ["h"], name="up"),
+             helper.make_node("Transpose", ["h"], ["t"], perm=list(range(rank))[::-1], name="flip"),
+             helper.make_node("Reshape", ["t", "down"], ["y"], name="down")]
+    path = save_model(tmp_path, f"inside{rank}", nodes, [_vi("x", F, [2, 3])], [_vi("y", F)], [up, down])
+    return path, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+
+
+def _run(isomer_bin, tmp_path, path, feeds, *flags):
+    np.savez(tmp_path / "in.npz", **feeds)
+    out = tmp_path / "out.npz"
+    p = isomer_cli(isomer_bin, "run", path, "--inputs", tmp_path / "in.npz", "--outputs", out, "--threads", "1", *flags)
+    return p, out
+
+
+@pytest.mark.parametrize("case", ["input13", "inside13", "inside40"])
+def test_values_past_twelve_axes_run_and_optimize(isomer_bin, tmp_path, case):
+    path, feeds = _high_rank_input(tmp_path) if case == "input13" else \
+        _high_rank_inside(tmp_path, int(case[len("inside"):]))
+    want = ort_outputs(path, feeds)
+    p, out = _run(isomer_bin, tmp_path, path, feeds)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(out)["y"], want, rtol=1e-6)
+    np.savez(tmp_path / "opt_in.npz", **feeds)
+    opt = tmp_path / "opt.onnx"
+    p = isomer_cli(isomer_bin, "optimize", path, "-o", opt, "--budget", "1", "--threads", "1",
+                   "--inputs", tmp_path / "opt_in.npz")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(ort_outputs(opt, feeds), want, rtol=1e-6)
+
+
+def test_values_past_twelve_axes_refused_without_onnxruntime(isomer_bin, tmp_path):
+    path, feeds = _high_rank_input(tmp_path)
+    p, _ = _run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime")
+    one_error(p, "rank13.onnx", "graph input 'x'", "rank 13")
+    path, feeds = _high_rank_inside(tmp_path, 40)
+    p, _ = _run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime")
+    one_error(p, "inside40.onnx", "node 'up' (Reshape)", "rank 40")
+
