@@ -8,6 +8,10 @@ found, rebuilt small with onnx.helper.
   naming no node. Such a graph is now not runnable on isomer's runtime, for a reason that
   names the value: `run` gives it to ONNX Runtime, `optimize` checks and guards it on the
   engines that can run it, and `run --no-onnxruntime` refuses it in one line.
+- A model whose path is not UTF-8 (a Linux file name is bytes), run by ONNX Runtime whole:
+  the bridge sent the path in its JSON header, which holds only UTF-8, and `run` failed on
+  nlohmann's "invalid UTF-8 byte". The path now goes as its bytes, and the helper loads a
+  model whose path its binding cannot take from its directory (external data included).
 """
 import os
 
@@ -78,3 +82,27 @@ def test_values_past_twelve_axes_refused_without_onnxruntime(isomer_bin, tmp_pat
     p, _ = _run(isomer_bin, tmp_path, path, feeds, "--no-onnxruntime")
     one_error(p, "inside40.onnx", "node 'up' (Reshape)", "rank 40")
 
+
+def test_model_at_a_path_that_is_not_utf8_runs_on_onnxruntime(isomer_bin, tmp_path):
+    """A model isomer's runtime cannot run (rank 13), given whole to ONNX Runtime, with its
+    weight in external data, at a path whose directory and file name are not UTF-8."""
+    dims = [2] + [1] * 11 + [3]
+    w = numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "w")
+    m = helper.make_model(helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g", [_vi("x", F, dims)],
+                                            [_vi("y", F)], [w]), opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    onnx.save(m, str(plain / "m.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    base = os.fsencode(tmp_path)
+    os.rename(os.path.join(base, b"plain", b"m.onnx"), os.path.join(base, b"plain", b"m\xff.onnx"))
+    os.rename(os.path.join(base, b"plain"), os.path.join(base, b"d\xfe"))
+    x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    out = tmp_path / "out.npz"
+    import subprocess
+    p = subprocess.run([os.fsencode(isomer_bin), b"run", os.path.join(base, b"d\xfe", b"m\xff.onnx"), b"--inputs",
+                        os.fsencode(tmp_path / "in.npz"), b"--outputs", os.fsencode(out)], capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    np.testing.assert_allclose(np.load(out)["y"], x * np.array([1.0, -2.0, 3.0], np.float32), rtol=1e-6)
