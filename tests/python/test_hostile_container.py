@@ -8,6 +8,10 @@ found, rebuilt small with onnx.helper.
   naming no node. Such a graph is now not runnable on isomer's runtime, for a reason that
   names the value: `run` gives it to ONNX Runtime, `optimize` checks and guards it on the
   engines that can run it, and `run --no-onnxruntime` refuses it in one line.
+- The Python module given such a path (a str from os.listdir holds its bytes as surrogates):
+  pybind11's conversion to the core's string refused it with a TypeError; and an
+  isomer.Error whose message names a file or node by bytes that are not UTF-8 came with no
+  message at all (PyErr_SetString decodes strictly). Both now go through.
 - A model whose path is not UTF-8 (a Linux file name is bytes), run by ONNX Runtime whole:
   the bridge sent the path in its JSON header, which holds only UTF-8, and `run` failed on
   nlohmann's "invalid UTF-8 byte". The path now goes as its bytes, and the helper loads a
@@ -106,3 +110,46 @@ def test_model_at_a_path_that_is_not_utf8_runs_on_onnxruntime(isomer_bin, tmp_pa
                        timeout=120)
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     np.testing.assert_allclose(np.load(out)["y"], x * np.array([1.0, -2.0, 3.0], np.float32), rtol=1e-6)
+
+
+def _ort_outputs_model(model, feeds):
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def test_python_module_takes_a_path_that_is_not_utf8(tmp_path):
+    """isomer.optimize and isomer.run given a path as os.listdir gives it: a name that is not
+    UTF-8 holds surrogates, which pybind11's conversion to the core's string refused (a
+    TypeError listing the signature)."""
+    isomer = pytest.importorskip("isomer")
+    w = numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "w")
+    m = helper.make_model(helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g", [_vi("x", F, [2, 3])],
+                                            [_vi("y", F)], [w]), opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    folder = os.path.join(os.fsencode(tmp_path), b"d\xfe")
+    os.mkdir(folder)
+    onnx.save(m, str(tmp_path / "plain.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    os.rename(os.fsencode(tmp_path / "plain.onnx"), os.path.join(folder, b"m\xff.onnx"))
+    os.rename(os.fsencode(tmp_path / "w.bin"), os.path.join(folder, b"w.bin"))
+    path = os.fsdecode(os.path.join(folder, b"m\xff.onnx"))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = x * np.array([1.0, -2.0, 3.0], np.float32)
+    np.testing.assert_allclose(isomer.run(path, {"x": x})[0], want)
+    out, _ = isomer.optimize(path, budget=1, threads=1)
+    np.testing.assert_allclose(_ort_outputs_model(out, {"x": x}), want)
+    with pytest.raises(isomer.Error, match="missing\ufffd.onnx: cannot open file"):
+        isomer.run(os.fsdecode(os.path.join(folder, b"missing\xff.onnx")), {"x": x})
+
+
+def test_python_module_error_naming_a_node_that_is_not_utf8(tmp_path):
+    """isomer.Error's message names a node by its bytes; one that is not UTF-8 made
+    PyErr_SetString fail to decode it, and the error came with no message at all."""
+    isomer = pytest.importorskip("isomer")
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1, name="nQQ")
+    node.attribute.append(helper.make_attribute("axis", 0))
+    m = helper.make_model(helper.make_graph([node], "g", [_vi("x", F, [2, 3])], [_vi("y", F)]),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    data = m.SerializeToString().replace(b"nQQ", b"n\xff\xfe")
+    with pytest.raises(isomer.Error, match="node 'n\ufffd\ufffd' \\(Softmax\\).*appeared multiple times"):
+        isomer.optimize(data, budget=1, threads=1)
