@@ -64,11 +64,12 @@ RANK_OPS = ["Relu", "Transpose", "ReduceSum", "ReduceMax", "Add", "Concat", "Mat
 
 
 def m_high_rank(m, rng, wd):
-    """A value of rank 13 to 200 through one operator: a graph input (npz holds 32 axes), or
-    a [2, 3] input reshaped up to it and flattened back."""
+    """A value of rank 12 (oneDNN's last) to 200 through one operator: a graph input (npz
+    holds 32 axes), or a [2, 3] input reshaped up to it and flattened back, at the top or in
+    an If branch."""
     op = rng.choice(RANK_OPS)
-    where = rng.choice(["input", "inside"])
-    rank = rng.choice([13, 16, 32]) if where == "input" else rng.choice([13, 40, 64, 200])
+    where = rng.choice(["input", "inside", "branch"])
+    rank = rng.choice([12, 13, 16, 32]) if where == "input" else rng.choice([12, 13, 40, 64, 200])
     nodes, inits = _rank_op(op, rank, "x" if where == "input" else "rk_h")
     if where == "input":
         ins = [_vi("x", F, [2] + [1] * (rank - 2) + [3])]
@@ -77,7 +78,14 @@ def m_high_rank(m, rng, wd):
         ins = [_vi("x", F, [2, 3])]
         inits.append(_init("rk_up", [2] + [1] * (rank - 2) + [3]))
         nodes = [helper.make_node("Reshape", ["x", "rk_up"], ["rk_h"], name="rk_up")] + nodes + \
-            [helper.make_node("Flatten", ["rk_y"], ["y"], axis=0, name="rk_flat")]
+            [helper.make_node("Flatten", ["rk_y"], ["y" if where == "inside" else "rk_f"], axis=0, name="rk_flat")]
+    if where == "branch":
+        then = helper.make_graph(nodes, "then", [], [_vi("rk_f")])
+        other = helper.make_graph([helper.make_node("Flatten", ["x"], ["rk_e"], axis=0)], "else", [], [_vi("rk_e")])
+        inits.append(numpy_helper.from_array(np.array(-100.0, np.float32), "rk_floor"))
+        nodes = [helper.make_node("ReduceSum", ["x"], ["rk_s"], keepdims=0),
+                 helper.make_node("Greater", ["rk_s", "rk_floor"], ["rk_c"]),
+                 helper.make_node("If", ["rk_c"], ["y"], then_branch=then, else_branch=other, name="rk_if")]
     return _model(nodes, ins, [_vi("y")], inits), f"high_rank {where} {rank} {op}"
 
 
