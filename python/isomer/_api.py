@@ -56,10 +56,12 @@ def _onnx():
 
 
 def _model_source(model):
-    """(source for _core: bytes or path str, base_dir, name for messages)."""
+    """(source for _core: bytes or path str, base_dir, name for messages).
+
+    base_dir goes as the path's bytes (os.fsencode): a file name need not be UTF-8."""
     if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)  # a missing file is the importer's error, worded as in the CLI
-        return path, os.path.dirname(os.path.abspath(path)), path
+        path = os.fsdecode(model)  # a missing file is the importer's error, worded as in the CLI
+        return path, os.fsencode(os.path.dirname(os.path.abspath(path))), path
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model), "", "<bytes>"
     from .graph import Graph
@@ -82,17 +84,19 @@ def _naming(source, name):
     """Errors about a model given as a path name the file, as the CLI's do (the core
     names it where it reads the file, not where it later refuses a node or a weight);
     running out of memory is an isomer.Error that says so, not a bare MemoryError."""
+    # The core's messages hold a name's bytes that are not UTF-8 as U+FFFD.
+    shown = os.fsencode(name).decode("utf-8", "replace") if isinstance(source, str) else name
     try:
         yield
     except Error as e:
         text = str(e)
-        if not isinstance(source, str) or name in text or os.path.basename(name) in text:
+        if not isinstance(source, str) or shown in text or os.path.basename(shown) in text:
             raise
         if isinstance(e, CheckFailedError):
             raise
-        raise Error(f"{name}: {text}") from None
+        raise Error(f"{shown}: {text}") from None
     except MemoryError:
-        where = f"{name}: " if isinstance(source, str) else ""
+        where = f"{shown}: " if isinstance(source, str) else ""
         raise Error(where + "out of memory (the model asks for more memory than this machine has)") from None
 
 
@@ -233,7 +237,7 @@ def optimize(model, search="eqsat", budget=10.0, check=True, input_shapes=None, 
     mugraph_seconds = _number("mugraph_seconds", mugraph_seconds)
     budget, tolerance = _number("budget", budget), _number("tolerance", tolerance, at_least=-np.inf)
     source, base_dir, name = _model_source(model)
-    input_name = name if isinstance(source, str) else ""
+    input_name = os.fsencode(name) if isinstance(source, str) else b""
     with _naming(source, name):
         data, document, text = _core.optimize_model(source, base_dir, input_name, _input_shapes(input_shapes),
                                                     search, disabled, bool(check), int(seed), float(tolerance),

@@ -245,7 +245,9 @@ Graph import_model(const py::object& source, const std::string& base_dir,
     py::gil_scoped_release release;
     return import_onnx_bytes(bytes, base_dir, opts, stats);
   }
-  std::string path = source.cast<std::string>();
+  // A path is bytes on Linux: a str from os.listdir holds the ones that are not UTF-8 as
+  // surrogates, which pybind11's UTF-8 conversion refuses; os.fsencode gives them back.
+  std::string path = py::module_::import("os").attr("fsencode")(source).cast<std::string>();
   py::gil_scoped_release release;
   return import_onnx_file(path, opts, stats);
 }
@@ -485,7 +487,12 @@ PYBIND11_MODULE(_core, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      PyErr_SetString(error_type.ptr(), one_line_message(e.what()).c_str());
+      // A message names files, nodes and values by their bytes, which need not be UTF-8;
+      // PyErr_SetString decodes strictly and lost such a message whole.
+      const std::string text = one_line_message(e.what());
+      py::object message = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+      PyErr_SetObject(error_type.ptr(), message.ptr());
     }
   });
 

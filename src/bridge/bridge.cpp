@@ -72,6 +72,18 @@ std::string optimization_level(const SessionOptions& o) {
   return o.optimization;
 }
 
+// A path's bytes as hex: a file name need not be UTF-8, and a JSON string holds only UTF-8.
+std::string hex_bytes(const std::string& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<OrtBridge> OrtBridge::shared() {
@@ -261,7 +273,7 @@ Session OrtBridge::load_file(const std::string& path, const SessionOptions& opts
             {"threads", opts.threads},
             {"optimization", optimization_level(opts)},
             {"spinning", opts.spinning},
-            {"model_path", std::filesystem::absolute(path).string()}};
+            {"model_path_hex", hex_bytes(std::filesystem::absolute(path).string())}};
   return loaded(request(h.dump(), {}));
 }
 

@@ -12,7 +12,7 @@
 # {"ok": false, "error": "<last line of the message>"}, never a dead process.
 #
 # Requests:
-#   load  {model_path | one blob, threads, optimization, spinning, probe?}
+#   load  {model_path_hex (the path's bytes) | one blob, threads, optimization, spinning, probe?}
 #         -> {id, inputs: [[name, dtype, dims]], outputs: [name], output_types, probes?}
 #         output_types: per output [dtype, dims], dims null where unranked, each an
 #         extent, a symbol's name or null (ONNX Runtime's own type inference)
@@ -142,11 +142,33 @@ session_threads = {}
 CLOCKS = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns, "process": time.process_time_ns}
 
 
+def load_session(h, blobs):
+    if "model_path_hex" not in h:
+        return ort.InferenceSession(blobs[0], session_options(h), providers=["CPUExecutionProvider"])
+    path = bytes.fromhex(h["model_path_hex"])
+    try:
+        return ort.InferenceSession(path.decode("utf-8"), session_options(h), providers=["CPUExecutionProvider"])
+    except UnicodeDecodeError:
+        pass
+    # A path that is not UTF-8 (Linux file names are bytes) is no str ONNX Runtime's
+    # binding takes: the model goes as bytes, loaded from its directory, which is named
+    # (as ".") where ONNX Runtime looks for its external data.
+    with open(path, "rb") as f:
+        model = f.read()
+    so = session_options(h)
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", ".")
+    here = os.getcwd()
+    os.chdir(os.path.dirname(path) or b".")
+    try:
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    finally:
+        os.chdir(here)
+
+
 def handle(h, blobs, sessions):
     op = h["op"]
     if op == "load":
-        model = h["model_path"] if "model_path" in h else blobs[0]
-        s = ort.InferenceSession(model, session_options(h), providers=["CPUExecutionProvider"])
+        s = load_session(h, blobs)
         sid = max(sessions, default=-1) + 1
         sessions[sid] = s
         session_threads[sid] = h.get("threads", 0)

@@ -182,13 +182,16 @@ int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delt
   int64_t n = 0;
   if (is_float(start.dtype())) {
     const double s = start.f64_at(0), l = limit.f64_at(0), d = delta.f64_at(0);
-    require(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), "Range delta is 0 or a bound is not finite");
+    // A delta of 0 makes no count (ONNX divides by it; ONNX Runtime fails on it): the node
+    // is refused, not kept opaque and written back.
+    require_valid(d != 0, "Range delta is 0");
+    require(std::isfinite(s) && std::isfinite(l) && std::isfinite(d), "Range bound or delta is not finite");
     const double c = std::ceil((l - s) / d);
     require(c < static_cast<double>(kMaxRange), "Range of " + std::to_string(c) + " elements is too large");
     n = c > 0 ? static_cast<int64_t>(c) : 0;
   } else {
     const int64_t s = start.i64_at(0), l = limit.i64_at(0), d = delta.i64_at(0);
-    require(d != 0, "Range delta is 0");
+    require_valid(d != 0, "Range delta is 0");
     // Differences of int64 values may overflow: compute in double where they are large.
     const double span = static_cast<double>(l) - static_cast<double>(s);
     require(span / static_cast<double>(d) < static_cast<double>(kMaxRange), "Range is too large");

@@ -765,7 +765,22 @@ bool is_runnable(const Graph& g, std::string* why, const RuntimeOptions& opts) {
       return false;
     }
   }
+  // Every value is laid out by a oneDNN memory descriptor, which holds at most
+  // DNNL_MAX_NDIMS axes (ONNX sets no limit; ONNX Runtime runs rank 13 and more).
+  auto rank_fits = [&](const Node& n) {
+    for (const TensorType& t : n.output_types())
+      if (t.rank() > DNNL_MAX_NDIMS) {
+        if (why)
+          *why = (n.kind() == NodeKind::Input ? "graph input '" + n.name() + "'" : describe(n)) + " has a value of rank " +
+                 std::to_string(t.rank()) + ", past the " + std::to_string(DNNL_MAX_NDIMS) + " axes the runtime holds";
+        return false;
+      }
+    return true;
+  };
+  for (const NodePtr& in : g.inputs())
+    if (!rank_fits(*in)) return false;
   for (const NodePtr& n : g.topo_order()) {
+    if (!rank_fits(*n)) return false;
     if (n->kind() == NodeKind::Opaque && !opts.delegate_opaque && !runs_natively(*n) && !vendor_runs_natively(*n) &&
         !is_control_flow(*n)) {
       if (why) *why = describe_opaque(*n);

@@ -85,3 +85,15 @@ def test_campaign_fold_on_every_command(tmp_path):
                                "optimize,run_native,run,cost,show", "--budget", "1")
     bad = [r for r in results if r["class"] not in ("ok", "triaged")]
     assert not bad, json.dumps(bad, indent=1)
+
+
+def test_campaign_container_on_every_command(tmp_path):
+    """The thirteenth family (hostile_mutators_container.py: values of rank 13 to 200, model
+    paths that are not UTF-8 or hold a newline, function chains 20000 deep, names spelled as
+    isomer names its values, attributes given twice) through every command, the Python
+    module's optimize among them: each refused with one clear line or run as ONNX Runtime
+    runs it."""
+    results = _family_campaign(tmp_path, 15, 8, "high_rank,odd_path,function_chain,generated_names,dup_attr",
+                               "optimize,run_native,run,cost,show,py_optimize", "--budget", "1")
+    bad = [r for r in results if r["class"] not in ("ok", "triaged")]
+    assert not bad, json.dumps(bad, indent=1)

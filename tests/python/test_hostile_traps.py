@@ -362,3 +362,25 @@ def test_reduction_of_a_huge_known_constant_is_not_folded_in_doubles(isomer_bin,
                        capture_output=True, text=True, timeout=120, preexec_fn=_limited(3 << 30))
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["y"], [1.5, -0.5])
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.INT64, TensorProto.FLOAT])
+def test_range_of_constant_delta_zero_is_refused(isomer_bin, tmp_path, dtype):
+    """Range(0, 10, 0) over constants: a delta of 0 gives no count (ONNX divides by it, ONNX
+    Runtime fails on it when it runs). isomer kept the node opaque, and `optimize` wrote the
+    model back (hostile campaign, seed 8000, int64_ends range_zero_step); it is refused
+    naming the node, as a negative Split size or OneHot depth is."""
+    np_t = helper.tensor_dtype_to_np_dtype(dtype)
+    inits = [numpy_helper.from_array(np.array(v, np_t), n) for n, v in (("s", 0), ("l", 10), ("d", 0))]
+    nodes = [helper.make_node("Range", ["s", "l", "d"], ["r"], name="range"),
+             helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["rf"], ["rs"], keepdims=0), helper.make_node("Add", ["x", "rs"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = tmp_path / "range0.onnx"
+    path.write_bytes(m.SerializeToString())
+    p = _isomer(isomer_bin, "optimize", path, "-o", tmp_path / "out.onnx", "--budget", "1")
+    one_error(p, "range0.onnx", "node 'range' (Range)", "Range delta is 0")
+    assert not (tmp_path / "out.onnx").exists()
