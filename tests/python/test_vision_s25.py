@@ -136,9 +136,9 @@ def test_strided_conv_transpose_matches_onnxruntime(tmp_path, name):
     relu, bias, group = attrs.pop("relu", False), attrs.pop("bias", True), attrs.get("group", 1)
     model = deconv_model(list(shape), c_out, kernel, bias=bias, relu=relu, **attrs)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    # A strided one of fewer than 4 output channels a group, and one padded past its
-    # kernel's reach, stay on oneDNN's deconvolution; the others run as convolutions.
-    on_onednn = (group > 1 and c_out // group < 4 and max(attrs["strides"]) > 1) or name == "2d_s1_pad_past_kernel"
+    # A strided depthwise one, and one padded past its kernel's reach, stay on
+    # oneDNN's deconvolution; the others run as convolutions.
+    on_onednn = (group > 1 and c_out // group < 2 and max(attrs["strides"]) > 1) or name == "2d_s1_pad_past_kernel"
     for threads in (1, 2):
         out = run_native(tmp_path, model, x, threads)
         assert ("deconv" in steps_of(out, "up")) == on_onednn, out
