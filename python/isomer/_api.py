@@ -8,20 +8,57 @@ import contextlib
 import importlib.util
 import os
 import sys
+import time
 
 import numpy as np
 
 # isomer's runtime uses OpenMP (libgomp, which reads its wait policy once, when it
 # loads). Its default lets idle threads spin for ~300k iterations at every
 # barrier, which on a busy machine steals the time of the threads they wait for
-# (3-30x slower runs, see runtime.h); the CLI chooses a policy per process, a
-# library cannot, so it asks for a short spin unless the user chose a policy. The
-# runtime names who set it (runtime::openmp_waits(), in the guard's report): not
-# the user, as long as GOMP_SPINCOUNT still has the value set here (a child process
+# (3-30x slower runs, see runtime.h). The CLI chooses a policy per process; a
+# library cannot restart, so the module chooses by the same rule when it is
+# imported, unless the user chose a policy: passive when other tasks are runnable
+# beside a team on every CPU, else a short spin, with each run's team pinned one
+# thread per CPU (runtime::why_runs_stay_unpinned). Under load 6-7 on the 2-core
+# VM, 2 threads: SqueezeNet 1.1 3.2 ms a run passive, 10-17 ms with the spin;
+# llama_block 19-24 vs 24-48 ms. The runtime names who set it
+# (runtime::openmp_waits(), in reports): not the user, as long as the variable
+# still has the value the module set (ISOMER_MODULE_<variable>; a child process
 # given another inherits the marker, and that value is the user's).
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "1000"
-    os.environ["ISOMER_MODULE_GOMP_SPINCOUNT"] = "1000"
+
+
+def _other_runnable_tasks():
+    """Runnable tasks besides this one, as runtime::other_runnable_tasks() counts them:
+    the fewest of a few samples of /proc/loadavg's count ($ISOMER_RUNNABLE_TASKS for
+    tests)."""
+    given = os.environ.get("ISOMER_RUNNABLE_TASKS", "")
+    if given.isdigit():
+        return int(given)
+    fewest = None
+    for k in range(5):
+        if k:
+            time.sleep(0.002)
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+        fewest = running if fewest is None else min(fewest, running)
+    return max(0, fewest - 1)
+
+
+def _choose_openmp_waits():
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return  # the user's choice
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    others = _other_runnable_tasks() if cpus > 1 else 0
+    var, value = ("OMP_WAIT_POLICY", "PASSIVE") if others > 0 else ("GOMP_SPINCOUNT", "1000")
+    os.environ[var] = value
+    os.environ["ISOMER_MODULE_" + var] = value
+    os.environ["ISOMER_MODULE_OPENMP_WHY"] = f"{others} other runnable tasks, {cpus} CPUs"
+
+
+_choose_openmp_waits()
 
 from . import _core  # noqa: E402 - after the OpenMP policy above
 from ._report import Report

@@ -29,6 +29,7 @@
 #include "pipeline/optimize.h"
 #include "pipeline/split_run.h"
 #include "rules/rule.h"
+#include "runtime/one_cpu_per_thread.h"
 #include "runtime/runtime.h"
 #include "generate/generate.h"
 #include "search/search.h"
@@ -349,7 +350,12 @@ std::vector<py::array> runtime_run(const Graph& g, const std::vector<py::array>&
       split = SplitExecutable::make(g, o, threads);
       if (!split) throw;  // why the runtime cannot run it, as before
     }
-    out = split ? split->run(in) : exe->run(in);
+    if (split) {
+      out = split->run(in);
+    } else {
+      runtime::RunPlacement pinned(*exe);  // as `isomer run --bench` places the team
+      out = exe->run(in);
+    }
   }
   std::vector<py::array> result;
   for (const Tensor& t : out) result.push_back(array_from_tensor(t));
@@ -369,11 +375,14 @@ py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs,
   runtime::BenchResult r;
   std::map<std::string, size_t> kinds;
   size_t steps = 0;
+  std::string placement;
   {
     py::gil_scoped_release release;
     auto exe = compile_for(g, in, threads);
     for (const runtime::StepInfo& s : exe->steps()) ++kinds[s.kind];
     steps = exe->steps().size();
+    runtime::RunPlacement pinned(*exe);  // as `isomer run --bench` places the team
+    placement = pinned.note();
     r = runtime::benchmark(*exe, in, warmup, repeat);
   }
   py::dict d;
@@ -387,6 +396,8 @@ py::dict runtime_benchmark(const Graph& g, const std::vector<py::array>& inputs,
   d["threads"] = r.threads;
   d["steps"] = steps;
   d["step_kinds"] = kinds;
+  d["openmp_waits"] = runtime::openmp_waits();
+  d["openmp_threads"] = placement;
   return d;
 }
 

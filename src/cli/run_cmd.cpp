@@ -29,6 +29,7 @@
 #include "pipeline/optimize.h"
 #include "bridge/bridge.h"
 #include "runtime/npz.h"
+#include "runtime/one_cpu_per_thread.h"
 #include "runtime/runtime.h"
 
 namespace isomer::cli {
@@ -576,9 +577,17 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
     }
     return 0;
   }
-  runtime::BenchResult r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
+  runtime::BenchResult r;
+  std::string placement;
+  {
+    // With isomer's short spin, each thread on a CPU of its own (one_cpu_per_thread.h).
+    runtime::RunPlacement pinned(*exe);
+    placement = pinned.note();
+    r = runtime::benchmark(*exe, inputs, a.warmup, a.repeat);
+  }
   std::printf("latency: %s (%d warm-up, %s)\n", latency_line(r).c_str(), r.warmup, thread_count(r.threads).c_str());
   std::printf("OpenMP waits: %s\n", runtime::openmp_waits().c_str());
+  std::printf("OpenMP threads: %s\n", placement.c_str());
   bool mismatch = false;
   nlohmann::json ort;
   const size_t steps = exe->steps().size();
@@ -589,6 +598,7 @@ int run_imported(const RunArgs& a, const Graph& g, const std::string& opens) {
   if (!a.report_json.empty()) {
     nlohmann::json j = report_json(a, r, "isomer", r.threads);
     j["openmp_waits"] = runtime::openmp_waits();
+    j["openmp_threads"] = placement;
     j["steps"] = steps;
     j["input_extents"] = opens;
     j["reference_steps"] = reference;

@@ -638,16 +638,29 @@ int other_runnable_tasks() {
 
 std::string openmp_waits() {
   if (!openmp_waits_note().empty()) return openmp_waits_note();
-  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return std::string("OMP_WAIT_POLICY=") + p + " (set by the user)";
-  if (const char* c = std::getenv("GOMP_SPINCOUNT")) {
-    // isomer's Python module sets it when the user chose no policy, and says which
-    // value it set: another value in a child process is the user's.
-    const char* module = std::getenv("ISOMER_MODULE_GOMP_SPINCOUNT");
-    const bool by_module = module && std::strcmp(module, c) == 0;
-    return std::string("GOMP_SPINCOUNT=") + c + " (set by " +
-           (by_module ? "isomer's Python module, on import" : "the user") + ")";
-  }
+  // isomer's Python module sets one when the user chose no policy, and says which
+  // value it set (ISOMER_MODULE_<variable>) and why: another value in a child process
+  // is the user's.
+  auto who = [](const char* var, const char* value) {
+    const char* module = std::getenv((std::string("ISOMER_MODULE_") + var).c_str());
+    if (!module || std::strcmp(module, value) != 0) return std::string(" (set by the user)");
+    const char* why = std::getenv("ISOMER_MODULE_OPENMP_WHY");
+    return std::string(" (set by isomer's Python module, on import") + (why && *why ? std::string(": ") + why : "") +
+           ")";
+  };
+  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return std::string("OMP_WAIT_POLICY=") + p + who("OMP_WAIT_POLICY", p);
+  if (const char* c = std::getenv("GOMP_SPINCOUNT")) return std::string("GOMP_SPINCOUNT=") + c + who("GOMP_SPINCOUNT", c);
   return "libgomp default";
+}
+
+bool openmp_spins_by_isomer() {
+  const char* count = std::getenv("GOMP_SPINCOUNT");
+  if (std::getenv("OMP_WAIT_POLICY") || !count) return false;
+  // The restarted process: its note starts with what the parent chose ("spin 1000 (...").
+  const char* chosen = std::getenv("ISOMER_OMP_REEXEC");
+  if (chosen && std::strncmp(chosen, "spin ", 5) == 0 && std::strcmp(count, kFreeMachineSpinCount) == 0) return true;
+  const char* module = std::getenv("ISOMER_MODULE_GOMP_SPINCOUNT");
+  return module && std::strcmp(module, count) == 0;
 }
 
 bool choose_openmp_waits(int threads, bool as_on_a_quiet_machine) {

@@ -4,10 +4,12 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "runtime/one_cpu_per_thread.h"
+#include "runtime/runtime.h"
 
 namespace isomer::runtime {
 
@@ -31,6 +33,12 @@ std::string list(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
   return s;
+}
+
+bool delegates(const std::vector<StepInfo>& steps) {
+  for (const StepInfo& s : steps)
+    if (s.kind == "onnxruntime" || delegates(s.body)) return true;
+  return false;
 }
 
 }  // namespace
@@ -85,6 +93,19 @@ void OneCpuPerThread::restore() {
     if (omp_get_num_threads() == team && !saved_[t].empty()) set_thread_cpus(saved_[t]);
   }
   saved_.clear();
+}
+
+std::string why_runs_stay_unpinned(const Executable& exe) {
+  if (exe.threads() <= 1) return "1 thread";
+  for (const char* var : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
+    if (std::getenv(var)) return std::string("not pinned (") + var + " set by the user)";
+  if (!openmp_spins_by_isomer()) return "not pinned (the OpenMP waits are not isomer's short spin)";
+  if (delegates(exe.steps())) return "not pinned (a step runs in ONNX Runtime's helper)";
+  return "";
+}
+
+RunPlacement::RunPlacement(const Executable& exe) : note_(why_runs_stay_unpinned(exe)) {
+  if (note_.empty()) note_ = pinned_.emplace(exe.threads()).note();
 }
 
 }  // namespace isomer::runtime

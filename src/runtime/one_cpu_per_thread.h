@@ -1,5 +1,7 @@
 #pragma once
-// An OpenMP team pinned one thread per CPU around the guard's timed runs.
+// An OpenMP team pinned one thread per CPU around the guard's timed runs, and around
+// `isomer run --bench`'s and the Python module's runs when isomer chose the short spin.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,7 @@ namespace isomer::runtime {
 // optimize's check, and there each barrier waited out a whole spin (~25 us) before
 // the thread it waited for could run: the guard read 0.26 ms a run for a model
 // `isomer run` runs in 0.028 ms. A team larger than the CPUs, or of one thread, is
-// left as it is. Only around timed runs: a process started meanwhile (ONNX
+// left as it is. Only around runs: a process started meanwhile (ONNX
 // Runtime's helper) would inherit the calling thread's single CPU.
 class OneCpuPerThread {
  public:
@@ -35,5 +37,32 @@ class OneCpuPerThread {
 };
 // The CPUs the calling thread may run on.
 std::vector<int> thread_cpus();
+
+class Executable;
+
+// Why runs of `exe` on the runtime (`isomer run`, the Python module's run and
+// benchmark) keep their team where the scheduler puts it; empty: pin it one thread
+// per CPU. Pinned when its OpenMP threads spin briefly at barriers by isomer's choice
+// (openmp_spins_by_isomer): on this project's VM the scheduler put the worker on its
+// caller's CPU, and each barrier then waited out the spin (~25 us) before the thread
+// it waited for could run, loaded or not (demo.onnx at 2 threads: 0.25 ms a run, 0.06
+// passive). Never when the user placed the threads (OMP_PROC_BIND, OMP_PLACES,
+// GOMP_CPU_AFFINITY; OMP_PROC_BIND=false keeps them unpinned), nor when a step runs in
+// ONNX Runtime's helper (a helper started there would inherit one CPU); a taskset
+// mask is kept, since OneCpuPerThread pins only into the CPUs the caller may use.
+std::string why_runs_stay_unpinned(const Executable& exe);
+
+// A OneCpuPerThread for the runs of `exe` while it lives, when why_runs_stay_unpinned
+// says so; note() says how the team was placed, for reports.
+class RunPlacement {
+ public:
+  explicit RunPlacement(const Executable& exe);
+  const std::string& note() const { return note_; }
+  bool pinned() const { return pinned_.has_value() && !pinned_->cpus().empty(); }
+
+ private:
+  std::optional<OneCpuPerThread> pinned_;
+  std::string note_;
+};
 
 }  // namespace isomer::runtime

@@ -164,9 +164,13 @@ int hardware_threads();  // the CPUs this process may run on
 //    MobileNetV2 at 2 threads took 428 ms per run with libgomp's default spin
 //    (~300k pause loops, ~10 ms) and 14.5 ms passive (632 vs 13.6 under load ~10).
 //  - else GOMP_SPINCOUNT=1000 (tens of microseconds): enough to bridge the gap
-//    between consecutive primitives without a wake-up while the cores are free,
-//    and within ~15% of passive if other work starts later (libgomp's default
-//    was 3-30x slower then).
+//    between consecutive primitives without a wake-up while the cores are free
+//    (libgomp's default was 3-30x slower once other work started). The runs pin
+//    the team one thread per CPU (why_runs_stay_unpinned, one_cpu_per_thread.h):
+//    unpinned, this VM's scheduler put both threads on one CPU and demo.onnx took
+//    0.25 ms a run at 2 threads, 0.039 pinned, 0.066 passive (load 6-7). If other
+//    work starts later the spin still costs: under load 6-7, 2 threads, SqueezeNet
+//    1.1 took 9-17 ms a run with it, pinned or not, and 3.2 ms passive.
 // A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is always kept, and one thread needs
 // no policy. Call it first thing in a command, before any output; returns only
 // when it did not restart (false). The library alone (Python bindings, tests)
@@ -183,6 +187,11 @@ bool use_passive_openmp_waits();
 int other_runnable_tasks();
 // What the OpenMP threads of this process do at a barrier and why, for reports.
 std::string openmp_waits();
+// Whether they spin briefly by isomer's choice: `isomer run` chose the spin when it
+// started (choose_openmp_waits), or the Python module set it on import, and the user
+// set no policy. Such a team is pinned one thread per CPU while it runs
+// (why_runs_stay_unpinned, one_cpu_per_thread.h).
+bool openmp_spins_by_isomer();
 // Sets the thread count oneDNN (OpenMP) uses from now on; 0 = every core.
 void set_threads(int threads);
 
