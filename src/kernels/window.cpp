@@ -38,8 +38,10 @@ struct Window {
 template <vmv::FloatVector W, Op O, int K>
 ISOMER_VINLINE W reduce(const Window& w, int64_t c, int64_t row_step, int64_t tap_step) {
   W acc = vmv::splat<W>(O == Op::Avg ? 0.0f : kLowest);
-  // Max: a NaN of the window, once one is seen. Kept apart from the max: one select
-  // on the or of two compares was split into lanes (25x slower).
+  // Max: 0, or a NaN of the window once one is seen; subtracted from the max at the
+  // end (x - 0 is x, -0 included). Selecting on a compare of a NaN with itself was
+  // split into lanes (GCC 12 at -O3 without trapping math: 5x slower), as was one
+  // select on the or of two compares.
   W nan = vmv::splat<W>(0.0f);
   const auto add = [&](W e) {
     if constexpr (O == Op::Avg) {
@@ -59,7 +61,7 @@ ISOMER_VINLINE W reduce(const Window& w, int64_t c, int64_t row_step, int64_t ta
     }
   }
   if constexpr (O == Op::Avg) return acc * vmv::splat<W>(w.scale);
-  else return nan != nan ? nan : acc;
+  else return acc - nan;
 }
 
 // One output pixel's channels [c, P): vectors of V's lanes, then (AVX-512) one of
@@ -87,7 +89,7 @@ template <vmv::FloatVector V, Op O, int S>
 ISOMER_VINLINE void slide3(const float* xr, float* yr, int64_t P, int64_t rows, int64_t row_step, int64_t ox0,
                            int64_t ox1, int64_t pad_left, float scale, int64_t c) {
   struct Col {
-    V v, nan;  // max: the column's NaN, once one is seen
+    V v, nan;  // max: 0, or the column's NaN once one is seen (as reduce's)
   };
   const auto column = [&](int64_t ix) {
     Col k{vmv::splat<V>(O == Op::Avg ? 0.0f : kLowest), vmv::splat<V>(0.0f)};
@@ -112,9 +114,7 @@ ISOMER_VINLINE void slide3(const float* xr, float* yr, int64_t P, int64_t rows, 
     } else {
       V m = a.v > b.v ? a.v : b.v;
       m = n.v > m ? n.v : m;
-      V nan = b.nan != b.nan ? b.nan : a.nan;
-      nan = n.nan != n.nan ? n.nan : nan;
-      out = nan != nan ? nan : m;
+      out = m - (a.nan + b.nan + n.nan);
     }
     vmv::store(yr + ox * P + c, out);
     if constexpr (S == 1) {

@@ -96,12 +96,14 @@ TEST(PoolKernel, MatchesADirectLoop) {
 }
 
 TEST(PoolKernel, NanWinsAMaxWindow) {
-  Pool2d p;
-  p.lanes = 20, p.in_h = p.in_w = 3, p.out_h = p.out_w = 1, p.kernel_h = p.kernel_w = 3;
-  std::vector<float> x(9 * 20, 1.0f), y(20, 0.0f);
-  for (int64_t c = 0; c < 20; ++c) x[static_cast<size_t>((c % 9) * 20 + c)] = NAN;
-  kernels::pool_2d(x.data(), y.data(), p, 1);
-  for (float v : y) EXPECT_TRUE(std::isnan(v));
+  for (int64_t k : {2, 3}) {  // 3: column reductions sliding; 2: a window a pixel
+    Pool2d p;
+    p.lanes = 20, p.in_h = p.in_w = k, p.out_h = p.out_w = 1, p.kernel_h = p.kernel_w = k;
+    std::vector<float> x(static_cast<size_t>(k * k * 20), 1.0f), y(20, 0.0f);
+    for (int64_t c = 0; c < 20; ++c) x[static_cast<size_t>((c % (k * k)) * 20 + c)] = NAN;
+    kernels::pool_2d(x.data(), y.data(), p, 1);
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << "k" << k;
+  }
 }
 
 TensorType f32(std::vector<int64_t> dims) { return {DType::Float32, make_shape(dims)}; }
