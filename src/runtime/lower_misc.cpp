@@ -85,16 +85,22 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
   // A 2-D pool of a float input whose pixels hold their channels together (what a
   // convolution writes: channel-blocked or channels last) runs on the native kernel,
   // in that layout. oneDNN 2.6's AVX2 pooling was several times slower than it
-  // (SqueezeNet's first pool 2.8 ms, 7x ONNX Runtime's time), and its AVX-512 one
-  // took twice its time on GoogLeNet's first (channels last, 64x112x112, 3x3 at
-  // stride 2: 0.24 ms). Where oneDNN has only its reference kernel (a dilated pool:
+  // (SqueezeNet's first pool 2.8 ms, 7x ONNX Runtime's time); its AVX-512 one is
+  // slower on channel blocks and narrow channels last, measured below. Where oneDNN
+  // has only its reference kernel (a dilated pool:
   // 1x16x32x32 channels last, 3x3 dilated by 2, ran on it), an input in another
   // layout is reordered to channels last first.
+  const bool onednn_avx512 = std::string(pd.impl_info_str()).find("jit:avx512") != std::string::npos;
   if (!global && xd.size() == 4 && type == DType::Float32) {
     const md_t last(to_dims(xd), dt::f32, tag::nhwc);
+    // Channels last with more than 64 channels stays on oneDNN's AVX-512 kernel:
+    // GoogLeNet's and Inception's 192-channel pools took 25-35% longer native
+    // (3x3 at stride 2 on 56x56: 0.081 ms, 0.061 oneDNN), where 64 channels ran
+    // 0-15% faster (ResNet-50's first pool: 0.067 ms, 0.079) and the channel
+    // blocks 10-20% faster (DenseNet's first pool: 0.056 ms, 0.070).
     int64_t lanes = 0;
     tag layout = tag::nhwc;
-    if (md == last || is_reference(pd)) lanes = xd[1];
+    if ((md == last && (xd[1] <= 64 || !onednn_avx512)) || is_reference(pd)) lanes = xd[1];
     for (auto [l, blocked] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}})
       if (xd[1] % l == 0 && md == md_t(to_dims(xd), dt::f32, blocked)) lanes = l, layout = blocked;
     if (lanes > 0) {
