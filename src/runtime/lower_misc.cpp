@@ -82,22 +82,29 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
     return dnnl::pooling_v2_forward::primitive_desc(d, c.engine());
   };
   auto pd = make_pd(md);
-  // Max pooling of a channel-blocked 2-D input (what a convolution writes) on the
-  // native kernel where oneDNN has no AVX-512 kernel for it: oneDNN 2.6's AVX2
-  // pooling was several times slower than the native kernel (SqueezeNet's first
-  // pool 2.8 ms, 7x ONNX Runtime's time), but its AVX-512 one is about 3x faster
-  // than it (GoogLeNet's 3x3 pools at stride 1 on 28x28x256: 0.125 ms native).
-  // Where oneDNN has only its reference kernel (a dilated pool: 1x16x32x32 channels
-  // last, 3x3 dilated by 2, ran on it), an input in another layout is reordered
-  // into the blocks first.
+  // A 2-D pool of a float input whose pixels hold their channels together (what a
+  // convolution writes: channel-blocked or channels last) runs on the native kernel,
+  // in that layout. oneDNN 2.6's AVX2 pooling was several times slower than it
+  // (SqueezeNet's first pool 2.8 ms, 7x ONNX Runtime's time); its AVX-512 one is
+  // slower on channel blocks and narrow channels last, measured below. Where oneDNN
+  // has only its reference kernel (a dilated pool:
+  // 1x16x32x32 channels last, 3x3 dilated by 2, ran on it), an input in another
+  // layout is reordered to channels last first.
   const bool onednn_avx512 = std::string(pd.impl_info_str()).find("jit:avx512") != std::string::npos;
-  const int64_t reorder_lanes = type != DType::Float32 || !is_reference(pd) ? 0 : xd[1] % 16 == 0 ? 16 : 8;
-  if (alg == dnnl::algorithm::pooling_max && xd.size() == 4 && extra.empty() && !onednn_avx512)
-    for (auto [lanes, layout] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}}) {
-      if (xd[1] % lanes != 0) continue;
-      const md_t blocks(to_dims(xd), dt::f32, layout);
-      if (md != blocks && lanes != reorder_lanes) continue;
-      x = c.as_layout(x, blocks);
+  if (!global && xd.size() == 4 && type == DType::Float32) {
+    const md_t last(to_dims(xd), dt::f32, tag::nhwc);
+    // Channels last with more than 64 channels stays on oneDNN's AVX-512 kernel:
+    // GoogLeNet's and Inception's 192-channel pools took 25-35% longer native
+    // (3x3 at stride 2 on 56x56: 0.081 ms, 0.061 oneDNN), where 64 channels ran
+    // 0-15% faster (ResNet-50's first pool: 0.067 ms, 0.079) and the channel
+    // blocks 10-20% faster (DenseNet's first pool: 0.056 ms, 0.070).
+    int64_t lanes = 0;
+    tag layout = tag::nhwc;
+    if ((md == last && (xd[1] <= 64 || !onednn_avx512)) || is_reference(pd)) lanes = xd[1];
+    for (auto [l, blocked] : {std::pair{int64_t{8}, tag::nChw8c}, std::pair{int64_t{16}, tag::nChw16c}})
+      if (xd[1] % l == 0 && md == md_t(to_dims(xd), dt::f32, blocked)) lanes = l, layout = blocked;
+    if (lanes > 0) {
+      x = c.as_layout(x, md_t(to_dims(xd), dt::f32, layout));
       kernels::Pool2d p;
       p.batch = xd[0];
       p.blocks = xd[1] / lanes;
@@ -105,21 +112,25 @@ bool pool_with_padding(Compiler& c, const Node& n, const Value& src, const std::
       p.in_h = xd[2], p.in_w = xd[3], p.out_h = od[2], p.out_w = od[3];
       p.kernel_h = kernel[0], p.kernel_w = kernel[1], p.stride_h = strides[0], p.stride_w = strides[1];
       p.pad_top = pl[0], p.pad_left = pl[1], p.dilation_h = dil[0] + 1, p.dilation_w = dil[1] + 1;
+      p.average = alg != dnnl::algorithm::pooling_max;
+      p.count_pad = alg == dnnl::algorithm::pooling_avg_include_padding;
       const md_t out_md(to_dims(od), dt::f32, layout);
       const int dst = c.new_value(DType::Float32, od, out_md, n.name());
       const double flops = static_cast<double>(num_elements(od)) * static_cast<double>(kernel[0] * kernel[1]);
       add_native_step(c,
                       step_info(n, "pool",
-                                "maxpool-blocked " + describe_md(blocks) + " -> " + describe_md(out_md) + " k" +
-                                    dims_text(kernel) + " s" + dims_text(strides) + " pl" + dims_text(pl) + " d" +
-                                    dims_text(dil),
+                                std::string(p.average ? "avgpool" : "maxpool") + "-native " + describe_md(c.val(x).md) +
+                                    " -> " + describe_md(out_md) + " k" + dims_text(kernel) + " s" +
+                                    dims_text(strides) + " pl" + dims_text(pl) + " d" + dims_text(dil),
                                 flops),
-                      {x}, {dst}, [p](const std::vector<char*>& ptr) {
-                        kernels::max_pool_blocked(reinterpret_cast<const float*>(ptr[0]), reinterpret_cast<float*>(ptr[1]), p);
+                      {x}, {dst}, [p, threads = c.threads()](const std::vector<char*>& ptr) {
+                        kernels::pool_2d(reinterpret_cast<const float*>(ptr[0]), reinterpret_cast<float*>(ptr[1]), p,
+                                         threads);
                       });
       c.bind(n.output(0), dst);
       return true;
     }
+  }
   // oneDNN's fast kernels take only dense layouts of a known tag; a view (a channel
   // part of a channel-last tensor, whose batch stride is then no dense one) gets its
   // reference kernel, 100x slower (NasNet-A's 3x3 average pools of a merged

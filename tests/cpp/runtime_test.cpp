@@ -152,10 +152,10 @@ TEST(Runtime, MaxPoolOfABlockedConvolutionOutput) {
 }
 
 // Max pooling of a channel-blocked concatenation (an Inception block's output) runs
-// on oneDNN's AVX-512 kernel where it has one: the native kernel took 3x its time
-// (GoogLeNet's 3x3 pools at stride 1); a dilated window, which oneDNN runs only on its
-// reference kernel, stays native. Elsewhere both run natively.
-TEST(Runtime, MaxPoolOfABlockedConcatTakesOneDnnsAvx512Kernel) {
+// on the native kernel in its blocks, a dilated window too (oneDNN has only its
+// reference kernel for one): oneDNN's AVX-512 kernel took 10-20% longer on blocks
+// (GoogLeNet's 3x3 pools at stride 1).
+TEST(Runtime, MaxPoolOfABlockedConcatRunsNativeInItsBlocks) {
   GraphBuilder b;
   Value x = b.input("x", {DType::Float32, make_shape({1, 64, 13, 15})});
   Value ca = b.op1("Relu", {b.op1("Conv", {x, b.constant(random_tensor({32, 64, 3, 3}, 1))},
@@ -171,11 +171,7 @@ TEST(Runtime, MaxPoolOfABlockedConcatTakesOneDnnsAvx512Kernel) {
   for (const runtime::StepInfo& s : testing::run_against_reference(g, 1e-4))
     if (s.kind == "pool") pools.push_back(s.signature);
   ASSERT_EQ(pools.size(), 2u);
-  const bool avx512 = kernels::best_vector_isa() == kernels::VectorIsa::Avx512;
-  for (const std::string& sig : pools) {
-    const bool dilated = sig.find("k[3,2]") != std::string::npos;
-    EXPECT_EQ(sig.rfind("maxpool-blocked", 0) == 0, dilated || !avx512) << sig;
-  }
+  for (const std::string& sig : pools) EXPECT_EQ(sig.rfind("maxpool-native", 0), 0u) << sig;
 }
 
 TEST(Runtime, ResidualAddAndReluArePostOps) {
