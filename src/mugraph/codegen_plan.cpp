@@ -384,9 +384,7 @@ class Planner {
   // An operand that is another op times a scalar constant, read by this contraction
   // alone: (A c) B = c (A B), so the contraction reads the other op in place and
   // multiplies its output by c as it stores it (no pass over the operand). Kept only
-  // where the micro-kernel still applies to the unscaled op's layout. The operand may
-  // be computed in an earlier phase (q scaled once above the loop over key chunks):
-  // the other op is then ready too, and the pass over the operand goes all the same.
+  // where the micro-kernel still applies to the unscaled op's layout.
   void fold_operand_scales(int i) {
     if (!plain_store(i)) return;
     MatmulPlan& m = k_.matmuls.at(i);
@@ -394,14 +392,14 @@ class Planner {
     for (int x : {m.roles.a, m.roles.b}) {
       const BOp& xo = g_.ops[x];
       if (xo.kind != BKind::Elementwise || xo.op != Op::Mul || x == g_.stab_exp || k_.users[x].size() != 1 ||
-          k_.output_of[x] >= 0 || k_.acc[x].where != Access::Where::Scratch || xo.phase > op.phase ||
+          k_.output_of[x] >= 0 || k_.acc[x].where != Access::Where::Scratch || xo.phase != op.phase ||
           xo.args.size() != 2 || k_.folded.count(x))
         continue;
       int c = -1, y = -1;
       for (int q = 0; q < 2; ++q)
         if (k_.acc[xo.args[q]].where == Access::Where::Const) c = xo.args[q], y = xo.args[1 - q];
       if (c < 0 || y < 0 || k_.acc[y].where == Access::Where::Const || !k_.acc[y].materialized() ||
-          k_.acc[y].is_bool || g_.ops[y].axes != xo.axes || g_.ops[y].phase > xo.phase)
+          k_.acc[y].is_bool || g_.ops[y].axes != xo.axes || g_.ops[y].phase != op.phase)
         continue;
       // The other op must be complete before x would be (emitted in index order).
       if (y > x) continue;

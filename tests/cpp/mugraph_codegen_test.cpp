@@ -230,41 +230,6 @@ TEST_F(MuGraphCodegen, OneChunkLoopsStoreTheirAccumulatorsOnce) {
   }
 }
 
-// A scaled operand computed above the loop (q times its scale, once per tile) that
-// a contraction in the loop reads: the contraction reads q itself and stores its
-// product times the scale. Some kernel of attention at odd shapes does this, and
-// each such kernel matches the source program.
-TEST_F(MuGraphCodegen, ScaleAboveTheLoopMovesIntoTheStore) {
-  const std::string vit =
-      "graph vit(%q: f32[1,3,37,13], %k: f32[1,3,37,13], %v: f32[1,3,37,13]) {\n"
-      "  %c = const f32[] {0.5}\n  %d = const f32[] {0.25}\n"
-      "  %qs = Mul(%q, %c)\n  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n  %ks = Mul(%kt, %d)\n"
-      "  %s = MatMul(%qs, %ks)\n  %p = Softmax(%s) {axis=-1}\n  %o = MatMul(%p, %v)\n  return %o\n}\n";
-  Program p = from_body(parse_graph(vit));
-  SearchOptions o;
-  o.max_seconds = 2;
-  std::vector<BlockGraph> found = search_structures(p, o, nullptr);
-  found.insert(found.begin(), direct_translation(p));
-  int n = 0;
-  for (const BlockGraph& s : found) {
-    for (const BlockGraph& g : tilings(p, s, 2, 1, {})) {
-      if (n >= 3) break;
-      const KernelPlan k = plan_kernel(p, g);
-      bool above = false;
-      for (const auto& [x, y] : k.folded)
-        for (int u : k.users[x]) above = above || (g.ops[x].phase == Phase::Pre && g.ops[u].phase == Phase::Loop);
-      if (!above) continue;
-      ++n;
-      std::string why;
-      auto kernel = load_kernel(generate_source(p, g, {}), &why);
-      ASSERT_TRUE(kernel) << why << "\n" << g.to_text(p);
-      for (int threads : {1, 2})
-        EXPECT_LT(max_rel_diff(p, g, *kernel, {}, {}, threads, true), 1e-5) << g.to_text(p);
-    }
-  }
-  EXPECT_GT(n, 0) << "no kernel moved a scale computed above the loop into a store in it";
-}
-
 // GELU's chain x * (erf(x / sqrt 2) + 1) * 0.5 is written as one call (mg_gelu_erfv:
 // the runtime's piecewise erf on 16 lanes, the chain on mg_erfv on 8), in either
 // operand order and with x * sqrt 1/2 for the division; a chain with another
