@@ -110,6 +110,14 @@ void Emitter::zero(int i) {
   loops(k_.layout(i), g_.ops[i].phase, true, [&] { line(elem(i) + " = 0.0f;"); });
 }
 
+bool Emitter::stored_once(int i) const {
+  if (!straight()) return false;
+  const int a = g_.ops[i].args[0];
+  if (k_.fused_into[a] != i) return true;
+  const auto m = k_.matmuls.find(a);
+  return m != k_.matmuls.end() && m->second.kernel != MatmulPlan::Kernel::Generic && !k_.summed_in.count(a);
+}
+
 void Emitter::pointwise(const PointwisePlan& w, const std::function<void()>& stmt, const Access* dst,
                         const std::vector<int>* dst_axes) {
   auto hoist = [&] {
@@ -233,7 +241,8 @@ void Emitter::emit_op(int i) {
     case BKind::Accum: {
       int a = op.args[0];
       if (k_.fused_into[a] == i) return;  // the contraction accumulated in place
-      loops(k_.layout(i), Phase::Post, true, [&] { line(elem(i) + " += " + x_.at(a) + ";"); });
+      const std::string op_as = k_.one_chunk ? " = " : " += ";  // one chunk: its only addend
+      loops(k_.layout(i), Phase::Post, true, [&] { line(elem(i) + op_as + x_.at(a) + ";"); });
       return;
     }
     case BKind::Elementwise: {
@@ -276,11 +285,14 @@ void Emitter::tile_frame() {
 
 void Emitter::for_loop() {
   for (size_t i = 0; i < g_.ops.size(); ++i)
-    if (g_.ops[i].kind == BKind::Accum) zero(static_cast<int>(i));
-  if (g_.stab_exp >= 0 && g_.ops[g_.stab_exp].phase == Phase::Loop)
+    if (g_.ops[i].kind == BKind::Accum && !stored_once(static_cast<int>(i))) zero(static_cast<int>(i));
+  if (g_.stab_exp >= 0 && g_.ops[g_.stab_exp].phase == Phase::Loop && !straight())
     loops(k_.stab.shift, Phase::Loop, true, [&] { line(stab(k_.m_off) + " = -INFINITY;"); });
   const int64_t chunks = g_.num_chunks(p_), E = p_.extent(g_.loop_atom);
-  line("for (int64_t c = 0; c < " + std::to_string(chunks) + "; ++c) {");
+  if (chunks == 1)
+    line("{ const int64_t c = 0;");  // one chunk: a block, not a loop
+  else
+    line("for (int64_t c = 0; c < " + std::to_string(chunks) + "; ++c) {");
   ind_ += 2;
   if (!skip_.empty()) line("if (mg_skip[tile * " + std::to_string(chunks) + " + c] == '1') continue;");
   line("const int64_t oc = c * " + std::to_string(g_.chunk) + ";");

@@ -50,6 +50,12 @@ class Emitter {
 
   // Zeroes op i's tile (an accumulator or a sum before it is added into).
   void zero(int i);
+  // A one-chunk loop that no skip list can leave unrun: straight-line code, each
+  // accumulator stored once and the online-softmax shift never moved.
+  bool straight() const { return k_.one_chunk && skip_.empty(); }
+  // Accumulator i needs no zeroing: the loop is straight and its only store
+  // overwrites it (a micro-kernel call, or the accumulation written as a copy).
+  bool stored_once(int i) const;
 
   // A pointwise loop nest whose body is `stmt()`; the vector form stores 8 lanes of
   // the plan's root at `dst`, the plan's number of vectors per iteration (their

@@ -15,6 +15,7 @@ class Planner {
   Planner(const Program& p, const BlockGraph& g) : p_(p), g_(g) {
     k_.p = &p;
     k_.g = &g;
+    k_.one_chunk = g.loop_atom >= 0 && g.num_chunks(p) == 1;
   }
 
   KernelPlan run() {
@@ -376,7 +377,8 @@ class Planner {
   // leaves it as it is.
   bool plain_store(int i) const {
     const MatmulPlan& m = k_.matmuls.at(i);
-    return m.kernel != MatmulPlan::Kernel::Generic && k_.fused_into[i] < 0 && !k_.summed_in.count(i);
+    return m.kernel != MatmulPlan::Kernel::Generic && (k_.fused_into[i] < 0 || k_.one_chunk) &&
+           !k_.summed_in.count(i);
   }
 
   // An operand that is another op times a scalar constant, read by this contraction

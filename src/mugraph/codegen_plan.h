@@ -111,6 +111,9 @@ struct KernelPlan {
   // one index at a time inside a tile, so every intermediate is one row (in L1)
   // while the grid keeps tiles coarse enough for the scheduler.
   std::vector<int> rows;
+  // The loop runs one chunk: each accumulation is the accumulator's only store (a
+  // contraction fused into one overwrites it, its scale moved into that store).
+  bool one_chunk = false;
   std::vector<Access> acc;
   std::vector<std::vector<int>> users;
   std::vector<int> output_of;   // op -> program output it is written to (-1)

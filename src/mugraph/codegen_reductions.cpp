@@ -29,8 +29,9 @@ void Emitter::emit_matmul(int i) {
     });
     return;
   }
-  // The micro-kernels overwrite C where no accumulator takes it (no zeroing pass).
-  const std::string accum = k_.fused_into[i] >= 0 ? "1" : "0";
+  // The micro-kernels overwrite C where no accumulator takes it, or where the loop's
+  // one chunk makes this the accumulator's only store (no zeroing pass).
+  const std::string accum = k_.fused_into[i] >= 0 && !k_.one_chunk ? "1" : "0";
   // C written straight into the program output (a row divisor moved into the store):
   // the output's base at this tile's origin.
   const std::string c_base = m.output >= 0 ? output_base(m.output, i) : k_.acc[i].base;
@@ -224,7 +225,9 @@ void Emitter::emit_stab_exp(int i) {
       if (a != inner) ax.push_back(a);
     return "(" + k_.acc[opi].base + " + " + x_.offset(k_.acc[opi], ax) + ")";
   };
-  if (ph != Phase::Loop && sp.sum >= 0 && sp.max_helper && sp.shift_sum_helper && sp.inner[0] == sp.rest[0]) {
+  // A straight loop's chunk sees every value the shift varies over: no rescale.
+  const bool fixed_shift = ph != Phase::Loop || straight();
+  if (fixed_shift && sp.sum >= 0 && sp.max_helper && sp.shift_sum_helper && sp.inner[0] == sp.rest[0]) {
     // No loop moves the shift: each row's maximum, then its exponentials and their
     // sum, while the row is in L1 (two passes over all rows read them from L2).
     const int r = sp.sum;
@@ -243,7 +246,7 @@ void Emitter::emit_stab_exp(int i) {
     return;
   }
   stab_max(x, ph);
-  if (ph == Phase::Loop) {
+  if (!fixed_shift) {
     loops(sp.shift, ph, false, [&] {
       // Neither maximum is NaN (the max reductions skip NaN), so a compare does what
       // fmax does without its libm call; the rescale's exp is mg_exp (vectorized

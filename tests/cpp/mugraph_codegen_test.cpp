@@ -167,6 +167,69 @@ TEST_F(MuGraphCodegen, StoreFactorsMatchTheInterpreter) {
   }
 }
 
+// A loop of one chunk (the loop atom's whole extent, as ViT's loop{a3:197}) is
+// straight-line code: an accumulator a micro-kernel stores is not zeroed first (its
+// one call overwrites it, an operand's scale in that store) and the online softmax
+// keeps one shift. Every such kernel of attention at odd shapes, with and without a
+// causal mask's skip list, matches the source program.
+TEST_F(MuGraphCodegen, OneChunkLoopsStoreTheirAccumulatorsOnce) {
+  const std::string vit =
+      "graph vit(%q: f32[1,3,37,13], %k: f32[1,3,37,13], %v: f32[1,3,37,13]) {\n"
+      "  %c = const f32[] {0.5}\n"
+      "  %qs = Mul(%q, %c)\n  %kt = Transpose(%k) {perm=[0, 1, 3, 2]}\n  %ks = Mul(%kt, %c)\n"
+      "  %s = MatMul(%qs, %ks)\n  %p = Softmax(%s) {axis=-1}\n  %o = MatMul(%p, %v)\n  return %o\n}\n";
+  std::vector<float> mask(19 * 19);
+  for (int i = 0; i < 19; ++i)
+    for (int j = 0; j < 19; ++j) mask[static_cast<size_t>(i * 19 + j)] = j <= i ? 0.0f : -INFINITY;
+  struct Case {
+    std::string body;
+    std::vector<std::vector<float>> constants;
+  };
+  for (const Case& c : {Case{vit, {}}, Case{testing::gqa_attention_body(4, 2, 19, 11), {{}, {}, {}, mask}}}) {
+    Program p = from_body(parse_graph(c.body));
+    SearchOptions o;
+    o.max_seconds = 2;
+    std::vector<BlockGraph> found = search_structures(p, o, nullptr);
+    found.insert(found.begin(), direct_translation(p));
+    int n = 0, unzeroed = 0;
+    for (const BlockGraph& s : found) {
+      for (BlockGraph g : tilings(p, s, 2, 1, c.constants)) {
+        if (g.loop_atom < 0 || n >= 6) continue;
+        g.chunk = p.extent(g.loop_atom);  // the whole loop in one chunk
+        ++n;
+        const std::vector<uint8_t> skip = skip_table(p, g, c.constants);
+        const std::string src = generate_source(p, g, skip);
+        const std::string body = src.substr(src.find("isomer_mugraph_run"));
+        EXPECT_EQ(body.find("for (int64_t c = 0;"), std::string::npos) << g.to_text(p);
+        if (skip.empty()) {
+          // No accumulator a micro-kernel stores into is zeroed, nor the shift reset.
+          const KernelPlan k = plan_kernel(p, g);
+          for (size_t i = 0; i < g.ops.size(); ++i) {
+            if (g.ops[i].kind != BKind::Accum) continue;
+            const auto m = k.matmuls.find(g.ops[i].args[0]);
+            if (m == k.matmuls.end() || m->second.kernel == MatmulPlan::Kernel::Generic ||
+                k.fused_into[m->first] != static_cast<int>(i))
+              continue;
+            ++unzeroed;
+            const std::string acc = k.acc[i].base + "[";
+            for (size_t at = body.find(acc); at != std::string::npos; at = body.find(acc, at + 1))
+              EXPECT_EQ(body.substr(at, body.find('\n', at) - at).find("= 0.0f;"), std::string::npos)
+                  << "accumulator " << i << " zeroed in a one-chunk loop\n" << g.to_text(p);
+          }
+          EXPECT_EQ(body.find("= -INFINITY;"), std::string::npos) << g.to_text(p);
+        }
+        std::string why;
+        auto kernel = load_kernel(src, &why);
+        ASSERT_TRUE(kernel) << why << "\n" << g.to_text(p);
+        for (int threads : {1, 2})
+          EXPECT_LT(max_rel_diff(p, g, *kernel, skip, c.constants, threads, true), 1e-5) << g.to_text(p);
+      }
+    }
+    EXPECT_GT(n, 0) << "no tiling of a loop\n" << c.body;
+    if (c.constants.empty()) EXPECT_GT(unzeroed, 0) << "no micro-kernel accumulated in a loop\n" << c.body;
+  }
+}
+
 // GELU's chain x * (erf(x / sqrt 2) + 1) * 0.5 is written as one call (mg_gelu_erfv:
 // the runtime's piecewise erf on 16 lanes, the chain on mg_erfv on 8), in either
 // operand order and with x * sqrt 1/2 for the division; a chain with another
