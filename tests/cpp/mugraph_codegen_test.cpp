@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "ir/text.h"
@@ -343,6 +344,26 @@ TEST_F(MuGraphCodegen, AttentionPacksKeysOncePerSlice) {
   }
 }
 
+// Calls check(g, skip, looped, skipping) on each tiling of p whose loop covers part
+// of its axis (those a skip table can apply to), with the counts so far of such
+// tilings and of those with a skip table; returns the final counts.
+std::pair<int, int> for_each_partial_loop(
+    const Program& p, const std::vector<std::vector<float>>& constants,
+    const std::function<void(const BlockGraph&, const std::vector<uint8_t>&, int, int)>& check) {
+  SearchOptions o;
+  o.max_seconds = 2;
+  int looped = 0, skipping = 0;
+  for (const BlockGraph& st : search_structures(p, o, nullptr))
+    for (const BlockGraph& g : tilings(p, st, 1, 4, constants)) {
+      if (g.loop_atom < 0 || g.chunk <= 0 || g.chunk >= p.extent(g.loop_atom)) continue;
+      ++looped;
+      const std::vector<uint8_t> skip = skip_table(p, g, constants);
+      skipping += !skip.empty();
+      check(g, skip, looped, skipping);
+    }
+  return {looped, skipping};
+}
+
 // GPT-2's causal mask as a bool kept by Where(keep, S, -inf): a KV block whose keep
 // is all false is -inf, so the kernel skips it as it skips an added -inf mask's
 // (before, bool constants were no constants to the skip table, and GPT-2's kernel
@@ -366,21 +387,14 @@ TEST_F(MuGraphCodegen, BoolCausalMaskSkipsMaskedBlocks) {
       }
     const Tensor keep = Tensor::from_f64(DType::Bool, {1, 1, s, s}, bits);
     const std::vector<std::vector<float>> constants = {{}, {}, {}, constant_values(keep)};
-    SearchOptions o;
-    o.max_seconds = 2;
-    int looped = 0, skipping = 0;
-    for (const BlockGraph& st : search_structures(p, o, nullptr))
-      for (const BlockGraph& g : tilings(p, st, 1, 4, constants)) {
-        if (g.loop_atom < 0 || g.chunk <= 0 || g.chunk >= p.extent(g.loop_atom)) continue;
-        ++looped;
-        const std::vector<uint8_t> skip = skip_table(p, g, constants);
-        skipping += !skip.empty();
-        if (looped > 2 && (skip.empty() || skipping > 2)) continue;  // a few kernels compiled
-        std::string why;
-        auto k = load_kernel(generate_source(p, g, skip), &why);
-        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
-        EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1), 1e-5) << kind << "\n" << g.to_text(p);
-      }
+    const auto [looped, skipping] = for_each_partial_loop(
+        p, constants, [&](const BlockGraph& g, const std::vector<uint8_t>& skip, int n, int n_skipping) {
+          if (n > 2 && (skip.empty() || n_skipping > 2)) return;  // a few kernels compiled
+          std::string why;
+          auto k = load_kernel(generate_source(p, g, skip), &why);
+          ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+          EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1), 1e-5) << kind << "\n" << g.to_text(p);
+        });
     ASSERT_GT(looped, 0) << "no tiling loops over KV blocks";
     if (std::string(kind) == "random") EXPECT_EQ(skipping, 0) << "a random mask keeps a key of every block";
     else EXPECT_GT(skipping, 0) << kind << ": blocks whose keys are all masked are not skipped";
@@ -407,24 +421,17 @@ TEST_F(MuGraphCodegen, FinfoMinMaskSkipsOnlyWhereExact) {
         mask[static_cast<size_t>(i * s + j)] = keep ? 0.0f : fill;
       }
     const std::vector<std::vector<float>> constants = {{}, {}, {}, mask};
-    SearchOptions o;
-    o.max_seconds = 2;
-    int looped = 0, skipping = 0;
-    for (const BlockGraph& st : search_structures(p, o, nullptr))
-      for (const BlockGraph& g : tilings(p, st, 1, 4, constants)) {
-        if (g.loop_atom < 0 || g.chunk <= 0 || g.chunk >= p.extent(g.loop_atom)) continue;
-        ++looped;
-        const std::vector<uint8_t> skip = skip_table(p, g, constants);
-        skipping += !skip.empty();
-        // (Row 9's keys all carry the fill: in float, as ONNX adds them, its scores
-        // round to the fill and weigh evenly; the target in doubles keeps them apart.)
-        if (row_filled || (looped > 2 && (skip.empty() || skipping > 2))) continue;  // a few kernels compiled
-        EXPECT_TRUE(verify_field(p, g, constants, 11).ok) << kind << "\n" << g.to_text(p);
-        std::string why;
-        auto k = load_kernel(generate_source(p, g, skip), &why);
-        ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
-        EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1, true), 1e-5) << kind << "\n" << g.to_text(p);
-      }
+    const auto [looped, skipping] = for_each_partial_loop(
+        p, constants, [&](const BlockGraph& g, const std::vector<uint8_t>& skip, int n, int n_skipping) {
+          // (Row 9's keys all carry the fill: in float, as ONNX adds them, its scores
+          // round to the fill and weigh evenly; the target in doubles keeps them apart.)
+          if (row_filled || (n > 2 && (skip.empty() || n_skipping > 2))) return;  // a few kernels compiled
+          EXPECT_TRUE(verify_field(p, g, constants, 11).ok) << kind << "\n" << g.to_text(p);
+          std::string why;
+          auto k = load_kernel(generate_source(p, g, skip), &why);
+          ASSERT_TRUE(k) << why << "\n" << g.to_text(p);
+          EXPECT_LT(max_rel_diff(p, g, *k, skip, constants, 1, true), 1e-5) << kind << "\n" << g.to_text(p);
+        });
     ASSERT_GT(looped, 0) << "no tiling loops over KV blocks";
     if (std::string(kind) == "causal") EXPECT_GT(skipping, 0) << "blocks whose keys all carry the fill are not skipped";
     else EXPECT_EQ(skipping, 0) << kind << ": a skip table where a block is not exactly zero";
